@@ -1,0 +1,3 @@
+from dse.cli import main
+
+main()

@@ -1,0 +1,189 @@
+"""The design space: named parameters, their values, and candidate tables.
+
+A candidate is one row of a :class:`pandas.DataFrame` whose columns are the space's
+parameter names. Discrete parameters have an ordered list of values; a search may work
+on their integer indices. Continuous parameters are real intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import StudyError
+from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
+
+Kind = Literal["categorical", "integer", "real"]
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.12g}")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One design parameter: a discrete ordered list of ``values`` or a real interval."""
+
+    name: str
+    kind: Kind
+    values: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def size(self) -> float:
+        return len(self.values) if self.values is not None else math.inf
+
+    @property
+    def ordered(self) -> bool:
+        """Numeric values have an order a search can exploit; categories do not."""
+        return self.kind != "categorical"
+
+
+def expand(name: str, spec: Any) -> Parameter:
+    """Turn one study entry of ``space`` into a :class:`Parameter`."""
+    if isinstance(spec, ChoicesSpec):
+        spec = spec.choices
+    if isinstance(spec, RangeSpec):
+        low, high = spec.range
+        step = spec.step
+        if step is None and _is_int(low) and _is_int(high):
+            step = 1
+        if step is None:
+            return Parameter(name, "real", None, float(low), float(high))
+        if _is_int(low) and _is_int(high) and _is_int(step):
+            return Parameter(name, "integer", tuple(range(int(low), int(high) + 1, int(step))))
+        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        return Parameter(name, "real", tuple(_round(low + k * step) for k in range(count)))
+    if isinstance(spec, LogSpec):
+        low, high = spec.log
+        if spec.base is not None:
+            vals, v = [], float(low)
+            while v <= high * (1 + 1e-9):
+                vals.append(v)
+                v *= spec.base
+        else:
+            vals = list(np.geomspace(low, high, spec.num))
+        if _is_int(low) and _is_int(high) and (spec.base is None or _is_int(spec.base)):
+            ints = list(dict.fromkeys(int(round(v)) for v in vals))
+            return Parameter(name, "integer", tuple(ints))
+        return Parameter(name, "real", tuple(_round(v) for v in vals))
+    values = spec if isinstance(spec, list) else [spec]
+    values = list(dict.fromkeys(values))
+    if not values:
+        raise StudyError("empty list of choices", field=f"space.{name}")
+    if all(_is_int(v) for v in values):
+        return Parameter(name, "integer", tuple(int(v) for v in values))
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return Parameter(name, "real", tuple(float(v) for v in values))
+    return Parameter(name, "categorical", tuple(values))
+
+
+@dataclass
+class Space:
+    """The searchable parameters plus the fixed values every candidate shares."""
+
+    parameters: list[Parameter]
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_study(cls, study: Study) -> Space:
+        return cls([expand(n, s) for n, s in study.space.items()], dict(study.fixed_values))
+
+    # -- shape ---------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.parameters]
+
+    @property
+    def is_discrete(self) -> bool:
+        return all(p.values is not None for p in self.parameters)
+
+    @property
+    def size(self) -> float:
+        """Number of distinct candidates (``inf`` when a parameter is continuous)."""
+        return math.prod(p.size for p in self.parameters)
+
+    @property
+    def radices(self) -> list[int]:
+        return [len(p.values) for p in self.parameters]  # type: ignore[arg-type]
+
+    # -- building candidate tables -----------------------------------------------------
+    def from_indices(self, idx: np.ndarray) -> pd.DataFrame:
+        """Candidates from an ``(n, p)`` array of value indices (discrete parameters only)."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters))
+        cols = {}
+        for j, p in enumerate(self.parameters):
+            cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[idx[:, j]])
+        return pd.DataFrame(cols)
+
+    def indices_of(self, flat: np.ndarray) -> np.ndarray:
+        """Mixed-radix decode of flat grid positions ``0 .. size-1`` into value indices."""
+        flat = np.asarray(flat, dtype=np.int64)
+        out = np.empty((flat.size, len(self.parameters)), dtype=np.int64)
+        rest = flat.copy()
+        for j in range(len(self.parameters) - 1, -1, -1):
+            r = self.radices[j]
+            out[:, j] = rest % r
+            rest //= r
+        return out
+
+    def enumerate(self, chunk_size: int = 10_000, start: int = 0) -> Iterator[pd.DataFrame]:
+        """Every candidate of a discrete space, in grid order, ``chunk_size`` at a time."""
+        if not self.is_discrete:
+            raise StudyError("only a discrete space can be enumerated")
+        total = int(self.size)
+        for lo in range(start, total, chunk_size):
+            yield self.from_indices(self.indices_of(np.arange(lo, min(lo + chunk_size, total))))
+
+    def sample(self, rng: np.random.Generator, n: int) -> pd.DataFrame:
+        """``n`` candidates drawn uniformly (independently per parameter)."""
+        cols = {}
+        for p in self.parameters:
+            if p.values is None:
+                cols[p.name] = rng.uniform(p.low, p.high, n)
+            else:
+                cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[rng.integers(0, len(p.values), n)])
+        return pd.DataFrame(cols)
+
+    def with_fixed(self, candidates: pd.DataFrame) -> pd.DataFrame:
+        """The full evaluator input: candidate columns plus the fixed values."""
+        out = candidates.copy()
+        for k, v in self.fixed.items():
+            if k not in out.columns:
+                out[k] = v
+        return out
+
+
+def _column(p: Parameter, values: np.ndarray) -> np.ndarray:
+    if p.kind == "integer":
+        return values.astype(np.int64)
+    if p.kind == "real":
+        return values.astype(np.float64)
+    if all(isinstance(v, bool) for v in p.values):  # type: ignore[union-attr]
+        return values.astype(bool)
+    return values.astype(str).astype(object)
+
+
+def candidate_keys(candidates: pd.DataFrame, names: list[str]) -> list[str]:
+    """A canonical text key per row, identical for equal candidates (used to avoid re-evaluation)."""
+    cols = [candidates[n].tolist() for n in names]
+    return ["|".join(_key_part(v) for v in row) for row in zip(*cols, strict=True)]
+
+
+def _key_part(v: Any) -> str:
+    if isinstance(v, bool | np.bool_):
+        return "T" if v else "F"
+    if isinstance(v, float | np.floating):
+        f = float(v)
+        return str(int(f)) if f.is_integer() else repr(f)
+    return str(v)

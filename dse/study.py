@@ -1,0 +1,329 @@
+"""The study file: one YAML document is the whole experiment.
+
+Loading is the only place user input is validated; everything after trusts the typed
+:class:`Study`. Every problem becomes a :class:`~dse.errors.StudyError` that names the
+file, the field path, the offending value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dse.errors import DseError, StudyError
+
+ALGORITHMS = ("auto", "random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe", "optuna-gp")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Scalar = bool | int | float | str
+
+
+class RangeSpec(_Strict):
+    """A linear range ``[low, high]``; with ``step`` a grid, without it a continuous interval."""
+
+    range: tuple[int | float, int | float]
+    step: int | float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RangeSpec:
+        low, high = self.range
+        if not low <= high:
+            raise ValueError(f"range must be [low, high] with low <= high, got [{low}, {high}]")
+        return self
+
+
+class LogSpec(_Strict):
+    """A logarithmic grid from ``low`` to ``high``: powers of ``base`` times low, or ``num`` points."""
+
+    log: tuple[int | float, int | float]
+    base: int | float | None = Field(default=None, gt=1)
+    num: int | None = Field(default=None, ge=2)
+
+    @model_validator(mode="after")
+    def _valid(self) -> LogSpec:
+        low, high = self.log
+        if not 0 < low <= high:
+            raise ValueError(f"log range must be [low, high] with 0 < low <= high, got [{low}, {high}]")
+        if (self.base is None) == (self.num is None):
+            raise ValueError("a log range needs exactly one of 'base' (e.g. 2) or 'num' (point count)")
+        return self
+
+
+class ChoicesSpec(_Strict):
+    choices: list[Scalar] = Field(min_length=1)
+
+
+class Objective(_Strict):
+    metric: str
+    direction: Literal["minimize", "maximize"] = "minimize"
+
+
+class Constraint(_Strict):
+    """An inequality on a metric, written ``"metric <= value"`` in the study."""
+
+    metric: str
+    op: Literal["<=", ">=", "<", ">"]
+    bound: float
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.bound:g}"
+
+
+class EvaluatorSpec(_Strict):
+    name: str = "analytic"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchSpec(_Strict):
+    algorithm: Literal[ALGORITHMS] = "auto"  # type: ignore[valid-type]
+    budget: int = Field(default=1000, ge=1, description="evaluations at most")
+    seed: int = Field(default=0, ge=0)
+    batch_size: int = Field(default=100, ge=1, description="candidates asked per batch / population size")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecutionSpec(_Strict):
+    workers: int = Field(default=2, ge=1, description="local dask worker processes")
+    scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
+    profile: str | None = Field(default=None, description="a cluster profile under workers/")
+    chunk_size: int = Field(default=2000, ge=1, description="candidates per dask task")
+
+
+class Study(_Strict):
+    """A validated study."""
+
+    name: str
+    description: str = ""
+    workload: dict[str, Scalar] = Field(default_factory=dict)
+    space: dict[str, list[Scalar] | RangeSpec | LogSpec | ChoicesSpec | Scalar]
+    fixed: dict[str, Scalar] = Field(default_factory=dict)
+    objectives: list[Objective] = Field(min_length=1)
+    constraints: list[Constraint] = Field(default_factory=list)
+    evaluator: EvaluatorSpec = Field(default_factory=EvaluatorSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    output: str | None = None
+    source_text: str = Field(default="", exclude=True, repr=False)
+    source_path: str = Field(default="", exclude=True, repr=False)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("name must use only letters, digits, '_', '-' and '.'")
+        return v
+
+    @field_validator("space")
+    @classmethod
+    def _non_empty_space(cls, v: dict) -> dict:
+        if not v:
+            raise ValueError("the design space needs at least one parameter")
+        for key, spec in v.items():
+            if isinstance(spec, list) and not spec:
+                raise ValueError(f"parameter '{key}' has an empty list of choices")
+        return v
+
+    @field_validator("constraints", mode="before")
+    @classmethod
+    def _parse_constraints(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        out = []
+        for item in v:
+            if isinstance(item, str):
+                m = _CONSTRAINT_RE.match(item)
+                if not m:
+                    raise ValueError(
+                        f"constraint {item!r} is not of the form 'metric <= number' "
+                        "(operators: <=, >=, <, >)"
+                    )
+                out.append({"metric": m[1], "op": m[2], "bound": float(m[3])})
+            else:
+                out.append(item)
+        return out
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> Study:
+        both = sorted(set(self.space) & (set(self.fixed) | set(self.workload)))
+        if both:
+            raise ValueError(f"parameters {both} are both in 'space' and in 'fixed'/'workload'")
+        names = [o.metric for o in self.objectives]
+        if len(set(names)) != len(names):
+            raise ValueError(f"objectives repeat a metric: {names}")
+        return self
+
+    # -- derived views -------------------------------------------------------------------
+    @property
+    def fixed_values(self) -> dict[str, Scalar]:
+        """Workload and fixed parameters merged: the constant columns of every candidate."""
+        return {**self.workload, **self.fixed}
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.output) if self.output else Path("results") / self.name
+
+    def to_yaml(self) -> str:
+        """The study as it was written (the source text), or a canonical dump."""
+        if self.source_text:
+            return self.source_text
+        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+# ---------------------------------------------------------------------------------------
+def _field_path(loc: tuple) -> str:
+    parts: list[str] = []
+    for p in loc:
+        if isinstance(p, int):
+            parts.append(f"[{p}]")
+        elif p in ("list[union[bool,int,float,str]]", "RangeSpec", "LogSpec", "ChoicesSpec") or (
+            isinstance(p, str) and (p.startswith("list[") or p in ("bool", "int", "float", "str"))
+        ):
+            continue  # pydantic's union-branch tags carry no meaning for the user
+        else:
+            parts.append(("." if parts else "") + str(p))
+    return "".join(parts)
+
+
+def _pick_error(errors: list[dict]) -> dict:
+    """Among pydantic's errors choose the one most useful to a user (unions report one per branch)."""
+    for e in errors:
+        if e["type"] in ("extra_forbidden", "missing", "value_error"):
+            return e
+    return errors[0]
+
+
+def _describe_allowed(err: dict) -> str | None:
+    typ = err["type"]
+    if typ == "extra_forbidden":
+        return None
+    if typ == "literal_error":
+        return err.get("ctx", {}).get("expected")
+    if typ.endswith("_type") or typ.endswith("_parsing"):
+        return typ.split("_")[0]
+    return None
+
+
+def parse_study(data: Any, *, file: str = "<study>", text: str = "") -> Study:
+    """Validate a parsed YAML document into a Study (schema only; see :func:`check_study`)."""
+    if not isinstance(data, dict):
+        raise StudyError("a study must be a YAML mapping of sections", file=file)
+    try:
+        return Study.model_validate({**data, "source_text": text, "source_path": file})
+    except ValidationError as exc:
+        err = _pick_error(exc.errors())
+        loc = _field_path(err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent = loc.rsplit(".", 1)[0] if "." in loc else "study"
+            allowed = _allowed_keys(err["loc"])
+            raise StudyError(
+                f"unknown key '{err['loc'][-1]}' in {parent}", file=file, field=loc, allowed=allowed
+            ) from None
+        if err["type"] == "missing":
+            raise StudyError("required field is missing", file=file, field=loc) from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise StudyError(
+            msg, file=file, field=loc or None, value=err.get("input"), has_value=True,
+            allowed=_describe_allowed(err),
+        ) from None
+
+
+def _allowed_keys(loc: tuple) -> str:
+    model: Any = Study
+    for p in loc[:-1]:
+        fields = getattr(model, "model_fields", {})
+        if p in fields:
+            ann = fields[p].annotation
+            model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        else:
+            model = None
+        if model is None:
+            break
+    if model is None:
+        return ""
+    return ", ".join(k for k in model.model_fields if k not in ("source_text", "source_path"))
+
+
+def load_study(path: str | Path, *, check: bool = True) -> Study:
+    """Read, parse and validate a study file; with ``check`` also against its evaluator."""
+    p = Path(path)
+    file = str(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise StudyError("study file not found", file=file) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StudyError(f"cannot read study file: {exc}", file=file) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise StudyError(f"not valid YAML{where}: {problem}", file=file) from None
+    study = parse_study(data, file=file, text=text)
+    if check:
+        try:
+            check_study(study)
+        except DseError as exc:
+            raise exc.with_file(file) from None
+    return study
+
+
+def check_study(study: Study) -> None:
+    """Check a schema-valid study against its evaluator: parameter names, values and metrics."""
+    from dse.evaluators import load_evaluator
+    from dse.space import Space
+
+    evaluator = load_evaluator(study.evaluator)
+    inputs = evaluator.inputs
+    for section, params in (("space", study.space), ("fixed", study.fixed), ("workload", study.workload)):
+        for name in params:
+            if name not in inputs:
+                raise StudyError(
+                    f"unknown parameter '{name}' for evaluator '{evaluator.name}'",
+                    field=f"{section}.{name}",
+                    allowed=", ".join(sorted(inputs)),
+                )
+    for section, params in (("fixed", study.fixed), ("workload", study.workload)):
+        for name, value in params.items():
+            inputs[name].check(value, field=f"{section}.{name}")
+    space = Space.from_study(study)  # expands ranges; raises on empty ones
+    for param in space.parameters:
+        if param.values is not None:
+            for v in param.values:
+                inputs[param.name].check(v, field=f"space.{param.name}")
+        else:
+            inputs[param.name].check(param.low, field=f"space.{param.name}")
+            inputs[param.name].check(param.high, field=f"space.{param.name}")
+    metrics = evaluator.metrics
+    for i, obj in enumerate(study.objectives):
+        if obj.metric not in metrics:
+            raise StudyError(
+                f"unknown metric '{obj.metric}'", field=f"objectives[{i}].metric",
+                allowed=", ".join(sorted(metrics)),
+            )
+    for i, con in enumerate(study.constraints):
+        if con.metric not in metrics:
+            raise StudyError(
+                f"unknown metric '{con.metric}' in constraint '{con}'", field=f"constraints[{i}]",
+                allowed=", ".join(sorted(metrics)),
+            )
+        if not math.isfinite(con.bound):
+            raise StudyError("constraint bound must be finite", field=f"constraints[{i}]", value=con.bound)
+    if study.search.algorithm == "exhaustive" and not space.is_discrete:
+        raise StudyError(
+            "exhaustive search needs a discrete space; give continuous ranges a 'step'",
+            field="search.algorithm", value="exhaustive",
+            allowed="nsga2, optuna-nsga2, optuna-tpe, optuna-gp, random, auto",
+        )
