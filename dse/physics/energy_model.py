@@ -30,8 +30,12 @@ METRICS: list[Metric] = [
 ]
 
 
-def evaluate(cfg: dict[str, np.ndarray], perf: dict) -> dict[str, np.ndarray]:
-    """Energy, power and thermal metrics for every candidate."""
+def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, np.ndarray]:
+    """Energy, power and thermal metrics for every candidate.
+
+    ``retime(clock_mhz)`` re-runs the time model at another clock; any time metric this
+    function returns overrides the time model's value.
+    """
     hw, clock, t, steps, n = perf["_hw"], perf["_clock_mhz"], perf["_breakdown"], perf["_steps"], perf["_n"]
     args = (clock, hw["clock_min_mhz"], hw["clock_max_mhz"], hw["idle_w"], hw["tdp_w"])
     p_compute = power.phase_power_w(power.ACTIVITY["compute"], *args)

@@ -1,9 +1,8 @@
 """Time and memory model: workload, parallel layout, memory fit, step time, training length.
 
-``evaluate(cfg)`` returns the time metrics, a ``reason`` array (empty where feasible) and,
-under keys starting with ``_``, the intermediate arrays the energy model needs
-(hardware, clock, the step-time breakdown, traffic). ``retime(perf, clock_mhz)`` gives the
-breakdown at another clock (used for thermal throttling).
+``evaluate(cfg, clock_mhz=None)`` returns the time metrics, a ``reason`` array (empty
+where feasible) and, under keys starting with ``_``, the intermediate arrays the energy
+model needs (hardware, clock, the step-time breakdown, traffic).
 """
 
 from __future__ import annotations
@@ -69,8 +68,12 @@ def _flag(reasons: np.ndarray, mask: np.ndarray, reason: str) -> None:
     reasons[mask] = reason
 
 
-def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Time metrics for every candidate in ``cfg`` (input name -> array)."""
+def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Time metrics for every candidate in ``cfg`` (input name -> array).
+
+    ``clock_mhz`` overrides the study's clock (the energy model uses it for power caps
+    and thermal throttling).
+    """
     n_rows = len(cfg["accelerator"])
     reasons = np.full(n_rows, "", dtype=object)
     shape = workload.resolve_shape(cfg["model"], cfg)
@@ -86,7 +89,8 @@ def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         _flag(reasons, mask, reason)
     dp, m = lay["data_parallel"], lay["micro_batches"]
 
-    clock = np.where(np.isfinite(cfg["clock_mhz"]), cfg["clock_mhz"], hw["clock_max_mhz"])
+    clock = cfg["clock_mhz"] if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
+    clock = np.where(np.isfinite(clock), clock, hw["clock_max_mhz"])
     _flag(reasons, (clock > hw["clock_max_mhz"]) | (clock < hw["clock_min_mhz"]),
           "clock outside the accelerator's range")
     clock = np.clip(clock, hw["clock_min_mhz"], hw["clock_max_mhz"])
@@ -133,11 +137,5 @@ def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "data_parallel": dp.astype(np.int64),
         "reason": reasons,
         "_hw": hw, "_clock_mhz": clock, "_breakdown": t, "_steps": steps, "_n": n,
-        "_timing_args": timing_args,
     }
 
-
-def retime(perf: dict, clock_mhz: np.ndarray) -> dict[str, np.ndarray]:
-    """The step-time breakdown of the same candidates at another clock."""
-    hw = perf["_hw"]
-    return timing.step_time(clock_ratio=clock_mhz / hw["clock_max_mhz"], **perf["_timing_args"])
