@@ -180,6 +180,17 @@ class Study(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
 
+class _StudyLoader(yaml.SafeLoader):
+    """YAML 1.1 reads ``2.6e10`` as text; studies are full of such numbers, so read them as floats."""
+
+
+_StudyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 # ---------------------------------------------------------------------------------------
 def _field_path(loc: tuple) -> str:
     parts: list[str] = []
@@ -265,7 +276,7 @@ def load_study(path: str | Path, *, check: bool = True) -> Study:
     except (OSError, UnicodeDecodeError) as exc:
         raise StudyError(f"cannot read study file: {exc}", file=file) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StudyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

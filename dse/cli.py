@@ -1,0 +1,278 @@
+"""Command-line interface: ``dse run | resume | validate | evaluate | export | status | describe``.
+
+Every user error ends in one line on stderr naming the file, the field, the value and
+what is allowed, and exit code 2; never a Python traceback.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dse import __version__
+from dse.errors import DseError
+
+app = typer.Typer(
+    name="dse",
+    help="Design-space exploration of the energy, time and thermal behaviour of large-model training.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
+ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
+                                            show_default=False)]
+WorkersOpt = Annotated[int | None, typer.Option("--workers", "-w", min=1,
+                                                help="local dask workers (default: the study's execution.workers)")]
+SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://host:8786")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"dse {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """Search hardware, batch size, clock, topology and parallelism for the Pareto trade-off
+    between energy, time, power and temperature of training a model."""
+
+
+# -- progress display ---------------------------------------------------------------------------
+class RichProgress:
+    """Shows batches as they finish: evaluations, feasible count, front size, hypervolume."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.bar: Progress | None = None
+        self.task = None
+
+    def start(self, total: int | None, description: str) -> None:
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("evaluations"), TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
+            console=self.console, transient=False, disable=not self.console.is_terminal and False,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task(description, total=total, status="")
+
+    def advance(self, n: int, record: dict) -> None:
+        if self.bar is None:
+            return
+        status = ""
+        if record:
+            status = (f"feasible {record.get('feasible', 0)} · front {record.get('front_size', 0)}"
+                      f" · HV {record.get('hypervolume', 0.0):.4f}")
+        self.bar.update(self.task, advance=n, status=status)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# -- commands -------------------------------------------------------------------------------------
+@app.command()
+def validate(study: StudyArg) -> None:
+    """Check a study file without running it (schema, parameter names and values, metrics)."""
+    from dse.search import resolve_algorithm
+    from dse.space import Space
+    from dse.study import load_study
+
+    s = load_study(study)
+    space = Space.from_study(s)
+    size = "continuous" if math.isinf(space.size) else f"{int(space.size):,} candidates"
+    out.print(f"[green]ok[/green] {study}: study '{s.name}', {len(space.parameters)} parameters "
+              f"({size}), search {resolve_algorithm(s, space)} with budget {s.search.budget}, "
+              f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
+
+
+@app.command()
+def run(
+    study: StudyArg,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="results folder (default: results/<study name>)")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing run in the results folder")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+) -> None:
+    """Run a study: search the design space on dask workers and write the Pareto set."""
+    from dse.runner import Runner
+    from dse.study import load_study
+
+    s = load_study(study)
+    out_dir = output or s.output_dir
+    runner = Runner(s, out_dir, workers=workers, scheduler=scheduler,
+                    progress=None if quiet else RichProgress(err))
+    err.print(f"dse {__version__}: study [bold]{s.name}[/bold] → {out_dir} "
+              f"({runner.algorithm}, budget {s.search.budget})")
+    result = runner.start(overwrite=overwrite)
+    _finish(result, s)
+
+
+@app.command()
+def resume(
+    results: ResultsArg,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+) -> None:
+    """Continue an interrupted run where it stopped: nothing is evaluated twice."""
+    from dse.runner import Runner
+    from dse.store import ResultStore
+    from dse.study import load_study
+
+    store = ResultStore.open(results)
+    s = load_study(store.study_file)
+    runner = Runner(s, results, workers=workers, scheduler=scheduler,
+                    progress=None if quiet else RichProgress(err))
+    state = store.load_state() or {}
+    err.print(f"resuming {s.name} in {results}: {len(store.load_evaluations())} evaluations stored, "
+              f"{state.get('batch', 0)} batches done")
+    _finish(runner.resume(), s)
+
+
+def _finish(result, study) -> None:
+    from dse.pareto import infeasibility_summary
+
+    if result.interrupted:
+        err.print(f"[yellow]interrupted[/yellow]: {len(result.evaluations)} evaluations are kept in "
+                  f"{result.output_dir}. Continue with: [bold]dse resume {result.output_dir}[/bold]")
+        raise typer.Exit(130)
+    if len(result.front) == 0:
+        reasons = infeasibility_summary(result.evaluations, study)
+        lines = "; ".join(f"{r} ({n} candidates)" for r, n in reasons[:5]) or "no evaluations"
+        raise DseError(f"no feasible candidate among {len(result.evaluations)} evaluations: {lines}")
+    _print_front(result.front, study)
+    out.print(f"{len(result.evaluations)} evaluations, {len(result.front)} on the Pareto front.")
+    out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
+              f"{result.output_dir / 'evaluations.nc'}")
+
+
+def _print_front(front, study, limit: int = 25) -> None:
+    from dse.evaluators import load_evaluator
+    from dse.space import Space
+
+    ev = load_evaluator(study.evaluator)
+    space = Space.from_study(study)
+    table = Table(title=f"Pareto front of {study.name} ({len(front)} points"
+                  + (f", first {limit} shown" if len(front) > limit else "") + ")")
+    metric_cols = [o.metric for o in study.objectives]
+    metric_cols += [c.metric for c in study.constraints if c.metric not in metric_cols]
+    for name in metric_cols:
+        unit = ev.metrics[name].unit
+        table.add_column(f"{name}\n[{unit}]" if unit else name, justify="right", style="cyan")
+    for name in space.names:
+        unit = ev.inputs[name].unit
+        table.add_column(f"{name}\n[{unit}]" if unit else name, justify="right")
+    for _, row in front.head(limit).iterrows():
+        table.add_row(*[_fmt(row[c]) for c in metric_cols], *[_fmt(row[c]) for c in space.names])
+    out.print(table)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+@app.command()
+def evaluate(
+    study: StudyArg,
+    candidates: Annotated[Path, typer.Option("--candidates", "-c", help="CSV with one candidate per row; columns named as the study's parameters")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="CSV to write: the candidates with every metric")],
+) -> None:
+    """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
+    from dse.evaluate import evaluate_csv
+    from dse.study import load_study
+
+    s = load_study(study)
+    table = evaluate_csv(s, candidates)
+    table.to_csv(output, index=False)
+    n_ok = int(table["meets_constraints"].sum())
+    out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints) → {output}")
+
+
+class ExportFormat(StrEnum):
+    csv = "csv"
+    parquet = "parquet"
+    netcdf = "netcdf"
+    zarr = "zarr"
+    json = "json"
+
+
+@app.command()
+def export(
+    results: ResultsArg,
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="file format")] = ExportFormat.csv,
+    front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation")] = True,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
+) -> None:
+    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON."""
+    from dse.export import export_results
+
+    path = export_results(results, fmt.value, front=front, output=output)
+    out.print(f"wrote {path}")
+
+
+@app.command()
+def status(results: ResultsArg) -> None:
+    """Show a run's progress: evaluations, failures, front size and the hypervolume history."""
+    from dse.status import show_status
+
+    show_status(results, out)
+
+
+@app.command()
+def describe(
+    evaluator: Annotated[str, typer.Option("--evaluator", "-e", help="evaluator name or module:attribute")] = "analytic",
+) -> None:
+    """List an evaluator's parameters (with units, defaults, allowed values) and metrics."""
+    from dse.evaluators import load_evaluator
+    from dse.study import EvaluatorSpec
+
+    ev = load_evaluator(EvaluatorSpec(name=evaluator))
+    t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
+    for col in ("name", "unit", "default", "allowed", "description"):
+        t.add_column(col)
+    for inp in ev.inputs.values():
+        allowed = ", ".join(map(str, inp.choices)) if inp.choices else inp._allowed()
+        t.add_row(inp.name, inp.unit, "(catalog)" if inp.default is None else str(inp.default), allowed, inp.description)
+    out.print(t)
+    m = Table(title="metrics")
+    for col in ("name", "unit", "description"):
+        m.add_column(col)
+    for met in ev.metrics.values():
+        m.add_row(met.name, met.unit, met.long_name)
+    out.print(m)
+
+
+def main() -> None:
+    """Console entry point: run the app and turn user errors into one clear line."""
+    try:
+        app()
+    except DseError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

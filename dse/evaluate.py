@@ -1,0 +1,62 @@
+"""Evaluate a table of given candidates (``dse evaluate``): no search, no dask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import DseError, StudyError
+from dse.evaluators import check_result, load_evaluator
+from dse.pareto import feasible_mask
+from dse.study import Study
+
+
+def read_candidates(study: Study, path: Path) -> pd.DataFrame:
+    """Read a candidates CSV and check its columns and values against the evaluator's inputs."""
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except FileNotFoundError:
+        raise DseError("candidates file not found", file=str(path)) from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise DseError(f"cannot read candidates CSV: {exc}", file=str(path)) from None
+    if len(table) == 0:
+        raise DseError("candidates file has no rows", file=str(path))
+    inputs = load_evaluator(study.evaluator).inputs
+    unknown = [c for c in table.columns if c not in inputs]
+    if unknown:
+        raise DseError(f"unknown column(s) {unknown}", file=str(path), allowed=", ".join(sorted(inputs)))
+    for col in table.columns:
+        inp = inputs[col]
+        values = table[col]
+        if inp.kind in ("int", "float"):
+            numeric = pd.to_numeric(values, errors="coerce")
+            bad = values[numeric.isna() & values.notna()]
+            if len(bad):
+                raise DseError(f"non-numeric value in row {bad.index[0] + 2}", file=str(path),
+                               field=col, value=bad.iloc[0], allowed=inp._allowed())
+            table[col] = numeric
+        for v in pd.unique(table[col].dropna()):
+            v = v.item() if isinstance(v, np.generic) else v
+            if inp.kind == "int" and isinstance(v, float) and v.is_integer():
+                v = int(v)
+            try:
+                inp.check(v, field=col)
+            except StudyError as exc:
+                raise exc.with_file(str(path)) from None
+    return table
+
+
+def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
+    """The candidates with the study's fixed values filled in, every metric, and
+    ``meets_constraints`` (feasible and within the study's constraints)."""
+    table = read_candidates(study, path)
+    for k, v in study.fixed_values.items():
+        if k not in table.columns:
+            table[k] = v
+    ev = load_evaluator(study.evaluator)
+    result = check_result(ev, table, ev.evaluate(table))
+    full = pd.concat([table.reset_index(drop=True), result], axis=1)
+    full["meets_constraints"] = feasible_mask(full.assign(status="ok"), study)
+    return full

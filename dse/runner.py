@@ -1,0 +1,203 @@
+"""The run loop: study -> search driver -> executor -> evaluator -> store -> Pareto set.
+
+Each batch the driver asks for is looked up in the store first (nothing is evaluated
+twice), the rest is evaluated on dask and written durably chunk by chunk, and only then is
+the driver told. After every batch the driver's plain-data state and the progress record
+(evaluations, feasible count, front size, hypervolume) are saved.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import DseError
+from dse.evaluators import load_evaluator
+from dse.executor import Executor
+from dse.pareto import (
+    HypervolumeTracker,
+    feasible_mask,
+    front_mask,
+    objective_matrix,
+    to_dataset,
+    violation_matrix,
+    write_netcdf,
+)
+from dse.search import make_driver, resolve_algorithm
+from dse.space import Space, candidate_keys
+from dse.store import ResultStore
+from dse.study import Study
+
+
+@dataclass
+class RunResult:
+    """What a finished (or interrupted) run produced."""
+
+    output_dir: Path
+    evaluations: pd.DataFrame
+    front: pd.DataFrame
+    history: list[dict] = field(default_factory=list)
+    interrupted: bool = False
+    algorithm: str = ""
+
+
+class ProgressSink:
+    """Receives progress; the CLI shows it with rich, tests and libraries ignore it."""
+
+    def start(self, total: int | None, description: str) -> None: ...
+    def advance(self, n: int, record: dict) -> None: ...
+    def stop(self) -> None: ...
+
+
+class Runner:
+    def __init__(self, study: Study, output_dir: Path, *, workers: int | None = None,
+                 scheduler: str | None = None, progress: ProgressSink | None = None) -> None:
+        self.study = study
+        self.output_dir = Path(output_dir)
+        self.workers = workers
+        self.scheduler = scheduler
+        self.progress = progress or ProgressSink()
+        self.evaluator = load_evaluator(study.evaluator)
+        self.space = Space.from_study(study)
+        self.algorithm = resolve_algorithm(study, self.space)
+
+    # -- public entry points --------------------------------------------------------------
+    def start(self, *, overwrite: bool = False) -> RunResult:
+        store = ResultStore.create(
+            self.output_dir, study_text=self.study.to_yaml(), study_name=self.study.name,
+            evaluator=self.evaluator.name, evaluator_version=self.evaluator.version, overwrite=overwrite,
+        )
+        return self._run(store)
+
+    def resume(self) -> RunResult:
+        store = ResultStore.open(self.output_dir)
+        if store.meta.get("evaluator_version") != self.evaluator.version:
+            raise DseError(
+                f"{self.output_dir} was evaluated with {store.meta.get('evaluator')} "
+                f"{store.meta.get('evaluator_version')}, but this installation has "
+                f"{self.evaluator.name} {self.evaluator.version}: resuming would mix two models; "
+                "start a new run instead"
+            )
+        return self._run(store)
+
+    # -- the loop --------------------------------------------------------------------------
+    def _run(self, store: ResultStore) -> RunResult:
+        with store.locked():
+            return self._loop(store)
+
+    def _loop(self, store: ResultStore) -> RunResult:
+        study, space = self.study, self.space
+        driver = make_driver(study, space, output_dir=str(store.path))
+        state = store.load_state()
+        history: list[dict] = []
+        batch_no = 0
+        hv = HypervolumeTracker()
+        if state is not None:
+            driver.restore(state["driver"])
+            history = state.get("history", [])
+            batch_no = int(state.get("batch", 0))
+            hv = HypervolumeTracker(**state.get("hypervolume_frame", {}))
+
+        known = store.load_evaluations()
+        known_keys = set(known["key"]) if len(known) else set()
+        frames = [known] if len(known) else []
+
+        total = int(space.size) if self.algorithm == "exhaustive" else study.search.budget
+        done_before = min(driver.asked, total)
+        self.progress.start(total, f"{study.name} · {self.algorithm}")
+        if done_before:
+            self.progress.advance(done_before, history[-1] if history else {})
+        interrupted = False
+        try:
+            with Executor(study.evaluator, study.execution, workers=self.workers,
+                          scheduler=self.scheduler) as executor:
+                while not driver.done:
+                    started = time.perf_counter()
+                    batch = driver.ask().reset_index(drop=True)
+                    if len(batch) == 0:
+                        break
+                    keys = candidate_keys(batch, space.names)
+                    batch = batch.assign(key=keys)
+                    todo = batch[~batch["key"].isin(known_keys)].drop_duplicates("key")
+                    new = self._evaluate(executor, store, batch_no, todo)
+                    if len(new):
+                        frames.append(new)
+                        known_keys.update(new["key"])
+                    everything = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+                    lookup = everything.drop_duplicates("key").set_index("key")
+                    rows = lookup.loc[keys].reset_index()
+                    driver.tell(batch.drop(columns="key"), objective_matrix(rows, study),
+                                violation_matrix(rows, study))
+                    record = self._record(everything, hv, batch_no, len(batch), len(todo),
+                                          time.perf_counter() - started)
+                    history.append(record)
+                    batch_no += 1
+                    store.save_state({
+                        "driver": driver.state(), "batch": batch_no, "history": history,
+                        "hypervolume_frame": hv.state(), "algorithm": self.algorithm,
+                        "finished": driver.done,
+                    })
+                    self.progress.advance(len(batch), record)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            self.progress.stop()
+        evaluations = store.load_evaluations()
+        front = self._write_outputs(store, evaluations)
+        return RunResult(store.path, evaluations, front, history, interrupted, self.algorithm)
+
+    def _evaluate(self, executor: Executor, store: ResultStore, batch_no: int,
+                  todo: pd.DataFrame) -> pd.DataFrame:
+        """Evaluate ``todo`` and store each chunk durably as soon as it finishes."""
+        if len(todo) == 0:
+            return pd.DataFrame()
+        todo = todo.reset_index(drop=True)
+        params = todo[self.space.names]
+        keys = todo["key"].to_numpy()
+        written: list[pd.DataFrame] = []
+        offsets: dict[int, int] = {}
+        size = executor.chunk_size
+        for i in range(0, len(todo), size):
+            offsets[i // size] = i
+
+        def on_chunk(i: int, inputs: pd.DataFrame, result: pd.DataFrame) -> None:
+            lo = offsets[i]
+            table = params.iloc[lo:lo + len(inputs)].reset_index(drop=True)
+            table = pd.concat([table, result.reset_index(drop=True)], axis=1)
+            table.insert(0, "key", keys[lo:lo + len(inputs)])
+            table.insert(1, "batch", batch_no)
+            store.append_chunk(batch_no, i, table)
+            written.append(table)
+
+        executor.evaluate(self.space.with_fixed(params), on_chunk=on_chunk)
+        return pd.concat(written, ignore_index=True)
+
+    def _record(self, everything: pd.DataFrame, hv: HypervolumeTracker, batch_no: int,
+                asked: int, evaluated: int, seconds: float) -> dict:
+        study = self.study
+        feas = feasible_mask(everything, study)
+        front = front_mask(everything, study)
+        f = objective_matrix(everything, study)[front]
+        failed = int((everything["status"] != "ok").sum()) if "status" in everything else 0
+        return {
+            "batch": batch_no, "asked": asked, "evaluated": evaluated,
+            "evaluations": len(everything), "feasible": int(feas.sum()), "failed": failed,
+            "front_size": int(front.sum()), "hypervolume": hv.update(np.unique(f, axis=0)),
+            "seconds": round(seconds, 3),
+        }
+
+    def _write_outputs(self, store: ResultStore, evaluations: pd.DataFrame) -> pd.DataFrame:
+        if len(evaluations) == 0:
+            return evaluations
+        mask = front_mask(evaluations, self.study)
+        front = evaluations[mask].reset_index(drop=True)
+        front = front.sort_values(self.study.objectives[0].metric, kind="stable").reset_index(drop=True)
+        write_netcdf(to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations"),
+                     store.path / "evaluations.nc")
+        write_netcdf(to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set"),
+                     store.path / "pareto.nc")
+        return front

@@ -1,0 +1,39 @@
+"""``dse status``: a run's progress and hypervolume history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from dse.store import ResultStore
+
+
+def show_status(results: Path, console: Console) -> None:
+    store = ResultStore.open(results)
+    state = store.load_state() or {}
+    history = state.get("history", [])
+    evals = store.load_evaluations()
+    failed = int((evals["status"] != "ok").sum()) if len(evals) else 0
+    owner = store._lock_owner()
+    finished = state.get("finished", False)
+    status = "running" if owner else ("finished" if finished else "stopped (resume with `dse resume`)")
+    if owner:
+        status += f" (process {owner.get('pid')} on {owner.get('host')})"
+    last = history[-1] if history else {}
+    console.print(f"[bold]{store.meta.get('study')}[/bold] in {store.path}: {status}")
+    console.print(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
+                  f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")
+    console.print(f"evaluations {len(evals)} (failed {failed}), feasible {last.get('feasible', 0)}, "
+                  f"front size {last.get('front_size', 0)}, hypervolume {last.get('hypervolume', 0.0):.4f}")
+    if history:
+        t = Table(title="progress per batch")
+        for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),
+                          ("front_size", ""), ("hypervolume", "normalised"), ("seconds", "s")):
+            t.add_column(f"{col} [{unit}]" if unit else col, justify="right")
+        rows = history if len(history) <= 30 else history[:5] + history[-25:]
+        for r in rows:
+            t.add_row(str(r["batch"]), str(r["evaluations"]), str(r["feasible"]), str(r.get("failed", 0)),
+                      str(r["front_size"]), f"{r['hypervolume']:.4f}", f"{r.get('seconds', 0):.2f}")
+        console.print(t)

@@ -1,0 +1,293 @@
+"""Result store: one folder per study run, crash-safe, the source of truth for resume.
+
+Layout of ``results/<name>/``::
+
+    meta.json              format marker and version, evaluator name and version
+    study.yaml             the study exactly as written
+    evaluations/           one Parquet file per evaluated chunk, never modified
+    state.json             the search driver's plain-data state and the progress history
+    lock                   present while a run writes here (pid, host, start time)
+    evaluations.nc         every evaluation as an xarray Dataset   (derived, rewritten)
+    pareto.nc              the Pareto set as an xarray Dataset      (derived, rewritten)
+
+Durability: every file is written to a temporary name, flushed and fsynced, then renamed
+into place (rename is atomic on POSIX), and the folder is fsynced. A chunk's file exists
+completely or not at all, so ``kill -9`` at any moment loses at most the chunks in flight
+and never corrupts what was written. Chunk files are written before the driver is told
+of the batch; ``state.json`` is written after. On resume the driver restarts from its last
+state and asks the same batch again; candidates already in ``evaluations/`` are taken
+from there, not evaluated again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dse import __version__
+from dse.errors import StoreError
+
+FORMAT = "dse-results"
+FORMAT_VERSION = 1
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path``, renamed onto it when the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        if tmp.is_file():
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            if tmp.is_dir():
+                import shutil
+
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ResultStore:
+    """A results folder. Create with :meth:`create`, reopen with :meth:`open`."""
+
+    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.meta = meta
+
+    # -- creating and opening ------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, *, study_text: str, study_name: str, evaluator: str,
+               evaluator_version: str, overwrite: bool = False) -> ResultStore:
+        path = Path(path)
+        if (path / "meta.json").exists() or (path / "evaluations").exists():
+            if not overwrite:
+                raise StoreError(
+                    f"{path} already holds a run; continue it with `dse resume {path}`, "
+                    "or start afresh with `dse run --overwrite`"
+                )
+            cls.open(path).check_unlocked()
+            cls._clear(path)
+        path.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "study": study_name,
+            "evaluator": evaluator,
+            "evaluator_version": evaluator_version,
+            "dse_version": __version__,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        atomic_write_text(path / "study.yaml", study_text)
+        atomic_write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
+        (path / "evaluations").mkdir(exist_ok=True)
+        return cls(path, meta)
+
+    @staticmethod
+    def _clear(path: Path) -> None:
+        for child in ("evaluations",):
+            d = path / child
+            if d.is_dir():
+                for f in d.iterdir():
+                    f.unlink()
+                d.rmdir()
+        for name in ("state.json", "evaluations.nc", "pareto.nc", "meta.json", "optuna.journal",
+                     "optuna.journal.lock"):
+            (path / name).unlink(missing_ok=True)
+
+    @classmethod
+    def open(cls, path: str | Path) -> ResultStore:
+        path = Path(path)
+        if not path.is_dir():
+            raise StoreError(f"{path} is not a results folder (it does not exist)")
+        meta_file = path / "meta.json"
+        if not meta_file.is_file():
+            raise StoreError(f"{path} is not a dse results folder (no meta.json)")
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{meta_file} is unreadable or truncated: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise StoreError(f"{path} was not written by dse (meta.json has no '{FORMAT}' format marker)")
+        version = meta.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise StoreError(
+                f"{path} uses results format {version!r}, newer than this dse understands "
+                f"({FORMAT_VERSION}); upgrade dse"
+            )
+        if not (path / "study.yaml").is_file():
+            raise StoreError(f"{path} is truncated: study.yaml is missing")
+        return cls(path, meta)
+
+    @property
+    def study_file(self) -> Path:
+        return self.path / "study.yaml"
+
+    # -- lock ----------------------------------------------------------------------------
+    @property
+    def lock_file(self) -> Path:
+        return self.path / "lock"
+
+    def _lock_owner(self) -> dict | None:
+        try:
+            return json.loads(self.lock_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def check_unlocked(self) -> None:
+        owner = self._lock_owner()
+        if owner and owner.get("host") == socket.gethostname() and _pid_alive(int(owner.get("pid", -1))):
+            raise StoreError(
+                f"{self.path} is being written by process {owner['pid']} on {owner['host']} "
+                f"(started {owner.get('started', '?')}); wait for it or stop it first"
+            )
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder's lock; a stale lock from a dead process is taken over."""
+        me = {"pid": os.getpid(), "host": socket.gethostname(),
+              "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        for _ in range(2):
+            try:
+                fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = self._lock_owner()
+                if owner is None or (owner.get("host") == socket.gethostname()
+                                     and not _pid_alive(int(owner.get("pid", -1)))):
+                    self.lock_file.unlink(missing_ok=True)  # stale: its process is gone
+                    continue
+                raise StoreError(
+                    f"{self.path} is locked by process {owner.get('pid')} on {owner.get('host')} "
+                    f"(started {owner.get('started', '?')}); if that run is dead, delete {self.lock_file}"
+                ) from None
+            with os.fdopen(fd, "w") as f:
+                json.dump(me, f)
+                f.flush()
+                os.fsync(f.fileno())
+            break
+        else:
+            raise StoreError(f"could not take the lock {self.lock_file}")
+        try:
+            yield
+        finally:
+            if (self._lock_owner() or {}).get("pid") == os.getpid():
+                self.lock_file.unlink(missing_ok=True)
+
+    # -- evaluations ---------------------------------------------------------------------
+    @property
+    def evaluations_dir(self) -> Path:
+        return self.path / "evaluations"
+
+    def append_chunk(self, batch: int, chunk: int, table: pd.DataFrame) -> Path:
+        """Durably store one evaluated chunk (parameters, metrics, status, keys)."""
+        target = self.evaluations_dir / f"b{batch:06d}-c{chunk:05d}.parquet"
+        if target.exists():  # a re-asked batch after resume: keep both, never overwrite
+            n = 1
+            while (alt := target.with_name(f"{target.stem}-r{n}.parquet")).exists():
+                n += 1
+            target = alt
+        with atomic_path(target) as tmp:
+            table.to_parquet(tmp, index=False)
+        return target
+
+    def chunk_files(self) -> list[Path]:
+        if not self.evaluations_dir.is_dir():
+            return []
+        return sorted(p for p in self.evaluations_dir.iterdir()
+                      if p.suffix == ".parquet" and not p.name.startswith("."))
+
+    def load_evaluations(self) -> pd.DataFrame:
+        """Every stored evaluation, in the order written, one row per distinct candidate."""
+        files = self.chunk_files()
+        if not files:
+            return pd.DataFrame()
+        frames = []
+        for f in files:
+            try:
+                frames.append(pd.read_parquet(f))
+            except Exception as exc:
+                raise StoreError(f"{f} is unreadable ({exc}); move it aside and resume") from None
+        df = pd.concat(frames, ignore_index=True)
+        if "key" in df.columns:
+            df = df.drop_duplicates("key", keep="first").reset_index(drop=True)
+        return df
+
+    # -- search state --------------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.path / "state.json"
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        atomic_write_text(self.state_file, json.dumps(state, indent=1, default=_json_default) + "\n")
+
+    def load_state(self) -> dict[str, Any] | None:
+        if not self.state_file.is_file():
+            return None
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.state_file} is unreadable: {exc}") from None
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
