@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -197,8 +198,9 @@ def _field_path(loc: tuple) -> str:
     for p in loc:
         if isinstance(p, int):
             parts.append(f"[{p}]")
-        elif p in ("list[union[bool,int,float,str]]", "RangeSpec", "LogSpec", "ChoicesSpec") or (
-            isinstance(p, str) and (p.startswith("list[") or p in ("bool", "int", "float", "str"))
+        elif isinstance(p, str) and (
+            p in ("bool", "int", "float", "str", "RangeSpec", "LogSpec", "ChoicesSpec")
+            or p.startswith(("list[", "function-", "union["))
         ):
             continue  # pydantic's union-branch tags carry no meaning for the user
         else:
@@ -208,9 +210,10 @@ def _field_path(loc: tuple) -> str:
 
 def _pick_error(errors: list[dict]) -> dict:
     """Among pydantic's errors choose the one most useful to a user (unions report one per branch)."""
-    for e in errors:
-        if e["type"] in ("extra_forbidden", "missing", "value_error"):
-            return e
+    for wanted in ("extra_forbidden", "value_error", "missing"):
+        for e in errors:
+            if e["type"] == wanted:
+                return e
     return errors[0]
 
 
@@ -225,43 +228,77 @@ def _describe_allowed(err: dict) -> str | None:
     return None
 
 
+_SPEC_BY_KEY = {"range": RangeSpec, "log": LogSpec, "choices": ChoicesSpec}
+
+
+def _raise_validation(exc: ValidationError, *, file: str, prefix: tuple = (), model: Any = None) -> None:
+    err = _pick_error(exc.errors())
+    loc = prefix + tuple(err["loc"])
+    path = _field_path(loc)
+    if err["type"] == "extra_forbidden":
+        parent = path.rsplit(".", 1)[0] if "." in path else "study"
+        raise StudyError(
+            f"unknown key '{loc[-1]}' in {parent}", file=file, field=path,
+            allowed=_allowed_keys(model or Study, tuple(err["loc"])),
+        ) from None
+    if err["type"] == "missing":
+        raise StudyError("required field is missing", file=file, field=path) from None
+    msg = err["msg"].removeprefix("Value error, ")
+    allowed = None if err["type"] == "literal_error" else _describe_allowed(err)
+    raise StudyError(msg, file=file, field=path or None, value=err.get("input"), has_value=True,
+                     allowed=allowed) from None
+
+
+def _parse_space(space: Any, file: str) -> Any:
+    """Validate each ``space`` entry by its form, so errors name the entry and the right form."""
+    if not isinstance(space, dict):
+        return space
+    parsed = {}
+    for name, spec in space.items():
+        field = f"space.{name}"
+        if isinstance(spec, list) and not spec:
+            raise StudyError("empty list of choices", file=file, field=field, value=spec)
+        if isinstance(spec, dict):
+            forms = [k for k in _SPEC_BY_KEY if k in spec]
+            if len(forms) != 1:
+                raise StudyError(
+                    "a parameter is a list of choices, a single value, or a mapping with exactly "
+                    "one of 'range' (with optional 'step'), 'log' (with 'base' or 'num') or 'choices'",
+                    file=file, field=field, value=spec,
+                )
+            cls = _SPEC_BY_KEY[forms[0]]
+            try:
+                spec = cls.model_validate(spec)
+            except ValidationError as exc:
+                _raise_validation(exc, file=file, prefix=("space", name), model=cls)
+        parsed[name] = spec
+    return parsed
+
+
 def parse_study(data: Any, *, file: str = "<study>", text: str = "") -> Study:
     """Validate a parsed YAML document into a Study (schema only; see :func:`check_study`)."""
     if not isinstance(data, dict):
         raise StudyError("a study must be a YAML mapping of sections", file=file)
+    data = {**data, "space": _parse_space(data["space"], file)} if "space" in data else data
     try:
         return Study.model_validate({**data, "source_text": text, "source_path": file})
     except ValidationError as exc:
-        err = _pick_error(exc.errors())
-        loc = _field_path(err["loc"])
-        if err["type"] == "extra_forbidden":
-            parent = loc.rsplit(".", 1)[0] if "." in loc else "study"
-            allowed = _allowed_keys(err["loc"])
-            raise StudyError(
-                f"unknown key '{err['loc'][-1]}' in {parent}", file=file, field=loc, allowed=allowed
-            ) from None
-        if err["type"] == "missing":
-            raise StudyError("required field is missing", file=file, field=loc) from None
-        msg = err["msg"].removeprefix("Value error, ")
-        raise StudyError(
-            msg, file=file, field=loc or None, value=err.get("input"), has_value=True,
-            allowed=_describe_allowed(err),
-        ) from None
+        _raise_validation(exc, file=file)
+        raise  # unreachable
 
 
-def _allowed_keys(loc: tuple) -> str:
-    model: Any = Study
+def _allowed_keys(model: Any, loc: tuple) -> str:
+    """The keys allowed in the mapping at ``loc[:-1]`` below ``model``."""
     for p in loc[:-1]:
+        if isinstance(p, int):
+            continue  # an item of a list: the model stays the list's item type
         fields = getattr(model, "model_fields", {})
-        if p in fields:
-            ann = fields[p].annotation
-            model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-        else:
-            model = None
+        ann = fields[p].annotation if p in fields else None
+        if typing.get_origin(ann) is list:
+            ann = typing.get_args(ann)[0]
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
         if model is None:
-            break
-    if model is None:
-        return ""
+            return ""
     return ", ".join(k for k in model.model_fields if k not in ("source_text", "source_path"))
 
 

@@ -1,0 +1,65 @@
+"""A toy evaluator with a known Pareto front: the example to copy when writing your own.
+
+Use it from a study as ``evaluator: {name: "dse.evaluators.toy:ToyEvaluator"}``.
+
+Inputs: ``x`` in [0, 1], ``y`` an integer >= 0, ``shape`` "a" or "b". Metrics:
+``f1 = x`` and ``f2 = 1 - sqrt(x) + y/10 + 0.05*[shape == "b"]``; a candidate with
+shape "b" and y > 8 is infeasible. The front is every ``x`` with ``y = 0`` and shape "a".
+Option ``delay_s`` sleeps that long per call (to test interruption and resume).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from dse.evaluators.base import Evaluator, Input, Metric
+
+
+class ToyEvaluator(Evaluator):
+    name = "toy"
+    version = "1.0.0"
+    description = "two-objective test problem with a known front"
+
+    def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None) -> None:
+        if delay_s < 0:
+            raise ValueError("delay_s must be >= 0")
+        super().__init__(delay_s=delay_s, fail_above_x=fail_above_x)
+        self.delay_s = float(delay_s)
+        self.fail_above_x = fail_above_x
+
+    @property
+    def inputs(self) -> dict[str, Input]:
+        return {
+            "x": Input("x", "float", "1", "position along the front", 0.5, minimum=0.0, maximum=1.0),
+            "y": Input("y", "int", "1", "distance from the front", 0, minimum=0),
+            "shape": Input("shape", "str", "", "a: on the front, b: offset and partly infeasible", "a", ("a", "b")),
+        }
+
+    @property
+    def metrics(self) -> dict[str, Metric]:
+        return {
+            "f1": Metric("f1", "1", "first objective"),
+            "f2": Metric("f2", "1", "second objective"),
+            "f_sum": Metric("f_sum", "1", "f1 + f2"),
+        }
+
+    def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        t = self.with_defaults(candidates)
+        x = t["x"].to_numpy(dtype=float)
+        y = t["y"].to_numpy(dtype=float)
+        b = (t["shape"].astype(str) == "b").to_numpy()
+        if self.fail_above_x is not None and (x > self.fail_above_x).any():
+            raise RuntimeError(f"toy failure: x above {self.fail_above_x}")
+        f1 = x
+        f2 = 1 - np.sqrt(x) + y / 10 + 0.05 * b
+        infeasible = b & (y > 8)
+        return pd.DataFrame({
+            "f1": f1, "f2": f2, "f_sum": f1 + f2,
+            "feasible": ~infeasible,
+            "reason": np.where(infeasible, "shape b with y > 8 is infeasible", ""),
+        })

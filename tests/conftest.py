@@ -1,0 +1,52 @@
+"""Shared test helpers: write studies into temporary folders and run the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = "dse.evaluators.toy:ToyEvaluator"
+
+
+def toy_study(**overrides) -> dict:
+    """A small study on the toy evaluator: 11 x-values x 3 y-values x 2 shapes = 66 candidates."""
+    study = {
+        "name": "toy",
+        "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": [0, 4, 9], "shape": ["a", "b"]},
+        "objectives": [{"metric": "f1", "direction": "minimize"}, {"metric": "f2", "direction": "minimize"}],
+        "evaluator": {"name": TOY},
+        "search": {"algorithm": "exhaustive", "budget": 100, "seed": 3, "batch_size": 20},
+        "execution": {"workers": 1, "chunk_size": 10},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(study.get(key), dict):
+            study[key] = {**study[key], **value}
+        else:
+            study[key] = value
+    return study
+
+
+def write_study(folder: Path, study: dict, name: str = "study.yaml") -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run ``python -m dse ARGS`` as a user would; returns the completed process."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "dse", *args], cwd=cwd or REPO, env=env, capture_output=True,
+        text=True, timeout=timeout,
+    )
+
+
+@pytest.fixture
+def toy_study_file(tmp_path: Path) -> Path:
+    return write_study(tmp_path, toy_study(output=str(tmp_path / "out")))

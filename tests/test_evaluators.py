@@ -1,0 +1,98 @@
+"""The evaluator contract and registry, on the built-in analytic evaluator and the toy one."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.errors import StudyError
+from dse.evaluators import available_evaluators, check_result, evaluator_class, load_evaluator
+from dse.evaluators.analytic import AnalyticEvaluator
+from dse.study import EvaluatorSpec
+
+
+def test_analytic_evaluator_is_registered_through_the_entry_point_group():
+    assert available_evaluators()["analytic"] == "dse.evaluators.analytic:AnalyticEvaluator"
+    assert evaluator_class("analytic") is AnalyticEvaluator
+
+
+def test_evaluator_by_module_and_attribute():
+    ev = load_evaluator(EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator", options={"delay_s": 0}))
+    assert ev.name == "toy" and ev.version
+
+
+def test_unknown_evaluator_and_bad_options_are_study_errors():
+    with pytest.raises(StudyError, match="unknown evaluator 'nope'"):
+        load_evaluator(EvaluatorSpec(name="nope"))
+    with pytest.raises(StudyError, match="cannot import evaluator"):
+        load_evaluator(EvaluatorSpec(name="no_such_module:Thing"))
+    with pytest.raises(StudyError, match="bad evaluator options"):
+        load_evaluator(EvaluatorSpec(name="analytic", options={"speed": "ludicrous"}))
+
+
+def test_every_declared_metric_and_input_has_a_unit_and_description():
+    ev = AnalyticEvaluator()
+    for m in ev.metrics.values():
+        assert m.unit is not None and m.long_name
+    for i in ev.inputs.values():
+        assert i.unit is not None and i.description
+
+
+def _layouts() -> pd.DataFrame:
+    return pd.DataFrame({
+        "accelerator": ["H100-SXM", "A100-80GB", "H100-SXM", "H100-SXM"],
+        "num_accelerators": [64, 64, 64, 64],
+        "tensor_parallel": [1, 2, 3, 1],           # 3 does not divide 64
+        "global_batch_size": [512, 1024, 512, 512],
+        "clock_mhz": [1980, 1410, 1200, 1200],
+    })
+
+
+def test_analytic_returns_every_metric_and_a_reason_for_infeasible_rows():
+    ev = AnalyticEvaluator()
+    cands = _layouts()
+    result = check_result(ev, cands, ev.evaluate(cands))
+    assert len(result) == len(cands)
+    assert set(ev.metrics) <= set(result.columns)
+    assert list(result["feasible"]) == [True, True, False, True]
+    assert result.loc[2, "reason"] != "" and (result.loc[[0, 1, 3], "reason"] == "").all()
+    assert np.isfinite(result.loc[[0, 1, 3], "energy_to_train_j"]).all()
+
+
+def test_analytic_is_deterministic_and_row_independent():
+    ev = AnalyticEvaluator()
+    cands = _layouts()
+    a = ev.evaluate(cands)
+    b = ev.evaluate(cands.iloc[::-1].reset_index(drop=True)).iloc[::-1].reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_lower_clock_is_slower_for_compute_bound_training():
+    ev = AnalyticEvaluator()
+    r = ev.evaluate(pd.DataFrame({"clock_mhz": [1980.0, 1200.0]}))
+    assert r.loc[1, "step_time_s"] > r.loc[0, "step_time_s"]
+    assert r.loc[1, "peak_power_per_accelerator_w"] < r.loc[0, "peak_power_per_accelerator_w"]
+
+
+def test_bigger_batch_needs_more_tokens_but_fewer_steps():
+    ev = AnalyticEvaluator()
+    r = ev.evaluate(pd.DataFrame({"global_batch_size": [128, 2048]}))
+    assert r.loc[1, "tokens_to_train"] > r.loc[0, "tokens_to_train"]
+    assert r.loc[1, "steps_to_train"] < r.loc[0, "steps_to_train"]
+
+
+def test_evaluators_survive_pickling_for_dask():
+    ev = AnalyticEvaluator()
+    clone = pickle.loads(pickle.dumps(ev))
+    cands = _layouts()
+    pd.testing.assert_frame_equal(ev.evaluate(cands), clone.evaluate(cands))
+
+
+def test_contract_check_rejects_wrong_row_count():
+    ev = load_evaluator(EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator"))
+    cands = pd.DataFrame({"x": [0.1, 0.2]})
+    with pytest.raises(ValueError, match="returned 1 rows for 2 candidates"):
+        check_result(ev, cands, ev.evaluate(cands).head(1))

@@ -1,0 +1,166 @@
+"""End to end: `dse run` on a real local dask cluster, the Pareto set on disk, evaluate, export, status."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import yaml
+from conftest import run_cli, toy_study, write_study
+
+
+def test_run_writes_the_exact_toy_front_with_units_and_the_study(tmp_path):
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out)))
+    proc = run_cli("run", str(study), "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "Pareto front of toy" in proc.stdout
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        # The toy front is y = 0, shape a, every x: 11 points.
+        assert ds.sizes["candidate"] == 11
+        assert set(ds["y"].values) == {0} and set(ds["shape"].values.astype(str)) == {"a"}
+        np.testing.assert_allclose(np.sort(ds["x"].values), np.round(np.arange(0, 1.01, 0.1), 10))
+        np.testing.assert_allclose(ds["f2"].values, 1 - np.sqrt(ds["x"].values))
+        for name in ds.data_vars:
+            assert "units" in ds[name].attrs and "long_name" in ds[name].attrs, name
+        assert yaml.safe_load(ds.attrs["study"])["name"] == "toy"
+        assert ds.attrs["evaluator"] == "toy" and ds.attrs["evaluator_version"] == "1.0.0"
+        assert ds["shape"].dtype.kind in "OU"  # categorical parameters are strings
+    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+        assert ev.sizes["candidate"] == 66
+        infeasible = ev["feasible"].values == 0
+        assert infeasible.sum() == 11  # shape b with y = 9
+        assert set(ev["reason"].values[infeasible].astype(str)) == {"shape b with y > 8 is infeasible"}
+
+
+def test_constraints_shrink_the_front(tmp_path):
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), constraints=["f1 >= 0.45"]))
+    proc = run_cli("run", str(study))
+    assert proc.returncode == 0, proc.stderr
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        assert ds.sizes["candidate"] == 6 and float(ds["x"].min()) == pytest.approx(0.5)
+
+
+def test_no_feasible_candidate_ends_with_the_ruling_constraints(tmp_path):
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), constraints=["f1 >= 2"]))
+    proc = run_cli("run", str(study))
+    assert proc.returncode == 2
+    assert "no feasible candidate among 66 evaluations" in proc.stderr
+    assert "constraint f1 >= 2" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_failing_evaluator_rows_are_recorded_not_lost(tmp_path):
+    out = tmp_path / "out"
+    study = toy_study(output=str(out))
+    study["evaluator"]["options"] = {"fail_above_x": 0.85}
+    proc = run_cli("run", str(write_study(tmp_path, study)))
+    assert proc.returncode == 0, proc.stderr
+    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+        status = ev["status"].values.astype(str)
+        assert ev.sizes["candidate"] == 66 and (status == "failed").any() and (status == "ok").any()
+        assert "toy failure" in " ".join(ev["error"].values.astype(str))
+
+
+def test_second_run_into_the_same_folder_points_to_resume_or_overwrite(tmp_path):
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    assert run_cli("run", str(study)).returncode == 0
+    again = run_cli("run", str(study))
+    assert again.returncode == 2 and "dse resume" in again.stderr and "--overwrite" in again.stderr
+    assert run_cli("run", str(study), "--overwrite").returncode == 0
+
+
+def test_quickstart_analytic_study_gives_a_real_energy_time_tradeoff(tmp_path):
+    out = tmp_path / "quickstart"
+    proc = run_cli("run", "studies/quickstart.yaml", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        assert ds.sizes["candidate"] >= 5
+        energy, time = ds["energy_to_train_j"].values, ds["time_to_train_s"].values
+        order = np.argsort(energy)
+        # along the front, spending more energy buys a shorter run
+        assert np.all(np.diff(time[order]) <= 0) and time[order][0] > time[order][-1]
+        assert ds["energy_to_train_j"].attrs["units"] == "J"
+        assert (ds["peak_junction_temp_c"].values <= 85).all()
+
+
+def test_evaluate_command_fills_fixed_values_and_writes_metrics(tmp_path):
+    cands = tmp_path / "cands.csv"
+    pd.DataFrame({"accelerator": ["H100-SXM", "A100-80GB"], "num_accelerators": [16, 16],
+                  "global_batch_size": [256, 256], "clock_mhz": [1410, 1410],
+                  "tensor_parallel": [1, 3]}).to_csv(cands, index=False)
+    result = tmp_path / "metrics.csv"
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "--candidates", str(cands), "-o", str(result))
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(result, keep_default_na=False)
+    assert len(table) == 2
+    assert (table["micro_batch_size"] == 4).all() and (table["model"] == "gpt-1.3b").all()
+    assert bool(table.loc[0, "feasible"]) and not bool(table.loc[1, "feasible"])
+    assert table.loc[1, "reason"] != ""
+    assert float(table.loc[0, "energy_to_train_j"]) > 0
+
+
+def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
+    cands = tmp_path / "cands.csv"
+    cands.write_text("acclerator\nH100-SXM\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "acclerator" in proc.stderr and "Traceback" not in proc.stderr
+    cands.write_text("accelerator,clock_mhz\nH100-SXM,fast\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "clock_mhz" in proc.stderr and "'fast'" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("finished")
+    out = tmp / "out"
+    proc = run_cli("run", str(write_study(tmp, toy_study(output=str(out)))))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "netcdf", "zarr", "json"])
+def test_export_front_in_every_format(finished_run, tmp_path, fmt):
+    target = tmp_path / f"front.{fmt}"
+    proc = run_cli("export", str(finished_run), "--format", fmt, "-o", str(target))
+    assert proc.returncode == 0, proc.stderr
+    if fmt == "csv":
+        assert len(pd.read_csv(target)) == 11
+    elif fmt == "parquet":
+        assert len(pd.read_parquet(target)) == 11
+    elif fmt == "netcdf":
+        with xr.open_dataset(target, engine="h5netcdf") as ds:
+            assert ds.sizes["candidate"] == 11
+    elif fmt == "zarr":
+        with xr.open_zarr(target) as ds:
+            assert ds.sizes["candidate"] == 11 and ds["f1"].attrs["units"] == "1"
+    else:
+        doc = json.loads(target.read_text())
+        assert len(doc["candidates"]) == 11 and doc["variables"]["f2"]["units"] == "1"
+
+
+def test_export_all_evaluations(finished_run, tmp_path):
+    target = tmp_path / "all.csv"
+    assert run_cli("export", str(finished_run), "--all", "-o", str(target)).returncode == 0
+    assert len(pd.read_csv(target)) == 66
+
+
+def test_status_shows_evaluations_front_and_history(finished_run):
+    proc = run_cli("status", str(finished_run))
+    assert proc.returncode == 0, proc.stderr
+    assert "finished" in proc.stdout and "evaluations 66" in proc.stdout and "front size 11" in proc.stdout
+    assert "hypervolume" in proc.stdout
+
+
+def test_describe_lists_parameters_and_metrics_with_units():
+    proc = run_cli("describe")
+    assert proc.returncode == 0
+    assert "clock_mhz" in proc.stdout and "MHz" in proc.stdout and "energy_to_train_j" in proc.stdout
+
+
+def test_help_and_version():
+    assert "Run a study" in run_cli("--help").stdout
+    assert run_cli("--version").stdout.startswith("dse ")

@@ -1,0 +1,61 @@
+"""Design-space expansion, enumeration and sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.space import Space, candidate_keys, expand
+from dse.study import LogSpec, RangeSpec
+
+
+def test_integer_range_with_step():
+    p = expand("n", RangeSpec(range=(8, 64), step=8))
+    assert p.kind == "integer" and p.values == (8, 16, 24, 32, 40, 48, 56, 64)
+
+
+def test_float_range_with_step_includes_the_end_without_rounding_noise():
+    p = expand("x", RangeSpec(range=(0.0, 1.0), step=0.1))
+    assert p.values[-1] == 1.0 and len(p.values) == 11 and p.values[3] == 0.3
+
+
+def test_float_range_without_step_is_continuous():
+    p = expand("x", RangeSpec(range=(0.5, 2.5)))
+    assert p.values is None and (p.low, p.high) == (0.5, 2.5)
+
+
+def test_log_range_by_base_and_by_count():
+    assert expand("b", LogSpec(log=(64, 1024), base=2)).values == (64, 128, 256, 512, 1024)
+    p = expand("t", LogSpec(log=(1.0, 100.0), num=3))
+    assert p.values == pytest.approx((1.0, 10.0, 100.0))
+
+
+def test_choices_keep_order_and_kind():
+    assert expand("a", ["H100-SXM", "A100-80GB"]).kind == "categorical"
+    assert expand("tp", [1, 2, 4]).kind == "integer"
+    assert expand("v", [1, 2.5]).kind == "real"
+
+
+def test_enumeration_visits_every_candidate_once_in_chunks():
+    space = Space([expand("a", ["p", "q", "r"]), expand("b", [1, 2]), expand("c", [0.5, 1.5])])
+    assert space.size == 12
+    frames = list(space.enumerate(chunk_size=5))
+    assert [len(f) for f in frames] == [5, 5, 2]
+    keys = candidate_keys(pd.concat(frames), space.names)
+    assert len(set(keys)) == 12
+
+
+def test_indices_round_trip_and_sampling_stays_in_the_space():
+    space = Space([expand("a", ["p", "q"]), expand("x", RangeSpec(range=(0.0, 1.0)))])
+    sample = space.sample(np.random.default_rng(0), 200)
+    assert set(sample["a"]) <= {"p", "q"}
+    assert sample["x"].between(0.0, 1.0).all()
+    again = space.sample(np.random.default_rng(0), 200)
+    assert sample.equals(again)
+
+
+def test_with_fixed_adds_constant_columns():
+    space = Space([expand("a", [1, 2])], fixed={"model": "gpt-1.3b"})
+    full = space.with_fixed(space.from_indices(np.array([[0], [1]])))
+    assert list(full["model"]) == ["gpt-1.3b", "gpt-1.3b"]

@@ -1,0 +1,108 @@
+"""Loading studies: valid files load; every kind of invalid one gets one clear message and exit 2."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import REPO, run_cli, toy_study, write_study
+
+from dse.errors import StudyError
+from dse.space import Space
+from dse.study import load_study
+
+
+def test_quickstart_study_loads_and_expands_its_space():
+    study = load_study(REPO / "studies" / "quickstart.yaml")
+    space = Space.from_study(study)
+    assert study.name == "quickstart"
+    assert space.is_discrete
+    batch = dict(zip(space.names, (p.values for p in space.parameters), strict=True))
+    assert batch["global_batch_size"] == (64, 128, 256, 512, 1024)
+    assert batch["clock_mhz"] == (960.0, 1050.0, 1140.0, 1230.0, 1320.0, 1410.0)
+    assert study.fixed_values["target_tokens"] == pytest.approx(2.6e10)  # 2.6e10 read as a number
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "studies").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_study_is_valid(path):
+    load_study(path)
+
+
+def _broken(tmp_path, mutate) -> str:
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    mutate(data)
+    return str(write_study(tmp_path, data))
+
+
+CASES = {
+    "unknown key": (lambda d: d["search"].update(algoritm="x"), "search.algoritm", "allowed: algorithm"),
+    "wrong type": (lambda d: d["search"].update(budget="lots"), "search.budget", "'lots'"),
+    "empty range": (lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90}),
+                    "space.clock_mhz", "low <= high"),
+    "empty choices": (lambda d: d["space"].update(tensor_parallel=[]), "space.tensor_parallel", "empty"),
+    "unknown preset": (lambda d: d["workload"].update(model="gpt-9"), "workload.model", "gpt-1.3b"),
+    "unknown accelerator": (lambda d: d["space"].update(accelerator=["A100"]), "space.accelerator", "H100-SXM"),
+    "unknown parameter": (lambda d: d["space"].update(tensor_paralel=[1]), "space.tensor_paralel", "tensor_parallel"),
+    "unknown objective metric": (lambda d: d["objectives"][1].update(metric="time_s"),
+                                 "objectives[1].metric", "time_to_train_s"),
+    "unknown constraint metric": (lambda d: d.update(constraints=["temp <= 85"]), "constraints[0]", "peak_junction_temp_c"),
+    "malformed constraint": (lambda d: d.update(constraints=["temp << 85"]), "constraints", "metric <= number"),
+    "log range without base": (lambda d: d["space"].update(global_batch_size={"log": [64, 1024]}),
+                               "space.global_batch_size", "'base'"),
+    "value out of range": (lambda d: d["space"].update(clock_mhz=[-5]), "space.clock_mhz", "-5"),
+    "bad algorithm": (lambda d: d["search"].update(algorithm="nsga3"), "search.algorithm", "nsga2"),
+    "unknown evaluator": (lambda d: d.update(evaluator={"name": "foo"}), "evaluator.name", "analytic"),
+    "missing objectives": (lambda d: d.pop("objectives"), "objectives", "missing"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_invalid_study_names_file_field_and_allowed(tmp_path, case):
+    mutate, field, expected = CASES[case]
+    path = _broken(tmp_path, mutate)
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    message = str(info.value)
+    assert message.startswith(path)
+    assert field in message
+    assert expected in message
+
+
+def test_unreadable_yaml_reports_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nspace:\n  a: [1, 2\n")
+    with pytest.raises(StudyError, match=r"bad.yaml: not valid YAML at line \d+"):
+        load_study(path)
+
+
+def test_parameter_in_space_and_fixed_is_rejected(tmp_path):
+    study = toy_study(fixed={"x": 0.5})
+    with pytest.raises(StudyError, match="both in 'space' and in 'fixed'"):
+        load_study(write_study(tmp_path, study))
+
+
+def test_cli_validate_prints_one_line_and_exits_2_on_a_broken_study(tmp_path):
+    path = _broken(tmp_path, lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90}))
+    proc = run_cli("validate", path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "space.clock_mhz" in lines[0] and "[1410, 960]" in lines[0]
+
+
+def test_cli_validate_accepts_the_quickstart():
+    proc = run_cli("validate", "studies/quickstart.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout and "480 candidates" in proc.stdout
+
+
+def test_cli_run_refuses_a_broken_study_without_traceback(tmp_path):
+    path = _broken(tmp_path, lambda d: d["workload"].update(model="gpt-9"))
+    proc = run_cli("run", path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "workload.model" in proc.stderr
+
+
+def test_cli_missing_study_file_exits_2():
+    proc = run_cli("validate", "no/such/study.yaml")
+    assert proc.returncode == 2 and "study file not found" in proc.stderr
