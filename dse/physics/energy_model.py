@@ -1,7 +1,10 @@
 """Power, energy and thermal model on top of the time model's breakdown.
 
-``evaluate(cfg, perf)`` takes the inputs and the time model's output and returns the
-power, energy and temperature metrics (see docs/model.md for every equation's source).
+``evaluate(cfg, perf, retime)`` takes the inputs and the time model's output and returns
+the power, energy and temperature metrics (docs/model-energy.md gives every equation and
+its source). When a power cap or the junction temperature forces a lower clock, it
+re-times the candidates through ``retime(clock_mhz)`` and returns the time metrics at
+the clock the accelerators actually run, which override the time model's.
 """
 
 from __future__ import annotations
@@ -11,53 +14,305 @@ import numpy as np
 from dse.evaluators.base import Input, Metric
 from dse.physics import energy, power, thermal
 
+_NAN = float("nan")
+BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
+
 INPUTS: list[Input] = [
     Input("cooling", "str", "", "cooling type", "air", ("air", "liquid"), group="hardware"),
     Input("inlet_temp_c", "float", "degC", "coolant / air inlet temperature", 30.0, minimum=-20, maximum=80, group="hardware"),
-    Input("host_power_w", "float", "W", "host (CPU, DRAM, NIC) power per accelerator", 100.0, minimum=0, group="hardware"),
-    Input("pue", "float", "", "facility power usage effectiveness", 1.2, minimum=1.0, maximum=3.0, group="hardware"),
+    Input("power_cap_w", "float", "W", "accelerator power limit (default: its TDP); the clock falls to meet it", None, minimum=1, group="power"),
+    Input("power_floor_w", "float", "W", "minimum accelerator power while blocked (power smoothing; default none)", None, minimum=0, group="power"),
+    Input("power_transition_s", "float", "s", "time the accelerators take to step between phase powers", 0.01, minimum=1e-6, group="power"),
+    Input("host_power_w", "float", "W", "host power per node (CPUs, DRAM, storage, fans)", 800.0, minimum=0, group="power"),
+    Input("accelerators_per_node", "int", "", "accelerators per node (shares the host power)", 8, minimum=1, group="power"),
+    Input("nic_power_w", "float", "W", "scale-out NIC static power per accelerator", 25.0, minimum=0, group="network"),
+    Input("scaleup_switch_power_w", "float", "W", "scale-up switch static power per accelerator", 25.0, minimum=0, group="network"),
+    Input("scaleout_switch_power_w", "float", "W", "scale-out switch static power per accelerator (jobs beyond one scale-up domain)", 30.0, minimum=0, group="network"),
+    Input("scaleup_pj_per_bit", "float", "pJ/bit", "scale-up fabric energy per bit", energy.SCALEUP_PJ_PER_BIT, minimum=0, group="network"),
+    Input("scaleout_pj_per_bit", "float", "pJ/bit", "scale-out fabric energy per bit", energy.SCALEOUT_PJ_PER_BIT, minimum=0, group="network"),
+    Input("pue", "float", "", "facility power usage effectiveness (used when cooling_cop is not set)", 1.2, minimum=1.0, maximum=3.0, group="facility"),
+    Input("cooling_cop", "float", "", "cooling plant coefficient of performance (overrides pue)", None, minimum=0.1, group="facility"),
+    Input("energy_price_per_kwh", "float", "USD/kWh", "electricity price", 0.10, minimum=0, group="economics"),
+    Input("accelerator_hour_price", "float", "USD/h", "price of one accelerator-hour", 2.0, minimum=0, group="economics"),
+    Input("grid_carbon_kg_per_kwh", "float", "kg/kWh", "grid carbon intensity (CO2e)", 0.385, minimum=0, group="economics"),
+    Input("data_entropy_bits_per_token", "float", "bit/token", "entropy of the training data per token (Landauer bound)", 3.0, minimum=0, group="workload"),
 ]
 
 METRICS: list[Metric] = [
     Metric("energy_to_train_j", "J", "facility energy to train"),
     Metric("energy_to_train_mwh", "MWh", "facility energy to train"),
+    Metric("it_energy_to_train_j", "J", "IT energy to train"),
+    Metric("it_energy_to_train_mwh", "MWh", "IT energy to train"),
+    Metric("energy_per_step_j", "J", "facility energy per iteration"),
+    Metric("energy_compute_j", "J", "energy of compute-bound work (accelerator core, dynamic)"),
+    Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic"),
+    Metric("energy_network_j", "J", "network energy (per-bit links, NICs, switches)"),
+    Metric("energy_idle_j", "J", "accelerator static (idle) energy"),
+    Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication)"),
+    Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
+    Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),
     Metric("avg_power_per_accelerator_w", "W", "average power per accelerator"),
-    Metric("peak_power_per_accelerator_w", "W", "peak power per accelerator"),
+    Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator"),
+    Metric("facility_avg_power_w", "W", "average facility power"),
     Metric("facility_peak_power_w", "W", "peak facility power"),
+    Metric("facility_power_swing_w", "W", "facility power step between busy and blocked phases"),
+    Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate"),
+    Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
+    Metric("power_capped", "bool", "clock lowered to meet the power cap"),
+    Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
     Metric("peak_junction_temp_c", "degC", "peak junction temperature"),
-    Metric("tokens_per_j", "tokens/J", "tokens per joule (facility)"),
+    Metric("mean_junction_temp_c", "degC", "time-averaged junction temperature"),
+    Metric("junction_temp_swing_c", "degC", "junction temperature swing within an iteration"),
+    Metric("max_junction_temp_rate_c_per_s", "degC/s", "largest junction temperature rate of change"),
+    Metric("tokens_per_j", "tokens/J", "tokens per joule (facility; = performance per watt)"),
     Metric("energy_time_product_js", "J*s", "energy-time product"),
+    Metric("energy_utilisation_factor", "1", "share of facility energy spent on busy accelerator work"),
+    Metric("energy_efficiency_index", "1", "MFU x Landauer bound / facility energy"),
+    Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)"),
+    Metric("energy_cost_usd", "USD", "electricity cost"),
+    Metric("carbon_kg", "kg", "operational emissions (CO2e)"),
+    Metric("landauer_bound_j", "J", "Landauer bound k_B T ln2 N_params H_data"),
+    Metric("landauer_ratio", "1", "facility energy / Landauer bound"),
 ]
 
 
+def _get(b: dict, key: str, like: np.ndarray) -> np.ndarray:
+    v = b.get(key)
+    return np.zeros_like(like, dtype=float) if v is None else np.asarray(v, dtype=float)
+
+
+def phase_times(b: dict) -> dict[str, np.ndarray]:
+    """Per-iteration phase durations from the time model's breakdown.
+
+    compute: clock-scaled work; memory: memory-bound work and the optimizer step;
+    fine_wait: exposed tensor- and pipeline-parallel communication (interleaved with the
+    busy phase at sub-millisecond grain); blocked: pipeline bubble and exposed
+    data-parallel communication (one contiguous low-power phase per iteration).
+    """
+    step = np.asarray(b["step_s"], dtype=float)
+    t_c = _get(b, "compute_s", step)
+    t_m = _get(b, "memory_s", step) + _get(b, "optimizer_s", step)
+    fine = _get(b, "tp_comm_s", step) + _get(b, "pp_comm_s", step)
+    blocked = _get(b, "bubble_s", step) + _get(b, "dp_comm_s", step)
+    busy = np.maximum(step - blocked, 0.0)
+    return {"step": step, "compute": t_c, "memory": t_m, "fine_wait": fine, "blocked": blocked, "busy": busy}
+
+
+def scaled_breakdown(b: dict, clock_from: np.ndarray, clock_to: np.ndarray) -> dict[str, np.ndarray]:
+    """The breakdown estimated at another clock without the time model.
+
+    Compute time scales with 1/f; the bubble (pipeline slots of compute, memory and
+    tensor-parallel time) scales with the share of compute in a slot; the rest is
+    clock-independent. Used for the cap/throttle search; the final times come from the
+    time model (``retime``).
+    """
+    step = np.asarray(b["step_s"], dtype=float)
+    ratio = clock_from / clock_to
+    t_c = _get(b, "compute_s", step)
+    slot = t_c + _get(b, "memory_s", step) + _get(b, "tp_comm_s", step)
+    new_c = t_c * ratio
+    new_slot = slot + new_c - t_c
+    bubble = _get(b, "bubble_s", step)
+    new_bubble = bubble * np.where(slot > 0, new_slot / np.where(slot > 0, slot, 1.0), 1.0)
+    out = dict(b)
+    out["compute_s"] = new_c
+    out["bubble_s"] = new_bubble
+    out["step_s"] = step + (new_c - t_c) + (new_bubble - bubble)
+    return out
+
+
+def accelerator_energy(b: dict, clock_ratio, pw: dict, idle_w, tdp_w, floor_w) -> dict[str, np.ndarray]:
+    """Energy per accelerator per iteration by component, and the phase powers.
+
+    Compute-bound kernels draw P_idle + a_c D s(f), memory-bound ones P_idle + a_m D s(f)
+    plus the HBM traffic energy, a blocked rank P_idle + a_w D s(f) (at least the power
+    floor), with D = TDP - P_idle and s(f) = (f/f_max) (V/V_max)^2.
+    """
+    t = phase_times(b)
+    s = power.dynamic_scale(clock_ratio, pw["vf_x"], pw["vf_v"])
+    dyn = (tdp_w - idle_w) * s
+    floor = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
+    p_wait = np.maximum(idle_w + pw["a_waiting"] * dyn, floor)
+    e_compute = pw["a_compute"] * dyn * t["compute"]
+    e_memory = pw["a_memory"] * dyn * t["memory"] + energy.hbm_energy_j(_get(b, "hbm_bytes", t["step"]), pw["hbm_pj_per_byte"])
+    e_idle = idle_w * t["step"]
+    e_wait_fine = (p_wait - idle_w) * t["fine_wait"]
+    e_wait = e_wait_fine + (p_wait - idle_w) * t["blocked"]
+    busy = np.where(t["busy"] > 0, t["busy"], np.nan)
+    p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
+    p_busy = np.where(t["busy"] > 0, p_busy, p_wait)
+    return {"compute": e_compute, "memory": e_memory, "idle": e_idle, "waiting": e_wait,
+            "total": e_compute + e_memory + e_idle + e_wait, "p_busy": p_busy, "p_wait": p_wait,
+            "p_compute": idle_w + pw["a_compute"] * dyn, "times": t}
+
+
+def _thermal(acc: dict, inlet_c, liquid, r_total) -> dict[str, np.ndarray]:
+    t = acc["times"]
+    return thermal.periodic_response(acc["p_busy"], t["busy"], acc["p_wait"], t["blocked"], inlet_c,
+                                     thermal.foster_terms(liquid, r_total))
+
+
+def _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock_from) -> tuple[np.ndarray, np.ndarray]:
+    """(meets the power cap, stays under the slowdown temperature) at ``clock``."""
+    bb = scaled_breakdown(b, clock_from, clock)
+    acc = accelerator_energy(bb, clock / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"], cfg["power_floor_w"])
+    cap_ok = ~(acc["p_busy"] > cap_w * (1 + 1e-9))
+    th = _thermal(acc, cfg["inlet_temp_c"], cfg["cooling"], r_total)
+    hot_ok = ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9)
+    return cap_ok, hot_ok
+
+
+def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Highest clock <= the set clock meeting the cap and the slowdown temperature.
+
+    Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
+    bisection per limit finds the clock that meets it (seed 000's
+    f_opt = min(f_max, sqrt(P_max / (k V^2))) generalised to a V-f curve and phases).
+    """
+    cap_ok, hot_ok = _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock)
+    f_min = hw["clock_min_mhz"]
+    limits = []
+    for which, ok0 in ((0, cap_ok), (1, hot_ok)):
+        bad = ~ok0 & np.isfinite(clock)
+        f = clock.copy()
+        if bad.any():
+            idx = np.flatnonzero(bad)
+            sub = {k: np.asarray(v)[idx] for k, v in hw.items() if np.ndim(v) == 1 and len(v) == len(clock)}
+            spw = {k: v[idx] for k, v in pw.items()}
+            scfg = {k: np.asarray(cfg[k])[idx] for k in ("power_floor_w", "inlet_temp_c", "cooling")}
+            sb = {k: np.asarray(v)[idx] for k, v in b.items() if np.ndim(v) == 1 and len(v) == len(clock)}
+            lo, hi = f_min[idx].copy(), clock[idx].copy()
+            for _ in range(BISECTION_STEPS):
+                mid = 0.5 * (lo + hi)
+                ok = _limits_ok(sb, mid, sub, spw, scfg, cap_w[idx], r_total[idx], clock[idx])[which]
+                lo = np.where(ok, mid, lo)
+                hi = np.where(ok, hi, mid)
+            f[idx] = lo
+        limits.append(f)
+    f_cap, f_hot = limits
+    new = np.minimum(np.minimum(f_cap, f_hot), clock)
+    return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
+
+
 def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, np.ndarray]:
-    """Energy, power and thermal metrics for every candidate.
+    """Energy, power and thermal metrics for every candidate (and re-timed time metrics).
 
     ``retime(clock_mhz)`` re-runs the time model at another clock; any time metric this
     function returns overrides the time model's value.
     """
-    hw, clock, t, steps, n = perf["_hw"], perf["_clock_mhz"], perf["_breakdown"], perf["_steps"], perf["_n"]
-    args = (clock, hw["clock_min_mhz"], hw["clock_max_mhz"], hw["idle_w"], hw["tdp_w"])
-    p_compute = power.phase_power_w(power.ACTIVITY["compute"], *args)
-    p_memory = power.phase_power_w(power.ACTIVITY["memory"], *args)
-    p_comm = power.phase_power_w(power.ACTIVITY["communication"], *args)
-    p_wait = power.phase_power_w(power.ACTIVITY["waiting"], *args)
-    comm_s = t["tp_comm_s"] + t["pp_comm_s"] + t["dp_comm_s"]
-    e_accel = (p_compute * t["compute_s"] + p_memory * (t["memory_s"] + t["optimizer_s"])
-               + p_comm * comm_s + p_wait * t["bubble_s"])
-    e_net = energy.network_energy_j(t["scaleup_bytes"], t["scaleout_bytes"])
-    e_host = cfg["host_power_w"] * t["step_s"]
-    e_it_step = (e_accel + e_net + e_host) * n
-    energy_to_train_j = e_it_step * cfg["pue"] * steps
-    time_to_train_s = steps * t["step_s"]
-    peak_power_w = p_compute
-    return {
-        "energy_to_train_j": energy_to_train_j,
-        "energy_to_train_mwh": energy_to_train_j / 3.6e9,
-        "avg_power_per_accelerator_w": e_accel / t["step_s"],
-        "peak_power_per_accelerator_w": peak_power_w,
-        "facility_peak_power_w": (peak_power_w + cfg["host_power_w"]) * n * cfg["pue"],
-        "peak_junction_temp_c": thermal.junction_temp_c(peak_power_w, cfg["inlet_temp_c"], cfg["cooling"]),
-        "tokens_per_j": perf["tokens_to_train"] / energy_to_train_j,
-        "energy_time_product_js": energy_to_train_j * time_to_train_s,
-    }
+    n_rows = len(perf["_clock_mhz"])
+
+    def inp(name, default=_NAN):
+        v = cfg.get(name)
+        return np.full(n_rows, default, dtype=float) if v is None else np.asarray(v, dtype=float)
+
+    cooling = cfg.get("cooling")
+    liquid = np.zeros(n_rows, dtype=bool) if cooling is None else np.asarray(cooling) == "liquid"
+    cfg = dict(cfg)
+    cfg["cooling"] = liquid
+    for name, default in (("inlet_temp_c", 30.0), ("power_floor_w", _NAN)):
+        cfg[name] = inp(name, default)
+
+    hw, clock, b = perf["_hw"], np.asarray(perf["_clock_mhz"], dtype=float), perf["_breakdown"]
+    pw = power.lookup(cfg["accelerator"]) if "accelerator" in cfg else power.lookup(np.full(n_rows, "?"))
+    r_total = thermal.resistance_k_per_w(liquid, pw, hw["tdp_w"])
+    cap_in = inp("power_cap_w")
+    cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw["tdp_w"])
+
+    new_clock, capped, throttled = operating_clock(b, clock, hw, pw, cfg, cap_w, r_total)
+    out: dict[str, np.ndarray] = {}
+    changed = np.isfinite(new_clock) & (new_clock < clock * (1 - 1e-9))
+    if changed.any():
+        if retime is not None:
+            perf2 = retime(np.where(changed, new_clock, clock))
+            out.update({k: v for k, v in perf2.items() if not k.startswith("_") and k != "reason"})
+            b = perf2["_breakdown"]
+            perf = {**perf, **{k: v for k, v in perf2.items() if k != "reason"}}
+        else:
+            b = scaled_breakdown(b, clock, np.where(changed, new_clock, clock))
+        clock = np.where(changed, new_clock, clock)
+    # A cap below what the slowest clock draws cannot be met: mark the candidate.
+    reasons = perf.get("reason")
+    acc = accelerator_energy(b, clock / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"], cfg["power_floor_w"])
+    th = _thermal(acc, cfg["inlet_temp_c"], liquid, r_total)
+    if isinstance(reasons, np.ndarray) and reasons.dtype == object:
+        cap_bad = (acc["p_busy"] > cap_w * 1.001) & (reasons == "")
+        reasons[cap_bad] = "power cap below the accelerator's draw at its lowest clock"
+        hot_bad = (th["peak_c"] > pw["slowdown_temp_c"] + 0.5) & (reasons == "")
+        reasons[hot_bad] = "junction above the slowdown temperature even at the lowest clock"
+
+    steps, n = perf["_steps"], perf["_n"]
+    t = acc["times"]
+    step_s = t["step"]
+    per_node = np.maximum(inp("accelerators_per_node", 8.0), 1.0)
+    p_host = inp("host_power_w", 800.0) / per_node
+    scaleup_size = inp("scaleup_size", 8.0)
+    p_net_static = (inp("nic_power_w", 25.0) + inp("scaleup_switch_power_w", 25.0)
+                    + np.where(n > scaleup_size, inp("scaleout_switch_power_w", 30.0), 0.0))
+    e_links = energy.network_energy_j(_get(b, "scaleup_bytes", step_s), _get(b, "scaleout_bytes", step_s),
+                                      inp("scaleup_pj_per_bit", energy.SCALEUP_PJ_PER_BIT),
+                                      inp("scaleout_pj_per_bit", energy.SCALEOUT_PJ_PER_BIT))
+    e_net = e_links + p_net_static * step_s
+    e_host = p_host * step_s
+    e_it_acc = acc["total"] + e_net + e_host            # per accelerator per iteration
+    overhead = energy.facility_overhead_factor(inp("pue", 1.2), inp("cooling_cop"))
+    total_steps_n = steps * n
+    it_j = e_it_acc * total_steps_n
+    facility_j = it_j * (1.0 + overhead)
+    time_to_train_s = steps * step_s
+
+    # Facility power: IT power scaled by the overhead; the swing is the IT step between
+    # the busy and the blocked phase, synchronised over all accelerators (the cooling
+    # plant does not follow sub-second swings, so no overhead on it).
+    p_other = p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan)
+    facility_avg_w = facility_j / np.where(time_to_train_s > 0, time_to_train_s, np.nan)
+    facility_peak_w = n * (acc["p_busy"] + p_other) * (1.0 + overhead)
+    swing_w = np.where(t["blocked"] > 0, n * np.maximum(acc["p_busy"] - acc["p_wait"], 0.0), 0.0)
+    ramp = swing_w / inp("power_transition_s", 0.01)
+
+    tokens = np.asarray(perf.get("tokens_to_train", np.full(n_rows, np.nan)), dtype=float)
+    params = np.asarray(perf.get("parameters", np.full(n_rows, np.nan)), dtype=float)
+    landauer = energy.landauer_bound_j(params, tokens, inp("data_entropy_bits_per_token", 3.0),
+                                       cfg["inlet_temp_c"] + thermal.KELVIN)
+    mfu = np.asarray(out.get("mfu", perf.get("mfu", np.full(n_rows, np.nan))), dtype=float)
+    cost = energy.cost_usd(n, time_to_train_s, facility_j, inp("accelerator_hour_price", 2.0),
+                           inp("energy_price_per_kwh", 0.10))
+    busy_work = (acc["compute"] + acc["memory"] + hw["idle_w"] * t["busy"]) * total_steps_n
+    mean_p = acc["total"] / np.where(step_s > 0, step_s, np.nan)
+    out.update({
+        "energy_to_train_j": facility_j,
+        "energy_to_train_mwh": facility_j / energy.J_PER_MWH,
+        "it_energy_to_train_j": it_j,
+        "it_energy_to_train_mwh": it_j / energy.J_PER_MWH,
+        "energy_per_step_j": e_it_acc * n * (1.0 + overhead),
+        "energy_compute_j": acc["compute"] * total_steps_n,
+        "energy_memory_j": acc["memory"] * total_steps_n,
+        "energy_network_j": e_net * total_steps_n,
+        "energy_idle_j": acc["idle"] * total_steps_n,
+        "energy_waiting_j": acc["waiting"] * total_steps_n,
+        "energy_host_j": e_host * total_steps_n,
+        "energy_facility_overhead_j": it_j * overhead,
+        "avg_power_per_accelerator_w": mean_p,
+        "peak_power_per_accelerator_w": acc["p_busy"],
+        "facility_avg_power_w": facility_avg_w,
+        "facility_peak_power_w": facility_peak_w,
+        "facility_power_swing_w": swing_w,
+        "facility_power_ramp_w_per_s": ramp,
+        "effective_clock_mhz": clock,
+        "power_capped": np.asarray(capped, dtype=bool),
+        "throttled": np.asarray(throttled, dtype=bool),
+        "peak_junction_temp_c": th["peak_c"],
+        "mean_junction_temp_c": thermal.steady_junction_temp_c(mean_p, cfg["inlet_temp_c"], r_total),
+        "junction_temp_swing_c": th["peak_c"] - th["min_c"],
+        "max_junction_temp_rate_c_per_s": th["max_rate_c_per_s"],
+        "tokens_per_j": tokens / facility_j,
+        "energy_time_product_js": facility_j * time_to_train_s,
+        "energy_utilisation_factor": busy_work / facility_j,
+        "energy_efficiency_index": mfu * landauer / facility_j,
+        "cost_usd": cost["total"],
+        "energy_cost_usd": cost["energy"],
+        "carbon_kg": energy.carbon_kg(facility_j, inp("grid_carbon_kg_per_kwh", 0.385)),
+        "landauer_bound_j": landauer,
+        "landauer_ratio": facility_j / landauer,
+    })
+    return out

@@ -1,28 +1,91 @@
-"""Accelerator power from clock and activity (DVFS): P = P_idle + a * C * V(f)^2 * f."""
+"""Accelerator power from clock and activity (DVFS).
+
+Per phase, P = P_idle + a_phase * (P_TDP - P_idle) * s(f), with the dynamic scale
+s(f) = (f / f_max) * (V(f) / V(f_max))^2, i.e. the C * V^2 * f of CMOS switching power
+normalised to the maximum clock (seed 000: E_dynamic = C_eff V^2 f alpha). V(f) is a
+piecewise-linear voltage-frequency curve per accelerator (``dse/data/power.yaml``).
+A power cap is met by the highest clock whose busy-phase power stays under it.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+from importlib.resources import files
+
 import numpy as np
+import pandas as pd
+import yaml
 
-# Fraction of the maximum voltage at the minimum clock; a linear V(f) between them is
-# the usual first-order DVFS model (Mittal 2014; Guerreiro et al. 2019 measured V-f
-# curves of V100/A100 that are close to linear above ~900 MHz).
-V_MIN_FRACTION = 0.65
-# Activity factors relative to a compute-bound GEMM at the maximum clock.
-ACTIVITY = {"compute": 1.0, "memory": 0.55, "communication": 0.25, "waiting": 0.10}
+PHASES = ("compute", "memory", "waiting")
 
 
-def voltage_ratio(clock_mhz: np.ndarray, clock_min_mhz: np.ndarray, clock_max_mhz: np.ndarray) -> np.ndarray:
-    """V(f)/V(f_max) on a linear voltage-frequency curve."""
-    x = np.clip((clock_mhz - clock_min_mhz) / (clock_max_mhz - clock_min_mhz), 0.0, 1.0)
-    return V_MIN_FRACTION + (1.0 - V_MIN_FRACTION) * x
+@cache
+def parameters() -> dict:
+    """The parsed ``power.yaml`` (defaults, cooling types, per-accelerator entries)."""
+    return yaml.safe_load(files("dse.data").joinpath("power.yaml").read_text())
 
 
-def dynamic_scale(clock_mhz, clock_min_mhz, clock_max_mhz) -> np.ndarray:
-    """C V^2 f relative to its value at the maximum clock."""
-    return (clock_mhz / clock_max_mhz) * voltage_ratio(clock_mhz, clock_min_mhz, clock_max_mhz) ** 2
+def _entry(name: str) -> dict:
+    p = parameters()
+    out = dict(p["defaults"])
+    out["activity"] = dict(p["defaults"]["activity"])
+    acc = (p.get("accelerators") or {}).get(name, {})
+    for k, v in acc.items():
+        if k == "activity":
+            out["activity"].update(v)
+        else:
+            out[k] = v
+    return out
 
 
-def phase_power_w(activity: float | np.ndarray, clock_mhz, clock_min_mhz, clock_max_mhz, idle_w, tdp_w) -> np.ndarray:
-    """Power of one accelerator in a phase of the given activity, at ``clock_mhz``."""
-    return idle_w + (tdp_w - idle_w) * activity * dynamic_scale(clock_mhz, clock_min_mhz, clock_max_mhz)
+@cache
+def _row(name: str) -> tuple:
+    e = _entry(name)
+    curve = np.asarray(e["vf_curve"], dtype=float)
+    r_air = np.nan if e["r_air_k_per_w"] is None else float(e["r_air_k_per_w"])
+    r_liq = np.nan if e["r_liquid_k_per_w"] is None else float(e["r_liquid_k_per_w"])
+    return (curve, e["activity"]["compute"], e["activity"]["memory"], e["activity"]["waiting"],
+            float(e["hbm_pj_per_byte"]), r_air, r_liq, float(e["slowdown_temp_c"]))
+
+
+def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-candidate power/thermal parameters for accelerator ``names``.
+
+    Unknown names get the ``defaults`` entry. ``vf_x``/``vf_v`` are (n, K) arrays of the
+    V-f points, padded to a common K by repeating the last point.
+    """
+    inverse, keys = pd.factorize(np.asarray(names, dtype=object))
+    keys = [str(k) for k in keys]
+    rows = [_row(k) for k in keys]
+    k_max = max(len(r[0]) for r in rows)
+    xs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 0] for r in rows])
+    vs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 1] for r in rows])
+    scal = np.array([r[1:] for r in rows], dtype=float)
+    fields = ("a_compute", "a_memory", "a_waiting", "hbm_pj_per_byte", "r_air_k_per_w",
+              "r_liquid_k_per_w", "slowdown_temp_c")
+    out = {f: scal[inverse, i] for i, f in enumerate(fields)}
+    out["vf_x"] = xs[inverse]
+    out["vf_v"] = vs[inverse]
+    return out
+
+
+def voltage_ratio(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -> np.ndarray:
+    """V(f)/V(f_max) at ``clock_ratio`` = f/f_max, by row-wise linear interpolation."""
+    x = np.clip(np.asarray(clock_ratio, dtype=float), vf_x[:, 0], vf_x[:, -1])
+    v = vf_v[:, 0].copy()
+    for k in range(vf_x.shape[1] - 1):  # fixed small loop over curve segments
+        x0, x1, v0, v1 = vf_x[:, k], vf_x[:, k + 1], vf_v[:, k], vf_v[:, k + 1]
+        seg = (x > x0) & (x1 > x0)
+        frac = np.clip((x - x0) / np.where(x1 > x0, x1 - x0, 1.0), 0.0, 1.0)
+        v = np.where(seg, v0 + (v1 - v0) * frac, v)
+    return v
+
+
+def dynamic_scale(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -> np.ndarray:
+    """C V^2 f relative to its value at the maximum clock: (f/f_max) (V/V_max)^2."""
+    return clock_ratio * voltage_ratio(clock_ratio, vf_x, vf_v) ** 2
+
+
+def phase_power_w(activity, scale, idle_w, tdp_w) -> np.ndarray:
+    """Power of one accelerator in a phase of the given activity at dynamic scale ``scale``."""
+    return idle_w + (tdp_w - idle_w) * activity * scale

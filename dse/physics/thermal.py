@@ -1,16 +1,80 @@
-"""Junction temperature from a lumped thermal resistance per cooling type."""
+"""Junction temperature: a two-term Foster RC network from junction to coolant inlet.
+
+Each term i has a resistance R_i (K/W) and a time constant tau_i = R_i C_i and obeys
+d(theta_i)/dt = (R_i P - theta_i) / tau_i, i.e. C_i dtheta_i/dt = P - theta_i / R_i: the
+seed's dT/dt = (P - P_cooling) / C with P_cooling = theta / R (seed 000). The junction
+temperature is T_j = T_inlet + sum_i theta_i. In steady state T_j = T_inlet + R P.
+
+A training step is a square wave: a busy phase (compute, memory-bound work and the
+fine-grained tensor/pipeline communication interleaved with it, at its mean power
+P_hi for t_hi) and a blocked phase (pipeline bubble and exposed data-parallel
+communication, P_lo for t_lo). The periodic steady state of a first-order term under
+that wave peaks at the end of the busy phase:
+    theta_max = R (P_lo + (P_hi - P_lo) (1 - e^{-t_hi/tau}) / (1 - e^{-T/tau}))
+    theta_min = R (P_lo + (P_hi - P_lo) (1 - e^{-t_hi/tau}) e^{-t_lo/tau} / (1 - e^{-T/tau}))
+with T = t_hi + t_lo; the largest rates of change are at the phase switches.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-# Junction-to-inlet thermal resistance (K/W). Chosen so that a 700 W H100 SXM reaches
-# ~85 C with 30 C air and ~62 C with liquid cooling at 30 C inlet, in line with the
-# operating ranges NVIDIA publishes for HGX H100 (air) and direct-to-chip liquid systems.
-R_JUNCTION_K_PER_W = {"air": 0.08, "liquid": 0.046}
+from dse.physics import power
+
+KELVIN = 273.15
 
 
-def junction_temp_c(power_w: np.ndarray, inlet_c: np.ndarray, cooling: np.ndarray) -> np.ndarray:
+def _is_liquid(cooling: np.ndarray) -> np.ndarray:
+    c = np.asarray(cooling)
+    return c if c.dtype == bool else c == "liquid"
+
+
+def resistance_k_per_w(cooling: np.ndarray, pw: dict[str, np.ndarray], tdp_w: np.ndarray) -> np.ndarray:
+    """Junction-to-inlet resistance per candidate (catalog value, else 52 K or 30 K per TDP).
+
+    ``cooling`` holds cooling type names or a boolean "is liquid" mask.
+    """
+    liquid = _is_liquid(cooling)
+    r_air = np.where(np.isfinite(pw["r_air_k_per_w"]), pw["r_air_k_per_w"], 52.0 / tdp_w)
+    r_liq = np.where(np.isfinite(pw["r_liquid_k_per_w"]), pw["r_liquid_k_per_w"], 30.0 / tdp_w)
+    return np.where(liquid, r_liq, r_air)
+
+
+def foster_terms(cooling: np.ndarray, r_total: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The two (R_i, tau_i) terms of the network for each candidate's cooling type."""
+    c = power.parameters()["cooling"]
+    liquid = _is_liquid(cooling)
+    frac = np.where(liquid, c["liquid"]["fast_fraction"], c["air"]["fast_fraction"])
+    tau_fast = np.where(liquid, c["liquid"]["tau_fast_s"], c["air"]["tau_fast_s"])
+    tau_slow = np.where(liquid, c["liquid"]["tau_slow_s"], c["air"]["tau_slow_s"])
+    return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
+
+
+def steady_junction_temp_c(power_w: np.ndarray, inlet_c: np.ndarray, r_total: np.ndarray) -> np.ndarray:
     """Steady-state junction temperature: T_j = T_inlet + R_ja * P."""
-    r = np.where(np.asarray(cooling) == "liquid", R_JUNCTION_K_PER_W["liquid"], R_JUNCTION_K_PER_W["air"])
-    return inlet_c + r * power_w
+    return inlet_c + r_total * power_w
+
+
+def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> dict[str, np.ndarray]:
+    """Peak, trough and largest |dT/dt| of the junction under the busy/blocked square wave."""
+    t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
+    t_lo = np.maximum(np.nan_to_num(t_lo, nan=0.0), 0.0)
+    period = np.maximum(t_hi + t_lo, 1e-12)
+    hi = np.full(np.shape(p_hi), 0.0) + inlet_c
+    lo = hi.copy()
+    rate_up = np.zeros(np.shape(p_hi))
+    rate_down = np.zeros(np.shape(p_hi))
+    for r, tau in terms:
+        a = -np.expm1(-t_hi / tau)                     # 1 - e^{-t_hi/tau}
+        denom = np.maximum(-np.expm1(-period / tau), 1e-300)
+        th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
+        th_min = r * (p_lo + (p_hi - p_lo) * a * np.exp(-t_lo / tau) / denom)
+        # with no blocked phase the response is flat at R P_hi
+        th_max = np.where(t_lo > 0, th_max, r * p_hi)
+        th_min = np.where(t_lo > 0, th_min, r * p_hi)
+        hi = hi + th_max
+        lo = lo + th_min
+        rate_up = rate_up + (r * p_hi - th_min) / tau
+        rate_down = rate_down + (r * p_lo - th_max) / tau
+    rate = np.where(t_lo > 0, np.maximum(np.abs(rate_up), np.abs(rate_down)), 0.0)
+    return {"peak_c": hi, "min_c": lo, "max_rate_c_per_s": rate}

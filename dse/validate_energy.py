@@ -1,0 +1,182 @@
+"""Energy-versus-clock validation against the Perseus A100 GPT-3 stage profile.
+
+Perseus (Chung et al., SOSP 2024; profile in the ml-energy/zeus repository) measured
+the time and energy of one pipeline stage of GPT-3 175B (bf16, A100 SXM) for one
+forward and one backward pass at SM clocks from 1410 down to 855 MHz. The counter's
+scope (one GPU or more) is not stated, so only *relative* energy and time (to the
+row at the highest clock) are compared.
+
+The stage is one accelerator running back-to-back kernels (no bubble, no exposed
+communication). Its time at clock f is split, at the maximum clock, into a
+clock-bound part (a fraction ``c`` of the time, scaling with f_max / f) and a
+clock-independent part (memory-bound kernels, launch gaps: 1 - c), i.e. the time
+model's compute/memory roofline split; ``c`` is a property of this workload and is
+fitted here, together with the A100's V-f curve (floor voltage and knee clock), by
+:func:`fit_perseus`. The power and energy then come from the *same* functions the
+energy model uses for every candidate (:func:`dse.physics.energy_model.accelerator_energy`).
+The stage is set up from this split rather than through the time model so that the
+check does not move when the time model is re-calibrated; the time model's own split
+for a GPT-3 stage is reported next to it for comparison.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.physics import energy_model, hardware, power
+
+PERSEUS_FILE = "perseus_a100_gpt3_stage.csv"
+ACCELERATOR = "A100-80GB"
+# Fitted once by fit_perseus() (grid search, minimax relative error over all rows):
+STAGE_COMPUTE_FRACTION = 0.76   # share of the stage's time at f_max that scales with 1/f
+HBM_EFFICIENCY = 0.7            # achieved share of peak HBM bandwidth in memory-bound kernels
+
+
+def perseus_path() -> Path:
+    """The packaged copy of the Perseus table, else ../shared/reference next to the repo."""
+    pkg = Path(__file__).resolve().parent / "data" / "reference" / PERSEUS_FILE
+    if pkg.exists():
+        return pkg
+    for base in (Path(__file__).resolve().parents[1], Path.cwd()):
+        p = base.parent / "shared" / "reference" / PERSEUS_FILE
+        if p.exists():
+            return p
+    return pkg
+
+
+def _hw(n: int, accelerator: str = ACCELERATOR) -> dict[str, np.ndarray]:
+    names = np.full(n, accelerator, dtype=object)
+    hw = hardware.lookup(names, np.full(n, "bf16", dtype=object))
+    return hw | {f"pw_{k}": v for k, v in power.lookup(names).items()}
+
+
+def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, vf_v=None,
+                 accelerator: str = ACCELERATOR) -> tuple[np.ndarray, np.ndarray]:
+    """(time, energy) of the stage at ``clock_mhz``, in units of its time at f_max.
+
+    All arguments broadcast; ``vf_x``/``vf_v`` override the catalog's V-f points
+    (shape (n, K)) for fitting.
+    """
+    clock, c = np.broadcast_arrays(np.asarray(clock_mhz, dtype=float), np.asarray(compute_fraction, dtype=float))
+    clock, c = clock.ravel(), c.ravel()
+    n = clock.size
+    hw = _hw(n, accelerator)
+    pw = {k[3:]: v for k, v in hw.items() if k.startswith("pw_")}
+    if vf_x is not None:
+        pw["vf_x"], pw["vf_v"] = np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])), np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1]))
+    fmax = hw["clock_max_mhz"]
+    memory_s = 1.0 - c
+    b = {"compute_s": c * fmax / clock, "memory_s": memory_s,
+         "hbm_bytes": memory_s * hw["hbm_bw_bps"] * HBM_EFFICIENCY}
+    b["step_s"] = b["compute_s"] + b["memory_s"]
+    acc = energy_model.accelerator_energy(b, clock / fmax, pw, hw["idle_w"], hw["tdp_w"], np.full(n, np.nan))
+    return b["step_s"], acc["total"]
+
+
+def _table(path: Path) -> pd.DataFrame:
+    df = pd.read_csv(path).sort_values("sm_clock_mhz", ascending=False).reset_index(drop=True)
+    df["time_ms"] = df["forward_time_ms"] + df["backward_time_ms"]
+    df["energy_j"] = df["forward_energy_j"] + df["backward_energy_j"]
+    return df
+
+
+def time_model_compute_fraction() -> float | None:
+    """The time model's clock-bound share for a GPT-3 175B stage on A100 (for comparison)."""
+    try:
+        from dse.evaluators.analytic import AnalyticEvaluator
+        from dse.physics import time_model
+
+        ev = AnalyticEvaluator()
+        row = pd.DataFrame([{"model": "gpt3-175b", "accelerator": ACCELERATOR, "num_accelerators": 8,
+                             "tensor_parallel": 8, "pipeline_parallel": 1, "global_batch_size": 8,
+                             "micro_batch_size": 1, "recompute": "none"}])
+        table = ev.with_defaults(row)
+        cfg = {name: (table[name].astype(str).to_numpy(dtype=object) if inp.kind == "str"
+                      else pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64))
+               for name, inp in ev.inputs.items()}
+        with np.errstate(all="ignore"):
+            b = time_model.evaluate(cfg)["_breakdown"]
+        c, m = float(b["compute_s"][0]), float(b["memory_s"][0])
+        return c / (c + m) if c + m > 0 else None
+    except Exception:  # the comparison is informative only
+        return None
+
+
+def perseus_report(path: Path | None = None) -> dict:
+    """Predicted versus measured relative energy and time per SM clock.
+
+    Returns ``rows`` (per clock: measured and predicted relative time and energy of the
+    stage, forward + backward, and their relative errors), ``max_abs_error_energy``,
+    ``max_abs_error_time``, ``median_abs_error_energy``, ``median_abs_error_time``,
+    the measured and predicted energy-optimal clocks, and the fitted parameters.
+    """
+    path = Path(path) if path is not None else perseus_path()
+    df = _table(path)
+    f = df["sm_clock_mhz"].to_numpy(dtype=float)
+    t, e = stage_energy(f)
+    rt_pred, re_pred = t / t[0], e / e[0]
+    rt_meas = (df["time_ms"] / df["time_ms"].iloc[0]).to_numpy()
+    re_meas = (df["energy_j"] / df["energy_j"].iloc[0]).to_numpy()
+    err_t = rt_pred / rt_meas - 1.0
+    err_e = re_pred / re_meas - 1.0
+    per_pass = {}
+    for p in ("forward", "backward"):
+        mt = (df[f"{p}_time_ms"] / df[f"{p}_time_ms"].iloc[0]).to_numpy()
+        me = (df[f"{p}_energy_j"] / df[f"{p}_energy_j"].iloc[0]).to_numpy()
+        per_pass[p] = {"max_abs_error_time": float(np.max(np.abs(rt_pred / mt - 1))),
+                       "max_abs_error_energy": float(np.max(np.abs(re_pred / me - 1)))}
+    rows = [
+        {"sm_clock_mhz": float(f[i]), "time_measured": float(rt_meas[i]), "time_predicted": float(rt_pred[i]),
+         "time_error": float(err_t[i]), "energy_measured": float(re_meas[i]),
+         "energy_predicted": float(re_pred[i]), "energy_error": float(err_e[i])}
+        for i in range(len(f))
+    ]
+    pw = power.lookup(np.array([ACCELERATOR], dtype=object))
+    return {
+        "source": str(path),
+        "accelerator": ACCELERATOR,
+        "quantity": "relative to the highest clock; one forward + one backward pass of the stage",
+        "rows": rows,
+        "max_abs_error_time": float(np.max(np.abs(err_t))),
+        "max_abs_error_energy": float(np.max(np.abs(err_e))),
+        "median_abs_error_time": float(np.median(np.abs(err_t))),
+        "median_abs_error_energy": float(np.median(np.abs(err_e))),
+        "energy_optimal_clock_measured_mhz": float(f[np.argmin(re_meas)]),
+        "energy_optimal_clock_predicted_mhz": float(f[np.argmin(re_pred)]),
+        "per_pass": per_pass,
+        "parameters": {
+            "stage_compute_fraction": STAGE_COMPUTE_FRACTION,
+            "vf_curve": np.c_[pw["vf_x"][0], pw["vf_v"][0]].tolist(),
+            "activity": {"compute": float(pw["a_compute"][0]), "memory": float(pw["a_memory"][0])},
+        },
+        "time_model_compute_fraction": time_model_compute_fraction(),
+    }
+
+
+def fit_perseus(path: Path | None = None) -> dict:
+    """Refit the stage's compute fraction and the A100 V-f floor and knee (grid search).
+
+    Minimises the largest relative error in time and energy over all rows. Run once;
+    the result is recorded in ``STAGE_COMPUTE_FRACTION`` and ``dse/data/power.yaml``.
+    """
+    df = _table(Path(path) if path is not None else perseus_path())
+    f = df["sm_clock_mhz"].to_numpy(dtype=float)
+    rt = (df["time_ms"] / df["time_ms"].iloc[0]).to_numpy()
+    re = (df["energy_j"] / df["energy_j"].iloc[0]).to_numpy()
+    c, vf, kn = np.meshgrid(np.arange(0.60, 0.96, 0.01), np.arange(0.60, 0.96, 0.01),
+                            np.arange(0.50, 0.96, 0.01), indexing="ij")
+    c, vf, kn = c.ravel(), vf.ravel(), kn.ravel()
+    g = c.size
+    vf_x = np.c_[np.zeros(g), kn, np.ones(g)]
+    vf_v = np.c_[vf, vf, np.ones(g)]
+    ff = np.repeat(f[None, :], g, axis=0).ravel()
+    rep = lambda a: np.repeat(a, len(f), axis=0)  # noqa: E731
+    t, e = stage_energy(ff, rep(c), rep(vf_x), rep(vf_v))
+    t, e = t.reshape(g, len(f)), e.reshape(g, len(f))
+    err = np.maximum(np.abs(t / t[:, :1] / rt - 1).max(1), np.abs(e / e[:, :1] / re - 1).max(1))
+    i = int(np.argmin(err))
+    return {"stage_compute_fraction": float(c[i]), "v_floor": float(vf[i]), "knee_fraction": float(kn[i]),
+            "max_abs_error": float(err[i])}
