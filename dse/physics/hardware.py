@@ -1,4 +1,4 @@
-"""Hardware catalog (``dse/data/hardware.yaml``) and its vectorised lookup."""
+"""Hardware catalog (``dse/data/hardware.yaml``), calibration and their vectorised lookup."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
+SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected")
+CALIBRATION_FIELDS = ("matmul_eff_max", "matmul_half_gflop", "memory_eff", "kernel_overhead_us",
+                      "collective_eff", "collective_latency_us", "scaleout_latency_us", "dp_overlap")
+
 
 @cache
 def catalog() -> dict[str, dict]:
@@ -15,38 +19,65 @@ def catalog() -> dict[str, dict]:
     return yaml.safe_load(files("dse.data").joinpath("hardware.yaml").read_text())
 
 
+@cache
+def calibration() -> dict[str, dict]:
+    """Accelerator name (or ``default``) -> fitted time-model parameters."""
+    return yaml.safe_load(files("dse.data").joinpath("calibration.yaml").read_text())
+
+
+def calibration_for(name: str) -> dict[str, float]:
+    cal = calibration()
+    return {**cal["default"], **cal.get(name, {})}
+
+
 def accelerator_names() -> tuple[str, ...]:
     return tuple(catalog())
+
+
+FIELDS = ("peak_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
+          "idle_w", "scaleup_bw_bps", "scaleup_topology", "compute_units", "reserved_bytes",
+          "precision_ok", *CALIBRATION_FIELDS)
+
+
+def _row(name: str, prec: str) -> tuple[float, ...]:
+    hw = catalog().get(name)
+    if hw is None:
+        return (np.nan,) * len(FIELDS)
+    peak = hw["peak_tflops"].get(prec)
+    cal = calibration_for(name)
+    return (
+        np.nan if peak is None else peak * 1e12,
+        hw["hbm_bw_gbs"] * 1e9,
+        hw["hbm_gb"] * 1e9,
+        hw["clock_max_mhz"],
+        hw["clock_min_mhz"],
+        hw["tdp_w"],
+        hw["idle_w"],
+        hw["scaleup_bw_gbs"] * 1e9,
+        SCALEUP_TOPOLOGIES.index(hw["scaleup_topology"]),
+        hw["compute_units"],
+        hw["memory_reserved_gb"] * 1e9,
+        0.0 if peak is None else 1.0,
+        *(float(cal[f]) for f in CALIBRATION_FIELDS),
+    )
 
 
 def lookup(names: np.ndarray, precision: np.ndarray) -> dict[str, np.ndarray]:
     """Per-candidate hardware arrays for accelerator ``names`` at the given ``precision``.
 
-    Returns ``peak_flops`` (FLOP/s at the maximum clock), ``hbm_bw_bps`` (B/s),
-    ``hbm_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w`` and
-    ``scaleup_bw_bps`` (B/s per direction).
+    Returns ``peak_flops`` (dense FLOP/s at the maximum clock; NaN where the precision is
+    unsupported, with ``precision_ok`` 0), ``hbm_bw_bps`` (B/s), ``hbm_bytes``,
+    ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``, ``scaleup_bw_bps`` (B/s per
+    direction), ``scaleup_topology`` (index into :data:`SCALEUP_TOPOLOGIES`),
+    ``compute_units``, ``reserved_bytes`` and the calibration parameters. Unknown names give NaN.
+    Strings are factorised once (one dictionary lookup per distinct pair, not per candidate).
     """
-    cat = catalog()
-    names = np.asarray(names).astype(str)
-    precision = np.broadcast_to(np.asarray(precision).astype(str), names.shape)
-    keys, inverse = np.unique(np.char.add(np.char.add(names, "|"), precision), return_inverse=True)
-    rows = []
-    for key in keys:
-        name, prec = key.split("|")
-        hw = cat[name]
-        rows.append(
-            (
-                hw["peak_tflops"][prec] * 1e12,
-                hw["hbm_bw_gbs"] * 1e9,
-                hw["hbm_gb"] * 1e9,
-                hw["clock_max_mhz"],
-                hw["clock_min_mhz"],
-                hw["tdp_w"],
-                hw["idle_w"],
-                hw["scaleup_bw_gbs"] * 1e9,
-            )
-        )
-    table = np.asarray(rows, dtype=np.float64)[inverse]
-    fields = ("peak_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
-              "idle_w", "scaleup_bw_bps")
-    return {f: table[:, i] for i, f in enumerate(fields)}
+    from dse.physics.workload import factorise
+
+    n_codes, n_uniq = factorise(names)
+    p_codes, p_uniq = factorise(np.broadcast_to(np.asarray(precision, dtype=object), np.shape(names)))
+    key = n_codes * (len(p_uniq) + 1) + p_codes
+    ukeys, inverse = np.unique(key, return_inverse=True)
+    rows = [_row(str(n_uniq[k // (len(p_uniq) + 1)]), str(p_uniq[k % (len(p_uniq) + 1)])) for k in ukeys]
+    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FIELDS))[inverse.reshape(-1)]
+    return {f: table[:, i] for i, f in enumerate(FIELDS)}

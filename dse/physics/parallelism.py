@@ -13,22 +13,36 @@ def layout(
     micro_batch_size: np.ndarray,
     layers: np.ndarray,
     heads: np.ndarray,
+    kv_heads: np.ndarray | None = None,
+    interleave: np.ndarray | None = None,
+    sequence_parallel: np.ndarray | None = None,
+    seq_len: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], list[tuple[np.ndarray, str]]]:
     """Derived degrees and a list of ``(mask, reason)`` for layouts that cannot run.
 
     ``data_parallel = N / (tp * pp)``; each data-parallel replica runs
     ``micro_batches = global_batch / (dp * micro_batch)`` micro-batches per iteration
-    (gradient accumulation).
+    (gradient accumulation). The interleaved 1F1B schedule (Narayanan et al. 2021) splits
+    each stage into ``interleave`` model chunks and needs the micro-batches to be a
+    multiple of the pipeline degree (Megatron-LM's requirement).
     """
     n, tp, pp = num_accelerators, tensor_parallel, pipeline_parallel
     gb, mb = global_batch_size, micro_batch_size
-    model_parallel = tp * pp
-    dp = np.maximum(n // np.maximum(model_parallel, 1), 1)
+    v = np.ones_like(n) if interleave is None else np.maximum(interleave, 1)
+    kv = heads if kv_heads is None else kv_heads
+    model_parallel = np.maximum(tp * pp, 1)
+    dp = np.maximum(n // model_parallel, 1)
     micro_batches = np.maximum(gb // np.maximum(dp * mb, 1), 1)
     checks = [
         (n % model_parallel != 0, "tensor x pipeline parallel does not divide the accelerator count"),
         (heads % tp != 0, "tensor parallel degree does not divide the attention heads"),
-        (layers % pp != 0, "pipeline parallel degree does not divide the layers"),
+        ((kv % tp != 0) & (tp % kv != 0), "tensor parallel degree and key-value heads do not divide each other"),
+        (layers % (pp * v) != 0, "pipeline parallel x interleave does not divide the layers"),
         (gb % (dp * mb) != 0, "data parallel x micro batch does not divide the global batch"),
+        ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
+        ((v > 1) & (micro_batches % pp != 0), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
     ]
-    return {"data_parallel": dp, "micro_batches": micro_batches}, checks
+    if sequence_parallel is not None and seq_len is not None:
+        checks.append(((sequence_parallel > 0) & (seq_len % tp != 0),
+                       "sequence parallelism needs the tensor parallel degree to divide the sequence length"))
+    return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, checks

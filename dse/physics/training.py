@@ -1,14 +1,42 @@
 """Training length: tokens and steps to reach the target, with batch-size efficiency.
 
-McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training"): to reach a given
-loss, steps S and examples E trade off as S = S_min (1 + B_noise / B) and
-E = E_min (1 + B / B_noise). With ``target_tokens`` = E_min (tokens needed in the
-small-batch limit), tokens(B) = D_min (1 + B / B_noise).
+Target: a token count ``D_min`` or a loss through the Chinchilla fit (Hoffmann et al.
+2022, approach 3): ``L(N, D) = E + A / N^alpha + B / D^beta``, inverted for ``D``.
+
+Batch-size efficiency: McCandlish et al. 2018 ("An Empirical Model of Large-Batch
+Training"): to reach a given loss, steps S and examples E trade off as
+``S = S_min (1 + B_noise / B)`` and ``E = E_min (1 + B / B_noise)``; tokens(B) =
+``D_min (1 + B / B_noise)``. ``B_noise`` is given, or taken from the critical-batch law of
+Kaplan et al. 2020 (eq. 5.3), ``B_crit(L) = B* / L^(1/alpha_B)``, with the loss reached.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+# Hoffmann et al. 2022, eq. 10 (approach 3 fit)
+CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+# Kaplan et al. 2020, section 5.1 / Table 4: B* = 2e8 tokens, alpha_B = 0.21
+KAPLAN_B_STAR_TOKENS = 2.0e8
+KAPLAN_ALPHA_B = 0.21
+
+
+def chinchilla_loss(params: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    c = CHINCHILLA
+    return c["E"] + c["A"] / params ** c["alpha"] + c["B"] / tokens ** c["beta"]
+
+
+def chinchilla_tokens(params: np.ndarray, target_loss: np.ndarray) -> np.ndarray:
+    """Tokens ``D`` with ``L(N, D) = target_loss``; NaN where the loss is unreachable at N."""
+    c = CHINCHILLA
+    gap = target_loss - c["E"] - c["A"] / params ** c["alpha"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(gap > 0, (c["B"] / gap) ** (1.0 / c["beta"]), np.nan)
+
+
+def critical_batch_tokens(loss: np.ndarray) -> np.ndarray:
+    """Kaplan et al. 2020 critical batch (tokens) at a loss (nats per token)."""
+    return KAPLAN_B_STAR_TOKENS / np.maximum(loss, 1e-3) ** (1.0 / KAPLAN_ALPHA_B)
 
 
 def tokens_to_target(target_tokens: np.ndarray, batch_tokens: np.ndarray, b_noise_tokens: np.ndarray) -> np.ndarray:
@@ -19,3 +47,12 @@ def tokens_to_target(target_tokens: np.ndarray, batch_tokens: np.ndarray, b_nois
 def steps_to_target(target_tokens: np.ndarray, batch_tokens: np.ndarray, b_noise_tokens: np.ndarray) -> np.ndarray:
     """Optimizer steps: tokens needed / tokens per step (= S_min (1 + B_noise / B))."""
     return tokens_to_target(target_tokens, batch_tokens, b_noise_tokens) / batch_tokens
+
+
+def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
+    """``(D_min, B_noise)`` per candidate from the inputs (NaN = take from the laws)."""
+    has_loss = np.isfinite(target_loss)
+    d_min = np.where(has_loss, chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)), target_tokens)
+    loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
+    b_noise = np.where(np.isfinite(b_noise_tokens), b_noise_tokens, critical_batch_tokens(loss))
+    return d_min, b_noise

@@ -6,9 +6,13 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
+import pandas as pd
 import yaml
 
-SHAPE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "seq_len", "vocab")
+SHAPE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "seq_len", "vocab",
+                "gated_mlp", "tied_embeddings")
+# Fields a shape needs when there is no preset (custom model): defaults if absent.
+_SHAPE_DEFAULTS = {"gated_mlp": 0.0, "tied_embeddings": 1.0}
 
 
 @cache
@@ -17,40 +21,80 @@ def presets() -> dict[str, dict]:
     return yaml.safe_load(files("dse.data").joinpath("models.yaml").read_text())
 
 
+def factorise(values) -> tuple[np.ndarray, list]:
+    """Integer codes and distinct values of an array (fast for object/string arrays)."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object).reshape(-1))
+    return codes.astype(np.int64), list(uniques)
+
+
 def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Shape arrays per candidate: the preset's values, replaced where an override is finite."""
-    model = np.asarray(model).astype(str)
-    names, inverse = np.unique(model, return_inverse=True)
+    """Shape arrays per candidate: the preset's values, replaced where an override is finite.
+
+    Unknown preset names give NaN fields unless every field is overridden; ``ffn_hidden``
+    defaults to 4 x hidden and ``kv_heads`` to ``heads`` for custom shapes.
+    """
+    codes, names = factorise(model)
     out = {}
     for f in SHAPE_FIELDS:
-        base = np.array([presets()[n][f] if n in presets() else np.nan for n in names], dtype=float)[inverse]
-        ov = np.asarray(overrides.get(f, np.nan), dtype=float)
-        out[f] = np.where(np.isfinite(ov), ov, base)
+        table = np.array([presets().get(str(n), {}).get(f, _SHAPE_DEFAULTS.get(f, np.nan)) for n in names]
+                         + [np.nan], dtype=float)
+        base = table[codes]
+        ov = overrides.get(f)
+        if ov is None:
+            out[f] = base
+        else:
+            ov = np.asarray(ov, dtype=float)
+            out[f] = np.where(np.isfinite(ov), ov, base)
+    out["ffn_hidden"] = np.where(np.isfinite(out["ffn_hidden"]), out["ffn_hidden"], 4 * out["hidden"])
+    out["kv_heads"] = np.where(np.isfinite(out["kv_heads"]), out["kv_heads"], out["heads"])
     return out
 
 
-def parameter_count(shape: dict[str, np.ndarray]) -> np.ndarray:
-    """Parameters of a dense decoder: attention (q, o, and k, v for ``kv_heads``), MLP, embeddings.
+def layer_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Parameters of one decoder layer (weights and biases, two norms).
 
-    Attention: h*h (q) + 2*h*h*kv/heads (k, v) + h*h (o); MLP: 2*h*ffn; two layer norms
-    (4*h); input embedding V*h (tied with the output layer, as in GPT-2/3 and Megatron).
+    Attention: q and o are h x h, k and v are h x (kv_heads * head_dim); MLP: 2 or, gated
+    (SwiGLU), 3 matrices of h x ffn (Vaswani et al. 2017; Shazeer 2020).
     """
-    h, L, ffn = shape["hidden"], shape["layers"], shape["ffn_hidden"]
-    kv_frac = shape["kv_heads"] / shape["heads"]
-    per_layer = 2 * h * h + 2 * h * h * kv_frac + 2 * h * ffn + 4 * h
-    return L * per_layer + shape["vocab"] * h
+    h, ffn = shape["hidden"], shape["ffn_hidden"]
+    kv_dim = h * shape["kv_heads"] / shape["heads"]
+    attn = 2 * h * h + 2 * h * kv_dim + (2 * h + 2 * kv_dim)
+    mlp = (2 + shape["gated_mlp"]) * h * ffn + ffn + h
+    return attn + mlp + 4 * h
+
+
+def embedding_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Input embedding plus an untied output layer (V x h each)."""
+    return shape["vocab"] * shape["hidden"] * (2 - shape["tied_embeddings"])
+
+
+def parameter_count(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """All parameters: layers, embeddings, final norm."""
+    return shape["layers"] * layer_parameters(shape) + embedding_parameters(shape) + 2 * shape["hidden"]
+
+
+def layer_forward_flops_per_token(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Forward FLOPs of one layer per token: 2 per matrix weight, plus attention.
+
+    Attention scores QK^T and the weighted sum of V each cost 2*s*h per token (Narayanan
+    et al. 2021, eq. 3, non-causal count as in Megatron's MFU).
+    """
+    h, ffn, s = shape["hidden"], shape["ffn_hidden"], shape["seq_len"]
+    kv_dim = h * shape["kv_heads"] / shape["heads"]
+    matmul = 2 * (2 * h * h + 2 * h * kv_dim + (2 + shape["gated_mlp"]) * h * ffn)
+    return matmul + 4 * s * h
+
+
+def attention_score_flops_per_token(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """The s^2 part of one layer's forward FLOPs per token (recomputed by selective recompute)."""
+    return 4 * shape["seq_len"] * shape["hidden"]
 
 
 def model_flops_per_iteration(shape: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
     """Model FLOPs of one training iteration (forward + backward, no recomputation).
 
-    Per token and layer the forward pass costs 2 FLOPs per matrix weight plus the
-    attention scores and weighted sum 2*2*s*h (Narayanan et al. 2021, eq. 3); the output
-    layer costs 2*h*V. Backward costs twice the forward.
+    Forward per token: L layers plus the output layer 2*h*V; backward costs twice the
+    forward (Narayanan et al. 2021, eq. 3; Chowdhery et al. 2022, appendix B for MFU).
     """
-    h, L, ffn, s, V = (shape[k] for k in ("hidden", "layers", "ffn_hidden", "seq_len", "vocab"))
-    kv_frac = shape["kv_heads"] / shape["heads"]
-    matmul = 2 * (2 * h * h + 2 * h * h * kv_frac + 2 * h * ffn)
-    attention = 4 * s * h
-    forward_per_token = L * (matmul + attention) + 2 * h * V
-    return 3 * forward_per_token * tokens
+    forward = shape["layers"] * layer_forward_flops_per_token(shape) + 2 * shape["hidden"] * shape["vocab"]
+    return 3 * forward * tokens
