@@ -1,0 +1,142 @@
+"""Energy accounting, facility overhead, swings, metrics and the re-time contract."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.evaluators.analytic import AnalyticEvaluator
+from dse.physics import energy, energy_model, model, time_model
+
+COMPONENTS = ("energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
+              "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j")
+
+
+def _evaluate(**cols) -> pd.DataFrame:
+    n = max([len(v) for v in cols.values() if isinstance(v, list)] or [1])
+    df = pd.DataFrame({k: v if isinstance(v, list) else [v] * n for k, v in cols.items()})
+    return AnalyticEvaluator().evaluate(df)
+
+
+def _cfg(**cols) -> dict[str, np.ndarray]:
+    n = max([len(v) for v in cols.values() if isinstance(v, list)] or [1])
+    ev = AnalyticEvaluator()
+    table = ev.with_defaults(pd.DataFrame({k: v if isinstance(v, list) else [v] * n for k, v in cols.items()}))
+    return {name: (table[name].astype(str).to_numpy(dtype=object) if inp.kind == "str"
+                   else pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64))
+            for name, inp in ev.inputs.items()}
+
+
+def test_declared_metrics_are_returned_and_old_names_still_work():
+    r = _evaluate(accelerator=["A100-80GB", "H100-SXM"], num_accelerators=16, pipeline_parallel=2)
+    for m in energy_model.METRICS:
+        assert m.name in r.columns, m.name
+    for name in ("energy_to_train_j", "time_to_train_s", "peak_junction_temp_c", "peak_power_per_accelerator_w",
+                 "facility_peak_power_w", "avg_power_per_accelerator_w", "tokens_per_j", "energy_time_product_js"):
+        assert np.isfinite(r[name]).all(), name
+
+
+def test_breakdown_adds_up_to_the_facility_energy():
+    r = _evaluate(accelerator="H100-SXM", num_accelerators=[8, 64, 256], pipeline_parallel=[1, 2, 4],
+                  tensor_parallel=[1, 2, 4], model="gpt-1.3b")
+    total = sum(r[c] for c in COMPONENTS)
+    np.testing.assert_allclose(total, r["energy_to_train_j"], rtol=1e-9)
+    np.testing.assert_allclose(r["energy_to_train_j"] - r["energy_facility_overhead_j"], r["it_energy_to_train_j"], rtol=1e-9)
+    np.testing.assert_allclose(r["energy_to_train_mwh"] * 3.6e9, r["energy_to_train_j"], rtol=1e-12)
+    np.testing.assert_allclose(r["energy_to_train_j"] * 1.0 / 1.2, r["it_energy_to_train_j"], rtol=1e-9)  # PUE 1.2
+    np.testing.assert_allclose(r["energy_time_product_js"], r["energy_to_train_j"] * r["time_to_train_s"], rtol=1e-9)
+    np.testing.assert_allclose(r["tokens_per_j"], r["tokens_to_train"] / r["energy_to_train_j"], rtol=1e-9)
+    assert (r["energy_waiting_j"][1:] > 0).all()     # pipeline bubble and exposed communication
+    assert (r[list(COMPONENTS)] >= 0).all().all()
+
+
+def test_cooling_cop_replaces_pue():
+    r = _evaluate(accelerator="H100-SXM", cooling_cop=[4.0], pue=1.5)
+    assert r["energy_facility_overhead_j"][0] == pytest.approx(r["it_energy_to_train_j"][0] / 4.0)
+
+
+def test_network_energy_uses_the_seed_pj_per_bit():
+    assert energy.network_energy_j(np.array([1.0]), np.array([0.0]))[0] == pytest.approx(16e-12)
+    assert energy.network_energy_j(np.array([0.0]), np.array([1.0]))[0] == pytest.approx(200e-12)
+    a = _evaluate(accelerator="H100-SXM", num_accelerators=64, scaleout_pj_per_bit=[25.0, 50.0])
+    assert a["energy_network_j"][1] > a["energy_network_j"][0]
+
+
+def test_cost_carbon_and_landauer():
+    r = _evaluate(accelerator="A100-80GB", energy_price_per_kwh=0.2, accelerator_hour_price=1.5,
+                  grid_carbon_kg_per_kwh=0.5)
+    kwh = r["energy_to_train_j"][0] / 3.6e6
+    hours = r["time_to_train_s"][0] / 3600 * 8
+    assert r["cost_usd"][0] == pytest.approx(hours * 1.5 + kwh * 0.2)
+    assert r["carbon_kg"][0] == pytest.approx(kwh * 0.5)
+    bound = 1.380649e-23 * (30 + 273.15) * np.log(2) * r["parameters"][0] * r["tokens_to_train"][0] * 3.0
+    assert r["landauer_bound_j"][0] == pytest.approx(bound)
+    assert 1e6 < r["landauer_ratio"][0] < 1e14
+    assert 0 < r["energy_utilisation_factor"][0] < 1
+
+
+def test_power_swing_and_ramp_and_the_power_floor():
+    base = dict(accelerator="H100-SXM", num_accelerators=512, pipeline_parallel=4, tensor_parallel=8, model="llama2-7b")
+    r = _evaluate(**base, power_floor_w=[np.nan, 400.0])
+    assert r["facility_power_swing_w"][0] > 0
+    assert r["facility_power_ramp_w_per_s"][0] == pytest.approx(r["facility_power_swing_w"][0] / 0.01)
+    assert r["facility_power_swing_w"][1] < r["facility_power_swing_w"][0]    # the floor smooths the swing
+    assert r["energy_to_train_j"][1] > r["energy_to_train_j"][0]              # ... at an energy cost
+    assert r["facility_peak_power_w"][0] >= r["facility_avg_power_w"][0]
+
+
+def test_retime_is_only_called_when_the_clock_changes():
+    cfg = _cfg(accelerator="H100-SXM", num_accelerators=8, power_cap_w=[np.nan, np.nan])
+    calls = []
+
+    def retime(clock):
+        calls.append(clock)
+        return time_model.evaluate(cfg, clock)
+
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        energy_model.evaluate(cfg, perf, retime=retime)
+        assert calls == []
+        cfg["power_cap_w"] = np.array([np.nan, 350.0])
+        perf = time_model.evaluate(cfg)
+        out = energy_model.evaluate(cfg, perf, retime=retime)
+    assert len(calls) == 1
+    assert out["effective_clock_mhz"][0] == perf["_clock_mhz"][0]
+    assert out["effective_clock_mhz"][1] < perf["_clock_mhz"][1]
+    assert out["step_time_s"][1] > perf["step_time_s"][1]
+    assert out["step_time_s"][0] == perf["step_time_s"][0]
+
+
+def test_infeasible_and_odd_rows_never_raise():
+    r = _evaluate(accelerator=["H100-SXM", "A100-80GB", "H100-SXM"], num_accelerators=[7, 8, 8],
+                  tensor_parallel=[2, 3, 1], clock_mhz=[1980, 1410, 5000])
+    assert len(r) == 3
+    assert not r["feasible"][0]
+
+
+def test_lower_clock_trades_time_for_energy_on_a_compute_bound_job():
+    clocks = [1410.0, 1200.0, 1050.0]
+    r = _evaluate(accelerator="A100-80GB", num_accelerators=8, tensor_parallel=8, model="gpt3-175b",
+                  global_batch_size=8, micro_batch_size=1, recompute="full", clock_mhz=clocks, host_power_w=0.0,
+                  nic_power_w=0.0, scaleup_switch_power_w=0.0)
+    assert np.all(np.diff(r["time_to_train_s"]) > 0)
+    assert r["energy_to_train_j"][1] < r["energy_to_train_j"][0]
+    assert np.all(np.diff(r["peak_power_per_accelerator_w"]) < 0)
+
+
+def test_energy_and_thermal_keep_the_model_fast():
+    n = 100_000
+    rng = np.random.default_rng(0)
+    cfg = _cfg(accelerator=list(rng.choice(["A100-80GB", "H100-SXM"], n)),
+               num_accelerators=list(rng.choice([8, 64, 512], n)),
+               tensor_parallel=list(rng.choice([1, 2, 4, 8], n)), cooling=list(rng.choice(["air", "liquid"], n)))
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        t0 = time.perf_counter()
+        energy_model.evaluate(cfg, perf, retime=lambda c: time_model.evaluate(cfg, c))
+        dt = time.perf_counter() - t0
+        model.evaluate(cfg)
+    assert n / dt > 500_000     # energy + thermal alone; measured ~1-2 M/s

@@ -1,0 +1,73 @@
+"""Junction temperature: steady state, transient under the busy/blocked wave, throttling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.evaluators.analytic import AnalyticEvaluator
+from dse.physics import thermal
+
+
+def _terms(cooling: str, r: float = 0.1):
+    return thermal.foster_terms(np.array([cooling], dtype=object), np.array([r]))
+
+
+def test_no_blocked_phase_gives_the_steady_state():
+    out = thermal.periodic_response(np.array([500.0]), np.array([1.0]), np.array([100.0]), np.array([0.0]),
+                                    np.array([30.0]), _terms("air"))
+    assert out["peak_c"][0] == pytest.approx(30.0 + 0.1 * 500.0)
+    assert out["max_rate_c_per_s"][0] == 0.0
+
+
+@pytest.mark.parametrize("cooling", ["air", "liquid"])
+def test_transient_lies_between_the_two_steady_states(cooling):
+    p_hi, p_lo = np.array([600.0]), np.array([120.0])
+    for t_hi, t_lo in ((0.5, 0.5), (5.0, 1.0), (100.0, 50.0)):
+        out = thermal.periodic_response(p_hi, np.array([t_hi]), p_lo, np.array([t_lo]), np.array([30.0]),
+                                        _terms(cooling))
+        mean_p = (p_hi * t_hi + p_lo * t_lo) / (t_hi + t_lo)
+        assert 30 + 0.1 * p_lo[0] <= out["min_c"][0] <= 30 + 0.1 * mean_p[0] <= out["peak_c"][0] <= 30 + 0.1 * p_hi[0] + 1e-9
+        assert out["max_rate_c_per_s"][0] > 0
+    # long phases approach the steady state of each phase
+    out = thermal.periodic_response(p_hi, np.array([1e4]), p_lo, np.array([1e4]), np.array([30.0]), _terms(cooling))
+    assert out["peak_c"][0] == pytest.approx(90.0, abs=0.01)
+    assert out["min_c"][0] == pytest.approx(42.0, abs=0.01)
+
+
+def test_slow_heat_sink_smooths_short_swings_more_than_a_cold_plate():
+    args = (np.array([600.0]), np.array([2.0]), np.array([120.0]), np.array([2.0]), np.array([30.0]))
+    air = thermal.periodic_response(*args, _terms("air"))
+    liquid = thermal.periodic_response(*args, _terms("liquid"))
+    assert air["peak_c"][0] - air["min_c"][0] < liquid["peak_c"][0] - liquid["min_c"][0]
+
+
+def _evaluate(**cols) -> pd.DataFrame:
+    n = max(len(v) for v in cols.values() if isinstance(v, list))
+    df = pd.DataFrame({k: v if isinstance(v, list) else [v] * n for k, v in cols.items()})
+    return AnalyticEvaluator().evaluate(df)
+
+
+def test_liquid_runs_cooler_than_air():
+    r = _evaluate(accelerator="H100-SXM", num_accelerators=8, cooling=["air", "liquid"])
+    assert r["peak_junction_temp_c"][1] < r["peak_junction_temp_c"][0]
+
+
+def test_hot_inlet_throttles_the_clock_and_time_and_energy_follow():
+    cool = _evaluate(accelerator="H100-SXM", num_accelerators=64, cooling="air", inlet_temp_c=[25.0])
+    margin = 87.0 - float(cool["peak_junction_temp_c"][0])
+    assert margin > 0
+    inlet = [25.0, 25.0 + margin + 3.0, 25.0 + margin + 10.0]
+    r = _evaluate(accelerator="H100-SXM", num_accelerators=64, cooling="air", inlet_temp_c=inlet)
+    assert not r["throttled"][0] and r["throttled"][1:].all()
+    assert np.all(np.diff(r["effective_clock_mhz"]) < 0)
+    assert np.all(np.diff(r["time_to_train_s"]) > 0)
+    assert np.all(r["peak_junction_temp_c"][1:] <= 87.0 + 0.2)   # held at the slowdown temperature
+    assert r["feasible"].all()
+
+
+def test_uncoolable_candidate_is_flagged_not_raised():
+    r = _evaluate(accelerator="H100-SXM", num_accelerators=8, cooling="air", inlet_temp_c=[80.0])
+    assert r["throttled"][0]
+    assert not r["feasible"][0] and "slowdown" in r["reason"][0]
