@@ -75,14 +75,14 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
             cfg[name] = np.where(np.isfinite(raw), raw, default)
         else:
             cfg[name] = np.full(n, default)
-    acc = (df["accelerator"].astype(str).str.strip().replace({"nan": "A100-80GB", "": "A100-80GB"})
+    acc = (df["accelerator"].fillna("").astype(str).str.strip().replace({"nan": "A100-80GB", "": "A100-80GB"})
            if "accelerator" in df.columns else pd.Series(["A100-80GB"] * n))
     unknown = sorted(set(acc) - set(hardware.accelerator_names()))
     if unknown:
         raise DseError(f"unknown accelerator {unknown[0]!r}", file=file, field="accelerator",
                        allowed=", ".join(hardware.accelerator_names()))
     cfg["accelerator"] = acc.to_numpy(dtype=object)
-    rec = (df["recompute"].astype(str).str.strip().str.lower().replace({"nan": "full", "": "full"})
+    rec = (df["recompute"].fillna("").astype(str).str.strip().str.lower().replace({"nan": "full", "": "full"})
            if "recompute" in df.columns else pd.Series(["full"] * n))
     bad = sorted(set(rec) - set(memory.RECOMPUTE))
     if bad:

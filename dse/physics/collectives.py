@@ -28,28 +28,44 @@ class Network:
         self.out_bw, self.out_fabric = out_bw * eff, out_fabric
         # fat tree: leaf-spine-leaf (two more switch hops than a rail-aligned leaf)
         self.out_lat = out_lat + np.where(out_fabric == 0, 2 * SWITCH_HOP_S, 0.0)
+        self._ring, self._full, self._oring = up_topo == 1, up_topo == 2, out_fabric == 2
+        self._cache: dict = {}
+        self._keep: list = []
 
     def split(self, g, stride):
-        """Members per domain ``k``, domains spanned ``nn``, and the bandwidths the group sees."""
-        g = np.maximum(g, 1)
-        k = np.clip(self.size // np.maximum(stride, 1), 1, g)
-        nn = np.maximum(g // k, 1)
+        """Members per domain ``k``, domains spanned ``nn``, and the bandwidths the group sees
+        (memoised per (g, stride) array pair: each group is costed several times)."""
+        key = (id(g), id(stride))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        g1 = np.maximum(g, 1)
+        st = np.maximum(stride, 1)
+        k = np.minimum(np.maximum(np.floor(self.size / st), 1), g1)
+        nn = np.maximum(np.floor(g1 / k), 1)
         # ring: a strided sub-group shares the physical ring's links; fully connected:
         # k members use only k-1 of the size-1 point-to-point links.
-        up_bw = np.where(self.up_topo == 1, self.up_bw / np.minimum(np.maximum(stride, 1), self.size),
-                         np.where(self.up_topo == 2, self.up_bw * (k - 1) / np.maximum(self.size - 1, 1),
-                                  self.up_bw))
-        node_stride = np.maximum(stride * k // self.size, 1)
-        out_bw = np.where(self.out_fabric == 2, self.out_bw / node_stride, self.out_bw)
-        out_lat = np.where(self.out_fabric == 2, self.out_lat * np.maximum(node_stride, 1), self.out_lat)
-        return k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat
+        up_bw = self.up_bw
+        if self._ring.any():
+            up_bw = np.where(self._ring, up_bw / np.minimum(st, self.size), up_bw)
+        if self._full.any():
+            up_bw = np.where(self._full, up_bw * (k - 1) / np.maximum(self.size - 1, 1), up_bw)
+        out_bw, out_lat = self.out_bw, self.out_lat
+        if self._oring.any():
+            node_stride = np.maximum(np.floor(st * k / self.size), 1)
+            out_bw = np.where(self._oring, out_bw / node_stride, out_bw)
+            out_lat = np.where(self._oring, out_lat * node_stride, out_lat)
+        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat)
+        self._cache[key] = hit
+        self._keep.append((g, stride))  # keep ids alive while cached
+        return hit
 
     def reduce_scatter(self, nbytes, g, stride):
         """Reduce-scatter of an ``nbytes`` buffer (all-gather costs the same)."""
-        k, nn, up_bw, out_bw, out_lat = self.split(g, stride)
+        g1, k, nn, up_bw, out_bw, out_lat = self.split(g, stride)
         intra = (k - 1) / k * nbytes / up_bw + (k - 1) * self.up_lat
         inter = (nn - 1) / nn * nbytes / k / out_bw + (nn - 1) * out_lat
-        return np.where(g > 1, intra + inter, 0.0)
+        return intra + inter  # zero for g = 1 (k = nn = 1)
 
     all_gather = reduce_scatter
 
@@ -64,7 +80,7 @@ class Network:
     def traffic(self, nbytes, g, stride, factor=2.0):
         """Bytes each accelerator sends on scale-up and scale-out links for a collective
         (factor 2 for all-reduce, 1 for reduce-scatter / all-gather)."""
-        k, nn, *_ = self.split(g, stride)
-        up = np.where(g > 1, factor * (k - 1) / k * nbytes, 0.0)
-        out = np.where(g > 1, factor * (nn - 1) / nn * nbytes / k, 0.0)
+        _, k, nn, *_ = self.split(g, stride)
+        up = factor * (k - 1) / k * nbytes
+        out = factor * (nn - 1) / nn * nbytes / k
         return up, out

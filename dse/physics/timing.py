@@ -23,14 +23,21 @@ def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw):
     slot so that only the compute-bound part scales with the clock.
     """
     flops = 2.0 * m * n * k * batch
-    tiles = np.ceil(m / TILE) * np.ceil(n / TILE) * batch
-    waves = np.ceil(tiles / cu)
-    util = tiles / (waves * cu)
-    eff = eff_max * util * flops / (flops + half_flops)
-    t_c = flops / (peak * clock_ratio * eff)
+    tiles = np.ceil(m * (1.0 / TILE)) * np.ceil(n * (1.0 / TILE)) * batch
+    waves_cu = np.ceil(tiles / cu) * cu
+    # flops / (peak * ratio * eff_max * (tiles / waves_cu) * flops / (flops + half))
+    t_c = (flops + half_flops) * waves_cu / (tiles * peak * clock_ratio * eff_max)
     t_m = BYTES * batch * (m * k + k * n + m * n) / hbm_bw
     bound = t_c >= t_m
     return np.where(bound, t_c, 0.0), np.where(bound, 0.0, t_m)
+
+
+def _compute_time(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw):
+    """The compute-bound time of :func:`gemm` alone."""
+    flops = 2.0 * m * n * k * batch
+    tiles = np.ceil(m * (1.0 / TILE)) * np.ceil(n * (1.0 / TILE)) * batch
+    waves_cu = np.ceil(tiles / cu) * cu
+    return (flops + half_flops) * waves_cu / (tiles * peak * clock_ratio * eff_max)
 
 
 def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_ratio, net: Network,
@@ -61,10 +68,12 @@ def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_rati
     if flash is not None:
         # FlashAttention (Dao et al. 2022): scores never reach HBM; one fused kernel at the
         # attention FLOPs (Q, K, V, O traffic only), counted as one batched GEMM.
-        fa = gemm(s, s, d, 2.0 * b * a / tp, **g)
+        fa_c = _compute_time(s, s, d, 2.0 * b * a / tp, **g)
         fa_m = BYTES * 4.0 * T * h / tp / g["hbm_bw"]
+        fa_bound = fa_c >= fa_m
         on = flash > 0
-        score = (np.where(on, fa[0], score[0]), np.where(on, fa_m, score[1]))
+        score = (np.where(on, np.where(fa_bound, fa_c, 0.0), score[0]),
+                 np.where(on, np.where(fa_bound, 0.0, fa_m), score[1]))
         ctx = (np.where(on, 0.0, ctx[0]), np.where(on, 0.0, ctx[1]))
     proj = gemm(T, h, h / tp, ones, **g)
     fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, ones, **g)
@@ -127,7 +136,7 @@ def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_rati
     # tied embeddings: the first and last stage all-reduce the embedding gradient
     emb_grad = BYTES * shape["vocab"] * h / tp
     tied = (shape["tied_embeddings"] > 0) & (pp > 1)
-    pp_s = pp_s + np.where(tied, net.all_reduce(emb_grad, 2 * ones, tp * dp * (pp - 1)), 0.0)
+    pp_s = pp_s + np.where(tied, net.all_reduce(emb_grad, 2.0 * ones, tp * dp * (pp - 1)), 0.0)
     bubble_s = (pp - 1) / v * per_mb
 
     # data parallel: gradient reduce-scatter + parameter all-gather (ZeRO >= 1) or all-reduce

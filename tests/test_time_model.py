@@ -1,0 +1,107 @@
+import numpy as np
+import pandas as pd
+import pytest
+from test_memory import cfg
+
+from dse.evaluators.analytic import AnalyticEvaluator
+from dse.physics import hardware, time_model, training
+
+NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X"]
+
+
+def test_catalog_complete():
+    cat = hardware.catalog()
+    assert set(NAMES) <= set(cat)
+    for name in NAMES:
+        for f in ("peak_tflops", "hbm_bw_gbs", "hbm_gb", "clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w",
+                  "scaleup_bw_gbs", "source"):
+            assert cat[name][f] is not None
+    assert cat["A100-80GB"]["peak_tflops"]["bf16"] == 312
+    assert cat["H100-SXM"]["peak_tflops"]["bf16"] == 989
+
+
+def test_interface_for_energy_model():
+    r = time_model.evaluate(cfg(2, accelerator="A100-80GB"))
+    for k in ("clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w", "peak_flops", "hbm_bw_bps"):
+        assert k in r["_hw"]
+    for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s",
+              "step_s", "hbm_bytes", "scaleup_bytes", "scaleout_bytes"):
+        assert r["_breakdown"][k].shape == (2,)
+    for m in time_model.METRICS:
+        assert m.name in r
+    assert list(r["reason"]) == ["", ""]
+    b = r["_breakdown"]
+    parts = sum(b[k] for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+                               "optimizer_s"))
+    assert np.allclose(parts, b["step_s"])
+
+
+def test_compute_scales_with_clock_memory_does_not():
+    c = cfg(1, accelerator="A100-80GB")
+    hi = time_model.evaluate(c)
+    lo = time_model.evaluate(c, clock_mhz=np.array([705.0]))
+    # every GEMM's compute-bound time doubles; a GEMM may turn compute-bound at the lower
+    # clock (roofline), moving its time from the memory slot to the compute slot
+    assert lo["_breakdown"]["compute_s"][0] >= 2 * hi["_breakdown"]["compute_s"][0] * (1 - 1e-9)
+    assert lo["_breakdown"]["memory_s"][0] <= hi["_breakdown"]["memory_s"][0] * (1 + 1e-9)
+    big = cfg(1, accelerator="A100-80GB", model="gpt3-175b", num_accelerators=1024, tensor_parallel=8,
+              pipeline_parallel=8, global_batch_size=1024, flash_attention=True)
+    hi, lo = time_model.evaluate(big), time_model.evaluate(big, clock_mhz=np.array([705.0]))
+    assert np.isclose(lo["_breakdown"]["compute_s"][0], 2 * hi["_breakdown"]["compute_s"][0], rtol=1e-3)
+    assert np.isclose(lo["_breakdown"]["memory_s"][0], hi["_breakdown"]["memory_s"][0], rtol=2e-3)
+
+
+@pytest.mark.parametrize("kw, reason", [
+    (dict(num_accelerators=12, tensor_parallel=8), "tensor x pipeline parallel does not divide the accelerator count"),
+    (dict(tensor_parallel=3, num_accelerators=3), "tensor parallel degree does not divide the attention heads"),
+    (dict(pipeline_parallel=5, num_accelerators=5), "pipeline parallel x interleave does not divide the layers"),
+    (dict(global_batch_size=100, micro_batch_size=3), "data parallel x micro batch does not divide the global batch"),
+    (dict(accelerator="V100-SXM2", precision="bf16"), "precision not supported by the accelerator"),
+    (dict(clock_mhz=5000.0), "clock outside the accelerator's range"),
+    (dict(target_loss=1.0), "target loss unreachable at this model size (Chinchilla fit)"),
+])
+def test_infeasible_layouts_have_reasons(kw, reason):
+    r = time_model.evaluate(cfg(1, **kw))
+    assert r["reason"][0] == reason
+
+
+def test_pipeline_bubble_and_interleave():
+    base = dict(model="gpt3-175b", accelerator="H100-SXM", num_accelerators=1024, tensor_parallel=8,
+                pipeline_parallel=16, global_batch_size=1024, sequence_parallel=True)
+    r1 = time_model.evaluate(cfg(1, **base))
+    r2 = time_model.evaluate(cfg(1, **base, interleave=2))
+    assert r1["reason"][0] == "" and r2["reason"][0] == ""
+    assert np.isclose(r2["bubble_time_s"][0] * 2, r1["bubble_time_s"][0], rtol=1e-6)
+    assert 0.2 < r1["mfu"][0] < 0.8
+
+
+def test_scaleout_bandwidth_slows_data_parallel():
+    base = dict(model="llama2-7b", accelerator="H100-SXM", num_accelerators=256, global_batch_size=256)
+    fast = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=50.0))
+    slow = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=1.0))
+    assert slow["dp_comm_time_s"][0] > fast["dp_comm_time_s"][0]
+    assert slow["step_time_s"][0] > fast["step_time_s"][0]
+
+
+def test_training_length_laws():
+    d = np.array([1e10])
+    assert np.isclose(training.tokens_to_target(d, np.array([4e6]), np.array([4e6]))[0], 2e10)
+    n = time_model.evaluate(cfg(1, model="chinchilla-70b"))["parameters"]
+    loss = training.chinchilla_loss(n, np.array([1.4e12]))
+    assert np.isclose(training.chinchilla_tokens(n, loss)[0], 1.4e12, rtol=1e-6)
+    r = time_model.evaluate(cfg(1, model="chinchilla-70b", target_loss=float(loss[0]), b_noise_tokens=1e12,
+                                accelerator="H100-SXM", num_accelerators=64))
+    assert np.isclose(r["tokens_to_train"][0], 1.4e12, rtol=0.01)
+    # the Kaplan critical batch at that loss is millions of tokens
+    assert 1e6 < training.critical_batch_tokens(loss)[0] < 1e8
+
+
+def test_evaluator_handles_many_candidates_and_strings():
+    ev = AnalyticEvaluator()
+    df = pd.DataFrame({"accelerator": ["A100-80GB", "MI300X", "B200"] * 20000,
+                       "recompute": pd.Series(["full", "none", "selective"] * 20000, dtype="category"),
+                       "tensor_parallel": [1, 2, 8] * 20000})
+    out = ev.evaluate(df)
+    assert len(out) == 60000
+    assert out["feasible"].iloc[:3].tolist() == [True, True, True]
+    assert (out["step_time_s"].iloc[:3] > 0).all()
