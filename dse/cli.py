@@ -30,7 +30,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # never break a message or a path across lines
 
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
 ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",

@@ -45,6 +45,31 @@ class RunResult:
     algorithm: str = ""
 
 
+@dataclass
+class _LoopState:
+    """What the loop carries from batch to batch; rebuilt from the store on resume."""
+
+    frames: list[pd.DataFrame]
+    known_keys: set[str]
+    history: list[dict]
+    hv: HypervolumeTracker
+    batch_no: int
+    driver_state: dict | None
+
+    @classmethod
+    def from_store(cls, store: ResultStore) -> _LoopState:
+        state = store.load_state() or {}
+        known = store.load_evaluations()
+        return cls(
+            frames=[known] if len(known) else [],
+            known_keys=set(known["key"]) if len(known) else set(),
+            history=state.get("history", []),
+            hv=HypervolumeTracker(**state.get("hypervolume_frame", {})),
+            batch_no=int(state.get("batch", 0)),
+            driver_state=state.get("driver"),
+        )
+
+
 class ProgressSink:
     """Receives progress; the CLI shows it with rich, tests and libraries ignore it."""
 
@@ -92,63 +117,57 @@ class Runner:
     def _loop(self, store: ResultStore) -> RunResult:
         study, space = self.study, self.space
         driver = make_driver(study, space, output_dir=str(store.path))
-        state = store.load_state()
-        history: list[dict] = []
-        batch_no = 0
-        hv = HypervolumeTracker()
-        if state is not None:
-            driver.restore(state["driver"])
-            history = state.get("history", [])
-            batch_no = int(state.get("batch", 0))
-            hv = HypervolumeTracker(**state.get("hypervolume_frame", {}))
-
-        known = store.load_evaluations()
-        known_keys = set(known["key"]) if len(known) else set()
-        frames = [known] if len(known) else []
+        run = _LoopState.from_store(store)
+        if run.driver_state is not None:
+            driver.restore(run.driver_state)
 
         total = int(space.size) if self.algorithm == "exhaustive" else study.search.budget
-        done_before = min(driver.asked, total)
         self.progress.start(total, f"{study.name} · {self.algorithm}")
-        if done_before:
-            self.progress.advance(done_before, history[-1] if history else {})
+        if driver.asked:
+            self.progress.advance(min(driver.asked, total), run.history[-1] if run.history else {})
         interrupted = False
         try:
-            with Executor(study.evaluator, study.execution, workers=self.workers,
-                          scheduler=self.scheduler) as executor:
-                while not driver.done:
-                    started = time.perf_counter()
-                    batch = driver.ask().reset_index(drop=True)
-                    if len(batch) == 0:
-                        break
-                    keys = candidate_keys(batch, space.names)
-                    batch = batch.assign(key=keys)
-                    todo = batch[~batch["key"].isin(known_keys)].drop_duplicates("key")
-                    new = self._evaluate(executor, store, batch_no, todo)
-                    if len(new):
-                        frames.append(new)
-                        known_keys.update(new["key"])
-                    everything = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-                    lookup = everything.drop_duplicates("key").set_index("key")
-                    rows = lookup.loc[keys].reset_index()
-                    driver.tell(batch.drop(columns="key"), objective_matrix(rows, study),
-                                violation_matrix(rows, study))
-                    record = self._record(everything, hv, batch_no, len(batch), len(todo),
-                                          time.perf_counter() - started)
-                    history.append(record)
-                    batch_no += 1
-                    store.save_state({
-                        "driver": driver.state(), "batch": batch_no, "history": history,
-                        "hypervolume_frame": hv.state(), "algorithm": self.algorithm,
-                        "finished": driver.done,
-                    })
-                    self.progress.advance(len(batch), record)
+            if not driver.done:
+                with Executor(study.evaluator, study.execution, workers=self.workers,
+                              scheduler=self.scheduler) as executor:
+                    while not driver.done and self._batch(executor, store, driver, run):
+                        pass
         except KeyboardInterrupt:
             interrupted = True
         finally:
             self.progress.stop()
         evaluations = store.load_evaluations()
         front = self._write_outputs(store, evaluations)
-        return RunResult(store.path, evaluations, front, history, interrupted, self.algorithm)
+        return RunResult(store.path, evaluations, front, run.history, interrupted, self.algorithm)
+
+    def _batch(self, executor: Executor, store: ResultStore, driver, run: _LoopState) -> bool:
+        """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
+        driver has nothing more to ask."""
+        study = self.study
+        started = time.perf_counter()
+        batch = driver.ask().reset_index(drop=True)
+        if len(batch) == 0:
+            return False
+        keys = candidate_keys(batch, self.space.names)
+        batch = batch.assign(key=keys)
+        todo = batch[~batch["key"].isin(run.known_keys)].drop_duplicates("key")
+        new = self._evaluate(executor, store, run.batch_no, todo)
+        if len(new):
+            run.frames.append(new)
+            run.known_keys.update(new["key"])
+        everything = pd.concat(run.frames, ignore_index=True)
+        rows = everything.drop_duplicates("key").set_index("key").loc[keys].reset_index()
+        driver.tell(batch.drop(columns="key"), objective_matrix(rows, study), violation_matrix(rows, study))
+        record = self._record(everything, run.hv, run.batch_no, len(batch), len(todo),
+                              time.perf_counter() - started)
+        run.history.append(record)
+        run.batch_no += 1
+        store.save_state({
+            "driver": driver.state(), "batch": run.batch_no, "history": run.history,
+            "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
+        })
+        self.progress.advance(len(batch), record)
+        return True
 
     def _evaluate(self, executor: Executor, store: ResultStore, batch_no: int,
                   todo: pd.DataFrame) -> pd.DataFrame:

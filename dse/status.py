@@ -7,7 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from dse.pareto import feasible_mask, front_mask
 from dse.store import ResultStore
+from dse.study import load_study
 
 
 def show_status(results: Path, console: Console) -> None:
@@ -16,7 +18,10 @@ def show_status(results: Path, console: Console) -> None:
     history = state.get("history", [])
     evals = store.load_evaluations()
     failed = int((evals["status"] != "ok").sum()) if len(evals) else 0
-    owner = store._lock_owner()
+    study = load_study(store.study_file)
+    feasible = int(feasible_mask(evals, study).sum()) if len(evals) else 0
+    front_size = int(front_mask(evals, study).sum()) if len(evals) else 0
+    owner = store.live_lock_owner()
     finished = state.get("finished", False)
     status = "running" if owner else ("finished" if finished else "stopped (resume with `dse resume`)")
     if owner:
@@ -25,8 +30,8 @@ def show_status(results: Path, console: Console) -> None:
     console.print(f"[bold]{store.meta.get('study')}[/bold] in {store.path}: {status}")
     console.print(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
                   f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")
-    console.print(f"evaluations {len(evals)} (failed {failed}), feasible {last.get('feasible', 0)}, "
-                  f"front size {last.get('front_size', 0)}, hypervolume {last.get('hypervolume', 0.0):.4f}")
+    console.print(f"evaluations {len(evals)} (failed {failed}), feasible {feasible}, "
+                  f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (normalised)")
     if history:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),

@@ -186,6 +186,15 @@ class ResultStore:
         except (OSError, ValueError):
             return None
 
+    def live_lock_owner(self) -> dict | None:
+        """The lock's owner if it is a live process (a lock from a dead process is stale)."""
+        owner = self._lock_owner()
+        if owner is None:
+            return None
+        if owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", -1))):
+            return None
+        return owner
+
     def check_unlocked(self) -> None:
         owner = self._lock_owner()
         if owner and owner.get("host") == socket.gethostname() and _pid_alive(int(owner.get("pid", -1))):

@@ -1,0 +1,175 @@
+"""Durability: kill -9 and Ctrl-C of real `dse run` processes, then `dse resume`.
+
+Nothing already written is lost, nothing is evaluated twice, and with the same seed the
+final front equals the front of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import xarray as xr
+from conftest import REPO, run_cli, toy_study, write_study
+
+from dse.errors import StoreError
+from dse.search import DRIVERS
+from dse.store import ResultStore
+
+
+def _study(tmp_path: Path, algorithm: str, out: Path, delay_s: float) -> Path:
+    study = toy_study(output=str(out))
+    study["space"] = {"x": {"range": [0.0, 1.0], "step": 0.05}, "y": [0, 1, 2, 3], "shape": ["a", "b"]}
+    study["search"] = {"algorithm": algorithm, "budget": 60, "seed": 11, "batch_size": 20}
+    study["execution"] = {"workers": 1, "chunk_size": 5}
+    study["evaluator"]["options"] = {"delay_s": delay_s}
+    if algorithm == "exhaustive":
+        study["space"]["x"] = {"range": [0.0, 1.0], "step": 0.1}  # 88 candidates
+    return write_study(tmp_path, study, name=f"{out.name}.yaml")
+
+
+def _start(study: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def _wait_for_chunks(out: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        folder = out / "evaluations"
+        if folder.is_dir() and len(list(folder.glob("*.parquet"))) >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended before {n} chunks were written: {proc.stderr.read()}")
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} chunks after {timeout} s")
+
+
+def _rows_written(out: Path) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))],
+                     ignore_index=True)
+
+
+def _front(out: Path) -> pd.DataFrame:
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        df = ds[["x", "y", "shape", "f1", "f2"]].to_dataframe().reset_index(drop=True)
+    df["shape"] = df["shape"].astype(str)
+    return df.sort_values(["x", "y", "shape"]).reset_index(drop=True)
+
+
+ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2") if a in DRIVERS]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_path, algorithm):
+    reference = tmp_path / "reference"
+    proc = run_cli("run", str(_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    expected = _front(reference)
+    expected_keys = set(_rows_written(reference)["key"])
+
+    out = tmp_path / "interrupted"
+    study = _study(tmp_path, algorithm, out, 0.15)
+    for chunks in (1, 6):  # kill early, then again in a later batch
+        run = _start(study) if chunks == 1 else subprocess.Popen(
+            [sys.executable, "-m", "dse", "resume", str(out), "--quiet"], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        _wait_for_chunks(out, chunks, run)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        before = _rows_written(out)
+        assert len(before) >= chunks * 1
+        ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
+
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = _rows_written(out)
+    assert rows["key"].is_unique, "a candidate was evaluated twice"
+    assert set(rows["key"]) == expected_keys
+    pd.testing.assert_frame_equal(_front(out), expected)
+
+
+def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "out"
+    study = _study(tmp_path, "random", out, 0.2)
+    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_chunks(out, 2, run)
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130
+    assert f"dse resume {out}" in stderr and "Traceback" not in stderr
+    kept = len(_rows_written(out))
+    assert kept >= 2 * 5 - 5  # at least the chunks seen before the signal
+    assert not (out / "lock").exists()
+    assert (out / "pareto.nc").exists()  # the partial front is written too
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert _rows_written(out)["key"].is_unique
+
+
+def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_path):
+    out = tmp_path / "out"
+    study = _study(tmp_path, "random", out, 0.0)
+    assert run_cli("run", str(study), "--quiet").returncode == 0
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / "lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(),
+                                              "started": "earlier"}))
+        proc = run_cli("resume", str(out))
+        assert proc.returncode == 2 and f"process {sleeper.pid}" in proc.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    proc = run_cli("resume", str(out), "--quiet")  # the lock's process is dead now: stale
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "lock").exists()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("finished")
+    out = tmp / "out"
+    proc = run_cli("run", str(_study(tmp, "random", out, 0.0)), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _copy(finished: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    return out
+
+
+def test_leftover_temporary_files_are_ignored(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    n = len(ResultStore.open(out).load_evaluations())
+    (out / "evaluations" / ".b000009-c00000.parquet.123.tmp").write_bytes(b"PAR1 torn")
+    assert len(ResultStore.open(out).load_evaluations()) == n
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda p: (p / "meta.json").unlink(), "not a dse results folder"),
+    (lambda p: (p / "meta.json").write_text('{"format": "dse-res'), "unreadable or truncated"),
+    (lambda p: (p / "meta.json").write_text('{"format": "other"}'), "not written by dse"),
+    (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": 99}'), "newer than this dse"),
+    (lambda p: (p / "study.yaml").unlink(), "study.yaml is missing"),
+])
+def test_damaged_or_foreign_folders_get_a_clear_error(finished, tmp_path, damage, message):
+    out = _copy(finished, tmp_path)
+    damage(out)
+    with pytest.raises(StoreError, match=message):
+        ResultStore.open(out)
+    proc = run_cli("resume", str(out))
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
