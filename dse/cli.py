@@ -239,6 +239,17 @@ def status(results: ResultsArg) -> None:
     show_status(results, out)
 
 
+@app.command("validate-model")
+def validate_model(
+    table: Annotated[Path, typer.Argument(help="CSV of measured runs (vTrain columns, or the Perseus clock sweep)", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print the error summary as JSON")] = False,
+) -> None:
+    """Check the analytic model against measured iteration times (and energy versus clock)."""
+    from dse.validation import validate_model as check
+
+    raise typer.Exit(check(table, as_json))
+
+
 @app.command()
 def describe(
     evaluator: Annotated[str, typer.Option("--evaluator", "-e", help="evaluator name or module:attribute")] = "analytic",

@@ -75,11 +75,12 @@ class Executor:
     """A dask client (local cluster or remote scheduler) that evaluates candidate tables."""
 
     def __init__(self, evaluator: EvaluatorSpec, execution: ExecutionSpec, *,
-                 workers: int | None = None, scheduler: str | None = None) -> None:
+                 workers: int | None = None, scheduler: str | None = None,
+                 profile_dirs: list[Path] | None = None) -> None:
         self.evaluator = evaluator
         self.options_yaml = yaml.safe_dump(evaluator.options, sort_keys=True)
         self.chunk_size = execution.chunk_size
-        profile = load_profile(execution.profile) if execution.profile else {}
+        profile = load_profile(execution.profile, profile_dirs) if execution.profile else {}
         self.scheduler = scheduler or execution.scheduler or profile.get("scheduler")
         self.workers = workers or profile.get("workers") or execution.workers
         self.threads_per_worker = profile.get("threads_per_worker", 1)

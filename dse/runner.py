@@ -129,7 +129,7 @@ class Runner:
         try:
             if not driver.done:
                 with Executor(study.evaluator, study.execution, workers=self.workers,
-                              scheduler=self.scheduler) as executor:
+                              scheduler=self.scheduler, profile_dirs=self._profile_dirs()) as executor:
                     while not driver.done and self._batch(executor, store, driver, run):
                         pass
         except KeyboardInterrupt:
@@ -139,6 +139,13 @@ class Runner:
         evaluations = store.load_evaluations()
         front = self._write_outputs(store, evaluations)
         return RunResult(store.path, evaluations, front, run.history, interrupted, self.algorithm)
+
+    def _profile_dirs(self) -> list[Path]:
+        """Where ``execution.profile`` names are looked up: ./workers, then beside the study."""
+        dirs = [Path("workers")]
+        if self.study.source_path:
+            dirs.append(Path(self.study.source_path).resolve().parent.parent / "workers")
+        return dirs
 
     def _batch(self, executor: Executor, store: ResultStore, driver, run: _LoopState) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xarray as xr
-from conftest import REPO, run_cli, toy_study, write_study
 
+from conftest import REPO, run_cli, toy_study, write_study
 from dse.errors import StoreError
 from dse.search import DRIVERS
 from dse.store import ResultStore

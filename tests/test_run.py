@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
+
 from conftest import run_cli, toy_study, write_study
 
 

@@ -33,6 +33,7 @@ INPUTS: list[Input] = [
     Input("accelerator", "str", "", "accelerator type (hardware catalog)", "H100-SXM", _ACCELERATORS, group="hardware"),
     Input("num_accelerators", "int", "", "accelerators in the job", 8, minimum=1, group="hardware"),
     Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
+    Input("clock_fraction", "float", "1", "SM clock as a fraction of the accelerator's maximum (used where clock_mhz is not given; suits studies over several accelerators)", None, minimum=0.05, maximum=1.0, group="hardware"),
     Input("scaleup_size", "int", "", "accelerators per scale-up domain (e.g. NVLink)", 8, minimum=1, group="network"),
     Input("scaleup_bw_gbs", "float", "GB/s", "scale-up bandwidth per accelerator per direction (default: catalog)", None, minimum=0.001, group="network"),
     Input("scaleup_topology", "str", "", "scale-up topology (default: catalog)", None, SCALEUP_TOPOLOGIES, group="network"),
@@ -135,7 +136,9 @@ def _evaluate(cfg, clock_mhz):
     dp, m, v = lay["data_parallel"], lay["micro_batches"], lay["interleave"]
 
     clock = _num(cfg, "clock_mhz", n_rows, np.nan) if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
-    clock = np.where(np.isfinite(clock), clock, hw["clock_max_mhz"])
+    fraction = _num(cfg, "clock_fraction", n_rows, np.nan)
+    clock = np.where(np.isfinite(clock), clock,
+                     np.where(np.isfinite(fraction), fraction * hw["clock_max_mhz"], hw["clock_max_mhz"]))
     _flag(reasons, (clock > hw["clock_max_mhz"] * (1 + 1e-9)) | (clock < hw["clock_min_mhz"] * (1 - 1e-9)),
           "clock outside the accelerator's range")
     clock = np.clip(clock, hw["clock_min_mhz"], hw["clock_max_mhz"])
