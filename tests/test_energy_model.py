@@ -139,4 +139,4 @@ def test_energy_and_thermal_keep_the_model_fast():
         energy_model.evaluate(cfg, perf, retime=lambda c: time_model.evaluate(cfg, c))
         dt = time.perf_counter() - t0
         model.evaluate(cfg)
-    assert n / dt > 500_000     # energy + thermal alone; measured ~1-2 M/s
+    assert n / dt > 300_000     # energy + thermal alone (no throttling); measured ~1 M/s on one core
