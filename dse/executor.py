@@ -94,7 +94,7 @@ class Executor:
         logging.getLogger("distributed").setLevel(logging.ERROR)
         if self.scheduler:
             try:
-                self.client = Client(self.scheduler, timeout="20s")
+                self.client = Client(self.scheduler, timeout="10s")
             except OSError as exc:
                 raise DseError(f"cannot reach dask scheduler at {self.scheduler}: {exc}") from None
         else:
