@@ -162,7 +162,7 @@ def _finish(result, study) -> None:
     _print_front(result.front, study)
     out.print(f"{len(result.evaluations)} evaluations, {len(result.front)} on the Pareto front.")
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
-              f"{result.output_dir / 'evaluations.nc'}")
+              f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
 
 
 def _print_front(front, study, limit: int = 25) -> None:
@@ -229,6 +229,17 @@ def export(
 
     path = export_results(results, fmt.value, front=front, output=output)
     out.print(f"wrote {path}")
+
+
+@app.command()
+def plot(
+    results: ResultsArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG to write (default: <results>/pareto.png)")] = None,
+) -> None:
+    """Plot the Pareto front over every feasible evaluation, one panel per pair of objectives."""
+    from dse.plot import plot_results
+
+    out.print(f"wrote {plot_results(results, output)}")
 
 
 @app.command()

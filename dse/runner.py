@@ -27,6 +27,7 @@ from dse.pareto import (
     violation_matrix,
     write_netcdf,
 )
+from dse.plot import plot_front
 from dse.search import make_driver, resolve_algorithm
 from dse.space import Space, candidate_keys
 from dse.store import ResultStore
@@ -222,8 +223,10 @@ class Runner:
         mask = front_mask(evaluations, self.study)
         front = evaluations[mask].reset_index(drop=True)
         front = front.sort_values(self.study.objectives[0].metric, kind="stable").reset_index(drop=True)
-        write_netcdf(to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations"),
-                     store.path / "evaluations.nc")
-        write_netcdf(to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set"),
-                     store.path / "pareto.nc")
+        all_ds = to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations")
+        write_netcdf(all_ds, store.path / "evaluations.nc")
+        front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
+        write_netcdf(front_ds, store.path / "pareto.nc")
+        if len(front):
+            plot_front(all_ds, front_ds, [o.metric for o in self.study.objectives], store.path / "pareto.png")
         return front

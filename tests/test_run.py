@@ -165,3 +165,16 @@ def test_describe_lists_parameters_and_metrics_with_units():
 def test_help_and_version():
     assert "Run a study" in run_cli("--help").stdout
     assert run_cli("--version").stdout.startswith("dse ")
+
+
+def test_run_draws_the_front_and_plot_redraws_it(finished_run, tmp_path):
+    png = finished_run / "pareto.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    target = tmp_path / "front.png"
+    proc = run_cli("plot", str(finished_run), "-o", str(target))
+    assert proc.returncode == 0, proc.stderr
+    from matplotlib.image import imread
+
+    image = imread(target)
+    assert image.shape[0] > 300 and image.shape[1] > 400
+    assert image[..., :3].std() > 0.05  # not a blank canvas
