@@ -13,6 +13,10 @@ from dse.study import Study
 DRIVERS = {
     "random": "dse.search.random:RandomDriver",
     "exhaustive": "dse.search.exhaustive:ExhaustiveDriver",
+    "nsga2": "dse.search.nsga2:NSGA2Driver",
+    "optuna-nsga2": "dse.search.optuna_driver:OptunaNSGA2Driver",
+    "optuna-tpe": "dse.search.optuna_driver:OptunaTPEDriver",
+    "optuna-gp": "dse.search.optuna_driver:OptunaGPDriver",
 }
 
 __all__ = ["DRIVERS", "Driver", "make_driver", "resolve_algorithm"]

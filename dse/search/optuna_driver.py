@@ -1,0 +1,296 @@
+"""optuna samplers (NSGA-II, TPE, GP) driven through ask/tell in batches.
+
+Parameters: an ordered discrete parameter is an integer distribution over its value
+*indices* (samplers exploit the order), a categorical one a categorical distribution over
+its values, a continuous one a float distribution. Every objective is minimised. Study
+constraints and evaluator infeasibility go in through :meth:`optuna.trial.Trial.set_constraint`
+(optuna 5; G <= 0 is feasible), so infeasible trials are dominated by every feasible one;
+their objective values, which must be finite, are replaced by the worst value told so far.
+
+Storage: optuna's own durable storage. By default a journal file ``optuna.journal`` in the
+results folder (:class:`optuna.storages.journal.JournalFileBackend`); ``search.options.storage``
+may name a database URL instead (``sqlite:///...``, ``postgresql://...``), with
+``search.options.study_name`` (default ``dse``). Without a results folder (library use,
+benchmarks) the study lives in memory.
+
+Determinism: the sampler is rebuilt for every batch with a seed derived from
+``(search.seed, batch number)``; samplers keep everything else in the storage. So the
+batches depend only on the seed and the results told, never on the worker count or on
+the order in which evaluations finished (the runner tells them in ask order).
+
+Duplicates: a trial whose parameters were asked before is failed at once and replaced
+by a fresh trial (``max_resample`` times per slot, default 2; then the slot is filled by
+a seeded random sampler), so the budget buys distinct candidates. Failed trials are
+ignored by every sampler.
+
+Resume guarantee: :meth:`tell` does not write to optuna; the results are kept in the
+driver's plain-data state and handed to optuna at the start of the next :meth:`ask`. On
+:meth:`restore`, the study is reloaded from the storage, results in the state that the
+storage lacks are told, and trials asked but never told (a crash in flight) are marked
+failed. The storage then holds exactly the completed trials an uninterrupted run had, and
+the next batch, sampled with the same per-batch seed, is the same: a resumed run gives the
+same candidates and the same front as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import StudyError
+from dse.search.base import Driver
+from dse.space import _column, candidate_keys
+
+
+def _optuna():
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+class _OptunaDriver(Driver):
+    """Shared ask/tell machinery; subclasses choose the sampler."""
+
+    def __init__(self, space, **kwargs) -> None:
+        super().__init__(space, **kwargs)
+        self.batch_no = 0
+        self.max_resample = int(self.options.get("max_resample", 2))
+        self.study_name = str(self.options.get("study_name", "dse"))
+        self._study = None
+        self._pending: list[int] = []  # trial numbers of the batch in flight
+        self._untold: list[dict[str, Any]] = []  # results not yet handed to optuna
+        self._seen: set[str] = set()
+        self._worst: list[float | None] = [None] * self.n_objectives
+
+    # -- sampler and storage ---------------------------------------------------------------
+    def make_sampler(self, seed: int):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _batch_seed(self) -> int:
+        return int(np.random.SeedSequence([self.seed, self.batch_no]).generate_state(1)[0])
+
+    def _storage(self):
+        optuna = _optuna()
+        url = self.options.get("storage")
+        if url:
+            return str(url)
+        if self.output_dir is None:
+            return optuna.storages.InMemoryStorage()
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(self.output_dir) / "optuna.journal"
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+    def _open(self, *, create: bool):
+        optuna = _optuna()
+        storage = self._storage()
+        directions = ["minimize"] * self.n_objectives
+        if create:
+            try:
+                return optuna.create_study(storage=storage, study_name=self.study_name,
+                                           directions=directions, sampler=self.make_sampler(self.seed))
+            except optuna.exceptions.DuplicatedStudyError:
+                raise StudyError(
+                    f"optuna study '{self.study_name}' already exists in {self.options.get('storage')}",
+                    field="search.options.study_name") from None
+        return optuna.load_study(storage=storage, study_name=self.study_name,
+                                 sampler=self.make_sampler(self.seed))
+
+    @property
+    def study(self):
+        if self._study is None:
+            self._study = self._open(create=True)
+        return self._study
+
+    def _distributions(self) -> dict[str, Any]:
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+        out: dict[str, Any] = {}
+        for p in self.space.parameters:
+            if p.values is None:
+                out[p.name] = FloatDistribution(float(p.low), float(p.high))
+            elif p.kind == "categorical":
+                out[p.name] = CategoricalDistribution(list(p.values))
+            else:
+                out[p.name] = IntDistribution(0, len(p.values) - 1)
+        return out
+
+    def _frame(self, params: list[dict[str, Any]]) -> pd.DataFrame:
+        cols = {}
+        for p in self.space.parameters:
+            vals = [row[p.name] for row in params]
+            if p.values is None:
+                cols[p.name] = np.asarray(vals, float)
+            elif p.kind == "categorical":
+                cols[p.name] = _column(p, np.asarray(vals, dtype=object))
+            else:
+                cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[np.asarray(vals, np.int64)])
+        return pd.DataFrame(cols, index=range(len(params)))
+
+    # -- ask / tell --------------------------------------------------------------------------
+    def _flush(self) -> None:
+        """Hand the results kept in the state to optuna (skipping trials already finished)."""
+        optuna = _optuna()
+        study = self.study
+        if not self._untold:
+            return
+        trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+        for r in self._untold:
+            t = trials.get(r["trial"])
+            if t is None or t.state != optuna.trial.TrialState.RUNNING:
+                continue
+            trial = optuna.trial.Trial(study, t._trial_id)
+            for j, g in enumerate(r["g"]):
+                trial.set_constraint(f"g{j}", float(g))
+            study.tell(trial, r["f"])
+        self._untold = []
+
+    def ask(self) -> pd.DataFrame:
+        optuna = _optuna()
+        self._flush()
+        study = self.study
+        study.sampler = self.make_sampler(self._batch_seed())
+        dists = self._distributions()
+        n = min(self.batch_size, self.budget - self.asked)
+        params: list[dict[str, Any]] = []
+        self._pending = []
+        keys_now: set[str] = set()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            for slot in range(n):
+                for attempt in range(self.max_resample + 1 + 50):
+                    if attempt == self.max_resample + 1:  # the sampler keeps repeating itself:
+                        study.sampler = optuna.samplers.RandomSampler(  # fill the slot at random
+                            seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0]))
+                    trial = study.ask(dists)
+                    key = candidate_keys(self._frame([trial.params]), self.space.names)[0]
+                    if (key in self._seen or key in keys_now) and attempt < self.max_resample + 50:
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        continue
+                    break
+                if attempt > self.max_resample:
+                    study.sampler = self.make_sampler((self._batch_seed() + slot + 1) % 2**32)
+                keys_now.add(key)
+                params.append(trial.params)
+                self._pending.append(trial.number)
+        self._seen |= keys_now
+        self.asked += len(params)
+        self.batch_no += 1
+        return self._frame(params)
+
+    def tell(self, candidates, objectives, violations) -> None:
+        if len(candidates) != len(self._pending):
+            raise RuntimeError("tell() must follow ask() with the same candidates")
+        F = np.asarray(objectives, float).reshape(len(candidates), self.n_objectives)
+        G = np.asarray(violations, float).reshape(len(candidates), self.n_constraints)
+        G = np.where(np.isfinite(G), G, 1e30)
+        bad = ~np.isfinite(F).all(axis=1)
+        G[bad, -1] = np.maximum(G[bad, -1], 1.0)
+        for j in range(self.n_objectives):
+            col = F[np.isfinite(F[:, j]), j]
+            if len(col):
+                w = float(col.max())
+                self._worst[j] = w if self._worst[j] is None else max(self._worst[j], w)
+        fill = np.array([0.0 if w is None else w for w in self._worst])
+        F = np.where(np.isfinite(F), F, fill)
+        self._untold = [{"trial": int(t), "f": F[i].tolist(), "g": G[i].tolist()}
+                        for i, t in enumerate(self._pending)]
+        self._pending = []
+        self.told += len(candidates)
+        if self.done:  # no next ask: complete the optuna study now
+            self._flush()
+
+    # -- plain-data state ----------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "batch_no": self.batch_no, "study_name": self.study_name,
+                "untold": self._untold, "worst": self._worst, "seen": sorted(self._seen)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        optuna = _optuna()
+        super().restore(state)
+        self.batch_no = int(state["batch_no"])
+        self.study_name = state.get("study_name", self.study_name)
+        self._untold = list(state.get("untold", []))
+        self._worst = list(state.get("worst", [None] * self.n_objectives))
+        self._seen = set(state.get("seen", []))
+        self._pending = []
+        self._study = self._open(create=False)
+        self._flush()
+        for t in self._study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
+            self._study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        self._forget_in_flight(self._study)
+
+    def _forget_in_flight(self, study) -> None:
+        """Drop what the sampler cached in the storage while asking the lost batch."""
+
+
+class OptunaNSGA2Driver(_OptunaDriver):
+    """optuna's NSGA-II sampler; population size = ``search.batch_size``."""
+
+    name = "optuna-nsga2"
+
+    def make_sampler(self, seed: int):
+        optuna = _optuna()
+        o = self.options
+        return optuna.samplers.NSGAIISampler(
+            population_size=int(o.get("population_size", self.batch_size)), seed=seed,
+            mutation_prob=o.get("mutation_prob"), crossover_prob=float(o.get("crossover_prob", 0.9)))
+
+
+    def _forget_in_flight(self, study) -> None:
+        # NSGA-II caches a generation's parents when its first child is asked, in selection
+        # order, and later children read them back in trial order. If the lost batch cached
+        # them, recompute them on the next ask, as an uninterrupted run did.
+        optuna = _optuna()
+        cls = optuna.samplers.NSGAIISampler
+        gen_key, prefix = cls._get_generation_key(), cls._get_parent_cache_key_prefix()
+        done = [t.system_attrs.get(gen_key, -1)
+                for t in study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.COMPLETE])]
+        last = max(done, default=-1)
+        for key, value in study._storage.get_study_system_attrs(study._study_id).items():
+            if key.startswith(prefix) and value is not None and int(key[len(prefix):]) > last:
+                study._storage.set_study_system_attr(study._study_id, key, None)
+
+
+class OptunaTPEDriver(_OptunaDriver):
+    """optuna's (multi-objective) TPE sampler, with the constant liar for batches."""
+
+    name = "optuna-tpe"
+
+    def make_sampler(self, seed: int):
+        optuna = _optuna()
+        o = self.options
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(
+                seed=seed, multivariate=bool(o.get("multivariate", True)),
+                constant_liar=bool(o.get("constant_liar", True)),
+                n_startup_trials=int(o.get("n_startup_trials", min(self.batch_size, 50))),
+                n_ei_candidates=int(o.get("n_ei_candidates", 24)))
+
+
+class OptunaGPDriver(_OptunaDriver):
+    """optuna's Gaussian-process sampler (needs ``torch`` and ``scipy``)."""
+
+    name = "optuna-gp"
+
+    def __init__(self, space, **kwargs) -> None:
+        missing = [m for m in ("torch", "scipy") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise StudyError(
+                f"search algorithm 'optuna-gp' needs {' and '.join(missing)}, which "
+                f"{'is' if len(missing) == 1 else 'are'} not installed (pip install {' '.join(missing)})",
+                field="search.algorithm", value="optuna-gp")
+        super().__init__(space, **kwargs)
+
+    def make_sampler(self, seed: int):
+        optuna = _optuna()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.GPSampler(seed=seed)
