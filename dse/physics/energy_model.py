@@ -3,11 +3,13 @@
 ``evaluate(cfg, perf, retime)`` takes the inputs and the time model's output and returns
 the power, energy and temperature metrics (docs/model-energy.md gives every equation and
 its source). When a power cap or the junction temperature forces a lower clock, it
-re-times the candidates through ``retime(clock_mhz)`` and returns the time metrics at
-the clock the accelerators actually run, which override the time model's.
+re-times those candidates through ``retime(clock_mhz, rows=idx)`` and returns the time
+metrics at the clock the accelerators actually run, which override the time model's.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
@@ -162,43 +164,84 @@ def _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock_from) -> tuple[np.nd
     return cap_ok, hot_ok
 
 
+def _rows(d: dict, idx: np.ndarray, n_rows: int) -> dict:
+    """The per-candidate (length ``n_rows``) arrays of ``d`` at rows ``idx``."""
+    return {k: np.asarray(v)[idx] for k, v in d.items() if np.ndim(v) >= 1 and len(v) == n_rows}
+
+
 def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Highest clock <= the set clock meeting the cap and the slowdown temperature.
 
     Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
     bisection per limit finds the clock that meets it (seed 000's
     f_opt = min(f_max, sqrt(P_max / (k V^2))) generalised to a V-f curve and phases).
+    The two bisections run as one over the rows that break either limit (a row that
+    breaks both appears twice), so each step is one pass over a short array.
     """
     cap_ok, hot_ok = _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock)
-    f_min = hw["clock_min_mhz"]
-    limits = []
-    for which, ok0 in ((0, cap_ok), (1, hot_ok)):
-        bad = ~ok0 & np.isfinite(clock)
-        f = clock.copy()
-        if bad.any():
-            idx = np.flatnonzero(bad)
-            sub = {k: np.asarray(v)[idx] for k, v in hw.items() if np.ndim(v) == 1 and len(v) == len(clock)}
-            spw = {k: v[idx] for k, v in pw.items()}
-            scfg = {k: np.asarray(cfg[k])[idx] for k in ("power_floor_w", "inlet_temp_c", "cooling")}
-            sb = {k: np.asarray(v)[idx] for k, v in b.items() if np.ndim(v) == 1 and len(v) == len(clock)}
-            lo, hi = f_min[idx].copy(), clock[idx].copy()
-            for _ in range(BISECTION_STEPS):
-                mid = 0.5 * (lo + hi)
-                ok = _limits_ok(sb, mid, sub, spw, scfg, cap_w[idx], r_total[idx], clock[idx])[which]
-                lo = np.where(ok, mid, lo)
-                hi = np.where(ok, hi, mid)
-            f[idx] = lo
-        limits.append(f)
-    f_cap, f_hot = limits
+    finite = np.isfinite(clock)
+    cap_idx = np.flatnonzero(~cap_ok & finite)
+    hot_idx = np.flatnonzero(~hot_ok & finite)
+    f_cap, f_hot = clock.copy(), clock.copy()
+    if len(cap_idx) + len(hot_idx):
+        idx = np.concatenate([cap_idx, hot_idx])
+        hot = np.arange(len(idx)) >= len(cap_idx)  # which limit each bisected row solves
+        n_rows = len(clock)
+        sub, spw, sb = _rows(hw, idx, n_rows), _rows(pw, idx, n_rows), _rows(b, idx, n_rows)
+        scfg = {k: np.asarray(cfg[k])[idx] for k in ("power_floor_w", "inlet_temp_c", "cooling")}
+        s_cap, s_r, s_clock = cap_w[idx], r_total[idx], clock[idx]
+        lo, hi = hw["clock_min_mhz"][idx], s_clock.copy()
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            ok_cap, ok_hot = _limits_ok(sb, mid, sub, spw, scfg, s_cap, s_r, s_clock)
+            ok = np.where(hot, ok_hot, ok_cap)
+            lo = np.where(ok, mid, lo)
+            hi = np.where(ok, hi, mid)
+        f_cap[cap_idx] = lo[:len(cap_idx)]
+        f_hot[hot_idx] = lo[len(cap_idx):]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
+
+
+def _accepts_rows(retime) -> bool:
+    try:
+        params = inspect.signature(retime).parameters
+    except (TypeError, ValueError):
+        return False
+    return "rows" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _retimed_rows(retime, clock_mhz: np.ndarray, rows: np.ndarray) -> dict:
+    """The time model's output for ``rows`` only, at ``clock_mhz[rows]``.
+
+    ``retime(clock, rows=rows)`` times just those rows; a one-argument ``retime(clock)``
+    times every row (the rows outside ``rows`` at their unchanged clock) and is sliced.
+    """
+    if _accepts_rows(retime):
+        return retime(clock_mhz[rows], rows=rows)
+    full = retime(clock_mhz)
+    n_rows = len(clock_mhz)
+    out = _rows(full, rows, n_rows)
+    out["_breakdown"] = _rows(full["_breakdown"], rows, n_rows)
+    return out
+
+
+def _scatter(base: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A copy of ``base`` with ``values`` at ``rows``."""
+    out = np.array(base, dtype=np.result_type(base, values))
+    out[rows] = values
+    return out
 
 
 def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, np.ndarray]:
     """Energy, power and thermal metrics for every candidate (and re-timed time metrics).
 
-    ``retime(clock_mhz)`` re-runs the time model at another clock; any time metric this
-    function returns overrides the time model's value.
+    ``retime(clock_mhz, rows=idx)`` re-runs the time model for the candidates ``idx``
+    (index array) at ``clock_mhz`` (one clock per row in ``idx``); a one-argument
+    ``retime(clock_mhz)`` taking a clock for every candidate also works. Only the rows
+    whose clock changed are re-timed. Any time metric this function returns overrides the
+    time model's value. ``reason`` holds the energy side's infeasibility reasons ("" where
+    none); ``perf`` is not modified.
     """
     n_rows = len(perf["_clock_mhz"])
 
@@ -223,23 +266,27 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
     out: dict[str, np.ndarray] = {}
     changed = np.isfinite(new_clock) & (new_clock < clock * (1 - 1e-9))
     if changed.any():
+        rows = np.flatnonzero(changed)
         if retime is not None:
-            perf2 = retime(np.where(changed, new_clock, clock))
-            out.update({k: v for k, v in perf2.items() if not k.startswith("_") and k != "reason"})
-            b = perf2["_breakdown"]
-            perf = {**perf, **{k: v for k, v in perf2.items() if k != "reason"}}
+            sub = _retimed_rows(retime, np.where(changed, new_clock, clock), rows)
+            perf = dict(perf)
+            for k, v in sub.items():
+                if k != "reason" and isinstance(v, np.ndarray) and k in perf:
+                    perf[k] = _scatter(perf[k], rows, v)
+                    if not k.startswith("_"):
+                        out[k] = perf[k]
+            b = {k: _scatter(v, rows, sub["_breakdown"][k]) if k in sub["_breakdown"] else v
+                 for k, v in b.items()}
         else:
             b = scaled_breakdown(b, clock, np.where(changed, new_clock, clock))
         clock = np.where(changed, new_clock, clock)
-    # A cap below what the slowest clock draws cannot be met: mark the candidate.
-    reasons = perf.get("reason")
     acc = accelerator_energy(b, clock / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"], cfg["power_floor_w"])
     th = _thermal(acc, cfg["inlet_temp_c"], liquid, r_total)
-    if isinstance(reasons, np.ndarray) and reasons.dtype == object:
-        cap_bad = (acc["p_busy"] > cap_w * 1.001) & (reasons == "")
-        reasons[cap_bad] = "power cap below the accelerator's draw at its lowest clock"
-        hot_bad = (th["peak_c"] > pw["slowdown_temp_c"] + 0.5) & (reasons == "")
-        reasons[hot_bad] = "junction above the slowdown temperature even at the lowest clock"
+    # A cap below what the slowest clock draws cannot be met: mark the candidate (the
+    # caller merges these after the time model's reasons, which win).
+    reasons = np.full(n_rows, "", dtype=object)
+    reasons[th["peak_c"] > pw["slowdown_temp_c"] + 0.5] = "junction above the slowdown temperature even at the lowest clock"
+    reasons[acc["p_busy"] > cap_w * 1.001] = "power cap below the accelerator's draw at its lowest clock"
 
     steps, n = perf["_steps"], perf["_n"]
     t = acc["times"]
@@ -314,5 +361,6 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
         "carbon_kg": energy.carbon_kg(facility_j, inp("grid_carbon_kg_per_kwh", 0.385)),
         "landauer_bound_j": landauer,
         "landauer_ratio": facility_j / landauer,
+        "reason": reasons,
     })
     return out

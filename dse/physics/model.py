@@ -10,13 +10,28 @@ INPUTS = [*time_model.INPUTS, *energy_model.INPUTS]
 METRICS = [*time_model.METRICS, *energy_model.METRICS]
 
 
+def take_rows(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The inputs of the candidates ``rows`` (an index array) only."""
+    return {k: (np.asarray(v)[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+
+
+def merge_reasons(first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """Per row, the first non-empty reason: ``first`` where it has one, else ``then``."""
+    out = np.array(first, dtype=object)
+    fill = (out == "") & (then != "")
+    out[fill] = then[fill]
+    return out
+
+
 def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """All metrics plus ``feasible`` and ``reason`` for the candidates in ``cfg``."""
     perf = time_model.evaluate(cfg)
     # The energy model may change the clock (power cap, thermal throttling); it re-times
-    # through this callback and returns the time metrics at the final clock, which win.
-    energy = energy_model.evaluate(cfg, perf, retime=lambda clock_mhz: time_model.evaluate(cfg, clock_mhz))
-    reasons = perf["reason"]
+    # the affected rows through this callback and returns the time metrics at the final
+    # clock, which win.
+    energy = energy_model.evaluate(
+        cfg, perf, retime=lambda clock_mhz, rows: time_model.evaluate(take_rows(cfg, rows), clock_mhz))
+    reasons = merge_reasons(perf["reason"], energy.pop("reason"))
     out = {k: v for k, v in perf.items() if not k.startswith("_") and k != "reason"}
     out.update(energy)
     out["feasible"] = reasons == ""
