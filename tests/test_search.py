@@ -1,0 +1,200 @@
+"""Search drivers: known fronts, constraints, determinism across workers, resume from plain state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import moocore
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from dse.errors import StudyError
+from dse.evaluators.toy import ToyEvaluator
+from dse.pareto import objective_matrix, violation_matrix
+from dse.search import DRIVERS, make_driver, resolve_algorithm
+from dse.space import Space, candidate_keys
+from dse.study import Study
+from tests.conftest import toy_study
+
+ALL = ["random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe"]
+
+
+def _study(**overrides) -> Study:
+    base = toy_study(space={"x": {"range": [0.0, 1.0], "step": 0.05}, "y": list(range(10)),
+                            "shape": ["a", "b"]},
+                     constraints=["f1 >= 0.3"])  # 21 x 10 x 2 = 420 candidates
+    for k, v in overrides.items():
+        base[k] = {**base[k], **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return Study.model_validate(base)
+
+
+def _drive(driver, study: Study, space: Space, *, batches: int | None = None) -> pd.DataFrame:
+    """The real ask/tell loop with the toy evaluator in-process; every told row, in ask order."""
+    ev, told = ToyEvaluator(), []
+    n = 0
+    while not driver.done and (batches is None or n < batches):
+        batch = driver.ask().reset_index(drop=True)
+        if len(batch) == 0:
+            break
+        table = pd.concat([batch, ev.evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+        driver.tell(batch, objective_matrix(table, study), violation_matrix(table, study))
+        told.append(table)
+        n += 1
+    return pd.concat(told, ignore_index=True)
+
+
+def _front(table: pd.DataFrame, study: Study) -> set[str]:
+    f, g = objective_matrix(table, study), violation_matrix(table, study)
+    ok = (g <= 0).all(axis=1) & np.isfinite(f).all(axis=1)
+    rows = table[ok].reset_index(drop=True)
+    nd = moocore.is_nondominated(f[ok], keep_weakly=True)
+    return set(candidate_keys(rows[nd], ["x", "y", "shape"]))
+
+
+TRUE_FRONT = {f"{x}|0|a" for x in ["0.3", "0.35", "0.4", "0.45", "0.5", "0.55", "0.6", "0.65", "0.7",
+                                    "0.75", "0.8", "0.85", "0.9", "0.95", "1"]}
+
+
+def _driver(study: Study, tmp_path: Path | None = None):
+    space = Space.from_study(study)
+    return make_driver(study, space, output_dir=None if tmp_path is None else str(tmp_path)), space
+
+
+def test_exhaustive_enumeration_gives_the_exact_front():
+    study = _study(search={"algorithm": "exhaustive", "batch_size": 50, "options": {"chunk": 64}})
+    driver, space = _driver(study)
+    told = _drive(driver, study, space)
+    assert len(told) == 420 and told["x"].nunique() == 21
+    assert len(set(candidate_keys(told, space.names))) == 420
+    assert _front(told, study) == TRUE_FRONT
+
+
+@pytest.mark.parametrize("algo,budget", [("nsga2", 200), ("optuna-nsga2", 260), ("optuna-tpe", 260)])
+def test_search_drivers_find_the_known_front_without_repeats(algo, budget):
+    study = _study(search={"algorithm": algo, "budget": budget, "batch_size": 20, "seed": 4})
+    driver, space = _driver(study)
+    told = _drive(driver, study, space)
+    assert len(told) == budget  # the budget buys distinct candidates
+    assert len(set(candidate_keys(told, space.names))) == budget
+    assert _front(told, study) == TRUE_FRONT
+
+
+def test_random_search_respects_the_budget_and_finds_only_feasible_front_points():
+    study = _study(search={"algorithm": "random", "budget": 300, "batch_size": 64})
+    driver, space = _driver(study)
+    told = _drive(driver, study, space)
+    assert len(told) == 300 and [len(b) for b in np.array_split(told, [64, 128, 192, 256])][-1] == 44
+    front = _front(told, study)
+    parts = [k.split("|") for k in front]  # x|y|shape: only candidates meeting every constraint
+    assert front and all(float(x) >= 0.3 and not (s == "b" and int(y) > 8) for x, y, s in parts)
+    assert len(front & TRUE_FRONT) >= 3  # about half the front is sampled at all: 1 - (419/420)**300
+    again, _ = _driver(study)
+    pd.testing.assert_frame_equal(_drive(again, study, space), told)  # seeded
+
+
+@pytest.mark.parametrize("algo", ["nsga2", "optuna-nsga2", "optuna-tpe"])
+def test_mixed_continuous_space_with_infeasible_and_failed_rows(algo):
+    """A real-valued x, evaluator infeasibility (shape b, y > 8), NaN objectives: the driver
+    keeps going and what it finds on the front is feasible and near the true front."""
+    study = _study(space={"x": {"range": [0.0, 1.0]}, "y": list(range(10)), "shape": ["a", "b"]},
+                   search={"algorithm": algo, "budget": 240, "batch_size": 24, "seed": 1})
+    driver, space = _driver(study)
+    ev, n = ToyEvaluator(), 0
+    found = []
+    while not driver.done:
+        batch = driver.ask().reset_index(drop=True)
+        table = pd.concat([batch, ev.evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+        f, g = objective_matrix(table, study), violation_matrix(table, study)
+        f[table["x"].to_numpy() > 0.97] = np.nan  # "failed" rows
+        g[table["x"].to_numpy() > 0.97, -1] = 1.0
+        driver.tell(batch, f, g)
+        found.append(table.assign(failed=table["x"] > 0.97))
+        n += len(batch)
+    told = pd.concat(found, ignore_index=True)
+    assert n == 240 and told["x"].between(0, 1).all() and len(set(candidate_keys(told, space.names))) == 240
+    ok = told[~told["failed"] & (told["x"] >= 0.3) & ~((told["shape"] == "b") & (told["y"] > 8))]
+    f = objective_matrix(ok, study)
+    front = ok[moocore.is_nondominated(f)]
+    # most of the front is found on the true front (y = 0, shape a)
+    assert ((front["y"] == 0) & (front["shape"] == "a")).mean() >= 0.8 and len(front) >= 5
+
+
+@pytest.mark.parametrize("algo", ALL)
+def test_state_is_json_and_a_restored_driver_asks_the_same_next_batches(algo, tmp_path):
+    study = _study(search={"algorithm": algo, "budget": 300, "batch_size": 20, "seed": 7,
+                           "options": {"chunk": 20} if algo == "exhaustive" else {}})
+    first, space = _driver(study, tmp_path / "a")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    _drive(first, study, space, batches=3)
+    saved = json.loads(json.dumps(first.state(), allow_nan=False))
+    first.ask()  # a batch in flight when the run "crashes": asked, never told
+    resumed, _ = _driver(study, tmp_path / "a")
+    resumed.restore(saved)
+    reference, _ = _driver(study, tmp_path / "b")
+    _drive(reference, study, space, batches=3)
+    for _ in range(2):
+        a, b = resumed.ask(), reference.ask()
+        pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+        for d, batch in ((resumed, a), (reference, b)):
+            t = pd.concat([batch.reset_index(drop=True),
+                           ToyEvaluator().evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+            d.tell(batch, objective_matrix(t, study), violation_matrix(t, study))
+    assert resumed.asked == reference.asked == 100
+
+
+def test_optuna_keeps_its_trials_in_a_journal_in_the_results_folder(tmp_path):
+    import optuna
+
+    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20})
+    driver, space = _driver(study, tmp_path)
+    _drive(driver, study, space)
+    stored = optuna.load_study(
+        study_name="dse",
+        storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))))
+    done = stored.get_trials(states=[optuna.trial.TrialState.COMPLETE])
+    assert len(done) == 40 and all(len(t.values) == 2 for t in done)
+    assert all(set(t.constraints) == {"g0", "g1"} for t in done)
+
+
+def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():
+    small = _study(search={"algorithm": "auto", "budget": 420})
+    big = _study(search={"algorithm": "auto", "budget": 419})
+    assert resolve_algorithm(small, Space.from_study(small)) == "exhaustive"
+    assert resolve_algorithm(big, Space.from_study(big)) == "nsga2"
+    assert set(DRIVERS) == {"random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe", "optuna-gp"}
+
+
+def test_optuna_gp_says_what_is_missing():
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here")
+    study = _study(search={"algorithm": "optuna-gp"})
+    with pytest.raises(StudyError, match="needs torch"):
+        _driver(study)
+
+
+def test_same_candidates_and_front_whatever_the_worker_count(tmp_path):
+    """The real runner on real dask clusters of 1 and 2 workers; chunks finish in any order."""
+    from dse.runner import Runner
+
+    results = []
+    for workers in (1, 2):
+        study = _study(search={"algorithm": "nsga2", "budget": 120, "batch_size": 40, "seed": 5},
+                       execution={"workers": workers, "chunk_size": 7})
+        out = tmp_path / f"w{workers}"
+        res = Runner(study, out, workers=workers).start()
+        with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+            front = sorted(ds["key"].values.tolist())
+            assert bool(ds["meets_constraints"].all()) and float(ds["f1"].min()) >= 0.3
+        ev = res.evaluations.sort_values(["batch", "key"])
+        results.append((ev[["batch", "key"]].to_numpy().tolist(), front, res.history))
+    (ev1, front1, hist1), (ev2, front2, hist2) = results
+    assert ev1 == ev2 and len(ev1) == 120
+    assert front1 == front2 and set(front1) <= TRUE_FRONT and len(front1) >= 10
+    assert [h["hypervolume"] for h in hist1] == [h["hypervolume"] for h in hist2]
+    assert hist1[-1]["front_size"] == len(front1) and hist1[-1]["feasible"] > 0
