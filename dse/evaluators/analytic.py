@@ -12,6 +12,7 @@ import pandas as pd
 
 from dse.evaluators.base import Evaluator, Input, Metric
 from dse.physics import model
+from dse.physics.workload import Factorised
 
 
 class AnalyticEvaluator(Evaluator):
@@ -55,15 +56,16 @@ class AnalyticEvaluator(Evaluator):
         # one 2-D block would copy them all, ~1 s per million candidates)
         return pd.DataFrame(out, copy=False)
 
-    def to_arrays(self, candidates: pd.DataFrame) -> dict[str, np.ndarray]:
-        """Input name -> numpy array; text columns become object arrays built from their
-        distinct values (factorised once per column, not converted value by value)."""
+    def to_arrays(self, candidates: pd.DataFrame) -> dict[str, np.ndarray | Factorised]:
+        """Input name -> numpy array; a text column becomes a :class:`Factorised` column
+        (integer codes into its distinct values, factorised once for the whole table, so
+        the model looks each distinct value up once and never hashes a string per row)."""
         n = len(candidates)
-        cfg: dict[str, np.ndarray] = {}
+        cfg: dict[str, np.ndarray | Factorised] = {}
         for name, inp in self.inputs.items():
             if name not in candidates.columns:
                 if inp.kind == "str":  # a read-only broadcast view: no per-row copy
-                    cfg[name] = np.broadcast_to(np.array(inp.default, dtype=object), (n,))
+                    cfg[name] = Factorised(np.broadcast_to(np.int64(0), (n,)), [inp.default])
                 else:
                     value = np.nan if inp.default is None else float(inp.default)
                     cfg[name] = np.broadcast_to(np.float64(value), (n,))
@@ -71,12 +73,14 @@ class AnalyticEvaluator(Evaluator):
             col = candidates[name]
             if inp.kind == "str":
                 codes, uniques = pd.factorize(col, use_na_sentinel=True)
-                table = np.array([*(str(u) for u in uniques), inp.default], dtype=object)
-                cfg[name] = table[codes]  # code -1 (missing) picks the default
-            elif col.dtype == bool or col.dtype.kind in "iuf":
+                # code -1 (missing) picks the default, the last distinct value
+                codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
+                cfg[name] = Factorised(codes, [*(str(u) for u in uniques), inp.default])
+                continue
+            if col.dtype == bool or col.dtype.kind in "iuf":
                 cfg[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
             else:
                 cfg[name] = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-            if inp.default is not None and inp.kind != "str":
+            if inp.default is not None:
                 cfg[name] = np.where(np.isnan(cfg[name]), float(inp.default), cfg[name])
         return cfg

@@ -15,6 +15,7 @@ import numpy as np
 
 from dse.evaluators.base import Input, Metric
 from dse.physics import energy, power, thermal
+from dse.physics.workload import Factorised, factorise
 
 _NAN = float("nan")
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
@@ -250,7 +251,8 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
         return np.full(n_rows, default, dtype=float) if v is None else np.asarray(v, dtype=float)
 
     cooling = cfg.get("cooling")
-    liquid = np.zeros(n_rows, dtype=bool) if cooling is None else np.asarray(cooling) == "liquid"
+    liquid = (np.zeros(n_rows, dtype=bool) if cooling is None
+              else Factorised(*factorise(cooling)).map(lambda c: c == "liquid", dtype=bool))
     cfg = dict(cfg)
     cfg["cooling"] = liquid
     for name, default in (("inlet_temp_c", 30.0), ("power_floor_w", _NAN)):

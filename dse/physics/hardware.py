@@ -39,6 +39,7 @@ FIELDS = ("peak_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_m
           "precision_ok", *CALIBRATION_FIELDS)
 
 
+@cache
 def _row(name: str, prec: str) -> tuple[float, ...]:
     hw = catalog().get(name)
     if hw is None:
@@ -62,6 +63,13 @@ def _row(name: str, prec: str) -> tuple[float, ...]:
     )
 
 
+def _missing_last(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
+    codes = np.asarray(codes)
+    if len(codes) and codes.min() < 0:
+        return np.where(codes < 0, len(uniques), codes), [*uniques, None]
+    return codes, uniques
+
+
 def lookup(names: np.ndarray, precision: np.ndarray) -> dict[str, np.ndarray]:
     """Per-candidate hardware arrays for accelerator ``names`` at the given ``precision``.
 
@@ -75,9 +83,16 @@ def lookup(names: np.ndarray, precision: np.ndarray) -> dict[str, np.ndarray]:
     from dse.physics.workload import factorise
 
     n_codes, n_uniq = factorise(names)
-    p_codes, p_uniq = factorise(np.broadcast_to(np.asarray(precision, dtype=object), np.shape(names)))
-    key = n_codes * (len(p_uniq) + 1) + p_codes
-    ukeys, inverse = np.unique(key, return_inverse=True)
-    rows = [_row(str(n_uniq[k // (len(p_uniq) + 1)]), str(p_uniq[k % (len(p_uniq) + 1)])) for k in ukeys]
-    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FIELDS))[inverse.reshape(-1)]
-    return {f: table[:, i] for i, f in enumerate(FIELDS)}
+    if np.ndim(precision) == 0:
+        p_codes, p_uniq = np.zeros(1, dtype=np.int64), [precision]
+    else:
+        p_codes, p_uniq = factorise(precision)
+    # a missing value (code -1) is looked up as the name "None": unknown, NaN fields
+    n_codes, n_uniq = _missing_last(n_codes, n_uniq)
+    p_codes, p_uniq = _missing_last(p_codes, p_uniq)
+    # one catalog row per (name, precision) pair, in a (field, pair) table taken by pair code
+    table = np.array([_row(str(n), str(p)) for n in n_uniq for p in p_uniq], dtype=np.float64)
+    table = np.ascontiguousarray(table.reshape(-1, len(FIELDS)).T)
+    pair = (np.asarray(n_codes) * len(p_uniq) + np.asarray(p_codes)).reshape(-1)
+    columns = table.take(pair, axis=1)
+    return {f: columns[i] for i, f in enumerate(FIELDS)}

@@ -12,7 +12,7 @@ METRICS = [*time_model.METRICS, *energy_model.METRICS]
 
 def take_rows(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
     """The inputs of the candidates ``rows`` (an index array) only."""
-    return {k: (np.asarray(v)[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+    return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
 
 
 def merge_reasons(first: np.ndarray, then: np.ndarray) -> np.ndarray:

@@ -13,7 +13,6 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
-import pandas as pd
 import yaml
 
 PHASES = ("compute", "memory", "waiting")
@@ -54,7 +53,9 @@ def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
     Unknown names get the ``defaults`` entry. ``vf_x``/``vf_v`` are (n, K) arrays of the
     V-f points, padded to a common K by repeating the last point.
     """
-    inverse, keys = pd.factorize(np.asarray(names, dtype=object))
+    from dse.physics.workload import factorise
+
+    inverse, keys = factorise(names)
     keys = [str(k) for k in keys]
     rows = [_row(k) for k in keys]
     k_max = max(len(r[0]) for r in rows)

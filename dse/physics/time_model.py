@@ -77,10 +77,31 @@ METRICS: list[Metric] = [
 ]
 
 
-def _flag(reasons: np.ndarray, mask: np.ndarray, reason: str) -> None:
-    """Record ``reason`` for rows in ``mask`` that have no reason yet."""
-    mask = np.asarray(mask, dtype=bool) & (reasons == "")
-    reasons[mask] = reason
+#: infeasibility reasons, by the integer code the model flags internally (0: feasible)
+REASONS = (
+    "",
+    "unknown accelerator",
+    "unknown model preset and incomplete shape",
+    "precision not supported by the accelerator",
+    "tensor x pipeline parallel does not divide the accelerator count",
+    "tensor parallel degree does not divide the attention heads",
+    "tensor parallel degree and key-value heads do not divide each other",
+    "pipeline parallel x interleave does not divide the layers",
+    "data parallel x micro batch does not divide the global batch",
+    "interleaved schedule needs pipeline parallelism",
+    "interleaved schedule needs micro-batches to be a multiple of the pipeline degree",
+    "sequence parallelism needs the tensor parallel degree to divide the sequence length",
+    "clock outside the accelerator's range",
+    "does not fit in accelerator memory",
+    "target loss unreachable at this model size (Chinchilla fit)",
+)
+_REASON_CODE = {r: i for i, r in enumerate(REASONS)}
+_REASON_TEXT = np.array(REASONS, dtype=object)
+
+
+def _flag(codes: np.ndarray, mask: np.ndarray, reason: str) -> None:
+    """Record ``reason`` (as its code) for rows in ``mask`` that have no reason yet."""
+    codes[np.asarray(mask, dtype=bool) & (codes == 0)] = _REASON_CODE[reason]
 
 
 def _codes(values, choices: tuple[str, ...], default: np.ndarray | int) -> np.ndarray:
@@ -111,7 +132,7 @@ def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) ->
 
 def _evaluate(cfg, clock_mhz):
     n_rows = len(cfg["accelerator"])
-    reasons = np.full(n_rows, "", dtype=object)
+    reasons = np.zeros(n_rows, dtype=np.int8)  # reason codes, text at the end
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
     _flag(reasons, ~np.isfinite(hw["hbm_bytes"]), "unknown accelerator")
@@ -199,7 +220,7 @@ def _evaluate(cfg, clock_mhz):
         "activations_memory_gb": mem["activations"] / 1e9,
         "parameters": params,
         "data_parallel": dp,
-        "reason": reasons,
+        "reason": _REASON_TEXT[reasons],
         "_hw": hw, "_clock_mhz": clock, "_breakdown": t, "_steps": steps, "_n": n,
         "_memory": mem, "_model_flops": model_flops, "_micro_batches": m,
     }
