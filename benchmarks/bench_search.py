@@ -13,8 +13,9 @@ one frame: true ideal -> 0, true nadir -> 1, reference point 1.1), and the evalu
 needed to reach 0.99 of it (median; measured at batch ends; ">B" = not reached within
 the largest budget B). A driver's asks never depend on its budget (only the last batch is
 cut short), so one run per seed at the largest budget gives the smaller budgets as prefixes.
-optuna's samplers cost more per trial as trials accumulate (about 6 minutes for 5% of this
-space), so by default they run to 2% only (``--optuna-max 0.05`` for the full table).
+optuna's samplers cost more per trial as trials accumulate (optuna NSGA-II: ~6 minutes for
+5% of this space; TPE: ~6 minutes for 2%), so by default optuna NSGA-II runs to 2% and TPE
+to 1% only (``--optuna-max 0.05 --tpe-max 0.05`` for the full table, which takes hours).
 
     python benchmarks/bench_search.py                 # all drivers, 5 seeds
     python benchmarks/bench_search.py --seeds 3 --drivers nsga2 random
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--optuna-max", type=float, default=0.02,
                     help="largest budget (fraction of the space) for the optuna drivers, whose cost "
                          "per trial grows with the trials so far (default 0.02; 0.05 takes ~6 min a run)")
+    ap.add_argument("--tpe-max", type=float, default=0.01,
+                    help="largest budget for optuna-tpe (default 0.01; 0.02 takes ~6 min a run)")
     args = ap.parse_args(argv)
 
     from rich.console import Console
@@ -133,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     for algo in args.drivers:
         top = max(b for b, frac in zip(budgets, BUDGETS, strict=True)
-                  if not algo.startswith("optuna") or frac <= args.optuna_max + 1e-12)
+                  if (not algo.startswith("optuna") or frac <= args.optuna_max + 1e-12)
+                  and (algo != "optuna-tpe" or frac <= args.tpe_max + 1e-12))
         jobs += [(args.study, algo, top, seed) for seed in range(args.seeds)]
     results: dict[str, list] = {a: [] for a in args.drivers}
     t0 = time.perf_counter()
