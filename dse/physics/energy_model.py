@@ -157,12 +157,53 @@ def _thermal(acc: dict, inlet_c, liquid, r_total) -> dict[str, np.ndarray]:
 
 def _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock_from) -> tuple[np.ndarray, np.ndarray]:
     """(meets the power cap, stays under the slowdown temperature) at ``clock``."""
-    bb = scaled_breakdown(b, clock_from, clock)
-    acc = accelerator_energy(bb, clock / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"], cfg["power_floor_w"])
-    cap_ok = ~(acc["p_busy"] > cap_w * (1 + 1e-9))
-    th = _thermal(acc, cfg["inlet_temp_c"], cfg["cooling"], r_total)
-    hot_ok = ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9)
-    return cap_ok, hot_ok
+    return _limit_check(b, hw, pw, cfg, cap_w, r_total, clock_from)(clock)
+
+
+def _limit_check(b, hw, pw, cfg, cap_w, r_total, clock_from):
+    """``ok(clock) -> (cap_ok, hot_ok)`` for fixed candidates: :func:`scaled_breakdown`,
+    :func:`accelerator_energy` and the thermal peak with every clock-independent term
+    computed once (the bisection calls it 18 times). Same arithmetic in the same order
+    as those functions, so the clocks found are the same to the last bit."""
+    step = np.asarray(b["step_s"], dtype=float)
+    t_c = _get(b, "compute_s", step)
+    slot = t_c + _get(b, "memory_s", step) + _get(b, "tp_comm_s", step)
+    slot_pos = slot > 0
+    slot_div = np.where(slot_pos, slot, 1.0)
+    bubble = _get(b, "bubble_s", step)
+    dp_comm = _get(b, "dp_comm_s", step)
+    t_m = _get(b, "memory_s", step) + _get(b, "optimizer_s", step)
+    fine = _get(b, "tp_comm_s", step) + _get(b, "pp_comm_s", step)
+    idle_w, f_max = hw["idle_w"], hw["clock_max_mhz"]
+    span_w = hw["tdp_w"] - idle_w
+    floor = np.nan_to_num(np.asarray(cfg["power_floor_w"], dtype=float), nan=0.0)
+    e_hbm = energy.hbm_energy_j(_get(b, "hbm_bytes", step), pw["hbm_pj_per_byte"])
+    cap_lim = cap_w * (1 + 1e-9)
+    hot_lim = pw["slowdown_temp_c"] + 1e-9
+    terms = thermal.foster_terms(cfg["cooling"], r_total)
+    inlet = cfg["inlet_temp_c"]
+
+    def ok(clock):
+        new_c = t_c * (clock_from / clock)
+        new_bubble = bubble * np.where(slot_pos, (slot + new_c - t_c) / slot_div, 1.0)
+        new_step = step + (new_c - t_c) + (new_bubble - bubble)
+        blocked = new_bubble + dp_comm
+        busy = np.maximum(new_step - blocked, 0.0)
+        dyn = span_w * power.dynamic_scale(clock / f_max, pw["vf_x"], pw["vf_v"])
+        p_wait = np.maximum(idle_w + pw["a_waiting"] * dyn, floor)
+        e_compute = pw["a_compute"] * dyn * new_c
+        e_memory = pw["a_memory"] * dyn * t_m + e_hbm
+        e_wait_fine = (p_wait - idle_w) * fine
+        has_busy = busy > 0
+        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
+        p_busy = np.where(has_busy, p_busy, p_wait)
+        cap_ok = ~(p_busy > cap_lim)
+        t_hi = np.maximum(np.nan_to_num(busy, nan=0.0), 0.0)
+        t_lo = np.maximum(np.nan_to_num(blocked, nan=0.0), 0.0)
+        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, inlet, terms) > hot_lim)
+        return cap_ok, hot_ok
+
+    return ok
 
 
 def _rows(d: dict, idx: np.ndarray, n_rows: int) -> dict:
@@ -191,10 +232,11 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total) -> tuple[np.ndarray, 
         sub, spw, sb = _rows(hw, idx, n_rows), _rows(pw, idx, n_rows), _rows(b, idx, n_rows)
         scfg = {k: np.asarray(cfg[k])[idx] for k in ("power_floor_w", "inlet_temp_c", "cooling")}
         s_cap, s_r, s_clock = cap_w[idx], r_total[idx], clock[idx]
+        limits_ok = _limit_check(sb, sub, spw, scfg, s_cap, s_r, s_clock)
         lo, hi = hw["clock_min_mhz"][idx], s_clock.copy()
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo + hi)
-            ok_cap, ok_hot = _limits_ok(sb, mid, sub, spw, scfg, s_cap, s_r, s_clock)
+            ok_cap, ok_hot = limits_ok(mid)
             ok = np.where(hot, ok_hot, ok_cap)
             lo = np.where(ok, mid, lo)
             hi = np.where(ok, hi, mid)

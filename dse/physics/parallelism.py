@@ -5,6 +5,23 @@ from __future__ import annotations
 import numpy as np
 
 
+def _indivisible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a % b != 0`` for integer-valued float arrays, without float ``fmod`` (~30x slower).
+
+    ``a / b`` is an exact integer iff ``b`` divides ``a`` (for integers below 2**53 a
+    remainder r >= 1 moves the quotient by more than its rounding error); NaN, an
+    infinite quotient (b = 0) count as not dividing, as ``fmod`` gives NaN there.
+    """
+    q = a / b
+    return ~((q == np.floor(q)) & np.isfinite(q))
+
+
+def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a // b`` for integer-valued float arrays (exact below 2**53, see :func:`_indivisible`;
+    NaN for an infinite ``a``, as ``//`` gives)."""
+    return np.where(np.isinf(a), np.nan, np.floor(a / b))
+
+
 def layout(
     num_accelerators: np.ndarray,
     tensor_parallel: np.ndarray,
@@ -31,18 +48,18 @@ def layout(
     v = np.ones_like(n) if interleave is None else np.maximum(interleave, 1)
     kv = heads if kv_heads is None else kv_heads
     model_parallel = np.maximum(tp * pp, 1)
-    dp = np.maximum(n // model_parallel, 1)
-    micro_batches = np.maximum(gb // np.maximum(dp * mb, 1), 1)
+    dp = np.maximum(_floor_div(n, model_parallel), 1)
+    micro_batches = np.maximum(_floor_div(gb, np.maximum(dp * mb, 1)), 1)
     checks = [
-        (n % model_parallel != 0, "tensor x pipeline parallel does not divide the accelerator count"),
-        (heads % tp != 0, "tensor parallel degree does not divide the attention heads"),
-        ((kv % tp != 0) & (tp % kv != 0), "tensor parallel degree and key-value heads do not divide each other"),
-        (layers % (pp * v) != 0, "pipeline parallel x interleave does not divide the layers"),
-        (gb % (dp * mb) != 0, "data parallel x micro batch does not divide the global batch"),
+        (_indivisible(n, model_parallel), "tensor x pipeline parallel does not divide the accelerator count"),
+        (_indivisible(heads, tp), "tensor parallel degree does not divide the attention heads"),
+        (_indivisible(kv, tp) & _indivisible(tp, kv), "tensor parallel degree and key-value heads do not divide each other"),
+        (_indivisible(layers, pp * v), "pipeline parallel x interleave does not divide the layers"),
+        (_indivisible(gb, dp * mb), "data parallel x micro batch does not divide the global batch"),
         ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
-        ((v > 1) & (micro_batches % pp != 0), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
+        ((v > 1) & _indivisible(micro_batches, pp), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
     ]
     if sequence_parallel is not None and seq_len is not None:
-        checks.append(((sequence_parallel > 0) & (seq_len % tp != 0),
+        checks.append(((sequence_parallel > 0) & _indivisible(seq_len, tp),
                        "sequence parallelism needs the tensor parallel degree to divide the sequence length"))
     return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, checks

@@ -55,6 +55,22 @@ def steady_junction_temp_c(power_w: np.ndarray, inlet_c: np.ndarray, r_total: np
     return inlet_c + r_total * power_w
 
 
+def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
+    """The ``peak_c`` of :func:`periodic_response` alone (same arithmetic; for the clock search).
+
+    ``t_hi``/``t_lo`` must already be non-negative and finite (as periodic_response makes them).
+    """
+    period = np.maximum(t_hi + t_lo, 1e-12)
+    hi = np.full(np.shape(p_hi), 0.0) + inlet_c
+    blocked = t_lo > 0
+    for r, tau in terms:
+        a = -np.expm1(-t_hi / tau)
+        denom = np.maximum(-np.expm1(-period / tau), 1e-300)
+        th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
+        hi = hi + np.where(blocked, th_max, r * p_hi)
+    return hi
+
+
 def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> dict[str, np.ndarray]:
     """Peak, trough and largest |dT/dt| of the junction under the busy/blocked square wave."""
     t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
