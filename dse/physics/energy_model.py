@@ -157,53 +157,69 @@ def _thermal(acc: dict, inlet_c, liquid, r_total) -> dict[str, np.ndarray]:
 
 def _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock_from) -> tuple[np.ndarray, np.ndarray]:
     """(meets the power cap, stays under the slowdown temperature) at ``clock``."""
-    return _limit_check(b, hw, pw, cfg, cap_w, r_total, clock_from)(clock)
+    return LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock_from)(clock)
 
 
-def _limit_check(b, hw, pw, cfg, cap_w, r_total, clock_from):
-    """``ok(clock) -> (cap_ok, hot_ok)`` for fixed candidates: :func:`scaled_breakdown`,
+class LimitCheck:
+    """``check(clock) -> (cap_ok, hot_ok)`` for fixed candidates: :func:`scaled_breakdown`,
     :func:`accelerator_energy` and the thermal peak with every clock-independent term
     computed once (the bisection calls it 18 times). Same arithmetic in the same order
-    as those functions, so the clocks found are the same to the last bit."""
-    step = np.asarray(b["step_s"], dtype=float)
-    t_c = _get(b, "compute_s", step)
-    slot = t_c + _get(b, "memory_s", step) + _get(b, "tp_comm_s", step)
-    slot_pos = slot > 0
-    slot_div = np.where(slot_pos, slot, 1.0)
-    bubble = _get(b, "bubble_s", step)
-    dp_comm = _get(b, "dp_comm_s", step)
-    t_m = _get(b, "memory_s", step) + _get(b, "optimizer_s", step)
-    fine = _get(b, "tp_comm_s", step) + _get(b, "pp_comm_s", step)
-    idle_w, f_max = hw["idle_w"], hw["clock_max_mhz"]
-    span_w = hw["tdp_w"] - idle_w
-    floor = np.nan_to_num(np.asarray(cfg["power_floor_w"], dtype=float), nan=0.0)
-    e_hbm = energy.hbm_energy_j(_get(b, "hbm_bytes", step), pw["hbm_pj_per_byte"])
-    cap_lim = cap_w * (1 + 1e-9)
-    hot_lim = pw["slowdown_temp_c"] + 1e-9
-    terms = thermal.foster_terms(cfg["cooling"], r_total)
-    inlet = cfg["inlet_temp_c"]
+    as those functions, so the clocks found are the same to the last bit.
+    ``check.rows(idx)`` is the check for the candidates ``idx`` only."""
 
-    def ok(clock):
-        new_c = t_c * (clock_from / clock)
-        new_bubble = bubble * np.where(slot_pos, (slot + new_c - t_c) / slot_div, 1.0)
-        new_step = step + (new_c - t_c) + (new_bubble - bubble)
-        blocked = new_bubble + dp_comm
+    def __init__(self, b, hw, pw, cfg, cap_w, r_total, clock_from, *, terms=None):
+        if b is None:  # built by rows()
+            return
+        step = np.asarray(b["step_s"], dtype=float)
+        t_c = _get(b, "compute_s", step)
+        slot = t_c + _get(b, "memory_s", step) + _get(b, "tp_comm_s", step)
+        self.a = {  # per-candidate arrays (sliced together by rows())
+            "step": step, "t_c": t_c, "slot": slot, "slot_pos": slot > 0,
+            "slot_div": np.where(slot > 0, slot, 1.0), "bubble": _get(b, "bubble_s", step),
+            "dp_comm": _get(b, "dp_comm_s", step),
+            "t_m": _get(b, "memory_s", step) + _get(b, "optimizer_s", step),
+            "fine": _get(b, "tp_comm_s", step) + _get(b, "pp_comm_s", step),
+            "idle_w": hw["idle_w"], "f_max": hw["clock_max_mhz"], "span_w": hw["tdp_w"] - hw["idle_w"],
+            "floor": np.nan_to_num(np.asarray(cfg["power_floor_w"], dtype=float), nan=0.0),
+            "e_hbm": energy.hbm_energy_j(_get(b, "hbm_bytes", step), pw["hbm_pj_per_byte"]),
+            "cap_lim": cap_w * (1 + 1e-9), "hot_lim": pw["slowdown_temp_c"] + 1e-9,
+            "inlet": np.asarray(cfg["inlet_temp_c"], dtype=float), "clock_from": clock_from,
+            **{k: pw[k] for k in ("a_waiting", "a_compute", "a_memory", "vf_x", "vf_v")},
+        }
+        terms = thermal.foster_terms(cfg["cooling"], r_total) if terms is None else terms
+        for i, (r, tau) in enumerate(terms):
+            self.a[f"r{i}"], self.a[f"tau{i}"] = r, tau
+        self.n_terms = len(terms)
+
+    def rows(self, idx: np.ndarray) -> LimitCheck:
+        sub = LimitCheck(None, None, None, None, None, None, None)
+        sub.a = {k: v[idx] for k, v in self.a.items()}
+        sub.n_terms = self.n_terms
+        return sub
+
+    def __call__(self, clock):
+        a = self.a
+        t_c, bubble = a["t_c"], a["bubble"]
+        new_c = t_c * (a["clock_from"] / clock)
+        new_bubble = bubble * np.where(a["slot_pos"], (a["slot"] + new_c - t_c) / a["slot_div"], 1.0)
+        new_step = a["step"] + (new_c - t_c) + (new_bubble - bubble)
+        blocked = new_bubble + a["dp_comm"]
         busy = np.maximum(new_step - blocked, 0.0)
-        dyn = span_w * power.dynamic_scale(clock / f_max, pw["vf_x"], pw["vf_v"])
-        p_wait = np.maximum(idle_w + pw["a_waiting"] * dyn, floor)
-        e_compute = pw["a_compute"] * dyn * new_c
-        e_memory = pw["a_memory"] * dyn * t_m + e_hbm
-        e_wait_fine = (p_wait - idle_w) * fine
+        idle_w = a["idle_w"]
+        dyn = a["span_w"] * power.dynamic_scale(clock / a["f_max"], a["vf_x"], a["vf_v"])
+        p_wait = np.maximum(idle_w + a["a_waiting"] * dyn, a["floor"])
+        e_compute = a["a_compute"] * dyn * new_c
+        e_memory = a["a_memory"] * dyn * a["t_m"] + a["e_hbm"]
+        e_wait_fine = (p_wait - idle_w) * a["fine"]
         has_busy = busy > 0
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
         p_busy = np.where(has_busy, p_busy, p_wait)
-        cap_ok = ~(p_busy > cap_lim)
+        cap_ok = ~(p_busy > a["cap_lim"])
         t_hi = np.maximum(np.nan_to_num(busy, nan=0.0), 0.0)
         t_lo = np.maximum(np.nan_to_num(blocked, nan=0.0), 0.0)
-        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, inlet, terms) > hot_lim)
+        terms = [(a[f"r{i}"], a[f"tau{i}"]) for i in range(self.n_terms)]
+        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, a["inlet"], terms) > a["hot_lim"])
         return cap_ok, hot_ok
-
-    return ok
 
 
 def _rows(d: dict, idx: np.ndarray, n_rows: int) -> dict:
@@ -211,16 +227,18 @@ def _rows(d: dict, idx: np.ndarray, n_rows: int) -> dict:
     return {k: np.asarray(v)[idx] for k, v in d.items() if np.ndim(v) >= 1 and len(v) == n_rows}
 
 
-def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total, ok=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Highest clock <= the set clock meeting the cap and the slowdown temperature.
 
     Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
     bisection per limit finds the clock that meets it (seed 000's
     f_opt = min(f_max, sqrt(P_max / (k V^2))) generalised to a V-f curve and phases).
     The two bisections run as one over the rows that break either limit (a row that
-    breaks both appears twice), so each step is one pass over a short array.
+    breaks both appears twice), so each step is one pass over a short array. ``ok``:
+    (cap_ok, hot_ok) at the set clock when the caller has them already.
     """
-    cap_ok, hot_ok = _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock)
+    check = LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock)
+    cap_ok, hot_ok = check(clock) if ok is None else ok
     finite = np.isfinite(clock)
     cap_idx = np.flatnonzero(~cap_ok & finite)
     hot_idx = np.flatnonzero(~hot_ok & finite)
@@ -228,12 +246,8 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total) -> tuple[np.ndarray, 
     if len(cap_idx) + len(hot_idx):
         idx = np.concatenate([cap_idx, hot_idx])
         hot = np.arange(len(idx)) >= len(cap_idx)  # which limit each bisected row solves
-        n_rows = len(clock)
-        sub, spw, sb = _rows(hw, idx, n_rows), _rows(pw, idx, n_rows), _rows(b, idx, n_rows)
-        scfg = {k: np.asarray(cfg[k])[idx] for k in ("power_floor_w", "inlet_temp_c", "cooling")}
-        s_cap, s_r, s_clock = cap_w[idx], r_total[idx], clock[idx]
-        limits_ok = _limit_check(sb, sub, spw, scfg, s_cap, s_r, s_clock)
-        lo, hi = hw["clock_min_mhz"][idx], s_clock.copy()
+        limits_ok = check.rows(idx)
+        lo, hi = hw["clock_min_mhz"][idx], clock[idx]
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo + hi)
             ok_cap, ok_hot = limits_ok(mid)
@@ -244,6 +258,12 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total) -> tuple[np.ndarray, 
         f_hot[hot_idx] = lo[len(cap_idx):]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
+
+
+def _scatter_tree(base: dict, rows: np.ndarray, values: dict) -> dict:
+    """:func:`_scatter` over a dict of arrays (and nested dicts)."""
+    return {k: _scatter_tree(v, rows, values[k]) if isinstance(v, dict) else _scatter(v, rows, values[k])
+            for k, v in base.items()}
 
 
 def _accepts_rows(retime) -> bool:
@@ -306,13 +326,30 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
     cap_in = inp("power_cap_w")
     cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw["tdp_w"])
 
-    new_clock, capped, throttled = operating_clock(b, clock, hw, pw, cfg, cap_w, r_total)
+    def energy_and_thermal(b, clock, rows=None):
+        """Accelerator energy and junction temperatures (for ``rows`` only if given)."""
+        n = len(clock)
+        pick = ("clock_max_mhz", "idle_w", "tdp_w", "power_floor_w", "inlet_temp_c")
+        h, p, c = (hw, pw, cfg) if rows is None else (
+            _rows({k: hw[k] for k in pick[:3]}, rows, n), _rows(pw, rows, n),
+            _rows({k: cfg[k] for k in pick[3:]}, rows, n))
+        c_liquid, c_r = (liquid, r_total) if rows is None else (liquid[rows], r_total[rows])
+        clock = clock if rows is None else clock[rows]
+        acc = accelerator_energy(b, clock / h["clock_max_mhz"], p, h["idle_w"], h["tdp_w"], c["power_floor_w"])
+        return acc, _thermal(acc, c["inlet_temp_c"], c_liquid, c_r)
+
+    # at the set clock: the final answer for every row whose clock stays, and the test of
+    # which rows break a limit
+    acc, th = energy_and_thermal(b, clock)
+    set_ok = (~(acc["p_busy"] > cap_w * (1 + 1e-9)), ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9))
+    new_clock, capped, throttled = operating_clock(b, clock, hw, pw, cfg, cap_w, r_total, ok=set_ok)
     out: dict[str, np.ndarray] = {}
     changed = np.isfinite(new_clock) & (new_clock < clock * (1 - 1e-9))
     if changed.any():
         rows = np.flatnonzero(changed)
+        clock = np.where(changed, new_clock, clock)
         if retime is not None:
-            sub = _retimed_rows(retime, np.where(changed, new_clock, clock), rows)
+            sub = _retimed_rows(retime, clock, rows)
             perf = dict(perf)
             for k, v in sub.items():
                 if k != "reason" and isinstance(v, np.ndarray) and k in perf:
@@ -321,11 +358,12 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
                         out[k] = perf[k]
             b = {k: _scatter(v, rows, sub["_breakdown"][k]) if k in sub["_breakdown"] else v
                  for k, v in b.items()}
+            # re-derive energy and temperatures for the re-timed rows only
+            acc_rows, th_rows = energy_and_thermal(sub["_breakdown"], clock, rows)
+            acc, th = _scatter_tree(acc, rows, acc_rows), _scatter_tree(th, rows, th_rows)
         else:
-            b = scaled_breakdown(b, clock, np.where(changed, new_clock, clock))
-        clock = np.where(changed, new_clock, clock)
-    acc = accelerator_energy(b, clock / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"], cfg["power_floor_w"])
-    th = _thermal(acc, cfg["inlet_temp_c"], liquid, r_total)
+            b = scaled_breakdown(b, perf["_clock_mhz"], clock)
+            acc, th = energy_and_thermal(b, clock)
     # A cap below what the slowest clock draws cannot be met: mark the candidate (the
     # caller merges these after the time model's reasons, which win).
     reasons = np.full(n_rows, "", dtype=object)
