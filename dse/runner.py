@@ -121,6 +121,8 @@ class Runner:
         run = _LoopState.from_store(store)
         if run.driver_state is not None:
             driver.restore(run.driver_state)
+        else:  # save the initial state, so that a run killed in its first batch resumes by restore()
+            self._save_state(store, driver, run)
 
         total = int(space.size) if self.algorithm == "exhaustive" else study.search.budget
         self.progress.start(total, f"{study.name} · {self.algorithm}")
@@ -170,12 +172,15 @@ class Runner:
                               time.perf_counter() - started)
         run.history.append(record)
         run.batch_no += 1
+        self._save_state(store, driver, run)
+        self.progress.advance(len(batch), record)
+        return True
+
+    def _save_state(self, store: ResultStore, driver, run: _LoopState) -> None:
         store.save_state({
             "driver": driver.state(), "batch": run.batch_no, "history": run.history,
             "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
         })
-        self.progress.advance(len(batch), record)
-        return True
 
     def _evaluate(self, executor: Executor, store: ResultStore, batch_no: int,
                   todo: pd.DataFrame) -> pd.DataFrame:

@@ -68,7 +68,7 @@ def _front(out: Path) -> pd.DataFrame:
     return df.sort_values(["x", "y", "shape"]).reset_index(drop=True)
 
 
-ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2") if a in DRIVERS]
+ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe") if a in DRIVERS]
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
