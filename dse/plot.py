@@ -34,6 +34,7 @@ def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str]
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     pairs = list(combinations(objectives, 2)) or [(objectives[0], objectives[0])]
     fig, axes = plt.subplots(1, len(pairs), figsize=(6.4 * len(pairs), 4.8), squeeze=False)
@@ -70,6 +71,7 @@ def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str]
             v = v[np.isfinite(v) & (v > 0)] if v.dtype.kind == "f" else v
             if len(v) and v.dtype.kind == "f" and v.max() / max(v.min(), 1e-300) > 30:
                 getattr(ax, f"set_{axis}scale")("log")
+                getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front "
