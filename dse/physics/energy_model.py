@@ -164,16 +164,13 @@ class LimitCheck:
     """``check(clock) -> (cap_ok, hot_ok)`` for fixed candidates: :func:`scaled_breakdown`,
     :func:`accelerator_energy` and the thermal peak with every clock-independent term
     computed once (the bisection calls it 18 times). Same arithmetic in the same order
-    as those functions, so the clocks found are the same to the last bit.
-    ``check.rows(idx)`` is the check for the candidates ``idx`` only."""
+    as those functions, so the clocks found are the same to the last bit."""
 
-    def __init__(self, b, hw, pw, cfg, cap_w, r_total, clock_from, *, terms=None):
-        if b is None:  # built by rows()
-            return
+    def __init__(self, b, hw, pw, cfg, cap_w, r_total, clock_from):
         step = np.asarray(b["step_s"], dtype=float)
         t_c = _get(b, "compute_s", step)
         slot = t_c + _get(b, "memory_s", step) + _get(b, "tp_comm_s", step)
-        self.a = {  # per-candidate arrays (sliced together by rows())
+        self.a = {  # per-candidate arrays
             "step": step, "t_c": t_c, "slot": slot, "slot_pos": slot > 0,
             "slot_div": np.where(slot > 0, slot, 1.0), "bubble": _get(b, "bubble_s", step),
             "dp_comm": _get(b, "dp_comm_s", step),
@@ -186,16 +183,7 @@ class LimitCheck:
             "inlet": np.asarray(cfg["inlet_temp_c"], dtype=float), "clock_from": clock_from,
             **{k: pw[k] for k in ("a_waiting", "a_compute", "a_memory", "vf_x", "vf_v")},
         }
-        terms = thermal.foster_terms(cfg["cooling"], r_total) if terms is None else terms
-        for i, (r, tau) in enumerate(terms):
-            self.a[f"r{i}"], self.a[f"tau{i}"] = r, tau
-        self.n_terms = len(terms)
-
-    def rows(self, idx: np.ndarray) -> LimitCheck:
-        sub = LimitCheck(None, None, None, None, None, None, None)
-        sub.a = {k: v[idx] for k, v in self.a.items()}
-        sub.n_terms = self.n_terms
-        return sub
+        self.terms = thermal.foster_terms(cfg["cooling"], r_total)
 
     def __call__(self, clock):
         a = self.a
@@ -217,8 +205,7 @@ class LimitCheck:
         cap_ok = ~(p_busy > a["cap_lim"])
         t_hi = np.maximum(np.nan_to_num(busy, nan=0.0), 0.0)
         t_lo = np.maximum(np.nan_to_num(blocked, nan=0.0), 0.0)
-        terms = [(a[f"r{i}"], a[f"tau{i}"]) for i in range(self.n_terms)]
-        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, a["inlet"], terms) > a["hot_lim"])
+        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, a["inlet"], self.terms) > a["hot_lim"])
         return cap_ok, hot_ok
 
 
@@ -237,8 +224,7 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total, ok=None) -> tuple[np.
     breaks both appears twice), so each step is one pass over a short array. ``ok``:
     (cap_ok, hot_ok) at the set clock when the caller has them already.
     """
-    check = LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock)
-    cap_ok, hot_ok = check(clock) if ok is None else ok
+    cap_ok, hot_ok = LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock)(clock) if ok is None else ok
     finite = np.isfinite(clock)
     cap_idx = np.flatnonzero(~cap_ok & finite)
     hot_idx = np.flatnonzero(~hot_ok & finite)
@@ -246,7 +232,14 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total, ok=None) -> tuple[np.
     if len(cap_idx) + len(hot_idx):
         idx = np.concatenate([cap_idx, hot_idx])
         hot = np.arange(len(idx)) >= len(cap_idx)  # which limit each bisected row solves
-        limits_ok = check.rows(idx)
+        n_rows = len(clock)
+        need_b = ("step_s", "compute_s", "memory_s", "tp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s",
+                  "pp_comm_s", "hbm_bytes")
+        limits_ok = LimitCheck(  # built for the bisected rows only
+            _rows({k: b[k] for k in need_b if k in b}, idx, n_rows),
+            _rows({k: hw[k] for k in ("idle_w", "clock_max_mhz", "tdp_w")}, idx, n_rows), _rows(pw, idx, n_rows),
+            _rows({k: cfg[k] for k in ("power_floor_w", "inlet_temp_c", "cooling")}, idx, n_rows),
+            cap_w[idx], r_total[idx], clock[idx])
         lo, hi = hw["clock_min_mhz"][idx], clock[idx]
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo + hi)

@@ -147,7 +147,7 @@ def _evaluate(cfg, clock_mhz):
     vi = _num(cfg, "interleave", n_rows, 1)
     sp = _num(cfg, "sequence_parallel", n_rows, 0)
     zero = _num(cfg, "zero_stage", n_rows, 0)
-    recompute = _codes(cfg.get("recompute", np.full(n_rows, "full", dtype=object)), memory.RECOMPUTE, 2)
+    recompute = _codes(cfg["recompute"], memory.RECOMPUTE, 2) if "recompute" in cfg else np.full(n_rows, 2.0)
     sp = np.where(tp > 1, sp, 0.0)
     flash = _num(cfg, "flash_attention", n_rows, 1)
     lay, checks = parallelism.layout(n, tp, pp, gb, mb, shape["layers"], shape["heads"], shape["kv_heads"],
@@ -183,9 +183,9 @@ def _evaluate(cfg, clock_mhz):
     up_lat = np.where(np.isfinite(up_lat), up_lat, hw["collective_latency_us"]) * 1e-6
     out_lat = _num(cfg, "scaleout_latency_us", n_rows, np.nan)
     out_lat = np.where(np.isfinite(out_lat), out_lat, hw["scaleout_latency_us"]) * 1e-6
-    up_topo = _codes(cfg.get("scaleup_topology", np.full(n_rows, None, dtype=object)), SCALEUP_TOPOLOGIES,
-                     hw["scaleup_topology"])
-    fabric = _codes(cfg.get("scaleout_fabric", np.full(n_rows, None, dtype=object)), SCALEOUT_FABRICS, 1)
+    up_topo = (_codes(cfg["scaleup_topology"], SCALEUP_TOPOLOGIES, hw["scaleup_topology"])
+               if "scaleup_topology" in cfg else hw["scaleup_topology"])
+    fabric = _codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS, 1) if "scaleout_fabric" in cfg else np.full(n_rows, 1.0)
     net = Network(size=_num(cfg, "scaleup_size", n_rows, 8), up_bw=up_bw, up_lat=up_lat, up_topo=up_topo,
                   out_bw=_num(cfg, "scaleout_bw_gbs", n_rows, 50.0) * 1e9, out_lat=out_lat,
                   out_fabric=fabric, eff=hw["collective_eff"])
