@@ -203,8 +203,10 @@ class LimitCheck:
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
         p_busy = np.where(has_busy, p_busy, p_wait)
         cap_ok = ~(p_busy > a["cap_lim"])
-        t_hi = np.maximum(np.nan_to_num(busy, nan=0.0), 0.0)
-        t_lo = np.maximum(np.nan_to_num(blocked, nan=0.0), 0.0)
+        # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
+        # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
+        t_hi = np.fmax(busy, 0.0)
+        t_lo = np.fmax(blocked, 0.0)
         hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, a["inlet"], self.terms) > a["hot_lim"])
         return cap_ok, hot_ok
 

@@ -65,8 +65,10 @@ def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
     fields = ("a_compute", "a_memory", "a_waiting", "hbm_pj_per_byte", "r_air_k_per_w",
               "r_liquid_k_per_w", "slowdown_temp_c")
     out = {f: scal[inverse, i] for i, f in enumerate(fields)}
-    out["vf_x"] = xs[inverse]
-    out["vf_v"] = vs[inverse]
+    # (n, K) in column-major order: each curve point's column is contiguous for the
+    # per-segment passes of voltage_ratio
+    out["vf_x"] = xs.T[:, inverse].T
+    out["vf_v"] = vs.T[:, inverse].T
     return out
 
 

@@ -117,7 +117,8 @@ def _num(cfg, name, n_rows, default):
     if v is None:
         return np.full(n_rows, float(default))
     v = np.asarray(v, dtype=float)
-    return np.where(np.isfinite(v), v, default)
+    finite = np.isfinite(v)
+    return v if finite.all() else np.where(finite, v, default)
 
 
 def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> dict[str, np.ndarray]:

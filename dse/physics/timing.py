@@ -11,7 +11,7 @@ BYTES = 2.0  # 16-bit activations, weights and gradients (mixed precision)
 TILE = 128.0  # GEMM output tile edge for wave quantisation (cuBLAS/CUTLASS default class)
 
 
-def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw):
+def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw, m_tiles=None):
     """Time of a (batched) GEMM ``[m x k] @ [k x n]``: ``(compute_s, memory_s)``.
 
     Roofline (Williams et al. 2009): compute-bound time = FLOPs / (peak x clock ratio x
@@ -21,22 +21,27 @@ def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw):
     prologue, epilogue and tail of a kernel, which small GEMMs cannot amortise). Memory-bound time = operand and result bytes /
     achievable bandwidth. Whichever is larger is the time; it is returned in the matching
     slot so that only the compute-bound part scales with the clock.
+
+    ``batch=None`` is a single GEMM (no multiplications by one); ``m_tiles`` is
+    ``ceil(m / TILE)`` when the caller has it (the token dimension is shared by most GEMMs).
     """
-    flops = 2.0 * m * n * k * batch
-    tiles = np.ceil(m * (1.0 / TILE)) * np.ceil(n * (1.0 / TILE)) * batch
-    waves_cu = np.ceil(tiles / cu) * cu
-    # flops / (peak * ratio * eff_max * (tiles / waves_cu) * flops / (flops + half))
-    t_c = (flops + half_flops) * waves_cu / (tiles * peak * clock_ratio * eff_max)
-    t_m = BYTES * batch * (m * k + k * n + m * n) / hbm_bw
+    t_c = _compute_time(m, n, k, batch, peak=peak, clock_ratio=clock_ratio, cu=cu, eff_max=eff_max,
+                        half_flops=half_flops, m_tiles=m_tiles)
+    t_m = BYTES * (m * k + k * n + m * n) if batch is None else BYTES * batch * (m * k + k * n + m * n)
+    t_m = t_m / hbm_bw
     bound = t_c >= t_m
     return np.where(bound, t_c, 0.0), np.where(bound, 0.0, t_m)
 
 
-def _compute_time(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw):
+def _compute_time(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, hbm_bw=None, m_tiles=None):
     """The compute-bound time of :func:`gemm` alone."""
-    flops = 2.0 * m * n * k * batch
-    tiles = np.ceil(m * (1.0 / TILE)) * np.ceil(n * (1.0 / TILE)) * batch
+    flops = 2.0 * m * n * k
+    tiles = (np.ceil(m * (1.0 / TILE)) if m_tiles is None else m_tiles) * np.ceil(n * (1.0 / TILE))
+    if batch is not None:
+        flops = flops * batch
+        tiles = tiles * batch
     waves_cu = np.ceil(tiles / cu) * cu
+    # flops / (peak * ratio * eff_max * (tiles / waves_cu) * flops / (flops + half))
     return (flops + half_flops) * waves_cu / (tiles * peak * clock_ratio * eff_max)
 
 
@@ -61,8 +66,9 @@ def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_rati
              eff_max=hw["matmul_eff_max"], half_flops=hw["matmul_half_gflop"] * 1e9,
              hbm_bw=hw["hbm_bw_bps"] * hw["memory_eff"])
     ones = np.ones_like(T)
+    T_tiles = np.ceil(T * (1.0 / TILE))
     # forward GEMMs of one layer on one accelerator: (compute_s, memory_s)
-    qkv = gemm(T, (h + 2 * kv_dim) / tp, h, ones, **g)
+    qkv = gemm(T, (h + 2 * kv_dim) / tp, h, None, m_tiles=T_tiles, **g)
     score = gemm(s, s, d, b * a / tp, **g)
     ctx = gemm(s, d, s, b * a / tp, **g)
     if flash is not None:
@@ -75,10 +81,10 @@ def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_rati
         score = (np.where(on, np.where(fa_bound, fa_c, 0.0), score[0]),
                  np.where(on, np.where(fa_bound, 0.0, fa_m), score[1]))
         ctx = (np.where(on, 0.0, ctx[0]), np.where(on, 0.0, ctx[1]))
-    proj = gemm(T, h, h / tp, ones, **g)
-    fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, ones, **g)
-    fc2 = gemm(T, h, ffn / tp, ones, **g)
-    out = gemm(T, V / tp, h, ones, **g)
+    proj = gemm(T, h, h / tp, None, m_tiles=T_tiles, **g)
+    fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, None, m_tiles=T_tiles, **g)
+    fc2 = gemm(T, h, ffn / tp, None, m_tiles=T_tiles, **g)
+    out = gemm(T, V / tp, h, None, m_tiles=T_tiles, **g)
     dense_c = qkv[0] + proj[0] + fc1[0] + fc2[0]
     dense_m = qkv[1] + proj[1] + fc1[1] + fc2[1]
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
