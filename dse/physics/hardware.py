@@ -90,9 +90,8 @@ def lookup(names: np.ndarray, precision: np.ndarray) -> dict[str, np.ndarray]:
     # a missing value (code -1) is looked up as the name "None": unknown, NaN fields
     n_codes, n_uniq = _missing_last(n_codes, n_uniq)
     p_codes, p_uniq = _missing_last(p_codes, p_uniq)
-    # one catalog row per (name, precision) pair, in a (field, pair) table taken by pair code
+    # one catalog row per (name, precision) pair; each field's column taken by pair code
     table = np.array([_row(str(n), str(p)) for n in n_uniq for p in p_uniq], dtype=np.float64)
     table = np.ascontiguousarray(table.reshape(-1, len(FIELDS)).T)
     pair = (np.asarray(n_codes) * len(p_uniq) + np.asarray(p_codes)).reshape(-1)
-    columns = table.take(pair, axis=1)
-    return {f: columns[i] for i, f in enumerate(FIELDS)}
+    return {f: table[i].take(pair) for i, f in enumerate(FIELDS)}
