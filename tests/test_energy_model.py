@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dse.evaluators.analytic import AnalyticEvaluator
-from dse.physics import energy, energy_model, model, time_model
+from dse.physics import energy, energy_model, model, power, thermal, time_model
 
 COMPONENTS = ("energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
               "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j")
@@ -140,3 +140,80 @@ def test_energy_and_thermal_keep_the_model_fast():
         dt = time.perf_counter() - t0
         model.evaluate(cfg)
     assert n / dt > 300_000     # energy + thermal alone (no throttling); measured ~1 M/s on one core
+
+
+def _mixed_cfg(n: int = 3000, seed: int = 3) -> dict[str, np.ndarray]:
+    """A mixed table with capped and throttled rows (hot air-cooled inlets, low caps)."""
+    rng = np.random.default_rng(seed)
+    pick = lambda xs: list(rng.choice(xs, n))  # noqa: E731
+    return _cfg(accelerator=pick(["A100-80GB", "H100-SXM", "MI300X", "B200"]), model=pick(["gpt-1.3b", "llama2-7b"]),
+                num_accelerators=pick([8, 64, 512]), tensor_parallel=pick([1, 2, 4, 8]),
+                pipeline_parallel=pick([1, 2, 4]), cooling=pick(["air", "liquid"]),
+                inlet_temp_c=list(rng.uniform(20, 55, n)),
+                power_cap_w=list(np.where(rng.random(n) < 0.4, rng.uniform(250, 900, n), np.nan)))
+
+
+def test_retiming_a_subset_equals_retiming_every_row_for_those_rows():
+    cfg = _mixed_cfg()
+    rng = np.random.default_rng(1)
+    with np.errstate(all="ignore"):
+        clock = time_model.evaluate(cfg)["_clock_mhz"] * rng.uniform(0.5, 1.0, 3000)
+        rows = np.flatnonzero(rng.random(3000) < 0.2)
+        every = time_model.evaluate(cfg, clock)
+        some = time_model.evaluate(model.take_rows(cfg, rows), clock[rows])
+    for k, v in some.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(v, every[k][rows], err_msg=k)
+    for k, v in some["_breakdown"].items():
+        np.testing.assert_array_equal(v, every["_breakdown"][k][rows], err_msg=k)
+
+
+def test_row_retime_and_whole_table_retime_give_the_same_energy_results():
+    cfg = _mixed_cfg()
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        reason_before = perf["reason"].copy()
+        whole = energy_model.evaluate(cfg, perf, retime=lambda c: time_model.evaluate(cfg, c))
+        by_rows = energy_model.evaluate(
+            cfg, perf, retime=lambda c, rows: time_model.evaluate(model.take_rows(cfg, rows), c))
+    assert whole["power_capped"].any() and whole["throttled"].any()
+    assert whole.keys() == by_rows.keys()
+    for k in whole:
+        np.testing.assert_array_equal(whole[k], by_rows[k], err_msg=k)
+    np.testing.assert_array_equal(perf["reason"], reason_before)  # perf is not modified
+
+
+def test_energy_reasons_come_back_and_time_reasons_win():
+    cfg = _cfg(accelerator="H100-SXM", num_accelerators=[8, 7], tensor_parallel=[1, 2], power_cap_w=[50.0, 50.0])
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        e = energy_model.evaluate(cfg, perf, retime=lambda c, rows: time_model.evaluate(model.take_rows(cfg, rows), c))
+        r = model.evaluate(cfg)
+    assert list(perf["reason"]) == ["", "tensor x pipeline parallel does not divide the accelerator count"]
+    assert "power cap" in e["reason"][0] and "power cap" in e["reason"][1]
+    assert "power cap" in r["reason"][0]
+    assert r["reason"][1] == perf["reason"][1]
+    assert list(r["feasible"]) == [False, False]
+
+
+def test_limit_check_matches_the_breakdown_energy_and_thermal_functions():
+    cfg = _mixed_cfg()
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        hw, b = perf["_hw"], perf["_breakdown"]
+        liquid = cfg["cooling"] == "liquid"
+        c = {**cfg, "cooling": liquid}
+        pw = power.lookup(cfg["accelerator"])
+        r_total = thermal.resistance_k_per_w(liquid, pw, hw["tdp_w"])
+        cap = np.minimum(np.where(np.isfinite(cfg["power_cap_w"]), cfg["power_cap_w"], np.inf), hw["tdp_w"])
+        f0 = perf["_clock_mhz"]
+        for f in (f0, 0.7 * f0, np.maximum(0.4 * f0, hw["clock_min_mhz"])):
+            bb = energy_model.scaled_breakdown(b, f0, f)
+            acc = energy_model.accelerator_energy(bb, f / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"],
+                                                  c["power_floor_w"])
+            th = thermal.periodic_response(acc["p_busy"], acc["times"]["busy"], acc["p_wait"],
+                                           acc["times"]["blocked"], c["inlet_temp_c"],
+                                           thermal.foster_terms(liquid, r_total))
+            cap_ok, hot_ok = energy_model.LimitCheck(b, hw, pw, c, cap, r_total, f0)(f)
+            np.testing.assert_array_equal(cap_ok, ~(acc["p_busy"] > cap * (1 + 1e-9)))
+            np.testing.assert_array_equal(hot_ok, ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9))

@@ -105,3 +105,34 @@ def test_evaluator_handles_many_candidates_and_strings():
     assert len(out) == 60000
     assert out["feasible"].iloc[:3].tolist() == [True, True, True]
     assert (out["step_time_s"].iloc[:3] > 0).all()
+
+
+def test_divisibility_without_fmod_matches_the_remainder():
+    from dse.physics.parallelism import _floor_div, _indivisible
+    rng = np.random.default_rng(0)
+    b = rng.integers(1, 4096, 200_000).astype(float)
+    a = rng.integers(0, 2**40, 200_000).astype(float)
+    a[::3] = b[::3] * rng.integers(0, 10**6, len(a[::3]))
+    a = np.concatenate([a, [np.nan, 1, 0, np.inf, 4, 0, -8, -np.inf]])
+    b = np.concatenate([b, [2, np.nan, 0, 2, 0, 3, 2, 3]])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(_indivisible(a, b), a % b != 0)
+        np.testing.assert_array_equal(_floor_div(a, b), a // b)
+
+
+def test_factorised_text_columns_give_the_same_results_as_object_arrays():
+    from dse.physics.workload import Factorised, factorise
+    rng = np.random.default_rng(2)
+    n = 500
+    c = cfg(n, model="gpt-1.3b", accelerator="H100-SXM")
+    c["accelerator"] = rng.choice(np.array(["A100-80GB", "H100-SXM", "MI300X", "nope"], dtype=object), n)
+    c["model"] = rng.choice(np.array(["gpt-1.3b", "llama2-7b", "nope"], dtype=object), n)
+    c["recompute"] = rng.choice(np.array(["none", "selective", "full"], dtype=object), n)
+    c["tensor_parallel"] = rng.choice([1.0, 2.0, 4.0, 8.0], n)
+    coded = {k: Factorised(*factorise(v)) if isinstance(v, np.ndarray) and v.dtype == object else v
+             for k, v in c.items()}
+    assert list(np.asarray(coded["accelerator"])) == list(c["accelerator"])
+    a, b = time_model.evaluate(c), time_model.evaluate(coded)
+    for k in time_model.METRICS:
+        np.testing.assert_array_equal(a[k.name], b[k.name], err_msg=k.name)
+    np.testing.assert_array_equal(a["reason"], b["reason"])
