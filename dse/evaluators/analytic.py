@@ -103,5 +103,7 @@ class AnalyticEvaluator(Evaluator):
             else:
                 cfg[name] = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             if inp.default is not None:
-                cfg[name] = np.where(np.isnan(cfg[name]), float(inp.default), cfg[name])
+                missing = np.isnan(cfg[name])
+                if missing.any():
+                    cfg[name] = np.where(missing, float(inp.default), cfg[name])
         return cfg

@@ -99,9 +99,21 @@ _REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 _REASON_TEXT = np.array(REASONS, dtype=object)
 
 
-def _flag(codes: np.ndarray, mask: np.ndarray, reason: str) -> None:
-    """Record ``reason`` (as its code) for rows in ``mask`` that have no reason yet."""
-    codes[np.asarray(mask, dtype=bool) & (codes == 0)] = _REASON_CODE[reason]
+class _Reasons:
+    """Infeasibility flags in the order they are raised; the first raised wins per row."""
+
+    def __init__(self) -> None:
+        self.flags: list[tuple[np.ndarray, int]] = []
+
+    def flag(self, mask: np.ndarray, reason: str) -> None:
+        self.flags.append((mask, _REASON_CODE[reason]))
+
+    def codes(self, n_rows: int) -> np.ndarray:
+        """Reason code per row (0: feasible): later flags first, so earlier ones overwrite."""
+        codes = np.zeros(n_rows, dtype=np.int8)
+        for mask, code in reversed(self.flags):
+            codes = np.where(mask, np.int8(code), codes)
+        return codes
 
 
 def _codes(values, choices: tuple[str, ...], default: np.ndarray | int) -> np.ndarray:
@@ -133,13 +145,13 @@ def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) ->
 
 def _evaluate(cfg, clock_mhz):
     n_rows = len(cfg["accelerator"])
-    reasons = np.zeros(n_rows, dtype=np.int8)  # reason codes, text at the end
+    reasons = _Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
-    _flag(reasons, ~np.isfinite(hw["hbm_bytes"]), "unknown accelerator")
-    _flag(reasons, ~np.isfinite(shape["layers"] + shape["hidden"] + shape["heads"] + shape["seq_len"] + shape["vocab"]),
+    reasons.flag(~np.isfinite(hw["hbm_bytes"]), "unknown accelerator")
+    reasons.flag(~np.isfinite(shape["layers"] + shape["hidden"] + shape["heads"] + shape["seq_len"] + shape["vocab"]),
           "unknown model preset and incomplete shape")
-    _flag(reasons, hw["precision_ok"] == 0, "precision not supported by the accelerator")
+    reasons.flag(hw["precision_ok"] == 0, "precision not supported by the accelerator")
     n = _num(cfg, "num_accelerators", n_rows, 1)
     tp = _num(cfg, "tensor_parallel", n_rows, 1)
     pp = _num(cfg, "pipeline_parallel", n_rows, 1)
@@ -154,14 +166,14 @@ def _evaluate(cfg, clock_mhz):
     lay, checks = parallelism.layout(n, tp, pp, gb, mb, shape["layers"], shape["heads"], shape["kv_heads"],
                                      vi, sp, shape["seq_len"])
     for mask, reason in checks:
-        _flag(reasons, mask, reason)
+        reasons.flag(mask, reason)
     dp, m, v = lay["data_parallel"], lay["micro_batches"], lay["interleave"]
 
     clock = _num(cfg, "clock_mhz", n_rows, np.nan) if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
     fraction = _num(cfg, "clock_fraction", n_rows, np.nan)
     clock = np.where(np.isfinite(clock), clock,
                      np.where(np.isfinite(fraction), fraction * hw["clock_max_mhz"], hw["clock_max_mhz"]))
-    _flag(reasons, (clock > hw["clock_max_mhz"] * (1 + 1e-9)) | (clock < hw["clock_min_mhz"] * (1 - 1e-9)),
+    reasons.flag((clock > hw["clock_max_mhz"] * (1 + 1e-9)) | (clock < hw["clock_min_mhz"] * (1 - 1e-9)),
           "clock outside the accelerator's range")
     clock = np.clip(clock, hw["clock_min_mhz"], hw["clock_max_mhz"])
 
@@ -176,7 +188,7 @@ def _evaluate(cfg, clock_mhz):
         dp=dp, interleave=v, zero_stage=zero, micro_batch=mb, micro_batches=m,
         seq_len=shape["seq_len"], hidden=shape["hidden"], heads=shape["heads"], vocab=shape["vocab"],
         sp=sp, recompute=recompute, reserved=hw["reserved_bytes"], flash=flash)
-    _flag(reasons, mem["total"] > hw["hbm_bytes"], "does not fit in accelerator memory")
+    reasons.flag(mem["total"] > hw["hbm_bytes"], "does not fit in accelerator memory")
 
     up_bw = _num(cfg, "scaleup_bw_gbs", n_rows, np.nan) * 1e9
     up_bw = np.where(np.isfinite(up_bw), up_bw, hw["scaleup_bw_bps"])
@@ -196,9 +208,10 @@ def _evaluate(cfg, clock_mhz):
     d_min, b_noise = training.resolve_target(params, _num(cfg, "target_tokens", n_rows, 2.6e10),
                                              _num(cfg, "target_loss", n_rows, np.nan),
                                              _num(cfg, "b_noise_tokens", n_rows, np.nan))
-    _flag(reasons, ~np.isfinite(d_min), "target loss unreachable at this model size (Chinchilla fit)")
+    reasons.flag(~np.isfinite(d_min), "target loss unreachable at this model size (Chinchilla fit)")
     steps = training.steps_to_target(d_min, tokens_iter, b_noise)
     time_to_train_s = steps * t["step_s"]
+    reason_codes = reasons.codes(n_rows)
     return {
         "time_to_train_s": time_to_train_s,
         "time_to_train_days": time_to_train_s / 86400.0,
@@ -221,7 +234,8 @@ def _evaluate(cfg, clock_mhz):
         "activations_memory_gb": mem["activations"] / 1e9,
         "parameters": params,
         "data_parallel": dp,
-        "reason": _REASON_TEXT[reasons],
+        "reason": _REASON_TEXT[reason_codes],
         "_hw": hw, "_clock_mhz": clock, "_breakdown": t, "_steps": steps, "_n": n,
         "_memory": mem, "_model_flops": model_flops, "_micro_batches": m,
+        "_reason_code": reason_codes,
     }
