@@ -6,18 +6,28 @@ exploit it; the index is rounded back by a repair step). Categorical parameters 
 indices too, but get an extra random-reset mutation because their order means nothing.
 Continuous parameters are real variables in ``[low, high]``. Constraints are G <= 0
 (study constraints, then evaluator infeasibility); NSGA-II ranks by constraint violation
-first, so rows with NaN objectives (failed or infeasible) never enter the front.
+first, so rows with NaN objectives (failed or infeasible) never enter the front: their
+objectives are replaced by a huge value and their last violation raised to at least 1.
 
 No budget is wasted on duplicates: every candidate ever asked is remembered and mating
 keeps only unseen ones; when mating cannot find enough, the batch is topped up with
 unseen random candidates.
 
-Resume: :meth:`NSGA2Driver.state` is plain data: the decision vectors, objectives and
-violations of every batch told so far. :meth:`NSGA2Driver.restore` builds a fresh pymoo
-algorithm with the same seed and replays the ask/tell sequence from that record without
-evaluating anything; since pymoo draws all its randomness from ``algorithm.random_state``
-(seeded by ``setup(..., seed=)``), the replayed algorithm is in exactly the state of an
-uninterrupted one, and its next batch is the same.
+Resume: every generation starts from plain data, in an uninterrupted run too. The driver
+keeps only the generation counter, the current (surviving) population as numbers, the
+decision vectors asked so far (for the duplicate check) and the seed. :meth:`ask` builds a
+fresh pymoo NSGA-II for the generation, seeded from ``(seed, generation)`` through numpy's
+``SeedSequence``, hands it the stored population as an already evaluated initial population
+(pymoo ranks it; nothing is evaluated) and asks it for offspring; the top-up candidates
+come from a generator seeded the same way. :meth:`tell` lets pymoo's rank-and-crowding
+survival pick the next population out of parents and offspring and stores it as plain
+numbers. :meth:`state` is that data and :meth:`restore` only loads it, so a resumed run
+executes exactly the code of an uninterrupted one and asks the same next batch: with the
+same seed and pymoo version the final front is the same. No ask/tell history is replayed
+and the state does not grow with the generations (apart from the record of asked
+candidates). After a pymoo upgrade a saved state still resumes (it holds no pymoo
+objects); the following batches are then those the new pymoo draws from the same data,
+which need not be the old version's.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from dse.search.base import Driver
 from dse.space import _column
 
 BAD = 1e30  # objective value given to rows without finite objectives (they are infeasible)
+STATE_VERSION = 2  # 2: population as plain data; earlier states (ask/tell history) are converted
 
 
 def _pymoo():
@@ -47,6 +58,14 @@ def _pymoo():
     return (NSGA2, DuplicateElimination, Mutation, Population, Problem, Repair, Sampling, SBX, PM)
 
 
+def _seed(seed: int, generation: int, purpose: int) -> np.random.SeedSequence:
+    """A stable seed for one purpose in one generation (independent of Python's hash())."""
+    return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(seed) >> 32, int(generation), purpose])
+
+
+PYMOO, TOP_UP = 0x6E7367, 0x746F70  # purposes: pymoo's random_state, the top-up sampler
+
+
 class _Codec:
     """Decision vectors <-> candidate tables."""
 
@@ -57,6 +76,10 @@ class _Codec:
         self.categorical = np.array([p.kind == "categorical" for p in ps], bool)
         self.xl = np.array([0.0 if p.values is not None else p.low for p in ps], float)
         self.xu = np.array([len(p.values) - 1.0 if p.values is not None else p.high for p in ps], float)
+
+    @property
+    def n_var(self) -> int:
+        return len(self.xl)
 
     def repair(self, X: np.ndarray) -> np.ndarray:
         X = np.clip(np.asarray(X, float), self.xl, self.xu)
@@ -81,14 +104,20 @@ class _Codec:
                 cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[X[:, j].astype(np.int64)])
         return pd.DataFrame(cols)
 
+    def rows(self, X: np.ndarray) -> list[list[int | float]]:
+        """Decision vectors as JSON-able rows: value indices as ints, reals as floats."""
+        return [[int(v) if d else float(v) for v, d in zip(row, self.discrete, strict=True)]
+                for row in np.atleast_2d(X)]
 
-def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: int,
-           options: dict[str, Any], seen: set[bytes]):
+
+def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.random.SeedSequence,
+           options: dict[str, Any], seen: set[bytes], population=None):
+    """A fresh NSGA-II; ``population`` (evaluated) becomes its initial population."""
     NSGA2, DuplicateElimination, Mutation, Population, Problem, Repair, Sampling, SBX, PM = _pymoo()
 
     class _Problem(Problem):
         def __init__(self) -> None:
-            super().__init__(n_var=len(codec.xl), n_obj=n_obj, n_ieq_constr=n_constr,
+            super().__init__(n_var=codec.n_var, n_obj=n_obj, n_ieq_constr=n_constr,
                              xl=codec.xl, xu=codec.xu, vtype=float)
 
         def _evaluate(self, x, out, *args, **kwargs):  # pragma: no cover - ask/tell only
@@ -120,9 +149,15 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: int
             return X
 
     class _NoRepeats(DuplicateElimination):
-        """Drops candidates equal to each other, to the populations given, or to any asked before."""
+        """Drops candidates equal to each other, to the populations given, or to any asked before.
+        Inactive while the stored population is handed in (it was all asked before)."""
+
+        active = True
 
         def do(self, pop, *args, return_indices=False, to_itself=True):
+            if not self.active:
+                keep = list(range(len(pop)))
+                return (pop, keep, []) if return_indices else pop
             taken = set(seen)
             for other in args:
                 if other is not None and len(other):
@@ -136,22 +171,35 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: int
                     taken.add(k)
             out = pop[keep]
             if return_indices:
-                return out, keep, [i for i in range(len(pop)) if i not in set(keep)]
+                kept = set(keep)
+                return out, keep, [i for i in range(len(pop)) if i not in kept]
             return out
 
-    n_var = len(codec.xl)
+    no_repeats = _NoRepeats()
     algorithm = NSGA2(
         pop_size=pop_size,
-        sampling=_Sampling(),
+        sampling=_Sampling() if population is None else population,
         crossover=SBX(prob=float(options.get("crossover_prob", 0.9)),
                       eta=float(options.get("crossover_eta", 5)), vtype=float),
         mutation=_Mutation(PM(prob=1.0, eta=float(options.get("mutation_eta", 5)), vtype=float),
-                           reset_prob=float(options.get("categorical_reset_prob", 1.0 / n_var))),
+                           reset_prob=float(options.get("categorical_reset_prob", 1.0 / codec.n_var))),
         repair=_Repair(),
-        eliminate_duplicates=_NoRepeats(),
+        eliminate_duplicates=no_repeats,
     )
-    algorithm.setup(_Problem(), termination=("n_gen", 10**9), seed=seed)
-    return algorithm, Population
+    algorithm.setup(_Problem(), termination=("n_gen", 10**9), seed=int(seed.generate_state(1)[0]))
+    if population is not None:  # the stored, evaluated population: pymoo ranks it, evaluates nothing
+        no_repeats.active = False
+        initial = algorithm.ask()
+        algorithm.tell(infills=initial)
+        no_repeats.active = True
+    return algorithm
+
+
+def _population(X: np.ndarray, F: np.ndarray, G: np.ndarray):
+    Population = _pymoo()[3]
+    pop = Population.new(X=np.asarray(X, float))
+    pop.set("F", np.asarray(F, float), "G", np.asarray(G, float))
+    return pop
 
 
 class NSGA2Driver(Driver):
@@ -169,39 +217,47 @@ class NSGA2Driver(Driver):
         self.pop_size = int(self.options.get("pop_size", self.batch_size))
         self.generation = 0
         self.exhausted = False
-        self._record: list[dict[str, Any]] = []  # per told batch: X, F, G (plain lists)
-        self._reset()
-
-    def _reset(self) -> None:
+        n = self.codec.n_var
+        # the current population (survivors of the last generation), all plain numbers:
+        self._X = np.empty((0, n))
+        self._F = np.empty((0, self.n_objectives))
+        self._G = np.empty((0, self.n_constraints))
+        self._asked: list[np.ndarray] = []  # every decision vector asked, in ask order
         self._seen: set[bytes] = set()
-        self._rng = np.random.default_rng([self.seed, 0x6E73])  # tops up short batches
-        self._algorithm, self._Population = _build(
-            self.codec, pop_size=self.pop_size, n_obj=self.n_objectives, n_constr=self.n_constraints,
-            seed=self.seed, options=self.options, seen=self._seen)
-        self._pending = None
+        self._algorithm = None  # this generation's pymoo algorithm, between ask and tell
+        self._pending: np.ndarray | None = None
 
     @property
     def done(self) -> bool:
         return self.asked >= self.budget or self.exhausted
 
     # -- ask / tell ------------------------------------------------------------------------
-    def _ask_x(self) -> np.ndarray:
+    def ask(self) -> pd.DataFrame:
         want = min(self.pop_size, self.budget - self.asked)
-        algo = self._algorithm
-        pop = algo.ask()
-        algo.termination.force_termination = False  # an empty mating round must not end the run
-        X = np.empty((0, len(self.codec.xl))) if pop is None else self.codec.repair(pop.get("X"))
+        self._algorithm = _build(
+            self.codec, pop_size=self.pop_size, n_obj=self.n_objectives, n_constr=self.n_constraints,
+            seed=_seed(self.seed, self.generation, PYMOO), options=self.options, seen=self._seen,
+            population=_population(self._X, self._F, self._G) if len(self._X) else None)
+        pop = self._algorithm.ask()
+        X = np.empty((0, self.codec.n_var)) if pop is None else self.codec.repair(pop.get("X"))
         X = X[:want]
         if len(X) < want:
             X = np.vstack([X, self._top_up(X, want - len(X))])
-        return X
+        self._pending = X
+        self._asked.append(X)
+        self._seen.update(self.codec.keys(X))
+        self.asked += len(X)
+        if len(X) == 0:
+            self.exhausted = True
+        return self.codec.to_frame(X)
 
     def _top_up(self, X: np.ndarray, n: int) -> np.ndarray:
         """Up to ``n`` unseen random candidates (fewer only when the space is exhausted)."""
+        rng = np.random.default_rng(_seed(self.seed, self.generation, TOP_UP))
         taken = self._seen | set(self.codec.keys(X)) if len(X) else set(self._seen)
         out: list[np.ndarray] = []
         for _ in range(50):
-            cand = self.codec.sample(self._rng, 4 * n)
+            cand = self.codec.sample(rng, 4 * n)
             for row, k in zip(cand, self.codec.keys(cand), strict=True):
                 if k not in taken:
                     taken.add(k)
@@ -216,28 +272,7 @@ class NSGA2Driver(Driver):
                     out.append(row)
                     if len(out) == n:
                         break
-        return np.array(out).reshape(-1, len(self.codec.xl))
-
-    def ask(self) -> pd.DataFrame:
-        X = self._ask_x()
-        self._pending = X
-        self._seen.update(self.codec.keys(X))
-        self.asked += len(X)
-        if len(X) == 0:
-            self.exhausted = True
-        return self.codec.to_frame(X)
-
-    def _tell_x(self, X: np.ndarray, F: np.ndarray, G: np.ndarray) -> None:
-        F = np.asarray(F, float).reshape(len(X), self.n_objectives)
-        G = np.asarray(G, float).reshape(len(X), self.n_constraints)
-        bad = ~np.isfinite(F).all(axis=1)
-        G = np.where(np.isfinite(G), G, BAD)
-        G[bad, -1] = np.maximum(G[bad, -1], 1.0)
-        F = np.where(np.isfinite(F), F, BAD)
-        pop = self._Population.new(X=X)
-        pop.set("F", F, "G", G)
-        self._algorithm.tell(infills=pop)
-        self.generation += 1
+        return np.array(out).reshape(-1, self.codec.n_var)
 
     def tell(self, candidates, objectives, violations) -> None:
         X = self._pending
@@ -245,40 +280,76 @@ class NSGA2Driver(Driver):
             raise RuntimeError("tell() must follow ask() with the same candidates")
         self._pending = None
         if len(X):
-            self._tell_x(X, objectives, violations)
+            F = np.asarray(objectives, float).reshape(len(X), self.n_objectives)
+            G = np.asarray(violations, float).reshape(len(X), self.n_constraints)
+            F, G = _for_pymoo(F, G)
+            algorithm = self._algorithm
+            algorithm.tell(infills=_population(X, F, G))  # rank-and-crowding survival
+            survivors = algorithm.pop
+            self._X = np.array(survivors.get("X"), float).reshape(-1, self.codec.n_var)
+            self._F = np.array(survivors.get("F"), float).reshape(-1, self.n_objectives)
+            self._G = np.array(survivors.get("G"), float).reshape(-1, self.n_constraints)
+        self._algorithm = None
+        self.generation += 1
         self.told += len(X)
-        self._record.append({"X": X.tolist(), "F": _nan_to_none(objectives), "G": _nan_to_none(violations)})
 
     # -- plain-data state ---------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {**super().state(), "generation": self.generation, "exhausted": self.exhausted,
-                "pop_size": self.pop_size, "batches": self._record}
+        """JSON-able: the population (decision vectors; objectives and violations as pymoo
+        saw them, failed rows at 1e30 with violation >= 1, so no NaN), the asked record."""
+        asked = np.vstack(self._asked) if self._asked else np.empty((0, self.codec.n_var))
+        return {**super().state(), "version": STATE_VERSION, "seed": self.seed,
+                "generation": self.generation, "exhausted": self.exhausted, "pop_size": self.pop_size,
+                "population": {"X": self.codec.rows(self._X), "F": self._F.tolist(), "G": self._G.tolist()},
+                "asked_candidates": self.codec.rows(asked)}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self._record = []
-        self.asked = self.told = self.generation = 0
-        self.exhausted = False
-        self._reset()
-        for b in state["batches"]:  # replay: same seed, same asks, stored results
-            X = self._ask_x()
-            stored = np.asarray(b["X"], float).reshape(-1, len(self.codec.xl))
-            if not np.array_equal(X, stored):
-                raise RuntimeError("cannot restore the NSGA-II state: replay diverged "
-                                   "(different pymoo version or search options?)")
-            self._seen.update(self.codec.keys(X))
-            self.asked += len(X)
-            if len(X):
-                self._tell_x(X, _none_to_nan(b["F"]), _none_to_nan(b["G"]))
-            self.told += len(X)
-            self._record.append(b)
-        self.exhausted = bool(state.get("exhausted", False))
-        self.asked, self.told = int(state["asked"]), int(state["told"])
+        if state.get("version") != STATE_VERSION and "batches" in state:
+            state = self._from_history(state)
+        if int(state["seed"]) != self.seed or int(state["pop_size"]) != self.pop_size:
+            raise RuntimeError("cannot restore the NSGA-II state: the seed or population size changed")
+        super().restore(state)
+        n = self.codec.n_var
+        self.generation = int(state["generation"])
+        self.exhausted = bool(state["exhausted"])
+        pop = state["population"]
+        self._X = np.array(pop["X"], float).reshape(-1, n)
+        self._F = np.array(pop["F"], float).reshape(-1, self.n_objectives)
+        self._G = np.array(pop["G"], float).reshape(-1, self.n_constraints)
+        asked = np.array(state["asked_candidates"], float).reshape(-1, n)
+        self._asked = [asked] if len(asked) else []
+        self._seen = set(self.codec.keys(asked)) if len(asked) else set()
+        self._algorithm = self._pending = None
+
+    def _from_history(self, old: dict[str, Any]) -> dict[str, Any]:
+        """A state of the earlier layout (every told batch, replayed on restore) in this one:
+        the population is the rank-and-crowding survivors of everything told. The run goes
+        on from there; its next batches are not those the old driver would have asked."""
+        n, batches = self.codec.n_var, old["batches"]
+        X = np.array([row for b in batches for row in b["X"]], float).reshape(-1, n)
+        F = np.array([[np.nan if v is None else v for v in r] for b in batches for r in b["F"]],
+                     float).reshape(-1, self.n_objectives)
+        G = np.array([[np.nan if v is None else v for v in r] for b in batches for r in b["G"]],
+                     float).reshape(-1, self.n_constraints)
+        F, G = _for_pymoo(F, G)
+        if len(X):
+            algorithm = _build(self.codec, pop_size=self.pop_size, n_obj=self.n_objectives,
+                               n_constr=self.n_constraints, seed=_seed(self.seed, len(batches), PYMOO),
+                               options=self.options, seen=set())
+            pop = algorithm.survival.do(algorithm.problem, _population(X, F, G), n_survive=self.pop_size,
+                                        random_state=np.random.default_rng(_seed(self.seed, len(batches), PYMOO)))
+            X, F, G = pop.get("X"), pop.get("F"), pop.get("G")
+        return {"asked": int(old["asked"]), "told": int(old["told"]), "seed": self.seed,
+                "pop_size": int(old.get("pop_size", self.pop_size)), "generation": len(batches),
+                "exhausted": bool(old.get("exhausted", False)),
+                "population": {"X": self.codec.rows(X), "F": np.asarray(F).tolist(), "G": np.asarray(G).tolist()},
+                "asked_candidates": self.codec.rows(np.array([r for b in batches for r in b["X"]], float).reshape(-1, n))}
 
 
-def _nan_to_none(a) -> list:
-    a = np.asarray(a, float)
-    return [[None if not np.isfinite(v) else float(v) for v in row] for row in a.reshape(len(a), -1)]
-
-
-def _none_to_nan(rows) -> np.ndarray:
-    return np.array([[np.nan if v is None else v for v in row] for row in rows], float)
+def _for_pymoo(F: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NaN-free objectives and violations: rows without finite objectives get BAD objectives
+    and a last violation of at least 1, so they rank below every feasible row."""
+    bad = ~np.isfinite(F).all(axis=1)
+    G = np.where(np.isfinite(G), G, BAD)
+    G[bad, -1] = np.maximum(G[bad, -1], 1.0)
+    return np.where(np.isfinite(F), F, BAD), G
