@@ -136,3 +136,18 @@ def test_factorised_text_columns_give_the_same_results_as_object_arrays():
     for k in time_model.METRICS:
         np.testing.assert_array_equal(a[k.name], b[k.name], err_msg=k.name)
     np.testing.assert_array_equal(a["reason"], b["reason"])
+
+
+def test_rows_with_flash_attention_do_not_depend_on_the_other_rows():
+    # the model skips the unfused attention GEMMs when every row uses FlashAttention
+    base = dict(model="llama2-7b", accelerator="H100-SXM", num_accelerators=64, tensor_parallel=2)
+    mixed = cfg(3, **base)
+    mixed["flash_attention"] = np.array([1.0, 0.0, 1.0])
+    mixed["recompute"] = np.array(["none", "none", "full"], dtype=object)
+    only = {k: v[[0, 2]] for k, v in mixed.items()}
+    a, b = time_model.evaluate(mixed), time_model.evaluate(only)
+    for k in time_model.METRICS:
+        np.testing.assert_array_equal(a[k.name][[0, 2]], b[k.name], err_msg=k.name)
+    for k, v in b["_breakdown"].items():
+        np.testing.assert_array_equal(a["_breakdown"][k][[0, 2]], v, err_msg=k)
+    assert a["memory_time_s"][1] != a["memory_time_s"][0]

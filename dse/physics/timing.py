@@ -69,18 +69,24 @@ def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_rati
     T_tiles = np.ceil(T * (1.0 / TILE))
     # forward GEMMs of one layer on one accelerator: (compute_s, memory_s)
     qkv = gemm(T, (h + 2 * kv_dim) / tp, h, None, m_tiles=T_tiles, **g)
-    score = gemm(s, s, d, b * a / tp, **g)
-    ctx = gemm(s, d, s, b * a / tp, **g)
+    on = None if flash is None else flash > 0
+    all_flash = on is not None and bool(on.all())
+    if not all_flash:  # unfused attention: scores and context as two batched GEMMs
+        score = gemm(s, s, d, b * a / tp, **g)
+        ctx = gemm(s, d, s, b * a / tp, **g)
     if flash is not None:
         # FlashAttention (Dao et al. 2022): scores never reach HBM; one fused kernel at the
         # attention FLOPs (Q, K, V, O traffic only), counted as one batched GEMM.
         fa_c = _compute_time(s, s, d, 2.0 * b * a / tp, **g)
         fa_m = BYTES * 4.0 * T * h / tp / g["hbm_bw"]
         fa_bound = fa_c >= fa_m
-        on = flash > 0
-        score = (np.where(on, np.where(fa_bound, fa_c, 0.0), score[0]),
-                 np.where(on, np.where(fa_bound, 0.0, fa_m), score[1]))
-        ctx = (np.where(on, 0.0, ctx[0]), np.where(on, 0.0, ctx[1]))
+        fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
+        if all_flash:
+            no_time = np.zeros_like(fa_c)
+            score, ctx = fused, (no_time, no_time)
+        else:
+            score = (np.where(on, fused[0], score[0]), np.where(on, fused[1], score[1]))
+            ctx = (np.where(on, 0.0, ctx[0]), np.where(on, 0.0, ctx[1]))
     proj = gemm(T, h, h / tp, None, m_tiles=T_tiles, **g)
     fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, None, m_tiles=T_tiles, **g)
     fc2 = gemm(T, h, ffn / tp, None, m_tiles=T_tiles, **g)
@@ -96,9 +102,12 @@ def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_rati
     hbm = hw["hbm_bw_bps"] * hw["memory_eff"]
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1)
     mlp_ew = (4.0 + 2.0 * shape["gated_mlp"]) * T * ffn / tp
-    attn_ew = 9.0 * b * a * s * s / tp
-    if flash is not None:
-        attn_ew = np.where(flash > 0, 0.0, attn_ew)
+    if all_flash:
+        attn_ew = np.zeros_like(T)
+    else:
+        attn_ew = 9.0 * b * a * s * s / tp
+        if flash is not None:
+            attn_ew = np.where(on, 0.0, attn_ew)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm
 
