@@ -181,11 +181,13 @@ class LimitCheck:
             "e_hbm": energy.hbm_energy_j(_get(b, "hbm_bytes", step), pw["hbm_pj_per_byte"]),
             "cap_lim": cap_w * (1 + 1e-9), "hot_lim": pw["slowdown_temp_c"] + 1e-9,
             "inlet": np.asarray(cfg["inlet_temp_c"], dtype=float), "clock_from": clock_from,
-            **{k: pw[k] for k in ("a_waiting", "a_compute", "a_memory", "vf_x", "vf_v")},
+            **{k: pw[k] for k in ("a_waiting", "a_compute", "a_memory")},
         }
+        self.voltage = power.VoltageCurve(pw["vf_x"], pw["vf_v"])
         self.terms = thermal.foster_terms(cfg["cooling"], r_total)
 
-    def __call__(self, clock):
+    def __call__(self, clock, *, hot: bool = True):
+        """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""
         a = self.a
         t_c, bubble = a["t_c"], a["bubble"]
         new_c = t_c * (a["clock_from"] / clock)
@@ -194,7 +196,8 @@ class LimitCheck:
         blocked = new_bubble + a["dp_comm"]
         busy = np.maximum(new_step - blocked, 0.0)
         idle_w = a["idle_w"]
-        dyn = a["span_w"] * power.dynamic_scale(clock / a["f_max"], a["vf_x"], a["vf_v"])
+        ratio = clock / a["f_max"]
+        dyn = a["span_w"] * (ratio * self.voltage(ratio) ** 2)  # power.dynamic_scale
         p_wait = np.maximum(idle_w + a["a_waiting"] * dyn, a["floor"])
         e_compute = a["a_compute"] * dyn * new_c
         e_memory = a["a_memory"] * dyn * a["t_m"] + a["e_hbm"]
@@ -203,6 +206,8 @@ class LimitCheck:
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
         p_busy = np.where(has_busy, p_busy, p_wait)
         cap_ok = ~(p_busy > a["cap_lim"])
+        if not hot:
+            return cap_ok, None
         # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
         # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
         t_hi = np.fmax(busy, 0.0)
@@ -222,35 +227,34 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total, ok=None) -> tuple[np.
     Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
     bisection per limit finds the clock that meets it (seed 000's
     f_opt = min(f_max, sqrt(P_max / (k V^2))) generalised to a V-f curve and phases).
-    The two bisections run as one over the rows that break either limit (a row that
-    breaks both appears twice), so each step is one pass over a short array. ``ok``:
-    (cap_ok, hot_ok) at the set clock when the caller has them already.
+    Each bisection runs over the rows that break its limit only; the cap's skips the
+    thermal model. ``ok``: (cap_ok, hot_ok) at the set clock when the caller has them.
     """
     cap_ok, hot_ok = LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock)(clock) if ok is None else ok
     finite = np.isfinite(clock)
-    cap_idx = np.flatnonzero(~cap_ok & finite)
-    hot_idx = np.flatnonzero(~hot_ok & finite)
-    f_cap, f_hot = clock.copy(), clock.copy()
-    if len(cap_idx) + len(hot_idx):
-        idx = np.concatenate([cap_idx, hot_idx])
-        hot = np.arange(len(idx)) >= len(cap_idx)  # which limit each bisected row solves
-        n_rows = len(clock)
-        need_b = ("step_s", "compute_s", "memory_s", "tp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s",
-                  "pp_comm_s", "hbm_bytes")
-        limits_ok = LimitCheck(  # built for the bisected rows only
-            _rows({k: b[k] for k in need_b if k in b}, idx, n_rows),
-            _rows({k: hw[k] for k in ("idle_w", "clock_max_mhz", "tdp_w")}, idx, n_rows), _rows(pw, idx, n_rows),
-            _rows({k: cfg[k] for k in ("power_floor_w", "inlet_temp_c", "cooling")}, idx, n_rows),
-            cap_w[idx], r_total[idx], clock[idx])
-        lo, hi = hw["clock_min_mhz"][idx], clock[idx]
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            ok_cap, ok_hot = limits_ok(mid)
-            ok = np.where(hot, ok_hot, ok_cap)
-            lo = np.where(ok, mid, lo)
-            hi = np.where(ok, hi, mid)
-        f_cap[cap_idx] = lo[:len(cap_idx)]
-        f_hot[hot_idx] = lo[len(cap_idx):]
+    n_rows = len(clock)
+    need_b = ("step_s", "compute_s", "memory_s", "tp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s",
+              "pp_comm_s", "hbm_bytes")
+    limits = []
+    for hot, ok0 in ((False, cap_ok), (True, hot_ok)):
+        f = clock.copy()
+        idx = np.flatnonzero(~ok0 & finite)
+        if len(idx):
+            check = LimitCheck(  # built for the bisected rows only
+                _rows({k: b[k] for k in need_b if k in b}, idx, n_rows),
+                _rows({k: hw[k] for k in ("idle_w", "clock_max_mhz", "tdp_w")}, idx, n_rows),
+                _rows(pw, idx, n_rows),
+                _rows({k: cfg[k] for k in ("power_floor_w", "inlet_temp_c", "cooling")}, idx, n_rows),
+                cap_w[idx], r_total[idx], clock[idx])
+            lo, hi = hw["clock_min_mhz"][idx], clock[idx]
+            for _ in range(BISECTION_STEPS):
+                mid = 0.5 * (lo + hi)
+                ok = check(mid, hot=hot)[hot]
+                lo = np.where(ok, mid, lo)
+                hi = np.where(ok, hi, mid)
+            f[idx] = lo
+        limits.append(f)
+    f_cap, f_hot = limits
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
 

@@ -72,16 +72,31 @@ def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+class VoltageCurve:
+    """Row-wise piecewise-linear V(f)/V(f_max) with the clock-independent segment terms
+    computed once (the clock search evaluates it many times); same arithmetic as
+    :func:`voltage_ratio`."""
+
+    def __init__(self, vf_x: np.ndarray, vf_v: np.ndarray) -> None:
+        self.x_lo, self.x_hi, self.v_start = vf_x[:, 0], vf_x[:, -1], vf_v[:, 0]
+        self.segments = []
+        for k in range(vf_x.shape[1] - 1):  # fixed small loop over curve segments
+            x0, x1, v0, v1 = vf_x[:, k], vf_x[:, k + 1], vf_v[:, k], vf_v[:, k + 1]
+            self.segments.append((x0, x1 > x0, np.where(x1 > x0, x1 - x0, 1.0), v0, v1 - v0))
+
+    def __call__(self, clock_ratio: np.ndarray) -> np.ndarray:
+        x = np.clip(np.asarray(clock_ratio, dtype=float), self.x_lo, self.x_hi)
+        v = self.v_start
+        for x0, rising, width, v0, dv in self.segments:
+            seg = (x > x0) & rising
+            frac = np.clip((x - x0) / width, 0.0, 1.0)
+            v = np.where(seg, v0 + dv * frac, v)
+        return v
+
+
 def voltage_ratio(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -> np.ndarray:
     """V(f)/V(f_max) at ``clock_ratio`` = f/f_max, by row-wise linear interpolation."""
-    x = np.clip(np.asarray(clock_ratio, dtype=float), vf_x[:, 0], vf_x[:, -1])
-    v = vf_v[:, 0].copy()
-    for k in range(vf_x.shape[1] - 1):  # fixed small loop over curve segments
-        x0, x1, v0, v1 = vf_x[:, k], vf_x[:, k + 1], vf_v[:, k], vf_v[:, k + 1]
-        seg = (x > x0) & (x1 > x0)
-        frac = np.clip((x - x0) / np.where(x1 > x0, x1 - x0, 1.0), 0.0, 1.0)
-        v = np.where(seg, v0 + (v1 - v0) * frac, v)
-    return v
+    return VoltageCurve(vf_x, vf_v)(clock_ratio)
 
 
 def dynamic_scale(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -> np.ndarray:
