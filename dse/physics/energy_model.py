@@ -160,6 +160,9 @@ def _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock_from) -> tuple[np.nd
     return LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock_from)(clock)
 
 
+_LIMIT_PW = ("a_waiting", "a_compute", "a_memory", "vf_x", "vf_v", "hbm_pj_per_byte", "slowdown_temp_c")
+
+
 class LimitCheck:
     """``check(clock) -> (cap_ok, hot_ok)`` for fixed candidates: :func:`scaled_breakdown`,
     :func:`accelerator_energy` and the thermal peak with every clock-independent term
@@ -243,7 +246,7 @@ def operating_clock(b, clock, hw, pw, cfg, cap_w, r_total, ok=None) -> tuple[np.
             check = LimitCheck(  # built for the bisected rows only
                 _rows({k: b[k] for k in need_b if k in b}, idx, n_rows),
                 _rows({k: hw[k] for k in ("idle_w", "clock_max_mhz", "tdp_w")}, idx, n_rows),
-                _rows(pw, idx, n_rows),
+                _rows({k: pw[k] for k in _LIMIT_PW}, idx, n_rows),
                 _rows({k: cfg[k] for k in ("power_floor_w", "inlet_temp_c", "cooling")}, idx, n_rows),
                 cap_w[idx], r_total[idx], clock[idx])
             lo, hi = hw["clock_min_mhz"][idx], clock[idx]
