@@ -15,13 +15,19 @@ def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash=0.0) -> np.n
     ``sbh(34 + 5as/h)/t``; selective recomputation drops the ``5as/h`` attention term;
     full recomputation keeps only the layer input, ``2sbh`` (``/t`` with sequence parallelism).
     """
+    none, selective, full = _activation_variants(s, b, h, a, tp, sp, flash)
+    return np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
+
+
+def _activation_variants(s, b, h, a, tp, sp, flash) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`activation_bytes_per_layer` for no, selective and full recomputation."""
     sbh = s * b * h
     attn = np.where(flash > 0, 0.0, 5.0 * a * s / h)  # FlashAttention keeps no s x s scores
     replicated = np.where(sp > 0, 10.0 / tp, 10.0)
     none = sbh * (replicated + 24.0 / tp + attn / tp)
     selective = sbh * (replicated + 24.0 / tp)
     full = 2.0 * sbh / np.where(sp > 0, tp, 1)
-    return np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
+    return none, selective, full
 
 
 def memory_breakdown(
@@ -47,11 +53,11 @@ def memory_breakdown(
     weights = 2.0 * stage_params / np.where(zero_stage >= 3, dp, 1)
     grads = 2.0 * stage_params / np.where(zero_stage >= 2, dp, 1)
     optimizer = 12.0 * stage_params / np.where(zero_stage >= 1, dp, 1)
-    per_layer = activation_bytes_per_layer(seq_len, micro_batch, hidden, heads, tp, sp, recompute, flash)
+    none, selective, full = _activation_variants(seq_len, micro_batch, hidden, heads, tp, sp, flash)
+    per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
     in_flight = np.minimum(pp, micro_batches) * (1.0 + np.where(interleave > 1, (pp - 1) / (pp * interleave), 0.0))
     activations = per_layer * layers / pp * in_flight
-    working = np.where(recompute == 2,
-                       activation_bytes_per_layer(seq_len, micro_batch, hidden, heads, tp, sp, 0, flash), 0.0)
+    working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
     logits = np.where(pp == 1, 4.0 * seq_len * micro_batch * vocab / tp, 0.0)
     activations = activations + working + logits
     total = weights + grads + optimizer + activations + reserved
