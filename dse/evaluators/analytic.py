@@ -80,7 +80,10 @@ class AnalyticEvaluator(Evaluator):
     def to_arrays(self, candidates: pd.DataFrame) -> dict[str, np.ndarray | Factorised]:
         """Input name -> numpy array; a text column becomes a :class:`Factorised` column
         (integer codes into its distinct values, factorised once for the whole table, so
-        the model looks each distinct value up once and never hashes a string per row)."""
+        the model looks each distinct value up once and never hashes a string per row).
+        Numeric columns are float64 with missing values filled by the default, except
+        integer and boolean numpy columns (which cannot miss a value): those are passed
+        as they are and converted by the model."""
         n = len(candidates)
         cfg: dict[str, np.ndarray | Factorised] = {}
         for name, inp in self.inputs.items():
@@ -95,8 +98,14 @@ class AnalyticEvaluator(Evaluator):
             if inp.kind == "str":
                 codes, uniques = pd.factorize(col, use_na_sentinel=True)
                 # code -1 (missing) picks the default, the last distinct value
-                codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
+                if (codes < 0).any():
+                    codes = np.where(codes < 0, len(uniques), codes)
                 cfg[name] = Factorised(codes, [*(str(u) for u in uniques), inp.default])
+                continue
+            if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iub":
+                # no missing value possible: the column's own array, converted to float
+                # block by block by the model (no 1e6-row float copy to page in)
+                cfg[name] = col.to_numpy()
                 continue
             if col.dtype == bool or col.dtype.kind in "iuf":
                 cfg[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
