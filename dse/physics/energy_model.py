@@ -155,11 +155,6 @@ def _thermal(acc: dict, inlet_c, liquid, r_total) -> dict[str, np.ndarray]:
                                      thermal.foster_terms(liquid, r_total))
 
 
-def _limits_ok(b, clock, hw, pw, cfg, cap_w, r_total, clock_from) -> tuple[np.ndarray, np.ndarray]:
-    """(meets the power cap, stays under the slowdown temperature) at ``clock``."""
-    return LimitCheck(b, hw, pw, cfg, cap_w, r_total, clock_from)(clock)
-
-
 _LIMIT_PW = ("a_waiting", "a_compute", "a_memory", "vf_x", "vf_v", "hbm_pj_per_byte", "slowdown_temp_c")
 
 
