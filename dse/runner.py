@@ -48,7 +48,11 @@ class RunResult:
 
 @dataclass
 class _LoopState:
-    """What the loop carries from batch to batch; rebuilt from the store on resume."""
+    """What the loop carries from batch to batch; rebuilt from the store on resume.
+
+    The tallies (evaluations, feasible, failed, the front's objective vectors) are updated
+    from each batch's new rows only, so a batch costs the same late in a long run as early.
+    """
 
     frames: list[pd.DataFrame]
     known_keys: set[str]
@@ -56,19 +60,50 @@ class _LoopState:
     hv: HypervolumeTracker
     batch_no: int
     driver_state: dict | None
+    n_evaluations: int = 0
+    n_feasible: int = 0
+    n_failed: int = 0
+    front_f: np.ndarray | None = None  # objective vectors of the current front (minimised)
 
     @classmethod
-    def from_store(cls, store: ResultStore) -> _LoopState:
+    def from_store(cls, store: ResultStore, study: Study) -> _LoopState:
         state = store.load_state() or {}
         known = store.load_evaluations()
-        return cls(
+        run = cls(
             frames=[known] if len(known) else [],
             known_keys=set(known["key"]) if len(known) else set(),
             history=state.get("history", []),
             hv=HypervolumeTracker(**state.get("hypervolume_frame", {})),
             batch_no=int(state.get("batch", 0)),
             driver_state=state.get("driver"),
+            front_f=np.empty((0, len(study.objectives))),
         )
+        run.add(known, study)
+        return run
+
+    def add(self, new: pd.DataFrame, study: Study) -> None:
+        """Fold newly stored evaluations into the tallies and the front."""
+        import moocore
+
+        if len(new) == 0:
+            return
+        feasible = feasible_mask(new, study)
+        self.n_evaluations += len(new)
+        self.n_feasible += int(feasible.sum())
+        self.n_failed += int((new["status"] != "ok").sum()) if "status" in new else 0
+        if feasible.any():
+            f = np.vstack([self.front_f, objective_matrix(new, study)[feasible]])
+            self.front_f = f[moocore.is_nondominated(f, keep_weakly=True)]
+
+    def rows_for(self, keys: list[str], new: pd.DataFrame) -> pd.DataFrame:
+        """The stored rows of ``keys`` in that order: from ``new``, older rows only when needed."""
+        lookup = new.set_index("key") if len(new) else pd.DataFrame()
+        missing = set(keys).difference(lookup.index)
+        if missing:
+            older = pd.concat(self.frames, ignore_index=True)
+            older = older[older["key"].isin(missing)].drop_duplicates("key").set_index("key")
+            lookup = pd.concat([lookup, older]) if len(lookup) else older
+        return lookup.loc[keys].reset_index()
 
 
 class ProgressSink:
@@ -118,7 +153,7 @@ class Runner:
     def _loop(self, store: ResultStore) -> RunResult:
         study, space = self.study, self.space
         driver = make_driver(study, space, output_dir=str(store.path))
-        run = _LoopState.from_store(store)
+        run = _LoopState.from_store(store, study)
         if run.driver_state is not None:
             driver.restore(run.driver_state)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
@@ -162,14 +197,13 @@ class Runner:
         batch = batch.assign(key=keys)
         todo = batch[~batch["key"].isin(run.known_keys)].drop_duplicates("key")
         new = self._evaluate(executor, store, run.batch_no, todo)
+        rows = run.rows_for(keys, new)
         if len(new):
             run.frames.append(new)
             run.known_keys.update(new["key"])
-        everything = pd.concat(run.frames, ignore_index=True)
-        rows = everything.drop_duplicates("key").set_index("key").loc[keys].reset_index()
+            run.add(new, study)
         driver.tell(batch.drop(columns="key"), objective_matrix(rows, study), violation_matrix(rows, study))
-        record = self._record(everything, run.hv, run.batch_no, len(batch), len(todo),
-                              time.perf_counter() - started)
+        record = self._record(run, len(batch), len(todo), time.perf_counter() - started)
         run.history.append(record)
         run.batch_no += 1
         self._save_state(store, driver, run)
@@ -208,17 +242,13 @@ class Runner:
         executor.evaluate(self.space.with_fixed(params), on_chunk=on_chunk)
         return pd.concat(written, ignore_index=True)
 
-    def _record(self, everything: pd.DataFrame, hv: HypervolumeTracker, batch_no: int,
-                asked: int, evaluated: int, seconds: float) -> dict:
-        study = self.study
-        feas = feasible_mask(everything, study)
-        front = front_mask(everything, study)
-        f = objective_matrix(everything, study)[front]
-        failed = int((everything["status"] != "ok").sum()) if "status" in everything else 0
+    def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> dict:
+        """The progress record of the batch just told."""
+        front = run.front_f if run.front_f is not None else np.empty((0, 0))
         return {
-            "batch": batch_no, "asked": asked, "evaluated": evaluated,
-            "evaluations": len(everything), "feasible": int(feas.sum()), "failed": failed,
-            "front_size": int(front.sum()), "hypervolume": hv.update(np.unique(f, axis=0)),
+            "batch": run.batch_no, "asked": asked, "evaluated": evaluated,
+            "evaluations": run.n_evaluations, "feasible": run.n_feasible, "failed": run.n_failed,
+            "front_size": len(front), "hypervolume": run.hv.update(np.unique(front, axis=0)),
             "seconds": round(seconds, 3),
         }
 

@@ -31,11 +31,11 @@ def show_status(results: Path, console: Console) -> None:
     console.print(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
                   f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")
     console.print(f"evaluations {len(evals)} (failed {failed}), feasible {feasible}, "
-                  f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (normalised)")
+                  f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
     if history:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),
-                          ("front_size", ""), ("hypervolume", "normalised"), ("seconds", "s")):
+                          ("front_size", ""), ("hypervolume", ""), ("seconds", "s")):
             t.add_column(f"{col} [{unit}]" if unit else col, justify="right")
         rows = history if len(history) <= 30 else history[:5] + history[-25:]
         for r in rows:
