@@ -292,6 +292,10 @@ def main() -> None:
     except DseError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # the file system said no (unwritable output, full disk, damaged file)
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        err.print(f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}", highlight=False, soft_wrap=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)

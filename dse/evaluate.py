@@ -52,10 +52,12 @@ def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
     """The candidates with the study's fixed values filled in, every metric, and
     ``meets_constraints`` (feasible and within the study's constraints)."""
     table = read_candidates(study, path)
-    for k, v in study.fixed_values.items():
-        if k not in table.columns:
-            table[k] = v
+    for k, v in study.fixed_values.items():  # missing columns and empty cells: the study's value
+        table[k] = table[k].fillna(v) if k in table.columns else v
     ev = load_evaluator(study.evaluator)
+    for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
+        if name in table.columns and inp.default is not None:
+            table[name] = table[name].fillna(inp.default)
     result = check_result(ev, table, ev.evaluate(table))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full.assign(status="ok"), study)

@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -42,14 +43,20 @@ def evaluate_chunk(name: str, options_yaml: str, candidates: pd.DataFrame) -> pd
         result["status"] = STATUS_OK
         result["error"] = ""
     except Exception as exc:  # an evaluator bug must not lose the batch
-        msg = f"{type(exc).__name__}: {exc}"
         logging.getLogger("dse").debug("evaluator failed: %s", traceback.format_exc())
-        result = pd.DataFrame(
-            {"feasible": False, "reason": "evaluation failed", "status": STATUS_FAILED, "error": msg},
-            index=range(len(candidates)),
-        )
+        result = failed_rows(len(candidates), f"{type(exc).__name__}: {exc}", name, options_yaml)
     result["elapsed_s"] = (time.perf_counter() - start) / max(len(candidates), 1)
     return result
+
+
+def failed_rows(n: int, message: str, name: str, options_yaml: str) -> pd.DataFrame:
+    """``n`` rows marking a failed evaluation: every declared metric NaN, the message kept."""
+    try:
+        metrics = list(_evaluator(name, options_yaml).metrics)
+    except Exception:
+        metrics = []
+    table = pd.DataFrame({m: np.full(n, np.nan) for m in metrics}, index=range(n))
+    return table.assign(feasible=False, reason="evaluation failed", status=STATUS_FAILED, error=message)
 
 
 def load_profile(name: str, search_dirs: list[Path] | None = None) -> dict[str, Any]:
@@ -95,7 +102,7 @@ class Executor:
         if self.scheduler:
             try:
                 self.client = Client(self.scheduler, timeout="10s")
-            except OSError as exc:
+            except (OSError, ValueError, TypeError) as exc:
                 raise DseError(f"cannot reach dask scheduler at {self.scheduler}: {exc}") from None
         else:
             self.cluster = LocalCluster(
@@ -138,9 +145,8 @@ class Executor:
             try:
                 res = fut.result()
             except Exception as exc:  # worker lost beyond retries, or cancelled
-                res = pd.DataFrame({"feasible": False, "reason": "evaluation failed", "status": STATUS_FAILED,
-                                    "error": f"{type(exc).__name__}: {exc}", "elapsed_s": 0.0},
-                                   index=range(len(chunks[i])))
+                res = failed_rows(len(chunks[i]), f"{type(exc).__name__}: {exc}", self.evaluator.name,
+                                  self.options_yaml).assign(elapsed_s=0.0)
             results[i] = res
             if on_chunk is not None:
                 on_chunk(i, chunks[i], res)

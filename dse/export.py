@@ -20,8 +20,12 @@ def load_dataset(results: Path, *, front: bool) -> xr.Dataset:
     if not path.is_file():
         raise DseError(f"{path} does not exist yet; finish or resume the run first "
                        f"(`dse resume {results}` writes it)")
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        return ds.load()
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError) as exc:
+        raise DseError(f"{path} is damaged ({exc}); `dse resume {results}` writes it again "
+                       "from the stored evaluations") from None
 
 
 def export_results(results: Path, fmt: str, *, front: bool = True, output: Path | None = None) -> Path:

@@ -74,6 +74,9 @@ def infeasibility_summary(table: pd.DataFrame, study: Study) -> list[tuple[str, 
         return []
     g = violation_matrix(table, study)
     reasons = table["reason"].astype(str).to_numpy() if "reason" in table else np.full(len(table), "")
+    if "status" in table and "error" in table:
+        failed = (table["status"] != "ok").to_numpy()
+        reasons = np.where(failed, "evaluation failed: " + table["error"].astype(str).to_numpy(), reasons)
     for i in range(len(table)):
         if g[i, -1] > 0:
             r = reasons[i] or "infeasible"

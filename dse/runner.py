@@ -50,12 +50,13 @@ class RunResult:
 class _LoopState:
     """What the loop carries from batch to batch; rebuilt from the store on resume.
 
-    The tallies (evaluations, feasible, failed, the front's objective vectors) are updated
-    from each batch's new rows only, so a batch costs the same late in a long run as early.
+    The tallies (evaluations, feasible, failed, the front's objective vectors) and the key
+    index are updated from each batch's new rows only, so a batch costs the same late in a
+    long run as early.
     """
 
     frames: list[pd.DataFrame]
-    known_keys: set[str]
+    where: dict[str, tuple[int, int]]  # candidate key -> (frame, row) of its stored evaluation
     history: list[dict]
     hv: HypervolumeTracker
     batch_no: int
@@ -68,25 +69,25 @@ class _LoopState:
     @classmethod
     def from_store(cls, store: ResultStore, study: Study) -> _LoopState:
         state = store.load_state() or {}
-        known = store.load_evaluations()
         run = cls(
-            frames=[known] if len(known) else [],
-            known_keys=set(known["key"]) if len(known) else set(),
-            history=state.get("history", []),
+            frames=[], where={}, history=state.get("history", []),
             hv=HypervolumeTracker(**state.get("hypervolume_frame", {})),
-            batch_no=int(state.get("batch", 0)),
-            driver_state=state.get("driver"),
+            batch_no=int(state.get("batch", 0)), driver_state=state.get("driver"),
             front_f=np.empty((0, len(study.objectives))),
         )
-        run.add(known, study)
+        run.append(store.load_evaluations(), study)
         return run
 
-    def add(self, new: pd.DataFrame, study: Study) -> None:
-        """Fold newly stored evaluations into the tallies and the front."""
+    def append(self, new: pd.DataFrame, study: Study) -> None:
+        """Fold newly stored evaluations into the index, the tallies and the front."""
         import moocore
 
         if len(new) == 0:
             return
+        frame = len(self.frames)
+        self.frames.append(new)
+        for row, key in enumerate(new["key"]):
+            self.where.setdefault(key, (frame, row))
         feasible = feasible_mask(new, study)
         self.n_evaluations += len(new)
         self.n_feasible += int(feasible.sum())
@@ -95,15 +96,22 @@ class _LoopState:
             f = np.vstack([self.front_f, objective_matrix(new, study)[feasible]])
             self.front_f = f[moocore.is_nondominated(f, keep_weakly=True)]
 
-    def rows_for(self, keys: list[str], new: pd.DataFrame) -> pd.DataFrame:
-        """The stored rows of ``keys`` in that order: from ``new``, older rows only when needed."""
-        lookup = new.set_index("key") if len(new) else pd.DataFrame()
-        missing = set(keys).difference(lookup.index)
-        if missing:
-            older = pd.concat(self.frames, ignore_index=True)
-            older = older[older["key"].isin(missing)].drop_duplicates("key").set_index("key")
-            lookup = pd.concat([lookup, older]) if len(lookup) else older
-        return lookup.loc[keys].reset_index()
+    def unknown(self, keys: list[str]) -> np.ndarray:
+        """Mask of the keys that have no stored evaluation."""
+        return np.fromiter((k not in self.where for k in keys), dtype=bool, count=len(keys))
+
+    def rows_for(self, keys: list[str]) -> pd.DataFrame:
+        """The stored rows of ``keys``, in that order (only the frames that hold them are read)."""
+        by_frame: dict[int, list[tuple[int, int]]] = {}
+        for pos, key in enumerate(keys):
+            frame, row = self.where[key]
+            by_frame.setdefault(frame, []).append((pos, row))
+        parts, order = [], []
+        for frame, pairs in by_frame.items():
+            parts.append(self.frames[frame].iloc[[row for _, row in pairs]])
+            order.extend(pos for pos, _ in pairs)
+        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+        return rows.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
 
 
 class ProgressSink:
@@ -195,13 +203,9 @@ class Runner:
             return False
         keys = candidate_keys(batch, self.space.names)
         batch = batch.assign(key=keys)
-        todo = batch[~batch["key"].isin(run.known_keys)].drop_duplicates("key")
-        new = self._evaluate(executor, store, run.batch_no, todo)
-        rows = run.rows_for(keys, new)
-        if len(new):
-            run.frames.append(new)
-            run.known_keys.update(new["key"])
-            run.add(new, study)
+        todo = batch[run.unknown(keys)].drop_duplicates("key")
+        run.append(self._evaluate(executor, store, run.batch_no, todo), study)
+        rows = run.rows_for(keys)
         driver.tell(batch.drop(columns="key"), objective_matrix(rows, study), violation_matrix(rows, study))
         record = self._record(run, len(batch), len(todo), time.perf_counter() - started)
         run.history.append(record)
@@ -257,7 +261,9 @@ class Runner:
             return evaluations
         mask = front_mask(evaluations, self.study)
         front = evaluations[mask].reset_index(drop=True)
-        front = front.sort_values(self.study.objectives[0].metric, kind="stable").reset_index(drop=True)
+        first = self.study.objectives[0].metric
+        if len(front) and first in front:
+            front = front.sort_values(first, kind="stable").reset_index(drop=True)
         all_ds = to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations")
         write_netcdf(all_ds, store.path / "evaluations.nc")
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")

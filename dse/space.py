@@ -19,6 +19,15 @@ from dse.errors import StudyError
 from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
 
 Kind = Literal["categorical", "integer", "real"]
+MAX_VALUES = 1_000_000  # values of one parameter; a finer grid is a typo, or should be continuous
+
+
+def _check_count(name: str, count: float) -> None:
+    if count > MAX_VALUES:
+        raise StudyError(
+            f"this grid has {count:.3g} values; at most {MAX_VALUES:,} per parameter",
+            field=f"space.{name}", allowed="a coarser step or base, or a continuous range (no step)",
+        )
 
 
 def _is_int(x: Any) -> bool:
@@ -60,12 +69,14 @@ def expand(name: str, spec: Any) -> Parameter:
             step = 1
         if step is None:
             return Parameter(name, "real", None, float(low), float(high))
+        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        _check_count(name, count)
         if _is_int(low) and _is_int(high) and _is_int(step):
             return Parameter(name, "integer", tuple(range(int(low), int(high) + 1, int(step))))
-        count = int(math.floor((high - low) / step + 1e-9)) + 1
         return Parameter(name, "real", tuple(_round(low + k * step) for k in range(count)))
     if isinstance(spec, LogSpec):
         low, high = spec.log
+        _check_count(name, math.log(high / low) / math.log(spec.base) + 1 if spec.base else spec.num)
         if spec.base is not None:
             vals, v = [], float(low)
             while v <= high * (1 + 1e-9):

@@ -39,6 +39,7 @@ def show_status(results: Path, console: Console) -> None:
             t.add_column(f"{col} [{unit}]" if unit else col, justify="right")
         rows = history if len(history) <= 30 else history[:5] + history[-25:]
         for r in rows:
-            t.add_row(str(r["batch"]), str(r["evaluations"]), str(r["feasible"]), str(r.get("failed", 0)),
-                      str(r["front_size"]), f"{r['hypervolume']:.4f}", f"{r.get('seconds', 0):.2f}")
+            t.add_row(str(r["batch"]), str(r.get("evaluations", "")), str(r.get("feasible", "")),
+                      str(r.get("failed", 0)), str(r.get("front_size", "")), f"{r.get('hypervolume', 0.0):.4f}",
+                      f"{r.get('seconds', 0):.2f}")
         console.print(t)

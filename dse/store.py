@@ -112,8 +112,18 @@ class ResultStore:
     def create(cls, path: str | Path, *, study_text: str, study_name: str, evaluator: str,
                evaluator_version: str, overwrite: bool = False) -> ResultStore:
         path = Path(path)
-        if (path / "meta.json").exists() or (path / "evaluations").exists():
-            if not overwrite:
+        try:
+            return cls._create(path, study_text=study_text, study_name=study_name, evaluator=evaluator,
+                               evaluator_version=evaluator_version, overwrite=overwrite)
+        except OSError as exc:
+            raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
+
+    @classmethod
+    def _create(cls, path: Path, *, study_text: str, study_name: str, evaluator: str,
+                evaluator_version: str, overwrite: bool) -> ResultStore:
+        started = (path / "evaluations").is_dir() and any((path / "evaluations").glob("*.parquet"))
+        if started or (path / "meta.json").exists():
+            if started and not overwrite:
                 raise StoreError(
                     f"{path} already holds a run; continue it with `dse resume {path}`, "
                     "or start afresh with `dse run --overwrite`"
@@ -162,7 +172,9 @@ class ResultStore:
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise StoreError(f"{path} was not written by dse (meta.json has no '{FORMAT}' format marker)")
         version = meta.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise StoreError(f"{path} has an unknown results format version {version!r} in meta.json")
+        if version > FORMAT_VERSION:
             raise StoreError(
                 f"{path} uses results format {version!r}, newer than this dse understands "
                 f"({FORMAT_VERSION}); upgrade dse"
@@ -181,9 +193,12 @@ class ResultStore:
         return self.path / "lock"
 
     def _lock_owner(self) -> dict | None:
+        """The lock file's content, or None if absent or unreadable (a damaged lock is stale)."""
         try:
-            return json.loads(self.lock_file.read_text())
-        except (OSError, ValueError):
+            owner = json.loads(self.lock_file.read_text())
+            owner["pid"] = int(owner["pid"])
+            return owner
+        except (OSError, ValueError, TypeError, KeyError):
             return None
 
     def live_lock_owner(self) -> dict | None:
@@ -191,13 +206,13 @@ class ResultStore:
         owner = self._lock_owner()
         if owner is None:
             return None
-        if owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", -1))):
+        if owner.get("host") == socket.gethostname() and not _pid_alive(owner["pid"]):
             return None
         return owner
 
     def check_unlocked(self) -> None:
         owner = self._lock_owner()
-        if owner and owner.get("host") == socket.gethostname() and _pid_alive(int(owner.get("pid", -1))):
+        if owner and owner.get("host") == socket.gethostname() and _pid_alive(owner["pid"]):
             raise StoreError(
                 f"{self.path} is being written by process {owner['pid']} on {owner['host']} "
                 f"(started {owner.get('started', '?')}); wait for it or stop it first"
@@ -214,7 +229,7 @@ class ResultStore:
             except FileExistsError:
                 owner = self._lock_owner()
                 if owner is None or (owner.get("host") == socket.gethostname()
-                                     and not _pid_alive(int(owner.get("pid", -1)))):
+                                     and not _pid_alive(owner["pid"])):
                     self.lock_file.unlink(missing_ok=True)  # stale: its process is gone
                     continue
                 raise StoreError(
@@ -265,13 +280,16 @@ class ResultStore:
         frames = []
         for f in files:
             try:
-                frames.append(pd.read_parquet(f))
+                frame = pd.read_parquet(f)
             except Exception as exc:
                 raise StoreError(f"{f} is unreadable ({exc}); move it aside and resume") from None
+            missing = [c for c in ("key", "status", "feasible") if c not in frame.columns]
+            if missing:
+                raise StoreError(f"{f} holds evaluations without the columns {missing}: "
+                                 "not written by this version of dse")
+            frames.append(frame)
         df = pd.concat(frames, ignore_index=True)
-        if "key" in df.columns:
-            df = df.drop_duplicates("key", keep="first").reset_index(drop=True)
-        return df
+        return df.drop_duplicates("key", keep="first").reset_index(drop=True)
 
     # -- search state --------------------------------------------------------------------
     @property
@@ -285,9 +303,14 @@ class ResultStore:
         if not self.state_file.is_file():
             return None
         try:
-            return json.loads(self.state_file.read_text())
+            state = json.loads(self.state_file.read_text())
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.state_file} is unreadable: {exc}") from None
+        if not isinstance(state, dict) or not isinstance(state.get("history", []), list) or any(
+            not isinstance(r, dict) or "batch" not in r for r in state.get("history", [])
+        ):
+            raise StoreError(f"{self.state_file} is damaged (not a dse search state)")
+        return state
 
 
 def _json_default(obj: Any) -> Any:

@@ -185,6 +185,19 @@ class _StudyLoader(yaml.SafeLoader):
     """YAML 1.1 reads ``2.6e10`` as text; studies are full of such numbers, so read them as floats."""
 
 
+def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    """A mapping; a key written twice is an error (YAML would silently keep the last one)."""
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key '{key}' appears twice in one mapping", key_node.start_mark)
+        seen[key] = True
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StudyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 _StudyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -206,6 +219,11 @@ def _field_path(loc: tuple) -> str:
         else:
             parts.append(("." if parts else "") + str(p))
     return "".join(parts)
+
+
+def _is_union_branch(loc: tuple) -> bool:
+    return any(isinstance(p, str) and (p in ("bool", "int", "float", "str") or p.startswith("list["))
+               for p in loc)
 
 
 def _pick_error(errors: list[dict]) -> dict:
@@ -245,6 +263,13 @@ def _raise_validation(exc: ValidationError, *, file: str, prefix: tuple = (), mo
         raise StudyError("required field is missing", file=file, field=path) from None
     msg = err["msg"].removeprefix("Value error, ")
     allowed = None if err["type"] == "literal_error" else _describe_allowed(err)
+    if path.startswith("space.") and path.count(".") == 1 and (
+        _is_union_branch(err["loc"]) or err["type"].endswith("_type")
+    ):
+        msg = "expected a list of single values, a single value, or a mapping with 'range', 'log' or 'choices'"
+        allowed = None
+    elif _is_union_branch(err["loc"]):  # pydantic names one arbitrary branch of a union
+        msg, allowed = "expected a single value", "a number, a text, or true/false"
     raise StudyError(msg, file=file, field=path or None, value=err.get("input"), has_value=True,
                      allowed=allowed) from None
 

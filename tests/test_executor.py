@@ -52,3 +52,5 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
     assert proc.returncode == 2 and "cannot reach dask scheduler" in proc.stderr
     assert "Traceback" not in proc.stderr
+    proc = run_cli("run", str(study), "--scheduler", "garbage", "--quiet")
+    assert proc.returncode == 2 and "missing port" in proc.stderr and "Traceback" not in proc.stderr

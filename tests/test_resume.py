@@ -164,6 +164,7 @@ def test_leftover_temporary_files_are_ignored(finished, tmp_path):
     (lambda p: (p / "meta.json").write_text('{"format": "dse-res'), "unreadable or truncated"),
     (lambda p: (p / "meta.json").write_text('{"format": "other"}'), "not written by dse"),
     (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": 99}'), "newer than this dse"),
+    (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": "1"}'), "unknown results format"),
     (lambda p: (p / "study.yaml").unlink(), "study.yaml is missing"),
 ])
 def test_damaged_or_foreign_folders_get_a_clear_error(finished, tmp_path, damage, message):
@@ -173,3 +174,35 @@ def test_damaged_or_foreign_folders_get_a_clear_error(finished, tmp_path, damage
         ResultStore.open(out)
     proc = run_cli("resume", str(out))
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_damaged_datasets_evaluations_state_and_lock_are_clear_errors(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    (out / "pareto.nc").write_text("junk")
+    for args in (("export", str(out), "-o", str(tmp_path / "x.csv")), ("plot", str(out))):
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and "is damaged" in proc.stderr and "Traceback" not in proc.stderr
+
+    out = _copy(finished, tmp_path / "lock")
+    (out / "lock").write_text(json.dumps({"pid": "abc", "host": socket.gethostname()}))
+    assert run_cli("status", str(out)).returncode == 0  # an unreadable lock is stale
+
+    out = _copy(finished, tmp_path / "state")
+    (out / "state.json").write_text('{"history": [{"x": 1}]}')
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 2 and "state.json is damaged" in proc.stderr
+
+    out = _copy(finished, tmp_path / "old")
+    first = sorted((out / "evaluations").glob("*.parquet"))[0]
+    pd.read_parquet(first).drop(columns=["key"]).to_parquet(first)
+    proc = run_cli("resume", str(out))
+    assert proc.returncode == 2 and "without the columns ['key']" in proc.stderr
+
+
+def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_path):
+    out = tmp_path / "out"
+    study = _study(tmp_path, "random", out, 0.0)
+    proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
+    assert proc.returncode == 2 and "cannot reach dask scheduler" in proc.stderr
+    proc = run_cli("run", str(study), "--quiet")  # no --overwrite needed: nothing was evaluated
+    assert proc.returncode == 0, proc.stderr

@@ -178,3 +178,39 @@ def test_run_draws_the_front_and_plot_redraws_it(finished_run, tmp_path):
     image = imread(target)
     assert image.shape[0] > 300 and image.shape[1] > 400
     assert image[..., :3].std() > 0.05  # not a blank canvas
+
+
+def test_a_run_where_every_evaluation_fails_says_why_and_keeps_the_datasets(tmp_path):
+    out = tmp_path / "out"
+    study = toy_study(output=str(out))
+    study["evaluator"]["options"] = {"fail_above_x": -1.0}
+    proc = run_cli("run", str(write_study(tmp_path, study)), "--quiet")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no feasible candidate among 66 evaluations" in proc.stderr
+    assert "evaluation failed: RuntimeError: toy failure" in proc.stderr
+    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+        assert ev.sizes["candidate"] == 66 and np.isnan(ev["f1"].values).all()
+
+
+def test_evaluate_fills_empty_cells_with_the_study_value_then_the_default(tmp_path):
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators,global_batch_size,micro_batch_size,precision\n"
+                     "H100-SXM,16,256,4,bf16\nH100-SXM,16,256,,\n")
+    result = tmp_path / "metrics.csv"
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(result))
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(result)
+    assert list(table["micro_batch_size"]) == [4, 4]          # the study fixes 4
+    assert list(table["precision"]) == ["bf16", "bf16"]       # the evaluator's default
+    assert table.loc[0, "step_time_s"] == pytest.approx(table.loc[1, "step_time_s"])
+
+
+def test_unwritable_outputs_are_one_line_errors(finished_run, tmp_path):
+    proc = run_cli("export", str(finished_run), "-f", "csv", "-o", str(tmp_path))  # a folder
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and str(tmp_path) in proc.stderr
+    cands = tmp_path / "c.csv"
+    cands.write_text("accelerator\nH100-SXM\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", "/proc/nope/o.csv")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    proc = run_cli("run", "studies/quickstart.yaml", "-o", "/proc/nope", "--quiet")
+    assert proc.returncode == 2 and "cannot write the results folder" in proc.stderr

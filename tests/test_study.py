@@ -74,6 +74,26 @@ def test_unreadable_yaml_reports_the_line(tmp_path):
         load_study(path)
 
 
+def test_a_key_written_twice_is_an_error(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text((REPO / "studies" / "quickstart.yaml").read_text().replace(
+        "  tensor_parallel: [1, 2]", "  tensor_parallel: [1, 2]\n  accelerator: [B200]"))
+    with pytest.raises(StudyError, match="key 'accelerator' appears twice"):
+        load_study(path)
+
+
+def test_a_grid_too_fine_to_expand_is_refused_at_once(tmp_path):
+    path = _broken(tmp_path, lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0], "step": 1e-9}))
+    with pytest.raises(StudyError, match="at most 1,000,000 per parameter"):
+        load_study(path)
+
+
+def test_a_list_where_a_value_belongs_says_so(tmp_path):
+    path = _broken(tmp_path, lambda d: d["fixed"].update(micro_batch_size=[4]))
+    with pytest.raises(StudyError, match="fixed.micro_batch_size: expected a single value"):
+        load_study(path)
+
+
 def test_parameter_in_space_and_fixed_is_rejected(tmp_path):
     study = toy_study(fixed={"x": 0.5})
     with pytest.raises(StudyError, match="both in 'space' and in 'fixed'"):
