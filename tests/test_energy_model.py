@@ -200,3 +200,96 @@ def test_limit_check_matches_the_breakdown_energy_and_thermal_functions():
             cap_ok, hot_ok = energy_model.LimitCheck(b, hw, pw, c, cap, r_total, f0)(f)
             np.testing.assert_array_equal(cap_ok, ~(acc["p_busy"] > cap * (1 + 1e-9)))
             np.testing.assert_array_equal(hot_ok, ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9))
+
+
+def test_checkpointing_off_leaves_every_output_unchanged():
+    cfg = _mixed_cfg(n=600)
+    without = {k: v for k, v in cfg.items() if not k.startswith("checkpoint_")}
+    with np.errstate(all="ignore"):
+        base = model.evaluate(without)
+        for extra in ({"checkpoint_interval_s": np.zeros(600)},
+                      {"checkpoint_interval_s": np.zeros(600), "checkpoint_write_gbs": np.full(600, 0.5),
+                       "checkpoint_duration_s": np.full(600, 30.0)}):
+            off = model.evaluate({**cfg, **extra})
+            assert off.keys() == base.keys()
+            for k in base:
+                np.testing.assert_array_equal(off[k], base[k], err_msg=k)
+    perf = time_model.evaluate(without)
+    np.testing.assert_array_equal(base["checkpoint_time_s"], 0.0)
+    np.testing.assert_array_equal(base["checkpoint_overhead"], 0.0)
+    capped = ~base["power_capped"] & ~base["throttled"]   # time metrics come from the time model
+    np.testing.assert_array_equal(base["time_to_train_s"][capped], perf["time_to_train_s"][capped])
+
+
+def _swing_case(**extra) -> pd.DataFrame:
+    return _evaluate(accelerator="H100-SXM", num_accelerators=512, pipeline_parallel=4, tensor_parallel=8,
+                     model="llama2-7b", **extra)
+
+
+def test_checkpointing_adds_the_predicted_time_and_energy():
+    interval = 3600.0
+    r = _swing_case(checkpoint_interval_s=[0.0, interval, interval], checkpoint_write_gbs=[1.0, 1.0, 0.25])
+    base, ck, slow = (r.iloc[i] for i in range(3))
+    state_b = (base["weights_memory_gb"] + base["optimizer_memory_gb"]) * 1e9
+    t_one = state_b / 1e9                                        # seconds per checkpoint at 1 GB/s
+    n_ck = base["time_to_train_s"] / interval
+    assert ck["checkpoint_time_s"] == pytest.approx(n_ck * t_one, rel=1e-12)
+    assert slow["checkpoint_time_s"] == pytest.approx(4 * ck["checkpoint_time_s"], rel=1e-12)
+    assert ck["time_to_train_s"] == pytest.approx(base["time_to_train_s"] + ck["checkpoint_time_s"], rel=1e-12)
+    assert ck["time_to_train_days"] == pytest.approx(ck["time_to_train_s"] / 86400, rel=1e-12)
+    assert ck["checkpoint_overhead"] == pytest.approx(ck["checkpoint_time_s"] / ck["time_to_train_s"], rel=1e-12)
+    assert ck["step_time_s"] == base["step_time_s"]              # the iteration itself is unchanged
+    # energy: N accelerators blocked (P_blocked) plus host and NIC/switch static power
+    # for the checkpoint time, plus the bytes over the scale-out fabric, with the PUE
+    p_blocked = 80.0 + 0.10 * (700.0 - 80.0)                     # H100: idle 80 W, TDP 700 W, a_w 0.10
+    p_static = 800.0 / 8 + 25.0 + 25.0 + 30.0                    # host share, NIC, scale-up and scale-out switches
+    links = state_b * 8 * 25e-12 * n_ck
+    extra_it = 512 * ((p_blocked + p_static) * ck["checkpoint_time_s"] + links)
+    assert ck["it_energy_to_train_j"] - base["it_energy_to_train_j"] == pytest.approx(extra_it, rel=1e-6)
+    assert ck["energy_to_train_j"] - base["energy_to_train_j"] == pytest.approx(1.2 * extra_it, rel=1e-6)
+    assert ck["energy_idle_j"] - base["energy_idle_j"] == pytest.approx(512 * 80.0 * ck["checkpoint_time_s"], rel=1e-9)
+    assert (ck["energy_waiting_j"] - base["energy_waiting_j"]
+            == pytest.approx(512 * (p_blocked - 80.0) * ck["checkpoint_time_s"], rel=1e-6))
+    for c in ("energy_compute_j", "energy_memory_j", "energy_per_step_j", "peak_power_per_accelerator_w",
+              "facility_peak_power_w", "facility_power_swing_w", "peak_junction_temp_c"):
+        assert ck[c] == base[c], c
+    total = sum(ck[c] for c in COMPONENTS)
+    assert total == pytest.approx(ck["energy_to_train_j"], rel=1e-9)
+    assert ck["facility_avg_power_w"] == pytest.approx(ck["energy_to_train_j"] / ck["time_to_train_s"], rel=1e-9)
+    assert ck["facility_avg_power_w"] < base["facility_avg_power_w"]
+    assert ck["cost_usd"] > base["cost_usd"]
+
+
+def test_checkpoint_duration_override_and_the_checkpoint_as_a_low_phase():
+    # tensor parallel only, one data-parallel rank: no bubble, no data-parallel all-reduce,
+    # so without checkpoints the job never steps down and there is no swing
+    base = dict(accelerator="H100-SXM", num_accelerators=8, tensor_parallel=8, model="llama2-7b")
+    r = _evaluate(**base, checkpoint_interval_s=[0.0, 1800.0, 1800.0], checkpoint_duration_s=[np.nan, 60.0, 0.0])
+    assert r["bubble_time_s"][0] == 0 and r["dp_comm_time_s"][0] == 0
+    assert r["facility_power_swing_w"][0] == 0
+    assert r["checkpoint_overhead"][1] == pytest.approx((60.0 / 1800) / (1 + 60.0 / 1800), rel=1e-12)
+    assert r["checkpoint_time_s"][1] == pytest.approx(r["time_to_train_s"][0] / 1800 * 60.0, rel=1e-12)
+    p_blocked = 80.0 + 0.10 * (700.0 - 80.0)
+    assert r["facility_power_swing_w"][1] == pytest.approx(8 * (r["peak_power_per_accelerator_w"][1] - p_blocked))
+    assert r["facility_power_ramp_w_per_s"][1] == pytest.approx(r["facility_power_swing_w"][1] / 0.01)
+    assert r["facility_power_swing_w"][2] == 0 and r["checkpoint_time_s"][2] == 0   # a zero-length checkpoint
+    assert r["time_to_train_s"][2] == r["time_to_train_s"][0]
+    # the power floor smooths the checkpoint step as it does the bubble
+    f = _evaluate(**base, checkpoint_interval_s=1800.0, checkpoint_duration_s=60.0, power_floor_w=[np.nan, 400.0])
+    assert f["facility_power_swing_w"][1] < f["facility_power_swing_w"][0]
+    assert f["energy_to_train_j"][1] > f["energy_to_train_j"][0]
+
+
+def test_checkpointing_on_infeasible_and_odd_rows_never_raises():
+    r = _evaluate(accelerator=["H100-SXM", "A100-80GB", "H100-SXM", "nope"], num_accelerators=[7, 8, 8, 8],
+                  tensor_parallel=[2, 3, 1, 1], clock_mhz=[1980, 1410, 5000, 1000], checkpoint_interval_s=600.0,
+                  power_cap_w=[np.nan, np.nan, 50.0, np.nan])
+    assert len(r) == 4
+    assert not r["feasible"].any()
+    cfg = _mixed_cfg(n=500)
+    cfg["checkpoint_interval_s"] = np.where(np.arange(500) % 2 == 0, 900.0, 0.0)
+    with np.errstate(all="ignore"):
+        out = model.evaluate(cfg)
+    ok = out["feasible"] & (cfg["checkpoint_interval_s"] > 0)
+    assert ok.any() and (out["checkpoint_overhead"][ok] > 0).all()
+    assert np.isfinite(out["time_to_train_s"][ok]).all()

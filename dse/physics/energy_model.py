@@ -5,6 +5,8 @@ the power, energy and temperature metrics (docs/model-energy.md gives every equa
 its source). When a power cap or the junction temperature forces a lower clock, it
 re-times those candidates through ``retime(clock_mhz, rows=idx)`` and returns the time
 metrics at the clock the accelerators actually run, which override the time model's.
+It also returns ``time_to_train_s``/``_days`` with the checkpoint phases added
+(:func:`checkpoint_phases`; unchanged when ``checkpoint_interval_s`` is 0).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from dse.physics.workload import Factorised, factorise
 
 _NAN = float("nan")
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
+#: Default checkpoint write bandwidth per accelerator (GB/s): the Llama 3 405B run's
+#: storage (Tectonic, 7,500 SSD servers) sustains 2 TB/s for up to 16,384 H100s
+#: (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): 2000 / 16384 GB/s.
+CHECKPOINT_WRITE_GBS = 2000.0 / 16384
 
 INPUTS: list[Input] = [
     Input("cooling", "str", "", "cooling type", "air", ("air", "liquid"), group="hardware"),
@@ -38,6 +44,9 @@ INPUTS: list[Input] = [
     Input("energy_price_per_kwh", "float", "USD/kWh", "electricity price", 0.10, minimum=0, group="economics"),
     Input("accelerator_hour_price", "float", "USD/h", "price of one accelerator-hour", 2.0, minimum=0, group="economics"),
     Input("grid_carbon_kg_per_kwh", "float", "kg/kWh", "grid carbon intensity (CO2e)", 0.385, minimum=0, group="economics"),
+    Input("checkpoint_interval_s", "float", "s", "wall-clock training time between checkpoints (0: no checkpointing)", 0.0, minimum=0, group="checkpoint"),
+    Input("checkpoint_write_gbs", "float", "GB/s", "checkpoint write bandwidth to storage per accelerator (default: Llama 3's 2 TB/s over 16,384 GPUs)", CHECKPOINT_WRITE_GBS, minimum=1e-9, group="checkpoint"),
+    Input("checkpoint_duration_s", "float", "s", "time one checkpoint blocks the job (overrides bytes / checkpoint_write_gbs)", None, minimum=0, group="checkpoint"),
     Input("data_entropy_bits_per_token", "float", "bit/token", "entropy of the training data per token (Landauer bound)", 3.0, minimum=0, group="workload"),
 ]
 
@@ -51,15 +60,17 @@ METRICS: list[Metric] = [
     Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic"),
     Metric("energy_network_j", "J", "network energy (per-bit links, NICs, switches)"),
     Metric("energy_idle_j", "J", "accelerator static (idle) energy"),
-    Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication)"),
+    Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)"),
     Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
     Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),
     Metric("avg_power_per_accelerator_w", "W", "average power per accelerator"),
     Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator"),
     Metric("facility_avg_power_w", "W", "average facility power"),
     Metric("facility_peak_power_w", "W", "peak facility power"),
-    Metric("facility_power_swing_w", "W", "facility power step between busy and blocked phases"),
+    Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases"),
     Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate"),
+    Metric("checkpoint_time_s", "s", "time spent writing checkpoints over the run (accelerators blocked)"),
+    Metric("checkpoint_overhead", "1", "share of the time to train spent writing checkpoints"),
     Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
     Metric("power_capped", "bool", "clock lowered to meet the power cap"),
     Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
@@ -293,6 +304,38 @@ def _scatter(base: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarr
     return out
 
 
+def checkpoint_phases(cfg: dict, perf: dict, step_s: np.ndarray, n_rows: int) -> dict[str, np.ndarray]:
+    """Checkpoint phases: the job stops while each accelerator writes its state.
+
+    Bytes per accelerator per checkpoint: weights + optimizer state on that accelerator
+    (the time model's memory breakdown: mixed-precision Adam, 2 + 12 B per parameter,
+    sharded as its ZeRO stage says). One checkpoint blocks the job for
+    ``duration_s = bytes / checkpoint_write_gbs`` (or ``checkpoint_duration_s``); one is
+    taken every ``checkpoint_interval_s`` of training, so the run takes
+    ``time_to_train / interval`` of them (a continuous count) and each iteration carries
+    ``per_step_s = step_s * duration_s / interval`` of checkpoint time. ``on``: rows with
+    a positive, finite interval; ``per_step_s`` is exactly 0 elsewhere.
+    """
+    def inp(name, default):
+        v = cfg.get(name)
+        return np.full(n_rows, default, dtype=float) if v is None else np.asarray(v, dtype=float)
+
+    interval = inp("checkpoint_interval_s", 0.0)
+    on = np.isfinite(interval) & (interval > 0)
+    mem = perf.get("_memory")
+    if mem is not None:
+        state_b = np.asarray(mem["weights"], dtype=float) + np.asarray(mem["optimizer"], dtype=float)
+    else:  # the public metrics (GB)
+        state_b = (np.asarray(perf["weights_memory_gb"], dtype=float)
+                   + np.asarray(perf["optimizer_memory_gb"], dtype=float)) * 1e9
+    write_bps = inp("checkpoint_write_gbs", CHECKPOINT_WRITE_GBS) * 1e9
+    given = inp("checkpoint_duration_s", _NAN)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        duration = np.where(np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan))
+        per_step = np.where(on, step_s * duration / np.where(on, interval, 1.0), 0.0)
+    return {"on": on, "interval_s": interval, "bytes": state_b, "duration_s": duration, "per_step_s": per_step}
+
+
 def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, np.ndarray]:
     """Energy, power and thermal metrics for every candidate (and re-timed time metrics).
 
@@ -383,9 +426,23 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
     e_it_acc = acc["total"] + e_net + e_host            # per accelerator per iteration
     overhead = energy.facility_overhead_factor(inp("pue", 1.2), inp("cooling_cop"))
     total_steps_n = steps * n
+    ck = checkpoint_phases(cfg, perf, step_s, n_rows)
+    # checkpoint phases, per accelerator and iteration (amortised: ck["per_step_s"]): the
+    # accelerator blocked at P_blocked, host and network static power on, the bytes over
+    # the scale-out fabric. Zero (not 0 x NaN) where checkpointing is off, so every other
+    # output is unchanged to the last bit.
+    on, t_ck = ck["on"], ck["per_step_s"]
+    ck_links = np.where(on, energy.network_energy_j(0.0, ck["bytes"], 0.0, inp("scaleout_pj_per_bit", energy.SCALEOUT_PJ_PER_BIT))
+                        * step_s / np.where(on, ck["interval_s"], 1.0), 0.0)
+    ck_idle = np.where(on, hw["idle_w"] * t_ck, 0.0)
+    ck_wait = np.where(on, (acc["p_wait"] - hw["idle_w"]) * t_ck, 0.0)
+    ck_net = np.where(on, p_net_static * t_ck, 0.0) + ck_links
+    ck_host = np.where(on, p_host * t_ck, 0.0)
+    e_step_acc = e_it_acc                                 # one iteration, checkpoints aside
+    e_it_acc = e_it_acc + (ck_idle + ck_wait + ck_net + ck_host)
     it_j = e_it_acc * total_steps_n
     facility_j = it_j * (1.0 + overhead)
-    time_to_train_s = steps * step_s
+    time_to_train_s = steps * (step_s + t_ck)
 
     # Facility power: IT power scaled by the overhead; the swing is the IT step between
     # the busy and the blocked phase, synchronised over all accelerators (the cooling
@@ -393,7 +450,9 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
     p_other = p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan)
     facility_avg_w = facility_j / np.where(time_to_train_s > 0, time_to_train_s, np.nan)
     facility_peak_w = n * (acc["p_busy"] + p_other) * (1.0 + overhead)
-    swing_w = np.where(t["blocked"] > 0, n * np.maximum(acc["p_busy"] - acc["p_wait"], 0.0), 0.0)
+    # a checkpoint is one more low (blocked) phase: the same step, busy -> blocked power
+    low_phase = (t["blocked"] > 0) | (on & (ck["duration_s"] > 0))
+    swing_w = np.where(low_phase, n * np.maximum(acc["p_busy"] - acc["p_wait"], 0.0), 0.0)
     ramp = swing_w / inp("power_transition_s", 0.01)
 
     tokens = np.asarray(perf.get("tokens_to_train", np.full(n_rows, np.nan)), dtype=float)
@@ -404,19 +463,20 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
     cost = energy.cost_usd(n, time_to_train_s, facility_j, inp("accelerator_hour_price", 2.0),
                            inp("energy_price_per_kwh", 0.10))
     busy_work = (acc["compute"] + acc["memory"] + hw["idle_w"] * t["busy"]) * total_steps_n
-    mean_p = acc["total"] / np.where(step_s > 0, step_s, np.nan)
+    step_ck = step_s + t_ck  # iteration plus its share of checkpoint time
+    mean_p = (acc["total"] + (ck_idle + ck_wait)) / np.where(step_ck > 0, step_ck, np.nan)
     out.update({
         "energy_to_train_j": facility_j,
         "energy_to_train_mwh": facility_j / energy.J_PER_MWH,
         "it_energy_to_train_j": it_j,
         "it_energy_to_train_mwh": it_j / energy.J_PER_MWH,
-        "energy_per_step_j": e_it_acc * n * (1.0 + overhead),
+        "energy_per_step_j": e_step_acc * n * (1.0 + overhead),
         "energy_compute_j": acc["compute"] * total_steps_n,
         "energy_memory_j": acc["memory"] * total_steps_n,
-        "energy_network_j": e_net * total_steps_n,
-        "energy_idle_j": acc["idle"] * total_steps_n,
-        "energy_waiting_j": acc["waiting"] * total_steps_n,
-        "energy_host_j": e_host * total_steps_n,
+        "energy_network_j": (e_net + ck_net) * total_steps_n,
+        "energy_idle_j": (acc["idle"] + ck_idle) * total_steps_n,
+        "energy_waiting_j": (acc["waiting"] + ck_wait) * total_steps_n,
+        "energy_host_j": (e_host + ck_host) * total_steps_n,
         "energy_facility_overhead_j": it_j * overhead,
         "avg_power_per_accelerator_w": mean_p,
         "peak_power_per_accelerator_w": acc["p_busy"],
@@ -424,6 +484,10 @@ def evaluate(cfg: dict[str, np.ndarray], perf: dict, retime=None) -> dict[str, n
         "facility_peak_power_w": facility_peak_w,
         "facility_power_swing_w": swing_w,
         "facility_power_ramp_w_per_s": ramp,
+        "checkpoint_time_s": np.where(on, steps * t_ck, 0.0),
+        "checkpoint_overhead": np.where(on, t_ck / np.where(step_ck > 0, step_ck, np.nan), 0.0),
+        "time_to_train_s": time_to_train_s,
+        "time_to_train_days": time_to_train_s / 86400.0,
         "effective_clock_mhz": clock,
         "power_capped": np.asarray(capped, dtype=bool),
         "throttled": np.asarray(throttled, dtype=bool),
