@@ -68,7 +68,7 @@ class RichProgress:
         self.bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("evaluations"), TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
-            console=self.console, transient=False, disable=not self.console.is_terminal and False,
+            console=self.console, transient=False,
         )
         self.bar.start()
         self.task = self.bar.add_task(description, total=total, status="")

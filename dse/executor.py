@@ -118,12 +118,6 @@ class Executor:
         if self.cluster is not None:
             self.cluster.close()
 
-    @property
-    def description(self) -> str:
-        if self.scheduler:
-            return f"dask scheduler {self.scheduler}"
-        return f"local dask cluster, {self.workers} worker(s)"
-
     def evaluate(self, candidates: pd.DataFrame,
                  on_chunk: Callable[[int, pd.DataFrame, pd.DataFrame], None] | None = None) -> pd.DataFrame:
         """Evaluate ``candidates`` (full evaluator inputs); ``on_chunk(i, inputs, result)`` as each finishes."""

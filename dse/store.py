@@ -24,8 +24,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import socket
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,18 +50,8 @@ def _fsync_dir(path: Path) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -83,8 +73,6 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             if tmp.is_dir():
-                import shutil
-
                 shutil.rmtree(tmp, ignore_errors=True)
             else:
                 tmp.unlink(missing_ok=True)
@@ -211,10 +199,10 @@ class ResultStore:
         return owner
 
     def check_unlocked(self) -> None:
-        owner = self._lock_owner()
-        if owner and owner.get("host") == socket.gethostname() and _pid_alive(owner["pid"]):
+        owner = self.live_lock_owner()
+        if owner:
             raise StoreError(
-                f"{self.path} is being written by process {owner['pid']} on {owner['host']} "
+                f"{self.path} is being written by process {owner['pid']} on {owner.get('host', '?')} "
                 f"(started {owner.get('started', '?')}); wait for it or stop it first"
             )
 
@@ -227,10 +215,9 @@ class ResultStore:
             try:
                 fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                owner = self._lock_owner()
-                if owner is None or (owner.get("host") == socket.gethostname()
-                                     and not _pid_alive(owner["pid"])):
-                    self.lock_file.unlink(missing_ok=True)  # stale: its process is gone
+                owner = self.live_lock_owner()
+                if owner is None:
+                    self.lock_file.unlink(missing_ok=True)  # stale: its process is gone, or damaged
                     continue
                 raise StoreError(
                     f"{self.path} is locked by process {owner.get('pid')} on {owner.get('host')} "
