@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,47 +34,7 @@ import pandas as pd
 
 from dse import __version__
 from dse.errors import StoreError
-
-FORMAT = "dse-results"
-FORMAT_VERSION = 1
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path``, renamed onto it when the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        yield tmp
-        if tmp.is_file():
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                tmp.unlink(missing_ok=True)
+from dse.files import FORMAT, FORMAT_VERSION, atomic_path, atomic_write_text, json_default
 
 
 def _pid_alive(pid: int) -> bool:
@@ -98,17 +57,21 @@ class ResultStore:
     # -- creating and opening ------------------------------------------------------------
     @classmethod
     def create(cls, path: str | Path, *, study_text: str, study_name: str, evaluator: str,
-               evaluator_version: str, overwrite: bool = False) -> ResultStore:
+               evaluator_version: str, overwrite: bool = False,
+               owned_files: tuple[str, ...] = ()) -> ResultStore:
+        """A new results folder. ``owned_files``: files the search driver keeps in the folder
+        (recorded in meta.json, so that ``--overwrite`` removes them with the run)."""
         path = Path(path)
         try:
             return cls._create(path, study_text=study_text, study_name=study_name, evaluator=evaluator,
-                               evaluator_version=evaluator_version, overwrite=overwrite)
+                               evaluator_version=evaluator_version, overwrite=overwrite,
+                               owned_files=owned_files)
         except OSError as exc:
             raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
 
     @classmethod
     def _create(cls, path: Path, *, study_text: str, study_name: str, evaluator: str,
-                evaluator_version: str, overwrite: bool) -> ResultStore:
+                evaluator_version: str, overwrite: bool, owned_files: tuple[str, ...]) -> ResultStore:
         started = (path / "evaluations").is_dir() and any((path / "evaluations").glob("*.parquet"))
         if started or (path / "meta.json").exists():
             if started and not overwrite:
@@ -116,8 +79,9 @@ class ResultStore:
                     f"{path} already holds a run; continue it with `dse resume {path}`, "
                     "or start afresh with `dse run --overwrite`"
                 )
-            cls.open(path).check_unlocked()
-            cls._clear(path)
+            old = cls.open(path)
+            old.check_unlocked()
+            old.clear()
         path.mkdir(parents=True, exist_ok=True)
         meta = {
             "format": FORMAT,
@@ -127,23 +91,27 @@ class ResultStore:
             "evaluator_version": evaluator_version,
             "dse_version": __version__,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "owned_files": list(owned_files),
         }
         atomic_write_text(path / "study.yaml", study_text)
         atomic_write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
         (path / "evaluations").mkdir(exist_ok=True)
         return cls(path, meta)
 
-    @staticmethod
-    def _clear(path: Path) -> None:
-        for child in ("evaluations",):
-            d = path / child
-            if d.is_dir():
-                for f in d.iterdir():
-                    f.unlink()
-                d.rmdir()
-        for name in ("state.json", "evaluations.nc", "pareto.nc", "meta.json", "optuna.journal",
-                     "optuna.journal.lock"):
-            (path / name).unlink(missing_ok=True)
+    #: files of a run besides the evaluation log, removed by :meth:`clear`
+    RUN_FILES = ("state.json", "evaluations.nc", "pareto.nc", "meta.json")
+
+    def clear(self) -> None:
+        """Remove the run: its evaluation log, state, datasets and the files its search
+        driver declared (``owned_files`` in meta.json); anything else stays."""
+        d = self.evaluations_dir
+        if d.is_dir():
+            for f in d.iterdir():
+                f.unlink()
+            d.rmdir()
+        owned = [str(f) for f in self.meta.get("owned_files", []) if "/" not in str(f)]
+        for name in (*self.RUN_FILES[:-1], *owned, self.RUN_FILES[-1]):
+            (self.path / name).unlink(missing_ok=True)
 
     @classmethod
     def open(cls, path: str | Path) -> ResultStore:
@@ -284,7 +252,7 @@ class ResultStore:
         return self.path / "state.json"
 
     def save_state(self, state: dict[str, Any]) -> None:
-        atomic_write_text(self.state_file, json.dumps(state, indent=1, default=_json_default) + "\n")
+        atomic_write_text(self.state_file, json.dumps(state, indent=1, default=json_default) + "\n")
 
     def load_state(self) -> dict[str, Any] | None:
         if not self.state_file.is_file():
@@ -299,14 +267,3 @@ class ResultStore:
             raise StoreError(f"{self.state_file} is damaged (not a dse search state)")
         return state
 
-
-def _json_default(obj: Any) -> Any:
-    import numpy as np
-
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
