@@ -1,48 +1,96 @@
-"""Search drivers behind one ask/tell interface, chosen by ``search.algorithm``."""
+"""Search-driver registry: the entry-point group ``dse.search`` or ``package.module:Class``.
+
+:func:`plan_search` resolves a study's ``search`` section into a :class:`SearchPlan`: the
+driver class, its validated options, the :class:`~dse.search.base.Problem` and the number
+of candidates it will ask, refused when that exceeds the budget. ``dse validate`` and
+``dse run`` both go through it, so they accept and refuse the same studies.
+"""
 
 from __future__ import annotations
 
-import importlib
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
 
 from dse.errors import StudyError
-from dse.search.base import Driver
+from dse.plugins import load_class, registered
+from dse.search.base import DriverOptions, NoOptions, Problem, SearchDriver
 from dse.space import Space
-from dse.study import Study
+from dse.study import Study, raise_validation_error
 
-# algorithm name -> "module:Class" (imported lazily: optuna and pymoo load slowly)
-DRIVERS = {
-    "random": "dse.search.random:RandomDriver",
-    "exhaustive": "dse.search.exhaustive:ExhaustiveDriver",
-    "nsga2": "dse.search.nsga2:NSGA2Driver",
-    "optuna-nsga2": "dse.search.optuna_driver:OptunaNSGA2Driver",
-    "optuna-tpe": "dse.search.optuna_driver:OptunaTPEDriver",
-    "optuna-gp": "dse.search.optuna_driver:OptunaGPDriver",
-}
+__all__ = ["GROUP", "DriverOptions", "NoOptions", "Problem", "SearchDriver", "SearchPlan",
+           "available_drivers", "driver_class", "parse_options", "plan_search", "problem_of"]
 
-__all__ = ["DRIVERS", "Driver", "make_driver", "resolve_algorithm"]
+GROUP = "dse.search"
+EVALUATOR_VERDICT = "evaluator_feasible"  # name of the last violation column
 
 
-def resolve_algorithm(study: Study, space: Space) -> str:
-    """The concrete algorithm: ``auto`` enumerates when the space fits the budget."""
-    algo = study.search.algorithm
-    if algo == "auto":
-        fits = space.is_discrete and space.size <= study.search.budget
-        algo = "exhaustive" if fits else "nsga2"
-    return algo
+def available_drivers() -> dict[str, str]:
+    """Registered driver names and the class each entry point refers to."""
+    return registered(GROUP)
 
 
-def make_driver(study: Study, space: Space, output_dir: str | None = None) -> Driver:
-    algo = resolve_algorithm(study, space)
-    if algo not in DRIVERS:
-        raise StudyError(
-            f"search algorithm '{algo}' is not available in this installation",
-            field="search.algorithm", allowed=", ".join(DRIVERS),
-        )
-    module, _, cls = DRIVERS[algo].partition(":")
-    driver_cls = getattr(importlib.import_module(module), cls)
+def driver_class(name: str) -> type[SearchDriver]:
+    """A driver class by registered name or ``package.module:Class``."""
+    return load_class(GROUP, name, SearchDriver, field="search.algorithm", kind="search algorithm")
+
+
+def parse_options(cls: type[SearchDriver], problem: Problem, raw: dict) -> BaseModel:
+    """``search.options`` validated by the driver's own model (one clear error otherwise)."""
+    model = cls.options_model(problem)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise_validation_error(exc, file=None, prefix=("search", "options"), model=model)
+        raise  # unreachable
+
+
+def problem_of(study: Study, space: Space, work_dir: Path | None = None) -> Problem:
+    """The :class:`Problem` a study describes (objectives all minimised; the evaluator's
+    verdict as the last constraint column)."""
     s = study.search
-    return driver_cls(
-        space, budget=s.budget, seed=s.seed, batch_size=s.batch_size,
-        n_objectives=len(study.objectives), n_constraints=len(study.constraints) + 1,
-        options=s.options, output_dir=output_dir,
+    return Problem(
+        space=space, objectives=tuple(o.metric for o in study.objectives),
+        constraints=(*(str(c) for c in study.constraints), EVALUATOR_VERDICT),
+        budget=s.budget, batch_size=s.batch_size, seed=s.seed, work_dir=work_dir, name=study.name,
     )
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A checked search: what ``dse validate`` approved and ``dse run`` builds."""
+
+    driver_cls: type[SearchDriver]
+    options: BaseModel
+    problem: Problem
+    total: int | None
+    description: str
+
+    def build(self, work_dir: Path | None) -> SearchDriver:
+        """The driver, with ``work_dir`` (the results folder) for its own files."""
+        return self.driver_cls(replace(self.problem, work_dir=work_dir), self.options)
+
+
+def plan_search(study: Study, space: Space) -> SearchPlan:
+    """Resolve and check ``study.search``; raises :class:`StudyError` naming the field."""
+    cls = driver_class(study.search.algorithm)
+    problem = problem_of(study, space)
+    options = parse_options(cls, problem, study.search.options)
+    cls.check(problem, options)
+    total = cls.total(problem, options)
+    if total is not None and total > problem.budget:
+        raise StudyError(
+            f"search '{study.search.algorithm}' would evaluate {_count(total)} candidates, more than "
+            f"the budget of {problem.budget:,} (the space has {_count(space.size)} candidates)",
+            field="search.budget",
+            allowed=f"a budget of at least {total:,}, a smaller space, or a search that samples "
+                    "within the budget (auto, nsga2, optuna-tpe, random)")
+    return SearchPlan(cls, options, problem, total, cls.describe(problem, options))
+
+
+def _count(n: float) -> str:
+    if math.isinf(n):
+        return "infinitely many"
+    return f"{int(n):,}"

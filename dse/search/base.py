@@ -1,73 +1,158 @@
-"""The search-driver interface: ask for a batch, tell its results, save state as plain data.
+"""The search-driver plug-in contract: a :class:`Problem` to search and a :class:`SearchDriver`.
 
 A driver never evaluates anything itself (pymoo's ask/tell pattern): the runner evaluates
-what :meth:`Driver.ask` returned and hands it back through :meth:`Driver.tell`. Drivers
-are seeded, so the same study and seed give the same candidates wherever and in whatever
-order the evaluations ran. :meth:`Driver.state` is JSON-serialisable data (no pickles of
-live objects), and :meth:`Driver.restore` rebuilds the driver from it.
+what :meth:`SearchDriver.ask` returned and hands the results back through
+:meth:`SearchDriver.tell`. Drivers are seeded, so the same study and seed give the same
+candidates wherever and in whatever order the evaluations ran.
+
+Call order (the runner's, documented so a driver can rely on it)::
+
+    Options.model_validate(study.search.options)    # dse validate and dse run
+    check(problem, options)                         # dse validate and dse run: refuse early
+    total(problem, options)                         # candidates it will ask, for the budget check
+    driver = Driver(problem, options)               # dse run / dse resume (writes no file)
+    driver.restore(state)                           # dse resume only, before the first ask
+    while not driver.done:
+        batch = driver.ask()                        # an empty batch also ends the run
+        driver.tell(batch, objectives, violations)  # every row of the batch, in ask order
+        state = driver.state()                      # saved after every tell (plain JSON data)
+
+A driver is registered under the entry-point group ``dse.search`` (the built-in drivers
+are registered exactly so) or named in a study as ``package.module:Class``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict
 
 from dse.space import Space
 
 
-class Driver(ABC):
-    """Base class of the search drivers."""
+@dataclass(frozen=True)
+class Problem:
+    """What a driver searches, in one object (after pymoo's ``Problem``).
 
+    ``objectives`` are the metric names, every one to be *minimised* (the runner negates
+    maximised metrics before :meth:`SearchDriver.tell`). ``constraints`` names the columns
+    of the violation matrix in the G <= 0 convention: one per study constraint, then the
+    evaluator's own verdict (1 where a candidate is infeasible or failed). ``work_dir`` is a
+    folder the driver may keep files in (the results folder; ``None`` when there is none,
+    e.g. in library use): a driver declares the files it writes there in
+    :attr:`SearchDriver.owned_files`.
+    """
+
+    space: Space
+    objectives: tuple[str, ...]
+    constraints: tuple[str, ...]
+    budget: int
+    batch_size: int
+    seed: int
+    work_dir: Path | None = None
+    name: str = "dse"  # the study's name, for drivers that label what they store
+
+    @property
+    def n_objectives(self) -> int:
+        return len(self.objectives)
+
+    @property
+    def n_constraints(self) -> int:
+        return len(self.constraints)
+
+
+class NoOptions(BaseModel):
+    """The options model of a driver that takes none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DriverOptions(BaseModel):
+    """Base for a driver's options: unknown keys are refused, values are typed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SearchDriver(ABC):
+    """Base class of search drivers; see the module docstring for the call order."""
+
+    #: the name the study uses (``search.algorithm``)
     name: ClassVar[str]
+    #: the pydantic model of ``search.options``
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    #: files the driver writes in ``problem.work_dir`` (removed with the run by ``--overwrite``)
+    owned_files: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(
-        self,
-        space: Space,
-        *,
-        budget: int,
-        seed: int,
-        batch_size: int,
-        n_objectives: int,
-        n_constraints: int,
-        options: dict[str, Any] | None = None,
-        output_dir: str | None = None,
-    ) -> None:
-        self.space = space
-        self.budget = budget
-        self.seed = seed
-        self.batch_size = batch_size
-        self.n_objectives = n_objectives
-        self.n_constraints = n_constraints
-        self.options = dict(options or {})
-        self.output_dir = output_dir
+    def __init__(self, problem: Problem, options: BaseModel) -> None:
+        """Set up; write nothing yet (the results folder may still be cleared after this)."""
+        self.problem = problem
+        self.options = options
         self.asked = 0  # candidates handed out so far
         self.told = 0  # candidates whose results came back
 
+    # shorthands for the problem's fields
+    space = property(lambda self: self.problem.space)
+    budget = property(lambda self: self.problem.budget)
+    seed = property(lambda self: self.problem.seed)
+    batch_size = property(lambda self: self.problem.batch_size)
+    n_objectives = property(lambda self: self.problem.n_objectives)
+    n_constraints = property(lambda self: self.problem.n_constraints)
+
+    # -- class-level hooks (no instance: dse validate builds no driver) --------------------
+    @classmethod
+    def options_model(cls, problem: Problem) -> type[BaseModel]:
+        """The model ``search.options`` is validated with (a delegating driver may choose)."""
+        return cls.Options
+
+    @classmethod
+    def check(cls, problem: Problem, options: BaseModel) -> None:
+        """Raise :class:`~dse.errors.StudyError` when this driver cannot search ``problem``
+        (a missing optional dependency, a space it cannot handle). Default: accept."""
+        return None
+
+    @classmethod
+    def total(cls, problem: Problem, options: BaseModel) -> int | None:
+        """How many candidates the driver will ask in all, when it knows (default: the budget).
+        A total above the budget is refused before anything runs."""
+        return problem.budget
+
+    @classmethod
+    def describe(cls, problem: Problem, options: BaseModel) -> str:
+        """What will run, in a few words, for ``dse validate``, progress and ``dse status``."""
+        return cls.name
+
+    # -- ask / tell ------------------------------------------------------------------------
     @abstractmethod
     def ask(self) -> pd.DataFrame:
         """The next batch of candidates (columns = the space's parameter names)."""
 
     @abstractmethod
     def tell(self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray) -> None:
-        """Results of the last batch.
+        """Results of the last batch, in ask order.
 
-        ``objectives`` is ``(n, m)``, every column to be minimised (maximised metrics are
-        negated); rows that failed or are infeasible may hold NaN. ``violations`` is
-        ``(n, k)`` with the G <= 0 convention: a row is feasible when all are <= 0.
+        ``objectives`` is ``(n, problem.n_objectives)``, every column minimised; rows that
+        failed or are infeasible may hold NaN. ``violations`` is ``(n, problem.n_constraints)``
+        with the G <= 0 convention: a row is feasible when all are <= 0.
         """
 
     @property
     def done(self) -> bool:
-        return self.asked >= self.budget
+        """No more candidates to ask (default: the total is reached)."""
+        total = type(self).total(self.problem, self.options)
+        return total is not None and self.asked >= total
 
+    # -- plain-data state ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        """Plain-data state; subclasses extend it."""
+        """JSON-serialisable state; subclasses extend it."""
         return {"driver": self.name, "asked": self.asked, "told": self.told}
 
     def restore(self, state: dict[str, Any]) -> None:
+        """Rebuild the driver from :meth:`state`'s output (called before the first ask)."""
         self.asked = int(state["asked"])
         self.told = int(state["told"])
 
@@ -81,3 +166,4 @@ def rng_from_state(state: dict[str, Any]) -> np.random.Generator:
     rng = np.random.default_rng()
     rng.bit_generator.state = state
     return rng
+

@@ -4,31 +4,45 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
-from dse.search.base import Driver
+from dse.errors import StudyError
+from dse.search.base import DriverOptions, Problem, SearchDriver
 
 
-class ExhaustiveDriver(Driver):
-    """Every candidate once, ``chunk`` at a time (option ``chunk``, default max(batch_size, 10000)).
+class ExhaustiveOptions(DriverOptions):
+    chunk: int | None = Field(default=None, ge=1,
+                              description="candidates per batch (default: max(batch_size, 10000))")
 
-    The whole space is evaluated whatever ``search.budget`` says: that is what asking
-    for enumeration means (``auto`` only enumerates spaces that fit the budget).
-    """
+
+class ExhaustiveDriver(SearchDriver):
+    """Every candidate once, in grid order, ``chunk`` at a time. The whole space must fit
+    the budget (``auto`` enumerates exactly the spaces that do)."""
 
     name = "exhaustive"
+    Options = ExhaustiveOptions
 
-    def __init__(self, space, **kwargs) -> None:
-        super().__init__(space, **kwargs)
-        self.chunk = int(self.options.get("chunk", max(self.batch_size, 10_000)))
-        self.total = int(space.size)
+    @classmethod
+    def check(cls, problem: Problem, options: ExhaustiveOptions) -> None:
+        if not problem.space.is_discrete:
+            raise StudyError(
+                "exhaustive search needs a discrete space; give continuous ranges a 'step'",
+                field="search.algorithm", value="exhaustive",
+                allowed="a search that samples: auto, nsga2, optuna-nsga2, optuna-tpe, optuna-gp, random")
 
-    @property
-    def done(self) -> bool:
-        return self.asked >= self.total
+    @classmethod
+    def total(cls, problem: Problem, options: ExhaustiveOptions) -> int:
+        return int(problem.space.size)
+
+    def __init__(self, problem: Problem, options: ExhaustiveOptions) -> None:
+        super().__init__(problem, options)
+        self.chunk = options.chunk or max(problem.batch_size, 10_000)
+        self.size = int(problem.space.size)
 
     def ask(self) -> pd.DataFrame:
-        hi = min(self.asked + self.chunk, self.total)
-        batch = self.space.from_indices(self.space.indices_of(np.arange(self.asked, hi)))
+        space = self.problem.space
+        hi = min(self.asked + self.chunk, self.size)
+        batch = space.from_indices(space.indices_of(np.arange(self.asked, hi)))
         self.asked = hi
         return batch
 

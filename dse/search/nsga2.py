@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
-from dse.search.base import Driver
+from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column
 
 BAD = 1e30  # objective value given to rows without finite objectives (they are infeasible)
@@ -111,7 +112,7 @@ class _Codec:
 
 
 def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.random.SeedSequence,
-           options: dict[str, Any], seen: set[bytes], population=None):
+           options: NSGA2Options, seen: set[bytes], population=None):
     """A fresh NSGA-II; ``population`` (evaluated) becomes its initial population."""
     NSGA2, DuplicateElimination, Mutation, Population, Problem, Repair, Sampling, SBX, PM = _pymoo()
 
@@ -179,10 +180,10 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
     algorithm = NSGA2(
         pop_size=pop_size,
         sampling=_Sampling() if population is None else population,
-        crossover=SBX(prob=float(options.get("crossover_prob", 0.9)),
-                      eta=float(options.get("crossover_eta", 5)), vtype=float),
-        mutation=_Mutation(PM(prob=1.0, eta=float(options.get("mutation_eta", 5)), vtype=float),
-                           reset_prob=float(options.get("categorical_reset_prob", 1.0 / codec.n_var))),
+        crossover=SBX(prob=options.crossover_prob, eta=options.crossover_eta, vtype=float),
+        mutation=_Mutation(PM(prob=1.0, eta=options.mutation_eta, vtype=float),
+                           reset_prob=(1.0 / codec.n_var if options.categorical_reset_prob is None
+                                       else options.categorical_reset_prob)),
         repair=_Repair(),
         eliminate_duplicates=no_repeats,
     )
@@ -202,19 +203,25 @@ def _population(X: np.ndarray, F: np.ndarray, G: np.ndarray):
     return pop
 
 
-class NSGA2Driver(Driver):
-    """pymoo NSGA-II; ``search.batch_size`` is the population size (one generation per batch).
+class NSGA2Options(DriverOptions):
+    pop_size: int | None = Field(default=None, ge=2, description="population size (default: search.batch_size)")
+    crossover_prob: float = Field(default=0.9, ge=0, le=1, description="SBX crossover probability")
+    crossover_eta: float = Field(default=5.0, gt=0, description="SBX distribution index")
+    mutation_eta: float = Field(default=5.0, gt=0, description="polynomial mutation distribution index")
+    categorical_reset_prob: float | None = Field(
+        default=None, ge=0, le=1, description="random reset of a categorical index per child (default: 1 / parameters)")
 
-    Options (``search.options``): ``pop_size`` (default batch_size), ``crossover_eta``,
-    ``crossover_prob``, ``mutation_eta``, ``categorical_reset_prob``.
-    """
+
+class NSGA2Driver(SearchDriver):
+    """pymoo NSGA-II; ``search.batch_size`` is the population size (one generation per batch)."""
 
     name = "nsga2"
+    Options = NSGA2Options
 
-    def __init__(self, space, **kwargs) -> None:
-        super().__init__(space, **kwargs)
-        self.codec = _Codec(space)
-        self.pop_size = int(self.options.get("pop_size", self.batch_size))
+    def __init__(self, problem: Problem, options: NSGA2Options) -> None:
+        super().__init__(problem, options)
+        self.codec = _Codec(problem.space)
+        self.pop_size = options.pop_size or problem.batch_size
         self.generation = 0
         self.exhausted = False
         n = self.codec.n_var

@@ -41,9 +41,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from dse.errors import StudyError
-from dse.search.base import Driver
+from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column, candidate_keys
 
 
@@ -54,14 +55,25 @@ def _optuna():
     return optuna
 
 
-class _OptunaDriver(Driver):
+class OptunaOptions(DriverOptions):
+    """Options every optuna driver takes."""
+
+    storage: str | None = Field(default=None, description="database URL (default: a journal file in the results folder)")
+    study_name: str = Field(default="dse", min_length=1, description="name of the optuna study in the storage")
+    max_resample: int = Field(default=2, ge=0, description="re-asks of a slot whose candidate was asked before")
+
+
+class _OptunaDriver(SearchDriver):
     """Shared ask/tell machinery; subclasses choose the sampler."""
 
-    def __init__(self, space, **kwargs) -> None:
-        super().__init__(space, **kwargs)
+    Options = OptunaOptions
+    owned_files = ("optuna.journal", "optuna.journal.lock")
+
+    def __init__(self, problem: Problem, options: OptunaOptions) -> None:
+        super().__init__(problem, options)
         self.batch_no = 0
-        self.max_resample = int(self.options.get("max_resample", 2))
-        self.study_name = str(self.options.get("study_name", "dse"))
+        self.max_resample = options.max_resample
+        self.study_name = options.study_name
         self._study = None
         self._pending: list[int] = []  # trial numbers of the batch in flight
         self._untold: list[dict[str, Any]] = []  # results not yet handed to optuna
@@ -77,14 +89,14 @@ class _OptunaDriver(Driver):
 
     def _storage(self):
         optuna = _optuna()
-        url = self.options.get("storage")
+        url = self.options.storage
         if url:
             return str(url)
-        if self.output_dir is None:
+        if self.problem.work_dir is None:
             return optuna.storages.InMemoryStorage()
         from optuna.storages.journal import JournalFileBackend
 
-        path = Path(self.output_dir) / "optuna.journal"
+        path = Path(self.problem.work_dir) / "optuna.journal"
         return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
     def _open(self, *, create: bool):
@@ -97,7 +109,7 @@ class _OptunaDriver(Driver):
                                            directions=directions, sampler=self.make_sampler(self.seed))
             except optuna.exceptions.DuplicatedStudyError:
                 raise StudyError(
-                    f"optuna study '{self.study_name}' already exists in {self.options.get('storage')}",
+                    f"optuna study '{self.study_name}' already exists in {self.options.storage}",
                     field="search.options.study_name") from None
         return optuna.load_study(storage=storage, study_name=self.study_name,
                                  sampler=self.make_sampler(self.seed))
@@ -230,17 +242,24 @@ class _OptunaDriver(Driver):
         """Drop what the sampler cached in the storage while asking the lost batch."""
 
 
+class OptunaNSGA2Options(OptunaOptions):
+    population_size: int | None = Field(default=None, ge=2, description="default: search.batch_size")
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    mutation_prob: float | None = Field(default=None, ge=0, le=1, description="default: optuna's")
+
+
 class OptunaNSGA2Driver(_OptunaDriver):
     """optuna's NSGA-II sampler; population size = ``search.batch_size``."""
 
     name = "optuna-nsga2"
+    Options = OptunaNSGA2Options
 
     def make_sampler(self, seed: int):
         optuna = _optuna()
         o = self.options
         return optuna.samplers.NSGAIISampler(
-            population_size=int(o.get("population_size", self.batch_size)), seed=seed,
-            mutation_prob=o.get("mutation_prob"), crossover_prob=float(o.get("crossover_prob", 0.9)))
+            population_size=o.population_size or self.batch_size, seed=seed,
+            mutation_prob=o.mutation_prob, crossover_prob=o.crossover_prob)
 
 
     def _forget_in_flight(self, study) -> None:
@@ -258,10 +277,18 @@ class OptunaNSGA2Driver(_OptunaDriver):
                 study._storage.set_study_system_attr(study._study_id, key, None)
 
 
+class OptunaTPEOptions(OptunaOptions):
+    multivariate: bool = True
+    constant_liar: bool = True
+    n_startup_trials: int | None = Field(default=None, ge=0, description="default: min(batch_size, 50)")
+    n_ei_candidates: int = Field(default=24, ge=1)
+
+
 class OptunaTPEDriver(_OptunaDriver):
     """optuna's (multi-objective) TPE sampler, with the constant liar for batches."""
 
     name = "optuna-tpe"
+    Options = OptunaTPEOptions
 
     def make_sampler(self, seed: int):
         optuna = _optuna()
@@ -269,10 +296,10 @@ class OptunaTPEDriver(_OptunaDriver):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.samplers.TPESampler(
-                seed=seed, multivariate=bool(o.get("multivariate", True)),
-                constant_liar=bool(o.get("constant_liar", True)),
-                n_startup_trials=int(o.get("n_startup_trials", min(self.batch_size, 50))),
-                n_ei_candidates=int(o.get("n_ei_candidates", 24)))
+                seed=seed, multivariate=o.multivariate, constant_liar=o.constant_liar,
+                n_startup_trials=(min(self.batch_size, 50) if o.n_startup_trials is None
+                                  else o.n_startup_trials),
+                n_ei_candidates=o.n_ei_candidates)
 
 
 class OptunaGPDriver(_OptunaDriver):
@@ -280,14 +307,14 @@ class OptunaGPDriver(_OptunaDriver):
 
     name = "optuna-gp"
 
-    def __init__(self, space, **kwargs) -> None:
+    @classmethod
+    def check(cls, problem: Problem, options: OptunaOptions) -> None:
         missing = [m for m in ("torch", "scipy") if importlib.util.find_spec(m) is None]
         if missing:
             raise StudyError(
                 f"search algorithm 'optuna-gp' needs {' and '.join(missing)}, which "
-                f"{'is' if len(missing) == 1 else 'are'} not installed (pip install {' '.join(missing)})",
+                f"{'is' if len(missing) == 1 else 'are'} not installed: pip install \"dse[gp]\"",
                 field="search.algorithm", value="optuna-gp")
-        super().__init__(space, **kwargs)
 
     def make_sampler(self, seed: int):
         optuna = _optuna()

@@ -5,19 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.search.base import Driver, rng_from_state, rng_state
+from dse.search.base import NoOptions, Problem, SearchDriver, rng_from_state, rng_state
 
 
-class RandomDriver(Driver):
+class RandomDriver(SearchDriver):
+    """Independent uniform draws of every parameter; ``budget`` of them in batches."""
+
     name = "random"
 
-    def __init__(self, space, **kwargs) -> None:
-        super().__init__(space, **kwargs)
-        self.rng = np.random.default_rng(self.seed)
+    def __init__(self, problem: Problem, options: NoOptions) -> None:
+        super().__init__(problem, options)
+        self.rng = np.random.default_rng(problem.seed)
 
     def ask(self) -> pd.DataFrame:
-        n = min(self.batch_size, self.budget - self.asked)
-        batch = self.space.sample(self.rng, n)
+        n = min(self.problem.batch_size, self.problem.budget - self.asked)
+        batch = self.problem.space.sample(self.rng, n)
         self.asked += n
         return batch
 
