@@ -1,3 +1,28 @@
-"""dse: multi-objective design-space exploration of large-model training infrastructure."""
+"""dse: multi-objective design-space exploration of large-model training infrastructure.
+
+The public API (imported on first use, so ``import dse`` stays cheap)::
+
+    dse.load_study(path)                  # read and check a study
+    dse.run(study, output_dir=None)       # search it; returns a RunResult
+    dse.resume(results_dir)               # continue an interrupted run
+    dse.open_results(results_dir)         # the datasets of a run
+    dse.Evaluator, dse.Input, dse.Metric  # the evaluator plug-in contract
+    dse.SearchDriver, dse.Problem         # the search-driver plug-in contract
+"""
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_study": "dse.api", "run": "dse.api", "resume": "dse.api", "open_results": "dse.api",
+    "Evaluator": "dse.evaluators.base", "Input": "dse.evaluators.base", "Metric": "dse.evaluators.base",
+    "SearchDriver": "dse.search.base", "Problem": "dse.search.base",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'dse' has no attribute {name!r}")

@@ -1,9 +1,10 @@
-"""The run loop: study -> search driver -> executor -> evaluator -> store -> Pareto set.
+"""The run loop: checked study -> search driver -> executor -> evaluator -> store -> Pareto set.
 
 Each batch the driver asks for is looked up in the store first (nothing is evaluated
-twice), the rest is evaluated on dask and written durably chunk by chunk, and only then is
-the driver told. After every batch the driver's plain-data state and the progress record
-(evaluations, feasible count, front size, hypervolume) are saved.
+twice), the rest is evaluated by the executor and written durably chunk by chunk, and only
+then is the driver told. After every batch the driver's plain-data state and the progress
+record (evaluations, feasible count, front size, hypervolume) are saved. At the end the
+Pareto set and every evaluation are written as datasets; drawing them is the caller's.
 """
 
 from __future__ import annotations
@@ -14,22 +15,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
+from dse.checks import RunPlan
+from dse.datasets import to_dataset, write_netcdf
 from dse.errors import DseError
-from dse.evaluators import load_evaluator
-from dse.executor import Executor
+from dse.execution import Executor, make_executor
 from dse.pareto import (
     HypervolumeTracker,
     feasible_mask,
     front_mask,
     objective_matrix,
-    to_dataset,
     violation_matrix,
-    write_netcdf,
 )
-from dse.plot import plot_front
-from dse.search import make_driver, resolve_algorithm
-from dse.space import Space, candidate_keys
+from dse.search import SearchDriver
+from dse.space import candidate_keys
 from dse.store import ResultStore
 from dse.study import Study
 
@@ -44,6 +44,7 @@ class RunResult:
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
     algorithm: str = ""
+    datasets: dict[str, xr.Dataset] = field(default_factory=dict)  # "pareto" and "evaluations", as written
 
 
 @dataclass
@@ -123,24 +124,26 @@ class ProgressSink:
 
 
 class Runner:
-    def __init__(self, study: Study, output_dir: Path, *, workers: int | None = None,
-                 scheduler: str | None = None, progress: ProgressSink | None = None) -> None:
-        self.study = study
+    """Runs a checked study (:func:`dse.checks.plan_run`) into a results folder."""
+
+    def __init__(self, plan: RunPlan, output_dir: Path, *, progress: ProgressSink | None = None) -> None:
+        self.plan = plan
+        self.study = plan.study
+        self.space = plan.space
+        self.evaluator = plan.evaluator
         self.output_dir = Path(output_dir)
-        self.workers = workers
-        self.scheduler = scheduler
         self.progress = progress or ProgressSink()
-        self.evaluator = load_evaluator(study.evaluator)
-        self.space = Space.from_study(study)
-        self.algorithm = resolve_algorithm(study, self.space)
+        self.algorithm = plan.search.description
 
     # -- public entry points --------------------------------------------------------------
     def start(self, *, overwrite: bool = False) -> RunResult:
+        driver = self.plan.search.build(self.output_dir)  # writes nothing before the store exists
         store = ResultStore.create(
             self.output_dir, study_text=self.study.to_yaml(), study_name=self.study.name,
             evaluator=self.evaluator.name, evaluator_version=self.evaluator.version, overwrite=overwrite,
+            owned_files=tuple(driver.owned_files),
         )
-        return self._run(store)
+        return self._run(store, driver)
 
     def resume(self) -> RunResult:
         store = ResultStore.open(self.output_dir)
@@ -151,31 +154,29 @@ class Runner:
                 f"{self.evaluator.name} {self.evaluator.version}: resuming would mix two models; "
                 "start a new run instead"
             )
-        return self._run(store)
+        return self._run(store, self.plan.search.build(store.path))
 
     # -- the loop --------------------------------------------------------------------------
-    def _run(self, store: ResultStore) -> RunResult:
+    def _run(self, store: ResultStore, driver: SearchDriver) -> RunResult:
         with store.locked():
-            return self._loop(store)
+            return self._loop(store, driver)
 
-    def _loop(self, store: ResultStore) -> RunResult:
-        study, space = self.study, self.space
-        driver = make_driver(study, space, output_dir=str(store.path))
+    def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
+        study = self.study
         run = _LoopState.from_store(store, study)
         if run.driver_state is not None:
             driver.restore(run.driver_state)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
             self._save_state(store, driver, run)
 
-        total = int(space.size) if self.algorithm == "exhaustive" else study.search.budget
+        total = self.plan.search.total
         self.progress.start(total, f"{study.name} · {self.algorithm}")
         if driver.asked:
-            self.progress.advance(min(driver.asked, total), run.history[-1] if run.history else {})
+            self.progress.advance(min(driver.asked, total or driver.asked), run.history[-1] if run.history else {})
         interrupted = False
         try:
             if not driver.done:
-                with Executor(study.evaluator, study.execution, workers=self.workers,
-                              scheduler=self.scheduler, profile_dirs=self._profile_dirs()) as executor:
+                with make_executor(self.plan.execution, study.evaluator) as executor:
                     while not driver.done and self._batch(executor, store, driver, run):
                         pass
         except KeyboardInterrupt:
@@ -183,17 +184,10 @@ class Runner:
         finally:
             self.progress.stop()
         evaluations = store.load_evaluations()
-        front = self._write_outputs(store, evaluations)
-        return RunResult(store.path, evaluations, front, run.history, interrupted, self.algorithm)
+        front, datasets = self._write_outputs(store, evaluations)
+        return RunResult(store.path, evaluations, front, run.history, interrupted, self.algorithm, datasets)
 
-    def _profile_dirs(self) -> list[Path]:
-        """Where ``execution.profile`` names are looked up: ./workers, then beside the study."""
-        dirs = [Path("workers")]
-        if self.study.source_path:
-            dirs.append(Path(self.study.source_path).resolve().parent.parent / "workers")
-        return dirs
-
-    def _batch(self, executor: Executor, store: ResultStore, driver, run: _LoopState) -> bool:
+    def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
         driver has nothing more to ask."""
         study = self.study
@@ -214,7 +208,7 @@ class Runner:
         self.progress.advance(len(batch), record)
         return True
 
-    def _save_state(self, store: ResultStore, driver, run: _LoopState) -> None:
+    def _save_state(self, store: ResultStore, driver: SearchDriver, run: _LoopState) -> None:
         store.save_state({
             "driver": driver.state(), "batch": run.batch_no, "history": run.history,
             "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
@@ -256,9 +250,10 @@ class Runner:
             "seconds": round(seconds, 3),
         }
 
-    def _write_outputs(self, store: ResultStore, evaluations: pd.DataFrame) -> pd.DataFrame:
+    def _write_outputs(self, store: ResultStore, evaluations: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+        """Write ``evaluations.nc`` and ``pareto.nc``; the front and both datasets."""
         if len(evaluations) == 0:
-            return evaluations
+            return evaluations, {}
         mask = front_mask(evaluations, self.study)
         front = evaluations[mask].reset_index(drop=True)
         first = self.study.objectives[0].metric
@@ -268,6 +263,4 @@ class Runner:
         write_netcdf(all_ds, store.path / "evaluations.nc")
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds, store.path / "pareto.nc")
-        if len(front):
-            plot_front(all_ds, front_ds, [o.metric for o in self.study.objectives], store.path / "pareto.png")
-        return front
+        return front, {"pareto": front_ds, "evaluations": all_ds}

@@ -1,13 +1,13 @@
 """The study file: one YAML document is the whole experiment.
 
-Loading is the only place user input is validated; everything after trusts the typed
-:class:`Study`. Every problem becomes a :class:`~dse.errors.StudyError` that names the
-file, the field path, the offending value and what is allowed.
+This module is the schema alone (it imports nothing else of dse's pipeline): the form of
+every section. The check of a study against its evaluator, search driver and execution
+settings is :mod:`dse.checks`. Every problem becomes a :class:`~dse.errors.StudyError`
+that names the file, the field path, the offending value and what is allowed.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import typing
 from pathlib import Path
@@ -16,9 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dse.errors import DseError, StudyError
+from dse.errors import StudyError
 
-ALGORITHMS = ("auto", "random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe", "optuna-gp")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
@@ -75,7 +74,7 @@ class Constraint(_Strict):
 
     metric: str
     op: Literal["<=", ">=", "<", ">"]
-    bound: float
+    bound: float = Field(allow_inf_nan=False)
 
     def __str__(self) -> str:
         return f"{self.metric} {self.op} {self.bound:g}"
@@ -87,7 +86,10 @@ class EvaluatorSpec(_Strict):
 
 
 class SearchSpec(_Strict):
-    algorithm: Literal[ALGORITHMS] = "auto"  # type: ignore[valid-type]
+    """The search driver: a name registered under the entry-point group ``dse.search`` (or
+    ``package.module:Class``) and its options, which the driver itself declares and checks."""
+
+    algorithm: str = "auto"
     budget: int = Field(default=1000, ge=1, description="evaluations at most")
     seed: int = Field(default=0, ge=0)
     batch_size: int = Field(default=100, ge=1, description="candidates asked per batch / population size")
@@ -95,7 +97,7 @@ class SearchSpec(_Strict):
 
 
 class ExecutionSpec(_Strict):
-    workers: int = Field(default=2, ge=1, description="local dask worker processes")
+    workers: int = Field(default=2, ge=0, description="local dask worker processes (0: evaluate in this process)")
     scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
     profile: str | None = Field(default=None, description="a cluster profile under workers/")
     chunk_size: int = Field(default=2000, ge=1, description="candidates per dask task")
@@ -249,12 +251,17 @@ def _describe_allowed(err: dict) -> str | None:
 _SPEC_BY_KEY = {"range": RangeSpec, "log": LogSpec, "choices": ChoicesSpec}
 
 
-def _raise_validation(exc: ValidationError, *, file: str, prefix: tuple = (), model: Any = None) -> None:
+def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tuple = (),
+                           model: Any = None, root: str = "study") -> None:
+    """Turn a pydantic error into one :class:`StudyError` naming the field, the value and what
+    is allowed. ``prefix`` is the field path of ``model`` inside the study (e.g. the options
+    model of a plug-in validated at ``("search", "options")``); ``root`` names the document
+    (a study, a cluster profile) in messages about its top-level keys."""
     err = _pick_error(exc.errors())
     loc = prefix + tuple(err["loc"])
     path = _field_path(loc)
     if err["type"] == "extra_forbidden":
-        parent = path.rsplit(".", 1)[0] if "." in path else "study"
+        parent = path.rsplit(".", 1)[0] if "." in path else root
         raise StudyError(
             f"unknown key '{loc[-1]}' in {parent}", file=file, field=path,
             allowed=_allowed_keys(model or Study, tuple(err["loc"])),
@@ -295,7 +302,7 @@ def _parse_space(space: Any, file: str) -> Any:
             try:
                 spec = cls.model_validate(spec)
             except ValidationError as exc:
-                _raise_validation(exc, file=file, prefix=("space", name), model=cls)
+                raise_validation_error(exc, file=file, prefix=("space", name), model=cls)
         parsed[name] = spec
     return parsed
 
@@ -308,7 +315,7 @@ def parse_study(data: Any, *, file: str = "<study>", text: str = "") -> Study:
     try:
         return Study.model_validate({**data, "source_text": text, "source_path": file})
     except ValidationError as exc:
-        _raise_validation(exc, file=file)
+        raise_validation_error(exc, file=file)
         raise  # unreachable
 
 
@@ -327,8 +334,11 @@ def _allowed_keys(model: Any, loc: tuple) -> str:
     return ", ".join(k for k in model.model_fields if k not in ("source_text", "source_path"))
 
 
-def load_study(path: str | Path, *, check: bool = True) -> Study:
-    """Read, parse and validate a study file; with ``check`` also against its evaluator."""
+def load_study(path: str | Path) -> Study:
+    """Read, parse and validate a study file against the schema.
+
+    The cross-check against the evaluator, the search driver and the execution settings is
+    :func:`dse.checks.plan` (``dse.load_study`` does both)."""
     p = Path(path)
     file = str(path)
     try:
@@ -344,59 +354,4 @@ def load_study(path: str | Path, *, check: bool = True) -> Study:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise StudyError(f"not valid YAML{where}: {problem}", file=file) from None
-    study = parse_study(data, file=file, text=text)
-    if check:
-        try:
-            check_study(study)
-        except DseError as exc:
-            raise exc.with_file(file) from None
-    return study
-
-
-def check_study(study: Study) -> None:
-    """Check a schema-valid study against its evaluator: parameter names, values and metrics."""
-    from dse.evaluators import load_evaluator
-    from dse.space import Space
-
-    evaluator = load_evaluator(study.evaluator)
-    inputs = evaluator.inputs
-    for section, params in (("space", study.space), ("fixed", study.fixed), ("workload", study.workload)):
-        for name in params:
-            if name not in inputs:
-                raise StudyError(
-                    f"unknown parameter '{name}' for evaluator '{evaluator.name}'",
-                    field=f"{section}.{name}",
-                    allowed=", ".join(sorted(inputs)),
-                )
-    for section, params in (("fixed", study.fixed), ("workload", study.workload)):
-        for name, value in params.items():
-            inputs[name].check(value, field=f"{section}.{name}")
-    space = Space.from_study(study)  # expands ranges; raises on empty ones
-    for param in space.parameters:
-        if param.values is not None:
-            for v in param.values:
-                inputs[param.name].check(v, field=f"space.{param.name}")
-        else:
-            inputs[param.name].check(param.low, field=f"space.{param.name}")
-            inputs[param.name].check(param.high, field=f"space.{param.name}")
-    metrics = evaluator.metrics
-    for i, obj in enumerate(study.objectives):
-        if obj.metric not in metrics:
-            raise StudyError(
-                f"unknown metric '{obj.metric}'", field=f"objectives[{i}].metric",
-                allowed=", ".join(sorted(metrics)),
-            )
-    for i, con in enumerate(study.constraints):
-        if con.metric not in metrics:
-            raise StudyError(
-                f"unknown metric '{con.metric}' in constraint '{con}'", field=f"constraints[{i}]",
-                allowed=", ".join(sorted(metrics)),
-            )
-        if not math.isfinite(con.bound):
-            raise StudyError("constraint bound must be finite", field=f"constraints[{i}]", value=con.bound)
-    if study.search.algorithm == "exhaustive" and not space.is_discrete:
-        raise StudyError(
-            "exhaustive search needs a discrete space; give continuous ranges a 'step'",
-            field="search.algorithm", value="exhaustive",
-            allowed="nsga2, optuna-nsga2, optuna-tpe, optuna-gp, random, auto",
-        )
+    return parse_study(data, file=file, text=text)

@@ -35,8 +35,9 @@ err = Console(stderr=True, soft_wrap=True)  # never break a message or a path ac
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
 ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
                                             show_default=False)]
-WorkersOpt = Annotated[int | None, typer.Option("--workers", "-w", min=1,
-                                                help="local dask workers (default: the study's execution.workers)")]
+WorkersOpt = Annotated[int | None, typer.Option("--workers", "-w", min=0,
+                                                help="local dask workers, 0 to evaluate in this process "
+                                                     "(default: the study's execution.workers)")]
 SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://host:8786")]
 
 
@@ -89,17 +90,18 @@ class RichProgress:
 
 # -- commands -------------------------------------------------------------------------------------
 @app.command()
-def validate(study: StudyArg) -> None:
-    """Check a study file without running it (schema, parameter names and values, metrics)."""
-    from dse.search import resolve_algorithm
-    from dse.space import Space
-    from dse.study import load_study
+def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOpt = None) -> None:
+    """Check a study file without running it: everything `dse run` would refuse (schema,
+    parameters and values, metrics, search algorithm and options, budget, cluster settings)."""
+    from dse.api import plan
 
-    s = load_study(study)
-    space = Space.from_study(s)
+    p = plan(study, workers=workers, scheduler=scheduler)
+    s, space = p.study, p.space
     size = "continuous" if math.isinf(space.size) else f"{int(space.size):,} candidates"
+    total = "" if p.search.total is None else f", {p.search.total:,} evaluations"
     out.print(f"[green]ok[/green] {study}: study '{s.name}', {len(space.parameters)} parameters "
-              f"({size}), search {resolve_algorithm(s, space)} with budget {s.search.budget}, "
+              f"({size}), search {p.search.description} with budget {s.search.budget}{total}, "
+              f"evaluated {p.execution.describe()}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
 
 
@@ -113,17 +115,15 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
+    from dse.api import plan
     from dse.runner import Runner
-    from dse.study import load_study
 
-    s = load_study(study)
-    out_dir = output or s.output_dir
-    runner = Runner(s, out_dir, workers=workers, scheduler=scheduler,
-                    progress=None if quiet else RichProgress(err))
-    err.print(f"dse {__version__}: study [bold]{s.name}[/bold] → {out_dir} "
-              f"({runner.algorithm}, budget {s.search.budget})")
-    result = runner.start(overwrite=overwrite)
-    _finish(result, s)
+    p = plan(study, workers=workers, scheduler=scheduler)
+    out_dir = output or p.study.output_dir
+    runner = Runner(p, out_dir, progress=None if quiet else RichProgress(err))
+    err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
+              f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
+    _finish(runner.start(overwrite=overwrite), p)
 
 
 @app.command()
@@ -134,22 +134,28 @@ def resume(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
 ) -> None:
     """Continue an interrupted run where it stopped: nothing is evaluated twice."""
+    from dse.api import plan
+    from dse.results import open_results
     from dse.runner import Runner
-    from dse.store import ResultStore
-    from dse.study import load_study
 
-    store = ResultStore.open(results)
-    s = load_study(store.study_file)
-    runner = Runner(s, results, workers=workers, scheduler=scheduler,
-                    progress=None if quiet else RichProgress(err))
-    state = store.load_state() or {}
-    err.print(f"resuming {s.name} in {results}: {len(store.load_evaluations())} evaluations stored, "
+    stored = open_results(results)
+    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler)
+    runner = Runner(p, results, progress=None if quiet else RichProgress(err))
+    state = stored.state()
+    err.print(f"resuming {p.study.name} in {results}: {len(stored.log())} evaluations stored, "
               f"{state.get('batch', 0)} batches done")
-    _finish(runner.resume(), s)
+    _finish(runner.resume(), p)
 
 
-def _finish(result, study) -> None:
+def _finish(result, plan) -> None:
+    """Draw the front, print it, and end with the right exit code."""
+    from dse.outputs.plot import plot_front
     from dse.pareto import infeasibility_summary
+
+    study = plan.study
+    if len(result.front):
+        plot_front(result.datasets["evaluations"], result.datasets["pareto"],
+                   [o.metric for o in study.objectives], result.output_dir / "pareto.png")
 
     if result.interrupted:
         err.print(f"[yellow]interrupted[/yellow]: {len(result.evaluations)} evaluations are kept in "
@@ -159,18 +165,14 @@ def _finish(result, study) -> None:
         reasons = infeasibility_summary(result.evaluations, study)
         lines = "; ".join(f"{r} ({n} candidates)" for r, n in reasons[:5]) or "no evaluations"
         raise DseError(f"no feasible candidate among {len(result.evaluations)} evaluations: {lines}")
-    _print_front(result.front, study)
+    _print_front(result.front, plan)
     out.print(f"{len(result.evaluations)} evaluations, {len(result.front)} on the Pareto front.")
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
               f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
 
 
-def _print_front(front, study, limit: int = 25) -> None:
-    from dse.evaluators import load_evaluator
-    from dse.space import Space
-
-    ev = load_evaluator(study.evaluator)
-    space = Space.from_study(study)
+def _print_front(front, plan, limit: int = 25) -> None:
+    study, ev, space = plan.study, plan.evaluator, plan.space
     table = Table(title=f"Pareto front of {study.name} ({len(front)} points"
                   + (f", first {limit} shown" if len(front) > limit else "") + ")")
     metric_cols = [o.metric for o in study.objectives]
@@ -199,8 +201,8 @@ def evaluate(
     output: Annotated[Path, typer.Option("--output", "-o", help="CSV to write: the candidates with every metric")],
 ) -> None:
     """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
-    from dse.evaluate import evaluate_csv
-    from dse.study import load_study
+    from dse.api import load_study
+    from dse.cli.evaluate import evaluate_csv
 
     s = load_study(study)
     table = evaluate_csv(s, candidates)
@@ -225,7 +227,7 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
 ) -> None:
     """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON."""
-    from dse.export import export_results
+    from dse.outputs.export import export_results
 
     path = export_results(results, fmt.value, front=front, output=output)
     out.print(f"wrote {path}")
@@ -237,7 +239,7 @@ def plot(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG to write (default: <results>/pareto.png)")] = None,
 ) -> None:
     """Plot the Pareto front over every feasible evaluation, one panel per pair of objectives."""
-    from dse.plot import plot_results
+    from dse.outputs.plot import plot_results
 
     out.print(f"wrote {plot_results(results, output)}")
 
@@ -245,7 +247,7 @@ def plot(
 @app.command()
 def status(results: ResultsArg) -> None:
     """Show a run's progress: evaluations, failures, front size and the hypervolume history."""
-    from dse.status import show_status
+    from dse.cli.status import show_status
 
     show_status(results, out)
 
@@ -264,11 +266,18 @@ def validate_model(
 @app.command()
 def describe(
     evaluator: Annotated[str, typer.Option("--evaluator", "-e", help="evaluator name or module:attribute")] = "analytic",
+    search: Annotated[str | None, typer.Option(
+        "--search", "-s", help="describe this search algorithm's options instead "
+                               "('list': every registered algorithm)")] = None,
 ) -> None:
-    """List an evaluator's parameters (with units, defaults, allowed values) and metrics."""
+    """List an evaluator's parameters (with units, defaults, allowed values) and metrics, or
+    the search algorithms and their options."""
     from dse.evaluators import load_evaluator
     from dse.study import EvaluatorSpec
 
+    if search is not None:
+        _describe_search(search)
+        return
     ev = load_evaluator(EvaluatorSpec(name=evaluator))
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
@@ -283,6 +292,24 @@ def describe(
     for met in ev.metrics.values():
         m.add_row(met.name, met.unit, met.long_name)
     out.print(m)
+
+
+def _describe_search(name: str) -> None:
+    from dse.search import available_drivers, driver_class
+
+    names = sorted(available_drivers()) if name == "list" else [name]
+    for n in names:
+        cls = driver_class(n)
+        doc = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".").replace("``", "")
+        t = Table(title=f"search algorithm '{n}': {doc}")
+        for col in ("option", "type", "default", "description"):
+            t.add_column(col)
+        for key, f in cls.Options.model_fields.items():
+            typ = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
+            t.add_row(key, typ, repr(f.default), f.description or "")
+        if not cls.Options.model_fields:
+            t.add_row("(none)" if n != "auto" else "(those of the algorithm it chooses)", "", "", "")
+        out.print(t)
 
 
 def main() -> None:

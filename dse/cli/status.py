@@ -8,17 +8,17 @@ from rich.console import Console
 from rich.table import Table
 
 from dse.pareto import feasible_mask, front_mask
-from dse.store import ResultStore
-from dse.study import load_study
+from dse.results import open_results
 
 
 def show_status(results: Path, console: Console) -> None:
-    store = ResultStore.open(results)
-    state = store.load_state() or {}
+    run = open_results(results)
+    store = run.store
+    state = run.state()
     history = state.get("history", [])
-    evals = store.load_evaluations()
+    evals = run.log()
+    study = run.study
     failed = int((evals["status"] != "ok").sum()) if len(evals) else 0
-    study = load_study(store.study_file)
     feasible = int(feasible_mask(evals, study).sum()) if len(evals) else 0
     front_size = int(front_mask(evals, study).sum()) if len(evals) else 0
     owner = store.live_lock_owner()

@@ -1,49 +1,48 @@
-"""Evaluator registry: entry-point group ``dse.evaluators`` or ``module:attribute``."""
+"""Evaluator registry: the entry-point group ``dse.evaluators`` or ``package.module:Class``."""
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Any
+
+from pydantic import ValidationError
 
 from dse.errors import StudyError
 from dse.evaluators.base import Evaluator, Input, Metric, check_result
+from dse.plugins import load_class, registered
 
-__all__ = ["Evaluator", "Input", "Metric", "available_evaluators", "check_result", "load_evaluator"]
+__all__ = ["GROUP", "Evaluator", "Input", "Metric", "available_evaluators", "check_result",
+           "evaluator_class", "load_evaluator"]
 
 GROUP = "dse.evaluators"
 
 
 def available_evaluators() -> dict[str, str]:
     """Registered evaluator names and the object each entry point refers to."""
-    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    return registered(GROUP)
 
 
 def evaluator_class(name: str) -> type[Evaluator]:
-    """Resolve an evaluator by registered name or by ``package.module:Attribute``."""
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            obj = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise StudyError(f"cannot import evaluator '{name}': {exc}", field="evaluator.name") from None
-    else:
-        eps = {ep.name: ep for ep in entry_points(group=GROUP)}
-        if name not in eps:
-            raise StudyError(
-                f"unknown evaluator '{name}'", field="evaluator.name",
-                allowed=", ".join(sorted(eps)) + " (registered), or module:attribute",
-            )
-        obj = eps[name].load()
-    if not (isinstance(obj, type) and issubclass(obj, Evaluator)):
-        raise StudyError(f"'{name}' is not a dse Evaluator subclass", field="evaluator.name")
-    return obj
+    """Resolve an evaluator by registered name or by ``package.module:Class``."""
+    return load_class(GROUP, name, Evaluator, field="evaluator.name", kind="evaluator")
 
 
 def load_evaluator(spec: Any) -> Evaluator:
-    """An evaluator instance from an :class:`~dse.study.EvaluatorSpec` (name + options)."""
+    """An evaluator instance from an :class:`~dse.study.EvaluatorSpec` (name + options).
+
+    An evaluator that declares an ``Options`` pydantic model has its options checked by it
+    (an unknown or mistyped option names ``evaluator.options.<key>``); the validated values
+    are passed to its constructor as keyword arguments.
+    """
     cls = evaluator_class(spec.name)
+    options = dict(spec.options)
+    if cls.Options is not None:
+        from dse.study import raise_validation_error
+
+        try:
+            options = cls.Options.model_validate(options).model_dump()
+        except ValidationError as exc:
+            raise_validation_error(exc, file=None, prefix=("evaluator", "options"), model=cls.Options)
     try:
-        return cls(**spec.options)
+        return cls(**options)
     except (TypeError, ValueError) as exc:
         raise StudyError(f"bad evaluator options: {exc}", field="evaluator.options") from None

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel
 
 from dse.errors import StudyError
 
@@ -85,6 +86,9 @@ class Evaluator(ABC):
     name: ClassVar[str]
     version: ClassVar[str]
     description: ClassVar[str] = ""
+    #: optional pydantic model of ``evaluator.options``; ``dse validate`` checks the study's
+    #: options against it and the validated values become the constructor's keyword arguments
+    Options: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self, **options: Any) -> None:
         self.options = options

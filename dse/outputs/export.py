@@ -5,34 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import xarray as xr
-
 from dse.errors import DseError
-from dse.store import ResultStore
+from dse.results import open_results
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
-
-
-def load_dataset(results: Path, *, front: bool) -> xr.Dataset:
-    store = ResultStore.open(results)
-    name = "pareto.nc" if front else "evaluations.nc"
-    path = store.path / name
-    if not path.is_file():
-        raise DseError(f"{path} does not exist yet; finish or resume the run first "
-                       f"(`dse resume {results}` writes it)")
-    try:
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            return ds.load()
-    except (OSError, ValueError) as exc:
-        raise DseError(f"{path} is damaged ({exc}); `dse resume {results}` writes it again "
-                       "from the stored evaluations") from None
 
 
 def export_results(results: Path, fmt: str, *, front: bool = True, output: Path | None = None) -> Path:
     """Write the dataset in ``fmt``; returns the path written."""
     if fmt not in SUFFIX:
         raise DseError(f"unknown export format '{fmt}'", allowed=", ".join(SUFFIX))
-    ds = load_dataset(results, front=front)
+    ds = open_results(results).dataset(front=front)
     stem = "pareto" if front else "evaluations"
     output = Path(output) if output else Path(results) / f"{stem}{SUFFIX[fmt]}"
     if fmt == "netcdf" and output.resolve() == (Path(results) / f"{stem}.nc").resolve():

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dse.store import atomic_path
+from dse.files import atomic_path
 
 
 def _label(ds: xr.Dataset, name: str) -> str:
@@ -85,9 +85,9 @@ def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str]
 
 def plot_results(results: Path, output: Path | None = None) -> Path:
     """Plot a results folder's front (reads ``pareto.nc`` and ``evaluations.nc``)."""
-    from dse.export import load_dataset
+    from dse.results import open_results
 
-    front = load_dataset(results, front=True)
-    evaluations = load_dataset(results, front=False)
-    objectives = [o.split(" ", 1)[1] for o in str(front.attrs["objectives"]).split(", ")]
-    return plot_front(evaluations, front, objectives, output or Path(results) / "pareto.png")
+    run = open_results(results)
+    front, evaluations = run.front, run.evaluations
+    objectives = [o.metric for o in run.study.objectives]
+    return plot_front(evaluations, front, objectives, output or run.path / "pareto.png")

@@ -1,0 +1,51 @@
+"""The library API: load a study, run or resume it, open its results.
+
+>>> import dse
+>>> study = dse.load_study("studies/quickstart.yaml")
+>>> result = dse.run(study, workers=0)           # in this process
+>>> dse.open_results(result.output_dir).front    # the Pareto set as an xarray Dataset
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dse.checks import RunPlan, plan_run
+from dse.results import Results, open_results
+from dse.runner import ProgressSink, Runner, RunResult
+from dse.store import ResultStore
+from dse.study import Study
+from dse.study import load_study as _load_schema
+
+__all__ = ["Results", "RunResult", "load_study", "open_results", "plan", "resume", "run"]
+
+
+def load_study(path: str | Path) -> Study:
+    """Read a study file and check it completely (schema, evaluator, search, execution)."""
+    study = _load_schema(path)
+    plan_run(study)
+    return study
+
+
+def plan(study: Study | str | Path, *, workers: int | None = None, scheduler: str | None = None) -> RunPlan:
+    """The checked plan of a study (a path or a loaded :class:`Study`)."""
+    if not isinstance(study, Study):
+        study = _load_schema(study)
+    return plan_run(study, workers=workers, scheduler=scheduler)
+
+
+def run(study: Study | str | Path, output_dir: str | Path | None = None, *, overwrite: bool = False,
+        workers: int | None = None, scheduler: str | None = None,
+        progress: ProgressSink | None = None) -> RunResult:
+    """Run a study into ``output_dir`` (default: the study's output folder)."""
+    p = plan(study, workers=workers, scheduler=scheduler)
+    return Runner(p, Path(output_dir) if output_dir else p.study.output_dir,
+                  progress=progress).start(overwrite=overwrite)
+
+
+def resume(results_dir: str | Path, *, workers: int | None = None, scheduler: str | None = None,
+           progress: ProgressSink | None = None) -> RunResult:
+    """Continue an interrupted run: nothing already stored is evaluated again."""
+    store = ResultStore.open(results_dir)
+    p = plan(store.study_file, workers=workers, scheduler=scheduler)
+    return Runner(p, Path(results_dir), progress=progress).resume()

@@ -1,0 +1,26 @@
+"""Where candidates are evaluated: in this process, or on dask workers.
+
+:func:`plan_execution` checks a study's ``execution`` section; :func:`make_executor` builds
+the executor it describes.
+"""
+
+from __future__ import annotations
+
+from dse.execution.base import STATUS_FAILED, STATUS_OK, Executor, evaluate_chunk
+from dse.execution.plan import ExecutionPlan, plan_execution
+from dse.study import EvaluatorSpec
+
+__all__ = ["STATUS_FAILED", "STATUS_OK", "ExecutionPlan", "Executor", "evaluate_chunk",
+           "make_executor", "plan_execution"]
+
+
+def make_executor(plan: ExecutionPlan, evaluator: EvaluatorSpec) -> Executor:
+    """The executor for a checked plan (a context manager: use it in a ``with`` block)."""
+    if plan.kind == "in-process":
+        from dse.execution.inprocess import InProcessExecutor
+
+        return InProcessExecutor(evaluator, plan.chunk_size)
+    from dse.execution.dask_cluster import DaskExecutor
+
+    return DaskExecutor(evaluator, plan.chunk_size, workers=plan.workers, scheduler=plan.scheduler,
+                        threads_per_worker=plan.threads_per_worker, memory_limit=plan.memory_limit)

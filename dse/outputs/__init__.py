@@ -1,0 +1,1 @@
+"""What a results folder turns into: exported files and plots."""
