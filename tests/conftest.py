@@ -15,14 +15,15 @@ TOY = "dse.evaluators.toy:ToyEvaluator"
 
 
 def toy_study(**overrides) -> dict:
-    """A small study on the toy evaluator: 11 x-values x 3 y-values x 2 shapes = 66 candidates."""
+    """A small study on the toy evaluator: 11 x-values x 3 y-values x 2 shapes = 66 candidates,
+    evaluated in the test's process (tests of the dask path set ``execution.workers``)."""
     study = {
         "name": "toy",
         "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": [0, 4, 9], "shape": ["a", "b"]},
         "objectives": [{"metric": "f1", "direction": "minimize"}, {"metric": "f2", "direction": "minimize"}],
         "evaluator": {"name": TOY},
         "search": {"algorithm": "exhaustive", "budget": 100, "seed": 3, "batch_size": 20},
-        "execution": {"workers": 1, "chunk_size": 10},
+        "execution": {"workers": 0, "chunk_size": 10},  # in this process: no cluster to start
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(study.get(key), dict):

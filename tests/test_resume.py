@@ -22,18 +22,19 @@ import xarray as xr
 
 from conftest import REPO, run_cli, toy_study, write_study
 from dse.errors import StoreError
-from dse.search import DRIVERS
+from dse.search import available_drivers
 from dse.store import ResultStore
 
 
-def _study(tmp_path: Path, algorithm: str, out: Path, delay_s: float) -> Path:
+def _study(tmp_path: Path, algorithm: str, out: Path, delay_s: float, workers: int = 0) -> Path:
     study = toy_study(output=str(out))
     study["space"] = {"x": {"range": [0.0, 1.0], "step": 0.05}, "y": [0, 1, 2, 3], "shape": ["a", "b"]}
     study["search"] = {"algorithm": algorithm, "budget": 60, "seed": 11, "batch_size": 20}
-    study["execution"] = {"workers": 1, "chunk_size": 5}
+    study["execution"] = {"workers": workers, "chunk_size": 5}
     study["evaluator"]["options"] = {"delay_s": delay_s}
     if algorithm == "exhaustive":
         study["space"]["x"] = {"range": [0.0, 1.0], "step": 0.1}  # 88 candidates
+        study["search"]["budget"] = 88
     return write_study(tmp_path, study, name=f"{out.name}.yaml")
 
 
@@ -68,11 +69,13 @@ def _front(out: Path) -> pd.DataFrame:
     return df.sort_values(["x", "y", "shape"]).reset_index(drop=True)
 
 
-ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe") if a in DRIVERS]
+ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe") if a in available_drivers()]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_path, algorithm):
+@pytest.mark.parametrize("algorithm,workers", [(a, 0) for a in ALGORITHMS] + [("nsga2", 1)],
+                         ids=[*ALGORITHMS, "nsga2-on-dask"])
+def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_path, algorithm, workers):
+    """Every driver in this process; one also on a dask cluster (worker processes in the group)."""
     reference = tmp_path / "reference"
     proc = run_cli("run", str(_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
@@ -80,7 +83,7 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     expected_keys = set(_rows_written(reference)["key"])
 
     out = tmp_path / "interrupted"
-    study = _study(tmp_path, algorithm, out, 0.15)
+    study = _study(tmp_path, algorithm, out, 0.15, workers)
     for chunks in (1, 6):  # kill early, then again in a later batch
         run = _start(study) if chunks == 1 else subprocess.Popen(
             [sys.executable, "-m", "dse", "resume", str(out), "--quiet"], cwd=REPO,
@@ -204,5 +207,6 @@ def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_pat
     study = _study(tmp_path, "random", out, 0.0)
     proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
     assert proc.returncode == 2 and "cannot reach dask scheduler" in proc.stderr
+    assert "Traceback" not in proc.stderr
     proc = run_cli("run", str(study), "--quiet")  # no --overwrite needed: nothing was evaluated
     assert proc.returncode == 0, proc.stderr

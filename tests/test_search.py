@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from dse.checks import plan_run
 from dse.errors import StudyError
 from dse.evaluators.toy import ToyEvaluator
 from dse.pareto import objective_matrix, violation_matrix
-from dse.search import DRIVERS, make_driver, resolve_algorithm
+from dse.search import available_drivers, plan_search
+from dse.search.auto import AutoDriver
 from dse.space import Space, candidate_keys
 from dse.study import Study
 from tests.conftest import toy_study
@@ -60,11 +62,11 @@ TRUE_FRONT = {f"{x}|0|a" for x in ["0.3", "0.35", "0.4", "0.45", "0.5", "0.55", 
 
 def _driver(study: Study, tmp_path: Path | None = None):
     space = Space.from_study(study)
-    return make_driver(study, space, output_dir=None if tmp_path is None else str(tmp_path)), space
+    return plan_search(study, space).build(tmp_path), space
 
 
 def test_exhaustive_enumeration_gives_the_exact_front():
-    study = _study(search={"algorithm": "exhaustive", "batch_size": 50, "options": {"chunk": 64}})
+    study = _study(search={"algorithm": "exhaustive", "budget": 420, "batch_size": 50, "options": {"chunk": 64}})
     driver, space = _driver(study)
     told = _drive(driver, study, space)
     assert len(told) == 420 and told["x"].nunique() == 21
@@ -124,7 +126,8 @@ def test_mixed_continuous_space_with_infeasible_and_failed_rows(algo):
 
 @pytest.mark.parametrize("algo", ALL)
 def test_state_is_json_and_a_restored_driver_asks_the_same_next_batches(algo, tmp_path):
-    study = _study(search={"algorithm": algo, "budget": 300, "batch_size": 20, "seed": 7,
+    study = _study(search={"algorithm": algo, "budget": 420 if algo == "exhaustive" else 300,
+                           "batch_size": 20, "seed": 7,
                            "options": {"chunk": 20} if algo == "exhaustive" else {}})
     first, space = _driver(study, tmp_path / "a")
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
@@ -163,9 +166,14 @@ def test_optuna_keeps_its_trials_in_a_journal_in_the_results_folder(tmp_path):
 def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():
     small = _study(search={"algorithm": "auto", "budget": 420})
     big = _study(search={"algorithm": "auto", "budget": 419})
-    assert resolve_algorithm(small, Space.from_study(small)) == "exhaustive"
-    assert resolve_algorithm(big, Space.from_study(big)) == "nsga2"
-    assert set(DRIVERS) == {"random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe", "optuna-gp"}
+    for study, chosen in ((small, "exhaustive"), (big, "nsga2")):
+        plan = plan_search(study, Space.from_study(study))
+        assert plan.driver_cls is AutoDriver and AutoDriver.chosen(plan.problem).name == chosen
+        assert plan.description.startswith(f"auto → {chosen}")
+        assert plan.build(None).inner.name == chosen
+    assert plan_search(small, Space.from_study(small)).total == 420
+    assert {"auto", "random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe",
+            "optuna-gp"} <= set(available_drivers())
 
 
 def test_optuna_gp_says_what_is_missing():
@@ -189,7 +197,7 @@ def test_same_candidates_and_front_whatever_the_worker_count(tmp_path):
         study = _study(search={"algorithm": "nsga2", "budget": 200, "batch_size": 40, "seed": 5},
                        execution={"workers": workers, "chunk_size": 7})
         out = tmp_path / f"w{workers}"
-        res = Runner(study, out, workers=workers).start()
+        res = Runner(plan_run(study), out).start()
         with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
             front = sorted(ds["key"].values.tolist())
             assert bool(ds["meets_constraints"].all()) and float(ds["f1"].min()) >= 0.3

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from conftest import REPO, run_cli, toy_study, write_study
+from dse.api import load_study
 from dse.errors import StudyError
 from dse.space import Space
-from dse.study import load_study
 
 
 def test_quickstart_study_loads_and_expands_its_space():
@@ -126,3 +126,65 @@ def test_cli_run_refuses_a_broken_study_without_traceback(tmp_path):
 def test_cli_missing_study_file_exits_2():
     proc = run_cli("validate", "no/such/study.yaml")
     assert proc.returncode == 2 and "study file not found" in proc.stderr
+
+
+RUN_CASES = {
+    "mistyped option": (lambda d: d["search"].update(algorithm="nsga2", options={"crossover_probb": 0.5}),
+                        "search.options.crossover_probb", "crossover_prob"),
+    "option of the wrong type": (lambda d: d["search"].update(algorithm="nsga2", options={"crossover_prob": "banana"}),
+                                 "search.options.crossover_prob", "'banana'"),
+    "option out of range": (lambda d: d["search"].update(algorithm="nsga2", options={"crossover_prob": 1.5}),
+                            "search.options.crossover_prob", "1.5"),
+    "enumeration beyond the budget": (
+        lambda d: d["space"].update(num_accelerators={"range": [8, 100000], "step": 8},
+                                    global_batch_size={"range": [8, 100000], "step": 8}) or
+        d["search"].update(algorithm="exhaustive", budget=2000),
+        "search.budget", "would evaluate 3,125,000,000 candidates, more than the budget of 2,000"),
+    "exhaustive over a continuous space": (
+        lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0]}) or d["search"].update(algorithm="exhaustive"),
+        "search.algorithm", "needs a discrete space"),
+    "too many local workers": (lambda d: d["execution"].update(workers=1000), "execution.workers",
+                               "1000 local worker processes on a machine with"),
+    "unknown cluster profile": (lambda d: d["execution"].update(profile="nope"), "execution.profile",
+                                "cluster profile 'nope' not found"),
+    "cluster profile path outside the tree": (lambda d: d["execution"].update(profile="../elsewhere/p.yaml"),
+                                              "execution.profile", "not found"),
+    "malformed scheduler address": (lambda d: d["execution"].update(scheduler="host"), "execution.scheduler",
+                                    "not a dask scheduler address"),
+    "unknown evaluator option": (lambda d: d.update(evaluator={"name": "analytic", "options": {"speed": 1}}),
+                                 "evaluator.options", "speed"),
+}
+
+
+@pytest.mark.parametrize("case", RUN_CASES, ids=list(RUN_CASES))
+def test_what_run_would_refuse_is_refused_when_the_study_is_checked(tmp_path, case):
+    mutate, field, expected = RUN_CASES[case]
+    path = _broken(tmp_path, mutate)
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    message = str(info.value)
+    assert message.startswith(path) and field in message and expected in message
+
+
+@pytest.mark.parametrize("case", ["option of the wrong type", "enumeration beyond the budget",
+                                  "too many local workers"])
+def test_validate_and_run_refuse_alike_and_run_leaves_no_folder(tmp_path, case):
+    mutate, field, expected = RUN_CASES[case]
+    path = _broken(tmp_path, lambda d: mutate(d) or d.update(output=str(tmp_path / "out")))
+    messages = []
+    for command in ("validate", "run"):
+        proc = run_cli(command, path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        messages.append(proc.stderr.strip())
+    assert messages[0] == messages[1] and field in messages[0] and expected in messages[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_optuna_gp_without_its_extra_is_refused_by_validate(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here, so optuna-gp is available")
+    path = _broken(tmp_path, lambda d: d["search"].update(algorithm="optuna-gp"))
+    proc = run_cli("validate", path)
+    assert proc.returncode == 2 and "needs torch" in proc.stderr and 'pip install "dse[gp]"' in proc.stderr

@@ -1,0 +1,45 @@
+"""The library API: load, run, resume and open results without the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dse
+from conftest import toy_study, write_study
+from dse.errors import StudyError
+
+
+def test_run_resume_and_open_results_in_process(tmp_path):
+    out = tmp_path / "out"
+    path = write_study(tmp_path, toy_study(output=str(out)))
+    study = dse.load_study(path)
+    result = dse.run(study)
+    assert result.output_dir == out and len(result.evaluations) == 66 and len(result.front) == 11
+    assert not (out / "pareto.png").exists()  # the run loop writes datasets; drawing is a command's
+    results = dse.open_results(out)
+    front = results.front
+    assert front.sizes["candidate"] == 11 and set(front["y"].values) == {0}
+    np.testing.assert_allclose(np.sort(front["f2"].values), np.sort(1 - np.sqrt(front["x"].values)))
+    assert results.study.name == "toy" and results.state()["finished"] is True
+    again = dse.resume(out)  # a finished run resumes to the same front, evaluating nothing
+    assert len(again.evaluations) == 66 and sorted(again.front["key"]) == sorted(result.front["key"])
+
+
+def test_load_study_checks_everything_run_checks(tmp_path):
+    path = write_study(tmp_path, toy_study(search={"algorithm": "nsga2", "options": {"pop_sise": 10}}))
+    with pytest.raises(StudyError, match="search.options.pop_sise"):
+        dse.load_study(path)
+
+
+def test_importing_dse_is_cheap_and_exports_the_plugin_contracts():
+    code = ("import sys, dse; print(sorted(m for m in ('pandas', 'xarray', 'dask', 'pymoo', 'optuna') "
+            "if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+    from dse.evaluators.base import Evaluator
+    from dse.search.base import Problem, SearchDriver
+
+    assert dse.Evaluator is Evaluator and dse.SearchDriver is SearchDriver and dse.Problem is Problem

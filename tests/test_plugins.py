@@ -1,0 +1,157 @@
+"""Plug-ins from outside dse: a search driver and an evaluator from a package installed into a
+temporary folder (the driver is the example of docs/search.md, taken from the docs' text),
+found through their entry points by a real `dse run`, without editing dse."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from conftest import REPO, write_study
+
+SCHAFFER = '''
+"""Schaffer's problem N.1: f1 = x^2, f2 = (x - 2)^2; the front is 0 <= x <= 2."""
+import numpy as np
+import pandas as pd
+
+from dse.evaluators.base import Evaluator, Input, Metric
+
+
+class SchafferEvaluator(Evaluator):
+    name = "schaffer"
+    version = "1.0"
+
+    @property
+    def inputs(self):
+        return {"x": Input("x", "float", "1", "decision variable", 0.0, minimum=-10, maximum=10),
+                "tag": Input("tag", "str", "", "carried through", "a", ("a", "b"))}
+
+    @property
+    def metrics(self):
+        return {"f1": Metric("f1", "1", "x squared"), "f2": Metric("f2", "1", "(x - 2) squared")}
+
+    def evaluate(self, candidates):
+        x = self.with_defaults(candidates)["x"].to_numpy(dtype=float)
+        return pd.DataFrame({"f1": x**2, "f2": (x - 2) ** 2, "feasible": np.ones(len(x), bool),
+                             "reason": [""] * len(x)})
+'''
+
+PYPROJECT = '''
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "dse-example-plugins"
+version = "0.1.0"
+
+[project.entry-points."dse.search"]
+halton = "dse_example_plugins.halton:HaltonDriver"
+
+[project.entry-points."dse.evaluators"]
+schaffer = "dse_example_plugins.schaffer:SchafferEvaluator"
+
+[tool.setuptools]
+packages = ["dse_example_plugins"]
+'''
+
+
+def docs_driver_example() -> str:
+    """The Python block of docs/search.md's 'Writing a search driver' section."""
+    text = (REPO / "docs" / "search.md").read_text()
+    section = text[text.index("## Writing a search driver"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    """The example package, built and installed by pip into a folder of its own."""
+    tmp = tmp_path_factory.mktemp("plugins")
+    pkg = tmp / "src"
+    (pkg / "dse_example_plugins").mkdir(parents=True)
+    (pkg / "pyproject.toml").write_text(PYPROJECT)
+    (pkg / "dse_example_plugins" / "__init__.py").write_text("")
+    (pkg / "dse_example_plugins" / "halton.py").write_text(docs_driver_example())
+    (pkg / "dse_example_plugins" / "schaffer.py").write_text(textwrap.dedent(SCHAFFER))
+    site = tmp / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(site), str(pkg)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert list(site.glob("dse_example_plugins-0.1.0.dist-info/entry_points.txt"))
+    return site
+
+
+def _dse(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "dse", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_the_documented_driver_is_short():
+    assert len(docs_driver_example().splitlines()) < 60
+
+
+def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, tmp_path):
+    out = tmp_path / "out"
+    study = write_study(tmp_path, {
+        "name": "plugins",
+        "space": {"x": {"range": [-4.0, 6.0]}, "tag": ["a", "b"]},
+        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+        "evaluator": {"name": "schaffer"},
+        "search": {"algorithm": "halton", "budget": 200, "batch_size": 50, "seed": 2,
+                   "options": {"scramble": True}},
+        "execution": {"workers": 0}, "output": str(out)})
+    proc = _dse(plugin_site, "validate", str(study), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "search halton" in proc.stdout
+    proc = _dse(plugin_site, "run", str(study), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+        x = ev["x"].values
+        assert ev.sizes["candidate"] == 200 and ev.attrs["evaluator"] == "schaffer"
+        # space-filling: every tenth of the interval holds 20 +- 4 of the 200 points
+        counts = np.histogram(x, bins=10, range=(-4, 6))[0]
+        assert counts.min() >= 16 and counts.max() <= 24
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as front:
+        xf = front["x"].values
+    # Schaffer's front is 0 <= x <= 2: every sample there is on it, plus at most the nearest
+    # sample on either side (nothing sampled dominates those)
+    inside = x[(x >= 0) & (x <= 2)]
+    assert len(inside) >= 30 and set(inside) <= set(xf) and len(xf) <= len(inside) + 2
+    assert xf.min() > -0.2 and xf.max() < 2.2
+    proc = _dse(plugin_site, "describe", "--evaluator", "schaffer", cwd=tmp_path)
+    assert proc.returncode == 0 and "(x - 2) squared" in proc.stdout
+
+
+def test_a_third_party_drivers_options_are_checked_by_its_own_model(plugin_site, tmp_path):
+    study = write_study(tmp_path, {
+        "name": "plugins", "space": {"x": {"range": [-4.0, 6.0]}},
+        "objectives": [{"metric": "f1"}, {"metric": "f2"}], "evaluator": {"name": "schaffer"},
+        "search": {"algorithm": "halton", "options": {"scramble": "banana"}},
+        "output": str(tmp_path / "out")})
+    for command in ("validate", "run"):
+        proc = _dse(plugin_site, command, str(study), cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert "search.options.scramble" in proc.stderr and "'banana'" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_driver_named_by_module_and_class_needs_no_installation(plugin_site, tmp_path):
+    study = write_study(tmp_path, {
+        "name": "by-path", "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": [0, 1], "shape": ["a"]},
+        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+        "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator"},
+        "search": {"algorithm": "dse_example_plugins.halton:HaltonDriver", "budget": 20, "batch_size": 10},
+        "execution": {"workers": 0}, "output": str(tmp_path / "out")})
+    env_site = plugin_site  # importable through PYTHONPATH, entry points not used
+    proc = _dse(env_site, "run", str(study), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
