@@ -100,17 +100,11 @@ def _accelerators(cfg, perf: TimeResult) -> Accelerators:
 
 def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, throttled) -> dict[str, np.ndarray]:
     """Energy per component over the run, facility power, checkpoints, temperatures and
-    economics from the per-iteration accelerator energy ``e`` and thermal response ``th``.
-    (Over 60 lines: one assignment per output metric, in declaration order.)"""
-    steps, n, b = perf.steps_to_train, perf.num_accelerators, perf.breakdown
+    economics from the per-iteration accelerator energy ``e`` and thermal response ``th``."""
+    steps, n = perf.steps_to_train, perf.num_accelerators
     t = e.times
     step_s = t.step
-    p_host = facility.host_power_w(_f(cfg, "host_power_w"), _f(cfg, "accelerators_per_node"))
-    p_net_static = facility.network_static_power_w(
-        _f(cfg, "nic_power_w"), _f(cfg, "scaleup_switch_power_w"), _f(cfg, "scaleout_switch_power_w"),
-        n, _f(cfg, "scaleup_size"))
-    e_links = transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, _f(cfg, "scaleup_pj_per_bit"),
-                                        _f(cfg, "scaleout_pj_per_bit"))
+    p_host, p_net_static, e_links = _outside_accelerator(cfg, perf, step_s)
     e_net = e_links + p_net_static * step_s
     e_host = p_host * step_s
     e_step_acc = e.total + e_net + e_host                # per accelerator, one iteration
@@ -163,6 +157,19 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     }
     out.update(_economics(cfg, perf, acc, e, facility_j, time_to_train_s, total_steps_n))
     return out
+
+
+def _outside_accelerator(cfg, perf: TimeResult, step_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per accelerator: the host's share of a node's power (W), NIC and switch static
+    power (W), and the link energy of one iteration's traffic (J)."""
+    b = perf.breakdown
+    p_host = facility.host_power_w(_f(cfg, "host_power_w"), _f(cfg, "accelerators_per_node"))
+    p_net_static = facility.network_static_power_w(
+        _f(cfg, "nic_power_w"), _f(cfg, "scaleup_switch_power_w"), _f(cfg, "scaleout_switch_power_w"),
+        perf.num_accelerators, _f(cfg, "scaleup_size"))
+    e_links = transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, _f(cfg, "scaleup_pj_per_bit"),
+                                        _f(cfg, "scaleout_pj_per_bit"))
+    return p_host, p_net_static, e_links
 
 
 def _economics(cfg, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n) -> dict[str, np.ndarray]:
