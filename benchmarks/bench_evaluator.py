@@ -24,8 +24,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dse.evaluators.analytic import AnalyticEvaluator  # noqa: E402
-from dse.physics import time_model  # noqa: E402
+from dse.analytic.evaluator import AnalyticEvaluator  # noqa: E402
+from dse.analytic.time import model as time_model  # noqa: E402
 
 
 def candidates(n: int, seed: int = 0) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """Fit the time model's calibration parameters for A100-80GB on the vTrain reference runs.
 
 Run once: ``python benchmarks/fit_calibration.py`` prints the fitted parameters (to be
-copied into dse/data/calibration.yaml) and the resulting errors. The objective is a
+copied into dse/analytic/data/calibration.yaml) and the resulting errors. The objective is a
 robust (soft-L1) least-squares fit of log(predicted / measured) over all 1,549 rows, the
 multi-node rows weighted so that both tables count equally. Parameters are bounded to
 physically meaningful ranges.
@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from dse import validation
-from dse.physics import hardware
+from dse.analytic import validation
+from dse.analytic.time import hardware
 
 NAMES = ["matmul_eff_max", "matmul_half_gflop", "memory_eff", "kernel_overhead_us", "collective_eff",
          "collective_latency_us", "dp_overlap"]
@@ -40,7 +40,7 @@ K = 5
 
 
 def load():
-    ref = files("dse.data").joinpath("reference")
+    ref = files("dse.analytic.data").joinpath("reference")
     return (pd.read_csv(ref.joinpath("vtrain_multi_node.csv")), pd.read_csv(ref.joinpath("vtrain_single_node.csv")))
 
 

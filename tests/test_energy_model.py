@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from dse.evaluators.analytic import AnalyticEvaluator
-from dse.physics import energy, energy_model, model, power, thermal, time_model
+from dse.analytic import declarations, model
+from dse.analytic.energy import accelerator, clock_search, phases, power, thermal, transfer
+from dse.analytic.energy import model as energy_model
+from dse.analytic.evaluator import AnalyticEvaluator
+from dse.analytic.time import model as time_model
 
 COMPONENTS = ("energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
               "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j")
@@ -30,7 +35,7 @@ def _cfg(**cols) -> dict[str, np.ndarray]:
 
 def test_declared_metrics_are_returned_and_old_names_still_work():
     r = _evaluate(accelerator=["A100-80GB", "H100-SXM"], num_accelerators=16, pipeline_parallel=2)
-    for m in energy_model.METRICS:
+    for m in declarations.ENERGY_METRICS:
         assert m.name in r.columns, m.name
     for name in ("energy_to_train_j", "time_to_train_s", "peak_junction_temp_c", "peak_power_per_accelerator_w",
                  "facility_peak_power_w", "avg_power_per_accelerator_w", "tokens_per_j", "energy_time_product_js"):
@@ -57,8 +62,9 @@ def test_cooling_cop_replaces_pue():
 
 
 def test_network_energy_uses_the_seed_pj_per_bit():
-    assert energy.network_energy_j(np.array([1.0]), np.array([0.0]))[0] == pytest.approx(16e-12)
-    assert energy.network_energy_j(np.array([0.0]), np.array([1.0]))[0] == pytest.approx(200e-12)
+    seed = (declarations.INPUTS["scaleup_pj_per_bit"].default, declarations.INPUTS["scaleout_pj_per_bit"].default)
+    assert transfer.network_energy_j(np.array([1.0]), np.array([0.0]), *seed)[0] == pytest.approx(16e-12)
+    assert transfer.network_energy_j(np.array([0.0]), np.array([1.0]), *seed)[0] == pytest.approx(200e-12)
     a = _evaluate(accelerator="H100-SXM", num_accelerators=64, scaleout_pj_per_bit=[25.0, 50.0])
     assert a["energy_network_j"][1] > a["energy_network_j"][0]
 
@@ -90,9 +96,9 @@ def test_retime_is_only_called_when_the_clock_changes():
     cfg = _cfg(accelerator="H100-SXM", num_accelerators=8, power_cap_w=[np.nan, np.nan])
     calls = []
 
-    def retime(clock):
-        calls.append(clock)
-        return time_model.evaluate(cfg, clock)
+    def retime(clock, rows):
+        calls.append((clock, rows))
+        return time_model.evaluate(model.take_rows(cfg, rows), clock)
 
     with np.errstate(all="ignore"):
         perf = time_model.evaluate(cfg)
@@ -102,10 +108,11 @@ def test_retime_is_only_called_when_the_clock_changes():
         perf = time_model.evaluate(cfg)
         out = energy_model.evaluate(cfg, perf, retime=retime)
     assert len(calls) == 1
-    assert out["effective_clock_mhz"][0] == perf["_clock_mhz"][0]
-    assert out["effective_clock_mhz"][1] < perf["_clock_mhz"][1]
-    assert out["step_time_s"][1] > perf["step_time_s"][1]
-    assert out["step_time_s"][0] == perf["step_time_s"][0]
+    assert list(calls[0][1]) == [1]                          # only the capped row is re-timed
+    assert out.metrics["effective_clock_mhz"][0] == perf.clock_mhz[0]
+    assert out.metrics["effective_clock_mhz"][1] < perf.clock_mhz[1]
+    assert out.timing.step_time_s[1] > perf.step_time_s[1]
+    assert out.timing.step_time_s[0] == perf.step_time_s[0]
 
 
 def test_infeasible_and_odd_rows_never_raise():
@@ -136,34 +143,51 @@ def _mixed_cfg(n: int = 3000, seed: int = 3) -> dict[str, np.ndarray]:
                 power_cap_w=list(np.where(rng.random(n) < 0.4, rng.uniform(250, 900, n), np.nan)))
 
 
+def _arrays(result, prefix="") -> dict[str, np.ndarray]:
+    """Every array of a (nested) result dataclass, by dotted field name."""
+    out = {}
+    for f in dataclasses.fields(result):
+        v = getattr(result, f.name)
+        out.update(_arrays(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else {prefix + f.name: v})
+    return out
+
+
 def test_retiming_a_subset_equals_retiming_every_row_for_those_rows():
     cfg = _mixed_cfg()
     rng = np.random.default_rng(1)
     with np.errstate(all="ignore"):
-        clock = time_model.evaluate(cfg)["_clock_mhz"] * rng.uniform(0.5, 1.0, 3000)
+        clock = time_model.evaluate(cfg).clock_mhz * rng.uniform(0.5, 1.0, 3000)
         rows = np.flatnonzero(rng.random(3000) < 0.2)
-        every = time_model.evaluate(cfg, clock)
-        some = time_model.evaluate(model.take_rows(cfg, rows), clock[rows])
+        every = _arrays(time_model.evaluate(cfg, clock))
+        some = _arrays(time_model.evaluate(model.take_rows(cfg, rows), clock[rows]))
+    assert some.keys() == every.keys()
     for k, v in some.items():
-        if isinstance(v, np.ndarray):
-            np.testing.assert_array_equal(v, every[k][rows], err_msg=k)
-    for k, v in some["_breakdown"].items():
-        np.testing.assert_array_equal(v, every["_breakdown"][k][rows], err_msg=k)
+        np.testing.assert_array_equal(v, every[k][rows], err_msg=k)
 
 
-def test_row_retime_and_whole_table_retime_give_the_same_energy_results():
+def test_retime_gets_the_changed_rows_and_their_clocks_only():
+    # the one retime signature: retime(clock_mhz, rows) -> TimeResult for those rows
     cfg = _mixed_cfg()
+    seen = []
+
+    def retime(clock_mhz, rows):
+        seen.append((clock_mhz, rows))
+        return time_model.evaluate(model.take_rows(cfg, rows), clock_mhz)
+
     with np.errstate(all="ignore"):
         perf = time_model.evaluate(cfg)
-        reason_before = perf["reason"].copy()
-        whole = energy_model.evaluate(cfg, perf, retime=lambda c: time_model.evaluate(cfg, c))
-        by_rows = energy_model.evaluate(
-            cfg, perf, retime=lambda c, rows: time_model.evaluate(model.take_rows(cfg, rows), c))
-    assert whole["power_capped"].any() and whole["throttled"].any()
-    assert whole.keys() == by_rows.keys()
-    for k in whole:
-        np.testing.assert_array_equal(whole[k], by_rows[k], err_msg=k)
-    np.testing.assert_array_equal(perf["reason"], reason_before)  # perf is not modified
+        reason_before = perf.reason.copy()
+        out = energy_model.evaluate(cfg, perf, retime)
+        clock = out.metrics["effective_clock_mhz"]
+        at_final_clock = time_model.evaluate(cfg, clock)
+    assert out.metrics["power_capped"].any() and out.metrics["throttled"].any()
+    assert len(seen) == 1
+    clock_rows, rows = seen[0]
+    np.testing.assert_array_equal(rows, np.flatnonzero(clock < perf.clock_mhz))
+    np.testing.assert_array_equal(clock_rows, clock[rows])
+    for k, v in out.timing.metrics().items():     # the time result at the clock it runs at
+        np.testing.assert_array_equal(v, getattr(at_final_clock, k), err_msg=k)
+    np.testing.assert_array_equal(perf.reason, reason_before)  # perf is not modified
 
 
 def test_energy_reasons_come_back_and_time_reasons_win():
@@ -172,10 +196,10 @@ def test_energy_reasons_come_back_and_time_reasons_win():
         perf = time_model.evaluate(cfg)
         e = energy_model.evaluate(cfg, perf, retime=lambda c, rows: time_model.evaluate(model.take_rows(cfg, rows), c))
         r = model.evaluate(cfg)
-    assert list(perf["reason"]) == ["", "tensor x pipeline parallel does not divide the accelerator count"]
-    assert "power cap" in e["reason"][0] and "power cap" in e["reason"][1]
+    assert list(perf.reason) == ["", "tensor x pipeline parallel does not divide the accelerator count"]
+    assert "power cap" in e.reason[0] and "power cap" in e.reason[1]
     assert "power cap" in r["reason"][0]
-    assert r["reason"][1] == perf["reason"][1]
+    assert r["reason"][1] == perf.reason[1]
     assert list(r["feasible"]) == [False, False]
 
 
@@ -183,22 +207,25 @@ def test_limit_check_matches_the_breakdown_energy_and_thermal_functions():
     cfg = _mixed_cfg()
     with np.errstate(all="ignore"):
         perf = time_model.evaluate(cfg)
-        hw, b = perf["_hw"], perf["_breakdown"]
+        hw, b = perf.hw, perf.breakdown
         liquid = cfg["cooling"] == "liquid"
-        c = {**cfg, "cooling": liquid}
         pw = power.lookup(cfg["accelerator"])
-        r_total = thermal.resistance_k_per_w(liquid, pw, hw["tdp_w"])
-        cap = np.minimum(np.where(np.isfinite(cfg["power_cap_w"]), cfg["power_cap_w"], np.inf), hw["tdp_w"])
-        f0 = perf["_clock_mhz"]
-        for f in (f0, 0.7 * f0, np.maximum(0.4 * f0, hw["clock_min_mhz"])):
-            bb = energy_model.scaled_breakdown(b, f0, f)
-            acc = energy_model.accelerator_energy(bb, f / hw["clock_max_mhz"], pw, hw["idle_w"], hw["tdp_w"],
-                                                  c["power_floor_w"])
-            th = thermal.periodic_response(acc["p_busy"], acc["times"]["busy"], acc["p_wait"],
-                                           acc["times"]["blocked"], c["inlet_temp_c"],
+        r_total = thermal.resistance_k_per_w(liquid, pw, hw.tdp_w)
+        cap = np.minimum(np.where(np.isfinite(cfg["power_cap_w"]), cfg["power_cap_w"], np.inf), hw.tdp_w)
+        accs = accelerator.Accelerators(
+            clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
+            pw=pw, floor_w=cfg["power_floor_w"], inlet_c=cfg["inlet_temp_c"], liquid=liquid, r_total=r_total,
+            cap_w=cap)
+        f0 = perf.clock_mhz
+        for f in (f0, 0.7 * f0, np.maximum(0.4 * f0, hw.clock_min_mhz)):
+            bb = phases.scaled_breakdown(b, f0, f)
+            acc = accelerator.accelerator_energy(bb, f / hw.clock_max_mhz, pw, hw.idle_w, hw.tdp_w,
+                                                 cfg["power_floor_w"])
+            th = thermal.periodic_response(acc.p_busy, acc.times.busy, acc.p_wait,
+                                           acc.times.blocked, cfg["inlet_temp_c"],
                                            thermal.foster_terms(liquid, r_total))
-            cap_ok, hot_ok = energy_model.LimitCheck(b, hw, pw, c, cap, r_total, f0)(f)
-            np.testing.assert_array_equal(cap_ok, ~(acc["p_busy"] > cap * (1 + 1e-9)))
+            cap_ok, hot_ok = clock_search.LimitCheck(b, accs, f0)(f)
+            np.testing.assert_array_equal(cap_ok, ~(acc.p_busy > cap * (1 + 1e-9)))
             np.testing.assert_array_equal(hot_ok, ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9))
 
 
@@ -206,7 +233,7 @@ def test_checkpointing_off_leaves_every_output_unchanged():
     cfg = _mixed_cfg(n=600)
     without = {k: v for k, v in cfg.items() if not k.startswith("checkpoint_")}
     with np.errstate(all="ignore"):
-        base = model.evaluate(without)
+        base = model.evaluate(declarations.complete(without))
         for extra in ({"checkpoint_interval_s": np.zeros(600)},
                       {"checkpoint_interval_s": np.zeros(600), "checkpoint_write_gbs": np.full(600, 0.5),
                        "checkpoint_duration_s": np.full(600, 30.0)}):
@@ -214,11 +241,11 @@ def test_checkpointing_off_leaves_every_output_unchanged():
             assert off.keys() == base.keys()
             for k in base:
                 np.testing.assert_array_equal(off[k], base[k], err_msg=k)
-    perf = time_model.evaluate(without)
+    perf = time_model.evaluate(declarations.complete(without))
     np.testing.assert_array_equal(base["checkpoint_time_s"], 0.0)
     np.testing.assert_array_equal(base["checkpoint_overhead"], 0.0)
     capped = ~base["power_capped"] & ~base["throttled"]   # time metrics come from the time model
-    np.testing.assert_array_equal(base["time_to_train_s"][capped], perf["time_to_train_s"][capped])
+    np.testing.assert_array_equal(base["time_to_train_s"][capped], perf.time_to_train_s[capped])
 
 
 def _swing_case(**extra) -> pd.DataFrame:

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import StudyError
 from dse.evaluators import available_evaluators, check_result, evaluator_class, load_evaluator
-from dse.evaluators.analytic import AnalyticEvaluator
 from dse.study import EvaluatorSpec
 
 
 def test_analytic_evaluator_is_registered_through_the_entry_point_group():
-    assert available_evaluators()["analytic"] == "dse.evaluators.analytic:AnalyticEvaluator"
+    assert available_evaluators()["analytic"] == "dse.analytic.evaluator:AnalyticEvaluator"
     assert evaluator_class("analytic") is AnalyticEvaluator
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.evaluators.analytic import AnalyticEvaluator
-from dse.physics import hardware, power
+from dse.analytic.energy import power
+from dse.analytic.evaluator import AnalyticEvaluator
+from dse.analytic.time import hardware
 
 CATALOG = ("V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X")
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.evaluators.analytic import AnalyticEvaluator
-from dse.physics import thermal
+from dse.analytic.energy import thermal
+from dse.analytic.evaluator import AnalyticEvaluator
 
 
 def _terms(cooling: str, r: float = 0.1):

@@ -1,10 +1,14 @@
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 from test_memory import cfg
 
-from dse.evaluators.analytic import AnalyticEvaluator
-from dse.physics import hardware, time_model, training
+from dse.analytic import declarations
+from dse.analytic.evaluator import AnalyticEvaluator
+from dse.analytic.time import hardware, training
+from dse.analytic.time import model as time_model
 
 NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X"]
 
@@ -23,17 +27,17 @@ def test_catalog_complete():
 def test_interface_for_energy_model():
     r = time_model.evaluate(cfg(2, accelerator="A100-80GB"))
     for k in ("clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w", "peak_flops", "hbm_bw_bps"):
-        assert k in r["_hw"]
+        assert getattr(r.hw, k).shape == (2,)
     for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s",
               "step_s", "hbm_bytes", "scaleup_bytes", "scaleout_bytes"):
-        assert r["_breakdown"][k].shape == (2,)
-    for m in time_model.METRICS:
-        assert m.name in r
-    assert list(r["reason"]) == ["", ""]
-    b = r["_breakdown"]
-    parts = sum(b[k] for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+        assert getattr(r.breakdown, k).shape == (2,)
+    for m in declarations.TIME_METRICS:
+        assert getattr(r, m.name).shape == (2,)
+    assert list(r.reason) == ["", ""]
+    b = r.breakdown
+    parts = sum(getattr(b, k) for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
                                "optimizer_s"))
-    assert np.allclose(parts, b["step_s"])
+    assert np.allclose(parts, b.step_s)
 
 
 def test_compute_scales_with_clock_memory_does_not():
@@ -42,13 +46,13 @@ def test_compute_scales_with_clock_memory_does_not():
     lo = time_model.evaluate(c, clock_mhz=np.array([705.0]))
     # every GEMM's compute-bound time doubles; a GEMM may turn compute-bound at the lower
     # clock (roofline), moving its time from the memory slot to the compute slot
-    assert lo["_breakdown"]["compute_s"][0] >= 2 * hi["_breakdown"]["compute_s"][0] * (1 - 1e-9)
-    assert lo["_breakdown"]["memory_s"][0] <= hi["_breakdown"]["memory_s"][0] * (1 + 1e-9)
+    assert lo.breakdown.compute_s[0] >= 2 * hi.breakdown.compute_s[0] * (1 - 1e-9)
+    assert lo.breakdown.memory_s[0] <= hi.breakdown.memory_s[0] * (1 + 1e-9)
     big = cfg(1, accelerator="A100-80GB", model="gpt3-175b", num_accelerators=1024, tensor_parallel=8,
               pipeline_parallel=8, global_batch_size=1024, flash_attention=True)
     hi, lo = time_model.evaluate(big), time_model.evaluate(big, clock_mhz=np.array([705.0]))
-    assert np.isclose(lo["_breakdown"]["compute_s"][0], 2 * hi["_breakdown"]["compute_s"][0], rtol=1e-3)
-    assert np.isclose(lo["_breakdown"]["memory_s"][0], hi["_breakdown"]["memory_s"][0], rtol=2e-3)
+    assert np.isclose(lo.breakdown.compute_s[0], 2 * hi.breakdown.compute_s[0], rtol=1e-3)
+    assert np.isclose(lo.breakdown.memory_s[0], hi.breakdown.memory_s[0], rtol=2e-3)
 
 
 @pytest.mark.parametrize("kw, reason", [
@@ -62,7 +66,7 @@ def test_compute_scales_with_clock_memory_does_not():
 ])
 def test_infeasible_layouts_have_reasons(kw, reason):
     r = time_model.evaluate(cfg(1, **kw))
-    assert r["reason"][0] == reason
+    assert r.reason[0] == reason
 
 
 def test_pipeline_bubble_and_interleave():
@@ -70,28 +74,28 @@ def test_pipeline_bubble_and_interleave():
                 pipeline_parallel=16, global_batch_size=1024, sequence_parallel=True)
     r1 = time_model.evaluate(cfg(1, **base))
     r2 = time_model.evaluate(cfg(1, **base, interleave=2))
-    assert r1["reason"][0] == "" and r2["reason"][0] == ""
-    assert np.isclose(r2["bubble_time_s"][0] * 2, r1["bubble_time_s"][0], rtol=1e-6)
-    assert 0.2 < r1["mfu"][0] < 0.8
+    assert r1.reason[0] == "" and r2.reason[0] == ""
+    assert np.isclose(r2.bubble_time_s[0] * 2, r1.bubble_time_s[0], rtol=1e-6)
+    assert 0.2 < r1.mfu[0] < 0.8
 
 
 def test_scaleout_bandwidth_slows_data_parallel():
     base = dict(model="llama2-7b", accelerator="H100-SXM", num_accelerators=256, global_batch_size=256)
     fast = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=50.0))
     slow = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=1.0))
-    assert slow["dp_comm_time_s"][0] > fast["dp_comm_time_s"][0]
-    assert slow["step_time_s"][0] > fast["step_time_s"][0]
+    assert slow.dp_comm_time_s[0] > fast.dp_comm_time_s[0]
+    assert slow.step_time_s[0] > fast.step_time_s[0]
 
 
 def test_training_length_laws():
     d = np.array([1e10])
     assert np.isclose(training.tokens_to_target(d, np.array([4e6]), np.array([4e6]))[0], 2e10)
-    n = time_model.evaluate(cfg(1, model="chinchilla-70b"))["parameters"]
+    n = time_model.evaluate(cfg(1, model="chinchilla-70b")).parameters
     loss = training.chinchilla_loss(n, np.array([1.4e12]))
     assert np.isclose(training.chinchilla_tokens(n, loss)[0], 1.4e12, rtol=1e-6)
     r = time_model.evaluate(cfg(1, model="chinchilla-70b", target_loss=float(loss[0]), b_noise_tokens=1e12,
                                 accelerator="H100-SXM", num_accelerators=64))
-    assert np.isclose(r["tokens_to_train"][0], 1.4e12, rtol=0.01)
+    assert np.isclose(r.tokens_to_train[0], 1.4e12, rtol=0.01)
     # the Kaplan critical batch at that loss is millions of tokens
     assert 1e6 < training.critical_batch_tokens(loss)[0] < 1e8
 
@@ -108,7 +112,7 @@ def test_evaluator_handles_many_candidates_and_strings():
 
 
 def test_divisibility_without_fmod_matches_the_remainder():
-    from dse.physics.parallelism import _floor_div, _indivisible
+    from dse.analytic.time.parallelism import _floor_div, _indivisible
     rng = np.random.default_rng(0)
     b = rng.integers(1, 4096, 200_000).astype(float)
     a = rng.integers(0, 2**40, 200_000).astype(float)
@@ -121,7 +125,7 @@ def test_divisibility_without_fmod_matches_the_remainder():
 
 
 def test_factorised_text_columns_give_the_same_results_as_object_arrays():
-    from dse.physics.workload import Factorised, factorise
+    from dse.analytic.columns import Factorised, factorise
     rng = np.random.default_rng(2)
     n = 500
     c = cfg(n, model="gpt-1.3b", accelerator="H100-SXM")
@@ -133,9 +137,9 @@ def test_factorised_text_columns_give_the_same_results_as_object_arrays():
              for k, v in c.items()}
     assert list(np.asarray(coded["accelerator"])) == list(c["accelerator"])
     a, b = time_model.evaluate(c), time_model.evaluate(coded)
-    for k in time_model.METRICS:
-        np.testing.assert_array_equal(a[k.name], b[k.name], err_msg=k.name)
-    np.testing.assert_array_equal(a["reason"], b["reason"])
+    for k in declarations.TIME_METRICS:
+        np.testing.assert_array_equal(getattr(a, k.name), getattr(b, k.name), err_msg=k.name)
+    np.testing.assert_array_equal(a.reason, b.reason)
 
 
 def test_rows_with_flash_attention_do_not_depend_on_the_other_rows():
@@ -146,8 +150,8 @@ def test_rows_with_flash_attention_do_not_depend_on_the_other_rows():
     mixed["recompute"] = np.array(["none", "none", "full"], dtype=object)
     only = {k: v[[0, 2]] for k, v in mixed.items()}
     a, b = time_model.evaluate(mixed), time_model.evaluate(only)
-    for k in time_model.METRICS:
-        np.testing.assert_array_equal(a[k.name][[0, 2]], b[k.name], err_msg=k.name)
-    for k, v in b["_breakdown"].items():
-        np.testing.assert_array_equal(a["_breakdown"][k][[0, 2]], v, err_msg=k)
-    assert a["memory_time_s"][1] != a["memory_time_s"][0]
+    for k in declarations.TIME_METRICS:
+        np.testing.assert_array_equal(getattr(a, k.name)[[0, 2]], getattr(b, k.name), err_msg=k.name)
+    for f in dataclasses.fields(b.breakdown):
+        np.testing.assert_array_equal(getattr(a.breakdown, f.name)[[0, 2]], getattr(b.breakdown, f.name), err_msg=f.name)
+    assert a.memory_time_s[1] != a.memory_time_s[0]

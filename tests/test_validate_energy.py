@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dse import validate_energy
+from dse.analytic import validate_energy
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _perseus() -> Path:
-    pkg = REPO / "dse" / "data" / "reference" / validate_energy.PERSEUS_FILE
+    pkg = REPO / "dse" / "analytic" / "data" / "reference" / validate_energy.PERSEUS_FILE
     return pkg if pkg.exists() else REPO.parent / "shared" / "reference" / validate_energy.PERSEUS_FILE
 
 

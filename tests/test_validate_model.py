@@ -4,10 +4,10 @@ from importlib.resources import files
 import pandas as pd
 import pytest
 
-from dse import validation
+from dse.analytic import validation
 from dse.errors import DseError
 
-REF = files("dse.data").joinpath("reference")
+REF = files("dse.analytic.data").joinpath("reference")
 
 
 @pytest.fixture(scope="module")

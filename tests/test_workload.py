@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from dse.physics import workload
+from dse.analytic.time import workload
 
 REQUIRED = ["gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
             "megatron-22b", "megatron-530b", "megatron-1t", "chinchilla-70b", "bloom-176b", "gpt-125m", "gpt-1.3b"]

@@ -258,7 +258,7 @@ def validate_model(
     as_json: Annotated[bool, typer.Option("--json", help="print the error summary as JSON")] = False,
 ) -> None:
     """Check the analytic model against measured iteration times (and energy versus clock)."""
-    from dse.validation import validate_model as check
+    from dse.analytic.validation import validate_model as check
 
     raise typer.Exit(check(table, as_json))
 

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 RECOMPUTE = ("none", "selective", "full")
 
 
-def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash=0.0) -> np.ndarray:
+@dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """Bytes per accelerator on the most loaded pipeline stage, by kind."""
+
+    weights_bytes: np.ndarray
+    gradients_bytes: np.ndarray
+    optimizer_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    reserved_bytes: np.ndarray
+    total_bytes: np.ndarray
+
+
+def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash) -> np.ndarray:
     """Activation bytes one layer keeps for the backward pass, per micro-batch (16-bit).
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -35,8 +49,8 @@ def memory_breakdown(
     pp: np.ndarray, dp: np.ndarray, interleave: np.ndarray, zero_stage: np.ndarray,
     micro_batch: np.ndarray, micro_batches: np.ndarray, seq_len: np.ndarray, hidden: np.ndarray,
     heads: np.ndarray, vocab: np.ndarray, sp: np.ndarray, recompute: np.ndarray,
-    reserved: np.ndarray, flash: np.ndarray | float = 0.0,
-) -> dict[str, np.ndarray]:
+    reserved: np.ndarray, flash: np.ndarray,
+) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (the first).
 
     Mixed-precision Adam: weights 2 B/param, gradients 2 B/param, optimizer 12 B/param
@@ -61,5 +75,5 @@ def memory_breakdown(
     logits = np.where(pp == 1, 4.0 * seq_len * micro_batch * vocab / tp, 0.0)
     activations = activations + working + logits
     total = weights + grads + optimizer + activations + reserved
-    return {"weights": weights, "gradients": grads, "optimizer": optimizer,
-            "activations": activations, "reserved": reserved, "total": total}
+    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
+                           activations_bytes=activations, reserved_bytes=reserved, total_bytes=total)

@@ -1,8 +1,10 @@
 """The built-in analytic evaluator: roofline time, DVFS power, energy and thermal model.
 
 Registered under the entry-point group ``dse.evaluators`` as ``analytic``, like any
-third-party evaluator. The physics lives in :mod:`dse.physics`; this module declares the
-inputs and metrics and turns a candidate table into arrays and back.
+third-party evaluator. The physics lives in :mod:`dse.analytic.time` and
+:mod:`dse.analytic.energy`, its inputs and metrics (with every default) in
+:mod:`dse.analytic.declarations`; this module turns a candidate table into complete input
+arrays and the model's arrays back into a table.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
+from dse.analytic import declarations, model
+from dse.analytic.columns import Factorised
 from dse.evaluators.base import Evaluator, Input, Metric
-from dse.physics import model
-from dse.physics.workload import Factorised
 
 
 @contextmanager
@@ -50,11 +52,11 @@ class AnalyticEvaluator(Evaluator):
 
     @property
     def inputs(self) -> dict[str, Input]:
-        return {i.name: i for i in model.INPUTS}
+        return dict(declarations.INPUTS)
 
     @property
     def metrics(self) -> dict[str, Metric]:
-        return {m.name: m for m in model.METRICS}
+        return dict(declarations.METRICS)
 
     #: candidates per vectorised block: keeps the working arrays in cache (numpy's
     #: element-wise passes over 1e6-row arrays are memory-bound); no per-candidate loop.
@@ -81,9 +83,13 @@ class AnalyticEvaluator(Evaluator):
         """Input name -> numpy array; a text column becomes a :class:`Factorised` column
         (integer codes into its distinct values, factorised once for the whole table, so
         the model looks each distinct value up once and never hashes a string per row).
-        Numeric columns are float64 with missing values filled by the default, except
-        integer and boolean numpy columns (which cannot miss a value): those are passed
-        as they are and converted by the model."""
+        Every declared input is there (a missing column is its default) and every default
+        is filled in: numeric columns are float64 with missing values filled by the
+        default, except integer and boolean numpy columns (which cannot miss a value):
+        those are passed as they are and converted by the model; a missing text value is
+        the default, and so is a value that is not a choice of a coded input
+        (:func:`~dse.analytic.declarations.known_choices`). Same result as
+        :func:`~dse.analytic.declarations.complete` on the table's arrays."""
         n = len(candidates)
         cfg: dict[str, np.ndarray | Factorised] = {}
         for name, inp in self.inputs.items():
@@ -100,7 +106,8 @@ class AnalyticEvaluator(Evaluator):
                 # code -1 (missing) picks the default, the last distinct value
                 if (codes < 0).any():
                     codes = np.where(codes < 0, len(uniques), codes)
-                cfg[name] = Factorised(codes, [*(str(u) for u in uniques), inp.default])
+                uniques = declarations.known_choices(name, [str(u) for u in uniques])
+                cfg[name] = Factorised(codes, [*uniques, inp.default])
                 continue
             if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iub":
                 # no missing value possible: the column's own array, converted to float

@@ -1,6 +1,6 @@
 """``dse validate-model``: predicted versus measured iteration times for a table of runs.
 
-The table uses the column names of the vTrain reference files (dse/data/reference/):
+The table uses the column names of the vTrain reference files (dse/analytic/data/reference/):
 ``# GPUs, global batch, micro batch, hidden size, attention heads, # layers, sequence
 length, tensor parallelism, data parallelism, pipeline parallelism, iteration time (ms)``,
 plus optional columns ``accelerator`` (catalog name, default A100-80GB), ``vocab``
@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.analytic import declarations
+from dse.analytic.time import hardware, memory
+from dse.analytic.time import model as time_model
 from dse.errors import DseError
 
 COLUMNS = {
@@ -50,8 +53,9 @@ def _bool_col(col: pd.Series) -> np.ndarray:
 
 
 def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray]:
-    """Model inputs (``time_model`` names) for every row of a measurement table."""
-    from dse.physics import hardware, memory
+    """Model inputs for every row of a measurement table: the table's columns, the
+    reference setup's values above where a column is absent, and every other input at its
+    declared default (:func:`dse.analytic.declarations.complete`)."""
 
     missing = [c for c in (*COLUMNS, MEASURED) if c not in df.columns]
     if missing:
@@ -97,21 +101,19 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
     cfg["precision"] = np.full(n, "fp16", dtype=object)
     cfg["num_accelerators"] = cfg["num_accelerators"]
     cfg["target_tokens"] = np.full(n, 1e9)
-    return cfg
+    return declarations.complete(cfg, n)
 
 
 def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
     """Per-row predicted and measured iteration time (ms), error and feasibility."""
-    from dse.physics import time_model
-
     cfg = table_to_config(df, file=file)
     out = time_model.evaluate(cfg)
     measured = pd.to_numeric(df[MEASURED], errors="coerce").to_numpy(dtype=float)
-    predicted = out["step_time_s"] * 1e3
+    predicted = out.step_time_s * 1e3
     return pd.DataFrame({
         "measured_ms": measured, "predicted_ms": predicted,
         "error": (predicted - measured) / measured,
-        "reason": out["reason"],
+        "reason": out.reason,
     })
 
 
@@ -139,7 +141,7 @@ def validate_model(table: Path, as_json: bool) -> int:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise DseError(f"cannot read CSV: {exc}", file=str(table)) from None
     if "sm_clock_mhz" in df.columns:
-        from dse import validate_energy  # the energy side owns clock-sweep tables
+        from dse.analytic import validate_energy  # the energy side owns clock-sweep tables
 
         report = validate_energy.perseus_report(table)
         print(json.dumps(report, indent=2) if as_json else _format_dict(report))

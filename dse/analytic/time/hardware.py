@@ -1,14 +1,17 @@
-"""Hardware catalog (``dse/data/hardware.yaml``), calibration and their vectorised lookup."""
+"""Hardware catalog (``dse/analytic/data/hardware.yaml``), calibration and their vectorised lookup."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib.resources import files
 
 import numpy as np
 import yaml
 
-SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected")
+from dse.analytic.columns import factorise
+from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
+
 CALIBRATION_FIELDS = ("matmul_eff_max", "matmul_half_gflop", "memory_eff", "kernel_overhead_us",
                       "collective_eff", "collective_latency_us", "scaleout_latency_us", "dp_overlap")
 
@@ -16,13 +19,13 @@ CALIBRATION_FIELDS = ("matmul_eff_max", "matmul_half_gflop", "memory_eff", "kern
 @cache
 def catalog() -> dict[str, dict]:
     """Accelerator name -> its datasheet entry (see the YAML file for sources)."""
-    return yaml.safe_load(files("dse.data").joinpath("hardware.yaml").read_text())
+    return yaml.safe_load(files("dse.analytic.data").joinpath("hardware.yaml").read_text())
 
 
 @cache
 def calibration() -> dict[str, dict]:
     """Accelerator name (or ``default``) -> fitted time-model parameters."""
-    return yaml.safe_load(files("dse.data").joinpath("calibration.yaml").read_text())
+    return yaml.safe_load(files("dse.analytic.data").joinpath("calibration.yaml").read_text())
 
 
 def calibration_for(name: str) -> dict[str, float]:
@@ -70,18 +73,49 @@ def _missing_last(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
     return codes, uniques
 
 
-def lookup(names: np.ndarray, precision: np.ndarray) -> dict[str, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """Per-candidate hardware arrays (one value per candidate in each field).
+
+    From the catalog: ``peak_flops`` (dense FLOP/s at the maximum clock at the candidate's
+    precision; NaN where unsupported, with ``precision_ok`` 0), ``hbm_bw_bps`` (B/s),
+    ``hbm_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
+    ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
+    :data:`SCALEUP_TOPOLOGIES`), ``compute_units``, ``reserved_bytes``; from the
+    calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
+    Unknown accelerators have NaN everywhere.
+    """
+
+    peak_flops: np.ndarray
+    hbm_bw_bps: np.ndarray
+    hbm_bytes: np.ndarray
+    clock_max_mhz: np.ndarray
+    clock_min_mhz: np.ndarray
+    tdp_w: np.ndarray
+    idle_w: np.ndarray
+    scaleup_bw_bps: np.ndarray
+    scaleup_topology: np.ndarray
+    compute_units: np.ndarray
+    reserved_bytes: np.ndarray
+    precision_ok: np.ndarray
+    matmul_eff_max: np.ndarray
+    matmul_half_gflop: np.ndarray
+    memory_eff: np.ndarray
+    kernel_overhead_us: np.ndarray
+    collective_eff: np.ndarray
+    collective_latency_us: np.ndarray
+    scaleout_latency_us: np.ndarray
+    dp_overlap: np.ndarray
+
+
+assert tuple(f.name for f in fields(Hardware)) == FIELDS  # _row's order is the dataclass's
+
+
+def lookup(names: np.ndarray, precision: np.ndarray) -> Hardware:
     """Per-candidate hardware arrays for accelerator ``names`` at the given ``precision``.
 
-    Returns ``peak_flops`` (dense FLOP/s at the maximum clock; NaN where the precision is
-    unsupported, with ``precision_ok`` 0), ``hbm_bw_bps`` (B/s), ``hbm_bytes``,
-    ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``, ``scaleup_bw_bps`` (B/s per
-    direction), ``scaleup_topology`` (index into :data:`SCALEUP_TOPOLOGIES`),
-    ``compute_units``, ``reserved_bytes`` and the calibration parameters. Unknown names give NaN.
     Strings are factorised once (one dictionary lookup per distinct pair, not per candidate).
     """
-    from dse.physics.workload import factorise
-
     n_codes, n_uniq = factorise(names)
     if np.ndim(precision) == 0:
         p_codes, p_uniq = np.zeros(1, dtype=np.int64), [precision]
@@ -94,4 +128,4 @@ def lookup(names: np.ndarray, precision: np.ndarray) -> dict[str, np.ndarray]:
     table = np.array([_row(str(n), str(p)) for n in n_uniq for p in p_uniq], dtype=np.float64)
     table = np.ascontiguousarray(table.reshape(-1, len(FIELDS)).T)
     pair = (np.asarray(n_codes) * len(p_uniq) + np.asarray(p_codes)).reshape(-1)
-    return {f: table[i].take(pair) for i, f in enumerate(FIELDS)}
+    return Hardware(*(table[i].take(pair) for i in range(len(FIELDS))))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.physics import power
+from dse.analytic.energy import power
 
 KELVIN = 273.15
 

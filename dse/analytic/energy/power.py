@@ -3,7 +3,7 @@
 Per phase, P = P_idle + a_phase * (P_TDP - P_idle) * s(f), with the dynamic scale
 s(f) = (f / f_max) * (V(f) / V(f_max))^2, i.e. the C * V^2 * f of CMOS switching power
 normalised to the maximum clock (seed 000: E_dynamic = C_eff V^2 f alpha). V(f) is a
-piecewise-linear voltage-frequency curve per accelerator (``dse/data/power.yaml``).
+piecewise-linear voltage-frequency curve per accelerator (``dse/analytic/data/power.yaml``).
 A power cap is met by the highest clock whose busy-phase power stays under it.
 """
 
@@ -15,13 +15,15 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
+from dse.analytic.columns import factorise
+
 PHASES = ("compute", "memory", "waiting")
 
 
 @cache
 def parameters() -> dict:
     """The parsed ``power.yaml`` (defaults, cooling types, per-accelerator entries)."""
-    return yaml.safe_load(files("dse.data").joinpath("power.yaml").read_text())
+    return yaml.safe_load(files("dse.analytic.data").joinpath("power.yaml").read_text())
 
 
 def _entry(name: str) -> dict:
@@ -53,8 +55,6 @@ def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
     Unknown names get the ``defaults`` entry. ``vf_x``/``vf_v`` are (n, K) arrays of the
     V-f points, padded to a common K by repeating the last point.
     """
-    from dse.physics.workload import factorise
-
     inverse, keys = factorise(names)
     keys = [str(k) for k in keys]
     rows = [_row(k) for k in keys]

@@ -30,10 +30,10 @@ def layout(
     micro_batch_size: np.ndarray,
     layers: np.ndarray,
     heads: np.ndarray,
-    kv_heads: np.ndarray | None = None,
-    interleave: np.ndarray | None = None,
-    sequence_parallel: np.ndarray | None = None,
-    seq_len: np.ndarray | None = None,
+    kv_heads: np.ndarray,
+    interleave: np.ndarray,
+    sequence_parallel: np.ndarray,
+    seq_len: np.ndarray,
 ) -> tuple[dict[str, np.ndarray], list[tuple[np.ndarray, str]]]:
     """Derived degrees and a list of ``(mask, reason)`` for layouts that cannot run.
 
@@ -45,8 +45,8 @@ def layout(
     """
     n, tp, pp = num_accelerators, tensor_parallel, pipeline_parallel
     gb, mb = global_batch_size, micro_batch_size
-    v = np.ones_like(n) if interleave is None else np.maximum(interleave, 1)
-    kv = heads if kv_heads is None else kv_heads
+    v = np.maximum(interleave, 1)
+    kv = kv_heads
     model_parallel = np.maximum(tp * pp, 1)
     dp = np.maximum(_floor_div(n, model_parallel), 1)
     micro_batches = np.maximum(_floor_div(gb, np.maximum(dp * mb, 1)), 1)
@@ -58,8 +58,7 @@ def layout(
         (_indivisible(gb, dp * mb), "data parallel x micro batch does not divide the global batch"),
         ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
         ((v > 1) & _indivisible(micro_batches, pp), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
+        ((sequence_parallel > 0) & _indivisible(seq_len, tp),
+         "sequence parallelism needs the tensor parallel degree to divide the sequence length"),
     ]
-    if sequence_parallel is not None and seq_len is not None:
-        checks.append(((sequence_parallel > 0) & _indivisible(seq_len, tp),
-                       "sequence parallelism needs the tensor parallel degree to divide the sequence length"))
     return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, checks

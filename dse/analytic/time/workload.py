@@ -6,65 +6,22 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
-import pandas as pd
 import yaml
+
+from dse.analytic.columns import factorise
 
 SHAPE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "seq_len", "vocab",
                 "gated_mlp", "tied_embeddings")
-# Fields a shape needs when there is no preset (custom model): defaults if absent.
+# Fields a shape needs when there is no preset (custom model): defaults if absent. They are
+# not inputs (no Input declares them): the common GPT-2/-3 shape (ungated MLP, tied
+# embeddings; Radford et al. 2019, Brown et al. 2020).
 _SHAPE_DEFAULTS = {"gated_mlp": 0.0, "tied_embeddings": 1.0}
 
 
 @cache
 def presets() -> dict[str, dict]:
-    """Model preset name -> shape (see ``dse/data/models.yaml`` for sources)."""
-    return yaml.safe_load(files("dse.data").joinpath("models.yaml").read_text())
-
-
-class Factorised:
-    """A text column as integer ``codes`` into its distinct values ``uniques``.
-
-    What :func:`pandas.factorize` returns, kept together so that the physics looks each
-    distinct value up once instead of hashing a string per candidate (the evaluator
-    factorises each text column once for the whole table). Sliced like an array
-    (``col[i:j]``, ``col[idx]``); ``np.asarray(col)`` gives the object array of strings.
-    """
-
-    __slots__ = ("codes", "uniques")
-    ndim = 1
-
-    def __init__(self, codes: np.ndarray, uniques) -> None:
-        self.codes = np.asarray(codes)
-        self.uniques = list(uniques)
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.codes.shape
-
-    def __getitem__(self, rows) -> Factorised:
-        return Factorised(self.codes[rows], self.uniques)
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        table = np.empty(len(self.uniques), dtype=object)
-        table[:] = self.uniques
-        return table[self.codes] if dtype is None else table[self.codes].astype(dtype)
-
-    def map(self, fn, dtype=float) -> np.ndarray:
-        """``fn(value)`` per candidate, computed once per distinct value (``fn(None)`` for
-        a missing value, code -1)."""
-        return np.array([fn(u) for u in self.uniques] + [fn(None)], dtype=dtype)[self.codes]
-
-
-def factorise(values) -> tuple[np.ndarray, list]:
-    """Integer codes and distinct values of an array (fast for object/string arrays;
-    free for a :class:`Factorised` column)."""
-    if isinstance(values, Factorised):
-        return values.codes, values.uniques
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object).reshape(-1))
-    return codes.astype(np.int64), list(uniques)
+    """Model preset name -> shape (see ``dse/analytic/data/models.yaml`` for sources)."""
+    return yaml.safe_load(files("dse.analytic.data").joinpath("models.yaml").read_text())
 
 
 def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ clock-independent part (memory-bound kernels, launch gaps: 1 - c), i.e. the time
 model's compute/memory roofline split; ``c`` is a property of this workload and is
 fitted here, together with the A100's V-f curve (floor voltage and knee clock), by
 :func:`fit_perseus`. The power and energy then come from the *same* functions the
-energy model uses for every candidate (:func:`dse.physics.energy_model.accelerator_energy`).
+energy model uses for every candidate (:func:`dse.analytic.energy.accelerator.accelerator_energy`).
 The stage is set up from this split rather than through the time model so that the
 check does not move when the time model is re-calibrated; the time model's own split
 for a GPT-3 stage is reported next to it for comparison.
@@ -26,7 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.physics import energy_model, hardware, power
+from dse.analytic.energy import power
+from dse.analytic.energy.accelerator import accelerator_energy
+from dse.analytic.time import hardware
+from dse.analytic.time.step import StepBreakdown
 
 PERSEUS_FILE = "perseus_a100_gpt3_stage.csv"
 ACCELERATOR = "A100-80GB"
@@ -40,17 +43,16 @@ def perseus_path() -> Path:
     pkg = Path(__file__).resolve().parent / "data" / "reference" / PERSEUS_FILE
     if pkg.exists():
         return pkg
-    for base in (Path(__file__).resolve().parents[1], Path.cwd()):
+    for base in (Path(__file__).resolve().parents[2], Path.cwd()):
         p = base.parent / "shared" / "reference" / PERSEUS_FILE
         if p.exists():
             return p
     return pkg
 
 
-def _hw(n: int, accelerator: str = ACCELERATOR) -> dict[str, np.ndarray]:
+def _hw(n: int, accelerator: str = ACCELERATOR) -> tuple[hardware.Hardware, dict[str, np.ndarray]]:
     names = np.full(n, accelerator, dtype=object)
-    hw = hardware.lookup(names, np.full(n, "bf16", dtype=object))
-    return hw | {f"pw_{k}": v for k, v in power.lookup(names).items()}
+    return hardware.lookup(names, np.full(n, "bf16", dtype=object)), power.lookup(names)
 
 
 def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, vf_v=None,
@@ -63,17 +65,18 @@ def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, 
     clock, c = np.broadcast_arrays(np.asarray(clock_mhz, dtype=float), np.asarray(compute_fraction, dtype=float))
     clock, c = clock.ravel(), c.ravel()
     n = clock.size
-    hw = _hw(n, accelerator)
-    pw = {k[3:]: v for k, v in hw.items() if k.startswith("pw_")}
+    hw, pw = _hw(n, accelerator)
     if vf_x is not None:
         pw["vf_x"], pw["vf_v"] = np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])), np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1]))
-    fmax = hw["clock_max_mhz"]
+    fmax = hw.clock_max_mhz
     memory_s = 1.0 - c
-    b = {"compute_s": c * fmax / clock, "memory_s": memory_s,
-         "hbm_bytes": memory_s * hw["hbm_bw_bps"] * HBM_EFFICIENCY}
-    b["step_s"] = b["compute_s"] + b["memory_s"]
-    acc = energy_model.accelerator_energy(b, clock / fmax, pw, hw["idle_w"], hw["tdp_w"], np.full(n, np.nan))
-    return b["step_s"], acc["total"]
+    compute_s = c * fmax / clock
+    zero = np.zeros(n)  # one accelerator, back-to-back kernels: no communication, no bubble
+    b = StepBreakdown(compute_s=compute_s, memory_s=memory_s, tp_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
+                      bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
+                      hbm_bytes=memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY, scaleup_bytes=zero, scaleout_bytes=zero)
+    acc = accelerator_energy(b, clock / fmax, pw, hw.idle_w, hw.tdp_w, np.full(n, np.nan))
+    return b.step_s, acc.total
 
 
 def _table(path: Path) -> pd.DataFrame:
@@ -86,8 +89,8 @@ def _table(path: Path) -> pd.DataFrame:
 def time_model_compute_fraction() -> float | None:
     """The time model's clock-bound share for a GPT-3 175B stage on A100 (for comparison)."""
     try:
-        from dse.evaluators.analytic import AnalyticEvaluator
-        from dse.physics import time_model
+        from dse.analytic.evaluator import AnalyticEvaluator
+        from dse.analytic.time import model as time_model
 
         ev = AnalyticEvaluator()
         row = pd.DataFrame([{"model": "gpt3-175b", "accelerator": ACCELERATOR, "num_accelerators": 8,
@@ -98,8 +101,8 @@ def time_model_compute_fraction() -> float | None:
                       else pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64))
                for name, inp in ev.inputs.items()}
         with np.errstate(all="ignore"):
-            b = time_model.evaluate(cfg)["_breakdown"]
-        c, m = float(b["compute_s"][0]), float(b["memory_s"][0])
+            b = time_model.evaluate(cfg).breakdown
+        c, m = float(b.compute_s[0]), float(b.memory_s[0])
         return c / (c + m) if c + m > 0 else None
     except Exception:  # the comparison is informative only
         return None
@@ -160,7 +163,7 @@ def fit_perseus(path: Path | None = None) -> dict:
     """Refit the stage's compute fraction and the A100 V-f floor and knee (grid search).
 
     Minimises the largest relative error in time and energy over all rows. Run once;
-    the result is recorded in ``STAGE_COMPUTE_FRACTION`` and ``dse/data/power.yaml``.
+    the result is recorded in ``STAGE_COMPUTE_FRACTION`` and ``dse/analytic/data/power.yaml``.
     """
     df = _table(Path(path) if path is not None else perseus_path())
     f = df["sm_clock_mhz"].to_numpy(dtype=float)

@@ -1,0 +1,68 @@
+"""Text input columns as integer codes into their distinct values.
+
+The evaluator factorises each text column once for the whole table; the physics then
+looks each distinct value up once (catalog row, preset, choice index) instead of hashing
+a string per candidate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+class Factorised:
+    """A text column as integer ``codes`` into its distinct values ``uniques``.
+
+    What :func:`pandas.factorize` returns, kept together so that the physics looks each
+    distinct value up once instead of hashing a string per candidate (the evaluator
+    factorises each text column once for the whole table). Sliced like an array
+    (``col[i:j]``, ``col[idx]``); ``np.asarray(col)`` gives the object array of strings.
+    """
+
+    __slots__ = ("codes", "uniques")
+    ndim = 1
+
+    def __init__(self, codes: np.ndarray, uniques) -> None:
+        self.codes = np.asarray(codes)
+        self.uniques = list(uniques)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.codes.shape
+
+    def __getitem__(self, rows) -> Factorised:
+        return Factorised(self.codes[rows], self.uniques)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        table = np.empty(len(self.uniques), dtype=object)
+        table[:] = self.uniques
+        return table[self.codes] if dtype is None else table[self.codes].astype(dtype)
+
+    def map(self, fn, dtype=float) -> np.ndarray:
+        """``fn(value)`` per candidate, computed once per distinct value (``fn(None)`` for
+        a missing value, code -1)."""
+        return np.array([fn(u) for u in self.uniques] + [fn(None)], dtype=dtype)[self.codes]
+
+
+def factorise(values) -> tuple[np.ndarray, list]:
+    """Integer codes and distinct values of an array (fast for object/string arrays;
+    free for a :class:`Factorised` column)."""
+    if isinstance(values, Factorised):
+        return values.codes, values.uniques
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object).reshape(-1))
+    return codes.astype(np.int64), list(uniques)
+
+
+def choice_codes(values, choices: tuple[str, ...]) -> np.ndarray:
+    """Index of each string in ``choices`` as floats; -1 where missing or not a choice.
+
+    The evaluator replaces values that are not a choice by the input's declared default
+    (:func:`dse.analytic.declarations.complete`), so -1 means "no value given" here.
+    """
+    codes, uniq = factorise(values)
+    table = np.array([choices.index(u) if isinstance(u, str) and u in choices else -1 for u in uniq] + [-1])
+    return table[codes].astype(float)

@@ -1,0 +1,203 @@
+"""The analytic evaluator's inputs and metrics: names, units, descriptions, and every default.
+
+This module is the one place the model's defaults are written: the physics modules take
+explicit arrays and never fall back to a number of their own. :func:`complete` (and the
+evaluator's ``to_arrays``) fills what a caller left out from here before the physics runs.
+A default with ``None`` means "not set": the physics then takes the value from the
+catalog or a law (documented in the description). Where a default comes from a paper or
+a datasheet, the source is written beside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.analytic.columns import Factorised, factorise
+from dse.analytic.time.collectives import SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
+from dse.analytic.time.hardware import accelerator_names
+from dse.analytic.time.memory import RECOMPUTE
+from dse.analytic.time.result import METRIC_FIELDS
+from dse.analytic.time.workload import presets
+from dse.evaluators.base import Input, Metric
+
+_ACCELERATORS = accelerator_names()
+_MODELS = tuple(presets())
+
+# Network energy per bit moved (seed 004, AstraWattch case study: scale-up 2 pJ/bit,
+# scale-out 25 pJ/bit).
+SCALEUP_PJ_PER_BIT = 2.0
+SCALEOUT_PJ_PER_BIT = 25.0
+#: Default checkpoint write bandwidth per accelerator (GB/s): the Llama 3 405B run's
+#: storage (Tectonic, 7,500 SSD servers) sustains 2 TB/s for up to 16,384 H100s
+#: (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): 2000 / 16384 GB/s.
+CHECKPOINT_WRITE_GBS = 2000.0 / 16384
+
+TIME_INPUTS: list[Input] = [
+    Input("model", "str", "", "model preset name (shape fields override it)", "gpt-1.3b", _MODELS, group="workload"),
+    Input("layers", "int", "", "transformer layers (overrides the preset)", None, minimum=1, group="workload"),
+    Input("hidden", "int", "", "hidden size (overrides the preset)", None, minimum=1, group="workload"),
+    Input("ffn_hidden", "int", "", "feed-forward hidden size (overrides the preset)", None, minimum=1, group="workload"),
+    Input("heads", "int", "", "attention heads (overrides the preset)", None, minimum=1, group="workload"),
+    Input("kv_heads", "int", "", "key-value heads (overrides the preset)", None, minimum=1, group="workload"),
+    Input("seq_len", "int", "tokens", "sequence length (overrides the preset)", None, minimum=1, group="workload"),
+    Input("vocab", "int", "tokens", "vocabulary size (overrides the preset)", None, minimum=1, group="workload"),
+    Input("target_tokens", "float", "tokens", "tokens needed in the small-batch limit (D_min)", 2.6e10, minimum=1, group="workload"),
+    Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
+    Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
+    Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
+    Input("accelerator", "str", "", "accelerator type (hardware catalog)", "H100-SXM", _ACCELERATORS, group="hardware"),
+    Input("num_accelerators", "int", "", "accelerators in the job", 8, minimum=1, group="hardware"),
+    Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
+    Input("clock_fraction", "float", "1", "SM clock as a fraction of the accelerator's maximum (used where clock_mhz is not given; suits studies over several accelerators)", None, minimum=0.05, maximum=1.0, group="hardware"),
+    Input("scaleup_size", "int", "", "accelerators per scale-up domain (e.g. NVLink)", 8, minimum=1, group="network"),
+    Input("scaleup_bw_gbs", "float", "GB/s", "scale-up bandwidth per accelerator per direction (default: catalog)", None, minimum=0.001, group="network"),
+    Input("scaleup_topology", "str", "", "scale-up topology (default: catalog)", None, SCALEUP_TOPOLOGIES, group="network"),
+    Input("scaleup_latency_us", "float", "us", "scale-up per-step collective latency (default: calibration)", None, minimum=0, group="network"),
+    Input("scaleout_bw_gbs", "float", "GB/s", "scale-out bandwidth per accelerator per direction", 50.0, minimum=0.001, group="network"),
+    Input("scaleout_fabric", "str", "", "scale-out fabric", "rail_optimized", SCALEOUT_FABRICS, group="network"),
+    Input("scaleout_latency_us", "float", "us", "scale-out per-step collective latency (default: calibration)", None, minimum=0, group="network"),
+    Input("global_batch_size", "int", "sequences", "global batch size", 512, minimum=1, group="parallelism"),
+    Input("micro_batch_size", "int", "sequences", "micro-batch size", 1, minimum=1, group="parallelism"),
+    Input("tensor_parallel", "int", "", "tensor-parallel degree", 1, minimum=1, group="parallelism"),
+    Input("sequence_parallel", "bool", "", "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)", False, group="parallelism"),
+    Input("pipeline_parallel", "int", "", "pipeline-parallel degree", 1, minimum=1, group="parallelism"),
+    Input("flash_attention", "bool", "", "fused attention kernel (FlashAttention, Dao et al. 2022)", True, group="parallelism"),
+    Input("interleave", "int", "", "model chunks per pipeline stage (1 = 1F1B, >1 = interleaved 1F1B)", 1, minimum=1, group="parallelism"),
+    Input("zero_stage", "int", "", "sharded optimizer (ZeRO) stage", 1, minimum=0, maximum=3, group="parallelism"),
+    Input("recompute", "str", "", "activation recomputation", "selective", RECOMPUTE, group="parallelism"),
+]
+
+TIME_METRICS: list[Metric] = [
+    Metric("time_to_train_s", "s", "time to train"),
+    Metric("time_to_train_days", "days", "time to train"),
+    Metric("step_time_s", "s", "iteration time"),
+    Metric("compute_time_s", "s", "compute-bound time per iteration"),
+    Metric("memory_time_s", "s", "memory-bound time per iteration"),
+    Metric("tp_comm_time_s", "s", "exposed tensor-parallel communication per iteration"),
+    Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration"),
+    Metric("dp_comm_time_s", "s", "exposed data-parallel communication per iteration"),
+    Metric("bubble_time_s", "s", "pipeline bubble per iteration"),
+    Metric("optimizer_time_s", "s", "optimizer step per iteration"),
+    Metric("steps_to_train", "steps", "optimizer steps to reach the target"),
+    Metric("tokens_to_train", "tokens", "tokens needed to reach the target"),
+    Metric("tokens_per_s", "tokens/s", "training throughput"),
+    Metric("mfu", "1", "model FLOPs utilisation"),
+    Metric("memory_per_accelerator_gb", "GB", "memory per accelerator"),
+    Metric("weights_memory_gb", "GB", "weights per accelerator"),
+    Metric("gradients_memory_gb", "GB", "gradients per accelerator"),
+    Metric("optimizer_memory_gb", "GB", "optimizer state per accelerator"),
+    Metric("activations_memory_gb", "GB", "activations per accelerator"),
+    Metric("parameters", "1", "model parameters"),
+    Metric("data_parallel", "1", "data-parallel degree"),
+]
+
+
+ENERGY_INPUTS: list[Input] = [
+    Input("cooling", "str", "", "cooling type", "air", ("air", "liquid"), group="hardware"),
+    Input("inlet_temp_c", "float", "degC", "coolant / air inlet temperature", 30.0, minimum=-20, maximum=80, group="hardware"),
+    Input("power_cap_w", "float", "W", "accelerator power limit (default: its TDP); the clock falls to meet it", None, minimum=1, group="power"),
+    Input("power_floor_w", "float", "W", "minimum accelerator power while blocked (power smoothing; default none)", None, minimum=0, group="power"),
+    Input("power_transition_s", "float", "s", "time the accelerators take to step between phase powers", 0.01, minimum=1e-6, group="power"),
+    Input("host_power_w", "float", "W", "host power per node (CPUs, DRAM, storage, fans)", 800.0, minimum=0, group="power"),
+    Input("accelerators_per_node", "int", "", "accelerators per node (shares the host power)", 8, minimum=1, group="power"),
+    Input("nic_power_w", "float", "W", "scale-out NIC static power per accelerator", 25.0, minimum=0, group="network"),
+    Input("scaleup_switch_power_w", "float", "W", "scale-up switch static power per accelerator", 25.0, minimum=0, group="network"),
+    Input("scaleout_switch_power_w", "float", "W", "scale-out switch static power per accelerator (jobs beyond one scale-up domain)", 30.0, minimum=0, group="network"),
+    Input("scaleup_pj_per_bit", "float", "pJ/bit", "scale-up fabric energy per bit", SCALEUP_PJ_PER_BIT, minimum=0, group="network"),
+    Input("scaleout_pj_per_bit", "float", "pJ/bit", "scale-out fabric energy per bit", SCALEOUT_PJ_PER_BIT, minimum=0, group="network"),
+    Input("pue", "float", "", "facility power usage effectiveness (used when cooling_cop is not set)", 1.2, minimum=1.0, maximum=3.0, group="facility"),
+    Input("cooling_cop", "float", "", "cooling plant coefficient of performance (overrides pue)", None, minimum=0.1, group="facility"),
+    Input("energy_price_per_kwh", "float", "USD/kWh", "electricity price", 0.10, minimum=0, group="economics"),
+    Input("accelerator_hour_price", "float", "USD/h", "price of one accelerator-hour", 2.0, minimum=0, group="economics"),
+    Input("grid_carbon_kg_per_kwh", "float", "kg/kWh", "grid carbon intensity (CO2e)", 0.385, minimum=0, group="economics"),
+    Input("checkpoint_interval_s", "float", "s", "wall-clock training time between checkpoints (0: no checkpointing)", 0.0, minimum=0, group="checkpoint"),
+    Input("checkpoint_write_gbs", "float", "GB/s", "checkpoint write bandwidth to storage per accelerator (default: Llama 3's 2 TB/s over 16,384 GPUs)", CHECKPOINT_WRITE_GBS, minimum=1e-9, group="checkpoint"),
+    Input("checkpoint_duration_s", "float", "s", "time one checkpoint blocks the job (overrides bytes / checkpoint_write_gbs)", None, minimum=0, group="checkpoint"),
+    Input("data_entropy_bits_per_token", "float", "bit/token", "entropy of the training data per token (Landauer bound)", 3.0, minimum=0, group="workload"),
+]
+
+ENERGY_METRICS: list[Metric] = [
+    Metric("energy_to_train_j", "J", "facility energy to train"),
+    Metric("energy_to_train_mwh", "MWh", "facility energy to train"),
+    Metric("it_energy_to_train_j", "J", "IT energy to train"),
+    Metric("it_energy_to_train_mwh", "MWh", "IT energy to train"),
+    Metric("energy_per_step_j", "J", "facility energy per iteration"),
+    Metric("energy_compute_j", "J", "energy of compute-bound work (accelerator core, dynamic)"),
+    Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic"),
+    Metric("energy_network_j", "J", "network energy (per-bit links, NICs, switches)"),
+    Metric("energy_idle_j", "J", "accelerator static (idle) energy"),
+    Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)"),
+    Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
+    Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),
+    Metric("avg_power_per_accelerator_w", "W", "average power per accelerator"),
+    Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator"),
+    Metric("facility_avg_power_w", "W", "average facility power"),
+    Metric("facility_peak_power_w", "W", "peak facility power"),
+    Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases"),
+    Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate"),
+    Metric("checkpoint_time_s", "s", "time spent writing checkpoints over the run (accelerators blocked)"),
+    Metric("checkpoint_overhead", "1", "share of the time to train spent writing checkpoints"),
+    Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
+    Metric("power_capped", "bool", "clock lowered to meet the power cap"),
+    Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
+    Metric("peak_junction_temp_c", "degC", "peak junction temperature"),
+    Metric("mean_junction_temp_c", "degC", "time-averaged junction temperature"),
+    Metric("junction_temp_swing_c", "degC", "junction temperature swing within an iteration"),
+    Metric("max_junction_temp_rate_c_per_s", "degC/s", "largest junction temperature rate of change"),
+    Metric("tokens_per_j", "tokens/J", "tokens per joule (facility; = performance per watt)"),
+    Metric("energy_time_product_js", "J*s", "energy-time product"),
+    Metric("energy_utilisation_factor", "1", "share of facility energy spent on busy accelerator work"),
+    Metric("energy_efficiency_index", "1", "MFU x Landauer bound / facility energy"),
+    Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)"),
+    Metric("energy_cost_usd", "USD", "electricity cost"),
+    Metric("carbon_kg", "kg", "operational emissions (CO2e)"),
+    Metric("landauer_bound_j", "J", "Landauer bound k_B T ln2 N_params H_data"),
+    Metric("landauer_ratio", "1", "facility energy / Landauer bound"),
+]
+
+INPUTS: dict[str, Input] = {i.name: i for i in (*TIME_INPUTS, *ENERGY_INPUTS)}
+METRICS: dict[str, Metric] = {m.name: m for m in (*TIME_METRICS, *ENERGY_METRICS)}
+assert tuple(m.name for m in TIME_METRICS) == METRIC_FIELDS  # the TimeResult's metric fields
+
+#: text inputs the physics reads as an index into their choices: a value that is not a
+#: choice reads as the declared default (the others, accelerator, model and precision,
+#: make the candidate infeasible with a reason instead)
+CODED_CHOICES = ("recompute", "scaleup_topology", "scaleout_fabric", "cooling")
+
+
+def known_choices(name: str, uniques: list) -> list:
+    """The distinct values of text input ``name`` with any that is not one of its choices
+    replaced by its default (for :data:`CODED_CHOICES`; others unchanged)."""
+    inp = INPUTS[name]
+    if name not in CODED_CHOICES:
+        return uniques
+    return [u if u in inp.choices else inp.default for u in uniques]
+
+
+def complete(cfg: dict, n_rows: int | None = None) -> dict:
+    """``cfg`` (input name -> array) with every declared input present: a missing input is
+    its default for every row, a NaN in a numeric input with a default is that default,
+    and a coded text value that is not a choice is the default (:func:`known_choices`).
+    Keys that are not inputs (e.g. shape fields of a custom model) pass through."""
+    n_rows = len(next(iter(cfg.values()))) if n_rows is None else n_rows
+    out = dict(cfg)
+    for name, inp in INPUTS.items():
+        value = cfg.get(name)
+        if value is None:
+            if inp.kind == "str":
+                out[name] = Factorised(np.zeros(n_rows, dtype=np.int64), [inp.default])
+            else:
+                out[name] = np.full(n_rows, np.nan if inp.default is None else float(inp.default))
+        elif inp.kind == "str":
+            codes, uniques = factorise(value)
+            known = known_choices(name, uniques)
+            if (codes < 0).any():  # missing: the default, after the distinct values
+                codes, known = np.where(codes < 0, len(known), codes), [*known, inp.default]
+            if known != uniques:
+                out[name] = Factorised(codes, known)
+        elif inp.default is not None:
+            arr = np.asarray(value, dtype=float)
+            missing = np.isnan(arr)
+            if missing.any():
+                out[name] = np.where(missing, float(inp.default), arr)
+    return out

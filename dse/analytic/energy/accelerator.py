@@ -1,0 +1,78 @@
+"""Accelerator energy per iteration by phase (DVFS power model) and its junction temperature.
+
+Compute-bound kernels draw P_idle + a_c D s(f), memory-bound ones P_idle + a_m D s(f)
+plus the HBM traffic energy, a blocked rank P_idle + a_w D s(f) (at least the power
+floor), with D = TDP - P_idle and s(f) = (f/f_max) (V/V_max)^2 (:mod:`.power`;
+docs/model-energy.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.analytic.energy import power, thermal, transfer
+from dse.analytic.energy.phases import PhaseTimes, phase_times
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerators:
+    """Per-candidate power and thermal parameters of the accelerators."""
+
+    clock_max_mhz: np.ndarray   # MHz
+    clock_min_mhz: np.ndarray   # MHz
+    idle_w: np.ndarray          # W, static power
+    tdp_w: np.ndarray           # W
+    pw: dict                    # power.lookup(): activities, V-f curve, HBM pJ/B, slowdown temperature
+    floor_w: np.ndarray         # W, power floor while blocked (NaN: none)
+    inlet_c: np.ndarray         # degC, coolant / air inlet
+    liquid: np.ndarray          # bool, liquid cooling
+    r_total: np.ndarray         # K/W, junction to inlet
+    cap_w: np.ndarray           # W, power limit (at most the TDP)
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorEnergy:
+    """Energy per accelerator per iteration (J) by component, and the phase powers (W)."""
+
+    compute: np.ndarray
+    memory: np.ndarray
+    idle: np.ndarray
+    waiting: np.ndarray
+    total: np.ndarray
+    p_busy: np.ndarray      # mean power of the busy phase
+    p_wait: np.ndarray      # power while blocked
+    p_compute: np.ndarray   # power of compute-bound kernels
+    times: PhaseTimes
+
+
+def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w) -> AcceleratorEnergy:
+    """Energy per accelerator per iteration by component, and the phase powers, for the
+    step breakdown ``b`` at ``clock_ratio`` = f/f_max (``floor_w`` NaN: no floor)."""
+    t = phase_times(b)
+    s = power.dynamic_scale(clock_ratio, pw["vf_x"], pw["vf_v"])
+    dyn = (tdp_w - idle_w) * s
+    floor = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
+    p_wait = np.maximum(idle_w + pw["a_waiting"] * dyn, floor)
+    e_compute = pw["a_compute"] * dyn * t.compute
+    e_memory = pw["a_memory"] * dyn * t.memory + transfer.hbm_energy_j(b.hbm_bytes, pw["hbm_pj_per_byte"])
+    e_idle = idle_w * t.step
+    e_wait_fine = (p_wait - idle_w) * t.fine_wait
+    e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
+    busy = np.where(t.busy > 0, t.busy, np.nan)
+    p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
+    p_busy = np.where(t.busy > 0, p_busy, p_wait)
+    return AcceleratorEnergy(compute=e_compute, memory=e_memory, idle=e_idle, waiting=e_wait,
+                             total=e_compute + e_memory + e_idle + e_wait, p_busy=p_busy, p_wait=p_wait,
+                             p_compute=idle_w + pw["a_compute"] * dyn, times=t)
+
+
+def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, dict[str, np.ndarray]]:
+    """Accelerator energy and the junction temperature response (peak, trough, largest
+    rate; :func:`.thermal.periodic_response`) of the breakdown ``b`` at ``clock_mhz``."""
+    e = accelerator_energy(b, clock_mhz / acc.clock_max_mhz, acc.pw, acc.idle_w, acc.tdp_w, acc.floor_w)
+    t = e.times
+    th = thermal.periodic_response(e.p_busy, t.busy, e.p_wait, t.blocked, acc.inlet_c,
+                                   thermal.foster_terms(acc.liquid, acc.r_total))
+    return e, th

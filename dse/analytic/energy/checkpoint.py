@@ -1,0 +1,62 @@
+"""Checkpoint phases: the job stops while each accelerator writes its state to storage.
+
+Bytes per accelerator per checkpoint: weights + optimizer state on that accelerator (the
+time model's memory breakdown: mixed-precision Adam, 2 + 12 B per parameter, sharded as
+its ZeRO stage says). The default write bandwidth is declared, with its source (Llama 3's
+storage), in :mod:`dse.analytic.declarations`. See docs/model-energy.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.analytic.energy import transfer
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """Checkpoint phases per candidate (see :func:`checkpoint_phases`)."""
+
+    on: np.ndarray          # bool: a positive, finite interval
+    interval_s: np.ndarray  # s of training between checkpoints
+    bytes: np.ndarray       # bytes each accelerator writes per checkpoint
+    duration_s: np.ndarray  # s one checkpoint blocks the job
+    per_step_s: np.ndarray  # s of checkpoint time each iteration carries (0 where off)
+
+
+def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Checkpoints:
+    """Checkpoint phases from the memory breakdown and the inputs.
+
+    One checkpoint blocks the job for ``duration_s = bytes / write_gbs`` (or the given
+    ``duration_s`` where finite); one is taken every ``interval_s`` of training, so the run
+    takes ``time_to_train / interval`` of them (a continuous count) and each iteration
+    carries ``per_step_s = step_s * duration_s / interval`` of checkpoint time. ``on``: rows
+    with a positive, finite interval; ``per_step_s`` is exactly 0 elsewhere.
+    """
+    interval = np.asarray(interval_s, dtype=float)
+    on = np.isfinite(interval) & (interval > 0)
+    state_b = np.asarray(memory.weights_bytes, dtype=float) + np.asarray(memory.optimizer_bytes, dtype=float)
+    write_bps = np.asarray(write_gbs, dtype=float) * 1e9
+    given = np.asarray(duration_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        duration = np.where(np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan))
+        per_step = np.where(on, step_s * duration / np.where(on, interval, 1.0), 0.0)
+    return Checkpoints(on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step)
+
+
+def checkpoint_energy(ck: Checkpoints, step_s, idle_w, p_wait, p_net_static, p_host,
+                      scaleout_pj_per_bit) -> dict[str, np.ndarray]:
+    """Checkpoint energy per accelerator and iteration (amortised over ``ck.per_step_s``),
+    J by component: the accelerator blocked at P_blocked (``idle`` and ``waiting`` above
+    idle), host and network static power on, and the bytes over the scale-out fabric
+    (``links``, in ``network``). Zero (not 0 x NaN) where checkpointing is off, so every
+    other output is unchanged to the last bit."""
+    on, t_ck = ck.on, ck.per_step_s
+    links = np.where(on, transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
+                     * step_s / np.where(on, ck.interval_s, 1.0), 0.0)
+    return {"idle": np.where(on, idle_w * t_ck, 0.0),
+            "waiting": np.where(on, (p_wait - idle_w) * t_ck, 0.0),
+            "network": np.where(on, p_net_static * t_ck, 0.0) + links,
+            "host": np.where(on, p_host * t_ck, 0.0)}

@@ -1,0 +1,111 @@
+"""The clock the accelerators actually run at: the highest clock at or below the set clock
+that meets the power cap and keeps the junction under its slowdown temperature.
+
+Both the busy-phase power and the peak junction temperature grow with the clock, so a
+bisection on [f_min, f_set] finds each limit's clock (docs/model-energy.md, "Power cap
+and thermal throttling").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.analytic import rows as _rows
+from dse.analytic.energy import power, thermal, transfer
+
+BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
+
+
+class LimitCheck:
+    """``check(clock) -> (cap_ok, hot_ok)`` for fixed candidates: the step breakdown at
+    another clock (:func:`.phases.scaled_breakdown`), :func:`.accelerator.accelerator_energy`
+    and the thermal peak with every clock-independent term computed once (the bisection
+    calls it 18 times). Same arithmetic in the same order as those functions, so the
+    clocks found are the same to the last bit.
+
+    ``b``: the time model's breakdown at ``clock_from``; ``acc``: the candidates'
+    :class:`~dse.analytic.energy.accelerator.Accelerators`.
+    """
+
+    def __init__(self, b, acc, clock_from):
+        step = np.asarray(b.step_s, dtype=float)
+        t_c = b.compute_s
+        slot = t_c + b.memory_s + b.tp_comm_s
+        pw = acc.pw
+        self.a = {  # per-candidate arrays
+            "step": step, "t_c": t_c, "slot": slot, "slot_pos": slot > 0,
+            "slot_div": np.where(slot > 0, slot, 1.0), "bubble": b.bubble_s, "dp_comm": b.dp_comm_s,
+            "t_m": b.memory_s + b.optimizer_s, "fine": b.tp_comm_s + b.pp_comm_s,
+            "idle_w": acc.idle_w, "f_max": acc.clock_max_mhz, "span_w": acc.tdp_w - acc.idle_w,
+            "floor": np.nan_to_num(np.asarray(acc.floor_w, dtype=float), nan=0.0),
+            "e_hbm": transfer.hbm_energy_j(b.hbm_bytes, pw["hbm_pj_per_byte"]),
+            "cap_lim": acc.cap_w * (1 + 1e-9), "hot_lim": pw["slowdown_temp_c"] + 1e-9,
+            "inlet": np.asarray(acc.inlet_c, dtype=float), "clock_from": clock_from,
+            **{k: pw[k] for k in ("a_waiting", "a_compute", "a_memory")},
+        }
+        self.voltage = power.VoltageCurve(pw["vf_x"], pw["vf_v"])
+        self.terms = thermal.foster_terms(acc.liquid, acc.r_total)
+
+    def __call__(self, clock, *, hot: bool = True):
+        """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""
+        a = self.a
+        t_c, bubble = a["t_c"], a["bubble"]
+        new_c = t_c * (a["clock_from"] / clock)
+        new_bubble = bubble * np.where(a["slot_pos"], (a["slot"] + new_c - t_c) / a["slot_div"], 1.0)
+        new_step = a["step"] + (new_c - t_c) + (new_bubble - bubble)
+        blocked = new_bubble + a["dp_comm"]
+        busy = np.maximum(new_step - blocked, 0.0)
+        idle_w = a["idle_w"]
+        ratio = clock / a["f_max"]
+        dyn = a["span_w"] * (ratio * self.voltage(ratio) ** 2)  # power.dynamic_scale
+        p_wait = np.maximum(idle_w + a["a_waiting"] * dyn, a["floor"])
+        e_compute = a["a_compute"] * dyn * new_c
+        e_memory = a["a_memory"] * dyn * a["t_m"] + a["e_hbm"]
+        e_wait_fine = (p_wait - idle_w) * a["fine"]
+        has_busy = busy > 0
+        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
+        p_busy = np.where(has_busy, p_busy, p_wait)
+        cap_ok = ~(p_busy > a["cap_lim"])
+        if not hot:
+            return cap_ok, None
+        # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
+        # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
+        t_hi = np.fmax(busy, 0.0)
+        t_lo = np.fmax(blocked, 0.0)
+        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, a["inlet"], self.terms) > a["hot_lim"])
+        return cap_ok, hot_ok
+
+
+def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Highest clock <= the set clock meeting the cap and the slowdown temperature.
+
+    Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
+    bisection per limit finds the clock that meets it (seed 000's
+    f_opt = min(f_max, sqrt(P_max / (k V^2))) generalised to a V-f curve and phases).
+    Each bisection runs over the rows that break its limit only; the cap's skips the
+    thermal model. ``ok``: (cap_ok, hot_ok) at the set clock when the caller has them.
+    """
+    cap_ok, hot_ok = LimitCheck(b, acc, clock)(clock) if ok is None else ok
+    finite = np.isfinite(clock)
+    limits = []
+    for hot, ok0 in ((False, cap_ok), (True, hot_ok)):
+        f = clock.copy()
+        idx = np.flatnonzero(~ok0 & finite)
+        if len(idx):
+            f[idx] = _bisect(LimitCheck(_rows.take(b, idx), _rows.take(acc, idx), clock[idx]),
+                             acc.clock_min_mhz[idx], clock[idx], hot)
+        limits.append(f)
+    f_cap, f_hot = limits
+    new = np.minimum(np.minimum(f_cap, f_hot), clock)
+    return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
+
+
+def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: bool) -> np.ndarray:
+    """The highest clock in [lo, hi] passing ``check`` (its cap part, or with ``hot`` its
+    thermal part), to (hi - lo) / 2^BISECTION_STEPS; ``lo`` where none does."""
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        ok = check(mid, hot=hot)[hot]
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    return lo

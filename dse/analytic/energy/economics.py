@@ -1,0 +1,29 @@
+"""What the energy costs: money, carbon, and how far it is from the Landauer bound.
+
+Every function is vectorised over candidates; energies are joules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BOLTZMANN_J_PER_K = 1.380649e-23
+J_PER_KWH = 3.6e6
+J_PER_MWH = 3.6e9
+
+
+def landauer_bound_j(n_params, tokens, bits_per_token, temperature_k) -> np.ndarray:
+    """Seed 001's bound E_min = k_B T ln2 N_params H_data, H_data = tokens x bits/token."""
+    return BOLTZMANN_J_PER_K * temperature_k * np.log(2.0) * n_params * tokens * bits_per_token
+
+
+def cost_usd(n, time_s, facility_j, accelerator_hour_price, energy_price_per_kwh) -> dict[str, np.ndarray]:
+    """Rental (accelerator-hours x price) and energy (facility kWh x price) cost."""
+    hardware = n * time_s / 3600.0 * accelerator_hour_price
+    energy_cost = facility_j / J_PER_KWH * energy_price_per_kwh
+    return {"hardware": hardware, "energy": energy_cost, "total": hardware + energy_cost}
+
+
+def carbon_kg(facility_j, grid_carbon_kg_per_kwh) -> np.ndarray:
+    """Operational emissions: facility kWh x grid carbon intensity (kg CO2e/kWh)."""
+    return facility_j / J_PER_KWH * grid_carbon_kg_per_kwh

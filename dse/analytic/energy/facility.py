@@ -1,0 +1,46 @@
+"""Power outside the accelerators and at the facility: host and network static power, the
+facility overhead (PUE or cooling COP), and facility power over the step (average, peak,
+the busy/blocked swing and its ramp rate).
+
+Every function is vectorised over candidates; powers are watts per accelerator unless
+the name says facility.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def host_power_w(host_power_w, accelerators_per_node) -> np.ndarray:
+    """A node's host power (CPUs, DRAM, storage, fans) shared by its accelerators."""
+    return host_power_w / np.maximum(accelerators_per_node, 1.0)
+
+
+def network_static_power_w(nic_w, scaleup_switch_w, scaleout_switch_w, n, scaleup_size) -> np.ndarray:
+    """NIC and switch static power per accelerator; the scale-out switches count only for
+    jobs beyond one scale-up domain."""
+    return nic_w + scaleup_switch_w + np.where(n > scaleup_size, scaleout_switch_w, 0.0)
+
+
+def facility_overhead_factor(pue: np.ndarray, cooling_cop: np.ndarray) -> np.ndarray:
+    """Facility energy per unit of IT energy minus one.
+
+    With a cooling coefficient of performance (finite ``cooling_cop``) the overhead is the
+    cooling plant's electricity, IT heat / COP (seed 000: E_cooling = Q_thermal / CoP;
+    all IT power ends up as heat); otherwise PUE - 1 (The Green Grid, PUE definition).
+    """
+    cop = np.asarray(cooling_cop, dtype=float)
+    return np.where(np.isfinite(cop) & (cop > 0), 1.0 / np.where(cop > 0, cop, 1.0), pue - 1.0)
+
+
+def facility_power_w(*, facility_j, time_s, n, p_busy, p_wait, p_other, overhead, low_phase,
+                     transition_s) -> dict[str, np.ndarray]:
+    """Facility power: ``avg`` (energy / time), ``peak`` (every accelerator busy, with its
+    share of host and network power ``p_other``, scaled by the overhead), ``swing`` (the IT
+    step between the busy and the blocked phase, synchronised over all ``n``
+    accelerators, where a low phase exists; the cooling plant does not follow sub-second
+    swings, so no overhead on it) and ``ramp`` (the swing over the transition time, W/s)."""
+    avg = facility_j / np.where(time_s > 0, time_s, np.nan)
+    peak = n * (p_busy + p_other) * (1.0 + overhead)
+    swing = np.where(low_phase, n * np.maximum(p_busy - p_wait, 0.0), 0.0)
+    return {"avg": avg, "peak": peak, "swing": swing, "ramp": swing / transition_s}

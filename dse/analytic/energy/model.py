@@ -1,0 +1,194 @@
+"""Power, energy and thermal model on top of the time model's :class:`TimeResult`.
+
+``evaluate(cfg, perf, retime)`` takes the inputs and the time half's result and returns
+the power, energy and temperature metrics (docs/model-energy.md gives every equation and
+its source). When a power cap or the junction temperature forces a lower clock, it
+re-times those candidates through ``retime(clock_mhz, rows)`` and hands back the time
+result at the clock the accelerators actually run. Its ``time_to_train_s``/``_days`` add
+the checkpoint phases (:mod:`.checkpoint`; unchanged when ``checkpoint_interval_s`` is 0).
+``cfg`` holds every declared input (missing values filled with the declared defaults).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.analytic import rows as _rows
+from dse.analytic.columns import Factorised, factorise
+from dse.analytic.energy import (
+    checkpoint,
+    clock_search,
+    economics,
+    facility,
+    power,
+    thermal,
+    transfer,
+)
+from dse.analytic.energy.accelerator import Accelerators, energy_and_thermal
+from dse.analytic.time.result import TimeResult
+
+#: ``retime(clock_mhz, rows)``: the time model for the candidates ``rows`` (an index array)
+#: only, at ``clock_mhz`` (one clock per row in ``rows``)
+Retime = Callable[[np.ndarray, np.ndarray], TimeResult]
+
+CAP_REASON = "power cap below the accelerator's draw at its lowest clock"
+HOT_REASON = "junction above the slowdown temperature even at the lowest clock"
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyResult:
+    """The energy half's answer: its metric columns (with ``time_to_train_s``/``_days``
+    including checkpoints), its infeasibility reasons ("" where none) and the time result
+    at the operating clock (``perf`` re-timed where the clock fell)."""
+
+    metrics: dict[str, np.ndarray]
+    reason: np.ndarray
+    timing: TimeResult
+
+
+def _f(cfg, name: str) -> np.ndarray:
+    return np.asarray(cfg[name], dtype=float)
+
+
+def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> EnergyResult:
+    """Energy, power and thermal metrics for every candidate, and the re-timed time result.
+
+    Only the rows whose clock changed are re-timed; ``perf`` is not modified.
+    """
+    acc = _accelerators(cfg, perf)
+    clock = np.asarray(perf.clock_mhz, dtype=float)
+    # at the set clock: the final answer for every row whose clock stays, and the test of
+    # which rows break a limit
+    e, th = energy_and_thermal(perf.breakdown, clock, acc)
+    set_ok = (~(e.p_busy > acc.cap_w * (1 + 1e-9)), ~(th["peak_c"] > acc.pw["slowdown_temp_c"] + 1e-9))
+    new_clock, capped, throttled = clock_search.operating_clock(perf.breakdown, clock, acc, ok=set_ok)
+    changed = np.isfinite(new_clock) & (new_clock < clock * (1 - 1e-9))
+    if changed.any():
+        rows = np.flatnonzero(changed)
+        clock = np.where(changed, new_clock, clock)
+        sub = retime(clock[rows], rows)
+        perf = perf.with_rows(rows, sub)
+        # re-derive energy and temperatures for the re-timed rows only
+        e_rows, th_rows = energy_and_thermal(sub.breakdown, clock[rows], _rows.take(acc, rows))
+        e, th = _rows.put(e, rows, e_rows), _rows.put(th, rows, th_rows)
+    # A cap below what the slowest clock draws cannot be met: mark the candidate (the
+    # caller merges these after the time model's reasons, which win).
+    reasons = np.full(len(clock), "", dtype=object)
+    reasons[th["peak_c"] > acc.pw["slowdown_temp_c"] + 0.5] = HOT_REASON
+    reasons[e.p_busy > acc.cap_w * 1.001] = CAP_REASON
+    metrics = _metrics(cfg, perf, acc, e, th, clock, capped, throttled)
+    return EnergyResult(metrics=metrics, reason=reasons, timing=perf)
+
+
+def _accelerators(cfg, perf: TimeResult) -> Accelerators:
+    """The candidates' power and thermal parameters: catalog (``power.yaml``), cooling,
+    inlet, power floor, and the cap (the input, at most the TDP)."""
+    hw = perf.hw
+    cooling = cfg["cooling"]
+    liquid = Factorised(*factorise(cooling)).map(lambda c: c == "liquid", dtype=bool)
+    pw = power.lookup(cfg["accelerator"])
+    cap_in = _f(cfg, "power_cap_w")
+    return Accelerators(
+        clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
+        pw=pw, floor_w=_f(cfg, "power_floor_w"), inlet_c=_f(cfg, "inlet_temp_c"), liquid=liquid,
+        r_total=thermal.resistance_k_per_w(liquid, pw, hw.tdp_w),
+        cap_w=np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.tdp_w))
+
+
+def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, throttled) -> dict[str, np.ndarray]:
+    """Energy per component over the run, facility power, checkpoints, temperatures and
+    economics from the per-iteration accelerator energy ``e`` and thermal response ``th``."""
+    steps, n = perf.steps_to_train, perf.num_accelerators
+    t = e.times
+    step_s = t.step
+    p_host, p_net_static, e_links = _outside_accelerator(cfg, perf, step_s)
+    e_net = e_links + p_net_static * step_s
+    e_host = p_host * step_s
+    e_step_acc = e.total + e_net + e_host                # per accelerator, one iteration
+    overhead = facility.facility_overhead_factor(_f(cfg, "pue"), _f(cfg, "cooling_cop"))
+    total_steps_n = steps * n
+    ck = checkpoint.checkpoint_phases(perf.memory, step_s, _f(cfg, "checkpoint_interval_s"),
+                                      _f(cfg, "checkpoint_write_gbs"), _f(cfg, "checkpoint_duration_s"))
+    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, e.p_wait, p_net_static, p_host,
+                                        _f(cfg, "scaleout_pj_per_bit"))
+    it_j = (e_step_acc + (ck_e["idle"] + ck_e["waiting"] + ck_e["network"] + ck_e["host"])) * total_steps_n
+    facility_j = it_j * (1.0 + overhead)
+    time_to_train_s = steps * (step_s + ck.per_step_s)
+    # a checkpoint is one more low (blocked) phase: the same step, busy -> blocked power
+    fac = facility.facility_power_w(
+        facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=e.p_wait,
+        p_other=p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead=overhead,
+        low_phase=(t.blocked > 0) | (ck.on & (ck.duration_s > 0)), transition_s=_f(cfg, "power_transition_s"))
+    step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
+    mean_p = (e.total + (ck_e["idle"] + ck_e["waiting"])) / np.where(step_ck > 0, step_ck, np.nan)
+    out = {
+        "energy_to_train_j": facility_j,
+        "energy_to_train_mwh": facility_j / economics.J_PER_MWH,
+        "it_energy_to_train_j": it_j,
+        "it_energy_to_train_mwh": it_j / economics.J_PER_MWH,
+        "energy_per_step_j": e_step_acc * n * (1.0 + overhead),
+        "energy_compute_j": e.compute * total_steps_n,
+        "energy_memory_j": e.memory * total_steps_n,
+        "energy_network_j": (e_net + ck_e["network"]) * total_steps_n,
+        "energy_idle_j": (e.idle + ck_e["idle"]) * total_steps_n,
+        "energy_waiting_j": (e.waiting + ck_e["waiting"]) * total_steps_n,
+        "energy_host_j": (e_host + ck_e["host"]) * total_steps_n,
+        "energy_facility_overhead_j": it_j * overhead,
+        "avg_power_per_accelerator_w": mean_p,
+        "peak_power_per_accelerator_w": e.p_busy,
+        "facility_avg_power_w": fac["avg"],
+        "facility_peak_power_w": fac["peak"],
+        "facility_power_swing_w": fac["swing"],
+        "facility_power_ramp_w_per_s": fac["ramp"],
+        "checkpoint_time_s": np.where(ck.on, steps * ck.per_step_s, 0.0),
+        "checkpoint_overhead": np.where(ck.on, ck.per_step_s / np.where(step_ck > 0, step_ck, np.nan), 0.0),
+        "time_to_train_s": time_to_train_s,
+        "time_to_train_days": time_to_train_s / 86400.0,
+        "effective_clock_mhz": clock,
+        "power_capped": np.asarray(capped, dtype=bool),
+        "throttled": np.asarray(throttled, dtype=bool),
+        "peak_junction_temp_c": th["peak_c"],
+        "mean_junction_temp_c": thermal.steady_junction_temp_c(mean_p, acc.inlet_c, acc.r_total),
+        "junction_temp_swing_c": th["peak_c"] - th["min_c"],
+        "max_junction_temp_rate_c_per_s": th["max_rate_c_per_s"],
+    }
+    out.update(_economics(cfg, perf, acc, e, facility_j, time_to_train_s, total_steps_n))
+    return out
+
+
+def _outside_accelerator(cfg, perf: TimeResult, step_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per accelerator: the host's share of a node's power (W), NIC and switch static
+    power (W), and the link energy of one iteration's traffic (J)."""
+    b = perf.breakdown
+    p_host = facility.host_power_w(_f(cfg, "host_power_w"), _f(cfg, "accelerators_per_node"))
+    p_net_static = facility.network_static_power_w(
+        _f(cfg, "nic_power_w"), _f(cfg, "scaleup_switch_power_w"), _f(cfg, "scaleout_switch_power_w"),
+        perf.num_accelerators, _f(cfg, "scaleup_size"))
+    e_links = transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, _f(cfg, "scaleup_pj_per_bit"),
+                                        _f(cfg, "scaleout_pj_per_bit"))
+    return p_host, p_net_static, e_links
+
+
+def _economics(cfg, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n) -> dict[str, np.ndarray]:
+    """Efficiency ratios, cost, carbon and the Landauer bound."""
+    tokens = np.asarray(perf.tokens_to_train, dtype=float)
+    landauer = economics.landauer_bound_j(np.asarray(perf.parameters, dtype=float), tokens,
+                                          _f(cfg, "data_entropy_bits_per_token"), acc.inlet_c + thermal.KELVIN)
+    cost = economics.cost_usd(perf.num_accelerators, time_s, facility_j, _f(cfg, "accelerator_hour_price"),
+                              _f(cfg, "energy_price_per_kwh"))
+    busy_work = (e.compute + e.memory + acc.idle_w * e.times.busy) * total_steps_n
+    return {
+        "tokens_per_j": tokens / facility_j,
+        "energy_time_product_js": facility_j * time_s,
+        "energy_utilisation_factor": busy_work / facility_j,
+        "energy_efficiency_index": np.asarray(perf.mfu, dtype=float) * landauer / facility_j,
+        "cost_usd": cost["total"],
+        "energy_cost_usd": cost["energy"],
+        "carbon_kg": economics.carbon_kg(facility_j, _f(cfg, "grid_carbon_kg_per_kwh")),
+        "landauer_bound_j": landauer,
+        "landauer_ratio": facility_j / landauer,
+    }
+

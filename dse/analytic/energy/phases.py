@@ -1,0 +1,56 @@
+"""The phases of a training step as the power model sees them, and the step at another clock.
+
+compute: clock-scaled work; memory: memory-bound work and the optimizer step;
+fine_wait: exposed tensor- and pipeline-parallel communication (interleaved with the busy
+phase at sub-millisecond grain); blocked: pipeline bubble and exposed data-parallel
+communication (one contiguous low-power phase per iteration). See docs/model-energy.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseTimes:
+    """Per-iteration phase durations (s)."""
+
+    step: np.ndarray
+    compute: np.ndarray
+    memory: np.ndarray
+    fine_wait: np.ndarray
+    blocked: np.ndarray
+    busy: np.ndarray
+
+
+def phase_times(b) -> PhaseTimes:
+    """Per-iteration phase durations from the time model's breakdown ``b``
+    (a :class:`~dse.analytic.time.step.StepBreakdown`)."""
+    step = np.asarray(b.step_s, dtype=float)
+    t_m = b.memory_s + b.optimizer_s
+    fine = b.tp_comm_s + b.pp_comm_s
+    blocked = b.bubble_s + b.dp_comm_s
+    busy = np.maximum(step - blocked, 0.0)
+    return PhaseTimes(step=step, compute=b.compute_s, memory=t_m, fine_wait=fine, blocked=blocked, busy=busy)
+
+
+def scaled_breakdown(b, clock_from: np.ndarray, clock_to: np.ndarray):
+    """The breakdown ``b`` estimated at another clock without the time model.
+
+    Compute time scales with 1/f; the bubble (pipeline slots of compute, memory and
+    tensor-parallel time) scales with the share of compute in a slot; the rest is
+    clock-independent. This is the estimate the cap/throttle search
+    (:class:`~dse.analytic.energy.clock_search.LimitCheck`) makes; the final times come
+    from the time model (``retime``).
+    """
+    step = np.asarray(b.step_s, dtype=float)
+    ratio = clock_from / clock_to
+    t_c = b.compute_s
+    slot = t_c + b.memory_s + b.tp_comm_s
+    new_c = t_c * ratio
+    new_slot = slot + new_c - t_c
+    bubble = b.bubble_s
+    new_bubble = bubble * np.where(slot > 0, new_slot / np.where(slot > 0, slot, 1.0), 1.0)
+    return replace(b, compute_s=new_c, bubble_s=new_bubble, step_s=step + (new_c - t_c) + (new_bubble - bubble))

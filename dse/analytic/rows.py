@@ -1,0 +1,29 @@
+"""Row selection over the model's containers: dataclasses and dicts of per-candidate arrays."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+
+import numpy as np
+
+
+def take(obj, rows: np.ndarray):
+    """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only."""
+    if is_dataclass(obj):
+        return replace(obj, **{f.name: take(getattr(obj, f.name), rows) for f in fields(obj)})
+    if isinstance(obj, dict):
+        return {k: take(v, rows) for k, v in obj.items()}
+    return np.asarray(obj)[rows]
+
+
+def put(base, rows: np.ndarray, sub):
+    """A copy of ``base`` (an array, a dict or a dataclass of them, nested) with ``sub``'s
+    values at ``rows``; ``sub`` holds those rows only. ``base`` is not modified."""
+    if is_dataclass(base):
+        return replace(base, **{f.name: put(getattr(base, f.name), rows, getattr(sub, f.name))
+                                for f in fields(base)})
+    if isinstance(base, dict):
+        return {k: put(v, rows, sub[k]) for k, v in base.items()}
+    out = np.array(base, dtype=np.result_type(base, sub))
+    out[rows] = sub
+    return out

@@ -1,0 +1,13 @@
+"""The optimizer step: mixed-precision Adam, memory-bound."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def optimizer_bytes(stage_params, zero, dp) -> np.ndarray:
+    """HBM bytes of one Adam step: it reads/writes the fp32 master weights, momentum and
+    variance (24 B), reads the gradient (4 B) and writes the 16-bit weight (2 B) per
+    parameter it owns (its ``1 / dp`` share with ZeRO >= 1; Rajbhandari et al. 2020)."""
+    owned = stage_params / np.where(zero >= 1, dp, 1)
+    return 30.0 * owned

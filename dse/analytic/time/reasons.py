@@ -1,0 +1,43 @@
+"""Why a candidate cannot run, as seen by the time model: the reasons and their codes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: infeasibility reasons, by the integer code the model flags internally (0: feasible)
+REASONS = (
+    "",
+    "unknown accelerator",
+    "unknown model preset and incomplete shape",
+    "precision not supported by the accelerator",
+    "tensor x pipeline parallel does not divide the accelerator count",
+    "tensor parallel degree does not divide the attention heads",
+    "tensor parallel degree and key-value heads do not divide each other",
+    "pipeline parallel x interleave does not divide the layers",
+    "data parallel x micro batch does not divide the global batch",
+    "interleaved schedule needs pipeline parallelism",
+    "interleaved schedule needs micro-batches to be a multiple of the pipeline degree",
+    "sequence parallelism needs the tensor parallel degree to divide the sequence length",
+    "clock outside the accelerator's range",
+    "does not fit in accelerator memory",
+    "target loss unreachable at this model size (Chinchilla fit)",
+)
+REASON_CODE = {r: i for i, r in enumerate(REASONS)}
+REASON_TEXT = np.array(REASONS, dtype=object)
+
+
+class Reasons:
+    """Infeasibility flags in the order they are raised; the first raised wins per row."""
+
+    def __init__(self) -> None:
+        self.flags: list[tuple[np.ndarray, int]] = []
+
+    def flag(self, mask: np.ndarray, reason: str) -> None:
+        self.flags.append((mask, REASON_CODE[reason]))
+
+    def codes(self, n_rows: int) -> np.ndarray:
+        """Reason code per row (0: feasible): later flags first, so earlier ones overwrite."""
+        codes = np.zeros(n_rows, dtype=np.int8)
+        for mask, code in reversed(self.flags):
+            codes = np.where(mask, np.int8(code), codes)
+        return codes

@@ -1,0 +1,77 @@
+"""What the time half hands to the energy half: :class:`TimeResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from dse.analytic import rows as _rows
+from dse.analytic.time.hardware import Hardware
+from dse.analytic.time.memory import MemoryBreakdown
+from dse.analytic.time.step import StepBreakdown
+
+#: the public time metrics, in output order (the fields of :class:`TimeResult` they name)
+METRIC_FIELDS = (
+    "time_to_train_s", "time_to_train_days", "step_time_s", "compute_time_s", "memory_time_s",
+    "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s", "optimizer_time_s",
+    "steps_to_train", "tokens_to_train", "tokens_per_s", "mfu", "memory_per_accelerator_gb",
+    "weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb",
+    "parameters", "data_parallel",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeResult:
+    """The time model's answer for a set of candidates (one value per candidate per array).
+
+    The first fields are the public time metrics (:data:`METRIC_FIELDS`; units as their
+    names say, declared in :mod:`dse.analytic.declarations`); the rest is what the energy
+    half needs: the hardware arrays, the clock the step was timed at, the step-time
+    breakdown, the memory breakdown, the accelerator count, the model FLOPs and the
+    micro-batches per iteration.
+    """
+
+    time_to_train_s: np.ndarray             # s, steps x step time (no checkpoints)
+    time_to_train_days: np.ndarray          # days
+    step_time_s: np.ndarray                 # s per iteration
+    compute_time_s: np.ndarray              # s per iteration
+    memory_time_s: np.ndarray               # s per iteration
+    tp_comm_time_s: np.ndarray              # s per iteration
+    pp_comm_time_s: np.ndarray              # s per iteration
+    dp_comm_time_s: np.ndarray              # s per iteration
+    bubble_time_s: np.ndarray               # s per iteration
+    optimizer_time_s: np.ndarray            # s per iteration
+    steps_to_train: np.ndarray              # optimizer steps
+    tokens_to_train: np.ndarray             # tokens
+    tokens_per_s: np.ndarray                # tokens/s
+    mfu: np.ndarray                         # 1
+    memory_per_accelerator_gb: np.ndarray   # GB
+    weights_memory_gb: np.ndarray           # GB
+    gradients_memory_gb: np.ndarray         # GB
+    optimizer_memory_gb: np.ndarray         # GB
+    activations_memory_gb: np.ndarray       # GB
+    parameters: np.ndarray                  # 1
+    data_parallel: np.ndarray               # 1
+    reason: np.ndarray                      # text, "" where feasible
+    reason_code: np.ndarray                 # int8 index into time.reasons.REASONS (0: feasible)
+    hw: Hardware                            # catalog and calibration arrays
+    clock_mhz: np.ndarray                   # MHz, the clock the step was timed at
+    breakdown: StepBreakdown                # s and bytes per iteration
+    memory: MemoryBreakdown                 # bytes per accelerator
+    num_accelerators: np.ndarray            # accelerators in the job
+    model_flops: np.ndarray                 # FLOP per iteration (no recomputation)
+    micro_batches: np.ndarray               # micro-batches per iteration and pipeline
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        """The public time metrics by name, in output order."""
+        return {name: getattr(self, name) for name in METRIC_FIELDS}
+
+    def with_rows(self, rows: np.ndarray, sub: TimeResult) -> TimeResult:
+        """A copy with every array replaced at ``rows`` by ``sub``'s (the result for those
+        rows only, e.g. re-timed at another clock); ``self`` is not modified."""
+        return _rows.put(self, rows, sub)
+
+
+assert tuple(f.name for f in fields(TimeResult))[:len(METRIC_FIELDS)] == METRIC_FIELDS
+

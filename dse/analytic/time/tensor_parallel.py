@@ -1,0 +1,24 @@
+"""Tensor-parallel collectives per micro-batch (Megatron-LM, Shoeybi et al. 2019).
+
+Per layer 2 all-reduces of the activations forward and 2 backward (or, with sequence
+parallelism, all-gather + reduce-scatter pairs of the same cost, Korthikanti et al. 2022),
+2 more with full recomputation; all exposed (not overlapped with compute).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def collectives_per_layer(full_recompute: np.ndarray) -> np.ndarray:
+    """All-reduces per layer per micro-batch: 4, or 6 with full recomputation."""
+    return 4.0 + 2.0 * full_recompute
+
+
+def tp_times(net, act_bytes, T, tp, n_tp) -> tuple[np.ndarray, np.ndarray]:
+    """``(layer_s, output_layer_s)``: one layer's ``n_tp`` all-reduces of ``act_bytes``
+    (bytes of a micro-batch's activations), and the output layer's: vocab-parallel logits
+    with an all-reduce of the input gradient and 3 small cross-entropy reductions of 4 B
+    per token (``T`` tokens per micro-batch; Shoeybi et al. 2019)."""
+    tp_ar = net.all_reduce(act_bytes, tp, 1)
+    return n_tp * tp_ar, tp_ar + 3.0 * net.all_reduce(4.0 * T, tp, 1)
