@@ -82,3 +82,122 @@ def write_netcdf(ds: xr.Dataset, path) -> None:
     """Write a dataset atomically (temporary file, then rename)."""
     with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf")
+
+
+def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Per log file, the rows a dataset shows (kept by the study's policy, and the first
+    time the candidate was written: a re-asked batch may store one twice), and the longest
+    UTF-8 value (bytes) of every text column, read from the log's narrow columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from dse.keyindex import KeyIndex
+
+    seen, masks, widths = KeyIndex(), [], {}
+    files = store.log_files()
+    schema = pq.read_schema(files[0]) if files else None
+    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_dictionary(f.type)] if schema else []
+    for _, table in store.scan(["key", "kept", *text]):
+        keys = table.column("key").to_numpy()
+        once = np.zeros(len(keys), bool)
+        once[np.unique(keys, return_index=True)[1]] = True
+        first = once & (seen.find(keys) < 0)
+        seen.add(keys[first], np.zeros(int(first.sum()), np.int64))
+        masks.append(first & table.column("kept").to_numpy(zero_copy_only=False))
+        for name, col in zip(table.column_names, table.columns, strict=True):
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or \
+                    pa.types.is_dictionary(col.type):
+                n = pc.max(pc.binary_length(col.cast(pa.string()))).as_py() or 0
+                widths[name] = max(widths.get(name, 1), n)
+    return masks, widths
+
+
+def _fixed_bytes(values: np.ndarray, width: int) -> np.ndarray:
+    """Text as UTF-8 bytes of a fixed width (each distinct value encoded once)."""
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object).astype(str), use_na_sentinel=False)
+    return np.array([u.encode() for u in uniques], dtype=f"S{width}")[codes]
+
+
+#: rows per chunk of a lazily written dataset (log files are grouped up to this size)
+BLOCK_ROWS = 262_144
+
+
+def _blocks(sizes: list[int], rows: int) -> list[list[int]]:
+    """Consecutive file numbers grouped so that each group holds about ``rows`` rows."""
+    blocks, current, n = [], [], 0
+    for i, size in enumerate(sizes):
+        current.append(i)
+        n += size
+        if n >= rows:
+            blocks.append(current)
+            current, n = [], 0
+    return blocks + ([current] if current else [])
+
+
+def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.Dataset:
+    """The evaluation log's shown rows as a lazy (dask-backed) Dataset, one chunk per group of
+    log files (:data:`BLOCK_ROWS`), with the variables and attributes of :func:`to_dataset` (which builds each chunk):
+    nothing is read until it is computed or written.
+
+    Text variables are fixed-width UTF-8 bytes marked ``_Encoding: utf-8`` (netCDF char
+    arrays that xarray reads back as strings): unlike variable-length strings, xarray
+    writes them chunk by chunk without loading the whole column first.
+    """
+    import dask
+    import dask.array as da
+    import pyarrow as pa
+
+    files = store.log_files()
+    masks, widths = _log_layout(store)
+    blocks = _blocks([int(m.sum()) for m in masks], BLOCK_ROWS)
+    sizes = [sum(int(masks[i].sum()) for i in block) for block in blocks]
+
+    def rows(b: int) -> pd.DataFrame:
+        tables = [store.read_file(files[i]).filter(masks[i]).drop_columns(["kept"]) for i in blocks[b]]
+        return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+
+    def chunk(b: int) -> dict[str, np.ndarray]:
+        ds = to_dataset(rows(b), study, evaluator, space, kind="evaluations")
+        return {name: _fixed_bytes(var.values, widths.get(name, 1)) if var.dtype.kind == "O" else var.values
+                for name, var in ds.variables.items() if name != "candidate"}
+
+    nonempty = [b for b, n in enumerate(sizes) if n]
+    if not nonempty:
+        return to_dataset(pd.DataFrame(), study, evaluator, space, kind="evaluations")
+    template = to_dataset(rows(nonempty[0]).head(1), study, evaluator, space, kind="evaluations")
+    parts = {i: dask.delayed(chunk)(i) for i in nonempty}
+    data = {}
+    for name, var in template.variables.items():
+        if name == "candidate":
+            continue
+        text = var.dtype.kind == "O"
+        dtype = np.dtype(f"S{widths.get(name, 1)}") if text else var.dtype
+        attrs = {**var.attrs, "_Encoding": "utf-8"} if text else var.attrs
+        data[name] = xr.Variable(var.dims, da.concatenate([
+            da.from_delayed(dask.delayed(lambda d, n=name: d[n])(parts[i]), shape=(sizes[i],), dtype=dtype)
+            for i in nonempty]), attrs)
+    coords = {n: data.pop(n) for n in list(data) if n in template.coords}
+    ds = xr.Dataset(data, coords={**coords, "candidate": np.arange(sum(sizes))})
+    ds["candidate"].attrs.update(template["candidate"].attrs)
+    ds.attrs.update(template.attrs)
+    return ds
+
+
+#: logs of at most this many rows are written in one piece (no dask graph to build)
+EAGER_ROWS = 200_000
+
+
+def write_log_dataset(store, study: Study, evaluator: Evaluator, space: Space, path) -> None:
+    """Write the log's shown rows to ``path`` (netCDF): a small log in one piece, a large one
+    as :func:`log_dataset`, chunk by chunk, so memory stays at a few log files whatever
+    the log's size."""
+    if store.check_log() <= EAGER_ROWS:
+        write_netcdf(to_dataset(store.load_evaluations(), study, evaluator, space, kind="evaluations"), path)
+        return
+    import dask
+
+    ds = log_dataset(store, study, evaluator, space)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        write_netcdf(ds, path)

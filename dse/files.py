@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "dse-results"  # marker in meta.json and in every dataset written
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: integer candidate keys, grouped log files with a "kept" column
 
 
 def fsync_dir(path: Path) -> None:

@@ -3,6 +3,8 @@ non-dominated sorting and hypervolume (moocore). Pure functions of tables; no I/
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -63,25 +65,90 @@ def front_mask(table: pd.DataFrame, study: Study) -> np.ndarray:
     return out
 
 
-def infeasibility_summary(table: pd.DataFrame, study: Study) -> list[tuple[str, int]]:
-    """What ruled candidates out: ``(reason, count)`` pairs, most frequent first."""
+def ruled_out(table: pd.DataFrame, study: Study) -> dict[str, int]:
+    """What ruled candidates out: ``{reason: count}``. An evaluator-infeasible (or failed)
+    candidate counts under its reason; an evaluator-feasible one under every study
+    constraint it breaks."""
     counts: dict[str, int] = {}
     if len(table) == 0:
-        return []
+        return counts
     g = violation_matrix(table, study)
-    reasons = table["reason"].astype(str).to_numpy() if "reason" in table else np.full(len(table), "")
-    if "status" in table and "error" in table:
-        failed = (table["status"] != "ok").to_numpy()
-        reasons = np.where(failed, "evaluation failed: " + table["error"].astype(str).to_numpy(), reasons)
-    for i in range(len(table)):
-        if g[i, -1] > 0:
-            r = reasons[i] or "infeasible"
-            counts[f"evaluator: {r}"] = counts.get(f"evaluator: {r}", 0) + 1
-            continue
-        for j, con in enumerate(study.constraints):
-            if g[i, j] > 0:
-                counts[f"constraint {con}"] = counts.get(f"constraint {con}", 0) + 1
-    return sorted(counts.items(), key=lambda kv: -kv[1])
+    bad = g[:, -1] > 0
+    if bad.any():
+        reasons = (table["reason"].astype(str).to_numpy() if "reason" in table
+                   else np.full(len(table), "")).astype(object)
+        if "status" in table and "error" in table:
+            failed = (table["status"] != "ok").to_numpy()
+            reasons = np.where(failed, "evaluation failed: " + table["error"].astype(str).to_numpy(), reasons)
+        reasons = np.where(reasons == "", "infeasible", reasons)
+        for r, n in pd.Series(reasons[bad]).value_counts(sort=False).items():
+            counts[f"evaluator: {r}"] = int(n)
+    for j, con in enumerate(study.constraints):
+        n = int(((g[:, j] > 0) & ~bad).sum())
+        if n:
+            counts[f"constraint {con}"] = n
+    return counts
+
+
+def infeasibility_summary(table: pd.DataFrame, study: Study) -> list[tuple[str, int]]:
+    """:func:`ruled_out` as ``(reason, count)`` pairs, most frequent first."""
+    return sorted(ruled_out(table, study).items(), key=lambda kv: -kv[1])
+
+
+class RunningFront:
+    """The Pareto set of everything evaluated so far, updated chunk by chunk, with the tallies.
+
+    Weak non-dominance is kept incrementally: a point leaves the set only when a point
+    that strictly dominates it arrives, and whatever dominated a discarded point also
+    dominates the points it discarded, so the set after the last chunk is exactly the front
+    of all evaluations (:func:`front_mask`), without holding them.
+    """
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.rows = pd.DataFrame()
+        self.f = np.empty((0, len(study.objectives)))
+        self.evaluations = self.feasible = self.failed = 0
+        self.ruled_out: dict[str, int] = {}
+
+    def update(self, table: pd.DataFrame, rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> np.ndarray:
+        """Fold ``table``'s rows in; returns the mask of its rows that are on the front now.
+
+        ``table`` needs the objective and constraint metrics, ``feasible``, ``status``,
+        ``reason`` and ``error``; the front keeps its rows, or ``rows(mask)`` (the full rows
+        of the masked ones) when given."""
+        import moocore
+
+        n = len(table)
+        self.evaluations += n
+        if "status" in table:
+            self.failed += int((table["status"] != "ok").sum())
+        ok = feasible_mask(table, self.study)
+        self.feasible += int(ok.sum())
+        if not ok.all():
+            for reason, count in ruled_out(table[~ok], self.study).items():
+                self.ruled_out[reason] = self.ruled_out.get(reason, 0) + count
+        on_front = np.zeros(n, bool)
+        if ok.any():
+            new_f = objective_matrix(table, self.study)[ok]
+            nd = moocore.is_nondominated(np.vstack([self.f, new_f]), keep_weakly=True)
+            old, new = nd[:len(self.f)], nd[len(self.f):]
+            on_front[np.flatnonzero(ok)[new]] = True
+            joining = (table[on_front] if rows is None else rows(on_front)).reset_index(drop=True)
+            self.rows = pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining
+            self.f = np.vstack([self.f[old], new_f[new]])
+        return on_front
+
+    def summary(self) -> list[tuple[str, int]]:
+        """What ruled candidates out so far, most frequent first."""
+        return sorted(self.ruled_out.items(), key=lambda kv: -kv[1])
+
+    def sorted_rows(self) -> pd.DataFrame:
+        """The front, by the first objective (ties in the order evaluated)."""
+        first = self.study.objectives[0].metric
+        if len(self.rows) == 0 or first not in self.rows:
+            return self.rows
+        return self.rows.sort_values(first, kind="stable").reset_index(drop=True)
 
 
 class HypervolumeTracker:

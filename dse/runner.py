@@ -1,36 +1,41 @@
 """The run loop: checked study -> search driver -> executor -> evaluator -> store -> Pareto set.
 
-Each batch the driver asks for is looked up in the store first (nothing is evaluated
-twice), the rest is evaluated by the executor and written durably chunk by chunk, and only
-then is the driver told. After every batch the driver's plain-data state and the progress
-record (evaluations, feasible count, front size, hypervolume) are saved. At the end the
-Pareto set and every evaluation are written as datasets; drawing them is the caller's.
+Each batch the driver asks for is looked up in the key index first (nothing is evaluated
+twice), the rest is evaluated by the executor; each finished chunk updates the running
+front and tallies and goes to the log writer, which stores groups of rows durably; only
+when the batch's rows are all written is the driver told. After every batch the driver's
+plain-data state and the progress record (evaluations, feasible count, front size,
+hypervolume) are saved. Memory does not grow with the evaluations (apart from the key
+index): the log is on disk, the front in memory. At the end ``pareto.nc`` is written from
+the front and ``evaluations.nc`` streamed from the log; drawing them is the caller's.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import xarray as xr
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dse.checks import RunPlan
-from dse.datasets import to_dataset, write_netcdf
+from dse.datasets import to_dataset, write_log_dataset, write_netcdf
 from dse.errors import DseError
 from dse.execution import Executor, make_executor
+from dse.keyindex import KeyIndex
 from dse.pareto import (
     HypervolumeTracker,
+    RunningFront,
     feasible_mask,
-    front_mask,
     objective_matrix,
     violation_matrix,
 )
 from dse.search import SearchDriver
-from dse.space import candidate_keys
-from dse.store import ResultStore
+from dse.store import LogChunk, LogRows, ResultStore, location
 from dse.study import Study
 
 
@@ -39,80 +44,50 @@ class RunResult:
     """What a finished (or interrupted) run produced."""
 
     output_dir: Path
-    evaluations: pd.DataFrame
     front: pd.DataFrame
+    counts: dict[str, int] = field(default_factory=dict)  # evaluations, feasible, failed
+    ruled_out: list[tuple[str, int]] = field(default_factory=list)  # what removed candidates
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
     algorithm: str = ""
-    datasets: dict[str, xr.Dataset] = field(default_factory=dict)  # "pareto" and "evaluations", as written
+
+    @cached_property
+    def evaluations(self) -> pd.DataFrame:
+        """Every kept evaluation, read from the log (the whole log in memory: small runs)."""
+        return ResultStore.open(self.output_dir).load_evaluations()
 
 
-@dataclass
 class _LoopState:
-    """What the loop carries from batch to batch; rebuilt from the store on resume.
+    """What the loop carries from batch to batch, rebuilt from the store on resume: the key
+    index (where each evaluated candidate is stored), the running front and tallies, the
+    progress history. Nothing grows with the evaluations but the index (16 bytes each)."""
 
-    The tallies (evaluations, feasible, failed, the front's objective vectors) and the key
-    index are updated from each batch's new rows only, so a batch costs the same late in a
-    long run as early.
-    """
+    def __init__(self, store: ResultStore, study: Study, state: dict) -> None:
+        self.index = KeyIndex()
+        self.front = RunningFront(study)
+        self.history: list[dict] = state.get("history", [])
+        self.hv = HypervolumeTracker(**state.get("hypervolume_frame", {}))
+        self.batch_no = int(state.get("batch", 0))
+        self.driver_state: dict | None = state.get("driver")
+        self._rebuild(store, study)
 
-    frames: list[pd.DataFrame]
-    where: dict[str, tuple[int, int]]  # candidate key -> (frame, row) of its stored evaluation
-    history: list[dict]
-    hv: HypervolumeTracker
-    batch_no: int
-    driver_state: dict | None
-    n_evaluations: int = 0
-    n_feasible: int = 0
-    n_failed: int = 0
-    front_f: np.ndarray | None = None  # objective vectors of the current front (minimised)
-
-    @classmethod
-    def from_store(cls, store: ResultStore, study: Study) -> _LoopState:
-        state = store.load_state() or {}
-        run = cls(
-            frames=[], where={}, history=state.get("history", []),
-            hv=HypervolumeTracker(**state.get("hypervolume_frame", {})),
-            batch_no=int(state.get("batch", 0)), driver_state=state.get("driver"),
-            front_f=np.empty((0, len(study.objectives))),
-        )
-        run.append(store.load_evaluations(), study)
-        return run
-
-    def append(self, new: pd.DataFrame, study: Study) -> None:
-        """Fold newly stored evaluations into the index, the tallies and the front."""
-        import moocore
-
-        if len(new) == 0:
-            return
-        frame = len(self.frames)
-        self.frames.append(new)
-        for row, key in enumerate(new["key"]):
-            self.where.setdefault(key, (frame, row))
-        feasible = feasible_mask(new, study)
-        self.n_evaluations += len(new)
-        self.n_feasible += int(feasible.sum())
-        self.n_failed += int((new["status"] != "ok").sum()) if "status" in new else 0
-        if feasible.any():
-            f = np.vstack([self.front_f, objective_matrix(new, study)[feasible]])
-            self.front_f = f[moocore.is_nondominated(f, keep_weakly=True)]
-
-    def unknown(self, keys: list[str]) -> np.ndarray:
-        """Mask of the keys that have no stored evaluation."""
-        return np.fromiter((k not in self.where for k in keys), dtype=bool, count=len(keys))
-
-    def rows_for(self, keys: list[str]) -> pd.DataFrame:
-        """The stored rows of ``keys``, in that order (only the frames that hold them are read)."""
-        by_frame: dict[int, list[tuple[int, int]]] = {}
-        for pos, key in enumerate(keys):
-            frame, row = self.where[key]
-            by_frame.setdefault(frame, []).append((pos, row))
-        parts, order = [], []
-        for frame, pairs in by_frame.items():
-            parts.append(self.frames[frame].iloc[[row for _, row in pairs]])
-            order.extend(pos for pos, _ in pairs)
-        rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
-        return rows.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
+    def _rebuild(self, store: ResultStore, study: Study) -> None:
+        """Index and front from the log: the narrow columns first, full rows of the front last."""
+        store.check_log()
+        narrow = ["key", "feasible", "status", "kept", "reason", "error",
+                  *dict.fromkeys([o.metric for o in study.objectives] + [c.metric for c in study.constraints])]
+        seen = KeyIndex()
+        for file_no, table in store.scan(narrow):
+            frame = table.to_pandas()
+            keys = frame["key"].to_numpy()
+            fresh = seen.find(keys) < 0  # a candidate written twice counts once
+            loc = location(file_no, np.arange(len(frame)))
+            seen.add(keys[fresh], loc[fresh])
+            self.front.update(frame[fresh].assign(_loc=loc[fresh]))
+        self.index = seen
+        if len(self.front.rows):
+            full = store.read_rows(self.front.rows["_loc"].to_numpy(), columns=None)
+            self.front.rows = full[full.columns.drop("kept", errors="ignore")]
 
 
 class ProgressSink:
@@ -163,12 +138,11 @@ class Runner:
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
         study = self.study
-        run = _LoopState.from_store(store, study)
+        run = _LoopState(store, study, store.load_state() or {})
         if run.driver_state is not None:
             driver.restore(run.driver_state)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
             self._save_state(store, driver, run)
-
         total = self.plan.search.total
         self.progress.start(total, f"{study.name} · {self.algorithm}")
         if driver.asked:
@@ -176,16 +150,19 @@ class Runner:
         interrupted = False
         try:
             if not driver.done:
-                with make_executor(self.plan.execution, study.evaluator) as executor:
+                with make_executor(self.plan.execution, study.evaluator,
+                                   preferred_chunk_size=self.evaluator.chunk_size) as executor:
                     while not driver.done and self._batch(executor, store, driver, run):
                         pass
         except KeyboardInterrupt:
             interrupted = True
         finally:
             self.progress.stop()
-        evaluations = store.load_evaluations()
-        front, datasets = self._write_outputs(store, evaluations)
-        return RunResult(store.path, evaluations, front, run.history, interrupted, self.algorithm, datasets)
+        front = self._write_outputs(store, run)
+        f = run.front
+        return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
+                                             "failed": f.failed}, f.summary(), run.history, interrupted,
+                         self.algorithm)
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
@@ -195,12 +172,17 @@ class Runner:
         batch = driver.ask().reset_index(drop=True)
         if len(batch) == 0:
             return False
-        keys = candidate_keys(batch, self.space.names)
-        batch = batch.assign(key=keys)
-        todo = batch[run.unknown(keys)].drop_duplicates("key")
-        run.append(self._evaluate(executor, store, run.batch_no, todo), study)
-        rows = run.rows_for(keys)
-        driver.tell(batch.drop(columns="key"), objective_matrix(rows, study), violation_matrix(rows, study))
+        keys = self.space.keys(batch)
+        locs = run.index.find(keys)
+        _, first = np.unique(keys, return_index=True)
+        todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
+        fg = self._evaluate(executor, store, run, batch.iloc[todo].reset_index(drop=True), keys[todo])
+        known = np.flatnonzero(locs >= 0)
+        if len(known):
+            fg = pd.concat([fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
+                           ignore_index=True)
+        rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
+        driver.tell(batch, objective_matrix(rows, study), violation_matrix(rows, study))
         record = self._record(run, len(batch), len(todo), time.perf_counter() - started)
         run.history.append(record)
         run.batch_no += 1
@@ -208,59 +190,84 @@ class Runner:
         self.progress.advance(len(batch), record)
         return True
 
+    @cached_property
+    def _fg_columns(self) -> list[str]:
+        """What a driver is told: objective and constraint metrics, the evaluator's verdict."""
+        metrics = [o.metric for o in self.study.objectives] + [c.metric for c in self.study.constraints]
+        return [*dict.fromkeys(metrics), "feasible", "status"]
+
     def _save_state(self, store: ResultStore, driver: SearchDriver, run: _LoopState) -> None:
         store.save_state({
             "driver": driver.state(), "batch": run.batch_no, "history": run.history,
             "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
+            "keep": self.study.output.keep,
         })
 
-    def _evaluate(self, executor: Executor, store: ResultStore, batch_no: int,
-                  todo: pd.DataFrame) -> pd.DataFrame:
-        """Evaluate ``todo`` and store each chunk durably as soon as it finishes."""
+    def _evaluate(self, executor: Executor, store: ResultStore, run: _LoopState, todo: pd.DataFrame,
+                  keys: np.ndarray) -> pd.DataFrame:
+        """Evaluate ``todo`` (candidates, ``keys`` their keys); each finished chunk comes back
+        as log rows (built on the worker), updates the front and tallies, and goes to the log
+        writer, whose groups are all durable when this returns. The key index learns the
+        rows' places. Returns the told columns of every row."""
         if len(todo) == 0:
-            return pd.DataFrame()
-        todo = todo.reset_index(drop=True)
-        params = todo[self.space.names]
-        keys = todo["key"].to_numpy()
-        written: list[pd.DataFrame] = []
-        offsets: dict[int, int] = {}
-        size = executor.chunk_size
-        for i in range(0, len(todo), size):
-            offsets[i // size] = i
+            return pd.DataFrame(columns=["key", *self._fg_columns])
+        inputs = self.space.with_fixed(todo).set_axis(pd.Index(keys, dtype=np.int64), axis=0)
+        writer = store.writer(run.batch_no)
+        told = []
+        try:
+            finish = LogRows(tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:]))
+            for _, chunk in executor.results(inputs, finish=finish):
+                narrow = chunk.narrow.to_pandas()
+                on_front = run.front.update(narrow, rows=lambda mask, c=chunk: c.table().filter(pa.array(mask))
+                                            .drop_columns(["kept"]).to_pandas())
+                writer.add(self._keep(chunk, narrow, on_front))
+                told.append(narrow[["key", *self._fg_columns]])
+        finally:
+            writer.flush()  # what was evaluated is kept, also on Ctrl-C
+        for file_no, file_keys in writer.written:
+            run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
+        return pd.concat(told, ignore_index=True)
 
-        def on_chunk(i: int, inputs: pd.DataFrame, result: pd.DataFrame) -> None:
-            lo = offsets[i]
-            table = params.iloc[lo:lo + len(inputs)].reset_index(drop=True)
-            table = pd.concat([table, result.reset_index(drop=True)], axis=1)
-            table.insert(0, "key", keys[lo:lo + len(inputs)])
-            table.insert(1, "batch", batch_no)
-            store.append_chunk(batch_no, i, table)
-            written.append(table)
+    @cached_property
+    def _narrow_columns(self) -> list[str]:
+        """The columns the front, the tallies and the driver need."""
+        return ["key", *self._fg_columns, "reason", "error"]
 
-        executor.evaluate(self.space.with_fixed(params), on_chunk=on_chunk)
-        return pd.concat(written, ignore_index=True)
+    def _keep(self, chunk: LogChunk, narrow: pd.DataFrame, on_front: np.ndarray) -> LogChunk | pa.Table:
+        """Log rows as the study's ``keep`` policy stores them: every row's key, verdict and
+        told metrics; the other cells only of the rows it keeps."""
+        keep = self.study.output.keep
+        if keep == "all":
+            return chunk
+        table = chunk.table()
+        kept = feasible_mask(narrow, self.study) if keep == "feasible" else on_front
+        mask = pa.array(kept)
+        for name in table.column_names:
+            col = table.column(name)
+            if name == "kept":
+                col = mask
+            elif name not in self._narrow_columns and name != "batch":
+                col = pc.if_else(mask, col, pa.scalar(None, col.type))  # the column keeps its type
+            table = table.set_column(table.schema.get_field_index(name), name, col)
+        return table
 
     def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> dict:
         """The progress record of the batch just told."""
-        front = run.front_f if run.front_f is not None else np.empty((0, 0))
+        f = run.front
         return {
             "batch": run.batch_no, "asked": asked, "evaluated": evaluated,
-            "evaluations": run.n_evaluations, "feasible": run.n_feasible, "failed": run.n_failed,
-            "front_size": len(front), "hypervolume": run.hv.update(np.unique(front, axis=0)),
+            "evaluations": f.evaluations, "feasible": f.feasible, "failed": f.failed,
+            "front_size": len(f.f), "hypervolume": run.hv.update(np.unique(f.f, axis=0)),
             "seconds": round(seconds, 3),
         }
 
-    def _write_outputs(self, store: ResultStore, evaluations: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-        """Write ``evaluations.nc`` and ``pareto.nc``; the front and both datasets."""
-        if len(evaluations) == 0:
-            return evaluations, {}
-        mask = front_mask(evaluations, self.study)
-        front = evaluations[mask].reset_index(drop=True)
-        first = self.study.objectives[0].metric
-        if len(front) and first in front:
-            front = front.sort_values(first, kind="stable").reset_index(drop=True)
-        all_ds = to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations")
-        write_netcdf(all_ds, store.path / "evaluations.nc")
+    def _write_outputs(self, store: ResultStore, run: _LoopState) -> pd.DataFrame:
+        """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log."""
+        front = run.front.sorted_rows()
+        if run.front.evaluations == 0:
+            return front
+        front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
+        write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc")
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds, store.path / "pareto.nc")
-        return front, {"pareto": front_ds, "evaluations": all_ds}
+        return front

@@ -4,17 +4,17 @@ Layout of ``results/<name>/``::
 
     meta.json              format marker and version, evaluator name and version
     study.yaml             the study exactly as written
-    evaluations/           one Parquet file per evaluated chunk, never modified
+    evaluations/           the evaluation log: one Parquet file per written group, never modified
     state.json             the search driver's plain-data state and the progress history
     lock                   present while a run writes here (pid, host, start time)
     evaluations.nc         every evaluation as an xarray Dataset   (derived, rewritten)
     pareto.nc              the Pareto set as an xarray Dataset      (derived, rewritten)
 
 Durability: every file is written to a temporary name, flushed and fsynced, then renamed
-into place (rename is atomic on POSIX), and the folder is fsynced. A chunk's file exists
-completely or not at all, so ``kill -9`` at any moment loses at most the chunks in flight
-and never corrupts what was written. Chunk files are written before the driver is told
-of the batch; ``state.json`` is written after. On resume the driver restarts from its last
+into place (rename is atomic on POSIX), and the folder is fsynced. A log file exists
+completely or not at all, so ``kill -9`` at any moment loses at most the evaluations in
+flight (evaluated, not yet in a written group) and never corrupts what was written. Log
+files are written before the driver is told of the batch; ``state.json`` is written after. On resume the driver restarts from its last
 state and asks the same batch again; candidates already in ``evaluations/`` are taken
 from there, not evaluated again.
 """
@@ -25,16 +25,78 @@ import datetime as dt
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dse import __version__
 from dse.errors import StoreError
 from dse.files import FORMAT, FORMAT_VERSION, atomic_path, atomic_write_text, json_default
+
+#: columns every log file has (whatever the study's ``keep`` policy drops from a row)
+LOG_COLUMNS = ("key", "batch", "status", "feasible", "kept")
+
+
+def location(file: int, rows: np.ndarray) -> np.ndarray:
+    """Pack a log file's number and row numbers into one ``int64`` per row."""
+    return (np.int64(file) << 32) | np.asarray(rows, dtype=np.int64)
+
+
+def encode(table: pa.Table) -> bytes:
+    """A table as a log file's bytes: Parquet, LZ4, dictionary encoding for text only (numbers
+    rarely repeat; trying dictionaries on them costs more than it saves)."""
+    sink = pa.BufferOutputStream()
+    text = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    pq.write_table(table, sink, compression="lz4", use_dictionary=text)
+    return sink.getvalue().to_pybytes()
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """An evaluated chunk as it travels from a worker: the log rows already encoded as a
+    log file (:func:`encode`), and the few columns the run loop reads, decoded."""
+
+    data: bytes
+    narrow: pa.Table
+
+    def __len__(self) -> int:
+        return self.narrow.num_rows
+
+    def table(self) -> pa.Table:
+        return pq.read_table(pa.BufferReader(self.data))
+
+
+@dataclass(frozen=True)
+class LogRows:
+    """Turns an evaluated chunk into log rows (a ``finish`` for the executor, so the work
+    runs on the workers): the candidate's ``key`` (the chunk's index), the ``batch``, the
+    searched ``parameters``, every result column, and ``kept`` (True: the runner clears it,
+    and the cells it does not keep, where the study keeps less); returned as a
+    :class:`LogChunk` whose ``narrow`` part holds ``key`` and the ``narrow`` columns."""
+
+    parameters: tuple[str, ...]
+    batch: int
+    narrow: tuple[str, ...] = ()
+
+    def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
+        n = len(candidates)
+        params = pa.Table.from_pandas(candidates[list(self.parameters)], preserve_index=False)
+        metrics = pa.Table.from_pandas(result, preserve_index=False)
+        columns = [pa.array(candidates.index.to_numpy(dtype=np.int64)), pa.array(np.full(n, self.batch, np.int32)),
+                   *params.columns, *metrics.columns, pa.array(np.ones(n, bool))]
+        names = ["key", "batch", *params.column_names, *metrics.column_names, "kept"]
+        table = pa.Table.from_arrays(columns, names=names)
+        narrow = [c for c in ("key", *self.narrow) if c in names]
+        return LogChunk(encode(table), table.select(narrow))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -79,7 +141,7 @@ class ResultStore:
                     f"{path} already holds a run; continue it with `dse resume {path}`, "
                     "or start afresh with `dse run --overwrite`"
                 )
-            old = cls.open(path)
+            old = cls.open(path, older=True)
             old.check_unlocked()
             old.clear()
         path.mkdir(parents=True, exist_ok=True)
@@ -114,7 +176,8 @@ class ResultStore:
             (self.path / name).unlink(missing_ok=True)
 
     @classmethod
-    def open(cls, path: str | Path) -> ResultStore:
+    def open(cls, path: str | Path, *, older: bool = False) -> ResultStore:
+        """An existing results folder; ``older`` accepts an older format (to clear it)."""
         path = Path(path)
         if not path.is_dir():
             raise StoreError(f"{path} is not a results folder (it does not exist)")
@@ -134,6 +197,11 @@ class ResultStore:
             raise StoreError(
                 f"{path} uses results format {version!r}, newer than this dse understands "
                 f"({FORMAT_VERSION}); upgrade dse"
+            )
+        if version < FORMAT_VERSION and not older:
+            raise StoreError(
+                f"{path} uses results format {version!r}, older than this dse reads ({FORMAT_VERSION}: "
+                "integer candidate keys); run the study again into a new folder"
             )
         if not (path / "study.yaml").is_file():
             raise StoreError(f"{path} is truncated: study.yaml is missing")
@@ -204,47 +272,100 @@ class ResultStore:
             if (self._lock_owner() or {}).get("pid") == os.getpid():
                 self.lock_file.unlink(missing_ok=True)
 
-    # -- evaluations ---------------------------------------------------------------------
+    # -- evaluation log ------------------------------------------------------------------
     @property
     def evaluations_dir(self) -> Path:
         return self.path / "evaluations"
 
-    def append_chunk(self, batch: int, chunk: int, table: pd.DataFrame) -> Path:
-        """Durably store one evaluated chunk (parameters, metrics, status, keys)."""
-        target = self.evaluations_dir / f"b{batch:06d}-c{chunk:05d}.parquet"
-        if target.exists():  # a re-asked batch after resume: keep both, never overwrite
-            n = 1
-            while (alt := target.with_name(f"{target.stem}-r{n}.parquet")).exists():
-                n += 1
-            target = alt
+    def write_group(self, batch: int, data: bytes) -> Path:
+        """Durably store a group of evaluated candidates, a log file's bytes (:func:`encode`):
+        write, fsync, rename; one fsync covers the whole group. Never modified afterwards."""
+        n = len(self._files_of_batch(batch))
+        target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}.parquet"
+        while target.exists():  # a re-asked batch after resume: never overwrite
+            n += 1
+            target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}.parquet"
         with atomic_path(target) as tmp:
-            table.to_parquet(tmp, index=False)
+            tmp.write_bytes(data)
+        self._files = None
         return target
 
-    def chunk_files(self) -> list[Path]:
-        if not self.evaluations_dir.is_dir():
-            return []
-        return sorted(p for p in self.evaluations_dir.iterdir()
-                      if p.suffix == ".parquet" and not p.name.startswith("."))
+    def _files_of_batch(self, batch: int) -> list[Path]:
+        return [f for f in self.log_files() if f.name.startswith(f"b{batch:06d}-")]
 
-    def load_evaluations(self) -> pd.DataFrame:
-        """Every stored evaluation, in the order written, one row per distinct candidate."""
-        files = self.chunk_files()
-        if not files:
-            return pd.DataFrame()
-        frames = []
-        for f in files:
+    def log_files(self) -> list[Path]:
+        """The log's Parquet files in the order written (leftover temporary files excluded)."""
+        if getattr(self, "_files", None) is None:
+            d = self.evaluations_dir
+            self._files = sorted(p for p in d.iterdir() if p.suffix == ".parquet"
+                                 and not p.name.startswith(".")) if d.is_dir() else []
+        return list(self._files)
+
+    def check_log(self) -> int:
+        """Check every log file's footer and columns (cheap: no data is read); returns the
+        number of rows in the log. A damaged or foreign file is a :class:`StoreError`."""
+        rows = 0
+        for f in self.log_files():
             try:
-                frame = pd.read_parquet(f)
+                meta = pq.read_metadata(f)
             except Exception as exc:
                 raise StoreError(f"{f} is unreadable ({exc}); move it aside and resume") from None
-            missing = [c for c in ("key", "status", "feasible") if c not in frame.columns]
+            missing = [c for c in LOG_COLUMNS if c not in meta.schema.names]
             if missing:
                 raise StoreError(f"{f} holds evaluations without the columns {missing}: "
                                  "not written by this version of dse")
-            frames.append(frame)
+            rows += meta.num_rows
+        return rows
+
+    def scan(self, columns: list[str] | None = None) -> Iterator[tuple[int, pa.Table]]:
+        """``(file number, table)`` for every log file, in order, reading only ``columns``
+        (all when None). Memory stays at one file."""
+        for i, f in enumerate(self.log_files()):
+            yield i, self.read_file(f, columns)
+
+    def read_file(self, path: Path, columns: list[str] | None = None) -> pa.Table:
+        """One log file (only those of ``columns`` it has, when given)."""
+        try:
+            if columns is not None:
+                names = set(pq.read_schema(path).names)
+                columns = [c for c in columns if c in names]
+            return pq.read_table(path, columns=columns)
+        except Exception as exc:
+            raise StoreError(f"{path} is unreadable ({exc}); move it aside and resume") from None
+
+    def read_rows(self, locations: np.ndarray, columns: list[str]) -> pd.DataFrame:
+        """The rows at ``locations`` (``file << 32 | row``, as :func:`location` packs them),
+        in that order, reading only the files and ``columns`` needed."""
+        locations = np.asarray(locations, dtype=np.int64)
+        files, rows = locations >> 32, locations & 0xFFFFFFFF
+        log = self.log_files()
+        parts, order = [], []
+        for f in np.unique(files):
+            pick = np.flatnonzero(files == f)
+            table = self.read_file(log[int(f)], columns).take(pa.array(rows[pick]))
+            parts.append(table.to_pandas())
+            order.append(pick)
+        if not parts:
+            return pd.DataFrame(columns=columns)
+        out = pd.concat(parts, ignore_index=True)
+        return out.iloc[np.argsort(np.concatenate(order), kind="stable")].reset_index(drop=True)
+
+    def writer(self, batch: int) -> LogWriter:
+        """A :class:`LogWriter` for one batch."""
+        return LogWriter(self, batch)
+
+    def load_evaluations(self) -> pd.DataFrame:
+        """Every kept evaluation as one table, one row per distinct candidate. For small runs
+        and tests: it holds the whole log in memory (the runner and the commands stream)."""
+        self.check_log()
+        frames = [t.to_pandas() for _, t in self.scan()]
+        if not frames:
+            return pd.DataFrame()
         df = pd.concat(frames, ignore_index=True)
-        return df.drop_duplicates("key", keep="first").reset_index(drop=True)
+        df = df.drop_duplicates("key", keep="first")
+        if "kept" in df:
+            df = df[df["kept"]].drop(columns="kept")
+        return df.reset_index(drop=True)
 
     # -- search state --------------------------------------------------------------------
     @property
@@ -267,3 +388,55 @@ class ResultStore:
             raise StoreError(f"{self.state_file} is damaged (not a dse search state)")
         return state
 
+
+class LogWriter:
+    """Groups a batch's evaluated rows into log files: one write-fsync-rename covers at least
+    ``rows`` rows, or whatever was buffered for ``seconds`` (a slow evaluator's results are
+    not held long). A chunk that is a group by itself is written as it came (its bytes
+    were encoded on the worker); small ones are decoded and grouped. Files are written by
+    one background thread, so evaluation goes on meanwhile; :meth:`flush` writes the rest
+    and waits: everything added is durable when it returns, before the driver is told.
+    ``written`` lists ``(file number, keys)`` of every file written."""
+
+    def __init__(self, store: ResultStore, batch: int, *, rows: int = 65_536, seconds: float = 1.0) -> None:
+        self.store, self.batch = store, batch
+        self.rows, self.seconds = rows, seconds
+        self._parts: list[pa.Table] = []
+        self._buffered = 0
+        self._since = 0.0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dse-log")
+        self._jobs: list = []
+        self.written: list[tuple[int, np.ndarray]] = []
+
+    def add(self, chunk: LogChunk | pa.Table) -> None:
+        if isinstance(chunk, LogChunk) and len(chunk) >= self.rows // 4:
+            self._submit()  # keep the log in order
+            self._jobs.append(self._pool.submit(self._write, chunk.data, chunk.narrow.column("key")))
+            return
+        table = chunk.table() if isinstance(chunk, LogChunk) else chunk
+        if not self._parts:
+            self._since = time.monotonic()
+        self._parts.append(table)
+        self._buffered += len(table)
+        if self._buffered >= self.rows or time.monotonic() - self._since >= self.seconds:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self._parts:
+            group = pa.concat_tables(self._parts, promote_options="permissive")
+            self._parts, self._buffered = [], 0
+            self._jobs.append(self._pool.submit(lambda g: self._write(encode(g), g.column("key")), group))
+
+    def _write(self, data: bytes, keys: pa.ChunkedArray) -> None:
+        path = self.store.write_group(self.batch, data)
+        self.written.append((self.store.log_files().index(path), keys.to_numpy()))
+
+    def flush(self) -> None:
+        """Write what is buffered and wait for every write (re-raising a failed one)."""
+        self._submit()
+        try:
+            for job in self._jobs:
+                job.result()
+        finally:
+            self._jobs = []
+            self._pool.shutdown(wait=True)

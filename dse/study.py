@@ -100,7 +100,17 @@ class ExecutionSpec(_Strict):
     workers: int = Field(default=2, ge=0, description="local dask worker processes (0: evaluate in this process)")
     scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
     profile: str | None = Field(default=None, description="a cluster profile under workers/")
-    chunk_size: int = Field(default=2000, ge=1, description="candidates per dask task")
+    chunk_size: int | None = Field(default=None, ge=1, description="candidates per task (default: sized "
+                                                                  "from the evaluator's measured cost)")
+
+
+class OutputSpec(_Strict):
+    """Where the results go and what the evaluation log keeps."""
+
+    path: str | None = Field(default=None, description="results folder (default: results/<name>)")
+    keep: Literal["all", "feasible", "front"] = Field(
+        default="all", description="rows the log keeps in full: every evaluation, the feasible "
+                                   "ones, or those on the front when evaluated")
 
 
 class Study(_Strict):
@@ -116,7 +126,7 @@ class Study(_Strict):
     evaluator: EvaluatorSpec = Field(default_factory=EvaluatorSpec)
     search: SearchSpec = Field(default_factory=SearchSpec)
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
-    output: str | None = None
+    output: OutputSpec = Field(default_factory=OutputSpec)
     source_text: str = Field(default="", exclude=True, repr=False)
     source_path: str = Field(default="", exclude=True, repr=False)
 
@@ -126,6 +136,11 @@ class Study(_Strict):
         if not _NAME_RE.match(v):
             raise ValueError("name must use only letters, digits, '_', '-' and '.'")
         return v
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _output_path(cls, v: Any) -> Any:
+        return {"path": v} if isinstance(v, str) else v
 
     @field_validator("space")
     @classmethod
@@ -174,7 +189,7 @@ class Study(_Strict):
 
     @property
     def output_dir(self) -> Path:
-        return Path(self.output) if self.output else Path("results") / self.name
+        return Path(self.output.path) if self.output.path else Path("results") / self.name
 
     def to_yaml(self) -> str:
         """The study as it was written (the source text), or a canonical dump."""

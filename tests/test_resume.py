@@ -45,16 +45,24 @@ def _start(study: Path) -> subprocess.Popen:
     )
 
 
-def _wait_for_chunks(out: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+def _rows_on_disk(out: Path) -> int:
+    import pyarrow.parquet as pq
+
+    folder = out / "evaluations"
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def _wait_for_rows(out: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until at least ``n`` evaluations are in the log (written groups; ``.tmp`` files skipped)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        folder = out / "evaluations"
-        if folder.is_dir() and len(list(folder.glob("*.parquet"))) >= n:
+        if _rows_on_disk(out) >= n:
             return
         if proc.poll() is not None:
-            raise AssertionError(f"run ended before {n} chunks were written: {proc.stderr.read()}")
+            raise AssertionError(f"run ended before {n} rows were written: {proc.stderr.read()}")
         time.sleep(0.05)
-    raise AssertionError(f"no {n} chunks after {timeout} s")
+    raise AssertionError(f"no {n} rows after {timeout} s")
 
 
 def _rows_written(out: Path) -> pd.DataFrame:
@@ -83,16 +91,15 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     expected_keys = set(_rows_written(reference)["key"])
 
     out = tmp_path / "interrupted"
-    study = _study(tmp_path, algorithm, out, 0.15, workers)
-    for chunks in (1, 6):  # kill early, then again in a later batch
-        run = _start(study) if chunks == 1 else subprocess.Popen(
+    study = _study(tmp_path, algorithm, out, 0.3, workers)  # a group is written mid-batch (1 s)
+    for rows in (1, 30):  # kill early, then again in a later batch
+        run = _start(study) if rows == 1 else subprocess.Popen(
             [sys.executable, "-m", "dse", "resume", str(out), "--quiet"], cwd=REPO,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        _wait_for_chunks(out, chunks, run)
+        _wait_for_rows(out, rows, run)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
-        before = _rows_written(out)
-        assert len(before) >= chunks * 1
+        assert len(_rows_written(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
 
     done = run_cli("resume", str(out), "--quiet")
@@ -108,7 +115,7 @@ def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
     study = _study(tmp_path, "random", out, 0.2)
     run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_chunks(out, 2, run)
+    _wait_for_rows(out, 5, run)
     run.send_signal(signal.SIGINT)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 130

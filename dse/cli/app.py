@@ -149,24 +149,20 @@ def resume(
 
 def _finish(result, plan) -> None:
     """Draw the front, print it, and end with the right exit code."""
-    from dse.outputs.plot import plot_front
-    from dse.pareto import infeasibility_summary
+    from dse.outputs.plot import plot_results
 
-    study = plan.study
+    n = result.counts.get("evaluations", 0)
     if len(result.front):
-        plot_front(result.datasets["evaluations"], result.datasets["pareto"],
-                   [o.metric for o in study.objectives], result.output_dir / "pareto.png")
-
+        plot_results(result.output_dir)
     if result.interrupted:
-        err.print(f"[yellow]interrupted[/yellow]: {len(result.evaluations)} evaluations are kept in "
+        err.print(f"[yellow]interrupted[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]dse resume {result.output_dir}[/bold]")
         raise typer.Exit(130)
     if len(result.front) == 0:
-        reasons = infeasibility_summary(result.evaluations, study)
-        lines = "; ".join(f"{r} ({n} candidates)" for r, n in reasons[:5]) or "no evaluations"
-        raise DseError(f"no feasible candidate among {len(result.evaluations)} evaluations: {lines}")
+        lines = "; ".join(f"{r} ({c} candidates)" for r, c in result.ruled_out[:5]) or "no evaluations"
+        raise DseError(f"no feasible candidate among {n} evaluations: {lines}")
     _print_front(result.front, plan)
-    out.print(f"{len(result.evaluations)} evaluations, {len(result.front)} on the Pareto front.")
+    out.print(f"{n} evaluations, {len(result.front)} on the Pareto front.")
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
               f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
 

@@ -89,6 +89,9 @@ class Evaluator(ABC):
     #: optional pydantic model of ``evaluator.options``; ``dse validate`` checks the study's
     #: options against it and the validated values become the constructor's keyword arguments
     Options: ClassVar[type[BaseModel] | None] = None
+    #: candidates per call the evaluator prefers (None: the executor sizes chunks from the
+    #: measured cost per candidate); a study's ``execution.chunk_size`` overrides it
+    chunk_size: ClassVar[int | None] = None
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -5,7 +5,8 @@ Use it from a study as ``evaluator: {name: "dse.evaluators.toy:ToyEvaluator"}``.
 Inputs: ``x`` in [0, 1], ``y`` an integer >= 0, ``shape`` "a" or "b". Metrics:
 ``f1 = x`` and ``f2 = 1 - sqrt(x) + y/10 + 0.05*[shape == "b"]``; a candidate with
 shape "b" and y > 8 is infeasible. The front is every ``x`` with ``y = 0`` and shape "a".
-Option ``delay_s`` sleeps that long per call (to test interruption and resume).
+Options ``delay_s`` and ``delay_per_candidate_s`` sleep that long per call and per
+candidate (to test interruption and resume, and to stand in for a slow simulator).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ class ToyEvaluator(Evaluator):
     version = "1.0.0"
     description = "two-objective test problem with a known front"
 
-    def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None) -> None:
-        if delay_s < 0:
-            raise ValueError("delay_s must be >= 0")
-        super().__init__(delay_s=delay_s, fail_above_x=fail_above_x)
+    def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None,
+                 delay_per_candidate_s: float = 0.0) -> None:
+        if delay_s < 0 or delay_per_candidate_s < 0:
+            raise ValueError("delays must be >= 0")
+        super().__init__(delay_s=delay_s, fail_above_x=fail_above_x,
+                         delay_per_candidate_s=delay_per_candidate_s)
         self.delay_s = float(delay_s)
+        self.delay_per_candidate_s = float(delay_per_candidate_s)
         self.fail_above_x = fail_above_x
 
     @property
@@ -47,8 +51,8 @@ class ToyEvaluator(Evaluator):
         }
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
-        if self.delay_s:
-            time.sleep(self.delay_s)
+        if self.delay_s or self.delay_per_candidate_s:  # a stand-in for a slow simulator
+            time.sleep(self.delay_s + self.delay_per_candidate_s * len(candidates))
         t = self.with_defaults(candidates)
         x = t["x"].to_numpy(dtype=float)
         y = t["y"].to_numpy(dtype=float)

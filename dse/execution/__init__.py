@@ -14,13 +14,18 @@ __all__ = ["STATUS_FAILED", "STATUS_OK", "ExecutionPlan", "Executor", "evaluate_
            "make_executor", "plan_execution"]
 
 
-def make_executor(plan: ExecutionPlan, evaluator: EvaluatorSpec) -> Executor:
-    """The executor for a checked plan (a context manager: use it in a ``with`` block)."""
+def make_executor(plan: ExecutionPlan, evaluator: EvaluatorSpec, *,
+                  preferred_chunk_size: int | None = None) -> Executor:
+    """The executor for a checked plan (a context manager: use it in a ``with`` block).
+
+    Chunks are sized from the evaluator's measured cost unless the study fixes
+    ``execution.chunk_size`` or the evaluator declares a preferred size."""
+    chunk_size = plan.chunk_size or preferred_chunk_size
     if plan.kind == "in-process":
         from dse.execution.inprocess import InProcessExecutor
 
-        return InProcessExecutor(evaluator, plan.chunk_size)
+        return InProcessExecutor(evaluator, chunk_size=chunk_size)
     from dse.execution.dask_cluster import DaskExecutor
 
-    return DaskExecutor(evaluator, plan.chunk_size, workers=plan.workers, scheduler=plan.scheduler,
+    return DaskExecutor(evaluator, chunk_size=chunk_size, workers=plan.workers, scheduler=plan.scheduler,
                         threads_per_worker=plan.threads_per_worker, memory_limit=plan.memory_limit)

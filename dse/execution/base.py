@@ -14,6 +14,7 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,16 +26,19 @@ from dse.study import EvaluatorSpec
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 
-ChunkCallback = Callable[[int, pd.DataFrame, pd.DataFrame], None]
-
+#: ``finish(candidates, metrics) -> payload``, applied to a chunk where it was evaluated
+Finish = Callable[[pd.DataFrame, pd.DataFrame], Any]
 
 @cache
 def _evaluator(name: str, options_yaml: str):
     return load_evaluator(EvaluatorSpec(name=name, options=yaml.safe_load(options_yaml) or {}))
 
 
-def evaluate_chunk(name: str, options_yaml: str, candidates: pd.DataFrame) -> pd.DataFrame:
-    """Run the evaluator on one chunk; return metrics plus ``status``, ``error``, ``elapsed_s``."""
+def evaluate_chunk(name: str, options_yaml: str, candidates: pd.DataFrame,
+                   finish: Finish | None = None) -> tuple[Any, float]:
+    """Run the evaluator on one chunk: metrics plus ``status``, ``error``, ``elapsed_s``
+    (seconds per candidate), turned by ``finish(candidates, result)`` (run here, on the
+    worker) into what is sent back; and the chunk's evaluation time in seconds."""
     start = time.perf_counter()
     try:
         ev = _evaluator(name, options_yaml)
@@ -45,8 +49,9 @@ def evaluate_chunk(name: str, options_yaml: str, candidates: pd.DataFrame) -> pd
     except Exception as exc:  # an evaluator bug must not lose the batch
         logging.getLogger("dse").debug("evaluator failed: %s", traceback.format_exc())
         result = failed_rows(len(candidates), f"{type(exc).__name__}: {exc}", name, options_yaml)
-    result["elapsed_s"] = (time.perf_counter() - start) / max(len(candidates), 1)
-    return result
+    seconds = time.perf_counter() - start
+    result["elapsed_s"] = seconds / max(len(candidates), 1)
+    return (result if finish is None else finish(candidates, result)), seconds
 
 
 def failed_rows(n: int, message: str, name: str, options_yaml: str) -> pd.DataFrame:
@@ -59,13 +64,61 @@ def failed_rows(n: int, message: str, name: str, options_yaml: str) -> pd.DataFr
     return table.assign(feasible=False, reason="evaluation failed", status=STATUS_FAILED, error=message)
 
 
-class Executor(ABC):
-    """Evaluates candidate tables chunk by chunk; a context manager around its resources."""
+class ChunkSizer:
+    """Chunk sizes that follow the evaluator's measured cost per candidate.
 
-    def __init__(self, evaluator: EvaluatorSpec, chunk_size: int) -> None:
+    A task should carry about ``target_s`` of work, so that a task's fixed overhead (a
+    dask round trip is a few milliseconds) stays under a few per cent, but no more than
+    the batch's remainder shared among ``2 x workers`` tasks (the last tasks of a batch
+    shrink to as little as an eighth of a full task, so the workers finish together), and
+    at most ``max_rows`` (bounded memory).
+    Until a cost is measured the tasks are small (``probe`` rows), which is cheap for a
+    fast evaluator and right for a slow one; then a task grows at most fourfold over the
+    largest measured one, because the cost per candidate measured on a small task includes
+    the call's fixed overhead and overstates what a large task costs per candidate. A fixed
+    ``chunk_size`` (the study's, or the evaluator's declared preference) overrides all this.
+    """
+
+    def __init__(self, *, fixed: int | None = None, workers: int = 1, target_s: float = 0.5,
+                 probe: int = 8, max_rows: int = 131_072) -> None:
+        self.fixed = fixed
+        self.workers = max(workers, 1)
+        self.target_s = target_s
+        self.probe = probe
+        self.max_rows = max_rows
+        self.cost_s: float | None = None  # seconds per candidate at the largest size measured
+        self.measured = 0  # the largest task measured so far
+
+    def observe(self, rows: int, seconds: float) -> None:
+        if rows <= 0 or not np.isfinite(seconds) or rows < self.measured:
+            return
+        cost = seconds / rows
+        same = rows == self.measured and self.cost_s is not None
+        self.cost_s = 0.5 * (self.cost_s + cost) if same else cost
+        self.measured = rows
+
+    def next(self, remaining: int) -> int:
+        if self.fixed:
+            return min(self.fixed, remaining)
+        if self.cost_s is None:
+            return min(self.probe, remaining)
+        size = min(int(self.target_s / max(self.cost_s, 1e-9)), 4 * self.measured, self.max_rows)
+        share = -(-remaining // (2 * self.workers))  # shrink towards the batch's end, but never
+        return max(1, min(size, max(share, size // 8), remaining))  # below an eighth of a full task
+
+
+class Executor(ABC):
+    """Evaluates candidate tables in chunks sized by :class:`ChunkSizer`; a context manager
+    around its resources (a cluster, a client)."""
+
+    #: seconds of work per task the sizer aims at
+    target_s = 0.5
+
+    def __init__(self, evaluator: EvaluatorSpec, *, chunk_size: int | None = None, workers: int = 1) -> None:
         self.evaluator = evaluator
         self.options_yaml = yaml.safe_dump(dict(evaluator.options), sort_keys=True)
-        self.chunk_size = chunk_size
+        self.workers = workers
+        self.sizer = ChunkSizer(fixed=chunk_size, workers=workers, target_s=self.target_s)
 
     def __enter__(self) -> Executor:
         return self
@@ -74,20 +127,21 @@ class Executor(ABC):
         return None
 
     @abstractmethod
-    def map_chunks(self, chunks: list[pd.DataFrame]) -> Iterator[tuple[int, pd.DataFrame]]:
-        """``(i, result)`` for every chunk, as each finishes (in any order)."""
+    def results(self, candidates: pd.DataFrame, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+        """``(offset, result)`` for consecutive chunks of ``candidates`` (full evaluator
+        inputs), as each finishes, in any order; every row is covered exactly once. The
+        result is the chunk's metrics table, or what ``finish(chunk, metrics)`` made of it
+        where the chunk was evaluated (a picklable callable: it runs on the workers)."""
 
-    def evaluate(self, candidates: pd.DataFrame, on_chunk: ChunkCallback | None = None) -> pd.DataFrame:
-        """Evaluate ``candidates`` (full evaluator inputs) and return the results in input
-        order; ``on_chunk(i, inputs, result)`` is called as each chunk finishes."""
+    def _failed(self, chunk: pd.DataFrame, exc: BaseException, finish: Finish | None) -> Any:
+        """A chunk lost beyond the executor's retries: failed rows, finished as usual."""
+        rows = failed_rows(len(chunk), f"{type(exc).__name__}: {exc}", self.evaluator.name,
+                           self.options_yaml).assign(elapsed_s=0.0)
+        return rows if finish is None else finish(chunk, rows)
+
+    def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
+        """Every row's metrics, in input order."""
         if len(candidates) == 0:
             return pd.DataFrame()
-        candidates = candidates.reset_index(drop=True)
-        size = self.chunk_size
-        chunks = [candidates.iloc[i:i + size].reset_index(drop=True) for i in range(0, len(candidates), size)]
-        results: list[pd.DataFrame | None] = [None] * len(chunks)
-        for i, res in self.map_chunks(chunks):
-            results[i] = res
-            if on_chunk is not None:
-                on_chunk(i, chunks[i], res)
-        return pd.concat(results, ignore_index=True)
+        parts = sorted(self.results(candidates.reset_index(drop=True)), key=lambda p: p[0])
+        return pd.concat([r for _, r in parts], ignore_index=True)

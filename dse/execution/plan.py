@@ -41,7 +41,7 @@ class ExecutionPlan:
 
     workers: int  # local worker processes (0: in this process); unused with a scheduler
     scheduler: str | None
-    chunk_size: int
+    chunk_size: int | None  # None: sized from the evaluator's measured cost
     threads_per_worker: int = 1
     memory_limit: str | int | float = "auto"
     profile: str | None = None  # the profile file used, if any

@@ -12,7 +12,7 @@ from dse.search.base import DriverOptions, Problem, SearchDriver
 
 class ExhaustiveOptions(DriverOptions):
     chunk: int | None = Field(default=None, ge=1,
-                              description="candidates per batch (default: max(batch_size, 10000))")
+                              description="candidates per batch (default: max(batch_size, 100000))")
 
 
 class ExhaustiveDriver(SearchDriver):
@@ -36,7 +36,7 @@ class ExhaustiveDriver(SearchDriver):
 
     def __init__(self, problem: Problem, options: ExhaustiveOptions) -> None:
         super().__init__(problem, options)
-        self.chunk = options.chunk or max(problem.batch_size, 10_000)
+        self.chunk = options.chunk or max(problem.batch_size, 100_000)
         self.size = int(problem.space.size)
 
     def ask(self) -> pd.DataFrame:

@@ -1,0 +1,153 @@
+"""End-to-end throughput and memory of `dse run`: the pipeline around the evaluator.
+
+``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--slow]``
+
+For exhaustive studies of about 10^5, 10^6 and 10^7 candidates on the analytic evaluator
+(the Llama-2 7B space of ``benchmarks/search-bench.yaml``, widened by cooling, inlet
+temperature and scale-out bandwidth), each run is a real ``python -m dse run`` in a fresh
+process with a local dask cluster. The table gives per size: wall time, CPU time of the
+whole process tree (user + system, from the kernel's accounting of every waited-for
+descendant), end-to-end candidates/s, the ratio of that to the in-process evaluator's
+throughput (the same candidates enumerated and evaluated in one process, one core) times
+the worker count, and the peak resident memory of the process tree (sampled every
+0.1 s with psutil). With ``--slow`` it also runs a study of a 50 ms-per-candidate
+evaluator on 1 and then 2 workers and prints the speed-up.
+
+Targets (issue 11): 10^7 in at most 5 minutes with at most 4 GB peak RSS on 2 cores;
+at least 70 % of evaluator throughput x workers at 10^6; 2 workers at least 1.8 x one on
+the slow evaluator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+HERE = Path(__file__).resolve().parent
+BASE = yaml.safe_load((HERE / "search-bench.yaml").read_text())  # 124,416 candidates
+
+WIDEN = [  # extra parameters: each multiplies the space
+    ("cooling", ["air", "liquid"]),
+    ("inlet_temp_c", [20.0, 25.0, 30.0, 35.0]),
+    ("scaleout_bw_gbs", [12.5, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0]),
+]
+
+
+def study_of(size: float, workers: int, out: Path) -> dict:
+    """The benchmark study of about ``size`` candidates (124,416 x 1, x 8 or x 80)."""
+    s = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
+    s["name"] = f"pipeline-{size:.0e}".replace("+", "")
+    s["fixed"] = {k: v for k, v in BASE["fixed"].items() if k != "cooling"}
+    factor = 1
+    for name, values in WIDEN:
+        if 124_416 * factor >= size * 0.9:
+            break
+        if name == "scaleout_bw_gbs":
+            s["fixed"].pop("scaleout_bw_gbs", None)
+        s["space"][name] = values
+        factor *= len(values)
+    if "cooling" not in s["space"]:
+        s["fixed"]["cooling"] = "air"
+    s["search"] = {"algorithm": "exhaustive", "budget": 124_416 * factor, "seed": 0}
+    s["execution"] = {"workers": workers}
+    s["output"] = str(out)
+    return s
+
+
+def in_process_rate(study_file: Path, limit: int = 400_000) -> float:
+    """Candidates/s of enumerating and evaluating the study's space in this process."""
+    from dse.api import plan
+
+    p = plan(study_file)
+    n, t0 = 0, time.process_time()
+    for chunk in p.space.enumerate(chunk_size=65_536):
+        p.evaluator.evaluate(p.space.with_fixed(chunk))
+        n += len(chunk)
+        if n >= limit:
+            break
+    return n / (time.process_time() - t0)
+
+
+def measure(cmd: list[str]) -> dict:
+    """Run ``cmd``; wall time, CPU time of the tree, peak RSS of the tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            tree = [proc, *proc.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": peak / 1e9}
+
+
+def slow_speedup(tmp: Path) -> tuple[float, float]:
+    """Wall time of 80 candidates at 50 ms each on 1 and 2 workers."""
+    times = []
+    for workers in (1, 2):
+        study = {
+            "name": f"slow-{workers}", "output": str(tmp / f"slow-{workers}"),
+            "space": {"x": {"range": [0.0, 1.0], "step": 1 / 39}, "y": [0, 1], "shape": ["a"]},
+            "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+            "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator", "options": {"delay_per_candidate_s": 0.05}},
+            "search": {"algorithm": "exhaustive", "budget": 80}, "execution": {"workers": workers},
+        }
+        path = tmp / f"slow-{workers}.yaml"
+        path.write_text(yaml.safe_dump(study))
+        times.append(measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])["wall_s"])
+    return times[0], times[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 1e7])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--slow", action="store_true", help="also the 1-versus-2-worker speed-up of a slow evaluator")
+    args = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="dse-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        rows = []
+        for size in args.sizes:
+            out = tmp / f"run-{size:.0e}"
+            study = study_of(size, args.workers, out)
+            path = tmp / f"study-{size:.0e}.yaml"
+            path.write_text(yaml.safe_dump(study, sort_keys=False))
+            n = study["search"]["budget"]
+            rate = in_process_rate(path)
+            m = measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])
+            e2e = n / m["wall_s"]
+            rows.append((n, m, e2e, e2e / (rate * args.workers), rate))
+            print(f"  {n:>11,} candidates: {m['wall_s']:.1f} s", flush=True)
+        print(f"\nexhaustive runs, analytic evaluator, {args.workers} workers, {os.cpu_count()} cores\n")
+        print(f"| candidates | wall [s] | CPU [s] | candidates/s | / (in-process x {args.workers}) | "
+              "in-process [candidates/s] | peak RSS [GB] |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for n, m, e2e, ratio, rate in rows:
+            print(f"| {n:,} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {e2e:,.0f} | {ratio:.0%} | {rate:,.0f} | "
+                  f"{m['peak_rss_gb']:.2f} |")
+        if args.slow:
+            one, two = slow_speedup(tmp)
+            print(f"\n50 ms per candidate, 80 candidates: 1 worker {one:.1f} s, 2 workers {two:.1f} s, "
+                  f"speed-up {one / two:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
