@@ -64,23 +64,26 @@ def front_mask(table: pd.DataFrame, study: Study) -> np.ndarray:
 
 
 def infeasibility_summary(table: pd.DataFrame, study: Study) -> list[tuple[str, int]]:
-    """What ruled candidates out: ``(reason, count)`` pairs, most frequent first."""
-    counts: dict[str, int] = {}
+    """What ruled candidates out: ``(reason, count)`` pairs, most frequent first.
+
+    A candidate the evaluator rejected (or whose evaluation failed) counts once, under the
+    evaluator's reason; any other counts once under every study constraint it violates.
+    Vectorised, so that it can be summed over the chunks of a large run.
+    """
     if len(table) == 0:
         return []
     g = violation_matrix(table, study)
+    rejected = g[:, -1] > 0
     reasons = table["reason"].astype(str).to_numpy() if "reason" in table else np.full(len(table), "")
     if "status" in table and "error" in table:
         failed = (table["status"] != "ok").to_numpy()
         reasons = np.where(failed, "evaluation failed: " + table["error"].astype(str).to_numpy(), reasons)
-    for i in range(len(table)):
-        if g[i, -1] > 0:
-            r = reasons[i] or "infeasible"
-            counts[f"evaluator: {r}"] = counts.get(f"evaluator: {r}", 0) + 1
-            continue
-        for j, con in enumerate(study.constraints):
-            if g[i, j] > 0:
-                counts[f"constraint {con}"] = counts.get(f"constraint {con}", 0) + 1
+    reasons = np.where(reasons[rejected] == "", "infeasible", reasons[rejected]) if rejected.any() else []
+    counts = {f"evaluator: {r}": int(n) for r, n in pd.Series(reasons, dtype=object).value_counts().items()}
+    for j, con in enumerate(study.constraints):
+        n = int((~rejected & (g[:, j] > 0)).sum())
+        if n:
+            counts[f"constraint {con}"] = counts.get(f"constraint {con}", 0) + n
     return sorted(counts.items(), key=lambda kv: -kv[1])
 
 

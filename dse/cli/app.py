@@ -225,11 +225,13 @@ def export(
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="file format")] = ExportFormat.csv,
     front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation")] = True,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
+    units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
 ) -> None:
-    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON."""
+    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON (CSV
+    always with a CSV-on-the-Web sidecar <file>-metadata.json giving units and descriptions)."""
     from dse.outputs.export import export_results
 
-    path = export_results(results, fmt.value, front=front, output=output)
+    path = export_results(results, fmt.value, front=front, output=output, units_row=units_row)
     out.print(f"wrote {path}")
 
 
