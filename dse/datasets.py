@@ -80,6 +80,16 @@ def display_unit(var: xr.DataArray) -> str:
     return "" if unit == "1" else unit
 
 
+def columns(ds: xr.Dataset) -> list[str]:
+    """Parameters (coordinates) first, then the data variables."""
+    return [n for n in ds.coords if n != "candidate"] + list(ds.data_vars)
+
+
+def to_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per candidate, one column per parameter and variable (the dataset in memory)."""
+    return pd.DataFrame({n: np.asarray(ds[n].values) for n in columns(ds)})
+
+
 def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: Space,
                *, kind: str) -> xr.Dataset:
     """An xarray Dataset over ``candidate``: parameters as coordinates, metrics, status."""

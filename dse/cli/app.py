@@ -1,4 +1,5 @@
-"""Command-line interface: ``dse run | resume | validate | evaluate | export | status | describe``.
+"""Command-line interface: ``dse run | resume | validate | evaluate | export | plot | report |
+show | status | describe``.
 
 Every user error ends in one line on stderr naming the file, the field, the value and
 what is allowed, and exit code 2; never a Python traceback.
@@ -244,6 +245,34 @@ def plot(
     from dse.outputs.plot import plot_results
 
     out.print(f"wrote {plot_results(results, output)}")
+
+
+@app.command()
+def report(
+    results: ResultsArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: <results>/report.html)")] = None,
+    static: Annotated[bool, typer.Option("--static", help="also write the figures as PNG and SVG beside it (for papers)")] = False,
+    sample: Annotated[int, typer.Option("--sample", min=0, help="dominated and infeasible candidates drawn at most (a uniform random sample)")] = 10_000,
+) -> None:
+    """Write a self-contained HTML report of the trade-off (opens from disk, no network)."""
+    from dse.outputs.report import report_results
+
+    for path in report_results(results, output, sample_size=sample, static=static):
+        out.print(f"wrote {path}")
+
+
+@app.command()
+def show(
+    results: ResultsArg,
+    sort: Annotated[str | None, typer.Option("--sort", "-s", help="column to sort the front by (default: the first objective)")] = None,
+    descending: Annotated[bool, typer.Option("--descending", help="sort from the largest value")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="rows shown at most")] = 50,
+    plot: Annotated[bool | None, typer.Option("--plot/--no-plot", help="a terminal plot of the front (default: when the terminal is wide enough)")] = None,
+) -> None:
+    """Print the Pareto front as a table with units, sorted by any column, and a small plot."""
+    from dse.outputs.show import show_front
+
+    show_front(results, out, sort=sort, descending=descending, limit=limit, plot=plot)
 
 
 @app.command()

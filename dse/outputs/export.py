@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dse.datasets import display_unit
+from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
 from dse.results import open_results
 
@@ -41,7 +41,7 @@ def export_results(results: Path, fmt: str, *, front: bool = True, output: Path 
     elif fmt == "zarr":
         write_zarr(ds, output)
     else:
-        df = table(ds)
+        df = to_table(ds)
         if fmt == "csv":
             write_csv(ds, df, output, units_row=units_row)
         elif fmt == "parquet":
@@ -53,19 +53,10 @@ def export_results(results: Path, fmt: str, *, front: bool = True, output: Path 
     return output
 
 
-def table(ds: xr.Dataset) -> pd.DataFrame:
-    """One row per candidate: parameters (coordinates) first, then the data variables."""
-    return ds.reset_coords().to_dataframe().reset_index(drop=True)[_columns(ds)]
-
-
-def _columns(ds: xr.Dataset) -> list[str]:
-    return [n for n in ds.coords if n != "candidate"] + list(ds.data_vars)
-
-
 def variables(ds: xr.Dataset) -> dict[str, dict[str, str]]:
     """Per column: CF ``units`` (absent for text and flags), the unit a person reads, ``long_name``."""
     out = {}
-    for n in _columns(ds):
+    for n in columns(ds):
         a = ds[n].attrs
         unit = a.get("units")
         out[n] = {k: v for k, v in (("units", unit), ("display_units", unit and display_unit(ds[n])),
