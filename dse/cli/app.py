@@ -173,26 +173,17 @@ def _finish(result, plan) -> None:
 
 
 def _print_front(front, plan, limit: int = 25) -> None:
+    from dse.outputs.show import print_tables
+
     study, ev, space = plan.study, plan.evaluator, plan.space
-    table = Table(title=f"Pareto front of {study.name} ({len(front)} points"
-                  + (f", first {limit} shown" if len(front) > limit else "") + ")")
     metric_cols = [o.metric for o in study.objectives]
     metric_cols += [c.metric for c in study.constraints if c.metric not in metric_cols]
-    for name in metric_cols:
-        unit = ev.metrics[name].unit
-        table.add_column(f"{name}\n[{unit}]" if unit else name, justify="right", style="cyan")
-    for name in space.names:
-        unit = ev.inputs[name].unit
-        table.add_column(f"{name}\n[{unit}]" if unit else name, justify="right")
-    for _, row in front.head(limit).iterrows():
-        table.add_row(*[_fmt(row[c]) for c in metric_cols], *[_fmt(row[c]) for c in space.names])
-    out.print(table)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    units = {n: f"[{ev.metrics[n].unit or '1'}]" for n in metric_cols}
+    units.update({n: "[-]" if ev.inputs[n].kind in ("str", "bool") else f"[{ev.inputs[n].unit or '1'}]"
+                  for n in space.names})
+    title = (f"Pareto front of {study.name} ({len(front)} points"
+             + (f", first {limit} shown" if len(front) > limit else "") + ")")
+    print_tables(out, title, front.head(limit), [*metric_cols, *space.names], units)
 
 
 @app.command()
@@ -270,9 +261,12 @@ def show(
     plot: Annotated[bool | None, typer.Option("--plot/--no-plot", help="a terminal plot of the front (default: when the terminal is wide enough)")] = None,
 ) -> None:
     """Print the Pareto front as a table with units, sorted by any column, and a small plot."""
+    import os
+
     from dse.outputs.show import show_front
 
-    show_front(results, out, sort=sort, descending=descending, limit=limit, plot=plot)
+    console = out if sys.stdout.isatty() or not os.environ.get("COLUMNS") else Console()  # COLUMNS wins
+    show_front(results, console, sort=sort, descending=descending, limit=limit, plot=plot)
 
 
 @app.command()
