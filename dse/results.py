@@ -49,14 +49,26 @@ class Results:
         with self.open_dataset(front=front) as ds:
             return self._checked(ds.load, front)
 
-    def open_dataset(self, *, front: bool) -> xr.Dataset:
+    def open_dataset(self, *, front: bool, keep: list[str] | None = None) -> xr.Dataset:
         """The dataset opened lazily: a variable is read when indexed or loaded, so a caller
-        can read a run of any size slice by slice (close it, or use it in a ``with``)."""
+        can read a run of any size slice by slice (close it, or use it in a ``with``).
+        ``keep`` names the variables to open (the others are dropped unread: xarray with
+        h5netcdf reads a variable-length text variable whole when it opens it)."""
         path = self.path / DATASETS[front]
         if not path.is_file():
             raise DseError(f"{path} does not exist yet; finish or resume the run first "
                            f"(`dse resume {self.path}` writes it)")
-        return self._checked(lambda: xr.open_dataset(path, engine="h5netcdf"), front)
+
+        def read():
+            drop = None
+            if keep is not None:
+                import h5netcdf
+
+                with h5netcdf.File(path, "r") as f:
+                    drop = [n for n in f.variables if n not in keep and n != "candidate"]
+            return xr.open_dataset(path, engine="h5netcdf", drop_variables=drop)
+
+        return self._checked(read, front)
 
     def _checked(self, read, front: bool):
         try:

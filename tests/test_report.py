@@ -111,7 +111,6 @@ def test_report_in_a_real_browser(report, quickstart):
     from dse.results import open_results
 
     run = open_results(quickstart)
-    front = run.front.sizes["candidate"]
     with xr.open_dataset(quickstart / "evaluations.nc") as ev:
         drawn = int(np.isfinite(ev["energy_to_train_j"].values).sum())  # every evaluation with objectives
     w = weighting(run.front.to_dataframe(), run.study)
