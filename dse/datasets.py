@@ -1,10 +1,17 @@
-"""The results as xarray Datasets over a ``candidate`` dimension, with units everywhere.
+"""The results as xarray Datasets over a ``candidate`` dimension, following the CF conventions.
 
-Parameters and metrics are variables carrying ``units`` and ``long_name``; the study, the
-evaluator's name and version and the results format version are attributes.
+Parameters are coordinates on ``candidate`` (so ``ds.set_index(candidate=[...]).unstack()``
+gives a grid); metrics and bookkeeping are data variables. Every numeric variable has a
+UDUNITS-2 ``units`` (``"1"`` when dimensionless), text variables have none, booleans are
+CF flags; ``long_name`` is short and a longer text goes in ``description``. An
+evaluator's own unit label (``tokens/s``, ``USD``, ``GB``) is kept in ``display_units``
+where UDUNITS spells it differently. The study, the evaluator's name and version and the
+results format version are attributes.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -17,45 +24,105 @@ from dse.pareto import feasible_mask
 from dse.space import Space
 from dse.study import Study
 
+CONVENTIONS = "CF-1.11"
+
+#: unit labels evaluators use that UDUNITS-2 does not parse, and what the datasets write.
+#: Counted things (tokens, sequences, steps) and money are dimensionless to UDUNITS.
+CF_UNITS = {
+    "": "1", "GB": "Gbyte", "GB/s": "Gbyte/s", "MWh": "MW h", "kWh": "kW h",
+    "tokens": "1", "sequences": "1", "steps": "1", "nats/token": "1", "bit/token": "bit",
+    "tokens/s": "s-1", "tokens/J": "J-1",
+    "USD": "1", "USD/h": "h-1", "USD/kWh": "1/(kW h)", "kg/kWh": "kg/(kW h)",
+}
+#: temperature rates are differences, not points on the Celsius scale (CF 1.11, section 3.1.2)
+_TEMPERATURE_METADATA = {"degC/s": "temperature: difference"}
+
+BOOKKEEPING = {  # name: (units or None for text and flags, long_name, description)
+    "feasible": (None, "feasible", "feasible according to the evaluator"),
+    "reason": (None, "infeasibility reason", "why the evaluator found the candidate infeasible"),
+    "status": (None, "evaluation status", "ok or failed"),
+    "error": (None, "error message", "error message of a failed evaluation"),
+    "elapsed_s": ("s", "evaluation time", "evaluation time per candidate"),
+    "batch": ("1", "search batch", "search batch in which the candidate was evaluated"),
+    "key": ("1", "candidate key", "integer candidate key: the position in the grid of a discrete space, else a 64-bit hash of the parameter values"),
+}
+
+
+def variable_attrs(label: str, text: str, values: np.ndarray, role: str) -> dict:
+    """CF attributes of one variable from an evaluator's unit ``label`` and description ``text``."""
+    long_name, description = short_name(text)
+    attrs: dict = {"long_name": long_name}
+    if description:
+        attrs["description"] = description
+    if values.dtype.kind == "b":
+        attrs.update(flag_values=np.array([0, 1], np.int8), flag_meanings="false true")
+    elif values.dtype.kind in "iuf":
+        units = CF_UNITS.get(label, label)
+        attrs["units"] = units
+        if label and units != label:
+            attrs["display_units"] = label
+        if label in _TEMPERATURE_METADATA:
+            attrs["units_metadata"] = _TEMPERATURE_METADATA[label]
+    attrs["role"] = role
+    return attrs
+
+
+def short_name(text: str) -> tuple[str, str]:
+    """``(long_name, description)``: the text up to its first bracket or semicolon, and the
+    whole text when that is longer."""
+    short = re.split(r" \(|; ", text, maxsplit=1)[0].strip() or text
+    return short, (text if text != short else "")
+
+
+def display_unit(var: xr.DataArray) -> str:
+    """The unit label to show a person: the evaluator's own, else the CF units ('' for 1)."""
+    unit = var.attrs.get("display_units", var.attrs.get("units", ""))
+    return "" if unit == "1" else unit
+
+
+def columns(ds: xr.Dataset) -> list[str]:
+    """Parameters (coordinates) first, then the data variables."""
+    return [n for n in ds.coords if n != "candidate"] + list(ds.data_vars)
+
+
+def to_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per candidate, one column per parameter and variable (the dataset in memory)."""
+    return pd.DataFrame({n: np.asarray(ds[n].values) for n in columns(ds)})
+
 
 def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: Space,
                *, kind: str) -> xr.Dataset:
-    """An xarray Dataset over ``candidate``: parameters, metrics, status; units everywhere."""
+    """An xarray Dataset over ``candidate``: parameters as coordinates, metrics, status."""
     inputs, metrics = evaluator.inputs, evaluator.metrics
-    data_vars = {}
+    coords: dict = {"candidate": ("candidate", np.arange(len(table)),
+                                  {"units": "1", "long_name": "candidate index"})}
     for name in space.names:
-        if name not in table:
-            continue
-        inp = inputs.get(name)
-        values = _column_values(table[name])
-        data_vars[name] = ("candidate", values, {
-            "units": inp.unit if inp else "", "long_name": inp.description if inp else name,
-            "role": "parameter"})
+        if name in table:
+            inp = inputs.get(name)
+            values = _column_values(table[name])
+            coords[name] = ("candidate", values, variable_attrs(
+                inp.unit if inp else "", inp.description if inp else name, values, "parameter"))
+    data_vars = {}
     for name, m in metrics.items():
         if name in table:
-            data_vars[name] = ("candidate", _column_values(table[name]),
-                               {"units": m.unit, "long_name": m.long_name, "role": "metric"})
-    extra = {
-        "feasible": ("1", "feasible according to the evaluator"),
-        "reason": ("", "why the evaluator found the candidate infeasible"),
-        "status": ("", "evaluation status (ok or failed)"),
-        "error": ("", "error message of a failed evaluation"),
-        "elapsed_s": ("s", "evaluation time per candidate"),
-        "batch": ("1", "search batch in which the candidate was evaluated"),
-        "key": ("", "canonical candidate key"),
-    }
-    for name, (unit, long_name) in extra.items():
+            values = _column_values(table[name])
+            label = "" if m.unit == "bool" else m.unit
+            data_vars[name] = ("candidate", values, variable_attrs(label, m.long_name, values, "metric"))
+    for name, (unit, long_name, description) in BOOKKEEPING.items():
         if name in table:
-            data_vars[name] = ("candidate", _column_values(table[name]),
-                               {"units": unit, "long_name": long_name, "role": "bookkeeping"})
+            values = _column_values(table[name])
+            attrs = variable_attrs(unit or "", long_name, values, "bookkeeping")
+            data_vars[name] = ("candidate", values, {**attrs, "description": description})
     if "feasible" in table or "status" in table:
-        data_vars["meets_constraints"] = ("candidate", feasible_mask(table, study),
-                                          {"units": "1", "long_name": "feasible and meets every study constraint",
-                                           "role": "bookkeeping"})
-    ds = xr.Dataset(data_vars, coords={"candidate": np.arange(len(table))})
-    ds["candidate"].attrs.update(units="1", long_name="candidate index")
+        values = feasible_mask(table, study)
+        data_vars["meets_constraints"] = ("candidate", values, {
+            **variable_attrs("", "meets constraints", values, "bookkeeping"),
+            "description": "feasible according to the evaluator and meets every study constraint"})
+    ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update({
+        "Conventions": CONVENTIONS,
         "title": f"dse {kind}: {study.name}",
+        "source": f"dse {__version__}, evaluator {evaluator.name} {evaluator.version}",
         "kind": kind,
         "study_name": study.name,
         "study": study.to_yaml(),

@@ -46,16 +46,36 @@ class Results:
 
     def dataset(self, *, front: bool) -> xr.Dataset:
         """``pareto.nc`` (``front=True``) or ``evaluations.nc``, loaded into memory."""
+        with self.open_dataset(front=front) as ds:
+            return self._checked(ds.load, front)
+
+    def open_dataset(self, *, front: bool, keep: list[str] | None = None) -> xr.Dataset:
+        """The dataset opened lazily: a variable is read when indexed or loaded, so a caller
+        can read a run of any size slice by slice (close it, or use it in a ``with``).
+        ``keep`` names the variables to open (the others are dropped unread: xarray with
+        h5netcdf reads a variable-length text variable whole when it opens it)."""
         path = self.path / DATASETS[front]
         if not path.is_file():
             raise DseError(f"{path} does not exist yet; finish or resume the run first "
                            f"(`dse resume {self.path}` writes it)")
+
+        def read():
+            drop = None
+            if keep is not None:
+                import h5netcdf
+
+                with h5netcdf.File(path, "r") as f:
+                    drop = [n for n in f.variables if n not in keep and n != "candidate"]
+            return xr.open_dataset(path, engine="h5netcdf", drop_variables=drop)
+
+        return self._checked(read, front)
+
+    def _checked(self, read, front: bool):
         try:
-            with xr.open_dataset(path, engine="h5netcdf") as ds:
-                return ds.load()
+            return read()
         except (OSError, ValueError) as exc:
-            raise DseError(f"{path} is damaged ({exc}); `dse resume {self.path}` writes it again "
-                           "from the stored evaluations") from None
+            raise DseError(f"{self.path / DATASETS[front]} is damaged ({exc}); `dse resume "
+                           f"{self.path}` writes it again from the stored evaluations") from None
 
     @property
     def front(self) -> xr.Dataset:

@@ -39,9 +39,10 @@ def write_study(folder: Path, study: dict, name: str = "study.yaml") -> Path:
     return path
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    """Run ``python -m dse ARGS`` as a user would; returns the completed process."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m dse ARGS`` as a user would (``env`` adds variables); returns the completed process."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "dse", *args], cwd=cwd or REPO, env=env, capture_output=True,
         text=True, timeout=timeout,

@@ -15,7 +15,7 @@ from dse.checks import plan_run
 from dse.errors import StudyError
 from dse.evaluators.toy import ToyEvaluator
 from dse.pareto import objective_matrix, violation_matrix
-from dse.search import available_drivers, plan_search
+from dse.search import EVALUATOR_VERDICT, available_drivers, plan_search
 from dse.search.auto import AutoDriver
 from dse.space import Space, candidate_keys
 from dse.study import Study
@@ -154,13 +154,24 @@ def test_optuna_keeps_its_trials_in_a_journal_in_the_results_folder(tmp_path):
     study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20})
     driver, space = _driver(study, tmp_path)
     _drive(driver, study, space)
-    stored = optuna.load_study(
-        study_name="dse",
+    stored = optuna.load_study(  # named after the dse study, as optuna-dashboard lists it
+        study_name="toy",
         storage=optuna.storages.JournalStorage(
             optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))))
-    done = stored.get_trials(states=[optuna.trial.TrialState.COMPLETE])
-    assert len(done) == 40 and all(len(t.values) == 2 for t in done)
-    assert all(set(t.constraints) == {"g0", "g1"} for t in done)
+    assert stored.metric_names == ["f1", "f2"]
+    trials = stored.get_trials()
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)  # no failed duplicates
+    first = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    assert len(first) == 40 and all(len(t.values) == 2 for t in trials)
+    assert all(set(t.constraints) == {"f1 >= 0.3", EVALUATOR_VERDICT} for t in trials)
+    # real parameter values: x on its 0.05 grid, y an integer of the space, shape a category
+    for t in trials:
+        assert t.params["y"] in range(10) and t.params["shape"] in ("a", "b")
+        assert abs(t.params["x"] * 20 - round(t.params["x"] * 20)) < 1e-9
+    for t in trials:  # a repeat carries the result of the trial it repeats
+        if "duplicate_of" in t.user_attrs:
+            orig = trials[t.user_attrs["duplicate_of"]]
+            assert orig.params == t.params and orig.values == t.values
 
 
 def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():

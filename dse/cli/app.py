@@ -1,4 +1,5 @@
-"""Command-line interface: ``dse run | resume | validate | evaluate | export | status | describe``.
+"""Command-line interface: ``dse run | resume | validate | evaluate | export | plot | report |
+show | status | describe``.
 
 Every user error ends in one line on stderr naming the file, the field, the value and
 what is allowed, and exit code 2; never a Python traceback.
@@ -168,26 +169,17 @@ def _finish(result, plan) -> None:
 
 
 def _print_front(front, plan, limit: int = 25) -> None:
+    from dse.outputs.show import print_tables
+
     study, ev, space = plan.study, plan.evaluator, plan.space
-    table = Table(title=f"Pareto front of {study.name} ({len(front)} points"
-                  + (f", first {limit} shown" if len(front) > limit else "") + ")")
     metric_cols = [o.metric for o in study.objectives]
     metric_cols += [c.metric for c in study.constraints if c.metric not in metric_cols]
-    for name in metric_cols:
-        unit = ev.metrics[name].unit
-        table.add_column(f"{name}\n[{unit}]" if unit else name, justify="right", style="cyan")
-    for name in space.names:
-        unit = ev.inputs[name].unit
-        table.add_column(f"{name}\n[{unit}]" if unit else name, justify="right")
-    for _, row in front.head(limit).iterrows():
-        table.add_row(*[_fmt(row[c]) for c in metric_cols], *[_fmt(row[c]) for c in space.names])
-    out.print(table)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    units = {n: f"[{ev.metrics[n].unit or '1'}]" for n in metric_cols}
+    units.update({n: "[-]" if ev.inputs[n].kind in ("str", "bool") else f"[{ev.inputs[n].unit or '1'}]"
+                  for n in space.names})
+    title = (f"Pareto front of {study.name} ({len(front)} points"
+             + (f", first {limit} shown" if len(front) > limit else "") + ")")
+    print_tables(out, title, front.head(limit), [*metric_cols, *space.names], units)
 
 
 @app.command()
@@ -221,11 +213,13 @@ def export(
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="file format")] = ExportFormat.csv,
     front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation")] = True,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
+    units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
 ) -> None:
-    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON."""
+    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON (CSV
+    always with a CSV-on-the-Web sidecar <file>-metadata.json giving units and descriptions)."""
     from dse.outputs.export import export_results
 
-    path = export_results(results, fmt.value, front=front, output=output)
+    path = export_results(results, fmt.value, front=front, output=output, units_row=units_row)
     out.print(f"wrote {path}")
 
 
@@ -238,6 +232,37 @@ def plot(
     from dse.outputs.plot import plot_results
 
     out.print(f"wrote {plot_results(results, output)}")
+
+
+@app.command()
+def report(
+    results: ResultsArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: <results>/report.html)")] = None,
+    static: Annotated[bool, typer.Option("--static", help="also write the figures as PNG and SVG beside it (for papers)")] = False,
+    sample: Annotated[int, typer.Option("--sample", min=0, help="dominated and infeasible candidates drawn at most (a uniform random sample)")] = 10_000,
+) -> None:
+    """Write a self-contained HTML report of the trade-off (opens from disk, no network)."""
+    from dse.outputs.report import report_results
+
+    for path in report_results(results, output, sample_size=sample, static=static):
+        out.print(f"wrote {path}")
+
+
+@app.command()
+def show(
+    results: ResultsArg,
+    sort: Annotated[str | None, typer.Option("--sort", "-s", help="column to sort the front by (default: the first objective)")] = None,
+    descending: Annotated[bool, typer.Option("--descending", help="sort from the largest value")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="rows shown at most")] = 50,
+    plot: Annotated[bool | None, typer.Option("--plot/--no-plot", help="a terminal plot of the front (default: when the terminal is wide enough)")] = None,
+) -> None:
+    """Print the Pareto front as a table with units, sorted by any column, and a small plot."""
+    import os
+
+    from dse.outputs.show import show_front
+
+    console = out if sys.stdout.isatty() or not os.environ.get("COLUMNS") else Console()  # COLUMNS wins
+    show_front(results, console, sort=sort, descending=descending, limit=limit, plot=plot)
 
 
 @app.command()

@@ -1,20 +1,35 @@
-"""Export a run's Pareto set or all its evaluations: CSV, Parquet, netCDF, zarr, JSON."""
+"""Export a run's Pareto set or all its evaluations: CSV, Parquet, netCDF, zarr, JSON.
+
+Units travel with every format: netCDF and zarr carry the dataset's CF attributes;
+Parquet carries ``units`` and ``long_name`` in each field's Arrow metadata (and the
+dataset attributes in the schema's ``dse`` entry); CSV gets a CSV-on-the-Web sidecar
+``<file>-metadata.json`` (column titles, units as ``schema:unitText``, descriptions) and,
+with ``units_row``, a second header row of units.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
 from dse.results import open_results
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
 
 
-def export_results(results: Path, fmt: str, *, front: bool = True, output: Path | None = None) -> Path:
+def export_results(results: Path, fmt: str, *, front: bool = True, output: Path | None = None,
+                   units_row: bool = False) -> Path:
     """Write the dataset in ``fmt``; returns the path written."""
     if fmt not in SUFFIX:
         raise DseError(f"unknown export format '{fmt}'", allowed=", ".join(SUFFIX))
+    if units_row and fmt != "csv":
+        raise DseError(f"--units-row applies to CSV only, not to {fmt}", allowed="csv")
     ds = open_results(results).dataset(front=front)
     stem = "pareto" if front else "evaluations"
     output = Path(output) if output else Path(results) / f"{stem}{SUFFIX[fmt]}"
@@ -24,19 +39,91 @@ def export_results(results: Path, fmt: str, *, front: bool = True, output: Path 
     if fmt == "netcdf":
         ds.to_netcdf(output, engine="h5netcdf")
     elif fmt == "zarr":
-        ds.to_zarr(output, mode="w")
+        write_zarr(ds, output)
     else:
-        df = ds.to_dataframe().reset_index(drop=True)
+        df = to_table(ds)
         if fmt == "csv":
-            df.to_csv(output, index=False)
+            write_csv(ds, df, output, units_row=units_row)
         elif fmt == "parquet":
-            df.to_parquet(output, index=False)
+            write_parquet(ds, df, output)
         else:
-            doc = {
-                "attributes": {k: (v.item() if hasattr(v, "item") else v) for k, v in ds.attrs.items()},
-                "variables": {n: {"units": ds[n].attrs.get("units", ""), "long_name": ds[n].attrs.get("long_name", "")}
-                              for n in ds.data_vars},
-                "candidates": json.loads(df.to_json(orient="records")),
-            }
+            doc = {"attributes": _attributes(ds), "variables": variables(ds),
+                   "candidates": json.loads(df.to_json(orient="records"))}
             output.write_text(json.dumps(doc, indent=1) + "\n")
     return output
+
+
+def variables(ds: xr.Dataset) -> dict[str, dict[str, str]]:
+    """Per column: CF ``units`` (absent for text and flags), the unit a person reads, ``long_name``."""
+    out = {}
+    for n in columns(ds):
+        a = ds[n].attrs
+        unit = a.get("units")
+        out[n] = {k: v for k, v in (("units", unit), ("display_units", unit and display_unit(ds[n])),
+                                    ("long_name", a.get("long_name", n)),
+                                    ("description", a.get("description"))) if v is not None}
+    return out
+
+
+def _attributes(ds: xr.Dataset) -> dict:
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in ds.attrs.items()}
+
+
+def write_csv(ds: xr.Dataset, df: pd.DataFrame, output: Path, *, units_row: bool) -> Path:
+    """The table as CSV, optionally with a units row under the header, and its CSVW sidecar."""
+    info = variables(ds)
+    with open(output, "w", newline="") as f:
+        if units_row:
+            f.write(",".join(df.columns) + "\n")
+            f.write(",".join(ds[n].attrs.get("display_units", ds[n].attrs.get("units", ""))
+                             for n in df.columns) + "\n")
+            df.to_csv(f, index=False, header=False)
+        else:
+            df.to_csv(f, index=False)
+    types = {"b": "boolean", "i": "integer", "u": "integer", "f": "double"}
+    columns = []
+    for n in df.columns:
+        col = {"name": n, "titles": n, "datatype": types.get(ds[n].dtype.kind, "string"),
+               "dc:title": info[n]["long_name"]}
+        if "units" in info[n]:
+            col["schema:unitText"] = ds[n].attrs.get("display_units", info[n]["units"])
+        if "description" in info[n]:
+            col["dc:description"] = info[n]["description"]
+        columns.append(col)
+    sidecar = {
+        "@context": "http://www.w3.org/ns/csvw", "url": output.name,
+        "dc:title": ds.attrs.get("title", ""), "dc:source": ds.attrs.get("source", ""),
+        "dialect": {"headerRowCount": 2 if units_row else 1},
+        "tableSchema": {"columns": columns},
+    }
+    sidecar_path = output.with_name(output.name + "-metadata.json")
+    sidecar_path.write_text(json.dumps(sidecar, indent=1) + "\n")
+    return sidecar_path
+
+
+def write_parquet(ds: xr.Dataset, df: pd.DataFrame, output: Path) -> None:
+    """Typed columns; each field's Arrow metadata holds its ``units`` and ``long_name``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tbl = pa.Table.from_pandas(df, preserve_index=False)
+    info = variables(ds)
+    fields = [f.with_metadata({k.encode(): str(v).encode() for k, v in info[f.name].items()})
+              for f in tbl.schema]
+    meta = dict(tbl.schema.metadata or {})
+    meta[b"dse"] = json.dumps({"attributes": _attributes(ds)}).encode()
+    pq.write_table(pa.Table.from_arrays(tbl.columns, schema=pa.schema(fields, metadata=meta)), output)
+
+
+def write_zarr(ds: xr.Dataset, output: Path) -> None:
+    """Zarr format 2 with consolidated metadata: every zarr reader opens it, and neither
+    writing nor ``xr.open_zarr`` warns (format 3 has no specification yet for fixed-width
+    strings nor for consolidated metadata). Text is written as variable-length strings."""
+    text = {n: v.astype(object) for n, v in ds.variables.items() if v.dtype.kind in "US"}
+    out = ds.assign_coords({n: v for n, v in text.items() if n in ds.coords})
+    out = out.assign({n: v for n, v in text.items() if n not in ds.coords})
+    for v in out.variables.values():
+        v.encoding = {}
+        if "flag_values" in v.attrs:
+            v.attrs["flag_values"] = np.asarray(v.attrs["flag_values"]).tolist()
+    out.to_zarr(output, mode="w", zarr_format=2, consolidated=True)

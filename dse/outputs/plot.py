@@ -1,4 +1,4 @@
-"""Pictures of a run: the Pareto front against every feasible evaluation."""
+"""Pictures of a run: the Pareto front against every feasible evaluation (or their density)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,24 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dse.datasets import display_unit
 from dse.files import atomic_path
+from dse.outputs.scan import density, scan
+
+SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
 
 
-def _label(ds: xr.Dataset, name: str) -> str:
-    unit = ds[name].attrs.get("units", "")
-    return f"{ds[name].attrs.get('long_name', name)} [{unit}]" if unit and unit != "1" else ds[name].attrs.get("long_name", name)
+def label(ds: xr.Dataset, name: str) -> str:
+    """``long name [unit]`` of a variable (no brackets when dimensionless or text)."""
+    unit = display_unit(ds[name])
+    long_name = ds[name].attrs.get("long_name", name)
+    return f"{long_name} [{unit}]" if unit else long_name
 
 
-def _colour_parameter(front: xr.Dataset) -> str | None:
+def colour_parameter(front: xr.Dataset) -> str | None:
     """The categorical parameter that best explains the front (most distinct values, <= 8)."""
     best, best_n = None, 1
-    for name, var in front.data_vars.items():
+    for name, var in front.variables.items():
         if var.attrs.get("role") == "parameter" and var.dtype.kind in "OUSb":
             n = len(np.unique(var.values.astype(str)))
             if best_n < n <= 8:
@@ -27,60 +33,93 @@ def _colour_parameter(front: xr.Dataset) -> str | None:
     return best
 
 
-def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str], path: Path) -> Path:
-    """Scatter of every feasible evaluation (grey) with the front on top, one panel per
-    pair of objectives, coloured by a categorical parameter; written atomically as PNG."""
+def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str], path: Path,
+               *, formats: tuple[str, ...] = ("png",)) -> Path:
+    """The front over every feasible evaluation, one panel per pair of objectives, written
+    atomically (``path`` with each suffix of ``formats``); see :func:`front_figure`."""
+    import matplotlib.pyplot as plt
+
+    fig = front_figure(evaluations, front, objectives)
+    save_figure(fig, Path(path), formats)
+    plt.close(fig)
+    return Path(path)
+
+
+def save_figure(fig, path: Path, formats: tuple[str, ...] = ("png",)) -> list[Path]:
+    written = []
+    for fmt in formats:
+        target = path.with_suffix(f".{fmt}")
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, dpi=110, format=fmt)
+        written.append(target)
+    return written
+
+
+def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str]):
+    """Feasible evaluations (grey, or coloured by a categorical parameter) with the front on
+    top, one panel per pair of objectives. Up to :data:`SCATTER_LIMIT` feasible evaluations
+    are drawn point by point; beyond, as a density (2-D histogram), read in slices so that
+    time and memory stay bounded whatever the run's size. The front is always exact."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LinearSegmentedColormap, LogNorm
     from matplotlib.ticker import NullFormatter
 
+    greys = LinearSegmentedColormap.from_list("density", ["#d0d0d0", "#000000"])  # 1 is visible
+    colour_by = colour_parameter(front)
+    found = scan(evaluations, objectives, columns=[colour_by] if colour_by else [],
+                 sample_size=SCATTER_LIMIT, only_ok=True)
+    dense = not found.sampled_all
+    points = found.sample
+    hist = density(evaluations, found, objectives) if dense else {}
     pairs = list(combinations(objectives, 2)) or [(objectives[0], objectives[0])]
     fig, axes = plt.subplots(1, len(pairs), figsize=(6.4 * len(pairs), 4.8), squeeze=False)
-    ok = evaluations["meets_constraints"].values.astype(bool) if "meets_constraints" in evaluations else \
-        np.ones(evaluations.sizes["candidate"], bool)
-    colour_by = _colour_parameter(evaluations)
-    if colour_by is None:
+    if colour_by is None or dense:
         groups = ["all"]
-        ev_group = np.full(evaluations.sizes["candidate"], "all")
+        ev_group = np.full(len(points), "all")
         fr_group = np.full(front.sizes["candidate"], "all")
     else:
-        ev_group = evaluations[colour_by].values.astype(str)
+        ev_group = points[colour_by].astype(str).to_numpy()
         fr_group = front[colour_by].values.astype(str)
-        groups = list(np.unique(ev_group))
+        groups = sorted(set(ev_group) | set(fr_group))
     colours = {g: f"C{i}" for i, g in enumerate(groups)}
     for ax, (x, y) in zip(axes[0], pairs, strict=True):
+        if (x, y) in hist:
+            xe, ye, counts = hist[(x, y)]
+            mesh = ax.pcolormesh(xe, ye, np.ma.masked_equal(counts.T, 0), cmap=greys, zorder=1,
+                                 norm=LogNorm(vmin=1, vmax=max(counts.max(), 2)), rasterized=True)
+            fig.colorbar(mesh, ax=ax, label="feasible evaluations per cell", pad=0.01)
+            ax.use_sticky_edges = False  # a margin, so that front points on the edge show whole
+            ax.margins(0.03)
         for g in groups:
-            m = ok & (ev_group == g)
-            name = "feasible evaluations" if colour_by is None else f"{colour_by} = {g}"
-            ax.scatter(evaluations[x].values[m], evaluations[y].values[m], s=7, c=colours[g], alpha=0.25,
-                       linewidths=0, label=name, zorder=1)
+            if not dense:
+                m = ev_group == g
+                name = "feasible evaluations" if colour_by is None else f"{colour_by} = {g}"
+                ax.scatter(points[x].to_numpy()[m], points[y].to_numpy()[m], s=7, c=colours[g],
+                           alpha=0.25, linewidths=0, label=name, zorder=1)
             f = fr_group == g
             if f.any():
-                ax.scatter(front[x].values[f], front[y].values[f], s=30, c=colours[g], zorder=3,
-                           edgecolors="black", linewidths=0.6,
-                           label="Pareto front" if colour_by is None else f"front: {g}")
+                ax.scatter(front[x].values[f], front[y].values[f], s=30, zorder=3,
+                           c=colours[g] if not dense else "C3", edgecolors="black", linewidths=0.6,
+                           label="Pareto front" if colour_by is None or dense else f"front: {g}")
         if len(objectives) == 2:
             order = np.argsort(front[x].values)
             ax.plot(front[x].values[order], front[y].values[order], c="black", lw=0.8, zorder=2)
-        ax.set_xlabel(_label(evaluations, x))
-        ax.set_ylabel(_label(evaluations, y))
+        ax.set_xlabel(label(evaluations, x))
+        ax.set_ylabel(label(evaluations, y))
         for axis, name in (("x", x), ("y", y)):
-            v = evaluations[name].values[ok] if ok is not None and ok.any() else front[name].values
-            v = v[np.isfinite(v) & (v > 0)] if v.dtype.kind == "f" else v
-            if len(v) and v.dtype.kind == "f" and v.max() / max(v.min(), 1e-300) > 30:
+            if found.log_scale(name):
                 getattr(ax, f"set_{axis}scale")("log")
                 getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front "
-                 f"({front.sizes['candidate']} points of {evaluations.sizes['candidate']} evaluations)")
+    how = f"{found.n_ok:,} feasible" + (", drawn as a density" if dense else "")
+    fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
+                 f"of {found.n:,} evaluations; {how})", fontsize=10)
     fig.tight_layout()
-    with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return Path(path)
+    return fig
 
 
 def plot_results(results: Path, output: Path | None = None) -> Path:
@@ -88,6 +127,8 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
     from dse.results import open_results
 
     run = open_results(results)
-    front, evaluations = run.front, run.evaluations
     objectives = [o.metric for o in run.study.objectives]
-    return plot_front(evaluations, front, objectives, output or run.path / "pareto.png")
+    front = run.front
+    keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
+    with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
+        return plot_front(evaluations, front, objectives, output or run.path / "pareto.png")

@@ -1,27 +1,30 @@
 """optuna samplers (NSGA-II, TPE, GP) driven through ask/tell in batches.
 
-Parameters: an ordered discrete parameter is an integer distribution over its value
-*indices* (samplers exploit the order), a categorical one a categorical distribution over
-its values, a continuous one a float distribution. Every objective is minimised. Study
-constraints and evaluator infeasibility go in through :meth:`optuna.trial.Trial.set_constraint`
-(optuna 5; G <= 0 is feasible), so infeasible trials are dominated by every feasible one;
-their objective values, which must be finite, are replaced by the worst value told so far.
+Parameters carry their real values, so that ``optuna-dashboard`` shows what was evaluated:
+an evenly spaced discrete parameter is an integer or float distribution with that step
+(samplers exploit the order), any other discrete one a categorical distribution over its
+values, a continuous one a float distribution. Every objective is minimised and named after
+its metric (:meth:`optuna.study.Study.set_metric_names`). Study constraints and evaluator
+infeasibility go in by name through :meth:`optuna.trial.Trial.set_constraint` (optuna 5;
+G <= 0 is feasible), so infeasible trials are dominated by every feasible one; their
+objective values, which must be finite, are replaced by the worst value told so far.
 
 Storage: optuna's own durable storage. By default a journal file ``optuna.journal`` in the
 results folder (:class:`optuna.storages.journal.JournalFileBackend`); ``search.options.storage``
 may name a database URL instead (``sqlite:///...``, ``postgresql://...``), with
-``search.options.study_name`` (default ``dse``). Without a results folder (library use,
-benchmarks) the study lives in memory.
+``search.options.study_name`` (default: the dse study's name). Without a results folder
+(library use, benchmarks) the study lives in memory.
 
 Determinism: the sampler is rebuilt for every batch with a seed derived from
 ``(search.seed, batch number)``; samplers keep everything else in the storage. So the
 batches depend only on the seed and the results told, never on the worker count or on
 the order in which evaluations finished (the runner tells them in ask order).
 
-Duplicates: a trial whose parameters were asked before is failed at once and replaced
-by a fresh trial (``max_resample`` times per slot, default 2; then the slot is filled by
-a seeded random sampler), so the budget buys distinct candidates. Failed trials are
-ignored by every sampler.
+Duplicates: a trial whose parameters were asked before is replaced by a fresh trial
+(``max_resample`` times per slot, default 2; then the slot is filled by a seeded random
+sampler), so the budget buys distinct candidates. The duplicate trial is not failed: it is
+completed with the result of the trial it repeats (user attribute ``duplicate_of``) when
+the batch's results are handed over, as optuna's FAQ advises for repeated parameters.
 
 Resume guarantee: :meth:`tell` does not write to optuna; the results are kept in the
 driver's plain-data state and handed to optuna at the start of the next :meth:`ask`. On
@@ -59,7 +62,8 @@ class OptunaOptions(DriverOptions):
     """Options every optuna driver takes."""
 
     storage: str | None = Field(default=None, description="database URL (default: a journal file in the results folder)")
-    study_name: str = Field(default="dse", min_length=1, description="name of the optuna study in the storage")
+    study_name: str | None = Field(default=None, min_length=1,
+                                   description="name of the optuna study in the storage (default: the dse study's name)")
     max_resample: int = Field(default=2, ge=0, description="re-asks of a slot whose candidate was asked before")
 
 
@@ -73,11 +77,12 @@ class _OptunaDriver(SearchDriver):
         super().__init__(problem, options)
         self.batch_no = 0
         self.max_resample = options.max_resample
-        self.study_name = options.study_name
+        self.study_name = options.study_name or problem.name
         self._study = None
         self._pending: list[int] = []  # trial numbers of the batch in flight
         self._untold: list[dict[str, Any]] = []  # results not yet handed to optuna
-        self._seen: set[str] = set()
+        self._repeats: list[list[int]] = []  # [duplicate trial, the trial it repeats], not yet told
+        self._seen: dict[str, int] = {}  # candidate key -> the trial that asked it first
         self._worst: list[float | None] = [None] * self.n_objectives
 
     # -- sampler and storage ---------------------------------------------------------------
@@ -105,8 +110,12 @@ class _OptunaDriver(SearchDriver):
         directions = ["minimize"] * self.n_objectives
         if create:
             try:
-                return optuna.create_study(storage=storage, study_name=self.study_name,
-                                           directions=directions, sampler=self.make_sampler(self.seed))
+                study = optuna.create_study(storage=storage, study_name=self.study_name,
+                                            directions=directions, sampler=self.make_sampler(self.seed))
+                with warnings.catch_warnings():  # experimental since optuna 3.2, still so in 5
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.set_metric_names(list(self.problem.objectives))
+                return study
             except optuna.exceptions.DuplicatedStudyError:
                 raise StudyError(
                     f"optuna study '{self.study_name}' already exists in {self.options.storage}",
@@ -125,12 +134,15 @@ class _OptunaDriver(SearchDriver):
 
         out: dict[str, Any] = {}
         for p in self.space.parameters:
+            step = _step(p)
             if p.values is None:
                 out[p.name] = FloatDistribution(float(p.low), float(p.high))
-            elif p.kind == "categorical":
+            elif step is None:
                 out[p.name] = CategoricalDistribution(list(p.values))
+            elif p.kind == "integer":
+                out[p.name] = IntDistribution(int(p.values[0]), int(p.values[-1]), step=int(step))
             else:
-                out[p.name] = IntDistribution(0, len(p.values) - 1)
+                out[p.name] = FloatDistribution(float(p.values[0]), float(p.values[-1]), step=step)
         return out
 
     def _frame(self, params: list[dict[str, Any]]) -> pd.DataFrame:
@@ -139,10 +151,12 @@ class _OptunaDriver(SearchDriver):
             vals = [row[p.name] for row in params]
             if p.values is None:
                 cols[p.name] = np.asarray(vals, float)
-            elif p.kind == "categorical":
+            elif _step(p) is None:
                 cols[p.name] = _column(p, np.asarray(vals, dtype=object))
-            else:
-                cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[np.asarray(vals, np.int64)])
+            else:  # the space's own value nearest to the sampled one (float steps round)
+                grid = np.asarray(p.values, float)
+                idx = np.abs(grid[None, :] - np.asarray(vals, float)[:, None]).argmin(axis=1)
+                cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[idx])
         return pd.DataFrame(cols, index=range(len(params)))
 
     # -- ask / tell --------------------------------------------------------------------------
@@ -153,15 +167,28 @@ class _OptunaDriver(SearchDriver):
         if not self._untold:
             return
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-        for r in self._untold:
-            t = trials.get(r["trial"])
-            if t is None or t.state != optuna.trial.TrialState.RUNNING:
-                continue
-            trial = optuna.trial.Trial(study, t._trial_id)
-            for j, g in enumerate(r["g"]):
-                trial.set_constraint(f"g{j}", float(g))
-            study.tell(trial, r["f"])
-        self._untold = []
+        results = {r["trial"]: r for r in self._untold}
+        for number, r in results.items():
+            self._complete(study, trials.get(number), r["f"], r["g"])
+        for dup, orig in self._repeats:  # a repeated candidate gets the result of its first trial
+            first = results.get(orig)
+            t = trials.get(orig)
+            if first is None and t is not None and t.state == optuna.trial.TrialState.COMPLETE:
+                first = {"f": t.values, "g": [t.constraints[c] for c in self.problem.constraints]}
+            if first is not None:
+                self._complete(study, trials.get(dup), first["f"], first["g"], duplicate_of=orig)
+        self._untold, self._repeats = [], []
+
+    def _complete(self, study, t, f, g, duplicate_of: int | None = None) -> None:
+        optuna = _optuna()
+        if t is None or t.state != optuna.trial.TrialState.RUNNING:
+            return
+        trial = optuna.trial.Trial(study, t._trial_id)
+        for name, value in zip(self.problem.constraints, g, strict=True):
+            trial.set_constraint(name, float(value))
+        if duplicate_of is not None:
+            trial.set_user_attr("duplicate_of", duplicate_of)
+        study.tell(trial, f)
 
     def ask(self) -> pd.DataFrame:
         optuna = _optuna()
@@ -172,7 +199,7 @@ class _OptunaDriver(SearchDriver):
         n = min(self.batch_size, self.budget - self.asked)
         params: list[dict[str, Any]] = []
         self._pending = []
-        keys_now: set[str] = set()
+        keys_now: dict[str, int] = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for slot in range(n):
@@ -182,16 +209,17 @@ class _OptunaDriver(SearchDriver):
                             seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0]))
                     trial = study.ask(dists)
                     key = candidate_keys(self._frame([trial.params]), self.space.names)[0]
-                    if (key in self._seen or key in keys_now) and attempt < self.max_resample + 50:
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    first = self._seen.get(key, keys_now.get(key))
+                    if first is not None and attempt < self.max_resample + 50:
+                        self._repeats.append([trial.number, first])  # told with the batch
                         continue
                     break
                 if attempt > self.max_resample:
                     study.sampler = self.make_sampler((self._batch_seed() + slot + 1) % 2**32)
-                keys_now.add(key)
+                keys_now[key] = trial.number
                 params.append(trial.params)
                 self._pending.append(trial.number)
-        self._seen |= keys_now
+        self._seen.update(keys_now)
         self.asked += len(params)
         self.batch_no += 1
         return self._frame(params)
@@ -221,7 +249,8 @@ class _OptunaDriver(SearchDriver):
     # -- plain-data state ----------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {**super().state(), "batch_no": self.batch_no, "study_name": self.study_name,
-                "untold": self._untold, "worst": self._worst, "seen": sorted(self._seen)}
+                "untold": self._untold, "repeats": self._repeats, "worst": self._worst,
+                "seen": self._seen}
 
     def restore(self, state: dict[str, Any]) -> None:
         optuna = _optuna()
@@ -229,8 +258,10 @@ class _OptunaDriver(SearchDriver):
         self.batch_no = int(state["batch_no"])
         self.study_name = state.get("study_name", self.study_name)
         self._untold = list(state.get("untold", []))
+        self._repeats = [list(r) for r in state.get("repeats", [])]
         self._worst = list(state.get("worst", [None] * self.n_objectives))
-        self._seen = set(state.get("seen", []))
+        seen = state.get("seen", {})
+        self._seen = dict(seen) if isinstance(seen, dict) else dict.fromkeys(seen, -1)
         self._pending = []
         self._study = self._open(create=False)
         self._flush()
@@ -240,6 +271,14 @@ class _OptunaDriver(SearchDriver):
 
     def _forget_in_flight(self, study) -> None:
         """Drop what the sampler cached in the storage while asking the lost batch."""
+
+
+def _step(p) -> float | None:
+    """The common step of an ordered discrete parameter's values, or None (not evenly spaced)."""
+    if p.values is None or p.kind == "categorical" or len(p.values) < 2:
+        return None
+    d = np.diff(np.asarray(p.values, float))
+    return float(d[0]) if d[0] > 0 and np.allclose(d, d[0], rtol=1e-9, atol=0) else None
 
 
 class OptunaNSGA2Options(OptunaOptions):

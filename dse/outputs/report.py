@@ -1,0 +1,416 @@
+"""``dse report``: one self-contained HTML page of a run's trade-off.
+
+The page embeds plotly.js (no network needed to open it) and shows: the front for each
+pair of objectives over the other candidates (dominated and infeasible ones faded, hover
+details), the knee and the best candidate per objective, the best for η·energy +
+(1 − η)·P_max·time with η on a slider, the energy and time breakdown of those candidates,
+parallel coordinates of the front over parameters and objectives, hypervolume against
+evaluations, and which constraints removed how many candidates.
+
+Bounded for any run size: every front point is drawn; the other candidates are a uniform
+random sample of at most ``sample_size`` (the page says which), and counts and the
+infeasibility tallies are read from the evaluations slice by slice (:mod:`dse.outputs.scan`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.datasets import to_table
+from dse.errors import DseError
+from dse.files import atomic_path
+from dse.outputs import selection as sel
+from dse.outputs.plot import colour_parameter
+from dse.outputs.scan import Scan, scan
+from dse.results import Results, open_results
+
+SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all of a smaller run)
+PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def report_results(results: Path, output: Path | None = None, *, sample_size: int = SAMPLE_SIZE,
+                   static: bool = False) -> list[Path]:
+    """Write ``report.html`` (and with ``static`` its figures as PNG and SVG beside it)."""
+    run = open_results(results)
+    page = Report(run, sample_size=sample_size)
+    output = Path(output) if output else run.path / "report.html"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(output) as tmp:
+        Path(tmp).write_text(page.html(), encoding="utf-8")
+    written = [output]
+    if static:
+        from dse.outputs.figures import write_static
+
+        written += write_static(page, output.with_suffix(""))
+    return written
+
+
+class Report:
+    """What the page shows, computed once (the static figures reuse it)."""
+
+    def __init__(self, run: Results, *, sample_size: int = SAMPLE_SIZE) -> None:
+        self.run, self.study = run, run.study
+        self.objectives = [o.metric for o in self.study.objectives]
+        self.front_ds = run.front
+        if self.front_ds.sizes["candidate"] == 0:
+            raise DseError(f"{run.path} has no feasible candidate, so there is no front to report; "
+                           f"`dse status {run.path}` shows what ruled them out")
+        self.front = to_table(self.front_ds)
+        self.params = [n for n in self.front_ds.coords if n != "candidate"]
+        self.colour_by = colour_parameter(self.front_ds)
+        constraint_cols = [c.metric for c in self.study.constraints]
+        with run.open_dataset(front=False) as ev:  # read in slices, never whole
+            self.attrs = {n: dict(ev[n].attrs) for n in ev.variables}
+            self.scan: Scan = scan(ev, self.objectives, study=self.study, sample_size=sample_size,
+                                   columns=[*self.params, *constraint_cols, "key", "reason"])
+        self.history = run.state().get("history", [])
+        f = sel.minimised(self.front, self.study)
+        self.knee = sel.knee(f)
+        self.best = sel.best_per_objective(self.front, self.study)
+        self.weighting = sel.weighting(self.front, self.study)
+        self.energy = sel.breakdown(self.front, sel.ENERGY_PARTS, sel.ENERGY_TOTAL)
+        self.time = sel.breakdown(self.front, sel.TIME_PARTS, sel.TIME_TOTAL)
+        keys = set(self.front["key"].astype(str)) if "key" in self.front else set()
+        s = self.scan.sample
+        ok = s["meets_constraints"].to_numpy(bool) if "meets_constraints" in s else np.ones(len(s), bool)
+        on_front = s["key"].astype(str).isin(keys).to_numpy() if "key" in s else np.zeros(len(s), bool)
+        self.dominated, self.infeasible = s[ok & ~on_front], s[~ok]
+
+    # -- labels --------------------------------------------------------------------------------
+    def unit(self, name: str) -> str:
+        a = self.attrs.get(name, {})
+        u = a.get("display_units", a.get("units", ""))
+        return "" if u == "1" else u
+
+    def label(self, name: str) -> str:
+        u = self.unit(name)
+        return f"{name} [{u}]" if u else name
+
+    def selected(self) -> dict[str, int]:
+        """Named candidates of the front: the knee, then the best per objective."""
+        out = {"knee": self.knee}
+        out.update({f"best {m}": i for m, i in self.best.items()})
+        return out
+
+    def sampling_note(self) -> str:
+        n, k = self.scan.n, len(self.scan.sample)
+        if self.scan.sampled_all:
+            return f"All {n:,} evaluations are drawn; every point of the front is drawn."
+        return (f"Every point of the front is drawn; the other candidates are a uniform random "
+                f"sample of {k:,} of the {n:,} evaluations (the counts and tallies below are exact).")
+
+    # -- figures -------------------------------------------------------------------------------
+    def _hover(self, df: pd.DataFrame) -> list[str]:
+        cols = [c for c in [*self.params, *self.objectives] if c in df]
+        parts = []
+        for c in cols:
+            v = df[c].to_numpy()
+            txt = [f"{x:.4g}" for x in v] if v.dtype.kind == "f" else [str(x) for x in v]
+            u = self.unit(c)
+            parts.append([f"{c}: {t}{' ' + u if u else ''}" for t in txt])
+        return ["<br>".join(row) for row in zip(*parts, strict=True)] if parts else []
+
+    def front_figures(self):
+        import plotly.graph_objects as go
+
+        pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0], self.objectives[0])]
+        groups = (sorted(set(self.front[self.colour_by].astype(str))) if self.colour_by else ["front"])
+        fhover = self._hover(self.front)
+        figs = []
+        for x, y in pairs:
+            fig = go.Figure()
+            for df, name, style in ((self.infeasible, "infeasible (sample)" if not self.scan.sampled_all else "infeasible",
+                                     dict(color="#d62728", symbol="x", size=5, opacity=0.25)),
+                                    (self.dominated, "dominated (sample)" if not self.scan.sampled_all else "dominated",
+                                     dict(color="#7f7f7f", size=5, opacity=0.3))):
+                d = df[np.isfinite(df[x].to_numpy(float)) & np.isfinite(df[y].to_numpy(float))]
+                fig.add_trace(go.Scatter(x=d[x], y=d[y], mode="markers", name=f"{name}: {len(d):,}",
+                                         marker=style, text=self._hover(d),
+                                         hovertemplate="%{text}<extra>" + name + "</extra>"))
+            for i, g in enumerate(groups):
+                m = (self.front[self.colour_by].astype(str) == g).to_numpy() if self.colour_by else \
+                    np.ones(len(self.front), bool)
+                fig.add_trace(go.Scatter(
+                    x=self.front[x][m], y=self.front[y][m], mode="markers",
+                    name=f"front: {self.colour_by} = {g}" if self.colour_by else "Pareto front",
+                    marker=dict(size=9, color=COLOURS[i % len(COLOURS)], line=dict(width=1, color="black")),
+                    text=[t for t, keep in zip(fhover, m, strict=True) if keep],
+                    hovertemplate="%{text}<extra>front</extra>"))
+            for name, idx, symbol in [("knee", self.knee, "star"),
+                                      *[(f"best {m}", i, "diamond") for m, i in self.best.items()]]:
+                fig.add_trace(go.Scatter(
+                    x=[self.front[x].iloc[idx]], y=[self.front[y].iloc[idx]], mode="markers", name=name,
+                    marker=dict(size=16, symbol=symbol, color="rgba(0,0,0,0)", line=dict(width=2, color="black")),
+                    text=[fhover[idx]], hovertemplate="%{text}<extra>" + name + "</extra>"))
+            i = self.weighting.best(0.5)
+            fig.add_trace(go.Scatter(
+                x=[self.front[x].iloc[i]], y=[self.front[y].iloc[i]], mode="markers", name="best for η",
+                marker=dict(size=22, symbol="circle-open", color="#ff7f0e", line=dict(width=3)),
+                text=[fhover[i]], hovertemplate="%{text}<extra>best for η</extra>"))
+            fig.update_layout(
+                template="plotly_white", height=480, margin=dict(l=60, r=20, t=40, b=50),
+                title=f"{x} against {y}", legend=dict(font=dict(size=10)),
+                xaxis=dict(title=self.label(x), type="log" if self.scan.log_scale(x) else "linear"),
+                yaxis=dict(title=self.label(y), type="log" if self.scan.log_scale(y) else "linear"))
+            figs.append(fig)
+        return figs
+
+    def breakdown_figure(self):
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        parts = [(t, b) for t, b in (("energy to train", self.energy), ("time per iteration", self.time))
+                 if b is not None]
+        if not parts:
+            return None
+        names = [*self.selected(), "best for η"]
+        rows = [*self.selected().values(), self.weighting.best(0.5)]
+        fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[t for t, _ in parts])
+        for col, (title, table) in enumerate(parts, start=1):
+            for k, comp in enumerate(table.columns):
+                fig.add_trace(go.Bar(x=names, y=table[comp].to_numpy()[rows], name=f"{comp}",
+                                     legendgroup=title, legendgrouptitle_text=title,
+                                     marker_color=COLOURS[k % len(COLOURS)],
+                                     hovertemplate="%{x}: %{y:.4g}<extra>" + comp + "</extra>"),
+                              row=1, col=col)
+            unit = "J" if title.startswith("energy") else "s"
+            fig.update_yaxes(title_text=f"{title} [{unit}]", row=1, col=col)
+        fig.update_layout(template="plotly_white", barmode="stack", height=460,
+                          margin=dict(l=60, r=20, t=60, b=90), legend=dict(font=dict(size=10)))
+        return fig
+
+    def parallel_figure(self):
+        import plotly.graph_objects as go
+
+        dims = []
+        for name in [*self.params, *self.objectives]:
+            v = self.front[name]
+            if v.dtype.kind in "OUSb":
+                cats = sorted(set(v.astype(str)))
+                code = {c: i for i, c in enumerate(cats)}
+                dims.append(dict(label=name, values=[code[c] for c in v.astype(str)],
+                                 tickvals=list(range(len(cats))), ticktext=cats))
+            else:
+                dims.append(dict(label=self.label(name), values=v.to_numpy(float)))
+        first = self.objectives[0]
+        fig = go.Figure(go.Parcoords(
+            dimensions=dims, line=dict(color=self.front[first].to_numpy(float), colorscale="Viridis",
+                                       showscale=True, colorbar=dict(title=first))))
+        fig.update_layout(template="plotly_white", height=460, margin=dict(l=80, r=80, t=60, b=40))
+        return fig
+
+    def hypervolume_figure(self):
+        import plotly.graph_objects as go
+
+        if not self.history:
+            return None
+        h = self.history[:: max(1, len(self.history) // 2000)] + self.history[-1:]
+        fig = go.Figure(go.Scatter(x=[r["evaluations"] for r in h], y=[r["hypervolume"] for r in h],
+                                   mode="lines+markers", name="hypervolume",
+                                   hovertemplate="%{x:,} evaluations: %{y:.4f}<extra></extra>"))
+        fig.update_layout(template="plotly_white", height=360, margin=dict(l=60, r=20, t=40, b=50),
+                          xaxis_title="evaluations", yaxis_title="hypervolume (normalised frame)",
+                          title="hypervolume of the front against evaluations")
+        return fig
+
+    def constraints_figure(self):
+        import plotly.graph_objects as go
+
+        reasons = self.scan.infeasibility
+        if not reasons:
+            return None
+        fig = go.Figure(go.Bar(y=[r for r, _ in reasons][::-1], x=[n for _, n in reasons][::-1],
+                               orientation="h", hovertemplate="%{y}: %{x:,} candidates<extra></extra>"))
+        fig.update_layout(template="plotly_white", height=120 + 40 * len(reasons),
+                          margin=dict(l=20, r=20, t=40, b=50), xaxis_title="candidates removed",
+                          yaxis=dict(automargin=True), title="what removed candidates")
+        return fig
+
+    # -- the page ------------------------------------------------------------------------------
+    def html(self) -> str:
+        from plotly.offline import get_plotlyjs
+
+        figures = [("front", f) for f in self.front_figures()]
+        for key, fig in (("breakdown", self.breakdown_figure()), ("parallel", self.parallel_figure()),
+                         ("hypervolume", self.hypervolume_figure()),
+                         ("constraints", self.constraints_figure())):
+            if fig is not None:
+                figures.append((key, fig))
+        divs: dict[str, list[str]] = {}
+        for n, (key, fig) in enumerate(figures):
+            div = fig.to_html(full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG,
+                              div_id=f"{key}-{n}", default_height=f"{fig.layout.height}px")
+            divs.setdefault(key, []).append(div)
+        data = self._page_data([f"front-{n}" for n, (k, _) in enumerate(figures) if k == "front"],
+                               next((f"breakdown-{n}" for n, (k, _) in enumerate(figures)
+                                     if k == "breakdown"), None))
+        return PAGE.format(
+            title=html.escape(f"dse report: {self.study.name}"), plotly=get_plotlyjs(),
+            summary=self._summary(), sampling=html.escape(self.sampling_note()),
+            fronts="\n".join(divs["front"]), formula=html.escape(self.weighting.formula),
+            choice=html.escape(self._choice_text(0.5)), choice_row=self.weighting.best(0.5),
+            selected=self._selected_table(),
+            breakdown="\n".join(divs.get("breakdown", [])) or self._no_breakdown(),
+            parallel="\n".join(divs["parallel"]),
+            hypervolume="\n".join(divs.get("hypervolume", [])) or "<p>No progress history in state.json.</p>",
+            constraints=self._constraints_table() + "\n".join(divs.get("constraints", [])),
+            data=json.dumps(data).replace("</", "<\\/"), script=SCRIPT)
+
+    def _summary(self) -> str:
+        s, a = self.scan, self.front_ds.attrs
+        items = [("study", self.study.name), ("evaluator", f"{a.get('evaluator')} {a.get('evaluator_version')}"),
+                 ("search", self.run.state().get("algorithm", "?")), ("evaluations", f"{s.n:,}"),
+                 ("feasible and within constraints", f"{s.n_ok:,}"), ("failed", f"{s.n_failed:,}"),
+                 ("on the front", f"{len(self.front):,}"),
+                 ("objectives", ", ".join(f"{o.direction} {o.metric}" for o in self.study.objectives)),
+                 ("constraints", "; ".join(str(c) for c in self.study.constraints) or "none")]
+        return "<dl>" + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items) + "</dl>"
+
+    def _row_text(self, i: int) -> str:
+        r = self.front.iloc[i]
+        p = ", ".join(f"{n}={_fmt(r[n])}" for n in self.params)
+        o = ", ".join(f"{n} {_fmt(r[n])} {self.unit(n)}".rstrip() for n in self.objectives)
+        return f"front row {i}: {p}; {o}"
+
+    def _choice_text(self, eta: float) -> str:
+        return f"η = {eta:.2f}: {self._row_text(self.weighting.best(eta))}"
+
+    def _selected_table(self) -> str:
+        cols = [*self.params, *self.objectives]
+        head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit(c))}</small></th>" for c in cols)
+        body = "".join(
+            f"<tr><td>{html.escape(name)}</td><td>{i}</td>"
+            + "".join(f"<td>{html.escape(_fmt(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
+            for name, i in self.selected().items())
+        return f'<table id="selected"><tr><th>candidate</th><th>front row</th>{head}</tr>{body}</table>'
+
+    def _no_breakdown(self) -> str:
+        metrics = [m for ms in (*sel.ENERGY_PARTS.values(), *sel.TIME_PARTS.values()) for m in ms]
+        return (f"<p>The evaluator '{html.escape(str(self.front_ds.attrs.get('evaluator')))}' reports "
+                f"no energy or time components ({html.escape(', '.join(metrics))}).</p>")
+
+    def _constraints_table(self) -> str:
+        s = self.scan
+        if not s.infeasibility:
+            return f"<p>No candidate was removed: all {s.n:,} evaluations are feasible.</p>"
+        rows = "".join(f"<tr><td>{html.escape(r)}</td><td>{n:,}</td><td>{100 * n / s.n:.1f} %</td></tr>"
+                       for r, n in s.infeasibility)
+        return ('<table id="constraints"><tr><th>removed by</th><th>candidates</th><th>of all</th></tr>'
+                f"{rows}</table><p><small>A candidate the evaluator rejected counts once, under its "
+                "reason; any other counts under every constraint it violates.</small></p>")
+
+    def _page_data(self, front_divs: list[str], breakdown_div: str | None) -> dict:
+        pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0], self.objectives[0])]
+        rows = list(self.selected().values())
+        comps = [[[_json_floats(table[c].to_numpy()[rows]), _json_floats(table[c])] for c in table.columns]
+                 for table in (self.energy, self.time) if table is not None]
+        return {
+            "a": _json_floats(self.weighting.a), "b": _json_floats(self.weighting.b),
+            "text": [self._row_text(i) for i in range(len(self.front))],
+            "fronts": [{"div": d, "x": _json_floats(self.front[x]), "y": _json_floats(self.front[y])}
+                       for d, (x, y) in zip(front_divs, pairs, strict=True)],
+            "breakdown": {"div": breakdown_div, "components": comps},
+        }
+
+
+def _json_floats(values) -> list:
+    v = np.asarray(values, float)
+    return [None if not np.isfinite(x) else float(x) for x in v]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float | np.floating):
+        return f"{v:.4g}"
+    return str(v)
+
+
+COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e",
+           "#d62728", "#7f7f7f"]
+
+# The η slider: the best candidate for the weighting is recomputed in the page and the
+# "best for η" marker (the last trace of each front figure) and breakdown bar move to it.
+# Each breakdown trace is [values of the named candidates, that component on the whole front].
+SCRIPT = """
+(function () {
+  const data = JSON.parse(document.getElementById("dse-data").textContent);
+  const slider = document.getElementById("eta"), out = document.getElementById("eta-value"),
+        choice = document.getElementById("eta-choice");
+  function best(eta) {
+    let k = 0, lo = Infinity;
+    for (let i = 0; i < data.a.length; i++) {
+      const s = eta * data.a[i] + (1 - eta) * data.b[i];
+      if (s < lo) { lo = s; k = i; }
+    }
+    return k;
+  }
+  function update() {
+    const eta = Number(slider.value), k = best(eta);
+    out.textContent = eta.toFixed(2);
+    choice.textContent = "\\u03b7 = " + eta.toFixed(2) + ": " + data.text[k];
+    choice.dataset.row = String(k);
+    for (const f of data.fronts) {
+      const div = document.getElementById(f.div);
+      Plotly.restyle(div, {x: [[f.x[k]]], y: [[f.y[k]]], text: [[data.text[k]]]}, [div.data.length - 1]);
+    }
+    const b = data.breakdown;
+    if (b.div) {
+      const div = document.getElementById(b.div);
+      let t = 0;
+      for (const part of b.components) {
+        for (const [fixed, values] of part) {
+          Plotly.restyle(div, {y: [fixed.concat([values[k]])]}, [t]); t++;
+        }
+      }
+    }
+  }
+  slider.addEventListener("input", update);
+  update();
+})();
+"""
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }}
+h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }}
+dl {{ display: grid; grid-template-columns: max-content auto; gap: .2em 1em; }} dt {{ font-weight: 600; }}
+table {{ border-collapse: collapse; font-size: .9em; margin: .5em 0; }}
+td, th {{ border: 1px solid #ddd; padding: .25em .5em; text-align: right; }}
+th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
+#eta-box {{ background: #fff7ec; border: 1px solid #fdd49e; padding: .6em 1em; margin: 1em 0; }}
+#eta {{ width: 20em; vertical-align: middle; }}
+</style>
+<script>{plotly}</script>
+</head><body>
+<h1>{title}</h1>
+{summary}
+<p id="sampling">{sampling}</p>
+<h2>Pareto front</h2>
+<div id="eta-box">
+<label for="eta">η (weight on energy) = <span id="eta-value">0.50</span></label>
+<input type="range" id="eta" min="0" max="1" step="0.01" value="0.5">
+<div><small>best for {formula}</small></div>
+<div id="eta-choice" data-row="{choice_row}">{choice}</div>
+</div>
+{fronts}
+<h2>Selected candidates</h2>
+{selected}
+<h2>Where the energy and time go</h2>
+{breakdown}
+<h2>Parallel coordinates of the front</h2>
+{parallel}
+<h2>Progress</h2>
+{hypervolume}
+<h2>Constraints</h2>
+{constraints}
+<script type="application/json" id="dse-data">{data}</script>
+<script>{script}</script>
+</body></html>
+"""

@@ -1,0 +1,125 @@
+"""``dse show``: the Pareto front as a table in the terminal, and a small plot of it.
+
+Every column carries its unit under its name. Column names are never cut: when the
+columns do not fit the terminal's width, the table is split into several tables of whole
+columns, each repeating the row number, so that at 80 columns every name and unit shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dse.datasets import columns, to_table
+from dse.errors import DseError
+from dse.results import open_results
+
+
+def show_front(results: Path, console: Console, *, sort: str | None = None, descending: bool = False,
+               limit: int = 50, plot: bool | None = None) -> None:
+    run = open_results(results)
+    ds = run.front
+    study = run.study
+    front = to_table(ds)
+    shown = [o.metric for o in study.objectives]
+    shown += [c.metric for c in study.constraints if c.metric not in shown]
+    shown += [n for n in ds.coords if n != "candidate"]
+    if sort is not None:
+        if sort not in front:
+            raise DseError(f"{run.path}: cannot sort by '{sort}': no such column in the Pareto set",
+                           allowed=", ".join(columns(ds)))
+        shown = [sort, *[c for c in shown if c != sort]] if sort not in shown else shown
+    key = sort or shown[0]
+    front = front.sort_values(key, ascending=not descending, kind="stable", na_position="last")
+    units = {c: unit_cell(ds[c]) for c in shown}
+    title = (f"Pareto front of {study.name}: {len(front)} points, sorted by {key}"
+             f"{' (descending)' if descending else ''}"
+             + (f", first {limit} shown" if len(front) > limit else ""))
+    print_tables(console, title, front.head(limit), shown, units, key)
+    if plot or (plot is None and console.is_terminal and console.width >= 60):
+        _plot(front, [o.metric for o in study.objectives], units, console)
+
+
+def unit_cell(var) -> str:
+    """The unit line under a column name: ``[unit]``, ``[1]`` when dimensionless, ``[-]``
+    for text and flags."""
+    if var.dtype.kind not in "iuf":
+        return "[-]"
+    unit = var.attrs.get("display_units") or var.attrs.get("units") or "1"
+    return f"[{unit}]"
+
+
+def print_tables(console: Console, title: str, rows: pd.DataFrame, names: list[str],
+                 units: dict[str, str], key: str | None = None) -> None:
+    """``rows`` as one table, or as several of whole columns when they do not fit the width."""
+    cells = {c: [_fmt(v) for v in rows[c]] for c in names}
+    index = [str(i + 1) for i in range(len(rows))]
+    groups = split_columns(names, units, cells, index, console.width)
+    for n, group in enumerate(groups):
+        part = f" (columns {n + 1} of {len(groups)})" if len(groups) > 1 else ""
+        console.print(_table(title + part, group, units, cells, index, key))
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float | np.floating):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _width(name: str, unit: str, values: list[str]) -> int:
+    return max([len(name), len(unit), *map(len, values)])
+
+
+def split_columns(names: list[str], units: dict[str, str], cells: dict[str, list[str]],
+                  index: list[str], width: int) -> list[list[str]]:
+    """Whole columns per table so that each table fits ``width`` (a rich table with
+    borders takes the cell widths plus 3 per column plus 1)."""
+    first = _width("#", "", index) + 3 + 1
+    groups, current, used = [], [], first
+    for name in names:
+        need = _width(name, units[name], cells[name]) + 3
+        if current and used + need > width:
+            groups.append(current)
+            current, used = [], first
+        current.append(name)
+        used += need
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _table(title: str, names: list[str], units: dict[str, str], cells: dict[str, list[str]],
+           index: list[str], key: str | None) -> Table:
+    t = Table(title=Text(title), title_justify="left")
+    t.add_column("#\n", justify="right", no_wrap=True, style="dim")
+    for n in names:  # Text, not markup: "[s]" is a unit here, not a style
+        t.add_column(Text(f"{n}\n{units[n]}", justify="right"), justify="right", no_wrap=True,
+                     min_width=_width(n, units[n], cells[n]), style="cyan" if n == key else None)
+    for i, label in enumerate(index):
+        t.add_row(label, *[Text(cells[n][i]) for n in names])
+    return t
+
+
+def _plot(front: pd.DataFrame, objectives: list[str], units: dict[str, str], console: Console) -> None:
+    """A small scatter of the front over its first two objectives (plotext)."""
+    import plotext as plt
+
+    if len(objectives) < 2 or len(front) == 0:
+        return
+    x, y = (front[o].to_numpy(float) for o in objectives[:2])
+    plt.clf()
+    plt.plotsize(min(console.width, 100), 18)
+    plt.theme("clear")
+    for axis, v in (("x", x), ("y", y)):
+        if (v > 0).all() and v.max() / v.min() > 30:
+            getattr(plt, f"{axis}scale")("log")
+    plt.scatter(x, y, marker="dot")
+    plt.xlabel(f"{objectives[0]} {units[objectives[0]]}")
+    plt.ylabel(f"{objectives[1]} {units[objectives[1]]}")
+    plt.title("Pareto front")
+    console.print(Text.from_ansi(plt.build()))

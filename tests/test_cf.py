@@ -1,0 +1,103 @@
+"""Results native to their tools: CF conventions in the datasets, units in every export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import yaml
+
+from conftest import REPO, run_cli, write_study
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("cf")
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study.update(execution={"workers": 0}, output=str(tmp / "out"))
+    proc = run_cli("run", str(write_study(tmp, study)), "-q")
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "out"
+
+
+@pytest.mark.parametrize("name", ["pareto.nc", "evaluations.nc"])
+def test_datasets_follow_cf(quickstart, name):
+    cf_units = pytest.importorskip("cf_units", reason='cf-units is not installed: pip install ".[test]"')
+    with xr.open_dataset(quickstart / name) as ds:
+        assert ds.attrs["Conventions"] == "CF-1.11"
+        for n, var in ds.variables.items():
+            assert 0 < len(var.attrs["long_name"]) <= 60, n  # short; long text in description
+            if var.dtype.kind in "iuf":
+                cf_units.Unit(var.attrs["units"])  # a valid UDUNITS-2 unit (raises otherwise)
+            else:  # text and flags carry no units
+                assert "units" not in var.attrs, n
+        assert ds["clock_fraction"].attrs["units"] == "1"
+        assert ds["energy_to_train_mwh"].attrs["units"] == "MW h"
+        assert ds["energy_to_train_mwh"].attrs["display_units"] == "MWh"
+        assert ds["tokens_per_s"].attrs["units"] == "s-1"
+        assert "description" in ds["clock_fraction"].attrs
+        assert ds["power_capped"].attrs["flag_meanings"] == "false true"
+
+
+def test_parameters_are_coordinates_that_unstack_to_a_grid(quickstart):
+    with xr.open_dataset(quickstart / "evaluations.nc") as ds:
+        params = ["accelerator", "num_accelerators", "global_batch_size", "clock_fraction", "tensor_parallel"]
+        assert set(params) <= set(ds.coords)
+        grid = ds.set_index(candidate=params).unstack("candidate")
+        assert grid["energy_to_train_j"].shape == (2, 4, 5, 5, 2)  # the whole enumerated space
+        one = grid["energy_to_train_j"].sel(accelerator="H100-SXM", num_accelerators=8,
+                                            global_batch_size=64, clock_fraction=0.7, tensor_parallel=1)
+        row = ds["energy_to_train_j"].where(
+            (ds.accelerator == "H100-SXM") & (ds.num_accelerators == 8) & (ds.global_batch_size == 64)
+            & (ds.clock_fraction == 0.7) & (ds.tensor_parallel == 1), drop=True)
+        assert float(one) == float(row.item())
+
+
+def test_parquet_fields_carry_units_and_names(quickstart, tmp_path):
+    import pyarrow.parquet as pq
+
+    target = tmp_path / "front.parquet"
+    assert run_cli("export", str(quickstart), "-f", "parquet", "-o", str(target)).returncode == 0
+    schema = pq.read_schema(target)
+    meta = schema.field("energy_to_train_mwh").metadata
+    assert meta[b"units"] == b"MW h" and meta[b"display_units"] == b"MWh"
+    assert meta[b"long_name"] == b"facility energy to train"
+    assert b"units" not in schema.field("accelerator").metadata
+    assert json.loads(schema.metadata[b"dse"])["attributes"]["study_name"] == "quickstart"
+    assert len(pd.read_parquet(target)) == 10
+
+
+@pytest.mark.parametrize("units_row", [False, True])
+def test_csv_has_a_units_sidecar_and_optionally_a_units_row(quickstart, tmp_path, units_row):
+    target = tmp_path / "front.csv"
+    args = ["--units-row"] if units_row else []
+    assert run_cli("export", str(quickstart), "-f", "csv", "-o", str(target), *args).returncode == 0
+    sidecar = json.loads((tmp_path / "front.csv-metadata.json").read_text())
+    cols = {c["name"]: c for c in sidecar["tableSchema"]["columns"]}
+    assert cols["time_to_train_days"]["schema:unitText"] == "days"
+    assert cols["global_batch_size"]["schema:unitText"] == "sequences"
+    assert "schema:unitText" not in cols["accelerator"]
+    assert sidecar["dialect"]["headerRowCount"] == (2 if units_row else 1)
+    df = pd.read_csv(target, header=[0, 1] if units_row else 0)
+    assert len(df) == 10 and list(cols) == [c[0] if units_row else c for c in df.columns]
+    if units_row:
+        units = dict(df.columns)
+        assert units["energy_to_train_j"] == "J" and units["tokens_per_s"] == "tokens/s"
+
+
+def test_zarr_export_prints_no_warning_and_reads_back(quickstart, tmp_path):
+    target = tmp_path / "all.zarr"
+    proc = run_cli("export", str(quickstart), "--all", "-f", "zarr", "-o", str(target))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with xr.open_zarr(target) as ds:
+            assert ds.sizes["candidate"] == 400 and ds.attrs["Conventions"] == "CF-1.11"
+            assert ds["accelerator"].values[0] in ("A100-80GB", "H100-SXM")
+            np.testing.assert_array_equal(ds["meets_constraints"].values.sum(), 360)

@@ -1,0 +1,259 @@
+"""`dse report` (checked in a real headless Chromium), `dse show`, `dse plot` at scale."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+
+from conftest import REPO, run_cli, toy_study, write_study
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory) -> Path:
+    """The quickstart study (analytic evaluator, 400 candidates), evaluated in-process."""
+    tmp = tmp_path_factory.mktemp("quickstart")
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study["execution"] = {"workers": 0}
+    out = tmp / "out"
+    proc = run_cli("run", str(write_study(tmp, {**study, "output": str(out)})), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("toy")
+    out = tmp / "out"
+    assert run_cli("run", str(write_study(tmp, toy_study(output=str(out)))), "-q").returncode == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(quickstart) -> Path:
+    proc = run_cli("report", str(quickstart), "--static")
+    assert proc.returncode == 0, proc.stderr
+    return quickstart / "report.html"
+
+
+def test_report_is_one_file_that_needs_no_network(report):
+    page = report.read_text()
+    assert not re.search(r"<script[^>]+src=", page) and not re.search(r"<link[^>]+href=", page)
+    assert "All 400 evaluations are drawn" in page
+    # the tallies of what removed candidates are those of the whole run
+    assert "data parallel x micro batch does not divide the global batch</td><td>40</td>" in page
+
+
+def test_report_static_figures_are_pictures(report):
+    from PIL import Image
+
+    for name in ("front", "breakdown", "parallel", "hypervolume"):
+        png = report.with_name(f"report-{name}.png")
+        with Image.open(png) as im:
+            assert len(set(np.asarray(im.convert("L")).ravel().tolist())) > 10, name  # not blank
+        assert "<svg" in report.with_name(f"report-{name}.svg").read_text()[:2000]
+
+
+def test_report_says_when_it_draws_a_sample(quickstart, tmp_path):
+    page = tmp_path / "r.html"
+    assert run_cli("report", str(quickstart), "--sample", "50", "-o", str(page)).returncode == 0
+    text = page.read_text()
+    assert "uniform random sample of 50 of the 400 evaluations" in text
+    drawn = sum(int(n.replace(",", "")) for n in re.findall(r"(?:dominated|infeasible) \(sample\): ([\d,]+)", text))
+    assert 0 < drawn <= 50
+
+
+def test_report_of_an_evaluator_without_breakdown(toy, tmp_path):
+    page = tmp_path / "toy.html"
+    assert run_cli("report", str(toy), "-o", str(page)).returncode == 0
+    text = page.read_text()
+    assert "reports no energy or time components" in text
+    assert "each scaled to [0, 1] over the front" in text
+
+
+# -- a real browser ---------------------------------------------------------------------------
+def _browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason='selenium is not installed: pip install ".[browser]"')
+    from selenium.webdriver.chrome.service import Service
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    if not binary or not driver:
+        pytest.skip("no Chromium and chromedriver on PATH (Debian packages chromium, chromium-driver; "
+                    ".ci/run installs them where apt-get is available)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
+                "--enable-unsafe-swiftshader"):  # parcoords draws with WebGL, in software here
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(driver))
+
+
+FIGURES = """return [...document.querySelectorAll('.plotly-graph-div')].map(g => ({
+  id: g.id, traces: g._fullData.length, points: g.querySelectorAll('.scatterlayer .point').length,
+  bars: g.querySelectorAll('.barlayer .point').length,
+  axes: g.querySelectorAll('.parcoords .axis').length,
+  names: g._fullData.map(t => t.name)}));"""
+
+
+def test_report_in_a_real_browser(report, quickstart):
+    from PIL import Image
+
+    from dse.outputs.selection import weighting
+    from dse.results import open_results
+
+    run = open_results(quickstart)
+    with xr.open_dataset(quickstart / "evaluations.nc") as ev:
+        drawn = int(np.isfinite(ev["energy_to_train_j"].values).sum())  # every evaluation with objectives
+    w = weighting(run.front.to_dataframe(), run.study)
+    driver = _browser()
+    try:
+        driver.get(report.as_uri())
+        figures = {f["id"].split("-")[0]: f for f in driver.execute_script(FIGURES)}
+        assert set(figures) == {"front", "breakdown", "parallel", "hypervolume", "constraints"}
+        # the front figure: every drawn evaluation and the 4 markers (knee, best x2, best for η)
+        assert figures["front"]["points"] == drawn + 4
+        assert figures["breakdown"]["bars"] == figures["breakdown"]["traces"] * 4 > 0
+        assert figures["parallel"]["axes"] == 5 + 2  # parameters and objectives
+        assert figures["hypervolume"]["points"] >= 1 and figures["constraints"]["bars"] == 1
+
+        def choose(eta: float) -> tuple[int, float]:
+            driver.execute_script("const s = document.getElementById('eta'); s.value = arguments[0];"
+                                  "s.dispatchEvent(new Event('input'));", str(eta))
+            row = int(driver.find_element("id", "eta-choice").get_attribute("data-row"))
+            x = driver.execute_script("const g = document.getElementById(arguments[0]);"
+                                      "return g._fullData[g._fullData.length - 1].x[0];", figures["front"]["id"])
+            return row, x
+
+        (r0, x0), (r1, x1) = choose(0.0), choose(1.0)
+        assert (r0, r1) == (w.best(0.0), w.best(1.0)) and r0 != r1  # the highlight follows η
+        assert x0 != x1
+        assert x1 == pytest.approx(float(run.front["energy_to_train_j"].min()))  # η = 1: least energy
+        fetched = driver.execute_script("return performance.getEntriesByType('resource').map(r => r.name);")
+        assert all(u.startswith(("file:", "data:", "blob:")) for u in fetched), fetched  # no network
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+        png = driver.get_screenshot_as_png()
+        report.with_name("report-screenshot.png").write_bytes(png)
+        grey = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+        assert (grey < 200).mean() > 0.02 and len(np.unique(grey)) > 50  # not blank
+    finally:
+        driver.quit()
+
+
+# -- dse show ---------------------------------------------------------------------------------
+def test_show_fits_80_columns_with_every_name_and_unit(quickstart):
+    proc = run_cli("show", str(quickstart), "--no-plot", env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    headers = [ln for ln in lines if ln.startswith("┃")]
+    names = " ".join(headers[0::2])
+    units = " ".join(headers[1::2])
+    for name in ("energy_to_train_j", "time_to_train_s", "peak_junction_temp_c", "memory_per_accelerator_gb",
+                 "accelerator", "num_accelerators", "global_batch_size", "clock_fraction", "tensor_parallel"):
+        assert re.search(rf"\b{name}\b", names), name
+    assert units.count("[") == 9 and all(u in units for u in ("[J]", "[s]", "[degC]", "[GB]", "[sequences]", "[-]"))
+
+
+def test_show_sorts_by_any_column(toy):
+    for args, key in ((["--sort", "f2"], "f2"), (["--sort", "x", "--descending"], "x")):
+        proc = run_cli("show", str(toy), "--no-plot", *args)
+        assert proc.returncode == 0, proc.stderr
+        header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("┃"))
+        col = [c.strip() for c in header.strip("┃").split("┃")].index(key)
+        values = [float(ln.strip("│").split("│")[col]) for ln in proc.stdout.splitlines()
+                  if ln.startswith("│")]
+        assert len(values) == 11 and values == sorted(values, reverse=key == "x")
+
+
+def test_show_refuses_an_unknown_column_and_plots_when_asked(toy):
+    proc = run_cli("show", str(toy), "--sort", "nope")
+    assert proc.returncode == 2 and "cannot sort by 'nope'" in proc.stderr and "f1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run_cli("show", str(toy), "--plot")
+    assert proc.returncode == 0 and "┤" in proc.stdout and "f1 [1]" in proc.stdout
+
+
+# -- dse plot at scale ------------------------------------------------------------------------
+def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import QuadMesh
+
+    from dse.outputs import plot
+    from dse.results import open_results
+
+    run = open_results(quickstart)
+    with run.open_dataset(front=False) as ev:
+        monkeypatch.setattr(plot, "SCATTER_LIMIT", 100)
+        fig = plot.front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"])
+        mesh = [c for c in fig.axes[0].collections if isinstance(c, QuadMesh)]
+        assert len(mesh) == 1 and mesh[0].get_array().sum() == int(ev["meets_constraints"].sum())
+        plt.close(fig)
+        monkeypatch.setattr(plot, "SCATTER_LIMIT", 10_000)
+        fig = plot.front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"])
+        assert not [c for c in fig.axes[0].collections if isinstance(c, QuadMesh)]
+        plt.close(fig)
+
+
+def test_scan_reads_in_slices_and_keeps_a_bounded_uniform_sample(quickstart):
+    from dse.outputs.scan import density, scan
+    from dse.pareto import infeasibility_summary
+    from dse.results import open_results
+
+    run = open_results(quickstart)
+    whole = run.log()
+    objectives = ["energy_to_train_j", "time_to_train_s"]
+    with run.open_dataset(front=False) as ev:
+        s = scan(ev, objectives, columns=["key"], sample_size=100, study=run.study, chunk=64)
+        assert s.n == 400 and s.n_ok == int(ev["meets_constraints"].sum())
+        assert dict(s.infeasibility) == dict(infeasibility_summary(whole, run.study))
+        assert len(s.sample) == 100 and s.sample["_row"].is_unique and s.sample["_row"].is_monotonic_increasing
+        np.testing.assert_array_equal(s.sample["key"], ev["key"].values[s.sample["_row"]])
+        again = scan(ev, objectives, columns=[], sample_size=100, chunk=400)
+        assert again.lo == s.lo and again.hi == s.hi  # slicing changes nothing
+        hist = density(ev, s, objectives, bins=20, chunk=64)
+        assert hist[tuple(objectives)][2].sum() == s.n_ok
+
+
+def test_knee_best_and_weighting_on_a_known_front():
+    import pandas as pd
+
+    from dse.outputs.selection import best_per_objective, breakdown, knee, weighting
+    from dse.study import Study
+
+    study = Study.model_validate({"name": "k", "space": {"x": [1]}, "objectives": [
+        {"metric": "energy_to_train_j", "direction": "minimize"},
+        {"metric": "time_to_train_s", "direction": "minimize"}]})
+    front = pd.DataFrame({"energy_to_train_j": [0.0, 0.1, 0.3, 1.0], "time_to_train_s": [1.0, 0.3, 0.1, 0.0],
+                          "facility_peak_power_w": [1.0, 1.0, 1.0, 1.0],
+                          "energy_compute_j": [0.0, 0.05, 0.2, 0.5]})
+    f = front[["energy_to_train_j", "time_to_train_s"]].to_numpy()
+    assert knee(f) in (1, 2) and knee(np.array([[0.0, 1.0], [0.1, 0.2], [1.0, 0.0]])) == 1
+    assert best_per_objective(front, study) == {"energy_to_train_j": 0, "time_to_train_s": 3}
+    w = weighting(front, study)
+    assert (w.best(1.0), w.best(0.0)) == (0, 3)
+    parts = breakdown(front, {"compute": ("energy_compute_j",)}, "energy_to_train_j")
+    np.testing.assert_allclose(parts["other"], [0.0, 0.05, 0.1, 0.5])
+    assert breakdown(front, {"idle": ("energy_idle_j",)}, "energy_to_train_j") is None
+
+
+def test_report_refuses_a_run_without_front(tmp_path):
+    study = toy_study(output=str(tmp_path / "out"), constraints=["f1 <= -1"])
+    assert run_cli("run", str(write_study(tmp_path, study)), "-q").returncode == 2
+    proc = run_cli("report", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_report_page_data_is_valid_json(report):
+    data = re.search(r'<script type="application/json" id="dse-data">(.*?)</script>', report.read_text(), re.S)
+    doc = json.loads(data.group(1))
+    assert len(doc["a"]) == len(doc["text"]) == len(doc["fronts"][0]["x"]) > 0
