@@ -13,7 +13,6 @@ from pathlib import Path
 from dse.checks import RunPlan, plan_run
 from dse.results import Results, open_results
 from dse.runner import ProgressSink, Runner, RunResult
-from dse.store import ResultStore
 from dse.study import Study
 from dse.study import load_study as _load_schema
 
@@ -46,6 +45,6 @@ def run(study: Study | str | Path, output_dir: str | Path | None = None, *, over
 def resume(results_dir: str | Path, *, workers: int | None = None, scheduler: str | None = None,
            progress: ProgressSink | None = None) -> RunResult:
     """Continue an interrupted run: nothing already stored is evaluated again."""
-    store = ResultStore.open(results_dir)
-    p = plan(store.study_file, workers=workers, scheduler=scheduler)
+    stored = open_results(results_dir)  # the integrity check every reading command makes
+    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler)
     return Runner(p, Path(results_dir), progress=progress).resume()

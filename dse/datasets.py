@@ -256,15 +256,17 @@ def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.D
 EAGER_ROWS = 200_000
 
 
-def write_log_dataset(store, study: Study, evaluator: Evaluator, space: Space, path) -> None:
-    """Write the log's shown rows to ``path`` (netCDF): a small log in one piece, a large one
-    as :func:`log_dataset`, chunk by chunk, so memory stays at a few log files whatever
-    the log's size."""
+def write_log_dataset(store, study: Study, evaluator: Evaluator, space: Space, path,
+                      attrs: dict | None = None) -> None:
+    """Write the log's shown rows to ``path`` (netCDF) with ``attrs`` added: a small log in
+    one piece, a large one as :func:`log_dataset`, chunk by chunk, so memory stays at a few
+    log files whatever the log's size."""
     if store.check_log() <= EAGER_ROWS:
-        write_netcdf(to_dataset(store.load_evaluations(), study, evaluator, space, kind="evaluations"), path)
+        ds = to_dataset(store.load_evaluations(), study, evaluator, space, kind="evaluations")
+        write_netcdf(ds.assign_attrs(attrs or {}), path)
         return
     import dask
 
-    ds = log_dataset(store, study, evaluator, space)
+    ds = log_dataset(store, study, evaluator, space).assign_attrs(attrs or {})
     with dask.config.set(scheduler="threads", num_workers=2):
         write_netcdf(ds, path)

@@ -1,8 +1,13 @@
 """A results folder opened for reading: the study, the evaluation log, the state, the datasets.
 
-Every command that reads a finished or interrupted run (``status``, ``export``, ``plot``,
-``resume``) opens it through :func:`open_results`, so each sees the same checks and the
-same messages.
+Every command that reads a run (``status``, ``resume``, ``export``, ``plot``, ``report``,
+``show``) opens it through :func:`open_results`, so each sees the same integrity check
+and, for a damaged folder, the same one-line message: the folder's marker and format,
+``study.yaml``, every log file's footer and columns (no data read), ``state.json``, and
+that the log holds at least the evaluations the state records. A dataset (``pareto.nc``,
+``evaluations.nc``) is served only when it was written from the log as it is now (its
+``log_rows`` attribute): a run killed before it rewrote them, or still going, is told so
+instead of serving stale numbers.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from dse.errors import DseError
+from dse.errors import DseError, StoreError
 from dse.store import ResultStore
 from dse.study import Study, load_study
 
@@ -26,6 +31,14 @@ class Results:
     def __init__(self, path: str | Path) -> None:
         self.store = ResultStore.open(path)
         self.path = self.store.path
+        self.log_rows = self.store.check_log()
+        history = self.state().get("history", [])
+        recorded = int(history[-1].get("evaluations", 0)) if history else 0
+        if self.log_rows < recorded:
+            raise StoreError(
+                f"{self.path} is damaged: state.json records {recorded} evaluations but "
+                f"{self.store.evaluations_dir} holds {self.log_rows}; restore the missing files, "
+                "or start again with `dse run --overwrite`")
 
     @cached_property
     def study(self) -> Study:
@@ -71,11 +84,20 @@ class Results:
         return self._checked(read, front)
 
     def _checked(self, read, front: bool):
+        path = self.path / DATASETS[front]
         try:
-            return read()
+            ds = read()
         except (OSError, ValueError) as exc:
-            raise DseError(f"{self.path / DATASETS[front]} is damaged ({exc}); `dse resume "
+            raise DseError(f"{path} is damaged ({exc}); `dse resume "
                            f"{self.path}` writes it again from the stored evaluations") from None
+        written = ds.attrs.get("log_rows")
+        if written is not None and int(written) != self.log_rows:
+            owner = self.store.live_lock_owner()
+            why = (f"the run is still going (process {owner.get('pid')} on {owner.get('host')})" if owner
+                   else f"`dse resume {self.path}` writes it again")
+            raise DseError(f"{path} was written from {int(written)} evaluations, but the log now "
+                           f"holds {self.log_rows}: {why}")
+        return ds
 
     @property
     def front(self) -> xr.Dataset:

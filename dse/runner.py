@@ -267,7 +267,8 @@ class Runner:
         if run.front.evaluations == 0:
             return front
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
-        write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc")
+        attrs = {"log_rows": store.check_log(), "log_keeps": self.study.output.keep}  # see dse.results
+        write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs)
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
-        write_netcdf(front_ds, store.path / "pareto.nc")
+        write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")
         return front

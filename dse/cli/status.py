@@ -7,7 +7,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dse.pareto import feasible_mask, front_mask
 from dse.results import open_results
 
 
@@ -16,21 +15,23 @@ def show_status(results: Path, console: Console) -> None:
     store = run.store
     state = run.state()
     history = state.get("history", [])
-    evals = run.log()
-    study = run.study
-    failed = int((evals["status"] != "ok").sum()) if len(evals) else 0
-    feasible = int(feasible_mask(evals, study).sum()) if len(evals) else 0
-    front_size = int(front_mask(evals, study).sum()) if len(evals) else 0
+    last = history[-1] if history else {}  # the tallies as of the last batch told (no log read)
+    n, failed = int(last.get("evaluations", 0)), int(last.get("failed", 0))
+    feasible, front_size = int(last.get("feasible", 0)), int(last.get("front_size", 0))
     owner = store.live_lock_owner()
     finished = state.get("finished", False)
     status = "running" if owner else ("finished" if finished else "stopped (resume with `dse resume`)")
     if owner:
         status += f" (process {owner.get('pid')} on {owner.get('host')})"
-    last = history[-1] if history else {}
     console.print(f"[bold]{store.meta.get('study')}[/bold] in {store.path}: {status}")
     console.print(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
                   f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")
-    console.print(f"evaluations {len(evals)} (failed {failed}), feasible {feasible}, "
+    keeps = {"all": "every evaluation", "feasible": "the feasible evaluations",
+             "front": "the evaluations on the front when evaluated"}.get(state.get("keep", "all"), "?")
+    in_flight = run.log_rows - n
+    console.print(f"evaluation log: {run.log_rows} rows in {len(store.log_files())} file(s), keeping {keeps} in full"
+                  + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else ""))
+    console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
     if history:
         t = Table(title="progress per batch")

@@ -1,0 +1,136 @@
+"""The evaluation log at scale: integer keys, the key index, chunk sizes, keep policies,
+the streamed evaluations dataset, and one integrity check for every reading command."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import dse
+from conftest import run_cli, toy_study, write_study
+from dse import datasets
+from dse.errors import StoreError
+from dse.execution.base import ChunkSizer
+from dse.keyindex import KeyIndex
+from dse.space import Parameter, Space, expand
+
+
+def test_key_index_finds_every_added_key_and_nothing_else():
+    rng = np.random.default_rng(0)
+    keys = rng.choice(2**62, size=50_000, replace=False).astype(np.int64)
+    index = KeyIndex()
+    for lo in range(0, 50_000, 3_000):  # many adds: runs are merged as they grow
+        index.add(keys[lo:lo + 3_000], np.arange(lo, min(lo + 3_000, 50_000)))
+    assert len(index) == 50_000 and len(index._runs) <= 16
+    probe = np.concatenate([keys[::7], rng.choice(2**62, size=1_000).astype(np.int64)])
+    found = index.find(probe)
+    np.testing.assert_array_equal(found[: len(keys[::7])], np.arange(0, 50_000, 7))
+    assert (found[len(keys[::7]):] == -1).sum() >= 999  # random keys are (almost surely) absent
+
+
+def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
+    discrete = Space([expand("a", [1, 2, 3]), expand("b", ["x", "y"]), expand("c", [0.5, 1.5])])
+    table = discrete.from_indices(discrete.indices_of(np.arange(12)))
+    np.testing.assert_array_equal(discrete.keys(table), np.arange(12))
+    assert discrete.exact_keys
+    mixed = Space([expand("a", [1, 2]), Parameter("r", "real", None, 0.0, 1.0)])
+    rows = pd.DataFrame({"a": [1, 2, 1, 1], "r": [0.25, 0.25, 0.75, 0.25]})
+    keys = mixed.keys(rows)
+    assert not mixed.exact_keys and keys[0] == keys[3] and len(set(keys[:3])) == 3
+    with pytest.raises(ValueError, match="not one of the space's values"):
+        discrete.keys(table.assign(a=7))
+
+
+def test_chunks_start_small_then_follow_the_measured_cost():
+    sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=100_000)
+    assert sizer.next(1_000_000) == 8
+    sizer.observe(8, 8 * 1e-3)  # 1 ms per candidate: 500 would be 0.5 s, but growth is at most 4x
+    assert sizer.next(1_000_000) == 32
+    for size in (32, 128, 512):
+        sizer.observe(size, size * 1e-3)
+    assert sizer.next(1_000_000) == 500  # target reached
+    assert sizer.next(600) == 150  # the batch's end: shared among 2 x workers
+    assert sizer.next(100) == 62  # but not below an eighth of a full task
+    assert ChunkSizer(fixed=64).next(1_000) == 64
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("log")
+    study = toy_study(output=str(tmp / "out"), search={"options": {"chunk": 20}})  # 4 batches, 4 files
+    dse.run(dse.load_study(write_study(tmp, study)))
+    return tmp / "out"
+
+
+@pytest.mark.parametrize("keep", ["feasible", "front"])
+def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
+    out = tmp_path / keep
+    study = toy_study(output={"path": str(out), "keep": keep}, search={"options": {"chunk": 20}})
+    result = dse.run(dse.load_study(write_study(tmp_path, study)))
+    with xr.open_dataset(finished / "pareto.nc") as full, xr.open_dataset(out / "pareto.nc") as kept:
+        assert sorted(full["key"].values) == sorted(kept["key"].values)
+    with xr.open_dataset(out / "evaluations.nc") as ev:
+        assert ev.attrs["log_keeps"] == keep
+        assert (ev["meets_constraints"].values.astype(bool).all() if keep == "feasible"
+                else ev.sizes["candidate"] >= 11)
+        assert ev.sizes["candidate"] < 66
+    assert result.counts["evaluations"] == 66  # every evaluation is counted and in the log
+    log = pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))])
+    assert len(log) == 66 and log["f1"].notna().all() and log["x"].isna().any()
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 0 and "evaluations 66" in proc.stdout
+    assert {"feasible": "the feasible evaluations", "front": "on the front"}[keep] in proc.stdout
+    files = sorted((out / "evaluations").glob("*.parquet"))
+    again = dse.resume(out)  # resume reads the narrow columns of dropped rows: nothing re-evaluated
+    assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.parquet")) == files
+
+
+def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(finished, monkeypatch, tmp_path):
+    results = dse.open_results(finished)
+    plan = dse.api.plan(results.store.study_file)
+    whole = tmp_path / "whole.nc"
+    datasets.write_log_dataset(results.store, plan.study, plan.evaluator, plan.space, whole)
+    monkeypatch.setattr(datasets, "EAGER_ROWS", 10)
+    monkeypatch.setattr(datasets, "BLOCK_ROWS", 20)  # a block per log file: 20, 20, 20, 6 rows
+    lazy = datasets.log_dataset(results.store, plan.study, plan.evaluator, plan.space)
+    assert lazy["f1"].data.chunks[0] == (20, 20, 20, 6)
+    blocks = tmp_path / "blocks.nc"
+    datasets.write_log_dataset(results.store, plan.study, plan.evaluator, plan.space, blocks)
+    with xr.open_dataset(whole) as a, xr.open_dataset(blocks) as b:
+        xr.testing.assert_identical(a, b)
+        assert b["reason"].dtype.kind in "OU" and "shape b with y > 8 is infeasible" in set(b["reason"].values)
+
+
+COMMANDS = [("status",), ("resume", "--quiet"), ("export", "-o", "{tmp}/x.csv"), ("plot", "-o", "{tmp}/x.png"),
+            ("report", "-o", "{tmp}/x.html"), ("show",)]
+
+
+def test_a_folder_whose_log_is_gone_gets_one_message_from_every_command(finished, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    shutil.rmtree(out / "evaluations")
+    messages = set()
+    for command, *args in COMMANDS:
+        proc = run_cli(command, str(out), *(a.format(tmp=tmp_path) for a in args))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (command, proc.stderr)
+        messages.add(proc.stderr.strip())
+    assert len(messages) == 1 and "state.json records 66 evaluations but" in messages.pop()
+    with pytest.raises(StoreError, match="holds 0"):
+        dse.open_results(out)
+
+
+def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    first = sorted((out / "evaluations").glob("*.parquet"))[0]
+    shutil.copy(first, out / "evaluations" / "b000099-c00000.parquet")  # rows the datasets lack
+    for command, *args in COMMANDS[2:]:
+        proc = run_cli(command, str(out), *(a.format(tmp=tmp_path) for a in args))
+        assert proc.returncode == 2 and "was written from 66 evaluations, but the log now holds" in proc.stderr
+    assert run_cli("status", str(out)).returncode == 0
+    assert run_cli("resume", str(out), "--quiet").returncode == 0  # rewrites the datasets
+    assert run_cli("export", str(out), "-o", str(tmp_path / "y.csv")).returncode == 0
