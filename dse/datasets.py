@@ -181,6 +181,18 @@ def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
     return masks, widths
 
 
+def _text_as_bytes(ds: xr.Dataset) -> xr.Dataset:
+    """Text variables as fixed-width UTF-8 character arrays (``_Encoding: utf-8``), as
+    :func:`log_dataset` writes them: xarray reads them back as strings, and HDF5 writes
+    them as fast as numbers (variable-length strings cost about a microsecond each)."""
+    out = ds.copy()
+    for name, var in ds.variables.items():
+        if var.dtype.kind == "O":
+            width = max((len(str(v).encode()) for v in pd.unique(var.values.ravel())), default=1) or 1
+            out[name] = xr.Variable(var.dims, _fixed_bytes(var.values, width), {**var.attrs, "_Encoding": "utf-8"})
+    return out
+
+
 def _fixed_bytes(values: np.ndarray, width: int) -> np.ndarray:
     """Text as UTF-8 bytes of a fixed width (each distinct value encoded once)."""
     codes, uniques = pd.factorize(pd.Series(values, dtype=object).astype(str), use_na_sentinel=False)
@@ -263,7 +275,7 @@ def write_log_dataset(store, study: Study, evaluator: Evaluator, space: Space, p
     log files whatever the log's size."""
     if store.check_log() <= EAGER_ROWS:
         ds = to_dataset(store.load_evaluations(), study, evaluator, space, kind="evaluations")
-        write_netcdf(ds.assign_attrs(attrs or {}), path)
+        write_netcdf(_text_as_bytes(ds).assign_attrs(attrs or {}), path)
         return
     import dask
 

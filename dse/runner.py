@@ -27,6 +27,7 @@ from dse.datasets import to_dataset, write_log_dataset, write_netcdf
 from dse.errors import DseError
 from dse.execution import Executor, make_executor
 from dse.keyindex import KeyIndex
+from dse.logrows import LogRows
 from dse.pareto import (
     HypervolumeTracker,
     RunningFront,
@@ -35,7 +36,7 @@ from dse.pareto import (
     violation_matrix,
 )
 from dse.search import SearchDriver
-from dse.store import LogChunk, LogRows, ResultStore, location
+from dse.store import LogChunk, ResultStore, location
 from dse.study import Study
 
 
@@ -215,11 +216,10 @@ class Runner:
         writer = store.writer(run.batch_no)
         told = []
         try:
-            finish = LogRows(tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:]))
+            finish = LogRows(self.study, tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:]))
             for _, chunk in executor.results(inputs, finish=finish):
                 narrow = chunk.narrow.to_pandas()
-                on_front = run.front.update(narrow, rows=lambda mask, c=chunk: c.table().filter(pa.array(mask))
-                                            .drop_columns(["kept"]).to_pandas())
+                on_front = run.front.update(narrow, rows=chunk.rows)
                 writer.add(self._keep(chunk, narrow, on_front))
                 told.append(narrow[["key", *self._fg_columns]])
         finally:

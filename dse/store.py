@@ -63,10 +63,13 @@ def encode(table: pa.Table) -> bytes:
 @dataclass(frozen=True)
 class LogChunk:
     """An evaluated chunk as it travels from a worker: the log rows already encoded as a
-    log file (:func:`encode`), and the few columns the run loop reads, decoded."""
+    log file (:func:`encode`), the few columns the run loop reads (``narrow``, decoded), and
+    the full rows of the candidates that may join the Pareto front (``contenders``: those
+    non-dominated within the chunk; no other can be on the front of all evaluations)."""
 
     data: bytes
     narrow: pa.Table
+    contenders: pa.Table
 
     def __len__(self) -> int:
         return self.narrow.num_rows
@@ -74,29 +77,13 @@ class LogChunk:
     def table(self) -> pa.Table:
         return pq.read_table(pa.BufferReader(self.data))
 
-
-@dataclass(frozen=True)
-class LogRows:
-    """Turns an evaluated chunk into log rows (a ``finish`` for the executor, so the work
-    runs on the workers): the candidate's ``key`` (the chunk's index), the ``batch``, the
-    searched ``parameters``, every result column, and ``kept`` (True: the runner clears it,
-    and the cells it does not keep, where the study keeps less); returned as a
-    :class:`LogChunk` whose ``narrow`` part holds ``key`` and the ``narrow`` columns."""
-
-    parameters: tuple[str, ...]
-    batch: int
-    narrow: tuple[str, ...] = ()
-
-    def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
-        n = len(candidates)
-        params = pa.Table.from_pandas(candidates[list(self.parameters)], preserve_index=False)
-        metrics = pa.Table.from_pandas(result, preserve_index=False)
-        columns = [pa.array(candidates.index.to_numpy(dtype=np.int64)), pa.array(np.full(n, self.batch, np.int32)),
-                   *params.columns, *metrics.columns, pa.array(np.ones(n, bool))]
-        names = ["key", "batch", *params.column_names, *metrics.column_names, "kept"]
-        table = pa.Table.from_arrays(columns, names=names)
-        narrow = [c for c in ("key", *self.narrow) if c in names]
-        return LogChunk(encode(table), table.select(narrow))
+    def rows(self, mask: np.ndarray) -> pd.DataFrame:
+        """The full rows of the masked candidates, which must be among the contenders."""
+        keys = self.narrow.column("key").to_numpy()[mask]
+        at = pd.Index(self.contenders.column("key").to_numpy()).get_indexer(keys)
+        if (at < 0).any():
+            raise ValueError("a candidate joined the front that its chunk's front did not hold")
+        return self.contenders.take(pa.array(at)).drop_columns(["kept"]).to_pandas()
 
 
 def _pid_alive(pid: int) -> bool:

@@ -114,7 +114,8 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
                 getattr(ax, f"set_{axis}scale")("log")
                 getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        # "best" searches every plotted point for a free corner (2.5 s at 10^5 points)
+        ax.legend(fontsize=8, loc="best" if len(points) <= 2_000 else "upper right")
     how = f"{found.n_ok:,} feasible" + (", drawn as a density" if dense else "")
     fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
                  f"of {found.n:,} evaluations; {how})", fontsize=10)

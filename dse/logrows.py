@@ -1,0 +1,51 @@
+"""Evaluated chunks as log rows, built where they were evaluated (on the workers).
+
+:class:`LogRows` is the executor's ``finish`` for a run: it turns an evaluator's result
+table into the log's columns, encodes them as a log file's bytes, and picks out what the
+run loop needs decoded: the narrow columns (key, the objective and constraint metrics,
+the verdict) and the full rows of the chunk's own non-dominated feasible candidates.
+So the main process neither decodes nor re-encodes a large chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from dse.pareto import feasible_mask, objective_matrix
+from dse.store import LogChunk, encode
+from dse.study import Study
+
+
+@dataclass(frozen=True)
+class LogRows:
+    """The log rows of a chunk: the candidate's ``key`` (the chunk's index), the ``batch``,
+    the searched ``parameters``, every result column, and ``kept`` (True: the runner clears
+    it, and the cells it does not keep, where the study keeps less)."""
+
+    study: Study
+    parameters: tuple[str, ...]
+    batch: int
+    narrow: tuple[str, ...] = ()
+
+    def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
+        import moocore
+
+        n = len(candidates)
+        params = pa.Table.from_pandas(candidates[list(self.parameters)], preserve_index=False)
+        metrics = pa.Table.from_pandas(result, preserve_index=False)
+        columns = [pa.array(candidates.index.to_numpy(dtype=np.int64)), pa.array(np.full(n, self.batch, np.int32)),
+                   *params.columns, *metrics.columns, pa.array(np.ones(n, bool))]
+        names = ["key", "batch", *params.column_names, *metrics.column_names, "kept"]
+        table = pa.Table.from_arrays(columns, names=names)
+        narrow = table.select([c for c in ("key", *self.narrow) if c in names])
+        frame = narrow.to_pandas()
+        ok = feasible_mask(frame, self.study)
+        contenders = np.zeros(n, bool)
+        if ok.any():
+            contenders[np.flatnonzero(ok)] = moocore.is_nondominated(
+                objective_matrix(frame[ok], self.study), keep_weakly=True)
+        return LogChunk(encode(table), narrow, table.filter(pa.array(contenders)))
