@@ -56,9 +56,11 @@ def test_compute_scales_with_clock_memory_does_not():
 
 
 @pytest.mark.parametrize("kw, reason", [
-    (dict(num_accelerators=12, tensor_parallel=8), "tensor x pipeline parallel does not divide the accelerator count"),
+    (dict(num_accelerators=12, tensor_parallel=8), "tensor x context x pipeline parallel does not divide the accelerator count"),
     (dict(tensor_parallel=3, num_accelerators=3), "tensor parallel degree does not divide the attention heads"),
-    (dict(pipeline_parallel=5, num_accelerators=5), "pipeline parallel x interleave does not divide the layers"),
+    (dict(pipeline_parallel=25, num_accelerators=25), "more pipeline stages than layers"),
+    (dict(pipeline_parallel=5, num_accelerators=40, interleave=2, global_batch_size=80),
+     "pipeline parallel x interleave does not divide the layers"),
     (dict(global_batch_size=100, micro_batch_size=3), "data parallel x micro batch does not divide the global batch"),
     (dict(accelerator="V100-SXM2", precision="bf16"), "precision not supported by the accelerator"),
     (dict(clock_mhz=5000.0), "clock outside the accelerator's range"),

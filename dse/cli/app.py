@@ -254,13 +254,17 @@ def status(results: ResultsArg) -> None:
 
 @app.command("validate-model")
 def validate_model(
-    table: Annotated[Path, typer.Argument(help="CSV of measured runs (vTrain columns, or the Perseus clock sweep)", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="print the error summary as JSON")] = False,
+    tables: Annotated[list[Path], typer.Argument(
+        help="CSVs of measured runs in the validate-model format (docs/model.md, section 8)", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print the per-source report as JSON")] = False,
+    rows: Annotated[bool, typer.Option("--rows", help="also print every row's prediction")] = False,
+    worst: Annotated[int, typer.Option("--worst", min=0, help="worst rows to list per source")] = 3,
 ) -> None:
-    """Check the analytic model against measured iteration times (and energy versus clock)."""
+    """Check the analytic model against measured runs: per source the median, mean and max
+    error, the worst rows, and the rows the model finds infeasible apart."""
     from dse.analytic.validation import validate_model as check
 
-    raise typer.Exit(check(table, as_json))
+    raise typer.Exit(check(tables, as_json, rows, worst))
 
 
 @app.command()

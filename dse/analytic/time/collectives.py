@@ -19,6 +19,15 @@ SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
 SWITCH_HOP_S = 0.5e-6  # per extra switch traversal (approximate InfiniBand/Ethernet switch latency)
 
 
+def exposed(comm_s, overlaps, window_s, tax):
+    """Communication time a stack that ``overlaps`` (0/1 per candidate) leaves on the
+    critical path when it runs it behind ``window_s`` of compute: the part that does not
+    fit in the window, plus ``tax`` seconds per second overlapped (the collective's kernels
+    take SMs and HBM bandwidth from the compute they run beside)."""
+    hidden = np.minimum(comm_s * overlaps, window_s)
+    return comm_s - (1.0 - tax) * hidden
+
+
 class Network:
     """Per-candidate network arrays: scale-up domain and scale-out fabric."""
 
