@@ -286,10 +286,20 @@ def describe(
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
         t.add_column(col)
+    attributes = ev.attributes() if callable(getattr(ev, "attributes", None)) else {}
+    estimated = {n.strip() for n in attributes.get("analytic_efficiencies_estimated", "").split(",") if n.strip()}
     for inp in ev.inputs.values():
-        allowed = ", ".join(map(str, inp.choices)) if inp.choices else inp._allowed()
+        allowed = ", ".join(f"{c} (estimated)" if c in estimated else str(c) for c in inp.choices) \
+            if inp.choices else inp._allowed()
         t.add_row(inp.name, inp.unit, "(catalog)" if inp.default is None else str(inp.default), allowed, inp.description)
     out.print(t)
+    if attributes:
+        a = Table(title="evaluator attributes (also in the result datasets)")
+        for col in ("attribute", "value"):
+            a.add_column(col)
+        for key, value in attributes.items():
+            a.add_row(key, str(value))
+        out.print(a)
     m = Table(title="metrics")
     for col in ("name", "unit", "description"):
         m.add_column(col)

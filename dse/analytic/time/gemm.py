@@ -36,9 +36,13 @@ def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, half_k, 
     efficiency); the efficiency is ``eff_max`` times the wave-quantisation utilisation of
     ``cu`` compute units by ``TILE x TILE`` output tiles (Nvidia, "Matrix multiplication
     background" guide) times ``F / (F + half_flops)`` for a GEMM of ``F`` FLOPs (the fixed
-    prologue, epilogue and tail of a kernel, which small GEMMs cannot amortise). Memory-bound time = operand and result bytes /
-    achievable bandwidth. Whichever is larger is the time; it is returned in the matching
-    slot so that only the compute-bound part scales with the clock.
+    prologue, epilogue and tail of a kernel, which small GEMMs cannot amortise) times
+    ``k / (k + half_k)`` (each tile's prologue and epilogue amortised over its K loop). The
+    fixed part is scaled by the wave utilisation too: an under-filled GPU runs small tiles
+    or split-K, the measured single-node runs fit that form (docs/model.md, section 5).
+    Memory-bound time = operand and result bytes / achievable bandwidth. Whichever is larger
+    is the time; it is returned in the matching slot so that only the compute-bound part
+    scales with the clock.
 
     ``batch=None`` is a single GEMM (no multiplications by one); ``m_tiles`` is
     ``ceil(m / TILE)`` when the caller has it (the token dimension is shared by most GEMMs).
