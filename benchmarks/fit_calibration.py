@@ -46,7 +46,7 @@ REFERENCE = Path(str(files("dse.analytic.data").joinpath("reference")))
 HELDOUT = REFERENCE / "heldout"
 #: accelerator families with measurements: the parameters of the first name serve all
 FAMILIES = {"A100": ("A100-80GB", "A100-40GB"), "H100": ("H100-SXM",)}
-SHARED = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_latency_us", "attention_eff", "overlap_tax",
+SHARED = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_call_us", "collective_latency_us", "attention_eff", "overlap_tax",
           "eager_elementwise_factor")
 PER_ACCELERATOR = {"A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
                    "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")}
@@ -55,7 +55,8 @@ PRIOR = {
     "matmul_half_gflop": (10.0, 1.0, 0.01, 1000.0, True),       # a few-GFLOP GEMM loses half to prologue/tail
     "matmul_half_k": (32.0, 1.0, 1.0, 4096.0, True),            # a 128x128 tile streams K in 32-64-wide steps
     "kernel_overhead_us": (10.0, 2.0, 0.01, 2000.0, True),      # ~10 us launch and sync per layer pass
-    "collective_latency_us": (10.0, 1.0, 0.5, 500.0, True),     # NCCL per-step latency inside a node
+    "collective_call_us": (10.0, 1.0, 0.1, 500.0, True),        # NCCL kernel launch and setup, ~10 us
+    "collective_latency_us": (2.0, 1.0, 0.1, 500.0, True),      # NCCL per-step latency over NVLink, ~1-2 us
     "attention_eff": (0.75, 0.2, 0.3, 1.0, False),              # FlashAttention-2: 50-73% of A100 peak vs ~87% GEMM
     "overlap_tax": (0.2, 0.2, 0.0, 1.0, False),                 # overlapped NCCL kernels slow GEMMs ~10-30%
     "eager_elementwise_factor": (1.5, 0.5, 1.0, 4.0, False),    # unfused norm, activation, residual kernels
@@ -68,7 +69,7 @@ PRIOR_WEIGHT = 0.05
 #: log-ratio size (about 5%) above which a row's residual counts linearly, not quadratically
 ROBUST_SCALE = 0.05
 #: typical size of a change in each parameter (the optimizer's variable scaling)
-SCALE = {"matmul_half_gflop": 5.0, "matmul_half_k": 20.0, "kernel_overhead_us": 10.0, "collective_latency_us": 5.0, "attention_eff": 0.1,
+SCALE = {"matmul_half_gflop": 5.0, "matmul_half_k": 20.0, "kernel_overhead_us": 10.0, "collective_call_us": 5.0, "collective_latency_us": 2.0, "attention_eff": 0.1,
          "overlap_tax": 0.1, "eager_elementwise_factor": 0.3,
          "matmul_eff_max": 0.05, "fp8_matmul_ratio": 0.05, "memory_eff": 0.1, "collective_eff": 0.1}
 MAX_NFEV = 300

@@ -15,7 +15,7 @@ from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 #: fitted per accelerator (calibration.yaml ``fitted``; by :func:`estimated_efficiencies` elsewhere)
 ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")
 #: one value for every accelerator and stack (calibration.yaml ``shared``)
-SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_latency_us", "scaleout_latency_us",
+SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_call_us", "collective_latency_us", "scaleout_latency_us",
                  "attention_eff", "overlap_tax", "eager_elementwise_factor")
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
 
@@ -161,6 +161,7 @@ class Hardware:
     matmul_half_gflop: np.ndarray
     matmul_half_k: np.ndarray
     kernel_overhead_us: np.ndarray
+    collective_call_us: np.ndarray
     collective_latency_us: np.ndarray
     scaleout_latency_us: np.ndarray
     attention_eff: np.ndarray

@@ -83,11 +83,11 @@ def memory_breakdown(
     logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
     one = pp == 1
     # (layers, embedding parameters, pipeline rank, logits) of the three candidate stages
-    candidates = (
-        (stages.first, np.where(one, embed_params, vh), 0.0, np.where(one, logits, 0.0)),
-        (stages.middle, 0.0, 1.0, 0.0),
-        (stages.last, np.where(one, embed_params, vh), pp - 1.0, logits),
-    )
+    candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
+    if not one.all():
+        candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
+    if (pp >= 3).any():
+        candidates.append((stages.middle, 0.0, 1.0, 0.0))
     shard = dp * cp
     best = None
     for layers, emb, rank, logit in candidates:

@@ -118,7 +118,8 @@ def _network(cfg, hw) -> Network:
     up_topo = np.where(up_topo < 0, hw.scaleup_topology, up_topo)
     return Network(size=_f(cfg, "scaleup_size"), up_bw=up_bw, up_lat=up_lat, up_topo=up_topo,
                    out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9, out_lat=out_lat,
-                   out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS), eff=hw.collective_eff)
+                   out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS), eff=hw.collective_eff,
+                   call_lat=hw.collective_call_us * 1e-6)
 
 
 def _result(t, mem, hw, steps, tokens_iter, model_flops, n, params, lay, clock, codes) -> TimeResult:

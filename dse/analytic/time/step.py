@@ -70,8 +70,10 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
     tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     tp_layer = exposed(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
-    cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
-    tp_layer = tp_layer + exposed(cp_layer, 1.0, lay.attn_compute_s, tax)  # ring attention overlaps by design
+    with_cp = bool((cp > 1).any())
+    if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
+        cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
+        tp_layer = tp_layer + exposed(cp_layer, 1.0, lay.attn_compute_s, tax)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
@@ -82,7 +84,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         return (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
                 n_layers * tp_layer + with_output * out_tp)
 
-    first, middle, last = stage(stages.first, one), stage(stages.middle, 0.0), stage(stages.last, 1.0)
+    first, last = stage(stages.first, one), stage(stages.last, 1.0)
+    middle = stage(stages.middle, 0.0) if (pp >= 3).any() else (0.0, 0.0, 0.0)
     t_first, t_middle, t_last = sum(first), sum(middle), sum(last)
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
@@ -93,26 +96,28 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
+    dp_group = dp * cp if with_cp else dp  # gradients are reduced over the data- and context-parallel ranks
     same = tp * cp * pp * dp <= net.size  # the pipeline stays in one domain only when the job does
     pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same, stack.p2p_scatter_gather)
     pp_s = exposed(pp_s, stack.p2p_overlap * (v > 1), compute_s, tax)
-    pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp * cp)
+    pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
     vh = shape["vocab"] * shape["hidden"]
     stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
                               stages.middle * layer_params) / tp
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    dp_s = data_parallel.dp_time(net, stage_params, dp * cp, tp, zero, m, stack, mb_compute, tax)
-    opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp * cp)
+    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax)
+    opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     optimizer_s = opt_bytes / hbm
 
     step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
     busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
+    cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
     scaleup, scaleout = traffic.link_bytes(
-        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp * cp, m,
+        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
         busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
-        tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest, cp)
+        cp_volume, cp)
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,

@@ -20,11 +20,11 @@ def link_bytes(net, act_bytes, dp_volume, tp, dp, m, Ls, n_tp, p2p_bytes, same_d
     """``(scaleup_bytes, scaleout_bytes)`` per iteration: tensor-parallel all-reduces
     (``n_tp`` per layer plus the output layer's, per micro-batch), the data-parallel
     collectives (``dp_volume`` bytes reduce-scattered or gathered over ``dp`` ranks of stride
-    ``tp``), the context-parallel key/value exchange (``cp_volume``) and the pipeline
-    sends, on the fabric each crosses."""
+    ``tp``), the context-parallel key/value exchange (``cp_volume``; None: no context
+    parallelism) and the pipeline sends, on the fabric each crosses."""
     tp_up, tp_out = net.traffic(act_bytes, tp, 1)
     dp_up, dp_out = net.traffic(dp_volume, dp, tp, factor=1.0)
-    cp_up, cp_out = net.traffic(cp_volume, cp, tp, factor=1.0)
+    cp_up, cp_out = (0.0, 0.0) if cp_volume is None else net.traffic(cp_volume, cp, tp, factor=1.0)
     n_tp_total = m * (Ls * n_tp + 1.0)
     scaleup = n_tp_total * tp_up + dp_up + cp_up + np.where(same_domain, p2p_bytes, 0.0)
     scaleout = n_tp_total * tp_out + dp_out + cp_out + np.where(same_domain, 0.0, p2p_bytes)
