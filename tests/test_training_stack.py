@@ -1,5 +1,5 @@
 """The training stack as a design input, per-accelerator efficiencies, context parallelism
-and fp8 (docs/model.md, sections 4, 5 and 7)."""
+and fp8 (docs/model.md, sections 5 to 7)."""
 
 import numpy as np
 import pandas as pd

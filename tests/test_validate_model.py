@@ -30,7 +30,7 @@ def test_every_reference_table_reads_through_the_one_format(report):
 
 
 def test_in_sample_errors_stay_within_the_documented_figures(report):
-    # docs/model.md section 8 (in-sample: the calibration was fitted on these rows)
+    # docs/model.md section 9 (in-sample: the calibration was fitted on these rows)
     assert report["vtrain-multi-node"]["median_abs_error"] <= 0.05
     assert report["vtrain-single-node"]["median_abs_error"] <= 0.10
     for source in ("llm-foundry", "nemo-24.07", "torchtitan"):

@@ -1,7 +1,7 @@
 """``dse validate-model``: measured runs against the analytic model, in one table format.
 
 Every reference table (``dse/analytic/data/reference/*.csv``) and any table a user brings
-is a CSV with one measurement per row (docs/model.md, section 8):
+is a CSV with one measurement per row (docs/model.md, section 9):
 
 - bookkeeping: ``source`` (required: the errors are summarised per source), ``id``,
   ``citation``, ``notes``, and ``data_parallel`` (checked against the layout when given);
@@ -82,12 +82,12 @@ def read_table(path: Path) -> pd.DataFrame:
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise DseError(f"missing columns {missing}", file=str(path),
-                       allowed="the validate-model format: docs/model.md, section 8")
+                       allowed="the validate-model format: docs/model.md, section 9")
     known = set(declarations.INPUTS) | set(SHAPE) | set(BOOKKEEPING)
     unknown = [c for c in df.columns if c not in known]
     if unknown:
         raise DseError(f"unknown column {unknown[0]!r}", file=str(path),
-                       allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 8)")
+                       allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 9)")
     quantities = set(TIME_QUANTITIES) | set(STAGE_QUANTITIES)
     bad = sorted(set(df["measured_quantity"].str.strip()) - quantities)
     if bad:

@@ -255,7 +255,7 @@ def status(results: ResultsArg) -> None:
 @app.command("validate-model")
 def validate_model(
     tables: Annotated[list[Path], typer.Argument(
-        help="CSVs of measured runs in the validate-model format (docs/model.md, section 8)", show_default=False)],
+        help="CSVs of measured runs in the validate-model format (docs/model.md, section 9)", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="print the per-source report as JSON")] = False,
     rows: Annotated[bool, typer.Option("--rows", help="also print every row's prediction")] = False,
     worst: Annotated[int, typer.Option("--worst", min=0, help="worst rows to list per source")] = 3,

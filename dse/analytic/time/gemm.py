@@ -1,7 +1,7 @@
 """GEMM time on one accelerator: roofline with wave quantisation and a fixed per-kernel cost.
 
 Roofline (Williams et al. 2009): compute-bound time = FLOPs / (peak x clock ratio x
-efficiency), memory-bound time = bytes / achievable bandwidth; see docs/model.md, section 3.
+efficiency), memory-bound time = bytes / achievable bandwidth; see docs/model.md, section 6.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, half_k, 
     prologue, epilogue and tail of a kernel, which small GEMMs cannot amortise) times
     ``k / (k + half_k)`` (each tile's prologue and epilogue amortised over its K loop). The
     fixed part is scaled by the wave utilisation too: an under-filled GPU runs small tiles
-    or split-K, the measured single-node runs fit that form (docs/model.md, section 5).
+    or split-K, the measured single-node runs fit that form (docs/model.md, section 6).
     Memory-bound time = operand and result bytes / achievable bandwidth. Whichever is larger
     is the time; it is returned in the matching slot so that only the compute-bound part
     scales with the clock.

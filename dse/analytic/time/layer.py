@@ -1,6 +1,6 @@
 """One transformer layer on one accelerator, per micro-batch: its GEMMs, the attention core
 (unfused or FlashAttention), the element-wise kernels' HBM traffic and the passes that
-forward, backward and activation recomputation make over it (docs/model.md, section 5).
+forward, backward and activation recomputation make over it (docs/model.md, section 6).
 
 ``T`` is the tokens one accelerator holds per micro-batch: ``b s / cp`` with context
 parallelism, whose ranks each attend their ``s / cp`` queries to all ``s`` keys."""

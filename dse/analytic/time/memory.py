@@ -89,21 +89,23 @@ def memory_breakdown(
     if (pp >= 3).any():
         candidates.append((stages.middle, 0.0, 1.0, 0.0))
     shard = dp * cp
-    best = None
+    w_div = np.where(zero_stage >= 3, shard, 1.0)
+    g_div = np.where(zero_stage >= 2, shard, 1.0)
+    o_div = np.where(zero_stage >= 1, shard, 1.0)
+    state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
+    best = None  # (parameters, activations, total) of the most loaded stage so far
     for layers, emb, rank, logit in candidates:
         params = (layers * layer_params + emb) / tp
-        weights = 2.0 * params / np.where(zero_stage >= 3, shard, 1)
-        grads = 2.0 * params / np.where(zero_stage >= 2, shard, 1)
-        optimizer = 12.0 * params / np.where(zero_stage >= 1, shard, 1)
         chunks = in_flight_chunks(rank, pp, v, micro_batches)
         activations = per_layer * layers / v * chunks + np.where(layers > 0, working, 0.0) + logit
-        total = weights + grads + optimizer + activations + reserved
+        total = params * state_per_param + activations
         if best is None:
-            best = [weights, grads, optimizer, activations, total]
+            best = (params, activations, total)
         else:
-            more = total > best[4]
-            best = [np.where(more, new, old) for new, old in zip((weights, grads, optimizer, activations, total),
-                                                                  best, strict=True)]
-    weights, grads, optimizer, activations, total = best
+            more = total > best[2]
+            best = tuple(np.where(more, new, old) for new, old in zip((params, activations, total), best, strict=True))
+    params, activations, total = best
+    weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
+    total = total + reserved
     return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
                            activations_bytes=activations, reserved_bytes=reserved, total_bytes=total)

@@ -1,6 +1,6 @@
 """Step time: the per-iteration breakdown of the pace-setting pipeline stage's work,
 communication, bubble and optimizer step, composed from the per-phenomenon modules (see
-docs/model.md, section 5).
+docs/model.md, section 6).
 
 One micro-batch on one pipeline stage costs forward + backward (backward GEMMs = 2 x
 forward FLOPs) + recomputation (:mod:`~dse.analytic.time.layer`) over the stage's layers
