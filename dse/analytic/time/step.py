@@ -109,7 +109,7 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
     dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
-    optimizer_s = opt_bytes / hbm
+    optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
     step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
     busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
