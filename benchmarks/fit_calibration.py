@@ -1,141 +1,243 @@
-"""Fit the time model's calibration parameters for A100-80GB on the vTrain reference runs.
+"""Fit the time model's few physical parameters on every reference source together, and
+measure how well they generalise: leave-one-source-out and a held-out set never fitted.
 
-Run once: ``python benchmarks/fit_calibration.py`` prints the fitted parameters (to be
-copied into dse/analytic/data/calibration.yaml) and the resulting errors. The objective is a
-robust (soft-L1) least-squares fit of log(predicted / measured) over all 1,549 rows, the
-multi-node rows weighted so that both tables count equally. Parameters are bounded to
-physically meaningful ranges.
+``python benchmarks/fit_calibration.py`` (about 20 s on one core) prints these tables and
+changes nothing on disk:
 
-``python benchmarks/fit_calibration.py --holdout`` runs out-of-sample checks with the same
-fitting routine (it changes nothing on disk): (a) 5-fold cross-validation over all rows,
-stratified by table (each fold holds multi- and single-node rows, fixed seed); (b) the
-same, but folds are whole model shapes (hidden size, layers), so no shape is in both the
-fit and the check; (c) cross-regime: fit on single-node only, predict multi-node, and
-vice versa. Every hold-out fit starts from the same data-independent point (``NEUTRAL``),
-not from the shipped values (which saw every row), and is capped at ``--max-nfev``
-evaluations (default 200 instead of 400; see docs/model.md, "Validation").
+1. in-sample: the parameters fitted on all sources, and each source's error with them;
+2. leave-one-source-out (LOSO): for each source, the parameters fitted on the *other*
+   sources from the same data-independent start, and the error on the source left out;
+3. held-out: the published runs in ``dse/analytic/data/reference/heldout/`` (never used
+   in any fit, here or anywhere), predicted with the in-sample parameters, per source and
+   per training stack.
+
+``--write`` writes the in-sample parameters to ``dse/analytic/data/calibration.yaml``.
+
+Sources are the ``source`` column of the time-model rows of the reference tables
+(``dse/analytic/data/reference/*.csv``: vTrain multi- and single-node, llm-foundry,
+NeMo 24.07, torchtitan; the Perseus rows are a clock sweep for the energy model and take
+no part). The parameters (:data:`SHARED`, and :data:`PER_ACCELERATOR` for each fitted
+accelerator family) are physical constants shared by every row of every source: no
+per-row, per-model or per-source term. The objective is a robust (soft-L1) least-squares
+fit of ``log(predicted / measured iteration time)`` in which every source weighs the same
+(its rows weighted ``1 / sqrt(rows)``), plus weak priors that pull each parameter towards
+its published or physically typical value (:data:`PRIOR`; a parameter no remaining source
+constrains, e.g. the fp8 efficiency when NeMo is left out, stays near it). Every fit
+starts from the priors, not from the shipped values.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from importlib.resources import files
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 from scipy.optimize import least_squares
 
 from dse.analytic import validation
-from dse.analytic.time import hardware
+from dse.analytic.time import hardware, workload
+from dse.analytic.time import model as time_model
 
-NAMES = ["matmul_eff_max", "matmul_half_gflop", "memory_eff", "kernel_overhead_us", "collective_eff",
-         "collective_latency_us", "dp_overlap"]
-LO = [0.3, 0.01, 0.3, 0.0, 0.2, 0.5, 0.0]
-HI = [0.95, 1000.0, 1.0, 2000.0, 1.0, 500.0, 1.0]
-# Data-independent start for the hold-out fits: round, physically typical values.
-NEUTRAL = [0.7, 10.0, 0.7, 10.0, 0.7, 10.0, 0.5]
-SEED = 0
-K = 5
+REFERENCE = Path(str(files("dse.analytic.data").joinpath("reference")))
+HELDOUT = REFERENCE / "heldout"
+#: accelerator families with measurements: the parameters of the first name serve all
+FAMILIES = {"A100": ("A100-80GB", "A100-40GB"), "H100": ("H100-SXM",)}
+SHARED = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_call_us", "collective_latency_us", "attention_eff", "overlap_tax",
+          "eager_elementwise_factor")
+PER_ACCELERATOR = {"A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
+                   "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")}
+# (prior value, prior scale, lower bound, upper bound, log-space prior); sources in docs/model.md, section 7
+PRIOR = {
+    "matmul_half_gflop": (10.0, 1.0, 0.01, 1000.0, True),       # a few-GFLOP GEMM loses half to prologue/tail
+    "matmul_half_k": (32.0, 1.0, 1.0, 4096.0, True),            # a 128x128 tile streams K in 32-64-wide steps
+    "kernel_overhead_us": (10.0, 2.0, 0.01, 2000.0, True),      # ~10 us launch and sync per layer pass
+    "collective_call_us": (10.0, 1.0, 0.1, 500.0, True),        # NCCL kernel launch and setup, ~10 us
+    "collective_latency_us": (2.0, 1.0, 0.1, 500.0, True),      # NCCL per-step latency over NVLink, ~1-2 us
+    "attention_eff": (0.75, 0.2, 0.3, 1.0, False),              # FlashAttention-2: 50-73% of A100 peak vs ~87% GEMM
+    "overlap_tax": (0.2, 0.2, 0.0, 1.0, False),                 # overlapped NCCL kernels slow GEMMs ~10-30%
+    "eager_elementwise_factor": (1.5, 0.5, 1.0, 4.0, False),    # unfused norm, activation, residual kernels
+    "matmul_eff_max": (None, 0.1, 0.3, 0.95, False),            # prior: the accelerator's MAMF / peak
+    "fp8_matmul_ratio": (None, 0.1, 0.5, 1.0, False),           # prior: its fp8 / bf16 MAMF efficiency
+    "memory_eff": (0.85, 0.15, 0.3, 1.0, False),                # ~90% of peak HBM bandwidth in streaming kernels
+    "collective_eff": (0.75, 0.2, 0.2, 1.0, False),             # NCCL bus bandwidth / link rate: 0.77 NVLink3, 0.86 HDR
+}
+PRIOR_WEIGHT = 0.05
+#: log-ratio size (about 5%) above which a row's residual counts linearly, not quadratically
+ROBUST_SCALE = 0.05
+#: typical size of a change in each parameter (the optimizer's variable scaling)
+SCALE = {"matmul_half_gflop": 5.0, "matmul_half_k": 20.0, "kernel_overhead_us": 10.0, "collective_call_us": 5.0, "collective_latency_us": 2.0, "attention_eff": 0.1,
+         "overlap_tax": 0.1, "eager_elementwise_factor": 0.3,
+         "matmul_eff_max": 0.05, "fp8_matmul_ratio": 0.05, "memory_eff": 0.1, "collective_eff": 0.1}
+MAX_NFEV = 300
 
 
-def load():
-    ref = files("dse.analytic.data").joinpath("reference")
-    return (pd.read_csv(ref.joinpath("vtrain_multi_node.csv")), pd.read_csv(ref.joinpath("vtrain_single_node.csv")))
+def names() -> list[str]:
+    """The fitted parameters, in vector order: shared, then per accelerator family."""
+    return [*SHARED, *(f"{fam}.{p}" for fam, ps in PER_ACCELERATOR.items() for p in ps)]
 
 
-def errors(x, tables, fixed=None):
-    cal = dict(zip(NAMES, x, strict=True))
-    if fixed:
-        cal.update(fixed)
-    orig = hardware.calibration_for
-    hardware.calibration_for = lambda name: {**orig(name), **cal}
-    hardware._row.cache_clear()  # the per-accelerator row is cached with the calibration in it
+def prior(name: str) -> tuple[float, float, float, float, bool]:
+    fam, _, param = name.rpartition(".")
+    mu, scale, lo, hi, log = PRIOR[param]
+    if mu is None:  # from the published matmul benchmark of the family's first part
+        part = FAMILIES[fam][0]
+        mu = hardware.mamf_efficiency(part) if param == "matmul_eff_max" else \
+            hardware.mamf_efficiency(part, "fp8") / hardware.mamf_efficiency(part)
+    return mu, scale, lo, hi, log
+
+
+def to_calibration(x) -> dict:
+    """The calibration.yaml content for parameter vector ``x``."""
+    values = dict(zip(names(), (float(v) for v in x), strict=True))
+    shipped = hardware.calibration()["shared"]
+    shared = {k: values[k] if k in values else shipped[k] for k in hardware.SHARED_FIELDS}
+    fitted = {}
+    for fam, parts in FAMILIES.items():
+        own = {p: values[f"{fam}.{p}"] for p in PER_ACCELERATOR[fam]}
+        own.setdefault("fp8_matmul_ratio", 1.0)  # no fp8 units: fp8 runs at the 16-bit rate
+        for part in parts:
+            fitted[part] = own
+    return {"shared": shared, "fitted": fitted}
+
+
+@contextmanager
+def calibrated(x):
+    """The model evaluates with the calibration of vector ``x`` inside the block."""
+    original = hardware.calibration
+    cal = to_calibration(x)
+    hardware.calibration = lambda: cal
+    hardware._row.cache_clear()  # rows are cached with the calibration in them
     try:
-        return [validation.predict(t) for t in tables]
+        yield
     finally:
-        hardware.calibration_for = orig
+        hardware.calibration = original
         hardware._row.cache_clear()
 
 
-def fit(multi, single, x0, max_nfev=400):
-    """Robust least-squares fit on the given rows (either table may be empty); returns x."""
-    w_multi = np.sqrt(len(single) / len(multi)) if len(multi) and len(single) else 1.0
+class Source:
+    """The time-model rows of one source, converted to model inputs once."""
+
+    def __init__(self, name: str, rows: pd.DataFrame, file: str) -> None:
+        self.name, self.rows = name, rows.reset_index(drop=True)
+        self.cfg = validation.table_to_config(self.rows, file=file)
+        seq = workload.resolve_shape(self.cfg["model"], self.cfg)["seq_len"]
+        self.tokens = self.cfg["global_batch_size"] * seq
+        self.quantity = self.rows["measured_quantity"].to_numpy(dtype=object)
+        self.measured = pd.to_numeric(self.rows["measured_value"]).to_numpy(dtype=float)
+
+    def log_ratio(self) -> np.ndarray:
+        """log(predicted / measured iteration time) per row (NaN where infeasible)."""
+        with np.errstate(all="ignore"):
+            r = time_model.evaluate(self.cfg)
+            step = r.step_time_s
+            measured_step = np.where(self.quantity == "iteration_time_s", self.measured,
+                                     np.where(self.quantity == "tokens_per_s_per_gpu",
+                                              self.tokens / (self.measured * self.cfg["num_accelerators"]),
+                                              step * r.mfu / self.measured))
+            return np.where(r.reason_code == 0, np.log(step / measured_step), np.nan)
+
+
+def load_sources(folder: Path) -> list[Source]:
+    out = []
+    for path in sorted(folder.glob("*.csv")):
+        df = validation.read_table(path)
+        df = df[df["measured_quantity"].isin(validation.TIME_QUANTITIES)]
+        for name, rows in df.groupby("source", sort=False):
+            out.append(Source(str(name), rows, str(path)))
+    return out
+
+
+def robust(r: np.ndarray, n: int) -> np.ndarray:
+    """Residuals whose squares sum, over a source's ``n`` rows, to the source's mean soft-L1
+    loss of the log ratios ``r``: quadratic below :data:`ROBUST_SCALE`, linear above, so an
+    outlier row pulls no harder than its size and every source weighs the same."""
+    c = ROBUST_SCALE
+    return np.sign(r) * np.sqrt(2.0 * c * c * (np.sqrt(1.0 + (r / c) ** 2) - 1.0) / n)
+
+
+def fit(sources: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
+    """Robust least squares over ``sources`` (each weighs the same) with weak priors."""
+    ps = [prior(n) for n in names()]
+    x0 = np.array([p[0] for p in ps])
+    lo, hi = np.array([p[2] for p in ps]), np.array([p[3] for p in ps])
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
 
     def resid(x):
-        rm, rs = errors(x, (multi, single))
-        r = np.concatenate([w_multi * np.log1p(rm["error"].to_numpy()), np.log1p(rs["error"].to_numpy())])
-        return np.nan_to_num(r, nan=5.0)
+        with calibrated(x):
+            parts = [robust(np.nan_to_num(s.log_ratio(), nan=1.0), len(s.rows)) for s in sources]
+        pri = [PRIOR_WEIGHT * ((np.log(v) - np.log(mu)) if log else (v - mu) / scale)
+               for v, (mu, scale, _, _, log) in zip(x, ps, strict=True)]
+        return np.concatenate([*parts, np.array(pri)])
 
-    return least_squares(resid, x0, bounds=(LO, HI), loss="soft_l1", f_scale=0.05, x_scale="jac",
-                         diff_step=1e-3, max_nfev=max_nfev).x
-
-
-def _folds(groups, rng):
-    """Fold id per row: the distinct groups shuffled and dealt round-robin into K folds."""
-    uniq = np.unique(groups)
-    fold_of = dict(zip(rng.permutation(uniq).tolist(), np.arange(len(uniq)) % K, strict=True))
-    return np.array([fold_of[g] for g in groups.tolist()])
+    return least_squares(resid, x0, bounds=(lo, hi), x_scale=np.array([SCALE[n.rpartition(".")[2]] for n in names()]),
+                         max_nfev=max_nfev).x
 
 
-def _stats(err):
+def errors(x, sources: list[Source]) -> dict[str, np.ndarray]:
+    """Per source: predicted / measured iteration time - 1 per feasible row."""
+    with calibrated(x):
+        return {s.name: np.expm1(s.log_ratio()) for s in sources}
+
+
+def stats(err: np.ndarray) -> tuple[int, float, float, float]:
     a = np.abs(err[np.isfinite(err)]) * 100
-    return f"{len(a):5d} {np.median(a):6.1f}% {a.mean():6.1f}% {a.max():6.1f}%"
+    return (len(a), float(np.median(a)), float(a.mean()), float(a.max())) if len(a) else (0, np.nan, np.nan, np.nan)
 
 
-def holdout(max_nfev):
-    multi, single = load()
-    rng = np.random.default_rng(SEED)
-    header = f"{'check':47s} {'rows':>5s} {'median':>7s} {'mean':>7s} {'max':>7s}"
-    lines = []
-
-    rm, rs = errors(fit(multi, single, NEUTRAL, max_nfev), (multi, single))
-    lines += [("in-sample, refit from NEUTRAL", "multi", rm["error"]), ("", "single", rs["error"])]
-    rm, rs = errors([hardware.calibration_for("A100-80GB")[k] for k in NAMES], (multi, single))
-    lines += [("in-sample, shipped calibration", "multi", rm["error"]), ("", "single", rs["error"])]
-
-    def shape(t):
-        return (t["hidden size"].astype(str) + "x" + t["# layers"].astype(str)).to_numpy()
-
-    splits = {
-        "5-fold CV, random rows": (_folds(np.arange(len(multi)), rng), _folds(np.arange(len(single)), rng)),
-        "5-fold CV, whole model shapes held out": (_folds(shape(multi), rng), _folds(shape(single), rng)),
-    }
-    for label, (fm, fs) in splits.items():
-        em, es = np.full(len(multi), np.nan), np.full(len(single), np.nan)
-        for k in range(K):
-            x = fit(multi[fm != k], single[fs != k], NEUTRAL, max_nfev)
-            rm, rs = errors(x, (multi[fm == k], single[fs == k]))
-            em[fm == k], es[fs == k] = rm["error"].to_numpy(), rs["error"].to_numpy()
-        lines += [(label, "multi", em), ("", "single", es)]
-
-    rm = errors(fit(multi.iloc[:0], single, NEUTRAL, max_nfev), (multi, single))[0]
-    rs = errors(fit(multi, single.iloc[:0], NEUTRAL, max_nfev), (multi, single))[1]
-    lines += [("fit single-node only -> predict", "multi", rm["error"]),
-              ("fit multi-node only -> predict", "single", rs["error"])]
-
-    print(f"hold-out checks (seed {SEED}, K={K}, max_nfev={max_nfev}, start NEUTRAL={NEUTRAL})")
-    print(header)
-    for label, table, err in lines:
-        print(f"{label:40s} {table:>6s} {_stats(np.asarray(err, dtype=float))}")
-    return 0
+def table(title: str, rows: dict[str, np.ndarray]) -> str:
+    lines = [title, "| source | rows | median | mean | max |", "|---|---:|---:|---:|---:|"]
+    for name, err in rows.items():
+        n, med, mean, mx = stats(err)
+        lines.append(f"| {name} | {n} | {med:.1f}% | {mean:.1f}% | {mx:.1f}% |")
+    n, med, mean, mx = stats(np.concatenate(list(rows.values())))
+    lines.append(f"| **pooled** | {n} | {med:.1f}% | {mean:.1f}% | {mx:.1f}% |")
+    return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--holdout", action="store_true", help="out-of-sample checks (writes nothing)")
-    ap.add_argument("--max-nfev", type=int, default=None, help="optimizer evaluation cap (400; 200 with --holdout)")
+    ap.add_argument("--write", action="store_true", help="write the in-sample fit to calibration.yaml")
+    ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out fits")
+    ap.add_argument("--max-nfev", type=int, default=MAX_NFEV, help=f"optimizer evaluation cap ({MAX_NFEV})")
     args = ap.parse_args(argv)
-    if args.holdout:
-        return holdout(args.max_nfev or 200)
-    multi, single = load()
-    x0 = [hardware.calibration_for("A100-80GB")[k] for k in NAMES]
-    x = fit(multi, single, x0, args.max_nfev or 400)
-    for k, v in zip(NAMES, x, strict=True):
-        print(f"  {k}: {v:.4g}")
-    rm, rs = errors(x, (multi, single))
-    print("multi ", validation.summary(rm))
-    print("single", validation.summary(rs))
+    sources = load_sources(REFERENCE)
+    heldout = load_sources(HELDOUT)
+    x = fit(sources, args.max_nfev)
+    print("fitted on all sources (prior in brackets):")
+    for n, v in zip(names(), x, strict=True):
+        print(f"  {n:34s} {v:9.4g}   [{prior(n)[0]:.4g}]")
+    print()
+    print(table("in-sample (fitted on every source)", errors(x, sources)))
+    print()
+    if not args.no_loso:
+        loso = {}
+        for i, s in enumerate(sources):
+            xi = fit(sources[:i] + sources[i + 1:], args.max_nfev)
+            loso[s.name] = errors(xi, [s])[s.name]
+        print(table("leave-one-source-out (fitted on the other sources, predicting this one)", loso))
+        print()
+    held = errors(x, heldout)
+    print(table("held-out published runs (never fitted; in-sample parameters)", held))
+    print()
+    by_stack = {}
+    for src in heldout:
+        stacks = np.asarray(src.cfg["framework"])
+        for stack in dict.fromkeys(stacks):
+            by_stack.setdefault(stack, []).append(held[src.name][stacks == stack])
+    print(table("held-out runs by training stack", {k: np.concatenate(v) for k, v in by_stack.items()}))
+    if args.write:
+        path = Path(str(files("dse.analytic.data").joinpath("calibration.yaml")))
+        text = path.read_text()
+        header = text[:text.index("\nshared:") + 1]
+        cal = to_calibration([float(f"{v:.4g}") for v in x])
+        body = yaml.safe_dump(cal, sort_keys=False, default_flow_style=False)
+        path.write_text(header + body)
+        print(f"\nwrote {path}")
     return 0
 
 

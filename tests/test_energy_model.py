@@ -196,7 +196,7 @@ def test_energy_reasons_come_back_and_time_reasons_win():
         perf = time_model.evaluate(cfg)
         e = energy_model.evaluate(cfg, perf, retime=lambda c, rows: time_model.evaluate(model.take_rows(cfg, rows), c))
         r = model.evaluate(cfg)
-    assert list(perf.reason) == ["", "tensor x pipeline parallel does not divide the accelerator count"]
+    assert list(perf.reason) == ["", "tensor x context x pipeline parallel does not divide the accelerator count"]
     assert "power cap" in e.reason[0] and "power cap" in e.reason[1]
     assert "power cap" in r["reason"][0]
     assert r["reason"][1] == perf.reason[1]

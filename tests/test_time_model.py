@@ -56,9 +56,11 @@ def test_compute_scales_with_clock_memory_does_not():
 
 
 @pytest.mark.parametrize("kw, reason", [
-    (dict(num_accelerators=12, tensor_parallel=8), "tensor x pipeline parallel does not divide the accelerator count"),
+    (dict(num_accelerators=12, tensor_parallel=8), "tensor x context x pipeline parallel does not divide the accelerator count"),
     (dict(tensor_parallel=3, num_accelerators=3), "tensor parallel degree does not divide the attention heads"),
-    (dict(pipeline_parallel=5, num_accelerators=5), "pipeline parallel x interleave does not divide the layers"),
+    (dict(pipeline_parallel=25, num_accelerators=25), "more pipeline stages than layers"),
+    (dict(pipeline_parallel=5, num_accelerators=40, interleave=2, global_batch_size=80, framework="megatron"),
+     "pipeline parallel x interleave does not divide the layers"),
     (dict(global_batch_size=100, micro_batch_size=3), "data parallel x micro batch does not divide the global batch"),
     (dict(accelerator="V100-SXM2", precision="bf16"), "precision not supported by the accelerator"),
     (dict(clock_mhz=5000.0), "clock outside the accelerator's range"),
@@ -71,7 +73,7 @@ def test_infeasible_layouts_have_reasons(kw, reason):
 
 def test_pipeline_bubble_and_interleave():
     base = dict(model="gpt3-175b", accelerator="H100-SXM", num_accelerators=1024, tensor_parallel=8,
-                pipeline_parallel=16, global_batch_size=1024, sequence_parallel=True)
+                pipeline_parallel=16, global_batch_size=1024, sequence_parallel=True, framework="megatron")
     r1 = time_model.evaluate(cfg(1, **base))
     r2 = time_model.evaluate(cfg(1, **base, interleave=2))
     assert r1.reason[0] == "" and r2.reason[0] == ""
@@ -89,7 +91,7 @@ def test_scaleout_bandwidth_slows_data_parallel():
 
 def test_training_length_laws():
     d = np.array([1e10])
-    assert np.isclose(training.tokens_to_target(d, np.array([4e6]), np.array([4e6]))[0], 2e10)
+    assert np.isclose(training.tokens_to_target(d, np.array([0.0]), np.array([4e6]), np.array([4e6]))[0], 2e10)
     n = time_model.evaluate(cfg(1, model="chinchilla-70b")).parameters
     loss = training.chinchilla_loss(n, np.array([1.4e12]))
     assert np.isclose(training.chinchilla_tokens(n, loss)[0], 1.4e12, rtol=1e-6)
@@ -98,6 +100,29 @@ def test_training_length_laws():
     assert np.isclose(r.tokens_to_train[0], 1.4e12, rtol=0.01)
     # the Kaplan critical batch at that loss is millions of tokens
     assert 1e6 < training.critical_batch_tokens(loss)[0] < 1e8
+
+
+@pytest.mark.parametrize("model, tokens, batch", [("gpt3-175b", 300e9, 1536), ("llama3-405b", 15.6e12, 2048)])
+def test_a_run_at_its_stated_batch_trains_exactly_its_tokens(model, tokens, batch):
+    base = dict(model=model, accelerator="H100-SXM", num_accelerators=8192, tensor_parallel=8,
+                pipeline_parallel=16, target_tokens=tokens, target_batch_size=batch)
+    at = time_model.evaluate(cfg(1, global_batch_size=batch, **base))
+    assert at.tokens_to_train[0] == pytest.approx(tokens, rel=1e-12)
+    seq = {"gpt3-175b": 2048, "llama3-405b": 8192}[model]
+    assert at.steps_to_train[0] == pytest.approx(tokens / (batch * seq), rel=1e-12)
+    bigger = time_model.evaluate(cfg(1, global_batch_size=4 * batch, **base))
+    smaller = time_model.evaluate(cfg(1, global_batch_size=batch // 2, **base))
+    # bigger batches take fewer steps but need more tokens; smaller ones the reverse
+    assert bigger.tokens_to_train[0] > tokens > smaller.tokens_to_train[0]
+    assert bigger.steps_to_train[0] < at.steps_to_train[0] < smaller.steps_to_train[0]
+
+
+def test_without_a_stated_batch_target_tokens_is_the_small_batch_limit():
+    kw = dict(model="gpt-1.3b", target_tokens=2.6e10, b_noise_tokens=2e6, global_batch_size=512)
+    r = time_model.evaluate(cfg(1, **kw))
+    assert r.tokens_to_train[0] == pytest.approx(2.6e10 * (1 + 512 * 2048 / 2e6))
+    stated = time_model.evaluate(cfg(1, target_batch_size=256, **kw))
+    assert stated.tokens_to_train[0] == pytest.approx(2.6e10 * (1 + 512 * 2048 / 2e6) / (1 + 256 * 2048 / 2e6))
 
 
 def test_evaluator_handles_many_candidates_and_strings():

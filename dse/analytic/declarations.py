@@ -14,6 +14,7 @@ import numpy as np
 
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.time.collectives import SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
+from dse.analytic.time.frameworks import framework_names
 from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import RECOMPUTE
 from dse.analytic.time.result import METRIC_FIELDS
@@ -22,6 +23,7 @@ from dse.evaluators.base import Input, Metric
 
 _ACCELERATORS = accelerator_names()
 _MODELS = tuple(presets())
+_FRAMEWORKS = framework_names()
 
 # Network energy per bit moved (seed 004, AstraWattch case study: scale-up 2 pJ/bit,
 # scale-out 25 pJ/bit).
@@ -41,7 +43,8 @@ TIME_INPUTS: list[Input] = [
     Input("kv_heads", "int", "", "key-value heads (overrides the preset)", None, minimum=1, group="workload"),
     Input("seq_len", "int", "tokens", "sequence length (overrides the preset)", None, minimum=1, group="workload"),
     Input("vocab", "int", "tokens", "vocabulary size (overrides the preset)", None, minimum=1, group="workload"),
-    Input("target_tokens", "float", "tokens", "tokens needed in the small-batch limit (D_min)", 2.6e10, minimum=1, group="workload"),
+    Input("target_tokens", "float", "tokens", "tokens to train at target_batch_size (other batches scale by the critical-batch law)", 2.6e10, minimum=1, group="workload"),
+    Input("target_batch_size", "int", "sequences", "global batch the token budget was stated at (the batch the run was planned at); default: the small-batch limit (target_tokens = D_min)", None, minimum=1, group="workload"),
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
     Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
@@ -56,14 +59,16 @@ TIME_INPUTS: list[Input] = [
     Input("scaleout_bw_gbs", "float", "GB/s", "scale-out bandwidth per accelerator per direction", 50.0, minimum=0.001, group="network"),
     Input("scaleout_fabric", "str", "", "scale-out fabric", "rail_optimized", SCALEOUT_FABRICS, group="network"),
     Input("scaleout_latency_us", "float", "us", "scale-out per-step collective latency (default: calibration)", None, minimum=0, group="network"),
+    Input("framework", "str", "", "training stack (dse/analytic/data/frameworks.yaml): what overlaps with compute, how it shards, its kernels", "deepspeed", _FRAMEWORKS, group="parallelism"),
     Input("global_batch_size", "int", "sequences", "global batch size", 512, minimum=1, group="parallelism"),
     Input("micro_batch_size", "int", "sequences", "micro-batch size", 1, minimum=1, group="parallelism"),
     Input("tensor_parallel", "int", "", "tensor-parallel degree", 1, minimum=1, group="parallelism"),
     Input("sequence_parallel", "bool", "", "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)", False, group="parallelism"),
+    Input("context_parallel", "int", "", "context-parallel degree: each sequence split over this many accelerators (ring attention)", 1, minimum=1, group="parallelism"),
     Input("pipeline_parallel", "int", "", "pipeline-parallel degree", 1, minimum=1, group="parallelism"),
     Input("flash_attention", "bool", "", "fused attention kernel (FlashAttention, Dao et al. 2022)", True, group="parallelism"),
     Input("interleave", "int", "", "model chunks per pipeline stage (1 = 1F1B, >1 = interleaved 1F1B)", 1, minimum=1, group="parallelism"),
-    Input("zero_stage", "int", "", "sharded optimizer (ZeRO) stage", 1, minimum=0, maximum=3, group="parallelism"),
+    Input("zero_stage", "int", "", "sharding (ZeRO) stage: 1 optimizer state, 2 + gradients, 3 + weights (FSDP FULL_SHARD); default: the framework's", None, minimum=0, maximum=3, group="parallelism"),
     Input("recompute", "str", "", "activation recomputation", "selective", RECOMPUTE, group="parallelism"),
 ]
 
@@ -73,16 +78,16 @@ TIME_METRICS: list[Metric] = [
     Metric("step_time_s", "s", "iteration time"),
     Metric("compute_time_s", "s", "compute-bound time per iteration"),
     Metric("memory_time_s", "s", "memory-bound time per iteration"),
-    Metric("tp_comm_time_s", "s", "exposed tensor-parallel communication per iteration"),
+    Metric("tp_comm_time_s", "s", "exposed tensor- and context-parallel communication per iteration"),
     Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration"),
-    Metric("dp_comm_time_s", "s", "exposed data-parallel communication per iteration"),
+    Metric("dp_comm_time_s", "s", "exposed data-parallel communication (gradient reduction, sharded-weight gathers) per iteration"),
     Metric("bubble_time_s", "s", "pipeline bubble per iteration"),
     Metric("optimizer_time_s", "s", "optimizer step per iteration"),
     Metric("steps_to_train", "steps", "optimizer steps to reach the target"),
     Metric("tokens_to_train", "tokens", "tokens needed to reach the target"),
     Metric("tokens_per_s", "tokens/s", "training throughput"),
     Metric("mfu", "1", "model FLOPs utilisation"),
-    Metric("memory_per_accelerator_gb", "GB", "memory per accelerator"),
+    Metric("memory_per_accelerator_gb", "GB", "memory per accelerator on the most loaded pipeline stage"),
     Metric("weights_memory_gb", "GB", "weights per accelerator"),
     Metric("gradients_memory_gb", "GB", "gradients per accelerator"),
     Metric("optimizer_memory_gb", "GB", "optimizer state per accelerator"),
@@ -162,7 +167,7 @@ assert tuple(m.name for m in TIME_METRICS) == METRIC_FIELDS  # the TimeResult's 
 #: text inputs the physics reads as an index into their choices: a value that is not a
 #: choice reads as the declared default (the others, accelerator, model and precision,
 #: make the candidate infeasible with a reason instead)
-CODED_CHOICES = ("recompute", "scaleup_topology", "scaleout_fabric", "cooling")
+CODED_CHOICES = ("recompute", "framework", "scaleup_topology", "scaleout_fabric", "cooling")
 
 
 def known_choices(name: str, uniques: list) -> list:

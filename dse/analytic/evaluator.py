@@ -16,6 +16,7 @@ import pandas as pd
 
 from dse.analytic import declarations, model
 from dse.analytic.columns import Factorised
+from dse.analytic.time import frameworks, hardware
 from dse.evaluators.base import Evaluator, Input, Metric
 
 
@@ -41,7 +42,7 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.3.0"
+    version = "0.4.0"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
 
     def __init__(self, **options) -> None:
@@ -57,6 +58,19 @@ class AnalyticEvaluator(Evaluator):
     @property
     def metrics(self) -> dict[str, Metric]:
         return dict(declarations.METRICS)
+
+    def attributes(self) -> dict[str, str]:
+        """Attributes for the result datasets and ``dse describe``: which accelerators'
+        efficiencies are fitted to measured training runs and which are *estimated* by the
+        documented rule (docs/model.md, section 7), and the training stacks on offer."""
+        names = hardware.accelerator_names()
+        return {
+            "analytic_efficiencies_fitted": ", ".join(n for n in names if not hardware.is_estimated(n)),
+            "analytic_efficiencies_estimated": ", ".join(n for n in names if hardware.is_estimated(n)),
+            "analytic_efficiencies_note": "estimated: from the part's published matmul benchmark and the fitted "
+                                          "parts' ratios (docs/model.md, section 7), not fitted to training runs",
+            "analytic_frameworks": ", ".join(frameworks.framework_names()),
+        }
 
     #: candidates per vectorised block: keeps the working arrays in cache (numpy's
     #: element-wise passes over 1e6-row arrays are memory-bound); no per-candidate loop.

@@ -80,10 +80,33 @@ def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, 
 
 
 def _table(path: Path) -> pd.DataFrame:
-    df = pd.read_csv(path).sort_values("sm_clock_mhz", ascending=False).reset_index(drop=True)
-    df["time_ms"] = df["forward_time_ms"] + df["backward_time_ms"]
-    df["energy_j"] = df["forward_energy_j"] + df["backward_energy_j"]
-    return df
+    """The clock sweep as one row per clock (highest first): ``sm_clock_mhz``, ``time_ms``
+    and ``energy_j`` of the stage (forward + backward), from the validate-model format
+    (``stage_time_s`` and ``stage_energy_j`` rows at ``clock_mhz``)."""
+    df = pd.read_csv(path)
+    wide = df.pivot_table(index="clock_mhz", columns="measured_quantity", values="measured_value", aggfunc="first")
+    out = pd.DataFrame({"sm_clock_mhz": wide.index.to_numpy(dtype=float),
+                        "time_ms": wide["stage_time_s"].to_numpy(dtype=float) * 1e3,
+                        "energy_j": wide["stage_energy_j"].to_numpy(dtype=float)})
+    return out.sort_values("sm_clock_mhz", ascending=False).reset_index(drop=True)
+
+
+def relative_stage(sources, quantities, clock_mhz, measured, accelerators=None) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted stage time or energy relative to the same source's (and quantity's)
+    highest clock, and its error against the measured ratio (validate-model's stage rows;
+    the counter's scope is not stated, so only ratios are compared)."""
+    pred = np.full(len(measured), np.nan)
+    err = np.full(len(measured), np.nan)
+    keys = pd.Series(list(zip(sources, quantities, strict=True)))
+    for _, idx in keys.groupby(keys).groups.items():
+        i = np.asarray(idx)
+        acc = ACCELERATOR if accelerators is None or accelerators[i[0]] is None else str(accelerators[i[0]])
+        t, e = stage_energy(clock_mhz[i], accelerator=acc)
+        model = t if quantities[i[0]] == "stage_time_s" else e
+        top = int(np.argmax(clock_mhz[i]))
+        pred[i] = model / model[top]
+        err[i] = pred[i] / (measured[i] / measured[i][top]) - 1.0
+    return pred, err
 
 
 def time_model_compute_fraction() -> float | None:
@@ -95,7 +118,7 @@ def time_model_compute_fraction() -> float | None:
         ev = AnalyticEvaluator()
         row = pd.DataFrame([{"model": "gpt3-175b", "accelerator": ACCELERATOR, "num_accelerators": 8,
                              "tensor_parallel": 8, "pipeline_parallel": 1, "global_batch_size": 8,
-                             "micro_batch_size": 1, "recompute": "none"}])
+                             "micro_batch_size": 1, "recompute": "none", "flash_attention": False}])
         table = ev.with_defaults(row)
         cfg = {name: (table[name].astype(str).to_numpy(dtype=object) if inp.kind == "str"
                       else pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64))
@@ -125,12 +148,6 @@ def perseus_report(path: Path | None = None) -> dict:
     re_meas = (df["energy_j"] / df["energy_j"].iloc[0]).to_numpy()
     err_t = rt_pred / rt_meas - 1.0
     err_e = re_pred / re_meas - 1.0
-    per_pass = {}
-    for p in ("forward", "backward"):
-        mt = (df[f"{p}_time_ms"] / df[f"{p}_time_ms"].iloc[0]).to_numpy()
-        me = (df[f"{p}_energy_j"] / df[f"{p}_energy_j"].iloc[0]).to_numpy()
-        per_pass[p] = {"max_abs_error_time": float(np.max(np.abs(rt_pred / mt - 1))),
-                       "max_abs_error_energy": float(np.max(np.abs(re_pred / me - 1)))}
     rows = [
         {"sm_clock_mhz": float(f[i]), "time_measured": float(rt_meas[i]), "time_predicted": float(rt_pred[i]),
          "time_error": float(err_t[i]), "energy_measured": float(re_meas[i]),
@@ -149,7 +166,6 @@ def perseus_report(path: Path | None = None) -> dict:
         "median_abs_error_energy": float(np.median(np.abs(err_e))),
         "energy_optimal_clock_measured_mhz": float(f[np.argmin(re_meas)]),
         "energy_optimal_clock_predicted_mhz": float(f[np.argmin(re_pred)]),
-        "per_pass": per_pass,
         "parameters": {
             "stage_compute_fraction": STAGE_COMPUTE_FRACTION,
             "vf_curve": np.c_[pw["vf_x"][0], pw["vf_v"][0]].tolist(),

@@ -1,13 +1,30 @@
-"""``dse validate-model``: predicted versus measured iteration times for a table of runs.
+"""``dse validate-model``: measured runs against the analytic model, in one table format.
 
-The table uses the column names of the vTrain reference files (dse/analytic/data/reference/):
-``# GPUs, global batch, micro batch, hidden size, attention heads, # layers, sequence
-length, tensor parallelism, data parallelism, pipeline parallelism, iteration time (ms)``,
-plus optional columns ``accelerator`` (catalog name, default A100-80GB), ``vocab``
-(default 50257), ``recompute`` (none/selective/full, default full), ``sequence_parallel``,
-``interleave``, ``feed_forward`` (default 4 x hidden), ``scaleup_bw_gbs``,
-``scaleout_bw_gbs`` (default 12.5: 800 Gb/s per 8-GPU node, the reference setup) and
-``flash_attention`` (default false, as in the reference runs).
+Every reference table (``dse/analytic/data/reference/*.csv``) and any table a user brings
+is a CSV with one measurement per row (docs/model.md, section 9):
+
+- bookkeeping: ``source`` (required: the errors are summarised per source), ``id``,
+  ``citation``, ``notes``, and ``data_parallel`` (checked against the layout when given);
+- the measurement: ``measured_quantity`` and ``measured_value``. Time-model quantities:
+  ``iteration_time_s``, ``tokens_per_s_per_gpu`` (per accelerator), ``mfu`` (the model's
+  FLOP count, :func:`~dse.analytic.time.workload.model_flops_per_iteration`). Clock-sweep
+  quantities ``stage_time_s`` and ``stage_energy_j`` (one pipeline stage, forward +
+  backward, at ``clock_mhz``) are compared relative to the same source's highest clock
+  (:mod:`dse.analytic.validate_energy`);
+- the run: any input of the analytic evaluator (``framework``, ``accelerator``,
+  ``precision``, the layout: ``num_accelerators``, ``global_batch_size``,
+  ``micro_batch_size``, ``tensor_parallel``, ``context_parallel``,
+  ``pipeline_parallel``, ``interleave``, ``sequence_parallel``, ``recompute``,
+  ``zero_stage``, ``flash_attention``, network inputs, ...) and the model shape
+  (``model`` as a preset name or a label, ``layers``, ``hidden``, ``ffn_hidden``,
+  ``heads``, ``kv_heads``, ``vocab``, ``seq_len``, ``gated_mlp``, ``tied_embeddings``).
+  An empty cell or a missing column takes the evaluator's declared default.
+
+Accelerator names are matched without regard to case, spaces, hyphens or underscores
+(``a100-80gb``, ``A100 80GB``). Tables in the vTrain column format (``# GPUs``, ``global
+batch``, ..., ``iteration time (ms)``) are read too, with the vTrain setup as defaults.
+Every prediction error is expressed on the iteration time: predicted / measured - 1
+(throughput and MFU rows converted), so that its sign always means "too slow".
 """
 
 from __future__ import annotations
@@ -19,148 +36,274 @@ import numpy as np
 import pandas as pd
 
 from dse.analytic import declarations
-from dse.analytic.time import hardware, memory
+from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
 from dse.errors import DseError
 
-COLUMNS = {
-    "# GPUs": "num_accelerators",
-    "global batch": "global_batch_size",
-    "micro batch": "micro_batch_size",
-    "hidden size": "hidden",
-    "attention heads": "heads",
-    "# layers": "layers",
-    "sequence length": "seq_len",
-    "tensor parallelism": "tensor_parallel",
-    "pipeline parallelism": "pipeline_parallel",
+TIME_QUANTITIES = ("iteration_time_s", "tokens_per_s_per_gpu", "mfu")
+STAGE_QUANTITIES = ("stage_time_s", "stage_energy_j")
+BOOKKEEPING = ("id", "source", "citation", "notes", "data_parallel", "measured_quantity", "measured_value")
+REQUIRED = ("source", "measured_quantity", "measured_value")
+LAYOUT = ("num_accelerators", "global_batch_size", "micro_batch_size", "tensor_parallel", "pipeline_parallel")
+SHAPE = workload.SHAPE_FIELDS
+BOOLEAN = {"sequence_parallel", "flash_attention", "gated_mlp", "tied_embeddings"}
+
+#: the vTrain column format (the simulator's published validation tables) and its setup
+VTRAIN_COLUMNS = {
+    "# GPUs": "num_accelerators", "global batch": "global_batch_size", "micro batch": "micro_batch_size",
+    "hidden size": "hidden", "attention heads": "heads", "# layers": "layers", "sequence length": "seq_len",
+    "tensor parallelism": "tensor_parallel", "pipeline parallelism": "pipeline_parallel",
+    "data parallelism": "data_parallel", "feed_forward": "ffn_hidden",
 }
-MEASURED = "iteration time (ms)"
-DP = "data parallelism"
-OPTIONAL_NUMERIC = {"vocab": ("vocab", 50257.0), "feed_forward": ("ffn_hidden", np.nan),
-                    "interleave": ("interleave", 1.0), "sequence_parallel": ("sequence_parallel", 0.0),
-                    "scaleup_bw_gbs": ("scaleup_bw_gbs", np.nan), "scaleout_bw_gbs": ("scaleout_bw_gbs", 12.5),
-                    "flash_attention": ("flash_attention", 0.0), "zero_stage": ("zero_stage", 1.0),
-                    "scaleup_size": ("scaleup_size", 8.0)}
+VTRAIN_SETUP = {"framework": "deepspeed", "accelerator": "A100-80GB", "precision": "fp16", "recompute": "full",
+                "flash_attention": False, "vocab": 50257, "scaleout_bw_gbs": 12.5, "zero_stage": 1,
+                "gated_mlp": 0, "tied_embeddings": 1, "model": "custom"}
 
 
-def _bool_col(col: pd.Series) -> np.ndarray:
-    if col.dtype == bool:
-        return col.to_numpy(dtype=float)
-    text = col.astype(str).str.strip().str.lower()
-    mapped = text.map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
-                       "1.0": 1.0, "0.0": 0.0, "nan": np.nan, "": np.nan})
-    return pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=float)
+def canonical_accelerator(name) -> str | None:
+    """The catalog name ``name`` means, ignoring case, spaces, hyphens and underscores."""
+    def key(text):
+        return "".join(ch for ch in str(text).lower() if ch.isalnum())
+    return {key(n): n for n in hardware.accelerator_names()}.get(key(name))
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A measurement table in the unified format (a vTrain-format table converted)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DseError("no such file", file=str(path))
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DseError(f"cannot read CSV: {exc}", file=str(path)) from None
+    if "iteration time (ms)" in df.columns:
+        df = _from_vtrain(df, path)
+    df.columns = [c.strip() for c in df.columns]
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise DseError(f"missing columns {missing}", file=str(path),
+                       allowed="the validate-model format: docs/model.md, section 9")
+    known = set(declarations.INPUTS) | set(SHAPE) | set(BOOKKEEPING)
+    unknown = [c for c in df.columns if c not in known]
+    if unknown:
+        raise DseError(f"unknown column {unknown[0]!r}", file=str(path),
+                       allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 9)")
+    quantities = set(TIME_QUANTITIES) | set(STAGE_QUANTITIES)
+    bad = sorted(set(df["measured_quantity"].str.strip()) - quantities)
+    if bad:
+        raise DseError(f"unknown measured quantity {bad[0]!r}", file=str(path), field="measured_quantity",
+                       allowed=", ".join(sorted(quantities)))
+    df = df.assign(measured_quantity=df["measured_quantity"].str.strip(), _file=path.name)
+    if "id" not in df.columns:
+        df["id"] = [f"{path.stem}:{i + 2}" for i in range(len(df))]
+    return df
+
+
+def _from_vtrain(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    out = df.rename(columns=VTRAIN_COLUMNS)
+    for name, value in VTRAIN_SETUP.items():
+        if name not in out.columns:
+            out[name] = str(value)
+    ms = pd.to_numeric(out.pop("iteration time (ms)"), errors="coerce")
+    out["measured_quantity"] = "iteration_time_s"
+    out["measured_value"] = (ms / 1000.0).astype(str)
+    out["source"] = path.stem
+    return out
+
+
+def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
+    text = df[col].astype(str).str.strip()
+    if col in BOOLEAN:
+        mapped = text.str.lower().map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
+                                       "1.0": 1.0, "0.0": 0.0, "": np.nan})
+        if mapped.isna().ne(text.eq("")).any():
+            raise DseError("expected true or false", file=file, field=col, value=text[mapped.isna() & text.ne("")].iloc[0])
+        return mapped.to_numpy(dtype=float)
+    vals = pd.to_numeric(text.replace("", np.nan), errors="coerce")
+    bad = vals.isna() & text.ne("")
+    if bad.any():
+        raise DseError("expected a number", file=file, field=col, value=text[bad].iloc[0])
+    return vals.to_numpy(dtype=float)
 
 
 def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray]:
-    """Model inputs for every row of a measurement table: the table's columns, the
-    reference setup's values above where a column is absent, and every other input at its
-    declared default (:func:`dse.analytic.declarations.complete`)."""
-
-    missing = [c for c in (*COLUMNS, MEASURED) if c not in df.columns]
-    if missing:
-        raise DseError(f"missing columns {missing}", file=file, allowed=", ".join([*COLUMNS, MEASURED]))
+    """Model inputs for every row of a (time-model) measurement table: the table's input and
+    shape columns, every other input at its declared default
+    (:func:`dse.analytic.declarations.complete`)."""
     n = len(df)
+    missing = [c for c in LAYOUT if c not in df.columns]
+    if missing:
+        raise DseError(f"missing columns {missing}", file=file, allowed=", ".join(LAYOUT))
     cfg: dict[str, np.ndarray] = {}
-    for col, name in COLUMNS.items():
-        vals = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
-        if not np.isfinite(vals).all() or (vals <= 0).any():
-            raise DseError("column must hold positive numbers", file=file, field=col)
-        cfg[name] = vals
-    if DP in df.columns:
-        dp = pd.to_numeric(df[DP], errors="coerce").to_numpy(dtype=float)
-        bad = np.flatnonzero(dp * cfg["tensor_parallel"] * cfg["pipeline_parallel"] != cfg["num_accelerators"])
-        if len(bad):
-            raise DseError(f"row {bad[0] + 1}: tensor x data x pipeline parallelism != # GPUs", file=file, field=DP)
-    for col, (name, default) in OPTIONAL_NUMERIC.items():
-        if col in df.columns:
-            raw = _bool_col(df[col]) if col in ("sequence_parallel", "flash_attention") else \
-                pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
-            cfg[name] = np.where(np.isfinite(raw), raw, default)
+    for col in df.columns:
+        if col in BOOKKEEPING or col.startswith("_"):
+            continue
+        inp = declarations.INPUTS.get(col)
+        if inp is not None and inp.kind == "str":
+            text = df[col].astype(str).str.strip()
+            if col == "accelerator":
+                text = text.map(lambda a: canonical_accelerator(a) or a if a else a)
+            elif col in ("framework", "recompute", "precision"):
+                text = text.str.lower()
+            values = text.to_numpy(dtype=object)
+            values[text.eq("").to_numpy()] = None
+            # the model column may be a label: shape columns then say what the model is
+            bad = sorted({v for v in values if v is not None and inp.choices and v not in inp.choices
+                          and col != "model"})
+            if bad:
+                raise DseError(f"unknown {col} {bad[0]!r}", file=file, field=col, allowed=", ".join(inp.choices))
+            cfg[col] = values
         else:
-            cfg[name] = np.full(n, default)
-    acc = (df["accelerator"].fillna("").astype(str).str.strip().replace({"nan": "A100-80GB", "": "A100-80GB"})
-           if "accelerator" in df.columns else pd.Series(["A100-80GB"] * n))
-    unknown = sorted(set(acc) - set(hardware.accelerator_names()))
-    if unknown:
-        raise DseError(f"unknown accelerator {unknown[0]!r}", file=file, field="accelerator",
-                       allowed=", ".join(hardware.accelerator_names()))
-    cfg["accelerator"] = acc.to_numpy(dtype=object)
-    rec = (df["recompute"].fillna("").astype(str).str.strip().str.lower().replace({"nan": "full", "": "full"})
-           if "recompute" in df.columns else pd.Series(["full"] * n))
-    bad = sorted(set(rec) - set(memory.RECOMPUTE))
-    if bad:
-        raise DseError(f"unknown recompute {bad[0]!r}", file=file, field="recompute", allowed=", ".join(memory.RECOMPUTE))
-    cfg["recompute"] = rec.to_numpy(dtype=object)
-    cfg["model"] = np.full(n, "custom", dtype=object)
-    cfg["kv_heads"] = cfg["heads"]
-    cfg["gated_mlp"] = np.zeros(n)
-    cfg["tied_embeddings"] = np.ones(n)
-    # the reference runs are fp16 mixed precision (same tensor rate as bf16); fp16 where the
-    # accelerator has no bf16 units
-    cfg["precision"] = np.full(n, "fp16", dtype=object)
-    cfg["num_accelerators"] = cfg["num_accelerators"]
-    cfg["target_tokens"] = np.full(n, 1e9)
+            cfg[col] = _numeric(df, col, file)
+    for col in LAYOUT:
+        if not (np.isfinite(cfg[col]) & (cfg[col] > 0)).all():
+            raise DseError("column must hold positive numbers", file=file, field=col)
+    if "data_parallel" in df.columns:
+        dp = _numeric(df, "data_parallel", file)
+        cp = cfg.get("context_parallel", np.ones(n))
+        cp = np.where(np.isfinite(cp), cp, 1.0)
+        bad = np.flatnonzero(np.isfinite(dp) & (dp * cfg["tensor_parallel"] * cp * cfg["pipeline_parallel"]
+                                                != cfg["num_accelerators"]))
+        if len(bad):
+            raise DseError(f"row {bad[0] + 1}: tensor x context x data x pipeline parallelism != num_accelerators",
+                           file=file, field="data_parallel")
+    if "model" not in cfg:
+        cfg["model"] = np.full(n, "custom", dtype=object)
+    cfg["model"] = np.array([m if m is not None else "custom" for m in cfg["model"]], dtype=object)
+    for col, inp in declarations.INPUTS.items():  # an empty text cell is the default
+        if inp.kind == "str" and col in cfg:
+            cfg[col] = np.array([inp.default if v is None else v for v in cfg[col]], dtype=object)
     return declarations.complete(cfg, n)
 
 
 def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
-    """Per-row predicted and measured iteration time (ms), error and feasibility."""
-    cfg = table_to_config(df, file=file)
-    out = time_model.evaluate(cfg)
-    measured = pd.to_numeric(df[MEASURED], errors="coerce").to_numpy(dtype=float)
-    predicted = out.step_time_s * 1e3
-    return pd.DataFrame({
-        "measured_ms": measured, "predicted_ms": predicted,
-        "error": (predicted - measured) / measured,
-        "reason": out.reason,
-    })
+    """Per-row prediction for a measurement table (both kinds of quantity): ``id``,
+    ``source``, ``quantity``, ``measured``, ``predicted`` (in the row's quantity),
+    ``error`` (on the iteration time; relative to the highest clock for stage rows) and
+    ``reason`` (why the model finds the layout infeasible; such rows get no error)."""
+    df = df.reset_index(drop=True)
+    q = df["measured_quantity"].to_numpy(dtype=object)
+    out = pd.DataFrame({"id": df["id"].to_numpy(dtype=object), "source": df["source"].to_numpy(dtype=object),
+                        "quantity": q, "measured": _numeric(df, "measured_value", file),
+                        "predicted": np.nan, "error": np.nan, "reason": ""})
+    timed = np.isin(q, TIME_QUANTITIES)
+    if timed.any():
+        rows = df[timed]
+        cfg = table_to_config(rows.reset_index(drop=True), file=file)
+        with np.errstate(all="ignore"):
+            res = time_model.evaluate(cfg)
+        step = res.step_time_s
+        tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg)["seq_len"]
+        measured = out.loc[timed, "measured"].to_numpy(dtype=float)
+        qt = q[timed]
+        per_gpu = tokens / (step * cfg["num_accelerators"])
+        predicted = np.where(qt == "iteration_time_s", step, np.where(qt == "tokens_per_s_per_gpu", per_gpu, res.mfu))
+        ratio = np.where(qt == "iteration_time_s", step / measured, measured / predicted)  # predicted / measured time
+        ok = res.reason_code == 0
+        out.loc[timed, "predicted"] = predicted
+        out.loc[timed, "error"] = np.where(ok, ratio - 1.0, np.nan)
+        out.loc[timed, "reason"] = res.reason
+    staged = np.isin(q, STAGE_QUANTITIES)
+    if staged.any():
+        from dse.analytic import validate_energy  # the energy side owns clock sweeps
+
+        clock = _numeric(df, "clock_mhz", file) if "clock_mhz" in df.columns else np.full(len(df), np.nan)
+        if not np.isfinite(clock[staged]).all():
+            raise DseError("stage rows need clock_mhz", file=file, field="clock_mhz")
+        pred, err = validate_energy.relative_stage(out.loc[staged, "source"].to_numpy(dtype=object), q[staged],
+                                                   clock[staged], out.loc[staged, "measured"].to_numpy(dtype=float),
+                                                   df["accelerator"][staged].map(canonical_accelerator).to_numpy(dtype=object)
+                                                   if "accelerator" in df.columns else None)
+        out.loc[staged, "predicted"] = pred
+        out.loc[staged, "error"] = err
+    return out
 
 
 def summary(result: pd.DataFrame) -> dict:
-    """Median, mean and max absolute relative error over the rows with a prediction."""
-    err = result["error"].abs()
-    ok = np.isfinite(err.to_numpy(dtype=float))
+    """Median, mean and max absolute relative error over the rows with a prediction; the
+    rows the model finds infeasible are counted apart (they have no error)."""
+    err = result["error"].abs().to_numpy(dtype=float)
+    ok = np.isfinite(err)
     e = err[ok]
     return {
         "rows": int(len(result)), "predicted": int(ok.sum()),
         "infeasible": int((result["reason"] != "").sum()),
-        "median_abs_error": float(e.median()) if len(e) else float("nan"),
+        "median_abs_error": float(np.median(e)) if len(e) else float("nan"),
         "mean_abs_error": float(e.mean()) if len(e) else float("nan"),
         "max_abs_error": float(e.max()) if len(e) else float("nan"),
     }
 
 
-def validate_model(table: Path, as_json: bool) -> int:
-    """Print predicted versus measured per row and a summary; return an exit code (0)."""
-    table = Path(table)
-    if not table.is_file():
-        raise DseError("no such file", file=str(table))
-    try:
-        df = pd.read_csv(table)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DseError(f"cannot read CSV: {exc}", file=str(table)) from None
-    if "sm_clock_mhz" in df.columns:
-        from dse.analytic import validate_energy  # the energy side owns clock-sweep tables
+def predict_tables(paths) -> pd.DataFrame:
+    """:func:`predict` for every table, concatenated (with the file name in ``file``)."""
+    parts = []
+    for path in paths:
+        df = read_table(path)
+        parts.append(predict(df, file=str(path)).assign(file=Path(path).name))
+    return pd.concat(parts, ignore_index=True)
 
-        report = validate_energy.perseus_report(table)
-        print(json.dumps(report, indent=2) if as_json else _format_dict(report))
-        return 0
-    result = predict(df, file=str(table))
-    stats = summary(result)
+
+def report(result: pd.DataFrame, worst: int = 3) -> dict:
+    """Per source: the :func:`summary`, the ``worst`` rows by absolute error, and the
+    infeasible rows with their reasons."""
+    out = {}
+    for source, rows in result.groupby("source", sort=False):
+        err = rows["error"].abs()
+        top = rows.loc[err.dropna().sort_values(ascending=False).index[:worst]]
+        out[str(source)] = {
+            **summary(rows),
+            "worst": [_row(r) for r in top.itertuples(index=False)],
+            "infeasible_rows": [_row(r) for r in rows[rows["reason"] != ""].itertuples(index=False)],
+        }
+    return out
+
+
+def _row(r) -> dict:
+    return {"id": r.id, "quantity": r.quantity, "measured": float(r.measured), "predicted": float(r.predicted),
+            "error": None if not np.isfinite(r.error) else float(r.error), "reason": r.reason}
+
+
+def validate_model(tables, as_json: bool = False, rows: bool = False, worst: int = 3) -> int:
+    """Print, per source, the median, mean and max absolute error and the worst rows (every
+    row with ``rows``), and the infeasible rows apart; return an exit code (0)."""
+    tables = [tables] if isinstance(tables, str | Path) else list(tables)
+    if not tables:
+        raise DseError("no table given", allowed="one or more CSV files in the validate-model format")
+    result = predict_tables(tables)
+    rep = report(result, worst)
     if as_json:
-        print(json.dumps(stats, indent=2))
+        print(json.dumps(rep, indent=2))
         return 0
-    lines = [f"{'row':>5} {'measured ms':>12} {'predicted ms':>13} {'error':>8}  note"]
-    for i, r in enumerate(result.itertuples(index=False)):
-        lines.append(f"{i + 1:>5} {r.measured_ms:>12.1f} {r.predicted_ms:>13.1f} {r.error:>+8.1%}  {r.reason}")
-    lines.append("")
-    lines.append(f"rows {stats['rows']}, predicted {stats['predicted']}, infeasible {stats['infeasible']}")
-    lines.append(f"absolute error: median {stats['median_abs_error']:.1%}, mean {stats['mean_abs_error']:.1%}, "
-                 f"max {stats['max_abs_error']:.1%}")
-    print("\n".join(lines))
+    print(format_report(result, rep, rows))
     return 0
 
 
-def _format_dict(d: dict) -> str:
-    return "\n".join(f"{k}: {v}" for k, v in d.items())
+def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
+    """The text report: one line per source, then the worst and the infeasible rows."""
+    lines = []
+    if rows:
+        lines.append(f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note")
+        for r in result.itertuples(index=False):
+            err = f"{r.error:+8.1%}" if np.isfinite(r.error) else f"{'-':>8s}"
+            lines.append(f"{str(r.id)[:40]:40s} {r.quantity:>22s} {r.measured:>10.4g} {r.predicted:>10.4g} {err}  {r.reason}")
+        lines.append("")
+    lines.append(f"{'source':22s} {'rows':>5s} {'predicted':>9s} {'infeasible':>10s} {'median':>7s} {'mean':>7s} {'max':>7s}")
+    for source, s in rep.items():
+        lines.append(f"{source[:22]:22s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
+                     f"{_pct(s['median_abs_error'])} {_pct(s['mean_abs_error'])} {_pct(s['max_abs_error'])}")
+    lines.append("")
+    lines.append("worst rows (error = predicted / measured iteration time - 1):")
+    for source, s in rep.items():
+        for w in s["worst"]:
+            lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {w['error']:+7.1%}")
+    infeasible = [(source, w) for source, s in rep.items() for w in s["infeasible_rows"]]
+    if infeasible:
+        lines.append("")
+        lines.append("infeasible in the model (not counted above):")
+        for source, w in infeasible:
+            lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {w['reason']}")
+    return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return f"{x:7.1%}" if np.isfinite(x) else f"{'-':>7s}"

@@ -275,13 +275,17 @@ def status(results: ResultsArg) -> None:
 
 @app.command("validate-model")
 def validate_model(
-    table: Annotated[Path, typer.Argument(help="CSV of measured runs (vTrain columns, or the Perseus clock sweep)", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="print the error summary as JSON")] = False,
+    tables: Annotated[list[Path], typer.Argument(
+        help="CSVs of measured runs in the validate-model format (docs/model.md, section 9)", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print the per-source report as JSON")] = False,
+    rows: Annotated[bool, typer.Option("--rows", help="also print every row's prediction")] = False,
+    worst: Annotated[int, typer.Option("--worst", min=0, help="worst rows to list per source")] = 3,
 ) -> None:
-    """Check the analytic model against measured iteration times (and energy versus clock)."""
+    """Check the analytic model against measured runs: per source the median, mean and max
+    error, the worst rows, and the rows the model finds infeasible apart."""
     from dse.analytic.validation import validate_model as check
 
-    raise typer.Exit(check(table, as_json))
+    raise typer.Exit(check(tables, as_json, rows, worst))
 
 
 @app.command()
@@ -303,10 +307,20 @@ def describe(
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
         t.add_column(col)
+    attributes = ev.attributes() if callable(getattr(ev, "attributes", None)) else {}
+    estimated = {n.strip() for n in attributes.get("analytic_efficiencies_estimated", "").split(",") if n.strip()}
     for inp in ev.inputs.values():
-        allowed = ", ".join(map(str, inp.choices)) if inp.choices else inp._allowed()
+        allowed = ", ".join(f"{c} (estimated)" if c in estimated else str(c) for c in inp.choices) \
+            if inp.choices else inp._allowed()
         t.add_row(inp.name, inp.unit, "(catalog)" if inp.default is None else str(inp.default), allowed, inp.description)
     out.print(t)
+    if attributes:
+        a = Table(title="evaluator attributes (also in the result datasets)")
+        for col in ("attribute", "value"):
+            a.add_column(col)
+        for key, value in attributes.items():
+            a.add_row(key, str(value))
+        out.print(a)
     m = Table(title="metrics")
     for col in ("name", "unit", "description"):
         m.add_column(col)

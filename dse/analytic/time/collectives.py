@@ -19,11 +19,21 @@ SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
 SWITCH_HOP_S = 0.5e-6  # per extra switch traversal (approximate InfiniBand/Ethernet switch latency)
 
 
+def exposed(comm_s, overlaps, window_s, tax):
+    """Communication time a stack that ``overlaps`` (0/1 per candidate) leaves on the
+    critical path when it runs it behind ``window_s`` of compute: the part that does not
+    fit in the window, plus ``tax`` seconds per second overlapped (the collective's kernels
+    take SMs and HBM bandwidth from the compute they run beside)."""
+    hidden = np.minimum(comm_s * overlaps, window_s)
+    return comm_s - (1.0 - tax) * hidden
+
+
 class Network:
     """Per-candidate network arrays: scale-up domain and scale-out fabric."""
 
-    def __init__(self, *, size, up_bw, up_lat, up_topo, out_bw, out_lat, out_fabric, eff):
+    def __init__(self, *, size, up_bw, up_lat, up_topo, out_bw, out_lat, out_fabric, eff, call_lat=0.0):
         self.size = np.maximum(size, 1)
+        self.call_lat = call_lat  # fixed cost of one collective call (kernel launch, setup)
         self.up_bw, self.up_lat, self.up_topo = up_bw * eff, up_lat, up_topo
         self.out_bw, self.out_fabric = out_bw * eff, out_fabric
         # fat tree: leaf-spine-leaf (two more switch hops than a rail-aligned leaf)
@@ -65,7 +75,7 @@ class Network:
         g1, k, nn, up_bw, out_bw, out_lat = self.split(g, stride)
         intra = (k - 1) / k * nbytes / up_bw + (k - 1) * self.up_lat
         inter = (nn - 1) / nn * nbytes / k / out_bw + (nn - 1) * out_lat
-        return intra + inter  # zero for g = 1 (k = nn = 1)
+        return intra + inter + np.where(g1 > 1, self.call_lat, 0.0)  # zero for g = 1 (k = nn = 1)
 
     all_gather = reduce_scatter
 

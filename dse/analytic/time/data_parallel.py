@@ -1,19 +1,49 @@
-"""Data parallelism: gradient reduction and ZeRO-3 weight gathering (Rajbhandari et al. 2020)."""
+"""Data parallelism: gradient reduction and sharded-weight gathers per ZeRO stage
+(Rajbhandari et al. 2020), overlapped as the training stack does."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic.time.collectives import exposed
+from dse.analytic.time.gemm import BYTES
 
-def dp_time(net, grad_bytes, dp, tp, dp_overlap, backward_last_s, zero, m, compute_s) -> np.ndarray:
-    """Exposed data-parallel communication per iteration (s).
+#: share of a micro-batch's kernel time spent in its backward pass (backward = 2 x forward)
+BACKWARD_SHARE = 2.0 / 3.0
 
-    Gradient reduce-scatter + parameter all-gather (ZeRO >= 1) or all-reduce, of the same
-    cost, overlapping with the last micro-batch's backward (``backward_last_s``) by the
-    calibrated share ``dp_overlap``. ZeRO-3 all-gathers the stage's weights for every
-    forward and backward of every micro-batch, hidden behind the compute time.
+
+def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax) -> np.ndarray:
+    """Exposed data-parallel communication per iteration (s) of a stage holding
+    ``stage_params`` parameters per accelerator, over ``dp`` ranks of stride ``tp``.
+
+    Gradients (``stack.grad_bytes`` per value) and 16-bit weights:
+    ZeRO 0 all-reduces the gradients once (during the last micro-batch's backward when the
+    stack overlaps gradient reduction); ZeRO 1 reduce-scatters them and all-gathers the
+    updated weights after the optimizer step (behind the next forward when the stack
+    overlaps that gather); ZeRO 2 reduce-scatters in every micro-batch's backward;
+    ZeRO 3 (FSDP FULL_SHARD) also all-gathers the weights for every micro-batch's forward
+    and again for its backward, prefetched behind that micro-batch's kernels
+    (``mb_compute_s``) when the stack overlaps them.
     """
-    dp_total = net.all_reduce(grad_bytes, dp, tp)
-    dp_s = np.maximum(dp_total - dp_overlap * backward_last_s, 0.0)
-    z3 = np.where(zero >= 3, 2.0 * m * net.all_gather(grad_bytes, dp, tp), 0.0)
-    return dp_s + np.maximum(z3 - compute_s, 0.0)
+    rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
+    ag = net.all_gather(BYTES * stage_params, dp, tp)
+    backward = BACKWARD_SHARE * mb_compute_s
+    forward = mb_compute_s - backward
+    gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)
+    z0 = exposed(2.0 * rs, stack.grad_overlap, backward, tax)
+    z1 = exposed(rs, stack.grad_overlap, backward, tax) + gather_once
+    z2 = m * exposed(rs, stack.grad_overlap, backward, tax) + gather_once
+    hideable = 2.0 * ag * stack.gather_overlap + rs * stack.grad_overlap
+    z3 = m * (2.0 * ag + rs - (1.0 - tax) * np.minimum(hideable, mb_compute_s))
+    return np.where(zero >= 3, z3, np.where(zero >= 2, z2, np.where(zero >= 1, z1, z0)))
+
+
+def volume_bytes(stage_params, zero, m, grad_bytes) -> np.ndarray:
+    """Bytes per iteration the data-parallel collectives reduce-scatter or all-gather
+    (the collective size, as :meth:`~dse.analytic.time.collectives.Network.traffic` takes it):
+    ZeRO 0 an all-reduce (2 x the gradients), 1 the gradients and the weights, 2 the
+    gradients of every micro-batch and the weights, 3 per micro-batch the gradients and the
+    weights twice."""
+    grads, weights = grad_bytes * stage_params, BYTES * stage_params
+    return np.where(zero >= 3, m * (grads + 2.0 * weights),
+                    np.where(zero >= 2, m * grads + weights, np.where(zero >= 1, grads + weights, 2.0 * grads)))

@@ -12,8 +12,12 @@ import yaml
 from dse.analytic.columns import factorise
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 
-CALIBRATION_FIELDS = ("matmul_eff_max", "matmul_half_gflop", "memory_eff", "kernel_overhead_us",
-                      "collective_eff", "collective_latency_us", "scaleout_latency_us", "dp_overlap")
+#: fitted per accelerator (calibration.yaml ``fitted``; by :func:`estimated_efficiencies` elsewhere)
+ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")
+#: one value for every accelerator and stack (calibration.yaml ``shared``)
+SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_call_us", "collective_latency_us", "scaleout_latency_us",
+                 "attention_eff", "overlap_tax", "eager_elementwise_factor")
+CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
 
 
 @cache
@@ -24,22 +28,63 @@ def catalog() -> dict[str, dict]:
 
 @cache
 def calibration() -> dict[str, dict]:
-    """Accelerator name (or ``default``) -> fitted time-model parameters."""
+    """The fitted parameters: ``shared`` (one value for all) and ``fitted`` (accelerator name
+    -> its own efficiencies), see the YAML file."""
     return yaml.safe_load(files("dse.analytic.data").joinpath("calibration.yaml").read_text())
 
 
+def mamf_efficiency(name: str, precision: str = "bf16") -> float | None:
+    """Published maximum achievable matmul throughput as a fraction of the datasheet peak
+    (catalog ``mamf_tflops``), or None where none is published."""
+    hw = catalog()[name]
+    mamf, peak = (hw.get("mamf_tflops") or {}).get(precision), hw["peak_tflops"].get(precision)
+    return None if mamf is None or not peak else mamf / peak
+
+
+def estimated_efficiencies(name: str, fitted: dict[str, dict] | None = None) -> dict[str, float]:
+    """The documented rule for an accelerator without training measurements.
+
+    ``matmul_eff_max``: its published matmul efficiency (MAMF / peak) times the mean ratio
+    of fitted to published efficiency over the fitted accelerators (how much of the matmul
+    benchmark a training GEMM reaches); where no MAMF is published, the median published
+    efficiency of the catalog. ``fp8_matmul_ratio``: its published fp8 over bf16 MAMF
+    efficiency, else the mean fitted ratio of fitted parts with fp8 units. ``memory_eff`` and
+    ``collective_eff``: the mean over the fitted accelerators (same kernels, same NCCL).
+    """
+    fitted = calibration()["fitted"] if fitted is None else fitted
+    fits = list({id(v): (k, v) for k, v in fitted.items()}.values())  # a YAML alias (same die) counts once
+    ratios = [v["matmul_eff_max"] / mamf_efficiency(k) for k, v in fits if mamf_efficiency(k)]
+    published = [e for e in (mamf_efficiency(k) for k in catalog()) if e is not None]
+    own = mamf_efficiency(name)
+    eff = (own if own is not None else float(np.median(published))) * float(np.mean(ratios))
+    own8 = mamf_efficiency(name, "fp8")
+    fp8_fits = [v["fp8_matmul_ratio"] for k, v in fits if mamf_efficiency(k, "fp8")]
+    fp8 = own8 / own if own8 is not None and own is not None else float(np.mean(fp8_fits)) if fp8_fits else 1.0
+    return {"matmul_eff_max": min(eff, 0.95), "fp8_matmul_ratio": fp8,
+            "memory_eff": float(np.mean([v["memory_eff"] for _, v in fits])),
+            "collective_eff": float(np.mean([v["collective_eff"] for _, v in fits]))}
+
+
+def is_estimated(name: str) -> bool:
+    """True for an accelerator whose efficiencies come from the rule, not from a fit."""
+    return name not in calibration()["fitted"]
+
+
 def calibration_for(name: str) -> dict[str, float]:
+    """Every calibration field for accelerator ``name``: the shared values and its fitted
+    efficiencies, or the estimated ones (:func:`estimated_efficiencies`)."""
     cal = calibration()
-    return {**cal["default"], **cal.get(name, {})}
+    own = cal["fitted"].get(name) or estimated_efficiencies(name)
+    return {**cal["shared"], **{k: own[k] for k in ACCELERATOR_FIELDS}}
 
 
 def accelerator_names() -> tuple[str, ...]:
     return tuple(catalog())
 
 
-FIELDS = ("peak_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
+FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
           "idle_w", "scaleup_bw_bps", "scaleup_topology", "compute_units", "reserved_bytes",
-          "precision_ok", *CALIBRATION_FIELDS)
+          "precision_ok", "fp8", *CALIBRATION_FIELDS)
 
 
 @cache
@@ -48,9 +93,15 @@ def _row(name: str, prec: str) -> tuple[float, ...]:
     if hw is None:
         return (np.nan,) * len(FIELDS)
     peak = hw["peak_tflops"].get(prec)
+    # attention and the output layer stay 16-bit in fp8 training (Transformer Engine casts the
+    # linear layers only); fp16 where the part has no bf16 units
+    peak16 = hw["peak_tflops"].get("bf16") or hw["peak_tflops"].get("fp16")
+    if prec not in ("fp8", "bf16", "fp16"):
+        peak16 = peak
     cal = calibration_for(name)
     return (
         np.nan if peak is None else peak * 1e12,
+        np.nan if peak is None or peak16 is None else peak16 * 1e12,
         hw["hbm_bw_gbs"] * 1e9,
         hw["hbm_gb"] * 1e9,
         hw["clock_max_mhz"],
@@ -62,6 +113,7 @@ def _row(name: str, prec: str) -> tuple[float, ...]:
         hw["compute_units"],
         hw["memory_reserved_gb"] * 1e9,
         0.0 if peak is None else 1.0,
+        1.0 if prec == "fp8" else 0.0,
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -78,7 +130,9 @@ class Hardware:
     """Per-candidate hardware arrays (one value per candidate in each field).
 
     From the catalog: ``peak_flops`` (dense FLOP/s at the maximum clock at the candidate's
-    precision; NaN where unsupported, with ``precision_ok`` 0), ``hbm_bw_bps`` (B/s),
+    precision; NaN where unsupported, with ``precision_ok`` 0), ``peak16_flops`` (the 16-bit
+    peak that attention and the output layer run at; the precision's own peak for tf32),
+    ``fp8`` (1 for fp8 candidates), ``hbm_bw_bps`` (B/s),
     ``hbm_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
     ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
     :data:`SCALEUP_TOPOLOGIES`), ``compute_units``, ``reserved_bytes``; from the
@@ -87,6 +141,7 @@ class Hardware:
     """
 
     peak_flops: np.ndarray
+    peak16_flops: np.ndarray
     hbm_bw_bps: np.ndarray
     hbm_bytes: np.ndarray
     clock_max_mhz: np.ndarray
@@ -98,14 +153,20 @@ class Hardware:
     compute_units: np.ndarray
     reserved_bytes: np.ndarray
     precision_ok: np.ndarray
+    fp8: np.ndarray
     matmul_eff_max: np.ndarray
-    matmul_half_gflop: np.ndarray
+    fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray
-    kernel_overhead_us: np.ndarray
     collective_eff: np.ndarray
+    matmul_half_gflop: np.ndarray
+    matmul_half_k: np.ndarray
+    kernel_overhead_us: np.ndarray
+    collective_call_us: np.ndarray
     collective_latency_us: np.ndarray
     scaleout_latency_us: np.ndarray
-    dp_overlap: np.ndarray
+    attention_eff: np.ndarray
+    overlap_tax: np.ndarray
+    eager_elementwise_factor: np.ndarray
 
 
 assert tuple(f.name for f in fields(Hardware)) == FIELDS  # _row's order is the dataclass's

@@ -1,6 +1,9 @@
 """One transformer layer on one accelerator, per micro-batch: its GEMMs, the attention core
 (unfused or FlashAttention), the element-wise kernels' HBM traffic and the passes that
-forward, backward and activation recomputation make over it (docs/model.md, section 3)."""
+forward, backward and activation recomputation make over it (docs/model.md, section 6).
+
+``T`` is the tokens one accelerator holds per micro-batch: ``b s / cp`` with context
+parallelism, whose ranks each attend their ``s / cp`` queries to all ``s`` keys."""
 
 from __future__ import annotations
 
@@ -10,6 +13,14 @@ import numpy as np
 
 from dse.analytic.time.gemm import BYTES, compute_time, gemm
 
+#: share of the s x s attention blocks a causal fused-attention kernel computes
+CAUSAL_SHARE = 0.5
+#: HBM bytes per logit of Megatron's vocab-parallel cross entropy over forward and backward
+#: (megatron/mpu/cross_entropy.py): the fp32 cast of the logits (read 2, write 4), max (4),
+#: subtract the max (8), exp (8), sum (4), divide into the softmax kept for backward (8);
+#: backward: scale by the output gradient (8) and the cast back to 16 bit (6)
+CROSS_ENTROPY_BYTES = 52.0
+
 
 @dataclass(frozen=True, slots=True)
 class LayerTime:
@@ -18,6 +29,8 @@ class LayerTime:
 
     compute_s: np.ndarray        # clock-bound GEMM time
     memory_s: np.ndarray         # memory-bound GEMM time and element-wise kernels
+    dense_compute_s: np.ndarray  # clock-bound time of the dense GEMMs, all passes (hides TP traffic)
+    attn_compute_s: np.ndarray   # clock-bound time of the attention core, all passes (hides CP traffic)
     overhead_s: np.ndarray       # fixed per-kernel launch cost, all passes
     dense_passes: np.ndarray     # passes over the dense part (3 or 4)
     attn_passes: np.ndarray      # passes over the attention core (3 or 4)
@@ -26,22 +39,26 @@ class LayerTime:
     attn_ew_bytes: np.ndarray    # element-wise bytes of one forward pass, attention core
 
 
-def attention_core(shape, tp, b, T, flash, g) -> tuple[tuple, tuple]:
+def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple, tuple]:
     """Forward time of the attention core ``softmax(QK^T) V``: ``(score, ctx)``, each a
-    ``(compute_s, memory_s)`` pair.
+    ``(compute_s, memory_s)`` pair (``g``: the 16-bit roofline terms).
 
-    Unfused: scores and context as two batched GEMMs (``b a / t`` heads of ``s x s x d``).
-    FlashAttention (Dao et al. 2022): scores never reach HBM; one fused kernel at the
-    attention FLOPs (Q, K, V, O traffic only), counted as one batched GEMM in ``score``.
+    Unfused: scores and context as two batched GEMMs (``b a / t`` heads of ``s/cp x s x d``).
+    FlashAttention (Dao et al. 2022): scores never reach HBM; one fused kernel over the
+    unmasked (causal: lower) half of the scores (Q, K, V, O traffic only) at
+    ``attention_eff`` of a large GEMM's efficiency, counted as one batched GEMM in ``score``.
     """
     h, s, a = shape["hidden"], shape["seq_len"], shape["heads"]
     d = h / a
+    s_q = s / cp
     on = flash > 0
     all_flash = bool(on.all())
     if not all_flash:  # unfused attention: scores and context as two batched GEMMs
-        score = gemm(s, s, d, b * a / tp, **g)
-        ctx = gemm(s, d, s, b * a / tp, **g)
-    fa_c = compute_time(s, s, d, 2.0 * b * a / tp, **g)
+        score = gemm(s_q, s, d, b * a / tp, **g)
+        ctx = gemm(s_q, d, s, b * a / tp, **g)
+    # causal training: the fused kernel skips the masked upper triangle, half the score blocks
+    # (Dao 2023, FlashAttention-2, section 3.1.1); unfused attention computes all of them
+    fa_c = CAUSAL_SHARE * compute_time(s_q, s, d, 2.0 * b * a / tp, **{**g, "eff_max": g["eff_max"] * attention_eff})
     fa_m = BYTES * 4.0 * T * h / tp / g["hbm_bw"]
     fa_bound = fa_c >= fa_m
     fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
@@ -66,55 +83,64 @@ def dense_gemms(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
     return qkv[0] + proj[0] + fc1[0] + fc2[0], qkv[1] + proj[1] + fc1[1] + fc2[1]
 
 
-def elementwise_bytes(shape, tp, sp, b, T, flash) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes of a layer's element-wise kernels, one forward pass: ``(replicated, mlp,
     attention)``.
 
     Megatron kernels, 16-bit: two layer norms (read + write, 4 B/elem each) and two fused
     bias-dropout-residual adds (7 B/elem), replicated across tensor ranks unless sequence
     parallel; bias-GeLU (SwiGLU) on the ffn activations; scale-mask-softmax and dropout on
-    the s x s scores (9 B/elem), none with FlashAttention.
+    the s x s scores (9 B/elem), none with FlashAttention. ``eager``: the factor by which
+    unfused (eager PyTorch) kernels move more bytes (1 for fused stacks). fp8 (Transformer
+    Engine): each linear layer's input is cast, read 2 B and written 1 B per element
+    (QKV and FC1 inputs ``T h``, projection and FC2 inputs ``T h / t`` and ``T f / t``).
     """
     h, s, a = shape["hidden"], shape["seq_len"], shape["heads"]
-    rep = 22.0 * T * h / np.where(sp > 0, tp, 1)
-    mlp_ew = (4.0 + 2.0 * shape["gated_mlp"]) * T * shape["ffn_hidden"] / tp
+    rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
+    mlp_ew = (4.0 + 2.0 * shape["gated_mlp"]) * T * shape["ffn_hidden"] / tp * eager
+    if fp8.any():
+        rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape["ffn_hidden"]) / tp), 0.0)
     on = flash > 0
     if bool(on.all()):
         attn_ew = np.zeros_like(T)
     else:
-        attn_ew = 9.0 * b * a * s * s / tp
+        attn_ew = 9.0 * b * a * (s / cp) * s / tp * eager
         attn_ew = np.where(on, 0.0, attn_ew)
     return rep, mlp_ew, attn_ew
 
 
-def layer_time(shape, tp, sp, b, T, T_tiles, recompute, flash, hw, g) -> LayerTime:
+def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager) -> LayerTime:
     """One layer per micro-batch: forward 1 pass, backward 2 (backward GEMMs = 2 x forward
     FLOPs; element-wise backward ~2x forward), plus a forward for full recomputation;
     selective recomputation re-runs the attention core only (Korthikanti et al. 2022).
-    ``T``: tokens per micro-batch, ``T_tiles``: ``ceil(T / TILE)``."""
+    FlashAttention's backward recomputes the scores: 5 matrix products against the
+    forward's 2, so 2.5 forward passes (Dao 2023, FlashAttention-2, section 3.1.2).
+    ``T``: tokens per micro-batch on this accelerator, ``T_tiles``: ``ceil(T / TILE)``;
+    ``g``/``g16``: roofline terms at the candidate's precision and at 16 bit."""
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g)
-    score, ctx = attention_core(shape, tp, b, T, flash, g)
+    score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = hw.hbm_bw_bps * hw.memory_eff
-    rep, mlp_ew, attn_ew = elementwise_bytes(shape, tp, sp, b, T, flash)
+    rep, mlp_ew, attn_ew = elementwise_bytes(shape, tp, cp, sp, b, T, flash, hw.fp8, eager)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm
     full = recompute == 2
     sel = recompute == 1
     dense_passes = 3.0 + full
-    attn_passes = 3.0 + (full | sel)
+    attn_passes = np.where(flash > 0, 3.5, 3.0) + (full | sel)
     return LayerTime(
         compute_s=dense_c * dense_passes + attn_c * attn_passes,
         memory_s=(dense_m + ew_dense_m) * dense_passes + (attn_m + ew_attn_m) * attn_passes,
+        dense_compute_s=dense_c * dense_passes, attn_compute_s=attn_c * attn_passes,
         overhead_s=hw.kernel_overhead_us * 1e-6 * dense_passes,
         dense_passes=dense_passes, attn_passes=attn_passes, full_recompute=full,
         dense_ew_bytes=rep + mlp_ew, attn_ew_bytes=attn_ew)
 
 
-def output_layer(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
+def output_layer(shape, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:
     """Forward + backward ``(compute_s, memory_s)`` of the output layer on the last stage:
-    vocab-parallel logits GEMM (3 passes) and an fp32 softmax cross entropy (4 B per logit,
-    read and written over the 3 passes)."""
+    the vocab-parallel logits GEMM (3 passes, 16-bit) and the fp32 softmax cross entropy,
+    :data:`CROSS_ENTROPY_BYTES` per logit."""
     V = shape["vocab"]
-    out = gemm(T, V / tp, shape["hidden"], None, m_tiles=T_tiles, **g)
-    return 3.0 * out[0], 3.0 * out[1] + 3.0 * 4.0 * T * V / tp / g["hbm_bw"]
+    out = gemm(T, V / tp, shape["hidden"], None, m_tiles=T_tiles, **g16)
+    return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16["hbm_bw"]

@@ -44,36 +44,68 @@ def _activation_variants(s, b, h, a, tp, sp, flash) -> tuple[np.ndarray, np.ndar
     return none, selective, full
 
 
+def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
+    """Model chunks whose activations pipeline rank ``rank`` holds at its peak: 1F1B keeps
+    ``pp - rank`` micro-batches in flight (Narayanan et al. 2021); the interleaved schedule
+    ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunks (Megatron-LM's warm-up count, which
+    reproduces Korthikanti et al. 2022's ``pp (1 + (pp - 1) / (pp v))`` stages' worth on the
+    first rank); never more than the ``m v`` chunks of the iteration."""
+    chunks = np.where(v > 1, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
+    return np.minimum(chunks, m * v)
+
+
 def memory_breakdown(
-    *, layer_params: np.ndarray, embed_params: np.ndarray, layers: np.ndarray, tp: np.ndarray,
+    *, layer_params: np.ndarray, embed_params: np.ndarray, stages, tp: np.ndarray, cp: np.ndarray,
     pp: np.ndarray, dp: np.ndarray, interleave: np.ndarray, zero_stage: np.ndarray,
     micro_batch: np.ndarray, micro_batches: np.ndarray, seq_len: np.ndarray, hidden: np.ndarray,
     heads: np.ndarray, vocab: np.ndarray, sp: np.ndarray, recompute: np.ndarray,
     reserved: np.ndarray, flash: np.ndarray,
 ) -> MemoryBreakdown:
-    """Bytes per accelerator on the most loaded pipeline stage (the first).
+    """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
+    loaded middle and the last stage, the one with the largest total).
 
     Mixed-precision Adam: weights 2 B/param, gradients 2 B/param, optimizer 12 B/param
     (fp32 master copy, momentum, variance; Rajbhandari et al. 2020, ZeRO, section 3.1),
-    sharded over data parallel: ZeRO 1 the optimizer, 2 also gradients, 3 also weights.
-    The first stage holds the input embedding (and, with an untied output layer on the
-    last stage, the same size again there). Activations: under 1F1B the first stage has
-    ``min(pp, m)`` micro-batches in flight over ``L/pp`` layers (Narayanan et al. 2021),
-    times ``1 + (pp-1)/(pp v)`` with ``v`` interleaved chunks (Korthikanti et al. 2022,
-    section 4.2.3); full recomputation adds one layer's full activations as working set;
-    the output layer adds fp32 logits ``4 s b V / t`` (cross entropy).
+    sharded over the ``dp x cp`` data-parallel ranks: ZeRO 1 the optimizer, 2 also
+    gradients, 3 also weights. With pipeline parallelism the first stage holds the input
+    embedding and the last the output layer (a copy of the embedding when tied, as
+    Megatron keeps it); one stage holds both (once when tied). Activations per layer
+    (:func:`activation_bytes_per_layer`, on ``s / cp`` tokens) times the layers of the
+    chunks in flight (:func:`in_flight_chunks`); full recomputation adds one layer's full
+    activations as working set; the last stage adds the fp32 logits ``4 s b V / (t cp)``
+    of one micro-batch (cross entropy).
     """
-    stage_params = layers / pp * layer_params / tp + embed_params / tp
-    weights = 2.0 * stage_params / np.where(zero_stage >= 3, dp, 1)
-    grads = 2.0 * stage_params / np.where(zero_stage >= 2, dp, 1)
-    optimizer = 12.0 * stage_params / np.where(zero_stage >= 1, dp, 1)
-    none, selective, full = _activation_variants(seq_len, micro_batch, hidden, heads, tp, sp, flash)
+    v = interleave
+    vh = vocab * hidden
+    none, selective, full = _activation_variants(seq_len / cp, micro_batch, hidden, heads, tp, sp, flash)
     per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
-    in_flight = np.minimum(pp, micro_batches) * (1.0 + np.where(interleave > 1, (pp - 1) / (pp * interleave), 0.0))
-    activations = per_layer * layers / pp * in_flight
     working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
-    logits = np.where(pp == 1, 4.0 * seq_len * micro_batch * vocab / tp, 0.0)
-    activations = activations + working + logits
-    total = weights + grads + optimizer + activations + reserved
+    logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
+    one = pp == 1
+    # (layers, embedding parameters, pipeline rank, logits) of the three candidate stages
+    candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
+    if not one.all():
+        candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
+    if (pp >= 3).any():
+        candidates.append((stages.middle, 0.0, 1.0, 0.0))
+    shard = dp * cp
+    w_div = np.where(zero_stage >= 3, shard, 1.0)
+    g_div = np.where(zero_stage >= 2, shard, 1.0)
+    o_div = np.where(zero_stage >= 1, shard, 1.0)
+    state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
+    best = None  # (parameters, activations, total) of the most loaded stage so far
+    for layers, emb, rank, logit in candidates:
+        params = (layers * layer_params + emb) / tp
+        chunks = in_flight_chunks(rank, pp, v, micro_batches)
+        activations = per_layer * layers / v * chunks + np.where(layers > 0, working, 0.0) + logit
+        total = params * state_per_param + activations
+        if best is None:
+            best = (params, activations, total)
+        else:
+            more = total > best[2]
+            best = tuple(np.where(more, new, old) for new, old in zip((params, activations, total), best, strict=True))
+    params, activations, total = best
+    weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
+    total = total + reserved
     return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
                            activations_bytes=activations, reserved_bytes=reserved, total_bytes=total)

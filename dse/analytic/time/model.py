@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse.analytic.columns import choice_codes
-from dse.analytic.time import hardware, memory, parallelism, step, training, workload
+from dse.analytic.time import frameworks, hardware, memory, parallelism, step, training, workload
 from dse.analytic.time.collectives import SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES, Network
 from dse.analytic.time.reasons import REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
@@ -40,13 +40,16 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
+    stack = frameworks.lookup(cfg["framework"])
     reasons.flag(~np.isfinite(hw.hbm_bytes), "unknown accelerator")
     reasons.flag(~np.isfinite(shape["layers"] + shape["hidden"] + shape["heads"] + shape["seq_len"] + shape["vocab"]),
                  "unknown model preset and incomplete shape")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
-    p = _parallel_inputs(cfg)
-    lay, checks = parallelism.layout(p["n"], p["tp"], p["pp"], p["gb"], p["mb"], shape["layers"], shape["heads"],
-                                     shape["kv_heads"], p["vi"], p["sp"], shape["seq_len"])
+    p = _parallel_inputs(cfg, stack)
+    reasons.flag(~stack.offers(p["zero"]), "the training stack does not offer this sharding (ZeRO) stage")
+    reasons.flag((p["vi"] > 1) & (stack.interleaved_schedule == 0), "the training stack has no interleaved pipeline schedule")
+    lay, stages, checks = parallelism.layout(p["n"], p["tp"], p["cp"], p["pp"], p["gb"], p["mb"], shape["layers"],
+                                             shape["heads"], shape["kv_heads"], p["vi"], p["sp"], shape["seq_len"])
     for mask, reason in checks:
         reasons.flag(mask, reason)
     clock = _clock(cfg, hw, clock_mhz, reasons)
@@ -54,35 +57,38 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     embed_params = workload.embedding_parameters(shape)
     tokens_iter = p["gb"] * shape["seq_len"]
     mem = memory.memory_breakdown(
-        layer_params=layer_params, embed_params=embed_params, layers=shape["layers"], tp=p["tp"], pp=p["pp"],
+        layer_params=layer_params, embed_params=embed_params, stages=stages, tp=p["tp"], cp=p["cp"], pp=p["pp"],
         dp=lay["data_parallel"], interleave=lay["interleave"], zero_stage=p["zero"], micro_batch=p["mb"],
         micro_batches=lay["micro_batches"], seq_len=shape["seq_len"], hidden=shape["hidden"],
         heads=shape["heads"], vocab=shape["vocab"], sp=p["sp"], recompute=p["recompute"],
         reserved=hw.reserved_bytes, flash=p["flash"])
     reasons.flag(mem.total_bytes > hw.hbm_bytes, "does not fit in accelerator memory")
-    t = step.step_time(shape=shape, tp=p["tp"], pp=p["pp"], dp=lay["data_parallel"], v=lay["interleave"],
+    t = step.step_time(shape=shape, tp=p["tp"], cp=p["cp"], pp=p["pp"], dp=lay["data_parallel"], v=lay["interleave"],
                        m=lay["micro_batches"], b=p["mb"], sp=p["sp"], recompute=p["recompute"], zero=p["zero"],
-                       hw=hw, clock_ratio=clock / hw.clock_max_mhz, net=_network(cfg, hw),
-                       layer_params=layer_params, embed_params=embed_params, flash=p["flash"])
+                       hw=hw, stack=stack, clock_ratio=clock / hw.clock_max_mhz, net=_network(cfg, hw),
+                       layer_params=layer_params, embed_params=embed_params, flash=p["flash"], stages=stages)
     params = workload.parameter_count(shape)
-    d_min, b_noise = training.resolve_target(params, _f(cfg, "target_tokens"), _f(cfg, "target_loss"),
+    d_ref, b_noise = training.resolve_target(params, _f(cfg, "target_tokens"), _f(cfg, "target_loss"),
                                              _f(cfg, "b_noise_tokens"))
-    reasons.flag(~np.isfinite(d_min), "target loss unreachable at this model size (Chinchilla fit)")
-    steps = training.steps_to_target(d_min, tokens_iter, b_noise)
+    reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
+    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape["seq_len"], nan=0.0)
+    steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     codes = reasons.codes(n_rows)
     return _result(t, mem, hw, steps, tokens_iter, workload.model_flops_per_iteration(shape, tokens_iter),
                    p["n"], params, lay, clock, codes)
 
 
-def _parallel_inputs(cfg) -> dict[str, np.ndarray]:
-    """The layout inputs as float arrays: accelerators ``n``, tensor/pipeline degrees,
-    global and micro batch, interleave ``vi``, sequence parallelism ``sp`` (only with
-    tensor parallelism), ZeRO stage, recompute code (index into ``memory.RECOMPUTE``) and
-    FlashAttention."""
+def _parallel_inputs(cfg, stack) -> dict[str, np.ndarray]:
+    """The layout inputs as float arrays: accelerators ``n``, tensor/context/pipeline
+    degrees, global and micro batch, interleave ``vi``, sequence parallelism ``sp`` (only
+    with tensor parallelism), ZeRO stage (the stack's default where not given), recompute
+    code (index into ``memory.RECOMPUTE``) and FlashAttention."""
     tp = _f(cfg, "tensor_parallel")
-    return {"n": _f(cfg, "num_accelerators"), "tp": tp, "pp": _f(cfg, "pipeline_parallel"),
-            "gb": _f(cfg, "global_batch_size"), "mb": _f(cfg, "micro_batch_size"), "vi": _f(cfg, "interleave"),
-            "sp": np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0), "zero": _f(cfg, "zero_stage"),
+    zero = _f(cfg, "zero_stage")
+    return {"n": _f(cfg, "num_accelerators"), "tp": tp, "cp": _f(cfg, "context_parallel"),
+            "pp": _f(cfg, "pipeline_parallel"), "gb": _f(cfg, "global_batch_size"), "mb": _f(cfg, "micro_batch_size"),
+            "vi": _f(cfg, "interleave"), "sp": np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
+            "zero": np.where(np.isfinite(zero), zero, stack.default_zero_stage),
             "recompute": choice_codes(cfg["recompute"], memory.RECOMPUTE), "flash": _f(cfg, "flash_attention")}
 
 
@@ -112,7 +118,8 @@ def _network(cfg, hw) -> Network:
     up_topo = np.where(up_topo < 0, hw.scaleup_topology, up_topo)
     return Network(size=_f(cfg, "scaleup_size"), up_bw=up_bw, up_lat=up_lat, up_topo=up_topo,
                    out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9, out_lat=out_lat,
-                   out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS), eff=hw.collective_eff)
+                   out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS), eff=hw.collective_eff,
+                   call_lat=hw.collective_call_us * 1e-6)
 
 
 def _result(t, mem, hw, steps, tokens_iter, model_flops, n, params, lay, clock, codes) -> TimeResult:

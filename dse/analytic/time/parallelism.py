@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -22,9 +24,46 @@ def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(a), np.nan, np.floor(a / b))
 
 
+@dataclass(frozen=True, slots=True)
+class Stages:
+    """Transformer layers per pipeline stage, as Megatron and DeepSpeed place them.
+
+    When ``pp`` divides ``L``: ``L / pp`` layers on every stage, the input embedding on the
+    first and the output layer on the last (Megatron-LM's default). Otherwise the embedding
+    and the output layer count as one layer each and the ``L + 2`` units are spread as
+    evenly as possible, the extra units going to the middle stages first: Megatron-Core's
+    ``--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split``,
+    DeepSpeed's ``partition_method='type:transformer|embedding'`` (BLOOM: 70 layers on 12
+    stages, 6 units each) and Llama 3's "one Transformer layer less on the first and the
+    last stage" (126 layers on 16 stages; Dubey et al. 2024, section 3.3.2). With one stage,
+    ``first`` and ``last`` are the same stage.
+    """
+
+    first: np.ndarray    # layers on the first stage (which holds the input embedding)
+    middle: np.ndarray   # layers on the most loaded middle stage (0 when pp < 3)
+    last: np.ndarray     # layers on the last stage (which holds the output layer)
+    units: np.ndarray    # placement units: L, or L + 2 when pp does not divide L
+
+
+def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
+    """The :class:`Stages` of ``layers`` transformer layers on ``pp`` stages."""
+    even = ~_indivisible(layers, pp)
+    units = np.where(even, layers, layers + 2.0)
+    q = np.floor(units / pp)
+    extra = units - q * pp                                   # units left after q per stage
+    to_middle = np.minimum(extra, np.maximum(pp - 2.0, 0.0))  # middle stages take them first
+    rest = extra - to_middle                                 # then the first, then the last
+    per_stage = layers / pp
+    first = np.where(even, per_stage, q + (rest >= 1) - 1.0)
+    last = np.where(even, per_stage, q + (rest >= 2) - 1.0)
+    middle = np.where(pp >= 3, np.where(even, per_stage, q + (to_middle > 0)), 0.0)
+    return Stages(first=first, middle=middle, last=last, units=units)
+
+
 def layout(
     num_accelerators: np.ndarray,
     tensor_parallel: np.ndarray,
+    context_parallel: np.ndarray,
     pipeline_parallel: np.ndarray,
     global_batch_size: np.ndarray,
     micro_batch_size: np.ndarray,
@@ -34,31 +73,38 @@ def layout(
     interleave: np.ndarray,
     sequence_parallel: np.ndarray,
     seq_len: np.ndarray,
-) -> tuple[dict[str, np.ndarray], list[tuple[np.ndarray, str]]]:
-    """Derived degrees and a list of ``(mask, reason)`` for layouts that cannot run.
+) -> tuple[dict[str, np.ndarray], Stages, list[tuple[np.ndarray, str]]]:
+    """Derived degrees, the pipeline :class:`Stages` and a list of ``(mask, reason)`` for
+    layouts that cannot run.
 
-    ``data_parallel = N / (tp * pp)``; each data-parallel replica runs
+    ``data_parallel = N / (tp * cp * pp)``; each data-parallel replica runs
     ``micro_batches = global_batch / (dp * micro_batch)`` micro-batches per iteration
-    (gradient accumulation). The interleaved 1F1B schedule (Narayanan et al. 2021) splits
-    each stage into ``interleave`` model chunks and needs the micro-batches to be a
-    multiple of the pipeline degree (Megatron-LM's requirement).
+    (gradient accumulation; context-parallel ranks share a micro-batch). The interleaved
+    1F1B schedule (Narayanan et al. 2021) splits each stage into ``interleave`` model
+    chunks and needs the micro-batches to be a multiple of the pipeline degree
+    (Megatron-LM's requirement). A pipeline with more stages than layers cannot run.
+    Context parallelism splits each sequence into ``2 cp`` chunks (load-balanced causal
+    attention in Megatron-Core), so ``2 cp`` must divide it.
     """
-    n, tp, pp = num_accelerators, tensor_parallel, pipeline_parallel
+    n, tp, cp, pp = num_accelerators, tensor_parallel, context_parallel, pipeline_parallel
     gb, mb = global_batch_size, micro_batch_size
     v = np.maximum(interleave, 1)
     kv = kv_heads
-    model_parallel = np.maximum(tp * pp, 1)
+    model_parallel = np.maximum(tp * cp * pp, 1)
     dp = np.maximum(_floor_div(n, model_parallel), 1)
     micro_batches = np.maximum(_floor_div(gb, np.maximum(dp * mb, 1)), 1)
+    stages = pipeline_stages(layers, pp)
     checks = [
-        (_indivisible(n, model_parallel), "tensor x pipeline parallel does not divide the accelerator count"),
+        (_indivisible(n, model_parallel), "tensor x context x pipeline parallel does not divide the accelerator count"),
         (_indivisible(heads, tp), "tensor parallel degree does not divide the attention heads"),
         (_indivisible(kv, tp) & _indivisible(tp, kv), "tensor parallel degree and key-value heads do not divide each other"),
-        (_indivisible(layers, pp * v), "pipeline parallel x interleave does not divide the layers"),
+        (pp > layers, "more pipeline stages than layers"),
+        ((v > 1) & _indivisible(stages.units, pp * v), "pipeline parallel x interleave does not divide the layers"),
         (_indivisible(gb, dp * mb), "data parallel x micro batch does not divide the global batch"),
         ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
         ((v > 1) & _indivisible(micro_batches, pp), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
         ((sequence_parallel > 0) & _indivisible(seq_len, tp),
          "sequence parallelism needs the tensor parallel degree to divide the sequence length"),
+        ((cp > 1) & _indivisible(seq_len, 2 * cp), "context parallelism needs 2 x its degree to divide the sequence length"),
     ]
-    return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, checks
+    return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, stages, checks

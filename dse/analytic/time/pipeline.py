@@ -8,12 +8,12 @@ import numpy as np
 from dse.analytic.time.gemm import BYTES
 
 
-def p2p_time(net, act_bytes, tp, pp, v, m, same_domain) -> np.ndarray:
+def p2p_time(net, act_bytes, tp, pp, v, m, same_domain, scatter_gather) -> np.ndarray:
     """Point-to-point of activations (forward) and their gradients (backward) per iteration:
-    ``2 v (m + pp - 1)`` sends of ``act_bytes / tp`` (scatter-gather over tensor ranks,
-    Narayanan et al. 2021, section 4.1); inside one scale-up domain only when the whole job
-    is (``same_domain``)."""
-    p2p = net.p2p(act_bytes / tp, same_domain)
+    ``2 v (m + pp - 1)`` sends of ``act_bytes / tp`` with the stack's scatter-gather over
+    tensor ranks (Narayanan et al. 2021, section 4.1), else of ``act_bytes``; inside one
+    scale-up domain only when the whole job is (``same_domain``)."""
+    p2p = net.p2p(act_bytes / np.where(scatter_gather > 0, tp, 1.0), same_domain)
     return np.where(pp > 1, 2.0 * v * (m + pp - 1) * p2p, 0.0)
 
 
@@ -30,6 +30,6 @@ def bubble_time(pp, v, per_micro_batch_s) -> np.ndarray:
     return (pp - 1) / v * per_micro_batch_s
 
 
-def p2p_bytes(act_bytes, tp, pp, v, m) -> np.ndarray:
+def p2p_bytes(act_bytes, tp, pp, v, m, scatter_gather) -> np.ndarray:
     """Bytes each accelerator sends point-to-point per iteration."""
-    return np.where(pp > 1, 2.0 * v * m * act_bytes / tp, 0.0)
+    return np.where(pp > 1, 2.0 * v * m * act_bytes / np.where(scatter_gather > 0, tp, 1.0), 0.0)

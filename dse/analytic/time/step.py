@@ -1,13 +1,15 @@
-"""Step time: the per-iteration breakdown of one pipeline stage's work, communication,
-bubble and optimizer step, composed from the per-phenomenon modules (see docs/model.md).
+"""Step time: the per-iteration breakdown of the pace-setting pipeline stage's work,
+communication, bubble and optimizer step, composed from the per-phenomenon modules (see
+docs/model.md, section 6).
 
-One micro-batch on one pipeline stage (``L/pp`` layers; the output layer on the last
-stage) costs forward + backward (backward GEMMs = 2 x forward FLOPs) + recomputation
-(:mod:`~dse.analytic.time.layer`); 1F1B runs ``m`` of them plus a bubble of ``(pp-1)/v``
-(:mod:`~dse.analytic.time.pipeline`, Narayanan et al. 2021). Tensor-parallel collectives
-are exposed (:mod:`~dse.analytic.time.tensor_parallel`); data-parallel gradient reduction
-overlaps with the last micro-batch's backward by ``dp_overlap``
-(:mod:`~dse.analytic.time.data_parallel`).
+One micro-batch on one pipeline stage costs forward + backward (backward GEMMs = 2 x
+forward FLOPs) + recomputation (:mod:`~dse.analytic.time.layer`) over the stage's layers
+(:class:`~dse.analytic.time.parallelism.Stages`; the output layer on the last stage); the
+slowest stage sets the pace of the 1F1B schedule, which runs ``m`` micro-batches plus a
+bubble of ``(pp-1)/v`` average stage slots (:mod:`~dse.analytic.time.pipeline`, Narayanan
+et al. 2021). What the training stack overlaps with compute
+(:mod:`~dse.analytic.time.frameworks`) hides behind the window it overlaps with, at a cost
+of ``overlap_tax`` per second overlapped; what does not fit is exposed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dse.analytic.time import (
     tensor_parallel,
     traffic,
 )
-from dse.analytic.time.collectives import Network
+from dse.analytic.time.collectives import Network, exposed
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +40,7 @@ class StepBreakdown:
 
     compute_s: np.ndarray       # clock-bound GEMM time
     memory_s: np.ndarray        # memory-bound kernels
-    tp_comm_s: np.ndarray       # exposed tensor-parallel collectives
+    tp_comm_s: np.ndarray       # exposed tensor- and context-parallel collectives
     pp_comm_s: np.ndarray       # pipeline point-to-point and tied-embedding all-reduce
     dp_comm_s: np.ndarray       # exposed data-parallel communication
     bubble_s: np.ndarray        # pipeline bubble
@@ -50,47 +52,75 @@ class StepBreakdown:
     scaleout_bytes: np.ndarray  # bytes sent on scale-out links
 
 
-def step_time(*, shape, tp, pp, dp, v, m, b, sp, recompute, zero, hw, clock_ratio, net: Network,
-              layer_params, embed_params, flash) -> StepBreakdown:
+def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
+              layer_params, embed_params, flash, stages) -> StepBreakdown:
     """Per-iteration time breakdown and traffic of one candidate layout (arrays per candidate:
-    tensor, pipeline and data-parallel degrees, interleave ``v``, micro-batches ``m`` of
-    ``b`` sequences, sequence parallelism, recompute code, ZeRO stage, FlashAttention)."""
-    T = b * shape["seq_len"]  # tokens per micro-batch
+    tensor, context, pipeline and data-parallel degrees, interleave ``v``, micro-batches ``m``
+    of ``b`` sequences, sequence parallelism, recompute code, ZeRO stage, the stack's arrays,
+    FlashAttention, the pipeline stages)."""
+    T = b * shape["seq_len"] / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
-    lay = layer.layer_time(shape, tp, sp, b, T, T_tiles, recompute, flash, hw, g)
+    g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
+    eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
+    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager)
     hbm = hw.hbm_bw_bps * hw.memory_eff
+    tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape["hidden"]
     n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
     tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
+    tp_layer = exposed(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
+    with_cp = bool((cp > 1).any())
+    if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
+        cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
+        tp_layer = tp_layer + exposed(cp_layer, 1.0, lay.attn_compute_s, tax)
 
-    Ls = shape["layers"] / pp
-    stage_c = Ls * lay.compute_s
-    stage_m = Ls * (lay.memory_s) + Ls * lay.overhead_s
-    stage_tp = Ls * tp_layer
-    out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g)
-    per_mb = stage_c + stage_m + stage_tp  # a transformer stage's time per micro-batch
-    compute_s = m * (stage_c + out_c)
-    memory_s = m * (stage_m + out_m)
-    tp_s = m * (stage_tp + out_tp)
+    # one micro-batch on each candidate stage; the slowest sets the pace
+    out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
+    lay_m = lay.memory_s + lay.overhead_s
+    one = pp == 1
 
-    same = tp * pp * dp <= net.size  # the pipeline stays in one domain only when the job does
-    pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same)
-    pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp)
-    bubble_s = pipeline.bubble_time(pp, v, per_mb)
+    def stage(n_layers, with_output):
+        return (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
+                n_layers * tp_layer + with_output * out_tp)
 
-    stage_params = Ls * layer_params / tp + embed_params / tp
-    grad_bytes = gemm.BYTES * stage_params
-    backward_last = (Ls * (lay.compute_s + lay.memory_s) * 2.0 / 3.0)
-    dp_s = data_parallel.dp_time(net, grad_bytes, dp, tp, hw.dp_overlap, backward_last, zero, m, compute_s)
-    opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp)
-    optimizer_s = opt_bytes / hbm
+    first, last = stage(stages.first, one), stage(stages.last, 1.0)
+    middle = stage(stages.middle, 0.0) if (pp >= 3).any() else (0.0, 0.0, 0.0)
+    t_first, t_middle, t_last = sum(first), sum(middle), sum(last)
+    pace_first = (t_first > t_last) & (t_first >= t_middle)
+    pace_middle = ~pace_first & (t_middle > t_last)
+    c_mb, m_mb, tp_mb = (np.where(pace_first, f, np.where(pace_middle, mid, la))
+                         for f, mid, la in zip(first, middle, last, strict=True))
+    compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
+    # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
+    mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
+    bubble_s = pipeline.bubble_time(pp, v, mean_stage)
+
+    dp_group = dp * cp if with_cp else dp  # gradients are reduced over the data- and context-parallel ranks
+    same = tp * cp * pp * dp <= net.size  # the pipeline stays in one domain only when the job does
+    pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same, stack.p2p_scatter_gather)
+    pp_s = exposed(pp_s, stack.p2p_overlap * (v > 1), compute_s, tax)
+    pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
+
+    # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
+    vh = shape["vocab"] * shape["hidden"]
+    stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
+                              stages.middle * layer_params) / tp
+    mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
+    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax)
+    opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
+    optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
     step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
-    scaleup, scaleout = traffic.link_bytes(net, act_bytes, grad_bytes, tp, dp, m, Ls, n_tp,
-                                           pipeline.p2p_bytes(act_bytes, tp, pp, v, m), same)
+    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
+    cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
+    scaleup, scaleout = traffic.link_bytes(
+        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
+        busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
+        cp_volume, cp)
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
-        bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s, overhead_s=m * Ls * lay.overhead_s,
-        hbm_bytes=traffic.hbm_bytes(lay, Ls, m, opt_bytes, layer_params, tp),
+        bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
+        overhead_s=m * busiest * lay.overhead_s,
+        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, layer_params, tp),
         scaleup_bytes=scaleup, scaleout_bytes=scaleout)

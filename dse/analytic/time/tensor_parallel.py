@@ -1,13 +1,17 @@
-"""Tensor-parallel collectives per micro-batch (Megatron-LM, Shoeybi et al. 2019).
+"""Tensor- and context-parallel collectives per micro-batch (Megatron-LM, Shoeybi et al.
+2019; ring attention for context parallelism).
 
 Per layer 2 all-reduces of the activations forward and 2 backward (or, with sequence
 parallelism, all-gather + reduce-scatter pairs of the same cost, Korthikanti et al. 2022),
-2 more with full recomputation; all exposed (not overlapped with compute).
+2 more with full recomputation. Context parallelism passes the keys and values around the
+``cp`` ranks of a sequence (Megatron-Core / Transformer Engine ring attention).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from dse.analytic.time.gemm import BYTES
 
 
 def collectives_per_layer(full_recompute: np.ndarray) -> np.ndarray:
@@ -22,3 +26,18 @@ def tp_times(net, act_bytes, T, tp, n_tp) -> tuple[np.ndarray, np.ndarray]:
     per token (``T`` tokens per micro-batch; Shoeybi et al. 2019)."""
     tp_ar = net.all_reduce(act_bytes, tp, 1)
     return n_tp * tp_ar, tp_ar + 3.0 * net.all_reduce(4.0 * T, tp, 1)
+
+
+def cp_bytes(shape, b, tp, cp, recompute) -> np.ndarray:
+    """Key and value bytes one layer exchanges per micro-batch across the context-parallel
+    ranks (the collective size): the 16-bit keys and values of the whole sequence on one
+    tensor rank, gathered forward, gathered again with their gradients reduce-scattered
+    backward, and gathered once more when the attention is recomputed."""
+    kv_dim = shape["hidden"] * shape["kv_heads"] / shape["heads"]
+    kv = 2.0 * BYTES * b * shape["seq_len"] * kv_dim / tp
+    return np.where(cp > 1, kv * (3.0 + (recompute >= 1)), 0.0)
+
+
+def cp_time(net, shape, b, tp, cp, recompute) -> np.ndarray:
+    """Time of one layer's context-parallel exchange per micro-batch (before overlap)."""
+    return net.all_gather(cp_bytes(shape, b, tp, cp, recompute), cp, tp)

@@ -16,13 +16,16 @@ def hbm_bytes(layer, Ls, m, opt_bytes, layer_params, tp) -> np.ndarray:
     return m * passes_bytes + opt_bytes + 3.0 * m * BYTES * Ls * (layer_params / tp)
 
 
-def link_bytes(net, act_bytes, grad_bytes, tp, dp, m, Ls, n_tp, p2p_bytes, same_domain):
+def link_bytes(net, act_bytes, dp_volume, tp, dp, m, Ls, n_tp, p2p_bytes, same_domain, cp_volume, cp):
     """``(scaleup_bytes, scaleout_bytes)`` per iteration: tensor-parallel all-reduces
     (``n_tp`` per layer plus the output layer's, per micro-batch), the data-parallel
-    reduction and the pipeline sends, on the fabric each crosses."""
+    collectives (``dp_volume`` bytes reduce-scattered or gathered over ``dp`` ranks of stride
+    ``tp``), the context-parallel key/value exchange (``cp_volume``; None: no context
+    parallelism) and the pipeline sends, on the fabric each crosses."""
     tp_up, tp_out = net.traffic(act_bytes, tp, 1)
-    dp_up, dp_out = net.traffic(grad_bytes, dp, tp)
+    dp_up, dp_out = net.traffic(dp_volume, dp, tp, factor=1.0)
+    cp_up, cp_out = (0.0, 0.0) if cp_volume is None else net.traffic(cp_volume, cp, tp, factor=1.0)
     n_tp_total = m * (Ls * n_tp + 1.0)
-    scaleup = n_tp_total * tp_up + dp_up + np.where(same_domain, p2p_bytes, 0.0)
-    scaleout = n_tp_total * tp_out + dp_out + np.where(same_domain, 0.0, p2p_bytes)
+    scaleup = n_tp_total * tp_up + dp_up + cp_up + np.where(same_domain, p2p_bytes, 0.0)
+    scaleout = n_tp_total * tp_out + dp_out + cp_out + np.where(same_domain, 0.0, p2p_bytes)
     return scaleup, scaleout

@@ -1,13 +1,17 @@
 """Training length: tokens and steps to reach the target, with batch-size efficiency.
 
-Target: a token count ``D_min`` or a loss through the Chinchilla fit (Hoffmann et al.
-2022, approach 3): ``L(N, D) = E + A / N^alpha + B / D^beta``, inverted for ``D``.
+Target: a token count ``D_ref`` stated at a global batch ``B_ref`` (the batch the run was
+planned at; ``B_ref = 0`` is the small-batch limit, ``D_ref = D_min``), or a loss through
+the Chinchilla fit (Hoffmann et al. 2022, approach 3): ``L(N, D) = E + A / N^alpha +
+B / D^beta``, inverted for ``D`` (the tokens at ``B_ref``).
 
 Batch-size efficiency: McCandlish et al. 2018 ("An Empirical Model of Large-Batch
 Training"): to reach a given loss, steps S and examples E trade off as
-``S = S_min (1 + B_noise / B)`` and ``E = E_min (1 + B / B_noise)``; tokens(B) =
-``D_min (1 + B / B_noise)``. ``B_noise`` is given, or taken from the critical-batch law of
-Kaplan et al. 2020 (eq. 5.3), ``B_crit(L) = B* / L^(1/alpha_B)``, with the loss reached.
+``S = S_min (1 + B_noise / B)`` and ``E = E_min (1 + B / B_noise)``. Anchored at the stated
+point, tokens(B) = ``D_ref (1 + B / B_noise) / (1 + B_ref / B_noise)``: a run at its own
+batch trains exactly its stated tokens, a larger batch needs more, a smaller one fewer.
+``B_noise`` is given, or taken from the critical-batch law of Kaplan et al. 2020
+(eq. 5.3), ``B_crit(L) = B* / L^(1/alpha_B)``, with the loss reached.
 """
 
 from __future__ import annotations
@@ -39,18 +43,23 @@ def critical_batch_tokens(loss: np.ndarray) -> np.ndarray:
     return KAPLAN_B_STAR_TOKENS / np.maximum(loss, 1e-3) ** (1.0 / KAPLAN_ALPHA_B)
 
 
-def tokens_to_target(target_tokens: np.ndarray, batch_tokens: np.ndarray, b_noise_tokens: np.ndarray) -> np.ndarray:
-    """Tokens needed at a batch of ``batch_tokens``: D_min (1 + B / B_noise)."""
-    return target_tokens * (1.0 + batch_tokens / b_noise_tokens)
+def tokens_to_target(target_tokens: np.ndarray, ref_batch_tokens: np.ndarray, batch_tokens: np.ndarray,
+                     b_noise_tokens: np.ndarray) -> np.ndarray:
+    """Tokens needed at a batch of ``batch_tokens`` when ``target_tokens`` are needed at
+    ``ref_batch_tokens`` (0: the small-batch limit): D_ref (1 + B/B_noise) / (1 + B_ref/B_noise)."""
+    return target_tokens * (1.0 + batch_tokens / b_noise_tokens) / (1.0 + ref_batch_tokens / b_noise_tokens)
 
 
-def steps_to_target(target_tokens: np.ndarray, batch_tokens: np.ndarray, b_noise_tokens: np.ndarray) -> np.ndarray:
+def steps_to_target(target_tokens: np.ndarray, ref_batch_tokens: np.ndarray, batch_tokens: np.ndarray,
+                    b_noise_tokens: np.ndarray) -> np.ndarray:
     """Optimizer steps: tokens needed / tokens per step (= S_min (1 + B_noise / B))."""
-    return tokens_to_target(target_tokens, batch_tokens, b_noise_tokens) / batch_tokens
+    return tokens_to_target(target_tokens, ref_batch_tokens, batch_tokens, b_noise_tokens) / batch_tokens
 
 
 def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
-    """``(D_min, B_noise)`` per candidate from the inputs (NaN = take from the laws)."""
+    """``(D_ref, B_noise)`` per candidate from the inputs (NaN = take from the laws): the
+    tokens at the reference batch (from the target loss where one is given) and the noise
+    scale (Kaplan's critical batch at the loss those tokens reach where not given)."""
     has_loss = np.isfinite(target_loss)
     d_min = np.where(has_loss, chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)), target_tokens)
     loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))

@@ -1,0 +1,71 @@
+"""Training stacks (``dse/analytic/data/frameworks.yaml``) and their vectorised lookup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib.resources import files
+
+import numpy as np
+import yaml
+
+from dse.analytic.columns import factorise
+
+#: the per-stack behaviours the time model reads, in :class:`Stack` order
+FIELDS = ("default_zero_stage", "zero_ok_mask", "grad_bytes", "tp_overlap", "grad_overlap", "gather_overlap",
+          "step_gather_overlap", "p2p_overlap", "fused_kernels", "p2p_scatter_gather", "interleaved_schedule")
+
+
+@cache
+def catalog() -> dict[str, dict]:
+    """Stack name -> its documented behaviour (see the YAML file for the fields and sources)."""
+    return yaml.safe_load(files("dse.analytic.data").joinpath("frameworks.yaml").read_text())
+
+
+def framework_names() -> tuple[str, ...]:
+    return tuple(catalog())
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """Per-candidate stack arrays: the default ZeRO stage, a bit mask of the stages offered
+    (bit ``z`` set when stage ``z`` is), gradient bytes in the data-parallel reduction, and
+    the 0/1 behaviours of the catalog (overlaps, fused kernels, scatter/gather pipeline
+    sends, the interleaved schedule). Unknown names are NaN."""
+
+    default_zero_stage: np.ndarray
+    zero_ok_mask: np.ndarray
+    grad_bytes: np.ndarray
+    tp_overlap: np.ndarray
+    grad_overlap: np.ndarray
+    gather_overlap: np.ndarray
+    step_gather_overlap: np.ndarray
+    p2p_overlap: np.ndarray
+    fused_kernels: np.ndarray
+    p2p_scatter_gather: np.ndarray
+    interleaved_schedule: np.ndarray
+
+    def offers(self, zero_stage: np.ndarray) -> np.ndarray:
+        """True where the stack offers ``zero_stage`` (an integer-valued float array)."""
+        z = np.clip(np.nan_to_num(zero_stage, nan=0.0), 0, 3).astype(np.int64)
+        return (np.nan_to_num(self.zero_ok_mask, nan=0.0).astype(np.int64) >> z) & 1 == 1
+
+
+assert tuple(f.name for f in fields(Stack)) == FIELDS
+
+
+@cache
+def _row(name: str) -> tuple[float, ...]:
+    st = catalog().get(name)
+    if st is None:
+        return (np.nan,) * len(FIELDS)
+    return (float(st["default_zero_stage"]), float(sum(1 << int(z) for z in st["zero_stages"])),
+            *(float(st[f]) for f in FIELDS[2:]))
+
+
+def lookup(names) -> Stack:
+    """Per-candidate stack arrays for the stack ``names`` (one lookup per distinct name)."""
+    codes, uniq = factorise(names)
+    table = np.array([_row(str(u)) for u in uniq] + [_row("")], dtype=np.float64).T
+    codes = np.where(np.asarray(codes) < 0, len(uniq), codes)
+    return Stack(*(np.ascontiguousarray(table[i]).take(codes) for i in range(len(FIELDS))))
