@@ -133,6 +133,7 @@ def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: S
         "evaluator_version": evaluator.version,
         "format_version": FORMAT_VERSION,
         "dse_version": __version__,
+        **evaluator.attributes(),
     })
     return ds
 

@@ -78,7 +78,7 @@ TIME_METRICS: list[Metric] = [
     Metric("step_time_s", "s", "iteration time"),
     Metric("compute_time_s", "s", "compute-bound time per iteration"),
     Metric("memory_time_s", "s", "memory-bound time per iteration"),
-    Metric("tp_comm_time_s", "s", "exposed tensor- and context-parallel communication per iteration"),
+    Metric("tp_comm_time_s", "s", "exposed tensor- and context-parallel traffic per iteration"),
     Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration"),
     Metric("dp_comm_time_s", "s", "exposed data-parallel communication (gradient reduction, sharded-weight gathers) per iteration"),
     Metric("bubble_time_s", "s", "pipeline bubble per iteration"),

@@ -307,7 +307,7 @@ def describe(
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
         t.add_column(col)
-    attributes = ev.attributes() if callable(getattr(ev, "attributes", None)) else {}
+    attributes = ev.attributes()
     estimated = {n.strip() for n in attributes.get("analytic_efficiencies_estimated", "").split(",") if n.strip()}
     for inp in ev.inputs.values():
         allowed = ", ".join(f"{c} (estimated)" if c in estimated else str(c) for c in inp.choices) \

@@ -108,6 +108,11 @@ class Evaluator(ABC):
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
         """Metrics, ``feasible`` and ``reason`` for every row of ``candidates``."""
 
+    def attributes(self) -> dict[str, str]:
+        """Text attributes for the result datasets and ``dse describe`` (e.g. which of its
+        numbers are measured and which estimated). Default: none."""
+        return {}
+
     def with_defaults(self, candidates: pd.DataFrame) -> pd.DataFrame:
         """``candidates`` with every missing input column filled by its default."""
         out = candidates.reset_index(drop=True).copy()
