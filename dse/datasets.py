@@ -19,8 +19,9 @@ from dse.study import Study
 
 
 def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: Space,
-               *, kind: str) -> xr.Dataset:
-    """An xarray Dataset over ``candidate``: parameters, metrics, status; units everywhere."""
+               *, kind: str, attrs: dict | None = None) -> xr.Dataset:
+    """An xarray Dataset over ``candidate``: parameters, metrics, status; units everywhere.
+    ``attrs`` (the search's labels: how exact the front is, evaluations spent) are added."""
     inputs, metrics = evaluator.inputs, evaluator.metrics
     data_vars = {}
     for name in space.names:
@@ -67,6 +68,7 @@ def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: S
         "format_version": FORMAT_VERSION,
         "dse_version": __version__,
     })
+    ds.attrs.update(attrs or {})
     return ds
 
 

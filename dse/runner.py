@@ -184,7 +184,7 @@ class Runner:
         finally:
             self.progress.stop()
         evaluations = store.load_evaluations()
-        front, datasets = self._write_outputs(store, evaluations)
+        front, datasets = self._write_outputs(store, evaluations, driver.attributes())
         return RunResult(store.path, evaluations, front, run.history, interrupted, self.algorithm, datasets)
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
@@ -201,7 +201,9 @@ class Runner:
         run.append(self._evaluate(executor, store, run.batch_no, todo), study)
         rows = run.rows_for(keys)
         driver.tell(batch.drop(columns="key"), objective_matrix(rows, study), violation_matrix(rows, study))
-        record = self._record(run, len(batch), len(todo), time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        driver.observe_cost(seconds, len(todo))
+        record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)
         run.batch_no += 1
         self._save_state(store, driver, run)
@@ -250,7 +252,8 @@ class Runner:
             "seconds": round(seconds, 3),
         }
 
-    def _write_outputs(self, store: ResultStore, evaluations: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    def _write_outputs(self, store: ResultStore, evaluations: pd.DataFrame,
+                       search_attrs: dict) -> tuple[pd.DataFrame, dict]:
         """Write ``evaluations.nc`` and ``pareto.nc``; the front and both datasets."""
         if len(evaluations) == 0:
             return evaluations, {}
@@ -259,8 +262,9 @@ class Runner:
         first = self.study.objectives[0].metric
         if len(front) and first in front:
             front = front.sort_values(first, kind="stable").reset_index(drop=True)
-        all_ds = to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations")
+        attrs = {**search_attrs, "evaluations": len(evaluations)}
+        all_ds = to_dataset(evaluations, self.study, self.evaluator, self.space, kind="evaluations", attrs=attrs)
         write_netcdf(all_ds, store.path / "evaluations.nc")
-        front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
+        front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set", attrs=attrs)
         write_netcdf(front_ds, store.path / "pareto.nc")
         return front, {"pareto": front_ds, "evaluations": all_ds}

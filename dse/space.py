@@ -148,6 +148,62 @@ class Space:
             rest //= r
         return out
 
+    @property
+    def strides(self) -> np.ndarray:
+        """Weight of each parameter's value index in a grid position (the last varies fastest)."""
+        r = self.radices
+        return np.array([math.prod(r[j + 1:]) for j in range(len(r))], dtype=np.int64)
+
+    @property
+    def indexable(self) -> bool:
+        """Discrete, with grid positions that fit a 64-bit integer (keys, neighbourhoods)."""
+        return self.is_discrete and self.size < 2**62
+
+    def flat_index(self, idx: np.ndarray) -> np.ndarray:
+        """Grid positions of rows of value indices: the inverse of :meth:`indices_of`."""
+        return np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters)) @ self.strides
+
+    def value_indices(self, candidates: pd.DataFrame) -> np.ndarray:
+        """``(n, p)`` value indices of a candidate table (discrete parameters; -1 where a
+        value is not one of the parameter's)."""
+        out = np.empty((len(candidates), len(self.parameters)), dtype=np.int64)
+        for j, p in enumerate(self.parameters):
+            col = candidates[p.name]
+            if p.kind == "categorical" and not all(isinstance(v, bool) for v in p.values):
+                out[:, j] = pd.Index([str(v) for v in p.values]).get_indexer(col.astype(str))
+            else:
+                out[:, j] = pd.Index(list(p.values)).get_indexer(col)
+        return out
+
+    def moves(self, order: int) -> np.ndarray:
+        """Neighbourhood moves as ``(m, p)`` offsets of value indices: ``order`` 1 changes one
+        parameter (one step along an ordered one, any other value of a categorical one),
+        ``order`` 2 two parameters at once (every pair of such single moves)."""
+        singles = []
+        for j, p in enumerate(self.parameters):
+            steps = range(1, len(p.values)) if not p.ordered else (-1, 1)
+            for d in steps:
+                if len(p.values) > 1:
+                    move = np.zeros(len(self.parameters), np.int64)
+                    move[j] = d
+                    singles.append(move)
+        if order == 1:
+            return np.array(singles, np.int64).reshape(-1, len(self.parameters))
+        pairs = [a + b for i, a in enumerate(singles) for b in singles[i + 1:]
+                 if not (np.flatnonzero(a) == np.flatnonzero(b)).all()]
+        return np.array(pairs, np.int64).reshape(-1, len(self.parameters))
+
+    def neighbours(self, idx: np.ndarray, moves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Grid positions ``(n, m)`` of ``moves`` applied to each row of value indices, and
+        whether each stays in the space (categorical indices wrap around; ordered ones do not)."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters))
+        radices = np.array(self.radices, np.int64)
+        wrap = np.array([not p.ordered for p in self.parameters])
+        moved = idx[:, None, :] + moves[None, :, :]
+        moved[..., wrap] %= radices[wrap]
+        valid = ((moved >= 0) & (moved < radices)).all(axis=2)
+        return np.where(valid, moved @ self.strides, -1), valid
+
     def enumerate(self, chunk_size: int = 10_000, start: int = 0) -> Iterator[pd.DataFrame]:
         """Every candidate of a discrete space, in grid order, ``chunk_size`` at a time."""
         if not self.is_discrete:

@@ -21,6 +21,7 @@ class ExhaustiveDriver(SearchDriver):
 
     name = "exhaustive"
     Options = ExhaustiveOptions
+    enumerates = True
 
     @classmethod
     def check(cls, problem: Problem, options: ExhaustiveOptions) -> None:
