@@ -105,10 +105,10 @@ class PolishSpec(_Strict):
     until it stops changing or the budget is spent (discrete spaces; docs/search.md)."""
 
     enabled: bool = Field(default=True, description="polish the front after the search")
-    search_share: float = Field(default=0.2, gt=0, le=1,
+    search_share: float = Field(default=0.1, gt=0, le=1,
                                 description="share of the budget the search spends before the polish starts")
     batch_size: int | None = Field(default=None, ge=1,
-                                   description="candidates per polish batch (default: search.batch_size)")
+                                   description="candidates per polish batch (default: search.batch_size / 4)")
 
 
 class SearchSpec(_Strict):

@@ -30,6 +30,13 @@ def show_status(results: Path, console: Console) -> None:
     console.print(f"[bold]{store.meta.get('study')}[/bold] in {store.path}: {status}")
     console.print(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
                   f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")
+    driver = state.get("driver") or {}
+    if "explain" in driver:  # the search's phases (dse.search.phases): what it chose, where it is
+        labels = driver.get("labels") or {}
+        console.print(f"search: {driver['explain']}")
+        console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
+                      f"{driver.get('spent_s', 0.0):.1f} s run time; front {labels.get('front', '?')}: "
+                      f"{labels.get('front_detail', '')}")
     console.print(f"evaluations {len(evals)} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
     if history:

@@ -3,14 +3,15 @@
 A delegating driver: it picks the driver, validates ``search.options`` with that driver's
 model, and forwards every call to it. With a budget of evaluations the choice is made
 before the run: exhaustive when the space is discrete with at most ``budget`` candidates.
-With a budget in time it is made after the first batch, which is NSGA-II's initial
-population (a uniform sample, useful either way): its wall time per evaluated candidate
-(reported by the runner through :meth:`observe_cost`, so per-batch overheads are
-included and the estimate errs on the slow side) times the candidates not yet evaluated is
-the time enumeration would take; when that fits in what is left of the budget the rest of
-the space is enumerated (the sample is looked up, not evaluated again), otherwise NSGA-II
-goes on (and the front polish follows it). The choice and its reason are part of the
-state, shown by ``dse status``.
+With a budget in time it is made after the first two batches, NSGA-II's first two
+generations (useful either way): the second batch's wall time per evaluated candidate
+(reported by the runner through :meth:`observe_cost`; the first batch also pays for
+imports and start-up, so it is not used; per-batch overheads are included, so the estimate
+errs on the slow side) times the candidates not yet evaluated is the time enumeration would
+take. When that fits in what is left of the budget the rest of the space is enumerated
+(what NSGA-II asked is looked up, not evaluated again), otherwise NSGA-II goes on (and the
+front polish follows it). The choice and its reason are part of the state, shown by
+``dse status``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pydantic import BaseModel
 from dse.search.base import Problem, SearchDriver
 from dse.search.exhaustive import ExhaustiveDriver, ExhaustiveOptions
 from dse.search.nsga2 import NSGA2Driver
+
+PROBES = 2  # with a budget in time: batches run before choosing (the last one is measured)
 
 
 class AutoDriver(SearchDriver):
@@ -59,7 +62,7 @@ class AutoDriver(SearchDriver):
         inner = cls.chosen(problem)
         if inner is None:
             return (f"auto → exhaustive if the space ({int(problem.space.size):,} candidates) fits "
-                    f"{_duration(problem.time_budget_s)} at the cost measured on the first batch, "
+                    f"{_duration(problem.time_budget_s)} at the cost measured on NSGA-II's batch {PROBES}, "
                     "else nsga2")
         why = ("the space fits the budget" if inner is ExhaustiveDriver
                else "the space is continuous" if not problem.space.is_discrete
@@ -75,6 +78,7 @@ class AutoDriver(SearchDriver):
         self.why = ""  # the reason for a choice made at run time
         self.offset = 0  # candidates asked before the current inner driver took over
         self.spent_s = 0.0
+        self.probes = 0  # batches measured before the choice
 
     @property
     def enumerates(self) -> bool:  # type: ignore[override]
@@ -93,7 +97,9 @@ class AutoDriver(SearchDriver):
         self.spent_s += float(seconds)
         self.inner.observe_cost(seconds, evaluated)
         if not self.decided and evaluated > 0:
-            self._decide(seconds / evaluated)
+            self.probes += 1
+            if self.probes == PROBES:
+                self._decide(seconds / evaluated)
 
     def _decide(self, seconds_per_candidate: float) -> None:
         """Enumerate the rest of the space if it fits the time left, else go on with NSGA-II."""
@@ -101,7 +107,7 @@ class AutoDriver(SearchDriver):
         need_s = (self.problem.space.size - self.told) * seconds_per_candidate
         fits = need_s <= left_s
         self.why = (f"{int(self.problem.space.size):,} candidates at {seconds_per_candidate * 1e3:.3g} ms each "
-                    f"(measured on the first batch) take about {_duration(need_s)}, "
+                    f"(measured on batch {PROBES}) take about {_duration(need_s)}, "
                     f"{'within' if fits else 'more than'} the {_duration(max(left_s, 0.0))} left of the budget")
         if fits:
             self.offset = self.asked
@@ -121,13 +127,15 @@ class AutoDriver(SearchDriver):
 
     def state(self) -> dict[str, Any]:
         return {**self.inner.state(), "auto": {"choice": self.inner.name if self.decided else None,
-                                               "why": self.why, "offset": self.offset, "spent_s": self.spent_s}}
+                                               "why": self.why, "offset": self.offset, "spent_s": self.spent_s,
+                                               "probes": self.probes}}
 
     def restore(self, state: dict[str, Any]) -> None:
         auto = state.get("auto")  # absent in states saved before budgets in time
         if auto is not None:
             self.decided = auto["choice"] is not None
             self.why, self.offset, self.spent_s = auto["why"], int(auto["offset"]), float(auto["spent_s"])
+            self.probes = int(auto["probes"])
             if auto["choice"] == ExhaustiveDriver.name and not isinstance(self.inner, ExhaustiveDriver):
                 self.inner = ExhaustiveDriver(self.problem, ExhaustiveOptions())
         self.inner.restore(state)

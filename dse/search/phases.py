@@ -33,6 +33,7 @@ from dse.study import PolishSpec
 
 VERSION = 1
 SEARCH, POLISH, DONE = "search", "polish", "done"
+POLISH_SEED = 0x706F6C  # purpose tag of the polish's random draws
 
 
 class PhasedSearch(SearchDriver):
@@ -79,14 +80,17 @@ class PhasedSearch(SearchDriver):
 
     def _next_polish(self) -> np.ndarray:
         if self._proposal is None:
-            n = self.settings.batch_size or self.batch_size
+            n = self.settings.batch_size or max(1, self.batch_size // 4)
             if self.problem.time_budget_s is None:
                 n = min(n, self.problem.budget - self.asked)
-            self._proposal = self.front.propose(n) if n > 0 else np.empty(0, np.int64)
+            rng = np.random.default_rng([self.seed, self.polish_asked, POLISH_SEED])
+            self._proposal = self.front.propose(n, rng) if n > 0 else np.empty(0, np.int64)
         return self._proposal
 
     def _advance(self) -> None:
         """Move to the next phase when this one is over (a function of the state alone)."""
+        if self.phase == POLISH and self.inner.enumerates and not self.inner.done:
+            self.phase = SEARCH  # the driver chose to enumerate (auto, after measuring): it finishes
         if self.phase == SEARCH and self._search_over():
             self.phase = POLISH if self.polishing else DONE
         if self.phase == POLISH and not self._out_of_budget() and len(self._next_polish()) == 0:
@@ -166,11 +170,14 @@ class PhasedSearch(SearchDriver):
 
     # -- plain-data state ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
+        """The inner driver's state, the phase and counters, the polish's record; and, for
+        ``dse status``, what the search does (``explain``) and the front's label so far."""
+        self._advance()  # a phase that is over is saved as over
         return {**super().state(), "version": VERSION, "inner": self.inner.state(), "phase": self.phase,
                 "spent_s": self.spent_s, "search_asked": self.search_asked,
                 "polish_asked": self.polish_asked, "converged": self.converged,
                 "polish": self.front.state() if self.front is not None and not self.inner.enumerates else None,
-                "explain": self.explain()}
+                "explain": self.explain(), "labels": self.attributes()}
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("driver") != self.name:  # saved by the driver alone: resume it as started
