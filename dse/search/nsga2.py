@@ -11,9 +11,9 @@ objectives are replaced by a huge value and their last violation raised to at le
 
 No budget is wasted on duplicates: every candidate ever asked is remembered in a hash set
 (of integer grid positions in a discrete space, of the decision vectors' bytes otherwise)
-that is looked up, never copied, so a generation costs the same late in a run as early;
-mating keeps only unseen candidates, and when it cannot find enough, the batch is topped up
-with unseen random candidates.
+that is looked up, never copied; mating keeps only unseen candidates, and when ten rounds
+of mating cannot find enough, the batch is topped up with unseen random candidates. So a
+generation costs the same late in a run as early.
 
 Resume: every generation starts from plain data, in an uninterrupted run too. The driver
 keeps only the generation counter, the current (surviving) population as numbers, the
@@ -67,6 +67,12 @@ def _seed(seed: int, generation: int, purpose: int) -> np.random.SeedSequence:
 
 
 PYMOO, TOP_UP = 0x6E7367, 0x746F70  # purposes: pymoo's random_state, the top-up sampler
+# pymoo mates again until it has enough children not seen before, up to 100 times; late in a
+# run almost every child is a repeat, so those rounds cost several times the rest of a
+# generation and grow with the run. After 10 rounds the batch is topped up with unseen random
+# candidates instead: a generation then costs the same late as early (bench_nsga2_cost.py),
+# with the same recall and hypervolume within seed noise (bench_search.py).
+MATING_RETRIES = 10
 
 
 class _Codec:
@@ -196,6 +202,7 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
         repair=_Repair(),
         eliminate_duplicates=no_repeats,
     )
+    algorithm.mating.n_max_iterations = MATING_RETRIES
     algorithm.setup(_Problem(), termination=("n_gen", 10**9), seed=int(seed.generate_state(1)[0]))
     if population is not None:  # the stored, evaluated population: pymoo ranks it, evaluates nothing
         no_repeats.active = False

@@ -49,6 +49,7 @@ class PhasedSearch(SearchDriver):
         self.front = FrontPolish(problem.space, problem.n_objectives) if self.settings else None
         self.phase = SEARCH
         self.spent_s = 0.0  # run time so far (sum of the batches' wall times)
+        self.evaluated = 0  # candidates evaluated (not looked up), as the runner reports them
         self.search_asked = 0
         self.polish_asked = 0
         self.converged = False  # the polish ran out of neighbours: a local optimum
@@ -106,8 +107,7 @@ class PhasedSearch(SearchDriver):
     def ask(self) -> pd.DataFrame:
         self._advance()
         if self._out_of_budget():
-            return self.space.from_indices(np.empty((0, len(self.space.parameters)), np.int64)) \
-                if self.space.is_discrete else pd.DataFrame(columns=self.space.names)
+            return pd.DataFrame(columns=self.space.names)
         if self.phase == SEARCH:
             batch = self.inner.ask()
             if len(batch):
@@ -140,6 +140,7 @@ class PhasedSearch(SearchDriver):
 
     def observe_cost(self, seconds: float, evaluated: int) -> None:
         self.spent_s += float(seconds)
+        self.evaluated += int(evaluated)
         self.inner.observe_cost(seconds, evaluated)
 
     # -- what it says ------------------------------------------------------------------
@@ -152,7 +153,7 @@ class PhasedSearch(SearchDriver):
     def attributes(self) -> dict[str, str | int | float]:
         """``search``, ``front`` (exact, polished or approximate) and why, ``polish_evaluations``."""
         budget = self.problem.budget_label
-        if self.inner.enumerates and self.inner.done:
+        if self.inner.enumerates and self.inner.done or self.evaluated >= self.space.size:
             front, why = "exact", "every candidate of the space was evaluated"
         elif self.converged:
             front = "polished"
@@ -174,7 +175,7 @@ class PhasedSearch(SearchDriver):
         ``dse status``, what the search does (``explain``) and the front's label so far."""
         self._advance()  # a phase that is over is saved as over
         return {**super().state(), "version": VERSION, "inner": self.inner.state(), "phase": self.phase,
-                "spent_s": self.spent_s, "search_asked": self.search_asked,
+                "spent_s": self.spent_s, "evaluated": self.evaluated, "search_asked": self.search_asked,
                 "polish_asked": self.polish_asked, "converged": self.converged,
                 "polish": self.front.state() if self.front is not None and not self.inner.enumerates else None,
                 "explain": self.explain(), "labels": self.attributes()}
@@ -190,6 +191,7 @@ class PhasedSearch(SearchDriver):
         self.inner.restore(state["inner"])
         self.phase = state["phase"]
         self.spent_s = float(state["spent_s"])
+        self.evaluated = int(state["evaluated"])
         self.search_asked = int(state["search_asked"])
         self.polish_asked = int(state["polish_asked"])
         self.converged = bool(state["converged"])
