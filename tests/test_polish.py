@@ -198,9 +198,9 @@ def test_a_budget_in_time_that_enumeration_would_exceed_searches_then_polishes(t
     assert driver["converged"] or 3.0 <= driver["spent_s"] and driver["spent_s"] < 3.0 + 2.5
     assert driver["inner"]["auto"]["choice"] == "nsga2" and driver["polish_asked"] > 0
     status = run_cli("status", str(tmp_path / "out"))
-    assert status.returncode == 0
-    assert "search: auto → nsga2 (420 candidates at" in status.stdout
-    assert "more than the" in status.stdout and "then the front polish" in status.stdout
+    text = " ".join(status.stdout.split())  # rich wraps long lines
+    assert status.returncode == 0 and "search: auto → nsga2 (420 candidates at" in text
+    assert "more than the" in text and "then the front polish" in text
     with xr.open_dataset(tmp_path / "out" / "pareto.nc", engine="h5netcdf") as ds:
         assert ds.attrs["front"] in ("approximate", "polished") and ds.attrs["evaluations"] < 420
 
@@ -217,3 +217,31 @@ def test_a_budget_in_time_ends_the_search_at_the_batch_that_crosses_it(tmp_path)
     assert 10 <= len(result.evaluations) < 2020
     with xr.open_dataset(tmp_path / "out" / "pareto.nc", engine="h5netcdf") as ds:
         assert ds.attrs["front"] == "approximate" and "budget (1.5 s) was spent" in ds.attrs["front_detail"]
+
+
+@pytest.mark.parametrize("costs,chunks,choice", [
+    ((0.001,), [10], "exhaustive"),  # 20,020 x 1 ms fit 100 s at once
+    ((0.01, 0.002), [10, 40], "exhaustive"),  # overheads dominate the first chunk: measure a larger one
+    ((0.01, 0.008, 0.006), [10, 40, 160], "nsga2"),  # still too slow when the allowance (5 s) runs out
+    ((0.5,), [10], "nsga2"),  # far too slow: no second chunk
+])
+def test_auto_measures_growing_chunks_before_it_chooses(costs, chunks, choice):
+    """With a budget in time auto enumerates in chunks that grow while the measured cost
+    says the rest might not fit, within 5% of the budget, then chooses."""
+    study = Study.model_validate(toy_study(
+        space={"x": {"range": [0.0, 1.0], "step": 0.001}, "y": list(range(10)), "shape": ["a", "b"]},
+        search={"algorithm": "auto", "budget": "100 s", "batch_size": 10}))
+    space = Space.from_study(study)
+    driver = plan_search(study, space).build(None)
+    auto, sizes = driver.inner, []
+    for per in costs:
+        batch = driver.ask().reset_index(drop=True)
+        sizes.append(len(batch))
+        t = pd.concat([batch, ToyEvaluator().evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+        driver.tell(batch, objective_matrix(t, study), violation_matrix(t, study))
+        driver.observe_cost(per * len(batch), len(batch))
+    assert sizes == chunks and auto.decided and auto.inner.name == choice
+    assert driver.state()["inner"]["auto"]["choice"] == choice
+    assert ("within the" if choice == "exhaustive" else "more than the") in driver.explain()
+    next_batch = driver.ask()
+    assert len(next_batch) == (10_000 if choice == "exhaustive" else 10)  # nsga2's population

@@ -5,8 +5,9 @@ evaluations or of time, and a label for the front it leaves.
 drives one object whatever the algorithm. The phases:
 
 1. **search**: the study's driver asks and is told, until it is done, or, when the polish is
-   on, until it has spent ``search.polish.search_share`` of the budget (checked at batch
-   ends; a driver that enumerates the space is never cut short and never polished);
+   on, until it has spent ``search.polish.search_share`` of the budget and found a feasible
+   point (checked at batch ends; a driver that enumerates the space is never cut short and
+   never polished);
 2. **polish** (discrete spaces): :class:`~dse.search.polish.FrontPolish` asks the
    unevaluated neighbours of the front found so far, until none is left (the front is a
    local optimum) or the budget is spent;
@@ -71,8 +72,8 @@ class PhasedSearch(SearchDriver):
     def _search_over(self) -> bool:
         if self.inner.done:
             return True
-        if not self.polishing:
-            return False
+        if not self.polishing or len(self.front.front_keys) == 0:
+            return False  # no polish, or nothing to polish yet (no feasible point found so far)
         share = self.settings.search_share
         p = self.problem
         if p.time_budget_s is not None:
@@ -90,8 +91,6 @@ class PhasedSearch(SearchDriver):
 
     def _advance(self) -> None:
         """Move to the next phase when this one is over (a function of the state alone)."""
-        if self.phase == POLISH and self.inner.enumerates and not self.inner.done:
-            self.phase = SEARCH  # the driver chose to enumerate (auto, after measuring): it finishes
         if self.phase == SEARCH and self._search_over():
             self.phase = POLISH if self.polishing else DONE
         if self.phase == POLISH and not self._out_of_budget() and len(self._next_polish()) == 0:
