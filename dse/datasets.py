@@ -91,8 +91,9 @@ def to_table(ds: xr.Dataset) -> pd.DataFrame:
 
 
 def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: Space,
-               *, kind: str) -> xr.Dataset:
-    """An xarray Dataset over ``candidate``: parameters as coordinates, metrics, status."""
+               *, kind: str, attrs: dict | None = None) -> xr.Dataset:
+    """An xarray Dataset over ``candidate``: parameters as coordinates, metrics, status.
+    ``attrs`` (the search's labels: how exact the front is, evaluations spent) are added."""
     inputs, metrics = evaluator.inputs, evaluator.metrics
     coords: dict = {"candidate": ("candidate", np.arange(len(table)),
                                   {"units": "1", "long_name": "candidate index"})}
@@ -135,6 +136,7 @@ def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: S
         "dse_version": __version__,
         **evaluator.attributes(),
     })
+    ds.attrs.update(attrs or {})
     return ds
 
 

@@ -159,7 +159,7 @@ class Runner:
             interrupted = True
         finally:
             self.progress.stop()
-        front = self._write_outputs(store, run)
+        front = self._write_outputs(store, run, driver.attributes())
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
                                              "failed": f.failed}, f.summary(), run.history, interrupted,
@@ -184,7 +184,9 @@ class Runner:
                            ignore_index=True)
         rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
         driver.tell(batch, objective_matrix(rows, study), violation_matrix(rows, study))
-        record = self._record(run, len(batch), len(todo), time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        driver.observe_cost(seconds, len(todo))
+        record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)
         run.batch_no += 1
         self._save_state(store, driver, run)
@@ -261,13 +263,15 @@ class Runner:
             "seconds": round(seconds, 3),
         }
 
-    def _write_outputs(self, store: ResultStore, run: _LoopState) -> pd.DataFrame:
-        """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log."""
+    def _write_outputs(self, store: ResultStore, run: _LoopState, search_attrs: dict) -> pd.DataFrame:
+        """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log, with
+        the search's attributes (what the front is: exact, polished or approximate)."""
         front = run.front.sorted_rows()
         if run.front.evaluations == 0:
             return front
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
-        attrs = {"log_rows": store.check_log(), "log_keeps": self.study.output.keep}  # see dse.results
+        attrs = {**search_attrs, "evaluations": run.front.evaluations,
+                 "log_rows": store.check_log(), "log_keeps": self.study.output.keep}  # see dse.results
         write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs)
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")

@@ -148,6 +148,50 @@ class Space:
             rest //= r
         return out
 
+    @property
+    def strides(self) -> np.ndarray:
+        """Weight of each parameter's value index in a grid position (the last varies fastest)."""
+        r = self.radices
+        return np.array([math.prod(r[j + 1:]) for j in range(len(r))], dtype=np.int64)
+
+    @property
+    def indexable(self) -> bool:
+        """Discrete, with grid positions that fit a 64-bit integer (keys, neighbourhoods)."""
+        return self.is_discrete and self.size < 2**62
+
+    def flat_index(self, idx: np.ndarray) -> np.ndarray:
+        """Grid positions of rows of value indices: the inverse of :meth:`indices_of`."""
+        return np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters)) @ self.strides
+
+    def moves(self, order: int) -> np.ndarray:
+        """Neighbourhood moves as ``(m, p)`` offsets of value indices: ``order`` 1 changes one
+        parameter (one step along an ordered one, any other value of a categorical one),
+        ``order`` 2 two parameters at once (every pair of such single moves)."""
+        singles = []
+        for j, p in enumerate(self.parameters):
+            steps = range(1, len(p.values)) if not p.ordered else (-1, 1)
+            for d in steps:
+                if len(p.values) > 1:
+                    move = np.zeros(len(self.parameters), np.int64)
+                    move[j] = d
+                    singles.append(move)
+        if order == 1:
+            return np.array(singles, np.int64).reshape(-1, len(self.parameters))
+        pairs = [a + b for i, a in enumerate(singles) for b in singles[i + 1:]
+                 if not (np.flatnonzero(a) == np.flatnonzero(b)).all()]
+        return np.array(pairs, np.int64).reshape(-1, len(self.parameters))
+
+    def neighbours(self, idx: np.ndarray, moves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Grid positions ``(n, m)`` of ``moves`` applied to each row of value indices, and
+        whether each stays in the space (categorical indices wrap around; ordered ones do not)."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters))
+        radices = np.array(self.radices, np.int64)
+        wrap = np.array([not p.ordered for p in self.parameters])
+        moved = idx[:, None, :] + moves[None, :, :]
+        moved[..., wrap] %= radices[wrap]
+        valid = ((moved >= 0) & (moved < radices)).all(axis=2)
+        return np.where(valid, moved @ self.strides, -1), valid
+
     def enumerate(self, chunk_size: int = 10_000, start: int = 0) -> Iterator[pd.DataFrame]:
         """Every candidate of a discrete space, in grid order, ``chunk_size`` at a time."""
         if not self.is_discrete:
@@ -167,23 +211,13 @@ class Space:
         return pd.DataFrame(cols)
 
     # -- candidate keys --------------------------------------------------------------------
-    @property
-    def exact_keys(self) -> bool:
-        """Keys are flat grid positions (exact) rather than 64-bit hashes: a discrete space
-        of fewer than 2**62 candidates."""
-        return self.is_discrete and self.size < 2**62
-
     def value_indices(self, candidates: pd.DataFrame) -> np.ndarray:
-        """``(n, p)`` value index of every discrete parameter (-1 for a continuous one)."""
+        """``(n, p)`` value index of every discrete parameter (-1 for a continuous one, and
+        where a value is not one of the parameter's)."""
         out = np.full((len(candidates), len(self.parameters)), -1, dtype=np.int64)
         for j, p in enumerate(self.parameters):
-            if p.values is None:
-                continue
-            idx = self._index(p).get_indexer(pd.Index(candidates[p.name]))
-            if (idx < 0).any():
-                bad = candidates[p.name].to_numpy()[np.flatnonzero(idx < 0)[0]]
-                raise ValueError(f"value {bad!r} of '{p.name}' is not one of the space's values")
-            out[:, j] = idx
+            if p.values is not None:
+                out[:, j] = self._index(p).get_indexer(pd.Index(candidates[p.name]))
         return out
 
     def keys(self, candidates: pd.DataFrame) -> np.ndarray:
@@ -196,11 +230,13 @@ class Space:
         collide with probability about n**2 / 2**65 (1e-9 at 10**5 evaluations).
         """
         idx = self.value_indices(candidates)
-        if self.exact_keys:
-            flat = np.zeros(len(candidates), dtype=np.int64)
-            for j, r in enumerate(self.radices):
-                flat = flat * r + idx[:, j]
-            return flat
+        discrete = np.array([p.values is not None for p in self.parameters])
+        unknown = (idx[:, discrete] < 0).any(axis=1)
+        if unknown.any():
+            row = candidates.iloc[int(np.flatnonzero(unknown)[0])]
+            raise ValueError(f"candidate {dict(row)} has a value that is not one of the space's")
+        if self.indexable:
+            return self.flat_index(idx)
         h = np.full(len(candidates), 0x9E3779B97F4A7C15, dtype=np.uint64)
         for j, p in enumerate(self.parameters):
             col = (idx[:, j].astype(np.uint64) if p.values is not None

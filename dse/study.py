@@ -9,6 +9,7 @@ that names the file, the field path, the offending value and what is allowed.
 from __future__ import annotations
 
 import re
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -85,15 +86,73 @@ class EvaluatorSpec(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)\s*$")
+_SECONDS_PER = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60, "mins": 60,
+                "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600}
+_BUDGET_FORMS = "a number of evaluations (e.g. 2000) or a duration (e.g. '90 s', '10 min', '2 h')"
+
+
+def duration_s(text: str) -> float | None:
+    """Seconds in a duration such as ``90 s``, ``10 min`` or ``1.5 h``; None if it is not one."""
+    m = _DURATION_RE.match(text.lower())
+    if not m or m[2] not in _SECONDS_PER:
+        return None
+    return float(m[1]) * _SECONDS_PER[m[2]]
+
+
+class PolishSpec(_Strict):
+    """The front polish after the search: the unevaluated neighbours of the front are evaluated
+    until it stops changing or the budget is spent (discrete spaces; docs/search.md)."""
+
+    enabled: bool = Field(default=True, description="polish the front after the search")
+    search_share: float = Field(default=0.1, gt=0, le=1,
+                                description="share of the budget the search spends before the polish starts")
+    batch_size: int | None = Field(default=None, ge=1,
+                                   description="candidates per polish batch (default: search.batch_size / 4)")
+
+
 class SearchSpec(_Strict):
     """The search driver: a name registered under the entry-point group ``dse.search`` (or
     ``package.module:Class``) and its options, which the driver itself declares and checks."""
 
     algorithm: str = "auto"
-    budget: int = Field(default=1000, ge=1, description="evaluations at most")
+    budget: int | str = Field(default=1000, description="evaluations at most, or a duration ('10 min')")
     seed: int = Field(default=0, ge=0)
     batch_size: int = Field(default=100, ge=1, description="candidates asked per batch / population size")
+    polish: PolishSpec | None = Field(default=None, description="the front polish (default: the algorithm's)")
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, v: Any) -> int | str:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)
+        if isinstance(v, int) and not isinstance(v, bool):
+            if v < 1:
+                raise ValueError(f"a budget of evaluations must be at least 1; give {_BUDGET_FORMS}")
+            return v
+        if isinstance(v, str) and duration_s(v) is not None:
+            if duration_s(v) <= 0:
+                raise ValueError(f"a duration must be longer than 0 s; give {_BUDGET_FORMS}")
+            return v.strip()
+        raise ValueError(f"expected {_BUDGET_FORMS}")
+
+    @field_validator("polish", mode="before")
+    @classmethod
+    def _polish_switch(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
+
+    @property
+    def budget_evaluations(self) -> int | None:
+        """The budget in evaluations; None when it is a duration."""
+        return self.budget if isinstance(self.budget, int) else None
+
+    @property
+    def budget_s(self) -> float | None:
+        """The budget in seconds; None when it counts evaluations."""
+        return None if isinstance(self.budget, int) else duration_s(self.budget)
 
 
 class ExecutionSpec(_Strict):
@@ -343,6 +402,8 @@ def _allowed_keys(model: Any, loc: tuple) -> str:
         ann = fields[p].annotation if p in fields else None
         if typing.get_origin(ann) is list:
             ann = typing.get_args(ann)[0]
+        if typing.get_origin(ann) in (typing.Union, types.UnionType):  # an optional section
+            ann = next((a for a in typing.get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
         model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
         if model is None:
             return ""

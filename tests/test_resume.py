@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xarray as xr
+import yaml
 
 from conftest import REPO, run_cli, toy_study, write_study
 from dse.errors import StoreError
@@ -108,6 +109,46 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     assert rows["key"].is_unique, "a candidate was evaluated twice"
     assert set(rows["key"]) == expected_keys
     pd.testing.assert_frame_equal(_front(out), expected)
+
+
+def _state(out: Path) -> dict:
+    try:
+        return json.loads((out / "state.json").read_text())
+    except (OSError, ValueError):  # not written yet
+        return {}
+
+
+def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
+    """The front polish resumes from state.json: killed twice while it polishes (after a
+    polish batch was saved, and again later), the resumed run asks what an uninterrupted one
+    asks and ends on the same front, with the same label."""
+    def study(out: Path, delay_s: float) -> Path:
+        path = _study(tmp_path, "nsga2", out, delay_s)
+        data = yaml.safe_load(path.read_text())
+        data["search"].update(budget=120, polish={"search_share": 0.3, "batch_size": 5})
+        return write_study(tmp_path, data, name=f"{out.name}.yaml")
+
+    reference = tmp_path / "reference"
+    assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
+    out = tmp_path / "interrupted"
+    for polished in (5, 25):
+        run = _start(study(out, 0.15)) if polished == 5 else subprocess.Popen(
+            [sys.executable, "-m", "dse", "resume", str(out), "--quiet"], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while _state(out).get("driver", {}).get("polish_asked", 0) < polished:
+            assert run.poll() is None and time.monotonic() < deadline, "the polish never started"
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        assert _state(out)["driver"]["phase"] == "polish"
+    assert run_cli("resume", str(out), "--quiet").returncode == 0
+    rows = _rows_written(out)
+    assert rows["key"].is_unique and set(rows["key"]) == set(_rows_written(reference)["key"])
+    pd.testing.assert_frame_equal(_front(out), _front(reference))
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a, \
+            xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b:
+        assert a.attrs["front"] == b.attrs["front"] and a.attrs["polish_evaluations"] == b.attrs["polish_evaluations"]
 
 
 def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):

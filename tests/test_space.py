@@ -59,3 +59,25 @@ def test_with_fixed_adds_constant_columns():
     space = Space([expand("a", [1, 2])], fixed={"model": "gpt-1.3b"})
     full = space.with_fixed(space.from_indices(np.array([[0], [1]])))
     assert list(full["model"]) == ["gpt-1.3b", "gpt-1.3b"]
+
+
+def test_grid_positions_value_indices_and_neighbourhoods():
+    space = Space([expand("a", ["p", "q", "r"]), expand("n", [1, 2, 4, 8]), expand("on", [True, False]),
+                   expand("v", [0.5, 1.5])])
+    flat = np.arange(int(space.size))
+    idx = space.indices_of(flat)
+    assert (space.flat_index(idx) == flat).all()
+    assert (space.value_indices(space.from_indices(idx)) == idx).all()
+    assert (space.value_indices(pd.DataFrame({"a": ["x"], "n": [3], "on": [True], "v": [0.5]})) ==
+            [[-1, -1, 0, 0]]).all()
+    one, two = space.moves(1), space.moves(2)
+    # a categorical parameter moves to each other category, an ordered one a step either way
+    assert len(one) == 2 + 2 + 1 + 2 and (np.count_nonzero(one, axis=1) == 1).all()
+    assert len(two) == (7 * 7 - (4 + 4 + 1 + 4)) // 2 and (np.count_nonzero(two, axis=1) == 2).all()
+    start = np.array([[0, 0, 1, 1]])  # p, 1, False, 1.5
+    keys, valid = space.neighbours(start, one)
+    got = space.from_indices(space.indices_of(keys[valid]))
+    assert sorted(map(tuple, got.to_numpy().tolist())) == sorted([
+        ("q", 1, False, 1.5), ("r", 1, False, 1.5), ("p", 2, False, 1.5), ("p", 1, True, 1.5),
+        ("p", 1, False, 0.5)])
+    assert (keys[~valid] == -1).all() and valid.sum() == 5  # n cannot step below 1, v above 1.5

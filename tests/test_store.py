@@ -36,12 +36,12 @@ def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_para
     discrete = Space([expand("a", [1, 2, 3]), expand("b", ["x", "y"]), expand("c", [0.5, 1.5])])
     table = discrete.from_indices(discrete.indices_of(np.arange(12)))
     np.testing.assert_array_equal(discrete.keys(table), np.arange(12))
-    assert discrete.exact_keys
+    assert discrete.indexable
     mixed = Space([expand("a", [1, 2]), Parameter("r", "real", None, 0.0, 1.0)])
     rows = pd.DataFrame({"a": [1, 2, 1, 1], "r": [0.25, 0.25, 0.75, 0.25]})
     keys = mixed.keys(rows)
-    assert not mixed.exact_keys and keys[0] == keys[3] and len(set(keys[:3])) == 3
-    with pytest.raises(ValueError, match="not one of the space's values"):
+    assert not mixed.indexable and keys[0] == keys[3] and len(set(keys[:3])) == 3
+    with pytest.raises(ValueError, match="not one of the space.s"):
         discrete.keys(table.assign(a=7))
 
 

@@ -36,6 +36,11 @@ def _broken(tmp_path, mutate) -> str:
 CASES = {
     "unknown key": (lambda d: d["search"].update(algoritm="x"), "search.algoritm", "allowed: algorithm"),
     "wrong type": (lambda d: d["search"].update(budget="lots"), "search.budget", "'lots'"),
+    "budget in an unknown unit": (lambda d: d["search"].update(budget="10 parsecs"), "search.budget",
+                                  "or a duration (e.g. '90 s', '10 min', '2 h')"),
+    "budget of no time": (lambda d: d["search"].update(budget="0 min"), "search.budget", "longer than 0 s"),
+    "unknown polish key": (lambda d: d["search"].update(polish={"share": 0.5}), "search.polish.share",
+                           "allowed: enabled, search_share, batch_size"),
     "empty range": (lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90}),
                     "space.clock_mhz", "low <= high"),
     "empty choices": (lambda d: d["space"].update(tensor_parallel=[]), "space.tensor_parallel", "empty"),
@@ -130,6 +135,9 @@ RUN_CASES = {
                                     global_batch_size={"range": [8, 100000], "step": 8}) or
         d["search"].update(algorithm="exhaustive", budget=2000),
         "search.budget", "would evaluate 3,125,000,000 candidates, more than the budget of 2,000"),
+    "polish over a continuous space": (
+        lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0]}) or d["search"].update(polish=True),
+        "search.polish", "needs a discrete space"),
     "exhaustive over a continuous space": (
         lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0]}) or d["search"].update(algorithm="exhaustive"),
         "search.algorithm", "needs a discrete space"),

@@ -31,6 +31,13 @@ def show_status(results: Path, console: Console) -> None:
     in_flight = run.log_rows - n
     console.print(f"evaluation log: {run.log_rows} rows in {len(store.log_files())} file(s), keeping {keeps} in full"
                   + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else ""))
+    driver = state.get("driver") or {}
+    if "explain" in driver:  # the search's phases (dse.search.phases): what it chose, where it is
+        labels = driver.get("labels") or {}
+        console.print(f"search: {driver['explain']}")
+        console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
+                      f"{driver.get('spent_s', 0.0):.1f} s run time; front {labels.get('front', '?')}: "
+                      f"{labels.get('front_detail', '')}")
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
     if history:

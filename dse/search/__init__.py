@@ -17,8 +17,9 @@ from pydantic import BaseModel, ValidationError
 from dse.errors import StudyError
 from dse.plugins import load_class, registered
 from dse.search.base import DriverOptions, NoOptions, Problem, SearchDriver
+from dse.search.phases import PhasedSearch
 from dse.space import Space
-from dse.study import Study, raise_validation_error
+from dse.study import PolishSpec, Study, raise_validation_error
 
 __all__ = ["GROUP", "DriverOptions", "NoOptions", "Problem", "SearchDriver", "SearchPlan",
            "available_drivers", "driver_class", "parse_options", "plan_search", "problem_of"]
@@ -47,14 +48,22 @@ def parse_options(cls: type[SearchDriver], problem: Problem, raw: dict) -> BaseM
         raise  # unreachable
 
 
+UNBOUNDED = 2**62  # the evaluation cap of a budget in time over a space too large to count
+
+
 def problem_of(study: Study, space: Space, work_dir: Path | None = None) -> Problem:
     """The :class:`Problem` a study describes (objectives all minimised; the evaluator's
-    verdict as the last constraint column)."""
+    verdict as the last constraint column). With a budget in time, ``budget`` is only a cap:
+    the size of a discrete space (nothing is asked twice), unbounded otherwise."""
     s = study.search
+    budget = s.budget_evaluations
+    if budget is None:
+        budget = int(space.size) if space.is_discrete and space.size < UNBOUNDED else UNBOUNDED
     return Problem(
         space=space, objectives=tuple(o.metric for o in study.objectives),
         constraints=(*(str(c) for c in study.constraints), EVALUATOR_VERDICT),
-        budget=s.budget, batch_size=s.batch_size, seed=s.seed, work_dir=work_dir, name=study.name,
+        budget=budget, batch_size=s.batch_size, seed=s.seed, work_dir=work_dir, name=study.name,
+        time_budget_s=s.budget_s,
     )
 
 
@@ -67,10 +76,13 @@ class SearchPlan:
     problem: Problem
     total: int | None
     description: str
+    polish: PolishSpec | None = None  # the front polish, where it follows the search
 
-    def build(self, work_dir: Path | None) -> SearchDriver:
-        """The driver, with ``work_dir`` (the results folder) for its own files."""
-        return self.driver_cls(replace(self.problem, work_dir=work_dir), self.options)
+    def build(self, work_dir: Path | None) -> PhasedSearch:
+        """The driver inside its phases (search, polish), with ``work_dir`` (the results
+        folder) for its own files."""
+        problem = replace(self.problem, work_dir=work_dir)
+        return PhasedSearch(problem, self.driver_cls(problem, self.options), self.polish)
 
 
 def plan_search(study: Study, space: Space) -> SearchPlan:
@@ -80,14 +92,32 @@ def plan_search(study: Study, space: Space) -> SearchPlan:
     options = parse_options(cls, problem, study.search.options)
     cls.check(problem, options)
     total = cls.total(problem, options)
-    if total is not None and total > problem.budget:
+    if problem.time_budget_s is None and total is not None and total > problem.budget:
         raise StudyError(
             f"search '{study.search.algorithm}' would evaluate {_count(total)} candidates, more than "
             f"the budget of {problem.budget:,} (the space has {_count(space.size)} candidates)",
             field="search.budget",
             allowed=f"a budget of at least {total:,}, a smaller space, or a search that samples "
                     "within the budget (auto, nsga2, optuna-tpe, random)")
-    return SearchPlan(cls, options, problem, total, cls.describe(problem, options))
+    polish = _polish(study, cls, space, total)
+    description = cls.describe(problem, options)
+    if polish is not None:
+        description += f" + polish (after {polish.search_share:.0%} of the budget)"
+    return SearchPlan(cls, options, problem, total, description, polish)
+
+
+def _polish(study: Study, cls: type[SearchDriver], space: Space, total: int | None) -> PolishSpec | None:
+    """The polish settings where the polish follows the search: on (by the study or the
+    driver's default), a discrete space, and a search that does not ask every candidate."""
+    spec = study.search.polish
+    if spec is not None and spec.enabled and not space.indexable:
+        raise StudyError("the front polish needs a discrete space (every parameter a list or a "
+                         "range with a step)", field="search.polish", value=True,
+                         allowed="false, or steps for the continuous ranges")
+    if spec is None:
+        spec = PolishSpec(enabled=cls.polish_default)
+    whole = space.indexable and total is not None and total >= space.size
+    return spec if spec.enabled and space.indexable and not whole else None
 
 
 def _count(n: float) -> str:

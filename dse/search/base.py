@@ -15,7 +15,14 @@ Call order (the runner's, documented so a driver can rely on it)::
     while not driver.done:
         batch = driver.ask()                        # an empty batch also ends the run
         driver.tell(batch, objectives, violations)  # every row of the batch, in ask order
-        state = driver.state()                      # saved after every tell (plain JSON data)
+        driver.observe_cost(seconds, evaluated)     # the batch's wall time, candidates evaluated
+        state = driver.state()                      # saved after every batch (plain JSON data)
+    driver.attributes()                             # what it says about its front, for the datasets
+
+The runner drives the driver :func:`dse.search.plan_search` builds: the study's driver
+inside :class:`dse.search.phases.PhasedSearch`, which applies a budget in time, follows the
+search with the front polish where it is on, and labels the front (exact, polished or
+approximate). A driver needs none of that itself.
 
 A driver is registered under the entry-point group ``dse.search`` (the built-in drivers
 are registered exactly so) or named in a study as ``package.module:Class``.
@@ -56,6 +63,13 @@ class Problem:
     seed: int
     work_dir: Path | None = None
     name: str = "dse"  # the study's name, for drivers that label what they store
+    #: the budget in seconds of run time when the study gives a duration (``budget`` is then
+    #: only a cap: the space's size, or unbounded for a continuous space)
+    time_budget_s: float | None = None
+
+    @property
+    def budget_label(self) -> str:
+        return f"{self.time_budget_s:g} s" if self.time_budget_s is not None else f"{self.budget:,} evaluations"
 
     @property
     def n_objectives(self) -> int:
@@ -87,6 +101,10 @@ class SearchDriver(ABC):
     Options: ClassVar[type[BaseModel]] = NoOptions
     #: files the driver writes in ``problem.work_dir`` (removed with the run by ``--overwrite``)
     owned_files: ClassVar[tuple[str, ...]] = ()
+    #: the driver evaluates every candidate of the space (its front is exact; no polish)
+    enumerates: ClassVar[bool] = False
+    #: whether the front polish follows this driver's search unless the study says otherwise
+    polish_default: ClassVar[bool] = False
 
     def __init__(self, problem: Problem, options: BaseModel) -> None:
         """Set up; write nothing yet (the results folder may still be cleared after this)."""
@@ -117,9 +135,10 @@ class SearchDriver(ABC):
 
     @classmethod
     def total(cls, problem: Problem, options: BaseModel) -> int | None:
-        """How many candidates the driver will ask in all, when it knows (default: the budget).
-        A total above the budget is refused before anything runs."""
-        return problem.budget
+        """How many candidates the driver will ask in all, when it knows (default: the budget,
+        unknown for a budget in time). A total above a budget of evaluations is refused before
+        anything runs."""
+        return None if problem.time_budget_s is not None else problem.budget
 
     @classmethod
     def describe(cls, problem: Problem, options: BaseModel) -> str:
@@ -139,6 +158,22 @@ class SearchDriver(ABC):
         failed or are infeasible may hold NaN. ``violations`` is ``(n, problem.n_constraints)``
         with the G <= 0 convention: a row is feasible when all are <= 0.
         """
+
+    def observe_cost(self, seconds: float, evaluated: int) -> None:
+        """The wall time of the batch just told (asking, looking up, evaluating, storing) and
+        how many of its candidates were evaluated (the rest were looked up). Called after
+        :meth:`tell`, before :meth:`state`; a driver with a budget in time or one that
+        chooses by cost uses it. Default: ignore."""
+        return None
+
+    def explain(self) -> str:
+        """What the driver does and, where it chose, why: for ``dse status`` (default:
+        :meth:`describe`)."""
+        return type(self).describe(self.problem, self.options)
+
+    def attributes(self) -> dict[str, str | int | float]:
+        """What the driver says about the search, for the datasets' attributes (default: none)."""
+        return {}
 
     @property
     def done(self) -> bool:

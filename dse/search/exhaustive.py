@@ -10,6 +10,11 @@ from dse.errors import StudyError
 from dse.search.base import DriverOptions, Problem, SearchDriver
 
 
+def default_chunk(problem: Problem) -> int:
+    """Candidates per batch unless ``chunk`` says otherwise."""
+    return max(problem.batch_size, 100_000)
+
+
 class ExhaustiveOptions(DriverOptions):
     chunk: int | None = Field(default=None, ge=1,
                               description="candidates per batch (default: max(batch_size, 100000))")
@@ -21,6 +26,7 @@ class ExhaustiveDriver(SearchDriver):
 
     name = "exhaustive"
     Options = ExhaustiveOptions
+    enumerates = True
 
     @classmethod
     def check(cls, problem: Problem, options: ExhaustiveOptions) -> None:
@@ -36,7 +42,7 @@ class ExhaustiveDriver(SearchDriver):
 
     def __init__(self, problem: Problem, options: ExhaustiveOptions) -> None:
         super().__init__(problem, options)
-        self.chunk = options.chunk or max(problem.batch_size, 100_000)
+        self.chunk = options.chunk or default_chunk(problem)
         self.size = int(problem.space.size)
 
     def ask(self) -> pd.DataFrame:

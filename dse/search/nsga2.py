@@ -9,9 +9,11 @@ Continuous parameters are real variables in ``[low, high]``. Constraints are G <
 first, so rows with NaN objectives (failed or infeasible) never enter the front: their
 objectives are replaced by a huge value and their last violation raised to at least 1.
 
-No budget is wasted on duplicates: every candidate ever asked is remembered and mating
-keeps only unseen ones; when mating cannot find enough, the batch is topped up with
-unseen random candidates.
+No budget is wasted on duplicates: every candidate ever asked is remembered in a hash set
+(of integer grid positions in a discrete space, of the decision vectors' bytes otherwise)
+that is looked up, never copied; mating keeps only unseen candidates, and when ten rounds
+of mating cannot find enough, the batch is topped up with unseen random candidates. So a
+generation costs the same late in a run as early.
 
 Resume: every generation starts from plain data, in an uninterrupted run too. The driver
 keeps only the generation counter, the current (surviving) population as numbers, the
@@ -65,6 +67,12 @@ def _seed(seed: int, generation: int, purpose: int) -> np.random.SeedSequence:
 
 
 PYMOO, TOP_UP = 0x6E7367, 0x746F70  # purposes: pymoo's random_state, the top-up sampler
+# pymoo mates again until it has enough children not seen before, up to 100 times; late in a
+# run almost every child is a repeat, so those rounds cost several times the rest of a
+# generation and grow with the run. After 10 rounds the batch is topped up with unseen random
+# candidates instead: a generation then costs the same late as early (bench_nsga2_cost.py),
+# with the same recall and hypervolume within seed noise (bench_search.py).
+MATING_RETRIES = 10
 
 
 class _Codec:
@@ -77,6 +85,7 @@ class _Codec:
         self.categorical = np.array([p.kind == "categorical" for p in ps], bool)
         self.xl = np.array([0.0 if p.values is not None else p.low for p in ps], float)
         self.xu = np.array([len(p.values) - 1.0 if p.values is not None else p.high for p in ps], float)
+        self.strides = space.strides if space.indexable else None
 
     @property
     def n_var(self) -> int:
@@ -87,8 +96,12 @@ class _Codec:
         X[:, self.discrete] = np.rint(X[:, self.discrete])
         return X
 
-    def keys(self, X: np.ndarray) -> list[bytes]:
-        return [row.tobytes() for row in np.ascontiguousarray(self.repair(np.atleast_2d(X)))]
+    def keys(self, X: np.ndarray) -> list[int] | list[bytes]:
+        """Hashable keys of decision vectors: grid positions in a discrete space, bytes otherwise."""
+        X = self.repair(np.atleast_2d(X))
+        if self.strides is not None:
+            return (X.astype(np.int64) @ self.strides).tolist()
+        return [row.tobytes() for row in np.ascontiguousarray(X)]
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         X = rng.uniform(self.xl, self.xu + self.discrete, size=(n, len(self.xl)))
@@ -112,7 +125,7 @@ class _Codec:
 
 
 def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.random.SeedSequence,
-           options: NSGA2Options, seen: set[bytes], population=None):
+           options: NSGA2Options, seen: set, population=None):
     """A fresh NSGA-II; ``population`` (evaluated) becomes its initial population."""
     NSGA2, DuplicateElimination, Mutation, Population, Problem, Repair, Sampling, SBX, PM = _pymoo()
 
@@ -151,7 +164,9 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
 
     class _NoRepeats(DuplicateElimination):
         """Drops candidates equal to each other, to the populations given, or to any asked before.
-        Inactive while the stored population is handed in (it was all asked before)."""
+        Inactive while the stored population is handed in (it was all asked before). The set
+        of candidates asked before is looked up, never copied: a call costs the size of the
+        populations it compares, not of the run so far."""
 
         active = True
 
@@ -159,13 +174,13 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
             if not self.active:
                 keep = list(range(len(pop)))
                 return (pop, keep, []) if return_indices else pop
-            taken = set(seen)
+            taken = set()  # the populations given and the candidates kept so far
             for other in args:
                 if other is not None and len(other):
                     taken.update(codec.keys(other.get("X")))
             keep = []
             for i, k in enumerate(codec.keys(pop.get("X")) if len(pop) else []):
-                if k in taken:
+                if k in seen or k in taken:
                     continue
                 keep.append(i)
                 if to_itself:
@@ -187,6 +202,7 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
         repair=_Repair(),
         eliminate_duplicates=no_repeats,
     )
+    algorithm.mating.n_max_iterations = MATING_RETRIES
     algorithm.setup(_Problem(), termination=("n_gen", 10**9), seed=int(seed.generate_state(1)[0]))
     if population is not None:  # the stored, evaluated population: pymoo ranks it, evaluates nothing
         no_repeats.active = False
@@ -217,6 +233,7 @@ class NSGA2Driver(SearchDriver):
 
     name = "nsga2"
     Options = NSGA2Options
+    polish_default = True
 
     def __init__(self, problem: Problem, options: NSGA2Options) -> None:
         super().__init__(problem, options)
@@ -229,8 +246,8 @@ class NSGA2Driver(SearchDriver):
         self._X = np.empty((0, n))
         self._F = np.empty((0, self.n_objectives))
         self._G = np.empty((0, self.n_constraints))
-        self._asked: list[np.ndarray] = []  # every decision vector asked, in ask order
-        self._seen: set[bytes] = set()
+        self._asked: list[list[int | float]] = []  # every decision vector asked (JSON rows), in ask order
+        self._seen: set = set()  # their keys (Codec.keys)
         self._algorithm = None  # this generation's pymoo algorithm, between ask and tell
         self._pending: np.ndarray | None = None
 
@@ -251,7 +268,7 @@ class NSGA2Driver(SearchDriver):
         if len(X) < want:
             X = np.vstack([X, self._top_up(X, want - len(X))])
         self._pending = X
-        self._asked.append(X)
+        self._asked.extend(self.codec.rows(X))
         self._seen.update(self.codec.keys(X))
         self.asked += len(X)
         if len(X) == 0:
@@ -261,12 +278,13 @@ class NSGA2Driver(SearchDriver):
     def _top_up(self, X: np.ndarray, n: int) -> np.ndarray:
         """Up to ``n`` unseen random candidates (fewer only when the space is exhausted)."""
         rng = np.random.default_rng(_seed(self.seed, self.generation, TOP_UP))
-        taken = self._seen | set(self.codec.keys(X)) if len(X) else set(self._seen)
+        seen = self._seen
+        taken = set(self.codec.keys(X)) if len(X) else set()  # this batch's; seen is not copied
         out: list[np.ndarray] = []
         for _ in range(50):
             cand = self.codec.sample(rng, 4 * n)
             for row, k in zip(cand, self.codec.keys(cand), strict=True):
-                if k not in taken:
+                if k not in seen and k not in taken:
                     taken.add(k)
                     out.append(row)
                     if len(out) == n:
@@ -274,7 +292,7 @@ class NSGA2Driver(SearchDriver):
         if self.space.is_discrete and self.space.size <= 2_000_000:  # finish a small space exactly
             idx = self.space.indices_of(np.arange(int(self.space.size))).astype(float)
             for row, k in zip(idx, self.codec.keys(idx), strict=True):
-                if k not in taken:
+                if k not in seen and k not in taken:
                     taken.add(k)
                     out.append(row)
                     if len(out) == n:
@@ -304,11 +322,10 @@ class NSGA2Driver(SearchDriver):
     def state(self) -> dict[str, Any]:
         """JSON-able: the population (decision vectors; objectives and violations as pymoo
         saw them, failed rows at 1e30 with violation >= 1, so no NaN), the asked record."""
-        asked = np.vstack(self._asked) if self._asked else np.empty((0, self.codec.n_var))
         return {**super().state(), "version": STATE_VERSION, "seed": self.seed,
                 "generation": self.generation, "exhausted": self.exhausted, "pop_size": self.pop_size,
                 "population": {"X": self.codec.rows(self._X), "F": self._F.tolist(), "G": self._G.tolist()},
-                "asked_candidates": self.codec.rows(asked)}
+                "asked_candidates": list(self._asked)}
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("version") != STATE_VERSION and "batches" in state:
@@ -324,7 +341,7 @@ class NSGA2Driver(SearchDriver):
         self._F = np.array(pop["F"], float).reshape(-1, self.n_objectives)
         self._G = np.array(pop["G"], float).reshape(-1, self.n_constraints)
         asked = np.array(state["asked_candidates"], float).reshape(-1, n)
-        self._asked = [asked] if len(asked) else []
+        self._asked = self.codec.rows(asked)
         self._seen = set(self.codec.keys(asked)) if len(asked) else set()
         self._algorithm = self._pending = None
 
