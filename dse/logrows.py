@@ -3,8 +3,9 @@
 :class:`LogRows` is the executor's ``finish`` for a run: it turns an evaluator's result
 table into the log's columns, encodes them as a log file's bytes, and picks out what the
 run loop needs decoded: the narrow columns (key, the objective and constraint metrics,
-the verdict) and the full rows of the chunk's own non-dominated feasible candidates.
-So the main process neither decodes nor re-encodes a large chunk.
+the verdict), the chunk's summary for the running front (tallies, what ruled candidates
+out, its own non-dominated feasible rows and their objectives) and those rows in full. So
+the main process neither decodes nor re-encodes a chunk, nor sorts its rows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from dse.pareto import feasible_mask, objective_matrix
+from dse.pareto import summarize
 from dse.store import LogChunk, encode
 from dse.study import Study
 
@@ -32,8 +33,6 @@ class LogRows:
     narrow: tuple[str, ...] = ()
 
     def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
-        import moocore
-
         n = len(candidates)
         params = pa.Table.from_pandas(candidates[list(self.parameters)], preserve_index=False)
         metrics = pa.Table.from_pandas(result, preserve_index=False)
@@ -42,10 +41,5 @@ class LogRows:
         names = ["key", "batch", *params.column_names, *metrics.column_names, "kept"]
         table = pa.Table.from_arrays(columns, names=names)
         narrow = table.select([c for c in ("key", *self.narrow) if c in names])
-        frame = narrow.to_pandas()
-        ok = feasible_mask(frame, self.study)
-        contenders = np.zeros(n, bool)
-        if ok.any():
-            contenders[np.flatnonzero(ok)] = moocore.is_nondominated(
-                objective_matrix(frame[ok], self.study), keep_weakly=True)
-        return LogChunk(encode(table), narrow, table.filter(pa.array(contenders)))
+        summary = summarize(narrow.to_pandas(), self.study)
+        return LogChunk(encode(table), narrow, table.take(pa.array(summary.contenders)), summary)

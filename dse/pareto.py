@@ -4,6 +4,7 @@ non-dominated sorting and hypervolume (moocore). Pure functions of tables; no I/
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -95,13 +96,46 @@ def infeasibility_summary(table: pd.DataFrame, study: Study) -> list[tuple[str, 
     return sorted(ruled_out(table, study).items(), key=lambda kv: -kv[1])
 
 
+@dataclass(frozen=True)
+class ChunkSummary:
+    """What the running front needs of a chunk of evaluations (computed where the chunk was
+    evaluated): its tallies, what ruled its candidates out, which rows are feasible (``ok``),
+    and its contenders, the rows non-dominated within the chunk (no other row can be on the
+    front of all evaluations), with their objective vectors ``f`` (minimised)."""
+
+    evaluations: int
+    feasible: int
+    failed: int
+    ruled_out: dict[str, int]
+    ok: np.ndarray
+    contenders: np.ndarray  # row positions in the chunk
+    f: np.ndarray
+
+
+def summarize(table: pd.DataFrame, study: Study) -> ChunkSummary:
+    """The :class:`ChunkSummary` of a table with the objective and constraint metrics,
+    ``feasible``, ``status``, ``reason`` and ``error``."""
+    import moocore
+
+    ok = feasible_mask(table, study)
+    failed = int((table["status"] != "ok").sum()) if "status" in table else 0
+    counts = ruled_out(table[~ok], study) if not ok.all() else {}
+    rows = np.flatnonzero(ok)
+    f = objective_matrix(table, study)[ok]
+    if len(rows):
+        keep = moocore.is_nondominated(f, keep_weakly=True)
+        rows, f = rows[keep], f[keep]
+    return ChunkSummary(len(table), int(ok.sum()), failed, counts, ok, rows, f)
+
+
 class RunningFront:
     """The Pareto set of everything evaluated so far, updated chunk by chunk, with the tallies.
 
     Weak non-dominance is kept incrementally: a point leaves the set only when a point
     that strictly dominates it arrives, and whatever dominated a discarded point also
     dominates the points it discarded, so the set after the last chunk is exactly the front
-    of all evaluations (:func:`front_mask`), without holding them.
+    of all evaluations (:func:`front_mask`), without holding them. For the same reason a
+    chunk needs to offer only its own non-dominated rows (:func:`summarize`).
     """
 
     def __init__(self, study: Study) -> None:
@@ -111,32 +145,37 @@ class RunningFront:
         self.evaluations = self.feasible = self.failed = 0
         self.ruled_out: dict[str, int] = {}
 
-    def update(self, table: pd.DataFrame, rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> np.ndarray:
-        """Fold ``table``'s rows in; returns the mask of its rows that are on the front now.
-
-        ``table`` needs the objective and constraint metrics, ``feasible``, ``status``,
-        ``reason`` and ``error``; the front keeps its rows, or ``rows(mask)`` (the full rows
-        of the masked ones) when given."""
+    def fold(self, chunk: ChunkSummary, rows: Callable[[np.ndarray], pd.DataFrame]) -> np.ndarray:
+        """Fold a chunk in; returns which of its contenders joined the front. ``rows(mask)``
+        gives the full rows of the masked contenders (the front keeps them)."""
         import moocore
 
-        n = len(table)
-        self.evaluations += n
-        if "status" in table:
-            self.failed += int((table["status"] != "ok").sum())
-        ok = feasible_mask(table, self.study)
-        self.feasible += int(ok.sum())
-        if not ok.all():
-            for reason, count in ruled_out(table[~ok], self.study).items():
-                self.ruled_out[reason] = self.ruled_out.get(reason, 0) + count
-        on_front = np.zeros(n, bool)
-        if ok.any():
-            new_f = objective_matrix(table, self.study)[ok]
-            nd = moocore.is_nondominated(np.vstack([self.f, new_f]), keep_weakly=True)
-            old, new = nd[:len(self.f)], nd[len(self.f):]
-            on_front[np.flatnonzero(ok)[new]] = True
-            joining = (table[on_front] if rows is None else rows(on_front)).reset_index(drop=True)
-            self.rows = pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining
-            self.f = np.vstack([self.f[old], new_f[new]])
+        self.evaluations += chunk.evaluations
+        self.feasible += chunk.feasible
+        self.failed += chunk.failed
+        for reason, count in chunk.ruled_out.items():
+            self.ruled_out[reason] = self.ruled_out.get(reason, 0) + count
+        if len(chunk.contenders) == 0:
+            return np.zeros(0, bool)
+        nd = moocore.is_nondominated(np.vstack([self.f, chunk.f]), keep_weakly=True)
+        old, new = nd[:len(self.f)], nd[len(self.f):]
+        joining = rows(new).reset_index(drop=True)
+        self.rows = pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining
+        self.f = np.vstack([self.f[old], chunk.f[new]])
+        return new
+
+    def update(self, table: pd.DataFrame, rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> np.ndarray:
+        """Fold ``table``'s rows in (see :func:`summarize` for its columns); returns the mask
+        of its rows on the front now. The front keeps the rows, or ``rows(mask)``."""
+        chunk = summarize(table, self.study)
+
+        def full(joined: np.ndarray) -> pd.DataFrame:
+            mask = np.zeros(len(table), bool)
+            mask[chunk.contenders[joined]] = True
+            return table[mask] if rows is None else rows(mask)
+
+        on_front = np.zeros(len(table), bool)
+        on_front[chunk.contenders[self.fold(chunk, full)]] = True
         return on_front
 
     def summary(self) -> list[tuple[str, int]]:

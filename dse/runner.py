@@ -31,7 +31,6 @@ from dse.logrows import LogRows
 from dse.pareto import (
     HypervolumeTracker,
     RunningFront,
-    feasible_mask,
     objective_matrix,
     violation_matrix,
 )
@@ -220,29 +219,30 @@ class Runner:
         try:
             finish = LogRows(self.study, tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:]))
             for _, chunk in executor.results(inputs, finish=finish):
-                narrow = chunk.narrow.to_pandas()
-                on_front = run.front.update(narrow, rows=chunk.rows)
-                writer.add(self._keep(chunk, narrow, on_front))
-                told.append(narrow[["key", *self._fg_columns]])
+                joined = run.front.fold(chunk.summary, chunk.contender_rows)
+                on_front = np.zeros(len(chunk), bool)
+                on_front[chunk.summary.contenders[joined]] = True
+                writer.add(self._keep(chunk, on_front))
+                told.append(chunk.narrow.select(["key", *self._fg_columns]))
         finally:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:
             run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
-        return pd.concat(told, ignore_index=True)
+        return pa.concat_tables(told).to_pandas()
 
     @cached_property
     def _narrow_columns(self) -> list[str]:
         """The columns the front, the tallies and the driver need."""
         return ["key", *self._fg_columns, "reason", "error"]
 
-    def _keep(self, chunk: LogChunk, narrow: pd.DataFrame, on_front: np.ndarray) -> LogChunk | pa.Table:
+    def _keep(self, chunk: LogChunk, on_front: np.ndarray) -> LogChunk | pa.Table:
         """Log rows as the study's ``keep`` policy stores them: every row's key, verdict and
         told metrics; the other cells only of the rows it keeps."""
         keep = self.study.output.keep
         if keep == "all":
             return chunk
         table = chunk.table()
-        kept = feasible_mask(narrow, self.study) if keep == "feasible" else on_front
+        kept = chunk.summary.ok if keep == "feasible" else on_front
         mask = pa.array(kept)
         for name in table.column_names:
             col = table.column(name)

@@ -63,13 +63,14 @@ def encode(table: pa.Table) -> bytes:
 @dataclass(frozen=True)
 class LogChunk:
     """An evaluated chunk as it travels from a worker: the log rows already encoded as a
-    log file (:func:`encode`), the few columns the run loop reads (``narrow``, decoded), and
-    the full rows of the candidates that may join the Pareto front (``contenders``: those
-    non-dominated within the chunk; no other can be on the front of all evaluations)."""
+    log file (:func:`encode`), the few columns the run loop reads (``narrow``, decoded), the
+    chunk's summary for the running front (a :class:`dse.pareto.ChunkSummary`), and the full
+    rows of its contenders (the only candidates that can join the front)."""
 
     data: bytes
     narrow: pa.Table
     contenders: pa.Table
+    summary: Any
 
     def __len__(self) -> int:
         return self.narrow.num_rows
@@ -77,13 +78,9 @@ class LogChunk:
     def table(self) -> pa.Table:
         return pq.read_table(pa.BufferReader(self.data))
 
-    def rows(self, mask: np.ndarray) -> pd.DataFrame:
-        """The full rows of the masked candidates, which must be among the contenders."""
-        keys = self.narrow.column("key").to_numpy()[mask]
-        at = pd.Index(self.contenders.column("key").to_numpy()).get_indexer(keys)
-        if (at < 0).any():
-            raise ValueError("a candidate joined the front that its chunk's front did not hold")
-        return self.contenders.take(pa.array(at)).drop_columns(["kept"]).to_pandas()
+    def contender_rows(self, mask: np.ndarray) -> pd.DataFrame:
+        """The full rows of the masked contenders."""
+        return self.contenders.filter(pa.array(mask)).drop_columns(["kept"]).to_pandas()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -396,7 +393,7 @@ class LogWriter:
         self.written: list[tuple[int, np.ndarray]] = []
 
     def add(self, chunk: LogChunk | pa.Table) -> None:
-        if isinstance(chunk, LogChunk) and len(chunk) >= self.rows // 4:
+        if isinstance(chunk, LogChunk) and len(chunk) >= self.rows // 32:  # decoding costs more
             self._submit()  # keep the log in order
             self._jobs.append(self._pool.submit(self._write, chunk.data, chunk.narrow.column("key")))
             return
