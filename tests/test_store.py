@@ -53,8 +53,9 @@ def test_chunks_start_small_then_follow_the_measured_cost():
     for size in (32, 128, 512):
         sizer.observe(size, size * 1e-3)
     assert sizer.next(1_000_000) == 500  # target reached
-    assert sizer.next(600) == 150  # the batch's end: shared among 2 x workers
-    assert sizer.next(100) == 62  # but not below an eighth of a full task
+    assert sizer.next(2_000) == 500  # the batch's end: shared among 2 x workers ...
+    assert sizer.next(600) == 250  # ... but not below half a full task
+    assert sizer.next(100) == 100
     assert ChunkSizer(fixed=64).next(1_000) == 64
 
 

@@ -70,8 +70,9 @@ class ChunkSizer:
     A task should carry about ``target_s`` of work, so that a task's fixed overhead (a
     dask round trip is a few milliseconds) stays under a few per cent, but no more than
     the batch's remainder shared among ``2 x workers`` tasks (the last tasks of a batch
-    shrink to as little as an eighth of a full task, so the workers finish together), and
-    at most ``max_rows`` (bounded memory).
+    shrink to as little as half a full task, so the workers finish nearly together while
+    every task stays large enough to amortise its cost), and at most ``max_rows`` (bounded
+    memory).
     Until a cost is measured the tasks are small (``probe`` rows), which is cheap for a
     fast evaluator and right for a slow one; then a task grows at most fourfold over the
     largest measured one, because the cost per candidate measured on a small task includes
@@ -104,7 +105,7 @@ class ChunkSizer:
             return min(self.probe, remaining)
         size = min(int(self.target_s / max(self.cost_s, 1e-9)), 4 * self.measured, self.max_rows)
         share = -(-remaining // (2 * self.workers))  # shrink towards the batch's end, but never
-        return max(1, min(size, max(share, size // 8), remaining))  # below an eighth of a full task
+        return max(1, min(size, max(share, size // 2), remaining))  # below half a full task
 
 
 class Executor(ABC):
