@@ -45,13 +45,14 @@ class ChildEvaluator:
     def _ask(self, message: tuple, limit_s: float, what: str):
         try:
             self.send.send(message)
-            if not self.recv.poll(limit_s):
-                self.stop()
-                raise TimeoutError(f"{what} took longer than {limit_s:g} s (evaluator.timeout_s); stopped")
-            status, payload = self.recv.recv()
+            answered = self.recv.poll(limit_s)
+            status, payload = self.recv.recv() if answered else ("", None)
         except (EOFError, OSError):
             code = self.stop()
             raise RuntimeError(f"the evaluator's process ended ({_ended(code)}) while {what}") from None
+        if not answered:
+            self.stop()
+            raise TimeoutError(f"{what} took longer than {limit_s:g} s (evaluator.timeout_s); stopped")
         if status != "ok":
             raise EvaluatorFailed(payload)
         return payload

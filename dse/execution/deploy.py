@@ -28,6 +28,9 @@ EXTRAS = {
 }
 #: modules a cluster callable imports only when called
 NEEDS = {"distributed.deploy.ssh.SSHCluster": "asyncssh"}
+#: cluster callables that learn their processes' addresses from those processes' INFO log
+#: lines, which inherit this process's dask configuration (the CLI logs warnings only)
+READS_INFO_LOGS = {"distributed.deploy.ssh.SSHCluster"}
 
 
 def install_hint(module: str, path: str = "") -> str:
@@ -130,9 +133,16 @@ def cluster_options(plan: Any) -> dict[str, Any]:
 
 def start_cluster(plan: Any) -> Any:
     """Start the profile's cluster and size it (``scale`` or ``adapt``)."""
+    import contextlib
+
+    import dask
+
     obj = import_cluster(plan.cluster)
+    logs = dask.config.set({"logging.distributed": "info"}) if (
+        f"{obj.__module__}.{obj.__qualname__}" in READS_INFO_LOGS) else contextlib.nullcontext()
     try:
-        cluster = obj(**cluster_options(plan))
+        with logs:
+            cluster = obj(**cluster_options(plan))
     except Exception as exc:  # the class refused its options or could not reach its system
         raise StudyError(f"cannot start {plan.cluster}: {type(exc).__name__}: {exc}",
                          file=plan.profile, field="cluster") from None
