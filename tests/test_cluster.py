@@ -269,6 +269,21 @@ def sshd(tmp_path):
     yield port, folder / "user"
     server.kill()
     server.wait()
+    _kill_started_through(port)
+
+
+def _kill_started_through(port: int) -> None:
+    """Kill what a session of the sshd on ``port`` started and left running (a remote command
+    outlives its SSH connection when it has no terminal)."""
+    import psutil
+
+    for proc in psutil.process_iter():
+        try:
+            connection = proc.environ().get("SSH_CONNECTION", "").split()
+        except (psutil.Error, OSError):
+            continue
+        if len(connection) == 4 and connection[3] == str(port):
+            proc.kill()
 
 
 def test_a_study_runs_on_workers_started_over_ssh(tmp_path, sshd, reference):

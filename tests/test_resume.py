@@ -191,8 +191,10 @@ def test_damaged_datasets_evaluations_state_and_lock_are_clear_errors(finished, 
 def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_path):
     out = tmp_path / "out"
     study = _study(tmp_path, "random", out, 0.0)
+    text = study.read_text().replace("chunk_size: 5", "chunk_size: 5\n  grace_s: 1")
+    study.write_text(text)
     proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
-    assert proc.returncode == 2 and "cannot reach dask scheduler" in proc.stderr
+    assert proc.returncode == 2 and "cannot reach tcp://127.0.0.1:9 within 1 s (execution.grace_s)" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli("run", str(study), "--quiet")  # no --overwrite needed: nothing was evaluated
     assert proc.returncode == 0, proc.stderr
