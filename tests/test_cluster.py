@@ -92,11 +92,12 @@ def _profile(processes: LocalProcesses, grace_s: float = 30) -> dict:
     return {"profile": str(path)}
 
 
-@pytest.fixture
-def reference(tmp_path):
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
     """The undisturbed run, in this process: its keys and its front."""
-    out = tmp_path / "reference"
-    proc = run_cli("run", str(_study(tmp_path, out, execution={"workers": 0}, delay=0)), "--quiet")
+    folder = tmp_path_factory.mktemp("reference")
+    out = folder / "reference"
+    proc = run_cli("run", str(_study(folder, out, execution={"workers": 0}, delay=0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
     return set(log_rows(out)["key"]), front_of(out)
 
@@ -139,55 +140,49 @@ def test_a_worker_killed_mid_run_loses_and_repeats_nothing(tmp_path, processes, 
     _complete_and_equal(out, reference)
 
 
-def test_every_worker_gone_stops_after_the_grace_period_and_resume_goes_on(tmp_path, processes, reference):
+def _stopped_run(tmp_path: Path, processes: LocalProcesses, kill) -> tuple[Path, str, float]:
+    """A run on one worker with a grace period of 2 s, ``kill(processes)`` after 20 rows:
+    the results folder, the run's stderr, and the seconds from the kill to its end."""
     processes.start_scheduler()
     processes.start_worker("w1")
     processes.wait_for(1)
     out = tmp_path / "run"
-    study = _study(tmp_path, out, execution=_profile(processes, grace_s=2))
-    run = _start_run(study, "run")
+    run = _start_run(_study(tmp_path, out, execution=_profile(processes, grace_s=2)), "run")
     _wait_for_rows(out, 20, run)
-    processes.kill(processes.workers["w1"])
+    kill(processes)
     gone = time.monotonic()
     _, stderr = run.communicate(timeout=120)
-    waited = time.monotonic() - gone
     assert run.returncode == 2 and "Traceback" not in stderr, stderr
-    error = stderr.strip().splitlines()[-1]  # before it: the start line, the note that it waits
-    assert error.startswith("error: no dask worker is connected to the scheduler of"), stderr
-    assert "waiting up to 2 s (execution.grace_s)" in stderr
-    assert "for 2 s (execution.grace_s)" in stderr and f"continue with `dse resume {out}`" in stderr
-    assert 2 <= waited < 30
+    assert f"continue with `dse resume {out}`" in stderr
     stored = log_rows(out)
     assert 20 <= len(stored) < 168 and stored["key"].is_unique
+    return out, stderr, time.monotonic() - gone
 
+
+def _resume_on_a_new_worker(processes: LocalProcesses, out: Path, reference) -> None:
     processes.start_worker("w2")
     processes.wait_for(1)
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     _complete_and_equal(out, reference)
+
+
+def test_every_worker_gone_stops_after_the_grace_period_and_resume_goes_on(tmp_path, processes, reference):
+    out, stderr, waited = _stopped_run(tmp_path, processes, lambda p: p.kill(p.workers["w1"]))
+    error = stderr.strip().splitlines()[-1]  # before it: the start line, the note that it waits
+    assert error.startswith("error: no dask worker is connected to the scheduler of"), stderr
+    assert "waiting up to 2 s (execution.grace_s)" in stderr and "for 2 s (execution.grace_s)" in error
+    assert 2 <= waited < 30
+    _resume_on_a_new_worker(processes, out, reference)
 
 
 def test_a_lost_scheduler_stops_the_run_and_resume_goes_on_with_a_new_one(tmp_path, processes, reference):
-    processes.start_scheduler()
-    processes.start_worker("w1")
-    processes.wait_for(1)
-    out = tmp_path / "run"
-    study = _study(tmp_path, out, execution=_profile(processes, grace_s=2))
-    run = _start_run(study, "run")
-    _wait_for_rows(out, 20, run)
-    processes.kill(processes.scheduler)
-    _, stderr = run.communicate(timeout=120)
-    assert run.returncode == 2 and "Traceback" not in stderr, stderr
-    assert "lost the connection to the scheduler of" in stderr and "(execution.grace_s)" in stderr, stderr
-    assert "dse resume" in stderr
-
+    out, stderr, waited = _stopped_run(tmp_path, processes, lambda p: p.kill(p.scheduler))
+    assert "error: lost the connection to the scheduler of" in stderr and "(execution.grace_s)" in stderr, stderr
+    assert 2 <= waited < 30
     processes.kill(processes.workers["w1"])
     processes.start_scheduler()  # a new scheduler writes a new file; the profile finds it there
-    processes.start_worker("w2")
-    processes.wait_for(1)
-    done = run_cli("resume", str(out), "--quiet")
-    assert done.returncode == 0, done.stderr
-    _complete_and_equal(out, reference)
+    _resume_on_a_new_worker(processes, out, reference)
 
 
 PLUGIN = '''

@@ -14,6 +14,7 @@ with :class:`ClusterLost`; a worker running other dse or evaluator versions stop
 
 from __future__ import annotations
 
+import queue
 import socket
 import time
 from collections import deque
@@ -186,11 +187,10 @@ class DaskExecutor(Executor):
         """Keeps two tasks per worker thread in flight; each finished task frees a slot for
         the next chunk, sized by the latest cost measured. Chunks to submit again (cancelled by
         a lost connection, or halves of a chunk that killed workers) go first."""
-        from dask.distributed import wait
-
         offset, n = 0, len(candidates)
         again: deque[tuple[int, pd.DataFrame]] = deque()
         pending: dict = {}
+        finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
         try:
             while pending or again or offset < n:
                 while self.client.status == "running" and len(pending) < 2 * self.sizer.workers and (again or offset < n):
@@ -202,7 +202,8 @@ class DaskExecutor(Executor):
                         offset += size
                     fut = self.client.submit(evaluate_chunk, self.ref, chunk, finish, pure=False)
                     pending[fut] = (lo, chunk)
-                done = self._wait(wait, pending)
+                    fut.add_done_callback(finished.put)
+                done = self._wait(finished, pending)
                 for fut in done:
                     lo, chunk = pending.pop(fut)
                     result = self._outcome(fut, lo, chunk, finish, again)
@@ -213,17 +214,20 @@ class DaskExecutor(Executor):
             if pending and self.client is not None and self.client.status == "running":
                 self.client.cancel(list(pending))
 
-    def _wait(self, wait, pending: dict) -> list:
+    def _wait(self, finished: queue.SimpleQueue, pending: dict) -> list:
+        """The pending futures that finished, waiting at most ``POLL_S`` for the first."""
         if not pending:
             time.sleep(POLL_S)
             return []
+        done = []
         try:
-            return list(wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED").done)
-        except TimeoutError:
-            return []
-        except Exception:  # the client closed under us: _watch tells how long it has been
-            time.sleep(POLL_S)
-            return [f for f in pending if f.done()]
+            done.append(finished.get(timeout=POLL_S))
+            while True:
+                done.append(finished.get_nowait())
+        except queue.Empty:
+            pass
+        done += [f for f in pending if f.done() and f not in done]  # a closed client calls no callback
+        return [f for f in dict.fromkeys(done) if f in pending]
 
     def _outcome(self, fut, lo: int, chunk: pd.DataFrame, finish: Finish | None, again: deque) -> Any:
         """The chunk's result, or None when it was queued to be submitted again."""
