@@ -100,7 +100,8 @@ class ProgressReporter:
 
     def note(self, text: str) -> None:
         self._last_note = text
-        self.sink.note(text)
+        if hasattr(self.sink, "note"):  # a sink written before notes existed has none
+            self.sink.note(text)
         self._write("running", force=True)
 
     def stop(self, state: str) -> None:
