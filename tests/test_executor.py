@@ -207,6 +207,23 @@ def test_run_on_a_separately_started_scheduler(tmp_path):
         assert ds.sizes["candidate"] == 11
 
 
+@pytest.mark.parametrize("size", ["adapt: {minimum: 1, maximum: 2}", "scale: 2"])
+def test_a_profile_starts_a_cluster_class_and_sizes_it(tmp_path, size):
+    """Any dask cluster class by import path, with its options, then adapt or scale: here
+    dask's LocalCluster, started with no workers until the profile sizes it."""
+    (tmp_path / "adaptive.yaml").write_text(
+        "cluster: dask.distributed.LocalCluster\n"
+        "options: {n_workers: 0, threads_per_worker: 1, processes: true, dashboard_address: '127.0.0.1:0'}\n"
+        f"{size}\nstart_timeout_s: 60\n")
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), execution={"profile": str(tmp_path / "adaptive.yaml")}))
+    proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
+    assert proc.returncode == 0, proc.stderr
+    assert "dask.distributed.LocalCluster (profile" in proc.stderr
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        assert ds.sizes["candidate"] == 11
+
+
 def test_an_unreachable_scheduler_fails_after_the_grace_period_in_one_line(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
