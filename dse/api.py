@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from dse.checks import RunPlan, plan_run
+from dse.progress import ProgressSink
 from dse.results import Results, open_results
-from dse.runner import ProgressSink, Runner, RunResult
+from dse.runner import Runner, RunResult
 from dse.study import Study
 from dse.study import load_study as _load_schema
 
@@ -26,25 +27,26 @@ def load_study(path: str | Path) -> Study:
     return study
 
 
-def plan(study: Study | str | Path, *, workers: int | None = None, scheduler: str | None = None) -> RunPlan:
+def plan(study: Study | str | Path, *, workers: int | None = None, scheduler: str | None = None,
+         dashboard: bool | None = None) -> RunPlan:
     """The checked plan of a study (a path or a loaded :class:`Study`)."""
     if not isinstance(study, Study):
         study = _load_schema(study)
-    return plan_run(study, workers=workers, scheduler=scheduler)
+    return plan_run(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
 
 
 def run(study: Study | str | Path, output_dir: str | Path | None = None, *, overwrite: bool = False,
-        workers: int | None = None, scheduler: str | None = None,
+        workers: int | None = None, scheduler: str | None = None, dashboard: bool | None = None,
         progress: ProgressSink | None = None) -> RunResult:
     """Run a study into ``output_dir`` (default: the study's output folder)."""
-    p = plan(study, workers=workers, scheduler=scheduler)
+    p = plan(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
     return Runner(p, Path(output_dir) if output_dir else p.study.output_dir,
                   progress=progress).start(overwrite=overwrite)
 
 
 def resume(results_dir: str | Path, *, workers: int | None = None, scheduler: str | None = None,
-           progress: ProgressSink | None = None) -> RunResult:
+           dashboard: bool | None = None, progress: ProgressSink | None = None) -> RunResult:
     """Continue an interrupted run: nothing already stored is evaluated again."""
     stored = open_results(results_dir)  # the integrity check every reading command makes
-    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler)
+    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler, dashboard=dashboard)
     return Runner(p, Path(results_dir), progress=progress).resume()

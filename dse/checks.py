@@ -30,7 +30,8 @@ class RunPlan:
     execution: ExecutionPlan
 
 
-def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None = None) -> RunPlan:
+def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None = None,
+             dashboard: bool | None = None) -> RunPlan:
     """Check ``study`` (with command-line overrides) and resolve it into a :class:`RunPlan`.
 
     Raises :class:`~dse.errors.StudyError` naming the study file, the field, the value and
@@ -44,7 +45,7 @@ def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None 
         check_metrics(study, evaluator)
         search = plan_search(study, space)
         execution = plan_execution(study.execution, study_path=study.source_path or None,
-                                   workers=workers, scheduler=scheduler)
+                                   workers=workers, scheduler=scheduler, dashboard=dashboard)
     except DseError as exc:
         raise exc.with_file(study.source_path) if study.source_path else exc from None
     return RunPlan(study, space, evaluator, search, execution)

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from dse.checks import RunPlan
 from dse.datasets import to_dataset, write_log_dataset, write_netcdf
 from dse.errors import DseError
-from dse.execution import Executor, make_executor
+from dse.execution import ClusterLost, Executor, WorkerMismatch, make_executor
 from dse.keyindex import KeyIndex
 from dse.logrows import LogRows
 from dse.pareto import (
@@ -34,6 +34,7 @@ from dse.pareto import (
     objective_matrix,
     violation_matrix,
 )
+from dse.progress import ProgressReporter, ProgressSink
 from dse.search import SearchDriver
 from dse.store import LogChunk, ResultStore, location
 from dse.study import Study
@@ -90,14 +91,6 @@ class _LoopState:
             self.front.rows = full[full.columns.drop("kept", errors="ignore")]
 
 
-class ProgressSink:
-    """Receives progress; the CLI shows it with rich, tests and libraries ignore it."""
-
-    def start(self, total: int | None, description: str) -> None: ...
-    def advance(self, n: int, record: dict) -> None: ...
-    def stop(self) -> None: ...
-
-
 class Runner:
     """Runs a checked study (:func:`dse.checks.plan_run`) into a results folder."""
 
@@ -144,21 +137,27 @@ class Runner:
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
             self._save_state(store, driver, run)
         total = self.plan.search.total
-        self.progress.start(total, f"{study.name} · {self.algorithm}")
-        if driver.asked:
-            self.progress.advance(min(driver.asked, total or driver.asked), run.history[-1] if run.history else {})
-        interrupted = False
+        report = self._report = ProgressReporter(self.progress, store.path, total)
+        report.start(f"{study.name} · {self.algorithm}", min(driver.asked, total or driver.asked),
+                     {**(run.history[-1] if run.history else {}), **self._live(run)})
+        interrupted, lost = False, None
         try:
             if not driver.done:
-                with make_executor(self.plan.execution, study.evaluator,
+                with make_executor(self.plan.execution, study.evaluator, notify=report.note,
                                    preferred_chunk_size=self.evaluator.chunk_size) as executor:
+                    report.pace.restart()
                     while not driver.done and self._batch(executor, store, driver, run):
                         pass
         except KeyboardInterrupt:
             interrupted = True
+        except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
+            lost = exc
         finally:
-            self.progress.stop()
+            report.stop("finished" if driver.done else "interrupted" if interrupted else "stopped")
         front = self._write_outputs(store, run, driver.attributes())
+        if lost is not None:
+            raise DseError(f"{lost}; {run.front.evaluations} evaluations are stored in {store.path}: "
+                           f"continue with `dse resume {store.path}`") from None
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
                                              "failed": f.failed}, f.summary(), run.history, interrupted,
@@ -189,7 +188,7 @@ class Runner:
         run.history.append(record)
         run.batch_no += 1
         self._save_state(store, driver, run)
-        self.progress.advance(len(batch), record)
+        self._report.advance(len(batch) - len(todo), {**record, **self._live(run)})  # the rest came per chunk
         return True
 
     @cached_property
@@ -224,6 +223,7 @@ class Runner:
                 on_front[chunk.summary.contenders[joined]] = True
                 writer.add(self._keep(chunk, on_front))
                 told.append(chunk.narrow.select(["key", *self._fg_columns]))
+                self._report.advance(len(chunk), self._live(run), evaluated=len(chunk))
         finally:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:
@@ -252,6 +252,16 @@ class Runner:
                 col = pc.if_else(mask, col, pa.scalar(None, col.type))  # the column keeps its type
             table = table.set_column(table.schema.get_field_index(name), name, col)
         return table
+
+    def _live(self, run: _LoopState) -> dict:
+        """The counts and the best value of each objective so far (the front's extremes)."""
+        f = run.front
+        best = {}
+        if len(f.f):
+            for obj, v in zip(self.study.objectives, f.f.min(axis=0), strict=True):
+                best[obj.metric] = float(-v if obj.direction == "maximize" else v)
+        return {"evaluations": f.evaluations, "feasible": f.feasible, "failed": f.failed,
+                "front_size": len(f.f), "best": best}
 
     def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> dict:
         """The progress record of the batch just told."""

@@ -145,7 +145,7 @@ class ResultStore:
         return cls(path, meta)
 
     #: files of a run besides the evaluation log, removed by :meth:`clear`
-    RUN_FILES = ("state.json", "evaluations.nc", "pareto.nc", "meta.json")
+    RUN_FILES = ("state.json", "progress.json", "evaluations.nc", "pareto.nc", "meta.json")
 
     def clear(self) -> None:
         """Remove the run: its evaluation log, state, datasets and the files its search

@@ -84,6 +84,9 @@ class Constraint(_Strict):
 class EvaluatorSpec(_Strict):
     name: str = "analytic"
     options: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="seconds one candidate may take at most (a call on n candidates "
+                                        "gets n times as long); a candidate over it fails, the run goes on")
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)\s*$")
@@ -156,11 +159,19 @@ class SearchSpec(_Strict):
 
 
 class ExecutionSpec(_Strict):
-    workers: int = Field(default=2, ge=0, description="local dask worker processes (0: evaluate in this process)")
+    workers: int | None = Field(default=None, ge=0, description="local dask worker processes (0: evaluate "
+                                                               "in this process; default: one per core)")
     scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
     profile: str | None = Field(default=None, description="a cluster profile under workers/")
     chunk_size: int | None = Field(default=None, ge=1, description="candidates per task (default: sized "
                                                                   "from the evaluator's measured cost)")
+    dashboard: bool = Field(default=True, description="the dask dashboard (needs bokeh: dse[dashboard])")
+    grace_s: float | None = Field(
+        default=None, gt=0, description="how long a run waits for an unreachable scheduler or, once it "
+                                        "had workers, for a worker before it stops (default 60)")
+    start_timeout_s: float | None = Field(
+        default=None, gt=0, description="how long a run waits for its first worker (default 300; "
+                                        "a batch queue may need longer)")
 
 
 class OutputSpec(_Strict):

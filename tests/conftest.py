@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -47,6 +48,33 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180,
         [sys.executable, "-m", "dse", *args], cwd=cwd or REPO, env=env, capture_output=True,
         text=True, timeout=timeout,
     )
+
+
+def rows_on_disk(out: Path) -> int:
+    """Evaluations in a results folder's log (written files only; temporary ones skipped)."""
+    import pyarrow.parquet as pq
+
+    folder = out / "evaluations"
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def log_rows(out: Path) -> pd.DataFrame:
+    """Every row of a results folder's log, as written (a candidate written twice shows twice)."""
+    return pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))],
+                     ignore_index=True)
+
+
+def front_of(out: Path, columns: tuple[str, ...] = ("x", "y", "shape", "f1", "f2")) -> pd.DataFrame:
+    """The Pareto set of a run (``pareto.nc``), sorted by its parameters."""
+    import xarray as xr
+
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        df = ds[list(columns)].to_dataframe().reset_index(drop=True)
+    if "shape" in df:
+        df["shape"] = df["shape"].astype(str)
+    params = [c for c in ("x", "y", "shape") if c in df]
+    return df.sort_values(params).reset_index(drop=True)
 
 
 @pytest.fixture

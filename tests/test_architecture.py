@@ -24,7 +24,7 @@ LAYERS = {
     "dse.evaluators": 4,
     "dse.analytic": 5, "dse.search": 5, "dse.execution": 5,
     "dse.checks": 6,
-    "dse.store": 7, "dse.pareto": 7,
+    "dse.store": 7, "dse.pareto": 7, "dse.progress": 7,
     "dse.datasets": 8, "dse.logrows": 8,
     "dse.runner": 9, "dse.results": 9,
     "dse.api": 10,

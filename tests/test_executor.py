@@ -1,7 +1,15 @@
 """Executors: in this process and on real dask clusters (a local one, a separately started
-scheduler); cluster profiles and scheduler addresses checked before anything runs."""
+scheduler); cluster profiles, cluster classes, extras and scheduler addresses checked before
+anything runs; failing rows isolated, time-outs, the dashboard, logging left alone."""
 
 from __future__ import annotations
+
+import logging
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
 
 import pandas as pd
 import pytest
@@ -11,16 +19,25 @@ from dask.distributed import LocalCluster
 from conftest import REPO, run_cli, toy_study, write_study
 from dse.errors import StudyError
 from dse.execution import ExecutionPlan, make_executor, plan_execution
-from dse.execution.plan import find_profile, load_profile
+from dse.execution.deploy import missing, preview
 from dse.study import EvaluatorSpec, ExecutionSpec
 
 TOY = EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator", options={"fail_above_x": 0.5})
+NEEDS = {"ssh": "asyncssh", "slurm": "dask_jobqueue", "pbs": "dask_jobqueue", "kubernetes": "dask_kubernetes"}
 
 
-def test_shipped_profiles_load():
-    local = load_profile(find_profile("local", REPO / "studies" / "quickstart.yaml"))
-    assert local.workers == 2
-    assert load_profile(REPO / "workers" / "cluster.yaml").scheduler.startswith("tcp://")
+@pytest.mark.parametrize("name", ["local", "scheduler", "scheduler-file", "ssh", "slurm", "pbs", "kubernetes"])
+def test_every_shipped_profile_plans(name):
+    if name in NEEDS and missing(NEEDS[name]):
+        pytest.skip(f"{NEEDS[name]} is not installed (pip install \"dse[{name}]\")")
+    plan = plan_execution(ExecutionSpec(profile=name), study_path=REPO / "studies" / "quickstart.yaml")
+    assert plan.profile.endswith(f"workers/{name}.yaml")
+    kinds = {"local": "local", "scheduler": "scheduler", "scheduler-file": "scheduler"}
+    assert plan.kind == kinds.get(name, "cluster")
+    if name == "local":
+        assert plan.workers == 2
+    if name in ("slurm", "pbs"):
+        assert plan.start_timeout_s == 3600 and plan.grace_s == 600  # the profile's, not the defaults
 
 
 def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
@@ -28,19 +45,156 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
     with pytest.raises(StudyError, match="cluster profile 'nope' not found"):
         plan_execution(ExecutionSpec(profile="nope"), study_path=study_file)
     (tmp_path / "odd.yaml").write_text("workerz: 3\n")
-    with pytest.raises(StudyError, match="unknown key 'workerz' in cluster profile; allowed: description, scheduler"):
+    with pytest.raises(StudyError, match="odd.yaml: workerz: unknown key 'workerz' in cluster profile; "
+                                         "allowed: description, cluster, options, scale, adapt, scheduler"):
         plan_execution(ExecutionSpec(profile="odd"), study_path=study_file)
 
 
+@pytest.mark.parametrize("text,expected", [
+    ("scheduler: tcp://a:1\ncluster: dask.distributed.LocalCluster\n", "names one of 'cluster', 'scheduler'"),
+    ("scheduler: tcp://a:1\nworkers: 3\n", "they do not go with 'scheduler'"),
+    ("scale: 3\n", "'scale' belongs to a 'cluster' class"),
+    ("cluster: dask.distributed.LocalCluster\nscale: 2\nadapt: {maximum: 4}\n", "'scale' (a fixed size) or 'adapt'"),
+    ("cluster: dask.distributed.LocalCluster\nscale: {jobs: 2}\n", "scale.jobs: 'jobs' counts batch jobs"),
+    ("cluster: dask.distributed.LocalCluster\nscale: {workers: 1, jobs: 2}\n", "exactly one of 'workers' or 'jobs'"),
+    ("cluster: no_such_package.Cluster\n", "no_such_package.Cluster needs no_such_package, which is not installed"),
+    ("cluster: LocalCluster\n", "cluster: not an import path of a dask cluster class"),
+    ("cluster: dask.distributed.NoSuchCluster\n", "cannot import the cluster class"),
+    ("scheduler: garbage\n", "scheduler: not a dask scheduler address"),
+    ("adapt: {maximum: 0}\ncluster: dask.distributed.LocalCluster\n", "adapt.maximum"),
+])
+def test_bad_profiles_are_one_line_errors_naming_the_profile(tmp_path, text, expected):
+    (tmp_path / "p.yaml").write_text(text)
+    with pytest.raises(StudyError) as info:
+        plan_execution(ExecutionSpec(profile="p"), study_path=tmp_path / "study.yaml")
+    message = str(info.value)
+    assert message.startswith(str(tmp_path / "p.yaml")) and expected in message, message
+    assert "\n" not in message
+
+
+@pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
+def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "q.yaml").write_text(
+        "cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 2, memory: 4GB, corez: 3}\n")
+    study = write_study(tmp_path, toy_study(execution={"profile": "q"}))
+    proc = run_cli("validate", str(study), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "q.yaml: options.corez: unknown option 'corez' of dask_jobqueue.SLURMCluster; allowed:" in proc.stderr
+    assert "walltime" in proc.stderr  # the job class's options are allowed too
+
+
+@pytest.mark.parametrize("profile,module,extra", [
+    ("slurm", "dask_jobqueue", "slurm"), ("pbs", "dask_jobqueue", "pbs"),
+    ("kubernetes", "dask_kubernetes", "kubernetes"), ("ssh", "asyncssh", "ssh"),
+])
+def test_a_missing_extra_is_named_at_validate_and_run(tmp_path, profile, module, extra):
+    """The extra's package made unimportable in the dse process (``sys.modules[name] = None``)."""
+    study = write_study(tmp_path, toy_study(execution={"profile": str(REPO / "workers" / f"{profile}.yaml")},
+                                            output=str(tmp_path / "out")))
+    for command in ("validate", "run"):
+        proc = _run_without(module, command, str(study))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f'which is not installed: pip install "dse[{extra}]"' in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def _run_without(module: str, *args: str):
+    import subprocess
+
+    code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['dse', *{list(args)!r}]; "
+            "from dse.cli import main; main()")
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
+@pytest.mark.parametrize("name,lines", [
+    ("slurm", ["#SBATCH -p normal", "#SBATCH -A my-account", "#SBATCH --cpus-per-task=8", "#SBATCH -t 02:00:00",
+               "source /opt/dse/.venv/bin/activate", "--nthreads 1", "--nworkers 8"]),
+    ("pbs", ["#PBS -q workq", "#PBS -A my-account", "#PBS -l select=1:ncpus=8:mem=30GB",
+             "#PBS -l walltime=02:00:00", "--nworkers 8"]),
+])
+def test_the_batch_job_script_a_profile_submits(name, lines):
+    """SLURM and PBS cannot run here: the job script dask-jobqueue would submit is checked."""
+    proc = run_cli("cluster", name)
+    assert proc.returncode == 0, proc.stderr
+    assert "job script" in proc.stdout
+    script = proc.stdout[proc.stdout.index("#!/usr/bin/env bash"):]
+    for line in lines:
+        assert line in script, (line, script)
+    assert "python -m distributed.cli.dask_worker tcp://" in script  # a real scheduler address
+
+
+@pytest.mark.skipif(missing("dask_kubernetes"), reason="dask-kubernetes is not installed (pip install \"dse[kubernetes]\")")
+def test_the_kubernetes_resource_a_profile_creates():
+    import yaml
+
+    plan = plan_execution(ExecutionSpec(profile="kubernetes"), study_path=REPO / "studies" / "quickstart.yaml")
+    what, text = preview(plan)
+    spec = yaml.safe_load(text)
+    assert what == "DaskCluster resource" and spec["kind"] == "DaskCluster" and spec["metadata"]["name"] == "dse"
+    worker = spec["spec"]["worker"]
+    assert worker["replicas"] == 4
+    container = worker["spec"]["containers"][0]
+    assert container["image"] == "registry.example.org/dse:0.1.0"
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "4Gi"}
+    assert {"name": "OMP_NUM_THREADS", "value": "1"} in container["env"]
+    assert spec["spec"]["scheduler"]["spec"]["containers"][0]["image"] == "registry.example.org/dse:0.1.0"
+
+
 @pytest.mark.parametrize("workers", [0, 1], ids=["in-process", "dask"])
-def test_evaluator_errors_become_failed_rows_in_input_order(workers):
-    cands = pd.DataFrame({"x": [0.1, 0.2, 0.9, 0.3], "y": 0, "shape": "a"})
-    plan = ExecutionPlan(workers=workers, scheduler=None, chunk_size=2)
+def test_a_failing_row_fails_alone_and_keeps_its_message(workers):
+    """The toy raises for a call holding x > 0.5: the chunk is split until those rows are alone."""
+    cands = pd.DataFrame({"x": [0.1, 0.2, 0.9, 0.3, 0.6, 0.05, 0.7, 0.4], "y": 0, "shape": "a"})
+    plan = ExecutionPlan(workers=workers, chunk_size=4, dashboard=False)
     with make_executor(plan, TOY) as ex:
         out = ex.evaluate(cands)
-    assert list(out["status"]) == ["ok", "ok", "failed", "failed"]
-    assert out.loc[0, "f1"] == pytest.approx(0.1) and out.loc[1, "f1"] == pytest.approx(0.2)
-    assert "toy failure" in out.loc[2, "error"]
+    assert list(out["status"]) == ["ok", "ok", "failed", "ok", "failed", "ok", "failed", "ok"]
+    assert out.loc[[0, 1, 3, 5, 7], "f1"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.05, 0.4])
+    assert out.loc[2, "error"] == "RuntimeError: toy failure: x above 0.5"
+
+
+def test_a_plugin_evaluator_past_its_time_out_fails_that_row_only():
+    """The toy hangs for a call holding x > 0.8; evaluator.timeout_s runs it in a child
+    process that is killed when a call's time is up."""
+    spec = EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator", options={"hang_above_x": 0.8}, timeout_s=0.5)
+    cands = pd.DataFrame({"x": [0.1, 0.9, 0.3, 0.4], "y": 0, "shape": "a"})
+    start = time.monotonic()
+    with make_executor(ExecutionPlan(workers=0, chunk_size=4), spec) as ex:
+        out = ex.evaluate(cands)
+    assert list(out["status"]) == ["ok", "failed", "ok", "ok"]
+    assert out.loc[1, "error"] == ("TimeoutError: evaluating 1 candidate took longer than 0.5 s "
+                                   "(evaluator.timeout_s); stopped")
+    assert time.monotonic() - start < 20  # 4 x 0.5 + 2 x 0.5 + 0.5 s of time-outs, and child starts
+
+
+def test_a_local_cluster_leaves_logging_alone_and_starts_no_dashboard_when_told(caplog):
+    """Without a dashboard the scheduler's HTTP server (health, metrics) takes a free port:
+    no '8787 already in use' warning, no dashboard page."""
+    distributed = logging.getLogger("distributed")
+    before = (distributed.level, [h.level for h in distributed.handlers])
+    plan = ExecutionPlan(workers=1, dashboard=False)
+    with caplog.at_level(logging.WARNING), make_executor(plan, TOY) as ex:
+        assert ex.dashboard_link is None
+        port = ex.client.scheduler_info()["services"]["dashboard"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as page:
+            assert page.read() == b"ok"
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30)
+        ex.evaluate(pd.DataFrame({"x": [0.1], "y": 0, "shape": "a"}))
+    assert (distributed.level, [h.level for h in distributed.handlers]) == before
+    assert not [r for r in caplog.records if "already in use" in r.getMessage()]
+
+
+@pytest.mark.skipif(missing("bokeh"), reason="bokeh is not installed (pip install \"dse[dashboard]\")")
+def test_the_dashboard_is_on_with_bokeh_and_its_address_told():
+    notes = []
+    with make_executor(ExecutionPlan(workers=1), TOY, notify=notes.append) as ex:
+        link = ex.dashboard_link
+        assert link and notes == [f"dask dashboard: {link}"]
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert page.status == 200 and b"Dask" in page.read()
 
 
 def test_run_on_a_separately_started_scheduler(tmp_path):
@@ -51,6 +205,35 @@ def test_run_on_a_separately_started_scheduler(tmp_path):
     assert proc.returncode == 0, proc.stderr
     with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
         assert ds.sizes["candidate"] == 11
+
+
+@pytest.mark.parametrize("size", ["adapt: {minimum: 1, maximum: 2}", "scale: 2"])
+def test_a_profile_starts_a_cluster_class_and_sizes_it(tmp_path, size):
+    """Any dask cluster class by import path, with its options, then adapt or scale: here
+    dask's LocalCluster, started with no workers until the profile sizes it."""
+    (tmp_path / "adaptive.yaml").write_text(
+        "cluster: dask.distributed.LocalCluster\n"
+        "options: {n_workers: 0, threads_per_worker: 1, processes: true, dashboard_address: '127.0.0.1:0'}\n"
+        f"{size}\nstart_timeout_s: 60\n")
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), execution={"profile": str(tmp_path / "adaptive.yaml")}))
+    proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
+    assert proc.returncode == 0, proc.stderr
+    assert "dask.distributed.LocalCluster (profile" in proc.stderr
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        assert ds.sizes["candidate"] == 11
+
+
+def test_an_unreachable_scheduler_fails_after_the_grace_period_in_one_line(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"grace_s": 1}))
+    start = time.monotonic()
+    proc = run_cli("run", str(study), "--scheduler", f"tcp://127.0.0.1:{port}", "--quiet")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"cannot reach tcp://127.0.0.1:{port} within 1 s (execution.grace_s)" in proc.stderr
+    assert time.monotonic() - start < 30
 
 
 @pytest.mark.parametrize("address", ["garbage", "tcp://host", "tcp://host:port", "http//x:1", "host: 8786"])

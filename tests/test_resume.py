@@ -21,7 +21,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from conftest import REPO, run_cli, toy_study, write_study
+from conftest import REPO, front_of, log_rows, rows_on_disk, run_cli, toy_study, write_study
 from dse.errors import StoreError
 from dse.search import available_drivers
 from dse.store import ResultStore
@@ -46,36 +46,16 @@ def _start(study: Path) -> subprocess.Popen:
     )
 
 
-def _rows_on_disk(out: Path) -> int:
-    import pyarrow.parquet as pq
-
-    folder = out / "evaluations"
-    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-    return sum(pq.read_metadata(f).num_rows for f in files)
-
-
 def _wait_for_rows(out: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
     """Until at least ``n`` evaluations are in the log (written groups; ``.tmp`` files skipped)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _rows_on_disk(out) >= n:
+        if rows_on_disk(out) >= n:
             return
         if proc.poll() is not None:
             raise AssertionError(f"run ended before {n} rows were written: {proc.stderr.read()}")
         time.sleep(0.05)
     raise AssertionError(f"no {n} rows after {timeout} s")
-
-
-def _rows_written(out: Path) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))],
-                     ignore_index=True)
-
-
-def _front(out: Path) -> pd.DataFrame:
-    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
-        df = ds[["x", "y", "shape", "f1", "f2"]].to_dataframe().reset_index(drop=True)
-    df["shape"] = df["shape"].astype(str)
-    return df.sort_values(["x", "y", "shape"]).reset_index(drop=True)
 
 
 ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe") if a in available_drivers()]
@@ -88,8 +68,8 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     reference = tmp_path / "reference"
     proc = run_cli("run", str(_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    expected = _front(reference)
-    expected_keys = set(_rows_written(reference)["key"])
+    expected = front_of(reference)
+    expected_keys = set(log_rows(reference)["key"])
 
     out = tmp_path / "interrupted"
     study = _study(tmp_path, algorithm, out, 0.3, workers)  # a group is written mid-batch (1 s)
@@ -100,15 +80,15 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
         _wait_for_rows(out, rows, run)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
-        assert len(_rows_written(out)) >= rows
+        assert len(log_rows(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
 
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
-    rows = _rows_written(out)
+    rows = log_rows(out)
     assert rows["key"].is_unique, "a candidate was evaluated twice"
     assert set(rows["key"]) == expected_keys
-    pd.testing.assert_frame_equal(_front(out), expected)
+    pd.testing.assert_frame_equal(front_of(out), expected)
 
 
 def _state(out: Path) -> dict:
@@ -143,9 +123,9 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
         run.wait()
         assert _state(out)["driver"]["phase"] == "polish"
     assert run_cli("resume", str(out), "--quiet").returncode == 0
-    rows = _rows_written(out)
-    assert rows["key"].is_unique and set(rows["key"]) == set(_rows_written(reference)["key"])
-    pd.testing.assert_frame_equal(_front(out), _front(reference))
+    rows = log_rows(out)
+    assert rows["key"].is_unique and set(rows["key"]) == set(log_rows(reference)["key"])
+    pd.testing.assert_frame_equal(front_of(out), front_of(reference))
     with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a, \
             xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b:
         assert a.attrs["front"] == b.attrs["front"] and a.attrs["polish_evaluations"] == b.attrs["polish_evaluations"]
@@ -161,13 +141,13 @@ def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 130
     assert f"dse resume {out}" in stderr and "Traceback" not in stderr
-    kept = len(_rows_written(out))
+    kept = len(log_rows(out))
     assert kept >= 2 * 5 - 5  # at least the chunks seen before the signal
     assert not (out / "lock").exists()
     assert (out / "pareto.nc").exists()  # the partial front is written too
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
-    assert _rows_written(out)["key"].is_unique
+    assert log_rows(out)["key"].is_unique
 
 
 def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_path):
@@ -253,8 +233,10 @@ def test_damaged_datasets_evaluations_state_and_lock_are_clear_errors(finished, 
 def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_path):
     out = tmp_path / "out"
     study = _study(tmp_path, "random", out, 0.0)
+    text = study.read_text().replace("chunk_size: 5", "chunk_size: 5\n  grace_s: 1")
+    study.write_text(text)
     proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
-    assert proc.returncode == 2 and "cannot reach dask scheduler" in proc.stderr
+    assert proc.returncode == 2 and "cannot reach tcp://127.0.0.1:9 within 1 s (execution.grace_s)" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli("run", str(study), "--quiet")  # no --overwrite needed: nothing was evaluated
     assert proc.returncode == 0, proc.stderr

@@ -40,6 +40,9 @@ WorkersOpt = Annotated[int | None, typer.Option("--workers", "-w", min=0,
                                                 help="local dask workers, 0 to evaluate in this process "
                                                      "(default: the study's execution.workers)")]
 SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://host:8786")]
+DashboardOpt = Annotated[bool | None, typer.Option("--dashboard/--no-dashboard", show_default=False,
+                                                   help="the dask dashboard (default: the study's execution.dashboard, "
+                                                        "on where bokeh is installed)")]
 
 
 def _version(value: bool) -> None:
@@ -59,7 +62,8 @@ def _main(
 
 # -- progress display ---------------------------------------------------------------------------
 class RichProgress:
-    """Shows batches as they finish: evaluations, feasible count, front size, hypervolume."""
+    """Shows the run as chunks finish: candidates done of the total, evaluations per second,
+    time left, failures, feasible count, front size, and the best value of each objective."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -68,25 +72,46 @@ class RichProgress:
 
     def start(self, total: int | None, description: str) -> None:
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("evaluations"), TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[pace]}\n  {task.fields[best]}"),
             console=self.console, transient=False,
         )
         self.bar.start()
-        self.task = self.bar.add_task(description, total=total, status="")
+        self.task = self.bar.add_task(description, total=total, pace="", best="")
 
     def advance(self, n: int, record: dict) -> None:
+        from dse.cli.pace import progress_lines
+
         if self.bar is None:
             return
-        status = ""
-        if record:
-            status = (f"feasible {record.get('feasible', 0)} · front {record.get('front_size', 0)}"
-                      f" · HV {record.get('hypervolume', 0.0):.4f}")
-        self.bar.update(self.task, advance=n, status=status)
+        pace, best = progress_lines(record)
+        self.bar.update(self.task, advance=n, pace=pace, best=best)
+
+    def note(self, text: str) -> None:
+        (self.bar.console if self.bar is not None else self.console).print(escape(text), highlight=False)
 
     def stop(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+class _Notes:
+    """Without a progress display (``--quiet``) the notes are still printed: a dashboard's
+    address, a lost cluster."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def start(self, total: int | None, description: str) -> None: ...
+    def advance(self, n: int, record: dict) -> None: ...
+    def stop(self) -> None: ...
+
+    def note(self, text: str) -> None:
+        self.console.print(escape(text), highlight=False)
+
+
+def _progress(quiet: bool):
+    return _Notes(err) if quiet else RichProgress(err)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -114,14 +139,16 @@ def run(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="results folder (default: results/<study name>)")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing run in the results folder")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    dashboard: DashboardOpt = None,
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
     from dse.api import plan
     from dse.runner import Runner
 
-    p = plan(study, workers=workers, scheduler=scheduler)
+    p = plan(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    _quiet_libraries(p)
     out_dir = output or p.study.output_dir
-    runner = Runner(p, out_dir, progress=None if quiet else RichProgress(err))
+    runner = Runner(p, out_dir, progress=_progress(quiet))
     err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
               f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
     _finish(runner.start(overwrite=overwrite), p)
@@ -133,6 +160,7 @@ def resume(
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    dashboard: DashboardOpt = None,
 ) -> None:
     """Continue an interrupted run where it stopped: nothing is evaluated twice."""
     from dse.api import plan
@@ -140,12 +168,22 @@ def resume(
     from dse.runner import Runner
 
     stored = open_results(results)
-    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler)
-    runner = Runner(p, results, progress=None if quiet else RichProgress(err))
+    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    _quiet_libraries(p)
+    runner = Runner(p, results, progress=_progress(quiet))
     state = stored.state()
     err.print(f"resuming {p.study.name} in {results}: {len(stored.log())} evaluations stored, "
               f"{state.get('batch', 0)} batches done")
     _finish(runner.resume(), p)
+
+
+def _quiet_libraries(plan) -> None:
+    """The command line shows its own progress: optuna's per-trial log lines are turned down
+    here (the library itself leaves every logging level as it finds it)."""
+    if plan.search.driver_cls.__module__.startswith("dse.search.optuna") or "optuna" in sys.modules:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _finish(result, plan) -> None:
@@ -273,6 +311,26 @@ def status(results: ResultsArg) -> None:
     show_status(results, out)
 
 
+@app.command()
+def cluster(
+    profile: Annotated[str, typer.Argument(help="a profile under workers/ (name or path)", show_default=False)],
+    study: Annotated[Path | None, typer.Option("--study", help="look the profile up as this study would")] = None,
+) -> None:
+    """Check a cluster profile and show what it would start: the batch job script of a SLURM or
+    PBS profile (dask-jobqueue), the DaskCluster resource of a Kubernetes one; nothing is submitted."""
+    from dse.execution.deploy import preview
+    from dse.execution.plan import find_profile, plan_execution
+    from dse.study import ExecutionSpec
+
+    path = find_profile(profile, study)
+    p = plan_execution(ExecutionSpec(profile=str(path)), study_path=study)
+    out.print(f"[green]ok[/green] {path}: evaluated on {escape(p.describe())}", highlight=False)
+    shown = preview(p) if p.kind == "cluster" else None
+    if shown:
+        out.print(f"{shown[0]}:")
+        out.print(shown[1], markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command("validate-model")
 def validate_model(
     tables: Annotated[list[Path], typer.Argument(
@@ -348,7 +406,14 @@ def _describe_search(name: str) -> None:
 
 
 def main() -> None:
-    """Console entry point: run the app and turn user errors into one clear line."""
+    """Console entry point: run the app and turn user errors into one clear line.
+
+    As an application (not the library) it chooses how much dask logs: warnings and errors,
+    in this process and in the worker processes it starts, unless the user's own dask
+    configuration (``DASK_LOGGING__DISTRIBUTED``) says otherwise."""
+    import os
+
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     try:
         app()
     except DseError as exc:

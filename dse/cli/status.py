@@ -1,12 +1,16 @@
-"""``dse status``: a run's progress and hypervolume history."""
+"""``dse status``: a run's progress and hypervolume history; for a run in progress (in any
+terminal) its pace, time left, failures and best values from the progress file."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from dse.cli.pace import progress_lines
+from dse.progress import read_progress
 from dse.results import open_results
 
 
@@ -40,6 +44,15 @@ def show_status(results: Path, console: Console) -> None:
                       f"{labels.get('front_detail', '')}")
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
+    live = read_progress(store.path)
+    if owner and live and live.get("pid") == owner.get("pid"):
+        age = time.time() - float(live.get("updated_unix", time.time()))
+        done = f"{live.get('done', 0):,}" + (f" of {live['total']:,}" if live.get("total") else "")
+        pace, best = progress_lines(live)
+        console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False)
+        console.print(best, highlight=False)
+        if live.get("note"):
+            console.print(f"last note: {live['note']}", highlight=False)
     if history:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),

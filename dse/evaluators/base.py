@@ -92,6 +92,10 @@ class Evaluator(ABC):
     #: candidates per call the evaluator prefers (None: the executor sizes chunks from the
     #: measured cost per candidate); a study's ``execution.chunk_size`` overrides it
     chunk_size: ClassVar[int | None] = None
+    #: True when ``evaluate(candidates, timeout_s=...)`` enforces a time limit itself (it
+    #: runs something it can stop, as the command evaluator's program); otherwise a study's
+    #: ``evaluator.timeout_s`` runs the evaluator in a child process that is killed when time is up
+    enforces_timeout: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -6,7 +6,9 @@ Inputs: ``x`` in [0, 1], ``y`` an integer >= 0, ``shape`` "a" or "b". Metrics:
 ``f1 = x`` and ``f2 = 1 - sqrt(x) + y/10 + 0.05*[shape == "b"]``; a candidate with
 shape "b" and y > 8 is infeasible. The front is every ``x`` with ``y = 0`` and shape "a".
 Options ``delay_s`` and ``delay_per_candidate_s`` sleep that long per call and per
-candidate (to test interruption and resume, and to stand in for a slow simulator).
+candidate (to test interruption and resume, and to stand in for a slow simulator);
+``fail_above_x`` raises and ``hang_above_x`` sleeps for a minute when a call holds such an
+``x`` (to test failures and time-outs).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ class ToyEvaluator(Evaluator):
     description = "two-objective test problem with a known front"
 
     def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None,
-                 delay_per_candidate_s: float = 0.0) -> None:
+                 delay_per_candidate_s: float = 0.0, hang_above_x: float | None = None) -> None:
         if delay_s < 0 or delay_per_candidate_s < 0:
             raise ValueError("delays must be >= 0")
         super().__init__(delay_s=delay_s, fail_above_x=fail_above_x,
-                         delay_per_candidate_s=delay_per_candidate_s)
+                         delay_per_candidate_s=delay_per_candidate_s, hang_above_x=hang_above_x)
+        self.hang_above_x = hang_above_x
         self.delay_s = float(delay_s)
         self.delay_per_candidate_s = float(delay_per_candidate_s)
         self.fail_above_x = fail_above_x
@@ -59,6 +62,8 @@ class ToyEvaluator(Evaluator):
         b = (t["shape"].astype(str) == "b").to_numpy()
         if self.fail_above_x is not None and (x > self.fail_above_x).any():
             raise RuntimeError(f"toy failure: x above {self.fail_above_x}")
+        if self.hang_above_x is not None and (x > self.hang_above_x).any():
+            time.sleep(60)
         f1 = x
         f2 = 1 - np.sqrt(x) + y / 10 + 0.05 * b
         infeasible = b & (y > 8)

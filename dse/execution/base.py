@@ -2,17 +2,19 @@
 
 An executor maps the evaluator over chunks of a candidate table and yields each chunk's
 result as it finishes. The evaluator is built where it runs from its name and options
-(once per process). An evaluator exception turns the rows of its chunk into failed rows
-carrying the message; it never loses the batch.
+(once per process), after checking that the process runs the client's dse and evaluator
+versions. An evaluator exception (or a call over ``evaluator.timeout_s`` per candidate)
+fails only the rows it comes from: the chunk is split in halves until the failing rows are
+alone, and each of those becomes a failed row carrying the message.
 """
 
 from __future__ import annotations
 
-import logging
+import socket
 import time
-import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -20,7 +22,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from dse.errors import DseError
 from dse.evaluators import check_result, load_evaluator
+from dse.execution.child import EvaluatorFailed, child_evaluator
 from dse.study import EvaluatorSpec
 
 STATUS_OK = "ok"
@@ -29,35 +33,107 @@ STATUS_FAILED = "failed"
 #: ``finish(candidates, metrics) -> payload``, applied to a chunk where it was evaluated
 Finish = Callable[[pd.DataFrame, pd.DataFrame], Any]
 
+
+class ClusterLost(DseError):
+    """The scheduler, or every worker, has been gone for longer than the grace period."""
+
+
+class WorkerMismatch(DseError):
+    """A worker runs another dse or evaluator version than the client, or cannot build the
+    evaluator at all: the run stops rather than mix two models in one front."""
+
+
+@dataclass(frozen=True)
+class EvaluatorRef:
+    """What travels to a worker with every chunk: the evaluator's name and options (it is
+    built there), the time-out per candidate, and the versions the client runs."""
+
+    name: str
+    options_yaml: str
+    timeout_s: float | None = None
+    dse_version: str = ""
+    evaluator_version: str = ""
+
+    @classmethod
+    def of(cls, spec: EvaluatorSpec) -> EvaluatorRef:
+        import dse
+
+        options_yaml = yaml.safe_dump(dict(spec.options), sort_keys=True)
+        version = _evaluator(spec.name, options_yaml).version
+        return cls(spec.name, options_yaml, spec.timeout_s, dse.__version__, version)
+
+
 @cache
 def _evaluator(name: str, options_yaml: str):
     return load_evaluator(EvaluatorSpec(name=name, options=yaml.safe_load(options_yaml) or {}))
 
 
-def evaluate_chunk(name: str, options_yaml: str, candidates: pd.DataFrame,
+def worker_versions(ref: EvaluatorRef) -> dict[str, str]:
+    """The dse and evaluator versions of this process, where it runs, for ``ref``."""
+    import dse
+
+    try:
+        version = _evaluator(ref.name, ref.options_yaml).version
+    except Exception as exc:  # the plug-in is missing here, or refuses its options
+        version = f"not buildable ({type(exc).__name__}: {exc})"
+    return {"host": socket.gethostname(), "dse": dse.__version__, "evaluator": version}
+
+
+def check_versions(ref: EvaluatorRef, where: str = "") -> None:
+    """Raise :class:`WorkerMismatch` unless this process runs ``ref``'s versions."""
+    mine = worker_versions(ref)
+    if (mine["dse"], mine["evaluator"]) != (ref.dse_version, ref.evaluator_version):
+        raise WorkerMismatch(
+            f"dask worker {where or mine['host']} runs dse {mine['dse']} with evaluator {ref.name} "
+            f"{mine['evaluator']}, but this client runs dse {ref.dse_version} with {ref.evaluator_version}: "
+            "install the same versions on every worker (pip install the same dse and evaluator package)")
+
+
+def evaluate_chunk(ref: EvaluatorRef, candidates: pd.DataFrame,
                    finish: Finish | None = None) -> tuple[Any, float]:
     """Run the evaluator on one chunk: metrics plus ``status``, ``error``, ``elapsed_s``
     (seconds per candidate), turned by ``finish(candidates, result)`` (run here, on the
     worker) into what is sent back; and the chunk's evaluation time in seconds."""
+    check_versions(ref)
     start = time.perf_counter()
-    try:
-        ev = _evaluator(name, options_yaml)
-        result = check_result(ev, candidates, ev.evaluate(candidates))
-        result = result.copy()
-        result["status"] = STATUS_OK
-        result["error"] = ""
-    except Exception as exc:  # an evaluator bug must not lose the batch
-        logging.getLogger("dse").debug("evaluator failed: %s", traceback.format_exc())
-        result = failed_rows(len(candidates), f"{type(exc).__name__}: {exc}", name, options_yaml)
+    result = evaluate_rows(ref, candidates)
     seconds = time.perf_counter() - start
     result["elapsed_s"] = seconds / max(len(candidates), 1)
     return (result if finish is None else finish(candidates, result)), seconds
 
 
-def failed_rows(n: int, message: str, name: str, options_yaml: str) -> pd.DataFrame:
+def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
+    """Every row's metrics, ``status`` and ``error``: a failing call is split in halves until
+    each failing row is alone (about 2 log2(n) extra calls for one bad row in n)."""
+    ev = _evaluator(ref.name, ref.options_yaml)
+    try:
+        result = check_result(ev, candidates, _call(ref, ev, candidates)).copy()
+    except Exception as exc:  # an evaluator bug or a time-out must not lose the other rows
+        if len(candidates) <= 1:
+            message = str(exc) if isinstance(exc, EvaluatorFailed) else f"{type(exc).__name__}: {exc}"
+            return failed_rows(len(candidates), message, ref)
+        half = len(candidates) // 2
+        return pd.concat([evaluate_rows(ref, candidates.iloc[:half]), evaluate_rows(ref, candidates.iloc[half:])],
+                         ignore_index=True)
+    return result.assign(status=STATUS_OK, error="")
+
+
+def _call(ref: EvaluatorRef, ev, candidates: pd.DataFrame) -> pd.DataFrame:
+    """``ev.evaluate``, within ``ref.timeout_s`` per candidate when one is set: by the
+    evaluator itself where it can (``enforces_timeout``), else in a child process that is
+    killed when time is up."""
+    if ref.timeout_s is None:
+        return ev.evaluate(candidates)
+    limit_s = ref.timeout_s * max(len(candidates), 1)
+    if ev.enforces_timeout:
+        return ev.evaluate(candidates, timeout_s=limit_s)
+    return child_evaluator(ref.name, ref.options_yaml).evaluate(candidates, limit_s)
+
+
+def failed_rows(n: int, message: str, ref: EvaluatorRef) -> pd.DataFrame:
     """``n`` rows marking a failed evaluation: every declared metric NaN, the message kept."""
     try:
-        metrics = list(_evaluator(name, options_yaml).metrics)
+        metrics = list(_evaluator(ref.name, ref.options_yaml).metrics)
     except Exception:
         metrics = []
     table = pd.DataFrame({m: np.full(n, np.nan) for m in metrics}, index=range(n))
@@ -115,9 +191,12 @@ class Executor(ABC):
     #: seconds of work per task the sizer aims at
     target_s = 0.5
 
-    def __init__(self, evaluator: EvaluatorSpec, *, chunk_size: int | None = None, workers: int = 1) -> None:
+    def __init__(self, evaluator: EvaluatorSpec, *, chunk_size: int | None = None, workers: int = 1,
+                 notify: Callable[[str], None] | None = None) -> None:
         self.evaluator = evaluator
-        self.options_yaml = yaml.safe_dump(dict(evaluator.options), sort_keys=True)
+        #: receives one line when something is worth telling (the dashboard, a lost cluster)
+        self.notify: Callable[[str], None] = notify or (lambda text: None)
+        self.ref = EvaluatorRef.of(evaluator)
         self.workers = workers
         self.sizer = ChunkSizer(fixed=chunk_size, workers=workers, target_s=self.target_s)
 
@@ -136,8 +215,7 @@ class Executor(ABC):
 
     def _failed(self, chunk: pd.DataFrame, exc: BaseException, finish: Finish | None) -> Any:
         """A chunk lost beyond the executor's retries: failed rows, finished as usual."""
-        rows = failed_rows(len(chunk), f"{type(exc).__name__}: {exc}", self.evaluator.name,
-                           self.options_yaml).assign(elapsed_s=0.0)
+        rows = failed_rows(len(chunk), f"{type(exc).__name__}: {exc}", self.ref).assign(elapsed_s=0.0)
         return rows if finish is None else finish(chunk, rows)
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:

@@ -1,88 +1,254 @@
-"""Evaluate on dask workers: an embedded ``LocalCluster`` or a running scheduler.
+"""Evaluate on dask workers: an embedded ``LocalCluster``, a running scheduler (address or
+scheduler file), or a cluster class a profile names (dask-jobqueue, dask-kubernetes,
+``SSHCluster``, ...).
 
-Lost workers are retried by dask (``retries``); a chunk lost beyond that becomes failed
-rows with the message. Results come back as chunks finish, in any order.
+Faults: a chunk on a worker that dies is rerun elsewhere by the scheduler; a chunk that
+kills workers again and again (dask's ``KilledWorker``) is split in halves and each half
+submitted anew, down to the row that kills them, which fails alone; a chunk cancelled by a
+lost connection is submitted again once the scheduler is back. Every chunk's result is
+yielded exactly once. A scheduler unreachable, or no worker, for longer than
+``execution.grace_s`` (before the first worker: ``execution.start_timeout_s``) stops the run
+with :class:`ClusterLost`; a worker running other dse or evaluator versions stops it with
+:class:`WorkerMismatch`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
+import queue
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
 
-from dse.errors import DseError
-from dse.execution.base import Executor, Finish, evaluate_chunk
+from dse.execution.base import (
+    ClusterLost,
+    Executor,
+    Finish,
+    WorkerMismatch,
+    evaluate_chunk,
+    worker_versions,
+)
+from dse.execution.deploy import install_hint, missing, start_cluster
+from dse.execution.plan import ExecutionPlan
 from dse.study import EvaluatorSpec
+
+#: seconds between looks at the scheduler while waiting for chunks
+POLL_S = 0.5
+
+
+def free_port(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class DaskExecutor(Executor):
-    """A dask client on a local cluster (``scheduler`` None) or a remote scheduler."""
+    """A dask client on the cluster an :class:`ExecutionPlan` describes."""
 
-    def __init__(self, evaluator: EvaluatorSpec, *, chunk_size: int | None = None, workers: int = 2,
-                 scheduler: str | None = None, threads_per_worker: int = 1,
-                 memory_limit: str | float | int = "auto") -> None:
-        super().__init__(evaluator, chunk_size=chunk_size, workers=workers * threads_per_worker)
-        self.scheduler = scheduler
-        self.n_workers = workers
-        self.threads_per_worker = threads_per_worker
-        self.memory_limit = memory_limit
+    def __init__(self, evaluator: EvaluatorSpec, plan: ExecutionPlan, *, chunk_size: int | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
+        super().__init__(evaluator, chunk_size=chunk_size, workers=max(plan.workers, 1) * plan.threads_per_worker,
+                         notify=notify)
+        self.plan = plan
         self.client = None
         self.cluster = None
+        self.dashboard_link: str | None = None
+        self._trouble: tuple[float, str] | None = None
+        self._last_look = 0.0
 
+    @property
+    def where(self) -> str:
+        p = self.plan
+        return p.scheduler or (f"the scheduler of {p.scheduler_file}" if p.scheduler_file else
+                               f"the {p.cluster or 'local'} cluster's scheduler")
+
+    # -- starting and stopping -----------------------------------------------------------
     def __enter__(self) -> DaskExecutor:
+        try:
+            self._connect()
+            self._wait_for_workers()
+            self.check_versions()
+        except BaseException:
+            self.__exit__()
+            raise
+        self.sizer.workers = max(sum(self.client.nthreads().values()), 1)
+        self._tell_dashboard()
+        return self
+
+    def _connect(self) -> None:
         from dask.distributed import Client, LocalCluster
 
-        if self.scheduler:
-            try:
-                self.client = Client(self.scheduler, timeout="10s")
-            except (OSError, ValueError, TypeError) as exc:
-                raise DseError(f"cannot reach dask scheduler at {self.scheduler}: {exc}") from None
-        else:
+        p = self.plan
+        timeout = f"{p.grace_s}s"
+        if p.kind == "local":
+            dashboard = p.dashboard and not missing("bokeh")
+            address = "127.0.0.1:8787" if dashboard and free_port(8787) else "127.0.0.1:0"
             self.cluster = LocalCluster(
-                n_workers=self.n_workers, threads_per_worker=self.threads_per_worker, processes=True,
-                memory_limit=self.memory_limit, dashboard_address=None, silence_logs=logging.ERROR,
-            )
-            self.client = Client(self.cluster)
-        if self.scheduler:  # size the chunks for the cluster there is
-            self.sizer.workers = max(sum(self.client.nthreads().values()), 1)
-        return self
+                n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
+                memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
+                scheduler_kwargs={"dashboard": dashboard})  # an HTTP server on a free port even without one
+        elif p.kind == "cluster":
+            self.cluster = start_cluster(p)
+        try:
+            if self.cluster is not None:
+                self.client = Client(self.cluster, timeout=timeout, set_as_default=False)
+            elif p.scheduler_file:
+                self.client = Client(scheduler_file=p.scheduler_file, timeout=timeout, set_as_default=False)
+            else:
+                self.client = Client(p.scheduler, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            raise ClusterLost(f"cannot reach {self.where} within {p.grace_s:g} s (execution.grace_s): "
+                              f"{type(exc).__name__}: {exc}") from None
+
+    def _wait_for_workers(self) -> None:
+        deadline = time.monotonic() + self.plan.start_timeout_s
+        told = False
+        while self._n_workers() == 0:
+            if time.monotonic() > deadline:
+                raise ClusterLost(f"no dask worker joined {self.where} within {self.plan.start_timeout_s:g} s "
+                                  "(execution.start_timeout_s)")
+            if not told:
+                self.notify(f"waiting for dask workers to join {self.where} "
+                            f"(up to {self.plan.start_timeout_s:g} s, execution.start_timeout_s)")
+                told = True
+            time.sleep(POLL_S)
+
+    def check_versions(self) -> None:
+        """Every worker there is runs the client's dse and evaluator versions (a worker that
+        joins later is checked with its first chunk)."""
+        for address, found in self.client.run(worker_versions, self.ref).items():
+            if (found["dse"], found["evaluator"]) != (self.ref.dse_version, self.ref.evaluator_version):
+                raise WorkerMismatch(
+                    f"dask worker {address} on {found['host']} runs dse {found['dse']} with evaluator "
+                    f"{self.ref.name} {found['evaluator']}, but this client runs dse {self.ref.dse_version} with "
+                    f"{self.ref.evaluator_version}: install the same versions on every worker")
+
+    def _tell_dashboard(self) -> None:
+        try:
+            link = self.client.dashboard_link
+        except (KeyError, AttributeError):
+            link = None
+        if self.plan.kind == "local" and self.plan.dashboard and missing("bokeh"):
+            self.notify(f"dashboard off: it needs bokeh ({install_hint('bokeh')})")
+        elif self.plan.dashboard and link and (self.plan.kind != "local" or not missing("bokeh")):
+            self.dashboard_link = link
+            self.notify(f"dask dashboard: {link}")
 
     def __exit__(self, *exc) -> None:
         if self.client is not None:
-            self.client.close()
+            try:
+                self.client.close(timeout=5)
+            except Exception:  # a lost scheduler cannot be told goodbye
+                pass
+            self.client = None
         if self.cluster is not None:
             self.cluster.close()
+            self.cluster = None
 
+    # -- the cluster's health ------------------------------------------------------------
+    def _n_workers(self) -> int:
+        if self.client is None or self.client.status != "running":
+            return 0
+        try:
+            return int(self.client.scheduler_info(n_workers=0).get("n_workers", 0))
+        except Exception:
+            return 0
+
+    def _watch(self) -> None:
+        """Raise :class:`ClusterLost` once the scheduler or every worker has been gone for
+        longer than the grace period; say so when it goes and when it comes back."""
+        now = time.monotonic()
+        if now - self._last_look < POLL_S:
+            return
+        self._last_look = now
+        if self.client.status != "running":
+            problem = f"lost the connection to {self.where}"
+        elif self._n_workers() == 0:
+            problem = f"no dask worker is connected to {self.where}"
+        else:
+            if self._trouble is not None:
+                self.notify(f"{self.where} has workers again; the run goes on")
+            self._trouble = None
+            return
+        if self._trouble is None:
+            self._trouble = (now, problem)
+            self.notify(f"{problem}: waiting up to {self.plan.grace_s:g} s (execution.grace_s)")
+        elif now - self._trouble[0] > self.plan.grace_s:
+            raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s)")
+
+    # -- evaluating ----------------------------------------------------------------------
     def results(self, candidates: pd.DataFrame, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
-        """Keeps two tasks per worker in flight; each finished task frees a slot for the next
-        chunk, sized by the latest cost measured."""
-        from dask.distributed import as_completed
-
+        """Keeps two tasks per worker thread in flight; each finished task frees a slot for
+        the next chunk, sized by the latest cost measured. Chunks to submit again (cancelled by
+        a lost connection, or halves of a chunk that killed workers) go first."""
         offset, n = 0, len(candidates)
+        again: deque[tuple[int, pd.DataFrame]] = deque()
         pending: dict = {}
-        done = as_completed()
+        finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
+        try:
+            while pending or again or offset < n:
+                while self.client.status == "running" and len(pending) < 2 * self.sizer.workers and (again or offset < n):
+                    if again:
+                        lo, chunk = again.popleft()
+                    else:
+                        size = self.sizer.next(n - offset)
+                        lo, chunk = offset, candidates.iloc[offset:offset + size]
+                        offset += size
+                    fut = self.client.submit(evaluate_chunk, self.ref, chunk, finish, pure=False)
+                    pending[fut] = (lo, chunk)
+                    fut.add_done_callback(finished.put)
+                done = self._wait(finished, pending)
+                for fut in done:
+                    lo, chunk = pending.pop(fut)
+                    result = self._outcome(fut, lo, chunk, finish, again)
+                    if result is not None:
+                        yield lo, result
+                self._watch()
+        finally:
+            if pending and self.client is not None and self.client.status == "running":
+                self.client.cancel(list(pending))
 
-        def submit() -> None:
-            nonlocal offset
-            size = self.sizer.next(n - offset)
-            chunk = candidates.iloc[offset:offset + size]
-            fut = self.client.submit(evaluate_chunk, self.evaluator.name, self.options_yaml, chunk, finish,
-                                     pure=False, retries=2)
-            pending[fut] = (offset, chunk)
-            done.add(fut)
-            offset += size
+    def _wait(self, finished: queue.SimpleQueue, pending: dict) -> list:
+        """The pending futures that finished, waiting at most ``POLL_S`` for the first."""
+        if not pending:
+            time.sleep(POLL_S)
+            return []
+        done = []
+        try:
+            done.append(finished.get(timeout=POLL_S))
+            while True:
+                done.append(finished.get_nowait())
+        except queue.Empty:
+            pass
+        done += [f for f in pending if f.done() and f not in done]  # a closed client calls no callback
+        return [f for f in dict.fromkeys(done) if f in pending]
 
-        while offset < n and len(pending) < 2 * self.sizer.workers:
-            submit()
-        for fut in done:
-            lo, chunk = pending.pop(fut)
+    def _outcome(self, fut, lo: int, chunk: pd.DataFrame, finish: Finish | None, again: deque) -> Any:
+        """The chunk's result, or None when it was queued to be submitted again."""
+        from distributed import KilledWorker
+
+        if fut.status == "error":
+            exc = fut.exception()
+            if isinstance(exc, WorkerMismatch):
+                raise WorkerMismatch(str(exc)) from None
+            if isinstance(exc, KilledWorker) and len(chunk) > 1:
+                half = len(chunk) // 2  # which candidate kills the workers? try each half apart
+                again.extend([(lo, chunk.iloc[:half]), (lo + half, chunk.iloc[half:])])
+                return None
+            return self._failed(chunk, exc, finish)
+        if fut.status == "finished":
             try:
                 result, seconds = fut.result()
-                self.sizer.observe(len(chunk), seconds)
-            except Exception as exc:  # worker lost beyond retries, or cancelled
-                result = self._failed(chunk, exc, finish)
-            if offset < n:
-                submit()
-            yield lo, result
+            except Exception:  # the worker holding it went away before it was fetched
+                again.append((lo, chunk))
+                return None
+            self.sizer.observe(len(chunk), seconds)
+            return result
+        again.append((lo, chunk))  # cancelled (connection lost) or lost: submit it again
+        return None

@@ -22,7 +22,7 @@ class InProcessExecutor(Executor):
         while offset < n:
             size = self.sizer.next(n - offset)
             chunk = candidates.iloc[offset:offset + size]
-            result, seconds = evaluate_chunk(self.evaluator.name, self.options_yaml, chunk, finish)
+            result, seconds = evaluate_chunk(self.ref, chunk, finish)
             self.sizer.observe(size, seconds)
             yield offset, result
             offset += size

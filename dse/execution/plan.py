@@ -1,58 +1,150 @@
 """Where a study's candidates are evaluated, checked before anything starts.
 
 ``execution.workers: 0`` evaluates in this process; otherwise an embedded dask
-``LocalCluster`` of that many single-threaded worker processes, or a running scheduler
-named by ``execution.scheduler``, ``--scheduler`` or a cluster profile under ``workers/``.
-:func:`plan_execution` resolves and checks all of it (the profile file, the scheduler
-address, the worker count) for ``dse validate`` and ``dse run`` alike.
+``LocalCluster`` (one single-threaded worker process per core by default), a running
+scheduler (``execution.scheduler``, ``--scheduler``, or a profile's ``scheduler`` or
+``scheduler_file``), or any dask cluster class a profile under ``workers/`` names by import
+path (``dask_jobqueue.SLURMCluster``, ``dask_kubernetes.operator.KubeCluster``,
+``dask.distributed.SSHCluster``) with its keyword arguments and ``scale`` or ``adapt``.
+:func:`plan_execution` resolves and checks all of it (the profile file, the cluster class
+and its options, a missing extra, the scheduler address, the worker count) for
+``dse validate`` and ``dse run`` alike.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dse.errors import StudyError
 from dse.study import ExecutionSpec, raise_validation_error
 
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
 
+#: defaults of the grace periods (seconds), where neither study nor profile sets them
+GRACE_S = 60.0
+START_TIMEOUT_S = 300.0
 
-class ClusterProfile(BaseModel):
-    """A cluster profile ``workers/<name>.yaml``."""
 
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+
+class Scale(_Strict):
+    """A fixed size: ``workers`` (any cluster) or ``jobs`` (dask-jobqueue: batch jobs)."""
+
+    workers: int | None = Field(default=None, ge=0)
+    jobs: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> Scale:
+        if (self.workers is None) == (self.jobs is None):
+            raise ValueError("scale takes exactly one of 'workers' or 'jobs' (or a number of workers)")
+        return self
+
+
+class Adapt(_Strict):
+    """Adaptive scaling between bounds (dask's ``Cluster.adapt``)."""
+
+    minimum: int | None = Field(default=None, ge=0, description="workers at least")
+    maximum: int | None = Field(default=None, ge=1, description="workers at most")
+    minimum_jobs: int | None = Field(default=None, ge=0, description="dask-jobqueue: jobs at least")
+    maximum_jobs: int | None = Field(default=None, ge=1, description="dask-jobqueue: jobs at most")
+    target_duration: str | None = Field(default=None, description="time the queued work should take, e.g. '30s'")
+    wait_count: int | None = Field(default=None, ge=1)
+    interval: str | None = Field(default=None, description="how often to re-plan, e.g. '1s'")
+
+
+class ClusterProfile(_Strict):
+    """A cluster profile ``workers/<name>.yaml``: one of a local cluster (``workers``,
+    ``threads_per_worker``, ``memory_limit``), a running scheduler (``scheduler`` or
+    ``scheduler_file``), or a dask cluster class (``cluster``, ``options``, ``scale``/``adapt``)."""
+
     description: str = ""
+    cluster: str | None = Field(default=None, description="import path of a dask cluster class, "
+                                                          "e.g. dask_jobqueue.SLURMCluster")
+    options: dict[str, Any] = Field(default_factory=dict, description="the cluster class's keyword arguments")
+    scale: Scale | None = None
+    adapt: Adapt | None = None
     scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
+    scheduler_file: str | None = Field(default=None, description="a running scheduler's file "
+                                                                 "(dask scheduler --scheduler-file)")
     workers: int | None = Field(default=None, ge=0, description="local worker processes")
     threads_per_worker: int = Field(default=1, ge=1)
     memory_limit: str | int | float = "auto"
+    grace_s: float | None = Field(default=None, gt=0)
+    start_timeout_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scale_as_number(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("scale"), int) and not isinstance(data["scale"], bool):
+            return {**data, "scale": {"workers": data["scale"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ClusterProfile:
+        kinds = [k for k in ("cluster", "scheduler", "scheduler_file") if getattr(self, k) is not None]
+        if len(kinds) > 1:
+            raise ValueError(f"a profile names one of 'cluster', 'scheduler' or 'scheduler_file', not {kinds}")
+        local = sorted({"workers", "threads_per_worker", "memory_limit"} & self.model_fields_set)
+        if kinds and local:
+            raise ValueError(f"{local} set the embedded local cluster; they do not go with '{kinds[0]}'")
+        for key in ("options", "scale", "adapt"):
+            if key in self.model_fields_set and self.cluster is None:
+                raise ValueError(f"'{key}' belongs to a 'cluster' class, and this profile names none")
+        if self.scale is not None and self.adapt is not None:
+            raise ValueError("a profile takes 'scale' (a fixed size) or 'adapt' (bounds), not both")
+        return self
 
 
 @dataclass(frozen=True)
 class ExecutionPlan:
-    """A checked execution: in this process, a local dask cluster, or a remote scheduler."""
+    """A checked execution: in this process, a local dask cluster, a running scheduler, or a
+    cluster class started for the run."""
 
-    workers: int  # local worker processes (0: in this process); unused with a scheduler
-    scheduler: str | None
-    chunk_size: int | None  # None: sized from the evaluator's measured cost
+    workers: int  # local worker processes (0: in this process); unused otherwise
+    scheduler: str | None = None
+    chunk_size: int | None = None  # None: sized from the evaluator's measured cost
     threads_per_worker: int = 1
     memory_limit: str | int | float = "auto"
     profile: str | None = None  # the profile file used, if any
+    scheduler_file: str | None = None
+    cluster: str | None = None  # import path of a dask cluster class
+    cluster_options: dict[str, Any] = field(default_factory=dict)
+    scale: dict[str, int] | None = None  # keyword arguments of cluster.scale
+    adapt: dict[str, Any] | None = None  # keyword arguments of cluster.adapt
+    dashboard: bool = True
+    grace_s: float = GRACE_S
+    start_timeout_s: float = START_TIMEOUT_S
 
     @property
     def kind(self) -> str:
-        return "scheduler" if self.scheduler else ("in-process" if self.workers == 0 else "local")
+        if self.cluster:
+            return "cluster"
+        if self.scheduler or self.scheduler_file:
+            return "scheduler"
+        return "in-process" if self.workers == 0 else "local"
 
     def describe(self) -> str:
+        if self.cluster:
+            size = ""
+            if self.scale:
+                (unit, n), = self.scale.items()
+                size = f", {n} {unit}"
+            elif self.adapt:
+                size = ", adaptive " + " ".join(f"{k} {v}" for k, v in self.adapt.items())
+            return f"{self.cluster} (profile {self.profile}{size})"
         if self.scheduler:
             return f"dask scheduler {self.scheduler}"
+        if self.scheduler_file:
+            return f"dask scheduler of {self.scheduler_file}"
         if self.workers == 0:
             return "in this process"
         return f"local dask cluster of {self.workers} worker{'s' if self.workers != 1 else ''}"
@@ -86,7 +178,7 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
 
 
 def load_profile(path: Path) -> ClusterProfile:
-    """Read and check a profile file."""
+    """Read and check a profile file (its schema; :func:`plan_execution` checks the rest)."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -113,29 +205,58 @@ def local_worker_limit() -> int:
 
 
 def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
-                   workers: int | None = None, scheduler: str | None = None) -> ExecutionPlan:
+                   workers: int | None = None, scheduler: str | None = None,
+                   dashboard: bool | None = None) -> ExecutionPlan:
     """Resolve the study's ``execution`` section with command-line overrides (``workers``,
-    ``scheduler``); raises :class:`StudyError` for anything ``dse run`` could not use."""
-    profile = None
-    profile_path = None
+    ``scheduler``, ``dashboard``); raises :class:`StudyError` for anything ``dse run`` could
+    not use."""
+    profile, profile_path = None, None
     if spec.profile:
         profile_path = find_profile(spec.profile, study_path)
         profile = load_profile(profile_path)
-    field = "--scheduler" if scheduler else "execution.scheduler"
-    address = scheduler or spec.scheduler or (profile.scheduler if profile else None)
+    timing = {
+        "grace_s": spec.grace_s or (profile and profile.grace_s) or GRACE_S,
+        "start_timeout_s": spec.start_timeout_s or (profile and profile.start_timeout_s) or START_TIMEOUT_S,
+        "dashboard": spec.dashboard if dashboard is None else dashboard,
+        "chunk_size": spec.chunk_size,
+        "profile": str(profile_path) if profile_path else None,
+    }
+    address = scheduler or spec.scheduler
     if address:
-        if not scheduler and not spec.scheduler:
-            field = f"scheduler in {profile_path}"
-        check_address(address, field)
+        check_address(address, "--scheduler" if scheduler else "execution.scheduler")
+        return ExecutionPlan(workers=0, scheduler=address, **timing)
+    if workers is None and profile is not None:  # --workers wins over a profile's cluster
+        try:
+            plan = _profile_plan(profile, profile_path, timing)
+        except StudyError as exc:
+            raise exc.with_file(str(profile_path)) from None
+        if plan is not None:
+            return plan
     n = workers if workers is not None else (
         profile.workers if profile is not None and profile.workers is not None else spec.workers)
     limit = local_worker_limit()
-    if not address and n > limit:
+    n = limit if n is None else n
+    if n > limit:
         where = "--workers" if workers is not None else "execution.workers"
         raise StudyError(f"{n} local worker processes on a machine with {limit} cores", field=where,
                          value=n, allowed=f"0 (in this process) to {limit}, or a dask scheduler for more")
     return ExecutionPlan(
-        workers=n, scheduler=address, chunk_size=spec.chunk_size,
-        threads_per_worker=profile.threads_per_worker if profile else 1,
-        memory_limit=profile.memory_limit if profile else "auto",
-        profile=str(profile_path) if profile_path else None)
+        workers=n, threads_per_worker=profile.threads_per_worker if profile else 1,
+        memory_limit=profile.memory_limit if profile else "auto", **timing)
+
+
+def _profile_plan(profile: ClusterProfile, path: Path, timing: dict) -> ExecutionPlan | None:
+    """The plan of a profile that names a scheduler or a cluster class (None: a local one)."""
+    if profile.scheduler:
+        return ExecutionPlan(workers=0, scheduler=check_address(profile.scheduler, "scheduler"), **timing)
+    if profile.scheduler_file:
+        file = Path(profile.scheduler_file).expanduser()
+        file = file if file.is_absolute() else path.resolve().parent / file
+        return ExecutionPlan(workers=0, scheduler_file=str(file), **timing)
+    if profile.cluster:
+        from dse.execution.deploy import check_cluster
+
+        scale, adapt = check_cluster(profile)
+        return ExecutionPlan(workers=0, cluster=profile.cluster, cluster_options=dict(profile.options),
+                             scale=scale, adapt=adapt, **timing)
+    return None

@@ -54,7 +54,6 @@ from dse.space import _column, candidate_keys
 def _optuna():
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
 

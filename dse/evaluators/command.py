@@ -1,0 +1,204 @@
+"""The command evaluator: an external program (a simulator) evaluates each chunk.
+
+The study declares the program, the inputs it reads and the metrics it writes::
+
+    evaluator:
+      name: command
+      timeout_s: 30                  # per candidate; the program gets n x 30 s for n candidates
+      options:
+        command: ["{python}", sim/run.py, --config, sim/base.toml]
+        inputs:  {num_accelerators: {kind: int, minimum: 1}, clock_mhz: {unit: MHz}}
+        metrics: {energy_j: J, time_s: s}
+        format: csv                  # or json: how candidates go in and metrics come out
+        input: stdin                 # or file: "{input}" in the command is the file's path
+        output: stdout               # or file: "{output}" in the command is where it writes
+
+Per call the program gets one chunk of candidates (one row or record each, a column per
+declared input, defaults filled in) and must answer with one row per candidate, in order:
+every declared metric, and optionally ``feasible`` (default true) and ``reason``. A
+non-zero exit, a missing metric or a wrong row count fails the call, and a call over its
+time-out is killed (with whatever it started); the executor then splits the chunk to find
+the rows that fail, so one bad candidate fails alone, its message ending in the program's
+standard error. ``{python}`` in the command is this Python interpreter.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dse.errors import StudyError
+from dse.evaluators.base import Evaluator, Input, Metric
+
+#: characters of the program's standard error kept in a failure's message
+STDERR_CHARS = 2000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputDecl(_Strict):
+    """One input column the program reads."""
+
+    kind: Literal["int", "float", "str", "bool"] = "float"
+    unit: str = "1"
+    description: str = ""
+    default: bool | int | float | str | None = None
+    choices: list[bool | int | float | str] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+class MetricDecl(_Strict):
+    """One metric the program writes (a text alone is its unit)."""
+
+    unit: str = "1"
+    long_name: str = ""
+
+
+class CommandOptions(_Strict):
+    command: list[str] | str = Field(description="the program and its arguments; {input}, {output}, {python}")
+    inputs: dict[str, InputDecl] = Field(min_length=1)
+    metrics: dict[str, MetricDecl] = Field(min_length=1)
+    format: Literal["csv", "json"] = "csv"
+    input: Literal["stdin", "file"] = "stdin"
+    output: Literal["stdout", "file"] = "stdout"
+    workdir: str | None = Field(default=None, description="the program's working folder (default: the current one)")
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables added for the program")
+    version: str = Field(default="1", description="the program's version, stored with the results")
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _unit_alone(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: {"unit": d} if isinstance(d, str) else d for k, d in v.items()}
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, v: list[str] | str) -> list[str] | str:
+        if not (shlex.split(v) if isinstance(v, str) else v):
+            raise ValueError("the command names no program")
+        return v
+
+
+class CommandEvaluator(Evaluator):
+    name = "command"
+    version = "1"
+    description = "an external program, run once per chunk of candidates"
+    Options = CommandOptions
+    enforces_timeout = True
+
+    def __init__(self, **options: Any) -> None:
+        opts = CommandOptions.model_validate(options)
+        super().__init__(**options)
+        self.opts = opts
+        self.version = opts.version
+        self.args = shlex.split(opts.command) if isinstance(opts.command, str) else list(opts.command)
+        self.args = [a.replace("{python}", sys.executable) for a in self.args]
+        program = self.args[0]
+        script = len(self.args) > 1 and Path(program).name.startswith("python")
+        self.label = Path(self.args[1 if script else 0]).name  # how messages name the program
+        where = Path(opts.workdir) / program if opts.workdir and not Path(program).is_absolute() else Path(program)
+        if shutil.which(program) is None and not where.is_file():
+            raise StudyError(f"program '{program}' not found (not on PATH, not a file)",
+                             field="evaluator.options.command")
+
+    @property
+    def inputs(self) -> dict[str, Input]:
+        return {n: Input(n, d.kind, d.unit, d.description, d.default,
+                         tuple(d.choices) if d.choices is not None else None, d.minimum, d.maximum)
+                for n, d in self.opts.inputs.items()}
+
+    @property
+    def metrics(self) -> dict[str, Metric]:
+        return {n: Metric(n, d.unit, d.long_name or n) for n, d in self.opts.metrics.items()}
+
+    def evaluate(self, candidates: pd.DataFrame, timeout_s: float | None = None) -> pd.DataFrame:
+        table = self.with_defaults(candidates)[list(self.opts.inputs)]
+        with tempfile.TemporaryDirectory(prefix="dse-command-") as tmp:
+            files = {"input": Path(tmp) / f"candidates.{self.opts.format}",
+                     "output": Path(tmp) / f"metrics.{self.opts.format}"}
+            data = self._write(table)
+            if self.opts.input == "file":
+                files["input"].write_bytes(data)
+            args = [a.replace("{input}", str(files["input"])).replace("{output}", str(files["output"]))
+                    for a in self.args]
+            stdout = self._run(args, data if self.opts.input == "stdin" else None, timeout_s)
+            if self.opts.output == "file":
+                if not files["output"].is_file():
+                    raise RuntimeError(f"{self.label} wrote no {files['output'].name} ('{{output}}' in the command)")
+                stdout = files["output"].read_bytes()
+        return self._read(stdout, len(table))
+
+    def _write(self, table: pd.DataFrame) -> bytes:
+        if self.opts.format == "csv":
+            return table.to_csv(index=False).encode()
+        return json.dumps(table.to_dict(orient="records"), default=_plain).encode()
+
+    def _run(self, args: list[str], data: bytes | None, timeout_s: float | None) -> bytes:
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.opts.workdir,
+                                env={**os.environ, **self.opts.env}, start_new_session=True)
+        try:
+            out, err = proc.communicate(input=data, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the program and whatever it started
+            _, err = proc.communicate()
+            raise TimeoutError(f"{self.label} gave no result within {timeout_s:g} s (evaluator.timeout_s)"
+                               f"{_tail(err)}") from None
+        if proc.returncode != 0:
+            raise RuntimeError(f"{self.label} exited with code {proc.returncode}{_tail(err)}")
+        return out
+
+    def _read(self, output: bytes, n: int) -> pd.DataFrame:
+        try:
+            if self.opts.format == "csv":
+                table = pd.read_csv(io.BytesIO(output))
+            else:
+                table = pd.DataFrame.from_records(json.loads(output or b"[]"))
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise ValueError(f"{self.label} wrote no readable {self.opts.format.upper()}: {exc}") from None
+        missing = [m for m in self.opts.metrics if m not in table]
+        if missing:
+            raise ValueError(f"{self.label} did not write the metrics {missing} (it wrote {list(table.columns)})")
+        if len(table) != n:
+            raise ValueError(f"{self.label} wrote {len(table)} rows for {n} candidates")
+        out = pd.DataFrame({m: pd.to_numeric(table[m], errors="raise").to_numpy(float) for m in self.opts.metrics})
+        feasible = table["feasible"] if "feasible" in table else pd.Series(True, index=table.index)
+        out["feasible"] = feasible.map(_truth).to_numpy(bool)
+        reason = (table["reason"].astype(object).where(table["reason"].notna(), "").astype(str) if "reason" in table
+                  else pd.Series("", index=table.index))
+        out["reason"] = np.where(out["feasible"], "", reason.replace("", "infeasible (the program said so)"))
+        return out
+
+
+def _truth(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value) and value == value  # NaN is not true
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else str(value)
+
+
+def _tail(stderr: bytes) -> str:
+    text = stderr.decode(errors="replace").strip()
+    if not text:
+        return ""
+    return "; stderr: " + (text if len(text) <= STDERR_CHARS else "..." + text[-STDERR_CHARS:])

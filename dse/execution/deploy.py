@@ -1,0 +1,191 @@
+"""The dask cluster a profile names: any cluster class by import path, started with its
+keyword arguments and then ``scale``d or ``adapt``ed; and a preview of what it would submit
+(the batch job script of a dask-jobqueue class, the ``DaskCluster`` resource of the
+dask-kubernetes operator) without submitting anything.
+
+The cluster libraries are optional extras of dse; a missing one is a one-line error naming
+the extra, at ``dse validate`` time as at ``dse run`` time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+from typing import Any
+
+from dse.errors import StudyError
+
+#: top-level module -> (the package that provides it, the dse extra that installs it)
+EXTRAS = {
+    "dask_jobqueue": ("dask-jobqueue", "slurm"),
+    "dask_kubernetes": ("dask-kubernetes", "kubernetes"),
+    "asyncssh": ("asyncssh", "ssh"),
+    "bokeh": ("bokeh", "dashboard"),
+}
+#: modules a cluster callable imports only when called
+NEEDS = {"distributed.deploy.ssh.SSHCluster": "asyncssh"}
+#: cluster callables that learn their processes' addresses from those processes' INFO log
+#: lines, which inherit this process's dask configuration (the CLI logs warnings only)
+READS_INFO_LOGS = {"distributed.deploy.ssh.SSHCluster"}
+
+
+def install_hint(module: str, path: str = "") -> str:
+    """``pip install "dse[EXTRA]"`` for a missing module (``path``: the class that needs it)."""
+    top = module.split(".")[0]
+    package, extra = EXTRAS.get(top, (top, None))
+    if top == "dask_jobqueue" and ".PBS" in path:
+        extra = "pbs"
+    return f'pip install "dse[{extra}]"' if extra else f"pip install {package}"
+
+
+def missing(module: str) -> bool:
+    return importlib.util.find_spec(module) is None
+
+
+def import_cluster(path: str) -> Any:
+    """The cluster class (or function, as ``SSHCluster``) that ``path`` names:
+    ``package.module.Class`` or ``package.module:Class``."""
+    module, _, attr = path.replace(":", ".").rpartition(".")
+    if not module:
+        raise StudyError("not an import path of a dask cluster class", field="cluster", value=path,
+                         allowed="package.module.Class, e.g. dask_jobqueue.SLURMCluster")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        name = exc.name or module
+        raise StudyError(f"the cluster class {path} needs {EXTRAS.get(name.split('.')[0], (name,))[0]}, "
+                         f"which is not installed: {install_hint(name, path)}", field="cluster") from None
+    except (ImportError, AttributeError) as exc:
+        raise StudyError(f"cannot import the cluster class {path}: {exc}", field="cluster") from None
+    if not callable(obj):
+        raise StudyError(f"{path} is not a dask cluster class", field="cluster")
+    need = NEEDS.get(f"{obj.__module__}.{obj.__qualname__}")
+    if need and missing(need):
+        raise StudyError(f"the cluster class {path} needs {EXTRAS[need][0]}, which is not installed: "
+                         f"{install_hint(need, path)}", field="cluster")
+    return obj
+
+
+def _keywords(funcs: list) -> set[str] | None:
+    """The keyword arguments a chain of constructors takes (None: any, a ``**kwargs`` is
+    passed on to something not in the chain)."""
+    names: set[str] = set()
+    for f in funcs:
+        params = inspect.signature(f).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            return names - {"self"}
+    return None
+
+
+def accepted_options(obj: Any) -> set[str] | None:
+    """The keyword arguments a cluster callable accepts, None where it cannot be told (it
+    takes ``**kwargs``). A dask-jobqueue class passes the rest to its job class."""
+    if not isinstance(obj, type):
+        return _keywords([obj])
+    job_cls = getattr(obj, "job_cls", None)
+    if job_cls is None:
+        return _keywords([obj.__init__])
+    jobs = [c.__init__ for c in job_cls.__mro__ if "__init__" in vars(c) and c is not object]
+    own = {p.name for p in inspect.signature(obj.__init__).parameters.values()
+           if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"}
+    rest = _keywords(jobs)
+    return None if rest is None else own | rest - {"scheduler", "name"}
+
+
+def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
+    """Check a profile's ``cluster``, ``options``, ``scale`` and ``adapt`` without starting
+    anything; returns the keyword arguments of ``scale`` and ``adapt``."""
+    obj = import_cluster(profile.cluster)
+    allowed = accepted_options(obj)
+    for key in profile.options:
+        if allowed is not None and key not in allowed:
+            raise StudyError(f"unknown option '{key}' of {profile.cluster}", field=f"options.{key}",
+                             allowed=", ".join(sorted(allowed)))
+    jobqueue = hasattr(obj, "job_cls")
+    scale = profile.scale.model_dump(exclude_none=True) if profile.scale else None
+    adapt = profile.adapt.model_dump(exclude_none=True) if profile.adapt else None
+    for section, kwargs in (("scale", scale), ("adapt", adapt)):
+        jobs = [k for k in kwargs or {} if "jobs" in k]
+        if jobs and not jobqueue:
+            raise StudyError(f"'{jobs[0]}' counts batch jobs of a dask-jobqueue cluster, and "
+                             f"{profile.cluster} is none", field=f"{section}.{jobs[0]}",
+                             allowed="workers" if section == "scale" else "minimum, maximum")
+    if scale:
+        scale = {"n" if k == "workers" else k: v for k, v in scale.items()}
+    return scale, adapt
+
+
+def cluster_options(plan: Any) -> dict[str, Any]:
+    """The class's keyword arguments; without a dashboard (``--no-dashboard``) a scheduler
+    started by the class is asked for none where the class takes ``scheduler_options``."""
+    options = dict(plan.cluster_options)
+    obj = import_cluster(plan.cluster)
+    takes = inspect.signature(obj.__init__ if isinstance(obj, type) else obj).parameters
+    if not plan.dashboard and "scheduler_options" in takes:
+        options["scheduler_options"] = {"dashboard": False, **(options.get("scheduler_options") or {})}
+    return options
+
+
+def start_cluster(plan: Any) -> Any:
+    """Start the profile's cluster and size it (``scale`` or ``adapt``)."""
+    import contextlib
+
+    import dask
+
+    obj = import_cluster(plan.cluster)
+    logs = dask.config.set({"logging.distributed": "info"}) if (
+        f"{obj.__module__}.{obj.__qualname__}" in READS_INFO_LOGS) else contextlib.nullcontext()
+    try:
+        with logs:
+            cluster = obj(**cluster_options(plan))
+    except Exception as exc:  # the class refused its options or could not reach its system
+        raise StudyError(f"cannot start {plan.cluster}: {type(exc).__name__}: {exc}",
+                         file=plan.profile, field="cluster") from None
+    if plan.scale:
+        cluster.scale(**plan.scale)
+    elif plan.adapt:
+        cluster.adapt(**plan.adapt)
+    return cluster
+
+
+#: KubeCluster's keyword arguments that shape its DaskCluster resource, and their dask config keys
+_KUBE = {"image": "image", "n_workers": "count.start", "resources": "resources", "env": "env",
+         "worker_command": "worker-command", "scheduler_service_type": "scheduler-service-type",
+         "idle_timeout": "idle-timeout", "jupyter": "scheduler-jupyter"}
+
+
+def preview(plan: Any) -> tuple[str, str] | None:
+    """What the profile's cluster would submit, as ``(what, text)``: a dask-jobqueue class's
+    job script, or the DaskCluster resource (YAML) a dask-kubernetes ``KubeCluster`` creates;
+    None for other classes. Nothing is submitted: a jobqueue class starts its scheduler in
+    this process and stops it again; the Kubernetes resource is built as ``KubeCluster`` builds it."""
+    obj = import_cluster(plan.cluster)
+    if hasattr(obj, "job_script"):
+        options = cluster_options(plan)
+        options["scheduler_options"] = {"dashboard": False, "dashboard_address": "127.0.0.1:0",
+                                        **(options.get("scheduler_options") or {})}
+        cluster = obj(**options)
+        try:
+            return "job script (the scheduler's address is filled in at run time)", cluster.job_script()
+        finally:
+            cluster.close()
+    if getattr(obj, "__module__", "").startswith("dask_kubernetes.operator"):
+        import dask
+        import yaml
+        from dask_kubernetes.operator import make_cluster_spec
+
+        options = plan.cluster_options
+        spec = options.get("custom_cluster_spec")
+        if spec is None:
+            name = dask.config.get("kubernetes.name", override_with=options.get("name"))
+            kwargs = {k: dask.config.get(f"kubernetes.{key}", override_with=options.get(k)) for k, key in _KUBE.items()}
+            if isinstance(kwargs["worker_command"], str):
+                kwargs["worker_command"] = kwargs["worker_command"].split(" ")
+            spec = make_cluster_spec(name=name.format(user=getpass.getuser(), uuid="preview", **os.environ), **kwargs)
+        return "DaskCluster resource", yaml.safe_dump(json.loads(json.dumps(spec)), sort_keys=False)
+    return None

@@ -1,0 +1,301 @@
+"""Real clusters on 127.0.0.1: a `dask scheduler` and `dask worker` processes started as a
+user would, a study run against them through a profile's scheduler file, and faults made
+with kill -9: a worker dying mid-run, every worker gone, the scheduler gone, a worker with
+another evaluator version; and dask's SSHCluster through a real sshd, where one can run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, front_of, log_rows, rows_on_disk, run_cli, toy_study, write_study
+from dse.execution.base import EvaluatorRef, WorkerMismatch, check_versions
+from dse.execution.deploy import missing
+
+ENV = {**os.environ, "DASK_LOGGING__DISTRIBUTED": "warning"}
+
+
+class LocalProcesses:
+    """A scheduler and workers as separate processes, found through a scheduler file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.file = folder / "scheduler.json"
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def start_scheduler(self) -> None:
+        self.file.unlink(missing_ok=True)
+        self.scheduler = self._spawn("scheduler", [
+            "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+            "--scheduler-file", str(self.file), "--no-dashboard"])
+
+    def start_worker(self, name: str, env: dict | None = None) -> None:
+        self.workers[name] = self._spawn(name, [
+            "-m", "distributed.cli.dask_worker", "--scheduler-file", str(self.file), "--host", "127.0.0.1",
+            "--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", name, "--death-timeout", "60"], env)
+
+    def _spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "ab")
+        return subprocess.Popen([sys.executable, *args], cwd=self.folder, stdout=log, stderr=log,
+                                env={**ENV, **(env or {})}, start_new_session=True)
+
+    def wait_for(self, n_workers: int, timeout: float = 60) -> None:
+        from dask.distributed import Client
+
+        deadline = time.monotonic() + timeout
+        while not self.file.exists():
+            assert time.monotonic() < deadline, "the scheduler wrote no scheduler file"
+            time.sleep(0.1)
+        with Client(scheduler_file=str(self.file), timeout="30s", set_as_default=False) as client:
+            client.wait_for_workers(n_workers, timeout=timeout)
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def close(self) -> None:
+        for proc in [*self.workers.values(), self.scheduler]:
+            if proc is not None and proc.poll() is None:
+                self.kill(proc)
+
+
+@pytest.fixture
+def processes(tmp_path):
+    cluster = LocalProcesses(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def _study(tmp_path: Path, out: Path, *, execution: dict, delay: float = 0.02, evaluator: str | None = None) -> Path:
+    """168 candidates (exhaustive), chunks of 4, each candidate ``delay`` seconds."""
+    study = toy_study(output=str(out))
+    study["space"] = {"x": {"range": [0.0, 1.0], "step": 0.05}, "y": [0, 1, 2, 3], "shape": ["a", "b"]}
+    study["search"] = {"algorithm": "exhaustive", "budget": 168, "batch_size": 60}
+    study["execution"] = {"chunk_size": 4, "dashboard": False, **execution}
+    study["evaluator"] = {"name": evaluator or study["evaluator"]["name"], "options": {"delay_per_candidate_s": delay}}
+    return write_study(tmp_path, study, name=f"{out.name}.yaml")
+
+
+def _profile(processes: LocalProcesses, grace_s: float = 30) -> dict:
+    path = processes.folder / "here.yaml"
+    path.write_text(f"scheduler_file: {processes.file}\ngrace_s: {grace_s}\nstart_timeout_s: 30\n")
+    return {"profile": str(path)}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The undisturbed run, in this process: its keys and its front."""
+    folder = tmp_path_factory.mktemp("reference")
+    out = folder / "reference"
+    proc = run_cli("run", str(_study(folder, out, execution={"workers": 0}, delay=0)), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return set(log_rows(out)["key"]), front_of(out)
+
+
+def _start_run(study: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dse", *args, str(study), "--quiet"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for_rows(out: Path, n: int, run: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while rows_on_disk(out) < n:
+        assert run.poll() is None, f"the run ended before {n} rows were written: {run.stderr.read()}"
+        assert time.monotonic() < deadline, f"no {n} rows after {timeout} s"
+        time.sleep(0.05)
+
+
+def _complete_and_equal(out: Path, reference) -> None:
+    keys, front = reference
+    rows = log_rows(out)
+    assert rows["key"].is_unique, "a candidate is in the log twice"
+    assert set(rows["key"]) == keys, "a candidate is missing from the log"
+    assert (rows["status"] == "ok").all()
+    pd.testing.assert_frame_equal(front_of(out), front)
+
+
+def test_a_worker_killed_mid_run_loses_and_repeats_nothing(tmp_path, processes, reference):
+    processes.start_scheduler()
+    processes.start_worker("w1")
+    processes.start_worker("w2")
+    processes.wait_for(2)
+    out = tmp_path / "run"
+    run = _start_run(_study(tmp_path, out, execution=_profile(processes), delay=0.04), "run")
+    _wait_for_rows(out, 40, run)
+    processes.kill(processes.workers["w1"])  # in the middle of a chunk: a worker always has one
+    killed_at = rows_on_disk(out)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert killed_at < 168, "the run was over before the kill"
+    _complete_and_equal(out, reference)
+
+
+def _stopped_run(tmp_path: Path, processes: LocalProcesses, kill) -> tuple[Path, str, float]:
+    """A run on one worker with a grace period of 2 s, ``kill(processes)`` after 20 rows:
+    the results folder, the run's stderr, and the seconds from the kill to its end."""
+    processes.start_scheduler()
+    processes.start_worker("w1")
+    processes.wait_for(1)
+    out = tmp_path / "run"
+    run = _start_run(_study(tmp_path, out, execution=_profile(processes, grace_s=2)), "run")
+    _wait_for_rows(out, 20, run)
+    kill(processes)
+    gone = time.monotonic()
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 2 and "Traceback" not in stderr, stderr
+    assert f"continue with `dse resume {out}`" in stderr
+    stored = log_rows(out)
+    assert 20 <= len(stored) < 168 and stored["key"].is_unique
+    return out, stderr, time.monotonic() - gone
+
+
+def _resume_on_a_new_worker(processes: LocalProcesses, out: Path, reference) -> None:
+    processes.start_worker("w2")
+    processes.wait_for(1)
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    _complete_and_equal(out, reference)
+
+
+def test_every_worker_gone_stops_after_the_grace_period_and_resume_goes_on(tmp_path, processes, reference):
+    out, stderr, waited = _stopped_run(tmp_path, processes, lambda p: p.kill(p.workers["w1"]))
+    error = stderr.strip().splitlines()[-1]  # before it: the start line, the note that it waits
+    assert error.startswith("error: no dask worker is connected to the scheduler of"), stderr
+    assert "waiting up to 2 s (execution.grace_s)" in stderr and "for 2 s (execution.grace_s)" in error
+    assert 2 <= waited < 30
+    _resume_on_a_new_worker(processes, out, reference)
+
+
+def test_a_lost_scheduler_stops_the_run_and_resume_goes_on_with_a_new_one(tmp_path, processes, reference):
+    out, stderr, waited = _stopped_run(tmp_path, processes, lambda p: p.kill(p.scheduler))
+    assert "error: lost the connection to the scheduler of" in stderr and "(execution.grace_s)" in stderr, stderr
+    assert 2 <= waited < 30
+    processes.kill(processes.workers["w1"])
+    processes.start_scheduler()  # a new scheduler writes a new file; the profile finds it there
+    _resume_on_a_new_worker(processes, out, reference)
+
+
+PLUGIN = '''
+from dse.evaluators.toy import ToyEvaluator
+
+
+class Versioned(ToyEvaluator):
+    version = "{version}"
+'''
+
+
+def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes):
+    """The client imports the plug-in at version 1.0, the worker at 2.0 (two installations)."""
+    for version in ("1.0", "2.0"):
+        (tmp_path / f"v{version}").mkdir()
+        (tmp_path / f"v{version}" / "versioned_eval.py").write_text(PLUGIN.format(version=version))
+    processes.start_scheduler()
+    processes.start_worker("w1", env={"PYTHONPATH": str(tmp_path / "v2.0")})
+    processes.wait_for(1)
+    out = tmp_path / "run"
+    study = _study(tmp_path, out, execution=_profile(processes), evaluator="versioned_eval:Versioned")
+    proc = run_cli("run", str(study), "--quiet", env={"PYTHONPATH": str(tmp_path / "v1.0")})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "runs dse 0.1.0 with evaluator versioned_eval:Versioned 2.0, but this client runs dse 0.1.0 with 1.0" \
+        in proc.stderr
+    assert rows_on_disk(out) == 0
+
+
+def test_a_worker_checks_the_dse_version_it_was_sent():
+    ref = EvaluatorRef.of(toy_study_spec())
+    check_versions(ref)  # the same versions: nothing to say
+    other = EvaluatorRef(ref.name, ref.options_yaml, None, "9.9.9", ref.evaluator_version)
+    with pytest.raises(WorkerMismatch, match="runs dse 0.1.0 with evaluator .* 1.0.0, but this client runs dse 9.9.9"):
+        check_versions(other)
+
+
+def toy_study_spec():
+    from dse.study import EvaluatorSpec
+
+    return EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator")
+
+
+# -- SSH ------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    """A real OpenSSH server on 127.0.0.1, accepting one key for this user."""
+    binary = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not Path(binary).exists() or missing("asyncssh"):
+        pytest.skip("needs OpenSSH's sshd (Debian: openssh-server) and asyncssh (pip install \"dse[ssh]\")")
+    folder = tmp_path / "ssh"
+    folder.mkdir(mode=0o700)
+    for name in ("host", "user"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
+    shutil.copy(folder / "user.pub", folder / "authorized_keys")
+    os.chmod(folder / "authorized_keys", 0o600)
+    port = _free_port()
+    (folder / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host'}\nAuthorizedKeysFile {folder / 'authorized_keys'}\n"
+        f"PasswordAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
+        f"PidFile {folder / 'sshd.pid'}\n")
+    Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
+    server = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 10
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.skip(f"sshd did not start here: {server.stdout.read()[-300:]}")
+        time.sleep(0.1)
+    yield port, folder / "user"
+    server.kill()
+    server.wait()
+    _kill_started_through(port)
+
+
+def _kill_started_through(port: int) -> None:
+    """Kill what a session of the sshd on ``port`` started and left running (a remote command
+    outlives its SSH connection when it has no terminal)."""
+    import psutil
+
+    for proc in psutil.process_iter():
+        try:
+            connection = proc.environ().get("SSH_CONNECTION", "").split()
+        except (psutil.Error, OSError):
+            continue
+        if len(connection) == 4 and connection[3] == str(port):
+            proc.kill()
+
+
+def test_a_study_runs_on_workers_started_over_ssh(tmp_path, sshd, reference):
+    """dask's SSHCluster (the ssh profile's class) logs into 127.0.0.1 through a real sshd and
+    starts the scheduler and two workers there."""
+    port, key = sshd
+    profile = tmp_path / "ssh.yaml"
+    profile.write_text(
+        "cluster: dask.distributed.SSHCluster\n"
+        "options:\n"
+        "  hosts: [127.0.0.1, 127.0.0.1, 127.0.0.1]\n"
+        f"  connect_options: {{port: {port}, client_keys: ['{key}'], known_hosts: null, username: {os.environ.get('USER') or 'root'}}}\n"
+        "  worker_options: {nthreads: 1}\n"
+        "  scheduler_options: {port: 0, dashboard_address: '127.0.0.1:0'}\n"
+        f"  remote_python: {sys.executable}\n"
+        "start_timeout_s: 60\n")
+    out = tmp_path / "run"
+    proc = run_cli("run", str(_study(tmp_path, out, execution={"profile": str(profile)}, delay=0.005)), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    _complete_and_equal(out, reference)

@@ -1,0 +1,133 @@
+"""The command evaluator: a real external program (tests/programs/front_sim.py) evaluates
+chunks of candidates; its front is known (every x with y = 0). One failing candidate fails
+alone with the program's stderr in its message; a hanging one is stopped by the time-out."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from conftest import REPO, run_cli, write_study
+from dse.evaluators import load_evaluator
+from dse.execution import ExecutionPlan, make_executor
+from dse.study import EvaluatorSpec
+
+PROGRAM = str(REPO / "tests" / "programs" / "front_sim.py")
+XS = np.round(np.arange(0, 1.0001, 0.1), 10)
+
+
+def _options(fmt: str = "csv", files: bool = False) -> dict:
+    command = ["{python}", PROGRAM, fmt] + (["{input}", "{output}"] if files else [])
+    return {"command": command, "format": fmt, "input": "file" if files else "stdin",
+            "output": "file" if files else "stdout",
+            "inputs": {"x": {"minimum": 0, "maximum": 1}, "y": {"kind": "int", "minimum": 0}},
+            "metrics": {"f1": "1", "f2": {"unit": "1", "long_name": "second objective"}}}
+
+
+def _study(tmp_path, ys, *, fmt="csv", files=False, timeout_s=None, workers=0) -> dict:
+    evaluator = {"name": "command", "options": _options(fmt, files)}
+    if timeout_s:
+        evaluator["timeout_s"] = timeout_s
+    return {
+        "name": "sim", "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": ys},
+        "objectives": [{"metric": "f1"}, {"metric": "f2"}], "evaluator": evaluator,
+        "search": {"algorithm": "exhaustive", "budget": 100, "batch_size": 50},
+        "execution": {"workers": workers, "chunk_size": 8}, "output": str(tmp_path / "out"),
+    }
+
+
+def _front(out) -> pd.DataFrame:
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+        return ds[["x", "y", "f1", "f2"]].to_dataframe().sort_values("x").reset_index(drop=True)
+
+
+def _log(out) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))],
+                     ignore_index=True)
+
+
+@pytest.mark.parametrize("fmt,files", [("csv", False), ("json", True)], ids=["csv-stdin", "json-files"])
+def test_a_study_on_an_external_program_finds_its_known_front(tmp_path, fmt, files):
+    study = write_study(tmp_path, _study(tmp_path, [0, 4, 9], fmt=fmt, files=files))
+    proc = run_cli("run", str(study), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    front = _front(tmp_path / "out")
+    assert list(front["y"]) == [0] * len(XS)
+    np.testing.assert_allclose(front["x"], XS)
+    np.testing.assert_allclose(front["f2"], 1 - np.sqrt(XS))
+    log = _log(tmp_path / "out")
+    assert len(log) == 33 and (log["status"] == "ok").all()
+    hot = log[(log["y"] == 4) & (log["x"] > 0.5)]
+    assert len(hot) == 5 and not hot["feasible"].any() and (hot["reason"] == "too hot").all()
+
+
+def test_a_failing_candidate_fails_alone_with_the_programs_stderr(tmp_path):
+    study = write_study(tmp_path, _study(tmp_path, [0, 13]))
+    proc = run_cli("run", str(study), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    log = _log(tmp_path / "out")
+    failed = log[log["status"] == "failed"]
+    assert sorted(failed["y"].unique()) == [13] and len(failed) == len(XS)  # every y = 13, nothing else
+    assert (log.loc[log["y"] == 0, "status"] == "ok").all()
+    message = failed["error"].iloc[0]
+    assert "front_sim.py exited with code 3" in message and "front_sim: cannot simulate y=13" in message
+    assert list(_front(tmp_path / "out")["y"]) == [0] * len(XS)
+
+
+def test_a_hanging_candidate_is_stopped_by_the_time_out(tmp_path):
+    spec = EvaluatorSpec(name="command", options=_options(), timeout_s=0.5)
+    cands = pd.DataFrame({"x": [0.1, 0.2, 0.3, 0.4], "y": [0, 99, 0, 0]})
+    with make_executor(ExecutionPlan(workers=0, chunk_size=4), spec) as ex:
+        out = ex.evaluate(cands)
+    assert list(out["status"]) == ["ok", "failed", "ok", "ok"]
+    assert "gave no result within 0.5 s (evaluator.timeout_s)" in out.loc[1, "error"]
+    assert "front_sim: 1 candidates" in out.loc[1, "error"]  # what it wrote to stderr is kept
+    np.testing.assert_allclose(out.loc[[0, 2, 3], "f1"], [0.1, 0.3, 0.4])
+
+
+def test_the_program_runs_on_dask_workers_too(tmp_path):
+    study = write_study(tmp_path, _study(tmp_path, [0, 13], workers=1))
+    proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
+    assert proc.returncode == 0, proc.stderr
+    log = _log(tmp_path / "out")
+    assert log["key"].is_unique and len(log) == 22
+    assert set(log.loc[log["status"] == "failed", "y"]) == {13}
+
+
+@pytest.mark.parametrize("change,field,expected", [
+    (lambda o: o.update(command=["/no/such/simulator"]), "evaluator.options.command", "program '/no/such/simulator' not found"),
+    (lambda o: o.update(format="xml"), "evaluator.options.format", "'csv' or 'json'"),
+    (lambda o: o["inputs"]["x"].update(kind="complex"), "evaluator.options.inputs.x.kind", "complex"),
+    (lambda o: o.update(metrics={}), "evaluator.options.metrics", "at least 1"),
+    (lambda o: o.update(speed=3), "evaluator.options", "unknown key 'speed'"),
+])
+def test_bad_options_are_one_line_errors_at_validate(tmp_path, change, field, expected):
+    options = _options()
+    change(options)
+    study = _study(tmp_path, [0])
+    study["evaluator"]["options"] = options
+    proc = run_cli("validate", str(write_study(tmp_path, study)))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert field in proc.stderr and expected in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_space_parameter_is_checked_against_the_declared_inputs(tmp_path):
+    study = _study(tmp_path, [0])
+    study["space"]["z"] = [1, 2]
+    proc = run_cli("validate", str(write_study(tmp_path, study)))
+    assert proc.returncode == 2
+    assert "space.z: unknown parameter 'z' for evaluator 'command'; allowed: x, y" in proc.stderr
+
+
+def test_declared_units_reach_describe_and_the_evaluator():
+    ev = load_evaluator(EvaluatorSpec(name="command", options=_options()))
+    assert ev.metrics["f2"].long_name == "second objective" and ev.inputs["y"].kind == "int"
+    assert ev.version == "1"
+    with pytest.raises(ValueError, match="front_sim.py wrote 1 rows for 2 candidates"):
+        ev._read(b"f1,f2\n1,2\n", 2)
+    assert sys.executable in ev.args

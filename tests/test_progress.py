@@ -1,0 +1,90 @@
+"""Progress as a run goes: evaluations per second, time left, failures and the best value
+of each objective on the progress display, in ``progress.json``, and in `dse status` run
+from another terminal while the run goes on."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, run_cli, toy_study, write_study
+from dse.cli.pace import progress_lines
+from dse.progress import Pace, ProgressReporter, ProgressSink, read_progress
+
+
+def _slow_study(tmp_path, delay: float = 0.02, **evaluator_options):
+    study = toy_study(output=str(tmp_path / "out"))
+    study["evaluator"]["options"] = {"delay_per_candidate_s": delay, **evaluator_options}
+    study["execution"] = {"workers": 0, "chunk_size": 3}
+    return write_study(tmp_path, study)
+
+
+def test_dse_status_shows_a_run_in_progress_from_another_terminal(tmp_path):
+    study = _slow_study(tmp_path, 0.12, fail_above_x=0.85)  # about 8 s; x = 0.9 and 1.0 fail: 12 candidates
+    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 60
+    while True:  # until the running process has written progress with a measured pace
+        live = read_progress(out)
+        if live and live.get("rate_per_s") and live.get("best"):
+            break
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read() if run.poll() else "no progress"
+        time.sleep(0.1)
+    status = run_cli("status", str(out))
+    run.communicate(timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert "running (process" in status.stdout
+    assert "in progress:" in status.stdout and "of 66 candidates done" in status.stdout
+    assert "evaluations/s" in status.stdout and " left" in status.stdout and "best: f1 " in status.stdout
+    assert run.returncode == 0
+    final = json.loads((out / "progress.json").read_text())
+    assert final["state"] == "finished" and final["done"] == final["total"] == 66
+    assert final["failed"] == 12  # the best f2 is at the largest x that did not fail
+    assert final["best"] == {"f1": 0.0, "f2": pytest.approx(1 - math.sqrt(0.8))}
+    assert final["rate_per_s"] > 0 and final["eta_s"] == 0
+
+
+def test_the_progress_display_shows_the_pace_and_the_best_values(tmp_path):
+    proc = run_cli("run", str(_slow_study(tmp_path)), env={"COLUMNS": "220"})
+    assert proc.returncode == 0, proc.stderr
+    assert "66/66" in proc.stderr and "evaluations/s" in proc.stderr and "0:00:00 left" in proc.stderr
+    assert "failed 0" in proc.stderr and "best: f1 0 · f2 0" in proc.stderr
+
+
+class _Record(ProgressSink):
+    def __init__(self) -> None:
+        self.events = []
+
+    def start(self, total, description):
+        self.events.append(("start", total))
+
+    def advance(self, n, record):
+        self.events.append(("advance", n, dict(record)))
+
+
+def test_the_reporter_measures_the_pace_and_the_time_left(tmp_path):
+    sink = _Record()
+    report = ProgressReporter(sink, tmp_path, total=100, every_s=0)
+    report.start("s", 0, {})
+    time.sleep(0.2)
+    report.advance(20, {"failed": 1, "best": {"f1": 0.5}}, evaluated=20)
+    record = sink.events[-1][2]
+    assert 50 < record["rate_per_s"] < 110  # 20 in a little over 0.2 s
+    assert record["eta_s"] == 80 / record["rate_per_s"]
+    assert read_progress(tmp_path)["done"] == 20
+    pace, best = progress_lines(record)
+    assert "evaluations/s · 0:00:0" in pace and "failed 1" in pace and best == "best: f1 0.5"
+
+
+def test_the_pace_forgets_what_is_older_than_its_window():
+    pace = Pace(window_s=0.2)
+    pace.add(1000)
+    time.sleep(0.3)
+    pace.add(10)
+    assert pace.rate() < 100
