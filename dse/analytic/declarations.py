@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse.analytic.columns import Factorised, factorise
-from dse.analytic.time.collectives import SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
+from dse.analytic.time.collectives import CP_ALGORITHMS, SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
 from dse.analytic.time.frameworks import framework_names
 from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import RECOMPUTE
@@ -43,6 +43,12 @@ TIME_INPUTS: list[Input] = [
     Input("kv_heads", "int", "", "key-value heads (overrides the preset)", None, minimum=1, group="workload"),
     Input("seq_len", "int", "tokens", "sequence length (overrides the preset)", None, minimum=1, group="workload"),
     Input("vocab", "int", "tokens", "vocabulary size (overrides the preset)", None, minimum=1, group="workload"),
+    Input("head_dim", "int", "", "attention head width (overrides the preset; default hidden / heads)", None, minimum=1, group="workload"),
+    Input("experts", "int", "", "routed experts per mixture-of-experts layer, 0 = dense (overrides the preset; e.g. Mixtral 8, DeepSeek-V3 256)", None, minimum=0, group="workload"),
+    Input("experts_per_token", "int", "", "routed experts each token uses, top-k (overrides the preset; Mixtral 2, DeepSeek-V3 8)", None, minimum=1, group="workload"),
+    Input("shared_experts", "int", "", "experts every token uses besides its top-k (overrides the preset; DeepSeek-V3 1)", None, minimum=0, group="workload"),
+    Input("expert_ffn_hidden", "int", "", "feed-forward width of one expert (overrides the preset; default ffn_hidden)", None, minimum=1, group="workload"),
+    Input("dense_layers", "int", "", "layers with a dense feed-forward block in a mixture-of-experts model (overrides the preset; DeepSeek-V3 3)", None, minimum=0, group="workload"),
     Input("target_tokens", "float", "tokens", "tokens to train at target_batch_size (other batches scale by the critical-batch law)", 2.6e10, minimum=1, group="workload"),
     Input("target_batch_size", "int", "sequences", "global batch the token budget was stated at (the batch the run was planned at); default: the small-batch limit (target_tokens = D_min)", None, minimum=1, group="workload"),
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
@@ -52,7 +58,7 @@ TIME_INPUTS: list[Input] = [
     Input("num_accelerators", "int", "", "accelerators in the job", 8, minimum=1, group="hardware"),
     Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
     Input("clock_fraction", "float", "1", "SM clock as a fraction of the accelerator's maximum (used where clock_mhz is not given; suits studies over several accelerators)", None, minimum=0.05, maximum=1.0, group="hardware"),
-    Input("scaleup_size", "int", "", "accelerators per scale-up domain (e.g. NVLink)", 8, minimum=1, group="network"),
+    Input("scaleup_size", "int", "", "accelerators per scale-up domain (NVLink, Infinity Fabric, TPU ICI pod); default: the catalog's (8 for an HGX node, 72 for GB200 NVL72, 256 / 8,960 for TPU v5e-v6e / v5p pods)", None, minimum=1, group="network"),
     Input("scaleup_bw_gbs", "float", "GB/s", "scale-up bandwidth per accelerator per direction (default: catalog)", None, minimum=0.001, group="network"),
     Input("scaleup_topology", "str", "", "scale-up topology (default: catalog)", None, SCALEUP_TOPOLOGIES, group="network"),
     Input("scaleup_latency_us", "float", "us", "scale-up per-step collective latency (default: calibration)", None, minimum=0, group="network"),
@@ -64,7 +70,12 @@ TIME_INPUTS: list[Input] = [
     Input("micro_batch_size", "int", "sequences", "micro-batch size", 1, minimum=1, group="parallelism"),
     Input("tensor_parallel", "int", "", "tensor-parallel degree", 1, minimum=1, group="parallelism"),
     Input("sequence_parallel", "bool", "", "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)", False, group="parallelism"),
-    Input("context_parallel", "int", "", "context-parallel degree: each sequence split over this many accelerators (ring attention)", 1, minimum=1, group="parallelism"),
+    Input("context_parallel", "int", "", "context-parallel degree: each sequence split over this many accelerators", 1, minimum=1, group="parallelism"),
+    Input("context_parallel_algorithm", "str", "", "context-parallel attention: ring (keys/values passed around behind the attention; Megatron-Core) or all_gather (gathered first, exposed; Llama 3, Dubey et al. 2024, 3.3.2)", "ring", CP_ALGORITHMS, group="parallelism"),
+    Input("expert_parallel", "int", "", "expert-parallel degree: routed experts split over this many accelerators (must divide the experts; expert x expert-tensor parallel must divide tensor x context x data parallel)", 1, minimum=1, group="parallelism"),
+    Input("expert_tensor_parallel", "int", "", "tensor-parallel degree inside each expert (default: tensor_parallel, Megatron-Core's expert_tensor_parallel_size default)", None, minimum=1, group="parallelism"),
+    Input("capacity_factor", "float", "1", "most loaded expert's tokens over the mean (1 = balanced, as NVIDIA's benchmarks force; with token dropping, the capacity each expert is padded to; Fedus et al. 2022)", 1.0, minimum=1.0, group="parallelism"),
+    Input("moe_a2a_overlap", "bool", "", "expert dispatch/combine all-to-all overlapped with another micro-batch's compute (Megatron-Core --overlap-moe-expert-parallel-comm, off by default; DeepSeek DualPipe)", False, group="parallelism"),
     Input("pipeline_parallel", "int", "", "pipeline-parallel degree", 1, minimum=1, group="parallelism"),
     Input("flash_attention", "bool", "", "fused attention kernel (FlashAttention, Dao et al. 2022)", True, group="parallelism"),
     Input("interleave", "int", "", "model chunks per pipeline stage (1 = 1F1B, >1 = interleaved 1F1B)", 1, minimum=1, group="parallelism"),
@@ -92,7 +103,8 @@ TIME_METRICS: list[Metric] = [
     Metric("gradients_memory_gb", "GB", "gradients per accelerator"),
     Metric("optimizer_memory_gb", "GB", "optimizer state per accelerator"),
     Metric("activations_memory_gb", "GB", "activations per accelerator"),
-    Metric("parameters", "1", "model parameters"),
+    Metric("parameters", "1", "model parameters (every expert)"),
+    Metric("active_parameters", "1", "parameters one token uses (routed experts: its top-k only)"),
     Metric("data_parallel", "1", "data-parallel degree"),
 ]
 
@@ -167,7 +179,8 @@ assert tuple(m.name for m in TIME_METRICS) == METRIC_FIELDS  # the TimeResult's 
 #: text inputs the physics reads as an index into their choices: a value that is not a
 #: choice reads as the declared default (the others, accelerator, model and precision,
 #: make the candidate infeasible with a reason instead)
-CODED_CHOICES = ("recompute", "framework", "scaleup_topology", "scaleout_fabric", "cooling")
+CODED_CHOICES = ("recompute", "framework", "scaleup_topology", "scaleout_fabric", "cooling",
+                 "context_parallel_algorithm")
 
 
 def known_choices(name: str, uniques: list) -> list:

@@ -166,7 +166,7 @@ def _outside_accelerator(cfg, perf: TimeResult, step_s) -> tuple[np.ndarray, np.
     p_host = facility.host_power_w(_f(cfg, "host_power_w"), _f(cfg, "accelerators_per_node"))
     p_net_static = facility.network_static_power_w(
         _f(cfg, "nic_power_w"), _f(cfg, "scaleup_switch_power_w"), _f(cfg, "scaleout_switch_power_w"),
-        perf.num_accelerators, _f(cfg, "scaleup_size"))
+        perf.num_accelerators, perf.scaleup_size)
     e_links = transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, _f(cfg, "scaleup_pj_per_bit"),
                                         _f(cfg, "scaleout_pj_per_bit"))
     return p_host, p_net_static, e_links

@@ -20,6 +20,7 @@ import numpy as np
 
 from dse.analytic.time import (
     data_parallel,
+    experts,
     gemm,
     layer,
     optimizer,
@@ -53,17 +54,19 @@ class StepBreakdown:
 
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
-              layer_params, embed_params, flash, stages) -> StepBreakdown:
+              layer_params, embed_params, flash, stages, ex, cp_overlap) -> StepBreakdown:
     """Per-iteration time breakdown and traffic of one candidate layout (arrays per candidate:
     tensor, context, pipeline and data-parallel degrees, interleave ``v``, micro-batches ``m``
     of ``b`` sequences, sequence parallelism, recompute code, ZeRO stage, the stack's arrays,
-    FlashAttention, the pipeline stages)."""
+    FlashAttention, the pipeline stages, the expert layout ``ex``
+    (:class:`~dse.analytic.time.experts.ExpertLayout`) and whether the context-parallel
+    exchange overlaps the attention (``cp_overlap``: 1 ring, 0 all-gather))."""
     T = b * shape["seq_len"] / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager)
+    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex)
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape["hidden"]
@@ -73,7 +76,10 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     with_cp = bool((cp > 1).any())
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
         cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
-        tp_layer = tp_layer + exposed(cp_layer, 1.0, lay.attn_compute_s, tax)
+        tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
+    if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
+        tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
+                                                 lay.dense_compute_s, stack.tp_overlap * (sp > 0), tax)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
@@ -106,21 +112,35 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     vh = shape["vocab"] * shape["hidden"]
     stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
                               stages.middle * layer_params) / tp
+    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax)
+    expert_dp = None
+    if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
+        expert_params = busiest * ex.params / (ex.ep * ex.etp)
+        expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
+    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
+    if ex.on:
+        opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
     optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
     step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
-    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
     cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
     scaleup, scaleout = traffic.link_bytes(
         net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
         busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
         cp_volume, cp)
+    weight_params = layer_params / tp
+    if ex.on:
+        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
+        ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
+                                    expert_dp[1], expert_dp[2], factor=1.0)
+        scaleup = scaleup + m * busiest * e_up + ed_up
+        scaleout = scaleout + m * busiest * e_out + ed_out
+        weight_params = weight_params + ex.params / (ex.ep * ex.etp)
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
         overhead_s=m * busiest * lay.overhead_s,
-        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, layer_params, tp),
+        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
         scaleup_bytes=scaleup, scaleout_bytes=scaleout)
