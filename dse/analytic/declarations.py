@@ -33,6 +33,15 @@ SCALEOUT_PJ_PER_BIT = 25.0
 #: storage (Tectonic, 7,500 SSD servers) sustains 2 TB/s for up to 16,384 H100s
 #: (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): 2000 / 16384 GB/s.
 CHECKPOINT_WRITE_GBS = 2000.0 / 16384
+#: Default interruptions per accelerator-hour: Llama 3 405B saw 466 job interruptions (47
+#: planned, 419 unexpected) in a 54-day snapshot on 16,384 H100s (Dubey et al. 2024,
+#: section 3.3.4): 466 / (16384 x 54 x 24) = 2.19e-5 per accelerator-hour, one per 2.8 h
+#: at that scale.
+FAILURES_PER_ACCELERATOR_HOUR = 466.0 / (16384 * 54 * 24)
+#: Default restart time (s): the fail-stop, diagnose, reschedule and checkpoint-reload
+#: cycle "can cost more than ten minutes" at 10,000-GPU scale (Wan et al. 2025, ByteRobust,
+#: SOSP '25, arXiv:2509.16293); Llama 3 publishes no figure.
+RESTART_TIME_S = 600.0
 
 TIME_INPUTS: list[Input] = [
     Input("model", "str", "", "model preset name (shape fields override it)", "gpt-1.3b", _MODELS, group="workload"),
@@ -48,7 +57,7 @@ TIME_INPUTS: list[Input] = [
     Input("experts_per_token", "int", "", "routed experts each token uses, top-k (overrides the preset; Mixtral 2, DeepSeek-V3 8)", None, minimum=1, group="workload"),
     Input("shared_experts", "int", "", "experts every token uses besides its top-k (overrides the preset; DeepSeek-V3 1)", None, minimum=0, group="workload"),
     Input("expert_ffn_hidden", "int", "", "feed-forward width of one expert (overrides the preset; default ffn_hidden)", None, minimum=1, group="workload"),
-    Input("dense_layers", "int", "", "layers with a dense feed-forward block in a mixture-of-experts model (overrides the preset; DeepSeek-V3 3)", None, minimum=0, group="workload"),
+    Input("dense_layers", "int", "", "dense feed-forward layers of a mixture-of-experts model (overrides the preset; DeepSeek-V3 3)", None, minimum=0, group="workload"),
     Input("target_tokens", "float", "tokens", "tokens to train at target_batch_size (other batches scale by the critical-batch law)", 2.6e10, minimum=1, group="workload"),
     Input("target_batch_size", "int", "sequences", "global batch the token budget was stated at (the batch the run was planned at); default: the small-batch limit (target_tokens = D_min)", None, minimum=1, group="workload"),
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
@@ -70,12 +79,12 @@ TIME_INPUTS: list[Input] = [
     Input("micro_batch_size", "int", "sequences", "micro-batch size", 1, minimum=1, group="parallelism"),
     Input("tensor_parallel", "int", "", "tensor-parallel degree", 1, minimum=1, group="parallelism"),
     Input("sequence_parallel", "bool", "", "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)", False, group="parallelism"),
-    Input("context_parallel", "int", "", "context-parallel degree: each sequence split over this many accelerators", 1, minimum=1, group="parallelism"),
+    Input("context_parallel", "int", "", "context-parallel degree (each sequence split over this many accelerators)", 1, minimum=1, group="parallelism"),
     Input("context_parallel_algorithm", "str", "", "context-parallel attention: ring (keys/values passed around behind the attention; Megatron-Core) or all_gather (gathered first, exposed; Llama 3, Dubey et al. 2024, 3.3.2)", "ring", CP_ALGORITHMS, group="parallelism"),
-    Input("expert_parallel", "int", "", "expert-parallel degree: routed experts split over this many accelerators (must divide the experts; expert x expert-tensor parallel must divide tensor x context x data parallel)", 1, minimum=1, group="parallelism"),
+    Input("expert_parallel", "int", "", "expert-parallel degree (routed experts split over this many accelerators; must divide the experts; expert x expert-tensor parallel must divide tensor x context x data parallel)", 1, minimum=1, group="parallelism"),
     Input("expert_tensor_parallel", "int", "", "tensor-parallel degree inside each expert (default: tensor_parallel, Megatron-Core's expert_tensor_parallel_size default)", None, minimum=1, group="parallelism"),
     Input("capacity_factor", "float", "1", "most loaded expert's tokens over the mean (1 = balanced, as NVIDIA's benchmarks force; with token dropping, the capacity each expert is padded to; Fedus et al. 2022)", 1.0, minimum=1.0, group="parallelism"),
-    Input("moe_a2a_overlap", "bool", "", "expert dispatch/combine all-to-all overlapped with another micro-batch's compute (Megatron-Core --overlap-moe-expert-parallel-comm, off by default; DeepSeek DualPipe)", False, group="parallelism"),
+    Input("moe_a2a_overlap", "bool", "", "expert all-to-all overlapped with other compute (another micro-batch's; Megatron-Core --overlap-moe-expert-parallel-comm, off by default; DeepSeek DualPipe)", False, group="parallelism"),
     Input("pipeline_parallel", "int", "", "pipeline-parallel degree", 1, minimum=1, group="parallelism"),
     Input("flash_attention", "bool", "", "fused attention kernel (FlashAttention, Dao et al. 2022)", True, group="parallelism"),
     Input("interleave", "int", "", "model chunks per pipeline stage (1 = 1F1B, >1 = interleaved 1F1B)", 1, minimum=1, group="parallelism"),
@@ -127,7 +136,9 @@ ENERGY_INPUTS: list[Input] = [
     Input("energy_price_per_kwh", "float", "USD/kWh", "electricity price", 0.10, minimum=0, group="economics"),
     Input("accelerator_hour_price", "float", "USD/h", "price of one accelerator-hour", 2.0, minimum=0, group="economics"),
     Input("grid_carbon_kg_per_kwh", "float", "kg/kWh", "grid carbon intensity (CO2e)", 0.385, minimum=0, group="economics"),
-    Input("checkpoint_interval_s", "float", "s", "wall-clock training time between checkpoints (0: no checkpointing)", 0.0, minimum=0, group="checkpoint"),
+    Input("checkpoint_interval_s", "float", "s", "training time between checkpoints (0: no checkpointing; default: the Young/Daly optimum for the job's interruption rate, Daly 2006 eq. 37; none without failures)", None, minimum=0, group="checkpoint"),
+    Input("failures_per_accelerator_hour", "float", "1/h", "job interruptions per accelerator-hour (default: Llama 3's 466 in 54 days on 16,384 H100s, Dubey et al. 2024, 3.3.4; 0: no failures)", FAILURES_PER_ACCELERATOR_HOUR, minimum=0, group="checkpoint"),
+    Input("restart_time_s", "float", "s", "time to restart after an interruption, accelerators idle (default: ByteRobust's 'more than ten minutes' at 10k GPUs, Wan et al. 2025)", RESTART_TIME_S, minimum=0, group="checkpoint"),
     Input("checkpoint_write_gbs", "float", "GB/s", "checkpoint write bandwidth to storage per accelerator (default: Llama 3's 2 TB/s over 16,384 GPUs)", CHECKPOINT_WRITE_GBS, minimum=1e-9, group="checkpoint"),
     Input("checkpoint_duration_s", "float", "s", "time one checkpoint blocks the job (overrides bytes / checkpoint_write_gbs)", None, minimum=0, group="checkpoint"),
     Input("data_entropy_bits_per_token", "float", "bit/token", "entropy of the training data per token (Landauer bound)", 3.0, minimum=0, group="workload"),
@@ -153,7 +164,11 @@ ENERGY_METRICS: list[Metric] = [
     Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases"),
     Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate"),
     Metric("checkpoint_time_s", "s", "time spent writing checkpoints over the run (accelerators blocked)"),
-    Metric("checkpoint_overhead", "1", "share of the time to train spent writing checkpoints"),
+    Metric("checkpoint_overhead", "1", "share of the time to train writing checkpoints (failure-free)"),
+    Metric("checkpoint_period_s", "s", "training time between checkpoints (the input, or the Young/Daly optimum)"),
+    Metric("goodput", "1", "training time kept / wall time (interruptions, restarts and checkpoints cost the rest)"),
+    Metric("interruptions", "1", "expected job interruptions over the run"),
+    Metric("lost_time_s", "s", "wall time lost to interruptions (restarts and redone work)"),
     Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
     Metric("power_capped", "bool", "clock lowered to meet the power cap"),
     Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
