@@ -64,7 +64,10 @@ TIME_INPUTS: list[Input] = [
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
     Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
     Input("accelerator", "str", "", "accelerator type (hardware catalog)", "H100-SXM", _ACCELERATORS, group="hardware"),
-    Input("num_accelerators", "int", "", "accelerators in the job", 8, minimum=1, group="hardware"),
+    Input("num_accelerators", "int", "", "accelerators in the job (with a second accelerator: both types together)", 8, minimum=1, group="hardware"),
+    Input("second_accelerator", "str", "", "a second accelerator type running the last second_pipeline_stages pipeline stages (mixed fleet; none: one type)", "none", ("none", *_ACCELERATORS), group="hardware"),
+    Input("second_pipeline_stages", "int", "", "pipeline stages on the second accelerator (1 to pipeline_parallel - 1)", 0, minimum=0, group="hardware"),
+    Input("split_alpha", "float", "1", "exponent of the mixed fleet's layer split W_i ~ P_i^alpha (P_i: the part's large-GEMM throughput; 1: stage times equal for compute-bound layers; seed 000's workload distribution)", 1.0, minimum=0.0, maximum=4.0, group="hardware"),
     Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
     Input("clock_fraction", "float", "1", "SM clock as a fraction of the accelerator's maximum (used where clock_mhz is not given; suits studies over several accelerators)", None, minimum=0.05, maximum=1.0, group="hardware"),
     Input("scaleup_size", "int", "", "accelerators per scale-up domain (NVLink, Infinity Fabric, TPU ICI pod); default: the catalog's (8 for an HGX node, 72 for GB200 NVL72, 256 / 8,960 for TPU v5e-v6e / v5p pods)", None, minimum=1, group="network"),
@@ -115,6 +118,11 @@ TIME_METRICS: list[Metric] = [
     Metric("parameters", "1", "model parameters (every expert)"),
     Metric("active_parameters", "1", "parameters one token uses (routed experts: its top-k only)"),
     Metric("data_parallel", "1", "data-parallel degree"),
+]
+
+#: the mixed fleet's own metric (0 on one accelerator type; dse.analytic.fleet)
+FLEET_METRICS: list[Metric] = [
+    Metric("second_accelerators", "1", "accelerators of the second type (mixed fleet)"),
 ]
 
 
@@ -188,7 +196,7 @@ ENERGY_METRICS: list[Metric] = [
 ]
 
 INPUTS: dict[str, Input] = {i.name: i for i in (*TIME_INPUTS, *ENERGY_INPUTS)}
-METRICS: dict[str, Metric] = {m.name: m for m in (*TIME_METRICS, *ENERGY_METRICS)}
+METRICS: dict[str, Metric] = {m.name: m for m in (*TIME_METRICS, *ENERGY_METRICS, *FLEET_METRICS)}
 assert tuple(m.name for m in TIME_METRICS) == METRIC_FIELDS  # the TimeResult's metric fields
 
 #: text inputs the physics reads as an index into their choices: a value that is not a

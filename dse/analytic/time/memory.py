@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.time.parallelism import part_embeddings
+
 RECOMPUTE = ("none", "selective", "full")
 
 
@@ -66,7 +68,7 @@ def memory_breakdown(
     pp: np.ndarray, dp: np.ndarray, interleave: np.ndarray, zero_stage: np.ndarray,
     micro_batch: np.ndarray, micro_batches: np.ndarray, seq_len: np.ndarray, hidden: np.ndarray,
     heads: np.ndarray, vocab: np.ndarray, sp: np.ndarray, recompute: np.ndarray,
-    reserved: np.ndarray, flash: np.ndarray, experts=None,
+    reserved: np.ndarray, flash: np.ndarray, experts=None, tied: np.ndarray | float = 1.0,
 ) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
@@ -99,13 +101,23 @@ def memory_breakdown(
         per_layer = per_layer + np.where(recompute == 2, 0.0, moe_act)
         working = working + np.where(recompute == 2, moe_act, 0.0)
     logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
-    one = pp == 1
     # (layers, embedding parameters, pipeline rank, logits) of the three candidate stages
-    candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
-    if not one.all():
-        candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
-    if (pp >= 3).any():
-        candidates.append((stages.middle, 0.0, 1.0, 0.0))
+    if stages.part:  # a mixed fleet's part: its own stages, flags and first rank
+        count, rank0 = stages.count, stages.rank0
+        one = count == 1
+        emb_first, emb_last = part_embeddings(vh, stages, tied)
+        candidates = [(stages.last, emb_last, rank0 + count - 1.0, logits * stages.output)]
+        if not one.all():
+            candidates.append((stages.first, emb_first, rank0, 0.0))
+        if (count >= 3).any():
+            candidates.append((stages.middle, 0.0, rank0 + 1.0, 0.0))
+    else:
+        one = pp == 1
+        candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
+        if not one.all():
+            candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
+        if (pp >= 3).any():
+            candidates.append((stages.middle, 0.0, 1.0, 0.0))
     w_div, g_div, o_div = _shards(zero_stage, dp * cp)
     state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
     if experts is not None:

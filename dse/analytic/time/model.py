@@ -33,6 +33,13 @@ from dse.analytic.time.collectives import (
 from dse.analytic.time.reasons import REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
 
+#: internal inputs with which :mod:`dse.analytic.fleet` times one part of a mixed pipeline:
+#: the layers on its first, most loaded middle and last stage, its stage count, the
+#: pipeline rank of its first stage, and whether it holds the input embedding and the
+#: output layer (:class:`~dse.analytic.time.parallelism.Stages`)
+PART_STAGES = ("_stage_first", "_stage_middle", "_stage_last", "_stage_count", "_stage_rank0", "_stage_embedding",
+               "_stage_output")
+
 
 def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> TimeResult:
     """Time metrics for every candidate in ``cfg`` (input name -> array).
@@ -69,6 +76,9 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
                                        lay["data_parallel"])
     for mask, reason in (*checks, *expert_checks):
         reasons.flag(mask, reason)
+    if PART_STAGES[0] in cfg:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
+        stages = parallelism.Stages(*(_f(cfg, k) for k in PART_STAGES[:3]), units=stages.units, part=True,
+                                    **{k[7:]: _f(cfg, k) for k in PART_STAGES[3:]})
     clock = _clock(cfg, hw, clock_mhz, reasons)
     layer_params = workload.layer_parameters(shape)
     embed_params = workload.embedding_parameters(shape)
@@ -83,7 +93,7 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
         dp=lay["data_parallel"], interleave=lay["interleave"], zero_stage=p["zero"], micro_batch=p["mb"],
         micro_batches=lay["micro_batches"], seq_len=shape["seq_len"], hidden=shape["hidden"],
         heads=shape["heads"], vocab=shape["vocab"], sp=p["sp"], recompute=p["recompute"],
-        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory)
+        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape["tied_embeddings"])
     reasons.flag(mem.total_bytes > hw.hbm_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
     t = step.step_time(shape=shape, tp=p["tp"], cp=p["cp"], pp=p["pp"], dp=lay["data_parallel"], v=lay["interleave"],

@@ -43,6 +43,16 @@ class Stages:
     middle: np.ndarray   # layers on the most loaded middle stage (0 when pp < 3)
     last: np.ndarray     # layers on the last stage (which holds the output layer)
     units: np.ndarray    # placement units: L, or L + 2 when pp does not divide L
+    # A *part* of a pipeline (a mixed fleet's stages on one accelerator type,
+    # :mod:`dse.analytic.fleet`): ``count`` stages from pipeline rank ``rank0``, whose first
+    # holds the input embedding where ``embedding`` is 1 and whose last holds the output
+    # layer where ``output`` is 1. ``part`` is False for a whole pipeline (count = pp,
+    # rank0 = 0, both flags 1), which the model then reads with no extra array operation.
+    part: bool = False
+    count: np.ndarray | None = None
+    rank0: np.ndarray | None = None
+    embedding: np.ndarray | None = None
+    output: np.ndarray | None = None
 
 
 def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
@@ -58,6 +68,17 @@ def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
     last = np.where(even, per_stage, q + (rest >= 2) - 1.0)
     middle = np.where(pp >= 3, np.where(even, per_stage, q + (to_middle > 0)), 0.0)
     return Stages(first=first, middle=middle, last=last, units=units)
+
+
+def part_embeddings(vh, stages: Stages, tied) -> tuple[np.ndarray, np.ndarray]:
+    """Embedding parameters on a pipeline part's first and last stage: ``V h`` for the input
+    embedding where the part starts the pipeline, ``V h`` for the output layer where it ends
+    it (a copy when tied, as Megatron keeps it); a one-stage part holds both on its one
+    stage, once when tied (``vh`` = ``V h``)."""
+    one = stages.count == 1
+    e, o = vh * stages.embedding, vh * stages.output
+    both = e + o - vh * stages.embedding * stages.output * tied
+    return np.where(one, both, e), np.where(one, both, o)
 
 
 def layout(

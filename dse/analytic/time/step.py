@@ -24,6 +24,7 @@ from dse.analytic.time import (
     gemm,
     layer,
     optimizer,
+    parallelism,
     pipeline,
     tensor_parallel,
     traffic,
@@ -51,6 +52,9 @@ class StepBreakdown:
     hbm_bytes: np.ndarray       # HBM traffic of the element-wise kernels, weights and optimizer
     scaleup_bytes: np.ndarray   # bytes sent on scale-up links
     scaleout_bytes: np.ndarray  # bytes sent on scale-out links
+    # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
+    slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
+    work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
 
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
@@ -84,14 +88,18 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
     lay_m = lay.memory_s + lay.overhead_s
-    one = pp == 1
+    count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
+    one = count == 1
 
     def stage(n_layers, with_output):
         return (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
                 n_layers * tp_layer + with_output * out_tp)
 
-    first, last = stage(stages.first, one), stage(stages.last, 1.0)
-    middle = stage(stages.middle, 0.0) if (pp >= 3).any() else (0.0, 0.0, 0.0)
+    if stages.part:
+        first, last = stage(stages.first, one * stages.output), stage(stages.last, stages.output)
+    else:
+        first, last = stage(stages.first, one), stage(stages.last, 1.0)
+    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0)
     t_first, t_middle, t_last = sum(first), sum(middle), sum(last)
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
@@ -99,19 +107,30 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
                          for f, mid, la in zip(first, middle, last, strict=True))
     compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
-    mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
+    if stages.part:  # this part's stages' work per micro-batch; the fleet composes the bubble
+        work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
+        mean_stage = work / count
+    else:
+        mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
+        work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
     dp_group = dp * cp if with_cp else dp  # gradients are reduced over the data- and context-parallel ranks
-    same = tp * cp * pp * dp <= net.size  # the pipeline stays in one domain only when the job does
+    # the pipeline stays in one domain only when the job does (a mixed fleet's parts never share one)
+    same = (tp * cp * pp * dp <= net.size) & (not stages.part)
     pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same, stack.p2p_scatter_gather)
     pp_s = exposed(pp_s, stack.p2p_overlap * (v > 1), compute_s, tax)
     pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
     vh = shape["vocab"] * shape["hidden"]
-    stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
-                              stages.middle * layer_params) / tp
+    if stages.part:
+        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape["tied_embeddings"])
+        stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
+                                  stages.middle * layer_params) / tp
+    else:
+        stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
+                                  stages.middle * layer_params) / tp
     busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
     expert_dp = None
@@ -143,4 +162,5 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
         overhead_s=m * busiest * lay.overhead_s,
         hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
-        scaleup_bytes=scaleup, scaleout_bytes=scaleout)
+        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work)
+
