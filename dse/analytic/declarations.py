@@ -13,7 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from dse.analytic.columns import Factorised, factorise
-from dse.analytic.time.collectives import CP_ALGORITHMS, SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
+from dse.analytic.time.collectives import (
+    CP_ALGORITHMS,
+    MOE_DISPATCHERS,
+    SCALEOUT_FABRICS,
+    SCALEUP_TOPOLOGIES,
+)
 from dse.analytic.time.frameworks import framework_names
 from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import RECOMPUTE
@@ -87,6 +92,7 @@ TIME_INPUTS: list[Input] = [
     Input("expert_parallel", "int", "", "expert-parallel degree (routed experts split over this many accelerators; must divide the experts; expert x expert-tensor parallel must divide tensor x context x data parallel)", 1, minimum=1, group="parallelism"),
     Input("expert_tensor_parallel", "int", "", "tensor-parallel degree inside each expert (default: tensor_parallel, Megatron-Core's expert_tensor_parallel_size default)", None, minimum=1, group="parallelism"),
     Input("capacity_factor", "float", "1", "most loaded expert's tokens over the mean (1 = balanced, as NVIDIA's benchmarks force; with token dropping, the capacity each expert is padded to; Fedus et al. 2022)", 1.0, minimum=1.0, group="parallelism"),
+    Input("moe_dispatcher", "str", "", "expert token dispatch (alltoall: every token-expert copy to its rank, Megatron-Core's default; deepep: one copy per destination domain over the fabric, forwarded inside it, DeepSeek-V3 3.2.2)", "alltoall", MOE_DISPATCHERS, group="parallelism"),
     Input("moe_a2a_overlap", "bool", "", "expert all-to-all overlapped with other compute (another micro-batch's; Megatron-Core --overlap-moe-expert-parallel-comm, off by default; DeepSeek DualPipe)", False, group="parallelism"),
     Input("pipeline_parallel", "int", "", "pipeline-parallel degree", 1, minimum=1, group="parallelism"),
     Input("flash_attention", "bool", "", "fused attention kernel (FlashAttention, Dao et al. 2022)", True, group="parallelism"),
@@ -203,7 +209,7 @@ assert tuple(m.name for m in TIME_METRICS) == METRIC_FIELDS  # the TimeResult's 
 #: choice reads as the declared default (the others, accelerator, model and precision,
 #: make the candidate infeasible with a reason instead)
 CODED_CHOICES = ("recompute", "framework", "scaleup_topology", "scaleout_fabric", "cooling",
-                 "context_parallel_algorithm")
+                 "context_parallel_algorithm", "moe_dispatcher")
 
 
 def known_choices(name: str, uniques: list) -> list:

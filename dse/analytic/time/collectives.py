@@ -34,6 +34,10 @@ SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
 #: attention blocks; Megatron-Core / Transformer Engine) or all-gather (gathered before the
 #: attention, exposed; Llama 3, Dubey et al. 2024, section 3.3.2)
 CP_ALGORITHMS = ("ring", "all_gather")
+#: mixture-of-experts token dispatch: every token-expert copy sent to its expert's rank
+#: (Megatron-Core's alltoall dispatcher), or one copy per destination domain over the
+#: fabric, forwarded inside the domain (DeepEP; DeepSeek-V3 report, section 3.2.2)
+MOE_DISPATCHERS = ("alltoall", "deepep")
 SWITCH_HOP_S = 0.5e-6  # per extra switch traversal (approximate InfiniBand/Ethernet switch latency)
 
 
@@ -127,7 +131,7 @@ class Network:
         side = np.maximum(self.size ** (1.0 / axes), 2.0)
         return np.clip(np.ceil(np.log(np.maximum(k, 1.0)) / np.log(side) - 1e-9), 1.0, axes)
 
-    def all_to_all(self, nbytes, g, stride):
+    def all_to_all(self, nbytes, g, stride, intra_share=None, inter_share=None):
         """All-to-all in which each of ``g`` members sends ``nbytes`` in all (``1/g`` to every
         member, itself included), as mixture-of-experts dispatch and combine do.
 
@@ -136,9 +140,13 @@ class Network:
         and torus ``k^(1/d) V D/(4 B)``: bisection-bound, see the module docstring); the
         ``(g-k)/g`` share crosses the scale-out fabric at the accelerator's own link. NCCL
         posts every send at once, so the two fabrics work concurrently and the slower
-        sets the time; plus one call, one step latency in the domain and one across."""
+        sets the time; plus one call, one step latency in the domain and one across.
+        ``intra_share`` / ``inter_share`` replace the two shares (a dispatcher that sends
+        one copy per destination domain and forwards it inside, :mod:`.experts`)."""
         g1, k, nn, up_bw, out_bw, out_lat, _ = self.split(g, stride)
-        intra = (k - 1.0) / g1 * nbytes / up_bw
+        intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
+        inter_share = (g1 - k) / g1 if inter_share is None else inter_share
+        intra = intra_share * nbytes / up_bw
         if self._ring.any() or self._torus.any():
             d = self.torus_axes_used(k)
             side = k ** (1.0 / d)
@@ -146,11 +154,13 @@ class Network:
             rate = np.where(self._torus, side * np.maximum(self._axes, 1.0) / 4.0, k / 4.0)
             bisect = nbytes * rate / np.maximum(self.up_bw, 1e-9)
             intra = np.where((self._ring | self._torus) & (k > 1), np.maximum(intra, bisect), intra)
-        inter = (g1 - k) / g1 * nbytes / out_bw
+        inter = inter_share * nbytes / out_bw
         lat = np.where(k > 1, self.up_lat, 0.0) + np.where(nn > 1, out_lat, 0.0)
         return np.maximum(intra, inter) + lat + np.where(g1 > 1, self.call_lat, 0.0)
 
-    def all_to_all_traffic(self, nbytes, g, stride):
+    def all_to_all_traffic(self, nbytes, g, stride, intra_share=None, inter_share=None):
         """Bytes each member sends on scale-up and scale-out links in :meth:`all_to_all`."""
         g1, k, *_ = self.split(g, stride)
-        return (k - 1.0) / g1 * nbytes, (g1 - k) / g1 * nbytes
+        intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
+        inter_share = (g1 - k) / g1 if inter_share is None else inter_share
+        return intra_share * nbytes, inter_share * nbytes

@@ -51,10 +51,11 @@ class ExpertLayout:
     edp: np.ndarray         # expert data parallel degree t c D / (ETP EP)
     cf: np.ndarray          # capacity factor (most loaded expert / mean)
     overlap: np.ndarray     # 1: dispatch/combine overlapped with another micro-batch's compute
+    dedup: np.ndarray       # 1: one copy per destination domain over the fabric (DeepEP)
     params: np.ndarray      # routed-expert parameters per (average) layer, whole model
 
 
-def layout(shape, ep, etp, cf, overlap, tp, cp, dp) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
+def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
     """The :class:`ExpertLayout` and ``(mask, reason)`` for expert layouts that cannot run.
 
     ``etp`` NaN: the tensor-parallel degree (Megatron-Core's default)."""
@@ -62,7 +63,8 @@ def layout(shape, ep, etp, cf, overlap, tp, cp, dp) -> tuple[ExpertLayout, list[
     on = bool(moe.any())
     checks = [((ep > 1) & ~moe, "expert parallelism needs a mixture-of-experts model")]
     if not on:
-        return ExpertLayout(on=False, frac=None, ep=ep, etp=etp, edp=None, cf=cf, overlap=overlap, params=None), checks
+        return ExpertLayout(on=False, frac=None, ep=ep, etp=etp, edp=None, cf=cf, overlap=overlap, dedup=dedup,
+                            params=None), checks
     etp = np.where(np.isfinite(etp), etp, tp)
     group = tp * cp * dp
     checks += [
@@ -73,7 +75,7 @@ def layout(shape, ep, etp, cf, overlap, tp, cp, dp) -> tuple[ExpertLayout, list[
     ]
     edp = np.maximum(np.floor(tp * cp * dp / np.maximum(etp * ep, 1.0)), 1.0)
     return ExpertLayout(on=on, frac=workload.moe_fraction(shape), ep=ep, etp=etp, edp=edp, cf=cf,
-                        overlap=overlap, params=workload.expert_parameters(shape)), checks
+                        overlap=overlap, dedup=dedup, params=workload.expert_parameters(shape)), checks
 
 
 def assignments(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
@@ -128,6 +130,24 @@ def a2a_bytes(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
     return BYTES * assignments(shape, ex, T, tp) * shape["hidden"]
 
 
+def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(intra_share, inter_share)`` of a dispatch's bytes on the scale-up domain and the
+    fabric (None: the plain all-to-all's). With one copy per destination domain (DeepEP,
+    DeepSeek-V3 section 3.2.2), a token whose ``k`` experts fall uniformly on the ``n``
+    domains the EP group spans reaches ``(n-1)(1 - (1 - 1/n)^k)`` remote domains: that many
+    of its ``k`` copies cross the fabric, and every copy but the one to its own rank moves
+    inside a domain once (sent there, or forwarded on arrival). DeepSeek's node-limited
+    routing (at most 4 nodes per token) is not modelled."""
+    if not ex.dedup.any():
+        return None, None
+    g, kd, n, *_ = net.split(ex.ep, ex.etp)
+    k = shape["experts_per_token"]
+    remote = (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** k)
+    plain_intra, plain_inter = (kd - 1.0) / g, (g - kd) / g
+    on = ex.dedup > 0
+    return np.where(on, (g - 1.0) / g, plain_intra), np.where(on, remote / k, plain_inter)
+
+
 def a2a_per_layer(full_recompute) -> np.ndarray:
     """All-to-alls per MoE layer and micro-batch: dispatch + combine forward, their
     gradients backward (4), 2 more when full recomputation re-runs the forward."""
@@ -142,7 +162,8 @@ def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window
     expert-tensor all-gather / reduce-scatter of the gathered rows (``n_tp / 2`` all-reduce
     equivalents over ETP, overlapped as the stack overlaps tensor-parallel traffic). Scaled
     by the MoE share of the layers."""
-    a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp)
+    intra, inter = dispatch_shares(net, shape, ex)
+    a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
     a2a = exposed(a2a, ex.overlap, window_s, tax)
     gathered = a2a_bytes(shape, ex, T, tp) * ex.etp
     etp_s = np.where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
@@ -154,7 +175,7 @@ def link_bytes(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute) -> tup
     """Scale-up and scale-out bytes one rank sends per micro-batch per (average) layer for
     its expert communication (all-to-alls and ETP collectives)."""
     vol = a2a_bytes(shape, ex, T, tp)
-    up, out = net.all_to_all_traffic(vol, ex.ep, ex.etp)
+    up, out = net.all_to_all_traffic(vol, ex.ep, ex.etp, *dispatch_shares(net, shape, ex))
     n = a2a_per_layer(full_recompute)
     e_up, e_out = net.traffic(vol * ex.etp, ex.etp, 1.0)
     e_up, e_out = np.where(ex.etp > 1, 0.5 * n_tp * e_up, 0.0), np.where(ex.etp > 1, 0.5 * n_tp * e_out, 0.0)

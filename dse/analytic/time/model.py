@@ -26,6 +26,7 @@ from dse.analytic.time import (
 )
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
+    MOE_DISPATCHERS,
     SCALEOUT_FABRICS,
     SCALEUP_TOPOLOGIES,
     Network,
@@ -72,7 +73,8 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     lay, stages, checks = parallelism.layout(p["n"], p["tp"], p["cp"], p["pp"], p["gb"], p["mb"], shape["layers"],
                                              shape["heads"], shape["kv_heads"], p["vi"], p["sp"], shape["seq_len"])
     ex, expert_checks = experts.layout(shape, _f(cfg, "expert_parallel"), _f(cfg, "expert_tensor_parallel"),
-                                       _f(cfg, "capacity_factor"), _f(cfg, "moe_a2a_overlap"), p["tp"], p["cp"],
+                                       _f(cfg, "capacity_factor"), _f(cfg, "moe_a2a_overlap"),
+                                       choice_codes(cfg["moe_dispatcher"], MOE_DISPATCHERS) == 1, p["tp"], p["cp"],
                                        lay["data_parallel"])
     for mask, reason in (*checks, *expert_checks):
         reasons.flag(mask, reason)
