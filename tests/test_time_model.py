@@ -10,7 +10,8 @@ from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import hardware, training
 from dse.analytic.time import model as time_model
 
-NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X"]
+NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X", "GB200", "MI325X",
+         "MI355X", "TPU-v5e", "TPU-v5p", "TPU-v6e"]
 
 
 def test_catalog_complete():
@@ -18,7 +19,7 @@ def test_catalog_complete():
     assert set(NAMES) <= set(cat)
     for name in NAMES:
         for f in ("peak_tflops", "hbm_bw_gbs", "hbm_gb", "clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w",
-                  "scaleup_bw_gbs", "source"):
+                  "scaleup_bw_gbs", "scaleup_domain", "source"):
             assert cat[name][f] is not None
     assert cat["A100-80GB"]["peak_tflops"]["bf16"] == 312
     assert cat["H100-SXM"]["peak_tflops"]["bf16"] == 989
