@@ -81,3 +81,10 @@ def test_restarts_draw_idle_power_and_a_given_interval_is_used():
     # without checkpoints every interruption restarts the whole run: far worse
     none = _run(restart_time_s=600.0, **{**base, "checkpoint_interval_s": 0.0})
     assert none["time_to_train_s"][0] > 2 * r["time_to_train_s"][1] or not np.isfinite(none["time_to_train_s"][0])
+
+
+def test_a_long_run_without_checkpoints_never_ends():
+    r = _run(model="llama2-7b", accelerator="H100-SXM", num_accelerators=16384, global_batch_size=16384,
+             target_tokens=2e14, checkpoint_interval_s=0.0)   # e^(T_s/M) overflows: no finite expected end
+    assert not r["feasible"][0]
+    assert r["reason"][0].startswith("interruptions outpace the run")

@@ -77,12 +77,12 @@ def expected_run(train_s, with_checkpoints_s, interval_s, delta_s, on, mtbf_s, r
     m = np.where(fails, mtbf_s, 1.0)
     tau = np.where(on, interval_s, train_s)
     delta = np.where(on, delta_s, 0.0)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # inf: no expected end
         wall = m * np.exp(restart_s / m) * np.expm1((tau + delta) / m) * train_s / tau
-    wall = np.where(fails, wall, with_checkpoints_s)
-    interruptions = np.where(fails, wall / m, 0.0)
-    restart = interruptions * restart_s
-    rework = np.maximum(wall - with_checkpoints_s - restart, 0.0)
+        wall = np.where(fails, wall, with_checkpoints_s)
+        interruptions = np.where(fails, wall / m, 0.0)
+        restart = interruptions * restart_s
+        rework = np.maximum(wall - with_checkpoints_s - restart, 0.0)
     return Goodput(wall_s=wall, interruptions=interruptions, restart_s=restart, rework_s=rework,
                    goodput=_ratio(train_s, wall))
 

@@ -39,6 +39,7 @@ Retime = Callable[[np.ndarray, np.ndarray], TimeResult]
 
 CAP_REASON = "power cap below the accelerator's draw at its lowest clock"
 HOT_REASON = "junction above the slowdown temperature even at the lowest clock"
+FAIL_REASON = "interruptions outpace the run (no checkpoints: each restarts it from the start)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,8 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     reasons[th["peak_c"] > acc.pw["slowdown_temp_c"] + 0.5] = HOT_REASON
     reasons[e.p_busy > acc.cap_w * 1.001] = CAP_REASON
     metrics = _metrics(cfg, perf, acc, e, th, clock, capped, throttled)
+    endless = (reasons == "") & ~np.isfinite(metrics["time_to_train_s"]) & np.isfinite(perf.time_to_train_s)
+    reasons[endless] = FAIL_REASON
     return EnergyResult(metrics=metrics, reason=reasons, timing=perf)
 
 
