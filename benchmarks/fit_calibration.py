@@ -16,7 +16,8 @@ changes nothing on disk:
 Sources are the ``source`` column of the time-model rows of the reference tables
 (``dse/analytic/data/reference/*.csv``: vTrain multi- and single-node, llm-foundry,
 NeMo 24.07, torchtitan; the Perseus rows are a clock sweep for the energy model and take
-no part). The parameters (:data:`SHARED`, and :data:`PER_ACCELERATOR` for each fitted
+no part, and the tables in ``validation.CHECK_TABLES``, the published mixture-of-experts
+throughput, are a check that is never fitted). The parameters (:data:`SHARED`, and :data:`PER_ACCELERATOR` for each fitted
 accelerator family) are physical constants shared by every row of every source: no
 per-row, per-model or per-source term. The objective is a robust (soft-L1) least-squares
 fit of ``log(predicted / measured iteration time)`` in which every source weighs the same
@@ -145,6 +146,8 @@ class Source:
 def load_sources(folder: Path) -> list[Source]:
     out = []
     for path in sorted(folder.glob("*.csv")):
+        if path.name in validation.CHECK_TABLES:  # checks of the model, never fitted
+            continue
         df = validation.read_table(path)
         df = df[df["measured_quantity"].isin(validation.TIME_QUANTITIES)]
         for name, rows in df.groupby("source", sort=False):

@@ -230,7 +230,9 @@ def test_limit_check_matches_the_breakdown_energy_and_thermal_functions():
 
 
 def test_checkpointing_off_leaves_every_output_unchanged():
-    cfg = _mixed_cfg(n=600)
+    # without failures (failures_per_accelerator_hour 0; the default, Llama 3's rate, makes the
+    # default interval the Young/Daly optimum, tests/test_goodput.py), no interval = none
+    cfg = {**_mixed_cfg(n=600), "failures_per_accelerator_hour": np.zeros(600)}
     without = {k: v for k, v in cfg.items() if not k.startswith("checkpoint_")}
     with np.errstate(all="ignore"):
         base = model.evaluate(declarations.complete(without))
@@ -250,7 +252,7 @@ def test_checkpointing_off_leaves_every_output_unchanged():
 
 def _swing_case(**extra) -> pd.DataFrame:
     return _evaluate(accelerator="H100-SXM", num_accelerators=512, pipeline_parallel=4, tensor_parallel=8,
-                     model="llama2-7b", **extra)
+                     model="llama2-7b", failures_per_accelerator_hour=0.0, **extra)
 
 
 def test_checkpointing_adds_the_predicted_time_and_energy():
@@ -290,7 +292,8 @@ def test_checkpointing_adds_the_predicted_time_and_energy():
 def test_checkpoint_duration_override_and_the_checkpoint_as_a_low_phase():
     # tensor parallel only, one data-parallel rank: no bubble, no data-parallel all-reduce,
     # so without checkpoints the job never steps down and there is no swing
-    base = dict(accelerator="H100-SXM", num_accelerators=8, tensor_parallel=8, model="llama2-7b")
+    base = dict(accelerator="H100-SXM", num_accelerators=8, tensor_parallel=8, model="llama2-7b",
+                failures_per_accelerator_hour=0.0)
     r = _evaluate(**base, checkpoint_interval_s=[0.0, 1800.0, 1800.0], checkpoint_duration_s=[np.nan, 60.0, 0.0])
     assert r["bubble_time_s"][0] == 0 and r["dp_comm_time_s"][0] == 0
     assert r["facility_power_swing_w"][0] == 0

@@ -10,7 +10,8 @@ from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import hardware, training
 from dse.analytic.time import model as time_model
 
-NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X"]
+NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X", "GB200", "MI325X",
+         "MI355X", "TPU-v5e", "TPU-v5p", "TPU-v6e"]
 
 
 def test_catalog_complete():
@@ -18,7 +19,7 @@ def test_catalog_complete():
     assert set(NAMES) <= set(cat)
     for name in NAMES:
         for f in ("peak_tflops", "hbm_bw_gbs", "hbm_gb", "clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w",
-                  "scaleup_bw_gbs", "source"):
+                  "scaleup_bw_gbs", "scaleup_domain", "source"):
             assert cat[name][f] is not None
     assert cat["A100-80GB"]["peak_tflops"]["bf16"] == 312
     assert cat["H100-SXM"]["peak_tflops"]["bf16"] == 989
@@ -137,7 +138,7 @@ def test_evaluator_handles_many_candidates_and_strings():
 
 
 def test_divisibility_without_fmod_matches_the_remainder():
-    from dse.analytic.time.parallelism import _floor_div, _indivisible
+    from dse.analytic.time.parallelism import _floor_div, indivisible
     rng = np.random.default_rng(0)
     b = rng.integers(1, 4096, 200_000).astype(float)
     a = rng.integers(0, 2**40, 200_000).astype(float)
@@ -145,7 +146,7 @@ def test_divisibility_without_fmod_matches_the_remainder():
     a = np.concatenate([a, [np.nan, 1, 0, np.inf, 4, 0, -8, -np.inf]])
     b = np.concatenate([b, [2, np.nan, 0, 2, 0, 3, 2, 3]])
     with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(_indivisible(a, b), a % b != 0)
+        np.testing.assert_array_equal(indivisible(a, b), a % b != 0)
         np.testing.assert_array_equal(_floor_div(a, b), a // b)
 
 

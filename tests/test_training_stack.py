@@ -91,7 +91,8 @@ def test_fitted_and_estimated_accelerators():
     fitted = attrs["analytic_efficiencies_fitted"].split(", ")
     estimated = attrs["analytic_efficiencies_estimated"].split(", ")
     assert {"A100-80GB", "A100-40GB", "H100-SXM"} == set(fitted)
-    assert {"H200", "B200", "MI300X", "MI250X", "V100-SXM2"} == set(estimated)
+    assert {"H200", "B200", "MI300X", "MI250X", "V100-SXM2", "GB200", "MI325X", "MI355X", "TPU-v5e", "TPU-v5p",
+            "TPU-v6e"} == set(estimated)
     assert all(hardware.is_estimated(n) for n in estimated) and not any(hardware.is_estimated(n) for n in fitted)
 
 

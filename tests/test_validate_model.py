@@ -20,9 +20,10 @@ def report():
 
 def test_every_reference_table_reads_through_the_one_format(report):
     assert {p.name for p in TABLES} == {"vtrain_multi_node.csv", "vtrain_single_node.csv",
-                                        "perseus_a100_gpt3_stage.csv", "published_throughput.csv"}
+                                        "perseus_a100_gpt3_stage.csv", "published_throughput.csv",
+                                        "moe_published_throughput.csv"}
     assert set(report) == {"vtrain-multi-node", "vtrain-single-node", "perseus", "llm-foundry", "nemo-24.07",
-                           "torchtitan"}
+                           "torchtitan", "megatron-bridge-25.09", "megatron-moe-modelzoo", "deepseek-v3-report"}
     assert report["vtrain-multi-node"]["rows"] == 109 and report["vtrain-single-node"]["rows"] == 1440
     assert report["llm-foundry"]["rows"] == 14 and report["nemo-24.07"]["rows"] == 10
     for df in map(validation.read_table, TABLES):  # every row names its source
@@ -58,7 +59,7 @@ def test_cli_prints_per_source_table_worst_and_infeasible_rows(capsys):
     for token in ("source", "median", "vtrain-single-node", "narayanan21", "worst rows",
                   "infeasible in the model", "does not fit in accelerator memory"):
         assert token in text
-    assert validation.validate_model(TABLES[:1], as_json=True) == 0
+    assert validation.validate_model([REF / "perseus_a100_gpt3_stage.csv"], as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
     (source,) = data
     assert data[source]["rows"] > 0 and len(data[source]["worst"]) == 3
@@ -118,3 +119,21 @@ def test_missing_file_and_unreadable_csv(tmp_path):
     empty.write_text("")
     with pytest.raises(DseError, match="cannot read CSV"):
         validation.validate_model([empty])
+
+
+def test_the_moe_check_is_reported_but_never_fitted(report):
+    # published mixture-of-experts throughput: a check of the model (docs/model.md, section 9),
+    # skipped by benchmarks/fit_calibration.py and benchmarks/mfu_bounds.py
+    assert validation.CHECK_TABLES == ("moe_published_throughput.csv",)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fit", Path(__file__).parents[1] / "benchmarks" / "fit_calibration.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    fitted = {s.name for s in fit.load_sources(REF)}
+    assert fitted == {"vtrain-multi-node", "vtrain-single-node", "llm-foundry", "nemo-24.07", "torchtitan"}
+    moe = report["megatron-bridge-25.09"]
+    assert moe["rows"] == 9 and moe["predicted"] >= 8
+    # the DeepEP rows of the Megatron MoE model zoo (Qwen3-235B, 256 H100) within 15%
+    zoo = validation.predict(validation.read_table(REF / "moe_published_throughput.csv"))
+    zoo = zoo[zoo["id"].str.startswith("modelzoo-qwen3-235b-h100-256") & ~zoo["id"].str.endswith("ep8")]
+    assert (zoo["error"].abs() < 0.15).all()

@@ -13,7 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from dse.analytic.columns import Factorised, factorise
-from dse.analytic.time.collectives import SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
+from dse.analytic.time.collectives import (
+    CP_ALGORITHMS,
+    MOE_DISPATCHERS,
+    SCALEOUT_FABRICS,
+    SCALEUP_TOPOLOGIES,
+)
 from dse.analytic.time.frameworks import framework_names
 from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import RECOMPUTE
@@ -33,6 +38,15 @@ SCALEOUT_PJ_PER_BIT = 25.0
 #: storage (Tectonic, 7,500 SSD servers) sustains 2 TB/s for up to 16,384 H100s
 #: (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): 2000 / 16384 GB/s.
 CHECKPOINT_WRITE_GBS = 2000.0 / 16384
+#: Default interruptions per accelerator-hour: Llama 3 405B saw 466 job interruptions (47
+#: planned, 419 unexpected) in a 54-day snapshot on 16,384 H100s (Dubey et al. 2024,
+#: section 3.3.4): 466 / (16384 x 54 x 24) = 2.19e-5 per accelerator-hour, one per 2.8 h
+#: at that scale.
+FAILURES_PER_ACCELERATOR_HOUR = 466.0 / (16384 * 54 * 24)
+#: Default restart time (s): the fail-stop, diagnose, reschedule and checkpoint-reload
+#: cycle "can cost more than ten minutes" at 10,000-GPU scale (Wan et al. 2025, ByteRobust,
+#: SOSP '25, arXiv:2509.16293); Llama 3 publishes no figure.
+RESTART_TIME_S = 600.0
 
 TIME_INPUTS: list[Input] = [
     Input("model", "str", "", "model preset name (shape fields override it)", "gpt-1.3b", _MODELS, group="workload"),
@@ -43,16 +57,25 @@ TIME_INPUTS: list[Input] = [
     Input("kv_heads", "int", "", "key-value heads (overrides the preset)", None, minimum=1, group="workload"),
     Input("seq_len", "int", "tokens", "sequence length (overrides the preset)", None, minimum=1, group="workload"),
     Input("vocab", "int", "tokens", "vocabulary size (overrides the preset)", None, minimum=1, group="workload"),
+    Input("head_dim", "int", "", "attention head width (overrides the preset; default hidden / heads)", None, minimum=1, group="workload"),
+    Input("experts", "int", "", "routed experts per mixture-of-experts layer, 0 = dense (overrides the preset; e.g. Mixtral 8, DeepSeek-V3 256)", None, minimum=0, group="workload"),
+    Input("experts_per_token", "int", "", "routed experts each token uses, top-k (overrides the preset; Mixtral 2, DeepSeek-V3 8)", None, minimum=1, group="workload"),
+    Input("shared_experts", "int", "", "experts every token uses besides its top-k (overrides the preset; DeepSeek-V3 1)", None, minimum=0, group="workload"),
+    Input("expert_ffn_hidden", "int", "", "feed-forward width of one expert (overrides the preset; default ffn_hidden)", None, minimum=1, group="workload"),
+    Input("dense_layers", "int", "", "dense feed-forward layers of a mixture-of-experts model (overrides the preset; DeepSeek-V3 3)", None, minimum=0, group="workload"),
     Input("target_tokens", "float", "tokens", "tokens to train at target_batch_size (other batches scale by the critical-batch law)", 2.6e10, minimum=1, group="workload"),
     Input("target_batch_size", "int", "sequences", "global batch the token budget was stated at (the batch the run was planned at); default: the small-batch limit (target_tokens = D_min)", None, minimum=1, group="workload"),
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
     Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
     Input("accelerator", "str", "", "accelerator type (hardware catalog)", "H100-SXM", _ACCELERATORS, group="hardware"),
-    Input("num_accelerators", "int", "", "accelerators in the job", 8, minimum=1, group="hardware"),
+    Input("num_accelerators", "int", "", "accelerators in the job (with a second accelerator: both types together)", 8, minimum=1, group="hardware"),
+    Input("second_accelerator", "str", "", "a second accelerator type running the last second_pipeline_stages pipeline stages (mixed fleet; none: one type)", "none", ("none", *_ACCELERATORS), group="hardware"),
+    Input("second_pipeline_stages", "int", "", "pipeline stages on the second accelerator (1 to pipeline_parallel - 1)", 0, minimum=0, group="hardware"),
+    Input("split_alpha", "float", "1", "exponent of the mixed fleet's layer split W_i ~ P_i^alpha (P_i: the part's large-GEMM throughput; 1: stage times equal for compute-bound layers; seed 000's workload distribution)", 1.0, minimum=0.0, maximum=4.0, group="hardware"),
     Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
     Input("clock_fraction", "float", "1", "SM clock as a fraction of the accelerator's maximum (used where clock_mhz is not given; suits studies over several accelerators)", None, minimum=0.05, maximum=1.0, group="hardware"),
-    Input("scaleup_size", "int", "", "accelerators per scale-up domain (e.g. NVLink)", 8, minimum=1, group="network"),
+    Input("scaleup_size", "int", "", "accelerators per scale-up domain (NVLink, Infinity Fabric, TPU ICI pod); default: the catalog's (8 for an HGX node, 72 for GB200 NVL72, 256 / 8,960 for TPU v5e-v6e / v5p pods)", None, minimum=1, group="network"),
     Input("scaleup_bw_gbs", "float", "GB/s", "scale-up bandwidth per accelerator per direction (default: catalog)", None, minimum=0.001, group="network"),
     Input("scaleup_topology", "str", "", "scale-up topology (default: catalog)", None, SCALEUP_TOPOLOGIES, group="network"),
     Input("scaleup_latency_us", "float", "us", "scale-up per-step collective latency (default: calibration)", None, minimum=0, group="network"),
@@ -64,7 +87,13 @@ TIME_INPUTS: list[Input] = [
     Input("micro_batch_size", "int", "sequences", "micro-batch size", 1, minimum=1, group="parallelism"),
     Input("tensor_parallel", "int", "", "tensor-parallel degree", 1, minimum=1, group="parallelism"),
     Input("sequence_parallel", "bool", "", "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)", False, group="parallelism"),
-    Input("context_parallel", "int", "", "context-parallel degree: each sequence split over this many accelerators (ring attention)", 1, minimum=1, group="parallelism"),
+    Input("context_parallel", "int", "", "context-parallel degree (each sequence split over this many accelerators)", 1, minimum=1, group="parallelism"),
+    Input("context_parallel_algorithm", "str", "", "context-parallel attention: ring (keys/values passed around behind the attention; Megatron-Core) or all_gather (gathered first, exposed; Llama 3, Dubey et al. 2024, 3.3.2)", "ring", CP_ALGORITHMS, group="parallelism"),
+    Input("expert_parallel", "int", "", "expert-parallel degree (routed experts split over this many accelerators; must divide the experts; expert x expert-tensor parallel must divide tensor x context x data parallel)", 1, minimum=1, group="parallelism"),
+    Input("expert_tensor_parallel", "int", "", "tensor-parallel degree inside each expert (default: tensor_parallel, Megatron-Core's expert_tensor_parallel_size default)", None, minimum=1, group="parallelism"),
+    Input("capacity_factor", "float", "1", "most loaded expert's tokens over the mean (1 = balanced, as NVIDIA's benchmarks force; with token dropping, the capacity each expert is padded to; Fedus et al. 2022)", 1.0, minimum=1.0, group="parallelism"),
+    Input("moe_dispatcher", "str", "", "expert token dispatch (alltoall: every token-expert copy to its rank, Megatron-Core's default; deepep: one copy per destination domain over the fabric, forwarded inside it, DeepSeek-V3 3.2.2)", "alltoall", MOE_DISPATCHERS, group="parallelism"),
+    Input("moe_a2a_overlap", "bool", "", "expert all-to-all overlapped with other compute (another micro-batch's; Megatron-Core --overlap-moe-expert-parallel-comm, off by default; DeepSeek DualPipe)", False, group="parallelism"),
     Input("pipeline_parallel", "int", "", "pipeline-parallel degree", 1, minimum=1, group="parallelism"),
     Input("flash_attention", "bool", "", "fused attention kernel (FlashAttention, Dao et al. 2022)", True, group="parallelism"),
     Input("interleave", "int", "", "model chunks per pipeline stage (1 = 1F1B, >1 = interleaved 1F1B)", 1, minimum=1, group="parallelism"),
@@ -92,8 +121,14 @@ TIME_METRICS: list[Metric] = [
     Metric("gradients_memory_gb", "GB", "gradients per accelerator"),
     Metric("optimizer_memory_gb", "GB", "optimizer state per accelerator"),
     Metric("activations_memory_gb", "GB", "activations per accelerator"),
-    Metric("parameters", "1", "model parameters"),
+    Metric("parameters", "1", "model parameters (every expert)"),
+    Metric("active_parameters", "1", "parameters one token uses (routed experts: its top-k only)"),
     Metric("data_parallel", "1", "data-parallel degree"),
+]
+
+#: the mixed fleet's own metric (0 on one accelerator type; dse.analytic.fleet)
+FLEET_METRICS: list[Metric] = [
+    Metric("second_accelerators", "1", "accelerators of the second type (mixed fleet)"),
 ]
 
 
@@ -115,7 +150,9 @@ ENERGY_INPUTS: list[Input] = [
     Input("energy_price_per_kwh", "float", "USD/kWh", "electricity price", 0.10, minimum=0, group="economics"),
     Input("accelerator_hour_price", "float", "USD/h", "price of one accelerator-hour", 2.0, minimum=0, group="economics"),
     Input("grid_carbon_kg_per_kwh", "float", "kg/kWh", "grid carbon intensity (CO2e)", 0.385, minimum=0, group="economics"),
-    Input("checkpoint_interval_s", "float", "s", "wall-clock training time between checkpoints (0: no checkpointing)", 0.0, minimum=0, group="checkpoint"),
+    Input("checkpoint_interval_s", "float", "s", "training time between checkpoints (0: no checkpointing; default: the Young/Daly optimum for the job's interruption rate, Daly 2006 eq. 37; none without failures)", None, minimum=0, group="checkpoint"),
+    Input("failures_per_accelerator_hour", "float", "1/h", "job interruptions per accelerator-hour (default: Llama 3's 466 in 54 days on 16,384 H100s, Dubey et al. 2024, 3.3.4; 0: no failures)", FAILURES_PER_ACCELERATOR_HOUR, minimum=0, group="checkpoint"),
+    Input("restart_time_s", "float", "s", "time to restart after an interruption, accelerators idle (default: ByteRobust's 'more than ten minutes' at 10k GPUs, Wan et al. 2025)", RESTART_TIME_S, minimum=0, group="checkpoint"),
     Input("checkpoint_write_gbs", "float", "GB/s", "checkpoint write bandwidth to storage per accelerator (default: Llama 3's 2 TB/s over 16,384 GPUs)", CHECKPOINT_WRITE_GBS, minimum=1e-9, group="checkpoint"),
     Input("checkpoint_duration_s", "float", "s", "time one checkpoint blocks the job (overrides bytes / checkpoint_write_gbs)", None, minimum=0, group="checkpoint"),
     Input("data_entropy_bits_per_token", "float", "bit/token", "entropy of the training data per token (Landauer bound)", 3.0, minimum=0, group="workload"),
@@ -141,7 +178,11 @@ ENERGY_METRICS: list[Metric] = [
     Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases"),
     Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate"),
     Metric("checkpoint_time_s", "s", "time spent writing checkpoints over the run (accelerators blocked)"),
-    Metric("checkpoint_overhead", "1", "share of the time to train spent writing checkpoints"),
+    Metric("checkpoint_overhead", "1", "share of the time to train writing checkpoints (failure-free)"),
+    Metric("checkpoint_period_s", "s", "training time between checkpoints (the input, or the Young/Daly optimum)"),
+    Metric("goodput", "1", "training time kept / wall time (interruptions, restarts and checkpoints cost the rest)"),
+    Metric("interruptions", "1", "expected job interruptions over the run"),
+    Metric("lost_time_s", "s", "wall time lost to interruptions (restarts and redone work)"),
     Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
     Metric("power_capped", "bool", "clock lowered to meet the power cap"),
     Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
@@ -161,13 +202,14 @@ ENERGY_METRICS: list[Metric] = [
 ]
 
 INPUTS: dict[str, Input] = {i.name: i for i in (*TIME_INPUTS, *ENERGY_INPUTS)}
-METRICS: dict[str, Metric] = {m.name: m for m in (*TIME_METRICS, *ENERGY_METRICS)}
+METRICS: dict[str, Metric] = {m.name: m for m in (*TIME_METRICS, *ENERGY_METRICS, *FLEET_METRICS)}
 assert tuple(m.name for m in TIME_METRICS) == METRIC_FIELDS  # the TimeResult's metric fields
 
 #: text inputs the physics reads as an index into their choices: a value that is not a
 #: choice reads as the declared default (the others, accelerator, model and precision,
 #: make the candidate infeasible with a reason instead)
-CODED_CHOICES = ("recompute", "framework", "scaleup_topology", "scaleout_fabric", "cooling")
+CODED_CHOICES = ("recompute", "framework", "scaleup_topology", "scaleout_fabric", "cooling",
+                 "context_parallel_algorithm", "moe_dispatcher")
 
 
 def known_choices(name: str, uniques: list) -> list:

@@ -1,16 +1,16 @@
-"""The analytic model: the time half, then the energy half on its :class:`TimeResult`."""
+"""The analytic model: the time half, then the energy half on its :class:`TimeResult`;
+candidates whose job is split over two accelerator types go to :mod:`.fleet`."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic import fleet
+from dse.analytic import rows as _rows
 from dse.analytic.energy import model as energy_model
 from dse.analytic.time import model as time_model
 
-
-def take_rows(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The inputs of the candidates ``rows`` (an index array) only."""
-    return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+take_rows = _rows.take_inputs  # the inputs of the candidates ``rows`` only
 
 
 def merge_reasons(first: np.ndarray, then: np.ndarray, first_empty: np.ndarray | None = None) -> np.ndarray:
@@ -25,6 +25,30 @@ def merge_reasons(first: np.ndarray, then: np.ndarray, first_empty: np.ndarray |
 def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """All metrics plus ``feasible`` and ``reason`` for the candidates in ``cfg`` (every
     declared input present: :func:`dse.analytic.declarations.complete`)."""
+    mixed = fleet.mixed_rows(cfg)
+    if not mixed.any():
+        return _evaluate_one_type(cfg)
+    rows = np.flatnonzero(mixed)
+    sub = fleet.evaluate(take_rows(cfg, rows))
+    if len(rows) == len(mixed):
+        return sub
+    return _merge(_evaluate_one_type(take_rows(cfg, np.flatnonzero(~mixed))), sub, mixed)
+
+
+def _merge(single: dict, mixed_out: dict, mixed: np.ndarray) -> dict:
+    """One output table from the single-type rows and the mixed-fleet rows."""
+    out = {}
+    for k, v in single.items():
+        w = mixed_out[k]
+        col = np.empty(len(mixed), dtype=np.result_type(v, w) if v.dtype != object else object)
+        col[~mixed] = v
+        col[mixed] = w
+        out[k] = col
+    return out
+
+
+def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`evaluate` for candidates on one accelerator type."""
     perf = time_model.evaluate(cfg)
 
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
@@ -38,4 +62,5 @@ def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out.update(energy.metrics)
     out["feasible"] = time_ok & (energy.reason == "")
     out["reason"] = merge_reasons(perf.reason, energy.reason, first_empty=time_ok)
+    out["second_accelerators"] = np.zeros(len(time_ok))
     return out

@@ -13,6 +13,8 @@ def take(obj, rows: np.ndarray):
         return replace(obj, **{f.name: take(getattr(obj, f.name), rows) for f in fields(obj)})
     if isinstance(obj, dict):
         return {k: take(v, rows) for k, v in obj.items()}
+    if obj is None:
+        return None
     return np.asarray(obj)[rows]
 
 
@@ -24,6 +26,14 @@ def put(base, rows: np.ndarray, sub):
                                 for f in fields(base)})
     if isinstance(base, dict):
         return {k: put(v, rows, sub[k]) for k, v in base.items()}
+    if base is None:
+        return None
     out = np.array(base, dtype=np.result_type(base, sub))
     out[rows] = sub
     return out
+
+
+def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The inputs (name -> array, or a scalar shared by every row) of the candidates
+    ``rows`` (an index array) only."""
+    return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}

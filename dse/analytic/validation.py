@@ -40,13 +40,16 @@ from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
 from dse.errors import DseError
 
+#: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
+#: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput
+CHECK_TABLES = ("moe_published_throughput.csv",)
 TIME_QUANTITIES = ("iteration_time_s", "tokens_per_s_per_gpu", "mfu")
 STAGE_QUANTITIES = ("stage_time_s", "stage_energy_j")
 BOOKKEEPING = ("id", "source", "citation", "notes", "data_parallel", "measured_quantity", "measured_value")
 REQUIRED = ("source", "measured_quantity", "measured_value")
 LAYOUT = ("num_accelerators", "global_batch_size", "micro_batch_size", "tensor_parallel", "pipeline_parallel")
 SHAPE = workload.SHAPE_FIELDS
-BOOLEAN = {"sequence_parallel", "flash_attention", "gated_mlp", "tied_embeddings"}
+BOOLEAN = {"sequence_parallel", "flash_attention", "gated_mlp", "tied_embeddings", "moe_a2a_overlap"}
 
 #: the vTrain column format (the simulator's published validation tables) and its setup
 VTRAIN_COLUMNS = {

@@ -37,13 +37,20 @@ def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Chec
     """
     interval = np.asarray(interval_s, dtype=float)
     on = np.isfinite(interval) & (interval > 0)
+    state_b, duration = write_time_s(memory, write_gbs, duration_s)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        per_step = np.where(on, step_s * duration / np.where(on, interval, 1.0), 0.0)
+    return Checkpoints(on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step)
+
+
+def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]:
+    """``(bytes, duration_s)`` of one checkpoint per accelerator: its weights and optimizer
+    state, written at ``write_gbs`` (or the given ``duration_s`` where finite)."""
     state_b = np.asarray(memory.weights_bytes, dtype=float) + np.asarray(memory.optimizer_bytes, dtype=float)
     write_bps = np.asarray(write_gbs, dtype=float) * 1e9
     given = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        duration = np.where(np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan))
-        per_step = np.where(on, step_s * duration / np.where(on, interval, 1.0), 0.0)
-    return Checkpoints(on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step)
+        return state_b, np.where(np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan))
 
 
 def checkpoint_energy(ck: Checkpoints, step_s, idle_w, p_wait, p_net_static, p_host,

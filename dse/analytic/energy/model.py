@@ -5,7 +5,9 @@ the power, energy and temperature metrics (docs/model-energy.md gives every equa
 its source). When a power cap or the junction temperature forces a lower clock, it
 re-times those candidates through ``retime(clock_mhz, rows)`` and hands back the time
 result at the clock the accelerators actually run. Its ``time_to_train_s``/``_days`` add
-the checkpoint phases (:mod:`.checkpoint`; unchanged when ``checkpoint_interval_s`` is 0).
+the checkpoint phases (:mod:`.checkpoint`) and the work and restarts interruptions cost
+(:mod:`.goodput`; both unchanged when ``failures_per_accelerator_hour`` and
+``checkpoint_interval_s`` are 0).
 ``cfg`` holds every declared input (missing values filled with the declared defaults).
 """
 
@@ -23,6 +25,7 @@ from dse.analytic.energy import (
     clock_search,
     economics,
     facility,
+    goodput,
     power,
     thermal,
     transfer,
@@ -36,6 +39,7 @@ Retime = Callable[[np.ndarray, np.ndarray], TimeResult]
 
 CAP_REASON = "power cap below the accelerator's draw at its lowest clock"
 HOT_REASON = "junction above the slowdown temperature even at the lowest clock"
+FAIL_REASON = "interruptions outpace the run (no checkpoints: each restarts it from the start)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     reasons[th["peak_c"] > acc.pw["slowdown_temp_c"] + 0.5] = HOT_REASON
     reasons[e.p_busy > acc.cap_w * 1.001] = CAP_REASON
     metrics = _metrics(cfg, perf, acc, e, th, clock, capped, throttled)
+    endless = (reasons == "") & ~np.isfinite(metrics["time_to_train_s"]) & np.isfinite(perf.time_to_train_s)
+    reasons[endless] = FAIL_REASON
     return EnergyResult(metrics=metrics, reason=reasons, timing=perf)
 
 
@@ -110,13 +116,22 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     e_step_acc = e.total + e_net + e_host                # per accelerator, one iteration
     overhead = facility.facility_overhead_factor(_f(cfg, "pue"), _f(cfg, "cooling_cop"))
     total_steps_n = steps * n
-    ck = checkpoint.checkpoint_phases(perf.memory, step_s, _f(cfg, "checkpoint_interval_s"),
-                                      _f(cfg, "checkpoint_write_gbs"), _f(cfg, "checkpoint_duration_s"))
+    mtbf_s = goodput.job_mtbf_s(_f(cfg, "failures_per_accelerator_hour"), n)
+    _, ck_write_s = checkpoint.write_time_s(perf.memory, _f(cfg, "checkpoint_write_gbs"), _f(cfg, "checkpoint_duration_s"))
+    interval = goodput.checkpoint_interval_s(_f(cfg, "checkpoint_interval_s"), ck_write_s, mtbf_s, step_s)
+    ck = checkpoint.checkpoint_phases(perf.memory, step_s, interval, _f(cfg, "checkpoint_write_gbs"),
+                                      _f(cfg, "checkpoint_duration_s"))
     ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, e.p_wait, p_net_static, p_host,
                                         _f(cfg, "scaleout_pj_per_bit"))
+    # interruptions: lost work redone at the run's power, restarts with the accelerators idle
+    gp = goodput.expected_run(steps * step_s, steps * (step_s + ck.per_step_s), ck.interval_s, ck.duration_s, ck.on,
+                              mtbf_s, _f(cfg, "restart_time_s"))
+    redo = gp.rework_s / (steps * (step_s + ck.per_step_s))   # share of the run done twice
+    restart_w = n * np.array([acc.idle_w, p_host, p_net_static])  # idle accelerators, host, network static
     it_j = (e_step_acc + (ck_e["idle"] + ck_e["waiting"] + ck_e["network"] + ck_e["host"])) * total_steps_n
+    it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
     facility_j = it_j * (1.0 + overhead)
-    time_to_train_s = steps * (step_s + ck.per_step_s)
+    time_to_train_s = gp.wall_s
     # a checkpoint is one more low (blocked) phase: the same step, busy -> blocked power
     fac = facility.facility_power_w(
         facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=e.p_wait,
@@ -124,18 +139,19 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
         low_phase=(t.blocked > 0) | (ck.on & (ck.duration_s > 0)), transition_s=_f(cfg, "power_transition_s"))
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     mean_p = (e.total + (ck_e["idle"] + ck_e["waiting"])) / np.where(step_ck > 0, step_ck, np.nan)
+    runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
         "energy_to_train_mwh": facility_j / economics.J_PER_MWH,
         "it_energy_to_train_j": it_j,
         "it_energy_to_train_mwh": it_j / economics.J_PER_MWH,
         "energy_per_step_j": e_step_acc * n * (1.0 + overhead),
-        "energy_compute_j": e.compute * total_steps_n,
-        "energy_memory_j": e.memory * total_steps_n,
-        "energy_network_j": (e_net + ck_e["network"]) * total_steps_n,
-        "energy_idle_j": (e.idle + ck_e["idle"]) * total_steps_n,
-        "energy_waiting_j": (e.waiting + ck_e["waiting"]) * total_steps_n,
-        "energy_host_j": (e_host + ck_e["host"]) * total_steps_n,
+        "energy_compute_j": e.compute * runs,
+        "energy_memory_j": e.memory * runs,
+        "energy_network_j": (e_net + ck_e["network"]) * runs + gp.restart_s * restart_w[2],
+        "energy_idle_j": (e.idle + ck_e["idle"]) * runs + gp.restart_s * restart_w[0],
+        "energy_waiting_j": (e.waiting + ck_e["waiting"]) * runs,
+        "energy_host_j": (e_host + ck_e["host"]) * runs + gp.restart_s * restart_w[1],
         "energy_facility_overhead_j": it_j * overhead,
         "avg_power_per_accelerator_w": mean_p,
         "peak_power_per_accelerator_w": e.p_busy,
@@ -145,6 +161,10 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
         "facility_power_ramp_w_per_s": fac["ramp"],
         "checkpoint_time_s": np.where(ck.on, steps * ck.per_step_s, 0.0),
         "checkpoint_overhead": np.where(ck.on, ck.per_step_s / np.where(step_ck > 0, step_ck, np.nan), 0.0),
+        "checkpoint_period_s": ck.interval_s,
+        "goodput": gp.goodput,
+        "interruptions": gp.interruptions,
+        "lost_time_s": gp.restart_s + gp.rework_s,
         "time_to_train_s": time_to_train_s,
         "time_to_train_days": time_to_train_s / 86400.0,
         "effective_clock_mhz": clock,
@@ -155,7 +175,7 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
         "junction_temp_swing_c": th["peak_c"] - th["min_c"],
         "max_junction_temp_rate_c_per_s": th["max_rate_c_per_s"],
     }
-    out.update(_economics(cfg, perf, acc, e, facility_j, time_to_train_s, total_steps_n))
+    out.update(_economics(cfg, perf, acc, e, facility_j, time_to_train_s, runs))
     return out
 
 
@@ -166,14 +186,15 @@ def _outside_accelerator(cfg, perf: TimeResult, step_s) -> tuple[np.ndarray, np.
     p_host = facility.host_power_w(_f(cfg, "host_power_w"), _f(cfg, "accelerators_per_node"))
     p_net_static = facility.network_static_power_w(
         _f(cfg, "nic_power_w"), _f(cfg, "scaleup_switch_power_w"), _f(cfg, "scaleout_switch_power_w"),
-        perf.num_accelerators, _f(cfg, "scaleup_size"))
+        perf.num_accelerators, perf.scaleup_size)
     e_links = transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, _f(cfg, "scaleup_pj_per_bit"),
                                         _f(cfg, "scaleout_pj_per_bit"))
     return p_host, p_net_static, e_links
 
 
 def _economics(cfg, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n) -> dict[str, np.ndarray]:
-    """Efficiency ratios, cost, carbon and the Landauer bound."""
+    """Efficiency ratios, cost, carbon and the Landauer bound (``total_steps_n``: iterations
+    run times accelerators, redone ones included)."""
     tokens = np.asarray(perf.tokens_to_train, dtype=float)
     landauer = economics.landauer_bound_j(np.asarray(perf.parameters, dtype=float), tokens,
                                           _f(cfg, "data_entropy_bits_per_token"), acc.inlet_c + thermal.KELVIN)

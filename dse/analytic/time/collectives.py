@@ -8,14 +8,36 @@ hierarchical (NCCL's tree/ring across nodes behaves the same way in bandwidth): 
 reduce-scatter inside the domain, an all-reduce of ``D / k`` bytes across domains over
 each accelerator's own scale-out link, an all-gather inside the domain (Thakur et al.
 2005 for the ring costs; Jia et al. 2018 / Sanders et al. 2009 for the two-level form).
+
+Scale-up topologies: a switch (NVSwitch: every member at the full per-accelerator
+bandwidth), a ring, a fully connected mesh (AMD Infinity Fabric: one link per peer) and
+the 2-D and 3-D tori of TPU pods (ICI: 4 or 6 links per chip, wraparound assumed). A
+group on a torus occupies ``d`` of its ``D`` axes (as many as ``k`` members need, axes of
+``size^(1/D)`` chips); a ring collective along each used axis in both directions uses
+``2 d`` of the ``2 D`` links, so ``d / D`` of the chip's bandwidth, and takes
+``d (k^(1/d) - 1)`` steps (jax-ml scaling-book, "How to think about TPUs" and its
+collectives chapter). The all-to-all of mixture-of-experts dispatch is bisection-bound on
+a ring or torus: a ``d``-dimensional torus of side ``n`` moves ``k V / 4`` bytes across a
+cut of ``2 n^(d-1)`` links each way, so it takes ``n V D / (4 B)`` for per-chip bandwidth
+``B`` (``k V / (4 B)`` on a ring); on a switch it takes ``V (k-1) / (k B)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected")
+SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected", "torus_2d", "torus_3d")
+#: axes of each topology's torus (0: not a torus)
+TORUS_AXES = (0, 0, 0, 2, 3)
 SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
+#: context-parallel attention: ring (keys and values passed around the ranks behind the
+#: attention blocks; Megatron-Core / Transformer Engine) or all-gather (gathered before the
+#: attention, exposed; Llama 3, Dubey et al. 2024, section 3.3.2)
+CP_ALGORITHMS = ("ring", "all_gather")
+#: mixture-of-experts token dispatch: every token-expert copy sent to its expert's rank
+#: (Megatron-Core's alltoall dispatcher), or one copy per destination domain over the
+#: fabric, forwarded inside the domain (DeepEP; DeepSeek-V3 report, section 3.2.2)
+MOE_DISPATCHERS = ("alltoall", "deepep")
 SWITCH_HOP_S = 0.5e-6  # per extra switch traversal (approximate InfiniBand/Ethernet switch latency)
 
 
@@ -39,6 +61,8 @@ class Network:
         # fat tree: leaf-spine-leaf (two more switch hops than a rail-aligned leaf)
         self.out_lat = out_lat + np.where(out_fabric == 0, 2 * SWITCH_HOP_S, 0.0)
         self._ring, self._full, self._oring = up_topo == 1, up_topo == 2, out_fabric == 2
+        self._axes = np.where(up_topo == 3, 2.0, np.where(up_topo == 4, 3.0, 0.0))  # torus axes (0: none)
+        self._torus = self._axes > 0
         self._cache: dict = {}
         self._keep: list = []
 
@@ -56,24 +80,29 @@ class Network:
         # ring: a strided sub-group shares the physical ring's links; fully connected:
         # k members use only k-1 of the size-1 point-to-point links.
         up_bw = self.up_bw
+        steps = k - 1.0  # ring steps inside the domain
         if self._ring.any():
             up_bw = np.where(self._ring, up_bw / np.minimum(st, self.size), up_bw)
         if self._full.any():
             up_bw = np.where(self._full, up_bw * (k - 1) / np.maximum(self.size - 1, 1), up_bw)
+        if self._torus.any():
+            d = self.torus_axes_used(k)
+            up_bw = np.where(self._torus, up_bw * d / np.maximum(self._axes, 1.0), up_bw)
+            steps = np.where(self._torus, d * (k ** (1.0 / d) - 1.0), steps)
         out_bw, out_lat = self.out_bw, self.out_lat
         if self._oring.any():
             node_stride = np.maximum(np.floor(st * k / self.size), 1)
             out_bw = np.where(self._oring, out_bw / node_stride, out_bw)
             out_lat = np.where(self._oring, out_lat * node_stride, out_lat)
-        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat)
+        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps)
         self._cache[key] = hit
         self._keep.append((g, stride))  # keep ids alive while cached
         return hit
 
     def reduce_scatter(self, nbytes, g, stride):
         """Reduce-scatter of an ``nbytes`` buffer (all-gather costs the same)."""
-        g1, k, nn, up_bw, out_bw, out_lat = self.split(g, stride)
-        intra = (k - 1) / k * nbytes / up_bw + (k - 1) * self.up_lat
+        g1, k, nn, up_bw, out_bw, out_lat, steps = self.split(g, stride)
+        intra = (k - 1) / k * nbytes / up_bw + steps * self.up_lat
         inter = (nn - 1) / nn * nbytes / k / out_bw + (nn - 1) * out_lat
         return intra + inter + np.where(g1 > 1, self.call_lat, 0.0)  # zero for g = 1 (k = nn = 1)
 
@@ -94,3 +123,44 @@ class Network:
         up = factor * (k - 1) / k * nbytes
         out = factor * (nn - 1) / nn * nbytes / k
         return up, out
+
+    def torus_axes_used(self, k):
+        """Axes ``d`` a group of ``k`` members occupies on the torus: as many as it needs,
+        axes of ``size^(1/D)`` chips (1 where the topology is not a torus)."""
+        axes = np.maximum(self._axes, 1.0)
+        side = np.maximum(self.size ** (1.0 / axes), 2.0)
+        return np.clip(np.ceil(np.log(np.maximum(k, 1.0)) / np.log(side) - 1e-9), 1.0, axes)
+
+    def all_to_all(self, nbytes, g, stride, intra_share=None, inter_share=None):
+        """All-to-all in which each of ``g`` members sends ``nbytes`` in all (``1/g`` to every
+        member, itself included), as mixture-of-experts dispatch and combine do.
+
+        Inside the domain the ``(k-1)/g`` share moves at the topology's all-to-all rate
+        (switch: ``V (k-1)/(g B)``; fully connected: one link per peer; ring ``k V/(4 B)``
+        and torus ``k^(1/d) V D/(4 B)``: bisection-bound, see the module docstring); the
+        ``(g-k)/g`` share crosses the scale-out fabric at the accelerator's own link. NCCL
+        posts every send at once, so the two fabrics work concurrently and the slower
+        sets the time; plus one call, one step latency in the domain and one across.
+        ``intra_share`` / ``inter_share`` replace the two shares (a dispatcher that sends
+        one copy per destination domain and forwards it inside, :mod:`.experts`)."""
+        g1, k, nn, up_bw, out_bw, out_lat, _ = self.split(g, stride)
+        intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
+        inter_share = (g1 - k) / g1 if inter_share is None else inter_share
+        intra = intra_share * nbytes / up_bw
+        if self._ring.any() or self._torus.any():
+            d = self.torus_axes_used(k)
+            side = k ** (1.0 / d)
+            # bisection-bound rate, on the full per-accelerator bandwidth (not the strided share)
+            rate = np.where(self._torus, side * np.maximum(self._axes, 1.0) / 4.0, k / 4.0)
+            bisect = nbytes * rate / np.maximum(self.up_bw, 1e-9)
+            intra = np.where((self._ring | self._torus) & (k > 1), np.maximum(intra, bisect), intra)
+        inter = inter_share * nbytes / out_bw
+        lat = np.where(k > 1, self.up_lat, 0.0) + np.where(nn > 1, out_lat, 0.0)
+        return np.maximum(intra, inter) + lat + np.where(g1 > 1, self.call_lat, 0.0)
+
+    def all_to_all_traffic(self, nbytes, g, stride, intra_share=None, inter_share=None):
+        """Bytes each member sends on scale-up and scale-out links in :meth:`all_to_all`."""
+        g1, k, *_ = self.split(g, stride)
+        intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
+        inter_share = (g1 - k) / g1 if inter_share is None else inter_share
+        return intra_share * nbytes, inter_share * nbytes

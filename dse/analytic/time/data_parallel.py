@@ -12,9 +12,11 @@ from dse.analytic.time.gemm import BYTES
 BACKWARD_SHARE = 2.0 / 3.0
 
 
-def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax) -> np.ndarray:
+def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, experts=None) -> np.ndarray:
     """Exposed data-parallel communication per iteration (s) of a stage holding
-    ``stage_params`` parameters per accelerator, over ``dp`` ranks of stride ``tp``.
+    ``stage_params`` parameters per accelerator, over ``dp`` ranks of stride ``tp``, and
+    (``experts``: ``(params, ranks, stride)``) the routed experts' parameters over their
+    expert-data-parallel ranks, reduced in the same buckets (their times add).
 
     Gradients (``stack.grad_bytes`` per value) and 16-bit weights:
     ZeRO 0 all-reduces the gradients once (during the last micro-batch's backward when the
@@ -27,6 +29,10 @@ def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax) -> np.
     """
     rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
     ag = net.all_gather(BYTES * stage_params, dp, tp)
+    if experts is not None:
+        params, ranks, stride = experts
+        rs = rs + net.reduce_scatter(stack.grad_bytes * params, ranks, stride)
+        ag = ag + net.all_gather(BYTES * params, ranks, stride)
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)

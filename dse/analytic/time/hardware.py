@@ -83,7 +83,7 @@ def accelerator_names() -> tuple[str, ...]:
 
 
 FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
-          "idle_w", "scaleup_bw_bps", "scaleup_topology", "compute_units", "reserved_bytes",
+          "idle_w", "scaleup_bw_bps", "scaleup_topology", "scaleup_domain", "compute_units", "reserved_bytes",
           "precision_ok", "fp8", *CALIBRATION_FIELDS)
 
 
@@ -110,6 +110,7 @@ def _row(name: str, prec: str) -> tuple[float, ...]:
         hw["idle_w"],
         hw["scaleup_bw_gbs"] * 1e9,
         SCALEUP_TOPOLOGIES.index(hw["scaleup_topology"]),
+        hw["scaleup_domain"],
         hw["compute_units"],
         hw["memory_reserved_gb"] * 1e9,
         0.0 if peak is None else 1.0,
@@ -135,7 +136,8 @@ class Hardware:
     ``fp8`` (1 for fp8 candidates), ``hbm_bw_bps`` (B/s),
     ``hbm_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
     ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
-    :data:`SCALEUP_TOPOLOGIES`), ``compute_units``, ``reserved_bytes``; from the
+    :data:`SCALEUP_TOPOLOGIES`), ``scaleup_domain`` (accelerators per scale-up domain),
+    ``compute_units``, ``reserved_bytes``; from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
     """
@@ -150,6 +152,7 @@ class Hardware:
     idle_w: np.ndarray
     scaleup_bw_bps: np.ndarray
     scaleup_topology: np.ndarray
+    scaleup_domain: np.ndarray
     compute_units: np.ndarray
     reserved_bytes: np.ndarray
     precision_ok: np.ndarray

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.time import experts
 from dse.analytic.time.gemm import BYTES, compute_time, gemm
+from dse.analytic.time.workload import attention_dims
 
 #: share of the s x s attention blocks a causal fused-attention kernel computes
 CAUSAL_SHARE = 0.5
@@ -48,18 +50,27 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     unmasked (causal: lower) half of the scores (Q, K, V, O traffic only) at
     ``attention_eff`` of a large GEMM's efficiency, counted as one batched GEMM in ``score``.
     """
-    h, s, a = shape["hidden"], shape["seq_len"], shape["heads"]
-    d = h / a
+    s, a, d = shape["seq_len"], shape["heads"], shape["head_dim"]
+    mla = shape["kv_lora_rank"] > 0
+    any_mla = bool(mla.any())
+    dims = attention_dims(shape) if any_mla else None
+    qk = dims["qk"] if any_mla else d  # score width (MLA: + the decoupled RoPE width)
     s_q = s / cp
     on = flash > 0
     all_flash = bool(on.all())
     if not all_flash:  # unfused attention: scores and context as two batched GEMMs
-        score = gemm(s_q, s, d, b * a / tp, **g)
+        score = gemm(s_q, s, qk, b * a / tp, **g)
         ctx = gemm(s_q, d, s, b * a / tp, **g)
     # causal training: the fused kernel skips the masked upper triangle, half the score blocks
     # (Dao 2023, FlashAttention-2, section 3.1.1); unfused attention computes all of them
-    fa_c = CAUSAL_SHARE * compute_time(s_q, s, d, 2.0 * b * a / tp, **{**g, "eff_max": g["eff_max"] * attention_eff})
-    fa_m = BYTES * 4.0 * T * h / tp / g["hbm_bw"]
+    width = (qk + d) / 2.0 if any_mla else d  # the two products' mean inner width
+    fa_c = CAUSAL_SHARE * compute_time(s_q, s, width, 2.0 * b * a / tp, **{**g, "eff_max": g["eff_max"] * attention_eff})
+    # Q, K, V and O once: 4 T a d with as many key-value as query heads (and for GQA, whose
+    # smaller K and V the count does not shrink); MLA's K and V are per head
+    qkvo = a * d * 4.0
+    if any_mla:
+        qkvo = np.where(mla, dims["q"] + dims["k"] + dims["v"] + dims["o"], qkvo)
+    fa_m = BYTES * T * qkvo / tp / g["hbm_bw"]
     fa_bound = fa_c >= fa_m
     fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
     if all_flash:
@@ -70,20 +81,51 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     return score, ctx
 
 
-def dense_gemms(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
-    """Forward ``(compute_s, memory_s)`` of a layer's dense GEMMs: QKV projection (grouped
-    key-value heads), attention output projection, the MLP's first (two with a gated MLP)
-    and second matrix, split over ``tp`` ranks (Megatron, Shoeybi et al. 2019)."""
+def dense_gemms(shape, tp, T, T_tiles, g, ex) -> tuple[np.ndarray, np.ndarray]:
+    """Forward ``(compute_s, memory_s)`` of a layer's GEMMs outside the attention core:
+    the attention projections (:func:`attention_projections`) and the feed-forward block,
+    split over ``tp`` ranks (Megatron, Shoeybi et al. 2019): the dense MLP's first (two with
+    a gated MLP) and second matrix, or, on the MoE share ``ex.frac`` of the layers, the
+    experts (:func:`~dse.analytic.time.experts.ffn_gemms`)."""
     h, ffn = shape["hidden"], shape["ffn_hidden"]
-    kv_dim = h * shape["kv_heads"] / shape["heads"]
-    qkv = gemm(T, (h + 2 * kv_dim) / tp, h, None, m_tiles=T_tiles, **g)
-    proj = gemm(T, h, h / tp, None, m_tiles=T_tiles, **g)
+    attn_c, attn_m = attention_projections(shape, tp, T, T_tiles, g)
     fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, None, m_tiles=T_tiles, **g)
     fc2 = gemm(T, h, ffn / tp, None, m_tiles=T_tiles, **g)
-    return qkv[0] + proj[0] + fc1[0] + fc2[0], qkv[1] + proj[1] + fc1[1] + fc2[1]
+    mlp_c, mlp_m = fc1[0] + fc2[0], fc1[1] + fc2[1]
+    if ex.on:
+        moe_c, moe_m = experts.ffn_gemms(shape, ex, tp, T, T_tiles, g)
+        mlp_c = (1.0 - ex.frac) * mlp_c + ex.frac * moe_c
+        mlp_m = (1.0 - ex.frac) * mlp_m + ex.frac * moe_m
+    return attn_c + mlp_c, attn_m + mlp_m
 
 
-def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
+    """Forward ``(compute_s, memory_s)`` of the attention's projections: QKV (grouped
+    key-value heads) and the output projection, or with MLA (DeepSeek-V2/V3) the query and
+    key-value down-projections (not split over tensor ranks), their up-projections and the
+    output projection."""
+    h = shape["hidden"]
+    dims = attention_dims(shape)
+    qkv = gemm(T, (dims["q"] + dims["k"] + dims["v"]) / tp, h, None, m_tiles=T_tiles, **g)
+    proj = gemm(T, h, dims["o"] / tp, None, m_tiles=T_tiles, **g)
+    c, m = qkv[0] + proj[0], qkv[1] + proj[1]
+    mla = shape["kv_lora_rank"] > 0
+    if mla.any():
+        rq, rkv, dr = shape["q_lora_rank"], shape["kv_lora_rank"], shape["rope_head_dim"]
+        with_q_rank = rq > 0
+        q_a = gemm(T, rq, h, None, m_tiles=T_tiles, **g)
+        q_b = gemm(T, dims["q"] / tp, rq, None, m_tiles=T_tiles, **g)
+        q_full = gemm(T, dims["q"] / tp, h, None, m_tiles=T_tiles, **g)
+        kv_a = gemm(T, rkv + dr, h, None, m_tiles=T_tiles, **g)
+        kv_b = gemm(T, (dims["k"] - shape["heads"] * dr + dims["v"]) / tp, rkv, None, m_tiles=T_tiles, **g)
+        q_c = np.where(with_q_rank, q_a[0] + q_b[0], q_full[0])
+        q_m = np.where(with_q_rank, q_a[1] + q_b[1], q_full[1])
+        c = np.where(mla, q_c + kv_a[0] + kv_b[0] + proj[0], c)
+        m = np.where(mla, q_m + kv_a[1] + kv_b[1] + proj[1], m)
+    return c, m
+
+
+def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes of a layer's element-wise kernels, one forward pass: ``(replicated, mlp,
     attention)``.
 
@@ -93,11 +135,15 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager) -> tuple[np.nd
     the s x s scores (9 B/elem), none with FlashAttention. ``eager``: the factor by which
     unfused (eager PyTorch) kernels move more bytes (1 for fused stacks). fp8 (Transformer
     Engine): each linear layer's input is cast, read 2 B and written 1 B per element
-    (QKV and FC1 inputs ``T h``, projection and FC2 inputs ``T h / t`` and ``T f / t``).
+    (QKV and FC1 inputs ``T h``, projection and FC2 inputs ``T h / t`` and ``T f / t``). On
+    the MoE share of the layers the MLP's kernels are the experts'
+    (:func:`~dse.analytic.time.experts.elementwise_bytes`).
     """
     h, s, a = shape["hidden"], shape["seq_len"], shape["heads"]
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
     mlp_ew = (4.0 + 2.0 * shape["gated_mlp"]) * T * shape["ffn_hidden"] / tp * eager
+    if ex.on:
+        mlp_ew = (1.0 - ex.frac) * mlp_ew + ex.frac * experts.elementwise_bytes(shape, ex, tp, T, eager)
     if fp8.any():
         rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape["ffn_hidden"]) / tp), 0.0)
     on = flash > 0
@@ -109,19 +155,20 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager) -> tuple[np.nd
     return rep, mlp_ew, attn_ew
 
 
-def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager) -> LayerTime:
+def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex) -> LayerTime:
     """One layer per micro-batch: forward 1 pass, backward 2 (backward GEMMs = 2 x forward
     FLOPs; element-wise backward ~2x forward), plus a forward for full recomputation;
     selective recomputation re-runs the attention core only (Korthikanti et al. 2022).
     FlashAttention's backward recomputes the scores: 5 matrix products against the
     forward's 2, so 2.5 forward passes (Dao 2023, FlashAttention-2, section 3.1.2).
     ``T``: tokens per micro-batch on this accelerator, ``T_tiles``: ``ceil(T / TILE)``;
-    ``g``/``g16``: roofline terms at the candidate's precision and at 16 bit."""
-    dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g)
+    ``g``/``g16``: roofline terms at the candidate's precision and at 16 bit; ``ex``: the
+    :class:`~dse.analytic.time.experts.ExpertLayout`."""
+    dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
     score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = hw.hbm_bw_bps * hw.memory_eff
-    rep, mlp_ew, attn_ew = elementwise_bytes(shape, tp, cp, sp, b, T, flash, hw.fp8, eager)
+    rep, mlp_ew, attn_ew = elementwise_bytes(shape, tp, cp, sp, b, T, flash, hw.fp8, eager, ex)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm
     full = recompute == 2

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.time.parallelism import part_embeddings
+
 RECOMPUTE = ("none", "selective", "full")
 
 
@@ -44,6 +46,13 @@ def _activation_variants(s, b, h, a, tp, sp, flash) -> tuple[np.ndarray, np.ndar
     return none, selective, full
 
 
+def _shards(zero_stage, ranks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Divisors of the weights, gradients and optimizer state: ZeRO 1 shards the optimizer
+    state over ``ranks``, 2 also the gradients, 3 also the weights."""
+    return (np.where(zero_stage >= 3, ranks, 1.0), np.where(zero_stage >= 2, ranks, 1.0),
+            np.where(zero_stage >= 1, ranks, 1.0))
+
+
 def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     """Model chunks whose activations pipeline rank ``rank`` holds at its peak: 1F1B keeps
     ``pp - rank`` micro-batches in flight (Narayanan et al. 2021); the interleaved schedule
@@ -59,7 +68,7 @@ def memory_breakdown(
     pp: np.ndarray, dp: np.ndarray, interleave: np.ndarray, zero_stage: np.ndarray,
     micro_batch: np.ndarray, micro_batches: np.ndarray, seq_len: np.ndarray, hidden: np.ndarray,
     heads: np.ndarray, vocab: np.ndarray, sp: np.ndarray, recompute: np.ndarray,
-    reserved: np.ndarray, flash: np.ndarray,
+    reserved: np.ndarray, flash: np.ndarray, experts=None, tied: np.ndarray | float = 1.0,
 ) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
@@ -74,38 +83,68 @@ def memory_breakdown(
     chunks in flight (:func:`in_flight_chunks`); full recomputation adds one layer's full
     activations as working set; the last stage adds the fp32 logits ``4 s b V / (t cp)``
     of one micro-batch (cross entropy).
+
+    Mixture of experts (``experts``: ``(params_per_layer, ep x etp, edp, activation_bytes)``):
+    each rank holds its ``1 / (EP ETP)`` share of every MoE layer's routed experts on its
+    stage, 16 B per parameter sharded over the ``EDP`` expert-data-parallel ranks as the
+    ZeRO stage says; each layer keeps ``activation_bytes`` more per micro-batch (the
+    dispatched tokens and the experts' activations,
+    :func:`~dse.analytic.time.experts.activation_bytes`) unless fully recomputed.
     """
     v = interleave
     vh = vocab * hidden
     none, selective, full = _activation_variants(seq_len / cp, micro_batch, hidden, heads, tp, sp, flash)
     per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
     working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
+    if experts is not None:
+        expert_params, expert_split, edp, moe_act = experts
+        per_layer = per_layer + np.where(recompute == 2, 0.0, moe_act)
+        working = working + np.where(recompute == 2, moe_act, 0.0)
     logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
-    one = pp == 1
     # (layers, embedding parameters, pipeline rank, logits) of the three candidate stages
-    candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
-    if not one.all():
-        candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
-    if (pp >= 3).any():
-        candidates.append((stages.middle, 0.0, 1.0, 0.0))
-    shard = dp * cp
-    w_div = np.where(zero_stage >= 3, shard, 1.0)
-    g_div = np.where(zero_stage >= 2, shard, 1.0)
-    o_div = np.where(zero_stage >= 1, shard, 1.0)
+    if stages.part:  # a mixed fleet's part: its own stages, flags and first rank
+        count, rank0 = stages.count, stages.rank0
+        one = count == 1
+        emb_first, emb_last = part_embeddings(vh, stages, tied)
+        candidates = [(stages.last, emb_last, rank0 + count - 1.0, logits * stages.output)]
+        if not one.all():
+            candidates.append((stages.first, emb_first, rank0, 0.0))
+        if (count >= 3).any():
+            candidates.append((stages.middle, 0.0, rank0 + 1.0, 0.0))
+    else:
+        one = pp == 1
+        candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
+        if not one.all():
+            candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
+        if (pp >= 3).any():
+            candidates.append((stages.middle, 0.0, 1.0, 0.0))
+    w_div, g_div, o_div = _shards(zero_stage, dp * cp)
     state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
-    best = None  # (parameters, activations, total) of the most loaded stage so far
+    if experts is not None:
+        ew_div, eg_div, eo_div = _shards(zero_stage, edp)
+        expert_state = 2.0 / ew_div + 2.0 / eg_div + 12.0 / eo_div
+    best = None  # (parameters, expert parameters, activations, total) of the most loaded stage so far
     for layers, emb, rank, logit in candidates:
         params = (layers * layer_params + emb) / tp
         chunks = in_flight_chunks(rank, pp, v, micro_batches)
         activations = per_layer * layers / v * chunks + np.where(layers > 0, working, 0.0) + logit
         total = params * state_per_param + activations
+        e_params = 0.0
+        if experts is not None:
+            e_params = layers * expert_params / expert_split
+            total = total + e_params * expert_state
         if best is None:
-            best = (params, activations, total)
+            best = (params, e_params, activations, total)
         else:
-            more = total > best[2]
-            best = tuple(np.where(more, new, old) for new, old in zip((params, activations, total), best, strict=True))
-    params, activations, total = best
+            more = total > best[3]
+            best = tuple(np.where(more, new, old) for new, old in zip((params, e_params, activations, total), best,
+                                                                      strict=True))
+    params, e_params, activations, total = best
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
+    if experts is not None:
+        weights = weights + 2.0 * e_params / ew_div
+        grads = grads + 2.0 * e_params / eg_div
+        optimizer = optimizer + 12.0 * e_params / eo_div
     total = total + reserved
     return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
                            activations_bytes=activations, reserved_bytes=reserved, total_bytes=total)

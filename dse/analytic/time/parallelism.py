@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def _indivisible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def indivisible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a % b != 0`` for integer-valued float arrays, without float ``fmod`` (~30x slower).
 
     ``a / b`` is an exact integer iff ``b`` divides ``a`` (for integers below 2**53 a
@@ -19,7 +19,7 @@ def _indivisible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a // b`` for integer-valued float arrays (exact below 2**53, see :func:`_indivisible`;
+    """``a // b`` for integer-valued float arrays (exact below 2**53, see :func:`indivisible`;
     NaN for an infinite ``a``, as ``//`` gives)."""
     return np.where(np.isinf(a), np.nan, np.floor(a / b))
 
@@ -43,11 +43,21 @@ class Stages:
     middle: np.ndarray   # layers on the most loaded middle stage (0 when pp < 3)
     last: np.ndarray     # layers on the last stage (which holds the output layer)
     units: np.ndarray    # placement units: L, or L + 2 when pp does not divide L
+    # A *part* of a pipeline (a mixed fleet's stages on one accelerator type,
+    # :mod:`dse.analytic.fleet`): ``count`` stages from pipeline rank ``rank0``, whose first
+    # holds the input embedding where ``embedding`` is 1 and whose last holds the output
+    # layer where ``output`` is 1. ``part`` is False for a whole pipeline (count = pp,
+    # rank0 = 0, both flags 1), which the model then reads with no extra array operation.
+    part: bool = False
+    count: np.ndarray | None = None
+    rank0: np.ndarray | None = None
+    embedding: np.ndarray | None = None
+    output: np.ndarray | None = None
 
 
 def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
     """The :class:`Stages` of ``layers`` transformer layers on ``pp`` stages."""
-    even = ~_indivisible(layers, pp)
+    even = ~indivisible(layers, pp)
     units = np.where(even, layers, layers + 2.0)
     q = np.floor(units / pp)
     extra = units - q * pp                                   # units left after q per stage
@@ -58,6 +68,17 @@ def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
     last = np.where(even, per_stage, q + (rest >= 2) - 1.0)
     middle = np.where(pp >= 3, np.where(even, per_stage, q + (to_middle > 0)), 0.0)
     return Stages(first=first, middle=middle, last=last, units=units)
+
+
+def part_embeddings(vh, stages: Stages, tied) -> tuple[np.ndarray, np.ndarray]:
+    """Embedding parameters on a pipeline part's first and last stage: ``V h`` for the input
+    embedding where the part starts the pipeline, ``V h`` for the output layer where it ends
+    it (a copy when tied, as Megatron keeps it); a one-stage part holds both on its one
+    stage, once when tied (``vh`` = ``V h``)."""
+    one = stages.count == 1
+    e, o = vh * stages.embedding, vh * stages.output
+    both = e + o - vh * stages.embedding * stages.output * tied
+    return np.where(one, both, e), np.where(one, both, o)
 
 
 def layout(
@@ -95,16 +116,16 @@ def layout(
     micro_batches = np.maximum(_floor_div(gb, np.maximum(dp * mb, 1)), 1)
     stages = pipeline_stages(layers, pp)
     checks = [
-        (_indivisible(n, model_parallel), "tensor x context x pipeline parallel does not divide the accelerator count"),
-        (_indivisible(heads, tp), "tensor parallel degree does not divide the attention heads"),
-        (_indivisible(kv, tp) & _indivisible(tp, kv), "tensor parallel degree and key-value heads do not divide each other"),
+        (indivisible(n, model_parallel), "tensor x context x pipeline parallel does not divide the accelerator count"),
+        (indivisible(heads, tp), "tensor parallel degree does not divide the attention heads"),
+        (indivisible(kv, tp) & indivisible(tp, kv), "tensor parallel degree and key-value heads do not divide each other"),
         (pp > layers, "more pipeline stages than layers"),
-        ((v > 1) & _indivisible(stages.units, pp * v), "pipeline parallel x interleave does not divide the layers"),
-        (_indivisible(gb, dp * mb), "data parallel x micro batch does not divide the global batch"),
+        ((v > 1) & indivisible(stages.units, pp * v), "pipeline parallel x interleave does not divide the layers"),
+        (indivisible(gb, dp * mb), "data parallel x micro batch does not divide the global batch"),
         ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
-        ((v > 1) & _indivisible(micro_batches, pp), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
-        ((sequence_parallel > 0) & _indivisible(seq_len, tp),
+        ((v > 1) & indivisible(micro_batches, pp), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
+        ((sequence_parallel > 0) & indivisible(seq_len, tp),
          "sequence parallelism needs the tensor parallel degree to divide the sequence length"),
-        ((cp > 1) & _indivisible(seq_len, 2 * cp), "context parallelism needs 2 x its degree to divide the sequence length"),
+        ((cp > 1) & indivisible(seq_len, 2 * cp), "context parallelism needs 2 x its degree to divide the sequence length"),
     ]
     return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, stages, checks

@@ -25,6 +25,10 @@ REASONS = (
     "clock outside the accelerator's range",
     "does not fit in accelerator memory",
     "target loss unreachable at this model size (Chinchilla fit)",
+    "expert parallelism needs a mixture-of-experts model",
+    "expert parallel degree does not divide the experts",
+    "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks",
+    "more experts per token than experts",
 )
 REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 REASON_TEXT = np.array(REASONS, dtype=object)

@@ -17,7 +17,7 @@ METRIC_FIELDS = (
     "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s", "optimizer_time_s",
     "steps_to_train", "tokens_to_train", "tokens_per_s", "mfu", "memory_per_accelerator_gb",
     "weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb",
-    "parameters", "data_parallel",
+    "parameters", "active_parameters", "data_parallel",
 )
 
 
@@ -29,7 +29,7 @@ class TimeResult:
     names say, declared in :mod:`dse.analytic.declarations`); the rest is what the energy
     half needs: the hardware arrays, the clock the step was timed at, the step-time
     breakdown, the memory breakdown, the accelerator count, the model FLOPs and the
-    micro-batches per iteration.
+    micro-batches per iteration and the scale-up domain size the network had.
     """
 
     time_to_train_s: np.ndarray             # s, steps x step time (no checkpoints)
@@ -51,7 +51,8 @@ class TimeResult:
     gradients_memory_gb: np.ndarray         # GB
     optimizer_memory_gb: np.ndarray         # GB
     activations_memory_gb: np.ndarray       # GB
-    parameters: np.ndarray                  # 1
+    parameters: np.ndarray                  # 1, every parameter (all experts)
+    active_parameters: np.ndarray           # 1, the parameters one token uses (= parameters when dense)
     data_parallel: np.ndarray               # 1
     reason: np.ndarray                      # text, "" where feasible
     reason_code: np.ndarray                 # int8 index into time.reasons.REASONS (0: feasible)
@@ -62,6 +63,7 @@ class TimeResult:
     num_accelerators: np.ndarray            # accelerators in the job
     model_flops: np.ndarray                 # FLOP per iteration (no recomputation)
     micro_batches: np.ndarray               # micro-batches per iteration and pipeline
+    scaleup_size: np.ndarray                # accelerators per scale-up domain (input or catalog)
 
     def metrics(self) -> dict[str, np.ndarray]:
         """The public time metrics by name, in output order."""

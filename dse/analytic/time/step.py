@@ -20,9 +20,11 @@ import numpy as np
 
 from dse.analytic.time import (
     data_parallel,
+    experts,
     gemm,
     layer,
     optimizer,
+    parallelism,
     pipeline,
     tensor_parallel,
     traffic,
@@ -50,20 +52,25 @@ class StepBreakdown:
     hbm_bytes: np.ndarray       # HBM traffic of the element-wise kernels, weights and optimizer
     scaleup_bytes: np.ndarray   # bytes sent on scale-up links
     scaleout_bytes: np.ndarray  # bytes sent on scale-out links
+    # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
+    slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
+    work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
 
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
-              layer_params, embed_params, flash, stages) -> StepBreakdown:
+              layer_params, embed_params, flash, stages, ex, cp_overlap) -> StepBreakdown:
     """Per-iteration time breakdown and traffic of one candidate layout (arrays per candidate:
     tensor, context, pipeline and data-parallel degrees, interleave ``v``, micro-batches ``m``
     of ``b`` sequences, sequence parallelism, recompute code, ZeRO stage, the stack's arrays,
-    FlashAttention, the pipeline stages)."""
+    FlashAttention, the pipeline stages, the expert layout ``ex``
+    (:class:`~dse.analytic.time.experts.ExpertLayout`) and whether the context-parallel
+    exchange overlaps the attention (``cp_overlap``: 1 ring, 0 all-gather))."""
     T = b * shape["seq_len"] / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager)
+    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex)
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape["hidden"]
@@ -73,19 +80,26 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     with_cp = bool((cp > 1).any())
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
         cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
-        tp_layer = tp_layer + exposed(cp_layer, 1.0, lay.attn_compute_s, tax)
+        tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
+    if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
+        tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
+                                                 lay.dense_compute_s, stack.tp_overlap * (sp > 0), tax)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
     lay_m = lay.memory_s + lay.overhead_s
-    one = pp == 1
+    count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
+    one = count == 1
 
     def stage(n_layers, with_output):
         return (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
                 n_layers * tp_layer + with_output * out_tp)
 
-    first, last = stage(stages.first, one), stage(stages.last, 1.0)
-    middle = stage(stages.middle, 0.0) if (pp >= 3).any() else (0.0, 0.0, 0.0)
+    if stages.part:
+        first, last = stage(stages.first, one * stages.output), stage(stages.last, stages.output)
+    else:
+        first, last = stage(stages.first, one), stage(stages.last, 1.0)
+    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0)
     t_first, t_middle, t_last = sum(first), sum(middle), sum(last)
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
@@ -93,34 +107,60 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
                          for f, mid, la in zip(first, middle, last, strict=True))
     compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
-    mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
+    if stages.part:  # this part's stages' work per micro-batch; the fleet composes the bubble
+        work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
+        mean_stage = work / count
+    else:
+        mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
+        work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
     dp_group = dp * cp if with_cp else dp  # gradients are reduced over the data- and context-parallel ranks
-    same = tp * cp * pp * dp <= net.size  # the pipeline stays in one domain only when the job does
+    # the pipeline stays in one domain only when the job does (a mixed fleet's parts never share one)
+    same = (tp * cp * pp * dp <= net.size) & (not stages.part)
     pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same, stack.p2p_scatter_gather)
     pp_s = exposed(pp_s, stack.p2p_overlap * (v > 1), compute_s, tax)
     pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
     vh = shape["vocab"] * shape["hidden"]
-    stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
-                              stages.middle * layer_params) / tp
+    if stages.part:
+        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape["tied_embeddings"])
+        stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
+                                  stages.middle * layer_params) / tp
+    else:
+        stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
+                                  stages.middle * layer_params) / tp
+    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax)
+    expert_dp = None
+    if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
+        expert_params = busiest * ex.params / (ex.ep * ex.etp)
+        expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
+    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
+    if ex.on:
+        opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
     optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
     step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
-    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
     cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
     scaleup, scaleout = traffic.link_bytes(
         net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
         busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
         cp_volume, cp)
+    weight_params = layer_params / tp
+    if ex.on:
+        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
+        ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
+                                    expert_dp[1], expert_dp[2], factor=1.0)
+        scaleup = scaleup + m * busiest * e_up + ed_up
+        scaleout = scaleout + m * busiest * e_out + ed_out
+        weight_params = weight_params + ex.params / (ex.ep * ex.etp)
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
         overhead_s=m * busiest * lay.overhead_s,
-        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, layer_params, tp),
-        scaleup_bytes=scaleup, scaleout_bytes=scaleout)
+        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
+        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work)
+

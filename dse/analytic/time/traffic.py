@@ -8,12 +8,12 @@ import numpy as np
 from dse.analytic.time.gemm import BYTES
 
 
-def hbm_bytes(layer, Ls, m, opt_bytes, layer_params, tp) -> np.ndarray:
+def hbm_bytes(layer, Ls, m, opt_bytes, rank_layer_params) -> np.ndarray:
     """HBM traffic per iteration: the element-wise kernels over every pass of the stage's
-    ``Ls`` layers for ``m`` micro-batches, the optimizer step, and the 16-bit weights read
-    on each of the 3 passes."""
+    ``Ls`` layers for ``m`` micro-batches, the optimizer step, and the 16-bit weights this
+    rank holds per layer (``rank_layer_params``) read on each of the 3 passes."""
     passes_bytes = (layer.dense_passes * layer.dense_ew_bytes + layer.attn_passes * layer.attn_ew_bytes) * Ls
-    return m * passes_bytes + opt_bytes + 3.0 * m * BYTES * Ls * (layer_params / tp)
+    return m * passes_bytes + opt_bytes + 3.0 * m * BYTES * Ls * rank_layer_params
 
 
 def link_bytes(net, act_bytes, dp_volume, tp, dp, m, Ls, n_tp, p2p_bytes, same_domain, cp_volume, cp):

@@ -1,4 +1,18 @@
-"""Transformer workload: shapes from presets, parameter counts and FLOPs per iteration."""
+"""Transformer workload: shapes from presets, parameter counts and FLOPs per iteration.
+
+Dense decoders and mixture-of-experts (MoE) decoders: a MoE layer replaces the
+feed-forward block by a router over ``experts`` routed experts of width
+``expert_ffn_hidden``, of which each token uses ``experts_per_token`` (top-k), plus
+``shared_experts`` experts every token uses (Shazeer et al. 2017; Lepikhin et al. 2021,
+GShard; Fedus et al. 2022, Switch Transformer; DeepSeek-AI 2024, DeepSeek-V3 section 2.1.2).
+The first ``dense_layers`` layers keep a dense feed-forward block of width ``ffn_hidden``
+(DeepSeek-V3: 3; Llama 4 Maverick interleaves 24 dense and 24 MoE layers, which counts the
+same here). Attention is multi-head with grouped key-value heads (``kv_heads``) of width
+``head_dim`` (which need not be ``hidden / heads``: Qwen3), or DeepSeek's multi-head latent
+attention (MLA) when ``kv_lora_rank`` > 0. The model's layers are counted as ``L``
+identical *average* layers: each carries ``moe_fraction = (L - dense_layers) / L`` of a MoE
+feed-forward block and the rest of a dense one (docs/model.md, section 1).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +24,21 @@ import yaml
 
 from dse.analytic.columns import factorise
 
-SHAPE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "seq_len", "vocab",
-                "gated_mlp", "tied_embeddings")
-# Fields a shape needs when there is no preset (custom model): defaults if absent. They are
-# not inputs (no Input declares them): the common GPT-2/-3 shape (ungated MLP, tied
-# embeddings; Radford et al. 2019, Brown et al. 2020).
-_SHAPE_DEFAULTS = {"gated_mlp": 0.0, "tied_embeddings": 1.0}
+#: fields every preset states
+REQUIRED_SHAPE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "seq_len", "vocab",
+                         "gated_mlp", "tied_embeddings")
+#: fields a preset states where they apply (mixture-of-experts, latent attention, a head
+#: width other than hidden / heads); absent: the defaults below
+OPTIONAL_SHAPE_FIELDS = ("head_dim", "experts", "experts_per_token", "shared_experts", "expert_ffn_hidden",
+                         "dense_layers", "q_lora_rank", "kv_lora_rank", "rope_head_dim")
+SHAPE_FIELDS = REQUIRED_SHAPE_FIELDS + OPTIONAL_SHAPE_FIELDS
+# Fields a shape needs when the preset or a custom model leaves them out. They are not
+# inputs where no Input declares them: the common GPT-2/-3 shape (ungated MLP, tied
+# embeddings; Radford et al. 2019, Brown et al. 2020), dense (no experts), standard
+# multi-head attention (no latent ranks). head_dim (hidden / heads), experts_per_token (1)
+# and expert_ffn_hidden (ffn_hidden) are filled in resolve_shape.
+_SHAPE_DEFAULTS = {"gated_mlp": 0.0, "tied_embeddings": 1.0, "experts": 0.0, "shared_experts": 0.0,
+                   "dense_layers": 0.0, "q_lora_rank": 0.0, "kv_lora_rank": 0.0, "rope_head_dim": 0.0}
 
 
 @cache
@@ -28,36 +51,122 @@ def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> dict[s
     """Shape arrays per candidate: the preset's values, replaced where an override is finite.
 
     Unknown preset names give NaN fields unless every field is overridden; ``ffn_hidden``
-    defaults to 4 x hidden and ``kv_heads`` to ``heads`` for custom shapes.
+    defaults to 4 x hidden, ``kv_heads`` to ``heads``, ``head_dim`` to ``hidden / heads``,
+    ``expert_ffn_hidden`` to ``ffn_hidden`` and ``experts_per_token`` to 1 for custom
+    shapes. A field every row shares is a read-only broadcast of one value.
     """
     codes, names = factorise(model)
+    n = len(codes)
     out = {}
     for f in SHAPE_FIELDS:
-        table = np.array([presets().get(str(n), {}).get(f, _SHAPE_DEFAULTS.get(f, np.nan)) for n in names]
-                         + [np.nan], dtype=float)
-        base = table[codes]
+        values = [presets().get(str(m), {}).get(f, _SHAPE_DEFAULTS.get(f, np.nan)) for m in names]
         ov = overrides.get(f)
+        if ov is None and len(set(values)) == 1 and not (codes < 0).any():
+            out[f] = np.broadcast_to(np.float64(values[0] if values[0] is not None else np.nan), (n,))
+            continue
+        table = np.array(values + [np.nan], dtype=float)
+        base = table[codes]
         if ov is None:
             out[f] = base
         else:
             ov = np.asarray(ov, dtype=float)
             out[f] = np.where(np.isfinite(ov), ov, base)
-    out["ffn_hidden"] = np.where(np.isfinite(out["ffn_hidden"]), out["ffn_hidden"], 4 * out["hidden"])
-    out["kv_heads"] = np.where(np.isfinite(out["kv_heads"]), out["kv_heads"], out["heads"])
+    out["ffn_hidden"] = _fill(out["ffn_hidden"], 4 * out["hidden"])
+    out["kv_heads"] = _fill(out["kv_heads"], out["heads"])
+    head_dim = out["head_dim"]
+    out["head_dim"] = out["hidden"] / out["heads"] if np.isnan(head_dim).all() else _fill(
+        head_dim, out["hidden"] / out["heads"])
+    if (out["experts"] > 0).any():  # dense models never read the expert fields
+        out["expert_ffn_hidden"] = _fill(out["expert_ffn_hidden"], out["ffn_hidden"])
+        out["experts_per_token"] = _fill(out["experts_per_token"], np.ones(n))
     return out
 
 
-def layer_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
-    """Parameters of one decoder layer (weights and biases, two norms).
+def _fill(values: np.ndarray, default: np.ndarray) -> np.ndarray:
+    """``values`` where finite, else ``default`` (no copy when every value is finite)."""
+    missing = ~np.isfinite(values)
+    return np.where(missing, default, values) if missing.any() else values
 
-    Attention: q and o are h x h, k and v are h x (kv_heads * head_dim); MLP: 2 or, gated
-    (SwiGLU), 3 matrices of h x ffn (Vaswani et al. 2017; Shazeer 2020).
-    """
+
+def is_moe(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """True for candidates whose model has routed experts."""
+    return shape["experts"] > 0
+
+
+def any_moe(shape: dict[str, np.ndarray]) -> bool:
+    return bool(is_moe(shape).any())
+
+
+def moe_fraction(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Share of the layers that carry a MoE feed-forward block (0 for a dense model)."""
+    moe_layers = np.clip(shape["layers"] - shape["dense_layers"], 0.0, shape["layers"])
+    return np.where(is_moe(shape), moe_layers / shape["layers"], 0.0)
+
+
+def attention_dims(shape: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Widths of the attention projections: ``q`` (all query heads), ``k`` and ``v`` (the
+    key-value heads), ``o`` (the output projection's input), and the score and context
+    head widths ``qk`` and ``d``. MLA (``kv_lora_rank`` > 0): queries and keys carry
+    ``rope_head_dim`` more (decoupled RoPE), keys and values are expanded per head from the
+    latent, so ``k`` and ``v`` span every head (DeepSeek-V2, Liu et al. 2024, section 2.1)."""
+    cached = shape.get("_attention_dims")
+    if cached is not None:
+        return cached
+    a, d = shape["heads"], shape["head_dim"]
+    if not ((shape["kv_lora_rank"] > 0).any() or (shape["rope_head_dim"] > 0).any()):
+        q, kv = a * d, shape["kv_heads"] * d
+        dims = {"q": q, "k": kv, "v": kv, "o": q, "qk": d, "d": d}
+    else:
+        dr = shape["rope_head_dim"]
+        kv_heads = np.where(shape["kv_lora_rank"] > 0, a, shape["kv_heads"])
+        dims = {"q": a * (d + dr), "k": kv_heads * (d + dr), "v": kv_heads * d, "o": a * d, "qk": d + dr, "d": d}
+    shape["_attention_dims"] = dims  # computed once per shape
+    return dims
+
+
+def attention_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Weights and biases of one layer's attention: standard (grouped) attention
+    ``h (q + k + v) + o h`` plus biases, or MLA's down- and up-projections ``h r_q + r_q q``
+    (``h q`` without a query rank), ``h (r_kv + d_r) + r_kv (k_nope + v)`` and ``o h``
+    (DeepSeek-V3 has no biases in attention)."""
+    h = shape["hidden"]
+    dims = attention_dims(shape)
+    standard = h * dims["q"] + 2 * h * dims["v"] + dims["o"] * h + (dims["q"] + 2 * dims["v"] + h)
+    mla = shape["kv_lora_rank"] > 0
+    if not mla.any():
+        return standard
+    rq, rkv, dr = shape["q_lora_rank"], shape["kv_lora_rank"], shape["rope_head_dim"]
+    q = np.where(rq > 0, h * rq + rq * dims["q"], h * dims["q"])
+    latent = h * (rkv + dr) + rkv * shape["heads"] * 2 * shape["head_dim"] + dims["o"] * h
+    return np.where(mla, q + latent, standard)
+
+
+def _mlp_matrices(shape) -> np.ndarray:
+    """Weight matrices of one feed-forward block: 2, or 3 when gated (SwiGLU)."""
+    return 2 + shape["gated_mlp"]
+
+
+def expert_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Routed-expert weights per (average) layer: ``moe_fraction x E x (2+g) h f_e`` (0 for a
+    dense model). They are sharded by expert parallelism; every other weight is not."""
+    if not any_moe(shape):
+        return np.zeros_like(shape["hidden"])
+    return moe_fraction(shape) * shape["experts"] * _mlp_matrices(shape) * shape["hidden"] * shape["expert_ffn_hidden"]
+
+
+def layer_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
+    """Parameters of one (average) decoder layer that are not routed experts: attention,
+    two norms, and the feed-forward block: dense ``(2+g) h f`` plus biases on the dense
+    share of the layers, router ``h E`` and shared experts ``s (2+g) h f_e`` on the MoE share
+    (Vaswani et al. 2017; Shazeer 2020 for the gated MLP)."""
     h, ffn = shape["hidden"], shape["ffn_hidden"]
-    kv_dim = h * shape["kv_heads"] / shape["heads"]
-    attn = 2 * h * h + 2 * h * kv_dim + (2 * h + 2 * kv_dim)
-    mlp = (2 + shape["gated_mlp"]) * h * ffn + ffn + h
-    return attn + mlp + 4 * h
+    attn = attention_parameters(shape)
+    mlp = _mlp_matrices(shape) * h * ffn + ffn + h
+    if not any_moe(shape):
+        return attn + mlp + 4 * h
+    frac = moe_fraction(shape)
+    moe = h * shape["experts"] + shape["shared_experts"] * _mlp_matrices(shape) * h * shape["expert_ffn_hidden"]
+    return attn + (1 - frac) * mlp + frac * moe + 4 * h
 
 
 def embedding_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
@@ -65,33 +174,61 @@ def embedding_parameters(shape: dict[str, np.ndarray]) -> np.ndarray:
     return shape["vocab"] * shape["hidden"] * (2 - shape["tied_embeddings"])
 
 
-def parameter_count(shape: dict[str, np.ndarray]) -> np.ndarray:
-    """All parameters: layers, embeddings, final norm."""
-    return shape["layers"] * layer_parameters(shape) + embedding_parameters(shape) + 2 * shape["hidden"]
+def parameter_count(shape: dict[str, np.ndarray], layer_params: np.ndarray | None = None) -> np.ndarray:
+    """All parameters (total: every expert): layers, embeddings, final norm
+    (``layer_params``: :func:`layer_parameters` when the caller has it)."""
+    layer_params = layer_parameters(shape) if layer_params is None else layer_params
+    if not any_moe(shape):
+        return shape["layers"] * layer_params + embedding_parameters(shape) + 2 * shape["hidden"]
+    return shape["layers"] * (layer_params + expert_parameters(shape)) + embedding_parameters(shape) + 2 * shape["hidden"]
+
+
+def active_parameter_count(shape: dict[str, np.ndarray], layer_params: np.ndarray | None = None,
+                           total: np.ndarray | None = None) -> np.ndarray:
+    """Parameters one token uses: every parameter but the routed experts it is not sent
+    to (``experts_per_token`` of ``experts`` per MoE layer); the total for a dense model
+    (``total``: :func:`parameter_count` when the caller has it)."""
+    if not any_moe(shape):
+        return parameter_count(shape, layer_params) if total is None else total
+    layer_params = layer_parameters(shape) if layer_params is None else layer_params
+    active_experts = (moe_fraction(shape) * shape["experts_per_token"] * _mlp_matrices(shape) * shape["hidden"]
+                      * shape["expert_ffn_hidden"])
+    return (shape["layers"] * (layer_params + active_experts) + embedding_parameters(shape)
+            + 2 * shape["hidden"])
 
 
 def layer_forward_flops_per_token(shape: dict[str, np.ndarray]) -> np.ndarray:
-    """Forward FLOPs of one layer per token: 2 per matrix weight, plus attention.
+    """Forward FLOPs of one (average) layer per token: 2 per matrix weight a token uses,
+    plus attention.
 
-    Attention scores QK^T and the weighted sum of V each cost 2*s*h per token (Narayanan
-    et al. 2021, eq. 3, non-causal count as in Megatron's MFU).
+    Attention scores QK^T and the weighted sum of V each cost ``2 s a d`` per token (``4 s h``
+    when ``a d = h``; Narayanan et al. 2021, eq. 3, non-causal count as in Megatron's MFU);
+    MLA's scores are ``d + d_r`` wide. A MoE layer's token passes the router (``h E``) and
+    ``experts_per_token + shared_experts`` experts.
     """
     h, ffn, s = shape["hidden"], shape["ffn_hidden"], shape["seq_len"]
-    kv_dim = h * shape["kv_heads"] / shape["heads"]
-    matmul = 2 * (2 * h * h + 2 * h * kv_dim + (2 + shape["gated_mlp"]) * h * ffn)
-    return matmul + 4 * s * h
-
-
-def attention_score_flops_per_token(shape: dict[str, np.ndarray]) -> np.ndarray:
-    """The s^2 part of one layer's forward FLOPs per token (recomputed by selective recompute)."""
-    return 4 * shape["seq_len"] * shape["hidden"]
+    if not (any_moe(shape) or (shape["kv_lora_rank"] > 0).any() or (shape["rope_head_dim"] > 0).any()):
+        kv_dim = shape["kv_heads"] * shape["head_dim"]
+        q_dim = shape["heads"] * shape["head_dim"]
+        matmul = 2 * (2 * h * q_dim + 2 * h * kv_dim + (2 + shape["gated_mlp"]) * h * ffn)
+        return matmul + 4 * s * q_dim
+    dims = attention_dims(shape)
+    attn_weights = attention_parameters(shape) - np.where(shape["kv_lora_rank"] > 0, 0.0,
+                                                          dims["q"] + 2 * dims["v"] + h)  # no biases
+    frac = moe_fraction(shape)
+    dense_ffn = _mlp_matrices(shape) * h * ffn
+    moe_ffn = h * shape["experts"] + ((shape["experts_per_token"] + shape["shared_experts"]) * _mlp_matrices(shape)
+                                      * h * shape["expert_ffn_hidden"])
+    matmul = 2 * (attn_weights + (1 - frac) * dense_ffn + frac * moe_ffn)
+    return matmul + 2 * s * shape["heads"] * (dims["qk"] + dims["d"])
 
 
 def model_flops_per_iteration(shape: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
     """Model FLOPs of one training iteration (forward + backward, no recomputation).
 
     Forward per token: L layers plus the output layer 2*h*V; backward costs twice the
-    forward (Narayanan et al. 2021, eq. 3; Chowdhery et al. 2022, appendix B for MFU).
+    forward (Narayanan et al. 2021, eq. 3; Chowdhery et al. 2022, appendix B for MFU). For a
+    MoE model these are the *active* parameters' FLOPs (``~6 N_active`` per token).
     """
     forward = shape["layers"] * layer_forward_flops_per_token(shape) + 2 * shape["hidden"] * shape["vocab"]
     return 3 * forward * tokens

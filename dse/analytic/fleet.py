@@ -1,0 +1,220 @@
+"""Mixed fleets: one job's pipeline split over two accelerator types (docs/model.md, section 11).
+
+The first ``pipeline_parallel - second_pipeline_stages`` stages run on ``accelerator``, the
+last ``second_pipeline_stages`` on ``second_accelerator``; tensor, context and data
+parallelism are the same on both. The layers are divided by each part's speed as in the
+seed's workload distribution ``W_i = W_total (P_i / P_total)^alpha``: a stage of part ``i``
+holds ``L P_i^alpha / sum_j(p_j P_j^alpha)`` layers (``p_j`` stages of part ``j``), rounded
+to whole layers (the first part's stages rounded, the rest spread over the second's), with
+``P_i`` the part's large-GEMM throughput (dense peak at the study's precision times its
+``matmul_eff_max``) and ``alpha`` = ``split_alpha`` (1 by default: stage times equal where
+the layers are compute-bound; a study can sweep it). Each part is timed as a pipeline
+part (:class:`~dse.analytic.time.parallelism.Stages` with ``part`` set): its stages, the
+embedding on the first part and the output layer on the second. The slowest stage of
+either part sets the 1F1B pace; the bubble is ``(p - 1)`` slots of the mean stage over
+both parts; the data-parallel reduction and the optimizer step of the slower part end the
+iteration. Each part waits (a blocked, low-power phase) for the rest of the iteration.
+Power and energy are each part's own (its accelerators, host share, network, cooling)
+summed; the job fails at the rate of all its accelerators and a checkpoint blocks it for
+the slower part's write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from dse.analytic import rows as _rows
+from dse.analytic.columns import Factorised, factorise
+from dse.analytic.energy import model as energy_model
+from dse.analytic.energy.checkpoint import write_time_s
+from dse.analytic.time import hardware, workload
+from dse.analytic.time import model as time_model
+from dse.analytic.time.result import TimeResult
+
+NONE = "none"
+
+SPLIT_REASON = "a mixed fleet needs 1 to pipeline_parallel - 1 stages on the second accelerator"
+INTERLEAVE_REASON = "a mixed fleet runs a plain 1F1B pipeline (interleave 1)"
+EMPTY_REASON = "the split leaves a pipeline stage without layers"
+
+#: how each metric of the two parts becomes the job's (the rest: recomputed in :func:`_combine`)
+SUM = ("energy_to_train_j", "energy_to_train_mwh", "it_energy_to_train_j", "it_energy_to_train_mwh",
+       "energy_per_step_j", "energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
+       "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j", "facility_avg_power_w",
+       "facility_peak_power_w", "facility_power_swing_w", "facility_power_ramp_w_per_s", "cost_usd",
+       "energy_cost_usd", "carbon_kg")
+MAX = ("time_to_train_s", "time_to_train_days", "memory_per_accelerator_gb", "peak_power_per_accelerator_w",
+       "checkpoint_time_s", "checkpoint_overhead", "interruptions", "lost_time_s", "peak_junction_temp_c",
+       "mean_junction_temp_c", "junction_temp_swing_c", "max_junction_temp_rate_c_per_s", "power_capped",
+       "throttled")
+#: the pace-setting part's breakdown (it sums to the iteration time)
+PACE = ("compute_time_s", "memory_time_s", "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s",
+        "optimizer_time_s")
+#: the memory breakdown of the part with the fuller accelerators
+MEMORY = ("weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb")
+
+
+def mixed_rows(cfg) -> np.ndarray:
+    """True for candidates with a second accelerator type."""
+    col = cfg.get("second_accelerator")
+    if col is None:
+        return np.zeros(len(cfg["accelerator"]), dtype=bool)
+    return Factorised(*factorise(col)).map(lambda v: v is not None and v != NONE, dtype=bool)
+
+
+def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> dict[str, np.ndarray]:
+    """Layers per stage of each part (``W_i ∝ P_i^alpha``) as the time model's part inputs."""
+    pp_a = pp - pp_b
+    wa, wb = speed_a ** alpha, speed_b ** alpha
+    x_a = layers * wa / (pp_a * wa + pp_b * wb)
+    l_a = np.clip(np.round(x_a), 1.0, np.maximum(np.floor((layers - pp_b) / np.maximum(pp_a, 1.0)), 1.0))
+    rest = layers - pp_a * l_a
+    q = np.floor(rest / np.maximum(pp_b, 1.0))
+    extra = rest - q * pp_b
+    one_b = pp_b == 1
+    return {"a_first": l_a, "a_middle": np.where(pp_a >= 3, l_a, 0.0), "a_last": l_a,
+            "b_first": np.where(one_b, rest, q + (extra >= 1)), "b_middle": np.where(pp_b >= 3, q + (extra >= 2), 0.0),
+            "b_last": np.where(one_b, rest, q), "pp_a": pp_a, "empty": (l_a < 1) | (q < 1)}
+
+
+def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """All metrics plus ``feasible`` and ``reason`` for mixed-fleet candidates (every row has
+    a second accelerator; every declared input present)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _evaluate(cfg)
+
+
+def _f(cfg, name):
+    return np.asarray(cfg[name], dtype=float)
+
+
+def _evaluate(cfg):
+    n = len(cfg["accelerator"])
+    shape = workload.resolve_shape(cfg["model"], cfg)
+    pp, pp_b = _f(cfg, "pipeline_parallel"), _f(cfg, "second_pipeline_stages")
+    second = Factorised(*factorise(cfg["second_accelerator"]))
+    hw_a = hardware.lookup(cfg["accelerator"], cfg["precision"])
+    hw_b = hardware.lookup(second, cfg["precision"])
+    split = split_layers(shape["layers"], pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
+                         hw_b.peak_flops * hw_b.matmul_eff_max, _f(cfg, "split_alpha"))
+    pp_a = split["pp_a"]
+    one = np.ones(n)
+    cfg_a = {**cfg, "_stage_first": split["a_first"], "_stage_middle": split["a_middle"],
+             "_stage_last": split["a_last"], "_stage_count": pp_a, "_stage_rank0": 0.0 * one,
+             "_stage_embedding": one, "_stage_output": 0.0 * one}
+    cfg_b = {**cfg, "accelerator": second, "_stage_first": split["b_first"], "_stage_middle": split["b_middle"],
+             "_stage_last": split["b_last"], "_stage_count": pp_b, "_stage_rank0": pp_a,
+             "_stage_embedding": 0.0 * one, "_stage_output": one}
+    ta, tb = time_model.evaluate(cfg_a), time_model.evaluate(cfg_b)
+    # the job: all its accelerators fail, a checkpoint blocks it for the slower part's write
+    n_total = _f(cfg, "num_accelerators")
+    n_a, n_b = n_total * pp_a / pp, n_total * pp_b / pp
+    given = _f(cfg, "checkpoint_duration_s")
+    write = np.maximum(write_time_s(ta.memory, _f(cfg, "checkpoint_write_gbs"), given)[1],
+                       write_time_s(tb.memory, _f(cfg, "checkpoint_write_gbs"), given)[1])
+    rate = _f(cfg, "failures_per_accelerator_hour")
+    for part, n_i in ((cfg_a, n_a), (cfg_b, n_b)):
+        part["failures_per_accelerator_hour"] = rate * n_total / n_i
+        part["checkpoint_duration_s"] = write
+    ta, tb = replace(ta, num_accelerators=n_a), replace(tb, num_accelerators=n_b)
+
+    def retimer(cfg_i, n_i, other):
+        def retime(clock_mhz, rows):
+            sub = replace(time_model.evaluate(_rows.take_inputs(cfg_i, rows), clock_mhz), num_accelerators=n_i[rows])
+            return compose(sub, _rows.take(other, rows), pp[rows])[0]
+        return retime
+
+    # the first part's clock search against the second at its set clock, then the second's
+    # against the first's result; a final pass (no clock moves: waiting longer only lowers
+    # power and temperature) gives both parts' energy at the composed iteration
+    pa, pb = compose(ta, tb, pp)
+    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, n_a, pb))
+    pb, pa = compose(tb, ea.timing, pp)
+    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, n_b, pa))
+    pa, pb = compose(ea.timing, eb.timing, pp)
+    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, n_a, pb))
+    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, n_b, pa))
+    out = _combine(ea, eb, n_a, n_b)
+    reasons = _reasons(cfg, split, pp_b, ea, eb)
+    out["feasible"] = reasons == ""
+    out["reason"] = reasons
+    out["second_accelerators"] = n_b
+    return out
+
+
+def compose(a: TimeResult, b: TimeResult, pp) -> tuple[TimeResult, TimeResult]:
+    """Both parts' results at the job's iteration: ``m`` slots of the slower part's pace
+    stage, a bubble of ``p - 1`` mean stages over both parts, the slower pipeline sends,
+    and the slower data-parallel reduction and optimizer step; each part blocked for the
+    time it does not work (returned in ``a``, ``b`` order)."""
+    ba, bb = a.breakdown, b.breakdown
+    m = a.micro_batches
+    pace = np.maximum(ba.slot_s, bb.slot_s)
+    bubble = (pp - 1.0) * (ba.work_s + bb.work_s) / pp
+    p2p = np.maximum(ba.pp_comm_s, bb.pp_comm_s)
+    tail = np.maximum(ba.dp_comm_s + ba.optimizer_s, bb.dp_comm_s + bb.optimizer_s)
+    step = m * pace + bubble + p2p + tail
+    return _at_step(a, step), _at_step(b, step)
+
+
+def _at_step(r: TimeResult, step) -> TimeResult:
+    """``r`` at the job's iteration ``step``: the part waits (``bubble_s``) for the rest."""
+    b = r.breakdown
+    busy = b.compute_s + b.memory_s + b.tp_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
+    wait = np.maximum(step - busy, 0.0)
+    breakdown = replace(b, bubble_s=wait, step_s=busy + wait)
+    steps = r.steps_to_train
+    tokens_iter = r.tokens_to_train / steps
+    return replace(r, breakdown=breakdown, step_time_s=breakdown.step_s, bubble_time_s=wait,
+                   time_to_train_s=steps * breakdown.step_s, time_to_train_days=steps * breakdown.step_s / 86400.0,
+                   tokens_per_s=tokens_iter / breakdown.step_s)
+
+
+def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
+    """The job's metrics from both parts' (see the rule tables above)."""
+    ta, tb = ea.timing, eb.timing
+    ma, mb = {**ta.metrics(), **ea.metrics}, {**tb.metrics(), **eb.metrics}
+    out = dict(ma)
+    for k in SUM:
+        out[k] = ma[k] + mb[k]
+    for k in MAX:
+        out[k] = np.maximum(ma[k], mb[k]) if ma[k].dtype != bool else ma[k] | mb[k]
+    b_paces = tb.breakdown.slot_s > ta.breakdown.slot_s
+    for k in PACE:
+        out[k] = np.where(b_paces, mb[k], ma[k])
+    b_fuller = mb["memory_per_accelerator_gb"] > ma["memory_per_accelerator_gb"]
+    for k in MEMORY:
+        out[k] = np.where(b_fuller, mb[k], ma[k])
+    out["goodput"] = np.minimum(ma["goodput"], mb["goodput"])
+    n = n_a + n_b
+    out["avg_power_per_accelerator_w"] = (n_a * ma["avg_power_per_accelerator_w"]
+                                          + n_b * mb["avg_power_per_accelerator_w"]) / n
+    out["mfu"] = ta.model_flops / (ta.step_time_s * (n_a * ta.hw.peak_flops + n_b * tb.hw.peak_flops))
+    energy, time_s = out["energy_to_train_j"], out["time_to_train_s"]
+    out["tokens_per_j"] = ma["tokens_to_train"] / energy
+    out["energy_time_product_js"] = energy * time_s
+    out["energy_utilisation_factor"] = (ma["energy_utilisation_factor"] * ma["energy_to_train_j"]
+                                        + mb["energy_utilisation_factor"] * mb["energy_to_train_j"]) / energy
+    out["energy_efficiency_index"] = out["mfu"] * ma["landauer_bound_j"] / energy
+    out["landauer_ratio"] = energy / ma["landauer_bound_j"]
+    return out
+
+
+def _reasons(cfg, split, pp_b, ea, eb) -> np.ndarray:
+    """The first reason per row: the split, then the first part's time and energy reasons,
+    then the second's."""
+    n = len(pp_b)
+    out = np.full(n, "", dtype=object)
+    candidates = [
+        np.where((pp_b < 1) | (pp_b >= _f(cfg, "pipeline_parallel")), SPLIT_REASON, ""),
+        np.where(_f(cfg, "interleave") > 1, INTERLEAVE_REASON, ""),
+        np.where(split["empty"], EMPTY_REASON, ""),
+        ea.timing.reason, ea.reason, eb.timing.reason, eb.reason,
+    ]
+    for reason in candidates:
+        reason = np.asarray(reason, dtype=object)
+        fill = (out == "") & (reason != "")
+        out[fill] = reason[fill]
+    return out

@@ -1,0 +1,160 @@
+"""Mixture-of-experts, latent attention, long context, and the rack-scale and TPU parts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.analytic.evaluator import AnalyticEvaluator
+from dse.analytic.time import hardware, training, workload
+from dse.analytic.time.collectives import Network
+
+
+def shape_of(name, **overrides):
+    return workload.resolve_shape(np.array([name], dtype=object),
+                                  {k: np.array([float(v)]) for k, v in overrides.items()})
+
+
+@pytest.mark.parametrize("name, total, active", [
+    ("mixtral-8x7b", 46.7e9, 12.9e9), ("mixtral-8x22b", 141e9, 39e9), ("deepseek-v3", 671e9, 37e9),
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9), ("qwen3-235b-a22b", 235e9, 22e9), ("dbrx-132b", 132e9, 36e9),
+    ("llama4-scout", 109e9, 17e9), ("llama4-maverick", 400e9, 17e9),
+])
+def test_moe_presets_reproduce_the_published_total_and_active_parameters(name, total, active):
+    s = shape_of(name)
+    # Llama 4's published totals include the vision encoder (~1.5B): 3% allowed
+    assert workload.parameter_count(s)[0] == pytest.approx(total, rel=0.03)
+    assert workload.active_parameter_count(s)[0] == pytest.approx(active, rel=0.03)
+    assert workload.presets()[name]["source"]
+
+
+def test_model_flops_count_the_active_parameters():
+    s = shape_of("deepseek-v3")
+    flops = workload.model_flops_per_iteration(s, np.array([1.0]))[0]
+    active = workload.active_parameter_count(s)[0]
+    # 6 N_active per token plus attention (4K tokens, MLA's 192/128-wide heads) and the output layer
+    assert 6 * active < flops < 1.3 * 6 * active
+    dense = shape_of("llama3-70b")
+    assert workload.active_parameter_count(dense)[0] == workload.parameter_count(dense)[0]
+
+
+def test_the_training_length_law_takes_the_active_parameters():
+    s = shape_of("mixtral-8x7b")
+    active = workload.active_parameter_count(s)
+    r = run(model="mixtral-8x7b", seq_len=4096, target_loss=2.0, expert_parallel=8, num_accelerators=64,
+            global_batch_size=512, target_batch_size=512, micro_batch_size=1)
+    # Chinchilla's L(N, D) at N = N_active, inverted for D (Hoffmann et al. 2022, eq. 10)
+    assert r["tokens_to_train"][0] == pytest.approx(training.chinchilla_tokens(active, np.array([2.0]))[0], rel=1e-9)
+    assert r["active_parameters"][0] == pytest.approx(active[0])
+
+
+def test_mla_attention_is_smaller_than_multi_head_attention_of_the_same_heads():
+    mla = workload.attention_parameters(shape_of("deepseek-v3"))[0]
+    mha = workload.attention_parameters(shape_of("deepseek-v3", kv_lora_rank=0, q_lora_rank=0, rope_head_dim=0))[0]
+    assert mla == pytest.approx(187.1e6, rel=0.01)   # 1536/512/64-wide latents, 128 heads of 128
+    assert mha > 2 * mla
+
+
+def run(**cols) -> pd.DataFrame:
+    n = max([len(v) for v in cols.values() if isinstance(v, list)] or [1])
+    base = {"framework": "megatron-core", "recompute": "selective", "sequence_parallel": True}
+    return AnalyticEvaluator().evaluate(pd.DataFrame({k: v if isinstance(v, list) else [v] * n
+                                                      for k, v in {**base, **cols}.items()}))
+
+
+@pytest.mark.parametrize("kw, reason", [
+    (dict(model="llama2-7b", expert_parallel=2), "expert parallelism needs a mixture-of-experts model"),
+    (dict(model="mixtral-8x7b", expert_parallel=16, num_accelerators=16),
+     "expert parallel degree does not divide the experts"),
+    (dict(model="mixtral-8x7b", expert_parallel=8, expert_tensor_parallel=2, num_accelerators=8),
+     "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks"),
+    (dict(model="mixtral-8x7b", experts_per_token=9), "more experts per token than experts"),
+])
+def test_expert_layouts_that_cannot_run(kw, reason):
+    assert run(accelerator="H100-SXM", global_batch_size=64, **kw)["reason"][0] == reason
+
+
+def test_expert_parallelism_shards_the_experts_and_pays_an_all_to_all():
+    r = run(model="mixtral-8x7b", seq_len=4096, accelerator="H100-SXM", num_accelerators=64, global_batch_size=256,
+            tensor_parallel=1, pipeline_parallel=4, expert_parallel=[1, 4, 8, 8], scaleup_size=[8, 8, 8, 4],
+            precision="bf16", recompute="full", micro_batch_size=1)
+    assert r["feasible"].all()
+    # expert weights and their optimizer state split EP ways (dense weights are not)
+    assert r["weights_memory_gb"][0] > r["weights_memory_gb"][1] > r["weights_memory_gb"][2]
+    # ZeRO-1 shards the optimizer state over the expert-data-parallel ranks: EP x EDP = the
+    # 16 data-parallel ranks either way, so the optimizer state per rank does not change
+    assert r["optimizer_memory_gb"][1] == pytest.approx(r["optimizer_memory_gb"][0], rel=1e-9)
+    # EP 8 over two domains of 4: half the dispatch crosses InfiniBand
+    assert r["tp_comm_time_s"][3] > 2 * r["tp_comm_time_s"][2] > 0
+    assert r["tp_comm_time_s"][0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_capacity_factor_overlap_and_dispatcher():
+    kw = dict(model="qwen3-235b-a22b", accelerator="H100-SXM", precision="bf16", num_accelerators=256,
+              global_batch_size=2048, tensor_parallel=2, pipeline_parallel=8, interleave=4, expert_parallel=32,
+              expert_tensor_parallel=1)
+    base, padded, overlap, deepep = run(**kw, capacity_factor=[1.0, 1.25, 1.0, 1.0],
+                                        moe_a2a_overlap=[False, False, True, False],
+                                        moe_dispatcher=["alltoall", "alltoall", "alltoall", "deepep"]).iloc
+    assert padded["step_time_s"] > base["step_time_s"] and padded["compute_time_s"] > base["compute_time_s"]
+    assert overlap["tp_comm_time_s"] < base["tp_comm_time_s"]
+    # one copy per destination node over InfiniBand (DeepEP): fewer scale-out bytes than one per expert
+    assert deepep["tp_comm_time_s"] < 0.7 * base["tp_comm_time_s"]
+    assert deepep["energy_network_j"] < base["energy_network_j"]
+
+
+def test_an_nvl72_domain_keeps_wide_expert_parallelism_on_nvlink():
+    kw = dict(model="deepseek-v3", layers=62, precision="fp8", num_accelerators=256, global_batch_size=2048,
+              tensor_parallel=1, pipeline_parallel=4, interleave=4, expert_parallel=64, expert_tensor_parallel=1,
+              sequence_parallel=False)
+    b200, gb200, b200_72 = run(**kw, accelerator=["B200", "GB200", "B200"],
+                               scaleup_size=[np.nan, np.nan, 72]).iloc
+    assert hardware.catalog()["GB200"]["scaleup_domain"] == 72
+    assert gb200["feasible"] and b200["feasible"]
+    # EP 64 spans 8 HGX nodes on B200 but one NVLink domain on GB200 NVL72
+    assert gb200["tp_comm_time_s"] < 0.25 * b200["tp_comm_time_s"]
+    assert b200_72["tp_comm_time_s"] < 0.25 * b200["tp_comm_time_s"]
+
+
+def test_torus_collectives_and_tpu_parts():
+    def net(topology):  # a 64-chip pod: a 4 x 4 x 4 torus (topology 4) or a switch (0)
+        return Network(size=np.array([64.0]), up_bw=np.array([600e9]), up_lat=np.array([1e-6]),
+                       up_topo=np.array([float(topology)]), out_bw=np.array([6e9]), out_lat=np.array([5e-6]),
+                       out_fabric=np.array([1.0]), eff=np.array([1.0]))
+    torus, switch = net(4), net(0)
+    one, v = np.array([1.0]), np.array([1e9])
+    # a group of 4 on one axis uses 2 of the 6 links: a third of a switch's bandwidth
+    g4 = np.array([4.0])
+    assert torus.reduce_scatter(v, g4, one)[0] == pytest.approx(3 * switch.reduce_scatter(v, g4, one)[0], rel=0.02)
+    # the whole 4 x 4 x 4 all-to-all is bisection-bound: V n D / (4 B) = 3 V / B, against ~V / B on a switch
+    g64 = np.array([64.0])
+    assert torus.all_to_all(v, g64, one)[0] == pytest.approx(3 * 1e9 / 600e9, rel=0.02)
+    assert switch.all_to_all(v, g64, one)[0] == pytest.approx(63 / 64 * 1e9 / 600e9, rel=0.02)
+    r = run(model="llama3-8b", accelerator=["TPU-v5p", "TPU-v6e", "TPU-v5e"], num_accelerators=256,
+            global_batch_size=512, tensor_parallel=4, framework="fsdp", zero_stage=3, recompute="full",
+            sequence_parallel=False)
+    assert r["feasible"][:2].all()
+    assert hardware.is_estimated("TPU-v5p") and hardware.catalog()["TPU-v5p"]["scaleup_topology"] == "torus_3d"
+    # no user clock control on Cloud TPUs: a lower clock is infeasible
+    low = run(model="llama3-8b", accelerator="TPU-v5p", num_accelerators=64, global_batch_size=256,
+              clock_fraction=0.8, framework="fsdp", recompute="full", sequence_parallel=False)
+    assert low["reason"][0] == "clock outside the accelerator's range"
+
+
+def test_long_context_attention_and_context_parallelism():
+    kw = dict(model="llama3-8b", accelerator="H100-SXM", num_accelerators=64, tensor_parallel=8, global_batch_size=64,
+              recompute="selective", precision="bf16")
+    seqs = [8192, 32768, 131072]
+    r = run(**kw, seq_len=seqs, context_parallel=[1, 4, 8])
+    assert r["feasible"].all()
+    # attention FLOPs grow with s (per token: 4 s a d), so MFU's FLOPs per token do too
+    per_token = [workload.layer_forward_flops_per_token(shape_of("llama3-8b", seq_len=s))[0] for s in seqs]
+    assert per_token[2] - per_token[1] == pytest.approx(4 * (131072 - 32768) * 4096, rel=1e-9)
+    # FlashAttention keeps no s x s scores: activations per token stay flat as s grows with c
+    act = r["activations_memory_gb"] / (np.array(seqs) / np.array([1, 4, 8]))
+    assert act.max() / act.min() < 1.05
+    ring, gather = run(**kw, seq_len=131072, context_parallel=8,
+                       context_parallel_algorithm=["ring", "all_gather"]).iloc
+    assert ring["tp_comm_time_s"] < gather["tp_comm_time_s"]   # the ring hides its exchange behind attention
+    assert ring["compute_time_s"] == gather["compute_time_s"]
