@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy import (
     checkpoint,
@@ -27,7 +26,7 @@ from dse.analytic.energy import (
     thermal,
     transfer,
 )
-from dse.analytic.energy.accelerator import Accelerators, energy_and_thermal
+from dse.analytic.energy.accelerator import Accelerators
 from dse.analytic.time.result import TimeResult
 
 #: ``retime(clock_mhz, rows)``: the time model for the candidates ``rows`` (an index array)
@@ -59,26 +58,18 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     Only the rows whose clock changed are re-timed; ``perf`` is not modified.
     """
     acc = _accelerators(cfg, perf)
-    clock = np.asarray(perf.clock_mhz, dtype=float)
-    # at the set clock: the final answer for every row whose clock stays, and the test of
-    # which rows break a limit
-    e, th = energy_and_thermal(perf.breakdown, clock, acc)
-    set_ok = (~(e.p_busy > acc.cap_w * (1 + 1e-9)), ~(th["peak_c"] > acc.pw["slowdown_temp_c"] + 1e-9))
-    new_clock, capped, throttled = clock_search.operating_clock(perf.breakdown, clock, acc, ok=set_ok)
-    changed = np.isfinite(new_clock) & (new_clock < clock * (1 - 1e-9))
-    if changed.any():
-        rows = np.flatnonzero(changed)
-        clock = np.where(changed, new_clock, clock)
-        sub = retime(clock[rows], rows)
-        perf = perf.with_rows(rows, sub)
-        # re-derive energy and temperatures for the re-timed rows only
-        e_rows, th_rows = energy_and_thermal(sub.breakdown, clock[rows], _rows.take(acc, rows))
-        e, th = _rows.put(e, rows, e_rows), _rows.put(th, rows, th_rows)
-    # A cap below what the slowest clock draws cannot be met: mark the candidate (the
-    # caller merges these after the time model's reasons, which win).
+    # the clock that meets the cap and the slowdown temperature, checked on the re-timed
+    # step (clock_search.settle); only rows whose clock falls are re-timed
+    op = clock_search.settle(perf, acc, retime)
+    perf, clock, e, th = op.perf, op.clock_mhz, op.energy, op.thermal
+    capped, throttled = op.capped, op.throttled
+    # A limit the lowest clock still breaks cannot be met: mark the candidate (the caller
+    # merges these after the time model's reasons, which win). settle() leaves a row above
+    # a limit only at its lowest clock, so each reason is true of the row it marks.
+    cap_ok, hot_ok = clock_search.limits_ok(e, th, acc)
     reasons = np.full(len(clock), "", dtype=object)
-    reasons[th["peak_c"] > acc.pw["slowdown_temp_c"] + 0.5] = HOT_REASON
-    reasons[e.p_busy > acc.cap_w * 1.001] = CAP_REASON
+    reasons[~hot_ok & op.at_min] = HOT_REASON
+    reasons[~cap_ok & op.at_min] = CAP_REASON
     metrics = _metrics(cfg, perf, acc, e, th, clock, capped, throttled)
     return EnergyResult(metrics=metrics, reason=reasons, timing=perf)
 
