@@ -68,7 +68,7 @@ def test_a_cap_holds_whenever_the_lowest_clock_meets_it(name):
     assert held.any()
     over = held & (busy > cap * (1 + LIMIT_RTOL))
     assert not over.any(), (f"{name}: busy power above the cap at "
-                            f"{list(zip(cap[over].round(1), busy[over].round(2), clock[over].round(1)))}")
+                            f"{list(zip(cap[over].round(1), busy[over].round(2), clock[over].round(1), strict=True))}")
     assert not (held & (reason == CAP_REASON)).any(), f"{name}: marked infeasible although f_min meets the cap"
     assert (capped["feasible"].to_numpy()[held]).all()
     assert (clock[held] >= f_min * (1 - 1e-9)).all()

@@ -103,16 +103,21 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     total_steps_n = steps * n
     ck = checkpoint.checkpoint_phases(perf.memory, step_s, _f(cfg, "checkpoint_interval_s"),
                                       _f(cfg, "checkpoint_write_gbs"), _f(cfg, "checkpoint_duration_s"))
-    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, e.p_wait, p_net_static, p_host,
+    # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
+    p_parked = power.parked_power_w(acc.pw["a_parked"], acc.idle_w, acc.tdp_w, acc.floor_w)
+    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, p_parked, p_net_static, p_host,
                                         _f(cfg, "scaleout_pj_per_bit"))
     it_j = (e_step_acc + (ck_e["idle"] + ck_e["waiting"] + ck_e["network"] + ck_e["host"])) * total_steps_n
     facility_j = it_j * (1.0 + overhead)
     time_to_train_s = steps * (step_s + ck.per_step_s)
-    # a checkpoint is one more low (blocked) phase: the same step, busy -> blocked power
+    # a checkpoint is one more low phase: the step from busy power down to the lowest of the
+    # blocked (bubble, exposed communication) and the parked (checkpoint) power
+    has_ck = ck.on & (ck.duration_s > 0)
+    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.p_wait, p_parked), p_parked), e.p_wait)
     fac = facility.facility_power_w(
-        facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=e.p_wait,
+        facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=p_low,
         p_other=p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead=overhead,
-        low_phase=(t.blocked > 0) | (ck.on & (ck.duration_s > 0)), transition_s=_f(cfg, "power_transition_s"))
+        low_phase=(t.blocked > 0) | has_ck, transition_s=_f(cfg, "power_transition_s"))
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     mean_p = (e.total + (ck_e["idle"] + ck_e["waiting"])) / np.where(step_ck > 0, step_ck, np.nan)
     out = {
