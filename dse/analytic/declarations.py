@@ -10,8 +10,11 @@ a datasheet, the source is written beside it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.time.collectives import SCALEOUT_FABRICS, SCALEUP_TOPOLOGIES
 from dse.analytic.time.frameworks import framework_names
@@ -19,6 +22,7 @@ from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import RECOMPUTE
 from dse.analytic.time.result import METRIC_FIELDS
 from dse.analytic.time.workload import presets
+from dse.errors import DseError, StudyError
 from dse.evaluators.base import Input, Metric
 
 _ACCELERATORS = accelerator_names()
@@ -34,6 +38,32 @@ SCALEOUT_PJ_PER_BIT = 25.0
 #: (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): 2000 / 16384 GB/s.
 CHECKPOINT_WRITE_GBS = 2000.0 / 16384
 
+
+
+@dataclass(frozen=True)
+class AcceleratorInput(Input):
+    """The ``accelerator`` input: a catalog name, or an accelerator profile written by
+    ``dse calibrate``, by path (``my-a100.yaml``) or by name (:mod:`dse.analytic.profiles`).
+    A profile that is there but broken is reported with its file and field."""
+
+    def check(self, value, *, field: str) -> None:
+        if isinstance(value, str) and self.choices is not None and value not in self.choices:
+            try:
+                found = profiles.find(value)
+            except DseError as exc:
+                raise StudyError(f"accelerator profile {value}: {exc}", field=field) from None
+            except OSError as exc:
+                raise StudyError(f"accelerator profile {value}: {exc.strerror or exc}", field=field) from None
+            if found is not None:
+                return
+        super().check(value, field=field)
+
+    def _allowed(self) -> str:
+        return (f"{super()._allowed()}, or an accelerator profile (dse calibrate): a path to its .yaml file, "
+                f"or its name with {profiles.FOLDER}/NAME.yaml in the working directory or a folder in "
+                f"${profiles.ENV}")
+
+
 TIME_INPUTS: list[Input] = [
     Input("model", "str", "", "model preset name (shape fields override it)", "gpt-1.3b", _MODELS, group="workload"),
     Input("layers", "int", "", "transformer layers (overrides the preset)", None, minimum=1, group="workload"),
@@ -48,7 +78,7 @@ TIME_INPUTS: list[Input] = [
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
     Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
-    Input("accelerator", "str", "", "accelerator type (hardware catalog)", "H100-SXM", _ACCELERATORS, group="hardware"),
+    AcceleratorInput("accelerator", "str", "", "accelerator type (hardware catalog), or an accelerator profile (a .yaml path or a name; dse calibrate)", "H100-SXM", _ACCELERATORS, group="hardware"),
     Input("num_accelerators", "int", "", "accelerators in the job", 8, minimum=1, group="hardware"),
     Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
     Input("clock_fraction", "float", "1", "SM clock as a fraction of the accelerator's maximum (used where clock_mhz is not given; suits studies over several accelerators)", None, minimum=0.05, maximum=1.0, group="hardware"),

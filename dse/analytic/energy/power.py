@@ -15,7 +15,9 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
+from dse.analytic import profiles
 from dse.analytic.columns import factorise
+from dse.errors import DseError
 
 PHASES = ("compute", "memory", "waiting")
 
@@ -26,11 +28,19 @@ def parameters() -> dict:
     return yaml.safe_load(files("dse.analytic.data").joinpath("power.yaml").read_text())
 
 
-def _entry(name: str) -> dict:
+def entry(name: str) -> dict:
+    """The power entry of accelerator ``name``: the defaults updated by its catalog entry or
+    by its profile's (:mod:`dse.analytic.profiles`); the defaults alone for an unknown name."""
     p = parameters()
     out = dict(p["defaults"])
     out["activity"] = dict(p["defaults"]["activity"])
-    acc = (p.get("accelerators") or {}).get(name, {})
+    acc = (p.get("accelerators") or {}).get(name)
+    if acc is None:
+        try:
+            prof = profiles.find(name)
+        except (DseError, OSError):
+            prof = None
+        acc = {} if prof is None else prof.power
     for k, v in acc.items():
         if k == "activity":
             out["activity"].update(v)
@@ -39,9 +49,21 @@ def _entry(name: str) -> dict:
     return out
 
 
-@cache
 def _row(name: str) -> tuple:
-    e = _entry(name)
+    if name in (parameters().get("accelerators") or {}):
+        return _row_of(name, None)
+    try:
+        version = profiles.key(name)
+    except OSError:
+        version = None
+    return _row_of(name, version)
+
+
+@cache
+def _row_of(name: str, version: tuple | None) -> tuple:
+    """The parameters of :func:`entry` as a row, cached per profile file version."""
+    del version  # part of the cache key only
+    e = entry(name)
     curve = np.asarray(e["vf_curve"], dtype=float)
     r_air = np.nan if e["r_air_k_per_w"] is None else float(e["r_air_k_per_w"])
     r_liq = np.nan if e["r_liquid_k_per_w"] is None else float(e["r_liquid_k_per_w"])
