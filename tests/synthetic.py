@@ -45,9 +45,12 @@ def truth_profile(path: Path, truth: dict = TRUTH) -> Path:
                           "created": "synthetic", **acc}, path)
 
 
-def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: float = 8e9) -> pd.DataFrame:
+def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: float = 8e9,
+                 caps=()) -> pd.DataFrame:
     """A ``dse profile``-style sweep: a bf16 GEMM, a memory copy and a blocked wait at each
-    clock, and an idle and a parked reading, as the model predicts them for ``profile``."""
+    clock, an idle and a parked reading, and the GEMM under each power cap in ``caps`` (its
+    clock not given: the highest whose power meets the cap), as the model predicts them
+    for ``profile``."""
     name = np.array([str(profile)], dtype=object)
     hw, pw = hardware.lookup(name, np.array(["bf16"], dtype=object)), power.lookup(name)
     idle, tdp, f_max = hw.idle_w[0], hw.tdp_w[0], hw.clock_max_mhz[0]
@@ -67,6 +70,20 @@ def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: f
         rows.append({"workload": "copy", "kind": "memory", "clock_mhz": f, "time_s": t, "energy_j": e, "bytes": copy_bytes})
         p = power.phase_power_w(pw["a_waiting"][0], s, idle, tdp)
         rows.append({"workload": "blocked", "kind": "blocked", "clock_mhz": f, "time_s": 2.0, "energy_j": p * 2.0})
+    for cap in caps:
+        lo, hi = hw.clock_min_mhz[0] / f_max, 1.0
+        for _ in range(60):  # the highest clock whose GEMM power meets the cap
+            mid = 0.5 * (lo + hi)
+            p = power.phase_power_w(pw["a_compute"][0], power.dynamic_scale(np.array([mid]), pw["vf_x"], pw["vf_v"])[0],
+                                    idle, tdp)
+            lo, hi = (mid, hi) if p <= cap else (lo, mid)
+        t = gemm.compute_time(gemm_n, gemm_n, gemm_n, None, peak=hw.peak_flops[0], clock_ratio=lo, cu=hw.compute_units[0],
+                              eff_max=hw.matmul_eff_max[0], half_flops=hw.matmul_half_gflop[0] * 1e9,
+                              half_k=hw.matmul_half_k[0])
+        s = power.dynamic_scale(np.array([lo]), pw["vf_x"], pw["vf_v"])[0]
+        rows.append({"workload": "matmul-bf16", "kind": "compute", "power_cap_w": cap, "time_s": t,
+                     "energy_j": power.phase_power_w(pw["a_compute"][0], s, idle, tdp) * t, "flops": 2.0 * gemm_n ** 3,
+                     "gemm_m": gemm_n, "gemm_n": gemm_n, "gemm_k": gemm_n})
     rows.append({"workload": "idle", "kind": "idle", "time_s": 5.0, "energy_j": idle * 5.0})
     parked = power.parked_power_w(pw["a_parked"][0], idle, tdp, np.nan)
     rows.append({"workload": "parked", "kind": "parked", "time_s": 5.0, "energy_j": parked * 5.0})

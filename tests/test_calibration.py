@@ -54,6 +54,20 @@ def test_a_fit_recovers_the_parameters_the_model_generated_within_2_percent(trut
     assert result.rows["energy_j_err_pct"].abs().max() < 0.1
 
 
+def test_power_cap_rows_are_predicted_at_the_clock_that_meets_the_cap(truth, tmp_path):
+    """GEMMs under power caps with no clock given: the fit finds the clock the cap allows and
+    reports them per cap; held out, they are predicted from the clocked rows alone."""
+    sweep = kernel_sweep(truth, caps=(150.0, 200.0, 250.0, 300.0))
+    rows = readers.read([_write(sweep, tmp_path / "caps.csv")])
+    result = fit.fit(rows, "A100-80GB", holdout=["150W", "250W"])
+    r = result.rows
+    capped = r[np.isfinite(r["power_cap_w"])]
+    assert len(capped) == 4 and set(capped.loc[capped["set"] == "holdout", "power_cap_w"]) == {150.0, 250.0}
+    assert capped["time_s_err_pct"].abs().max() < 0.1 and capped["energy_j_err_pct"].abs().max() < 0.1
+    assert (capped["clock_mhz_pred"] < 1410).all()
+    assert (capped["energy_j_pred"] / capped["time_s_pred"] <= capped["power_cap_w"] * (1 + 1e-6)).all()
+
+
 def test_training_runs_through_the_whole_model_recover_its_parameters(truth, tmp_path):
     """Step times and average power of GPT-1.3B runs that AnalyticEvaluator predicted for
     the truth profile: what they determine well comes back within 2%, the rest within three
