@@ -127,6 +127,10 @@ def test_telemetry_is_matched_to_steps_by_timestamp(truth, tmp_path):
         power = rows["energy_j"] / rows["time_s"]
         np.testing.assert_allclose(power, runs["avg_power_w"], rtol=1e-4)
         np.testing.assert_allclose(rows["time_s"], runs["step_time_s"], rtol=1e-3)
+    # one log per node: GPU 0 of each is its own GPU (the second node here reads 10% more)
+    node2 = samples.assign(power_w=samples["power_w"] * 1.1)
+    rows = readers.read([step_file, tmp_path / "smi.csv", write_nvidia_smi(node2, tmp_path / "smi-node2.csv")])
+    np.testing.assert_allclose(rows["energy_j"] / rows["time_s"], runs["avg_power_w"] * 1.05, rtol=1e-4)
     # nvidia-smi's temperatures (30 C + 0.1 K/W x power, whole degrees) give the thermal resistance
     rows = readers.read([step_file, tmp_path / "smi.csv"])
     result = fit.fit(rows, "A100-80GB", only=["matmul_eff_max"])

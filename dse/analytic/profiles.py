@@ -46,8 +46,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class HardwareEntry(_Strict):
-    """The datasheet entry, as ``data/hardware.yaml`` has it."""
+class HardwareEntry(BaseModel):
+    """The datasheet entry, as ``data/hardware.yaml`` has it (further catalog fields are kept)."""
+
+    model_config = ConfigDict(extra="allow")
 
     vendor: str = ""
     peak_tflops: dict[Literal["bf16", "fp16", "tf32", "fp8"], float | None]

@@ -43,7 +43,8 @@ def read(path: Path) -> pd.DataFrame:
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     samples = _prometheus(text, str(path)) if first.startswith(("#", "DCGM_FI_")) else _smi(path)
     _check_order(samples, str(path))
-    return samples
+    # GPU numbers repeat on every node: a GPU is its file's (one log per node)
+    return samples.assign(gpu=Path(path).name + ":" + samples["gpu"].astype(str))
 
 
 def parse_times(values, file: str, column: str) -> np.ndarray:
@@ -147,8 +148,9 @@ def _check_order(samples: pd.DataFrame, file: str) -> None:
         t = g["time_s"].to_numpy()
         back = np.flatnonzero(np.diff(t) < 0)
         if len(back):
-            raise DseError(f"timestamps out of order for GPU {str(gpu).split('/')[0]}: each GPU's samples must be "
-                           "in time order", file=file, field=f"line {int(g['line'].iloc[back[0] + 1])}")
+            which = str(gpu).split("/")[0].split(":")[-1]
+            raise DseError(f"timestamps out of order for GPU {which}: each GPU's samples must be in time order",
+                           file=file, field=f"line {int(g['line'].iloc[back[0] + 1])}")
 
 
 def check_steps(start: np.ndarray, end: np.ndarray, file: str) -> None:

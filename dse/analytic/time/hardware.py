@@ -98,7 +98,8 @@ def entry(name: str) -> tuple[dict, dict] | None:
     prof = profiles.find(name)
     if prof is None:
         return None
-    return prof.hardware, {**calibration()["shared"], **prof.calibration}
+    # a field the catalog gained after the profile was written comes from its base part
+    return {**catalog().get(prof.base, {}), **prof.hardware}, {**calibration()["shared"], **prof.calibration}
 
 
 def _row(name: str, prec: str) -> tuple[float, ...]:
