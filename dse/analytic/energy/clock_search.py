@@ -153,11 +153,56 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
     rows that break a limit, re-times them there and checks again: the estimate keeps every
     kernel in its roofline regime, but a memory-bound GEMM turns compute-bound at a lower
     clock and overlapped communication hides behind longer compute, both of which draw more
-    than the estimate says. After :data:`MAX_PASSES` a bisection on the time model itself
-    settles what is left. ``retime(clock_mhz, rows)`` is the time model for ``rows``.
+    than the estimate says. After :data:`MAX_PASSES` a search on the time model itself
+    settles what is left (:func:`_bisect_on_time_model`). ``retime(clock_mhz, rows)`` is the
+    time model for ``rows``. The first pass runs on every row that breaks a limit at its set
+    clock; the later ones on the few the re-timed step still puts above one, whose results
+    join the others' once, at the end.
     """
     clock = np.asarray(perf.clock_mhz, dtype=float).copy()
     e, th = energy_and_thermal(perf.breakdown, clock, acc)
+    n = len(clock)
+    capped, throttled = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    lowest = np.asarray(acc.clock_min_mhz, dtype=float)
+    finite = np.isfinite(clock)
+    cap_ok, hot_ok = limits_ok(e, th, acc)
+    rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
+    owned = False  # perf, e and th are copies this function made (and may change in place)
+    if len(rows):  # the first pass, on every row that breaks a limit at its set clock
+        new, c, t = operating_clock(_rows.take(perf.breakdown, rows), clock[rows], _rows.take(acc, rows),
+                                    ok=(cap_ok[rows], hot_ok[rows]))
+        capped[rows], throttled[rows] = c, t
+        lower = new < clock[rows] * (1 - 1e-12)
+        rows, new = rows[lower], new[lower]
+        if len(rows):
+            clock[rows] = new
+            sub = retime(new, rows)
+            perf = perf.with_rows(rows, sub)
+            e_rows, th_rows = energy_and_thermal(sub.breakdown, new, _rows.take(acc, rows))
+            e, th = _rows.put(e, rows, e_rows), _rows.put(th, rows, th_rows)
+            owned = True
+    # the rows the re-timed step still puts above a limit: more passes, on those rows only
+    cap_ok, hot_ok = limits_ok(e, th, acc)
+    rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
+    if len(rows):
+        sub = _search(_rows.take(perf, rows), _rows.take(acc, rows), lambda f, local: retime(f, rows[local]),
+                      _rows.take(e, rows), _rows.take(th, rows))
+        moved = sub.clock_mhz < clock[rows]
+        if moved.any():
+            at = rows[moved]
+            perf = _rows.put(perf, at, _rows.take(sub.perf, moved), inplace=owned)
+            e = _rows.put(e, at, _rows.take(sub.energy, moved), inplace=owned)
+            th = _rows.put(th, at, _rows.take(sub.thermal, moved), inplace=owned)
+            clock[at] = sub.clock_mhz[moved]
+        capped[rows] |= sub.capped
+        throttled[rows] |= sub.throttled
+    return Operating(perf=perf, clock_mhz=clock, energy=e, thermal=th, capped=capped, throttled=throttled,
+                     at_min=clock <= lowest * (1 + 1e-12))
+
+
+def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
+    """:func:`settle`'s passes over candidates that all break a limit at their set clock."""
+    clock = np.asarray(perf.clock_mhz, dtype=float).copy()
     n = len(clock)
     capped, throttled = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     finite = np.isfinite(clock)
@@ -176,7 +221,9 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
         rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
         if not len(rows):
             break
-        new, c, t = operating_clock(_rows.take(perf.breakdown, rows), clock[rows], _rows.take(acc, rows),
+        every = len(rows) == n
+        new, c, t = operating_clock(perf.breakdown if every else _rows.take(perf.breakdown, rows),
+                                    clock[rows], acc if every else _rows.take(acc, rows),
                                     ok=(cap_ok[rows], hot_ok[rows]))
         capped[rows] |= c
         throttled[rows] |= t
