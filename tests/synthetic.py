@@ -175,7 +175,7 @@ def write_examples(folder: Path) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         truth = truth_profile(Path(tmp) / "truth.yaml")
-        (folder / "synthetic_kernels.csv").write_text(SYNTHETIC_NOTE + kernel_sweep(truth).to_csv(index=False))
+        (folder / "synthetic_kernels.csv").write_text(SYNTHETIC_NOTE + kernel_sweep(truth, caps=(200.0, 300.0)).to_csv(index=False))
         runs = training_runs(truth, layouts=LAYOUTS[:2], clocks=(1410.0, 1100.0, 800.0))
         (folder / "synthetic_training.csv").write_text(SYNTHETIC_NOTE + runs.to_csv(index=False))
         steps, samples = telemetry(runs.iloc[[0, 2, 3, 5]])
