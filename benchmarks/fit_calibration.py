@@ -112,12 +112,12 @@ def calibrated(x):
     original = hardware.calibration
     cal = to_calibration(x)
     hardware.calibration = lambda: cal
-    hardware._row.cache_clear()  # rows are cached with the calibration in them
+    hardware._row_of.cache_clear()  # rows are cached with the calibration in them
     try:
         yield
     finally:
         hardware.calibration = original
-        hardware._row.cache_clear()
+        hardware._row_of.cache_clear()
 
 
 class Source:

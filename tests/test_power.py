@@ -74,3 +74,18 @@ def test_a_cap_below_the_lowest_clock_draw_is_flagged_not_raised():
     r = _evaluate(accelerator="A100-80GB", num_accelerators=8, power_cap_w=[30.0], model="gpt-1.3b")
     assert not r["feasible"][0]
     assert "power cap" in r["reason"][0]
+
+
+def test_a_parked_accelerator_draws_the_measured_idle_with_context_power():
+    """A checkpoint write parks the accelerators (CUDA context held, no kernel): measured
+    121.7 W on H100 80GB HBM3 and 80.0 W on A100 80GB (Vadari 2026, arXiv:2605.23918),
+    below the 142 W of an H100 blocked in a collective (a_waiting)."""
+    names = np.array(["H100-SXM", "A100-80GB"], dtype=object)
+    pw = power.lookup(names)
+    hw = hardware.lookup(names, np.array(["bf16", "bf16"], dtype=object))
+    parked = power.parked_power_w(pw["a_parked"], hw.idle_w, hw.tdp_w, np.full(2, np.nan))
+    assert parked[0] == pytest.approx(121.7, abs=0.1)
+    assert parked[1] == pytest.approx(80.0, rel=0.05)
+    blocked = power.phase_power_w(pw["a_waiting"], 1.0, hw.idle_w, hw.tdp_w)
+    assert (parked < blocked).all()
+    assert power.parked_power_w(pw["a_parked"], hw.idle_w, hw.tdp_w, np.full(2, 300.0)).tolist() == [300.0, 300.0]

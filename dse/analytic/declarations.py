@@ -10,8 +10,11 @@ a datasheet, the source is written beside it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
@@ -24,6 +27,7 @@ from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import RECOMPUTE
 from dse.analytic.time.result import METRIC_FIELDS
 from dse.analytic.time.workload import presets
+from dse.errors import DseError, StudyError
 from dse.evaluators.base import Input, Metric
 
 _ACCELERATORS = accelerator_names()
@@ -48,6 +52,32 @@ FAILURES_PER_ACCELERATOR_HOUR = 466.0 / (16384 * 54 * 24)
 #: SOSP '25, arXiv:2509.16293); Llama 3 publishes no figure.
 RESTART_TIME_S = 600.0
 
+
+
+@dataclass(frozen=True)
+class AcceleratorInput(Input):
+    """The ``accelerator`` input: a catalog name, or an accelerator profile written by
+    ``dse calibrate``, by path (``my-a100.yaml``) or by name (:mod:`dse.analytic.profiles`).
+    A profile that is there but broken is reported with its file and field."""
+
+    def check(self, value, *, field: str) -> None:
+        if isinstance(value, str) and self.choices is not None and value not in self.choices:
+            try:
+                found = profiles.find(value)
+            except DseError as exc:
+                raise StudyError(f"accelerator profile {value}: {exc}", field=field) from None
+            except OSError as exc:
+                raise StudyError(f"accelerator profile {value}: {exc.strerror or exc}", field=field) from None
+            if found is not None:
+                return
+        super().check(value, field=field)
+
+    def _allowed(self) -> str:
+        return (f"{super()._allowed()}, or an accelerator profile (dse calibrate): a path to its .yaml file, "
+                f"or its name with {profiles.FOLDER}/NAME.yaml in the working directory or a folder in "
+                f"${profiles.ENV}")
+
+
 TIME_INPUTS: list[Input] = [
     Input("model", "str", "", "model preset name (shape fields override it)", "gpt-1.3b", _MODELS, group="workload"),
     Input("layers", "int", "", "transformer layers (overrides the preset)", None, minimum=1, group="workload"),
@@ -68,7 +98,7 @@ TIME_INPUTS: list[Input] = [
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
     Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
-    Input("accelerator", "str", "", "accelerator type (hardware catalog)", "H100-SXM", _ACCELERATORS, group="hardware"),
+    AcceleratorInput("accelerator", "str", "", "accelerator type (hardware catalog), or an accelerator profile (a .yaml path or a name; dse calibrate)", "H100-SXM", _ACCELERATORS, group="hardware"),
     Input("num_accelerators", "int", "", "accelerators in the job (with a second accelerator: both types together)", 8, minimum=1, group="hardware"),
     Input("second_accelerator", "str", "", "a second accelerator type running the last second_pipeline_stages pipeline stages (mixed fleet; none: one type)", "none", ("none", *_ACCELERATORS), group="hardware"),
     Input("second_pipeline_stages", "int", "", "pipeline stages on the second accelerator (1 to pipeline_parallel - 1)", 0, minimum=0, group="hardware"),

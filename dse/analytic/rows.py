@@ -18,17 +18,23 @@ def take(obj, rows: np.ndarray):
     return np.asarray(obj)[rows]
 
 
-def put(base, rows: np.ndarray, sub):
+def put(base, rows: np.ndarray, sub, *, inplace: bool = False):
     """A copy of ``base`` (an array, a dict or a dataclass of them, nested) with ``sub``'s
-    values at ``rows``; ``sub`` holds those rows only. ``base`` is not modified."""
+    values at ``rows``; ``sub`` holds those rows only. ``base`` is not modified, unless
+    ``inplace`` (for a ``base`` the caller owns): then its arrays take ``sub``'s values where
+    their dtype can hold them, and only the others are copied."""
     if is_dataclass(base):
-        return replace(base, **{f.name: put(getattr(base, f.name), rows, getattr(sub, f.name))
+        return replace(base, **{f.name: put(getattr(base, f.name), rows, getattr(sub, f.name), inplace=inplace)
                                 for f in fields(base)})
     if isinstance(base, dict):
-        return {k: put(v, rows, sub[k]) for k, v in base.items()}
+        return {k: put(v, rows, sub[k], inplace=inplace) for k, v in base.items()}
     if base is None:
         return None
-    out = np.array(base, dtype=np.result_type(base, sub))
+    dtype = np.result_type(base, sub)
+    if inplace and isinstance(base, np.ndarray) and base.dtype == dtype and base.ndim and base.flags.writeable:
+        base[rows] = sub
+        return base
+    out = np.array(base, dtype=dtype)
     out[rows] = sub
     return out
 

@@ -1,5 +1,5 @@
 """Command-line interface: ``dse run | resume | validate | evaluate | export | plot | report |
-show | status | describe``.
+show | status | describe | validate-model | calibrate | profile``.
 
 Every user error ends in one line on stderr naming the file, the field, the value and
 what is allowed, and exit code 2; never a Python traceback.
@@ -352,14 +352,22 @@ def describe(
     search: Annotated[str | None, typer.Option(
         "--search", "-s", help="describe this search algorithm's options instead "
                                "('list': every registered algorithm)")] = None,
+    accelerator: Annotated[str | None, typer.Option(
+        "--accelerator", "-a", help="describe an accelerator instead: every number of a catalog part or an "
+                                    "accelerator profile (a .yaml path or a name) with where it came from")] = None,
 ) -> None:
     """List an evaluator's parameters (with units, defaults, allowed values) and metrics, or
-    the search algorithms and their options."""
+    the search algorithms and their options, or an accelerator's numbers and their sources."""
     from dse.evaluators import load_evaluator
     from dse.study import EvaluatorSpec
 
     if search is not None:
         _describe_search(search)
+        return
+    if accelerator is not None:
+        from dse.cli.calibrate import describe_accelerator
+
+        describe_accelerator(accelerator, out)
         return
     ev = load_evaluator(EvaluatorSpec(name=evaluator))
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
@@ -385,6 +393,58 @@ def describe(
     for met in ev.metrics.values():
         m.add_row(met.name, met.unit, met.long_name)
     out.print(m)
+
+
+@app.command()
+def calibrate(
+    measurements: Annotated[list[Path], typer.Argument(
+        help="measurement files: sweep CSVs (dse profile writes them), validate-model tables, training steps CSVs, "
+             "nvidia-smi CSV logs and DCGM/Prometheus text (docs/calibration.md)", show_default=False)],
+    accelerator: Annotated[str, typer.Option("--accelerator", "-a", help="the part measured: a catalog name (or a "
+                                             "profile) whose other numbers the profile inherits")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="profile to write (YAML); in ./accelerators/ it is "
+                                         "found by name")],
+    holdout: Annotated[str, typer.Option("--holdout", help="rows left out of the fit and reported apart: clocks in "
+                                         "MHz, power caps in W (300W) or workload names, comma-separated")] = "",
+    only: Annotated[str, typer.Option("--fit", help="fit only these parameters (comma-separated; default: all "
+                                      "the measurements determine)")] = "",
+    fix: Annotated[str, typer.Option("--fix", help="keep these parameters at the base part's values")] = "",
+    cooling: Annotated[str, typer.Option("--cooling", help="cooling of the measured GPUs (the thermal resistance "
+                                         "fitted from temperatures is this one's): air or liquid")] = "air",
+    name: Annotated[str | None, typer.Option("--name", help="the profile's name (default: the file's stem)")] = None,
+) -> None:
+    """Fit the model's parameters for one accelerator to your measurements and write an
+    accelerator profile a study can use: prints the fitted values with uncertainties and the
+    error of every measurement (held-out rows apart)."""
+    from dse.cli.calibrate import calibrate as run_fit
+
+    if cooling not in ("air", "liquid"):
+        raise DseError("unknown cooling", field="--cooling", value=cooling, allowed="air, liquid")
+
+    def listed(text: str) -> list[str]:
+        return [t.strip() for t in text.split(",") if t.strip()]
+
+    run_fit(measurements, accelerator, output, holdout=listed(holdout), only=listed(only) or None, fix=listed(fix),
+            cooling=cooling, name=name, command="dse " + " ".join(sys.argv[1:]), console=out)
+
+
+@app.command()
+def profile(
+    output: Annotated[Path, typer.Option("--output", "-o", help="sweep CSV to write (dse calibrate reads it)")]
+    = Path("profile.csv"),
+    device: Annotated[int, typer.Option("--device", "-d", min=0, help="GPU index (as nvidia-smi numbers them)")] = 0,
+    seconds: Annotated[float, typer.Option("--seconds", min=0.5, help="seconds each measurement runs")] = 5.0,
+    append: Annotated[bool, typer.Option("--append", help="add the rows to an existing CSV (one per setting "
+                                         "you sweep with nvidia-smi)")] = False,
+) -> None:
+    """Measure this machine's NVIDIA GPU at its current settings: idle and parked power, a
+    matrix multiply and a memory-bound copy (time, power, energy) through NVML; written in
+    the calibration CSV format. It never changes clocks or power limits (docs/calibration.md
+    shows how to sweep them with nvidia-smi). Needs the extra dse[profile] (nvidia-ml-py, torch)."""
+    from dse.analytic.calibration.measure import profile_gpu
+
+    rows = profile_gpu(output, device=device, seconds=seconds, append=append, log=err.print)
+    out.print(f"wrote {len(rows)} rows to {output}: dse calibrate {output} --accelerator NAME -o my-gpu.yaml")
 
 
 def _describe_search(name: str) -> None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy import (
     checkpoint,
@@ -30,7 +29,7 @@ from dse.analytic.energy import (
     thermal,
     transfer,
 )
-from dse.analytic.energy.accelerator import Accelerators, energy_and_thermal
+from dse.analytic.energy.accelerator import Accelerators
 from dse.analytic.time.result import TimeResult
 
 #: ``retime(clock_mhz, rows)``: the time model for the candidates ``rows`` (an index array)
@@ -63,26 +62,18 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     Only the rows whose clock changed are re-timed; ``perf`` is not modified.
     """
     acc = _accelerators(cfg, perf)
-    clock = np.asarray(perf.clock_mhz, dtype=float)
-    # at the set clock: the final answer for every row whose clock stays, and the test of
-    # which rows break a limit
-    e, th = energy_and_thermal(perf.breakdown, clock, acc)
-    set_ok = (~(e.p_busy > acc.cap_w * (1 + 1e-9)), ~(th["peak_c"] > acc.pw["slowdown_temp_c"] + 1e-9))
-    new_clock, capped, throttled = clock_search.operating_clock(perf.breakdown, clock, acc, ok=set_ok)
-    changed = np.isfinite(new_clock) & (new_clock < clock * (1 - 1e-9))
-    if changed.any():
-        rows = np.flatnonzero(changed)
-        clock = np.where(changed, new_clock, clock)
-        sub = retime(clock[rows], rows)
-        perf = perf.with_rows(rows, sub)
-        # re-derive energy and temperatures for the re-timed rows only
-        e_rows, th_rows = energy_and_thermal(sub.breakdown, clock[rows], _rows.take(acc, rows))
-        e, th = _rows.put(e, rows, e_rows), _rows.put(th, rows, th_rows)
-    # A cap below what the slowest clock draws cannot be met: mark the candidate (the
-    # caller merges these after the time model's reasons, which win).
+    # the clock that meets the cap and the slowdown temperature, checked on the re-timed
+    # step (clock_search.settle); only rows whose clock falls are re-timed
+    op = clock_search.settle(perf, acc, retime)
+    perf, clock, e, th = op.perf, op.clock_mhz, op.energy, op.thermal
+    capped, throttled = op.capped, op.throttled
+    # A limit the lowest clock still breaks cannot be met: mark the candidate (the caller
+    # merges these after the time model's reasons, which win). settle() leaves a row above
+    # a limit only at its lowest clock, so each reason is true of the row it marks.
+    cap_ok, hot_ok = clock_search.limits_ok(e, th, acc)
     reasons = np.full(len(clock), "", dtype=object)
-    reasons[th["peak_c"] > acc.pw["slowdown_temp_c"] + 0.5] = HOT_REASON
-    reasons[e.p_busy > acc.cap_w * 1.001] = CAP_REASON
+    reasons[~hot_ok & op.at_min] = HOT_REASON
+    reasons[~cap_ok & op.at_min] = CAP_REASON
     metrics = _metrics(cfg, perf, acc, e, th, clock, capped, throttled)
     endless = (reasons == "") & ~np.isfinite(metrics["time_to_train_s"]) & np.isfinite(perf.time_to_train_s)
     reasons[endless] = FAIL_REASON
@@ -121,7 +112,9 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     interval = goodput.checkpoint_interval_s(_f(cfg, "checkpoint_interval_s"), ck_write_s, mtbf_s, step_s)
     ck = checkpoint.checkpoint_phases(perf.memory, step_s, interval, _f(cfg, "checkpoint_write_gbs"),
                                       _f(cfg, "checkpoint_duration_s"))
-    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, e.p_wait, p_net_static, p_host,
+    # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
+    p_parked = power.parked_power_w(acc.pw["a_parked"], acc.idle_w, acc.tdp_w, acc.floor_w)
+    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, p_parked, p_net_static, p_host,
                                         _f(cfg, "scaleout_pj_per_bit"))
     # interruptions: lost work redone at the run's power, restarts with the accelerators idle
     gp = goodput.expected_run(steps * step_s, steps * (step_s + ck.per_step_s), ck.interval_s, ck.duration_s, ck.on,
@@ -132,11 +125,14 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
     facility_j = it_j * (1.0 + overhead)
     time_to_train_s = gp.wall_s
-    # a checkpoint is one more low (blocked) phase: the same step, busy -> blocked power
+    # a checkpoint is one more low phase: the step from busy power down to the lowest of the
+    # blocked (bubble, exposed communication) and the parked (checkpoint) power
+    has_ck = ck.on & (ck.duration_s > 0)
+    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.p_wait, p_parked), p_parked), e.p_wait)
     fac = facility.facility_power_w(
-        facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=e.p_wait,
+        facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=p_low,
         p_other=p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead=overhead,
-        low_phase=(t.blocked > 0) | (ck.on & (ck.duration_s > 0)), transition_s=_f(cfg, "power_transition_s"))
+        low_phase=(t.blocked > 0) | has_ck, transition_s=_f(cfg, "power_transition_s"))
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     mean_p = (e.total + (ck_e["idle"] + ck_e["waiting"])) / np.where(step_ck > 0, step_ck, np.nan)
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included

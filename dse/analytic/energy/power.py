@@ -15,7 +15,9 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
+from dse.analytic import profiles
 from dse.analytic.columns import factorise
+from dse.errors import DseError
 
 PHASES = ("compute", "memory", "waiting")
 
@@ -26,11 +28,19 @@ def parameters() -> dict:
     return yaml.safe_load(files("dse.analytic.data").joinpath("power.yaml").read_text())
 
 
-def _entry(name: str) -> dict:
+def entry(name: str) -> dict:
+    """The power entry of accelerator ``name``: the defaults updated by its catalog entry or
+    by its profile's (:mod:`dse.analytic.profiles`); the defaults alone for an unknown name."""
     p = parameters()
     out = dict(p["defaults"])
     out["activity"] = dict(p["defaults"]["activity"])
-    acc = (p.get("accelerators") or {}).get(name, {})
+    acc = (p.get("accelerators") or {}).get(name)
+    if acc is None:
+        try:
+            prof = profiles.find(name)
+        except (DseError, OSError):
+            prof = None
+        acc = {} if prof is None else prof.power
     for k, v in acc.items():
         if k == "activity":
             out["activity"].update(v)
@@ -39,13 +49,26 @@ def _entry(name: str) -> dict:
     return out
 
 
-@cache
 def _row(name: str) -> tuple:
-    e = _entry(name)
+    if name in (parameters().get("accelerators") or {}):
+        return _row_of(name, None)
+    try:
+        version = profiles.key(name)
+    except OSError:
+        version = None
+    return _row_of(name, version)
+
+
+@cache
+def _row_of(name: str, version: tuple | None) -> tuple:
+    """The parameters of :func:`entry` as a row, cached per profile file version."""
+    del version  # part of the cache key only
+    e = entry(name)
     curve = np.asarray(e["vf_curve"], dtype=float)
     r_air = np.nan if e["r_air_k_per_w"] is None else float(e["r_air_k_per_w"])
     r_liq = np.nan if e["r_liquid_k_per_w"] is None else float(e["r_liquid_k_per_w"])
-    return (curve, e["activity"]["compute"], e["activity"]["memory"], e["activity"]["waiting"],
+    a = e["activity"]
+    return (curve, a["compute"], a["memory"], a["waiting"], a["parked"],
             float(e["hbm_pj_per_byte"]), r_air, r_liq, float(e["slowdown_temp_c"]))
 
 
@@ -62,7 +85,7 @@ def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
     xs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 0] for r in rows])
     vs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 1] for r in rows])
     scal = np.array([r[1:] for r in rows], dtype=float)
-    fields = ("a_compute", "a_memory", "a_waiting", "hbm_pj_per_byte", "r_air_k_per_w",
+    fields = ("a_compute", "a_memory", "a_waiting", "a_parked", "hbm_pj_per_byte", "r_air_k_per_w",
               "r_liquid_k_per_w", "slowdown_temp_c")
     out = {f: scal[inverse, i] for i, f in enumerate(fields)}
     # (n, K) in column-major order: each curve point's column is contiguous for the
@@ -107,3 +130,11 @@ def dynamic_scale(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -
 def phase_power_w(activity, scale, idle_w, tdp_w) -> np.ndarray:
     """Power of one accelerator in a phase of the given activity at dynamic scale ``scale``."""
     return idle_w + (tdp_w - idle_w) * activity * scale
+
+
+def parked_power_w(a_parked, idle_w, tdp_w, floor_w) -> np.ndarray:
+    """Power of an accelerator that holds its CUDA context but runs no kernel (a synchronous
+    checkpoint write): P_idle + a_parked (P_TDP - P_idle), independent of the clock, at
+    least the power floor (``floor_w`` NaN: none)."""
+    floor = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
+    return np.maximum(idle_w + a_parked * (tdp_w - idle_w), floor)

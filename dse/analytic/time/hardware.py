@@ -9,8 +9,10 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
+from dse.analytic import profiles
 from dse.analytic.columns import factorise
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
+from dse.errors import DseError
 
 #: fitted per accelerator (calibration.yaml ``fitted``; by :func:`estimated_efficiencies` elsewhere)
 ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")
@@ -87,18 +89,44 @@ FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mh
           "precision_ok", "fp8", *CALIBRATION_FIELDS)
 
 
-@cache
-def _row(name: str, prec: str) -> tuple[float, ...]:
+def entry(name: str) -> tuple[dict, dict] | None:
+    """(datasheet entry, calibration fields) of accelerator ``name``: a catalog part, or an
+    accelerator profile by path or by name (:mod:`dse.analytic.profiles`); None if unknown."""
     hw = catalog().get(name)
-    if hw is None:
+    if hw is not None:
+        return hw, calibration_for(name)
+    prof = profiles.find(name)
+    if prof is None:
+        return None
+    # a field the catalog gained after the profile was written comes from its base part
+    return {**catalog().get(prof.base, {}), **prof.hardware}, {**calibration()["shared"], **prof.calibration}
+
+
+def _row(name: str, prec: str) -> tuple[float, ...]:
+    """The :data:`FIELDS` of one (accelerator, precision) pair; NaN for an unknown accelerator
+    (or a profile file that cannot be read: ``dse validate`` reports why)."""
+    if name in catalog():
+        return _row_of(name, prec, None)
+    try:
+        return _row_of(name, prec, profiles.key(name))
+    except (DseError, OSError):
         return (np.nan,) * len(FIELDS)
+
+
+@cache
+def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
+    """:func:`_row` cached per profile file version (``version``: None for a catalog part)."""
+    del version  # part of the cache key only
+    found = entry(name)
+    if found is None:
+        return (np.nan,) * len(FIELDS)
+    hw, cal = found
     peak = hw["peak_tflops"].get(prec)
     # attention and the output layer stay 16-bit in fp8 training (Transformer Engine casts the
     # linear layers only); fp16 where the part has no bf16 units
     peak16 = hw["peak_tflops"].get("bf16") or hw["peak_tflops"].get("fp16")
     if prec not in ("fp8", "bf16", "fp16"):
         peak16 = peak
-    cal = calibration_for(name)
     return (
         np.nan if peak is None else peak * 1e12,
         np.nan if peak is None or peak16 is None else peak16 * 1e12,

@@ -1,0 +1,475 @@
+"""Fit one accelerator's physical parameters to measurements by bounded least squares.
+
+The parameters (:data:`PARAMETERS`) are the model's own: idle power, the activity of
+compute-bound, memory-bound, blocked and parked work, the V-f curve's floor voltage and
+knee clock, the large-GEMM and HBM efficiencies, and (from temperatures) the junction-to-
+inlet thermal resistance. Which of them a fit frees follows from the rows
+(:func:`candidates`; a user may narrow it), and a rank-revealing QR of the Jacobian at the
+start drops any the rows cannot tell apart, which then keep the base part's value. Per
+workload whose make-up is unknown (a pipeline stage) the fit also finds its time at the
+maximum clock and its clock-bound share, and per workload whose energy counter covers an
+unknown number of GPUs a scale: these describe the measured workload, not the accelerator,
+and are reported but not written to the profile.
+
+Residuals are log(predicted / measured) of every time, energy and power a row carries
+(scipy ``least_squares``, trust-region reflective with the bounds), plus a weak prior per
+freed parameter, :data:`PRIOR_WEIGHT` x (value - base value) / its prior width, so that a
+parameter the rows barely constrain stays near the base part's value instead of wandering
+(a 1% misfit of one row weighs as much as moving a parameter by its prior width). Uncertainties are the
+square roots of the diagonal of s^2 (J^T J)^-1 at the solution, s^2 the residual variance
+per degree of freedom. Rows held out (``holdout``) take no part in the fit; they are
+predicted with the fitted parameters and reported apart.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.linalg import qr
+from scipy.optimize import least_squares
+
+from dse.analytic import profiles
+from dse.analytic.calibration import forward
+from dse.analytic.energy import power
+from dse.analytic.time import hardware
+from dse.errors import DseError
+
+PRIOR_WEIGHT = 0.01
+
+
+@dataclass(frozen=True)
+class Param:
+    """One physical parameter: where it lives in the profile, its unit, bounds and scale."""
+
+    name: str
+    path: tuple
+    unit: str
+    lower: float
+    upper: float
+    scale: float
+    prior: float          # width of the weak prior towards the base part's value (absolute)
+    description: str
+
+    def get(self, acc: dict) -> float:
+        if self.name in ("v_floor", "knee"):
+            return float(_vf(acc)[self.name])
+        node = acc
+        for k in self.path:
+            node = node[k]
+        return float(node)
+
+    def set(self, acc: dict, value: float) -> None:
+        if self.name in ("v_floor", "knee"):
+            vf = _vf(acc)
+            vf[self.name] = float(value)
+            acc["power"]["vf_curve"] = [[0.0, vf["v_floor"]], [vf["knee"], vf["v_floor"]], [1.0, 1.0]]
+            return
+        node = acc
+        for k in self.path[:-1]:
+            node = node[k]
+        node[self.path[-1]] = float(value)
+
+
+def _vf(acc: dict) -> dict[str, float]:
+    """Floor voltage and knee of the V-f curve (a curve of another shape is read as its first
+    point's voltage and the last point before the rise)."""
+    pts = np.asarray(acc["power"]["vf_curve"], dtype=float)
+    floor = float(pts[0, 1])
+    flat = pts[np.isclose(pts[:, 1], floor)]
+    return {"v_floor": floor, "knee": float(flat[-1, 0]) if len(flat) > 1 and flat[-1, 0] < 1.0 else 0.74}
+
+
+PARAMETERS: dict[str, Param] = {p.name: p for p in (
+    Param("idle_w", ("hardware", "idle_w"), "W", 1.0, np.inf, 5.0, 20.0, "static power (no process on the GPU)"),
+    Param("a_compute", ("power", "activity", "compute"), "1", 0.05, 2.0, 0.05, 0.3,
+          "dynamic power of compute-bound kernels at f_max, per (TDP - idle)"),
+    Param("a_memory", ("power", "activity", "memory"), "1", 0.0, 2.0, 0.05, 0.3,
+          "dynamic power of memory-bound kernels at f_max, per (TDP - idle)"),
+    Param("a_waiting", ("power", "activity", "waiting"), "1", 0.0, 2.0, 0.02, 0.1,
+          "dynamic power while blocked in a collective, per (TDP - idle)"),
+    Param("a_parked", ("power", "activity", "parked"), "1", 0.0, 2.0, 0.02, 0.1,
+          "power above idle with a CUDA context and no kernel, per (TDP - idle)"),
+    Param("v_floor", ("power", "vf_curve"), "1", 0.3, 1.0, 0.02, 0.1, "V/V_max below the knee of the V-f curve"),
+    Param("knee", ("power", "vf_curve"), "1", 0.1, 0.98, 0.02, 0.1, "f/f_max where the voltage starts to rise"),
+    Param("matmul_eff_max", ("calibration", "matmul_eff_max"), "1", 0.05, 1.0, 0.02, 0.2,
+          "achieved fraction of the dense peak in a large GEMM"),
+    Param("memory_eff", ("calibration", "memory_eff"), "1", 0.05, 1.0, 0.02, 0.2,
+          "achieved fraction of the HBM bandwidth in streaming kernels"),
+)}
+#: which rows free which parameter (docs/calibration.md, "What a fit can find")
+NEEDS = {
+    "idle_w": "idle rows, or energy or power of known scope at 3 or more clocks",
+    "a_compute": "compute rows, or stage or training rows with energy of known scope",
+    "a_memory": "memory, stage or training rows with energy or power",
+    "a_waiting": "blocked rows, or training runs with energy or power",
+    "a_parked": "parked rows",
+    "v_floor": "energy or power at 3 or more clocks",
+    "knee": "energy or power at 3 or more clocks",
+    "matmul_eff_max": "compute rows with FLOPs or a GEMM shape, or training runs",
+    "memory_eff": "memory rows with bytes, or training runs",
+}
+
+
+def base_accelerator(name: str) -> tuple[dict, dict]:
+    """(accelerator in the profile's shape, source of every number) of catalog part or
+    profile ``name``."""
+    found = hardware.entry(name)
+    if found is None:
+        raise DseError(f"unknown accelerator '{name}'", field="--accelerator",
+                       allowed=", ".join(hardware.accelerator_names()) + ", or an accelerator profile")
+    hw, cal = found
+    prof = profiles.find(name) if name not in hardware.catalog() else None
+    pw = power.entry(name)
+    acc = {"hardware": copy.deepcopy(dict(hw)),
+           "power": {k: copy.deepcopy(pw[k]) for k in ("vf_curve", "activity", "hbm_pj_per_byte", "r_air_k_per_w",
+                                                         "r_liquid_k_per_w", "slowdown_temp_c", "source") if k in pw},
+           "calibration": {k: float(cal[k]) for k in hardware.ACCELERATOR_FIELDS}}
+    acc["power"].setdefault("source", "")
+    if prof is not None:
+        return acc, dict(prof.sources)
+    hw_src = f"{name} in the hardware catalog (dse/analytic/data/hardware.yaml: {hw.get('source', '')})"
+    own = (power.parameters().get("accelerators") or {}).get(name, {})
+    sources = {f"hardware.{k}": hw_src for k in acc["hardware"] if k != "source"}
+    for k in ("vf_curve", "hbm_pj_per_byte", "r_air_k_per_w", "r_liquid_k_per_w", "slowdown_temp_c"):
+        sources[f"power.{k}"] = (f"{name} in dse/analytic/data/power.yaml ({own.get('source', '')})" if k in own
+                                 else "dse/analytic/data/power.yaml defaults (see its comments)")
+    for k in acc["power"]["activity"]:
+        sources[f"power.activity.{k}"] = (f"{name} in dse/analytic/data/power.yaml" if k in own.get("activity", {})
+                                          else "dse/analytic/data/power.yaml defaults (see its comments)")
+    how = ("estimated by the rule of docs/model.md section 7 (no training measurements)" if hardware.is_estimated(name)
+           else "fitted to published training runs (dse/analytic/data/calibration.yaml, benchmarks/fit_calibration.py)")
+    sources.update({f"calibration.{k}": f"{name}: {how}" for k in acc["calibration"]})
+    return acc, sources
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` found: the fitted accelerator, the parameters, the rows with their
+    predictions and errors, the workloads' own fitted numbers and the thermal fit."""
+
+    base: str
+    accelerator: dict
+    sources: dict
+    parameters: pd.DataFrame      # name, unit, base, value, stderr, fitted, note
+    rows: pd.DataFrame            # measurements, predictions, errors (%), set: fit | holdout
+    workloads: pd.DataFrame       # workload, t_max_s, compute_share, scope
+    thermal: dict | None
+    files: list[str]
+    notes: list[str] = field(default_factory=list)
+    cost: float = 0.0
+
+
+def candidates(rows: pd.DataFrame) -> list[str]:
+    """The parameters the (fitted) rows can determine, by :data:`NEEDS`."""
+    kind = rows["kind"].to_numpy()
+    has_e = np.isfinite(rows["energy_j"].to_numpy()) | np.isfinite(rows["power_w"].to_numpy())
+    known = np.isfinite(rows["gpus"].to_numpy())
+    clocks = rows.loc[has_e & np.isin(kind, ("compute", "memory", "stage", "blocked", "training")), "clock_mhz"]
+    n_clocks = len(np.unique(clocks[np.isfinite(clocks)].round(1)))
+    out = []
+    if (kind == "idle").any() or (has_e & known & (n_clocks >= 3)).any():
+        out.append("idle_w")
+    if ((kind == "compute") & has_e).any() or (np.isin(kind, ("stage", "training")) & has_e & known).any():
+        out.append("a_compute")
+    if (np.isin(kind, ("memory", "stage", "training")) & has_e).any():
+        out.append("a_memory")
+    if ((kind == "blocked") | ((kind == "training") & has_e)).any():
+        out.append("a_waiting")
+    if (kind == "parked").any():
+        out.append("a_parked")
+    if n_clocks >= 3:
+        out += ["v_floor", "knee"]
+    flops = np.isfinite(rows["flops"].to_numpy()) | np.isfinite(rows[["gemm_m", "gemm_n", "gemm_k"]].sum(axis=1, skipna=False).to_numpy())
+    if ((kind == "compute") & flops).any() or (kind == "training").any():
+        out.append("matmul_eff_max")
+    if ((kind == "memory") & np.isfinite(rows["bytes"].to_numpy())).any() or (kind == "training").any():
+        out.append("memory_eff")
+    return out
+
+
+def _holdout_mask(rows: pd.DataFrame, holdout: list[str]) -> np.ndarray:
+    mask = np.zeros(len(rows), dtype=bool)
+    clock, cap = rows["clock_mhz"].to_numpy(dtype=float), rows["power_cap_w"].to_numpy(dtype=float)
+    for token in holdout:
+        t = token.strip()
+        if not t:
+            continue
+        try:
+            if t.lower().endswith("w"):
+                hit = np.isclose(cap, float(t[:-1]), atol=0.5)
+            else:
+                hit = np.isclose(clock, float(t.lower().removesuffix("mhz")), atol=0.5)
+        except ValueError:
+            hit = rows["workload"].to_numpy() == t
+        if not hit.any():
+            raise DseError(f"no row to hold out matches '{t}'", field="--holdout",
+                           allowed="clocks in MHz (1290), power caps in W (300W) or workload names: "
+                                   + ", ".join(sorted(set(rows["workload"]))))
+        mask |= hit
+    return mask
+
+
+class _Problem:
+    """The parameter vector: physical parameters, then per workload its time at f_max
+    (log), clock-bound share and energy scale (log) where fitted."""
+
+    def __init__(self, rows: pd.DataFrame, fit_mask: np.ndarray, names: list[str], acc0: dict):
+        self.rows, self.fit_mask, self.acc0 = rows, fit_mask, acc0
+        self.names = list(names)
+        kind = rows["kind"].to_numpy()
+        t_k, _ = forward.kernel_times(acc0, rows, np.ones(len(rows)))
+        needs_t = np.isin(kind, ("compute", "memory", "stage")) & ~np.isfinite(t_k)
+        self.t_work = sorted(set(rows.loc[needs_t, "workload"]))
+        self.c_work = sorted(set(rows.loc[kind == "stage", "workload"]))
+        has_e = np.isfinite(rows["energy_j"].to_numpy()) | np.isfinite(rows["power_w"].to_numpy())
+        self.k_work = sorted(set(rows.loc[has_e & ~np.isfinite(rows["gpus"].to_numpy()), "workload"]))
+        fitted = set(rows.loc[fit_mask, "workload"])
+        for w in sorted(set(self.t_work + self.c_work + self.k_work) - fitted):
+            raise DseError(f"workload '{w}' has no rows left to fit: its time at the maximum clock, clock-bound "
+                           "share or energy scope are fitted from its own rows", field="--holdout",
+                           allowed="hold out some of its clocks, not all")
+        for w in self.c_work:
+            clocks = rows.loc[fit_mask & (rows["workload"] == w).to_numpy(), ["clock_mhz", "power_cap_w"]]
+            if len(clocks.round(1).drop_duplicates()) < 2:
+                raise DseError(f"workload '{w}' is measured at one setting only: its clock-bound share needs "
+                               "two or more clocks or power caps", file=str(rows["file"].iloc[0]))
+        self.prior_mu = np.array([PARAMETERS[n].get(acc0) for n in names])
+        self.prior_w = np.array([PRIOR_WEIGHT / PARAMETERS[n].prior for n in names])
+        self.labels = ([*names] + [f"{w}: t_max_s" for w in self.t_work] + [f"{w}: compute_share" for w in self.c_work]
+                       + [f"{w}: scope" for w in self.k_work])
+
+    def start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        rows = self.rows
+        x0, lo, hi, sc = [], [], [], []
+        for n in self.names:
+            p = PARAMETERS[n]
+            upper = p.upper if np.isfinite(p.upper) else 0.95 * float(self.acc0["hardware"]["tdp_w"])
+            x0.append(np.clip(p.get(self.acc0), p.lower, upper))
+            lo.append(p.lower), hi.append(upper), sc.append(p.scale)
+        f_max = float(self.acc0["hardware"]["clock_max_mhz"])
+        for w in self.t_work:
+            r = rows[(rows["workload"] == w).to_numpy() & self.fit_mask]
+            top = r.sort_values("clock_mhz", ascending=False, na_position="last").iloc[0]
+            ratio = top["clock_mhz"] / f_max if np.isfinite(top["clock_mhz"]) else 1.0
+            c = 1.0 if top["kind"] == "compute" else 0.0 if top["kind"] == "memory" else 0.5
+            x0.append(np.log(top["time_s"] / (c / ratio + 1 - c))), lo.append(-np.inf), hi.append(np.inf), sc.append(0.1)
+        for _ in self.c_work:
+            x0.append(0.5), lo.append(0.0), hi.append(1.0), sc.append(0.05)
+        x0, lo, hi, sc = map(np.array, (x0, lo, hi, sc))
+        # energy scale: measured over predicted at the start, per workload
+        if self.k_work:
+            pred = self.predict(np.concatenate([x0, np.zeros(len(self.k_work))]))
+            k0 = []
+            for w in self.k_work:
+                m = (rows["workload"] == w).to_numpy() & self.fit_mask
+                e_m = np.where(np.isfinite(rows["energy_j"]), rows["energy_j"], rows["power_w"])[m]
+                e_p = np.where(np.isfinite(rows["energy_j"]), pred["energy_j"], pred["power_w"])[m]
+                ok = np.isfinite(e_m / e_p)
+                k0.append(np.log(np.median((e_m / e_p)[ok])) if ok.any() else 0.0)
+            x0 = np.concatenate([x0, k0])
+            lo, hi = np.concatenate([lo, np.full(len(k0), -np.inf)]), np.concatenate([hi, np.full(len(k0), np.inf)])
+            sc = np.concatenate([sc, np.full(len(k0), 0.1)])
+        return x0, lo, hi, sc
+
+    def accelerator(self, x: np.ndarray) -> dict:
+        acc = copy.deepcopy(self.acc0)
+        for n, v in zip(self.names, x, strict=False):
+            PARAMETERS[n].set(acc, v)
+        return acc
+
+    def workload_values(self, x: np.ndarray) -> tuple[dict, dict, dict]:
+        i = len(self.names)
+        t = dict(zip(self.t_work, np.exp(x[i:i + len(self.t_work)]), strict=True))
+        i += len(self.t_work)
+        c = dict(zip(self.c_work, x[i:i + len(self.c_work)], strict=True))
+        i += len(self.c_work)
+        k = dict(zip(self.k_work, np.exp(x[i:i + len(self.k_work)]), strict=True))
+        return t, c, k
+
+    def predict(self, x: np.ndarray) -> pd.DataFrame:
+        t, c, k = self.workload_values(x)
+        w = self.rows["workload"]
+        t_max = w.map(t).to_numpy(dtype=float)
+        share = w.map(c).to_numpy(dtype=float)
+        kinds = self.rows["kind"].to_numpy()
+        share = np.where(kinds == "compute", 1.0, np.where(kinds == "memory", 0.0, share))
+        gpus = self.rows["gpus"].to_numpy(dtype=float)
+        scope = np.where(np.isfinite(gpus), gpus, w.map(k).to_numpy(dtype=float))
+        with np.errstate(all="ignore"):
+            return forward.predict(self.accelerator(x), self.rows, t_max, share, np.where(np.isfinite(scope), scope, 1.0))
+
+    def residuals(self, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        mask = self.fit_mask if mask is None else mask
+        pred = self.predict(x)
+        r = self.rows
+        parts = []
+        timed = np.isin(r["kind"].to_numpy(), ("compute", "memory", "stage", "training"))
+        for q in ("time_s", "energy_j", "power_w"):
+            meas = r[q].to_numpy(dtype=float)
+            m = mask & np.isfinite(meas) & (timed if q == "time_s" else True)
+            with np.errstate(all="ignore"):
+                res = np.log(pred[q].to_numpy(dtype=float)[m] / meas[m])
+            parts.append(np.where(np.isfinite(res), res, 10.0))
+        n = len(self.names)
+        parts.append(self.prior_w * (x[:n] - self.prior_mu))
+        return np.concatenate(parts)
+
+
+def _jacobian(f, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    f0 = f(x)
+    cols = []
+    for j in range(len(x)):
+        h = 1e-6 * scale[j]
+        step = h if x[j] + h <= hi[j] else -h
+        xj = x.copy()
+        xj[j] += step
+        cols.append((f(xj) - f0) / step)
+    return np.column_stack(cols) if cols else np.zeros((len(f0), 0))
+
+
+def _identifiable(problem: _Problem, x0, lo, hi, sc) -> list[str]:
+    """The physical parameters a rank-revealing QR of the scaled Jacobian at the start keeps."""
+    jac = _jacobian(problem.residuals, x0, lo, hi, sc) * sc
+    if jac.shape[1] == 0:
+        return []
+    _, r, piv = qr(jac, mode="economic", pivoting=True)
+    d = np.abs(np.diag(r))
+    rank = int((d > 1e-6 * d[0]).sum()) if len(d) and d[0] > 0 else 0
+    kept = set(piv[:rank].tolist())
+    n_phys = len(problem.names)
+    lost = [problem.labels[j] for j in range(n_phys, len(problem.labels)) if j not in kept]
+    if lost:
+        raise DseError(f"the measurements cannot determine {lost[0]}", field="measurements",
+                       allowed="more clocks or power caps per workload, or its FLOPs/bytes")
+    return [problem.names[j] for j in range(n_phys) if j in kept]
+
+
+def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[str] | None = None,
+        fix: list[str] = (), cooling: str = "air") -> FitResult:
+    """Fit accelerator ``base``'s parameters to ``rows`` (from :func:`.readers.read`)."""
+    rows = rows.reset_index(drop=True).copy()
+    for k in ("idle", "parked", "blocked", "training"):
+        m = (rows["kind"] == k).to_numpy() & ~np.isfinite(rows["gpus"].to_numpy())
+        rows.loc[m, "gpus"] = 1.0  # one GPU's reading unless the row says otherwise
+    acc0, sources0 = base_accelerator(base)
+    held = _holdout_mask(rows, list(holdout))
+    fit_mask = ~held
+    if not fit_mask.any():
+        raise DseError("every row is held out", field="--holdout")
+    for name in [*(only or []), *fix]:
+        if name not in PARAMETERS:
+            raise DseError(f"unknown parameter '{name}'", field="--fit/--fix", allowed=", ".join(PARAMETERS))
+    names = candidates(rows[fit_mask])
+    if only:
+        names = [n for n in names if n in only] + [n for n in only if n not in names]
+    names = [n for n in names if n not in fix]
+    notes = []
+    problem = _Problem(rows, fit_mask, names, acc0)
+    x0, lo, hi, sc = problem.start()
+    kept = _identifiable(problem, x0, lo, hi, sc)
+    for n in names:
+        if n not in kept:
+            notes.append(f"{n}: the measurements cannot tell it apart from the others; kept at {base}'s value")
+    if kept != names:
+        problem = _Problem(rows, fit_mask, kept, acc0)
+        x0, lo, hi, sc = problem.start()
+    n_res = len(problem.residuals(x0)) - len(problem.names)  # measured quantities, not priors
+    if n_res == 0:
+        raise DseError("no measured quantity to fit", field="measurements")
+    res = least_squares(problem.residuals, x0, bounds=(lo, hi), x_scale=sc, method="trf", max_nfev=200 * len(x0) + 200,
+                        xtol=1e-12, ftol=1e-12, gtol=1e-12)
+    x = res.x
+    dof = n_res - len(x)
+    jac = _jacobian(problem.residuals, x, lo, hi, sc)
+    s2 = 2 * res.cost / dof if dof > 0 else np.nan
+    with np.errstate(all="ignore"):
+        cov = np.linalg.pinv(jac.T @ jac) * s2
+    stderr = np.sqrt(np.clip(np.diag(cov), 0, None)) if len(x) else np.array([])
+    acc = problem.accelerator(x)
+    table = []
+    for n, p in PARAMETERS.items():
+        i = kept.index(n) if n in kept else None
+        at_bound = i is not None and (np.isclose(x[i], lo[i]) or np.isclose(x[i], hi[i]))
+        table.append({"name": n, "unit": p.unit, "base": p.get(acc0), "value": p.get(acc),
+                      "stderr": float(stderr[i]) if i is not None else np.nan, "fitted": i is not None,
+                      "note": ("at its bound" if at_bound else "") if i is not None else
+                              ("not determined by these rows" if n in names else f"needs {NEEDS[n]}")})
+    params = pd.DataFrame(table)
+    if not res.success:
+        notes.append(f"the optimiser stopped: {res.message}")
+    pred = problem.predict(x)
+    out = rows.drop(columns=["config"]).copy()
+    out["set"] = np.where(held, "holdout", "fit")
+    for q in ("time_s", "energy_j", "power_w", "clock_mhz"):
+        out[f"{q}_pred"] = pred[q].to_numpy()
+    with np.errstate(all="ignore"):
+        for q in ("time_s", "energy_j", "power_w"):
+            out[f"{q}_err_pct"] = (out[f"{q}_pred"] / out[q] - 1.0) * 100
+    t, c, k = problem.workload_values(x)
+    works = pd.DataFrame({"workload": sorted(set(t) | set(c) | set(k))})
+    works["t_max_s"], works["compute_share"], works["scope"] = (works["workload"].map(d) for d in (t, c, k))
+    thermal = _thermal(rows, fit_mask, cooling)
+    if thermal is not None:
+        key = f"r_{cooling}_k_per_w"
+        acc["power"][key] = thermal["r_k_per_w"]
+    files = list(dict.fromkeys(rows["file"]))
+    sources = _sources(sources0, params, thermal, cooling, files)
+    return FitResult(base=base, accelerator=acc, sources=sources, parameters=params, rows=out, workloads=works,
+                     thermal=thermal, files=files, notes=notes, cost=float(res.cost))
+
+
+def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | None:
+    """Steady state T = T_inlet + R P over the rows with a temperature and a power (the
+    inlet fitted too unless ``inlet_c`` is given): linear least squares with uncertainties."""
+    p = np.where(np.isfinite(rows["power_w"]), rows["power_w"], rows["energy_j"] / rows["time_s"])
+    p = p / np.where(np.isfinite(rows["gpus"]), rows["gpus"], 1.0)
+    temp, inlet = rows["temp_c"].to_numpy(dtype=float), rows["inlet_c"].to_numpy(dtype=float)
+    m = fit_mask & np.isfinite(temp) & np.isfinite(p)
+    if m.sum() < 2:
+        return None
+    known = np.isfinite(inlet[m]).all()
+    if known:
+        a = p[m][:, None]
+        y = temp[m] - inlet[m]
+    else:
+        a = np.column_stack([p[m], np.ones(m.sum())])
+        y = temp[m]
+    if np.ptp(p[m]) < 1e-6 and not known:
+        raise DseError("temperatures at one power only cannot separate the inlet from the thermal resistance",
+                       field="temp_c", allowed="temperatures at two or more power levels, or an inlet_c column")
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    resid = y - a @ coef
+    dof = len(y) - a.shape[1]
+    s2 = float(resid @ resid / dof) if dof > 0 else np.nan
+    cov = np.linalg.pinv(a.T @ a) * s2
+    return {"r_k_per_w": float(coef[0]), "r_stderr": float(np.sqrt(max(cov[0, 0], 0))), "cooling": cooling,
+            "inlet_c": None if known else float(coef[1]), "rows": int(m.sum()),
+            "rms_c": float(np.sqrt(np.mean(resid ** 2)))}
+
+
+def _sources(base_sources: dict, params: pd.DataFrame, thermal: dict | None, cooling: str, files: list[str]) -> dict:
+    """Where each number of the fitted accelerator comes from: the base's sources, with the
+    fitted numbers (value +/- standard error) replaced by the files they were fitted to."""
+    out = dict(base_sources)
+    where = ", ".join(files)
+
+    def shown(p) -> str:
+        err = f" +/- {p['stderr']:.2g}" if np.isfinite(p["stderr"]) else ""
+        unit = "" if p["unit"] == "1" else f" {p['unit']}"
+        return f"{p['value']:.4g}{err}{unit}"
+
+    vf = []
+    for _, p in params[params["fitted"]].iterrows():
+        if p["name"] in ("v_floor", "knee"):
+            vf.append(f"{p['name']} {shown(p)}")
+        else:
+            out[".".join(PARAMETERS[p["name"]].path)] = f"fitted by dse calibrate to {where} ({shown(p)})"
+    if vf:
+        out["power.vf_curve"] = f"fitted by dse calibrate to {where} ({', '.join(vf)})"
+    if thermal is not None:
+        out[f"power.r_{cooling}_k_per_w"] = (f"fitted by dse calibrate to the temperatures in {where} "
+                                             f"({thermal['r_k_per_w']:.4g} +/- {thermal['r_stderr']:.2g} K/W)")
+    return out

@@ -1,0 +1,106 @@
+"""``dse calibrate`` and ``dse describe --accelerator``: the fit's tables in the terminal."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from dse.analytic.calibration import build, fit, readers
+
+
+def _num(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    return f"{v:.{digits}g}"
+
+
+def _pct(v) -> str:
+    return "" if not np.isfinite(v) else f"{v:+.1f}%"
+
+
+def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: list[str], only: list[str] | None,
+              fix: list[str], cooling: str, name: str | None, command: str, console: Console) -> fit.FitResult:
+    """Read, fit, print the tables and write the profile."""
+    rows = readers.read(files)
+    result = fit.fit(rows, accelerator, holdout=holdout, only=only, fix=fix, cooling=cooling)
+    kinds = ", ".join(f"{k} {n}" for k, n in rows["kind"].value_counts().items())
+    console.print(f"{len(rows)} measurements ({kinds}) from {len(result.files)} file(s); "
+                  f"base accelerator {accelerator}")
+    _parameters(result, console)
+    if len(result.workloads):
+        t = Table(title="the measured workloads (fitted with the parameters; not written to the profile)")
+        for col in ("workload", "time at f_max [s]", "clock-bound share", "energy counter scope [GPUs]"):
+            t.add_column(escape(col), justify="left" if col == "workload" else "right")
+        for w in result.workloads.to_dict("records"):
+            t.add_row(w["workload"], _num(w["t_max_s"]), _num(w["compute_share"], 3), _num(w["scope"], 3))
+        console.print(t)
+    if result.thermal is not None:
+        th = result.thermal
+        inlet = "given" if th["inlet_c"] is None else f"{th['inlet_c']:.1f} C fitted"
+        console.print(f"thermal ({th['cooling']}): R = {th['r_k_per_w']:.4g} +/- {th['r_stderr']:.2g} K/W "
+                      f"junction to inlet (inlet {inlet}), {th['rows']} rows, rms {th['rms_c']:.2f} C")
+    _errors(result, console)
+    for note in result.notes:
+        console.print(f"[yellow]note[/yellow]: {note}")
+    path = build.write(result, output, name=name, command=command)
+    use = path.stem if path.parent.name == "accelerators" else str(path)
+    console.print(f"wrote {path}: use it in a study as [bold]accelerator: {use}[/bold]")
+    return result
+
+
+def _parameters(result: fit.FitResult, console: Console) -> None:
+    t = Table(title=f"parameters of {result.base} (fitted: value +/- standard error)")
+    for col in ("parameter", "unit", f"{result.base}", "fitted", "+/-", "note"):
+        t.add_column(col, justify="right" if col in (result.base, "fitted", "+/-") else "left")
+    for p in result.parameters.to_dict("records"):
+        fitted = p["fitted"]
+        t.add_row(p["name"], p["unit"], _num(p["base"]), _num(p["value"]) if fitted else "",
+                  _num(p["stderr"], 2) if fitted else "", p["note"] if p["note"] else ("" if fitted else "inherited"))
+    console.print(t)
+
+
+def _errors(result: fit.FitResult, console: Console) -> None:
+    r = result.rows
+    energy = np.isfinite(r["energy_j"]).any()
+    t = Table(title="error per measurement: predicted / measured - 1 (held-out rows were not fitted)")
+    cols = ["workload", "kind", "clock [MHz]", "cap [W]", "set", "time [s]", "predicted", "error"]
+    cols += ["energy [J]", "predicted", "error"] if energy else []
+    cols += ["power [W]", "predicted", "error"] if np.isfinite(r["power_w"]).any() else []
+    for c in cols:
+        t.add_column(escape(c), justify="left" if c in ("workload", "kind", "set") else "right")
+    order = r.sort_values(["workload", "clock_mhz", "power_cap_w"], ascending=[True, False, False], kind="stable")
+    for _, row in order.iterrows():
+        cells = [str(row["workload"]), row["kind"], _num(row["clock_mhz_pred"] if not np.isfinite(row["clock_mhz"])
+                                                         else row["clock_mhz"], 5),
+                 _num(row["power_cap_w"], 4), row["set"]]
+        timed = row["kind"] in ("compute", "memory", "stage", "training")
+        cells += [_num(row["time_s"]), _num(row["time_s_pred"]), _pct(row["time_s_err_pct"])] if timed else ["", "", ""]
+        if energy:
+            cells += [_num(row["energy_j"]), _num(row["energy_j_pred"]), _pct(row["energy_j_err_pct"])]
+        if "power [W]" in cols:
+            cells += [_num(row["power_w"]), _num(row["power_w_pred"]), _pct(row["power_w_err_pct"])]
+        t.add_row(*cells)
+    console.print(t)
+    s = build.summary(r)
+    for name in ("fit", "holdout"):
+        if name in s:
+            parts = [f"{q} median {v['median_abs_pct']:.1f}% max {v['max_abs_pct']:.1f}% ({v['rows']} rows)"
+                     for q, v in s[name].items()]
+            label = "fitted rows" if name == "fit" else "held-out rows"
+            console.print(f"{label}: " + "; ".join(parts))
+
+
+def describe_accelerator(name: str, console: Console) -> None:
+    """Every number of a catalog part or a profile with where it came from."""
+    title, rows = build.provenance(name)
+    t = Table(title=title)
+    for col in ("field", "value", "source"):
+        t.add_column(col)
+    for field, value, source in rows:
+        t.add_row(field, escape(str(value)), escape(source))
+    console.print(t)

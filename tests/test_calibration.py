@@ -1,0 +1,280 @@
+"""``dse calibrate``: the fit recovers what the model generated, reproduces the Perseus sweep
+with held-out clocks, reads every input format, refuses bad files in one line, and writes a
+profile a study can use by path or by name."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, run_cli, write_study
+from dse.analytic import profiles
+from dse.analytic.calibration import build, fit, readers
+from dse.analytic.evaluator import AnalyticEvaluator
+from dse.cli import main
+from synthetic import (
+    TRUTH,
+    kernel_sweep,
+    telemetry,
+    training_runs,
+    truth_profile,
+    write_dcgm,
+    write_nvidia_smi,
+    write_steps,
+)
+
+DATA = REPO / "tests" / "data"
+
+
+@pytest.fixture(scope="module")
+def truth(tmp_path_factory) -> Path:
+    return truth_profile(tmp_path_factory.mktemp("truth") / "truth.yaml")
+
+
+def _write(df: pd.DataFrame, path: Path) -> Path:
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_a_fit_recovers_the_parameters_the_model_generated_within_2_percent(truth, tmp_path):
+    rows = readers.read([_write(kernel_sweep(truth), tmp_path / "kernels.csv")])
+    result = fit.fit(rows, "A100-80GB")
+    p = result.parameters.set_index("name")
+    assert p["fitted"].all(), p[~p["fitted"]]
+    for name, value in TRUTH.items():
+        assert p.loc[name, "value"] == pytest.approx(value, rel=0.02), name
+        assert p.loc[name, "base"] != pytest.approx(value, rel=0.02), f"{name}: the truth must differ from the base"
+    assert result.rows["time_s_err_pct"].abs().max() < 0.1
+    assert result.rows["energy_j_err_pct"].abs().max() < 0.1
+
+
+def test_power_cap_rows_are_predicted_at_the_clock_that_meets_the_cap(truth, tmp_path):
+    """GEMMs under power caps with no clock given: the fit finds the clock the cap allows and
+    reports them per cap; held out, they are predicted from the clocked rows alone."""
+    sweep = kernel_sweep(truth, caps=(150.0, 200.0, 250.0, 300.0))
+    rows = readers.read([_write(sweep, tmp_path / "caps.csv")])
+    result = fit.fit(rows, "A100-80GB", holdout=["150W", "250W"])
+    r = result.rows
+    capped = r[np.isfinite(r["power_cap_w"])]
+    assert len(capped) == 4 and set(capped.loc[capped["set"] == "holdout", "power_cap_w"]) == {150.0, 250.0}
+    assert capped["time_s_err_pct"].abs().max() < 0.1 and capped["energy_j_err_pct"].abs().max() < 0.1
+    assert (capped["clock_mhz_pred"] < 1410).all()
+    assert (capped["energy_j_pred"] / capped["time_s_pred"] <= capped["power_cap_w"] * (1 + 1e-6)).all()
+
+
+def test_training_runs_through_the_whole_model_recover_its_parameters(truth, tmp_path):
+    """Step times and average power of GPT-1.3B runs that AnalyticEvaluator predicted for
+    the truth profile: what they determine well comes back within 2%, the rest within three
+    of its reported standard errors."""
+    rows = readers.read([_write(training_runs(truth), tmp_path / "runs.csv")])
+    assert set(rows["kind"]) == {"training"}
+    result = fit.fit(rows, "A100-80GB")
+    p = result.parameters.set_index("name")
+    for name in ("matmul_eff_max", "memory_eff", "idle_w", "a_compute", "v_floor", "knee"):
+        assert p.loc[name, "value"] == pytest.approx(TRUTH[name], rel=0.02), name
+    for name in ("a_memory", "a_waiting"):
+        assert p.loc[name, "fitted"]
+        assert abs(p.loc[name, "value"] - TRUTH[name]) < 3 * p.loc[name, "stderr"], name
+    assert not p.loc["a_parked", "fitted"] and "parked rows" in p.loc["a_parked", "note"]
+    assert result.rows["time_s_err_pct"].abs().max() < 0.5
+
+
+def test_the_perseus_sweep_is_reproduced_within_5_percent_with_held_out_clocks():
+    rows = readers.read([DATA / "perseus_a100_stage.csv"])
+    result = fit.fit(rows, "A100-80GB", holdout=["1290", "1080", "900"])
+    r = result.rows
+    held = r[r["set"] == "holdout"]
+    assert sorted(held["clock_mhz"]) == [900.0, 1080.0, 1290.0]
+    for part in (r[r["set"] == "fit"], held):
+        assert part["time_s_err_pct"].abs().max() < 5.0
+        assert part["energy_j_err_pct"].abs().max() < 5.0
+    p = result.parameters.set_index("name")
+    assert set(p.index[p["fitted"]]) == {"a_memory", "v_floor", "knee"}   # relative energy: no absolute power
+    assert 0.6 < result.workloads["compute_share"].iloc[0] < 0.95
+    s = build.summary(r)
+    assert s["holdout"]["energy"]["rows"] == 3 and s["fit"]["time"]["rows"] == 7
+    # the validate-model table of the same sweep reads into the same rows
+    same = readers.read([REPO / "dse/analytic/data/reference/perseus_a100_gpt3_stage.csv"])
+    np.testing.assert_allclose(same.sort_values("clock_mhz")["energy_j"], rows.sort_values("clock_mhz")["energy_j"])
+
+
+def test_held_out_workloads_and_clocks_are_checked():
+    rows = readers.read([DATA / "perseus_a100_stage.csv", DATA / "synthetic_kernels.csv"])
+    with pytest.raises(Exception, match="workload 'gpt3-175b-stage' has no rows left to fit"):
+        fit.fit(rows, "A100-80GB", holdout=["gpt3-175b-stage"])
+    kernels = fit.fit(rows, "A100-80GB", holdout=["copy"])   # known bytes: predicted from the efficiencies
+    assert (kernels.rows.loc[kernels.rows["set"] == "holdout", "workload"] == "copy").all()
+    rows = readers.read([DATA / "perseus_a100_stage.csv"])
+    with pytest.raises(Exception, match="every row is held out"):
+        fit.fit(rows, "A100-80GB", holdout=["gpt3-175b-stage"])
+    with pytest.raises(Exception, match="no row to hold out matches '1234'"):
+        fit.fit(rows, "A100-80GB", holdout=["1234"])
+
+
+def test_telemetry_is_matched_to_steps_by_timestamp(truth, tmp_path):
+    runs = training_runs(truth, clocks=(1410.0, 900.0))
+    steps, samples = telemetry(runs)
+    step_file = write_steps(steps, tmp_path / "steps.csv")
+    for tele in (write_nvidia_smi(samples, tmp_path / "smi.csv"), write_dcgm(samples, tmp_path / "dcgm.prom")):
+        rows = readers.read([step_file, tele])
+        assert len(rows) == len(runs)
+        power = rows["energy_j"] / rows["time_s"]
+        np.testing.assert_allclose(power, runs["avg_power_w"], rtol=1e-4)
+        np.testing.assert_allclose(rows["time_s"], runs["step_time_s"], rtol=1e-3)
+    # one log per node: GPU 0 of each is its own GPU (the second node here reads 10% more)
+    node2 = samples.assign(power_w=samples["power_w"] * 1.1)
+    rows = readers.read([step_file, tmp_path / "smi.csv", write_nvidia_smi(node2, tmp_path / "smi-node2.csv")])
+    np.testing.assert_allclose(rows["energy_j"] / rows["time_s"], runs["avg_power_w"] * 1.05, rtol=1e-4)
+    # nvidia-smi's temperatures (30 C + 0.1 K/W x power, whole degrees) give the thermal resistance
+    rows = readers.read([step_file, tmp_path / "smi.csv"])
+    result = fit.fit(rows, "A100-80GB", only=["matmul_eff_max"])
+    assert result.thermal["r_k_per_w"] == pytest.approx(0.1, rel=0.05)
+    assert result.thermal["inlet_c"] == pytest.approx(30.0, abs=1.5)
+    assert result.accelerator["power"]["r_air_k_per_w"] == result.thermal["r_k_per_w"]
+
+
+def test_the_example_files_read(tmp_path):
+    for names, kinds in ((["synthetic_kernels.csv"], {"compute", "memory", "blocked", "idle", "parked"}),
+                         (["synthetic_training.csv"], {"training"}),
+                         (["synthetic_steps.csv", "synthetic_nvidia_smi.csv"], {"training"}),
+                         (["synthetic_steps.csv", "synthetic_dcgm.prom"], {"training"}),
+                         (["perseus_a100_stage.csv"], {"stage"})):
+        rows = readers.read([DATA / n for n in names])
+        assert set(rows["kind"]) == kinds, names
+
+
+def _cli(capsys, monkeypatch, *args) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["dse", *map(str, args)])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+SWEEP = "workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,0.1,40\nm,compute,1000,0.14,35\n"
+BAD_FILES = {
+    "missing_columns.csv": ("workload,kind,clock_mhz\nm,compute,1410\n", "measures nothing"),
+    "no_setting.csv": ("workload,kind,time_s,energy_j\nm,compute,0.1,40\n", "neither a clock nor a power cap"),
+    "no_unit.csv": ("workload,kind,clock_mhz,time,energy_j\nm,compute,1410,0.1,40\n", "column 'time' has no unit"),
+    "bad_unit.csv": ("workload,kind,clock_mhz,time_min,energy_j\nm,compute,1410,0.1,40\n", "unknown unit 'min'"),
+    "unit_in_cell.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,0.1,40 J\n", "expected a number"),
+    "negative_time.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,-0.1,40\n", "negative time"),
+    "unknown_kind.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,gemm,1410,0.1,40\n", "unknown kind 'gemm'"),
+    "unknown_column.csv": ("workload,kind,clock_mhz,time_s,joules\nm,compute,1410,0.1,40\n",
+                           "unknown column 'joules'"),
+    "unknown_energy_unit.csv": ("workload,kind,clock_mhz,time_s,energy_joules\nm,compute,1410,0.1,40\n",
+                                "unknown unit 'joules' in column 'energy_joules'"),
+    "steps_missing_layout.csv": ("start_time,end_time,model\n1,2,gpt-1.3b\n", "missing columns"),
+    "steps_unsorted.csv": ("start_time,end_time,model,num_accelerators,global_batch_size,micro_batch_size,"
+                           "tensor_parallel,pipeline_parallel\n10,12,gpt-1.3b,8,64,1,1,1\n5,7,gpt-1.3b,8,64,1,1,1\n",
+                           "out of time order"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_a_bad_measurement_file_gives_one_line_and_exit_2(name, tmp_path, capsys, monkeypatch):
+    text, message = BAD_FILES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = _cli(capsys, monkeypatch, "calibrate", path, "--accelerator", "A100-80GB", "-o", tmp_path / "p.yaml")
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("error:") and message in err and name in err, err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("case", ["unsorted", "no_timestamp", "watts"])
+def test_bad_telemetry_gives_one_line_and_exit_2(case, tmp_path, capsys, monkeypatch):
+    steps = tmp_path / "steps.csv"
+    steps.write_text("start_time,end_time,model,num_accelerators,global_batch_size,micro_batch_size,tensor_parallel,"
+                     "pipeline_parallel\n2024-05-01T12:00:01,2024-05-01T12:00:02,gpt-1.3b,8,64,1,1,1\n")
+    if case == "unsorted":
+        tele = tmp_path / "smi.csv"
+        tele.write_text("timestamp, index, power.draw [W]\n2024/05/01 12:00:03.000, 0, 300 W\n"
+                        "2024/05/01 12:00:00.000, 0, 300 W\n")
+        message = "timestamps out of order for GPU 0"
+    elif case == "no_timestamp":
+        tele = tmp_path / "dcgm.prom"
+        tele.write_text('# TYPE DCGM_FI_DEV_POWER_USAGE gauge\nDCGM_FI_DEV_POWER_USAGE{gpu="0"} 300.5\n')
+        message = "without a timestamp"
+    else:
+        tele = tmp_path / "smi.csv"
+        tele.write_text("timestamp, index, power.draw [kW]\n2024/05/01 12:00:00.000, 0, 0.3\n")
+        message = "unit [kW] where [W] was expected"
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", steps, tele, "--accelerator", "A100-80GB", "-o",
+                        tmp_path / "p.yaml")
+    assert code == 2 and err.count("\n") == 1 and message in err and tele.name in err, err
+
+
+def test_the_cli_prints_the_tables_and_writes_a_profile(tmp_path, capsys, monkeypatch):
+    out_file = tmp_path / "my-a100.yaml"
+    code, out, err = _cli(capsys, monkeypatch, "calibrate", DATA / "perseus_a100_stage.csv", "--accelerator",
+                          "A100-80GB", "-o", out_file, "--holdout", "1290,900")
+    assert code in (0, None), err
+    assert "v_floor" in out and "held-out rows: time median" in out and "holdout" in out
+    prof = profiles.load(out_file)
+    assert prof.base == "A100-80GB" and prof.name == "my-a100"
+    assert prof.sources["power.vf_curve"].startswith("fitted by dse calibrate to")
+    assert "hardware catalog" in prof.sources["hardware.tdp_w"]
+    assert prof.fit["errors"]["holdout"]["time"]["rows"] == 2
+    code, out, _ = _cli(capsys, monkeypatch, "describe", "--accelerator", out_file)
+    assert "fitted by dse calibrate to" in out and "power.activity.memory" in out
+
+
+def test_a_profile_is_an_accelerator_a_study_uses_by_path_and_by_name(tmp_path):
+    shutil.copy(DATA / "perseus_a100_stage.csv", tmp_path / "sweep.csv")
+    proc = run_cli("calibrate", "sweep.csv", "--accelerator", "A100-80GB", "-o", "my-a100.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "accelerators").mkdir()
+    shutil.copy(tmp_path / "my-a100.yaml", tmp_path / "accelerators" / "my-a100.yaml")
+    study = yaml.safe_load((DATA / "calibrated-study.yaml").read_text())
+    study["space"]["accelerator"] = ["A100-80GB", "my-a100.yaml", "my-a100"]
+    path = write_study(tmp_path, study)
+    proc = run_cli("validate", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("run", str(path), "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import xarray as xr
+
+    ds = xr.open_dataset(tmp_path / "results" / study["name"] / "evaluations.nc")
+    df = ds.to_dataframe().reset_index()
+    by = df.groupby("accelerator")["energy_to_train_j"].median()
+    assert set(by.index) == {"A100-80GB", "my-a100.yaml", "my-a100"}
+    assert by["my-a100.yaml"] == by["my-a100"] != by["A100-80GB"]
+    assert df["feasible"].all()
+
+
+def test_a_broken_or_missing_profile_is_refused_by_validate(tmp_path):
+    study = yaml.safe_load((DATA / "calibrated-study.yaml").read_text())
+    study["space"]["accelerator"] = ["A100-80GB", "nope.yaml"]
+    proc = run_cli("validate", str(write_study(tmp_path, study)), cwd=tmp_path)
+    assert proc.returncode == 2 and "unknown accelerator" in proc.stderr and "nope.yaml" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    acc, _ = fit.base_accelerator("A100-80GB")
+    acc["power"]["activity"]["compute"] = "lots"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"format": profiles.FORMAT, "version": 1, "name": "bad", **acc}))
+    study["space"]["accelerator"] = ["bad.yaml"]
+    proc = run_cli("validate", str(write_study(tmp_path, study)), cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "bad.yaml" in proc.stderr and "power.activity.compute" in proc.stderr and "lots" in proc.stderr
+
+
+def test_a_changed_profile_file_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    acc, _ = fit.base_accelerator("A100-80GB")
+    doc = {"format": profiles.FORMAT, "version": 1, "name": "p", **acc}
+    profiles.dump(doc, tmp_path / "p.yaml")
+    row = pd.DataFrame([{"accelerator": "p.yaml", "model": "gpt-1.3b", "num_accelerators": 8}])
+    base = AnalyticEvaluator().evaluate(row.assign(accelerator="A100-80GB"))
+    first = AnalyticEvaluator().evaluate(row)
+    assert first["energy_to_train_j"][0] == pytest.approx(base["energy_to_train_j"][0], rel=1e-12)
+    doc["hardware"]["idle_w"] = 90.0
+    doc["hardware"]["hbm_gb"] = 80.5  # a different size as well as a different time stamp
+    profiles.dump(doc, tmp_path / "p.yaml")
+    second = AnalyticEvaluator().evaluate(row)
+    assert second["energy_to_train_j"][0] > first["energy_to_train_j"][0]
