@@ -98,10 +98,14 @@ class _OptunaDriver(SearchDriver):
             return str(url)
         if self.problem.work_dir is None:
             return optuna.storages.InMemoryStorage()
-        from optuna.storages.journal import JournalFileBackend
+        from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
         path = Path(self.problem.work_dir) / "optuna.journal"
-        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        # The journal is used only under dse's own lock on the results folder, so a journal
+        # lock found here was left by a killed process: break it at once (optuna would wait
+        # its 30 s grace period before taking it over).
+        lock = JournalFileSymlinkLock(str(path), grace_period=1)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
 
     def _open(self, *, create: bool):
         optuna = _optuna()
