@@ -104,7 +104,11 @@ class _OptunaDriver(SearchDriver):
         # The journal is used only under dse's own lock on the results folder, so a journal
         # lock found here was left by a killed process: break it at once (optuna would wait
         # its 30 s grace period before taking it over).
-        lock = JournalFileSymlinkLock(str(path), grace_period=1)
+        import warnings
+
+        with warnings.catch_warnings():  # optuna warns that 1 s "might be too small": here it is meant
+            warnings.filterwarnings("ignore", message=".*grace_period.*", category=UserWarning)
+            lock = JournalFileSymlinkLock(str(path), grace_period=1)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
 
     def _open(self, *, create: bool):
