@@ -36,8 +36,8 @@ from dse.analytic.time.collectives import Network, exposed
 class StepBreakdown:
     """Per-iteration time (seconds) by phase and per-accelerator traffic (bytes).
 
-    ``step_s`` is the sum of the seven phases; ``overhead_s`` (kernel launch cost) is
-    part of ``memory_s``.
+    ``step_s`` is the sum of the seven phases; ``overhead_s`` (kernel launch cost and the
+    GPU's wait for its host, ``host_idle_s``) is part of ``memory_s``.
     """
 
     compute_s: np.ndarray       # clock-bound GEMM time
@@ -55,6 +55,7 @@ class StepBreakdown:
     # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
     slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
     work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
+    host_idle_s: np.ndarray | None = None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
 
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
@@ -142,7 +143,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
         expert_params = busiest * ex.params / (ex.ep * ex.etp)
         expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
-    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp)
+    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp,
+                                 layers=busiest, launch_s=hw.kernel_overhead_us * 1e-6)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
@@ -167,5 +169,6 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
         overhead_s=m * (busiest * lay.overhead_s + idle_mb),
         hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
-        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work)
+        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
+        host_idle_s=m * idle_mb)
 
