@@ -190,7 +190,7 @@ def test_retime_gets_the_changed_rows_and_their_clocks_only():
         assert np.all(clock_rows < perf.clock_mhz[rows])
     final = {}
     for clock_rows, rows in seen:
-        final.update(zip(rows, clock_rows))
+        final.update(zip(rows, clock_rows, strict=True))
     np.testing.assert_array_equal([final[i] for i in changed], clock[changed])
     for k, v in out.timing.metrics().items():     # the time result at the clock it runs at
         np.testing.assert_array_equal(v, getattr(at_final_clock, k), err_msg=k)
