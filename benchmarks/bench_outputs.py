@@ -4,7 +4,8 @@ evaluations, with wall time and the peak RSS of the command's process.
 A real quickstart results folder is made first (in-process run), then its ``evaluations.nc``
 is replaced by a synthetic one of N rows written in chunks of 10^6 (the quickstart's
 parameters, objectives with a trade-off, constraint metrics, ``meets_constraints``,
-``status``, ``reason``, ``key``; chunked HDF5, as the run writes it) and ``pareto.nc`` by its
+``status``, ``reason``, ``key``; chunked HDF5 with text as fixed-width UTF-8, as the run
+writes it) and ``pareto.nc`` by its
 exact front. Then each command runs in its own process, sampled every 20 ms for RSS.
 
     python benchmarks/bench_outputs.py                 # 10^5, 10^6, 10^7
@@ -22,7 +23,6 @@ import time
 from pathlib import Path
 
 import h5netcdf
-import h5py
 import numpy as np
 import pandas as pd
 import psutil
@@ -54,7 +54,7 @@ def chunk_table(start: int, n: int, rng: np.random.Generator) -> pd.DataFrame:
     t.update(time_to_train_s=time_s, energy_to_train_j=energy, peak_junction_temp_c=temp,
              memory_per_accelerator_gb=mem, feasible=~rejected,
              reason=np.where(rejected, "data parallel x micro batch does not divide the global batch", ""),
-             status=np.full(n, "ok"), key=np.char.add("k", np.arange(start, start + n).astype(str)))
+             status=np.full(n, "ok"), key=np.arange(start, start + n, dtype=np.int64))
     t["meets_constraints"] = ~rejected & (temp <= 85) & (mem <= 80)
     for name in ("time_to_train_s", "energy_to_train_j"):
         t[name] = np.where(rejected, np.nan, t[name])
@@ -79,13 +79,19 @@ def write_synthetic(run: Path, n: int) -> int:
         f.dimensions["candidate"] = n
         f.attrs.update(template.attrs)
         coords = " ".join(c for c in template.coords if c != "candidate")
+        widths = {}
         for name, var in template.variables.items():
             kind = var.dtype.kind
-            dtype = h5py.string_dtype() if kind in "OUS" else np.int8 if kind == "b" else var.dtype
+            if kind in "OUS":  # text as the run writes it: fixed-width UTF-8, read back as strings
+                widths[name] = max(len(str(v).encode()) for vals in (PARAMS.get(name, []), [
+                    "data parallel x micro batch does not divide the global batch", "ok"]) for v in vals)
+            dtype = f"S{widths[name]}" if kind in "OUS" else np.int8 if kind == "b" else var.dtype
             v = f.create_variable(name, ("candidate",), dtype=dtype, chunks=(min(n, 1 << 18),))
             attrs = {k: val for k, val in var.attrs.items()}
             if kind == "b":
                 attrs["dtype"] = "bool"
+            if kind in "OUS":
+                attrs["_Encoding"] = "utf-8"
             if name not in template.coords:
                 attrs["coordinates"] = coords
             v.attrs.update(attrs)
@@ -96,7 +102,7 @@ def write_synthetic(run: Path, n: int) -> int:
             for name in template.variables:
                 col = t[name].to_numpy()
                 f.variables[name][sl] = col.astype(np.int8) if col.dtype.kind == "b" else \
-                    (col.astype(object) if col.dtype.kind in "OUS" else col)
+                    (np.char.encode(col.astype(str)).astype(f"S{widths[name]}") if name in widths else col)
             ok = t[t["meets_constraints"]]
             cand = pd.concat([front, ok], ignore_index=True)
             F = cand[["energy_to_train_j", "time_to_train_s"]].to_numpy()

@@ -1,3 +1,3 @@
-from dse.cli import main
+from dse.cli import console
 
-main()
+console()

@@ -12,6 +12,7 @@ the front and ``evaluations.nc`` streamed from the log; drawing them is the call
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -140,21 +141,31 @@ class Runner:
         report = self._report = ProgressReporter(self.progress, store.path, total)
         report.start(f"{study.name} · {self.algorithm}", min(driver.asked, total or driver.asked),
                      {**(run.history[-1] if run.history else {}), **self._live(run)})
-        interrupted, lost = False, None
+        interrupted, lost, executor = False, None, None
         try:
             if not driver.done:
-                with make_executor(self.plan.execution, study.evaluator, notify=report.note,
-                                   preferred_chunk_size=self.evaluator.chunk_size) as executor:
-                    report.pace.restart()
-                    while not driver.done and self._batch(executor, store, driver, run):
-                        pass
+                started = make_executor(self.plan.execution, study.evaluator, notify=report.note,
+                                        preferred_chunk_size=self.evaluator.chunk_size)
+                executor = started.__enter__()
+                report.pace.restart()
+                while not driver.done and self._batch(executor, store, driver, run):
+                    pass
         except KeyboardInterrupt:
             interrupted = True
         except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
             lost = exc
         finally:
             report.stop("finished" if driver.done else "interrupted" if interrupted else "stopped")
-        front = self._write_outputs(store, run, driver.attributes())
+            # the workers shut down while the datasets are written (a cluster takes a second)
+            closing = threading.Thread(target=executor.__exit__, args=(None, None, None), daemon=True) \
+                if executor is not None else None
+            if closing is not None:
+                closing.start()
+        try:
+            front = self._write_outputs(store, run, driver.attributes())
+        finally:
+            if closing is not None:
+                closing.join()
         if lost is not None:
             raise DseError(f"{lost}; {run.front.evaluations} evaluations are stored in {store.path}: "
                            f"continue with `dse resume {store.path}`") from None

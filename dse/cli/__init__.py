@@ -1,5 +1,6 @@
-"""The ``dse`` command line; ``main`` is the console entry point."""
+"""The ``dse`` command line: ``console`` is the program (``main`` and a fast exit); ``main``
+runs a command and turns user errors into one line."""
 
-from dse.cli.app import app, main
+from dse.cli.app import app, console, main
 
-__all__ = ["app", "main"]
+__all__ = ["app", "console", "main"]

@@ -126,7 +126,12 @@ class _Codec:
 
 def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.random.SeedSequence,
            options: NSGA2Options, seen: set, population=None):
-    """A fresh NSGA-II; ``population`` (evaluated) becomes its initial population."""
+    """A fresh NSGA-II; ``population`` (evaluated) becomes its initial population.
+
+    Long for one reason: pymoo's classes are subclassed here, in the function, because pymoo
+    is imported only when NSGA-II runs (its import costs half a second that ``dse validate``
+    and the other drivers should not pay); each subclass is a few lines closing over
+    ``codec`` and ``seen``."""
     NSGA2, DuplicateElimination, Mutation, Population, Problem, Repair, Sampling, SBX, PM = _pymoo()
 
     class _Problem(Problem):
