@@ -93,7 +93,7 @@ def test_power_swing_and_ramp_and_the_power_floor():
 
 
 def test_retime_is_only_called_when_the_clock_changes():
-    cfg = _cfg(accelerator="H100-SXM", num_accelerators=8, power_cap_w=[np.nan, np.nan])
+    cfg = _cfg(accelerator="H100-SXM", num_accelerators=8, micro_batch_size=8, power_cap_w=[np.nan, np.nan])  # GPU-bound
     calls = []
 
     def retime(clock, rows):
@@ -181,10 +181,17 @@ def test_retime_gets_the_changed_rows_and_their_clocks_only():
         clock = out.metrics["effective_clock_mhz"]
         at_final_clock = time_model.evaluate(cfg, clock)
     assert out.metrics["power_capped"].any() and out.metrics["throttled"].any()
-    assert len(seen) == 1
-    clock_rows, rows = seen[0]
-    np.testing.assert_array_equal(rows, np.flatnonzero(clock < perf.clock_mhz))
-    np.testing.assert_array_equal(clock_rows, clock[rows])
+    # the first call re-times every row whose clock changes; a later pass (the estimate is not
+    # exact where a stage waits for its host) only some of them, at lower clocks again
+    changed = np.flatnonzero(clock < perf.clock_mhz)
+    np.testing.assert_array_equal(seen[0][1], changed)
+    for clock_rows, rows in seen:
+        assert set(rows) <= set(changed)
+        assert np.all(clock_rows < perf.clock_mhz[rows])
+    final = {}
+    for clock_rows, rows in seen:
+        final.update(zip(rows, clock_rows, strict=True))
+    np.testing.assert_array_equal([final[i] for i in changed], clock[changed])
     for k, v in out.timing.metrics().items():     # the time result at the clock it runs at
         np.testing.assert_array_equal(v, getattr(at_final_clock, k), err_msg=k)
     np.testing.assert_array_equal(perf.reason, reason_before)  # perf is not modified

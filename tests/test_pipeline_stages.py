@@ -38,9 +38,11 @@ def test_the_most_loaded_stage_sets_the_pace():
     # 70 layers on 12 stages: 5 on the first and the last stage (with the embedding and the
     # output layer), 6 on the middle ones; with a small vocabulary a middle stage paces the
     # pipeline, so the output layer's size does not change the pace. With 72 layers (6 on
-    # every stage) the last stage paces it, output layer included.
+    # every stage) the last stage paces it, output layer included. (Micro-batches of 4: the
+    # GPUs, not their hosts, set the pace.)
     shape = dict(model="custom", hidden=4096, heads=32, seq_len=2048, ffn_hidden=16384, tied_embeddings=0,
-                 num_accelerators=96, tensor_parallel=8, pipeline_parallel=12, global_batch_size=96)
+                 num_accelerators=96, tensor_parallel=8, pipeline_parallel=12, global_batch_size=96,
+                 micro_batch_size=4)
 
     def compute(layers, vocab):
         r = time_model.evaluate(cfg(1, layers=layers, vocab=vocab, **shape))

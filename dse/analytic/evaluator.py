@@ -42,7 +42,7 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.6.0"
+    version = "0.7.0"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
 
     def __init__(self, **options) -> None:

@@ -47,6 +47,7 @@ class LimitCheck:
         pw = acc.pw
         self.a = {  # per-candidate arrays
             "step": step, "t_c": t_c, "slot": slot, "slot_pos": slot > 0,
+            "idle": np.zeros_like(step) if b.host_idle_s is None else b.host_idle_s,
             "slot_div": np.where(slot > 0, slot, 1.0), "bubble": b.bubble_s, "dp_comm": b.dp_comm_s,
             "t_m": b.memory_s + b.optimizer_s, "fine": b.tp_comm_s + b.pp_comm_s,
             "idle_w": acc.idle_w, "f_max": acc.clock_max_mhz, "span_w": acc.tdp_w - acc.idle_w,
@@ -64,8 +65,10 @@ class LimitCheck:
         a = self.a
         t_c, bubble = a["t_c"], a["bubble"]
         new_c = t_c * (a["clock_from"] / clock)
-        new_bubble = bubble * np.where(a["slot_pos"], (a["slot"] + new_c - t_c) / a["slot_div"], 1.0)
-        new_step = a["step"] + (new_c - t_c) + (new_bubble - bubble)
+        # longer compute first fills the time the GPU waited for its host (phases.scaled_breakdown)
+        grown = new_c - t_c - np.minimum(a["idle"], np.maximum(new_c - t_c, 0.0))
+        new_bubble = bubble * np.where(a["slot_pos"], (a["slot"] + grown) / a["slot_div"], 1.0)
+        new_step = a["step"] + grown + (new_bubble - bubble)
         blocked = new_bubble + a["dp_comm"]
         busy = np.maximum(new_step - blocked, 0.0)
         idle_w = a["idle_w"]
@@ -73,7 +76,7 @@ class LimitCheck:
         dyn = a["span_w"] * (ratio * self.voltage(ratio) ** 2)  # power.dynamic_scale
         p_wait = np.maximum(idle_w + a["a_waiting"] * dyn, a["floor"])
         e_compute = a["a_compute"] * dyn * new_c
-        e_memory = a["a_memory"] * dyn * a["t_m"] + a["e_hbm"]
+        e_memory = a["a_memory"] * dyn * (a["t_m"] - (new_c - t_c - grown)) + a["e_hbm"]
         e_wait_fine = (p_wait - idle_w) * a["fine"]
         has_busy = busy > 0
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)

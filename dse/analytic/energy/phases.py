@@ -39,8 +39,9 @@ def phase_times(b) -> PhaseTimes:
 def scaled_breakdown(b, clock_from: np.ndarray, clock_to: np.ndarray):
     """The breakdown ``b`` estimated at another clock without the time model.
 
-    Compute time scales with 1/f; the bubble (pipeline slots of compute, memory and
-    tensor-parallel time) scales with the share of compute in a slot; the rest is
+    Compute time scales with 1/f, and what it grows by first fills the time the GPU waited
+    for its host (``host_idle_s``, part of the memory time); the bubble (pipeline slots of
+    compute, memory and tensor-parallel time) scales with the slot; the rest is
     clock-independent. This is the estimate the cap/throttle search
     (:class:`~dse.analytic.energy.clock_search.LimitCheck`) makes; the final times come
     from the time model (``retime``).
@@ -50,7 +51,12 @@ def scaled_breakdown(b, clock_from: np.ndarray, clock_to: np.ndarray):
     t_c = b.compute_s
     slot = t_c + b.memory_s + b.tp_comm_s
     new_c = t_c * ratio
-    new_slot = slot + new_c - t_c
+    # longer compute first fills the time the GPU waited for its host (inside memory_s)
+    idle = np.zeros_like(step) if b.host_idle_s is None else b.host_idle_s
+    filled = np.minimum(idle, np.maximum(new_c - t_c, 0.0))
+    grown = new_c - t_c - filled
+    new_slot = slot + grown
     bubble = b.bubble_s
     new_bubble = bubble * np.where(slot > 0, new_slot / np.where(slot > 0, slot, 1.0), 1.0)
-    return replace(b, compute_s=new_c, bubble_s=new_bubble, step_s=step + (new_c - t_c) + (new_bubble - bubble))
+    return replace(b, compute_s=new_c, memory_s=b.memory_s - filled, bubble_s=new_bubble,
+                   host_idle_s=idle - filled, step_s=step + grown + (new_bubble - bubble))

@@ -94,23 +94,45 @@ class Network:
             node_stride = np.maximum(np.floor(st * k / self.size), 1)
             out_bw = np.where(self._oring, out_bw / node_stride, out_bw)
             out_lat = np.where(self._oring, out_lat * node_stride, out_lat)
-        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps)
+        # NCCL's ring latency (see ring_latency): g - nn steps in the domains, nn - 1 across
+        intra_steps = np.where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
+        ring_lat = intra_steps * self.up_lat + (nn - 1) * out_lat + np.where(g1 > 1, self.call_lat, 0.0)
+        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat)
         self._cache[key] = hit
         self._keep.append((g, stride))  # keep ids alive while cached
         return hit
 
+    def _transfer(self, nbytes, k, nn, up_bw, out_bw):
+        """Bandwidth time of a reduce-scatter (all-gather) of ``nbytes``: the ``(k-1)/k``
+        share inside the domain, the ``(nn-1)/nn`` share of a member's ``1/k`` across it."""
+        return (k - 1) / k * nbytes / up_bw + (nn - 1) / nn * nbytes / k / out_bw
+
+    def ring_latency(self, g, stride):
+        """Latency of one ring reduce-scatter or all-gather call over ``g`` members (NCCL's
+        tuning model, ``src/graph/tuning.cc``: ``nRanks - 1`` steps, ``nNodes - 1`` of them
+        across nodes): ``g - nn`` steps in the domains at ``up_lat``, ``nn - 1`` across at
+        ``out_lat`` (a torus: its axis steps), plus the call's fixed cost (0 for g = 1)."""
+        return self.split(g, stride)[7]
+
     def reduce_scatter(self, nbytes, g, stride):
-        """Reduce-scatter of an ``nbytes`` buffer (all-gather costs the same)."""
-        g1, k, nn, up_bw, out_bw, out_lat, steps = self.split(g, stride)
-        intra = (k - 1) / k * nbytes / up_bw + steps * self.up_lat
-        inter = (nn - 1) / nn * nbytes / k / out_bw + (nn - 1) * out_lat
-        return intra + inter + np.where(g1 > 1, self.call_lat, 0.0)  # zero for g = 1 (k = nn = 1)
+        """Reduce-scatter of an ``nbytes`` buffer (all-gather costs the same): bandwidth-
+        optimal transfer plus the ring's latency (:meth:`ring_latency`)."""
+        _, k, nn, up_bw, out_bw, _, _, ring_lat = self.split(g, stride)
+        return self._transfer(nbytes, k, nn, up_bw, out_bw) + ring_lat
 
     all_gather = reduce_scatter
 
     def all_reduce(self, nbytes, g, stride):
-        """All-reduce = reduce-scatter + all-gather (bandwidth-optimal ring, 2(g-1)/g D / B)."""
-        return 2.0 * self.reduce_scatter(nbytes, g, stride)
+        """All-reduce = reduce-scatter + all-gather in bandwidth (2(g-1)/g D / B); latency the
+        lower of NCCL's two algorithms: the ring's ``2 (g - 1)`` steps, or the double binary
+        tree's ``2 ((k-1) up_lat + log2(nn) out_lat)`` (NCCL >= 2.4 picks by its predicted time;
+        ``src/graph/tuning.cc``), plus one call. Inside one domain both are ``2 (k-1)`` steps."""
+        g1, k, nn, up_bw, out_bw, out_lat, steps, ring_lat = self.split(g, stride)
+        call = np.where(g1 > 1, self.call_lat, 0.0)
+        lat = 2.0 * ring_lat - call
+        if bool((nn > 1).any()):
+            lat = np.minimum(lat, 2.0 * (steps * self.up_lat + np.log2(nn) * out_lat) + call)
+        return 2.0 * self._transfer(nbytes, k, nn, up_bw, out_bw) + lat
 
     def p2p(self, nbytes, same_domain):
         """Point-to-point send of ``nbytes``."""
@@ -143,7 +165,7 @@ class Network:
         sets the time; plus one call, one step latency in the domain and one across.
         ``intra_share`` / ``inter_share`` replace the two shares (a dispatcher that sends
         one copy per destination domain and forwards it inside, :mod:`.experts`)."""
-        g1, k, nn, up_bw, out_bw, out_lat, _ = self.split(g, stride)
+        g1, k, nn, up_bw, out_bw, out_lat, *_ = self.split(g, stride)
         intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
         inter_share = (g1 - k) / g1 if inter_share is None else inter_share
         intra = intra_share * nbytes / up_bw

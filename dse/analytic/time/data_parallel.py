@@ -12,7 +12,8 @@ from dse.analytic.time.gemm import BYTES
 BACKWARD_SHARE = 2.0 / 3.0
 
 
-def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, experts=None) -> np.ndarray:
+def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, experts=None, layers=None,
+            launch_s=0.0) -> np.ndarray:
     """Exposed data-parallel communication per iteration (s) of a stage holding
     ``stage_params`` parameters per accelerator, over ``dp`` ranks of stride ``tp``, and
     (``experts``: ``(params, ranks, stride)``) the routed experts' parameters over their
@@ -25,7 +26,12 @@ def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, expert
     overlaps that gather); ZeRO 2 reduce-scatters in every micro-batch's backward;
     ZeRO 3 (FSDP FULL_SHARD) also all-gathers the weights for every micro-batch's forward
     and again for its backward, prefetched behind that micro-batch's kernels
-    (``mb_compute_s``) when the stack overlaps them.
+    (``mb_compute_s``) when the stack overlaps them. Each of these three collectives is
+    issued per layer (``layers`` on the stage) as ``stack.zero3_calls_per_layer`` calls
+    (FSDP: one flat parameter per wrapped layer; DeepSpeed: one per weight matrix), each
+    call paying the ring's latency (:meth:`~.collectives.Network.ring_latency`), and, for a
+    stack whose collectives go through PyTorch's list API (``stack.per_rank_copies``), one
+    copy per rank (``launch_s`` each).
     """
     rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
     ag = net.all_gather(BYTES * stage_params, dp, tp)
@@ -36,9 +42,13 @@ def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, expert
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)
-    z0 = exposed(2.0 * rs, stack.grad_overlap, backward, tax)
+    z0 = exposed(net.all_reduce(stack.grad_bytes * stage_params, dp, tp), stack.grad_overlap, backward, tax)
     z1 = exposed(rs, stack.grad_overlap, backward, tax) + gather_once
     z2 = m * exposed(rs, stack.grad_overlap, backward, tax) + gather_once
+    if layers is not None and bool((zero >= 3).any()):  # per-call costs of the layer-by-layer collectives
+        calls = np.maximum(layers * stack.zero3_calls_per_layer, 1.0)
+        per_call = (calls - 1.0) * net.ring_latency(dp, tp) + calls * stack.per_rank_copies * dp * launch_s
+        ag, rs = ag + per_call, rs + per_call
     hideable = 2.0 * ag * stack.gather_overlap + rs * stack.grad_overlap
     z3 = m * (2.0 * ag + rs - (1.0 - tax) * np.minimum(hideable, mb_compute_s))
     return np.where(zero >= 3, z3, np.where(zero >= 2, z2, np.where(zero >= 1, z1, z0)))

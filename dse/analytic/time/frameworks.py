@@ -13,7 +13,8 @@ from dse.analytic.columns import factorise
 
 #: the per-stack behaviours the time model reads, in :class:`Stack` order
 FIELDS = ("default_zero_stage", "zero_ok_mask", "grad_bytes", "tp_overlap", "grad_overlap", "gather_overlap",
-          "step_gather_overlap", "p2p_overlap", "fused_kernels", "p2p_scatter_gather", "interleaved_schedule")
+          "step_gather_overlap", "p2p_overlap", "fused_kernels", "p2p_scatter_gather", "interleaved_schedule",
+          "zero3_calls_per_layer", "per_rank_copies")
 
 
 @cache
@@ -44,6 +45,8 @@ class Stack:
     fused_kernels: np.ndarray
     p2p_scatter_gather: np.ndarray
     interleaved_schedule: np.ndarray
+    zero3_calls_per_layer: np.ndarray
+    per_rank_copies: np.ndarray
 
     def offers(self, zero_stage: np.ndarray) -> np.ndarray:
         """True where the stack offers ``zero_stage`` (an integer-valued float array)."""

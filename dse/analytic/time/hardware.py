@@ -17,7 +17,7 @@ from dse.errors import DseError
 #: fitted per accelerator (calibration.yaml ``fitted``; by :func:`estimated_efficiencies` elsewhere)
 ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")
 #: one value for every accelerator and stack (calibration.yaml ``shared``)
-SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "collective_call_us", "collective_latency_us", "scaleout_latency_us",
+SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "host_dispatch_us", "collective_call_us", "collective_latency_us", "scaleout_latency_us",
                  "attention_eff", "overlap_tax", "eager_elementwise_factor")
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
 
@@ -192,6 +192,7 @@ class Hardware:
     matmul_half_gflop: np.ndarray
     matmul_half_k: np.ndarray
     kernel_overhead_us: np.ndarray
+    host_dispatch_us: np.ndarray
     collective_call_us: np.ndarray
     collective_latency_us: np.ndarray
     scaleout_latency_us: np.ndarray

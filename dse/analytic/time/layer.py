@@ -34,6 +34,7 @@ class LayerTime:
     dense_compute_s: np.ndarray  # clock-bound time of the dense GEMMs, all passes (hides TP traffic)
     attn_compute_s: np.ndarray   # clock-bound time of the attention core, all passes (hides CP traffic)
     overhead_s: np.ndarray       # fixed per-kernel launch cost, all passes
+    host_s: np.ndarray           # host (CPU) dispatch time of the layer's kernels, all passes
     dense_passes: np.ndarray     # passes over the dense part (3 or 4)
     attn_passes: np.ndarray      # passes over the attention core (3 or 4)
     full_recompute: np.ndarray   # bool: full activation recomputation
@@ -180,6 +181,7 @@ def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, e
         memory_s=(dense_m + ew_dense_m) * dense_passes + (attn_m + ew_attn_m) * attn_passes,
         dense_compute_s=dense_c * dense_passes, attn_compute_s=attn_c * attn_passes,
         overhead_s=hw.kernel_overhead_us * 1e-6 * dense_passes,
+        host_s=hw.host_dispatch_us * 1e-6 * dense_passes,
         dense_passes=dense_passes, attn_passes=attn_passes, full_recompute=full,
         dense_ew_bytes=rep + mlp_ew, attn_ew_bytes=attn_ew)
 

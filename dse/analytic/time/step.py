@@ -36,8 +36,8 @@ from dse.analytic.time.collectives import Network, exposed
 class StepBreakdown:
     """Per-iteration time (seconds) by phase and per-accelerator traffic (bytes).
 
-    ``step_s`` is the sum of the seven phases; ``overhead_s`` (kernel launch cost) is
-    part of ``memory_s``.
+    ``step_s`` is the sum of the seven phases; ``overhead_s`` (kernel launch cost and the
+    GPU's wait for its host, ``host_idle_s``) is part of ``memory_s``.
     """
 
     compute_s: np.ndarray       # clock-bound GEMM time
@@ -55,6 +55,7 @@ class StepBreakdown:
     # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
     slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
     work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
+    host_idle_s: np.ndarray | None = None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
 
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
@@ -92,26 +93,31 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     one = count == 1
 
     def stage(n_layers, with_output):
-        return (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
-                n_layers * tp_layer + with_output * out_tp)
+        """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
+        host dispatches in ``n_layers * lay.host_s`` waits for it (in the memory slot)."""
+        c, mm, tt = (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
+                     n_layers * tp_layer + with_output * out_tp)
+        idle = np.maximum(n_layers * lay.host_s - (c + mm + tt), 0.0)
+        return c, mm + idle, tt, idle
 
     if stages.part:
         first, last = stage(stages.first, one * stages.output), stage(stages.last, stages.output)
     else:
         first, last = stage(stages.first, one), stage(stages.last, 1.0)
-    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0)
-    t_first, t_middle, t_last = sum(first), sum(middle), sum(last)
+    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0, 0.0)
+    t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
-    c_mb, m_mb, tp_mb = (np.where(pace_first, f, np.where(pace_middle, mid, la))
-                         for f, mid, la in zip(first, middle, last, strict=True))
+    c_mb, m_mb, tp_mb, idle_mb = (np.where(pace_first, f, np.where(pace_middle, mid, la))
+                                  for f, mid, la in zip(first, middle, last, strict=True))
     compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
     if stages.part:  # this part's stages' work per micro-batch; the fleet composes the bubble
         work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
         mean_stage = work / count
     else:
-        mean_stage = (shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp) / pp
+        mean_stage = np.maximum(shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp,
+                                shape["layers"] * lay.host_s) / pp
         work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
@@ -137,7 +143,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
         expert_params = busiest * ex.params / (ex.ep * ex.etp)
         expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
-    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp)
+    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp,
+                                 layers=busiest, launch_s=hw.kernel_overhead_us * 1e-6)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
@@ -160,7 +167,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
-        overhead_s=m * busiest * lay.overhead_s,
+        overhead_s=m * (busiest * lay.overhead_s + idle_mb),
         hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
-        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work)
+        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
+        host_idle_s=m * idle_mb)
 
