@@ -64,10 +64,7 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LinearSegmentedColormap, LogNorm
-    from matplotlib.ticker import NullFormatter
 
-    greys = LinearSegmentedColormap.from_list("density", ["#d0d0d0", "#000000"])  # 1 is visible
     colour_by = colour_parameter(front)
     found = scan(evaluations, objectives, columns=[colour_by] if colour_by else [],
                  sample_size=SCATTER_LIMIT, only_ok=True)
@@ -87,12 +84,7 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     colours = {g: f"C{i}" for i, g in enumerate(groups)}
     for ax, (x, y) in zip(axes[0], pairs, strict=True):
         if (x, y) in hist:
-            xe, ye, counts = hist[(x, y)]
-            mesh = ax.pcolormesh(xe, ye, np.ma.masked_equal(counts.T, 0), cmap=greys, zorder=1,
-                                 norm=LogNorm(vmin=1, vmax=max(counts.max(), 2)), rasterized=True)
-            fig.colorbar(mesh, ax=ax, label="feasible evaluations per cell", pad=0.01)
-            ax.use_sticky_edges = False  # a margin, so that front points on the edge show whole
-            ax.margins(0.03)
+            _draw_density(fig, ax, *hist[(x, y)])
         for g in groups:
             if not dense:
                 m = ev_group == g
@@ -107,20 +99,40 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
         if len(objectives) == 2:
             order = np.argsort(front[x].values)
             ax.plot(front[x].values[order], front[y].values[order], c="black", lw=0.8, zorder=2)
-        ax.set_xlabel(label(evaluations, x))
-        ax.set_ylabel(label(evaluations, y))
-        for axis, name in (("x", x), ("y", y)):
-            if found.log_scale(name):
-                getattr(ax, f"set_{axis}scale")("log")
-                getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
-        ax.grid(True, alpha=0.3)
-        # "best" searches every plotted point for a free corner (2.5 s at 10^5 points)
-        ax.legend(fontsize=8, loc="best" if len(points) <= 2_000 else "upper right")
+        _style_axes(ax, evaluations, found, x, y, n_points=len(points))
     how = f"{found.n_ok:,} feasible" + (", drawn as a density" if dense else "")
     fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
                  f"of {found.n:,} evaluations; {how})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
+    """The feasible evaluations of one panel as a 2-D histogram (log colour scale; empty
+    cells left blank), with a margin so that front points on the edge show whole."""
+    from matplotlib.colors import LinearSegmentedColormap, LogNorm
+
+    greys = LinearSegmentedColormap.from_list("density", ["#d0d0d0", "#000000"])  # 1 is visible
+    mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_equal(counts.T, 0), cmap=greys, zorder=1,
+                         norm=LogNorm(vmin=1, vmax=max(counts.max(), 2)), rasterized=True)
+    fig.colorbar(mesh, ax=ax, label="feasible evaluations per cell", pad=0.01)
+    ax.use_sticky_edges = False
+    ax.margins(0.03)
+
+
+def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, n_points: int) -> None:
+    """Labels with units, log scales where the scan chose them, grid and legend."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xlabel(label(evaluations, x))
+    ax.set_ylabel(label(evaluations, y))
+    for axis, name in (("x", x), ("y", y)):
+        if found.log_scale(name):
+            getattr(ax, f"set_{axis}scale")("log")
+            getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
+    ax.grid(True, alpha=0.3)
+    # "best" searches every plotted point for a free corner (2.5 s at 10^5 points)
+    ax.legend(fontsize=8, loc="best" if n_points <= 2_000 else "upper right")
 
 
 def plot_results(results: Path, output: Path | None = None) -> Path:

@@ -350,22 +350,13 @@ def _identifiable(problem: _Problem, x0, lo, hi, sc) -> list[str]:
 def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[str] | None = None,
         fix: list[str] = (), cooling: str = "air") -> FitResult:
     """Fit accelerator ``base``'s parameters to ``rows`` (from :func:`.readers.read`)."""
-    rows = rows.reset_index(drop=True).copy()
-    for k in ("idle", "parked", "blocked", "training"):
-        m = (rows["kind"] == k).to_numpy() & ~np.isfinite(rows["gpus"].to_numpy())
-        rows.loc[m, "gpus"] = 1.0  # one GPU's reading unless the row says otherwise
+    rows = _one_gpu_by_default(rows)
     acc0, sources0 = base_accelerator(base)
     held = _holdout_mask(rows, list(holdout))
     fit_mask = ~held
     if not fit_mask.any():
         raise DseError("every row is held out", field="--holdout")
-    for name in [*(only or []), *fix]:
-        if name not in PARAMETERS:
-            raise DseError(f"unknown parameter '{name}'", field="--fit/--fix", allowed=", ".join(PARAMETERS))
-    names = candidates(rows[fit_mask])
-    if only:
-        names = [n for n in names if n in only] + [n for n in only if n not in names]
-    names = [n for n in names if n not in fix]
+    names = _names_to_fit(rows[fit_mask], only, fix)
     notes = []
     problem = _Problem(rows, fit_mask, names, acc0)
     x0, lo, hi, sc = problem.start()
@@ -376,19 +367,62 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
     if kept != names:
         problem = _Problem(rows, fit_mask, kept, acc0)
         x0, lo, hi, sc = problem.start()
+    res, stderr = _solve(problem, x0, lo, hi, sc)
+    if not res.success:
+        notes.append(f"the optimiser stopped: {res.message}")
+    x = res.x
+    acc = problem.accelerator(x)
+    params = _parameter_table(acc0, acc, names, kept, x, lo, hi, stderr)
+    thermal = _thermal(rows, fit_mask, cooling)
+    if thermal is not None:
+        acc["power"][f"r_{cooling}_k_per_w"] = thermal["r_k_per_w"]
+    files = list(dict.fromkeys(rows["file"]))
+    sources = _sources(sources0, params, thermal, cooling, files)
+    return FitResult(base=base, accelerator=acc, sources=sources, parameters=params,
+                     rows=_rows_with_predictions(rows, held, problem.predict(x)),
+                     workloads=_workload_table(problem, x), thermal=thermal, files=files, notes=notes,
+                     cost=float(res.cost))
+
+
+def _one_gpu_by_default(rows: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``rows`` where a power-state row without a GPU count reads one GPU."""
+    rows = rows.reset_index(drop=True).copy()
+    for k in ("idle", "parked", "blocked", "training"):
+        m = (rows["kind"] == k).to_numpy() & ~np.isfinite(rows["gpus"].to_numpy())
+        rows.loc[m, "gpus"] = 1.0  # one GPU's reading unless the row says otherwise
+    return rows
+
+
+def _names_to_fit(fit_rows: pd.DataFrame, only: list[str] | None, fix: list[str]) -> list[str]:
+    """The parameters the rows can determine, narrowed to ``only`` and without ``fix``."""
+    for name in [*(only or []), *fix]:
+        if name not in PARAMETERS:
+            raise DseError(f"unknown parameter '{name}'", field="--fit/--fix", allowed=", ".join(PARAMETERS))
+    names = candidates(fit_rows)
+    if only:
+        names = [n for n in names if n in only] + [n for n in only if n not in names]
+    return [n for n in names if n not in fix]
+
+
+def _solve(problem: _Problem, x0, lo, hi, sc):
+    """Bounded least squares (trust-region reflective) and each parameter's standard error
+    from the Jacobian at the solution, scaled by the residual variance."""
     n_res = len(problem.residuals(x0)) - len(problem.names)  # measured quantities, not priors
     if n_res == 0:
         raise DseError("no measured quantity to fit", field="measurements")
     res = least_squares(problem.residuals, x0, bounds=(lo, hi), x_scale=sc, method="trf", max_nfev=200 * len(x0) + 200,
                         xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    x = res.x
-    dof = n_res - len(x)
-    jac = _jacobian(problem.residuals, x, lo, hi, sc)
+    dof = n_res - len(res.x)
+    jac = _jacobian(problem.residuals, res.x, lo, hi, sc)
     s2 = 2 * res.cost / dof if dof > 0 else np.nan
     with np.errstate(all="ignore"):
         cov = np.linalg.pinv(jac.T @ jac) * s2
-    stderr = np.sqrt(np.clip(np.diag(cov), 0, None)) if len(x) else np.array([])
-    acc = problem.accelerator(x)
+    stderr = np.sqrt(np.clip(np.diag(cov), 0, None)) if len(res.x) else np.array([])
+    return res, stderr
+
+
+def _parameter_table(acc0: dict, acc: dict, names: list[str], kept: list[str], x, lo, hi, stderr) -> pd.DataFrame:
+    """One row per parameter: its base and fitted value, unit, standard error and a note."""
     table = []
     for n, p in PARAMETERS.items():
         i = kept.index(n) if n in kept else None
@@ -397,10 +431,11 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
                       "stderr": float(stderr[i]) if i is not None else np.nan, "fitted": i is not None,
                       "note": ("at its bound" if at_bound else "") if i is not None else
                               ("not determined by these rows" if n in names else f"needs {NEEDS[n]}")})
-    params = pd.DataFrame(table)
-    if not res.success:
-        notes.append(f"the optimiser stopped: {res.message}")
-    pred = problem.predict(x)
+    return pd.DataFrame(table)
+
+
+def _rows_with_predictions(rows: pd.DataFrame, held: np.ndarray, pred: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows with their set (fit or holdout), predictions and errors (%)."""
     out = rows.drop(columns=["config"]).copy()
     out["set"] = np.where(held, "holdout", "fit")
     for q in ("time_s", "energy_j", "power_w", "clock_mhz"):
@@ -408,17 +443,15 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
     with np.errstate(all="ignore"):
         for q in ("time_s", "energy_j", "power_w"):
             out[f"{q}_err_pct"] = (out[f"{q}_pred"] / out[q] - 1.0) * 100
+    return out
+
+
+def _workload_table(problem: _Problem, x) -> pd.DataFrame:
+    """Each workload's fitted full-clock time, compute share and counter scope."""
     t, c, k = problem.workload_values(x)
     works = pd.DataFrame({"workload": sorted(set(t) | set(c) | set(k))})
     works["t_max_s"], works["compute_share"], works["scope"] = (works["workload"].map(d) for d in (t, c, k))
-    thermal = _thermal(rows, fit_mask, cooling)
-    if thermal is not None:
-        key = f"r_{cooling}_k_per_w"
-        acc["power"][key] = thermal["r_k_per_w"]
-    files = list(dict.fromkeys(rows["file"]))
-    sources = _sources(sources0, params, thermal, cooling, files)
-    return FitResult(base=base, accelerator=acc, sources=sources, parameters=params, rows=out, workloads=works,
-                     thermal=thermal, files=files, notes=notes, cost=float(res.cost))
+    return works
 
 
 def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | None:

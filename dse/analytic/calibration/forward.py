@@ -98,57 +98,18 @@ def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_bytes) -> tuple[n
 def predict(acc: dict, rows: pd.DataFrame, t_max_s: np.ndarray, compute_share: np.ndarray,
             scope: np.ndarray) -> pd.DataFrame:
     """Predicted ``time_s``, ``energy_j`` (over the counter's ``scope`` GPUs), ``power_w`` (the
-    same scope) and ``clock_mhz`` for every row of ``rows``."""
-    hw = acc["hardware"]
+    same scope) and ``clock_mhz`` for every row of ``rows``: kernels and stages, power states
+    and whole training runs, each kind by its own helper."""
     n = len(rows)
-    f_max, f_min = float(hw["clock_max_mhz"]), float(hw["clock_min_mhz"])
-    idle, tdp = float(hw["idle_w"]), float(hw["tdp_w"])
     kind = rows["kind"].to_numpy()
-    clock = rows["clock_mhz"].to_numpy(dtype=float).copy()
     out = {k: np.full(n, np.nan) for k in ("time_s", "energy_j", "power_w", "clock_mhz")}
-
     work = np.isin(kind, ("compute", "memory", "stage"))
     if work.any():
-        r = rows[work]
-        cap = r["power_cap_w"].to_numpy(dtype=float)
-        f = clock[work]
-
-        def at(ratio):
-            t_k, share_k = kernel_times(acc, r, ratio)
-            t1 = np.where(np.isfinite(t_k), t_k * ratio ** share_k, t_max_s[work])  # time at f_max
-            share = np.where(np.isfinite(share_k), share_k, compute_share[work])
-            given = r["bytes"].to_numpy(dtype=float)
-            bw = hw["hbm_bw_gbs"] * 1e9 * acc["calibration"]["memory_eff"]
-            hbm = np.where(np.isfinite(given), given, t1 * (1.0 - share) * bw)
-            return stage_energy(acc, ratio, t1, share, hbm)
-
-        # a power cap without a measured clock: the highest clock whose busy power meets it
-        solve = ~np.isfinite(f) & np.isfinite(cap)
-        if solve.any():
-            lo, hi = np.full(n, f_min / f_max)[work], np.ones(int(work.sum()))
-            for _ in range(CAP_STEPS):
-                mid = 0.5 * (lo + hi)
-                ok = at(mid)[2] <= cap
-                lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-            f = np.where(solve, np.where(at(np.ones_like(lo))[2] <= cap, f_max, lo * f_max), f)
-        f = np.where(np.isfinite(f), f, f_max)
-        t, e, _ = at(f / f_max)
+        t, e, f = _work_rows(acc, rows[work], t_max_s[work], compute_share[work])
         s = scope[work]
         out["time_s"][work], out["energy_j"][work], out["clock_mhz"][work] = t, e * s, f
         out["power_w"][work] = e * s / t
-
-    ratio = np.where(np.isfinite(clock), clock / f_max, 1.0)
-    pw = _pw(acc, n)
-    dyn = power.dynamic_scale(ratio, pw["vf_x"], pw["vf_v"])
-    for k, p in (("idle", np.full(n, idle)),
-                 ("parked", power.parked_power_w(pw["a_parked"], idle, tdp, np.full(n, np.nan))),
-                 ("blocked", power.phase_power_w(pw["a_waiting"], dyn, idle, tdp))):
-        m = kind == k
-        out["power_w"][m] = p[m] * scope[m]
-        out["time_s"][m] = rows["time_s"].to_numpy(dtype=float)[m]  # the measuring window, not a prediction
-        out["energy_j"][m] = p[m] * scope[m] * out["time_s"][m]
-        out["clock_mhz"][m] = clock[m]
-
+    _power_state_rows(acc, rows, kind, scope, out)
     train = kind == "training"
     if train.any():
         res = training_runs(acc, rows[train])
@@ -157,6 +118,57 @@ def predict(acc: dict, rows: pd.DataFrame, t_max_s: np.ndarray, compute_share: n
         out["energy_j"][train] = out["power_w"][train] * res["step_time_s"]
         out["clock_mhz"][train] = res["effective_clock_mhz"]
     return pd.DataFrame(out, index=rows.index)
+
+
+def _work_rows(acc: dict, r: pd.DataFrame, t_max_s: np.ndarray, compute_share: np.ndarray):
+    """Time (s), one GPU's energy (J) and clock (MHz) of kernel and stage rows ``r``, at their
+    measured clock, or, under a power cap without one, at the highest clock whose busy power
+    meets the cap (bisection, :data:`CAP_STEPS` steps)."""
+    hw = acc["hardware"]
+    f_max, f_min = float(hw["clock_max_mhz"]), float(hw["clock_min_mhz"])
+    cap = r["power_cap_w"].to_numpy(dtype=float)
+    f = r["clock_mhz"].to_numpy(dtype=float)
+    given = r["bytes"].to_numpy(dtype=float)
+    bw = hw["hbm_bw_gbs"] * 1e9 * acc["calibration"]["memory_eff"]
+
+    def at(ratio):
+        t_k, share_k = kernel_times(acc, r, ratio)
+        t1 = np.where(np.isfinite(t_k), t_k * ratio ** share_k, t_max_s)  # time at f_max
+        share = np.where(np.isfinite(share_k), share_k, compute_share)
+        hbm = np.where(np.isfinite(given), given, t1 * (1.0 - share) * bw)
+        return stage_energy(acc, ratio, t1, share, hbm)
+
+    solve = ~np.isfinite(f) & np.isfinite(cap)
+    if solve.any():
+        lo, hi = np.full(len(r), f_min / f_max), np.ones(len(r))
+        for _ in range(CAP_STEPS):
+            mid = 0.5 * (lo + hi)
+            ok = at(mid)[2] <= cap
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        f = np.where(solve, np.where(at(np.ones_like(lo))[2] <= cap, f_max, lo * f_max), f)
+    f = np.where(np.isfinite(f), f, f_max)
+    t, e, _ = at(f / f_max)
+    return t, e, f
+
+
+def _power_state_rows(acc: dict, rows: pd.DataFrame, kind: np.ndarray, scope: np.ndarray, out: dict) -> None:
+    """Fill ``out`` for the idle, parked and blocked rows: their power over the measuring
+    window (which is the row's own time, not a prediction)."""
+    hw = acc["hardware"]
+    n = len(rows)
+    idle, tdp = float(hw["idle_w"]), float(hw["tdp_w"])
+    clock = rows["clock_mhz"].to_numpy(dtype=float)
+    ratio = np.where(np.isfinite(clock), clock / float(hw["clock_max_mhz"]), 1.0)
+    pw = _pw(acc, n)
+    dyn = power.dynamic_scale(ratio, pw["vf_x"], pw["vf_v"])
+    for k, p in (("idle", np.full(n, idle)),
+                 ("parked", power.parked_power_w(pw["a_parked"], idle, tdp, np.full(n, np.nan))),
+                 ("blocked", power.phase_power_w(pw["a_waiting"], dyn, idle, tdp))):
+        m = kind == k
+        out["power_w"][m] = p[m] * scope[m]
+        out["time_s"][m] = rows["time_s"].to_numpy(dtype=float)[m]
+        out["energy_j"][m] = p[m] * scope[m] * out["time_s"][m]
+        out["clock_mhz"][m] = clock[m]
 
 
 def training_runs(acc: dict, rows: pd.DataFrame) -> pd.DataFrame:
