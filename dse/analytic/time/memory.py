@@ -127,6 +127,7 @@ def memory_breakdown(
     dispatched tokens and the experts' activations,
     :func:`~dse.analytic.time.experts.activation_bytes`) unless fully recomputed.
     """
+    # long by its docstring (the memory rules and sources); the code is ~35 lines
     v = interleave
     per_layer, working = _layer_activations(seq_len / cp, micro_batch, hidden, heads, tp, sp, flash, recompute,
                                             None if experts is None else experts[3])
