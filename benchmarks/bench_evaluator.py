@@ -5,7 +5,8 @@ candidates (a DataFrame with text columns, as a study produces), then times
 ``AnalyticEvaluator.evaluate`` (DataFrame -> arrays -> time + energy model -> DataFrame)
 and the time model alone on the converted arrays (in the evaluator's blocks). The mix
 (see :func:`candidates`) has infeasible, power-capped and throttled rows, as a real study
-does. Target: >= 500,000 candidates/s. The first full call in a process also pays the
+does. Target (issue 11): >= 1,000,000 candidates per CPU-second, not reached (~700,000/s;
+docs/model.md, section 10). The first full call in a process also pays the
 kernel's page faults for ~0.5 GB of fresh result columns (slow with transparent huge
 pages); later calls reuse that memory, so both are printed, with the process's CPU time
 (user + kernel), which other load on a shared machine does not inflate.

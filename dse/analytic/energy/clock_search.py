@@ -98,30 +98,32 @@ def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.
     Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
     bisection per limit finds the clock that meets it (seed 000's
     f_opt = min(f_max, sqrt(P_max / (k V^2))) generalised to a V-f curve and phases).
-    Each bisection runs over the rows that break its limit only; the cap's skips the
-    thermal model. ``ok``: (cap_ok, hot_ok) at the set clock when the caller has them.
+    The bisection runs over the rows that break a limit only, both limits' rows in one
+    set of array operations (a row that breaks both is there twice); the thermal model
+    runs only when some row breaks the slowdown temperature. ``ok``: (cap_ok, hot_ok) at
+    the set clock when the caller has them.
     """
     cap_ok, hot_ok = LimitCheck(b, acc, clock)(clock) if ok is None else ok
     finite = np.isfinite(clock)
-    limits = []
-    for hot, ok0 in ((False, cap_ok), (True, hot_ok)):
-        f = clock.copy()
-        idx = np.flatnonzero(~ok0 & finite)
-        if len(idx):
-            f[idx] = _bisect(LimitCheck(_rows.take(b, idx), _rows.take(acc, idx), clock[idx]),
-                             acc.clock_min_mhz[idx], clock[idx], hot)
-        limits.append(f)
-    f_cap, f_hot = limits
+    f_cap, f_hot = clock.copy(), clock.copy()
+    cap_idx, hot_idx = np.flatnonzero(~cap_ok & finite), np.flatnonzero(~hot_ok & finite)
+    idx = np.concatenate([cap_idx, hot_idx])
+    if len(idx):
+        found = _bisect(LimitCheck(_rows.take(b, idx), _rows.take(acc, idx), clock[idx]),
+                        acc.clock_min_mhz[idx], clock[idx], np.arange(len(idx)) >= len(cap_idx))
+        f_cap[cap_idx], f_hot[hot_idx] = found[:len(cap_idx)], found[len(cap_idx):]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
 
 
-def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: bool) -> np.ndarray:
-    """The highest clock in [lo, hi] passing ``check`` (its cap part, or with ``hot`` its
-    thermal part), to (hi - lo) / 2^BISECTION_STEPS; ``lo`` where none does."""
+def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) -> np.ndarray:
+    """The highest clock in [lo, hi] passing ``check``'s cap part, or where ``hot`` (a
+    bool per row) its thermal part, to (hi - lo) / 2^BISECTION_STEPS; ``lo`` where none does."""
+    any_hot, all_hot = bool(hot.any()), bool(hot.all())
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        ok = check(mid, hot=hot)[hot]
+        cap_ok, hot_ok = check(mid, hot=any_hot)
+        ok = hot_ok if all_hot else cap_ok if not any_hot else np.where(hot, hot_ok, cap_ok)
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     return lo
@@ -193,7 +195,7 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
         moved = sub.clock_mhz < clock[rows]
         if moved.any():
             at = rows[moved]
-            perf = _rows.put(perf, at, _rows.take(sub.perf, moved), inplace=owned)
+            perf = perf.with_rows(at, _rows.take(sub.perf, moved), inplace=owned)
             e = _rows.put(e, at, _rows.take(sub.energy, moved), inplace=owned)
             th = _rows.put(th, at, _rows.take(sub.thermal, moved), inplace=owned)
             clock[at] = sub.clock_mhz[moved]

@@ -107,32 +107,15 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     e_step_acc = e.total + e_net + e_host                # per accelerator, one iteration
     overhead = facility.facility_overhead_factor(_f(cfg, "pue"), _f(cfg, "cooling_cop"))
     total_steps_n = steps * n
-    mtbf_s = goodput.job_mtbf_s(_f(cfg, "failures_per_accelerator_hour"), n)
-    _, ck_write_s = checkpoint.write_time_s(perf.memory, _f(cfg, "checkpoint_write_gbs"), _f(cfg, "checkpoint_duration_s"))
-    interval = goodput.checkpoint_interval_s(_f(cfg, "checkpoint_interval_s"), ck_write_s, mtbf_s, step_s)
-    ck = checkpoint.checkpoint_phases(perf.memory, step_s, interval, _f(cfg, "checkpoint_write_gbs"),
-                                      _f(cfg, "checkpoint_duration_s"))
-    # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
-    p_parked = power.parked_power_w(acc.pw["a_parked"], acc.idle_w, acc.tdp_w, acc.floor_w)
-    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, p_parked, p_net_static, p_host,
-                                        _f(cfg, "scaleout_pj_per_bit"))
-    # interruptions: lost work redone at the run's power, restarts with the accelerators idle
-    gp = goodput.expected_run(steps * step_s, steps * (step_s + ck.per_step_s), ck.interval_s, ck.duration_s, ck.on,
-                              mtbf_s, _f(cfg, "restart_time_s"))
+    ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(cfg, perf, acc, step_s, p_host, p_net_static)
     redo = gp.rework_s / (steps * (step_s + ck.per_step_s))   # share of the run done twice
     restart_w = n * np.array([acc.idle_w, p_host, p_net_static])  # idle accelerators, host, network static
     it_j = (e_step_acc + (ck_e["idle"] + ck_e["waiting"] + ck_e["network"] + ck_e["host"])) * total_steps_n
     it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
     facility_j = it_j * (1.0 + overhead)
     time_to_train_s = gp.wall_s
-    # a checkpoint is one more low phase: the step from busy power down to the lowest of the
-    # blocked (bubble, exposed communication) and the parked (checkpoint) power
-    has_ck = ck.on & (ck.duration_s > 0)
-    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.p_wait, p_parked), p_parked), e.p_wait)
-    fac = facility.facility_power_w(
-        facility_j=facility_j, time_s=time_to_train_s, n=n, p_busy=e.p_busy, p_wait=p_low,
-        p_other=p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead=overhead,
-        low_phase=(t.blocked > 0) | has_ck, transition_s=_f(cfg, "power_transition_s"))
+    fac = _facility_power(cfg, e, ck, p_parked, facility_j, time_to_train_s, n,
+                          p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead)
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     mean_p = (e.total + (ck_e["idle"] + ck_e["waiting"])) / np.where(step_ck > 0, step_ck, np.nan)
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
@@ -173,6 +156,38 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     }
     out.update(_economics(cfg, perf, acc, e, facility_j, time_to_train_s, runs))
     return out
+
+
+def _checkpoints_and_interruptions(cfg, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static):
+    """The checkpoint phases (interval from the input or the job's failure rate), their
+    energy per iteration and accelerator, the expected run with interruptions
+    (:func:`.goodput.expected_run`) and the parked power of a checkpoint write."""
+    steps, n = perf.steps_to_train, perf.num_accelerators
+    mtbf_s = goodput.job_mtbf_s(_f(cfg, "failures_per_accelerator_hour"), n)
+    _, ck_write_s = checkpoint.write_time_s(perf.memory, _f(cfg, "checkpoint_write_gbs"), _f(cfg, "checkpoint_duration_s"))
+    interval = goodput.checkpoint_interval_s(_f(cfg, "checkpoint_interval_s"), ck_write_s, mtbf_s, step_s)
+    ck = checkpoint.checkpoint_phases(perf.memory, step_s, interval, _f(cfg, "checkpoint_write_gbs"),
+                                      _f(cfg, "checkpoint_duration_s"))
+    # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
+    p_parked = power.parked_power_w(acc.pw["a_parked"], acc.idle_w, acc.tdp_w, acc.floor_w)
+    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, p_parked, p_net_static, p_host,
+                                        _f(cfg, "scaleout_pj_per_bit"))
+    # interruptions: lost work redone at the run's power, restarts with the accelerators idle
+    gp = goodput.expected_run(steps * step_s, steps * (step_s + ck.per_step_s), ck.interval_s, ck.duration_s, ck.on,
+                              mtbf_s, _f(cfg, "restart_time_s"))
+    return ck, ck_e, gp, p_parked
+
+
+def _facility_power(cfg, e, ck, p_parked, facility_j, time_s, n, p_other, overhead) -> dict[str, np.ndarray]:
+    """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`)."""
+    t = e.times
+    # a checkpoint is one more low phase: the step from busy power down to the lowest of the
+    # blocked (bubble, exposed communication) and the parked (checkpoint) power
+    has_ck = ck.on & (ck.duration_s > 0)
+    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.p_wait, p_parked), p_parked), e.p_wait)
+    return facility.facility_power_w(
+        facility_j=facility_j, time_s=time_s, n=n, p_busy=e.p_busy, p_wait=p_low, p_other=p_other,
+        overhead=overhead, low_phase=(t.blocked > 0) | has_ck, transition_s=_f(cfg, "power_transition_s"))
 
 
 def _outside_accelerator(cfg, perf: TimeResult, step_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -63,6 +63,42 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     return np.minimum(chunks, m * v)
 
 
+def _layer_activations(s, b, hidden, heads, tp, sp, flash, recompute, moe_act=None):
+    """(activations one layer keeps per micro-batch, the working set full recomputation adds)
+    for the recompute code (0 none, 1 selective, 2 full); ``moe_act``: the mixture-of-experts
+    layer's extra activations (kept unless fully recomputed), None when dense."""
+    none, selective, full = _activation_variants(s, b, hidden, heads, tp, sp, flash)
+    per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
+    working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
+    if moe_act is not None:
+        per_layer = per_layer + np.where(recompute == 2, 0.0, moe_act)
+        working = working + np.where(recompute == 2, moe_act, 0.0)
+    return per_layer, working
+
+
+def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]:
+    """(layers, embedding parameters, pipeline rank, logits) of the stages that may be the
+    most loaded: the last, the first (unless every row has one stage) and a middle one
+    (when some row has three or more)."""
+    if stages.part:  # a mixed fleet's part: its own stages, flags and first rank
+        count, rank0 = stages.count, stages.rank0
+        one = count == 1
+        emb_first, emb_last = part_embeddings(vh, stages, tied)
+        candidates = [(stages.last, emb_last, rank0 + count - 1.0, logits * stages.output)]
+        if not one.all():
+            candidates.append((stages.first, emb_first, rank0, 0.0))
+        if (count >= 3).any():
+            candidates.append((stages.middle, 0.0, rank0 + 1.0, 0.0))
+    else:
+        one = pp == 1
+        candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
+        if not one.all():
+            candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
+        if (pp >= 3).any():
+            candidates.append((stages.middle, 0.0, 1.0, 0.0))
+    return candidates
+
+
 def memory_breakdown(
     *, layer_params: np.ndarray, embed_params: np.ndarray, stages, tp: np.ndarray, cp: np.ndarray,
     pp: np.ndarray, dp: np.ndarray, interleave: np.ndarray, zero_stage: np.ndarray,
@@ -91,33 +127,14 @@ def memory_breakdown(
     dispatched tokens and the experts' activations,
     :func:`~dse.analytic.time.experts.activation_bytes`) unless fully recomputed.
     """
+    # long by its docstring (the memory rules and sources); the code is ~35 lines
     v = interleave
-    vh = vocab * hidden
-    none, selective, full = _activation_variants(seq_len / cp, micro_batch, hidden, heads, tp, sp, flash)
-    per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
-    working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
+    per_layer, working = _layer_activations(seq_len / cp, micro_batch, hidden, heads, tp, sp, flash, recompute,
+                                            None if experts is None else experts[3])
     if experts is not None:
-        expert_params, expert_split, edp, moe_act = experts
-        per_layer = per_layer + np.where(recompute == 2, 0.0, moe_act)
-        working = working + np.where(recompute == 2, moe_act, 0.0)
+        expert_params, expert_split, edp, _ = experts
     logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
-    # (layers, embedding parameters, pipeline rank, logits) of the three candidate stages
-    if stages.part:  # a mixed fleet's part: its own stages, flags and first rank
-        count, rank0 = stages.count, stages.rank0
-        one = count == 1
-        emb_first, emb_last = part_embeddings(vh, stages, tied)
-        candidates = [(stages.last, emb_last, rank0 + count - 1.0, logits * stages.output)]
-        if not one.all():
-            candidates.append((stages.first, emb_first, rank0, 0.0))
-        if (count >= 3).any():
-            candidates.append((stages.middle, 0.0, rank0 + 1.0, 0.0))
-    else:
-        one = pp == 1
-        candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
-        if not one.all():
-            candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
-        if (pp >= 3).any():
-            candidates.append((stages.middle, 0.0, 1.0, 0.0))
+    candidates = _stage_candidates(stages, pp, vocab * hidden, embed_params, tied, logits)
     w_div, g_div, o_div = _shards(zero_stage, dp * cp)
     state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
     if experts is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -69,11 +69,24 @@ class TimeResult:
         """The public time metrics by name, in output order."""
         return {name: getattr(self, name) for name in METRIC_FIELDS}
 
-    def with_rows(self, rows: np.ndarray, sub: TimeResult) -> TimeResult:
-        """A copy with every array replaced at ``rows`` by ``sub``'s (the result for those
-        rows only, e.g. re-timed at another clock); ``self`` is not modified."""
-        return _rows.put(self, rows, sub)
+    def with_rows(self, rows: np.ndarray, sub: TimeResult, *, inplace: bool = False) -> TimeResult:
+        """A copy with the clock-dependent fields (:data:`CLOCK_FIELDS`) replaced at ``rows``
+        by ``sub``'s, the result for those rows only re-timed at another clock; the other
+        fields depend on the inputs alone, so ``self``'s arrays serve (shared, not copied).
+        ``self`` is not modified, unless ``inplace`` (for a result whose clock-dependent
+        arrays the caller made, e.g. by an earlier ``with_rows``)."""
+        return replace(self, **{name: _rows.put(getattr(self, name), rows, getattr(sub, name), inplace=inplace)
+                                for name in CLOCK_FIELDS})
 
 
 assert tuple(f.name for f in fields(TimeResult))[:len(METRIC_FIELDS)] == METRIC_FIELDS
+
+#: the fields of :class:`TimeResult` that change with the clock (the rest, catalog arrays,
+#: memory, parameters, layout, training length, depend on the inputs alone); the reasons
+#: are among them because a re-timed clock is in the accelerator's range
+CLOCK_FIELDS = (
+    "time_to_train_s", "time_to_train_days", "step_time_s", "compute_time_s", "memory_time_s",
+    "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s", "optimizer_time_s",
+    "tokens_per_s", "mfu", "reason", "reason_code", "clock_mhz", "breakdown",
+)
 

@@ -66,6 +66,7 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     FlashAttention, the pipeline stages, the expert layout ``ex``
     (:class:`~dse.analytic.time.experts.ExpertLayout`) and whether the context-parallel
     exchange overlaps the attention (``cp_overlap``: 1 ring, 0 all-gather))."""
+    # stays ~60 lines: the phases in the order each feeds the next; each phase is one call
     T = b * shape["seq_len"] / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
@@ -76,15 +77,9 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape["hidden"]
     n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
-    tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
-    tp_layer = exposed(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
     with_cp = bool((cp > 1).any())
-    if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
-        cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
-        tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
-    if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
-        tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
-                                                 lay.dense_compute_s, stack.tp_overlap * (sp > 0), tax)
+    tp_layer, out_tp = _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp,
+                                   cp_overlap, tax, with_cp)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
@@ -92,24 +87,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
     one = count == 1
 
-    def stage(n_layers, with_output):
-        """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
-        host dispatches in ``n_layers * lay.host_s`` waits for it (in the memory slot)."""
-        c, mm, tt = (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
-                     n_layers * tp_layer + with_output * out_tp)
-        idle = np.maximum(n_layers * lay.host_s - (c + mm + tt), 0.0)
-        return c, mm + idle, tt, idle
-
-    if stages.part:
-        first, last = stage(stages.first, one * stages.output), stage(stages.last, stages.output)
-    else:
-        first, last = stage(stages.first, one), stage(stages.last, 1.0)
-    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0, 0.0)
-    t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
-    pace_first = (t_first > t_last) & (t_first >= t_middle)
-    pace_middle = ~pace_first & (t_middle > t_last)
-    c_mb, m_mb, tp_mb, idle_mb = (np.where(pace_first, f, np.where(pace_middle, mid, la))
-                                  for f, mid, la in zip(first, middle, last, strict=True))
+    (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb) = _pace_stage(stages, count, one, lay, lay_m, tp_layer,
+                                                                            out_c, out_m, out_tp)
     compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
     if stages.part:  # this part's stages' work per micro-batch; the fleet composes the bubble
@@ -129,20 +108,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
-    vh = shape["vocab"] * shape["hidden"]
-    if stages.part:
-        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape["tied_embeddings"])
-        stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
-                                  stages.middle * layer_params) / tp
-    else:
-        stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
-                                  stages.middle * layer_params) / tp
-    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
+    stage_params, busiest, expert_dp = _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex)
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    expert_dp = None
-    if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
-        expert_params = busiest * ex.params / (ex.ep * ex.etp)
-        expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
     dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp,
                                  layers=busiest, launch_s=hw.kernel_overhead_us * 1e-6)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
@@ -152,17 +119,10 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
 
     step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
     cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
-    scaleup, scaleout = traffic.link_bytes(
-        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
-        busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
-        cp_volume, cp)
+    scaleup, scaleout = _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, T, tp, pp, v, m,
+                                    zero, dp_group, busiest, n_tp, same, cp_volume, cp)
     weight_params = layer_params / tp
     if ex.on:
-        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
-        ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
-                                    expert_dp[1], expert_dp[2], factor=1.0)
-        scaleup = scaleup + m * busiest * e_up + ed_up
-        scaleout = scaleout + m * busiest * e_out + ed_out
         weight_params = weight_params + ex.params / (ex.ep * ex.etp)
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
@@ -172,3 +132,83 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
         host_idle_s=m * idle_mb)
 
+
+
+def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp, cp_overlap, tax,
+                with_cp) -> tuple:
+    """Exposed communication of one layer and one micro-batch (tensor-parallel collectives,
+    the context-parallel exchange, expert dispatch and combine), and the output layer's
+    tensor-parallel time."""
+    tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
+    tp_layer = exposed(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
+    if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
+        cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
+        tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
+    if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
+        tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
+                                                 lay.dense_compute_s, stack.tp_overlap * (sp > 0), tax)
+    return tp_layer, out_tp
+
+
+def _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, T, tp, pp, v, m, zero, dp_group,
+                busiest, n_tp, same, cp_volume, cp) -> tuple:
+    """Bytes one accelerator sends per iteration on scale-up and on scale-out links
+    (:func:`~dse.analytic.time.traffic.link_bytes`, plus the experts' dispatch and their
+    gradients' reduction)."""
+    scaleup, scaleout = traffic.link_bytes(
+        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
+        busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
+        cp_volume, cp)
+    if ex.on:
+        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
+        ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
+                                    expert_dp[1], expert_dp[2], factor=1.0)
+        scaleup = scaleup + m * busiest * e_up + ed_up
+        scaleout = scaleout + m * busiest * e_out + ed_out
+    return scaleup, scaleout
+
+
+def _pace_stage(stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp) -> tuple:
+    """One micro-batch on the first, the most loaded middle and the last stage: their
+    (compute + memory + TP) times, and the (compute, memory, TP, host wait) of the one that
+    sets the pace (the slowest)."""
+
+    def stage(n_layers, with_output):
+        """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
+        host dispatches in ``n_layers * lay.host_s`` waits for it (in the memory slot)."""
+        c, mm, tt = (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
+                     n_layers * tp_layer + with_output * out_tp)
+        idle = np.maximum(n_layers * lay.host_s - (c + mm + tt), 0.0)
+        return c, mm + idle, tt, idle
+
+    if stages.part:
+        first, last = stage(stages.first, one * stages.output), stage(stages.last, stages.output)
+    else:
+        first, last = stage(stages.first, one), stage(stages.last, 1.0)
+    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0, 0.0)
+    t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
+    pace_first = (t_first > t_last) & (t_first >= t_middle)
+    pace_middle = ~pace_first & (t_middle > t_last)
+    c_mb, m_mb, tp_mb, idle_mb = (np.where(pace_first, f, np.where(pace_middle, mid, la))
+                                  for f, mid, la in zip(first, middle, last, strict=True))
+    return (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb)
+
+
+def _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex) -> tuple:
+    """Parameters per accelerator on the stage holding the most (the embedding stages or a
+    middle one), the most layers on a stage, and the routed experts' share on that stage
+    with its expert-data-parallel group and split (None when dense)."""
+    vh = shape["vocab"] * shape["hidden"]
+    if stages.part:
+        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape["tied_embeddings"])
+        stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
+                                  stages.middle * layer_params) / tp
+    else:
+        stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
+                                  stages.middle * layer_params) / tp
+    busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
+    expert_dp = None
+    if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
+        expert_params = busiest * ex.params / (ex.ep * ex.etp)
+        expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
+    return stage_params, busiest, expert_dp
