@@ -330,6 +330,10 @@ def _describe_allowed(err: dict) -> str | None:
         return err.get("ctx", {}).get("expected")
     if typ.endswith("_type") or typ.endswith("_parsing"):
         return typ.split("_")[0]
+    bounds = {"greater_than_equal": ">= {ge}", "greater_than": "> {gt}", "less_than_equal": "<= {le}",
+              "less_than": "< {lt}"}
+    if typ in bounds:
+        return bounds[typ].format(**err.get("ctx", {}))
     return None
 
 

@@ -124,10 +124,12 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     p = plan(study, workers=workers, scheduler=scheduler)
     s, space = p.study, p.space
     size = "continuous" if math.isinf(space.size) else f"{int(space.size):,} candidates"
-    total = "" if p.search.total is None else f", {p.search.total:,} evaluations"
+    budget = f"budget {s.search.budget}" if p.search.total is None else \
+        f"{p.search.total:,} evaluations (budget {s.search.budget})"
+    where = p.execution.describe()
+    where = where if where.startswith("in ") else f"on {where}"
     out.print(f"[green]ok[/green] {study}: study '{s.name}', {len(space.parameters)} parameters "
-              f"({size}), search {p.search.description} with budget {s.search.budget}{total}, "
-              f"evaluated {p.execution.describe()}, "
+              f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
 
 
