@@ -92,9 +92,10 @@ def _table(path: Path) -> pd.DataFrame:
 
 
 def relative_stage(sources, quantities, clock_mhz, measured, accelerators=None) -> tuple[np.ndarray, np.ndarray]:
-    """Predicted stage time or energy relative to the same source's (and quantity's)
-    highest clock, and its error against the measured ratio (validate-model's stage rows;
-    the counter's scope is not stated, so only ratios are compared)."""
+    """Predicted stage time or energy, in the measured row's unit: the model's ratio to the
+    same source's (and quantity's) highest clock times the measurement there, and its error
+    (validate-model's stage rows; the counter's scope is not stated, so only ratios are
+    compared and the highest clock's row is exact by construction)."""
     pred = np.full(len(measured), np.nan)
     err = np.full(len(measured), np.nan)
     keys = pd.Series(list(zip(sources, quantities, strict=True)))
@@ -104,8 +105,8 @@ def relative_stage(sources, quantities, clock_mhz, measured, accelerators=None) 
         t, e = stage_energy(clock_mhz[i], accelerator=acc)
         model = t if quantities[i[0]] == "stage_time_s" else e
         top = int(np.argmax(clock_mhz[i]))
-        pred[i] = model / model[top]
-        err[i] = pred[i] / (measured[i] / measured[i][top]) - 1.0
+        pred[i] = model / model[top] * measured[i][top]
+        err[i] = pred[i] / measured[i] - 1.0
     return pred, err
 
 

@@ -287,8 +287,10 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
     if rows:
         lines.append(f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note")
         for r in result.itertuples(index=False):
-            err = f"{r.error:+8.1%}" if np.isfinite(r.error) else f"{'-':>8s}"
-            lines.append(f"{str(r.id)[:40]:40s} {r.quantity:>22s} {r.measured:>10.4g} {r.predicted:>10.4g} {err}  {r.reason}")
+            counted = np.isfinite(r.error)  # an infeasible row's prediction is not shown or counted
+            err = f"{r.error:+8.1%}" if counted else f"{'-':>8s}"
+            pred = f"{r.predicted:>10.4g}" if counted else f"{'-':>10s}"
+            lines.append(f"{str(r.id)[:40]:40s} {r.quantity:>22s} {r.measured:>10.4g} {pred} {err}  {r.reason}")
         lines.append("")
     lines.append(f"{'source':22s} {'rows':>5s} {'predicted':>9s} {'infeasible':>10s} {'median':>7s} {'mean':>7s} {'max':>7s}")
     for source, s in rep.items():

@@ -290,7 +290,7 @@ def _step(p) -> float | None:
 
 class OptunaNSGA2Options(OptunaOptions):
     population_size: int | None = Field(default=None, ge=2, description="default: search.batch_size")
-    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1, description="probability that a child is a crossover of two parents")
     mutation_prob: float | None = Field(default=None, ge=0, le=1, description="default: optuna's")
 
 
@@ -324,10 +324,10 @@ class OptunaNSGA2Driver(_OptunaDriver):
 
 
 class OptunaTPEOptions(OptunaOptions):
-    multivariate: bool = True
-    constant_liar: bool = True
+    multivariate: bool = Field(default=True, description="model the parameters jointly (optuna's multivariate TPE)")
+    constant_liar: bool = Field(default=True, description="treat the batch's pending trials as bad, so a batch spreads out")
     n_startup_trials: int | None = Field(default=None, ge=0, description="default: min(batch_size, 50)")
-    n_ei_candidates: int = Field(default=24, ge=1)
+    n_ei_candidates: int = Field(default=24, ge=1, description="candidates drawn per ask to pick the best expected improvement")
 
 
 class OptunaTPEDriver(_OptunaDriver):
