@@ -218,7 +218,7 @@ def table(title: str, rows: dict[str, np.ndarray]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int | str:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the in-sample fit to calibration.yaml")
     ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out fits")
@@ -226,6 +226,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sources = load_sources(REFERENCE)
     heldout = load_sources(HELDOUT)
+    if not sources or not heldout:
+        return f"no reference tables under {REFERENCE} or {HELDOUT} (is dse installed with its package data?)"
     x = fit(sources, args.max_nfev)
     print("fitted on all sources (prior in brackets):")
     for n, v in zip(names(), x, strict=True):
