@@ -76,7 +76,12 @@ def short_name(text: str) -> tuple[str, str]:
 
 def display_unit(var: xr.DataArray) -> str:
     """The unit label to show a person: the evaluator's own, else the CF units ('' for 1)."""
-    unit = var.attrs.get("display_units", var.attrs.get("units", ""))
+    return unit_label(var.attrs)
+
+
+def unit_label(attrs: dict) -> str:
+    """:func:`display_unit` from a variable's attributes."""
+    unit = attrs.get("display_units", attrs.get("units", ""))
     return "" if unit == "1" else unit
 
 

@@ -22,12 +22,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.datasets import to_table
+from dse.datasets import to_table, unit_label
 from dse.errors import DseError
 from dse.files import atomic_path
 from dse.outputs import selection as sel
 from dse.outputs.plot import colour_parameter
 from dse.outputs.scan import Scan, scan
+from dse.outputs.show import format_cell
+from dse.pareto import objective_matrix
 from dse.results import Results, open_results
 
 SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all of a smaller run)
@@ -70,7 +72,7 @@ class Report:
             self.scan: Scan = scan(ev, self.objectives, study=self.study, sample_size=sample_size,
                                    columns=[*self.params, *constraint_cols, "key", "reason"])
         self.history = run.state().get("history", [])
-        f = sel.minimised(self.front, self.study)
+        f = objective_matrix(self.front, self.study)
         self.knee = sel.knee(f)
         self.best = sel.best_per_objective(self.front, self.study)
         self.weighting = sel.weighting(self.front, self.study)
@@ -84,9 +86,7 @@ class Report:
 
     # -- labels --------------------------------------------------------------------------------
     def unit(self, name: str) -> str:
-        a = self.attrs.get(name, {})
-        u = a.get("display_units", a.get("units", ""))
-        return "" if u == "1" else u
+        return unit_label(self.attrs.get(name, {}))
 
     def label(self, name: str) -> str:
         u = self.unit(name)
@@ -274,8 +274,8 @@ class Report:
 
     def _row_text(self, i: int) -> str:
         r = self.front.iloc[i]
-        p = ", ".join(f"{n}={_fmt(r[n])}" for n in self.params)
-        o = ", ".join(f"{n} {_fmt(r[n])} {self.unit(n)}".rstrip() for n in self.objectives)
+        p = ", ".join(f"{n}={format_cell(r[n])}" for n in self.params)
+        o = ", ".join(f"{n} {format_cell(r[n])} {self.unit(n)}".rstrip() for n in self.objectives)
         return f"front row {i}: {p}; {o}"
 
     def _choice_text(self, eta: float) -> str:
@@ -286,7 +286,7 @@ class Report:
         head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit(c))}</small></th>" for c in cols)
         body = "".join(
             f"<tr><td>{html.escape(name)}</td><td>{i}</td>"
-            + "".join(f"<td>{html.escape(_fmt(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
+            + "".join(f"<td>{html.escape(format_cell(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
             for name, i in self.selected().items())
         return f'<table id="selected"><tr><th>candidate</th><th>front row</th>{head}</tr>{body}</table>'
 
@@ -324,10 +324,6 @@ def _json_floats(values) -> list:
     return [None if not np.isfinite(x) else float(x) for x in v]
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float | np.floating):
-        return f"{v:.4g}"
-    return str(v)
 
 
 COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dse.pareto import objective_matrix
 from dse.study import Study
 
 #: components of the energy to train and of the iteration time, as the analytic evaluator
@@ -31,13 +32,6 @@ TIME = "time_to_train_s"
 PEAK_POWER = "facility_peak_power_w"
 
 
-def minimised(front: pd.DataFrame, study: Study) -> np.ndarray:
-    """``(n, m)`` objectives of the front, every column to be minimised."""
-    cols = [front[o.metric].to_numpy(float) * (-1 if o.direction == "maximize" else 1)
-            for o in study.objectives]
-    return np.column_stack(cols)
-
-
 def knee(f: np.ndarray) -> int:
     """Row of the knee: the point of the front farthest from the hyperplane through its
     extreme points, towards the ideal point, in objectives scaled to [0, 1] over the front
@@ -54,7 +48,7 @@ def knee(f: np.ndarray) -> int:
 
 def best_per_objective(front: pd.DataFrame, study: Study) -> dict[str, int]:
     """Row of the best candidate for each objective."""
-    f = minimised(front, study)
+    f = objective_matrix(front, study)
     return {o.metric: int(np.argmin(f[:, j])) for j, o in enumerate(study.objectives)}
 
 
@@ -81,7 +75,7 @@ def weighting(front: pd.DataFrame, study: Study) -> Weighting:
         else:
             p, what = float(np.nanmax(e / t)), "P_max = the largest average power on the front"
         return Weighting(e, p * t, f"η·{ENERGY} + (1 − η)·P_max·{TIME}, {what} = {p:,.0f} W")
-    f = minimised(front, study)
+    f = objective_matrix(front, study)
     f = np.column_stack([f, f]) if f.shape[1] == 1 else f
     z = (f - f.min(axis=0)) / np.where(np.ptp(f, axis=0) > 0, np.ptp(f, axis=0), 1)
     names = [o.metric for o in study.objectives] * 2

@@ -57,7 +57,7 @@ def unit_cell(var) -> str:
 def print_tables(console: Console, title: str, rows: pd.DataFrame, names: list[str],
                  units: dict[str, str], key: str | None = None) -> None:
     """``rows`` as one table, or as several of whole columns when they do not fit the width."""
-    cells = {c: [_fmt(v) for v in rows[c]] for c in names}
+    cells = {c: [format_cell(v) for v in rows[c]] for c in names}
     index = [str(i + 1) for i in range(len(rows))]
     groups = split_columns(names, units, cells, index, console.width)
     for n, group in enumerate(groups):
@@ -65,7 +65,8 @@ def print_tables(console: Console, title: str, rows: pd.DataFrame, names: list[s
         console.print(_table(title + part, group, units, cells, index, key))
 
 
-def _fmt(v) -> str:
+def format_cell(v) -> str:
+    """A value as a table cell: floats to 4 significant digits."""
     if isinstance(v, float | np.floating):
         return f"{v:.4g}"
     return str(v)
