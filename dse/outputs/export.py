@@ -18,6 +18,7 @@ import xarray as xr
 
 from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
+from dse.files import atomic_path, atomic_write_text
 from dse.results import open_results
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
@@ -35,21 +36,24 @@ def export_results(results: Path, fmt: str, *, front: bool = True, output: Path 
     output = Path(output) if output else Path(results) / f"{stem}{SUFFIX[fmt]}"
     if fmt == "netcdf" and output.resolve() == (Path(results) / f"{stem}.nc").resolve():
         return output  # already there
+    if fmt != "zarr" and output.is_dir():
+        raise DseError(f"cannot write {fmt} to {output}: it is a folder", field="--output", value=str(output),
+                       allowed="a file path")
     output.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "netcdf":
-        ds.to_netcdf(output, engine="h5netcdf")
-    elif fmt == "zarr":
+    if fmt == "zarr":
         write_zarr(ds, output)
+    elif fmt == "csv":
+        write_csv(ds, to_table(ds), output, units_row=units_row)
     else:
-        df = to_table(ds)
-        if fmt == "csv":
-            write_csv(ds, df, output, units_row=units_row)
-        elif fmt == "parquet":
-            write_parquet(ds, df, output)
-        else:
-            doc = {"attributes": _attributes(ds), "variables": variables(ds),
-                   "candidates": json.loads(df.to_json(orient="records"))}
-            output.write_text(json.dumps(doc, indent=1) + "\n")
+        with atomic_path(output) as tmp:  # whole or not at all, fsynced (as every file dse writes)
+            if fmt == "netcdf":
+                ds.to_netcdf(tmp, engine="h5netcdf")
+            elif fmt == "parquet":
+                write_parquet(ds, to_table(ds), tmp)
+            else:
+                doc = {"attributes": _attributes(ds), "variables": variables(ds),
+                       "candidates": json.loads(to_table(ds).to_json(orient="records"))}
+                tmp.write_text(json.dumps(doc, indent=1) + "\n")
     return output
 
 
@@ -72,7 +76,7 @@ def _attributes(ds: xr.Dataset) -> dict:
 def write_csv(ds: xr.Dataset, df: pd.DataFrame, output: Path, *, units_row: bool) -> Path:
     """The table as CSV, optionally with a units row under the header, and its CSVW sidecar."""
     info = variables(ds)
-    with open(output, "w", newline="") as f:
+    with atomic_path(output) as tmp, open(tmp, "w", newline="") as f:
         if units_row:
             f.write(",".join(df.columns) + "\n")
             f.write(",".join(ds[n].attrs.get("display_units", ds[n].attrs.get("units", ""))
@@ -97,7 +101,7 @@ def write_csv(ds: xr.Dataset, df: pd.DataFrame, output: Path, *, units_row: bool
         "tableSchema": {"columns": columns},
     }
     sidecar_path = output.with_name(output.name + "-metadata.json")
-    sidecar_path.write_text(json.dumps(sidecar, indent=1) + "\n")
+    atomic_write_text(sidecar_path, json.dumps(sidecar, indent=1) + "\n")
     return sidecar_path
 
 
