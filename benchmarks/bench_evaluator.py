@@ -25,6 +25,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dse.allocator import keep_freed_memory  # noqa: E402
 from dse.analytic.evaluator import AnalyticEvaluator  # noqa: E402
 from dse.analytic.time import model as time_model  # noqa: E402
 
@@ -64,6 +65,7 @@ def candidates(n: int, seed: int = 0) -> pd.DataFrame:
 def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 1_000_000
     df = candidates(n)
+    keep_freed_memory()  # as dse.evaluators.load_evaluator does in every process that evaluates
     ev = AnalyticEvaluator()
     ev.evaluate(df.head(1000))  # warm caches (catalog YAML)
     t0 = time.perf_counter()

@@ -201,6 +201,38 @@ def _text_as_bytes(ds: xr.Dataset) -> xr.Dataset:
     return out
 
 
+def _chunk_values(table, template: xr.Dataset, widths: dict[str, int], study: Study) -> dict[str, np.ndarray]:
+    """The values of every variable of ``template`` (but ``candidate``) for the log rows in
+    ``table`` (Arrow), as :func:`to_dataset` makes them, text as fixed-width UTF-8 bytes: a
+    column without nulls is converted from Arrow directly (text through its dictionary),
+    one with nulls (cells a study does not keep) through pandas, as to_dataset does."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = {}
+    for name, var in template.variables.items():
+        if name in ("candidate", "meets_constraints"):
+            continue
+        col = table.column(name)
+        text = var.dtype.kind == "O"
+        if col.null_count or not (text or pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
+                                  or pa.types.is_boolean(col.type)):
+            values = _column_values(col.to_pandas())
+            out[name] = _fixed_bytes(values, widths.get(name, 1)) if text else values
+        elif text:
+            coded = pc.dictionary_encode(col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col)
+            coded = coded.combine_chunks() if coded.num_chunks else pa.DictionaryArray.from_arrays([], [])
+            words = np.array([w.encode() for w in coded.dictionary.to_pylist()], dtype=f"S{widths.get(name, 1)}")
+            out[name] = words[coded.indices.to_numpy(zero_copy_only=False)]
+        else:
+            out[name] = col.to_numpy()
+    if "meets_constraints" in template.variables:
+        needed = [n for n in ("feasible", "status", *(o.metric for o in study.objectives),
+                              *(c.metric for c in study.constraints)) if n in table.column_names]
+        out["meets_constraints"] = feasible_mask(table.select(list(dict.fromkeys(needed))).to_pandas(), study)
+    return out
+
+
 def _fixed_bytes(values: np.ndarray, width: int) -> np.ndarray:
     """Text as UTF-8 bytes of a fixed width (each distinct value encoded once)."""
     codes, uniques = pd.factorize(pd.Series(values, dtype=object).astype(str), use_na_sentinel=False)
@@ -241,19 +273,19 @@ def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.D
     blocks = _blocks([int(m.sum()) for m in masks], BLOCK_ROWS)
     sizes = [sum(int(masks[i].sum()) for i in block) for block in blocks]
 
-    def rows(b: int) -> pd.DataFrame:
-        tables = [store.read_file(files[i]).filter(masks[i]).drop_columns(["kept"]) for i in blocks[b]]
-        return pa.concat_tables(tables, promote_options="permissive").to_pandas()
-
-    def chunk(b: int) -> dict[str, np.ndarray]:
-        ds = to_dataset(rows(b), study, evaluator, space, kind="evaluations")
-        return {name: _fixed_bytes(var.values, widths.get(name, 1)) if var.dtype.kind == "O" else var.values
-                for name, var in ds.variables.items() if name != "candidate"}
+    def rows(b: int) -> pa.Table:
+        tables = [store.read_file(files[i]) for i in blocks[b]]  # a file whose rows are all shown is not copied
+        tables = [t.drop_columns(["kept"]) if masks[i].all() else t.filter(masks[i]).drop_columns(["kept"])
+                  for t, i in zip(tables, blocks[b], strict=True)]
+        return pa.concat_tables(tables, promote_options="permissive")
 
     nonempty = [b for b, n in enumerate(sizes) if n]
     if not nonempty:
         return to_dataset(pd.DataFrame(), study, evaluator, space, kind="evaluations")
-    template = to_dataset(rows(nonempty[0]).head(1), study, evaluator, space, kind="evaluations")
+    template = to_dataset(rows(nonempty[0]).slice(0, 1).to_pandas(), study, evaluator, space, kind="evaluations")
+
+    def chunk(b: int) -> dict[str, np.ndarray]:
+        return _chunk_values(rows(b), template, widths, study)
     parts = {i: dask.delayed(chunk)(i) for i in nonempty}
     data = {}
     for name, var in template.variables.items():
@@ -288,5 +320,6 @@ def write_log_dataset(store, study: Study, evaluator: Evaluator, space: Space, p
     import dask
 
     ds = log_dataset(store, study, evaluator, space).assign_attrs(attrs or {})
-    with dask.config.set(scheduler="threads", num_workers=2):
+    with dask.config.set(scheduler="synchronous"):  # one block at a time: threads only contend
+        # for the GIL and HDF5's lock (10^6 rows: 3.7 s against 4.0-6.0 s with two threads)
         write_netcdf(ds, path)

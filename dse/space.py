@@ -133,8 +133,8 @@ class Space:
         """Candidates from an ``(n, p)`` array of value indices (discrete parameters only)."""
         idx = np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters))
         cols = {}
-        for j, p in enumerate(self.parameters):
-            cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[idx[:, j]])
+        for j, p in enumerate(self.parameters):  # each value converted once, then picked
+            cols[p.name] = _column(p, np.asarray(p.values, dtype=object))[idx[:, j]]
         return pd.DataFrame(cols)
 
     def indices_of(self, flat: np.ndarray) -> np.ndarray:
@@ -207,7 +207,7 @@ class Space:
             if p.values is None:
                 cols[p.name] = rng.uniform(p.low, p.high, n)
             else:
-                cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[rng.integers(0, len(p.values), n)])
+                cols[p.name] = _column(p, np.asarray(p.values, dtype=object))[rng.integers(0, len(p.values), n)]
         return pd.DataFrame(cols)
 
     # -- candidate keys --------------------------------------------------------------------

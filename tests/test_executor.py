@@ -5,7 +5,9 @@ anything runs; failing rows isolated, time-outs, the dashboard, logging left alo
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import subprocess
 import sys
 import time
 import urllib.error
@@ -254,3 +256,17 @@ def test_validate_and_run_refuse_a_malformed_address_alike_and_run_leaves_no_fol
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "execution.scheduler: not a dask scheduler address (got 'garbage')" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_process_that_builds_an_evaluator_keeps_the_memory_its_chunks_free():
+    """Building an evaluator sets glibc's allocator to keep freed blocks (a dask nanny's
+    MALLOC_TRIM_THRESHOLD_ made every chunk page-fault its columns afresh), and Arrow's
+    buffers come from that heap."""
+    code = ("import pyarrow as pa; from dse.evaluators import load_evaluator; from dse.study import EvaluatorSpec; "
+            "load_evaluator(EvaluatorSpec(name='analytic')); from dse.allocator import keep_freed_memory; "
+            "print(keep_freed_memory(), pa.default_memory_pool().backend_name)")
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}  # as a dask nanny starts a worker
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mallopt is glibc's (Linux); elsewhere keep_freed_memory does nothing")
+    assert out.split() == ["True", "system"]

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dse.allocator import keep_freed_memory
 from dse.errors import StudyError
 from dse.evaluators.base import Evaluator, Input, Metric, check_result
 from dse.plugins import load_class, registered
@@ -31,8 +32,10 @@ def load_evaluator(spec: Any) -> Evaluator:
 
     An evaluator that declares an ``Options`` pydantic model has its options checked by it
     (an unknown or mistyped option names ``evaluator.options.<key>``); the validated values
-    are passed to its constructor as keyword arguments.
+    are passed to its constructor as keyword arguments. The process that builds an
+    evaluator keeps the memory its chunks free (:func:`dse.allocator.keep_freed_memory`).
     """
+    keep_freed_memory()
     cls = evaluator_class(spec.name)
     options = dict(spec.options)
     if cls.Options is not None:
