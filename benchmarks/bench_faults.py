@@ -54,8 +54,8 @@ def spawn(folder: Path, name: str, args: list[str]) -> subprocess.Popen:
 
 
 def log_keys(out: Path) -> pd.Series:
-    files = sorted((out / "evaluations").glob("*.parquet"))
-    return pd.concat([pd.read_parquet(f, columns=["key"]) for f in files])["key"] if files else pd.Series([], dtype="int64")
+    files = sorted((out / "evaluations").glob("*.arrow"))
+    return pd.concat([pd.read_feather(f, columns=["key"]) for f in files])["key"] if files else pd.Series([], dtype="int64")
 
 
 def front(out: Path) -> pd.DataFrame:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "dse-results"  # marker in meta.json and in every dataset written
-FORMAT_VERSION = 2  # 2: integer candidate keys, grouped log files with a "kept" column
+FORMAT_VERSION = 3  # 2: integer candidate keys, grouped log files with a "kept" column; 3: Arrow log files
+OLDEST_FORMAT_READ = 2  # format 2's Parquet log files are read as they are
 
 
 def fsync_dir(path: Path) -> None:

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from dse.checks import RunPlan
 from dse.datasets import to_dataset, write_log_dataset, write_netcdf
 from dse.errors import DseError
-from dse.execution import ClusterLost, Executor, WorkerMismatch, make_executor
+from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
 from dse.keyindex import KeyIndex
 from dse.logrows import LogRows
 from dse.pareto import (
@@ -223,7 +223,10 @@ class Runner:
         rows' places. Returns the told columns of every row."""
         if len(todo) == 0:
             return pd.DataFrame(columns=["key", *self._fg_columns])
-        inputs = self.space.with_fixed(todo).set_axis(pd.Index(keys, dtype=np.int64), axis=0)
+        if self.space.indexable:  # the workers build the inputs from the grid positions
+            inputs = GridCandidates(self.space, keys)
+        else:
+            inputs = self.space.with_fixed(todo).set_axis(pd.Index(keys, dtype=np.int64), axis=0)
         writer = store.writer(run.batch_no)
         told = []
         try:

@@ -40,7 +40,14 @@ import pyarrow.parquet as pq
 
 from dse import __version__
 from dse.errors import StoreError
-from dse.files import FORMAT, FORMAT_VERSION, atomic_path, atomic_write_text, json_default
+from dse.files import (
+    FORMAT,
+    FORMAT_VERSION,
+    OLDEST_FORMAT_READ,
+    atomic_path,
+    atomic_write_text,
+    json_default,
+)
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
 LOG_COLUMNS = ("key", "batch", "status", "feasible", "kept")
@@ -51,13 +58,47 @@ def location(file: int, rows: np.ndarray) -> np.ndarray:
     return (np.int64(file) << 32) | np.asarray(rows, dtype=np.int64)
 
 
+#: the log files' format: the Arrow IPC file format (Feather v2), buffers LZ4-compressed.
+#: Encoding it costs a worker 0.15 us per row of ~80 columns against 0.69 us for Parquet
+#: with LZ4 (at about the same size, 94 against 80 bytes per row); pandas, polars and
+#: DuckDB read it. Logs of results format 2 (Parquet files) are still read and resumed.
+LOG_SUFFIX = ".arrow"
+_LOG_SUFFIXES = (LOG_SUFFIX, ".parquet")
+
+
 def encode(table: pa.Table) -> bytes:
-    """A table as a log file's bytes: Parquet, LZ4, dictionary encoding for text only (numbers
-    rarely repeat; trying dictionaries on them costs more than it saves)."""
+    """A table as a log file's bytes (:data:`LOG_SUFFIX`)."""
     sink = pa.BufferOutputStream()
-    text = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-    pq.write_table(table, sink, compression="lz4", use_dictionary=text)
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as out:
+        out.write_table(table)
     return sink.getvalue().to_pybytes()
+
+
+def decode(data: bytes) -> pa.Table:
+    """The table of a log file's bytes (:func:`encode`)."""
+    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+
+
+def read_log_file(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A log file's rows (only those of ``columns`` it has, when given), Arrow or Parquet."""
+    if path.suffix == ".parquet":
+        if columns is not None:
+            names = set(pq.read_schema(path).names)
+            columns = [c for c in columns if c in names]
+        return pq.read_table(path, columns=columns)
+    with pa.OSFile(str(path)) as f:
+        table = pa.ipc.open_file(f).read_all()
+    return table if columns is None else table.select([c for c in columns if c in table.column_names])
+
+
+def log_file_footer(path: Path) -> tuple[pa.Schema, int]:
+    """A log file's schema and row count, read from its footer (no data is decoded)."""
+    if path.suffix == ".parquet":
+        meta = pq.read_metadata(path)
+        return meta.schema.to_arrow_schema(), meta.num_rows
+    with pa.OSFile(str(path)) as f:
+        reader = pa.ipc.open_file(f)
+        return reader.schema, reader.count_rows()
 
 
 @dataclass(frozen=True)
@@ -76,7 +117,7 @@ class LogChunk:
         return self.narrow.num_rows
 
     def table(self) -> pa.Table:
-        return pq.read_table(pa.BufferReader(self.data))
+        return decode(self.data)
 
     def contender_rows(self, mask: np.ndarray) -> pd.DataFrame:
         """The full rows of the masked contenders."""
@@ -118,7 +159,8 @@ class ResultStore:
     @classmethod
     def _create(cls, path: Path, *, study_text: str, study_name: str, evaluator: str,
                 evaluator_version: str, overwrite: bool, owned_files: tuple[str, ...]) -> ResultStore:
-        started = (path / "evaluations").is_dir() and any((path / "evaluations").glob("*.parquet"))
+        started = (path / "evaluations").is_dir() and any(
+            p.suffix in _LOG_SUFFIXES for p in (path / "evaluations").iterdir())
         if started or (path / "meta.json").exists():
             if started and not overwrite:
                 raise StoreError(
@@ -182,9 +224,9 @@ class ResultStore:
                 f"{path} uses results format {version!r}, newer than this dse understands "
                 f"({FORMAT_VERSION}); upgrade dse"
             )
-        if version < FORMAT_VERSION and not older:
+        if version < OLDEST_FORMAT_READ and not older:
             raise StoreError(
-                f"{path} uses results format {version!r}, older than this dse reads ({FORMAT_VERSION}: "
+                f"{path} uses results format {version!r}, older than this dse reads ({OLDEST_FORMAT_READ}: "
                 "integer candidate keys); run the study again into a new folder"
             )
         if not (path / "study.yaml").is_file():
@@ -265,10 +307,10 @@ class ResultStore:
         """Durably store a group of evaluated candidates, a log file's bytes (:func:`encode`):
         write, fsync, rename; one fsync covers the whole group. Never modified afterwards."""
         n = len(self._files_of_batch(batch))
-        target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}.parquet"
+        target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}{LOG_SUFFIX}"
         while target.exists():  # a re-asked batch after resume: never overwrite
             n += 1
-            target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}.parquet"
+            target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}{LOG_SUFFIX}"
         with atomic_path(target) as tmp:
             tmp.write_bytes(data)
         self._files = None
@@ -278,10 +320,10 @@ class ResultStore:
         return [f for f in self.log_files() if f.name.startswith(f"b{batch:06d}-")]
 
     def log_files(self) -> list[Path]:
-        """The log's Parquet files in the order written (leftover temporary files excluded)."""
+        """The log's files in the order written (leftover temporary files excluded)."""
         if getattr(self, "_files", None) is None:
             d = self.evaluations_dir
-            self._files = sorted(p for p in d.iterdir() if p.suffix == ".parquet"
+            self._files = sorted(p for p in d.iterdir() if p.suffix in _LOG_SUFFIXES
                                  and not p.name.startswith(".")) if d.is_dir() else []
         return list(self._files)
 
@@ -291,14 +333,14 @@ class ResultStore:
         rows = 0
         for f in self.log_files():
             try:
-                meta = pq.read_metadata(f)
+                schema, n = log_file_footer(f)
             except Exception as exc:
                 raise StoreError(f"{f} is unreadable ({exc}); move it aside and resume") from None
-            missing = [c for c in LOG_COLUMNS if c not in meta.schema.names]
+            missing = [c for c in LOG_COLUMNS if c not in schema.names]
             if missing:
                 raise StoreError(f"{f} holds evaluations without the columns {missing}: "
                                  "not written by this version of dse")
-            rows += meta.num_rows
+            rows += n
         return rows
 
     def scan(self, columns: list[str] | None = None) -> Iterator[tuple[int, pa.Table]]:
@@ -310,10 +352,7 @@ class ResultStore:
     def read_file(self, path: Path, columns: list[str] | None = None) -> pa.Table:
         """One log file (only those of ``columns`` it has, when given)."""
         try:
-            if columns is not None:
-                names = set(pq.read_schema(path).names)
-                columns = [c for c in columns if c in names]
-            return pq.read_table(path, columns=columns)
+            return read_log_file(path, columns)
         except Exception as exc:
             raise StoreError(f"{path} is unreadable ({exc}); move it aside and resume") from None
 

@@ -52,16 +52,16 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180,
 
 def rows_on_disk(out: Path) -> int:
     """Evaluations in a results folder's log (written files only; temporary ones skipped)."""
-    import pyarrow.parquet as pq
+    from dse.store import log_file_footer
 
     folder = out / "evaluations"
-    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-    return sum(pq.read_metadata(f).num_rows for f in files)
+    files = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
+    return sum(log_file_footer(f)[1] for f in files)
 
 
 def log_rows(out: Path) -> pd.DataFrame:
     """Every row of a results folder's log, as written (a candidate written twice shows twice)."""
-    return pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))],
+    return pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))],
                      ignore_index=True)
 
 

@@ -46,7 +46,7 @@ def _front(out) -> pd.DataFrame:
 
 
 def _log(out) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))],
+    return pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))],
                      ignore_index=True)
 
 

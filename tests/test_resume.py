@@ -186,7 +186,7 @@ def _copy(finished: Path, tmp_path: Path) -> Path:
 def test_leftover_temporary_files_are_ignored(finished, tmp_path):
     out = _copy(finished, tmp_path)
     n = len(ResultStore.open(out).load_evaluations())
-    (out / "evaluations" / ".b000009-c00000.parquet.123.tmp").write_bytes(b"PAR1 torn")
+    (out / "evaluations" / ".b000009-c00000.arrow.123.tmp").write_bytes(b"ARROW1 torn")
     assert len(ResultStore.open(out).load_evaluations()) == n
 
 
@@ -224,8 +224,8 @@ def test_damaged_datasets_evaluations_state_and_lock_are_clear_errors(finished, 
     assert proc.returncode == 2 and "state.json is damaged" in proc.stderr
 
     out = _copy(finished, tmp_path / "old")
-    first = sorted((out / "evaluations").glob("*.parquet"))[0]
-    pd.read_parquet(first).drop(columns=["key"]).to_parquet(first)
+    first = sorted((out / "evaluations").glob("*.arrow"))[0]
+    pd.read_feather(first).drop(columns=["key"]).to_feather(first)
     proc = run_cli("resume", str(out))
     assert proc.returncode == 2 and "without the columns ['key']" in proc.stderr
 
@@ -239,4 +239,29 @@ def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_pat
     assert proc.returncode == 2 and "cannot reach tcp://127.0.0.1:9 within 1 s (execution.grace_s)" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli("run", str(study), "--quiet")  # no --overwrite needed: nothing was evaluated
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_results_folder_of_format_2_with_parquet_log_files_is_still_read(finished, tmp_path):
+    """Format 3 writes the log as Arrow IPC files; a folder of format 2 (Parquet log files)
+    reads the same, through every command."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from dse.store import read_log_file
+
+    out = _copy(finished, tmp_path)
+    expected = ResultStore.open(out).load_evaluations()
+    for f in sorted((out / "evaluations").glob("*.arrow")):
+        pq.write_table(read_log_file(f), f.with_suffix(".parquet"))
+        f.unlink()
+    meta = json.loads((out / "meta.json").read_text())
+    (out / "meta.json").write_text(json.dumps({**meta, "format_version": 2}))
+    store = ResultStore.open(out)
+    assert all(f.suffix == ".parquet" for f in store.log_files())
+    pd.testing.assert_frame_equal(store.load_evaluations(), expected)
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 0 and f"evaluations {len(expected)}" in proc.stdout, proc.stderr
+    proc = run_cli("export", str(out), "-o", str(tmp_path / "front.csv"))
     assert proc.returncode == 0, proc.stderr

@@ -80,14 +80,14 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
                 else ev.sizes["candidate"] >= 11)
         assert ev.sizes["candidate"] < 66
     assert result.counts["evaluations"] == 66  # every evaluation is counted and in the log
-    log = pd.concat([pd.read_parquet(f) for f in sorted((out / "evaluations").glob("*.parquet"))])
+    log = pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))])
     assert len(log) == 66 and log["f1"].notna().all() and log["x"].isna().any()
     proc = run_cli("status", str(out))
     assert proc.returncode == 0 and "evaluations 66" in proc.stdout
     assert {"feasible": "the feasible evaluations", "front": "on the front"}[keep] in proc.stdout
-    files = sorted((out / "evaluations").glob("*.parquet"))
+    files = sorted((out / "evaluations").glob("*.arrow"))
     again = dse.resume(out)  # resume reads the narrow columns of dropped rows: nothing re-evaluated
-    assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.parquet")) == files
+    assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.arrow")) == files
 
 
 def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(finished, monkeypatch, tmp_path):
@@ -127,8 +127,8 @@ def test_a_folder_whose_log_is_gone_gets_one_message_from_every_command(finished
 def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(finished, out)
-    first = sorted((out / "evaluations").glob("*.parquet"))[0]
-    shutil.copy(first, out / "evaluations" / "b000099-c00000.parquet")  # rows the datasets lack
+    first = sorted((out / "evaluations").glob("*.arrow"))[0]
+    shutil.copy(first, out / "evaluations" / "b000099-c00000.arrow")  # rows the datasets lack
     for command, *args in COMMANDS[2:]:
         proc = run_cli(command, str(out), *(a.format(tmp=tmp_path) for a in args))
         assert proc.returncode == 2 and "was written from 66 evaluations, but the log now holds" in proc.stderr

@@ -16,11 +16,12 @@ from dse.execution.base import (
     WorkerMismatch,
     evaluate_chunk,
 )
+from dse.execution.candidates import GridCandidates
 from dse.execution.plan import ExecutionPlan, plan_execution
 from dse.study import EvaluatorSpec
 
-__all__ = ["STATUS_FAILED", "STATUS_OK", "ClusterLost", "ExecutionPlan", "Executor", "WorkerMismatch", "evaluate_chunk",
-           "make_executor", "plan_execution"]
+__all__ = ["STATUS_FAILED", "STATUS_OK", "ClusterLost", "ExecutionPlan", "Executor", "GridCandidates", "WorkerMismatch",
+           "evaluate_chunk", "make_executor", "plan_execution"]
 
 
 def make_executor(plan: ExecutionPlan, evaluator: EvaluatorSpec, *, preferred_chunk_size: int | None = None,

@@ -24,6 +24,7 @@ import yaml
 
 from dse.errors import DseError
 from dse.evaluators import check_result, load_evaluator
+from dse.execution.candidates import Candidates, count, frame
 from dse.execution.child import EvaluatorFailed, child_evaluator
 from dse.study import EvaluatorSpec
 
@@ -89,12 +90,14 @@ def check_versions(ref: EvaluatorRef, where: str = "") -> None:
             "install the same versions on every worker (pip install the same dse and evaluator package)")
 
 
-def evaluate_chunk(ref: EvaluatorRef, candidates: pd.DataFrame,
+def evaluate_chunk(ref: EvaluatorRef, candidates: Candidates,
                    finish: Finish | None = None) -> tuple[Any, float]:
-    """Run the evaluator on one chunk: metrics plus ``status``, ``error``, ``elapsed_s``
-    (seconds per candidate), turned by ``finish(candidates, result)`` (run here, on the
-    worker) into what is sent back; and the chunk's evaluation time in seconds."""
+    """Run the evaluator on one chunk (its input table built here, where grid positions
+    were sent): metrics plus ``status``, ``error``, ``elapsed_s`` (seconds per candidate),
+    turned by ``finish(candidates, result)`` (run here, on the worker) into what is sent
+    back; and the chunk's evaluation time in seconds."""
     check_versions(ref)
+    candidates = frame(candidates)
     start = time.perf_counter()
     result = evaluate_rows(ref, candidates)
     seconds = time.perf_counter() - start
@@ -207,15 +210,16 @@ class Executor(ABC):
         return None
 
     @abstractmethod
-    def results(self, candidates: pd.DataFrame, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+    def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
         """``(offset, result)`` for consecutive chunks of ``candidates`` (full evaluator
-        inputs), as each finishes, in any order; every row is covered exactly once. The
+        inputs, or grid positions: :mod:`dse.execution.candidates`), as each finishes, in any order; every row is covered exactly once. The
         result is the chunk's metrics table, or what ``finish(chunk, metrics)`` made of it
         where the chunk was evaluated (a picklable callable: it runs on the workers)."""
 
-    def _failed(self, chunk: pd.DataFrame, exc: BaseException, finish: Finish | None) -> Any:
+    def _failed(self, chunk: Candidates, exc: BaseException, finish: Finish | None) -> Any:
         """A chunk lost beyond the executor's retries: failed rows, finished as usual."""
-        rows = failed_rows(len(chunk), f"{type(exc).__name__}: {exc}", self.ref).assign(elapsed_s=0.0)
+        chunk = frame(chunk)
+        rows = failed_rows(count(chunk), f"{type(exc).__name__}: {exc}", self.ref).assign(elapsed_s=0.0)
         return rows if finish is None else finish(chunk, rows)
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:

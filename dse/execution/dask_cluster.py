@@ -21,8 +21,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import pandas as pd
-
 from dse.execution.base import (
     ClusterLost,
     Executor,
@@ -31,6 +29,7 @@ from dse.execution.base import (
     evaluate_chunk,
     worker_versions,
 )
+from dse.execution.candidates import Candidates, count, part
 from dse.execution.deploy import install_hint, missing, start_cluster
 from dse.execution.plan import ExecutionPlan
 from dse.study import EvaluatorSpec
@@ -183,12 +182,12 @@ class DaskExecutor(Executor):
             raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s)")
 
     # -- evaluating ----------------------------------------------------------------------
-    def results(self, candidates: pd.DataFrame, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+    def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
         """Keeps two tasks per worker thread in flight; each finished task frees a slot for
         the next chunk, sized by the latest cost measured. Chunks to submit again (cancelled by
         a lost connection, or halves of a chunk that killed workers) go first."""
-        offset, n = 0, len(candidates)
-        again: deque[tuple[int, pd.DataFrame]] = deque()
+        offset, n = 0, count(candidates)
+        again: deque[tuple[int, Candidates]] = deque()
         pending: dict = {}
         finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
         try:
@@ -198,7 +197,7 @@ class DaskExecutor(Executor):
                         lo, chunk = again.popleft()
                     else:
                         size = self.sizer.next(n - offset)
-                        lo, chunk = offset, candidates.iloc[offset:offset + size]
+                        lo, chunk = offset, part(candidates, offset, offset + size)
                         offset += size
                     fut = self.client.submit(evaluate_chunk, self.ref, chunk, finish, pure=False)
                     pending[fut] = (lo, chunk)
@@ -229,7 +228,7 @@ class DaskExecutor(Executor):
         done += [f for f in pending if f.done() and f not in done]  # a closed client calls no callback
         return [f for f in dict.fromkeys(done) if f in pending]
 
-    def _outcome(self, fut, lo: int, chunk: pd.DataFrame, finish: Finish | None, again: deque) -> Any:
+    def _outcome(self, fut, lo: int, chunk: Candidates, finish: Finish | None, again: deque) -> Any:
         """The chunk's result, or None when it was queued to be submitted again."""
         from distributed import KilledWorker
 
@@ -237,9 +236,9 @@ class DaskExecutor(Executor):
             exc = fut.exception()
             if isinstance(exc, WorkerMismatch):
                 raise WorkerMismatch(str(exc)) from None
-            if isinstance(exc, KilledWorker) and len(chunk) > 1:
-                half = len(chunk) // 2  # which candidate kills the workers? try each half apart
-                again.extend([(lo, chunk.iloc[:half]), (lo + half, chunk.iloc[half:])])
+            if isinstance(exc, KilledWorker) and count(chunk) > 1:
+                half = count(chunk) // 2  # which candidate kills the workers? try each half apart
+                again.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
                 return None
             return self._failed(chunk, exc, finish)
         if fut.status == "finished":
@@ -248,7 +247,7 @@ class DaskExecutor(Executor):
             except Exception:  # the worker holding it went away before it was fetched
                 again.append((lo, chunk))
                 return None
-            self.sizer.observe(len(chunk), seconds)
+            self.sizer.observe(count(chunk), seconds)
             return result
         again.append((lo, chunk))  # cancelled (connection lost) or lost: submit it again
         return None

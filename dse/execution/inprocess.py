@@ -9,19 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pandas as pd
-
 from dse.execution.base import Executor, Finish, evaluate_chunk
+from dse.execution.candidates import Candidates, count, part
 
 
 class InProcessExecutor(Executor):
     target_s = 0.25  # no round trip to amortise: only keeps memory per chunk bounded
 
-    def results(self, candidates: pd.DataFrame, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
-        offset, n = 0, len(candidates)
+    def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+        offset, n = 0, count(candidates)
         while offset < n:
             size = self.sizer.next(n - offset)
-            chunk = candidates.iloc[offset:offset + size]
+            chunk = part(candidates, offset, offset + size)
             result, seconds = evaluate_chunk(self.ref, chunk, finish)
             self.sizer.observe(size, seconds)
             yield offset, result
