@@ -144,6 +144,16 @@ def test_export_front_in_every_format(finished_run, tmp_path, fmt):
         assert len(doc["candidates"]) == 11 and doc["variables"]["f2"]["units"] == "1"
 
 
+def test_export_takes_the_format_from_the_output_suffix_and_refuses_a_contradicting_one(finished_run, tmp_path):
+    target = tmp_path / "front.parquet"
+    assert run_cli("export", str(finished_run), "-o", str(target)).returncode == 0
+    assert len(pd.read_parquet(target)) == 11  # Parquet, not CSV under a .parquet name
+    proc = run_cli("export", str(finished_run), "--format", "csv", "-o", str(tmp_path / "front.nc"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--format csv does not match the output's suffix .nc (netcdf)" in proc.stderr
+    assert not (tmp_path / "front.nc").exists()
+
+
 def test_export_all_evaluations(finished_run, tmp_path):
     target = tmp_path / "all.csv"
     assert run_cli("export", str(finished_run), "--all", "-o", str(target)).returncode == 0

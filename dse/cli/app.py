@@ -250,7 +250,8 @@ class ExportFormat(StrEnum):
 @app.command()
 def export(
     results: ResultsArg,
-    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="file format")] = ExportFormat.csv,
+    fmt: Annotated[ExportFormat | None, typer.Option(
+        "--format", "-f", help="file format (default: the one --output's suffix names, else csv)")] = None,
     front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation")] = True,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
     units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
@@ -259,7 +260,7 @@ def export(
     always with a CSV-on-the-Web sidecar <file>-metadata.json giving units and descriptions)."""
     from dse.outputs.export import export_results
 
-    path = export_results(results, fmt.value, front=front, output=output, units_row=units_row)
+    path = export_results(results, fmt.value if fmt else None, front=front, output=output, units_row=units_row)
     out.print(f"wrote {path}")
 
 

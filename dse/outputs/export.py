@@ -24,9 +24,24 @@ from dse.results import open_results
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
 
 
-def export_results(results: Path, fmt: str, *, front: bool = True, output: Path | None = None,
+def export_format(fmt: str | None, output: Path | None) -> str:
+    """The format to write: ``fmt`` when given, else the one ``output``'s suffix names, else
+    CSV. A suffix of another known format than ``fmt`` is refused (a file named .parquet
+    holding CSV helps nobody)."""
+    named = {suffix: name for name, suffix in SUFFIX.items()}.get(Path(output).suffix.lower()) if output else None
+    if fmt is None:
+        return named or "csv"
+    if named is not None and named != fmt:
+        raise DseError(f"--format {fmt} does not match the output's suffix {Path(output).suffix} ({named})",
+                       field="--output", value=str(output), allowed=f"a {SUFFIX.get(fmt, fmt)} file, or no --format")
+    return fmt
+
+
+def export_results(results: Path, fmt: str | None, *, front: bool = True, output: Path | None = None,
                    units_row: bool = False) -> Path:
-    """Write the dataset in ``fmt``; returns the path written."""
+    """Write the dataset in ``fmt`` (None: from ``output``'s suffix, else CSV); returns the
+    path written."""
+    fmt = export_format(fmt, output)
     if fmt not in SUFFIX:
         raise DseError(f"unknown export format '{fmt}'", allowed=", ".join(SUFFIX))
     if units_row and fmt != "csv":
