@@ -221,7 +221,7 @@ def _chunk_values(table, template: xr.Dataset, widths: dict[str, int], study: St
             out[name] = _fixed_bytes(values, widths.get(name, 1)) if text else values
         elif text:
             coded = pc.dictionary_encode(col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col)
-            coded = coded.combine_chunks() if coded.num_chunks else pa.DictionaryArray.from_arrays([], [])
+            coded = coded.combine_chunks()  # a block is never empty (log_dataset skips empty ones)
             words = np.array([w.encode() for w in coded.dictionary.to_pylist()], dtype=f"S{widths.get(name, 1)}")
             out[name] = words[coded.indices.to_numpy(zero_copy_only=False)]
         else:
