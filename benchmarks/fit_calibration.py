@@ -12,6 +12,8 @@ changes nothing on disk:
    per training stack.
 
 ``--write`` writes the in-sample parameters to ``dse/analytic/data/calibration.yaml``.
+``--scan host_dispatch_us=300,600,900 --leave vtrain-single-node`` shows what the other
+sources know about one parameter (docs/model.md, section 7).
 
 Sources are the ``source`` column of the time-model rows of the reference tables
 (``dse/analytic/data/reference/*.csv``: vTrain multi- and single-node, llm-foundry,
@@ -168,9 +170,12 @@ def robust(r: np.ndarray, n: int) -> np.ndarray:
     return np.sign(r) * np.sqrt(2.0 * c * c * (np.sqrt(1.0 + (r / c) ** 2) - 1.0) / n)
 
 
-def fit(sources: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
-    """Robust least squares over ``sources`` (each weighs the same) with weak priors."""
+def fit(sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float] | None = None) -> np.ndarray:
+    """Robust least squares over ``sources`` (each weighs the same) with weak priors;
+    ``pinned`` parameters are held at the given values."""
     ps = [prior(n) for n in names()]
+    for name, value in (pinned or {}).items():  # held: its bounds closed around the value
+        ps[names().index(name)] = (value, 1.0, value * (1 - 1e-6), value * (1 + 1e-6), True)
     x0 = np.array([p[0] for p in ps])
     lo, hi = np.array([p[2] for p in ps]), np.array([p[3] for p in ps])
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
@@ -187,7 +192,7 @@ def fit(sources: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
     # differences of DIFF_STEP (relative) see the kink
     best = None
     i_host = names().index("host_dispatch_us")
-    for factor in HOST_STARTS:
+    for factor in (HOST_STARTS if "host_dispatch_us" not in (pinned or {}) else (1.0,)):
         start = x0.copy()
         start[i_host] = np.clip(x0[i_host] * factor, lo[i_host] + 1e-9, hi[i_host] - 1e-9)
         res = least_squares(resid, start, bounds=(lo, hi), x_scale=np.array([SCALE[n.rpartition(".")[2]] for n in names()]),
@@ -195,6 +200,29 @@ def fit(sources: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
         if best is None or res.cost < best.cost:
             best = res
     return best.x
+
+
+def scan(sources: list[Source], left_out: str, param: str, values: list[float], max_nfev: int) -> str:
+    """What the other sources know about ``param``: for each value, the fit of the sources
+    but ``left_out`` with ``param`` held there, its loss per source (flat: the sources carry
+    no information on it, so a leave-one-source-out prediction of ``left_out`` follows the
+    prior) and the error on ``left_out``."""
+    rest = [s for s in sources if s.name != left_out]
+    held = [s for s in sources if s.name == left_out]
+    if not held or len(rest) == len(sources) or param not in names():
+        raise SystemExit(f"--scan: no source {left_out!r} or no parameter {param!r} ({', '.join(names())})")
+    lines = [f"{param} held, fitted without {left_out}",
+             "| value | " + " | ".join(f"loss {s.name}" for s in rest) + f" | {left_out} median / median signed |",
+             "|---:|" + "---:|" * (len(rest) + 1)]
+    for v in values:
+        x = fit(rest, max_nfev, pinned={param: v})
+        with calibrated(x):
+            loss = [float((robust(np.nan_to_num(s.log_ratio(), nan=1.0), len(s.rows)) ** 2).sum()) for s in rest]
+        err = errors(x, held)[left_out] * 100
+        err = err[np.isfinite(err)]
+        lines.append(f"| {v:g} | " + " | ".join(f"{c * 1e4:.2f}e-4" for c in loss)
+                     + f" | {np.median(np.abs(err)):.1f}% / {np.median(err):+.1f}% |")
+    return "\n".join(lines)
 
 
 def errors(x, sources: list[Source]) -> dict[str, np.ndarray]:
@@ -223,8 +251,15 @@ def main(argv=None) -> int | str:
     ap.add_argument("--write", action="store_true", help="write the in-sample fit to calibration.yaml")
     ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out fits")
     ap.add_argument("--max-nfev", type=int, default=MAX_NFEV, help=f"optimizer evaluation cap ({MAX_NFEV})")
+    ap.add_argument("--scan", metavar="PARAM=V1,V2,...", help="only this: hold PARAM at each value, fit the "
+                    "sources but --leave, print their losses and the left-out source's error")
+    ap.add_argument("--leave", default="vtrain-single-node", help="the source --scan leaves out (vtrain-single-node)")
     args = ap.parse_args(argv)
     sources = load_sources(REFERENCE)
+    if args.scan:
+        param, _, values = args.scan.partition("=")
+        print(scan(sources, args.leave, param, [float(v) for v in values.split(",")], args.max_nfev))
+        return 0
     heldout = load_sources(HELDOUT)
     if not sources or not heldout:
         return f"no reference tables under {REFERENCE} or {HELDOUT} (is dse installed with its package data?)"

@@ -171,6 +171,42 @@ def test_a_plugin_evaluator_past_its_time_out_fails_that_row_only():
     assert time.monotonic() - start < 20  # 4 x 0.5 + 2 x 0.5 + 0.5 s of time-outs, and child starts
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="auto forks workers on Linux only")
+@pytest.mark.parametrize("method, spawned", [("auto", False), ("spawn", True)])
+def test_a_fork_safe_evaluator_gets_forked_workers_unless_the_study_says_spawn(method, spawned):
+    """A spawned worker is a fresh interpreter started by multiprocessing's spawn_main; a
+    forked one is a copy of this process. A worker the nanny restarts is started the same
+    way, and dask's setting is back to its default once the cluster is closed."""
+    import dask
+
+    started_by_spawn = lambda: any("spawn_main" in arg for arg in sys.orig_argv)  # noqa: E731
+    plan = ExecutionPlan(workers=1, dashboard=False, start_method=method)
+    with make_executor(plan, TOY) as ex:
+        assert list(ex.client.run(started_by_spawn).values()) == [spawned]
+        ex.client.restart()
+        assert list(ex.client.run(started_by_spawn).values()) == [spawned]
+        out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": 0, "shape": "a"}))
+        assert out["f1"].tolist() == pytest.approx([0.1, 0.2])
+    assert dask.config.get("distributed.worker.multiprocessing-method") == "spawn"
+
+
+def test_workers_are_forked_only_for_an_evaluator_that_declares_it_and_the_user_setting_wins():
+    import dask
+
+    from dse.execution.dask_cluster import start_method
+
+    linux = sys.platform.startswith("linux")
+    assert start_method("auto", fork_safe=True) == ("fork" if linux else "spawn")
+    assert start_method("auto", fork_safe=False) == "spawn"
+    assert start_method("spawn", fork_safe=True) == "spawn"
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        assert start_method("auto", fork_safe=True) == "forkserver"
+    from dse.analytic.evaluator import AnalyticEvaluator
+    from dse.evaluators.base import Evaluator
+
+    assert AnalyticEvaluator.fork_safe and not Evaluator.fork_safe  # a plug-in must declare it
+
+
 def test_a_local_cluster_leaves_logging_alone_and_starts_no_dashboard_when_told(caplog):
     """Without a dashboard the scheduler's HTTP server (health, metrics) takes a free port:
     no '8787 already in use' warning, no dashboard page."""

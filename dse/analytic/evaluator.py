@@ -44,6 +44,7 @@ class AnalyticEvaluator(Evaluator):
     name = "analytic"
     version = "0.7.0"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
+    fork_safe = True  # numpy and YAML tables only: no threads, files or devices
 
     def __init__(self, **options) -> None:
         unknown = set(options)

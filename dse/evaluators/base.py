@@ -96,6 +96,12 @@ class Evaluator(ABC):
     #: runs something it can stop, as the command evaluator's program); otherwise a study's
     #: ``evaluator.timeout_s`` runs the evaluator in a child process that is killed when time is up
     enforces_timeout: ClassVar[bool] = False
+    #: True when worker processes may be copies of the process that built the evaluator
+    #: (``fork``): building it starts no threads, opens no connections or files it keeps and
+    #: touches no GPU. A local dask cluster then forks its workers (they inherit the imports
+    #: and the built evaluator instead of starting Python anew: about 1.5 CPU-s each) unless
+    #: ``execution.start_method`` says otherwise; otherwise it spawns them
+    fork_safe: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options

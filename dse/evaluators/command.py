@@ -102,6 +102,7 @@ class CommandEvaluator(Evaluator):
     description = "an external program, run once per chunk of candidates"
     Options = CommandOptions
     enforces_timeout = True
+    fork_safe = True  # it keeps the program's name; each chunk starts the program anew
 
     def __init__(self, **options: Any) -> None:
         opts = CommandOptions.model_validate(options)

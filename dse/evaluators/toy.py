@@ -25,6 +25,7 @@ class ToyEvaluator(Evaluator):
     name = "toy"
     version = "1.0.0"
     description = "two-objective test problem with a known front"
+    fork_safe = True
 
     def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None,
                  delay_per_candidate_s: float = 0.0, hang_above_x: float | None = None) -> None:

@@ -121,6 +121,7 @@ class ExecutionPlan:
     scale: dict[str, int] | None = None  # keyword arguments of cluster.scale
     adapt: dict[str, Any] | None = None  # keyword arguments of cluster.adapt
     dashboard: bool = True
+    start_method: str = "auto"  # local workers: auto, fork, spawn or forkserver (see local_start_method)
     grace_s: float = GRACE_S
     start_timeout_s: float = START_TIMEOUT_S
 
@@ -218,6 +219,7 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
         "grace_s": spec.grace_s or (profile and profile.grace_s) or GRACE_S,
         "start_timeout_s": spec.start_timeout_s or (profile and profile.start_timeout_s) or START_TIMEOUT_S,
         "dashboard": spec.dashboard if dashboard is None else dashboard,
+        "start_method": spec.start_method,
         "chunk_size": spec.chunk_size,
         "profile": str(profile_path) if profile_path else None,
     }
