@@ -19,7 +19,7 @@ import xarray as xr
 
 from dse import __version__
 from dse.evaluators.base import Evaluator
-from dse.files import FORMAT_VERSION, atomic_path
+from dse.files import FORMAT_VERSION, NETCDF_ENGINE, atomic_path
 from dse.pareto import feasible_mask
 from dse.space import Space
 from dse.study import Study
@@ -156,7 +156,7 @@ def _column_values(col: pd.Series) -> np.ndarray:
 def write_netcdf(ds: xr.Dataset, path) -> None:
     """Write a dataset atomically (temporary file, then rename)."""
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf")
+        ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
 
 
 def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:

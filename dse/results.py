@@ -19,6 +19,7 @@ import pandas as pd
 import xarray as xr
 
 from dse.errors import DseError, StoreError
+from dse.files import NETCDF_ENGINE
 from dse.store import ResultStore
 from dse.study import Study, load_study
 
@@ -66,7 +67,7 @@ class Results:
         """The dataset opened lazily: a variable is read when indexed or loaded, so a caller
         can read a run of any size slice by slice (close it, or use it in a ``with``).
         ``keep`` names the variables to open (the others are dropped unread: xarray with
-        h5netcdf reads a variable-length text variable whole when it opens it)."""
+        a text variable is read whole when the dataset is opened)."""
         path = self.path / DATASETS[front]
         if not path.is_file():
             raise DseError(f"{path} does not exist yet; finish or resume the run first "
@@ -75,11 +76,11 @@ class Results:
         def read():
             drop = None
             if keep is not None:
-                import h5netcdf
+                import netCDF4
 
-                with h5netcdf.File(path, "r") as f:
+                with netCDF4.Dataset(path, "r") as f:
                     drop = [n for n in f.variables if n not in keep and n != "candidate"]
-            return xr.open_dataset(path, engine="h5netcdf", drop_variables=drop)
+            return xr.open_dataset(path, engine=NETCDF_ENGINE, drop_variables=drop)
 
         return self._checked(read, front)
 

@@ -18,7 +18,7 @@ import xarray as xr
 
 from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
-from dse.files import atomic_path, atomic_write_text
+from dse.files import NETCDF_ENGINE, atomic_path, atomic_write_text
 from dse.results import open_results
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
@@ -62,7 +62,7 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
     else:
         with atomic_path(output) as tmp:  # whole or not at all, fsynced (as every file dse writes)
             if fmt == "netcdf":
-                ds.to_netcdf(tmp, engine="h5netcdf")
+                ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
             elif fmt == "parquet":
                 write_parquet(ds, to_table(ds), tmp)
             else:
