@@ -4,12 +4,15 @@ evaluations, with wall time and the peak RSS of the command's process.
 A real quickstart results folder is made first (in-process run), then its ``evaluations.nc``
 is replaced by a synthetic one of N rows written in chunks of 10^6 (the quickstart's
 parameters, objectives with a trade-off, constraint metrics, ``meets_constraints``,
-``status``, ``reason``, ``key``; chunked HDF5 with text as fixed-width UTF-8, as the run
-writes it) and ``pareto.nc`` by its
+``status``, ``reason``, ``key``; chunked HDF5 with text as UTF-8 character arrays, as the
+run writes it) and ``pareto.nc`` by its
 exact front. Then each command runs in its own process, sampled every 20 ms for RSS.
 
     python benchmarks/bench_outputs.py                 # 10^5, 10^6, 10^7
     python benchmarks/bench_outputs.py --sizes 100000  # quicker
+
+It writes the synthetic file with h5netcdf (installed with the test extra:
+``pip install -e ".[test]"``), variable by variable in chunks, which xarray cannot do.
 """
 
 from __future__ import annotations
@@ -85,8 +88,14 @@ def write_synthetic(run: Path, n: int) -> int:
             if kind in "OUS":  # text as the run writes it: fixed-width UTF-8, read back as strings
                 widths[name] = max(len(str(v).encode()) for vals in (PARAMS.get(name, []), [
                     "data parallel x micro batch does not divide the global batch", "ok"]) for v in vals)
-            dtype = f"S{widths[name]}" if kind in "OUS" else np.int8 if kind == "b" else var.dtype
-            v = f.create_variable(name, ("candidate",), dtype=dtype, chunks=(min(n, 1 << 18),))
+            if kind in "OUS":  # a character array with a string dimension, as xarray writes text
+                dim = f"string{widths[name]}"
+                if dim not in f.dimensions:
+                    f.dimensions[dim] = widths[name]
+                v = f.create_variable(name, ("candidate", dim), dtype="S1", chunks=(min(n, 1 << 18), widths[name]))
+            else:
+                v = f.create_variable(name, ("candidate",), dtype=np.int8 if kind == "b" else var.dtype,
+                                      chunks=(min(n, 1 << 18),))
             attrs = {k: val for k, val in var.attrs.items()}
             if kind == "b":
                 attrs["dtype"] = "bool"
@@ -102,7 +111,8 @@ def write_synthetic(run: Path, n: int) -> int:
             for name in template.variables:
                 col = t[name].to_numpy()
                 f.variables[name][sl] = col.astype(np.int8) if col.dtype.kind == "b" else \
-                    (np.char.encode(col.astype(str)).astype(f"S{widths[name]}") if name in widths else col)
+                    (np.char.encode(col.astype(str)).astype(f"S{widths[name]}").view("S1").reshape(len(col), -1)
+                     if name in widths else col)
             ok = t[t["meets_constraints"]]
             cand = pd.concat([front, ok], ignore_index=True)
             F = cand[["energy_to_train_j", "time_to_train_s"]].to_numpy()
