@@ -255,5 +255,10 @@ def dump(profile: dict, path: Path | str, header: str = "") -> Path:
     ProfileFile.model_validate(profile)
     path = Path(path)
     text = yaml.safe_dump(profile, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
-    path.write_text(header + text)
+    tmp = path.with_name(f".{path.name}.tmp")  # whole or not at all: an earlier profile survives a crash
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(header + text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
     return path

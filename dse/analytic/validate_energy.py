@@ -71,10 +71,7 @@ def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, 
     fmax = hw.clock_max_mhz
     memory_s = 1.0 - c
     compute_s = c * fmax / clock
-    zero = np.zeros(n)  # one accelerator, back-to-back kernels: no communication, no bubble
-    b = StepBreakdown(compute_s=compute_s, memory_s=memory_s, tp_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
-                      bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
-                      hbm_bytes=memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY, scaleup_bytes=zero, scaleout_bytes=zero)
+    b = StepBreakdown.one_accelerator(compute_s, memory_s, memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY)
     acc = accelerator_energy(b, clock / fmax, pw, hw.idle_w, hw.tdp_w, np.full(n, np.nan))
     return b.step_s, acc.total
 

@@ -114,19 +114,28 @@ def _from_vtrain(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     return out
 
 
-def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
+def numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray:
+    """A CSV column as floats (an empty cell is NaN); a cell that is not a number is refused
+    with its line (the header is line 1) and, where the column carries one, its unit."""
     text = df[col].astype(str).str.strip()
-    if col in BOOLEAN:
-        mapped = text.str.lower().map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
-                                       "1.0": 1.0, "0.0": 0.0, "": np.nan})
-        if mapped.isna().ne(text.eq("")).any():
-            raise DseError("expected true or false", file=file, field=col, value=text[mapped.isna() & text.ne("")].iloc[0])
-        return mapped.to_numpy(dtype=float)
     vals = pd.to_numeric(text.replace("", np.nan), errors="coerce")
     bad = vals.isna() & text.ne("")
     if bad.any():
-        raise DseError("expected a number", file=file, field=col, value=text[bad].iloc[0])
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DseError(f"expected a number{' in ' + unit if unit else ''} (write units in the column name, "
+                       "not in the cells)", file=file, field=f"line {i + 2}, column {col}", value=text.iloc[i])
     return vals.to_numpy(dtype=float)
+
+
+def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
+    if col not in BOOLEAN:
+        return numbers(df, col, file)
+    text = df[col].astype(str).str.strip()
+    mapped = text.str.lower().map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
+                                   "1.0": 1.0, "0.0": 0.0, "": np.nan})
+    if mapped.isna().ne(text.eq("")).any():
+        raise DseError("expected true or false", file=file, field=col, value=text[mapped.isna() & text.ne("")].iloc[0])
+    return mapped.to_numpy(dtype=float)
 
 
 def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray]:

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.linalg import qr
-from scipy.optimize import least_squares
 
 from dse.analytic import profiles
 from dse.analytic.calibration import forward
@@ -335,6 +333,9 @@ def _identifiable(problem: _Problem, x0, lo, hi, sc) -> list[str]:
     jac = _jacobian(problem.residuals, x0, lo, hi, sc) * sc
     if jac.shape[1] == 0:
         return []
+    # scipy is imported by the fit alone: `dse describe --accelerator` does without it
+    from scipy.linalg import qr
+
     _, r, piv = qr(jac, mode="economic", pivoting=True)
     d = np.abs(np.diag(r))
     rank = int((d > 1e-6 * d[0]).sum()) if len(d) and d[0] > 0 else 0
@@ -410,6 +411,8 @@ def _solve(problem: _Problem, x0, lo, hi, sc):
     n_res = len(problem.residuals(x0)) - len(problem.names)  # measured quantities, not priors
     if n_res == 0:
         raise DseError("no measured quantity to fit", field="measurements")
+    from scipy.optimize import least_squares
+
     res = least_squares(problem.residuals, x0, bounds=(lo, hi), x_scale=sc, method="trf", max_nfev=200 * len(x0) + 200,
                         xtol=1e-12, ftol=1e-12, gtol=1e-12)
     dof = n_res - len(res.x)

@@ -86,10 +86,7 @@ def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_bytes) -> tuple[n
     hw = acc["hardware"]
     compute_s = t_max_s * compute_share / ratio
     memory_s = t_max_s * (1.0 - compute_share)
-    zero = np.zeros(n)
-    b = StepBreakdown(compute_s=compute_s, memory_s=memory_s, tp_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
-                      bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
-                      hbm_bytes=hbm_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
+    b = StepBreakdown.one_accelerator(np.broadcast_to(compute_s, n), np.broadcast_to(memory_s, n), hbm_bytes)
     e = accelerator_energy(b, ratio, _pw(acc, n), np.full(n, float(hw["idle_w"])), np.full(n, float(hw["tdp_w"])),
                            np.full(n, np.nan))
     return b.step_s, e.total, e.p_busy

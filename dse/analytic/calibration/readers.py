@@ -130,17 +130,6 @@ def _unit_column(col: str) -> tuple[str, float] | None:
     return None
 
 
-def _numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray:
-    text = df[col].astype(str).str.strip()
-    vals = pd.to_numeric(text.replace("", np.nan), errors="coerce")
-    bad = vals.isna() & text.ne("")
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DseError(f"expected a number{' in ' + unit if unit else ''} (write units in the column name, "
-                       "not in the cells)", file=file, field=f"line {i + 2}, column {col}", value=text.iloc[i])
-    return vals.to_numpy(dtype=float)
-
-
 def _empty(n: int, file: str) -> dict:
     out: dict = {c: np.full(n, np.nan) for c in NUMERIC}
     out.update(file=np.full(n, file, dtype=object), line=np.arange(2, n + 2), workload=np.full(n, "", dtype=object),
@@ -161,9 +150,9 @@ def _from_sweep(path: Path) -> pd.DataFrame:
             raise exc.with_file(file) from None
         if unit is not None:
             target, factor = unit
-            out[target] = _numbers(df, col, file, col.rsplit("_", 1)[-1]) * factor
+            out[target] = validation.numbers(df, col, file, col.rsplit("_", 1)[-1]) * factor
         elif col in ("gpus", "flops", "bytes", "gemm_m", "gemm_n", "gemm_k"):
-            out[col] = _numbers(df, col, file)
+            out[col] = validation.numbers(df, col, file)
         elif col in ("workload", "kind", "precision"):
             vals = df[col].astype(str).str.strip().to_numpy(dtype=object)
             if col == "precision":
@@ -224,9 +213,9 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         if "clock_mhz" not in stage.columns:
             raise DseError("stage rows need a clock_mhz column", file=file)
         lines = stage.index.to_numpy() + 2
-        clock = _numbers(stage, "clock_mhz", file)
-        value = _numbers(stage, "measured_value", file)
-        gpus = _numbers(stage, "num_accelerators", file) if "num_accelerators" in stage.columns else np.full(len(stage), np.nan)
+        clock = validation.numbers(stage, "clock_mhz", file)
+        value = validation.numbers(stage, "measured_value", file)
+        gpus = validation.numbers(stage, "num_accelerators", file) if "num_accelerators" in stage.columns else np.full(len(stage), np.nan)
         key = pd.DataFrame({"source": stage["source"].to_numpy(), "clock": clock})
         rows = []
         for (src, f), idx in key.groupby(["source", "clock"], sort=False).groups.items():
@@ -247,7 +236,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         t["line"] = runs.index.to_numpy() + 2
         t["kind"] = "training"
         t["workload"] = runs["source"].to_numpy(dtype=object)
-        t["time_s"] = _numbers(runs, "measured_value", file)
+        t["time_s"] = validation.numbers(runs, "measured_value", file)
         t["clock_mhz"] = cfg["clock_mhz"]
         t["config"] = _config_rows(cfg, len(runs))
         parts.append(_checked(t, file))
@@ -320,10 +309,10 @@ def _from_steps(path: Path, samples: pd.DataFrame | None) -> pd.DataFrame:
             for col in ("power_w", "clock_mhz", "temp_c"):
                 t[col] = m[col]
     else:
-        t["time_s"] = _numbers(df, "step_time_s", file, "s")
+        t["time_s"] = validation.numbers(df, "step_time_s", file, "s")
     for col, target in (("avg_power_w", "power_w"), ("temp_c", "temp_c")):
         if col in df.columns:
-            given = _numbers(df, col, file)
+            given = validation.numbers(df, col, file)
             t[target] = np.where(np.isfinite(given), given, t[target])
     set_clock = np.asarray(cfg["clock_mhz"], dtype=float)
     t["clock_mhz"] = np.where(np.isfinite(set_clock), set_clock, t["clock_mhz"])

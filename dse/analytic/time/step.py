@@ -57,6 +57,15 @@ class StepBreakdown:
     work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
     host_idle_s: np.ndarray | None = None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
 
+    @classmethod
+    def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray, hbm_bytes: np.ndarray) -> StepBreakdown:
+        """Kernels back to back on one accelerator (a profiled stage or kernel): no
+        communication, no bubble, no optimizer step."""
+        zero = np.zeros(np.shape(compute_s))
+        return cls(compute_s=compute_s, memory_s=memory_s, tp_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
+                   bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
+                   hbm_bytes=hbm_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
+
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
               layer_params, embed_params, flash, stages, ex, cp_overlap) -> StepBreakdown:
