@@ -139,14 +139,16 @@ class Runner:
             self._save_state(store, driver, run)
         total = self.plan.search.total
         report = self._report = ProgressReporter(self.progress, store.path, total)
-        report.start(f"{study.name} · {self.algorithm}", min(driver.asked, total or driver.asked),
-                     {**(run.history[-1] if run.history else {}), **self._live(run)})
         interrupted, lost, executor = False, None, None
         try:
-            if not driver.done:
+            if not driver.done:  # the cluster first: a local one may fork its workers from this
+                # process, which must not run a thread of its own then (the progress display's)
                 started = make_executor(self.plan.execution, study.evaluator, notify=report.note,
                                         preferred_chunk_size=self.evaluator.chunk_size)
                 executor = started.__enter__()
+            report.start(f"{study.name} · {self.algorithm}", min(driver.asked, total or driver.asked),
+                         {**(run.history[-1] if run.history else {}), **self._live(run)})
+            if executor is not None:
                 report.pace.restart()
                 while not driver.done and self._batch(executor, store, driver, run):
                     pass

@@ -40,7 +40,7 @@ def test_in_sample_errors_stay_within_the_documented_figures(report):
 
 
 def test_infeasible_rows_are_reported_apart(tmp_path):
-    df = validation.read_table(REF / "published_throughput.csv").head(3).drop(columns="_file")
+    df = validation.read_table(REF / "published_throughput.csv").head(3).drop(columns=["_file", "_line"])
     df.loc[2, "pipeline_parallel"] = "256"          # more stages than the 80 layers: cannot run
     df.loc[2, "num_accelerators"] = str(256 * 64)
     df.loc[2, "data_parallel"] = ""
@@ -66,7 +66,7 @@ def test_cli_prints_per_source_table_worst_and_infeasible_rows(capsys):
 
 
 def test_accelerator_names_ignore_case_spaces_and_hyphens(tmp_path):
-    df = validation.read_table(REF / "published_throughput.csv").drop(columns="_file")
+    df = validation.read_table(REF / "published_throughput.csv").drop(columns=["_file", "_line"])
     a100 = df[df["accelerator"] == "A100-80GB"].head(3).copy()
     base = validation.predict(a100)["predicted"].to_numpy()
     a100["accelerator"] = ["a100-80gb", "A100 80GB", "a100_80gb"]
@@ -100,11 +100,12 @@ def test_heldout_runs_read_and_mostly_predict():
     (lambda df: df.assign(accelerator="TPU-v9"), "unknown accelerator 'TPU-v9'"),
     (lambda df: df.assign(measured_quantity="joules"), "unknown measured quantity 'joules'"),
     (lambda df: df.assign(hidden="wide"), "expected a number"),
+    (lambda df: df.assign(micro_batch_size=["1", "two"]), "line 3, column micro_batch_size: expected a number"),
     (lambda df: df.assign(framework="jax"), "unknown framework 'jax'"),
     (lambda df: df.assign(data_parallel=3), "!= num_accelerators"),
 ])
 def test_bad_tables_give_one_line_errors(tmp_path, edit, message):
-    df = validation.read_table(REF / "published_throughput.csv").head(2).drop(columns="_file")
+    df = validation.read_table(REF / "published_throughput.csv").head(2).drop(columns=["_file", "_line"])
     path = tmp_path / "bad.csv"
     edit(df).to_csv(path, index=False)
     with pytest.raises(DseError, match=message) as info:

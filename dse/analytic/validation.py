@@ -96,7 +96,8 @@ def read_table(path: Path) -> pd.DataFrame:
     if bad:
         raise DseError(f"unknown measured quantity {bad[0]!r}", file=str(path), field="measured_quantity",
                        allowed=", ".join(sorted(quantities)))
-    df = df.assign(measured_quantity=df["measured_quantity"].str.strip(), _file=path.name)
+    df = df.assign(measured_quantity=df["measured_quantity"].str.strip(), _file=path.name,
+                   _line=df.index.to_numpy() + 2)  # the row's line in the file, for messages
     if "id" not in df.columns:
         df["id"] = [f"{path.stem}:{i + 2}" for i in range(len(df))]
     return df
@@ -116,14 +117,16 @@ def _from_vtrain(df: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 def numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray:
     """A CSV column as floats (an empty cell is NaN); a cell that is not a number is refused
-    with its line (the header is line 1) and, where the column carries one, its unit."""
+    with its line in the file (the ``_line`` column :func:`read_table` adds, else the row's
+    index as ``read_csv`` numbered it, the header being line 1) and the column's unit."""
     text = df[col].astype(str).str.strip()
     vals = pd.to_numeric(text.replace("", np.nan), errors="coerce")
     bad = vals.isna() & text.ne("")
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DseError(f"expected a number{' in ' + unit if unit else ''} (write units in the column name, "
-                       "not in the cells)", file=file, field=f"line {i + 2}, column {col}", value=text.iloc[i])
+        line = int(df["_line"].iloc[i]) if "_line" in df.columns else int(df.index[i]) + 2
+        hint = f" in {unit} (write units in the column name, not in the cells)" if unit else ""
+        raise DseError(f"expected a number{hint}", file=file, field=f"line {line}, column {col}", value=text.iloc[i])
     return vals.to_numpy(dtype=float)
 
 

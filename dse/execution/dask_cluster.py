@@ -49,7 +49,8 @@ def free_port(port: int) -> bool:
 
 
 def start_method(requested: str, fork_safe: bool) -> str:
-    """How a local cluster starts its workers (dask's ``distributed.worker.multiprocessing-method``).
+    """How a local cluster starts its first workers (dask's ``distributed.worker.multiprocessing-method``;
+    a worker restarted later is started as dask is configured, by default spawned).
 
     ``auto``: the user's own dask setting where it is not dask's default (``spawn``); else
     ``fork`` on Linux when the evaluator declares itself fork-safe (a forked worker inherits
@@ -80,7 +81,6 @@ class DaskExecutor(Executor):
         self.dashboard_link: str | None = None
         self._trouble: tuple[float, str] | None = None
         self._last_look = 0.0
-        self._start_config = None  # dask configuration set for the local cluster's lifetime
 
     @property
     def where(self) -> str:
@@ -110,13 +110,15 @@ class DaskExecutor(Executor):
         if p.kind == "local":
             dashboard = p.dashboard and not missing("bokeh")
             address = "127.0.0.1:8787" if dashboard and free_port(8787) else "127.0.0.1:0"
-            # for the cluster's lifetime: a nanny reads it again when it restarts a worker
-            self._start_config = dask.config.set(
-                {"distributed.worker.multiprocessing-method": start_method(p.start_method, self.ref.fork_safe)})
-            self.cluster = LocalCluster(
-                n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
-                memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
-                scheduler_kwargs={"dashboard": dashboard})  # an HTTP server on a free port even without one
+            # the workers start (are forked) inside the constructor, before any task: a worker the
+            # nanny restarts later is spawned, as a copy of this process by then would hold dead
+            # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
+            with dask.config.set({"distributed.worker.multiprocessing-method":
+                                  start_method(p.start_method, self.ref.fork_safe)}):
+                self.cluster = LocalCluster(
+                    n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
+                    memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
+                    scheduler_kwargs={"dashboard": dashboard})  # an HTTP server on a free port even without one
         elif p.kind == "cluster":
             self.cluster = start_cluster(p)
         try:
@@ -174,9 +176,6 @@ class DaskExecutor(Executor):
         if self.cluster is not None:
             self.cluster.close()
             self.cluster = None
-        if self._start_config is not None:
-            self._start_config.__exit__(None, None, None)
-            self._start_config = None
 
     # -- the cluster's health ------------------------------------------------------------
     def _n_workers(self) -> int:

@@ -231,7 +231,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         parts.append(_checked(t, file))
     runs = df[df["measured_quantity"] == "iteration_time_s"]
     if len(runs):
-        cfg = validation.table_to_config(runs.reset_index(drop=True), file=file)
+        cfg = validation.table_to_config(runs.assign(_line=runs.index + 2).reset_index(drop=True), file=file)
         t = pd.DataFrame(_empty(len(runs), file))
         t["line"] = runs.index.to_numpy() + 2
         t["kind"] = "training"
