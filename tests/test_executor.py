@@ -187,10 +187,12 @@ def test_a_fork_safe_evaluator_gets_forked_workers_unless_the_study_says_spawn(m
         assert dask.config.get("distributed.worker.multiprocessing-method") == "spawn"
         out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": 0, "shape": "a"}))
         assert out["f1"].tolist() == pytest.approx([0.1, 0.2])
-        ex.client.restart()
-        assert list(ex.client.run(started_by_spawn).values()) == [True]
-        big = ex.client.submit(lambda: b"x" * (20 << 20), pure=False)  # over dask's 10 MiB offload limit
-        assert len(big.result(timeout=60)) == 20 << 20
+        for restart in (False, True):
+            if restart:
+                ex.client.restart()
+                assert list(ex.client.run(started_by_spawn).values()) == [True]
+            big = ex.client.submit(lambda: b"x" * (20 << 20), pure=False)  # over dask's 10 MiB offload limit
+            assert len(big.result(timeout=60)) == 20 << 20
 
 
 def test_workers_are_forked_only_for_an_evaluator_that_declares_it_and_the_user_setting_wins():
