@@ -171,28 +171,56 @@ def test_a_plugin_evaluator_past_its_time_out_fails_that_row_only():
     assert time.monotonic() - start < 20  # 4 x 0.5 + 2 x 0.5 + 0.5 s of time-outs, and child starts
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="auto forks workers on Linux only")
-@pytest.mark.parametrize("method, spawned", [("auto", False), ("spawn", True)])
-def test_a_fork_safe_evaluator_gets_forked_workers_unless_the_study_says_spawn(method, spawned):
-    """A spawned worker is a fresh interpreter started by multiprocessing's spawn_main; a
-    forked one is a copy of this process. A worker the nanny restarts mid-run is spawned
-    (a copy of this process would hold dead copies of dask's threads), and dask's setting
-    is its default again as soon as the cluster has started."""
-    import dask
+FORK_PROBE = """
+import json, sys
+import dask
+import pandas as pd
+from dse.execution import ExecutionPlan, make_executor
+from dse.study import EvaluatorSpec
 
-    started_by_spawn = lambda: any("spawn_main" in arg for arg in sys.orig_argv)  # noqa: E731
-    plan = ExecutionPlan(workers=1, dashboard=False, start_method=method)
-    with make_executor(plan, TOY) as ex:
-        assert list(ex.client.run(started_by_spawn).values()) == [spawned]
-        assert dask.config.get("distributed.worker.multiprocessing-method") == "spawn"
-        out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": 0, "shape": "a"}))
-        assert out["f1"].tolist() == pytest.approx([0.1, 0.2])
+def started_by_spawn():
+    return any("spawn_main" in arg for arg in sys.orig_argv)
+
+def big():
+    return b"x" * (20 << 20)  # over dask's 10 MiB offload limit: sent by a thread of the worker's
+
+if __name__ == "__main__":
+    seen = []
+    plan = ExecutionPlan(workers=1, dashboard=False, start_method=sys.argv[1])
+    with make_executor(plan, EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator")) as ex:
         for restart in (False, True):
             if restart:
                 ex.client.restart()
-                assert list(ex.client.run(started_by_spawn).values()) == [True]
-            big = ex.client.submit(lambda: b"x" * (20 << 20), pure=False)  # over dask's 10 MiB offload limit
-            assert len(big.result(timeout=60)) == 20 << 20
+            spawned, = ex.client.run(started_by_spawn).values()
+            size = len(ex.client.submit(big, pure=False).result(timeout=60))
+            seen.append({"spawned": spawned, "size": size,
+                         "setting": dask.config.get("distributed.worker.multiprocessing-method")})
+        out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": 0, "shape": "a"}))
+    print(json.dumps({"seen": seen, "f1": out["f1"].tolist()}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="auto forks workers on Linux only")
+@pytest.mark.parametrize("method, spawned", [("auto", False), ("spawn", True)])
+def test_a_fork_safe_evaluator_gets_forked_workers_unless_the_study_says_spawn(tmp_path, method, spawned):
+    """In a fresh process (as `dse run` is), a local cluster's first worker is a copy of it
+    for a fork-safe evaluator, unless the study says spawn (a spawned worker is a fresh
+    interpreter started by multiprocessing's spawn_main); a worker the nanny restarts mid-run
+    is spawned, since a copy of the process would hold dead copies of dask's threads; both
+    return a result large enough to go through dask's offload thread, and dask's setting is
+    its default again once the cluster has started."""
+    import json
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(FORK_PROBE)
+    proc = subprocess.run([sys.executable, str(probe), method], capture_output=True, text=True, timeout=240,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [s["spawned"] for s in got["seen"]] == [spawned, True]
+    assert [s["size"] for s in got["seen"]] == [20 << 20, 20 << 20]
+    assert {s["setting"] for s in got["seen"]} == {"spawn"}
+    assert got["f1"] == pytest.approx([0.1, 0.2])
 
 
 def test_workers_are_forked_only_for_an_evaluator_that_declares_it_and_the_user_setting_wins():
@@ -201,11 +229,12 @@ def test_workers_are_forked_only_for_an_evaluator_that_declares_it_and_the_user_
     from dse.execution.dask_cluster import start_method
 
     linux = sys.platform.startswith("linux")
-    assert start_method("auto", fork_safe=True) == ("fork" if linux else "spawn")
-    assert start_method("auto", fork_safe=False) == "spawn"
+    assert start_method("auto", fork_safe=True, threads=1) == ("fork" if linux else "spawn")
+    assert start_method("auto", fork_safe=True, threads=3) == "spawn"  # a process with threads is not copied
+    assert start_method("auto", fork_safe=False, threads=1) == "spawn"
     assert start_method("spawn", fork_safe=True) == "spawn"
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
-        assert start_method("auto", fork_safe=True) == "forkserver"
+        assert start_method("auto", fork_safe=True, threads=1) == "forkserver"
     from dse.analytic.evaluator import AnalyticEvaluator
     from dse.evaluators.base import Evaluator
 

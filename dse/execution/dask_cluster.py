@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import socket
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -48,16 +49,19 @@ def free_port(port: int) -> bool:
     return True
 
 
-def start_method(requested: str, fork_safe: bool) -> str:
+def start_method(requested: str, fork_safe: bool, threads: int | None = None) -> str:
     """How a local cluster starts its first workers (dask's ``distributed.worker.multiprocessing-method``;
     a worker restarted later is started as dask is configured, by default spawned).
 
     ``auto``: the user's own dask setting where it is not dask's default (``spawn``); else
-    ``fork`` on Linux when the evaluator declares itself fork-safe (a forked worker inherits
-    the imports and the built evaluator: a 2-core machine starts the quickstart's cluster
-    about 2 s sooner); else ``spawn``, a fresh interpreter (the safe choice for an evaluator
-    that holds threads, connections or a GPU context, and on macOS, where forking a process
-    that has loaded system frameworks is unsafe)."""
+    ``fork`` on Linux when the evaluator declares itself fork-safe and this process runs no
+    thread but the main one (``threads``, default ``threading.active_count()``: a `dse run`
+    starts its cluster before anything else; a notebook, or a process that ran a cluster
+    before, has threads whose forked copies would be dead, dask's offload pool among them);
+    else ``spawn``, a fresh interpreter (also the safe choice for an evaluator that holds
+    threads, connections or a GPU context, and on macOS, where forking a process that has
+    loaded system frameworks is unsafe). A forked worker inherits the imports and the built
+    evaluator: a 2-core machine starts the quickstart's cluster about 2 s sooner."""
     if requested != "auto":
         return requested
     import dask
@@ -65,7 +69,8 @@ def start_method(requested: str, fork_safe: bool) -> str:
     configured = dask.config.get("distributed.worker.multiprocessing-method", default="spawn")
     if configured != "spawn":
         return configured
-    return "fork" if sys.platform.startswith("linux") and fork_safe else "spawn"
+    alone = (threading.active_count() if threads is None else threads) == 1
+    return "fork" if sys.platform.startswith("linux") and fork_safe and alone else "spawn"
 
 
 class DaskExecutor(Executor):
