@@ -170,6 +170,11 @@ def robust(r: np.ndarray, n: int) -> np.ndarray:
     return np.sign(r) * np.sqrt(2.0 * c * c * (np.sqrt(1.0 + (r / c) ** 2) - 1.0) / n)
 
 
+def source_residuals(s: Source) -> np.ndarray:
+    """A source's robust residuals (an infeasible row counts as a large miss)."""
+    return robust(np.nan_to_num(s.log_ratio(), nan=1.0), len(s.rows))
+
+
 def fit(sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float] | None = None) -> np.ndarray:
     """Robust least squares over ``sources`` (each weighs the same) with weak priors;
     ``pinned`` parameters are held at the given values."""
@@ -182,7 +187,7 @@ def fit(sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float
 
     def resid(x):
         with calibrated(x):
-            parts = [robust(np.nan_to_num(s.log_ratio(), nan=1.0), len(s.rows)) for s in sources]
+            parts = [source_residuals(s) for s in sources]
         pri = [PRIOR_WEIGHT * ((np.log(v) - np.log(mu)) if log else (v - mu) / scale)
                for v, (mu, scale, _, _, log) in zip(x, ps, strict=True)]
         return np.concatenate([*parts, np.array(pri)])
@@ -217,7 +222,7 @@ def scan(sources: list[Source], left_out: str, param: str, values: list[float], 
     for v in values:
         x = fit(rest, max_nfev, pinned={param: v})
         with calibrated(x):
-            loss = [float((robust(np.nan_to_num(s.log_ratio(), nan=1.0), len(s.rows)) ** 2).sum()) for s in rest]
+            loss = [float((source_residuals(s) ** 2).sum()) for s in rest]
         err = errors(x, held)[left_out] * 100
         err = err[np.isfinite(err)]
         lines.append(f"| {v:g} | " + " | ".join(f"{c * 1e4:.2f}e-4" for c in loss)

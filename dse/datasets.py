@@ -167,11 +167,11 @@ def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
     import pyarrow.compute as pc
 
     from dse.keyindex import KeyIndex
-    from dse.store import log_file_footer
+    from dse.store import log_file_schema
 
     seen, masks, widths = KeyIndex(), [], {}
     files = store.log_files()
-    schema = log_file_footer(files[0])[0] if files else None
+    schema = log_file_schema(files[0]) if files else None
     text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
             or pa.types.is_dictionary(f.type)] if schema else []
     for _, table in store.scan(["key", "kept", *text]):

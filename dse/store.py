@@ -84,14 +84,18 @@ def read_log_file(path: Path, columns: list[str] | None = None) -> pa.Table:
     """A log file's rows (only those of ``columns`` it has, when given), Arrow or Parquet.
     Only the columns asked for are decompressed (the narrow columns of a 10^6-row log:
     0.07 s, against 0.18 s reading every column and selecting)."""
-    parquet = path.suffix == ".parquet"
     if columns is not None:
-        names = set(pq.read_schema(path).names if parquet else _ipc_schema(path).names)
+        names = set(log_file_schema(path).names)
         columns = [c for c in columns if c in names]
-    return pq.read_table(path, columns=columns) if parquet else feather.read_table(path, columns=columns)
+    if path.suffix == ".parquet":
+        return pq.read_table(path, columns=columns)
+    return feather.read_table(path, columns=columns)
 
 
-def _ipc_schema(path: Path) -> pa.Schema:
+def log_file_schema(path: Path) -> pa.Schema:
+    """A log file's schema, from its footer (no rows are read)."""
+    if path.suffix == ".parquet":
+        return pq.read_schema(path)
     with pa.OSFile(str(path)) as f:
         return pa.ipc.open_file(f).schema
 

@@ -168,7 +168,8 @@ class ExecutionSpec(_Strict):
     dashboard: bool = Field(default=True, description="the dask dashboard (needs bokeh: dse[dashboard])")
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = Field(
         default="auto", description="how a local dask cluster starts its worker processes (auto: fork on "
-                                    "Linux when the evaluator declares itself fork-safe, else spawn)")
+                                    "Linux when the evaluator declares itself fork-safe and dse runs no "
+                                    "other thread yet, else spawn)")
     grace_s: float | None = Field(
         default=None, gt=0, description="how long a run waits for an unreachable scheduler or, once it "
                                         "had workers, for a worker before it stops (default 60)")

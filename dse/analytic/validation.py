@@ -124,10 +124,15 @@ def numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray
     bad = vals.isna() & text.ne("")
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        line = int(df["_line"].iloc[i]) if "_line" in df.columns else int(df.index[i]) + 2
         hint = f" in {unit} (write units in the column name, not in the cells)" if unit else ""
-        raise DseError(f"expected a number{hint}", file=file, field=f"line {line}, column {col}", value=text.iloc[i])
+        raise DseError(f"expected a number{hint}", file=file, field=_cell(df, i, col), value=text.iloc[i])
     return vals.to_numpy(dtype=float)
+
+
+def _cell(df: pd.DataFrame, i: int, col: str) -> str:
+    """Where row ``i`` (position) of ``df`` is in its file, for a message."""
+    line = int(df["_line"].iloc[i]) if "_line" in df.columns else int(df.index[i]) + 2
+    return f"line {line}, column {col}"
 
 
 def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
@@ -136,8 +141,10 @@ def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
     text = df[col].astype(str).str.strip()
     mapped = text.str.lower().map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
                                    "1.0": 1.0, "0.0": 0.0, "": np.nan})
-    if mapped.isna().ne(text.eq("")).any():
-        raise DseError("expected true or false", file=file, field=col, value=text[mapped.isna() & text.ne("")].iloc[0])
+    bad = mapped.isna() & text.ne("")
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DseError("expected true or false", file=file, field=_cell(df, i, col), value=text.iloc[i])
     return mapped.to_numpy(dtype=float)
 
 

@@ -98,9 +98,10 @@ class Evaluator(ABC):
     enforces_timeout: ClassVar[bool] = False
     #: True when worker processes may be copies of the process that built the evaluator
     #: (``fork``): building it starts no threads, opens no connections or files it keeps and
-    #: touches no GPU. A local dask cluster then forks its first workers (they inherit the
-    #: imports and the built evaluator instead of starting Python anew: about 1.5 CPU-s each)
-    #: unless ``execution.start_method`` says otherwise; otherwise it spawns them. A forked
+    #: touches no GPU. A local dask cluster started from a process with no other thread then
+    #: forks its first workers (they inherit the imports and the built evaluator instead of
+    #: starting Python anew: about 1.5 CPU-s each) unless ``execution.start_method`` says
+    #: otherwise; otherwise it spawns them. A forked
     #: worker keeps this process's BLAS thread count (dask limits it to one only in spawned
     #: workers): an evaluator that calls BLAS should limit its threads itself
     fork_safe: ClassVar[bool] = False

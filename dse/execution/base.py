@@ -54,15 +54,19 @@ class EvaluatorRef:
     timeout_s: float | None = None
     dse_version: str = ""
     evaluator_version: str = ""
-    fork_safe: bool = False  # the evaluator class's declaration (Evaluator.fork_safe)
 
     @classmethod
     def of(cls, spec: EvaluatorSpec) -> EvaluatorRef:
         import dse
 
         options_yaml = yaml.safe_dump(dict(spec.options), sort_keys=True)
-        ev = _evaluator(spec.name, options_yaml)
-        return cls(spec.name, options_yaml, spec.timeout_s, dse.__version__, ev.version, type(ev).fork_safe)
+        version = _evaluator(spec.name, options_yaml).version
+        return cls(spec.name, options_yaml, spec.timeout_s, dse.__version__, version)
+
+    @property
+    def fork_safe(self) -> bool:
+        """The evaluator class's declaration (:attr:`Evaluator.fork_safe`)."""
+        return type(_evaluator(self.name, self.options_yaml)).fork_safe
 
 
 @cache

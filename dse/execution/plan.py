@@ -121,7 +121,7 @@ class ExecutionPlan:
     scale: dict[str, int] | None = None  # keyword arguments of cluster.scale
     adapt: dict[str, Any] | None = None  # keyword arguments of cluster.adapt
     dashboard: bool = True
-    start_method: str = "auto"  # local workers: auto, fork, spawn or forkserver (see local_start_method)
+    start_method: str = "auto"  # local workers: auto, fork, spawn or forkserver (dask_cluster.start_method)
     grace_s: float = GRACE_S
     start_timeout_s: float = START_TIMEOUT_S
 
