@@ -48,14 +48,33 @@ def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_para
 def test_chunks_start_small_then_follow_the_measured_cost():
     sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=100_000)
     assert sizer.next(1_000_000) == 8
-    sizer.observe(8, 8 * 1e-3)  # 1 ms per candidate: 500 would be 0.5 s, but growth is at most 4x
-    assert sizer.next(1_000_000) == 32
-    for size in (32, 128, 512):
-        sizer.observe(size, size * 1e-3)
-    assert sizer.next(1_000_000) == 500  # target reached
-    assert sizer.next(2_000) == 500  # the batch's end: shared among 2 x workers ...
-    assert sizer.next(600) == 250  # ... but not below half a full task
-    assert sizer.next(100) == 100
+    sizer.observe(8, 8 * 1e-4)  # 0.1 ms per candidate: 5,000 would be 0.5 s, but growth is at most 16x
+    assert sizer.next(1_000_000) == 128
+    sizer.observe(128, 128 * 1e-4)
+    assert sizer.next(1_000_000) == 2_041  # 16 x 128 = 2,048 at most: 490 equal tasks
+    sizer.observe(2_041, 2_041 * 1e-4)
+    # target reached: 1,000,000 in 200 equal tasks of 5,000 (a multiple of the 2 workers)
+    sizes, left = [], 1_000_000
+    while left:
+        sizes.append(sizer.next(left))
+        left -= sizes[-1]
+    assert sizes == [5_000] * 200
+
+
+def test_a_batch_is_cut_in_equal_tasks_a_multiple_of_the_workers():
+    sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=65_536)
+    sizer.observe(65_536, 0.01)  # cheap: max_rows bounds the task
+    sizes, left = [], 100_000
+    while left:
+        sizes.append(sizer.next(left))
+        left -= sizes[-1]
+    assert sizes == [50_000, 50_000]  # not 65,536 + 34,464: the workers finish together
+    sizes, left = [], 300_001
+    while left:
+        sizes.append(sizer.next(left))
+        left -= sizes[-1]
+    assert len(sizes) == 6 and sum(sizes) == 300_001 and max(sizes) - min(sizes) <= 1 and max(sizes) <= 65_536
+    assert sizer.next(3) == 2 and sizer.next(1) == 1  # a tiny rest still goes to both workers
     assert ChunkSizer(fixed=64).next(1_000) == 64
 
 

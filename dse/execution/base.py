@@ -152,17 +152,21 @@ class ChunkSizer:
     """Chunk sizes that follow the evaluator's measured cost per candidate.
 
     A task should carry about ``target_s`` of work, so that a task's fixed overhead (a
-    dask round trip is a few milliseconds) stays under a few per cent, but no more than
-    the batch's remainder shared among ``2 x workers`` tasks (the last tasks of a batch
-    shrink to as little as half a full task, so the workers finish nearly together while
-    every task stays large enough to amortise its cost), and at most ``max_rows`` (bounded
-    memory).
+    dask round trip is a few milliseconds) stays under a few per cent, and at most
+    ``max_rows`` (bounded memory). A batch is cut into equal tasks, as many as that needs
+    rounded up to a multiple of the workers, so that the workers finish a batch together:
+    100,000 candidates on 2 workers with tasks of at most 65,536 are 2 tasks of 50,000, not
+    65,536 and 34,464 (one worker idle for a third of the batch).
     Until a cost is measured the tasks are small (``probe`` rows), which is cheap for a
-    fast evaluator and right for a slow one; then a task grows at most fourfold over the
-    largest measured one, because the cost per candidate measured on a small task includes
-    the call's fixed overhead and overstates what a large task costs per candidate. A fixed
-    ``chunk_size`` (the study's, or the evaluator's declared preference) overrides all this.
+    fast evaluator and right for a slow one; then a task grows at most ``GROWTH``-fold over
+    the largest measured one, so that each step measures the cost again before the next
+    (the cost per candidate of a small task includes the call's fixed overhead and
+    overstates what a large task costs). A fixed ``chunk_size`` (the study's, or the
+    evaluator's declared preference) overrides all this.
     """
+
+    #: how much larger than the largest measured task the next one may be
+    GROWTH = 16
 
     def __init__(self, *, fixed: int | None = None, workers: int = 1, target_s: float = 0.5,
                  probe: int = 8, max_rows: int = 131_072) -> None:
@@ -173,6 +177,7 @@ class ChunkSizer:
         self.max_rows = max_rows
         self.cost_s: float | None = None  # seconds per candidate at the largest size measured
         self.measured = 0  # the largest task measured so far
+        self._plan: tuple[int, int, int] | None = None  # (remaining, task size, tasks) of the cut in use
 
     def observe(self, rows: int, seconds: float) -> None:
         if rows <= 0 or not np.isfinite(seconds) or rows < self.measured:
@@ -183,13 +188,22 @@ class ChunkSizer:
         self.measured = rows
 
     def next(self, remaining: int) -> int:
+        """The size of the next task of a batch with ``remaining`` candidates left."""
         if self.fixed:
             return min(self.fixed, remaining)
         if self.cost_s is None:
             return min(self.probe, remaining)
-        size = min(int(self.target_s / max(self.cost_s, 1e-9)), 4 * self.measured, self.max_rows)
-        share = -(-remaining // (2 * self.workers))  # shrink towards the batch's end, but never
-        return max(1, min(size, max(share, size // 2), remaining))  # below half a full task
+        size = max(1, min(int(self.target_s / max(self.cost_s, 1e-9)), self.GROWTH * self.measured, self.max_rows))
+        plan = self._plan
+        # the cut in use goes on while the remainder is the one it left and the task size
+        # it was made for still holds (within 2x: the measured cost varies a little)
+        if plan is None or plan[0] != remaining or not plan[1] // 2 <= size <= 2 * plan[1]:
+            w = self.workers
+            plan = (remaining, size, w * -(-remaining // (w * size)))
+        left, planned, tasks = plan
+        chunk = -(-left // tasks)
+        self._plan = (left - chunk, planned, tasks - 1) if tasks > 1 else None
+        return chunk
 
 
 class Executor(ABC):
