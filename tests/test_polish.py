@@ -19,6 +19,7 @@ from dse.evaluators.toy import ToyEvaluator
 from dse.pareto import objective_matrix, violation_matrix
 from dse.runner import Runner
 from dse.search import plan_search
+from dse.search.exhaustive import MIN_BATCH
 from dse.space import Space
 from dse.study import Study
 
@@ -244,5 +245,5 @@ def test_auto_measures_growing_chunks_before_it_chooses(costs, chunks, choice):
     assert driver.state()["inner"]["auto"]["choice"] == choice
     assert ("within the" if choice == "exhaustive" else "more than the") in driver.explain()
     next_batch = driver.ask()
-    # the rest of the space in exhaustive's batches (at most 100,000), or nsga2's population
-    assert len(next_batch) == (min(100_000, int(space.size) - sum(sizes)) if choice == "exhaustive" else 10)
+    # the rest of the space in exhaustive's batches (at most MIN_BATCH), or nsga2's population
+    assert len(next_batch) == (min(MIN_BATCH, int(space.size) - sum(sizes)) if choice == "exhaustive" else 10)

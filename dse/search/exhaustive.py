@@ -10,14 +10,20 @@ from dse.errors import StudyError
 from dse.search.base import DriverOptions, Problem, SearchDriver
 
 
+#: candidates per batch at least: a batch ends with the workers idle while the loop stores
+#: and tells it and asks the next, so a batch should be long (10^6 candidates on 2 workers:
+#: search loop 4.2 s in batches of 100,000, 3.7 s in batches of 250,000; medians of 5)
+MIN_BATCH = 250_000
+
+
 def default_chunk(problem: Problem) -> int:
     """Candidates per batch unless ``chunk`` says otherwise."""
-    return max(problem.batch_size, 100_000)
+    return max(problem.batch_size, MIN_BATCH)
 
 
 class ExhaustiveOptions(DriverOptions):
     chunk: int | None = Field(default=None, ge=1,
-                              description="candidates per batch (default: max(batch_size, 100000))")
+                              description="candidates per batch (default: max(batch_size, 250000))")
 
 
 class ExhaustiveDriver(SearchDriver):
