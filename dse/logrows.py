@@ -34,6 +34,8 @@ class LogRows:
 
     def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
         n = len(candidates)
+        if not result.columns.is_unique:
+            raise ValueError(f"duplicate result columns: {sorted(set(result.columns[result.columns.duplicated()]))}")
         columns = [pa.array(candidates.index.to_numpy(dtype=np.int64)), pa.array(np.full(n, self.batch, np.int32)),
                    *(arrow_column(candidates[name]) for name in self.parameters),
                    *(arrow_column(result[name]) for name in result.columns), pa.array(np.ones(n, bool))]
@@ -53,4 +55,7 @@ def arrow_column(column: pd.Series) -> pa.Array:
         values = column.to_numpy()
         missing = np.isnan(values)
         return pa.array(values, mask=missing) if missing.any() else pa.array(values)
-    return pa.array(column, from_pandas=True)
+    try:
+        return pa.array(column, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise type(exc)(f"column {column.name!r} ({column.dtype}): {exc}") from None

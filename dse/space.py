@@ -214,8 +214,8 @@ class Space:
         out = np.full((len(candidates), len(self.parameters)), -1, dtype=np.int64)
         for j, p in enumerate(self.parameters):
             if p.values is not None:  # each distinct value looked up once (hashing text per row: 3x slower)
-                codes, uniques = pd.factorize(candidates[p.name], use_na_sentinel=True)
-                out[:, j] = np.append(self._index(p).get_indexer(pd.Index(uniques)), -1)[codes]
+                codes, uniques = pd.factorize(candidates[p.name], use_na_sentinel=False)  # NaN may be a value
+                out[:, j] = self._index(p).get_indexer(pd.Index(uniques))[codes]
         return out
 
     def keys(self, candidates: pd.DataFrame) -> np.ndarray:
@@ -241,6 +241,11 @@ class Space:
                    else np.ascontiguousarray(candidates[p.name].to_numpy(dtype=np.float64)).view(np.uint64))
             h = _mix64(h ^ col)
         return h.view(np.int64)
+
+    def __getstate__(self) -> dict:
+        """Pickled (to the workers, with every chunk of grid positions) without the lookup
+        caches: a worker rebuilds what it uses, and a large parameter would grow each chunk."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_indexes", "_value_columns")}
 
     def _values(self, p: Parameter) -> np.ndarray | pd.api.extensions.ExtensionArray:
         """A discrete parameter's values as one column, converted once: a candidate column

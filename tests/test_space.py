@@ -81,3 +81,16 @@ def test_grid_positions_value_indices_and_neighbourhoods():
         ("q", 1, False, 1.5), ("r", 1, False, 1.5), ("p", 2, False, 1.5), ("p", 1, True, 1.5),
         ("p", 1, False, 0.5)])
     assert (keys[~valid] == -1).all() and valid.sum() == 5  # n cannot step below 1, v above 1.5
+
+
+def test_keys_find_every_value_a_missing_text_value_none_and_the_caches_stay_home():
+    import pickle
+
+    space = Space([expand("x", [float("nan"), 1.0]), expand("s", ["a", "b"]), expand("f", [True, False])])
+    table = space.from_indices(space.indices_of(np.arange(8)))
+    assert (space.keys(table) == np.arange(8)).all()  # NaN is a value of x like any other
+    assert (space.value_indices(table.assign(s=[None, "a", "c", "b"] * 2))[:, 1] == [-1, 0, -1, 1] * 2).all()
+    assert table["s"].tolist() == ["a", "a", "b", "b"] * 2 and table["f"].dtype == bool
+    copy = pickle.loads(pickle.dumps(space))  # what a worker gets with every chunk of grid positions
+    assert "_value_columns" in space.__dict__ and "_value_columns" not in copy.__dict__
+    assert copy.from_indices(copy.indices_of(np.arange(8))).equals(table)

@@ -74,7 +74,7 @@ def test_a_batch_is_cut_in_equal_tasks_a_multiple_of_the_workers():
         sizes.append(sizer.next(left))
         left -= sizes[-1]
     assert len(sizes) == 6 and sum(sizes) == 300_001 and max(sizes) - min(sizes) <= 1 and max(sizes) <= 65_536
-    assert sizer.next(3) == 2 and sizer.next(1) == 1  # a tiny rest still goes to both workers
+    assert sizer.next(3) == 2 and sizer.next(1) == 1 and sizer.next(0) == 0  # a tiny rest still goes to both workers
     assert ChunkSizer(fixed=64).next(1_000) == 64
 
 
@@ -154,3 +154,17 @@ def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
     assert run_cli("status", str(out)).returncode == 0
     assert run_cli("resume", str(out), "--quiet").returncode == 0  # rewrites the datasets
     assert run_cli("export", str(out), "-o", str(tmp_path / "y.csv")).returncode == 0
+
+
+def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_named():
+    import pyarrow as pa
+
+    from dse.logrows import arrow_column
+
+    frame = pd.DataFrame({"f": [1.0, np.nan, np.inf], "i": [1, 2, 3], "b": [True, False, True],
+                          "s": pd.Series(["a", None, "c"], dtype="str"), "o": pd.Series([None, "x", np.nan], dtype=object)})
+    converted = pa.Table.from_arrays([arrow_column(frame[c]) for c in frame], names=list(frame))
+    assert converted.equals(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None))
+    assert converted.column("f").null_count == 1 and converted.column("o").null_count == 2
+    with pytest.raises(pa.ArrowInvalid, match="column 'note'"):
+        arrow_column(pd.Series([1, "x"], name="note", dtype=object))

@@ -159,7 +159,8 @@ class ChunkSizer:
     65,536 and 34,464 (one worker idle for a third of the batch).
     Until a cost is measured the tasks are small (``probe`` rows), which is cheap for a
     fast evaluator and right for a slow one; then a task grows at most ``GROWTH``-fold over
-    the largest measured one, so that each step measures the cost again before the next
+    the largest measured one (a cut in progress keeps its task size while the cost it was
+    made for holds within 2x), so that each step measures the cost again before the next
     (the cost per candidate of a small task includes the call's fixed overhead and
     overstates what a large task costs). A fixed ``chunk_size`` (the study's, or the
     evaluator's declared preference) overrides all this.
@@ -189,6 +190,8 @@ class ChunkSizer:
 
     def next(self, remaining: int) -> int:
         """The size of the next task of a batch with ``remaining`` candidates left."""
+        if remaining <= 0:
+            return 0
         if self.fixed:
             return min(self.fixed, remaining)
         if self.cost_s is None:

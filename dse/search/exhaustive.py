@@ -9,7 +9,6 @@ from pydantic import Field
 from dse.errors import StudyError
 from dse.search.base import DriverOptions, Problem, SearchDriver
 
-
 #: candidates per batch at least: a batch ends with the workers idle while the loop stores
 #: and tells it and asks the next, so a batch should be long (10^6 candidates on 2 workers:
 #: search loop 4.2 s in batches of 100,000, 3.7 s in batches of 250,000; medians of 5)
