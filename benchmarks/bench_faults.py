@@ -28,6 +28,8 @@ import pandas as pd
 import xarray as xr
 import yaml
 
+from dse.files import NETCDF_ENGINE  # the engine dse writes with, installed with it
+
 ENV = {**os.environ, "DASK_LOGGING__DISTRIBUTED": "error"}
 
 
@@ -59,7 +61,7 @@ def log_keys(out: Path) -> pd.Series:
 
 
 def front(out: Path) -> pd.DataFrame:
-    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
+    with xr.open_dataset(out / "pareto.nc", engine=NETCDF_ENGINE) as ds:
         df = ds[["x", "y", "shape", "f1", "f2"]].to_dataframe().reset_index(drop=True)
     df["shape"] = df["shape"].astype(str)
     return df.sort_values(["x", "y", "shape"]).reset_index(drop=True)
