@@ -340,3 +340,24 @@ def test_a_process_that_builds_an_evaluator_keeps_the_memory_its_chunks_free():
     if not sys.platform.startswith("linux"):
         pytest.skip("mallopt is glibc's (Linux); elsewhere keep_freed_memory does nothing")
     assert out.split() == ["True", "system"]
+
+
+def test_the_dse_program_puts_libarrow_on_the_system_heap_before_it_allocates():
+    """pyarrow.set_memory_pool does not reach libarrow's own default pool (an IPC writer's
+    compressed buffers came from mimalloc's fresh pages); the program sets the variable
+    libarrow reads first, and what it starts inherits it."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the system heap is chosen on Linux only (where keep_freed_memory tunes it)")
+    code = ("from dse.allocator import arrow_on_system_heap; arrow_on_system_heap(); "
+            "import os, numpy as np, pyarrow as pa; from dse.store import encode; "
+            "encode(pa.table({'x': np.random.default_rng(0).random(200_000)})); "
+            "used = [n for n in pa.supported_memory_backends() if n != 'system' "
+            "and getattr(pa, n + '_memory_pool')().max_memory() > 0]; "
+            "print(pa.default_memory_pool().backend_name, os.environ['ARROW_DEFAULT_MEMORY_POOL'], used)")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["system", "system", "[]"]
+    env["ARROW_DEFAULT_MEMORY_POOL"] = "mimalloc"  # a user's own choice stays
+    code = "from dse.allocator import arrow_on_system_heap; import os; arrow_on_system_heap(); print(os.environ['ARROW_DEFAULT_MEMORY_POOL'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == env["ARROW_DEFAULT_MEMORY_POOL"]

@@ -499,6 +499,9 @@ def console() -> None:
     import logging
     import os
 
+    from dse.allocator import arrow_on_system_heap
+
+    arrow_on_system_heap()  # before anything imports pyarrow (dse.allocator imports nothing)
     try:
         main()
         code = 0
