@@ -260,7 +260,7 @@ class Space:
     def _index(self, p: Parameter) -> pd.Index:
         cache = self.__dict__.setdefault("_indexes", {})
         if p.name not in cache:
-            cache[p.name] = pd.Index(_column(p, np.asarray(p.values, dtype=object)))
+            cache[p.name] = pd.Index(self._values(p))
         return cache[p.name]
 
     def with_fixed(self, candidates: pd.DataFrame) -> pd.DataFrame:

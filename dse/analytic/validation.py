@@ -121,18 +121,18 @@ def numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray
     index as ``read_csv`` numbered it, the header being line 1) and the column's unit."""
     text = df[col].astype(str).str.strip()
     vals = pd.to_numeric(text.replace("", np.nan), errors="coerce")
-    bad = vals.isna() & text.ne("")
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        hint = f" in {unit} (write units in the column name, not in the cells)" if unit else ""
-        raise DseError(f"expected a number{hint}", file=file, field=_cell(df, i, col), value=text.iloc[i])
+    hint = f" in {unit} (write units in the column name, not in the cells)" if unit else ""
+    _refuse_first(df, col, file, text, vals.isna() & text.ne(""), f"expected a number{hint}")
     return vals.to_numpy(dtype=float)
 
 
-def _cell(df: pd.DataFrame, i: int, col: str) -> str:
-    """Where row ``i`` (position) of ``df`` is in its file, for a message."""
+def _refuse_first(df: pd.DataFrame, col: str, file: str, text: pd.Series, bad: pd.Series, message: str) -> None:
+    """Raise ``message`` for the first ``bad`` cell of ``col``, naming its line in the file."""
+    if not bad.any():
+        return
+    i = int(np.flatnonzero(bad.to_numpy())[0])
     line = int(df["_line"].iloc[i]) if "_line" in df.columns else int(df.index[i]) + 2
-    return f"line {line}, column {col}"
+    raise DseError(message, file=file, field=f"line {line}, column {col}", value=text.iloc[i])
 
 
 def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
@@ -141,10 +141,7 @@ def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
     text = df[col].astype(str).str.strip()
     mapped = text.str.lower().map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
                                    "1.0": 1.0, "0.0": 0.0, "": np.nan})
-    bad = mapped.isna() & text.ne("")
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DseError("expected true or false", file=file, field=_cell(df, i, col), value=text.iloc[i])
+    _refuse_first(df, col, file, text, mapped.isna() & text.ne(""), "expected true or false")
     return mapped.to_numpy(dtype=float)
 
 
