@@ -10,13 +10,15 @@ count), and returns the :class:`RunPlan` the runner executes. ``dse validate`` a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from dse.errors import DseError, StudyError
+from dse.errors import DseError, StoreError, StudyError
 from dse.evaluators import Evaluator, load_evaluator
 from dse.execution import ExecutionPlan, plan_execution
 from dse.search import SearchPlan, plan_search
 from dse.space import Space
-from dse.study import Study
+from dse.store import ResultStore
+from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,11 @@ def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None 
     what is allowed.
     """
     try:
+        check_sections(study)
         evaluator = load_evaluator(study.evaluator)
         check_parameters(study, evaluator)
+        study = canonical_values(study, evaluator)
+        check_values(study, evaluator)
         space = Space.from_study(study)  # expands ranges; raises on empty ones
         check_space_values(space, evaluator)
         check_metrics(study, evaluator)
@@ -51,14 +56,74 @@ def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None 
     return RunPlan(study, space, evaluator, search, execution)
 
 
+def check_sections(study: Study) -> None:
+    """A parameter is given in one place (space, fixed or workload) and an objective names
+    each metric once."""
+    for name in study.space:
+        for section, params in (("fixed", study.fixed), ("workload", study.workload)):
+            if name in params:
+                raise StudyError(f"'{name}' is both searched (space.{name}) and set ({section}.{name}); "
+                                 "give it in one place", field=f"space.{name}")
+    for name in study.fixed:
+        if name in study.workload:
+            raise StudyError(f"'{name}' is set twice (workload.{name} and fixed.{name}); give it in one place",
+                             field=f"fixed.{name}")
+    first: dict[str, int] = {}
+    for i, obj in enumerate(study.objectives):
+        if obj.metric in first:
+            raise StudyError(f"objectives[{first[obj.metric]}] already names this metric; each metric is one "
+                             "objective", field=f"objectives[{i}].metric", value=obj.metric)
+        first[obj.metric] = i
+
+
+def _section_of(study: Study, name: str) -> str:
+    return next(s for s in ("space", "fixed", "workload") if name in getattr(study, s))
+
+
 def check_parameters(study: Study, evaluator: Evaluator) -> None:
-    """Every parameter the study names is an input of the evaluator; fixed values are allowed."""
+    """Every parameter the study names is an input of the evaluator, and of each group of
+    alternative inputs (:attr:`~dse.evaluators.Evaluator.exclusive_inputs`) it sets one."""
     inputs = evaluator.inputs
     for section, params in (("space", study.space), ("fixed", study.fixed), ("workload", study.workload)):
         for name in params:
             if name not in inputs:
                 raise StudyError(f"unknown parameter '{name}' for evaluator '{evaluator.name}'",
                                  field=f"{section}.{name}", allowed=", ".join(sorted(inputs)))
+    given = set(study.space) | set(study.fixed) | set(study.workload)
+    for group in evaluator.exclusive_inputs:
+        both = [name for name in group if name in given]
+        if len(both) > 1:
+            where = [f"{_section_of(study, n)}.{n}" for n in both]
+            raise StudyError(f"{' and '.join(where)} are alternatives: evaluator '{evaluator.name}' uses only "
+                             "one of them; set one", field=where[-1], allowed=f"one of {', '.join(group)}")
+
+
+def canonical_values(study: Study, evaluator: Evaluator) -> Study:
+    """The study with every value as the evaluator's inputs spell it
+    (:meth:`~dse.evaluators.Input.canonical`: ``a100-80gb`` is ``A100-80GB``, ``8.0`` of an
+    integer input is ``8``)."""
+    inputs = evaluator.inputs
+
+    def one(name, value):
+        return inputs[name].canonical(value)
+
+    def spec(name, s):
+        if isinstance(s, list):
+            return [one(name, v) for v in s]
+        if isinstance(s, ChoicesSpec):
+            return s.model_copy(update={"choices": [one(name, v) for v in s.choices]})
+        if isinstance(s, RangeSpec | LogSpec):
+            return s
+        return one(name, s)
+
+    return study.model_copy(update={"space": {n: spec(n, s) for n, s in study.space.items()},
+                                    "fixed": {n: one(n, v) for n, v in study.fixed.items()},
+                                    "workload": {n: one(n, v) for n, v in study.workload.items()}})
+
+
+def check_values(study: Study, evaluator: Evaluator) -> None:
+    """Every fixed and workload value is allowed by its input."""
+    inputs = evaluator.inputs
     for section, params in (("fixed", study.fixed), ("workload", study.workload)):
         for name, value in params.items():
             inputs[name].check(value, field=f"{section}.{name}")
@@ -85,3 +150,18 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
         if con.metric not in metrics:
             raise StudyError(f"unknown metric '{con.metric}' in constraint '{con}'",
                              field=f"constraints[{i}]", allowed=allowed)
+
+
+def check_output(study: Study, output: str | Path | None = None, *, overwrite: bool = False) -> Path:
+    """The results folder a run of ``study`` writes (``output``, else the study's), checked
+    as ``dse run`` would before it writes anything; a problem with the study's own folder
+    names the study file and the field that sets it."""
+    path = Path(output) if output is not None else study.output_dir
+    try:
+        ResultStore.check_creatable(path, overwrite=overwrite)
+    except StoreError as exc:
+        if output is not None:
+            raise
+        raise StudyError(exc.message, file=study.source_path or None,
+                         field="output.path" if study.output.path else "name (results/<name>)") from None
+    return path

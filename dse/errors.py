@@ -2,6 +2,21 @@
 
 from __future__ import annotations
 
+import reprlib
+
+#: how much of an offending value a message shows: a whole study or a YAML alias bomb
+#: would otherwise be printed in full
+_VALUE_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_VALUE_REPR.maxlevel, _VALUE_REPR.maxstring, _VALUE_REPR.maxother = 2, 80, 80
+_VALUE_REPR.maxdict = _VALUE_REPR.maxlist = _VALUE_REPR.maxtuple = _VALUE_REPR.maxset = 6
+_VALUE_CHARS = 160
+
+
+def _short_repr(value: object) -> str:
+    text = _VALUE_REPR.repr(value)
+    return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
+
+
 
 class DseError(Exception):
     """An error caused by user input or the environment; shown without a traceback, exit code 2."""
@@ -30,7 +45,7 @@ class DseError(Exception):
         where = ": ".join(p for p in (self.file, self.field) if p)
         text = self.message
         if self.has_value:
-            text += f" (got {self.value!r})"
+            text += f" (got {_short_repr(self.value)})"
         if self.allowed:
             text += f"; allowed: {self.allowed}"
         return f"{where}: {text}" if where else text

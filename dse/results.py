@@ -115,6 +115,16 @@ class Results:
         """The Pareto set."""
         return self.dataset(front=True)
 
+    def feasible_front(self) -> xr.Dataset:
+        """The Pareto set, refused (one message for every command) when the run found no
+        feasible candidate: there is no front to show, plot, report or export."""
+        ds = self.front
+        if ds.sizes.get("candidate", 0) == 0:
+            raise DseError(f"{self.path} has no feasible candidate, so there is no Pareto front; "
+                           f"`dse status {self.path}` shows what ruled them out, and "
+                           f"`dse export {self.path} --all` writes every evaluation")
+        return ds
+
     @property
     def evaluations(self) -> xr.Dataset:
         """Every evaluation."""

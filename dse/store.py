@@ -143,6 +143,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _holds_run(path: Path) -> bool:
+    """Whether ``path`` holds a run's evaluation log."""
+    log = path / "evaluations"
+    return log.is_dir() and any(p.suffix in _LOG_SUFFIXES for p in log.iterdir())
+
+
 class ResultStore:
     """A results folder. Create with :meth:`create`, reopen with :meth:`open`."""
 
@@ -165,17 +171,35 @@ class ResultStore:
         except OSError as exc:
             raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
 
+    @staticmethod
+    def check_creatable(path: str | Path, *, overwrite: bool = False) -> None:
+        """Raise :class:`StoreError` unless a new run can be written to ``path``: what
+        :meth:`create` would refuse, found without writing anything (``dse validate``)."""
+        path = Path(path)
+        try:
+            if path.exists() and not path.is_dir():
+                raise StoreError(f"cannot write the results folder {path}: it is a file, not a folder")
+            if _holds_run(path) and not overwrite:
+                raise StoreError(f"{path} already holds a run; continue it with `dse resume {path}`, "
+                                 "or start afresh with `dse run --overwrite`")
+            existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+            if not existing.is_dir():
+                raise StoreError(f"cannot write the results folder {path}: {existing} is a file, not a folder")
+            if not os.access(existing, os.W_OK | os.X_OK):
+                raise StoreError(f"cannot write the results folder {path}: no permission to write in {existing}")
+            longest = os.pathconf(existing, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
+            long = [part for part in path.parts if len(os.fsencode(part)) > longest]
+            if long:
+                raise StoreError(f"cannot write the results folder {path}: the name {long[0][:40]}... is longer "
+                                 f"than the file system allows ({longest} bytes)")
+        except OSError as exc:
+            raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
+
     @classmethod
     def _create(cls, path: Path, *, study_text: str, study_name: str, evaluator: str,
                 evaluator_version: str, overwrite: bool, owned_files: tuple[str, ...]) -> ResultStore:
-        started = (path / "evaluations").is_dir() and any(
-            p.suffix in _LOG_SUFFIXES for p in (path / "evaluations").iterdir())
-        if started or (path / "meta.json").exists():
-            if started and not overwrite:
-                raise StoreError(
-                    f"{path} already holds a run; continue it with `dse resume {path}`, "
-                    "or start afresh with `dse run --overwrite`"
-                )
+        cls.check_creatable(path, overwrite=overwrite)
+        if _holds_run(path) or (path / "meta.json").exists():
             old = cls.open(path, older=True)
             old.check_unlocked()
             old.clear()
@@ -215,7 +239,8 @@ class ResultStore:
         """An existing results folder; ``older`` accepts an older format (to clear it)."""
         path = Path(path)
         if not path.is_dir():
-            raise StoreError(f"{path} is not a results folder (it does not exist)")
+            raise StoreError(f"{path} is not a results folder "
+                             f"({'it is a file' if path.exists() else 'it does not exist'})")
         meta_file = path / "meta.json"
         if not meta_file.is_file():
             raise StoreError(f"{path} is not a dse results folder (no meta.json)")

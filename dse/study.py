@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dse.errors import StudyError
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
@@ -77,6 +77,16 @@ class Constraint(_Strict):
     op: Literal["<=", ">=", "<", ">"]
     bound: float = Field(allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            m = _CONSTRAINT_RE.match(v)
+            if not m:
+                raise ValueError("a constraint is written 'metric <= number' (operators: <=, >=, <, >)")
+            return {"metric": m[1], "op": m[2], "bound": float(m[3])}
+        return v
+
     def __str__(self) -> str:
         return f"{self.metric} {self.op} {self.bound:g}"
 
@@ -85,7 +95,7 @@ class EvaluatorSpec(_Strict):
     name: str = "analytic"
     options: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float | None = Field(
-        default=None, gt=0, description="seconds one candidate may take at most (a call on n candidates "
+        default=None, gt=0, le=7 * 86400, allow_inf_nan=False, description="seconds one candidate may take at most (a call on n candidates "
                                         "gets n times as long); a candidate over it fails, the run goes on")
 
 
@@ -120,7 +130,7 @@ class SearchSpec(_Strict):
 
     algorithm: str = "auto"
     budget: int | str = Field(default=1000, description="evaluations at most, or a duration ('10 min')")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of the search's random numbers")
     batch_size: int = Field(default=100, ge=1, description="candidates asked per batch / population size")
     polish: PolishSpec | None = Field(default=None, description="the front polish (default: the algorithm's)")
     options: dict[str, Any] = Field(default_factory=dict)
@@ -208,7 +218,8 @@ class Study(_Strict):
     @classmethod
     def _safe_name(cls, v: str) -> str:
         if not _NAME_RE.match(v):
-            raise ValueError("name must use only letters, digits, '_', '-' and '.'")
+            raise ValueError("name must be 1 to 128 letters, digits, '_', '-' and '.', starting with a letter "
+                             "or digit (it names the results folder)")
         return v
 
     @field_validator("output", mode="before")
@@ -225,35 +236,6 @@ class Study(_Strict):
             if isinstance(spec, list) and not spec:
                 raise ValueError(f"parameter '{key}' has an empty list of choices")
         return v
-
-    @field_validator("constraints", mode="before")
-    @classmethod
-    def _parse_constraints(cls, v: Any) -> Any:
-        if not isinstance(v, list):
-            return v
-        out = []
-        for item in v:
-            if isinstance(item, str):
-                m = _CONSTRAINT_RE.match(item)
-                if not m:
-                    raise ValueError(
-                        f"constraint {item!r} is not of the form 'metric <= number' "
-                        "(operators: <=, >=, <, >)"
-                    )
-                out.append({"metric": m[1], "op": m[2], "bound": float(m[3])})
-            else:
-                out.append(item)
-        return out
-
-    @model_validator(mode="after")
-    def _no_overlap(self) -> Study:
-        both = sorted(set(self.space) & (set(self.fixed) | set(self.workload)))
-        if both:
-            raise ValueError(f"parameters {both} are both in 'space' and in 'fixed'/'workload'")
-        names = [o.metric for o in self.objectives]
-        if len(set(names)) != len(names):
-            raise ValueError(f"objectives repeat a metric: {names}")
-        return self
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -342,6 +324,19 @@ def _describe_allowed(err: dict) -> str | None:
 
 
 _SPEC_BY_KEY = {"range": RangeSpec, "log": LogSpec, "choices": ChoicesSpec}
+_MAPPING_TYPES = ("model_type", "model_attributes_type", "dict_type")
+_EXPECTED = {"list_type": "a list", "int_type": "an integer", "int_parsing": "an integer",
+             "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
+             "string_type": "a text", "bool_type": "true or false", "bool_parsing": "true or false",
+             "finite_number": "a finite number"}
+_BRANCH_TAGS = ("bool", "int", "float", "str")
+
+
+def _branches(errors: list[dict], loc: tuple) -> set[str]:
+    """The scalar types of the union whose branch errors pydantic reported at ``loc``."""
+    def base(lc):
+        return tuple(p for p in lc if p not in _BRANCH_TAGS)
+    return {p for e in errors if base(e["loc"]) == base(loc) for p in e["loc"] if p in _BRANCH_TAGS}
 
 
 def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tuple = (),
@@ -363,13 +358,27 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
         raise StudyError("required field is missing", file=file, field=path) from None
     msg = err["msg"].removeprefix("Value error, ")
     allowed = None if err["type"] == "literal_error" else _describe_allowed(err)
+    branches = _branches(exc.errors(), err["loc"])
+    if err["type"] in _EXPECTED:
+        msg, allowed = f"expected {_EXPECTED[err['type']]}", None
+    if err["type"] in _MAPPING_TYPES:
+        keys = _allowed_keys(model or Study, (*err["loc"], ""))
+        msg = "expected a mapping of settings" + (" (or true/false)" if "bool" in branches else "")
+        allowed = f"keys {keys}" if keys else None
+        if path == "output":
+            msg = "expected a folder path, or a mapping of settings"
+        elif path == "search.polish":
+            msg = "expected true, false or a mapping of settings"
     if path.startswith("space.") and path.count(".") == 1 and (
         _is_union_branch(err["loc"]) or err["type"].endswith("_type")
     ):
         msg = "expected a list of single values, a single value, or a mapping with 'range', 'log' or 'choices'"
         allowed = None
     elif _is_union_branch(err["loc"]):  # pydantic names one arbitrary branch of a union
-        msg, allowed = "expected a single value", "a number, a text, or true/false"
+        if branches <= {"int", "float"}:
+            msg, allowed = "expected a number", None
+        else:
+            msg, allowed = "expected a single value", "a number, a text, or true/false"
     raise StudyError(msg, file=file, field=path or None, value=err.get("input"), has_value=True,
                      allowed=allowed) from None
 
@@ -429,6 +438,14 @@ def _allowed_keys(model: Any, loc: tuple) -> str:
     return ", ".join(k for k in model.model_fields if k not in ("source_text", "source_path"))
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what a YAML syntax error is, in one line: `` at line 3, column 5: ...``."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}: {problem}"
+
+
 def load_study(path: str | Path) -> Study:
     """Read, parse and validate a study file against the schema.
 
@@ -445,8 +462,5 @@ def load_study(path: str | Path) -> Study:
     try:
         data = yaml.load(text, Loader=_StudyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise StudyError(f"not valid YAML{where}: {problem}", file=file) from None
+        raise StudyError(f"not valid YAML{yaml_problem(exc)}", file=file) from None
     return parse_study(data, file=file, text=text)

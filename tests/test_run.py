@@ -53,6 +53,19 @@ def test_no_feasible_candidate_ends_with_the_ruling_constraints(tmp_path):
     assert proc.returncode == 2
     assert "no feasible candidate among 66 evaluations" in proc.stderr
     assert "constraint f1 >= 2" in proc.stderr and "Traceback" not in proc.stderr
+    # every command that needs a front says the same one line; every evaluation still exports
+    out = tmp_path / "out"
+    said = set()
+    for args in (("show", str(out)), ("plot", str(out)), ("report", str(out)), ("export", str(out))):
+        refused = run_cli(*args)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, (args, refused.stderr)
+        said.add(refused.stderr.strip())
+    assert said == {f"error: {out} has no feasible candidate, so there is no Pareto front; `dse status {out}` "
+                    f"shows what ruled them out, and `dse export {out} --all` writes every evaluation"}
+    assert not (out / "pareto.csv").exists()
+    every = run_cli("export", str(out), "--all", "-o", str(tmp_path / "all.csv"))
+    assert every.returncode == 0, every.stderr
+    assert len(pd.read_csv(tmp_path / "all.csv")) == 66
 
 
 def test_failing_evaluator_rows_are_recorded_not_lost(tmp_path):

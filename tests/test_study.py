@@ -53,7 +53,26 @@ CASES = {
     "malformed constraint": (lambda d: d.update(constraints=["temp << 85"]), "constraints", "metric <= number"),
     "log range without base": (lambda d: d["space"].update(global_batch_size={"log": [64, 1024]}),
                                "space.global_batch_size", "'base'"),
-    "value out of range": (lambda d: d["space"].update(clock_mhz=[-5]), "space.clock_mhz", "-5"),
+    "value out of range": (lambda d: d["space"].update(clock_fraction=[-5]), "space.clock_fraction", "-5"),
+    "alternative inputs": (lambda d: d["fixed"].update(clock_mhz=1200), "space.clock_fraction",
+                           "fixed.clock_mhz and space.clock_fraction are alternatives"),
+    "target twice": (lambda d: d["fixed"].update(target_loss=2.1), "fixed.target_loss",
+                     "workload.target_tokens and fixed.target_loss are alternatives"),
+    "set twice": (lambda d: d["fixed"].update(model="gpt-1.3b"), "fixed.model", "set twice"),
+    "repeated objective": (lambda d: d["objectives"].append({"metric": "energy_to_train_j"}),
+                           "objectives[2].metric", "objectives[0] already names this metric"),
+    "integer too large": (lambda d: d["space"].update(num_accelerators=[8, 1e300]), "space.num_accelerators",
+                          "integer too large"),
+    "seed beyond 32 bits": (lambda d: d["search"].update(seed=2**64), "search.seed", "4294967295"),
+    "endless timeout": (lambda d: d.update(evaluator={"timeout_s": float("inf")}), "evaluator.timeout_s",
+                        "finite"),
+    "name leaving results/": (lambda d: d.update(name=".."), "name", "starting with a letter or digit"),
+    "range of text": (lambda d: d["space"].update(clock_fraction={"range": ["a", "b"]}),
+                      "space.clock_fraction.range[0]", "expected a number (got 'a')"),
+    "section not a mapping": (lambda d: d.update(execution=5), "execution",
+                              "expected a mapping of settings (got 5); allowed: keys workers, scheduler"),
+    "bad constraint": (lambda d: d["constraints"].append("peak_power_per_accelerator_w < "), "constraints[2]",
+                       "'peak_power_per_accelerator_w < '"),
     "bad algorithm": (lambda d: d["search"].update(algorithm="nsga3"), "search.algorithm", "nsga2"),
     "unknown evaluator": (lambda d: d.update(evaluator={"name": "foo"}), "evaluator.name", "analytic"),
     "missing objectives": (lambda d: d.pop("objectives"), "objectives", "missing"),
@@ -91,8 +110,9 @@ def test_a_list_where_a_value_belongs_says_so(tmp_path):
 
 def test_parameter_in_space_and_fixed_is_rejected(tmp_path):
     study = toy_study(fixed={"x": 0.5})
-    with pytest.raises(StudyError, match="both in 'space' and in 'fixed'"):
+    with pytest.raises(StudyError, match=r"space\.x: 'x' is both searched \(space\.x\) and set \(fixed\.x\)") as e:
         load_study(write_study(tmp_path, study))
+    assert "source_text" not in str(e.value)  # the field, not the whole study, is named
 
 
 def test_cli_validate_prints_one_line_and_exits_2_on_a_broken_study(tmp_path):
@@ -105,8 +125,8 @@ def test_cli_validate_prints_one_line_and_exits_2_on_a_broken_study(tmp_path):
     assert "space.clock_mhz" in lines[0] and "[1410, 960]" in lines[0]
 
 
-def test_cli_validate_accepts_the_quickstart():
-    proc = run_cli("validate", "studies/quickstart.yaml")
+def test_cli_validate_accepts_the_quickstart(tmp_path):
+    proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout and "400 candidates" in proc.stdout
 
@@ -190,3 +210,53 @@ def test_optuna_gp_without_its_extra_is_refused_by_validate(tmp_path):
     path = _broken(tmp_path, lambda d: d["search"].update(algorithm="optuna-gp"))
     proc = run_cli("validate", path)
     assert proc.returncode == 2 and "needs torch" in proc.stderr and 'pip install "dse[gp]"' in proc.stderr
+
+
+def test_names_in_another_spelling_are_the_catalog_s(tmp_path):
+    """`a100-80gb` is A100-80GB and 2.0 of an integer input is 2: the plan, its space and
+    so every stored candidate hold the evaluator's own spelling."""
+    from dse.api import plan
+
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study["space"].update(accelerator=["a100-80gb", "H100 SXM"], tensor_parallel=[1, 2.0])
+    study["workload"]["model"] = "GPT-1.3B"
+    p = plan(write_study(tmp_path, study))
+    values = {q.name: q.values for q in p.space.parameters}
+    assert values["accelerator"] == ("A100-80GB", "H100-SXM")
+    assert values["tensor_parallel"] == (1, 2) and all(type(v) is int for v in values["tensor_parallel"])
+    assert p.study.fixed_values["model"] == "gpt-1.3b"
+
+
+def test_a_huge_value_is_shortened_in_the_message(tmp_path):
+    """A YAML alias bomb (a few hundred bytes that expand to 10^9 items) is named, not printed."""
+    levels = ['  l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    levels += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
+    text = (REPO / "studies" / "quickstart.yaml").read_text().replace(
+        "description: GPT 1.3B on 26B tokens - energy versus time over accelerators, batch size and clock",
+        "description:\n" + "\n".join(levels))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    proc = run_cli("validate", str(path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{path}: description: expected a text" in proc.stderr
+    assert len(proc.stderr) < 1000, proc.stderr[:2000]
+
+
+def test_validate_refuses_the_results_folder_run_would_refuse(tmp_path):
+    """A results folder that is a file, or that holds a run, is refused by `validate` as by
+    `run`; the study's own folder is named with the study file and its field."""
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    a_file = tmp_path / "taken"
+    a_file.write_text("not a folder")
+    path = write_study(tmp_path, {**study, "output": str(a_file)})
+    for command in ("validate", "run"):
+        proc = run_cli(command, str(path), "-w", "0")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith(f"error: {path}: output.path: cannot write the results folder {a_file}: "
+                                      "it is a file, not a folder"), proc.stderr
+    held = tmp_path / "held"
+    (held / "evaluations").mkdir(parents=True)
+    (held / "evaluations" / "chunk-000000.arrow").write_bytes(b"")
+    proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(held))
+    assert proc.returncode == 2 and f"{held} already holds a run" in proc.stderr
+    assert run_cli("validate", "studies/quickstart.yaml", "-o", str(held), "--overwrite").returncode == 0

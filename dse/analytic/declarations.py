@@ -60,6 +60,17 @@ class AcceleratorInput(Input):
     ``dse calibrate``, by path (``my-a100.yaml``) or by name (:mod:`dse.analytic.profiles`).
     A profile that is there but broken is reported with its file and field."""
 
+    def canonical(self, value):
+        """A catalog name in another spelling (``a100-80gb``) is the catalog's, unless a
+        profile of that name exists (a profile is never renamed to a catalog part)."""
+        if isinstance(value, str) and self.choices is not None and value not in self.choices:
+            try:
+                if profiles.find(value) is not None:
+                    return value
+            except (DseError, OSError):
+                return value  # a broken profile: check() reports it
+        return super().canonical(value)
+
     def check(self, value, *, field: str) -> None:
         if isinstance(value, str) and self.choices is not None and value not in self.choices:
             try:

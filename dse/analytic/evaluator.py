@@ -45,6 +45,8 @@ class AnalyticEvaluator(Evaluator):
     version = "0.7.0"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
+    #: clock_mhz wins over clock_fraction; target_loss over target_tokens (docs/model.md)
+    exclusive_inputs = (("clock_mhz", "clock_fraction"), ("target_tokens", "target_loss"))
 
     def __init__(self, **options) -> None:
         unknown = set(options)

@@ -115,13 +115,23 @@ def _progress(quiet: bool):
 
 
 # -- commands -------------------------------------------------------------------------------------
+OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="results folder (default: the study's "
+                                                                      "output.path, else results/<study name>)")]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="replace an existing run in the results folder")]
+
+
 @app.command()
-def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOpt = None) -> None:
-    """Check a study file without running it: everything `dse run` would refuse (schema,
-    parameters and values, metrics, search algorithm and options, budget, cluster settings)."""
+def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOpt = None,
+             output: OutputOpt = None, overwrite: OverwriteOpt = False) -> None:
+    """Check a study without running it: everything `dse run` refuses.
+
+    Schema, parameters and values, metrics, search algorithm and options, budget, cluster
+    settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
     from dse.api import plan
+    from dse.checks import check_output
 
     p = plan(study, workers=workers, scheduler=scheduler)
+    check_output(p.study, output, overwrite=overwrite)
     s, space = p.study, p.space
     size = "continuous" if math.isinf(space.size) else f"{int(space.size):,} candidates"
     budget = f"budget {s.search.budget}" if p.search.total is None else \
@@ -138,18 +148,19 @@ def run(
     study: StudyArg,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="results folder (default: results/<study name>)")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing run in the results folder")] = False,
+    output: OutputOpt = None,
+    overwrite: OverwriteOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
     dashboard: DashboardOpt = None,
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
     from dse.api import plan
+    from dse.checks import check_output
     from dse.runner import Runner
 
     p = plan(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
-    out_dir = output or p.study.output_dir
+    out_dir = check_output(p.study, output, overwrite=overwrite)
     runner = Runner(p, out_dir, progress=_progress(quiet))
     err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
               f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")

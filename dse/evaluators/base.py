@@ -38,6 +38,19 @@ class Input:
     maximum: float | None = None
     group: str = "other"
 
+    def canonical(self, value: Any) -> Any:
+        """``value`` as this input spells it: a text choice written in another case or with
+        other spaces, hyphens or underscores (``a100-80gb`` for ``A100-80GB``) is that
+        choice, when exactly one matches; a whole number written as a float (``8.0``) of an
+        integer input is an int. Anything else is returned as it is (:meth:`check` judges it)."""
+        if self.kind == "str" and isinstance(value, str) and self.choices is not None and value not in self.choices:
+            matches = [c for c in self.choices if isinstance(c, str) and _loose(c) == _loose(value)]
+            return matches[0] if len(matches) == 1 else value
+        if (self.kind == "int" and isinstance(value, float) and value.is_integer()
+                and abs(value) <= MAX_EXACT_INT):
+            return int(value)
+        return value
+
     def check(self, value: Any, *, field: str) -> None:
         """Raise a :class:`StudyError` if ``value`` is not allowed for this input."""
         if self.kind == "str":
@@ -52,12 +65,15 @@ class Input:
                 raise StudyError("expected true or false", field=field, value=value)
             return
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise StudyError(f"expected a number ({self.unit})", field=field, value=value,
-                             allowed=self._allowed())
+            raise StudyError("expected a number" + (f" in {self.unit}" if _shown_unit(self.unit) else ""),
+                             field=field, value=value, allowed=self._allowed())
+        if not math.isfinite(value):
+            raise StudyError("expected a finite number", field=field, value=value, allowed=self._allowed())
         if self.kind == "int" and not float(value).is_integer():
             raise StudyError("expected an integer", field=field, value=value, allowed=self._allowed())
-        if not math.isfinite(value):
-            raise StudyError("expected a finite number", field=field, value=value)
+        if self.kind == "int" and abs(value) > MAX_EXACT_INT:
+            raise StudyError("integer too large", field=field, value=value,
+                             allowed=f"{self._allowed()} (at most 2^53)")
         if (self.minimum is not None and value < self.minimum) or (
             self.maximum is not None and value > self.maximum
         ):
@@ -66,9 +82,30 @@ class Input:
     def _allowed(self) -> str:
         if self.choices is not None:
             return ", ".join(map(str, self.choices))
-        lo = "-inf" if self.minimum is None else f"{self.minimum:g}"
-        hi = "inf" if self.maximum is None else f"{self.maximum:g}"
-        return f"{self.kind} in [{lo}, {hi}] {self.unit}".strip()
+        kind = {"int": "an integer", "float": "a number"}.get(self.kind, self.kind)
+        if self.minimum is not None and self.maximum is not None:
+            text = f"{kind} from {self.minimum:g} to {self.maximum:g}"
+        elif self.minimum is not None:
+            text = f"{kind} >= {self.minimum:g}"
+        elif self.maximum is not None:
+            text = f"{kind} <= {self.maximum:g}"
+        else:
+            text = kind
+        return f"{text} {self.unit}" if _shown_unit(self.unit) else text
+
+
+#: the largest integer a float holds exactly (numeric columns are float64 in places)
+MAX_EXACT_INT = 2**53
+
+
+def _loose(text: str) -> str:
+    """``text`` without case, spaces, hyphens and underscores: how names are matched."""
+    return "".join(ch for ch in text.lower() if ch.isalnum() or ch == ".")
+
+
+def _shown_unit(unit: str) -> bool:
+    """A unit worth printing after a number (not the dimensionless "1" or none)."""
+    return bool(unit) and unit != "1"
 
 
 @dataclass(frozen=True)
@@ -105,6 +142,10 @@ class Evaluator(ABC):
     #: worker keeps this process's BLAS thread count (dask limits it to one only in spawned
     #: workers): an evaluator that calls BLAS should limit its threads itself
     fork_safe: ClassVar[bool] = False
+    #: groups of inputs that are alternatives (one overrides the others, e.g. a clock in MHz
+    #: or as a fraction of the maximum): a study may set at most one input of each group,
+    #: since setting two would leave one without effect
+    exclusive_inputs: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -126,13 +126,18 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
     return result.assign(status=STATUS_OK, error="")
 
 
+#: the longest time limit of one evaluator call (s), however many candidates it has
+MAX_CALL_S = 20 * 86400.0
+
+
 def _call(ref: EvaluatorRef, ev, candidates: pd.DataFrame) -> pd.DataFrame:
     """``ev.evaluate``, within ``ref.timeout_s`` per candidate when one is set: by the
     evaluator itself where it can (``enforces_timeout``), else in a child process that is
     killed when time is up."""
     if ref.timeout_s is None:
         return ev.evaluate(candidates)
-    limit_s = ref.timeout_s * max(len(candidates), 1)
+    # at most 20 days: the operating system's wait takes milliseconds in a 32-bit integer
+    limit_s = min(ref.timeout_s * max(len(candidates), 1), MAX_CALL_S)
     if ev.enforces_timeout:
         return ev.evaluate(candidates, timeout_s=limit_s)
     return child_evaluator(ref.name, ref.options_yaml).evaluate(candidates, limit_s)

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dse.errors import StudyError
-from dse.study import ExecutionSpec, raise_validation_error
+from dse.study import ExecutionSpec, raise_validation_error, yaml_problem
 
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
 
@@ -170,10 +170,13 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
         tried = [Path(name), base / name]
     else:
         tried = [d / f"{name}.yaml" for d in profile_dirs(study_path)]
+    tried = list({p.resolve(): p for p in tried}.values())  # ./workers may be the study's workers/
     for p in tried:
         if p.is_file():
             return p
-    raise StudyError(f"cluster profile '{name}' not found", field="execution.profile",
+    folder = next((p for p in (Path(name), *tried) if p.is_dir()), None)
+    what = f"is a folder ({folder}), not a profile file" if folder else "not found"
+    raise StudyError(f"cluster profile '{name}' {what}", field="execution.profile",
                      allowed="a name of a file under workers/ (" + ", ".join(str(p) for p in tried)
                              + ") or a path to one")
 
@@ -182,8 +185,12 @@ def load_profile(path: Path) -> ClusterProfile:
     """Read and check a profile file (its schema; :func:`plan_execution` checks the rest)."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise StudyError(f"cluster profile is not valid YAML: {exc}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise StudyError(f"cluster profile {path} is not valid YAML{yaml_problem(exc)}",
+                         field="execution.profile") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StudyError(f"cannot read cluster profile {path}: {getattr(exc, 'strerror', None) or exc}",
+                         field="execution.profile") from None
     if not isinstance(data, dict):
         raise StudyError("cluster profile must be a mapping of settings", file=str(path))
     try:

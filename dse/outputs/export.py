@@ -28,8 +28,12 @@ def export_format(fmt: str | None, output: Path | None) -> str:
     """The format to write: ``fmt`` when given, else the one ``output``'s suffix names, else
     CSV. A suffix of another known format than ``fmt`` is refused (a file named .parquet
     holding CSV helps nobody)."""
-    named = {suffix: name for name, suffix in SUFFIX.items()}.get(Path(output).suffix.lower()) if output else None
+    suffix = Path(output).suffix.lower() if output else ""
+    named = {suffix: name for name, suffix in SUFFIX.items()}.get(suffix)
     if fmt is None:
+        if suffix and named is None:
+            raise DseError(f"cannot tell the format from the output's suffix {Path(output).suffix}", field="--output",
+                           value=str(output), allowed=f"a file ending in {', '.join(SUFFIX.values())}, or --format")
         return named or "csv"
     if named is not None and named != fmt:
         raise DseError(f"--format {fmt} does not match the output's suffix {Path(output).suffix} ({named})",
@@ -46,7 +50,8 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
         raise DseError(f"unknown export format '{fmt}'", allowed=", ".join(SUFFIX))
     if units_row and fmt != "csv":
         raise DseError(f"--units-row applies to CSV only, not to {fmt}", allowed="csv")
-    ds = open_results(results).dataset(front=front)
+    run = open_results(results)
+    ds = run.feasible_front() if front else run.dataset(front=False)
     stem = "pareto" if front else "evaluations"
     output = Path(output) if output else Path(results) / f"{stem}{SUFFIX[fmt]}"
     if fmt == "netcdf" and output.resolve() == (Path(results) / f"{stem}.nc").resolve():

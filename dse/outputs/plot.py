@@ -141,7 +141,7 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
 
     run = open_results(results)
     objectives = [o.metric for o in run.study.objectives]
-    front = run.front
+    front = run.feasible_front()
     keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
     with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
         return plot_front(evaluations, front, objectives, output or run.path / "pareto.png")

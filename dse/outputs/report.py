@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from dse.datasets import to_table, unit_label
-from dse.errors import DseError
 from dse.files import atomic_path
 from dse.outputs import selection as sel
 from dse.outputs.plot import colour_parameter
@@ -59,10 +58,7 @@ class Report:
     def __init__(self, run: Results, *, sample_size: int = SAMPLE_SIZE) -> None:
         self.run, self.study = run, run.study
         self.objectives = [o.metric for o in self.study.objectives]
-        self.front_ds = run.front
-        if self.front_ds.sizes["candidate"] == 0:
-            raise DseError(f"{run.path} has no feasible candidate, so there is no front to report; "
-                           f"`dse status {run.path}` shows what ruled them out")
+        self.front_ds = run.feasible_front()
         self.front = to_table(self.front_ds)
         self.params = [n for n in self.front_ds.coords if n != "candidate"]
         self.colour_by = colour_parameter(self.front_ds)

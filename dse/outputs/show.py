@@ -23,7 +23,7 @@ from dse.results import open_results
 def show_front(results: Path, console: Console, *, sort: str | None = None, descending: bool = False,
                limit: int = 50, plot: bool | None = None) -> None:
     run = open_results(results)
-    ds = run.front
+    ds = run.feasible_front()
     study = run.study
     front = to_table(ds)
     shown = [o.metric for o in study.objectives]
