@@ -155,6 +155,9 @@ def test_export_front_in_every_format(finished_run, tmp_path, fmt):
     else:
         doc = json.loads(target.read_text())
         assert len(doc["candidates"]) == 11 and doc["variables"]["f2"]["units"] == "1"
+        with xr.open_dataset(finished_run / "pareto.nc", engine="h5netcdf") as ds:
+            for name in ("f1", "f2", "x"):  # every double as stored, not rounded to 10 digits
+                assert [c[name] for c in doc["candidates"]] == ds[name].values.tolist()
 
 
 def test_export_takes_the_format_from_the_output_suffix_and_refuses_a_contradicting_one(finished_run, tmp_path):
@@ -165,6 +168,9 @@ def test_export_takes_the_format_from_the_output_suffix_and_refuses_a_contradict
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--format csv does not match the output's suffix .nc (netcdf)" in proc.stderr
     assert not (tmp_path / "front.nc").exists()
+    proc = run_cli("export", str(finished_run), "-o", str(tmp_path / "front.xlsx"))
+    assert proc.returncode == 2 and "cannot tell the format from the output's suffix .xlsx" in proc.stderr
+    assert not (tmp_path / "front.xlsx").exists()
 
 
 def test_export_all_evaluations(finished_run, tmp_path):

@@ -296,3 +296,32 @@ def test_nsga2_converts_a_state_saved_in_the_earlier_history_layout():
     rest = _drive(resumed, study, space)
     assert len(rest) == 120
     assert len(set(candidate_keys(pd.concat([told, rest]), space.names))) == 200
+
+
+def test_optuna_takes_over_the_journal_lock_a_killed_run_left(tmp_path, monkeypatch):
+    """A run killed inside optuna's journal write leaves its lock, a symbolic link; a
+    relative one (the results folder given as a relative path) dangles. The next run of the
+    folder (resume) takes the journal at once instead of waiting forever."""
+    import signal
+
+    monkeypatch.chdir(tmp_path)
+    Path("out").mkdir()
+    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20})
+    driver, space = _driver(study, Path("out"))
+    _drive(driver, study, space, batches=1)
+    lock = Path("out/optuna.journal.lock")
+    lock.symlink_to("out/optuna.journal")  # as optuna links it for a relative path: dangling
+    assert not lock.exists()
+    def waited_too_long(*_):
+        raise TimeoutError("the journal lock was not taken over within 30 s")
+
+    previous = signal.signal(signal.SIGALRM, waited_too_long)
+    signal.alarm(30)
+    try:
+        again, _ = _driver(study, Path("out"))
+        again.restore(driver.state())
+        assert len(again.ask()) == 20
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not lock.is_symlink()

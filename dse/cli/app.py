@@ -28,7 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
 )
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)  # never break a message or a path across lines
@@ -116,7 +116,7 @@ def _progress(quiet: bool):
 
 # -- commands -------------------------------------------------------------------------------------
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="results folder (default: the study's "
-                                                                      "output.path, else results/<study name>)")]
+                                                                      "output.path, else results/NAME with the study's name)")]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="replace an existing run in the results folder")]
 
 
@@ -267,8 +267,10 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
     units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
 ) -> None:
-    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON (CSV
-    always with a CSV-on-the-Web sidecar <file>-metadata.json giving units and descriptions)."""
+    """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON.
+
+    CSV always comes with a CSV-on-the-Web sidecar FILE-metadata.json giving units and
+    descriptions."""
     from dse.outputs.export import export_results
 
     path = export_results(results, fmt.value if fmt else None, front=front, output=output, units_row=units_row)
@@ -278,7 +280,7 @@ def export(
 @app.command()
 def plot(
     results: ResultsArg,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG to write (default: <results>/pareto.png)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG to write (default: pareto.png in the results folder)")] = None,
 ) -> None:
     """Plot the Pareto front over every feasible evaluation, one panel per pair of objectives."""
     from dse.outputs.plot import plot_results
@@ -289,7 +291,7 @@ def plot(
 @app.command()
 def report(
     results: ResultsArg,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: <results>/report.html)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: report.html in the results folder)")] = None,
     static: Annotated[bool, typer.Option("--static", help="also write the figures as PNG and SVG beside it (for papers)")] = False,
     sample: Annotated[int, typer.Option("--sample", min=0, help="dominated and infeasible candidates drawn at most (a uniform random sample)")] = 10_000,
 ) -> None:
@@ -330,8 +332,10 @@ def cluster(
     profile: Annotated[str, typer.Argument(help="a profile under workers/ (name or path)", show_default=False)],
     study: Annotated[Path | None, typer.Option("--study", help="look the profile up as this study would")] = None,
 ) -> None:
-    """Check a cluster profile and show what it would start: the batch job script of a SLURM or
-    PBS profile (dask-jobqueue), the DaskCluster resource of a Kubernetes one; nothing is submitted."""
+    """Check a cluster profile and show what it would start; nothing is submitted.
+
+    The batch job script of a SLURM or PBS profile (dask-jobqueue), the DaskCluster resource
+    of a Kubernetes one."""
     from dse.execution.deploy import preview
     from dse.execution.plan import find_profile, plan_execution
     from dse.study import ExecutionSpec
@@ -353,8 +357,10 @@ def validate_model(
     rows: Annotated[bool, typer.Option("--rows", help="also print every row's prediction")] = False,
     worst: Annotated[int, typer.Option("--worst", min=0, help="worst rows to list per source")] = 3,
 ) -> None:
-    """Check the analytic model against measured runs: per source the median, mean and max
-    error, the worst rows, and the rows the model finds infeasible apart."""
+    """Check the analytic model against measured runs: per-source error and worst rows.
+
+    Per source the median, mean and max error, the worst rows, and the rows the model finds
+    infeasible apart."""
     from dse.analytic.validation import validate_model as check
 
     raise typer.Exit(check(tables, as_json, rows, worst))
@@ -370,8 +376,10 @@ def describe(
         "--accelerator", "-a", help="describe an accelerator instead: every number of a catalog part or an "
                                     "accelerator profile (a .yaml path or a name) with where it came from")] = None,
 ) -> None:
-    """List an evaluator's parameters (with units, defaults, allowed values) and metrics, or
-    the search algorithms and their options, or an accelerator's numbers and their sources."""
+    """List parameters and metrics, search algorithms, or an accelerator's numbers.
+
+    An evaluator's parameters (with units, defaults, allowed values) and metrics, or the
+    search algorithms and their options, or an accelerator's numbers and their sources."""
     from dse.evaluators import load_evaluator
     from dse.study import EvaluatorSpec
 
@@ -427,9 +435,10 @@ def calibrate(
                                          "fitted from temperatures is this one's): air or liquid")] = "air",
     name: Annotated[str | None, typer.Option("--name", help="the profile's name (default: the file's stem)")] = None,
 ) -> None:
-    """Fit the model's parameters for one accelerator to your measurements and write an
-    accelerator profile a study can use: prints the fitted values with uncertainties and the
-    error of every measurement (held-out rows apart)."""
+    """Fit one accelerator's parameters to your measurements and write its profile.
+
+    A study can use the profile as its accelerator. Prints the fitted values with
+    uncertainties and the error of every measurement (held-out rows apart)."""
     from dse.cli.calibrate import calibrate as run_fit
 
     if cooling not in ("air", "liquid"):
@@ -451,10 +460,12 @@ def profile(
     append: Annotated[bool, typer.Option("--append", help="add the rows to an existing CSV (one per setting "
                                          "you sweep with nvidia-smi)")] = False,
 ) -> None:
-    """Measure this machine's NVIDIA GPU at its current settings: idle and parked power, a
-    matrix multiply and a memory-bound copy (time, power, energy) through NVML; written in
-    the calibration CSV format. It never changes clocks or power limits (docs/calibration.md
-    shows how to sweep them with nvidia-smi). Needs the extra dse[profile] (nvidia-ml-py, torch)."""
+    """Measure this machine's NVIDIA GPU at its current settings (for dse calibrate).
+
+    Idle and parked power, a matrix multiply and a memory-bound copy (time, power, energy)
+    through NVML, written in the calibration CSV format. It never changes clocks or power
+    limits (docs/calibration.md shows how to sweep them with nvidia-smi). Needs the extra
+    dse[profile] (nvidia-ml-py, torch)."""
     from dse.analytic.calibration.measure import profile_gpu
 
     rows = profile_gpu(output, device=device, seconds=seconds, append=append, log=err.print)

@@ -72,9 +72,19 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
                 write_parquet(ds, to_table(ds), tmp)
             else:
                 doc = {"attributes": _attributes(ds), "variables": variables(ds),
-                       "candidates": json.loads(to_table(ds).to_json(orient="records"))}
-                tmp.write_text(json.dumps(doc, indent=1) + "\n")
+                       "candidates": _json_records(to_table(ds))}
+                tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     return output
+
+
+def _json_records(table) -> list[dict]:
+    """One JSON object per row; every float exactly as stored (Python's shortest repr that
+    reads back to the same double: pandas' to_json keeps 10 digits), NaN and infinities null."""
+    def plain(v):
+        if isinstance(v, np.generic):
+            v = v.item()
+        return None if isinstance(v, float) and not np.isfinite(v) else v
+    return [{k: plain(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
 
 
 def variables(ds: xr.Dataset) -> dict[str, dict[str, str]]:

@@ -100,10 +100,16 @@ class _OptunaDriver(SearchDriver):
             return optuna.storages.InMemoryStorage()
         from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
-        path = Path(self.problem.work_dir) / "optuna.journal"
+        # absolute: optuna's lock is a symbolic link to the journal, and a relative target
+        # resolves against the link's own folder (a killed run's link then points nowhere)
+        path = Path(self.problem.work_dir).absolute() / "optuna.journal"
         # The journal is used only under dse's own lock on the results folder, so a journal
-        # lock found here was left by a killed process: break it at once (optuna would wait
-        # its 30 s grace period before taking it over).
+        # lock found here was left by a killed process: remove it (optuna would wait its 30 s
+        # grace period before taking over a link to the journal, and forever for a dangling
+        # one, as the relative links of dse <= 0.1.0 became)
+        stale = path.with_name(path.name + ".lock")
+        if stale.is_symlink() or stale.exists():
+            stale.unlink()
         import warnings
 
         with warnings.catch_warnings():  # optuna warns that 1 s "might be too small": here it is meant
