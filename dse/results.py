@@ -34,7 +34,7 @@ class Results:
     def __init__(self, path: str | Path) -> None:
         self.store = ResultStore.open(path)
         self.path = self.store.path
-        self.log_rows = self.store.check_log()
+        self.log_rows = self.store.check_log(tuple(self.study.space))
         history = self.state().get("history", [])
         recorded = int(history[-1].get("evaluations", 0)) if history else 0
         if self.log_rows < recorded:
@@ -109,6 +109,19 @@ class Results:
             raise DseError(f"{path} was written from {int(written)} evaluations, but the log now "
                            f"holds {self.log_rows}: {why}")
         return ds
+
+    def datasets_state(self) -> str:
+        """One line on ``pareto.nc`` and ``evaluations.nc``: written from the log as it is
+        now, or what export, plot, report and show would say of them (no data is read)."""
+        for front in (True, False):
+            try:
+                if not (self.path / DATASETS[front]).is_file():
+                    return (f"{DATASETS[front]} is missing; `dse resume {self.path}` writes it from the "
+                            "stored evaluations")
+                self.open_dataset(front=front, keep=[]).close()
+            except DseError as exc:
+                return str(exc)
+        return "pareto.nc and evaluations.nc written from the log as it is"
 
     @property
     def front(self) -> xr.Dataset:

@@ -22,8 +22,10 @@ from there, not evaluated again.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -143,6 +145,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _holds_run(path: Path) -> bool:
     """Whether ``path`` holds a run's evaluation log."""
     log = path / "evaluations"
@@ -213,6 +219,7 @@ class ResultStore:
             "dse_version": __version__,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "owned_files": list(owned_files),
+            "study_sha256": _sha256(study_text),
         }
         atomic_write_text(path / "study.yaml", study_text)
         atomic_write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
@@ -221,16 +228,30 @@ class ResultStore:
 
     #: files of a run besides the evaluation log, removed by :meth:`clear`
     RUN_FILES = ("state.json", "progress.json", "evaluations.nc", "pareto.nc", "meta.json")
+    #: what dse writes into the folder by default from a run (plot, report and its figures,
+    #: exports), also removed by :meth:`clear`: left behind, they would show the old run
+    DERIVED_FILES = ("pareto.png", "report.html",
+                     *(f"report-{f}.{x}" for f in ("front", "breakdown", "parallel", "hypervolume")
+                       for x in ("png", "svg")),
+                     *(f"{d}{x}" for d in ("pareto", "evaluations")
+                       for x in (".csv", "-metadata.json", ".parquet", ".json", ".zarr")))
 
     def clear(self) -> None:
-        """Remove the run: its evaluation log, state, datasets and the files its search
-        driver declared (``owned_files`` in meta.json); anything else stays."""
+        """Remove the run: its evaluation log, state, datasets, the files its search driver
+        declared (``owned_files`` in meta.json) and what dse wrote from it under its default
+        names (:data:`DERIVED_FILES`); anything else stays."""
         d = self.evaluations_dir
         if d.is_dir():
             for f in d.iterdir():
                 f.unlink()
             d.rmdir()
         owned = [str(f) for f in self.meta.get("owned_files", []) if "/" not in str(f)]
+        for name in self.DERIVED_FILES:
+            derived = self.path / name
+            if derived.is_dir() and not derived.is_symlink():
+                shutil.rmtree(derived)  # a zarr store
+            else:
+                derived.unlink(missing_ok=True)
         for name in (*self.RUN_FILES[:-1], *owned, self.RUN_FILES[-1]):
             (self.path / name).unlink(missing_ok=True)
 
@@ -263,8 +284,14 @@ class ResultStore:
                 f"{path} uses results format {version!r}, older than this dse reads ({OLDEST_FORMAT_READ}: "
                 "integer candidate keys); run the study again into a new folder"
             )
-        if not (path / "study.yaml").is_file():
+        study_file = path / "study.yaml"
+        if not study_file.is_file():
             raise StoreError(f"{path} is truncated: study.yaml is missing")
+        written = meta.get("study_sha256")
+        if written is not None and not older and hashlib.sha256(study_file.read_bytes()).hexdigest() != written:
+            raise StoreError(f"{study_file} was changed after the run started (meta.json keeps its checksum): "
+                             "the evaluations and the front belong to the study as it was run; put it back, "
+                             "or run the changed study into a new folder")
         return cls(path, meta)
 
     @property
@@ -361,19 +388,33 @@ class ResultStore:
                                  and not p.name.startswith(".")) if d.is_dir() else []
         return list(self._files)
 
-    def check_log(self) -> int:
+    def check_log(self, parameters: tuple[str, ...] = ()) -> int:
         """Check every log file's footer and columns (cheap: no data is read); returns the
-        number of rows in the log. A damaged or foreign file is a :class:`StoreError`."""
-        rows = 0
+        number of rows in the log. A damaged file, or one from another run (other columns
+        than the first file's, or without a column for each of ``parameters``), is a
+        :class:`StoreError`."""
+        rows, first = 0, None
         for f in self.log_files():
             try:
                 schema, n = log_file_footer(f)
             except Exception as exc:
-                raise StoreError(f"{f} is unreadable ({exc}); move it aside and resume") from None
+                raise StoreError(f"{f} is unreadable ({exc}); its evaluations are lost: restore the file "
+                                 "from a copy, or start again with `dse run --overwrite`") from None
             missing = [c for c in LOG_COLUMNS if c not in schema.names]
             if missing:
                 raise StoreError(f"{f} holds evaluations without the columns {missing}: "
                                  "not written by this version of dse")
+            names = set(schema.names)
+            if first is None:
+                first = (f, names)
+                lacking = [p for p in parameters if p not in names]
+                if lacking:
+                    raise StoreError(f"{f} has no column for the study's parameters {lacking}: it belongs to "
+                                     f"another study; move it out of {self.evaluations_dir}")
+            elif names != first[1]:
+                odd = sorted(names ^ first[1])[:5]
+                raise StoreError(f"{f} has other columns than {first[0].name} ({', '.join(odd)}): it belongs to "
+                                 f"another run; move it out of {self.evaluations_dir}")
             rows += n
         return rows
 
@@ -388,7 +429,8 @@ class ResultStore:
         try:
             return read_log_file(path, columns)
         except Exception as exc:
-            raise StoreError(f"{path} is unreadable ({exc}); move it aside and resume") from None
+            raise StoreError(f"{path} is unreadable ({exc}); its evaluations are lost: restore the file "
+                             "from a copy, or start again with `dse run --overwrite`") from None
 
     def read_rows(self, locations: np.ndarray, columns: list[str]) -> pd.DataFrame:
         """The rows at ``locations`` (``file << 32 | row``, as :func:`location` packs them),

@@ -197,6 +197,8 @@ def test_leftover_temporary_files_are_ignored(finished, tmp_path):
     (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": 99}'), "newer than this dse"),
     (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": "1"}'), "unknown results format"),
     (lambda p: (p / "study.yaml").unlink(), "study.yaml is missing"),
+    (lambda p: (p / "study.yaml").write_text((p / "study.yaml").read_text().replace("budget:", "budget: 9000 #")),
+     "study.yaml was changed after the run started"),
 ])
 def test_damaged_or_foreign_folders_get_a_clear_error(finished, tmp_path, damage, message):
     out = _copy(finished, tmp_path)
@@ -228,6 +230,31 @@ def test_damaged_datasets_evaluations_state_and_lock_are_clear_errors(finished, 
     pd.read_feather(first).drop(columns=["key"]).to_feather(first)
     proc = run_cli("resume", str(out))
     assert proc.returncode == 2 and "without the columns ['key']" in proc.stderr
+
+
+def test_a_log_file_of_another_run_or_study_is_refused_by_every_command(finished, tmp_path):
+    """A log file copied in from elsewhere would put its rows into this run's datasets."""
+    out = _copy(finished, tmp_path / "other-run")
+    files = sorted((out / "evaluations").glob("*.arrow"))
+    pd.read_feather(files[0]).rename(columns={"elapsed_s": "seconds"}).to_feather(
+        out / "evaluations" / "b999999-c00000.arrow")
+    said = {run_cli(c, str(out)).stderr.strip() for c in ("status", "show", "export", "resume")}
+    assert len(said) == 1 and "b999999-c00000.arrow has other columns than b" in said.pop()
+
+    out = _copy(finished, tmp_path / "other-study")
+    first = sorted((out / "evaluations").glob("*.arrow"))[0]
+    pd.read_feather(first).rename(columns={"x": "z"}).to_feather(first)
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 2 and "has no column for the study's parameters ['x']" in proc.stderr
+
+
+def test_a_damaged_log_file_says_what_can_be_done(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    first = sorted((out / "evaluations").glob("*.arrow"))[0]
+    first.write_bytes(first.read_bytes()[:200])
+    proc = run_cli("resume", str(out))
+    assert proc.returncode == 2 and "is unreadable" in proc.stderr
+    assert "restore the file from a copy, or start again with `dse run --overwrite`" in proc.stderr
 
 
 def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_path):

@@ -85,7 +85,13 @@ def test_second_run_into_the_same_folder_points_to_resume_or_overwrite(tmp_path)
     assert run_cli("run", str(study)).returncode == 0
     again = run_cli("run", str(study))
     assert again.returncode == 2 and "dse resume" in again.stderr and "--overwrite" in again.stderr
+    out = tmp_path / "out"
+    for name in ("report.html", "pareto.csv", "pareto-metadata.json", "notes.txt"):  # outputs of the old run
+        (out / name).write_text("old run")
+    (out / "evaluations.zarr").mkdir()
     assert run_cli("run", str(study), "--overwrite").returncode == 0
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith((".html", ".csv", ".json", ".txt", ".zarr"))) \
+        == ["meta.json", "notes.txt", "progress.json", "state.json"]  # the user's own file stays
 
 
 def test_quickstart_analytic_study_gives_a_real_energy_time_tradeoff(tmp_path):

@@ -260,3 +260,9 @@ def test_validate_refuses_the_results_folder_run_would_refuse(tmp_path):
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(held))
     assert proc.returncode == 2 and f"{held} already holds a run" in proc.stderr
     assert run_cli("validate", "studies/quickstart.yaml", "-o", str(held), "--overwrite").returncode == 0
+
+
+def test_describe_takes_an_accelerator_in_another_spelling():
+    proc = run_cli("describe", "-a", "a100-80gb")
+    assert proc.returncode == 0, proc.stderr
+    assert "accelerator A100-80GB (hardware catalog)" in proc.stdout

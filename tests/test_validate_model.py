@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from dse.analytic import validation
+from dse.analytic.time import hardware
 from dse.errors import DseError
 
 REF = Path(str(files("dse.analytic.data").joinpath("reference")))
@@ -73,8 +74,8 @@ def test_accelerator_names_ignore_case_spaces_and_hyphens(tmp_path):
     path = tmp_path / "lower.csv"
     a100.to_csv(path, index=False)
     np.testing.assert_allclose(validation.predict(validation.read_table(path))["predicted"], base)
-    assert validation.canonical_accelerator("h100 sxm") == "H100-SXM"
-    assert validation.canonical_accelerator("tpu-v9") is None
+    assert hardware.canonical_accelerator("h100 sxm") == "H100-SXM"
+    assert hardware.canonical_accelerator("tpu-v9") is None
 
 
 def test_vtrain_column_format_is_still_read(tmp_path):

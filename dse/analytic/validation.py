@@ -63,13 +63,6 @@ VTRAIN_SETUP = {"framework": "deepspeed", "accelerator": "A100-80GB", "precision
                 "gated_mlp": 0, "tied_embeddings": 1, "model": "custom"}
 
 
-def canonical_accelerator(name) -> str | None:
-    """The catalog name ``name`` means, ignoring case, spaces, hyphens and underscores."""
-    def key(text):
-        return "".join(ch for ch in str(text).lower() if ch.isalnum())
-    return {key(n): n for n in hardware.accelerator_names()}.get(key(name))
-
-
 def read_table(path: Path) -> pd.DataFrame:
     """A measurement table in the unified format (a vTrain-format table converted)."""
     path = Path(path)
@@ -161,7 +154,7 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
         if inp is not None and inp.kind == "str":
             text = df[col].astype(str).str.strip()
             if col == "accelerator":
-                text = text.map(lambda a: canonical_accelerator(a) or a if a else a)
+                text = text.map(lambda a: hardware.canonical_accelerator(a) or a if a else a)
             elif col in ("framework", "recompute", "precision"):
                 text = text.str.lower()
             values = text.to_numpy(dtype=object)
@@ -231,7 +224,7 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
             raise DseError("stage rows need clock_mhz", file=file, field="clock_mhz")
         pred, err = validate_energy.relative_stage(out.loc[staged, "source"].to_numpy(dtype=object), q[staged],
                                                    clock[staged], out.loc[staged, "measured"].to_numpy(dtype=float),
-                                                   df["accelerator"][staged].map(canonical_accelerator).to_numpy(dtype=object)
+                                                   df["accelerator"][staged].map(hardware.canonical_accelerator).to_numpy(dtype=object)
                                                    if "accelerator" in df.columns else None)
         out.loc[staged, "predicted"] = pred
         out.loc[staged, "error"] = err

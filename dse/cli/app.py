@@ -185,8 +185,12 @@ def resume(
     _quiet_libraries(p)
     runner = Runner(p, results, progress=_progress(quiet))
     state = stored.state()
-    err.print(f"resuming {p.study.name} in {results}: {len(stored.log())} evaluations stored, "
-              f"{state.get('batch', 0)} batches done")
+    if state.get("finished"):
+        err.print(f"{p.study.name} in {results} had finished ({stored.log_rows} evaluations): nothing is left "
+                  "to evaluate; its datasets are checked and written again where needed")
+    else:
+        err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
+                  f"{state.get('batch', 0)} batches done")
     _finish(runner.resume(), p)
 
 
@@ -212,7 +216,8 @@ def _finish(result, plan) -> None:
         raise typer.Exit(130)
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({c} candidates)" for r, c in result.ruled_out[:5]) or "no evaluations"
-        raise DseError(f"no feasible candidate among {n} evaluations: {lines}")
+        raise DseError(f"no feasible candidate among {n} evaluations: {lines}; they are kept in "
+                       f"{result.output_dir} (`dse status {result.output_dir}`)")
     _print_front(result.front, plan)
     out.print(f"{n} evaluations, {len(result.front)} on the Pareto front.")
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "

@@ -39,11 +39,14 @@ def show_status(results: Path, console: Console) -> None:
     if "explain" in driver:  # the search's phases (dse.search.phases): what it chose, where it is
         labels = driver.get("labels") or {}
         console.print(f"search: {driver['explain']}")
+        front_label = ("front so far (the run is going)" if owner else
+                       f"front {labels.get('front', '?')}: {labels.get('front_detail', '')}")
         console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
-                      f"{driver.get('spent_s', 0.0):.1f} s run time; front {labels.get('front', '?')}: "
-                      f"{labels.get('front_detail', '')}")
+                      f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}")
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
+    if not owner:  # the datasets as export, plot, report and show would find them
+        console.print(f"datasets: {run.datasets_state()}", highlight=False)
     live = read_progress(store.path)
     if owner and live and live.get("pid") == owner.get("pid"):
         age = time.time() - float(live.get("updated_unix", time.time()))

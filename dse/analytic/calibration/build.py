@@ -98,6 +98,8 @@ def _flat(prefix: str, d: dict) -> list[tuple[str, object]]:
 def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
     """(title, rows of (field, value, source)) for a catalog part or an accelerator profile."""
     prof = None if name in hardware.catalog() else profiles.find(name)
+    if prof is None and name not in hardware.catalog():
+        name = hardware.canonical_accelerator(name) or name  # a100-80gb: A100-80GB
     if prof is not None:
         acc = {"hardware": prof.hardware, "power": prof.power, "calibration": prof.calibration}
         sources = prof.sources

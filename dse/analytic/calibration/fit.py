@@ -115,6 +115,9 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
     """(accelerator in the profile's shape, source of every number) of catalog part or
     profile ``name``."""
     found = hardware.entry(name)
+    if found is None and hardware.canonical_accelerator(name) is not None:
+        name = hardware.canonical_accelerator(name)  # a100-80gb: A100-80GB
+        found = hardware.entry(name)
     if found is None:
         raise DseError(f"unknown accelerator '{name}'", field="--accelerator",
                        allowed=", ".join(hardware.accelerator_names()) + ", or an accelerator profile")

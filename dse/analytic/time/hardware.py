@@ -84,6 +84,14 @@ def accelerator_names() -> tuple[str, ...]:
     return tuple(catalog())
 
 
+def canonical_accelerator(name) -> str | None:
+    """The catalog name ``name`` means, ignoring case, spaces, hyphens and underscores
+    (``a100-80gb``, ``H100 SXM``); None when it means none."""
+    def key(text):
+        return "".join(ch for ch in str(text).lower() if ch.isalnum())
+    return {key(n): n for n in accelerator_names()}.get(key(name))
+
+
 FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
           "idle_w", "scaleup_bw_bps", "scaleup_topology", "scaleup_domain", "compute_units", "reserved_bytes",
           "precision_ok", "fp8", *CALIBRATION_FIELDS)
