@@ -10,14 +10,12 @@ count), and returns the :class:`RunPlan` the runner executes. ``dse validate`` a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from dse.errors import DseError, StoreError, StudyError
+from dse.errors import DseError, StudyError
 from dse.evaluators import Evaluator, load_evaluator
 from dse.execution import ExecutionPlan, plan_execution
 from dse.search import SearchPlan, plan_search
 from dse.space import Space
-from dse.store import ResultStore
 from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
 
 
@@ -151,17 +149,3 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
             raise StudyError(f"unknown metric '{con.metric}' in constraint '{con}'",
                              field=f"constraints[{i}]", allowed=allowed)
 
-
-def check_output(study: Study, output: str | Path | None = None, *, overwrite: bool = False) -> Path:
-    """The results folder a run of ``study`` writes (``output``, else the study's), checked
-    as ``dse run`` would before it writes anything; a problem with the study's own folder
-    names the study file and the field that sets it."""
-    path = Path(output) if output is not None else study.output_dir
-    try:
-        ResultStore.check_creatable(path, overwrite=overwrite)
-    except StoreError as exc:
-        if output is not None:
-            raise
-        raise StudyError(exc.message, file=study.source_path or None,
-                         field="output.path" if study.output.path else "name (results/<name>)") from None
-    return path

@@ -128,7 +128,7 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
     settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
     from dse.api import plan
-    from dse.checks import check_output
+    from dse.runner import check_output
 
     p = plan(study, workers=workers, scheduler=scheduler)
     check_output(p.study, output, overwrite=overwrite)
@@ -155,8 +155,7 @@ def run(
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
     from dse.api import plan
-    from dse.checks import check_output
-    from dse.runner import Runner
+    from dse.runner import Runner, check_output
 
     p = plan(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
