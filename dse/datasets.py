@@ -117,8 +117,8 @@ def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: S
     for name, (unit, long_name, description) in BOOKKEEPING.items():
         if name in table:
             values = _column_values(table[name])
-            attrs = variable_attrs(unit or "", long_name, values, "bookkeeping")
-            data_vars[name] = ("candidate", values, {**attrs, "description": description})
+            var_attrs = variable_attrs(unit or "", long_name, values, "bookkeeping")
+            data_vars[name] = ("candidate", values, {**var_attrs, "description": description})
     if "feasible" in table or "status" in table:
         values = feasible_mask(table, study)
         data_vars["meets_constraints"] = ("candidate", values, {

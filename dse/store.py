@@ -145,6 +145,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _unix_time(iso: object) -> float | None:
+    """Seconds since the epoch of an ISO 8601 time such as meta.json's ``created``."""
+    try:
+        return dt.datetime.fromisoformat(str(iso)).timestamp()
+    except ValueError:
+        return None
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -185,6 +193,9 @@ class ResultStore:
         try:
             if path.exists() and not path.is_dir():
                 raise StoreError(f"cannot write the results folder {path}: it is a file, not a folder")
+            if path.is_symlink() and not path.exists():
+                raise StoreError(f"cannot write the results folder {path}: it is a link to {os.readlink(path)}, "
+                                 "which does not exist")
             if _holds_run(path) and not overwrite:
                 raise StoreError(f"{path} already holds a run; continue it with `dse resume {path}`, "
                                  "or start afresh with `dse run --overwrite`")
@@ -229,7 +240,8 @@ class ResultStore:
     #: files of a run besides the evaluation log, removed by :meth:`clear`
     RUN_FILES = ("state.json", "progress.json", "evaluations.nc", "pareto.nc", "meta.json")
     #: what dse writes into the folder by default from a run (plot, report and its figures,
-    #: exports), also removed by :meth:`clear`: left behind, they would show the old run
+    #: exports), also removed by :meth:`clear` when written after the run was created (and a
+    #: zarr export only when it is a zarr store): left behind, they would show the old run
     DERIVED_FILES = ("pareto.png", "report.html",
                      *(f"report-{f}.{x}" for f in ("front", "breakdown", "parallel", "hypervolume")
                        for x in ("png", "svg")),
@@ -240,18 +252,24 @@ class ResultStore:
         """Remove the run: its evaluation log, state, datasets, the files its search driver
         declared (``owned_files`` in meta.json) and what dse wrote from it under its default
         names (:data:`DERIVED_FILES`); anything else stays."""
+        started = _holds_run(self.path)  # a run that never started wrote nothing from its results
         d = self.evaluations_dir
         if d.is_dir():
             for f in d.iterdir():
                 f.unlink()
             d.rmdir()
         owned = [str(f) for f in self.meta.get("owned_files", []) if "/" not in str(f)]
-        for name in self.DERIVED_FILES:
+        created = _unix_time(self.meta.get("created"))
+        for name in self.DERIVED_FILES if started and created is not None else ():
             derived = self.path / name
-            if derived.is_dir() and not derived.is_symlink():
-                shutil.rmtree(derived)  # a zarr store
+            # only what was written after the run was created: an older file is the user's
+            if not derived.exists() or derived.is_symlink() or derived.stat().st_mtime < created - 1:
+                continue
+            if derived.is_dir():
+                if (derived / "zarr.json").is_file() or (derived / ".zgroup").is_file():
+                    shutil.rmtree(derived)  # a zarr store dse exported
             else:
-                derived.unlink(missing_ok=True)
+                derived.unlink()
         for name in (*self.RUN_FILES[:-1], *owned, self.RUN_FILES[-1]):
             (self.path / name).unlink(missing_ok=True)
 
@@ -390,10 +408,11 @@ class ResultStore:
 
     def check_log(self, parameters: tuple[str, ...] = ()) -> int:
         """Check every log file's footer and columns (cheap: no data is read); returns the
-        number of rows in the log. A damaged file, or one from another run (other columns
-        than the first file's, or without a column for each of ``parameters``), is a
-        :class:`StoreError`."""
-        rows, first = 0, None
+        number of rows in the log. A damaged file, or one without a column for each of
+        ``parameters`` (a file of another study), is a :class:`StoreError`. (Files of one
+        run may differ in other columns: a chunk that failed whole has only the declared
+        metrics, and a plug-in may return more.)"""
+        rows = 0
         for f in self.log_files():
             try:
                 schema, n = log_file_footer(f)
@@ -404,17 +423,10 @@ class ResultStore:
             if missing:
                 raise StoreError(f"{f} holds evaluations without the columns {missing}: "
                                  "not written by this version of dse")
-            names = set(schema.names)
-            if first is None:
-                first = (f, names)
-                lacking = [p for p in parameters if p not in names]
-                if lacking:
-                    raise StoreError(f"{f} has no column for the study's parameters {lacking}: it belongs to "
-                                     f"another study; move it out of {self.evaluations_dir}")
-            elif names != first[1]:
-                odd = sorted(names ^ first[1])[:5]
-                raise StoreError(f"{f} has other columns than {first[0].name} ({', '.join(odd)}): it belongs to "
-                                 f"another run; move it out of {self.evaluations_dir}")
+            lacking = [p for p in parameters if p not in schema.names]
+            if lacking:
+                raise StoreError(f"{f} has no column for the study's parameters {lacking}: it belongs to "
+                                 f"another study; move it out of {self.evaluations_dir}")
             rows += n
         return rows
 

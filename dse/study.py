@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dse.errors import StudyError
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # a folder name: not '.', '..' or hidden
+_NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
@@ -95,7 +95,7 @@ class EvaluatorSpec(_Strict):
     name: str = "analytic"
     options: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float | None = Field(
-        default=None, gt=0, le=7 * 86400, allow_inf_nan=False, description="seconds one candidate may take at most (a call on n candidates "
+        default=None, gt=0, allow_inf_nan=False, description="seconds one candidate may take at most (a call on n candidates "
                                         "gets n times as long); a candidate over it fails, the run goes on")
 
 
@@ -130,7 +130,7 @@ class SearchSpec(_Strict):
 
     algorithm: str = "auto"
     budget: int | str = Field(default=1000, description="evaluations at most, or a duration ('10 min')")
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of the search's random numbers")
+    seed: int = Field(default=0, ge=0, description="seed of the search's random numbers")
     batch_size: int = Field(default=100, ge=1, description="candidates asked per batch / population size")
     polish: PolishSpec | None = Field(default=None, description="the front polish (default: the algorithm's)")
     options: dict[str, Any] = Field(default_factory=dict)
@@ -218,8 +218,8 @@ class Study(_Strict):
     @classmethod
     def _safe_name(cls, v: str) -> str:
         if not _NAME_RE.match(v):
-            raise ValueError("name must be 1 to 128 letters, digits, '_', '-' and '.', starting with a letter "
-                             "or digit (it names the results folder)")
+            raise ValueError("name must be 1 to 200 letters, digits, '_', '-' and '.', not starting with '.' "
+                             "(it names the results folder)")
         return v
 
     @field_validator("output", mode="before")
@@ -381,6 +381,25 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
             msg, allowed = "expected a single value", "a number, a text, or true/false"
     raise StudyError(msg, file=file, field=path or None, value=err.get("input"), has_value=True,
                      allowed=allowed) from None
+
+
+def validate_options(model: type[BaseModel], raw: Any, *, prefix: tuple) -> BaseModel:
+    """A plug-in's options (``evaluator.options``, ``search.options``) validated by its own
+    pydantic model; a key the model does not declare is refused whatever the model's
+    ``extra`` setting (pydantic ignores one by default: a typo would silently do nothing),
+    unless the model says ``extra="allow"``."""
+    if isinstance(raw, dict) and model.model_config.get("extra") != "allow":
+        known = {n for n, f in model.model_fields.items() for n in (n, f.alias) if n}
+        unknown = [k for k in raw if k not in known]
+        if unknown:
+            path = ".".join(map(str, (*prefix, unknown[0])))
+            raise StudyError(f"unknown key '{unknown[0]}' in {'.'.join(map(str, prefix))}", field=path,
+                             allowed=", ".join(model.model_fields) or "no options")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise_validation_error(exc, file=None, prefix=prefix, model=model)
+        raise  # unreachable
 
 
 def _parse_space(space: Any, file: str) -> Any:

@@ -29,6 +29,9 @@ def test_datasets_follow_cf(quickstart, name):
     cf_units = pytest.importorskip("cf_units", reason='cf-units is not installed: pip install ".[test]"')
     with xr.open_dataset(quickstart / name) as ds:
         assert ds.attrs["Conventions"] == "CF-1.11"
+        # the file's attributes describe the run, none of a variable's (they leaked once)
+        assert not {"units", "long_name", "role", "description"} & set(ds.attrs), sorted(ds.attrs)
+        assert ds.attrs["title"].startswith("dse ") and "front" in ds.attrs
         for n, var in ds.variables.items():
             assert 0 < len(var.attrs["long_name"]) <= 60, n  # short; long text in description
             if var.dtype.kind in "iuf":

@@ -6,11 +6,13 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pydantic
 import pytest
 
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import StudyError
 from dse.evaluators import available_evaluators, check_result, evaluator_class, load_evaluator
+from dse.evaluators.toy import ToyEvaluator
 from dse.study import EvaluatorSpec
 
 
@@ -96,3 +98,23 @@ def test_contract_check_rejects_wrong_row_count():
     cands = pd.DataFrame({"x": [0.1, 0.2]})
     with pytest.raises(ValueError, match="returned 1 rows for 2 candidates"):
         check_result(ev, cands, ev.evaluate(cands).head(1))
+
+
+class _Tabled(ToyEvaluator):
+    """A plug-in whose options model is plain pydantic (extra keys ignored by default)."""
+
+    class Options(pydantic.BaseModel):
+        table_path: str = "runs.csv"
+
+    def __init__(self, table_path: str = "runs.csv") -> None:
+        super().__init__()
+        self.table_path = table_path
+
+
+def test_a_misspelled_option_is_refused_even_where_the_options_model_would_ignore_it():
+    spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_pth": "mine.csv"})
+    with pytest.raises(StudyError, match=r"evaluator\.options\.table_pth: unknown key 'table_pth' in "
+                                         r"evaluator\.options; allowed: table_path"):
+        load_evaluator(spec)
+    spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_path": "mine.csv"})
+    assert load_evaluator(spec).table_path == "mine.csv"

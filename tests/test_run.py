@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from conftest import run_cli, toy_study, write_study
+from conftest import REPO, run_cli, toy_study, write_study
 
 
 def test_run_writes_the_exact_toy_front_with_units_and_the_study(tmp_path):
@@ -89,9 +90,14 @@ def test_second_run_into_the_same_folder_points_to_resume_or_overwrite(tmp_path)
     for name in ("report.html", "pareto.csv", "pareto-metadata.json", "notes.txt"):  # outputs of the old run
         (out / name).write_text("old run")
     (out / "evaluations.zarr").mkdir()
+    (out / "evaluations.zarr" / "zarr.json").write_text("{}")
+    (out / "pareto.zarr").mkdir()  # not a zarr store: someone else's folder
+    mine = out / "evaluations.json"
+    mine.write_text("the user's, from before the run")
+    os.utime(mine, (0, 0))
     assert run_cli("run", str(study), "--overwrite").returncode == 0
     assert sorted(p.name for p in out.iterdir() if p.name.endswith((".html", ".csv", ".json", ".txt", ".zarr"))) \
-        == ["meta.json", "notes.txt", "progress.json", "state.json"]  # the user's own file stays
+        == ["evaluations.json", "meta.json", "notes.txt", "pareto.zarr", "progress.json", "state.json"]
 
 
 def test_quickstart_analytic_study_gives_a_real_energy_time_tradeoff(tmp_path):
@@ -250,3 +256,22 @@ def test_unwritable_outputs_are_one_line_errors(finished_run, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     proc = run_cli("run", "studies/quickstart.yaml", "-o", "/proc/nope", "--quiet")
     assert proc.returncode == 2 and "cannot write the results folder" in proc.stderr
+
+
+
+def test_evaluate_takes_names_in_any_spelling_and_refuses_alternatives_in_one_row(tmp_path):
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study["fixed"]["accelerator"] = "a100-80gb"  # the study's spelling too
+    del study["space"]["accelerator"]
+    path = write_study(tmp_path, study)
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators,clock_mhz,clock_fraction\nh100 sxm,16,1410,\n,16,,0.5\n")
+    proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"))
+    assert proc.returncode == 0, proc.stderr
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert list(out["accelerator"]) == ["H100-SXM", "A100-80GB"] and out["feasible"].all()
+    assert list(out["effective_clock_mhz"]) == [1410.0, 705.0]
+    cands.write_text("accelerator,num_accelerators,clock_mhz,clock_fraction\nH100-SXM,16,1410,0.5\n")
+    proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{cands}: row 2 sets clock_mhz and clock_fraction, which are alternatives" in proc.stderr

@@ -325,3 +325,10 @@ def test_optuna_takes_over_the_journal_lock_a_killed_run_left(tmp_path, monkeypa
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert not lock.is_symlink()
+
+
+def test_optuna_takes_a_seed_beyond_32_bits():
+    """numpy's legacy seeding, which optuna's samplers use, takes seeds below 2^32 only."""
+    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20, "seed": 2**64 + 7})
+    driver, space = _driver(study)
+    assert len(_drive(driver, study, space, batches=1)) == 20

@@ -244,10 +244,10 @@ def evaluate(
     output: Annotated[Path, typer.Option("--output", "-o", help="CSV to write: the candidates with every metric")],
 ) -> None:
     """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
-    from dse.api import load_study
+    from dse.api import plan
     from dse.cli.evaluate import evaluate_csv
 
-    s = load_study(study)
+    s = plan(study).study  # checked, its values in the evaluator's spelling
     table = evaluate_csv(s, candidates)
     table.to_csv(output, index=False)
     n_ok = int(table["meets_constraints"].sum())

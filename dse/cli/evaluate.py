@@ -37,6 +37,8 @@ def read_candidates(study: Study, path: Path) -> pd.DataFrame:
                 raise DseError(f"non-numeric value in row {bad.index[0] + 2}", file=str(path),
                                field=col, value=bad.iloc[0], allowed=inp._allowed())
             table[col] = numeric
+        if inp.kind == "str":  # a100-80gb is A100-80GB, as in a study
+            table[col] = table[col].map(lambda v, inp=inp: inp.canonical(v) if isinstance(v, str) else v)
         for v in pd.unique(table[col].dropna()):
             v = v.item() if isinstance(v, np.generic) else v
             if inp.kind == "int" and isinstance(v, float) and v.is_integer():
@@ -48,6 +50,20 @@ def read_candidates(study: Study, path: Path) -> pd.DataFrame:
     return table
 
 
+def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
+    """No row sets two alternative inputs (the evaluator would ignore one of them)."""
+    for group in ev.exclusive_inputs:
+        present = [n for n in group if n in table.columns]
+        if len(present) < 2:
+            continue
+        both = table[present].notna().sum(axis=1) > 1
+        if both.any():
+            row = int(np.flatnonzero(both.to_numpy())[0])
+            raise DseError(f"row {row + 2} sets {' and '.join(present)}, which are alternatives: evaluator "
+                           f"'{ev.name}' uses only one of them (the study's fixed values count)", file=str(path),
+                           allowed=f"one of {', '.join(group)} per candidate")
+
+
 def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
     """The candidates with the study's fixed values filled in, every metric, and
     ``meets_constraints`` (feasible and within the study's constraints)."""
@@ -55,6 +71,7 @@ def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
     for k, v in study.fixed_values.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
     ev = load_evaluator(study.evaluator)
+    _check_alternatives(table, ev, path)
     for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
         if name in table.columns and inp.default is not None:
             table[name] = table[name].fillna(inp.default)

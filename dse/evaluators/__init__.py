@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from dse.allocator import keep_freed_memory
 from dse.errors import StudyError
 from dse.evaluators.base import Evaluator, Input, Metric, check_result
@@ -39,12 +37,9 @@ def load_evaluator(spec: Any) -> Evaluator:
     cls = evaluator_class(spec.name)
     options = dict(spec.options)
     if cls.Options is not None:
-        from dse.study import raise_validation_error
+        from dse.study import validate_options
 
-        try:
-            options = cls.Options.model_validate(options).model_dump()
-        except ValidationError as exc:
-            raise_validation_error(exc, file=None, prefix=("evaluator", "options"), model=cls.Options)
+        options = validate_options(cls.Options, options, prefix=("evaluator", "options")).model_dump()
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:

@@ -10,6 +10,7 @@ with ``units_row``, a second header row of units.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,9 @@ def export_format(fmt: str | None, output: Path | None) -> str:
     suffix = Path(output).suffix.lower() if output else ""
     named = {suffix: name for name, suffix in SUFFIX.items()}.get(suffix)
     if fmt is None:
-        if suffix and named is None:
+        # a suffix that reads as a file type (.xlsx, .tsv) but not one of ours is refused;
+        # a dot inside a name (front-0.5, gpt-1.3b) is no suffix: CSV
+        if named is None and re.fullmatch(r"\.[a-z][a-z0-9]{1,5}", suffix):
             raise DseError(f"cannot tell the format from the output's suffix {Path(output).suffix}", field="--output",
                            value=str(output), allowed=f"a file ending in {', '.join(SUFFIX.values())}, or --format")
         return named or "csv"

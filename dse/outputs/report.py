@@ -272,7 +272,7 @@ class Report:
         r = self.front.iloc[i]
         p = ", ".join(f"{n}={format_cell(r[n])}" for n in self.params)
         o = ", ".join(f"{n} {format_cell(r[n])} {self.unit(n)}".rstrip() for n in self.objectives)
-        return f"front row {i}: {p}; {o}"
+        return f"front #{i + 1}: {p}; {o}"  # numbered as `dse show` numbers the front (by the first objective)
 
     def _choice_text(self, eta: float) -> str:
         return f"η = {eta:.2f}: {self._row_text(self.weighting.best(eta))}"
@@ -281,10 +281,10 @@ class Report:
         cols = [*self.params, *self.objectives]
         head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit(c))}</small></th>" for c in cols)
         body = "".join(
-            f"<tr><td>{html.escape(name)}</td><td>{i}</td>"
+            f"<tr><td>{html.escape(name)}</td><td>{i + 1}</td>"
             + "".join(f"<td>{html.escape(format_cell(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
             for name, i in self.selected().items())
-        return f'<table id="selected"><tr><th>candidate</th><th>front row</th>{head}</tr>{body}</table>'
+        return f'<table id="selected"><tr><th>candidate</th><th>front #</th>{head}</tr>{body}</table>'
 
     def _no_breakdown(self) -> str:
         metrics = [m for ms in (*sel.ENERGY_PARTS.values(), *sel.TIME_PARTS.values()) for m in ms]

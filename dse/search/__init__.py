@@ -12,14 +12,14 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from dse.errors import StudyError
 from dse.plugins import load_class, registered
 from dse.search.base import DriverOptions, NoOptions, Problem, SearchDriver
 from dse.search.phases import PhasedSearch
 from dse.space import Space
-from dse.study import PolishSpec, Study, raise_validation_error
+from dse.study import PolishSpec, Study, validate_options
 
 __all__ = ["GROUP", "DriverOptions", "NoOptions", "Problem", "SearchDriver", "SearchPlan",
            "available_drivers", "driver_class", "parse_options", "plan_search", "problem_of"]
@@ -40,12 +40,7 @@ def driver_class(name: str) -> type[SearchDriver]:
 
 def parse_options(cls: type[SearchDriver], problem: Problem, raw: dict) -> BaseModel:
     """``search.options`` validated by the driver's own model (one clear error otherwise)."""
-    model = cls.options_model(problem)
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        raise_validation_error(exc, file=None, prefix=("search", "options"), model=model)
-        raise  # unreachable
+    return validate_options(cls.options_model(problem), raw, prefix=("search", "options"))
 
 
 UNBOUNDED = 2**62  # the evaluation cap of a budget in time over a space too large to count

@@ -85,6 +85,11 @@ class _OptunaDriver(SearchDriver):
         self._worst: list[float | None] = [None] * self.n_objectives
 
     # -- sampler and storage ---------------------------------------------------------------
+    @property
+    def sampler_seed(self) -> int:
+        """The study's seed as optuna's samplers take it (numpy's legacy seeding: below 2^32)."""
+        return self.seed % 2**32
+
     def make_sampler(self, seed: int):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -124,7 +129,7 @@ class _OptunaDriver(SearchDriver):
         if create:
             try:
                 study = optuna.create_study(storage=storage, study_name=self.study_name,
-                                            directions=directions, sampler=self.make_sampler(self.seed))
+                                            directions=directions, sampler=self.make_sampler(self.sampler_seed))
                 with warnings.catch_warnings():  # experimental since optuna 3.2, still so in 5
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     study.set_metric_names(list(self.problem.objectives))
@@ -134,7 +139,7 @@ class _OptunaDriver(SearchDriver):
                     f"optuna study '{self.study_name}' already exists in {self.options.storage}",
                     field="search.options.study_name") from None
         return optuna.load_study(storage=storage, study_name=self.study_name,
-                                 sampler=self.make_sampler(self.seed))
+                                 sampler=self.make_sampler(self.sampler_seed))
 
     @property
     def study(self):
