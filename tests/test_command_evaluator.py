@@ -131,3 +131,12 @@ def test_declared_units_reach_describe_and_the_evaluator():
     with pytest.raises(ValueError, match="front_sim.py wrote 1 rows for 2 candidates"):
         ev._read(b"f1,f2\n1,2\n", 2)
     assert sys.executable in ev.args
+
+
+def test_describe_shows_a_command_evaluator_as_a_study_configures_it(tmp_path):
+    path = write_study(tmp_path, _study(tmp_path, [0, 1]))
+    proc = run_cli("describe", "--study", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "parameters of evaluator 'command'" in proc.stdout and "second objective" in proc.stdout
+    proc = run_cli("describe", "-e", "command")
+    assert proc.returncode == 2 and "dse describe --study STUDY" in proc.stderr and "Traceback" not in proc.stderr

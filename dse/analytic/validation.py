@@ -306,7 +306,8 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
         lines.append(f"{source[:22]:22s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
                      f"{_pct(s['median_abs_error'])} {_pct(s['mean_abs_error'])} {_pct(s['max_abs_error'])}")
     lines.append("")
-    lines.append("worst rows (error = predicted / measured iteration time - 1):")
+    lines.append("worst rows (error = predicted / measured - 1, of each row's measured quantity: iteration time, "
+                 "or a stage's time or energy):")
     for source, s in rep.items():
         for w in s["worst"]:
             lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {w['error']:+7.1%}")

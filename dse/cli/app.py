@@ -344,7 +344,10 @@ def cluster(
     from dse.execution.plan import find_profile, plan_execution
     from dse.study import ExecutionSpec
 
-    path = find_profile(profile, study)
+    try:
+        path = find_profile(profile, study)
+    except DseError as exc:  # named as the argument it is here, not as a study's field
+        raise DseError(exc.message, allowed=exc.allowed) from None
     p = plan_execution(ExecutionSpec(profile=str(path)), study_path=study)
     out.print(f"[green]ok[/green] {path}: evaluated on {escape(p.describe())}", highlight=False)
     shown = preview(p) if p.kind == "cluster" else None
@@ -379,6 +382,9 @@ def describe(
     accelerator: Annotated[str | None, typer.Option(
         "--accelerator", "-a", help="describe an accelerator instead: every number of a catalog part or an "
                                     "accelerator profile (a .yaml path or a name) with where it came from")] = None,
+    study: Annotated[Path | None, typer.Option(
+        "--study", help="describe the evaluator of this study, built with the study's evaluator.options "
+                        "(an evaluator such as command takes its parameters from its options)")] = None,
 ) -> None:
     """List parameters and metrics, search algorithms, or an accelerator's numbers.
 
@@ -395,7 +401,20 @@ def describe(
 
         describe_accelerator(accelerator, out)
         return
-    ev = load_evaluator(EvaluatorSpec(name=evaluator))
+    if study is not None:
+        from dse.study import load_study
+
+        s = load_study(study)
+        try:
+            ev = load_evaluator(s.evaluator)
+        except DseError as exc:
+            raise exc.with_file(str(study)) from None
+    else:
+        try:
+            ev = load_evaluator(EvaluatorSpec(name=evaluator))
+        except DseError as exc:
+            raise DseError(f"evaluator '{evaluator}' cannot be built without options ({exc}); describe it as a "
+                           "study configures it: dse describe --study STUDY") from None
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
         t.add_column(col)
@@ -404,7 +423,9 @@ def describe(
     for inp in ev.inputs.values():
         allowed = ", ".join(f"{c} (estimated)" if c in estimated else str(c) for c in inp.choices) \
             if inp.choices else inp._allowed()
-        t.add_row(inp.name, inp.unit, "(catalog)" if inp.default is None else str(inp.default), allowed, inp.description)
+        unit = inp.unit or ("1" if inp.kind in ("int", "float") else "-")
+        default = "(the model decides)" if inp.default is None else str(inp.default)
+        t.add_row(inp.name, unit, default, allowed, inp.description)
     out.print(t)
     if attributes:
         a = Table(title="evaluator attributes (also in the result datasets)")

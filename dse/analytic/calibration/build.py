@@ -20,6 +20,7 @@ import pandas as pd
 
 from dse.analytic import profiles
 from dse.analytic.calibration.fit import FitResult, base_accelerator
+from dse.analytic.energy import thermal
 from dse.analytic.time import hardware
 
 
@@ -111,5 +112,10 @@ def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
     for section in ("hardware", "power", "calibration"):
         for key, value in _flat(section, acc[section]):
             src = sources.get(key) or sources.get(key.rsplit(".", 1)[0], "")
+            rise = {"power.r_air_k_per_w": thermal.AIR_RISE_AT_TDP_K,
+                    "power.r_liquid_k_per_w": thermal.LIQUID_RISE_AT_TDP_K}.get(key)
+            tdp = acc["hardware"].get("tdp_w")
+            if value is None and rise is not None and tdp:  # what the model uses instead
+                value, src = round(rise / tdp, 5), f"no catalog value: {rise:g} K at the TDP ({tdp:g} W)"
             rows.append((key, value, src))
     return title, rows
