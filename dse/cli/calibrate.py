@@ -29,7 +29,7 @@ def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: lis
     rows = readers.read(files)
     result = fit.fit(rows, accelerator, holdout=holdout, only=only, fix=fix, cooling=cooling)
     kinds = ", ".join(f"{k} {n}" for k, n in rows["kind"].value_counts().items())
-    console.print(f"{len(rows)} measurements ({kinds}) from {len(result.files)} file(s); "
+    console.print(f"{len(rows)} measurements ({kinds}) from {len(files)} file(s); "
                   f"base accelerator {accelerator}")
     _parameters(result, console)
     if len(result.workloads):

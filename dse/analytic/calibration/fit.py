@@ -206,8 +206,11 @@ def _holdout_mask(rows: pd.DataFrame, holdout: list[str]) -> np.ndarray:
         except ValueError:
             hit = rows["workload"].to_numpy() == t
         if not hit.any():
+            clocks = ", ".join(f"{c:g}" for c in sorted(set(clock[np.isfinite(clock)])))
+            caps = ", ".join(f"{c:g}W" for c in sorted(set(cap[np.isfinite(cap)])))
             raise DseError(f"no row to hold out matches '{t}'", field="--holdout",
-                           allowed="clocks in MHz (1290), power caps in W (300W) or workload names: "
+                           allowed=f"a clock of the rows in MHz ({clocks or 'none'}), a power cap in W "
+                                   f"({caps or 'none'}) or a workload name: "
                                    + ", ".join(sorted(set(rows["workload"]))))
         mask |= hit
     return mask
