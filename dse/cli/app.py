@@ -31,7 +31,8 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, soft_wrap=True)  # never break a message or a path across lines
+err = Console(stderr=True, soft_wrap=True,  # never break a message or a path across lines
+              width=None if sys.stderr.isatty() else 160)  # piped: the progress line whole
 
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
 ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
@@ -92,6 +93,11 @@ class RichProgress:
 
     def stop(self) -> None:
         if self.bar is not None:
+            task = self.bar.tasks[0] if self.bar.tasks else None
+            if task is not None and task.total is not None and task.completed < task.total:
+                # the search ended below its budget (a converged polish, a stop): the last line
+                # shows what was done, not a bar short of a total that was never reached
+                self.bar.update(self.task, total=task.completed, pace="", best=task.fields.get("best", ""))
             self.bar.stop()
 
 
