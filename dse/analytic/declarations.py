@@ -108,7 +108,7 @@ TIME_INPUTS: list[Input] = [
     Input("target_batch_size", "int", "sequences", "global batch the token budget was stated at (the batch the run was planned at); default: the small-batch limit (target_tokens = D_min)", None, minimum=1, group="workload"),
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),
-    Input("precision", "str", "", "matrix-multiply precision", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
+    Input("precision", "str", "", "matrix-multiply precision; weights, gradients and activations are held as in 16-bit mixed precision for every choice (fp8: Transformer Engine's casts; tf32: the TF32 matmul rate only, fp32 tensors are not modelled)", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
     AcceleratorInput("accelerator", "str", "", "accelerator type (hardware catalog), or an accelerator profile (a .yaml path or a name; dse calibrate)", "H100-SXM", _ACCELERATORS, group="hardware"),
     Input("num_accelerators", "int", "", "accelerators in the job (with a second accelerator: both types together)", 8, minimum=1, group="hardware"),
     Input("second_accelerator", "str", "", "a second accelerator type running the last second_pipeline_stages pipeline stages (mixed fleet; none: one type)", "none", ("none", *_ACCELERATORS), group="hardware"),
