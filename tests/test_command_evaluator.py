@@ -140,3 +140,18 @@ def test_describe_shows_a_command_evaluator_as_a_study_configures_it(tmp_path):
     assert "parameters of evaluator 'command'" in proc.stdout and "second objective" in proc.stdout
     proc = run_cli("describe", "-e", "command")
     assert proc.returncode == 2 and "dse describe --study STUDY" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_evaluate_runs_candidates_as_a_run_does_failures_and_time_limit_included(tmp_path):
+    """A program that fails on one candidate or runs past evaluator.timeout_s fails that
+    candidate (status, error), the others are evaluated; no traceback, no hang."""
+    path = write_study(tmp_path, _study(tmp_path, [0, 1], timeout_s=2))
+    cands = tmp_path / "cands.csv"
+    cands.write_text("x,y\n0.5,0\n0.5,13\n0.5,99\n0.2,1\n")
+    proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 failed: see the error column" in proc.stdout
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert list(out["status"] == "ok") == [True, False, False, True]
+    assert "exited with code 3" in out["error"][1] and "no result within 2 s" in out["error"][2]
+    assert out["f1"][[0, 3]].notna().all()

@@ -167,9 +167,19 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
             cfg[col] = values
         else:
             cfg[col] = _numeric(df, col, file)
+            if inp is not None and col not in BOOLEAN:  # within the input's declared range, as in a study
+                v = cfg[col]
+                text = df[col].astype(str).str.strip()
+                lo = -np.inf if inp.minimum is None else inp.minimum
+                hi = np.inf if inp.maximum is None else inp.maximum
+                _refuse_first(df, col, file, text, pd.Series(np.isfinite(v) & ((v < lo) | (v > hi))),
+                              f"out of range; allowed: {inp._allowed()}")  # the value follows
+                if inp.kind == "int":
+                    _refuse_first(df, col, file, text, pd.Series(np.isfinite(v) & (v != np.round(v))),
+                                  "expected an integer")
     for col in LAYOUT:
-        if not (np.isfinite(cfg[col]) & (cfg[col] > 0)).all():
-            raise DseError("column must hold positive numbers", file=file, field=col)
+        bad = pd.Series(~(np.isfinite(cfg[col]) & (cfg[col] > 0)))
+        _refuse_first(df, col, file, df[col].astype(str).str.strip(), bad, "expected a positive number")
     if "data_parallel" in df.columns:
         dp = _numeric(df, "data_parallel", file)
         cp = cfg.get("context_parallel", np.ones(n))
@@ -195,8 +205,16 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
     ``reason`` (why the model finds the layout infeasible; such rows get no error)."""
     df = df.reset_index(drop=True)
     q = df["measured_quantity"].to_numpy(dtype=object)
+    measured = numbers(df, "measured_value", file)
+    text = df["measured_value"].astype(str).str.strip()
+    # a measurement is a positive, finite number (an iteration time, a throughput, an MFU,
+    # a stage's time or energy); an empty one would drop the row without a word
+    _refuse_first(df, "measured_value", file, text, pd.Series(~(np.isfinite(measured) & (measured > 0))),
+                  "expected a measurement: a positive, finite number")
+    mfu = (q == "mfu") & (measured > 1)
+    _refuse_first(df, "measured_value", file, text, pd.Series(mfu), "an MFU is a fraction of the peak, at most 1")
     out = pd.DataFrame({"id": df["id"].to_numpy(dtype=object), "source": df["source"].to_numpy(dtype=object),
-                        "quantity": q, "measured": _numeric(df, "measured_value", file),
+                        "quantity": q, "measured": measured,
                         "predicted": np.nan, "error": np.nan, "reason": ""})
     timed = np.isin(q, TIME_QUANTITIES)
     if timed.any():

@@ -257,7 +257,9 @@ def evaluate(
     table = evaluate_csv(s, candidates)
     table.to_csv(output, index=False)
     n_ok = int(table["meets_constraints"].sum())
-    out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints) → {output}")
+    n_failed = int((table["status"] != "ok").sum())
+    out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints"
+              + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output}")
 
 
 class ExportFormat(StrEnum):

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import DseError, StudyError
-from dse.evaluators import check_result, load_evaluator
+from dse.evaluators import load_evaluator
+from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
 from dse.study import Study
 
@@ -75,7 +76,9 @@ def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
     for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
         if name in table.columns and inp.default is not None:
             table[name] = table[name].fillna(inp.default)
-    result = check_result(ev, table, ev.evaluate(table))
+    # as a run evaluates: evaluator.timeout_s holds, and a failing candidate is isolated and
+    # recorded (status, error) instead of stopping the command
+    result = evaluate_rows(EvaluatorRef.of(study.evaluator), table.reset_index(drop=True))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
-    full["meets_constraints"] = feasible_mask(full.assign(status="ok"), study)
+    full["meets_constraints"] = feasible_mask(full, study)
     return full
