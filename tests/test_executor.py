@@ -64,6 +64,12 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
     ("cluster: dask.distributed.NoSuchCluster\n", "cannot import the cluster class"),
     ("scheduler: garbage\n", "scheduler: not a dask scheduler address"),
     ("adapt: {maximum: 0}\ncluster: dask.distributed.LocalCluster\n", "adapt.maximum"),
+    ("adapt: {minimum: 2, maximum: 1}\ncluster: dask.distributed.LocalCluster\n", "adapt.minimum (2) is above"),
+    ("adapt: {minimum: 1, maximum_jobs: 3}\ncluster: dask.distributed.LocalCluster\n", "workers (minimum) or batch"),
+    ("adapt: {target_duration: whenever}\ncluster: dask.distributed.LocalCluster\n",
+     "adapt.target_duration: expected a duration"),
+    ("workers: 1\nmemory_limit: lots\n", "memory_limit: expected 'auto', a number of bytes"),
+    ("workers: 1\nmemory_limit: -5\n", "memory_limit: expected 'auto'"),
 ])
 def test_bad_profiles_are_one_line_errors_naming_the_profile(tmp_path, text, expected):
     (tmp_path / "p.yaml").write_text(text)
@@ -84,6 +90,20 @@ def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "q.yaml: options.corez: unknown option 'corez' of dask_jobqueue.SLURMCluster; allowed:" in proc.stderr
     assert "walltime" in proc.stderr  # the job class's options are allowed too
+
+
+@pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
+@pytest.mark.parametrize("options,expected", [
+    ("{cores: eight, memory: 32GB}", "TypeError"),
+    ("{cores: 8}", "You must specify how much cores and memory per job"),
+])
+def test_options_a_jobqueue_class_refuses_are_refused_at_validate(tmp_path, options, expected):
+    (tmp_path / "q.yaml").write_text(f"cluster: dask_jobqueue.SLURMCluster\noptions: {options}\n")
+    with pytest.raises(StudyError) as info:
+        plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'q.yaml'}: options: dask_jobqueue.SLURMCluster refuses its options")
+    assert expected in message and "\n" not in message
 
 
 @pytest.mark.parametrize("profile,module,extra", [

@@ -332,3 +332,15 @@ def test_optuna_takes_a_seed_beyond_32_bits():
     study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20, "seed": 2**64 + 7})
     driver, space = _driver(study)
     assert len(_drive(driver, study, space, batches=1)) == 20
+
+
+def test_an_optuna_storage_that_cannot_be_opened_is_one_clear_error():
+    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
+                           "options": {"storage": "nonsense://x"}})
+    with pytest.raises(StudyError, match=r"search\.options\.storage: not a database URL optuna can open"):
+        plan_search(study, Space.from_study(study))
+    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
+                           "options": {"storage": "sqlite:////proc/no/such/folder/study.db"}})
+    driver, _ = _driver(study)  # a valid URL: the database is opened with the first batch
+    with pytest.raises(StudyError, match=r"search\.options\.storage: cannot open the optuna storage sqlite:"):
+        driver.ask()

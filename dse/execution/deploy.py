@@ -115,6 +115,14 @@ def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
             raise StudyError(f"'{jobs[0]}' counts batch jobs of a dask-jobqueue cluster, and "
                              f"{profile.cluster} is none", field=f"{section}.{jobs[0]}",
                              allowed="workers" if section == "scale" else "minimum, maximum")
+    if jobqueue:  # the job class checks its options (cores, memory, ...) as it writes the script
+        job_keys = _keywords([c.__init__ for c in obj.job_cls.__mro__ if "__init__" in vars(c) and c is not object])
+        kwargs = {k: v for k, v in profile.options.items() if job_keys is None or k in job_keys}
+        try:
+            obj.job_cls(scheduler="tcp://127.0.0.1:8786", name="dse-check", **kwargs).job_script()
+        except Exception as exc:
+            raise StudyError(f"{profile.cluster} refuses its options: {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())}", field="options") from None
     if scale:
         scale = {"n" if k == "workers" else k: v for k, v in scale.items()}
     return scale, adapt
@@ -144,7 +152,7 @@ def start_cluster(plan: Any) -> Any:
         with logs:
             cluster = obj(**cluster_options(plan))
     except Exception as exc:  # the class refused its options or could not reach its system
-        raise StudyError(f"cannot start {plan.cluster}: {type(exc).__name__}: {exc}",
+        raise StudyError(f"cannot start {plan.cluster}: {type(exc).__name__}: {' '.join(str(exc).split())}",
                          file=plan.profile, field="cluster") from None
     if plan.scale:
         cluster.scale(**plan.scale)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dse.errors import StudyError
 from dse.study import ExecutionSpec, raise_validation_error, yaml_problem
@@ -60,6 +60,32 @@ class Adapt(_Strict):
     wait_count: int | None = Field(default=None, ge=1)
     interval: str | None = Field(default=None, description="how often to re-plan, e.g. '1s'")
 
+    @field_validator("target_duration", "interval")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        if v is not None:
+            from dask.utils import parse_timedelta
+
+            try:
+                if not parse_timedelta(v) > 0:
+                    raise ValueError
+            except (ValueError, KeyError, TypeError):
+                raise ValueError("expected a duration such as '30s', '5 minutes' or '1h'") from None
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Adapt:
+        for lo, hi in (("minimum", "maximum"), ("minimum_jobs", "maximum_jobs")):
+            a, b = getattr(self, lo), getattr(self, hi)
+            if a is not None and b is not None and a > b:
+                raise ValueError(f"adapt.{lo} ({a}) is above adapt.{hi} ({b})")
+        workers = [k for k in ("minimum", "maximum") if getattr(self, k) is not None]
+        jobs = [k for k in ("minimum_jobs", "maximum_jobs") if getattr(self, k) is not None]
+        if workers and jobs:
+            raise ValueError(f"adapt bounds workers ({', '.join(workers)}) or batch jobs ({', '.join(jobs)}), "
+                             "not both")
+        return self
+
 
 class ClusterProfile(_Strict):
     """A cluster profile ``workers/<name>.yaml``: one of a local cluster (``workers``,
@@ -79,6 +105,22 @@ class ClusterProfile(_Strict):
     threads_per_worker: int = Field(default=1, ge=1)
     memory_limit: str | int | float = "auto"
     grace_s: float | None = Field(default=None, gt=0)
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory(cls, v: str | int | float) -> str | int | float:
+        """``auto``, a byte count or a size such as ``4GB`` (dask's parse_bytes), more than 0."""
+        if v == "auto":
+            return v
+        from dask.utils import parse_bytes
+
+        try:
+            size = parse_bytes(v) if isinstance(v, str) else v
+        except (ValueError, TypeError):
+            size = None
+        if isinstance(size, bool) or not isinstance(size, int | float) or not size > 0:
+            raise ValueError("expected 'auto', a number of bytes or a size such as '4GB', more than 0")
+        return v
     start_timeout_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")

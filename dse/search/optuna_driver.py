@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dse.errors import StudyError
 from dse.search.base import DriverOptions, Problem, SearchDriver
@@ -64,6 +64,25 @@ class OptunaOptions(DriverOptions):
     study_name: str | None = Field(default=None, min_length=1,
                                    description="name of the optuna study in the storage (default: the dse study's name)")
     max_resample: int = Field(default=2, ge=0, description="re-asks of a slot whose candidate was asked before")
+
+    @field_validator("storage")
+    @classmethod
+    def _database_url(cls, v: str | None) -> str | None:
+        """A URL SQLAlchemy reads, of a database whose driver is installed (optuna's RDB
+        storage); whether the database answers is known only when the run opens it."""
+        if v is None:
+            return v
+        try:
+            from sqlalchemy.engine import make_url
+
+            dialect = make_url(v).get_dialect()
+            (getattr(dialect, "import_dbapi", None) or dialect.dbapi)()  # its driver (psycopg2, pymysql, ...)
+        except ImportError as exc:
+            raise ValueError(f"the database driver is not installed ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy's ArgumentError, NoSuchModuleError, ...
+            raise ValueError(f"not a database URL optuna can open, such as sqlite:///study.db or "
+                             f"postgresql://user@host/db ({type(exc).__name__}: {exc})") from None
+        return v
 
 
 class _OptunaDriver(SearchDriver):
@@ -123,6 +142,17 @@ class _OptunaDriver(SearchDriver):
         return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
 
     def _open(self, *, create: bool):
+        try:
+            return self._open_storage(create=create)
+        except StudyError:
+            raise
+        except Exception as exc:  # the database is unreachable, unwritable, refuses the login, ...
+            if not self.options.storage:
+                raise
+            raise StudyError(f"cannot open the optuna storage {self.options.storage}: {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:300]}", field="search.options.storage") from None
+
+    def _open_storage(self, *, create: bool):
         optuna = _optuna()
         storage = self._storage()
         directions = ["minimize"] * self.n_objectives
