@@ -104,6 +104,14 @@ def test_the_program_runs_on_dask_workers_too(tmp_path):
     (lambda o: o["inputs"]["x"].update(kind="complex"), "evaluator.options.inputs.x.kind", "complex"),
     (lambda o: o.update(metrics={}), "evaluator.options.metrics", "at least 1"),
     (lambda o: o.update(speed=3), "evaluator.options", "unknown key 'speed'"),
+    (lambda o: o.update(command=[str(REPO / "tests" / "programs" / "front_sim.py"), "csv"]),
+     "evaluator.options.command", "is not executable"),
+    (lambda o: o.update(command=["{python}", "no_such_sim.py", "csv"]), "evaluator.options.command",
+     "script no_such_sim.py not found in the current folder"),
+    (lambda o: o.update(workdir="/no/such/folder"), "evaluator.options.workdir", "does not exist"),
+    (lambda o: o.update(output="file"), "evaluator.options", "output: file needs '{output}' in the command"),
+    (lambda o: o.update(command=o["command"] + ["{input}"]), "evaluator.options",
+     "the command has '{input}', which is a path only with input: file"),
 ])
 def test_bad_options_are_one_line_errors_at_validate(tmp_path, change, field, expected):
     options = _options()

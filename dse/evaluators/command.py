@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dse.errors import StudyError
 from dse.evaluators.base import Evaluator, Input, Metric
@@ -95,6 +95,20 @@ class CommandOptions(_Strict):
             raise ValueError("the command names no program")
         return v
 
+    @model_validator(mode="after")
+    def _files_named(self) -> CommandOptions:
+        """input/output: file need their placeholder in the command, and a placeholder needs
+        its file (the program would read or write a file that is never there)."""
+        text = self.command if isinstance(self.command, str) else " ".join(self.command)
+        for key in ("input", "output"):
+            placeholder, mode = "{" + key + "}", getattr(self, key)
+            if mode == "file" and placeholder not in text:
+                raise ValueError(f"{key}: file needs '{placeholder}' in the command (where the file's path goes)")
+            if mode != "file" and placeholder in text:
+                raise ValueError(f"the command has '{placeholder}', which is a path only with {key}: file "
+                                 f"({key} is {mode})")
+        return self
+
 
 class CommandEvaluator(Evaluator):
     name = "command"
@@ -114,10 +128,22 @@ class CommandEvaluator(Evaluator):
         program = self.args[0]
         script = len(self.args) > 1 and Path(program).name.startswith("python")
         self.label = Path(self.args[1 if script else 0]).name  # how messages name the program
+        if opts.workdir is not None and not Path(opts.workdir).is_dir():
+            raise StudyError(f"workdir {opts.workdir} is not a folder" if Path(opts.workdir).exists()
+                             else f"workdir {opts.workdir} does not exist", field="evaluator.options.workdir")
         where = Path(opts.workdir) / program if opts.workdir and not Path(program).is_absolute() else Path(program)
+        found = shutil.which(program, path=str(where.parent)) if ("/" in program or opts.workdir) else None
         if shutil.which(program) is None and not where.is_file():
             raise StudyError(f"program '{program}' not found (not on PATH, not a file)",
                              field="evaluator.options.command")
+        if shutil.which(program) is None and found is None:
+            raise StudyError(f"program '{program}' is not executable (chmod +x it, or run it through an "
+                             "interpreter: [\"{python}\", script.py])", field="evaluator.options.command")
+        if script and not Path(self.args[1]).is_absolute():  # {python} script.py: the script must be there
+            path = Path(opts.workdir or ".") / self.args[1]
+            if not path.is_file() and not self.args[1].startswith("-"):
+                raise StudyError(f"script {self.args[1]} not found in {opts.workdir or 'the current folder'} "
+                                 "(the program runs in workdir)", field="evaluator.options.command")
 
     @property
     def inputs(self) -> dict[str, Input]:
