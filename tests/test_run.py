@@ -275,3 +275,15 @@ def test_evaluate_takes_names_in_any_spelling_and_refuses_alternatives_in_one_ro
     proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{cands}: row 2 sets clock_mhz and clock_fraction, which are alternatives" in proc.stderr
+
+
+def test_an_output_that_would_replace_an_input_is_refused_before_any_work(finished_run, tmp_path):
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators\nH100-SXM,16\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(cands))
+    assert proc.returncode == 2 and "would overwrite the candidates or the study" in proc.stderr
+    assert cands.read_text() == "accelerator,num_accelerators\nH100-SXM,16\n"
+    proc = run_cli("plot", str(finished_run), "-o", str(tmp_path / "front.jpg"))  # drawn as PNG, named .jpg: no
+    assert proc.returncode == 2 and "cannot draw a .jpg file" in proc.stderr
+    proc = run_cli("plot", str(finished_run), "-o", str(tmp_path / "front.svg"))
+    assert proc.returncode == 0 and (tmp_path / "front.svg").read_text().lstrip().startswith("<?xml")

@@ -254,12 +254,25 @@ def evaluate(
     from dse.cli.evaluate import evaluate_csv
 
     s = plan(study).study  # checked, its values in the evaluator's spelling
+    _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
     table = evaluate_csv(s, candidates)
     table.to_csv(output, index=False)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
     out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints"
               + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output}")
+
+
+def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False) -> None:
+    """Refuse, before any work, an output file that would replace an input or is a folder
+    (``folder_exists``: or whose folder is missing)."""
+    if output.is_dir():
+        raise DseError("is a folder; give a file name", field="--output", value=str(output))
+    if any(output.resolve() == Path(i).resolve() for i in inputs):
+        raise DseError(f"would overwrite {what}", field="--output", value=str(output),
+                       allowed="another file name")
+    if folder_exists and not output.parent.is_dir():
+        raise DseError(f"the folder {output.parent} does not exist", field="--output", value=str(output))
 
 
 class ExportFormat(StrEnum):
@@ -292,7 +305,7 @@ def export(
 @app.command()
 def plot(
     results: ResultsArg,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG to write (default: pareto.png in the results folder)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="figure to write: .png, .svg or .pdf (default: pareto.png in the results folder)")] = None,
 ) -> None:
     """Plot the Pareto front over every feasible evaluation, one panel per pair of objectives."""
     from dse.outputs.plot import plot_results
@@ -476,6 +489,7 @@ def calibrate(
 
     if cooling not in ("air", "liquid"):
         raise DseError("unknown cooling", field="--cooling", value=cooling, allowed="air, liquid")
+    _check_output_file(output, measurements, "a measurement file")
 
     def listed(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import combinations
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import numpy as np
 import xarray as xr
 
 from dse.datasets import display_unit
+from dse.errors import DseError
 from dse.files import atomic_path
 from dse.outputs.scan import density, scan
 
@@ -143,5 +145,25 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
     objectives = [o.metric for o in run.study.objectives]
     front = run.feasible_front()
     keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
+    path, fmt = figure_path(output, run.path / "pareto.png")
     with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
-        return plot_front(evaluations, front, objectives, output or run.path / "pareto.png")
+        return plot_front(evaluations, front, objectives, path, formats=(fmt,))
+
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def figure_path(output: Path | None, default: Path) -> tuple[Path, str]:
+    """Where a figure goes and in which format: the output's suffix (.png, .svg, .pdf), PNG
+    when it has none; a suffix naming another file type is refused (it was written as PNG
+    under another name)."""
+    if output is None:
+        return default, "png"
+    output = Path(output)
+    suffix = output.suffix.lower().lstrip(".")
+    if suffix in FIGURE_FORMATS:
+        return output, suffix
+    if re.fullmatch(r"[a-z][a-z0-9]{1,5}", suffix):
+        raise DseError(f"cannot draw a .{suffix} file", field="--output", value=str(output),
+                       allowed=", ".join(f".{f}" for f in FIGURE_FORMATS))
+    return output.with_name(output.name + ".png"), "png"  # a dot inside the name (front-0.5)
