@@ -253,12 +253,21 @@ def evaluate(
     from dse.api import plan
     from dse.cli.evaluate import evaluate_csv
 
-    s = plan(study).study  # checked, its values in the evaluator's spelling
+    p = plan(study)
+    s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
     table = evaluate_csv(s, candidates)
     table.to_csv(output, index=False)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
+    import pandas as pd
+
+    given = set(pd.read_csv(candidates, nrows=0).columns)
+    given |= {n for g in p.evaluator.exclusive_inputs if given & set(g) for n in g}  # an alternative was given
+    lacking = [n for n in s.space if n not in given]
+    if lacking:  # documented, but worth a word: a searched parameter took the evaluator's default
+        err.print(f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(lacking)}: "
+                  "the evaluator's defaults were used (OUT.csv shows them)", highlight=False)
     out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints"
               + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output}")
 
