@@ -59,7 +59,7 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
     ("cluster: dask.distributed.LocalCluster\nscale: 2\nadapt: {maximum: 4}\n", "'scale' (a fixed size) or 'adapt'"),
     ("cluster: dask.distributed.LocalCluster\nscale: {jobs: 2}\n", "scale.jobs: 'jobs' counts batch jobs"),
     ("cluster: dask.distributed.LocalCluster\nscale: {workers: 1, jobs: 2}\n", "exactly one of 'workers' or 'jobs'"),
-    ("cluster: no_such_package.Cluster\n", "no_such_package.Cluster needs no_such_package, which is not installed"),
+    ("cluster: no_such_package.Cluster\n", "cannot import the cluster class no_such_package.Cluster: no module named 'no_such_package'"),
     ("cluster: LocalCluster\n", "cluster: not an import path of a dask cluster class"),
     ("cluster: dask.distributed.NoSuchCluster\n", "cannot import the cluster class"),
     ("scheduler: garbage\n", "scheduler: not a dask scheduler address"),

@@ -110,6 +110,7 @@ def test_heldout_runs_read_and_mostly_predict():
     (lambda df: df.assign(measured_quantity="mfu", measured_value=["0.4", "45"]), r"line 3.*at most 1"),
     (lambda df: df.assign(zero_stage=[7, 1]), r"line 2, column zero_stage: out of range; allowed: an integer from 0 to 3 \(got '7'\)"),
     (lambda df: df.assign(num_accelerators=[-64, 64]), r"column num_accelerators: out of range"),
+    (lambda df: df.head(0), "the table has no rows"),
 ])
 def test_bad_tables_give_one_line_errors(tmp_path, edit, message):
     df = validation.read_table(REF / "published_throughput.csv").head(2).drop(columns=["_file", "_line"])

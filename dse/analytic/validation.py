@@ -79,6 +79,8 @@ def read_table(path: Path) -> pd.DataFrame:
     if missing:
         raise DseError(f"missing columns {missing}", file=str(path),
                        allowed="the validate-model format: docs/model.md, section 9")
+    if len(df) == 0:
+        raise DseError("the table has no rows (a header alone)", file=str(path))
     known = set(declarations.INPUTS) | set(SHAPE) | set(BOOKKEEPING)
     unknown = [c for c in df.columns if c not in known]
     if unknown:

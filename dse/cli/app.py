@@ -374,6 +374,8 @@ def cluster(
     from dse.execution.plan import find_profile, plan_execution
     from dse.study import ExecutionSpec
 
+    if study is not None and not study.is_file():
+        raise DseError("no such study file", field="--study", value=str(study))
     try:
         path = find_profile(profile, study)
     except DseError as exc:  # named as the argument it is here, not as a study's field
@@ -423,6 +425,10 @@ def describe(
     from dse.evaluators import load_evaluator
     from dse.study import EvaluatorSpec
 
+    chosen = [o for o, given in (("--search", search is not None), ("--accelerator", accelerator is not None),
+                                 ("--study", study is not None), ("--evaluator", evaluator != "analytic")) if given]
+    if len(chosen) > 1:
+        raise DseError(f"{' and '.join(chosen)} describe different things; give one", field=chosen[1])
     if search is not None:
         _describe_search(search)
         return

@@ -57,7 +57,10 @@ def import_cluster(path: str) -> Any:
         obj = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         name = exc.name or module
-        raise StudyError(f"the cluster class {path} needs {EXTRAS.get(name.split('.')[0], (name,))[0]}, "
+        if name.split(".")[0] not in EXTRAS:  # not a deployer dse knows: a typo as likely as a missing package
+            raise StudyError(f"cannot import the cluster class {path}: no module named '{name}' (a typo, or a "
+                             f"package to install)", field="cluster") from None
+        raise StudyError(f"the cluster class {path} needs {EXTRAS[name.split('.')[0]][0]}, "
                          f"which is not installed: {install_hint(name, path)}", field="cluster") from None
     except (ImportError, AttributeError) as exc:
         raise StudyError(f"cannot import the cluster class {path}: {exc}", field="cluster") from None
