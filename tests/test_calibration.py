@@ -18,6 +18,7 @@ from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.cli import main
+from dse.errors import DseError
 from synthetic import (
     TRUTH,
     kernel_sweep,
@@ -278,3 +279,22 @@ def test_a_changed_profile_file_is_read_again(tmp_path, monkeypatch):
     profiles.dump(doc, tmp_path / "p.yaml")
     second = AnalyticEvaluator().evaluate(row)
     assert second["energy_to_train_j"][0] > first["energy_to_train_j"][0]
+
+
+@pytest.mark.parametrize("edit,field,expected", [
+    (lambda a: a["hardware"].update(bogus=1), "hardware.bogus", "Extra inputs are not permitted"),
+    (lambda a: a["hardware"].update(scaleup_domain=0), "hardware.scaleup_domain", "greater than or equal to 1"),
+    (lambda a: a["hardware"].update(hbm_bw_gbs=float("inf")), "hardware.hbm_bw_gbs", "finite"),
+    (lambda a: a["hardware"]["mamf_tflops"].update(bf16=9999.0), "hardware", "cannot beat the peak"),
+    (lambda a: a["hardware"].update(memory_reserved_gb=100.0), "hardware", "must be below hbm_gb"),
+    (lambda a: a["power"].update(vf_curve=[[0.0, 1.2], [1.0, 0.5]]), "power.vf_curve", "must not fall"),
+])
+def test_a_hand_edited_profile_that_cannot_be_right_is_refused(tmp_path, edit, field, expected):
+    acc, _ = fit.base_accelerator("A100-80GB")
+    acc["power"]["vf_curve"] = [list(p) for p in acc["power"]["vf_curve"]]
+    edit(acc)
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump({"format": profiles.FORMAT, "version": 1, "name": "edited", **acc}))
+    with pytest.raises(DseError) as info:
+        profiles.load(path)
+    assert f"{path}: {field}" in str(info.value) and expected in str(info.value), str(info.value)

@@ -75,8 +75,9 @@ class AcceleratorInput(Input):
         if isinstance(value, str) and self.choices is not None and value not in self.choices:
             try:
                 found = profiles.find(value)
-            except DseError as exc:
-                raise StudyError(f"accelerator profile {value}: {exc}", field=field) from None
+            except DseError as exc:  # its message names the profile's file and field
+                raise StudyError(f"accelerator profile {exc}" if exc.file else f"accelerator profile {value}: {exc}",
+                                 field=field) from None
             except OSError as exc:
                 raise StudyError(f"accelerator profile {value}: {exc.strerror or exc}", field=field) from None
             if found is not None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError
@@ -46,10 +46,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class HardwareEntry(BaseModel):
-    """The datasheet entry, as ``data/hardware.yaml`` has it (further catalog fields are kept)."""
+class HardwareEntry(_Strict):
+    """The datasheet entry, as ``data/hardware.yaml`` has it (every number finite)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     vendor: str = ""
     peak_tflops: dict[Literal["bf16", "fp16", "tf32", "fp8"], float | None]
@@ -64,7 +64,20 @@ class HardwareEntry(BaseModel):
     compute_units: int = Field(gt=0)
     mamf_tflops: dict[str, float | None] | None = None
     memory_reserved_gb: float = Field(ge=0)
+    scaleup_domain: int | None = Field(default=None, ge=1, description="accelerators in one scale-up domain")
     source: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HardwareEntry:
+        if self.memory_reserved_gb >= self.hbm_gb:
+            raise ValueError(f"memory_reserved_gb ({self.memory_reserved_gb:g}) must be below hbm_gb "
+                             f"({self.hbm_gb:g})")
+        for precision, mamf in (self.mamf_tflops or {}).items():
+            peak = self.peak_tflops.get(precision)
+            if mamf is not None and peak is not None and mamf > peak:
+                raise ValueError(f"mamf_tflops.{precision} ({mamf:g}) is above peak_tflops.{precision} ({peak:g}): "
+                                 "a measured matmul rate cannot beat the peak")
+        return self
 
 
 class Activity(_Strict):
@@ -93,6 +106,10 @@ class PowerEntry(_Strict):
             raise ValueError("points [f/f_max, V/V_max] with f/f_max rising from >= 0 to 1")
         if any(v <= 0 for _, v in points):
             raise ValueError("voltages V/V_max must be positive")
+        vs = [v for _, v in points]
+        if any(b < a for a, b in zip(vs, vs[1:], strict=False)):
+            raise ValueError("voltages V/V_max must not fall as the clock rises (a higher clock needs at least "
+                             "the voltage of a lower one)")
         return points
 
 
