@@ -112,6 +112,12 @@ def test_the_program_runs_on_dask_workers_too(tmp_path):
     (lambda o: o.update(output="file"), "evaluator.options", "output: file needs '{output}' in the command"),
     (lambda o: o.update(command=o["command"] + ["{input}"]), "evaluator.options",
      "the command has '{input}', which is a path only with input: file"),
+    (lambda o: o["inputs"]["x"].update(minimum=1, maximum=0), "evaluator.options.inputs.x",
+     "minimum (1) is above maximum (0)"),
+    (lambda o: o["inputs"]["y"].update(choices=["a", "b"]), "evaluator.options.inputs.y",
+     "choices: expected a number ('a' for a int input"),
+    (lambda o: o["inputs"]["x"].update(default=2), "evaluator.options.inputs.x", "default: value out of range"),
+    (lambda o: o["metrics"].update(feasible="1"), "evaluator.options.metrics", "'feasible' is not a metric"),
 ])
 def test_bad_options_are_one_line_errors_at_validate(tmp_path, change, field, expected):
     options = _options()
@@ -163,3 +169,23 @@ def test_evaluate_runs_candidates_as_a_run_does_failures_and_time_limit_included
     assert list(out["status"] == "ok") == [True, False, False, True]
     assert "exited with code 3" in out["error"][1] and "no result within 2 s" in out["error"][2]
     assert out["f1"][[0, 3]].notna().all()
+
+
+@pytest.mark.parametrize("output,expected", [
+    (b"f1,f2,feasible\n0.1,0.2,maybe\n", "wrote 'maybe' in the column feasible"),
+    (b"f1,f1,f2\n0.1,0.1,0.2\n", "wrote the column f1 twice"),
+    (b"f1,f2\nabc,0.2\n", "wrote 'abc' for the metric f1: not a number"),
+])
+def test_what_a_program_writes_wrong_is_named_with_the_program_and_column(output, expected):
+    from dse.evaluators.command import CommandEvaluator
+
+    with pytest.raises(ValueError, match=expected):
+        CommandEvaluator(**_options())._read(output, 1)
+
+
+def test_a_feasible_row_without_a_number_is_infeasible_with_a_reason():
+    from dse.evaluators.command import CommandEvaluator
+
+    out = CommandEvaluator(**_options())._read(b"f1,f2\n0.1,\n0.2,0.3\n", 2)
+    assert list(out["feasible"]) == [False, True]
+    assert out["reason"][0] == "front_sim.py wrote no finite number for f2"

@@ -62,6 +62,20 @@ class InputDecl(_Strict):
     minimum: float | None = None
     maximum: float | None = None
 
+    @model_validator(mode="after")
+    def _consistent(self) -> InputDecl:
+        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
+            raise ValueError(f"minimum ({self.minimum:g}) is above maximum ({self.maximum:g})")
+        decl = Input("", self.kind, self.unit, "", None, None, self.minimum, self.maximum)
+        for what, values in (("choices", self.choices or []), ("default", [] if self.default is None else [self.default])):
+            for v in values:
+                try:
+                    decl.check(v, field=what)
+                except StudyError as exc:
+                    raise ValueError(f"{what}: {exc.message} ({v!r} for a {self.kind} input"
+                                     + (f"; allowed: {exc.allowed}" if exc.allowed else "") + ")") from None
+        return self
+
 
 class MetricDecl(_Strict):
     """One metric the program writes (a text alone is its unit)."""
@@ -85,6 +99,10 @@ class CommandOptions(_Strict):
     @classmethod
     def _unit_alone(cls, v: Any) -> Any:
         if isinstance(v, dict):
+            reserved = sorted({"feasible", "reason", "status", "error", "key"} & set(v))
+            if reserved:
+                raise ValueError(f"'{reserved[0]}' is not a metric: feasible and reason are the program's own "
+                                 "columns, status, error and key dse's")
             return {k: {"unit": d} if isinstance(d, str) else d for k, d in v.items()}
         return v
 
@@ -200,24 +218,45 @@ class CommandEvaluator(Evaluator):
                 table = pd.DataFrame.from_records(json.loads(output or b"[]"))
         except (ValueError, pd.errors.ParserError) as exc:
             raise ValueError(f"{self.label} wrote no readable {self.opts.format.upper()}: {exc}") from None
+        columns = [str(c) for c in table.columns]
+        twice = sorted({c.rsplit(".", 1)[0] for c in columns if "." in c and c.rsplit(".", 1)[0] in columns})
+        if twice:  # pandas renames a repeated CSV column f1 -> f1.1
+            raise ValueError(f"{self.label} wrote the column {twice[0]} twice")
         missing = [m for m in self.opts.metrics if m not in table]
         if missing:
             raise ValueError(f"{self.label} did not write the metrics {missing} (it wrote {list(table.columns)})")
         if len(table) != n:
             raise ValueError(f"{self.label} wrote {len(table)} rows for {n} candidates")
-        out = pd.DataFrame({m: pd.to_numeric(table[m], errors="raise").to_numpy(float) for m in self.opts.metrics})
+        out = pd.DataFrame({m: self._numbers(table[m], m) for m in self.opts.metrics})
         feasible = table["feasible"] if "feasible" in table else pd.Series(True, index=table.index)
-        out["feasible"] = feasible.map(_truth).to_numpy(bool)
+        out["feasible"] = [self._truth(v) for v in feasible]
         reason = (table["reason"].astype(object).where(table["reason"].notna(), "").astype(str) if "reason" in table
                   else pd.Series("", index=table.index))
         out["reason"] = np.where(out["feasible"], "", reason.replace("", "infeasible (the program said so)"))
+        # a feasible row without a number for a metric: the program could not compute it
+        for m in self.opts.metrics:
+            gap = out["feasible"].to_numpy() & ~np.isfinite(out[m].to_numpy())
+            out.loc[gap, "reason"] = f"{self.label} wrote no finite number for {m}"
+            out.loc[gap, "feasible"] = False
         return out
 
+    def _numbers(self, column: pd.Series, metric: str) -> np.ndarray:
+        values = pd.to_numeric(column, errors="coerce")
+        bad = values.isna() & column.notna() & (column.astype(str).str.strip() != "")
+        if bad.any():
+            raise ValueError(f"{self.label} wrote {column[bad].iloc[0]!r} for the metric {metric}: not a number")
+        return values.to_numpy(float)
 
-def _truth(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value) and value == value  # NaN is not true
+    def _truth(self, value: Any) -> bool:
+        """The ``feasible`` column: true/false, yes/no or 1/0 (anything else is an error)."""
+        if isinstance(value, bool | np.bool_):
+            return bool(value)
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes", "1.0"):
+            return True
+        if text in ("false", "0", "no", "0.0"):
+            return False
+        raise ValueError(f"{self.label} wrote {value!r} in the column feasible (true or false expected)")
 
 
 def _plain(value: Any) -> Any:
