@@ -380,7 +380,13 @@ def cluster(
         path = find_profile(profile, study)
     except DseError as exc:  # named as the argument it is here, not as a study's field
         raise DseError(exc.message, allowed=exc.allowed) from None
-    p = plan_execution(ExecutionSpec(profile=str(path)), study_path=study)
+    try:
+        p = plan_execution(ExecutionSpec(profile=str(path)), study_path=study)
+    except DseError as exc:
+        if exc.field != "execution.profile":  # a study's field: here the profile is an argument
+            raise
+        raise DseError(exc.message, file=exc.file, value=exc.value, has_value=exc.has_value,
+                       allowed=exc.allowed) from None
     out.print(f"[green]ok[/green] {path}: evaluated on {escape(p.describe())}", highlight=False)
     shown = preview(p) if p.kind == "cluster" else None
     if shown:

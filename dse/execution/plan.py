@@ -288,9 +288,11 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
     limit = local_worker_limit()
     n = limit if n is None else n
     if n > limit:
-        where = "--workers" if workers is not None else "execution.workers"
-        raise StudyError(f"{n} local worker processes on a machine with {limit} cores", field=where,
-                         value=n, allowed=f"0 (in this process) to {limit}, or a dask scheduler for more")
+        from_profile = workers is None and profile is not None and profile.workers is not None
+        where = "--workers" if workers is not None else ("workers" if from_profile else "execution.workers")
+        error = StudyError(f"{n} local worker processes on a machine with {limit} cores", field=where,
+                           value=n, allowed=f"0 (in this process) to {limit}, or a dask scheduler for more")
+        raise (error.with_file(str(profile_path)) if from_profile else error) from None
     return ExecutionPlan(
         workers=n, threads_per_worker=profile.threads_per_worker if profile else 1,
         memory_limit=profile.memory_limit if profile else "auto", **timing)

@@ -98,6 +98,8 @@ def plan_search(study: Study, space: Space) -> SearchPlan:
     description = cls.describe(problem, options)
     if polish is not None:
         description += f" + polish (after {polish.search_share:.0%} of the budget)"
+    elif study.search.polish is not None and study.search.polish.enabled:  # asked for, and nothing to do
+        description += " (no polish: the search evaluates every candidate of the space)"
     return SearchPlan(cls, options, problem, total, description, polish)
 
 
