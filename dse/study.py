@@ -333,10 +333,14 @@ _BRANCH_TAGS = ("bool", "int", "float", "str")
 
 
 def _branches(errors: list[dict], loc: tuple) -> set[str]:
-    """The scalar types of the union whose branch errors pydantic reported at ``loc``."""
+    """The types of the union whose branch errors pydantic reported at ``loc``: scalar
+    tags (``int``, ``str``, ...) and ``list`` for a ``list[...]`` branch."""
+    def tag(p):
+        return "list" if isinstance(p, str) and p.startswith("list[") else p if p in _BRANCH_TAGS else None
+
     def base(lc):
-        return tuple(p for p in lc if p not in _BRANCH_TAGS)
-    return {p for e in errors if base(e["loc"]) == base(loc) for p in e["loc"] if p in _BRANCH_TAGS}
+        return tuple(p for p in lc if tag(p) is None)
+    return {tag(p) for e in errors if base(e["loc"]) == base(loc) for p in e["loc"] if tag(p) is not None}
 
 
 def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tuple = (),
@@ -375,8 +379,12 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
         msg = "expected a list of single values, a single value, or a mapping with 'range', 'log' or 'choices'"
         allowed = None
     elif _is_union_branch(err["loc"]):  # pydantic names one arbitrary branch of a union
-        if branches <= {"int", "float"}:
+        if branches and branches <= {"int", "float"}:
             msg, allowed = "expected a number", None
+        elif branches == {"list", "str"}:
+            msg, allowed = "expected a text or a list of texts", None
+        elif branches == {"list"} and err["type"] in _EXPECTED:
+            pass  # an item of the list branch: its own type's message
         else:
             msg, allowed = "expected a single value", "a number, a text, or true/false"
     raise StudyError(msg, file=file, field=path or None, value=err.get("input"), has_value=True,
