@@ -298,3 +298,13 @@ def test_a_hand_edited_profile_that_cannot_be_right_is_refused(tmp_path, edit, f
     with pytest.raises(DseError) as info:
         profiles.load(path)
     assert f"{path}: {field}" in str(info.value) and expected in str(info.value), str(info.value)
+
+
+def test_a_measurement_with_an_unknown_precision_or_a_parameter_fitted_and_fixed_is_refused(tmp_path):
+    text = (DATA / "synthetic_kernels.csv").read_text().replace(",compute,bf16,", ",compute,fp3,", 1)
+    (tmp_path / "k.csv").write_text(text)
+    with pytest.raises(DseError, match=r"column precision: unknown precision 'fp3'; allowed: bf16"):
+        readers.read([tmp_path / "k.csv"])
+    rows = readers.read([DATA / "synthetic_kernels.csv"])
+    with pytest.raises(DseError, match="'knee' is both fitted"):
+        fit.fit(rows, "A100-80GB", only=["knee"], fix=["knee"])

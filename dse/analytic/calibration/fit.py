@@ -405,6 +405,10 @@ def _names_to_fit(fit_rows: pd.DataFrame, only: list[str] | None, fix: list[str]
     for name in [*(only or []), *fix]:
         if name not in PARAMETERS:
             raise DseError(f"unknown parameter '{name}'", field="--fit/--fix", allowed=", ".join(PARAMETERS))
+    both = [n for n in (only or []) if n in fix]
+    if both:
+        raise DseError(f"'{both[0]}' is both fitted (--fit) and fixed (--fix)", field="--fix", value=both[0],
+                       allowed="each parameter in one of them")
     names = candidates(fit_rows)
     if only:
         names = [n for n in names if n in only] + [n for n in only if n not in names]

@@ -156,7 +156,12 @@ def _from_sweep(path: Path) -> pd.DataFrame:
         elif col in ("workload", "kind", "precision"):
             vals = df[col].astype(str).str.strip().to_numpy(dtype=object)
             if col == "precision":
-                vals = np.where(vals == "", "bf16", vals)
+                vals = np.where(vals == "", "bf16", np.char.lower(vals.astype(str))).astype(object)
+                known = ("bf16", "fp16", "fp8", "tf32")
+                bad = [i for i, v in enumerate(vals) if v not in known]
+                if bad:
+                    raise DseError(f"unknown precision '{vals[bad[0]]}'", file=file,
+                                   field=f"line {out['line'][bad[0]]}, column precision", allowed=", ".join(known))
             if col == "kind":
                 vals = np.where(vals == "", "stage", np.char.lower(vals.astype(str))).astype(object)
             out[col] = vals
