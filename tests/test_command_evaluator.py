@@ -118,6 +118,8 @@ def test_the_program_runs_on_dask_workers_too(tmp_path):
      "choices: expected a number ('a' for a int input"),
     (lambda o: o["inputs"]["x"].update(default=2), "evaluator.options.inputs.x", "default: value out of range"),
     (lambda o: o["metrics"].update(feasible="1"), "evaluator.options.metrics", "'feasible' is not a metric"),
+    (lambda o: o["inputs"].update(z={"kind": "str", "choices": ["a", "b"], "default": "c"}),
+     "evaluator.options.inputs.z", "default: 'c' is not one of the choices"),
 ])
 def test_bad_options_are_one_line_errors_at_validate(tmp_path, change, field, expected):
     options = _options()
@@ -169,6 +171,10 @@ def test_evaluate_runs_candidates_as_a_run_does_failures_and_time_limit_included
     assert list(out["status"] == "ok") == [True, False, False, True]
     assert "exited with code 3" in out["error"][1] and "no result within 2 s" in out["error"][2]
     assert out["f1"][[0, 3]].notna().all()
+    cands.write_text("x,y\n0.5,13\n")  # nothing evaluated: a failure for scripts, the error kept in the file
+    proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"), timeout=60)
+    assert proc.returncode == 2 and "every candidate failed" in proc.stderr and "Traceback" not in proc.stderr
+    assert pd.read_csv(tmp_path / "out.csv")["status"].tolist() == ["failed"]
 
 
 @pytest.mark.parametrize("output,expected", [
@@ -186,6 +192,23 @@ def test_what_a_program_writes_wrong_is_named_with_the_program_and_column(output
 def test_a_feasible_row_without_a_number_is_infeasible_with_a_reason():
     from dse.evaluators.command import CommandEvaluator
 
-    out = CommandEvaluator(**_options())._read(b"f1,f2\n0.1,\n0.2,0.3\n", 2)
+    ev = CommandEvaluator(**_options())
+    out = ev._read(b"f1,f2\n0.1,\n0.2,0.3\n", 2)
     assert list(out["feasible"]) == [False, True]
     assert out["reason"][0] == "front_sim.py wrote no finite number for f2"
+    # an empty feasible cell is not feasible; other columns (f1.std) are the program's own
+    out = ev._read(b"f1,f1.std,f2,feasible\n0.1,0.01,0.2,\n0.2,0.01,0.3,True\n", 2)
+    assert list(out["feasible"]) == [False, True]
+
+
+def test_a_program_given_by_its_path_runs_from_its_workdir(tmp_path):
+    from dse.evaluators.command import CommandEvaluator
+
+    (tmp_path / "sim").mkdir()
+    script = tmp_path / "sim" / "run.sh"
+    script.write_text("#!/bin/sh\nexec " + sys.executable + " " + PROGRAM + " csv\n")
+    script.chmod(0o755)
+    options = {**_options(), "command": ["./run.sh"], "workdir": str(tmp_path / "sim")}
+    ev = CommandEvaluator(**options)
+    out = ev.evaluate(pd.DataFrame({"x": [0.25], "y": [0]}))
+    assert out["f1"].tolist() == [0.25]

@@ -267,7 +267,9 @@ def evaluate(
     lacking = [n for n in s.space if n not in given]
     if lacking:  # documented, but worth a word: a searched parameter took the evaluator's default
         err.print(f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(lacking)}: "
-                  "the evaluator's defaults were used (OUT.csv shows them)", highlight=False)
+                  "the evaluator's defaults were used", highlight=False)
+    if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
+        raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")
     out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints"
               + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output}")
 
@@ -388,7 +390,11 @@ def cluster(
         raise DseError(exc.message, file=exc.file, value=exc.value, has_value=exc.has_value,
                        allowed=exc.allowed) from None
     out.print(f"[green]ok[/green] {path}: evaluated on {escape(p.describe())}", highlight=False)
-    shown = preview(p) if p.kind == "cluster" else None
+    try:
+        shown = preview(p) if p.kind == "cluster" else None
+    except Exception as exc:  # the cluster class refuses its options (a job script it cannot write)
+        raise DseError(f"{p.cluster} cannot write its job with these options: {type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())}", file=p.profile, field="options") from None
     if shown:
         out.print(f"{shown[0]}:")
         out.print(shown[1], markup=False, highlight=False, soft_wrap=True)
@@ -455,6 +461,8 @@ def describe(
         try:
             ev = load_evaluator(EvaluatorSpec(name=evaluator))
         except DseError as exc:
+            if not str(exc.field or "").startswith("evaluator.options"):
+                raise
             raise DseError(f"evaluator '{evaluator}' cannot be built without options ({exc}); describe it as a "
                            "study configures it: dse describe --study STUDY") from None
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")

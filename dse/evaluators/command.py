@@ -24,6 +24,7 @@ standard error. ``{python}`` in the command is this Python interpreter.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -66,6 +67,8 @@ class InputDecl(_Strict):
     def _consistent(self) -> InputDecl:
         if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
             raise ValueError(f"minimum ({self.minimum:g}) is above maximum ({self.maximum:g})")
+        if self.choices is not None and self.default is not None and self.default not in self.choices:
+            raise ValueError(f"default: {self.default!r} is not one of the choices {self.choices}")
         decl = Input("", self.kind, self.unit, "", None, None, self.minimum, self.maximum)
         for what, values in (("choices", self.choices or []), ("default", [] if self.default is None else [self.default])):
             for v in values:
@@ -150,11 +153,11 @@ class CommandEvaluator(Evaluator):
             raise StudyError(f"workdir {opts.workdir} is not a folder" if Path(opts.workdir).exists()
                              else f"workdir {opts.workdir} does not exist", field="evaluator.options.workdir")
         where = Path(opts.workdir) / program if opts.workdir and not Path(program).is_absolute() else Path(program)
-        found = shutil.which(program, path=str(where.parent)) if ("/" in program or opts.workdir) else None
-        if shutil.which(program) is None and not where.is_file():
+        on_path = "/" not in program and shutil.which(program) is not None
+        if not on_path and not where.is_file():
             raise StudyError(f"program '{program}' not found (not on PATH, not a file)",
                              field="evaluator.options.command")
-        if shutil.which(program) is None and found is None:
+        if not on_path and not os.access(where, os.X_OK):  # a path: run from workdir, as the program will be
             raise StudyError(f"program '{program}' is not executable (chmod +x it, or run it through an "
                              "interpreter: [\"{python}\", script.py])", field="evaluator.options.command")
         if script and not Path(self.args[1]).is_absolute():  # {python} script.py: the script must be there
@@ -218,10 +221,11 @@ class CommandEvaluator(Evaluator):
                 table = pd.DataFrame.from_records(json.loads(output or b"[]"))
         except (ValueError, pd.errors.ParserError) as exc:
             raise ValueError(f"{self.label} wrote no readable {self.opts.format.upper()}: {exc}") from None
-        columns = [str(c) for c in table.columns]
-        twice = sorted({c.rsplit(".", 1)[0] for c in columns if "." in c and c.rsplit(".", 1)[0] in columns})
-        if twice:  # pandas renames a repeated CSV column f1 -> f1.1
-            raise ValueError(f"{self.label} wrote the column {twice[0]} twice")
+        if self.opts.format == "csv":  # pandas renames a repeated column (f1, f1.1): look at the header itself
+            header = next(csv.reader(io.StringIO(output.decode(errors="replace").partition("\n")[0])), [])
+            twice = sorted({c.strip() for c in header if [h.strip() for h in header].count(c.strip()) > 1})
+            if twice:
+                raise ValueError(f"{self.label} wrote the column {twice[0]} twice")
         missing = [m for m in self.opts.metrics if m not in table]
         if missing:
             raise ValueError(f"{self.label} did not write the metrics {missing} (it wrote {list(table.columns)})")
@@ -248,9 +252,12 @@ class CommandEvaluator(Evaluator):
         return values.to_numpy(float)
 
     def _truth(self, value: Any) -> bool:
-        """The ``feasible`` column: true/false, yes/no or 1/0 (anything else is an error)."""
+        """The ``feasible`` column: true/false, yes/no or 1/0; an empty cell or null is not
+        feasible (as before: the program did not say so); anything else is an error."""
         if isinstance(value, bool | np.bool_):
             return bool(value)
+        if value is None or (isinstance(value, float) and value != value):
+            return False
         text = str(value).strip().lower()
         if text in ("true", "1", "yes", "1.0"):
             return True

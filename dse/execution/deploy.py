@@ -57,7 +57,7 @@ def import_cluster(path: str) -> Any:
         obj = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         name = exc.name or module
-        if name.split(".")[0] not in EXTRAS:  # not a deployer dse knows: a typo as likely as a missing package
+        if name.split(".")[0] not in EXTRAS or not missing(name.split(".")[0]):  # a typo, not a missing extra
             raise StudyError(f"cannot import the cluster class {path}: no module named '{name}' (a typo, or a "
                              f"package to install)", field="cluster") from None
         raise StudyError(f"the cluster class {path} needs {EXTRAS[name.split('.')[0]][0]}, "
@@ -118,17 +118,30 @@ def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
             raise StudyError(f"'{jobs[0]}' counts batch jobs of a dask-jobqueue cluster, and "
                              f"{profile.cluster} is none", field=f"{section}.{jobs[0]}",
                              allowed="workers" if section == "scale" else "minimum, maximum")
-    if jobqueue:  # the job class checks its options (cores, memory, ...) as it writes the script
-        job_keys = _keywords([c.__init__ for c in obj.job_cls.__mro__ if "__init__" in vars(c) and c is not object])
-        kwargs = {k: v for k, v in profile.options.items() if job_keys is None or k in job_keys}
-        try:
-            obj.job_cls(scheduler="tcp://127.0.0.1:8786", name="dse-check", **kwargs).job_script()
-        except Exception as exc:
-            raise StudyError(f"{profile.cluster} refuses its options: {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())}", field="options") from None
+    if jobqueue:  # the common job options, as dask-jobqueue reads them (nothing is started or written)
+        _check_job_options(profile.options)
     if scale:
         scale = {"n" if k == "workers" else k: v for k, v in scale.items()}
     return scale, adapt
+
+
+def _check_job_options(options: dict) -> None:
+    """``cores`` and ``processes`` whole numbers of at least 1, ``memory`` a size such as
+    ``32GB``, where given (dask-jobqueue's configuration may supply them)."""
+    from dask.utils import parse_bytes
+
+    for key in ("cores", "processes"):
+        v = options.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise StudyError("expected a whole number of at least 1", field=f"options.{key}", value=v)
+    v = options.get("memory")
+    if v is not None:
+        try:
+            ok = not isinstance(v, bool) and parse_bytes(v) > 0
+        except (ValueError, TypeError):
+            ok = False
+        if not ok:
+            raise StudyError("expected a size such as '32GB'", field="options.memory", value=v)
 
 
 def cluster_options(plan: Any) -> dict[str, Any]:

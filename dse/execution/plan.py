@@ -109,9 +109,20 @@ class ClusterProfile(_Strict):
     @field_validator("memory_limit")
     @classmethod
     def _memory(cls, v: str | int | float) -> str | int | float:
-        """``auto``, a byte count or a size such as ``4GB`` (dask's parse_bytes), more than 0."""
+        """As dask reads it: ``auto``, 0 (no limit), a fraction of the machine's memory (at
+        most 1), a byte count, or a size such as ``4GB``; never negative."""
         if v == "auto":
             return v
+        from dask.utils import parse_bytes
+
+        try:
+            size = float(v) if not isinstance(v, str) or re.fullmatch(r"\s*[0-9.eE+-]+\s*", v) else parse_bytes(v)
+        except (ValueError, TypeError):
+            size = None
+        if isinstance(v, bool) or size is None or not size >= 0:
+            raise ValueError("expected 'auto', 0 (no limit), a fraction of the memory, a number of bytes or a "
+                             "size such as '4GB'")
+        return v
         from dask.utils import parse_bytes
 
         try:

@@ -162,7 +162,7 @@ def figure_path(output: Path | None, default: Path) -> tuple[Path, str]:
     output = Path(output)
     suffix = output.suffix.lower().lstrip(".")
     if suffix in FIGURE_FORMATS:
-        return output, suffix
+        return output.with_suffix(f".{suffix}"), suffix  # front.PNG is written (and named) front.png
     if re.fullmatch(r"[a-z][a-z0-9]{1,5}", suffix):
         raise DseError(f"cannot draw a .{suffix} file", field="--output", value=str(output),
                        allowed=", ".join(f".{f}" for f in FIGURE_FORMATS))

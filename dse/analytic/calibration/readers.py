@@ -138,11 +138,20 @@ def _empty(n: int, file: str) -> dict:
     return out
 
 
+def _data_lines(path: Path, n: int) -> np.ndarray:
+    """The file's line number of each of the ``n`` rows pandas read (comment and blank lines
+    skipped, the first other line the header), so messages cite the line a user sees."""
+    numbers = [i for i, ln in enumerate(path.read_text(errors="replace").splitlines(), start=1)
+               if ln.strip() and not ln.lstrip().startswith("#")][1:]
+    return np.array(numbers[:n]) if len(numbers) >= n else np.arange(2, n + 2)
+
+
 def _from_sweep(path: Path) -> pd.DataFrame:
     file = str(path)
     df = _csv(path)
     n = len(df)
     out = _empty(n, file)
+    out["line"] = _data_lines(path, n)
     for col in df.columns:
         try:
             unit = _unit_column(col)
