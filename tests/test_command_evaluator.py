@@ -118,6 +118,8 @@ def test_the_program_runs_on_dask_workers_too(tmp_path):
      "choices: expected a number ('a' for a int input"),
     (lambda o: o["inputs"]["x"].update(default=2), "evaluator.options.inputs.x", "default: value out of range"),
     (lambda o: o["metrics"].update(feasible="1"), "evaluator.options.metrics", "'feasible' is not a metric"),
+    (lambda o: o.update(command=["front_sim.py"], workdir=str(REPO / "tests" / "programs")),
+     "evaluator.options.command", "not found on PATH; a program in"),
     (lambda o: o["inputs"].update(z={"kind": "str", "choices": ["a", "b"], "default": "c"}),
      "evaluator.options.inputs.z", "default: 'c' is not one of the choices"),
 ])
@@ -199,6 +201,11 @@ def test_a_feasible_row_without_a_number_is_infeasible_with_a_reason():
     # an empty feasible cell is not feasible; other columns (f1.std) are the program's own
     out = ev._read(b"f1,f1.std,f2,feasible\n0.1,0.01,0.2,\n0.2,0.01,0.3,True\n", 2)
     assert list(out["feasible"]) == [False, True]
+    out = CommandEvaluator(**_options("json"))._read(
+        b'[{"f1": 0.1, "f2": 0.2, "feasible": " "}, {"f1": 0.2, "f2": 0.3, "feasible": null}]', 2)
+    assert list(out["feasible"]) == [False, False]
+    with pytest.raises(ValueError, match="wrote the column f1 twice"):  # a byte-order mark does not hide it
+        ev._read("\ufefff1,f1,f2\n0.1,0.1,0.2\n".encode(), 1)
 
 
 def test_a_program_given_by_its_path_runs_from_its_workdir(tmp_path):

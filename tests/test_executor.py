@@ -70,6 +70,8 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
      "adapt.target_duration: expected a duration"),
     ("workers: 1\nmemory_limit: lots\n", "memory_limit: expected 'auto', 0 (no limit)"),
     ("workers: 1\nmemory_limit: -5\n", "memory_limit: expected 'auto'"),
+    ("workers: 1\nmemory_limit: true\n", "memory_limit: expected 'auto'"),
+    ("workers: 1\nmemory_limit: .inf\n", "memory_limit: expected 'auto'"),
     ("cluster: dask.distributed_typo.LocalCluster\n", "no module named 'dask.distributed_typo'"),
 ])
 def test_bad_profiles_are_one_line_errors_naming_the_profile(tmp_path, text, expected):
@@ -97,6 +99,7 @@ def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
 @pytest.mark.parametrize("options,expected", [
     ("{cores: eight, memory: 32GB}", "options.cores: expected a whole number of at least 1 (got 'eight')"),
     ("{cores: 8, memory: lots}", "options.memory: expected a size such as '32GB' (got 'lots')"),
+    ("{cores: 8, memory: [32GB]}", "options.memory: expected a size such as '32GB' (got ['32GB'])"),
 ])
 def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options, expected):
     (tmp_path / "q.yaml").write_text(f"cluster: dask_jobqueue.SLURMCluster\noptions: {options}\n")

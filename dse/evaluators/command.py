@@ -154,6 +154,9 @@ class CommandEvaluator(Evaluator):
                              else f"workdir {opts.workdir} does not exist", field="evaluator.options.workdir")
         where = Path(opts.workdir) / program if opts.workdir and not Path(program).is_absolute() else Path(program)
         on_path = "/" not in program and shutil.which(program) is not None
+        if "/" not in program and not on_path:  # run as the program will be: a bare name is looked up on PATH
+            hint = f"; a program in {opts.workdir or 'the current folder'} is given as ./{program}" if where.is_file() else ""
+            raise StudyError(f"program '{program}' not found on PATH{hint}", field="evaluator.options.command")
         if not on_path and not where.is_file():
             raise StudyError(f"program '{program}' not found (not on PATH, not a file)",
                              field="evaluator.options.command")
@@ -222,8 +225,12 @@ class CommandEvaluator(Evaluator):
         except (ValueError, pd.errors.ParserError) as exc:
             raise ValueError(f"{self.label} wrote no readable {self.opts.format.upper()}: {exc}") from None
         if self.opts.format == "csv":  # pandas renames a repeated column (f1, f1.1): look at the header itself
-            header = next(csv.reader(io.StringIO(output.decode(errors="replace").partition("\n")[0])), [])
-            twice = sorted({c.strip() for c in header if [h.strip() for h in header].count(c.strip()) > 1})
+            lines = [ln for ln in output.decode("utf-8-sig", errors="replace").splitlines() if ln.strip()]
+            try:
+                header = next(csv.reader(lines[:1]), [])
+            except csv.Error:
+                header = []  # pandas reports what it cannot read
+            twice = sorted({c for c in header if c and header.count(c) > 1})
             if twice:
                 raise ValueError(f"{self.label} wrote the column {twice[0]} twice")
         missing = [m for m in self.opts.metrics if m not in table]
@@ -256,9 +263,9 @@ class CommandEvaluator(Evaluator):
         feasible (as before: the program did not say so); anything else is an error."""
         if isinstance(value, bool | np.bool_):
             return bool(value)
-        if value is None or (isinstance(value, float) and value != value):
+        text = "" if value is None or pd.isna(value) else str(value).strip().lower()
+        if text == "":
             return False
-        text = str(value).strip().lower()
         if text in ("true", "1", "yes", "1.0"):
             return True
         if text in ("false", "0", "no", "0.0"):

@@ -137,8 +137,8 @@ def _check_job_options(options: dict) -> None:
     v = options.get("memory")
     if v is not None:
         try:
-            ok = not isinstance(v, bool) and parse_bytes(v) > 0
-        except (ValueError, TypeError):
+            ok = isinstance(v, str | int | float) and not isinstance(v, bool) and 0 < parse_bytes(v) < float("inf")
+        except Exception:  # noqa: BLE001 - a list, a mapping, an overflow: not a size
             ok = False
         if not ok:
             raise StudyError("expected a size such as '32GB'", field="options.memory", value=v)

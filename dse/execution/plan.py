@@ -13,6 +13,7 @@ and its options, a missing extra, the scheduler address, the worker count) for
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -106,32 +107,26 @@ class ClusterProfile(_Strict):
     memory_limit: str | int | float = "auto"
     grace_s: float | None = Field(default=None, gt=0)
 
-    @field_validator("memory_limit")
+    @field_validator("memory_limit", mode="before")
     @classmethod
-    def _memory(cls, v: str | int | float) -> str | int | float:
+    def _memory(cls, v: Any) -> Any:
         """As dask reads it: ``auto``, 0 (no limit), a fraction of the machine's memory (at
-        most 1), a byte count, or a size such as ``4GB``; never negative."""
+        most 1), a byte count, or a size such as ``4GB``; finite and never negative."""
         if v == "auto":
             return v
         from dask.utils import parse_bytes
 
         try:
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                raise TypeError
             size = float(v) if not isinstance(v, str) or re.fullmatch(r"\s*[0-9.eE+-]+\s*", v) else parse_bytes(v)
-        except (ValueError, TypeError):
+        except Exception:  # noqa: BLE001 - anything dask could not read either
             size = None
-        if isinstance(v, bool) or size is None or not size >= 0:
+        if size is None or not (math.isfinite(size) and size >= 0):
             raise ValueError("expected 'auto', 0 (no limit), a fraction of the memory, a number of bytes or a "
                              "size such as '4GB'")
         return v
-        from dask.utils import parse_bytes
 
-        try:
-            size = parse_bytes(v) if isinstance(v, str) else v
-        except (ValueError, TypeError):
-            size = None
-        if isinstance(size, bool) or not isinstance(size, int | float) or not size > 0:
-            raise ValueError("expected 'auto', a number of bytes or a size such as '4GB', more than 0")
-        return v
     start_timeout_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")

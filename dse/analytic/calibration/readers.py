@@ -152,7 +152,10 @@ def _from_sweep(path: Path) -> pd.DataFrame:
     n = len(df)
     out = _empty(n, file)
     out["line"] = _data_lines(path, n)
+    df["_line"] = out["line"]  # every message of this file cites the same line numbers
     for col in df.columns:
+        if col == "_line":
+            continue
         try:
             unit = _unit_column(col)
         except DseError as exc:
