@@ -271,6 +271,11 @@ def test_evaluate_takes_names_in_any_spelling_and_refuses_alternatives_in_one_ro
     out = pd.read_csv(tmp_path / "out.csv")
     assert list(out["accelerator"]) == ["H100-SXM", "A100-80GB"] and out["feasible"].all()
     assert list(out["effective_clock_mhz"]) == [1410.0, 705.0]
+    columns = {c["name"]: c for c in json.loads((tmp_path / "out.csv-metadata.json").read_text())
+               ["tableSchema"]["columns"]}  # every column's unit, as export writes them
+    assert list(columns) == list(out.columns)
+    assert columns["energy_to_train_j"]["schema:unitText"] == "J" and columns["clock_mhz"]["schema:unitText"] == "MHz"
+    assert "schema:unitText" not in columns["accelerator"] and columns["status"]["datatype"] == "string"
     cands.write_text("accelerator,num_accelerators,clock_mhz,clock_fraction\nH100-SXM,16,1410,0.5\n")
     proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

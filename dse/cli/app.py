@@ -251,13 +251,13 @@ def evaluate(
 ) -> None:
     """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
     from dse.api import plan
-    from dse.cli.evaluate import evaluate_csv
+    from dse.cli.evaluate import evaluate_csv, write_evaluated
 
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
     table = evaluate_csv(s, candidates)
-    table.to_csv(output, index=False)
+    sidecar = write_evaluated(table, p.evaluator, output, s)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
     import pandas as pd
@@ -271,7 +271,8 @@ def evaluate(
     if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
         raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")
     out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints"
-              + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output}")
+              + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output} "
+              f"(units and descriptions in {sidecar.name})")
 
 
 def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False) -> None:

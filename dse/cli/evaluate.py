@@ -82,3 +82,39 @@ def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full, study)
     return full
+
+
+def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path:
+    """``OUT.csv`` with its CSV-on-the-Web sidecar ``OUT.csv-metadata.json`` (every column's
+    unit and description, as ``dse export`` writes them); returns the sidecar's path."""
+    import xarray as xr
+
+    from dse import __version__
+    from dse.datasets import BOOKKEEPING, variable_attrs
+    from dse.outputs.export import write_csv
+
+    def values(name):
+        col = table[name]
+        return col.to_numpy() if col.dtype.kind in "biuf" else col.astype(str).to_numpy(dtype=object)
+
+    data = {}
+    for name in table.columns:
+        v = values(name)
+        if name in ev.inputs:
+            inp = ev.inputs[name]
+            attrs = variable_attrs(inp.unit if inp.kind in ("int", "float") else "", inp.description, v, "parameter")
+        elif name in ev.metrics:
+            m = ev.metrics[name]
+            attrs = variable_attrs("" if m.unit == "bool" else m.unit, m.long_name, v, "metric")
+        elif name in BOOKKEEPING:
+            unit, long_name, description = BOOKKEEPING[name]
+            attrs = {**variable_attrs(unit or "", long_name, v, "bookkeeping"), "description": description}
+        elif name == "meets_constraints":
+            attrs = {**variable_attrs("", "meets constraints", v, "bookkeeping"),
+                     "description": "feasible according to the evaluator and meets every study constraint"}
+        else:  # a column a plug-in returned without declaring it
+            attrs = variable_attrs("", name, v, "metric")
+        data[name] = xr.Variable("candidate", v, attrs)
+    ds = xr.Dataset(data, attrs={"title": f"dse evaluate: {study.name}",
+                                 "source": f"dse {__version__}, evaluator {ev.name} {ev.version}"})
+    return write_csv(ds, table, output, units_row=False)
