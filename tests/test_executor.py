@@ -100,6 +100,8 @@ def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
     ("{cores: eight, memory: 32GB}", "options.cores: expected a whole number of at least 1 (got 'eight')"),
     ("{cores: 8, memory: lots}", "options.memory: expected a size such as '32GB' (got 'lots')"),
     ("{cores: 8, memory: [32GB]}", "options.memory: expected a size such as '32GB' (got ['32GB'])"),
+    ("{cores: 2, processes: 4, memory: 8GB}", "options.processes: 4 worker processes per job on 2 cores leave a "
+                                              "worker without a thread (got 4); allowed: 1 to 2 (cores)"),
 ])
 def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options, expected):
     (tmp_path / "q.yaml").write_text(f"cluster: dask_jobqueue.SLURMCluster\noptions: {options}\n")

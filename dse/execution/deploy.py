@@ -134,6 +134,10 @@ def _check_job_options(options: dict) -> None:
         v = options.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise StudyError("expected a whole number of at least 1", field=f"options.{key}", value=v)
+    cores, processes = options.get("cores"), options.get("processes")
+    if isinstance(cores, int) and isinstance(processes, int) and processes > cores:
+        raise StudyError(f"{processes} worker processes per job on {cores} cores leave a worker without a thread",
+                         field="options.processes", value=processes, allowed=f"1 to {cores} (cores)")
     v = options.get("memory")
     if v is not None:
         try:
