@@ -17,7 +17,6 @@ def _short_repr(value: object) -> str:
     return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
 
 
-
 class DseError(Exception):
     """An error caused by user input or the environment; shown without a traceback, exit code 2."""
 

@@ -8,6 +8,7 @@ sees the old file or the new one, never a torn one.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,12 @@ OLDEST_FORMAT_READ = 2  # format 2's Parquet log files are read as they are
 #: 0.04 against 0.4-0.55 s to read); the files are the same netCDF-4/HDF5 files either way,
 #: and h5netcdf reads them (the tests do)
 NETCDF_ENGINE = "netcdf4"
+
+
+def names_a_file_type(suffix: str) -> bool:
+    """Whether a file name's suffix (``.xlsx``, ``.TSV``) reads as a file type rather than a
+    dot inside the name (``front-0.5``, ``gpt-1.3b``): a letter, then 1 to 5 letters or digits."""
+    return re.fullmatch(r"\.[a-z][a-z0-9]{1,5}", suffix.lower()) is not None
 
 
 def fsync_dir(path: Path) -> None:

@@ -153,8 +153,14 @@ def _unix_time(iso: object) -> float | None:
         return None
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _unreadable(path: Path, exc: Exception) -> StoreError:
+    """The error of a log file that cannot be read: what was in it is lost."""
+    return StoreError(f"{path} is unreadable ({exc}); its evaluations are lost: restore the file "
+                      "from a copy, or start again with `dse run --overwrite`")
 
 
 def _holds_run(path: Path) -> bool:
@@ -230,7 +236,7 @@ class ResultStore:
             "dse_version": __version__,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "owned_files": list(owned_files),
-            "study_sha256": _sha256(study_text),
+            "study_sha256": _sha256(study_text.encode()),
         }
         atomic_write_text(path / "study.yaml", study_text)
         atomic_write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
@@ -306,7 +312,7 @@ class ResultStore:
         if not study_file.is_file():
             raise StoreError(f"{path} is truncated: study.yaml is missing")
         written = meta.get("study_sha256")
-        if written is not None and not older and hashlib.sha256(study_file.read_bytes()).hexdigest() != written:
+        if written is not None and not older and _sha256(study_file.read_bytes()) != written:
             raise StoreError(f"{study_file} was changed after the run started (meta.json keeps its checksum): "
                              "the evaluations and the front belong to the study as it was run; put it back, "
                              "or run the changed study into a new folder")
@@ -417,8 +423,7 @@ class ResultStore:
             try:
                 schema, n = log_file_footer(f)
             except Exception as exc:
-                raise StoreError(f"{f} is unreadable ({exc}); its evaluations are lost: restore the file "
-                                 "from a copy, or start again with `dse run --overwrite`") from None
+                raise _unreadable(f, exc) from None
             missing = [c for c in LOG_COLUMNS if c not in schema.names]
             if missing:
                 raise StoreError(f"{f} holds evaluations without the columns {missing}: "
@@ -441,8 +446,7 @@ class ResultStore:
         try:
             return read_log_file(path, columns)
         except Exception as exc:
-            raise StoreError(f"{path} is unreadable ({exc}); its evaluations are lost: restore the file "
-                             "from a copy, or start again with `dse run --overwrite`") from None
+            raise _unreadable(path, exc) from None
 
     def read_rows(self, locations: np.ndarray, columns: list[str]) -> pd.DataFrame:
         """The rows at ``locations`` (``file << 32 | row``, as :func:`location` packs them),

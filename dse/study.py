@@ -279,13 +279,17 @@ _StudyLoader.add_implicit_resolver(
 
 
 # ---------------------------------------------------------------------------------------
+#: how pydantic tags the scalar branches of a union in an error's location
+_BRANCH_TAGS = ("bool", "int", "float", "str")
+
+
 def _field_path(loc: tuple) -> str:
     parts: list[str] = []
     for p in loc:
         if isinstance(p, int):
             parts.append(f"[{p}]")
         elif isinstance(p, str) and (
-            p in ("bool", "int", "float", "str", "RangeSpec", "LogSpec", "ChoicesSpec")
+            p in (*_BRANCH_TAGS, "RangeSpec", "LogSpec", "ChoicesSpec")
             or p.startswith(("list[", "function-", "union["))
         ):
             continue  # pydantic's union-branch tags carry no meaning for the user
@@ -295,7 +299,7 @@ def _field_path(loc: tuple) -> str:
 
 
 def _is_union_branch(loc: tuple) -> bool:
-    return any(isinstance(p, str) and (p in ("bool", "int", "float", "str") or p.startswith("list["))
+    return any(isinstance(p, str) and (p in _BRANCH_TAGS or p.startswith("list["))
                for p in loc)
 
 
@@ -329,7 +333,6 @@ _EXPECTED = {"list_type": "a list", "int_type": "an integer", "int_parsing": "an
              "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
              "string_type": "a text", "bool_type": "true or false", "bool_parsing": "true or false",
              "finite_number": "a finite number"}
-_BRANCH_TAGS = ("bool", "int", "float", "str")
 
 
 def _branches(errors: list[dict], loc: tuple) -> set[str]:
@@ -397,7 +400,7 @@ def validate_options(model: type[BaseModel], raw: Any, *, prefix: tuple) -> Base
     ``extra`` setting (pydantic ignores one by default: a typo would silently do nothing),
     unless the model says ``extra="allow"``."""
     if isinstance(raw, dict) and model.model_config.get("extra") != "allow":
-        known = {n for n, f in model.model_fields.items() for n in (n, f.alias) if n}
+        known = {key for name, f in model.model_fields.items() for key in (name, f.alias) if key}
         unknown = [k for k in raw if k not in known]
         if unknown:
             path = ".".join(map(str, (*prefix, unknown[0])))

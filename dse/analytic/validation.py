@@ -39,6 +39,7 @@ from dse.analytic import declarations
 from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
 from dse.errors import DseError
+from dse.evaluators.base import TRUTH
 
 #: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
 #: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput
@@ -134,8 +135,7 @@ def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
     if col not in BOOLEAN:
         return numbers(df, col, file)
     text = df[col].astype(str).str.strip()
-    mapped = text.str.lower().map({"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0, "1": 1.0, "0": 0.0,
-                                   "1.0": 1.0, "0.0": 0.0, "": np.nan})
+    mapped = text.str.lower().map({**{k: float(v) for k, v in TRUTH.items()}, "": np.nan})
     _refuse_first(df, col, file, text, mapped.isna() & text.ne(""), "expected true or false")
     return mapped.to_numpy(dtype=float)
 

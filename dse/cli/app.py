@@ -256,17 +256,12 @@ def evaluate(
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
-    table = evaluate_csv(s, candidates)
+    table, defaulted = evaluate_csv(s, candidates, p.evaluator)
     sidecar = write_evaluated(table, p.evaluator, output, s)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
-    import pandas as pd
-
-    given = set(pd.read_csv(candidates, nrows=0).columns)
-    given |= {n for g in p.evaluator.exclusive_inputs if given & set(g) for n in g}  # an alternative was given
-    lacking = [n for n in s.space if n not in given]
-    if lacking:  # documented, but worth a word: a searched parameter took the evaluator's default
-        err.print(f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(lacking)}: "
+    if defaulted:  # documented, but worth a word: a searched parameter took the evaluator's default
+        err.print(f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(defaulted)}: "
                   "the evaluator's defaults were used", highlight=False)
     if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
         raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")

@@ -8,14 +8,15 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import DseError, StudyError
-from dse.evaluators import load_evaluator
+from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
 from dse.study import Study
 
 
-def read_candidates(study: Study, path: Path) -> pd.DataFrame:
-    """Read a candidates CSV and check its columns and values against the evaluator's inputs."""
+def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
+    """Read a candidates CSV and check its columns and values against the evaluator's inputs
+    (text values in the evaluator's spelling, as a study's are)."""
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
@@ -24,7 +25,7 @@ def read_candidates(study: Study, path: Path) -> pd.DataFrame:
         raise DseError(f"cannot read candidates CSV: {exc}", file=str(path)) from None
     if len(table) == 0:
         raise DseError("candidates file has no rows", file=str(path))
-    inputs = load_evaluator(study.evaluator).inputs
+    inputs = ev.inputs
     unknown = [c for c in table.columns if c not in inputs]
     if unknown:
         raise DseError(f"unknown column(s) {unknown}", file=str(path), allowed=", ".join(sorted(inputs)))
@@ -41,9 +42,7 @@ def read_candidates(study: Study, path: Path) -> pd.DataFrame:
         if inp.kind == "str":  # a100-80gb is A100-80GB, as in a study
             table[col] = table[col].map(lambda v, inp=inp: inp.canonical(v) if isinstance(v, str) else v)
         for v in pd.unique(table[col].dropna()):
-            v = v.item() if isinstance(v, np.generic) else v
-            if inp.kind == "int" and isinstance(v, float) and v.is_integer():
-                v = int(v)
+            v = inp.canonical(v.item() if isinstance(v, np.generic) else v)  # 8.0 of an integer input is 8
             try:
                 inp.check(v, field=col)
             except StudyError as exc:
@@ -65,13 +64,17 @@ def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
                            allowed=f"one of {', '.join(group)} per candidate")
 
 
-def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
+def evaluate_csv(study: Study, path: Path, ev: Evaluator) -> tuple[pd.DataFrame, list[str]]:
     """The candidates with the study's fixed values filled in, every metric, and
-    ``meets_constraints`` (feasible and within the study's constraints)."""
-    table = read_candidates(study, path)
+    ``meets_constraints`` (feasible and within the study's constraints); and the study's
+    searched parameters the file has no column for (nor one of their alternatives), which
+    took the evaluator's defaults. ``ev``: the study's evaluator (the checked plan's)."""
+    table = read_candidates(path, ev)
+    given = set(table.columns)
+    given |= {n for group in ev.exclusive_inputs if given & set(group) for n in group}  # an alternative was given
+    defaulted = [n for n in study.space if n not in given]
     for k, v in study.fixed_values.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
-    ev = load_evaluator(study.evaluator)
     _check_alternatives(table, ev, path)
     for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
         if name in table.columns and inp.default is not None:
@@ -81,7 +84,7 @@ def evaluate_csv(study: Study, path: Path) -> pd.DataFrame:
     result = evaluate_rows(EvaluatorRef.of(study.evaluator), table.reset_index(drop=True))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full, study)
-    return full
+    return full, defaulted
 
 
 def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path:

@@ -97,6 +97,9 @@ class Input:
 #: the largest integer a float holds exactly (numeric columns are float64 in places)
 MAX_EXACT_INT = 2**53
 
+#: how a text cell says true or false (tables of measurements, a program's output), lower case
+TRUTH = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False, "1.0": True, "0.0": False}
+
 
 def _loose(text: str) -> str:
     """``text`` without case, spaces, hyphens and underscores: how names are matched."""

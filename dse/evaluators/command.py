@@ -42,7 +42,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dse.errors import StudyError
-from dse.evaluators.base import Evaluator, Input, Metric
+from dse.evaluators.base import TRUTH, Evaluator, Input, Metric
 
 #: characters of the program's standard error kept in a failure's message
 STDERR_CHARS = 2000
@@ -152,15 +152,17 @@ class CommandEvaluator(Evaluator):
         if opts.workdir is not None and not Path(opts.workdir).is_dir():
             raise StudyError(f"workdir {opts.workdir} is not a folder" if Path(opts.workdir).exists()
                              else f"workdir {opts.workdir} does not exist", field="evaluator.options.workdir")
+        # checked as the program will be run: a bare name is looked up on PATH, a path from workdir
         where = Path(opts.workdir) / program if opts.workdir and not Path(program).is_absolute() else Path(program)
-        on_path = "/" not in program and shutil.which(program) is not None
-        if "/" not in program and not on_path:  # run as the program will be: a bare name is looked up on PATH
-            hint = f"; a program in {opts.workdir or 'the current folder'} is given as ./{program}" if where.is_file() else ""
-            raise StudyError(f"program '{program}' not found on PATH{hint}", field="evaluator.options.command")
-        if not on_path and not where.is_file():
+        if "/" not in program:
+            if shutil.which(program) is None:
+                hint = f"; a program in {opts.workdir or 'the current folder'} is given as ./{program}" \
+                    if where.is_file() else ""
+                raise StudyError(f"program '{program}' not found on PATH{hint}", field="evaluator.options.command")
+        elif not where.is_file():
             raise StudyError(f"program '{program}' not found (not on PATH, not a file)",
                              field="evaluator.options.command")
-        if not on_path and not os.access(where, os.X_OK):  # a path: run from workdir, as the program will be
+        elif not os.access(where, os.X_OK):
             raise StudyError(f"program '{program}' is not executable (chmod +x it, or run it through an "
                              "interpreter: [\"{python}\", script.py])", field="evaluator.options.command")
         if script and not Path(self.args[1]).is_absolute():  # {python} script.py: the script must be there
@@ -266,10 +268,8 @@ class CommandEvaluator(Evaluator):
         text = "" if value is None or pd.isna(value) else str(value).strip().lower()
         if text == "":
             return False
-        if text in ("true", "1", "yes", "1.0"):
-            return True
-        if text in ("false", "0", "no", "0.0"):
-            return False
+        if text in TRUTH:
+            return TRUTH[text]
         raise ValueError(f"{self.label} wrote {value!r} in the column feasible (true or false expected)")
 
 

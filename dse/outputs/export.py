@@ -10,7 +10,6 @@ with ``units_row``, a second header row of units.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ import xarray as xr
 
 from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
-from dse.files import NETCDF_ENGINE, atomic_path, atomic_write_text
+from dse.files import NETCDF_ENGINE, atomic_path, atomic_write_text, names_a_file_type
 from dse.results import open_results
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
@@ -34,7 +33,7 @@ def export_format(fmt: str | None, output: Path | None) -> str:
     if fmt is None:
         # a suffix that reads as a file type (.xlsx, .tsv) but not one of ours is refused;
         # a dot inside a name (front-0.5, gpt-1.3b) is no suffix: CSV
-        if named is None and re.fullmatch(r"\.[a-z][a-z0-9]{1,5}", suffix):
+        if named is None and names_a_file_type(suffix):
             raise DseError(f"cannot tell the format from the output's suffix {Path(output).suffix}", field="--output",
                            value=str(output), allowed=f"a file ending in {', '.join(SUFFIX.values())}, or --format")
         return named or "csv"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from itertools import combinations
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import xarray as xr
 
 from dse.datasets import display_unit
 from dse.errors import DseError
-from dse.files import atomic_path
+from dse.files import atomic_path, names_a_file_type
 from dse.outputs.scan import density, scan
 
 SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
@@ -163,7 +162,7 @@ def figure_path(output: Path | None, default: Path) -> tuple[Path, str]:
     suffix = output.suffix.lower().lstrip(".")
     if suffix in FIGURE_FORMATS:
         return output.with_suffix(f".{suffix}"), suffix  # front.PNG is written (and named) front.png
-    if re.fullmatch(r"[a-z][a-z0-9]{1,5}", suffix):
+    if names_a_file_type(output.suffix):
         raise DseError(f"cannot draw a .{suffix} file", field="--output", value=str(output),
                        allowed=", ".join(f".{f}" for f in FIGURE_FORMATS))
     return output.with_name(output.name + ".png"), "png"  # a dot inside the name (front-0.5)

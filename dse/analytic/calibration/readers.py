@@ -169,7 +169,7 @@ def _from_sweep(path: Path) -> pd.DataFrame:
             vals = df[col].astype(str).str.strip().to_numpy(dtype=object)
             if col == "precision":
                 vals = np.where(vals == "", "bf16", np.char.lower(vals.astype(str))).astype(object)
-                known = ("bf16", "fp16", "fp8", "tf32")
+                known = declarations.INPUTS["precision"].choices  # as a study and validate-model take them
                 bad = [i for i, v in enumerate(vals) if v not in known]
                 if bad:
                     raise DseError(f"unknown precision '{vals[bad[0]]}'", file=file,
