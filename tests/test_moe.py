@@ -104,6 +104,22 @@ def test_capacity_factor_overlap_and_dispatcher():
     assert deepep["energy_network_j"] < base["energy_network_j"]
 
 
+def test_overlapped_collectives_share_the_compute_they_hide_behind():
+    # slow NVLink: the tensor-parallel traffic alone fills the dense GEMMs' window, so the
+    # expert all-to-all has nothing left to hide behind (it used to hide behind it again)
+    kw = dict(model="mixtral-8x7b", accelerator="H100-SXM", num_accelerators=64, global_batch_size=256,
+              tensor_parallel=2, pipeline_parallel=4, expert_parallel=8, micro_batch_size=1,
+              scaleup_bw_gbs=10, seq_len=4096)
+    exposed_all, tp_hidden, both_hidden = run(**kw, sequence_parallel=[True, True, True],
+                                              framework=["megatron", "megatron-core", "megatron-core"],
+                                              moe_a2a_overlap=[False, False, True]).iloc
+    hidden_by_tp = exposed_all["tp_comm_time_s"] - tp_hidden["tp_comm_time_s"]
+    assert hidden_by_tp > 0.5 * tp_hidden["compute_time_s"]
+    assert both_hidden["tp_comm_time_s"] >= tp_hidden["tp_comm_time_s"] - 0.5 * tp_hidden["compute_time_s"]
+    total_hidden = exposed_all["tp_comm_time_s"] - both_hidden["tp_comm_time_s"]
+    assert 0 < total_hidden < both_hidden["compute_time_s"]
+
+
 def test_an_nvl72_domain_keeps_wide_expert_parallelism_on_nvlink():
     kw = dict(model="deepseek-v3", layers=62, precision="fp8", num_accelerators=256, global_batch_size=2048,
               tensor_parallel=1, pipeline_parallel=4, interleave=4, expert_parallel=64, expert_tensor_parallel=1,

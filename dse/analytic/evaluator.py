@@ -42,7 +42,7 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.7.0"
+    version = "0.7.1"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
     #: clock_mhz wins over clock_fraction; target_loss over target_tokens (docs/model.md)

@@ -50,6 +50,15 @@ def exposed(comm_s, overlaps, window_s, tax):
     return comm_s - (1.0 - tax) * hidden
 
 
+def exposed_in(comm_s, overlaps, window_s, tax):
+    """:func:`exposed` for traffic that shares its window with other overlapped traffic:
+    ``(exposed time, window left)``. What one collective hides behind the window is no
+    longer there for the next (the same kernels cannot hide two collectives' time twice:
+    they share the links and the SMs that drive them)."""
+    hidden = np.minimum(comm_s * overlaps, window_s)
+    return comm_s - (1.0 - tax) * hidden, window_s - hidden
+
+
 class Network:
     """Per-candidate network arrays: scale-up domain and scale-out fabric."""
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.time import workload
-from dse.analytic.time.collectives import exposed
+from dse.analytic.time.collectives import exposed, exposed_in
 from dse.analytic.time.gemm import BYTES, gemm
 from dse.analytic.time.parallelism import indivisible
 
@@ -164,7 +164,7 @@ def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window
     by the MoE share of the layers."""
     intra, inter = dispatch_shares(net, shape, ex)
     a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
-    a2a = exposed(a2a, ex.overlap, window_s, tax)
+    a2a, window_s = exposed_in(a2a, ex.overlap, window_s, tax)
     gathered = a2a_bytes(shape, ex, T, tp) * ex.etp
     etp_s = np.where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
     etp_s = exposed(etp_s, tp_overlap, window_s, tax)

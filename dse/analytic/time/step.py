@@ -29,7 +29,7 @@ from dse.analytic.time import (
     tensor_parallel,
     traffic,
 )
-from dse.analytic.time.collectives import Network, exposed
+from dse.analytic.time.collectives import Network, exposed, exposed_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class StepBreakdown:
 
     compute_s: np.ndarray       # clock-bound GEMM time
     memory_s: np.ndarray        # memory-bound kernels
-    tp_comm_s: np.ndarray       # exposed tensor- and context-parallel collectives
+    tp_comm_s: np.ndarray       # exposed tensor-, context- and expert-parallel collectives
     pp_comm_s: np.ndarray       # pipeline point-to-point and tied-embedding all-reduce
     dp_comm_s: np.ndarray       # exposed data-parallel communication
     bubble_s: np.ndarray        # pipeline bubble
@@ -149,13 +149,14 @@ def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompu
     the context-parallel exchange, expert dispatch and combine), and the output layer's
     tensor-parallel time."""
     tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
-    tp_layer = exposed(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
+    # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
+    tp_layer, window_s = exposed_in(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
         cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
         tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
         tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
-                                                 lay.dense_compute_s, stack.tp_overlap * (sp > 0), tax)
+                                                 window_s, stack.tp_overlap * (sp > 0), tax)
     return tp_layer, out_tp
 
 
