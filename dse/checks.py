@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dse.errors import DseError, StudyError
+from dse.errors import DseError, StudyError, did_you_mean
 from dse.evaluators import Evaluator, load_evaluator
 from dse.execution import ExecutionPlan, plan_execution
 from dse.search import SearchPlan, plan_search
@@ -85,7 +85,8 @@ def check_parameters(study: Study, evaluator: Evaluator) -> None:
     for section, params in (("space", study.space), ("fixed", study.fixed), ("workload", study.workload)):
         for name in params:
             if name not in inputs:
-                raise StudyError(f"unknown parameter '{name}' for evaluator '{evaluator.name}'",
+                raise StudyError(f"unknown parameter '{name}' for evaluator '{evaluator.name}'"
+                                 f"{did_you_mean(name, inputs)}",
                                  field=f"{section}.{name}", allowed=", ".join(sorted(inputs)))
     given = set(study.space) | set(study.fixed) | set(study.workload)
     for group in evaluator.exclusive_inputs:
@@ -142,10 +143,12 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
     allowed = ", ".join(sorted(metrics))
     for i, obj in enumerate(study.objectives):
         if obj.metric not in metrics:
-            raise StudyError(f"unknown metric '{obj.metric}'", field=f"objectives[{i}].metric",
+            raise StudyError(f"unknown metric '{obj.metric}'{did_you_mean(obj.metric, metrics)}",
+                             field=f"objectives[{i}].metric",
                              allowed=allowed)
     for i, con in enumerate(study.constraints):
         if con.metric not in metrics:
-            raise StudyError(f"unknown metric '{con.metric}' in constraint '{con}'",
+            raise StudyError(f"unknown metric '{con.metric}' in constraint '{con}'"
+                             f"{did_you_mean(con.metric, metrics)}",
                              field=f"constraints[{i}]", allowed=allowed)
 

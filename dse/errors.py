@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import reprlib
+from collections.abc import Iterable
 
 #: how much of an offending value a message shows: a whole study or a YAML alias bomb
 #: would otherwise be printed in full
@@ -15,6 +17,25 @@ _VALUE_CHARS = 160
 def _short_repr(value: object) -> str:
     text = _VALUE_REPR.repr(value)
     return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
+
+
+def closest(name: object, choices: Iterable[object]) -> str | None:
+    """The one text choice closest to a misspelt ``name`` (difflib's ratio >= 0.75, or the
+    same letters and digits: 'Expert-Parallel' for 'expert_parallel'), or None."""
+    if not isinstance(name, str):
+        return None
+    texts = [c for c in choices if isinstance(c, str)]
+    close = difflib.get_close_matches(name, texts, n=1, cutoff=0.75)
+    if close:
+        return close[0]
+    loose = {"".join(ch for ch in t.lower() if ch.isalnum()): t for t in texts}
+    return loose.get("".join(ch for ch in name.lower() if ch.isalnum()))
+
+
+def did_you_mean(name: object, choices: Iterable[object]) -> str:
+    """`` (did you mean 'x'?)`` for :func:`closest`'s choice, or ''."""
+    close = closest(name, choices)
+    return f" (did you mean '{close}'?)" if close else ""
 
 
 class DseError(Exception):
@@ -31,6 +52,7 @@ class DseError(Exception):
         value: object = None,
         allowed: str | None = None,
         has_value: bool = False,
+        hint: str | None = None,
     ) -> None:
         self.message = message
         self.file = file
@@ -38,13 +60,16 @@ class DseError(Exception):
         self.value = value
         self.allowed = allowed
         self.has_value = has_value or value is not None
+        self.hint = hint
         super().__init__(self.render())
 
     def render(self) -> str:
         where = ": ".join(p for p in (self.file, self.field) if p)
         text = self.message
         if self.has_value:
-            text += f" (got {_short_repr(self.value)})"
+            text += f" (got {_short_repr(self.value)}" + (f"; {self.hint})" if self.hint else ")")
+        elif self.hint:
+            text += f" ({self.hint})"
         if self.allowed:
             text += f"; allowed: {self.allowed}"
         return f"{where}: {text}" if where else text

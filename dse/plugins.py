@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from dse.errors import StudyError
+from dse.errors import StudyError, did_you_mean
 
 
 def registered(group: str) -> dict[str, str]:
@@ -35,7 +35,7 @@ def load_class(group: str, name: str, base: type, *, field: str, kind: str) -> t
         eps = {ep.name: ep for ep in entry_points(group=group)}
         if name not in eps:
             raise StudyError(
-                f"unknown {kind} '{name}'", field=field,
+                f"unknown {kind} '{name}'{did_you_mean(name, eps)}", field=field,
                 allowed=", ".join(sorted(eps)) + " (registered), or package.module:Class",
             )
         try:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dse.errors import StudyError
+from dse.errors import StudyError, did_you_mean
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
@@ -357,9 +357,10 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
     path = _field_path(loc)
     if err["type"] == "extra_forbidden":
         parent = path.rsplit(".", 1)[0] if "." in path else root
+        keys = _allowed_keys(model or Study, tuple(err["loc"]))
         raise StudyError(
-            f"unknown key '{loc[-1]}' in {parent}", file=file, field=path,
-            allowed=_allowed_keys(model or Study, tuple(err["loc"])),
+            f"unknown key '{loc[-1]}' in {parent}{did_you_mean(loc[-1], keys.split(', '))}", file=file,
+            field=path, allowed=keys,
         ) from None
     if err["type"] == "missing":
         raise StudyError("required field is missing", file=file, field=path) from None
@@ -404,7 +405,8 @@ def validate_options(model: type[BaseModel], raw: Any, *, prefix: tuple) -> Base
         unknown = [k for k in raw if k not in known]
         if unknown:
             path = ".".join(map(str, (*prefix, unknown[0])))
-            raise StudyError(f"unknown key '{unknown[0]}' in {'.'.join(map(str, prefix))}", field=path,
+            raise StudyError(f"unknown key '{unknown[0]}' in {'.'.join(map(str, prefix))}"
+                             f"{did_you_mean(unknown[0], known)}", field=path,
                              allowed=", ".join(model.model_fields) or "no options")
     try:
         return model.model_validate(raw)

@@ -114,7 +114,7 @@ class _Tabled(ToyEvaluator):
 def test_a_misspelled_option_is_refused_even_where_the_options_model_would_ignore_it():
     spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_pth": "mine.csv"})
     with pytest.raises(StudyError, match=r"evaluator\.options\.table_pth: unknown key 'table_pth' in "
-                                         r"evaluator\.options; allowed: table_path"):
+                                         r"evaluator\.options \(did you mean 'table_path'\?\); allowed: table_path"):
         load_evaluator(spec)
     spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_path": "mine.csv"})
     assert load_evaluator(spec).table_path == "mine.csv"

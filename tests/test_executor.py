@@ -47,7 +47,7 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
     with pytest.raises(StudyError, match="cluster profile 'nope' not found"):
         plan_execution(ExecutionSpec(profile="nope"), study_path=study_file)
     (tmp_path / "odd.yaml").write_text("workerz: 3\n")
-    with pytest.raises(StudyError, match="odd.yaml: workerz: unknown key 'workerz' in cluster profile; "
+    with pytest.raises(StudyError, match=r"odd.yaml: workerz: unknown key 'workerz' in cluster profile \(did you mean 'workers'\?\); "
                                          "allowed: description, cluster, options, scale, adapt, scheduler"):
         plan_execution(ExecutionSpec(profile="odd"), study_path=study_file)
 

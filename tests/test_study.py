@@ -75,6 +75,13 @@ CASES = {
     "bad algorithm": (lambda d: d["search"].update(algorithm="nsga3"), "search.algorithm", "nsga2"),
     "unknown evaluator": (lambda d: d.update(evaluator={"name": "foo"}), "evaluator.name", "analytic"),
     "missing objectives": (lambda d: d.pop("objectives"), "objectives", "missing"),
+    "misspelt key": (lambda d: d["search"].update(algoritm="x"), "search.algoritm", "(did you mean 'algorithm'?)"),
+    "misspelt parameter": (lambda d: d["space"].update(Tensor_Parallel=[1]), "space.Tensor_Parallel",
+                           "(did you mean 'tensor_parallel'?)"),
+    "misspelt preset": (lambda d: d["workload"].update(model="gpt-1.3"), "workload.model",
+                        "(got 'gpt-1.3'; did you mean 'gpt-1.3b'?)"),
+    "misspelt metric": (lambda d: d["objectives"][1].update(metric="time_to_trian_s"), "objectives[1].metric",
+                        "(did you mean 'time_to_train_s'?)"),
 }
 
 

@@ -38,7 +38,7 @@ import pandas as pd
 from dse.analytic import declarations
 from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
-from dse.errors import DseError
+from dse.errors import DseError, did_you_mean
 from dse.evaluators.base import TRUTH
 
 #: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
@@ -85,7 +85,7 @@ def read_table(path: Path) -> pd.DataFrame:
     known = set(declarations.INPUTS) | set(SHAPE) | set(BOOKKEEPING)
     unknown = [c for c in df.columns if c not in known]
     if unknown:
-        raise DseError(f"unknown column {unknown[0]!r}", file=str(path),
+        raise DseError(f"unknown column {unknown[0]!r}{did_you_mean(unknown[0], known)}", file=str(path),
                        allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 9)")
     quantities = set(TIME_QUANTITIES) | set(STAGE_QUANTITIES)
     bad = sorted(set(df["measured_quantity"].str.strip()) - quantities)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.errors import DseError, StudyError
+from dse.errors import DseError, StudyError, did_you_mean
 from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
@@ -28,7 +28,8 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     inputs = ev.inputs
     unknown = [c for c in table.columns if c not in inputs]
     if unknown:
-        raise DseError(f"unknown column(s) {unknown}", file=str(path), allowed=", ".join(sorted(inputs)))
+        raise DseError(f"unknown column(s) {unknown}{did_you_mean(unknown[0], inputs)}", file=str(path),
+                       allowed=", ".join(sorted(inputs)))
     for col in table.columns:
         inp = inputs[col]
         values = table[col]

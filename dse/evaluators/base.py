@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from dse.errors import StudyError
+from dse.errors import StudyError, closest
 
 InputKind = Literal["int", "float", "str", "bool"]
 
@@ -58,7 +58,9 @@ class Input:
                 raise StudyError("expected a text value", field=field, value=value,
                                  allowed=self._allowed())
             if self.choices is not None and value not in self.choices:
-                raise StudyError(f"unknown {self.name}", field=field, value=value, allowed=self._allowed())
+                close = closest(value, self.choices)
+                raise StudyError(f"unknown {self.name}", field=field, value=value, allowed=self._allowed(),
+                                 hint=close and f"did you mean '{close}'?")
             return
         if self.kind == "bool":
             if not isinstance(value, bool):
