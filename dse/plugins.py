@@ -19,6 +19,12 @@ def registered(group: str) -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=group)}
 
 
+def _package(ep) -> str:
+    """The name of the installed package that declares entry point ``ep``."""
+    dist = getattr(ep, "dist", None)
+    return getattr(dist, "name", None) or "an unnamed package"
+
+
 def load_class(group: str, name: str, base: type, *, field: str, kind: str) -> type:
     """The subclass of ``base`` that ``name`` refers to: a registered name or ``module:attribute``.
 
@@ -32,7 +38,13 @@ def load_class(group: str, name: str, base: type, *, field: str, kind: str) -> t
         except (ImportError, AttributeError, ValueError) as exc:
             raise StudyError(f"cannot import {kind} '{name}': {exc}", field=field) from None
     else:
-        eps = {ep.name: ep for ep in entry_points(group=group)}
+        found = entry_points(group=group)
+        eps = {ep.name: ep for ep in found}
+        claims = sorted({f"{_package(ep)} ({ep.value})" for ep in found if ep.name == name})
+        if len(claims) > 1:  # which one loads would depend on the order of sys.path
+            raise StudyError(f"{kind} '{name}' is registered by more than one installed package: "
+                             f"{' and '.join(claims)}; uninstall one, or name the class as "
+                             "package.module:Class", field=field)
         if name not in eps:
             raise StudyError(
                 f"unknown {kind} '{name}'{did_you_mean(name, eps)}", field=field,

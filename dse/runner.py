@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -134,7 +135,7 @@ class Runner:
         study = self.study
         run = _LoopState(store, study, store.load_state() or {})
         if run.driver_state is not None:
-            driver.restore(run.driver_state)
+            self._call(driver, "restore", run.driver_state)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
             self._save_state(store, driver, run)
         total = self.plan.search.total
@@ -181,10 +182,13 @@ class Runner:
         driver has nothing more to ask."""
         study = self.study
         started = time.perf_counter()
-        batch = driver.ask().reset_index(drop=True)
+        batch = self._asked(driver)
         if len(batch) == 0:
             return False
-        keys = self.space.keys(batch)
+        try:
+            keys = self.space.keys(batch)
+        except ValueError as exc:  # a value no parameter of the space has
+            raise self._driver_error(f"asked for a {exc}") from None
         locs = run.index.find(keys)
         _, first = np.unique(keys, return_index=True)
         todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
@@ -194,7 +198,7 @@ class Runner:
             fg = pd.concat([fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
                            ignore_index=True)
         rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
-        driver.tell(batch, objective_matrix(rows, study), violation_matrix(rows, study))
+        self._call(driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study))
         seconds = time.perf_counter() - started
         driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
@@ -204,6 +208,47 @@ class Runner:
         self._report.advance(len(batch) - len(todo), {**record, **self._live(run)})  # the rest came per chunk
         return True
 
+    def _asked(self, driver: SearchDriver) -> pd.DataFrame:
+        """The driver's next batch, checked: a table with every parameter of the space, each
+        real parameter within its range (a discrete one is checked by its key)."""
+        batch = self._call(driver, "ask")
+        if not isinstance(batch, pd.DataFrame):
+            raise self._driver_error(f"ask() returned {type(batch).__name__}, not a DataFrame")
+        batch = batch.reset_index(drop=True)
+        missing = [p.name for p in self.space.parameters if p.name not in batch.columns]
+        if missing and len(batch):
+            raise self._driver_error(f"asked for candidates without {missing}")
+        for p in self.space.parameters:
+            if p.values is None and len(batch):
+                x = pd.to_numeric(batch[p.name], errors="coerce").to_numpy(dtype=float)
+                out = ~((x >= p.low) & (x <= p.high))
+                if out.any():
+                    raise self._driver_error(f"asked for {p.name} = {batch[p.name].tolist()[int(np.argmax(out))]!r}, "
+                                             f"outside the space's range [{p.low:g}, {p.high:g}]")
+        return batch
+
+    def _call(self, driver: SearchDriver, method: str, *args):
+        """``driver.<method>(*args)``; a third-party driver's exception becomes one line that
+        names the driver, the method and where it was raised (dse's own drivers keep their
+        traceback: a failure there is dse's bug)."""
+        try:
+            return getattr(driver, method)(*args)
+        except Exception as exc:
+            if self._own_driver:
+                raise
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            raise self._driver_error(f"{method}() raised {type(exc).__name__}: {exc} "
+                                     f"(at {Path(frame.filename).name}:{frame.lineno})") from None
+
+    @cached_property
+    def _own_driver(self) -> bool:
+        """The study's driver is one of dse's own (its failures keep their traceback)."""
+        return self.plan.search.driver_cls.__module__.startswith("dse.")
+
+    def _driver_error(self, what: str) -> DseError:
+        return DseError(f"search driver '{self.study.search.algorithm}' {what}; what was evaluated before is "
+                        "stored (a bug of the driver's package)", field="search.algorithm")
+
     @cached_property
     def _fg_columns(self) -> list[str]:
         """What a driver is told: objective and constraint metrics, the evaluator's verdict."""
@@ -211,11 +256,17 @@ class Runner:
         return [*dict.fromkeys(metrics), "feasible", "status"]
 
     def _save_state(self, store: ResultStore, driver: SearchDriver, run: _LoopState) -> None:
-        store.save_state({
-            "driver": driver.state(), "batch": run.batch_no, "history": run.history,
-            "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
-            "keep": self.study.output.keep,
-        })
+        state = self._call(driver, "state")
+        try:
+            store.save_state({
+                "driver": state, "batch": run.batch_no, "history": run.history,
+                "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
+                "keep": self.study.output.keep,
+            })
+        except (TypeError, ValueError) as exc:  # JSON cannot hold the driver's state
+            if self._own_driver:
+                raise
+            raise self._driver_error(f"state() returned what JSON cannot hold ({exc})") from None
 
     def _evaluate(self, executor: Executor, store: ResultStore, run: _LoopState, todo: pd.DataFrame,
                   keys: np.ndarray) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pandas as pd
@@ -11,7 +12,14 @@ import pytest
 
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import StudyError
-from dse.evaluators import available_evaluators, check_result, evaluator_class, load_evaluator
+from dse.evaluators import (
+    Input,
+    Metric,
+    available_evaluators,
+    check_result,
+    evaluator_class,
+    load_evaluator,
+)
 from dse.evaluators.toy import ToyEvaluator
 from dse.study import EvaluatorSpec
 
@@ -118,3 +126,96 @@ def test_a_misspelled_option_is_refused_even_where_the_options_model_would_ignor
         load_evaluator(spec)
     spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_path": "mine.csv"})
     assert load_evaluator(spec).table_path == "mine.csv"
+
+
+class _Misbehaving(ToyEvaluator):
+    """The toy, with its output broken in one way (``how``), as a plug-in author might."""
+
+    def __init__(self, how: str = "") -> None:
+        super().__init__()
+        self.how = how
+
+    def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
+        out = super().evaluate(candidates)
+        if self.how == "text-feasible":
+            out["feasible"] = np.where(out["feasible"], "yes", "no")
+        elif self.how == "int-feasible":
+            out["feasible"] = out["feasible"].astype(int)
+        elif self.how == "text-metric":
+            out["f1"] = "lots"
+        elif self.how == "none-metric":
+            out["f2"] = None
+        elif self.how == "nullable-metric":
+            out["f2"] = pd.array([pd.NA, *out["f2"][1:]], dtype="Float64")
+        elif self.how == "one-row-short":
+            out = out.iloc[:-1]
+        return out
+
+
+def _evaluate_with(how: str, cands: pd.DataFrame) -> pd.DataFrame:
+    from dse.execution.base import EvaluatorRef, evaluate_rows
+
+    spec = EvaluatorSpec(name="tests.test_evaluators:_Misbehaving", options={"how": how})
+    return evaluate_rows(EvaluatorRef.of(spec), cands)
+
+
+@pytest.mark.parametrize("how, message", [
+    ("text-feasible", "returned 'feasible' as str (e.g. 'yes'); it is true or false"),
+    ("text-metric", "returned metric 'f1' as str (e.g. 'lots'); a metric is a number"),
+    ("none-metric", "returned metric 'f2' as object (e.g. None); a metric is a number"),
+    ("one-row-short", "returned 7 rows for 8 candidates"),
+])
+def test_a_malformed_result_fails_the_call_with_its_own_message_not_row_by_row(how, message):
+    cands = pd.DataFrame({"x": np.linspace(0.1, 0.8, 8), "y": 0, "shape": "a"})
+    out = _evaluate_with(how, cands)
+    assert (out["status"] == "failed").all() and not out["feasible"].any()
+    # the message of the whole call (a split into single rows would name 1 row, or succeed)
+    assert out["error"].str.contains(message, regex=False).all(), out["error"][0]
+
+
+def test_numbers_a_plugin_gives_in_other_types_are_taken_as_such():
+    cands = pd.DataFrame({"x": [0.25, 0.5], "y": 0, "shape": ["a", "b"]})
+    ints = _evaluate_with("int-feasible", cands)
+    assert ints["feasible"].dtype == bool and ints["feasible"].all() and (ints["status"] == "ok").all()
+    nullable = _evaluate_with("nullable-metric", cands)
+    assert nullable["f2"].dtype == np.float64 and np.isnan(nullable["f2"][0]) and nullable["f2"][1] > 0
+
+
+class _Reserved(ToyEvaluator):
+    @property
+    def metrics(self):
+        return {**super().metrics, "elapsed_s": Metric("elapsed_s", "s", "time")}
+
+
+class _Overlap(ToyEvaluator):
+    @property
+    def metrics(self):
+        return {**super().metrics, "x": Metric("x", "1", "x again")}
+
+
+class _NoVersion(ToyEvaluator):
+    version = None
+
+
+class _BadKind(ToyEvaluator):
+    @property
+    def inputs(self):
+        return {**super().inputs, "n": Input("n", "integer", "1", "a count", 1)}
+
+
+class _BadDefault(ToyEvaluator):
+    @property
+    def inputs(self):
+        return {**super().inputs, "n": Input("n", "int", "1", "a count", -5, minimum=1)}
+
+
+@pytest.mark.parametrize("cls, message", [
+    ("_Reserved", "declares metric 'elapsed_s', a name dse writes itself"),
+    ("_Overlap", "declares 'x' both as an input and as a metric"),
+    ("_NoVersion", "evaluator class _NoVersion does not set `version`"),
+    ("_BadKind", "input 'n' of evaluator 'toy' has kind 'integer'; allowed: int, float, str, bool"),
+    ("_BadDefault", "input 'n' of evaluator 'toy': its default breaks its own declaration"),
+])
+def test_a_plugin_that_declares_what_dse_cannot_store_is_refused_when_loaded(cls, message):
+    with pytest.raises(StudyError, match=re.escape(message)):
+        load_evaluator(EvaluatorSpec(name=f"tests.test_evaluators:{cls}"))

@@ -155,3 +155,74 @@ def test_a_driver_named_by_module_and_class_needs_no_installation(plugin_site, t
     env_site = plugin_site  # importable through PYTHONPATH, entry points not used
     proc = _dse(env_site, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_name_two_installed_packages_register_is_refused_naming_both(tmp_path):
+    # a package (its metadata as pip leaves it) that registers the built-in's name again
+    site = tmp_path / "site"
+    info = site / "clash_plugins-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[dse.evaluators]\nanalytic = dse.evaluators.toy:ToyEvaluator\n")
+    for command in ("validate", "run"):
+        proc = _dse(site, command, str(REPO / "studies" / "quickstart.yaml"), "-o", str(tmp_path / "out"),
+                    cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "evaluator 'analytic' is registered by more than one installed package" in proc.stderr
+        assert "clash-plugins (dse.evaluators.toy:ToyEvaluator)" in proc.stderr
+        assert "dse (dse.analytic.evaluator:AnalyticEvaluator)" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+BROKEN_DRIVER = '''
+import numpy as np
+import pandas as pd
+from dse.search.base import SearchDriver
+
+
+class Broken(SearchDriver):
+    """Asks 10 in-range candidates, then breaks the contract as MODE says."""
+    name = "broken"
+    MODE = ""
+
+    def ask(self):
+        x = np.linspace(0.0, 1.0, 10)
+        if self.asked and self.MODE == "out-of-range":
+            x = x + 5.0
+        if self.asked and self.MODE == "raises":
+            raise KeyError("no such thing")
+        self.asked += 10
+        batch = pd.DataFrame({"x": x, "y": 0, "shape": "a"})
+        return batch.drop(columns="y") if self.asked > 10 and self.MODE == "no-column" else batch
+
+    def tell(self, candidates, objectives, violations):
+        self.told += len(candidates)
+
+    def state(self):
+        return {**super().state(), "odd": object()} if self.MODE == "state" else super().state()
+
+'''
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("out-of-range", "asked for x = 5.0, outside the space's range [0, 1]"),
+    ("raises", "ask() raised KeyError: 'no such thing' (at broken_driver.py:"),
+    ("no-column", "asked for candidates without ['y']"),
+    ("state", "state() returned what JSON cannot hold"),
+])
+def test_a_driver_that_breaks_its_contract_is_one_line_naming_it(tmp_path, mode, message):
+    (tmp_path / "broken_driver.py").write_text(BROKEN_DRIVER + f"\nBroken.MODE = {mode!r}\n")
+    out = tmp_path / "out"
+    study = write_study(tmp_path, {
+        "name": "broken", "space": {"x": {"range": [0.0, 1.0]}, "y": [0, 1], "shape": ["a"]},
+        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+        "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator"},
+        "search": {"algorithm": "broken_driver:Broken", "budget": 30},
+        "execution": {"workers": 0}, "output": str(out)})
+    proc = _dse(tmp_path, "run", str(study), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "search.algorithm: search driver 'broken_driver:Broken'" in proc.stderr
+    assert message in proc.stderr, proc.stderr
+    if mode != "state":  # the first batch was evaluated and stays stored
+        status = _dse(tmp_path, "status", str(out), cwd=tmp_path)
+        assert "evaluations 10" in status.stdout.replace(":", ""), status.stdout

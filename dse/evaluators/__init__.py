@@ -6,10 +6,17 @@ from typing import Any
 
 from dse.allocator import keep_freed_memory
 from dse.errors import StudyError
-from dse.evaluators.base import Evaluator, Input, Metric, check_result
+from dse.evaluators.base import (
+    ContractError,
+    Evaluator,
+    Input,
+    Metric,
+    check_declarations,
+    check_result,
+)
 from dse.plugins import load_class, registered
 
-__all__ = ["GROUP", "Evaluator", "Input", "Metric", "available_evaluators", "check_result",
+__all__ = ["GROUP", "ContractError", "Evaluator", "Input", "Metric", "available_evaluators", "check_result",
            "evaluator_class", "load_evaluator"]
 
 GROUP = "dse.evaluators"
@@ -41,6 +48,12 @@ def load_evaluator(spec: Any) -> Evaluator:
 
         options = validate_options(cls.Options, options, prefix=("evaluator", "options")).model_dump()
     try:
-        return cls(**options)
+        evaluator = cls(**options)
     except (TypeError, ValueError) as exc:
         raise StudyError(f"bad evaluator options: {exc}", field="evaluator.options") from None
+    try:
+        check_declarations(evaluator)
+    except ValueError as exc:
+        raise StudyError(f"{exc} (a bug of the evaluator's package)", field="evaluator.name",
+                         value=spec.name) from None
+    return evaluator

@@ -181,15 +181,93 @@ class Evaluator(ABC):
         return out
 
 
+#: column names dse itself writes beside an evaluator's (the results' bookkeeping, the
+#: datasets' dimension and constraint mask): no input or metric may take one
+RESERVED_NAMES = ("feasible", "reason", "status", "error", "elapsed_s", "batch", "key", "kept",
+                  "meets_constraints", "candidate")
+INPUT_KINDS = ("int", "float", "str", "bool")
+
+
+class ContractError(ValueError):
+    """An evaluator's output breaks the contract (a table, a row per candidate, every
+    metric a number, ``feasible`` true or false): a bug of the evaluator, the same for
+    every part of the call, so the call's rows fail with this message and are not retried
+    one by one."""
+
+
+def check_declarations(evaluator: Evaluator) -> None:
+    """Raise ``ValueError`` naming what is wrong unless the evaluator declares a name, a
+    version, inputs of a known kind whose defaults they allow and metrics, none named as a
+    column dse writes itself and no metric named as an input."""
+    cls = type(evaluator).__name__
+    for attr in ("name", "version"):
+        value = getattr(evaluator, attr, None)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"evaluator class {cls} does not set `{attr}` (a text class attribute)")
+    inputs, metrics = evaluator.inputs, evaluator.metrics
+    for what, table, kind in (("inputs", inputs, Input), ("metrics", metrics, Metric)):
+        if not isinstance(table, dict) or not all(isinstance(v, kind) for v in table.values()):
+            raise ValueError(f"`{what}` of evaluator '{evaluator.name}' is not a dict of {kind.__name__}")
+        for name, decl in table.items():
+            if name in RESERVED_NAMES:
+                raise ValueError(f"evaluator '{evaluator.name}' declares {what[:-1]} '{name}', a name dse "
+                                 f"writes itself (reserved: {', '.join(RESERVED_NAMES)})")
+            if decl.name != name:
+                raise ValueError(f"evaluator '{evaluator.name}': {what} key '{name}' holds {kind.__name__} "
+                                 f"'{decl.name}'")
+    both = sorted(set(inputs) & set(metrics))
+    if both:
+        raise ValueError(f"evaluator '{evaluator.name}' declares '{both[0]}' both as an input and as a metric")
+    for name, inp in inputs.items():
+        if inp.kind not in INPUT_KINDS:
+            raise ValueError(f"input '{name}' of evaluator '{evaluator.name}' has kind '{inp.kind}'; "
+                             f"allowed: {', '.join(INPUT_KINDS)}")
+        if inp.default is not None:
+            try:
+                inp.check(inp.default, field=name)
+            except StudyError as exc:
+                raise ValueError(f"input '{name}' of evaluator '{evaluator.name}': its default breaks its own "
+                                 f"declaration: {exc.message}" + (f" (got {inp.default!r})")) from None
+
+
 def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
-    """Enforce the contract on an evaluator's output; returns it with a clean index."""
+    """Enforce the contract on an evaluator's output (raising :class:`ContractError`):
+    a DataFrame with one row per candidate, every metric, ``feasible`` and ``reason``;
+    every metric a number (bool, integer or float; a missing value NaN), ``feasible``
+    true or false (a bool column, or 0 and 1). Returns it with a clean index, ``feasible``
+    as bool and numeric extension columns as numpy floats."""
+    name = evaluator.name
     if not isinstance(result, pd.DataFrame):
-        raise TypeError(f"evaluator '{evaluator.name}' returned {type(result).__name__}, not a DataFrame")
+        raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame")
     if len(result) != len(candidates):
-        raise ValueError(
-            f"evaluator '{evaluator.name}' returned {len(result)} rows for {len(candidates)} candidates"
-        )
+        raise ContractError(f"evaluator '{name}' returned {len(result)} rows for {len(candidates)} candidates")
     missing = [c for c in (*evaluator.metrics, "feasible", "reason") if c not in result.columns]
     if missing:
-        raise ValueError(f"evaluator '{evaluator.name}' did not return {missing}")
-    return result.reset_index(drop=True)
+        raise ContractError(f"evaluator '{name}' did not return {missing}")
+    if result.columns.duplicated().any():
+        raise ContractError(f"evaluator '{name}' returned column '{result.columns[result.columns.duplicated()][0]}' "
+                            "twice")
+    result = result.reset_index(drop=True)
+    for metric in evaluator.metrics:
+        col = result[metric]
+        if not pd.api.types.is_numeric_dtype(col.dtype):
+            raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype} "
+                                f"(e.g. {_example(col)}); a metric is a number (NaN where missing)")
+        if not isinstance(col.dtype, np.dtype):  # a nullable extension column: numpy floats, NaN for NA
+            result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    feasible = result["feasible"]
+    if feasible.dtype != bool:
+        values = feasible.to_numpy() if pd.api.types.is_numeric_dtype(feasible.dtype) else None
+        if values is None or not np.isin(values, (0, 1)).all():
+            raise ContractError(f"evaluator '{name}' returned 'feasible' as {feasible.dtype} (e.g. "
+                                f"{_example(feasible)}); it is true or false (a bool column, or 0 and 1)")
+        result["feasible"] = values.astype(bool)
+    return result
+
+
+def _example(col: pd.Series) -> str:
+    """The first value of ``col`` that is not a number (or its first value), shown briefly."""
+    for value in col.head(1000):
+        if not isinstance(value, bool | int | float | np.number):
+            return repr(value)[:40]
+    return repr(col.iloc[0])[:40] if len(col) else "no rows"

@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 
 from dse.errors import DseError
-from dse.evaluators import check_result, load_evaluator
+from dse.evaluators import ContractError, check_result, load_evaluator
 from dse.execution.candidates import Candidates, count, frame
 from dse.execution.child import EvaluatorFailed, child_evaluator
 from dse.study import EvaluatorSpec
@@ -116,6 +116,8 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
     ev = _evaluator(ref.name, ref.options_yaml)
     try:
         result = check_result(ev, candidates, _call(ref, ev, candidates)).copy()
+    except ContractError as exc:  # a malformed table: the evaluator's bug, not these rows'
+        return failed_rows(len(candidates), str(exc), ref)
     except Exception as exc:  # an evaluator bug or a time-out must not lose the other rows
         if len(candidates) <= 1:
             message = str(exc) if isinstance(exc, EvaluatorFailed) else f"{type(exc).__name__}: {exc}"

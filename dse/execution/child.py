@@ -53,6 +53,10 @@ class ChildEvaluator:
         if not answered:
             self.stop()
             raise TimeoutError(f"{what} took longer than {limit_s:g} s (evaluator.timeout_s); stopped")
+        if status == "contract":
+            from dse.evaluators import ContractError
+
+            raise ContractError(payload)
         if status != "ok":
             raise EvaluatorFailed(payload)
         return payload
@@ -107,7 +111,7 @@ def main() -> None:
     """The child's loop: build once, then evaluate each chunk sent until standard input closes."""
     import yaml
 
-    from dse.evaluators import check_result, load_evaluator
+    from dse.evaluators import ContractError, check_result, load_evaluator
     from dse.study import EvaluatorSpec
 
     inp = Connection(os.dup(0), writable=False)
@@ -126,6 +130,8 @@ def main() -> None:
             else:
                 candidates = message[1]
                 reply = ("ok", check_result(ev, candidates, ev.evaluate(candidates)))
+        except ContractError as exc:
+            reply = ("contract", str(exc))
         except Exception as exc:
             reply = ("error", f"{type(exc).__name__}: {exc}")
         out.send(reply)
