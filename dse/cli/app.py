@@ -156,7 +156,7 @@ def run(
     scheduler: SchedulerOpt = None,
     output: OutputOpt = None,
     overwrite: OverwriteOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display (the run line and the front are still printed)")] = False,
     dashboard: DashboardOpt = None,
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
@@ -177,7 +177,7 @@ def resume(
     results: ResultsArg,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display (the run line and the front are still printed)")] = False,
     dashboard: DashboardOpt = None,
 ) -> None:
     """Continue an interrupted run where it stopped: nothing is evaluated twice."""
@@ -294,9 +294,9 @@ class ExportFormat(StrEnum):
 def export(
     results: ResultsArg,
     fmt: Annotated[ExportFormat | None, typer.Option(
-        "--format", "-f", help="file format (default: the one --output's suffix names, else csv)")] = None,
+        "--format", "-f", help="file format: csv, parquet, netcdf, zarr or json (default: the one --output's suffix names; without --output, csv)")] = None,
     front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation")] = True,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: beside the results)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: pareto.FORMAT or evaluations.FORMAT in the results folder)")] = None,
     units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
 ) -> None:
     """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON.

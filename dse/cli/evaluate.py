@@ -47,6 +47,8 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
             try:
                 inp.check(v, field=col)
             except StudyError as exc:
+                row = int(np.flatnonzero((table[col] == v).to_numpy())[0]) if (table[col] == v).any() else None
+                exc.field = f"row {row + 2}, column {col}" if row is not None else col
                 raise exc.with_file(str(path)) from None
     return table
 
