@@ -141,7 +141,6 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     cands.write_text("accelerator,num_accelerators\nH100-SXM,8\nH1000,8\n")
     proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
     assert proc.returncode == 2 and "row 3, column accelerator: unknown accelerator (got 'H1000'" in proc.stderr
-    assert "(did you mean 'acclerator'" not in proc.stderr
 
 
 @pytest.fixture(scope="module")
