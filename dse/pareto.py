@@ -69,7 +69,8 @@ def front_mask(table: pd.DataFrame, study: Study) -> np.ndarray:
 def ruled_out(table: pd.DataFrame, study: Study) -> dict[str, int]:
     """What ruled candidates out: ``{reason: count}``. An evaluator-infeasible (or failed)
     candidate counts under its reason; an evaluator-feasible one under every study
-    constraint it breaks."""
+    constraint it breaks; one that meets them all under each objective it has no finite
+    value of (NaN or infinite: an evaluator that could not compute it)."""
     counts: dict[str, int] = {}
     if len(table) == 0:
         return counts
@@ -88,6 +89,13 @@ def ruled_out(table: pd.DataFrame, study: Study) -> dict[str, int]:
         n = int(((g[:, j] > 0) & ~bad).sum())
         if n:
             counts[f"constraint {con}"] = n
+    meets = (g <= 0).all(axis=1)
+    if meets.any():
+        f = objective_matrix(table, study)
+        for j, obj in enumerate(study.objectives):
+            n = int((meets & ~np.isfinite(f[:, j])).sum())
+            if n:
+                counts[f"objective {obj.metric}: no finite value"] = n
     return counts
 
 

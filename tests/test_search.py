@@ -344,3 +344,15 @@ def test_an_optuna_storage_that_cannot_be_opened_is_one_clear_error():
     driver, _ = _driver(study)  # a valid URL: the database is opened with the first batch
     with pytest.raises(StudyError, match=r"search\.options\.storage: cannot open the optuna storage sqlite:"):
         driver.ask()
+
+
+def test_a_feasible_row_without_a_finite_objective_is_ruled_out_under_that_objective():
+    from dse.pareto import front_mask, ruled_out
+
+    study = Study.model_validate(toy_study(constraints=["f_sum <= 1.5"]))
+    table = pd.DataFrame({"f1": [0.1, np.nan, 0.3, 0.2], "f2": [0.9, 0.5, np.inf, 0.8],
+                          "f_sum": [1.0, 0.5, 1.2, 1.9], "feasible": True, "reason": "", "status": "ok",
+                          "error": ""})
+    assert ruled_out(table, study) == {"objective f1: no finite value": 1, "objective f2: no finite value": 1,
+                                       "constraint f_sum <= 1.5": 1}
+    assert front_mask(table, study).tolist() == [True, False, False, False]
