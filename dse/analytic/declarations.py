@@ -149,7 +149,7 @@ TIME_METRICS: list[Metric] = [
     Metric("step_time_s", "s", "iteration time"),
     Metric("compute_time_s", "s", "compute-bound time per iteration"),
     Metric("memory_time_s", "s", "memory-bound time per iteration"),
-    Metric("tp_comm_time_s", "s", "exposed tensor-, context- and expert-parallel traffic per iteration (with "
+    Metric("tp_comm_time_s", "s", "exposed tensor/context/expert-parallel traffic per iteration (with "
                                    "experts: their dispatch and combine all-to-alls and expert-tensor collectives)"),
     Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration"),
     Metric("dp_comm_time_s", "s", "exposed data-parallel communication (gradient reduction, sharded-weight gathers) per iteration"),
@@ -158,7 +158,8 @@ TIME_METRICS: list[Metric] = [
     Metric("steps_to_train", "steps", "optimizer steps to reach the target"),
     Metric("tokens_to_train", "tokens", "tokens needed to reach the target"),
     Metric("tokens_per_s", "tokens/s", "training throughput"),
-    Metric("mfu", "1", "model FLOPs utilisation, against the peak at the candidate's matmul precision (fp8 rows: the fp8 peak)"),
+    Metric("mfu", "1", "model FLOPs utilisation (against the peak at the candidate's matmul precision: "
+                       "for fp8 rows the fp8 peak)"),
     Metric("memory_per_accelerator_gb", "GB", "memory per accelerator on the most loaded pipeline stage"),
     Metric("weights_memory_gb", "GB", "weights per accelerator"),
     Metric("gradients_memory_gb", "GB", "gradients per accelerator"),

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -322,11 +323,20 @@ class _OptunaDriver(SearchDriver):
 
 
 def _step(p) -> float | None:
-    """The common step of an ordered discrete parameter's values, or None (not evenly spaced)."""
+    """The common step of an ordered discrete parameter's values, or None (not evenly spaced).
+
+    Where the values are decimals (0.6, 0.7, ... 1.0) the step is their decimal difference
+    (0.1, not the binary 0.7 - 0.6 = 0.09999999999999998): optuna checks that the step
+    divides ``high - low`` in decimal and otherwise lowers ``high`` by a step (with a
+    warning), and a rounded step lost the top value of the grid."""
     if p.values is None or p.kind == "categorical" or len(p.values) < 2:
         return None
     d = np.diff(np.asarray(p.values, float))
-    return float(d[0]) if d[0] > 0 and np.allclose(d, d[0], rtol=1e-9, atol=0) else None
+    if not (d[0] > 0 and np.allclose(d, d[0], rtol=1e-9, atol=0)):
+        return None
+    step = Decimal(str(p.values[1])) - Decimal(str(p.values[0]))
+    span = Decimal(str(p.values[-1])) - Decimal(str(p.values[0]))
+    return float(step) if step > 0 and span % step == 0 else float(d[0])
 
 
 class OptunaNSGA2Options(OptunaOptions):
