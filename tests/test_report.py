@@ -175,6 +175,18 @@ def test_show_sorts_by_any_column(toy):
         assert len(values) == 11 and values == sorted(values, reverse=key == "x")
 
 
+def test_show_puts_the_best_of_a_maximised_objective_first(tmp_path):
+    out = tmp_path / "out"
+    study = toy_study(output=str(out), objectives=[{"metric": "f1", "direction": "maximize"},
+                                                   {"metric": "f2", "direction": "maximize"}])
+    assert run_cli("run", str(write_study(tmp_path, study)), "-q").returncode == 0
+    for args, reverse in (([], True), (["--ascending"], False)):
+        proc = run_cli("show", str(out), "--no-plot", *args, env={"COLUMNS": "200"})
+        assert proc.returncode == 0 and ("(descending)" in proc.stdout) == reverse, proc.stderr
+        values = [float(ln.strip("│").split("│")[1]) for ln in proc.stdout.splitlines() if ln.startswith("│")]
+        assert len(values) > 3 and values == sorted(values, reverse=reverse)
+
+
 def test_show_refuses_an_unknown_column_and_plots_when_asked(toy):
     proc = run_cli("show", str(toy), "--sort", "nope")
     assert proc.returncode == 2 and "cannot sort by 'nope'" in proc.stderr and "f1" in proc.stderr

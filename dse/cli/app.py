@@ -338,7 +338,7 @@ def report(
 def show(
     results: ResultsArg,
     sort: Annotated[str | None, typer.Option("--sort", "-s", help="column to sort the front by (default: the first objective)")] = None,
-    descending: Annotated[bool, typer.Option("--descending", help="sort from the largest value")] = False,
+    descending: Annotated[bool | None, typer.Option("--descending/--ascending", help="sort from the largest or the smallest value (default: an objective's best first, else ascending)")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="rows shown at most")] = 50,
     plot: Annotated[bool | None, typer.Option("--plot/--no-plot", help="a terminal plot of the front (default: when the terminal is wide enough)")] = None,
 ) -> None:

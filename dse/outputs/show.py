@@ -20,7 +20,7 @@ from dse.errors import DseError
 from dse.results import open_results
 
 
-def show_front(results: Path, console: Console, *, sort: str | None = None, descending: bool = False,
+def show_front(results: Path, console: Console, *, sort: str | None = None, descending: bool | None = None,
                limit: int = 50, plot: bool | None = None) -> None:
     run = open_results(results)
     ds = run.feasible_front()
@@ -35,6 +35,8 @@ def show_front(results: Path, console: Console, *, sort: str | None = None, desc
                            allowed=", ".join(columns(ds)))
         shown = [sort, *[c for c in shown if c != sort]] if sort not in shown else shown
     key = sort or shown[0]
+    if descending is None:  # an objective's best first: the largest of one maximised
+        descending = any(o.metric == key and o.direction == "maximize" for o in study.objectives)
     front = front.sort_values(key, ascending=not descending, kind="stable", na_position="last")
     units = {c: unit_cell(ds[c]) for c in shown}
     title = (f"Pareto front of {study.name}: {len(front)} points, sorted by {key}"
