@@ -160,6 +160,7 @@ def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_pat
                                               "started": "earlier"}))
         proc = run_cli("resume", str(out))
         assert proc.returncode == 2 and f"process {sleeper.pid}" in proc.stderr
+        assert "resuming" not in proc.stderr and "had finished" not in proc.stderr  # it does not
     finally:
         sleeper.kill()
         sleeper.wait()

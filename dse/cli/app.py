@@ -189,6 +189,7 @@ def resume(
     p = plan(stored.store.study_file, workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
     runner = Runner(p, results, progress=_progress(quiet))
+    stored.store.check_unlocked()  # another dse writing there: say so before "resuming"
     state = stored.state()
     if state.get("finished"):
         err.print(f"{p.study.name} in {results} had finished ({stored.log_rows} evaluations): nothing is left "
