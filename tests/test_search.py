@@ -372,3 +372,16 @@ def test_optuna_can_ask_the_top_value_of_a_decimal_grid(algo, tmp_path):
         distributions = driver.inner._distributions()
     assert distributions["x"].high == 1.0
     assert set(asked["x"]) <= {0.6, 0.7, 0.8, 0.9, 1.0}
+
+
+def test_a_search_that_found_nothing_feasible_says_so_not_that_the_polish_ran_short(tmp_path):
+    from tests.conftest import run_cli, write_study
+
+    out = tmp_path / "out"
+    study = toy_study(output=str(out), constraints=["f1 <= -1"],
+                      search={"algorithm": "nsga2", "budget": 40, "batch_size": 20, "polish": {"enabled": True}})
+    proc = run_cli("run", str(write_study(tmp_path, study)), "-q")
+    assert proc.returncode == 2 and "no feasible candidate" in proc.stderr, proc.stderr
+    status = run_cli("status", str(out))
+    assert "nothing to polish" in status.stdout and "phase done" in status.stdout, status.stdout
+    assert "before the polish reached" not in status.stdout

@@ -91,8 +91,8 @@ class PhasedSearch(SearchDriver):
 
     def _advance(self) -> None:
         """Move to the next phase when this one is over (a function of the state alone)."""
-        if self.phase == SEARCH and self._search_over():
-            self.phase = POLISH if self.polishing else DONE
+        if self.phase == SEARCH and self._search_over():  # nothing feasible found: nothing to polish
+            self.phase = POLISH if self.polishing and len(self.front.front_keys) else DONE
         if self.phase == POLISH and not self._out_of_budget() and len(self._next_polish()) == 0:
             self.converged = True
             self.phase = DONE
@@ -158,6 +158,11 @@ class PhasedSearch(SearchDriver):
             front = "polished"
             why = ("a local optimum: no candidate one or two moves (one index step along a parameter, "
                    "or another category) from a front point is unevaluated")
+        elif self.polishing and self.polish_asked == 0 and (self.phase == DONE or self._out_of_budget()):
+            front = "approximate"
+            why = f"the budget ({budget}) was spent in the search" + (
+                ", before the polish began" if len(self.front.front_keys) else
+                "; no feasible candidate was found, so there was nothing to polish")
         elif self.phase == DONE or self._out_of_budget():
             why = f"the budget ({budget}) was spent" + (
                 " before the polish reached a local optimum" if self.polishing else
