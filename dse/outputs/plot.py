@@ -100,11 +100,16 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
         if len(objectives) == 2:
             order = np.argsort(front[x].values)
             ax.plot(front[x].values[order], front[y].values[order], c="black", lw=0.8, zorder=2)
-        _style_axes(ax, evaluations, found, x, y, n_points=len(points))
+        _style_axes(ax, evaluations, found, x, y)
     how = f"{found.n_ok:,} feasible" + (", drawn as a density" if dense else "")
     fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
                  f"of {found.n:,} evaluations; {how})", fontsize=10)
-    fig.tight_layout()
+    # one legend for every panel, below them: inside a panel it hid front points
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    ncol = min(len(labels), 4 * len(pairs)) or 1
+    rows = -(-len(labels) // ncol)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, min(0.05 * rows + 0.01, 0.3), 1, 1))
     return fig
 
 
@@ -121,8 +126,8 @@ def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
     ax.margins(0.03)
 
 
-def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, n_points: int) -> None:
-    """Labels with units, log scales where the scan chose them, grid and legend."""
+def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str) -> None:
+    """Labels with units, log scales where the scan chose them, and a grid."""
     from matplotlib.ticker import NullFormatter
 
     ax.set_xlabel(label(evaluations, x))
@@ -132,8 +137,6 @@ def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, n_points: in
             getattr(ax, f"set_{axis}scale")("log")
             getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
     ax.grid(True, alpha=0.3)
-    # "best" searches every plotted point for a free corner (2.5 s at 10^5 points)
-    ax.legend(fontsize=8, loc="best" if n_points <= 2_000 else "upper right")
 
 
 def plot_results(results: Path, output: Path | None = None) -> Path:
