@@ -128,6 +128,18 @@ def test_a_misspelled_option_is_refused_even_where_the_options_model_would_ignor
     assert load_evaluator(spec).table_path == "mine.csv"
 
 
+def test_describe_lists_a_plugins_options_and_names_the_command_line_option():
+    from conftest import run_cli
+
+    proc = run_cli("describe", "-e", "tests.test_evaluators:_Tabled")
+    assert proc.returncode == 0, proc.stderr
+    assert "options of evaluator 'toy' (evaluator.options)" in proc.stdout
+    assert re.search(r"table_path\s*│\s*str\s*│\s*'runs.csv'", proc.stdout)
+    proc = run_cli("describe", "-e", "analytc")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --evaluator: unknown evaluator 'analytc' (did you mean 'analytic'?)")
+
+
 class _Misbehaving(ToyEvaluator):
     """The toy, with its output broken in one way (``how``), as a plug-in author might."""
 

@@ -459,6 +459,9 @@ def describe(
             ev = load_evaluator(EvaluatorSpec(name=evaluator))
         except DseError as exc:
             if not str(exc.field or "").startswith("evaluator.options"):
+                if exc.field == "evaluator.name":  # the name came from the command line here
+                    exc.field = "--evaluator"
+                    exc.args = (exc.render(),)
                 raise
             raise DseError(f"evaluator '{evaluator}' cannot be built without options ({exc}); describe it as a "
                            "study configures it: dse describe --study STUDY") from None
@@ -474,6 +477,8 @@ def describe(
         default = "(the model decides)" if inp.default is None else str(inp.default)
         t.add_row(inp.name, unit, default, allowed, inp.description)
     out.print(t)
+    if type(ev).Options is not None:
+        _options_table(f"options of evaluator '{ev.name}' (evaluator.options)", type(ev).Options)
     if attributes:
         a = Table(title="evaluator attributes (also in the result datasets)")
         for col in ("attribute", "value"):
@@ -552,15 +557,21 @@ def _describe_search(name: str) -> None:
     for n in names:
         cls = driver_class(n)
         doc = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".").replace("``", "")
-        t = Table(title=f"search algorithm '{n}': {doc}")
-        for col in ("option", "type", "default", "description"):
-            t.add_column(col)
-        for key, f in cls.Options.model_fields.items():
-            typ = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
-            t.add_row(key, typ, repr(f.default), f.description or "")
-        if not cls.Options.model_fields:
-            t.add_row("(none)" if n != "auto" else "(those of the algorithm it chooses)", "", "", "")
-        out.print(t)
+        _options_table(f"search algorithm '{n}': {doc}", cls.Options,
+                       "(none)" if n != "auto" else "(those of the algorithm it chooses)")
+
+
+def _options_table(title: str, model, empty: str = "(none)") -> None:
+    """A plug-in's options (a pydantic model): name, type, default and description."""
+    t = Table(title=title)
+    for col in ("option", "type", "default", "description"):
+        t.add_column(col)
+    for key, f in model.model_fields.items():
+        typ = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
+        t.add_row(key, typ, repr(f.default), f.description or "")
+    if not model.model_fields:
+        t.add_row(empty, "", "", "")
+    out.print(t)
 
 
 def main() -> None:
