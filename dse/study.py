@@ -365,6 +365,8 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
     if err["type"] == "missing":
         raise StudyError("required field is missing", file=file, field=path) from None
     msg = err["msg"].removeprefix("Value error, ")
+    if msg.startswith("Input should be "):  # pydantic's "Input" is the value, not a dse Input
+        msg = "expected " + ("a value " if msg.startswith(("Input should be greater", "Input should be less")) else "") + msg.removeprefix("Input should be ")
     allowed = None if err["type"] == "literal_error" else _describe_allowed(err)
     branches = _branches(exc.errors(), err["loc"])
     if err["type"] in _EXPECTED:

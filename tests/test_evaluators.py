@@ -140,6 +140,19 @@ def test_describe_lists_a_plugins_options_and_names_the_command_line_option():
     assert proc.stderr.startswith("error: --evaluator: unknown evaluator 'analytc' (did you mean 'analytic'?)")
 
 
+class _Scaled(ToyEvaluator):
+    class Options(pydantic.BaseModel):
+        scale: float = pydantic.Field(1.0, gt=0)
+
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__()
+
+
+def test_an_option_out_of_its_models_bounds_reads_as_dse_says_it():
+    with pytest.raises(StudyError, match=r"evaluator\.options\.scale: expected a value greater than 0 \(got -1\)"):
+        load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_Scaled", options={"scale": -1}))
+
+
 class _Misbehaving(ToyEvaluator):
     """The toy, with its output broken in one way (``how``), as a plug-in author might."""
 

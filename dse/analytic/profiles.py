@@ -254,6 +254,8 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
         msg = "required field is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")
+        if msg.startswith("Input should be "):  # pydantic's "Input" is the value
+            msg = "expected " + ("a value " if msg.startswith(("Input should be greater", "Input should be less")) else "") + msg.removeprefix("Input should be ")
         raise DseError(msg, file=path, field=field, value=None if err["type"] == "missing" else err.get("input"),
                        has_value=err["type"] != "missing") from None
     if p.hardware.clock_min_mhz > p.hardware.clock_max_mhz:
