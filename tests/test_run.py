@@ -295,3 +295,23 @@ def test_an_output_that_would_replace_an_input_is_refused_before_any_work(finish
     assert proc.returncode == 2 and "cannot draw a .jpg file" in proc.stderr
     proc = run_cli("plot", str(finished_run), "-o", str(tmp_path / "front.svg"))
     assert proc.returncode == 0 and (tmp_path / "front.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_validate_refuses_a_space_with_no_feasible_candidate_as_run_would_end(tmp_path):
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    data["constraints"] = ["memory_per_accelerator_gb <= 1"]
+    data["output"] = str(tmp_path / "out")
+    study = write_study(tmp_path, data)
+    for command in ("validate", "run"):
+        proc = run_cli(command, str(study), "-q" if command == "run" else "--overwrite")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "constraint memory_per_accelerator_gb <= 1" in proc.stderr
+    assert "none of the space's 400 candidates is feasible" in run_cli("validate", str(study), "--overwrite").stderr
+    # a continuous space is sampled: a warning, not a refusal (the search may still find one)
+    data["space"]["clock_fraction"] = {"range": [0.6, 1.0]}
+    data["output"] = str(tmp_path / "out2")
+    proc = run_cli("validate", str(write_study(tmp_path, data)))
+    assert proc.returncode == 0 and "warning: none of 4,096 candidates drawn from the space" in proc.stderr
+    data["constraints"] = []
+    proc = run_cli("validate", str(write_study(tmp_path, data)))
+    assert proc.returncode == 0 and "sampled candidates feasible and within the constraints" in proc.stdout

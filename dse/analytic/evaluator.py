@@ -45,6 +45,7 @@ class AnalyticEvaluator(Evaluator):
     version = "0.7.1"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
+    preview_size = 4096  # ~20 ms: dse validate warns when no sampled candidate is feasible
     #: clock_mhz wins over clock_fraction; target_loss over target_tokens (docs/model.md)
     exclusive_inputs = (("clock_mhz", "clock_fraction"), ("target_tokens", "target_loss"))
 

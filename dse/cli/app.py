@@ -134,11 +134,19 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
     settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
     from dse.api import plan
+    from dse.preview import preview
     from dse.runner import check_output
 
     p = plan(study, workers=workers, scheduler=scheduler)
     check_output(p.study, output, overwrite=overwrite)
     s, space = p.study, p.space
+    seen = preview(p)
+    reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
+    if seen and seen.whole_space and seen.feasible == 0:  # dse run would end with this
+        n = seen.evaluated
+        raise DseError(f"{'none of the space' if n != 1 else 'the space'}'s {n:,} candidate{'s' * (n != 1)} "
+                       f"{'is' if n != 1 else 'is not'} feasible and within the constraints, so a run would find "
+                       f"no front: {reasons}", file=str(study))
     size = "continuous" if math.isinf(space.size) else f"{int(space.size):,} candidates"
     budget = f"budget {s.search.budget}" if p.search.total is None else \
         f"{p.search.total:,} evaluations (budget {s.search.budget})"
@@ -147,6 +155,12 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     out.print(f"[green]ok[/green] {study}: study '{s.name}', {len(space.parameters)} parameters "
               f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
+    if seen and seen.feasible == 0:
+        err.print(f"[yellow]warning:[/yellow] none of {seen.evaluated:,} candidates drawn from the space is "
+                  f"feasible and meets the constraints ({reasons}): the search may find none")
+    elif seen:
+        out.print(f"preview: {seen.feasible:,} of {seen.evaluated:,} "
+                  f"{'candidates' if seen.whole_space else 'sampled candidates'} feasible and within the constraints")
 
 
 @app.command()

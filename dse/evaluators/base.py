@@ -134,6 +134,12 @@ class Evaluator(ABC):
     #: candidates per call the evaluator prefers (None: the executor sizes chunks from the
     #: measured cost per candidate); a study's ``execution.chunk_size`` overrides it
     chunk_size: ClassVar[int | None] = None
+    #: candidates ``dse validate`` may evaluate in its own process, as a preview: a space of
+    #: at most this many is evaluated whole, and refused when none of it is feasible (as
+    #: ``dse run`` would end); a larger one is sampled, with a warning when no sampled
+    #: candidate is. 0 (the default): no preview (an evaluator that is slow, costly or has
+    #: side effects)
+    preview_size: ClassVar[int] = 0
     #: True when ``evaluate(candidates, timeout_s=...)`` enforces a time limit itself (it
     #: runs something it can stop, as the command evaluator's program); otherwise a study's
     #: ``evaluator.timeout_s`` runs the evaluator in a child process that is killed when time is up

@@ -1,0 +1,47 @@
+"""``dse validate``'s preview: does any candidate of the space meet the study?
+
+An evaluator that is cheap declares :attr:`~dse.evaluators.Evaluator.preview_size`; validate
+then evaluates, in its own process, the whole space when it has at most that many
+candidates (so that it refuses what ``dse run`` would end with "no feasible candidate") or
+a seeded sample of that many, and reports what ruled the candidates out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.checks import RunPlan
+from dse.evaluators import check_result
+from dse.pareto import feasible_mask, infeasibility_summary
+
+#: the sample is the same on every validate of a study
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Preview:
+    evaluated: int
+    feasible: int                      # feasible, within every constraint, finite objectives
+    whole_space: bool                  # every candidate of the space was evaluated
+    ruled_out: list[tuple[str, int]]   # what ruled them out, most frequent first
+
+
+def preview(plan: RunPlan) -> Preview | None:
+    """Evaluate the space (or a sample of it) when the evaluator allows a preview; None when
+    it does not, or when the preview itself fails (``dse run`` reports failures its own way)."""
+    ev, space = plan.evaluator, plan.space
+    n = int(getattr(ev, "preview_size", 0) or 0)
+    if n <= 0:
+        return None
+    whole = space.indexable and space.size <= n
+    candidates = (space.from_indices(space.indices_of(np.arange(int(space.size)))) if whole
+                  else space.sample(np.random.default_rng(SEED), n))
+    table = space.with_fixed(candidates)
+    try:
+        result = check_result(ev, table, ev.evaluate(table))
+    except Exception:  # an evaluator that fails here fails in the run too, and says so there
+        return None
+    ok = feasible_mask(result, plan.study)
+    return Preview(len(table), int(ok.sum()), whole, infeasibility_summary(result[~ok], plan.study))
