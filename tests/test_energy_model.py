@@ -222,12 +222,13 @@ def test_limit_check_matches_the_breakdown_energy_and_thermal_functions():
         accs = accelerator.Accelerators(
             clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
             pw=pw, floor_w=cfg["power_floor_w"], inlet_c=cfg["inlet_temp_c"], liquid=liquid, r_total=r_total,
-            cap_w=cap)
+            cap_w=cap, r_air=thermal.resistance_k_per_w(np.zeros(len(liquid), bool), pw, hw.tdp_w))
+        assert accs.leakage is not None  # mixed cooling and inlets: the static power changes
         f0 = perf.clock_mhz
         for f in (f0, 0.7 * f0, np.maximum(0.4 * f0, hw.clock_min_mhz)):
             bb = phases.scaled_breakdown(b, f0, f)
             acc = accelerator.accelerator_energy(bb, f / hw.clock_max_mhz, pw, hw.idle_w, hw.tdp_w,
-                                                 cfg["power_floor_w"])
+                                                 cfg["power_floor_w"], accs.leakage)
             th = thermal.periodic_response(acc.p_busy, acc.times.busy, acc.p_wait,
                                            acc.times.blocked, cfg["inlet_temp_c"],
                                            thermal.foster_terms(liquid, r_total))

@@ -73,3 +73,41 @@ def test_uncoolable_candidate_is_flagged_not_raised():
     r = _evaluate(accelerator="H100-SXM", num_accelerators=8, cooling="air", inlet_temp_c=[80.0])
     assert r["throttled"][0]
     assert not r["feasible"][0] and "slowdown" in r["reason"][0]
+
+
+def test_static_power_follows_the_junction_temperature_from_the_reference_cooling():
+    from dse.analytic.energy import power
+    from dse.analytic.time import hardware
+
+    kw = dict(accelerator="H100-SXM", num_accelerators=64, micro_batch_size=8)
+    r = _evaluate(**kw, cooling=["air", "air", "air", "liquid"], inlet_temp_c=[30.0, 40.0, 20.0, 30.0])
+    assert not r["throttled"].any()
+    pw = power.entry("H100-SXM")
+    leak_w = pw["leakage_share"] * hardware.catalog()["H100-SXM"]["tdp_w"]
+    # same clock, same work: the busy power differs by the leakage law alone, exp(k dT) - 1
+    # of the reference's leakage, with dT the inlet's difference for the same cooling
+    for row, d_t in ((1, 10.0), (2, -10.0)):
+        d_w = r["peak_power_per_accelerator_w"][row] - r["peak_power_per_accelerator_w"][0]
+        assert d_w == pytest.approx(leak_w * np.expm1(pw["leakage_per_k"] * d_t), rel=1e-9)
+    # a cold plate runs the junction cooler at the same power: less static power and energy
+    assert r["peak_junction_temp_c"][3] < r["peak_junction_temp_c"][0] - 10
+    assert r["energy_idle_j"][3] < r["energy_idle_j"][0] and r["energy_to_train_j"][3] < r["energy_to_train_j"][0]
+    # warmer inlet, more energy; the compute energy and the time are those of the same clock
+    assert r["energy_to_train_j"][2] < r["energy_to_train_j"][0] < r["energy_to_train_j"][1]
+    assert r["energy_compute_j"].nunique() == 1 and r["time_to_train_s"].nunique() == 1
+
+
+def test_a_power_cap_holds_with_the_leakage_of_a_hot_inlet():
+    r = _evaluate(accelerator="H100-SXM", num_accelerators=64, micro_batch_size=8, cooling="air",
+                  inlet_temp_c=[30.0, 45.0], power_cap_w=500.0)
+    assert r["power_capped"].all()
+    assert (r["peak_power_per_accelerator_w"] <= 500.0 * (1 + 1e-6)).all()
+    assert r["effective_clock_mhz"][1] < r["effective_clock_mhz"][0]  # leakage took some of the cap
+
+
+def test_the_reference_inlet_is_the_declared_default():
+    from dse.analytic import declarations
+    from dse.analytic.energy.accelerator import REFERENCE_INLET_C
+
+    assert declarations.INPUTS["inlet_temp_c"].default == REFERENCE_INLET_C
+    assert declarations.INPUTS["cooling"].default == "air"

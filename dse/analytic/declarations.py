@@ -211,7 +211,7 @@ ENERGY_METRICS: list[Metric] = [
     Metric("energy_compute_j", "J", "energy of compute-bound work (accelerator core, dynamic)"),
     Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic"),
     Metric("energy_network_j", "J", "network energy (per-bit links, NICs, switches)"),
-    Metric("energy_idle_j", "J", "accelerator static (idle) energy"),
+    Metric("energy_idle_j", "J", "accelerator static (idle) energy (with the leakage change of the cooling and inlet)"),
     Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)"),
     Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
     Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),

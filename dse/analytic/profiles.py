@@ -96,6 +96,8 @@ class PowerEntry(_Strict):
     r_air_k_per_w: float | None = Field(default=None, gt=0)
     r_liquid_k_per_w: float | None = Field(default=None, gt=0)
     slowdown_temp_c: float
+    leakage_share: float = Field(default=0.10, ge=0, le=1)      # of TDP (data/power.yaml)
+    leakage_per_k: float = Field(default=0.013, ge=0, le=0.2)   # 1/K
     source: str = ""
 
     @field_validator("vf_curve")

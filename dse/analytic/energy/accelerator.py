@@ -3,7 +3,9 @@
 Compute-bound kernels draw P_idle + a_c D s(f), memory-bound ones P_idle + a_m D s(f)
 plus the HBM traffic energy, a blocked rank P_idle + a_w D s(f) (at least the power
 floor), with D = TDP - P_idle and s(f) = (f/f_max) (V/V_max)^2 (:mod:`.power`;
-docs/model-energy.md).
+docs/model-energy.md). Another cooling or inlet than the one the powers were measured
+with (air at :data:`REFERENCE_INLET_C`) changes the static power with the junction
+temperature (:func:`leakage_change_w`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import numpy as np
 
 from dse.analytic.energy import power, thermal, transfer
 from dse.analytic.energy.phases import PhaseTimes, phase_times
+
+#: the inlet temperature (air cooling) at which the catalog's powers hold: the declared
+#: default of ``inlet_temp_c``
+REFERENCE_INLET_C = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +36,28 @@ class Accelerators:
     liquid: np.ndarray          # bool, liquid cooling
     r_total: np.ndarray         # K/W, junction to inlet
     cap_w: np.ndarray           # W, power limit (at most the TDP)
+    r_air: np.ndarray | None = None   # K/W, the part's air-cooled resistance (the reference)
+
+    @property
+    def leakage(self) -> tuple | None:
+        """:func:`leakage_change_w`'s parameters, None where every candidate is cooled as the
+        reference (air at the reference inlet: no change)."""
+        if self.r_air is None:
+            return None
+        inlet = np.asarray(self.inlet_c, dtype=float) - REFERENCE_INLET_C
+        r_excess = self.r_total - self.r_air
+        if not (inlet.any() or r_excess.any()):
+            return None
+        return inlet, r_excess, self.pw["leakage_share"] * self.tdp_w, self.pw["leakage_per_k"]
+
+
+def leakage_change_w(mean_w, inlet_excess_k, r_excess_k_per_w, leak_w, per_k) -> np.ndarray:
+    """Change of the static power from the reference cooling's at the same mean power
+    ``mean_w``: the junction runs ``dT = inlet_excess + r_excess * mean_w`` warmer (negative:
+    cooler), and leakage, ``leak_w`` at the reference, grows as ``exp(per_k * dT)``
+    (data/power.yaml gives the sources). One fixed-point step: the change's own effect on
+    the temperature (a few tenths of a kelvin) is left out."""
+    return leak_w * np.expm1(per_k * (inlet_excess_k + r_excess_k_per_w * mean_w))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +75,11 @@ class AcceleratorEnergy:
     times: PhaseTimes
 
 
-def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w) -> AcceleratorEnergy:
+def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage=None) -> AcceleratorEnergy:
     """Energy per accelerator per iteration by component, and the phase powers, for the
-    step breakdown ``b`` at ``clock_ratio`` = f/f_max (``floor_w`` NaN: no floor)."""
+    step breakdown ``b`` at ``clock_ratio`` = f/f_max (``floor_w`` NaN: no floor);
+    ``leakage``: :attr:`Accelerators.leakage` (None: the reference cooling), whose change of
+    the static power is in the idle energy and every phase power."""
     t = phase_times(b)
     s = power.dynamic_scale(clock_ratio, pw["vf_x"], pw["vf_v"])
     dyn = (tdp_w - idle_w) * s
@@ -63,15 +93,23 @@ def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w) -> Acce
     busy = np.where(t.busy > 0, t.busy, np.nan)
     p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
     p_busy = np.where(t.busy > 0, p_busy, p_wait)
+    total = e_compute + e_memory + e_idle + e_wait
+    p_compute = idle_w + pw["a_compute"] * dyn
+    if leakage is not None:
+        d_w = leakage_change_w(total / np.where(t.step > 0, t.step, np.nan), *leakage)
+        d_w = np.where(t.step > 0, d_w, 0.0)
+        e_idle = e_idle + d_w * t.step
+        total = total + d_w * t.step
+        p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
     return AcceleratorEnergy(compute=e_compute, memory=e_memory, idle=e_idle, waiting=e_wait,
-                             total=e_compute + e_memory + e_idle + e_wait, p_busy=p_busy, p_wait=p_wait,
-                             p_compute=idle_w + pw["a_compute"] * dyn, times=t)
+                             total=total, p_busy=p_busy, p_wait=p_wait, p_compute=p_compute, times=t)
 
 
 def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, dict[str, np.ndarray]]:
     """Accelerator energy and the junction temperature response (peak, trough, largest
     rate; :func:`.thermal.periodic_response`) of the breakdown ``b`` at ``clock_mhz``."""
-    e = accelerator_energy(b, clock_mhz / acc.clock_max_mhz, acc.pw, acc.idle_w, acc.tdp_w, acc.floor_w)
+    e = accelerator_energy(b, clock_mhz / acc.clock_max_mhz, acc.pw, acc.idle_w, acc.tdp_w, acc.floor_w,
+                           acc.leakage)
     t = e.times
     th = thermal.periodic_response(e.p_busy, t.busy, e.p_wait, t.blocked, acc.inlet_c,
                                    thermal.foster_terms(acc.liquid, acc.r_total))

@@ -18,7 +18,12 @@ import numpy as np
 
 from dse.analytic import rows as _rows
 from dse.analytic.energy import power, thermal, transfer
-from dse.analytic.energy.accelerator import AcceleratorEnergy, Accelerators, energy_and_thermal
+from dse.analytic.energy.accelerator import (
+    AcceleratorEnergy,
+    Accelerators,
+    energy_and_thermal,
+    leakage_change_w,
+)
 
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
 #: relative slack of the bisection's own test (the estimate) and of the check on the
@@ -59,6 +64,7 @@ class LimitCheck:
         }
         self.voltage = power.VoltageCurve(pw["vf_x"], pw["vf_v"])
         self.terms = thermal.foster_terms(acc.liquid, acc.r_total)
+        self.leakage = acc.leakage
 
     def __call__(self, clock, *, hot: bool = True):
         """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""
@@ -81,6 +87,11 @@ class LimitCheck:
         has_busy = busy > 0
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
         p_busy = np.where(has_busy, p_busy, p_wait)
+        if self.leakage is not None:  # accelerator_energy's change of the static power, same order
+            total = e_compute + e_memory + idle_w * new_step + (e_wait_fine + (p_wait - idle_w) * blocked)
+            d_w = leakage_change_w(total / np.where(new_step > 0, new_step, np.nan), *self.leakage)
+            d_w = np.where(new_step > 0, d_w, 0.0)
+            p_busy, p_wait = p_busy + d_w, p_wait + d_w
         cap_ok = ~(p_busy > a["cap_lim"])
         if not hot:
             return cap_ok, None

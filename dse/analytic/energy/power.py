@@ -69,7 +69,8 @@ def _row_of(name: str, version: tuple | None) -> tuple:
     r_liq = np.nan if e["r_liquid_k_per_w"] is None else float(e["r_liquid_k_per_w"])
     a = e["activity"]
     return (curve, a["compute"], a["memory"], a["waiting"], a["parked"],
-            float(e["hbm_pj_per_byte"]), r_air, r_liq, float(e["slowdown_temp_c"]))
+            float(e["hbm_pj_per_byte"]), r_air, r_liq, float(e["slowdown_temp_c"]),
+            float(e["leakage_share"]), float(e["leakage_per_k"]))
 
 
 def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
@@ -86,7 +87,7 @@ def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
     vs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 1] for r in rows])
     scal = np.array([r[1:] for r in rows], dtype=float)
     fields = ("a_compute", "a_memory", "a_waiting", "a_parked", "hbm_pj_per_byte", "r_air_k_per_w",
-              "r_liquid_k_per_w", "slowdown_temp_c")
+              "r_liquid_k_per_w", "slowdown_temp_c", "leakage_share", "leakage_per_k")
     out = {f: scal[inverse, i] for i, f in enumerate(fields)}
     # (n, K) in column-major order: each curve point's column is contiguous for the
     # per-segment passes of voltage_ratio
