@@ -49,7 +49,7 @@ from dse.analytic.time import model as time_model
 REFERENCE = Path(str(files("dse.analytic.data").joinpath("reference")))
 HELDOUT = REFERENCE / "heldout"
 #: accelerator families with measurements: the parameters of the first name serve all
-FAMILIES = {"A100": ("A100-80GB", "A100-40GB"), "H100": ("H100-SXM",)}
+FAMILIES = {"A100": ("A100-80GB", "A100-40GB"), "H100": ("H100-SXM", "H800")}
 SHARED = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "host_dispatch_us", "collective_call_us", "collective_latency_us", "attention_eff", "overlap_tax",
           "eager_elementwise_factor")
 PER_ACCELERATOR = {"A100": ("matmul_eff_max", "memory_eff", "collective_eff"),

@@ -11,7 +11,7 @@ from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import hardware
 
 CATALOG = ("V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X", "GB200",
-           "MI325X", "MI355X", "TPU-v5e", "TPU-v5p", "TPU-v6e")
+           "MI325X", "MI355X", "TPU-v5e", "TPU-v5p", "TPU-v6e", "H800")
 
 
 def test_power_yaml_is_keyed_by_the_catalog_names_and_cites_sources():

@@ -90,10 +90,21 @@ def test_fitted_and_estimated_accelerators():
     attrs = AnalyticEvaluator().attributes()
     fitted = attrs["analytic_efficiencies_fitted"].split(", ")
     estimated = attrs["analytic_efficiencies_estimated"].split(", ")
-    assert {"A100-80GB", "A100-40GB", "H100-SXM"} == set(fitted)
+    assert {"A100-80GB", "A100-40GB", "H100-SXM", "H800"} == set(fitted)
     assert {"H200", "B200", "MI300X", "MI250X", "V100-SXM2", "GB200", "MI325X", "MI355X", "TPU-v5e", "TPU-v5p",
             "TPU-v6e"} == set(estimated)
     assert all(hardware.is_estimated(n) for n in estimated) and not any(hardware.is_estimated(n) for n in fitted)
+
+
+def test_h800_is_an_h100_with_a_narrower_nvlink():
+    cat, cal = hardware.catalog(), hardware.calibration()["fitted"]
+    h100, h800 = cat["H100-SXM"], cat["H800"]
+    assert {k for k in h100 if h100[k] != h800[k]} == {"scaleup_bw_gbs", "source"}
+    assert h800["scaleup_bw_gbs"] < h100["scaleup_bw_gbs"] / 2 and cal["H800"] == cal["H100-SXM"]
+    r = AnalyticEvaluator().evaluate(pd.DataFrame({"accelerator": ["H100-SXM", "H800"], "model": "llama3-70b",
+                                                   "num_accelerators": 64, "tensor_parallel": 8,
+                                                   "global_batch_size": 512, "micro_batch_size": 1}))
+    assert r["compute_time_s"][0] == r["compute_time_s"][1] and r["tp_comm_time_s"][1] > r["tp_comm_time_s"][0]
 
 
 def test_estimated_efficiency_follows_the_published_matmul_benchmark():
