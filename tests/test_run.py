@@ -128,6 +128,14 @@ def test_evaluate_command_fills_fixed_values_and_writes_metrics(tmp_path):
     assert bool(table.loc[0, "feasible"]) and not bool(table.loc[1, "feasible"])
     assert table.loc[1, "reason"] != ""
     assert float(table.loc[0, "energy_to_train_j"]) > 0
+    # an id column names the rows: kept first, not an input, same results
+    pd.read_csv(cands).assign(id=["007", "tp3"])[["id", "accelerator", "num_accelerators", "global_batch_size",
+                                                  "clock_mhz", "tensor_parallel"]].to_csv(cands, index=False)
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "named.csv"))
+    assert proc.returncode == 0, proc.stderr
+    named = pd.read_csv(tmp_path / "named.csv", keep_default_na=False, dtype={"id": str})
+    assert named.columns[0] == "id" and list(named["id"]) == ["007", "tp3"]
+    pd.testing.assert_frame_equal(named.drop(columns="id"), table)
 
 
 def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):

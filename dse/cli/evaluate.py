@@ -13,10 +13,14 @@ from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
 from dse.study import Study
 
+#: a column that names the rows (kept as OUT.csv's first column, not given to the evaluator)
+LABEL = "id"
+
 
 def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     """Read a candidates CSV and check its columns and values against the evaluator's inputs
-    (text values in the evaluator's spelling, as a study's are)."""
+    (text values in the evaluator's spelling, as a study's are); a :data:`LABEL` column
+    (unless the evaluator has such an input) names the rows and is read as text."""
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
@@ -26,11 +30,16 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     if len(table) == 0:
         raise DseError("candidates file has no rows", file=str(path))
     inputs = ev.inputs
-    unknown = [c for c in table.columns if c not in inputs]
+    label = LABEL in table.columns and LABEL not in inputs
+    if label:
+        table[LABEL] = table[LABEL].astype(str)
+    unknown = [c for c in table.columns if c not in inputs and not (label and c == LABEL)]
     if unknown:
         raise DseError(f"unknown column(s) {unknown}{did_you_mean(unknown[0], inputs)}", file=str(path),
                        allowed=", ".join(sorted(inputs)))
     for col in table.columns:
+        if label and col == LABEL:
+            continue
         inp = inputs[col]
         values = table[col]
         if inp.kind in ("int", "float"):
@@ -73,6 +82,7 @@ def evaluate_csv(study: Study, path: Path, ev: Evaluator) -> tuple[pd.DataFrame,
     searched parameters the file has no column for (nor one of their alternatives), which
     took the evaluator's defaults. ``ev``: the study's evaluator (the checked plan's)."""
     table = read_candidates(path, ev)
+    labels = table.pop(LABEL) if LABEL in table.columns and LABEL not in ev.inputs else None
     given = set(table.columns)
     given |= {n for group in ev.exclusive_inputs if given & set(group) for n in group}  # an alternative was given
     defaulted = [n for n in study.space if n not in given]
@@ -87,6 +97,8 @@ def evaluate_csv(study: Study, path: Path, ev: Evaluator) -> tuple[pd.DataFrame,
     result = evaluate_rows(EvaluatorRef.of(study.evaluator), table.reset_index(drop=True))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full, study)
+    if labels is not None:
+        full.insert(0, LABEL, labels.to_numpy())
     return full, defaulted
 
 
@@ -115,6 +127,9 @@ def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path
         elif name in BOOKKEEPING:
             unit, long_name, description = BOOKKEEPING[name]
             attrs = {**variable_attrs(unit or "", long_name, v, "bookkeeping"), "description": description}
+        elif name == LABEL:
+            attrs = {**variable_attrs("", "candidate label", v, "bookkeeping"),
+                     "description": "the row's name, from the candidates file"}
         elif name == "meets_constraints":
             attrs = {**variable_attrs("", "meets constraints", v, "bookkeeping"),
                      "description": "feasible according to the evaluator and meets every study constraint"}
