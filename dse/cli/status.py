@@ -43,8 +43,11 @@ def show_status(results: Path, console: Console) -> None:
                        f"front {labels.get('front', '?')}: {labels.get('front_detail', '')}")
         console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
                       f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}")
+    as_of = f" as of batch {last.get('batch')} (the last one told; the line 'in progress' is live)" \
+        if owner and last else ""
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
-                  f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see docs/results.md)")
+                  f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first "
+                  f"batch's front, see docs/results.md){as_of}")
     if not owner:  # the datasets as export, plot, report and show would find them
         console.print(f"datasets: {run.datasets_state()}", highlight=False)
     live = read_progress(store.path)
