@@ -111,3 +111,18 @@ def test_the_reference_inlet_is_the_declared_default():
 
     assert declarations.INPUTS["inlet_temp_c"].default == REFERENCE_INLET_C
     assert declarations.INPUTS["cooling"].default == "air"
+
+
+def test_the_leakage_change_holds_in_checkpoint_phases_and_restarts_too():
+    kw = dict(model="llama3-8b", accelerator="H100-SXM", num_accelerators=64, global_batch_size=256,
+              micro_batch_size=1, target_tokens=1e11, checkpoint_interval_s=1800.0, checkpoint_duration_s=600.0)
+    r = _evaluate(**kw, cooling=["air", "liquid"])
+    d_step_w = r["peak_power_per_accelerator_w"][1] - r["peak_power_per_accelerator_w"][0]
+    assert d_step_w < 0
+    in_steps = d_step_w * 64 * r["steps_to_train"][0] * r["step_time_s"][0]
+    # the cold plate also cools the parked (checkpoint) and idle (restart) phases: more saved
+    d_idle = r["energy_idle_j"][1] - r["energy_idle_j"][0]
+    assert d_idle < in_steps < 0
+    # the parked power is lower than the training power: its leakage change is smaller
+    assert d_idle - in_steps > 0.5 * d_step_w * 64 * (r["time_to_train_s"][0] - r["steps_to_train"][0]
+                                                      * r["step_time_s"][0])

@@ -73,7 +73,7 @@ class AcceleratorEnergy:
     p_wait: np.ndarray      # power while blocked
     p_compute: np.ndarray   # power of compute-bound kernels
     times: PhaseTimes
-
+    static_w: np.ndarray    # static power in the iteration: idle, plus the leakage change
 
 def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage=None) -> AcceleratorEnergy:
     """Energy per accelerator per iteration by component, and the phase powers, for the
@@ -101,8 +101,21 @@ def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage
         e_idle = e_idle + d_w * t.step
         total = total + d_w * t.step
         p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
+        static_w = idle_w + d_w
+    else:
+        static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
     return AcceleratorEnergy(compute=e_compute, memory=e_memory, idle=e_idle, waiting=e_wait,
-                             total=total, p_busy=p_busy, p_wait=p_wait, p_compute=p_compute, times=t)
+                             total=total, p_busy=p_busy, p_wait=p_wait, p_compute=p_compute, times=t,
+                             static_w=static_w)
+
+
+def static_power_w(acc: Accelerators, phase_w) -> tuple[np.ndarray, np.ndarray]:
+    """(static power, its leakage change) of a phase outside the iteration that draws
+    ``phase_w`` (a checkpoint write parked, a restart idle): the idle power plus
+    :func:`leakage_change_w` at that phase's power (zero for the reference cooling)."""
+    leak = acc.leakage
+    d_w = np.zeros(np.shape(phase_w)) if leak is None else leakage_change_w(np.asarray(phase_w, dtype=float), *leak)
+    return acc.idle_w + d_w, d_w
 
 
 def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, dict[str, np.ndarray]]:

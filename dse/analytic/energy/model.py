@@ -29,7 +29,7 @@ from dse.analytic.energy import (
     thermal,
     transfer,
 )
-from dse.analytic.energy.accelerator import Accelerators
+from dse.analytic.energy.accelerator import Accelerators, static_power_w
 from dse.analytic.time.result import TimeResult
 
 #: ``retime(clock_mhz, rows)``: the time model for the candidates ``rows`` (an index array)
@@ -110,7 +110,8 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     total_steps_n = steps * n
     ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(cfg, perf, acc, step_s, p_host, p_net_static)
     redo = gp.rework_s / (steps * (step_s + ck.per_step_s))   # share of the run done twice
-    restart_w = n * np.array([acc.idle_w, p_host, p_net_static])  # idle accelerators, host, network static
+    # idle accelerators (at their own temperature's leakage), host, network static
+    restart_w = n * np.array([static_power_w(acc, acc.idle_w)[0], p_host, p_net_static])
     it_j = (e_step_acc + (ck_e["idle"] + ck_e["waiting"] + ck_e["network"] + ck_e["host"])) * total_steps_n
     it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
     facility_j = it_j * (1.0 + overhead)
@@ -171,7 +172,9 @@ def _checkpoints_and_interruptions(cfg, perf: TimeResult, acc: Accelerators, ste
                                       _f(cfg, "checkpoint_duration_s"))
     # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
     p_parked = power.parked_power_w(acc.pw["a_parked"], acc.idle_w, acc.tdp_w, acc.floor_w)
-    ck_e = checkpoint.checkpoint_energy(ck, step_s, acc.idle_w, p_parked, p_net_static, p_host,
+    static_w, d_w = static_power_w(acc, p_parked)  # the leakage change at the parked power
+    p_parked = p_parked + d_w
+    ck_e = checkpoint.checkpoint_energy(ck, step_s, static_w, p_parked, p_net_static, p_host,
                                         _f(cfg, "scaleout_pj_per_bit"))
     # interruptions: lost work redone at the run's power, restarts with the accelerators idle
     gp = goodput.expected_run(steps * step_s, steps * (step_s + ck.per_step_s), ck.interval_s, ck.duration_s, ck.on,
@@ -212,7 +215,7 @@ def _economics(cfg, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n)
                                           _f(cfg, "data_entropy_bits_per_token"), acc.inlet_c + thermal.KELVIN)
     cost = economics.cost_usd(perf.num_accelerators, time_s, facility_j, _f(cfg, "accelerator_hour_price"),
                               _f(cfg, "energy_price_per_kwh"))
-    busy_work = (e.compute + e.memory + acc.idle_w * e.times.busy) * total_steps_n
+    busy_work = (e.compute + e.memory + e.static_w * e.times.busy) * total_steps_n
     return {
         "tokens_per_j": tokens / facility_j,
         "energy_time_product_js": facility_j * time_s,
