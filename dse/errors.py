@@ -38,6 +38,16 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
     return f" (did you mean '{close}'?)" if close else ""
 
 
+def pydantic_message(msg: str) -> str:
+    """A pydantic error message in dse's words: without the "Value error, " prefix, and
+    "Input should be ..." (pydantic's "Input" is the value, not a dse Input) as "expected ..."."""
+    msg = msg.removeprefix("Value error, ")
+    if not msg.startswith("Input should be "):
+        return msg
+    rest = msg.removeprefix("Input should be ")
+    return "expected " + ("a value " if rest.startswith(("greater", "less")) else "") + rest
+
+
 class DseError(Exception):
     """An error caused by user input or the environment; shown without a traceback, exit code 2."""
 

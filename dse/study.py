@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dse.errors import StudyError, did_you_mean
+from dse.errors import StudyError, did_you_mean, pydantic_message
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
@@ -364,9 +364,7 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
         ) from None
     if err["type"] == "missing":
         raise StudyError("required field is missing", file=file, field=path) from None
-    msg = err["msg"].removeprefix("Value error, ")
-    if msg.startswith("Input should be "):  # pydantic's "Input" is the value, not a dse Input
-        msg = "expected " + ("a value " if msg.startswith(("Input should be greater", "Input should be less")) else "") + msg.removeprefix("Input should be ")
+    msg = pydantic_message(err["msg"])
     allowed = None if err["type"] == "literal_error" else _describe_allowed(err)
     branches = _branches(exc.errors(), err["loc"])
     if err["type"] in _EXPECTED:

@@ -4,6 +4,7 @@ profile a study can use by path or by name."""
 
 from __future__ import annotations
 
+import copy
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import yaml
 from conftest import REPO, run_cli, write_study
 from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
+from dse.analytic.energy import power
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.cli import main
 from dse.errors import DseError
@@ -279,6 +281,27 @@ def test_a_changed_profile_file_is_read_again(tmp_path, monkeypatch):
     profiles.dump(doc, tmp_path / "p.yaml")
     second = AnalyticEvaluator().evaluate(row)
     assert second["energy_to_train_j"][0] > first["energy_to_train_j"][0]
+
+
+def test_a_profiles_leakage_is_its_own_and_calibrate_carries_it_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    acc, sources = fit.base_accelerator("A100-80GB")
+    assert acc["power"]["leakage_share"] == power.entry("A100-80GB")["leakage_share"]
+    assert "power.leakage_per_k" in sources
+    for name, share in (("plain", None), ("leaky", 0.3)):
+        doc = {"format": profiles.FORMAT, "version": 1, "name": name, **copy.deepcopy(acc)}
+        if share is None:  # as a profile written before the leakage fields existed
+            del doc["power"]["leakage_share"], doc["power"]["leakage_per_k"]
+        else:
+            doc["power"]["leakage_share"] = share
+        profiles.dump(doc, tmp_path / f"{name}.yaml")
+    assert power.entry("plain.yaml")["leakage_share"] == power.entry("A100-80GB")["leakage_share"]
+    assert fit.base_accelerator("leaky.yaml")[0]["power"]["leakage_share"] == 0.3
+    row = pd.DataFrame({"accelerator": ["A100-80GB", "plain.yaml", "leaky.yaml"], "model": "gpt-1.3b",
+                        "num_accelerators": 8, "cooling": "liquid"})
+    r = AnalyticEvaluator().evaluate(row)
+    assert r["energy_to_train_j"][1] == pytest.approx(r["energy_to_train_j"][0], rel=1e-12)
+    assert r["energy_to_train_j"][2] < r["energy_to_train_j"][1]  # more leakage saved by the cold plate
 
 
 @pytest.mark.parametrize("edit,field,expected", [

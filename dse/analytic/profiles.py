@@ -32,7 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
-from dse.errors import DseError
+from dse.errors import DseError, pydantic_message
 
 FORMAT = "dse-accelerator-profile"
 VERSION = 1
@@ -96,8 +96,9 @@ class PowerEntry(_Strict):
     r_air_k_per_w: float | None = Field(default=None, gt=0)
     r_liquid_k_per_w: float | None = Field(default=None, gt=0)
     slowdown_temp_c: float
-    leakage_share: float = Field(default=0.10, ge=0, le=1)      # of TDP (data/power.yaml)
-    leakage_per_k: float = Field(default=0.013, ge=0, le=0.2)   # 1/K
+    # absent from a profile written before they existed: data/power.yaml's defaults apply
+    leakage_share: float | None = Field(default=None, ge=0, le=1)      # of TDP
+    leakage_per_k: float | None = Field(default=None, ge=0, le=0.2)    # 1/K
     source: str = ""
 
     @field_validator("vf_curve")
@@ -255,9 +256,7 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
-        msg = "required field is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")
-        if msg.startswith("Input should be "):  # pydantic's "Input" is the value
-            msg = "expected " + ("a value " if msg.startswith(("Input should be greater", "Input should be less")) else "") + msg.removeprefix("Input should be ")
+        msg = "required field is missing" if err["type"] == "missing" else pydantic_message(err["msg"])
         raise DseError(msg, file=path, field=field, value=None if err["type"] == "missing" else err.get("input"),
                        has_value=err["type"] != "missing") from None
     if p.hardware.clock_min_mhz > p.hardware.clock_max_mhz:
@@ -265,7 +264,7 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
                        value=p.hardware.clock_min_mhz)
     if p.hardware.idle_w >= p.hardware.tdp_w:
         raise DseError("idle power must be below the TDP", file=path, field="hardware.idle_w", value=p.hardware.idle_w)
-    power = p.power.model_dump()
+    power = p.power.model_dump(exclude_none=True)  # a field left out takes data/power.yaml's default
     power["vf_curve"] = [list(pt) for pt in p.power.vf_curve]
     return Profile(name=p.name, path=Path(path), base=p.base, hardware=p.hardware.model_dump(), power=power,
                    calibration=p.calibration.model_dump(), sources=dict(p.sources), fit=dict(p.fit))

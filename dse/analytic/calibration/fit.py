@@ -111,6 +111,11 @@ NEEDS = {
 }
 
 
+#: the power entry's numbers a profile carries (besides the activities)
+POWER_NUMBERS = ("vf_curve", "hbm_pj_per_byte", "r_air_k_per_w", "r_liquid_k_per_w", "slowdown_temp_c",
+                 "leakage_share", "leakage_per_k")
+
+
 def base_accelerator(name: str) -> tuple[dict, dict]:
     """(accelerator in the profile's shape, source of every number) of catalog part or
     profile ``name``."""
@@ -125,8 +130,7 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
     prof = profiles.find(name) if name not in hardware.catalog() else None
     pw = power.entry(name)
     acc = {"hardware": copy.deepcopy(dict(hw)),
-           "power": {k: copy.deepcopy(pw[k]) for k in ("vf_curve", "activity", "hbm_pj_per_byte", "r_air_k_per_w",
-                                                         "r_liquid_k_per_w", "slowdown_temp_c", "source") if k in pw},
+           "power": {k: copy.deepcopy(pw[k]) for k in (*POWER_NUMBERS, "activity", "source") if k in pw},
            "calibration": {k: float(cal[k]) for k in hardware.ACCELERATOR_FIELDS}}
     acc["power"].setdefault("source", "")
     if prof is not None:
@@ -134,7 +138,7 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
     hw_src = f"{name} in the hardware catalog (dse/analytic/data/hardware.yaml: {hw.get('source', '')})"
     own = (power.parameters().get("accelerators") or {}).get(name, {})
     sources = {f"hardware.{k}": hw_src for k in acc["hardware"] if k != "source"}
-    for k in ("vf_curve", "hbm_pj_per_byte", "r_air_k_per_w", "r_liquid_k_per_w", "slowdown_temp_c"):
+    for k in POWER_NUMBERS:
         sources[f"power.{k}"] = (f"{name} in dse/analytic/data/power.yaml ({own.get('source', '')})" if k in own
                                  else "dse/analytic/data/power.yaml defaults (see its comments)")
     for k in acc["power"]["activity"]:
