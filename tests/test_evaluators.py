@@ -172,6 +172,12 @@ class _Misbehaving(ToyEvaluator):
             out["f2"] = None
         elif self.how == "nullable-metric":
             out["f2"] = pd.array([pd.NA, *out["f2"][1:]], dtype="Float64")
+        elif self.how == "nan-feasible":
+            out["feasible"] = [np.nan, *out["feasible"][1:].astype(float)]
+        elif self.how == "na-feasible":
+            out["feasible"] = pd.array([pd.NA, *out["feasible"][1:]], dtype="boolean")
+        elif self.how == "object-feasible":
+            out["feasible"] = out["feasible"].astype(object)
         elif self.how == "one-row-short":
             out = out.iloc[:-1]
         return out
@@ -189,6 +195,8 @@ def _evaluate_with(how: str, cands: pd.DataFrame) -> pd.DataFrame:
     ("text-metric", "returned metric 'f1' as str (e.g. 'lots'); a metric is a number"),
     ("none-metric", "returned metric 'f2' as object (e.g. None); a metric is a number"),
     ("one-row-short", "returned 7 rows for 8 candidates"),
+    ("nan-feasible", "returned 'feasible' as float64 (e.g. nan)"),
+    ("na-feasible", "returned 'feasible' as boolean (e.g. <NA>)"),
 ])
 def test_a_malformed_result_fails_the_call_with_its_own_message_not_row_by_row(how, message):
     cands = pd.DataFrame({"x": np.linspace(0.1, 0.8, 8), "y": 0, "shape": "a"})
@@ -200,8 +208,9 @@ def test_a_malformed_result_fails_the_call_with_its_own_message_not_row_by_row(h
 
 def test_numbers_a_plugin_gives_in_other_types_are_taken_as_such():
     cands = pd.DataFrame({"x": [0.25, 0.5], "y": 0, "shape": ["a", "b"]})
-    ints = _evaluate_with("int-feasible", cands)
-    assert ints["feasible"].dtype == bool and ints["feasible"].all() and (ints["status"] == "ok").all()
+    for how in ("int-feasible", "object-feasible"):
+        taken = _evaluate_with(how, cands)
+        assert taken["feasible"].dtype == bool and taken["feasible"].all() and (taken["status"] == "ok").all()
     nullable = _evaluate_with("nullable-metric", cands)
     assert nullable["f2"].dtype == np.float64 and np.isnan(nullable["f2"][0]) and nullable["f2"][1] > 0
 
@@ -239,7 +248,8 @@ class _BadDefault(ToyEvaluator):
     ("_Overlap", "declares 'x' both as an input and as a metric"),
     ("_NoVersion", "evaluator class _NoVersion does not set `version`"),
     ("_BadKind", "input 'n' of evaluator 'toy' has kind 'integer'; allowed: int, float, str, bool"),
-    ("_BadDefault", "input 'n' of evaluator 'toy': its default breaks its own declaration"),
+    ("_BadDefault", "input 'n' of evaluator 'toy': its default -5 breaks its own declaration: value out of range "
+                    "(allowed: an integer >= 1)"),
 ])
 def test_a_plugin_that_declares_what_dse_cannot_store_is_refused_when_loaded(cls, message):
     with pytest.raises(StudyError, match=re.escape(message)):

@@ -189,6 +189,9 @@ class Broken(SearchDriver):
         x = np.linspace(0.0, 1.0, 10)
         if self.asked and self.MODE == "out-of-range":
             x = x + 5.0
+        if self.asked and self.MODE == "not-in-grid":
+            self.asked += 10
+            return pd.DataFrame({"x": x, "y": 7, "shape": "a"})
         if self.asked and self.MODE == "raises":
             raise KeyError("no such thing")
         self.asked += 10
@@ -208,6 +211,7 @@ class Broken(SearchDriver):
     ("out-of-range", "asked for x = 5.0, outside the space's range [0, 1]"),
     ("raises", "ask() raised KeyError: 'no such thing' (at broken_driver.py:"),
     ("no-column", "asked for candidates without ['y']"),
+    ("not-in-grid", "asked for y = 7, not one of the space's values (0, 1)"),
     ("state", "state() returned what JSON cannot hold"),
 ])
 def test_a_driver_that_breaks_its_contract_is_one_line_naming_it(tmp_path, mode, message):

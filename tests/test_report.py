@@ -209,6 +209,11 @@ def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, mon
         fig = plot.front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"])
         mesh = [c for c in fig.axes[0].collections if isinstance(c, QuadMesh)]
         assert len(mesh) == 1 and mesh[0].get_array().sum() == int(ev["meets_constraints"].sum())
+        # one legend, below the panels: none inside a panel, where it hid front points
+        assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+        fig.canvas.draw()
+        legend_top = fig.legends[0].get_window_extent().y1
+        assert all(legend_top <= ax.get_window_extent().y0 for ax in fig.axes if ax.get_label() != "<colorbar>")
         plt.close(fig)
         monkeypatch.setattr(plot, "SCATTER_LIMIT", 10_000)
         fig = plot.front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"])

@@ -17,6 +17,11 @@ from dse.study import Study
 LABEL = "id"
 
 
+def _has_label(table: pd.DataFrame, ev: Evaluator) -> bool:
+    """``table`` names its rows in a :data:`LABEL` column (one the evaluator does not use)."""
+    return LABEL in table.columns and LABEL not in ev.inputs and LABEL not in ev.metrics
+
+
 def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     """Read a candidates CSV and check its columns and values against the evaluator's inputs
     (text values in the evaluator's spelling, as a study's are); a :data:`LABEL` column
@@ -30,7 +35,7 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     if len(table) == 0:
         raise DseError("candidates file has no rows", file=str(path))
     inputs = ev.inputs
-    label = LABEL in table.columns and LABEL not in inputs
+    label = _has_label(table, ev)
     if label:
         table[LABEL] = table[LABEL].astype(str)
     unknown = [c for c in table.columns if c not in inputs and not (label and c == LABEL)]
@@ -82,7 +87,7 @@ def evaluate_csv(study: Study, path: Path, ev: Evaluator) -> tuple[pd.DataFrame,
     searched parameters the file has no column for (nor one of their alternatives), which
     took the evaluator's defaults. ``ev``: the study's evaluator (the checked plan's)."""
     table = read_candidates(path, ev)
-    labels = table.pop(LABEL) if LABEL in table.columns and LABEL not in ev.inputs else None
+    labels = table.pop(LABEL) if _has_label(table, ev) else None
     given = set(table.columns)
     given |= {n for group in ev.exclusive_inputs if given & set(group) for n in group}  # an alternative was given
     defaulted = [n for n in study.space if n not in given]

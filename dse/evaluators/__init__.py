@@ -54,6 +54,6 @@ def load_evaluator(spec: Any) -> Evaluator:
     try:
         check_declarations(evaluator)
     except ValueError as exc:
-        raise StudyError(f"{exc} (a bug of the evaluator's package)", field="evaluator.name",
-                         value=spec.name) from None
+        raise StudyError(f"evaluator '{spec.name}': {exc} (a bug of the evaluator's package)",
+                         field="evaluator.name") from None
     return evaluator

@@ -232,8 +232,9 @@ def check_declarations(evaluator: Evaluator) -> None:
             try:
                 inp.check(inp.default, field=name)
             except StudyError as exc:
-                raise ValueError(f"input '{name}' of evaluator '{evaluator.name}': its default breaks its own "
-                                 f"declaration: {exc.message}" + (f" (got {inp.default!r})")) from None
+                raise ValueError(f"input '{name}' of evaluator '{evaluator.name}': its default {inp.default!r} "
+                                 f"breaks its own declaration: {exc.message}"
+                                 + (f" (allowed: {exc.allowed})" if exc.allowed else "")) from None
 
 
 def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
@@ -263,17 +264,25 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
             result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
     feasible = result["feasible"]
     if feasible.dtype != bool:
-        values = feasible.to_numpy() if pd.api.types.is_numeric_dtype(feasible.dtype) else None
-        if values is None or not np.isin(values, (0, 1)).all():
+        try:  # 0/1 numbers, or Python bools in an object column
+            values = feasible.to_numpy(dtype=float, na_value=np.nan)
+        except (TypeError, ValueError):
+            values = None
+        if values is None or not np.isin(values, (0.0, 1.0)).all():
             raise ContractError(f"evaluator '{name}' returned 'feasible' as {feasible.dtype} (e.g. "
-                                f"{_example(feasible)}); it is true or false (a bool column, or 0 and 1)")
+                                f"{_example(feasible, truth=True)}); it is true or false (a bool column, or 0 and 1)")
         result["feasible"] = values.astype(bool)
     return result
 
 
-def _example(col: pd.Series) -> str:
-    """The first value of ``col`` that is not a number (or its first value), shown briefly."""
+def _example(col: pd.Series, *, truth: bool = False) -> str:
+    """The first value of ``col`` that is not a number (``truth``: not true, false, 0 or 1;
+    a missing value counts), or its first value, shown briefly."""
     for value in col.head(1000):
-        if not isinstance(value, bool | int | float | np.number):
+        if pd.isna(value) if np.ndim(value) == 0 else False:
+            return repr(value)
+        if truth and not (isinstance(value, bool | int | float | np.number | np.bool_) and value in (0, 1)):
+            return repr(value)[:40]
+        if not truth and not isinstance(value, bool | int | float | np.number):
             return repr(value)[:40]
     return repr(col.iloc[0])[:40] if len(col) else "no rows"

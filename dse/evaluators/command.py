@@ -42,7 +42,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dse.errors import StudyError
-from dse.evaluators.base import TRUTH, Evaluator, Input, Metric
+from dse.evaluators.base import RESERVED_NAMES, TRUTH, Evaluator, Input, Metric
 
 #: characters of the program's standard error kept in a failure's message
 STDERR_CHARS = 2000
@@ -102,11 +102,19 @@ class CommandOptions(_Strict):
     @classmethod
     def _unit_alone(cls, v: Any) -> Any:
         if isinstance(v, dict):
-            reserved = sorted({"feasible", "reason", "status", "error", "key"} & set(v))
+            reserved = [k for k in RESERVED_NAMES if k in v]
             if reserved:
                 raise ValueError(f"'{reserved[0]}' is not a metric: feasible and reason are the program's own "
-                                 "columns, status, error and key dse's")
+                                 f"columns, and dse writes {', '.join(n for n in RESERVED_NAMES if n not in ('feasible', 'reason'))} itself")
             return {k: {"unit": d} if isinstance(d, str) else d for k, d in v.items()}
+        return v
+
+    @field_validator("inputs", mode="after")
+    @classmethod
+    def _not_reserved(cls, v: dict) -> dict:
+        reserved = [k for k in RESERVED_NAMES if k in v]
+        if reserved:
+            raise ValueError(f"'{reserved[0]}' is not an input: dse writes {', '.join(RESERVED_NAMES)} itself")
         return v
 
     @field_validator("command")
@@ -115,6 +123,13 @@ class CommandOptions(_Strict):
         if not (shlex.split(v) if isinstance(v, str) else v):
             raise ValueError("the command names no program")
         return v
+
+    @model_validator(mode="after")
+    def _inputs_are_not_metrics(self) -> CommandOptions:
+        both = sorted(set(self.inputs) & set(self.metrics))
+        if both:
+            raise ValueError(f"'{both[0]}' is both an input and a metric; name them apart")
+        return self
 
     @model_validator(mode="after")
     def _files_named(self) -> CommandOptions:
