@@ -311,7 +311,7 @@ def test_validate_refuses_a_space_with_no_feasible_candidate_as_run_would_end(tm
     data["output"] = str(tmp_path / "out")
     study = write_study(tmp_path, data)
     for command in ("validate", "run"):
-        proc = run_cli(command, str(study), "-q" if command == "run" else "--overwrite")
+        proc = run_cli(command, str(study), *(["-q", "-w", "0"] if command == "run" else ["--overwrite"]))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "constraint memory_per_accelerator_gb <= 1" in proc.stderr
     assert "none of the space's 400 candidates is feasible" in run_cli("validate", str(study), "--overwrite").stderr
