@@ -174,3 +174,17 @@ def test_long_context_attention_and_context_parallelism():
                        context_parallel_algorithm=["ring", "all_gather"]).iloc
     assert ring["tp_comm_time_s"] < gather["tp_comm_time_s"]   # the ring hides its exchange behind attention
     assert ring["compute_time_s"] == gather["compute_time_s"]
+
+
+def test_a_dense_row_gives_the_same_results_beside_mixture_of_experts_rows():
+    # a block with an MoE row computes the expert terms for every row, weighted by the MoE
+    # share (0 for a dense model): a dense row's experts-per-rank was 0 and its results NaN
+    dense = pd.DataFrame({"model": ["llama3-8b", "gpt3-175b"], "accelerator": "H100-SXM", "num_accelerators": 64,
+                          "global_batch_size": 256, "micro_batch_size": 1, "tensor_parallel": [1, 8],
+                          "pipeline_parallel": [1, 8]})
+    moe = dense.assign(model=["mixtral-8x7b", "deepseek-v3"], expert_parallel=8)
+    ev = AnalyticEvaluator()
+    alone = ev.evaluate(dense)
+    beside = ev.evaluate(pd.concat([dense, moe], ignore_index=True)).head(2)
+    assert alone["feasible"].all() and np.isfinite(alone["energy_to_train_j"]).all()
+    pd.testing.assert_frame_equal(beside, alone)

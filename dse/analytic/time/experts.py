@@ -94,7 +94,9 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     has_shared = shared_f > 0
     sh1 = gemm(T, (1 + gated) * shared_f / tp, h, None, m_tiles=T_tiles, **g)
     sh2 = gemm(T, h, shared_f / tp, None, m_tiles=T_tiles, **g)
-    local = shape["experts"] / ex.ep
+    # experts per rank; a dense row of a block with MoE rows has none: one, so that its
+    # (unused, zero-weighted) expert terms stay finite instead of 0 x inf = NaN
+    local = np.where(shape["experts"] > 0, shape["experts"] / ex.ep, 1.0)
     rows = assignments(shape, ex, T, tp) * ex.etp / local
     fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, **g)
     fc2 = gemm(rows, h, f_e / ex.etp, local, **g)
