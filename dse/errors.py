@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import reprlib
 from collections.abc import Iterable
 
@@ -19,23 +20,44 @@ def _short_repr(value: object) -> str:
     return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
 
 
-def closest(name: object, choices: Iterable[object]) -> str | None:
-    """The one text choice closest to a misspelt ``name`` (difflib's ratio >= 0.75, or the
-    same letters and digits: 'Expert-Parallel' for 'expert_parallel'), or None."""
-    if not isinstance(name, str):
-        return None
+def _loose(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def closest(name: object, choices: Iterable[object]) -> list[str]:
+    """The text choices a misspelt ``name`` most likely means, best first (at most three;
+    none rather than a misleading one):
+
+    1. the same letters and digits in another case or spelling ('Expert-Parallel');
+    2. the choices it begins ('H100' for 'H100-SXM'; 'A100' for both A100 parts);
+    3. a choice one of whose parts it is ('tpe' for 'optuna-tpe');
+    4. difflib's closest (ratio >= 0.75), unless another is as close, and only with the
+       same numbers ('llama3-7b' is no typo of 'llama3-70b', 'GB300' none of 'GB200')."""
+    if not isinstance(name, str) or not name:
+        return []
     texts = [c for c in choices if isinstance(c, str)]
-    close = difflib.get_close_matches(name, texts, n=1, cutoff=0.75)
-    if close:
-        return close[0]
-    loose = {"".join(ch for ch in t.lower() if ch.isalnum()): t for t in texts}
-    return loose.get("".join(ch for ch in name.lower() if ch.isalnum()))
+    key = _loose(name)
+    same = [t for t in texts if _loose(t) == key]
+    if same:
+        return same[:1]
+    begun = [t for t in texts if len(key) >= 2 and _loose(t).startswith(key)]
+    if 1 <= len(begun) <= 3:
+        return begun
+    parts = [t for t in texts if key in {_loose(p) for p in re.split(r"[-_ .]", t) if p}]
+    if 1 <= len(parts) <= 2:
+        return parts
+    numbers = re.findall(r"\d+", name)
+    scored = sorted(((difflib.SequenceMatcher(None, name, t).ratio(), t) for t in texts), reverse=True)
+    scored = [(r, t) for r, t in scored if r >= 0.75 and re.findall(r"\d+", t) == numbers]
+    if not scored or (len(scored) > 1 and scored[1][0] > scored[0][0] - 0.02):
+        return []
+    return [scored[0][1]]
 
 
 def did_you_mean(name: object, choices: Iterable[object]) -> str:
-    """`` (did you mean 'x'?)`` for :func:`closest`'s choice, or ''."""
+    """`` (did you mean 'x'?)`` (or 'x' or 'y') for :func:`closest`'s choices, or ''."""
     close = closest(name, choices)
-    return f" (did you mean '{close}'?)" if close else ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def pydantic_message(msg: str) -> str:

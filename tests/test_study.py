@@ -87,6 +87,24 @@ CASES = {
 
 
 
+@pytest.mark.parametrize("typed, meant", [
+    ("H100", ["H100-SXM"]), ("A100", ["A100-40GB", "A100-80GB"]), ("h100 sxm", ["H100-SXM"]),
+    ("GB300", []),                      # another real part, not a typo of GB200
+    ("llama3-7b", []),                  # not llama3-70b: the numbers differ
+    ("gpt-1.3", ["gpt-1.3b"]), ("tpe", ["optuna-tpe"]), ("optuna-tpee", ["optuna-tpe"]),
+    ("energy_j", []),                   # energy_idle_j and energy_host_j are as close: neither
+    ("energy_to_trian_j", ["energy_to_train_j"]),
+])
+def test_suggestions_name_what_a_typo_means_or_nothing(typed, meant):
+    from dse.analytic import declarations
+    from dse.analytic.time import hardware, workload
+    from dse.errors import closest
+    from dse.search import available_drivers
+
+    choices = [*hardware.accelerator_names(), *workload.presets(), *available_drivers(), *declarations.METRICS]
+    assert closest(typed, choices) == meant
+
+
 def test_unreadable_yaml_reports_the_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("name: x\nspace:\n  a: [1, 2\n")

@@ -60,7 +60,7 @@ class Input:
             if self.choices is not None and value not in self.choices:
                 close = closest(value, self.choices)
                 raise StudyError(f"unknown {self.name}", field=field, value=value, allowed=self._allowed(),
-                                 hint=close and f"did you mean '{close}'?")
+                                 hint=f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None)
             return
         if self.kind == "bool":
             if not isinstance(value, bool):
