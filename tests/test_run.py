@@ -323,3 +323,15 @@ def test_validate_refuses_a_space_with_no_feasible_candidate_as_run_would_end(tm
     data["constraints"] = []
     proc = run_cli("validate", str(write_study(tmp_path, data)))
     assert proc.returncode == 0 and "sampled candidates feasible and within the constraints" in proc.stdout
+
+
+def test_evaluate_takes_a_searched_parameter_of_one_value_as_fixed(tmp_path):
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    data["space"] = {"num_accelerators": 64, "accelerator": ["H100-SXM"]}  # one value each
+    study = write_study(tmp_path, data)
+    (tmp_path / "c.csv").write_text("tensor_parallel\n1\n2\n")
+    proc = run_cli("evaluate", str(study), "-c", str(tmp_path / "c.csv"), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(tmp_path / "o.csv")
+    assert (table["num_accelerators"] == 64).all() and (table["accelerator"] == "H100-SXM").all()
+    assert "defaults were used" not in proc.stderr and "2 candidates evaluated" in proc.stdout

@@ -228,7 +228,8 @@ ENERGY_METRICS: list[Metric] = [
     Metric("interruptions", "1", "expected job interruptions over the run"),
     Metric("lost_time_s", "s", "wall time lost to interruptions (restarts and redone work)"),
     Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
-    Metric("power_capped", "bool", "clock lowered to meet the power cap"),
+    Metric("power_capped", "bool", "clock lowered to meet the power cap (the input, at most the TDP; the "
+                                   "temperature may then lower it further: throttled)"),
     Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
     Metric("peak_junction_temp_c", "degC", "peak junction temperature"),
     Metric("mean_junction_temp_c", "degC", "time-averaged junction temperature"),

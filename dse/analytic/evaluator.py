@@ -68,8 +68,13 @@ class AnalyticEvaluator(Evaluator):
         efficiencies are fitted to measured training runs and which are *estimated* by the
         documented rule (docs/model.md, section 7), and the training stacks on offer."""
         names = hardware.accelerator_names()
+
+        def fitted(n):
+            on = hardware.fitted_on(n)
+            return n if on is None else f"{n} ({on}'s: same die)"
+
         return {
-            "analytic_efficiencies_fitted": ", ".join(n for n in names if not hardware.is_estimated(n)),
+            "analytic_efficiencies_fitted": ", ".join(fitted(n) for n in names if not hardware.is_estimated(n)),
             "analytic_efficiencies_estimated": ", ".join(n for n in names if hardware.is_estimated(n)),
             "analytic_efficiencies_note": "estimated: from the part's published matmul benchmark and the fitted "
                                           "parts' ratios (docs/model.md, section 7), not fitted to training runs",

@@ -147,20 +147,28 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
         raise DseError(f"{'none of the space' if n != 1 else 'the space'}'s {n:,} candidate{'s' * (n != 1)} "
                        f"{'is' if n != 1 else 'is not'} feasible and within the constraints, so a run would find "
                        f"no front: {reasons}", file=str(study))
-    size = "continuous" if math.isinf(space.size) else f"{int(space.size):,} candidates"
+    size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
     budget = f"budget {s.search.budget}" if p.search.total is None else \
-        f"{p.search.total:,} evaluations (budget {s.search.budget})"
+        f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
     where = p.execution.describe()
     where = where if where.startswith("in ") else f"on {where}"
-    out.print(f"[green]ok[/green] {study}: study '{s.name}', {len(space.parameters)} parameters "
+    out.print(f"[green]ok[/green] {study}: study '{s.name}', {_count(len(space.parameters), 'parameter')} "
               f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
     if seen and seen.feasible == 0:
         err.print(f"[yellow]warning:[/yellow] none of {seen.evaluated:,} candidates drawn from the space is "
                   f"feasible and meets the constraints ({reasons}): the search may find none")
     elif seen:
-        out.print(f"preview: {seen.feasible:,} of {seen.evaluated:,} "
-                  f"{'candidates' if seen.whole_space else 'sampled candidates'} feasible and within the constraints")
+        out.print(f"preview: {seen.feasible:,} of {_count(seen.evaluated, 'candidate' if seen.whole_space else 'sampled candidate')} "
+                  "feasible and within the constraints")
+    elif getattr(p.evaluator, "preview_size", 0) <= 0:
+        out.print(f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
+                  "effects); whether any candidate is feasible shows in the run")
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: '1 candidate', '4,096 candidates'."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 @app.command()
@@ -280,7 +288,7 @@ def evaluate(
                   "the evaluator's defaults were used", highlight=False)
     if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
         raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")
-    out.print(f"{len(table)} candidates evaluated ({n_ok} feasible and within the constraints"
+    out.print(f"{_count(len(table), 'candidate')} evaluated ({n_ok} feasible and within the constraints"
               + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output} "
               f"(units and descriptions in {sidecar.name})")
 

@@ -11,6 +11,7 @@ from dse.errors import DseError, StudyError, did_you_mean
 from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
+from dse.space import Space
 from dse.study import Study
 
 #: a column that names the rows (kept as OUT.csv's first column, not given to the evaluator)
@@ -90,8 +91,11 @@ def evaluate_csv(study: Study, path: Path, ev: Evaluator) -> tuple[pd.DataFrame,
     labels = table.pop(LABEL) if _has_label(table, ev) else None
     given = set(table.columns)
     given |= {n for group in ev.exclusive_inputs if given & set(group) for n in group}  # an alternative was given
-    defaulted = [n for n in study.space if n not in given]
-    for k, v in study.fixed_values.items():  # missing columns and empty cells: the study's value
+    # a searched parameter of one value is as good as fixed (docs/study-file.md)
+    single = {p.name: p.values[0] for p in Space.from_study(study).parameters
+              if p.values is not None and len(p.values) == 1}
+    defaulted = [n for n in study.space if n not in given and n not in single]
+    for k, v in {**single, **study.fixed_values}.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
     _check_alternatives(table, ev, path)
     for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used

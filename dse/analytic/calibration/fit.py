@@ -144,8 +144,10 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
     for k in acc["power"]["activity"]:
         sources[f"power.activity.{k}"] = (f"{name} in dse/analytic/data/power.yaml" if k in own.get("activity", {})
                                           else "dse/analytic/data/power.yaml defaults (see its comments)")
+    shared = hardware.fitted_on(name)
     how = ("estimated by the rule of docs/model.md section 7 (no training measurements)" if hardware.is_estimated(name)
-           else "fitted to published training runs (dse/analytic/data/calibration.yaml, benchmarks/fit_calibration.py)")
+           else (f"{shared}'s values (the same die), " if shared else "")
+           + "fitted to published training runs (dse/analytic/data/calibration.yaml, benchmarks/fit_calibration.py)")
     sources.update({f"calibration.{k}": f"{name}: {how}" for k in acc["calibration"]})
     return acc, sources
 

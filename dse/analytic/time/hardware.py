@@ -72,6 +72,15 @@ def is_estimated(name: str) -> bool:
     return name not in calibration()["fitted"]
 
 
+def fitted_on(name: str) -> str | None:
+    """The part whose training runs ``name``'s fitted efficiencies come from when they are
+    another part's (the same die: A100-40GB takes A100-80GB's, H800 H100-SXM's), else None."""
+    fitted = calibration()["fitted"]
+    own = fitted.get(name)
+    first = next((k for k, v in fitted.items() if v is own), name) if own is not None else name
+    return None if first == name else first
+
+
 def calibration_for(name: str) -> dict[str, float]:
     """Every calibration field for accelerator ``name``: the shared values and its fitted
     efficiencies, or the estimated ones (:func:`estimated_efficiencies`)."""
