@@ -75,6 +75,7 @@ class AcceleratorEnergy:
     times: PhaseTimes
     static_w: np.ndarray    # static power in the iteration: idle, plus the leakage change
 
+
 def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage=None) -> AcceleratorEnergy:
     """Energy per accelerator per iteration by component, and the phase powers, for the
     step breakdown ``b`` at ``clock_ratio`` = f/f_max (``floor_w`` NaN: no floor);
