@@ -229,10 +229,13 @@ class Space:
         """
         idx = self.value_indices(candidates)
         discrete = np.array([p.values is not None for p in self.parameters])
-        unknown = (idx[:, discrete] < 0).any(axis=1)
+        unknown = (idx < 0) & discrete  # a value that is not one of a discrete parameter's
         if unknown.any():
-            row = candidates.iloc[int(np.flatnonzero(unknown)[0])]
-            raise ValueError(f"candidate {dict(row)} has a value that is not one of the space's")
+            j = int(np.flatnonzero(unknown.any(axis=0))[0])
+            p, row = self.parameters[j], int(np.flatnonzero(unknown[:, j])[0])
+            shown = ", ".join(map(str, p.values[:10])) + (", ..." if len(p.values) > 10 else "")
+            raise ValueError(f"{p.name} = {candidates[p.name].iloc[[row]].tolist()[0]!r}, not one of the space's "
+                             f"values ({shown})")
         if self.indexable:
             return self.flat_index(idx)
         h = np.full(len(candidates), 0x9E3779B97F4A7C15, dtype=np.uint64)
