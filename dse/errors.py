@@ -54,10 +54,16 @@ def closest(name: object, choices: Iterable[object]) -> list[str]:
     return [scored[0][1]]
 
 
-def did_you_mean(name: object, choices: Iterable[object]) -> str:
-    """`` (did you mean 'x'?)`` (or 'x' or 'y') for :func:`closest`'s choices, or ''."""
+def suggestion(name: object, choices: Iterable[object]) -> str | None:
+    """``did you mean 'x'?`` (or 'x' or 'y') for :func:`closest`'s choices, or None."""
     close = closest(name, choices)
-    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+
+
+def did_you_mean(name: object, choices: Iterable[object]) -> str:
+    """:func:`suggestion` in brackets after a message, or ''."""
+    text = suggestion(name, choices)
+    return f" ({text})" if text else ""
 
 
 def pydantic_message(msg: str) -> str:

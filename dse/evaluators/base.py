@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from dse.errors import StudyError, closest
+from dse.errors import StudyError, suggestion
 
 InputKind = Literal["int", "float", "str", "bool"]
 
@@ -58,9 +58,8 @@ class Input:
                 raise StudyError("expected a text value", field=field, value=value,
                                  allowed=self._allowed())
             if self.choices is not None and value not in self.choices:
-                close = closest(value, self.choices)
                 raise StudyError(f"unknown {self.name}", field=field, value=value, allowed=self._allowed(),
-                                 hint=f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None)
+                                 hint=suggestion(value, self.choices))
             return
         if self.kind == "bool":
             if not isinstance(value, bool):
@@ -191,7 +190,7 @@ class Evaluator(ABC):
 #: datasets' dimension and constraint mask): no input or metric may take one
 RESERVED_NAMES = ("feasible", "reason", "status", "error", "elapsed_s", "batch", "key", "kept",
                   "meets_constraints", "candidate")
-INPUT_KINDS = ("int", "float", "str", "bool")
+INPUT_KINDS = get_args(InputKind)
 
 
 class ContractError(ValueError):
@@ -279,7 +278,7 @@ def _example(col: pd.Series, *, truth: bool = False) -> str:
     """The first value of ``col`` that is not a number (``truth``: not true, false, 0 or 1;
     a missing value counts), or its first value, shown briefly."""
     for value in col.head(1000):
-        if pd.isna(value) if np.ndim(value) == 0 else False:
+        if np.ndim(value) == 0 and pd.isna(value):
             return repr(value)
         if truth and not (isinstance(value, bool | int | float | np.number | np.bool_) and value in (0, 1)):
             return repr(value)[:40]
