@@ -60,6 +60,13 @@ def leakage_change_w(mean_w, inlet_excess_k, r_excess_k_per_w, leak_w, per_k) ->
     return leak_w * np.expm1(per_k * (inlet_excess_k + r_excess_k_per_w * mean_w))
 
 
+def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
+    """:func:`leakage_change_w` at an iteration's mean power ``total_j / step_s`` (0 for an
+    empty step); ``leakage``: :attr:`Accelerators.leakage`."""
+    d_w = leakage_change_w(total_j / np.where(step_s > 0, step_s, np.nan), *leakage)
+    return np.where(step_s > 0, d_w, 0.0)
+
+
 @dataclass(frozen=True, slots=True)
 class AcceleratorEnergy:
     """Energy per accelerator per iteration (J) by component, and the phase powers (W)."""
@@ -97,8 +104,7 @@ def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage
     total = e_compute + e_memory + e_idle + e_wait
     p_compute = idle_w + pw["a_compute"] * dyn
     if leakage is not None:
-        d_w = leakage_change_w(total / np.where(t.step > 0, t.step, np.nan), *leakage)
-        d_w = np.where(t.step > 0, d_w, 0.0)
+        d_w = step_leakage_w(total, t.step, leakage)
         e_idle = e_idle + d_w * t.step
         total = total + d_w * t.step
         p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w

@@ -22,7 +22,7 @@ from dse.analytic.energy.accelerator import (
     AcceleratorEnergy,
     Accelerators,
     energy_and_thermal,
-    leakage_change_w,
+    step_leakage_w,
 )
 
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
@@ -89,8 +89,7 @@ class LimitCheck:
         p_busy = np.where(has_busy, p_busy, p_wait)
         if self.leakage is not None:  # accelerator_energy's change of the static power, same order
             total = e_compute + e_memory + idle_w * new_step + (e_wait_fine + (p_wait - idle_w) * blocked)
-            d_w = leakage_change_w(total / np.where(new_step > 0, new_step, np.nan), *self.leakage)
-            d_w = np.where(new_step > 0, d_w, 0.0)
+            d_w = step_leakage_w(total, new_step, self.leakage)
             p_busy, p_wait = p_busy + d_w, p_wait + d_w
         cap_ok = ~(p_busy > a["cap_lim"])
         if not hot:
