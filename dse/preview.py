@@ -32,7 +32,7 @@ def preview(plan: RunPlan) -> Preview | None:
     """Evaluate the space (or a sample of it) when the evaluator allows a preview; None when
     it does not, or when the preview itself fails (``dse run`` reports failures its own way)."""
     ev, space = plan.evaluator, plan.space
-    n = int(getattr(ev, "preview_size", 0) or 0)
+    n = ev.preview_size
     if n <= 0:
         return None
     whole = space.indexable and space.size <= n

@@ -143,10 +143,8 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     seen = preview(p)
     reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
     if seen and seen.whole_space and seen.feasible == 0:  # dse run would end with this
-        n = seen.evaluated
-        raise DseError(f"{'none of the space' if n != 1 else 'the space'}'s {n:,} candidate{'s' * (n != 1)} "
-                       f"{'is' if n != 1 else 'is not'} feasible and within the constraints, so a run would find "
-                       f"no front: {reasons}", file=str(study))
+        raise DseError(f"none of the space's {_count(seen.evaluated, 'candidate')} is feasible and within the "
+                       f"constraints, so a run would find no front: {reasons}", file=str(study))
     size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
     budget = f"budget {s.search.budget}" if p.search.total is None else \
         f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
@@ -161,7 +159,7 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     elif seen:
         out.print(f"preview: {seen.feasible:,} of {_count(seen.evaluated, 'candidate' if seen.whole_space else 'sampled candidate')} "
                   "feasible and within the constraints")
-    elif getattr(p.evaluator, "preview_size", 0) <= 0:
+    elif p.evaluator.preview_size <= 0:
         out.print(f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
                   "effects); whether any candidate is feasible shows in the run")
 
@@ -279,7 +277,7 @@ def evaluate(
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
-    table, defaulted = evaluate_csv(s, candidates, p.evaluator)
+    table, defaulted = evaluate_csv(p, candidates)
     sidecar = write_evaluated(table, p.evaluator, output, s)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.checks import RunPlan
 from dse.errors import DseError, StudyError, did_you_mean
 from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
-from dse.space import Space
 from dse.study import Study
 
 #: a column that names the rows (kept as OUT.csv's first column, not given to the evaluator)
@@ -62,8 +62,8 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
             try:
                 inp.check(v, field=col)
             except StudyError as exc:
-                row = int(np.flatnonzero((table[col] == v).to_numpy())[0]) if (table[col] == v).any() else None
-                exc.field = f"row {row + 2}, column {col}" if row is not None else col
+                rows = np.flatnonzero((table[col] == v).to_numpy())
+                exc.field = f"row {int(rows[0]) + 2}, column {col}" if len(rows) else col
                 raise exc.with_file(str(path)) from None
     return table
 
@@ -82,18 +82,18 @@ def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
                            allowed=f"one of {', '.join(group)} per candidate")
 
 
-def evaluate_csv(study: Study, path: Path, ev: Evaluator) -> tuple[pd.DataFrame, list[str]]:
+def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str]]:
     """The candidates with the study's fixed values filled in, every metric, and
     ``meets_constraints`` (feasible and within the study's constraints); and the study's
     searched parameters the file has no column for (nor one of their alternatives), which
-    took the evaluator's defaults. ``ev``: the study's evaluator (the checked plan's)."""
+    took the evaluator's defaults. ``plan``: the checked study, its evaluator and space."""
+    study, ev = plan.study, plan.evaluator
     table = read_candidates(path, ev)
     labels = table.pop(LABEL) if _has_label(table, ev) else None
     given = set(table.columns)
     given |= {n for group in ev.exclusive_inputs if given & set(group) for n in group}  # an alternative was given
     # a searched parameter of one value is as good as fixed (docs/study-file.md)
-    single = {p.name: p.values[0] for p in Space.from_study(study).parameters
-              if p.values is not None and len(p.values) == 1}
+    single = {p.name: p.values[0] for p in plan.space.parameters if p.values is not None and len(p.values) == 1}
     defaulted = [n for n in study.space if n not in given and n not in single]
     for k, v in {**single, **study.fixed_values}.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
