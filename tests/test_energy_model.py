@@ -258,6 +258,24 @@ def test_checkpointing_off_leaves_every_output_unchanged():
     np.testing.assert_array_equal(base["time_to_train_s"][capped], perf.time_to_train_s[capped])
 
 
+def test_a_checkpoint_writes_the_training_state_once_whatever_the_layout():
+    """Weights and optimizer state (2 + 12 B per parameter) are written once per checkpoint,
+    each replicated tensor's write shared by its copies: at a given aggregate bandwidth a
+    checkpoint takes the same time on 64 or 1,024 accelerators, at any ZeRO stage, and the
+    time is the state over that bandwidth."""
+    n = np.array([64, 64, 64, 1024, 1024, 1024])
+    aggregate_gbs = 100.0
+    r = _evaluate(accelerator="H100-SXM", model="llama2-7b", num_accelerators=list(n), global_batch_size=1024,
+                  tensor_parallel=[4, 2, 1, 1, 2, 8], zero_stage=[0, 1, 3, 1, 2, 0], micro_batch_size=1,
+                  checkpoint_write_gbs=list(aggregate_gbs / n), checkpoint_interval_s=3600.0,
+                  failures_per_accelerator_hour=0.0)
+    assert r["feasible"].all(), r["reason"].tolist()
+    per_checkpoint_s = r["checkpoint_time_s"] / ((r["time_to_train_s"] - r["checkpoint_time_s"]) / 3600.0)
+    np.testing.assert_allclose(per_checkpoint_s, per_checkpoint_s[0], rtol=1e-12)
+    # (the memory count leaves out the final norm's few thousand parameters)
+    np.testing.assert_allclose(per_checkpoint_s, 14.0 * r["parameters"] / (aggregate_gbs * 1e9), rtol=1e-5)
+
+
 def _swing_case(**extra) -> pd.DataFrame:
     return _evaluate(accelerator="H100-SXM", num_accelerators=512, pipeline_parallel=4, tensor_parallel=8,
                      model="llama2-7b", failures_per_accelerator_hour=0.0, **extra)
@@ -265,9 +283,12 @@ def _swing_case(**extra) -> pd.DataFrame:
 
 def test_checkpointing_adds_the_predicted_time_and_energy():
     interval = 3600.0
-    r = _swing_case(checkpoint_interval_s=[0.0, interval, interval], checkpoint_write_gbs=[1.0, 1.0, 0.25])
+    r = _swing_case(checkpoint_interval_s=[0.0, interval, interval], checkpoint_write_gbs=[1.0, 1.0, 0.25],
+                    zero_stage=1)
     base, ck, slow = (r.iloc[i] for i in range(3))
-    state_b = (base["weights_memory_gb"] + base["optimizer_memory_gb"]) * 1e9
+    # ZeRO-1: each rank holds its shard of the optimizer state and a copy of the weights,
+    # whose write the data-parallel ranks share (each tensor is written once)
+    state_b = (base["weights_memory_gb"] / base["data_parallel"] + base["optimizer_memory_gb"]) * 1e9
     t_one = state_b / 1e9                                        # seconds per checkpoint at 1 GB/s
     n_ck = base["time_to_train_s"] / interval
     assert ck["checkpoint_time_s"] == pytest.approx(n_ck * t_one, rel=1e-12)

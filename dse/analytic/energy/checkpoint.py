@@ -1,9 +1,12 @@
 """Checkpoint phases: the job stops while each accelerator writes its state to storage.
 
-Bytes per accelerator per checkpoint: weights + optimizer state on that accelerator (the
-time model's memory breakdown: mixed-precision Adam, 2 + 12 B per parameter, sharded as
-its ZeRO stage says). The default write bandwidth is declared, with its source (Llama 3's
-storage), in :mod:`dse.analytic.declarations`. See docs/model-energy.md.
+Bytes per accelerator per checkpoint: its share of the training state written once (the
+time model's memory breakdown, ``checkpoint_bytes``: mixed-precision Adam's weights and
+optimizer state, 2 + 12 B per parameter, each tensor written once with the write of a
+replicated one spread over its data-parallel copies, as Megatron-Core's fully parallel
+save and PyTorch's distributed checkpoint do). The default write bandwidth is declared,
+with its source (Llama 3's storage), in :mod:`dse.analytic.declarations`. See
+docs/model-energy.md.
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Chec
 
 
 def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]:
-    """``(bytes, duration_s)`` of one checkpoint per accelerator: its weights and optimizer
-    state, written at ``write_gbs`` (or the given ``duration_s`` where finite)."""
-    state_b = np.asarray(memory.weights_bytes, dtype=float) + np.asarray(memory.optimizer_bytes, dtype=float)
+    """``(bytes, duration_s)`` of one checkpoint per accelerator: its share of the weights
+    and optimizer state, written at ``write_gbs`` (or the given ``duration_s`` where finite)."""
+    state_b = np.asarray(memory.checkpoint_bytes, dtype=float)
     write_bps = np.asarray(write_gbs, dtype=float) * 1e9
     given = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -21,6 +21,9 @@ class MemoryBreakdown:
     activations_bytes: np.ndarray
     reserved_bytes: np.ndarray
     total_bytes: np.ndarray
+    #: this accelerator's share of the training state a checkpoint writes: weights and
+    #: optimizer state, each tensor once, its write spread over the ranks holding a copy
+    checkpoint_bytes: np.ndarray
 
 
 def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash) -> np.ndarray:
@@ -118,7 +121,10 @@ def memory_breakdown(
     (:func:`activation_bytes_per_layer`, on ``s / cp`` tokens) times the layers of the
     chunks in flight (:func:`in_flight_chunks`); full recomputation adds one layer's full
     activations as working set; the last stage adds the fp32 logits ``4 s b V / (t cp)``
-    of one micro-batch (cross entropy).
+    of one micro-batch (cross entropy). A checkpoint writes the weights and optimizer
+    state (2 + 12 B per parameter) once: its share per accelerator is that state over the
+    ``dp x cp`` ranks holding copies (``EDP`` for experts), as Megatron-Core's fully
+    parallel save and PyTorch DCP's deduplicated plans spread a replicated tensor's write.
 
     Mixture of experts (``experts``: ``(params_per_layer, ep x etp, edp, activation_bytes)``):
     each rank holds its ``1 / (EP ETP)`` share of every MoE layer's routed experts on its
@@ -158,10 +164,13 @@ def memory_breakdown(
                                                                       strict=True))
     params, e_params, activations, total = best
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
+    checkpoint = 14.0 * params / (dp * cp)  # (2 + 12) B per parameter over its dp x cp copies
     if experts is not None:
         weights = weights + 2.0 * e_params / ew_div
         grads = grads + 2.0 * e_params / eg_div
         optimizer = optimizer + 12.0 * e_params / eo_div
+        checkpoint = checkpoint + 14.0 * e_params / edp
     total = total + reserved
     return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
-                           activations_bytes=activations, reserved_bytes=reserved, total_bytes=total)
+                           activations_bytes=activations, reserved_bytes=reserved, total_bytes=total,
+                           checkpoint_bytes=checkpoint)
