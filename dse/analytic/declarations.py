@@ -215,7 +215,7 @@ ENERGY_METRICS: list[Metric] = [
     Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)"),
     Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
     Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),
-    Metric("avg_power_per_accelerator_w", "W", "average power per accelerator"),
+    Metric("avg_power_per_accelerator_w", "W", "average power per accelerator while it trains (iterations and checkpoint writes; restarts after interruptions excluded)"),
     Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator"),
     Metric("facility_avg_power_w", "W", "average facility power"),
     Metric("facility_peak_power_w", "W", "peak facility power"),
