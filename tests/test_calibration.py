@@ -142,6 +142,20 @@ def test_telemetry_is_matched_to_steps_by_timestamp(truth, tmp_path):
     assert result.accelerator["power"]["r_air_k_per_w"] == result.thermal["r_k_per_w"]
 
 
+def test_steps_without_a_set_clock_are_pooled_per_run_whatever_the_clock_jitter(truth, tmp_path):
+    """The docs' PyTorch snippet logs steps without a clock (set with nvidia-smi outside the
+    run): each run's steps are still one measurement while the clock the telemetry reads
+    jitters by a few MHz, and runs at other clocks stay apart."""
+    runs = training_runs(truth, clocks=(1410.0, 900.0))
+    steps, samples = telemetry(runs, period_s=0.05)
+    steps = steps.drop(columns="clock_mhz")
+    jitter = np.random.default_rng(0).uniform(-5.0, 5.0, len(samples))
+    samples = samples.assign(clock_mhz=samples["clock_mhz"] + jitter)
+    rows = readers.read([write_steps(steps, tmp_path / "steps.csv"), write_nvidia_smi(samples, tmp_path / "smi.csv")])
+    assert len(rows) == len(runs)
+    np.testing.assert_allclose(rows["clock_mhz"], runs["clock_mhz"], atol=5.0)
+
+
 def test_the_example_files_read(tmp_path):
     for names, kinds in ((["synthetic_kernels.csv"], {"compute", "memory", "blocked", "idle", "parked"}),
                          (["synthetic_training.csv"], {"training"}),
@@ -177,6 +191,22 @@ BAD_FILES = {
     "steps_unsorted.csv": ("start_time,end_time,model,num_accelerators,global_batch_size,micro_batch_size,"
                            "tensor_parallel,pipeline_parallel\n10,12,gpt-1.3b,8,64,1,1,1\n5,7,gpt-1.3b,8,64,1,1,1\n",
                            "out of time order"),
+    # measurements that cannot be of the part being calibrated (a unit or scope gone wrong)
+    "clock_in_ghz.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1.41,0.1,40\nm,compute,1.0,0.14,35\n",
+                         "clock outside A100-80GB's range"),
+    "power_in_mw.csv": ("workload,kind,clock_mhz,time_s,avg_power_w\nm,compute,1410,0.1,380000\n",
+                        "more than 1.5 x A100-80GB's TDP"),
+    "cap_in_kw.csv": ("workload,kind,power_cap_w,time_s,energy_j\nm,compute,0.3,0.1,30\n",
+                      "power cap below A100-80GB's idle power"),
+    "another_part.csv": ("model,accelerator,num_accelerators,global_batch_size,micro_batch_size,tensor_parallel,"
+                         "pipeline_parallel,step_time_s\ngpt-1.3b,H100-SXM,8,64,1,1,1,1.5\n",
+                         "measured on another accelerator than the one calibrated (A100-80GB) (got 'H100-SXM')"),
+    "layout_does_not_divide.csv": ("model,num_accelerators,global_batch_size,micro_batch_size,tensor_parallel,"
+                                   "pipeline_parallel,step_time_s\ngpt-1.3b,7,64,1,1,1,1.5\n",
+                                   "the model cannot run this training run"),
+    "temperature_falls.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,40\n"
+                              "m,compute,1000,0.14,250,60\nm,compute,800,0.18,200,70\n",
+                              "the temperatures do not rise with the power"),
 }
 
 
@@ -331,3 +361,10 @@ def test_a_measurement_with_an_unknown_precision_or_a_parameter_fitted_and_fixed
     rows = readers.read([DATA / "synthetic_kernels.csv"])
     with pytest.raises(DseError, match="'knee' is both fitted"):
         fit.fit(rows, "A100-80GB", only=["knee"], fix=["knee"])
+
+
+def test_a_profile_written_to_a_non_yaml_path_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", DATA / "synthetic_kernels.csv", "--accelerator",
+                        "A100-80GB", "-o", tmp_path / "profile.txt")
+    assert code == 2 and "-o: an accelerator profile is a YAML file" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "profile.txt").exists()

@@ -364,7 +364,9 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
         fix: list[str] = (), cooling: str = "air") -> FitResult:
     """Fit accelerator ``base``'s parameters to ``rows`` (from :func:`.readers.read`)."""
     rows = _one_gpu_by_default(rows)
+    base = hardware.canonical_accelerator(base) or base  # a100-80gb: A100-80GB
     acc0, sources0 = base_accelerator(base)
+    _check_against_base(rows, acc0, base)
     held = _holdout_mask(rows, list(holdout))
     fit_mask = ~held
     if not fit_mask.any():
@@ -395,6 +397,64 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
                      rows=_rows_with_predictions(rows, held, problem.predict(x)),
                      workloads=_workload_table(problem, x), thermal=thermal, files=files, notes=notes,
                      cost=float(res.cost))
+
+
+#: a measured power per accelerator above this many TDPs is taken for a wrong unit or scope
+POWER_OVER_TDP = 1.5
+
+
+def _check_against_base(rows: pd.DataFrame, acc: dict, base: str) -> None:
+    """Refuse rows that cannot be measurements of ``base``: another accelerator named in the
+    file, a clock outside the part's range, a power per accelerator far above its TDP (a
+    wrong unit, or a node's power without its GPU count) or a power cap below its idle
+    power; and training runs the model cannot run at all (unknown model, a layout that
+    does not divide), which would otherwise be fitted as predictions of nothing."""
+    hw = acc["hardware"]
+    f_min, f_max = float(hw["clock_min_mhz"]), float(hw["clock_max_mhz"])
+    tdp, idle = float(hw["tdp_w"]), float(hw["idle_w"])
+
+    def refuse(mask, message, column, values, allowed):
+        i = int(np.flatnonzero(mask)[0])
+        v = values[i]
+        raise DseError(message, file=str(rows["file"].iloc[i]), field=f"line {rows['line'].iloc[i]}, column {column}",
+                       value=float(f"{v:.4g}") if isinstance(v, float | np.floating) else str(v), allowed=allowed)
+
+    prof = profiles.find(base) if base not in hardware.catalog() else None
+    names = {base} | ({str(prof.base)} if prof is not None and prof.base else set())
+    label = rows["accelerator"].fillna("").astype(str).to_numpy() if "accelerator" in rows else np.full(len(rows), "")
+    other = np.array([bool(x) and (hardware.canonical_accelerator(x) or x) not in names for x in label])
+    if other.any():
+        refuse(other, f"measured on another accelerator than the one calibrated ({base})", "accelerator",
+               label, f"rows of {base} only (calibrate each part on its own measurements)")
+    clock = rows["clock_mhz"].to_numpy(dtype=float)
+    outside = np.isfinite(clock) & ((clock < 0.99 * f_min) | (clock > 1.01 * f_max))
+    if outside.any():
+        refuse(outside, f"clock outside {base}'s range", "clock_mhz", clock,
+               f"{f_min:g} to {f_max:g} MHz (a clock in GHz goes in a clock_ghz column)")
+    gpus = np.where(np.isfinite(rows["gpus"].to_numpy(dtype=float)), rows["gpus"].to_numpy(dtype=float), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        energy_w = rows["energy_j"].to_numpy(dtype=float) / rows["time_s"].to_numpy(dtype=float)
+    given = rows["power_w"].to_numpy(dtype=float)
+    per_gpu = np.where(np.isfinite(given), given, energy_w) / gpus
+    high = np.isfinite(per_gpu) & (per_gpu > POWER_OVER_TDP * tdp)
+    if high.any():
+        refuse(high, f"power per accelerator (W) more than {POWER_OVER_TDP:g} x {base}'s TDP ({tdp:g} W)",
+               "power or energy", per_gpu,
+               "power per accelerator in W or kW (avg_power_w, avg_power_kw); a node's or a job's power "
+               "needs its GPU count (gpus)")
+    cap = rows["power_cap_w"].to_numpy(dtype=float)
+    low = np.isfinite(cap) & (cap < idle)
+    if low.any():
+        refuse(low, f"power cap below {base}'s idle power ({idle:g} W)", "power_cap_w", cap,
+               f"a cap between {idle:g} and {tdp:g} W (a cap in kW goes in a power_cap_kw column)")
+    train = (rows["kind"] == "training").to_numpy()
+    if train.any():
+        reason = np.full(len(rows), "", dtype=object)
+        reason[train] = forward.training_runs(acc, rows[train])["reason"].fillna("").astype(str).to_numpy()
+        cannot = train & (reason != "") & (reason != "does not fit in accelerator memory")
+        if cannot.any():
+            refuse(cannot, "the model cannot run this training run", "the run's configuration",
+                   reason, "a run the model can evaluate (dse evaluate gives the same reason)")
 
 
 def _one_gpu_by_default(rows: pd.DataFrame) -> pd.DataFrame:
@@ -493,6 +553,11 @@ def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | N
         raise DseError("temperatures at one power only cannot separate the inlet from the thermal resistance",
                        field="temp_c", allowed="temperatures at two or more power levels, or an inlet_c column")
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    if not coef[0] > 1e-6:  # a flat or falling temperature: no resistance to report (1e-6 K/W)
+        raise DseError(f"the temperatures do not rise with the power (fitted thermal resistance "
+                       f"{coef[0]:.3g} K/W over {int(m.sum())} rows)", field="temp_c",
+                       file=", ".join(dict.fromkeys(rows["file"][m].astype(str))),
+                       allowed="junction temperatures in degC that rise with the power, or no temp_c column")
     resid = y - a @ coef
     dof = len(y) - a.shape[1]
     s2 = float(resid @ resid / dof) if dof > 0 else np.nan

@@ -134,7 +134,7 @@ def _empty(n: int, file: str) -> dict:
     out: dict = {c: np.full(n, np.nan) for c in NUMERIC}
     out.update(file=np.full(n, file, dtype=object), line=np.arange(2, n + 2), workload=np.full(n, "", dtype=object),
                kind=np.full(n, "stage", dtype=object), precision=np.full(n, "bf16", dtype=object),
-               config=np.full(n, None, dtype=object))
+               config=np.full(n, None, dtype=object), accelerator=np.full(n, "", dtype=object))
     return out
 
 
@@ -233,6 +233,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         clock = validation.numbers(stage, "clock_mhz", file)
         value = validation.numbers(stage, "measured_value", file)
         gpus = validation.numbers(stage, "num_accelerators", file) if "num_accelerators" in stage.columns else np.full(len(stage), np.nan)
+        labels = stage["accelerator"].astype(str).to_numpy() if "accelerator" in stage.columns else np.full(len(stage), "")
         key = pd.DataFrame({"source": stage["source"].to_numpy(), "clock": clock})
         rows = []
         for (src, f), idx in key.groupby(["source", "clock"], sort=False).groups.items():
@@ -241,7 +242,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
             rows.append({"file": file, "line": int(lines[i[0]]), "workload": str(src), "kind": "stage",
                          "clock_mhz": float(f), "time_s": _pick(value[i], q, "stage_time_s"),
                          "energy_j": _pick(value[i], q, "stage_energy_j"), "gpus": float(np.nanmax(gpus[i]))
-                         if np.isfinite(gpus[i]).any() else np.nan})
+                         if np.isfinite(gpus[i]).any() else np.nan, "accelerator": str(labels[i[0]]).strip()})
         t = pd.DataFrame(_empty(len(rows), file))
         for k in rows[0]:
             t[k] = [r[k] for r in rows]
@@ -256,6 +257,8 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         t["time_s"] = validation.numbers(runs, "measured_value", file)
         t["clock_mhz"] = cfg["clock_mhz"]
         t["config"] = _config_rows(cfg, len(runs))
+        if "accelerator" in runs.columns:
+            t["accelerator"] = runs["accelerator"].astype(str).str.strip().to_numpy(dtype=object)
         parts.append(_checked(t, file))
     if not parts:
         raise DseError("no stage_time_s, stage_energy_j or iteration_time_s rows", file=file, field="measured_quantity")
@@ -335,15 +338,34 @@ def _from_steps(path: Path, samples: pd.DataFrame | None) -> pd.DataFrame:
     t["clock_mhz"] = np.where(np.isfinite(set_clock), set_clock, t["clock_mhz"])
     t["power_cap_w"] = np.asarray(cfg["power_cap_w"], dtype=float)
     t["config"] = _config_rows(cfg, n)
-    return _checked(_pool(t), file)
+    if "accelerator" in df.columns:
+        t["accelerator"] = df["accelerator"].astype(str).str.strip().to_numpy(dtype=object)
+    return _checked(_pool(t, set_clock), file)
 
 
-def _pool(t: pd.DataFrame) -> pd.DataFrame:
-    """Steps of one configuration and clock/cap as one row: median step time, mean power,
+#: relative change of the measured clock that starts a new run among steps of one configuration
+POOL_CLOCK_RTOL = 0.02
+
+
+def _pool(t: pd.DataFrame, set_clock: np.ndarray) -> pd.DataFrame:
+    """Steps of one configuration and set clock/cap as one row: median step time, mean power,
     clock and temperature (over the steps but the first and the last where there are three
-    or more: sampled telemetry blurs the switch between runs), the first step's line."""
-    key = t["config"].map(lambda c: tuple(sorted((k, str(v)) for k, v in c.items())))
-    key = key + t["clock_mhz"].round(1).astype(str).map(lambda s: (s,)) + t["power_cap_w"].astype(str).map(lambda s: (s,))
+    or more: sampled telemetry blurs the switch between runs), the first step's line. The
+    clock the telemetry measured jitters from step to step: consecutive steps of a run stay
+    together while it stays within :data:`POOL_CLOCK_RTOL` of the step before (a clock set
+    outside the run, e.g. with nvidia-smi, still splits it)."""
+    fixed = t["config"].map(lambda c: tuple(sorted((k, str(v)) for k, v in c.items() if k != "clock_mhz")))
+    fixed = fixed + pd.Series(set_clock, index=t.index).astype(str).map(lambda s: (s,)) \
+        + t["power_cap_w"].astype(str).map(lambda s: (s,))
+    measured = t["clock_mhz"].to_numpy(dtype=float)
+    group, key, last = -1, [], None
+    for k, c in zip(fixed, measured, strict=True):
+        if last is None or k != last[0] or (np.isfinite(c) and np.isfinite(last[1])
+                                             and abs(c - last[1]) > POOL_CLOCK_RTOL * last[1]):
+            group += 1
+        last = (k, c if np.isfinite(c) else (last[1] if last is not None and k == last[0] else c))
+        key.append(group)
+    key = pd.Series(key, index=t.index)
     out = []
     for _, g in t.groupby(key, sort=False):
         row = g.iloc[0].copy()
