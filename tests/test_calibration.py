@@ -341,6 +341,15 @@ def test_a_profiles_leakage_is_its_own_and_calibrate_carries_it_on(tmp_path, mon
     (lambda a: a["hardware"]["mamf_tflops"].update(bf16=9999.0), "hardware", "cannot beat the peak"),
     (lambda a: a["hardware"].update(memory_reserved_gb=100.0), "hardware", "must be below hbm_gb"),
     (lambda a: a["power"].update(vf_curve=[[0.0, 1.2], [1.0, 0.5]]), "power.vf_curve", "must not fall"),
+    # numbers no part has: a sign or a unit slipped
+    (lambda a: a["hardware"]["peak_tflops"].update(bf16=-312.0), "hardware.peak_tflops.bf16", "greater than 0"),
+    (lambda a: a["power"].update(vf_curve=[[0.0, 0.8], [0.7, 0.8], [1.0, 3.0]]), "power.vf_curve",
+     "the last point must be [1.0, 1.0]"),
+    (lambda a: a["power"].update(hbm_pj_per_byte=28000.0), "power.hbm_pj_per_byte", "less than or equal to 200"),
+    (lambda a: a["power"].update(slowdown_temp_c=-500.0), "power.slowdown_temp_c", "greater than or equal to 30"),
+    (lambda a: a["hardware"].update(clock_max_mhz=1.41, clock_min_mhz=0.21), "hardware.clock_max_mhz",
+     "greater than or equal to 100"),
+    (lambda a: a["hardware"].update(clock_min_mhz=1410.0), "hardware.clock_min_mhz", "must be below the highest"),
 ])
 def test_a_hand_edited_profile_that_cannot_be_right_is_refused(tmp_path, edit, field, expected):
     acc, _ = fit.base_accelerator("A100-80GB")
@@ -368,3 +377,21 @@ def test_a_profile_written_to_a_non_yaml_path_is_refused_before_the_fit(tmp_path
                         "A100-80GB", "-o", tmp_path / "profile.txt")
     assert code == 2 and "-o: an accelerator profile is a YAML file" in err and err.count("\n") == 1, err
     assert not (tmp_path / "profile.txt").exists()
+
+
+def test_parameters_the_measurements_say_nothing_about_are_not_reported_as_fitted(tmp_path):
+    """Matrix-multiply rows alone carry no parked, memory-bound or bytes measurement: asked
+    to fit those parameters, the fit keeps them at the base part's values with a note (the
+    priors alone used to make them look determined), and one run per parameter gets no
+    standard errors but a note that says why."""
+    kernels = pd.read_csv(DATA / "synthetic_kernels.csv", comment="#")
+    compute = _write(kernels[kernels["kind"] == "compute"], tmp_path / "gemm.csv")
+    result = fit.fit(readers.read([compute]), "A100-80GB", only=["a_parked", "a_memory", "memory_eff"])
+    p = result.parameters.set_index("name")
+    for name in ("a_parked", "a_memory", "memory_eff"):
+        assert not p.loc[name, "fitted"], name
+        assert p.loc[name, "value"] == p.loc[name, "base"], name
+        assert any(note.startswith(f"{name}: the measurements cannot tell it apart") for note in result.notes)
+    one = _write(kernels[kernels["kind"] == "compute"].head(1), tmp_path / "one.csv")
+    result = fit.fit(readers.read([one]), "A100-80GB", only=["matmul_eff_max", "a_compute"])
+    assert any("no standard errors" in note for note in result.notes), result.notes

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -52,17 +52,17 @@ class HardwareEntry(_Strict):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     vendor: str = ""
-    peak_tflops: dict[Literal["bf16", "fp16", "tf32", "fp8"], float | None]
+    peak_tflops: dict[Literal["bf16", "fp16", "tf32", "fp8"], Annotated[float, Field(gt=0)] | None]
     hbm_bw_gbs: float = Field(gt=0)
     hbm_gb: float = Field(gt=0)
-    clock_max_mhz: float = Field(gt=0)
-    clock_min_mhz: float = Field(gt=0)
+    clock_max_mhz: float = Field(ge=100, le=10_000)  # MHz: a clock in GHz would read as 1-3
+    clock_min_mhz: float = Field(ge=10, le=10_000)
     tdp_w: float = Field(gt=0)
     idle_w: float = Field(ge=0)
     scaleup_bw_gbs: float = Field(gt=0)
     scaleup_topology: Literal[SCALEUP_TOPOLOGIES]  # type: ignore[valid-type]
     compute_units: int = Field(gt=0)
-    mamf_tflops: dict[str, float | None] | None = None
+    mamf_tflops: dict[str, Annotated[float, Field(gt=0)] | None] | None = None
     memory_reserved_gb: float = Field(ge=0)
     scaleup_domain: int | None = Field(default=None, ge=1, description="accelerators in one scale-up domain")
     source: str = ""
@@ -92,10 +92,10 @@ class PowerEntry(_Strict):
 
     vf_curve: list[tuple[float, float]] = Field(min_length=2)
     activity: Activity
-    hbm_pj_per_byte: float = Field(ge=0)
+    hbm_pj_per_byte: float = Field(ge=0, le=200)  # HBM2 ~31, DDR4 ~160 pJ/B: a higher value is a unit slip
     r_air_k_per_w: float | None = Field(default=None, gt=0)
     r_liquid_k_per_w: float | None = Field(default=None, gt=0)
-    slowdown_temp_c: float
+    slowdown_temp_c: float = Field(ge=30, le=150)  # junction degC (parts: 80-100)
     # absent from a profile written before they existed: data/power.yaml's defaults apply
     leakage_share: float | None = Field(default=None, ge=0, le=1)      # of TDP
     leakage_per_k: float | None = Field(default=None, ge=0, le=0.2)    # 1/K
@@ -113,6 +113,8 @@ class PowerEntry(_Strict):
         if any(b < a for a, b in zip(vs, vs[1:], strict=False)):
             raise ValueError("voltages V/V_max must not fall as the clock rises (a higher clock needs at least "
                              "the voltage of a lower one)")
+        if points[-1][1] != 1.0:
+            raise ValueError("the voltage at f_max is V_max: the last point must be [1.0, 1.0]")
         return points
 
 
@@ -259,11 +261,12 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
         msg = "required field is missing" if err["type"] == "missing" else pydantic_message(err["msg"])
         raise DseError(msg, file=path, field=field, value=None if err["type"] == "missing" else err.get("input"),
                        has_value=err["type"] != "missing") from None
-    if p.hardware.clock_min_mhz > p.hardware.clock_max_mhz:
-        raise DseError("the lowest clock is above the highest", file=path, field="hardware.clock_min_mhz",
-                       value=p.hardware.clock_min_mhz)
+    if p.hardware.clock_min_mhz >= p.hardware.clock_max_mhz:
+        raise DseError(f"the lowest clock must be below the highest (clock_max_mhz {p.hardware.clock_max_mhz:g})",
+                       file=path, field="hardware.clock_min_mhz", value=p.hardware.clock_min_mhz)
     if p.hardware.idle_w >= p.hardware.tdp_w:
-        raise DseError("idle power must be below the TDP", file=path, field="hardware.idle_w", value=p.hardware.idle_w)
+        raise DseError(f"idle power must be below the TDP (tdp_w {p.hardware.tdp_w:g})", file=path,
+                       field="hardware.idle_w", value=p.hardware.idle_w)
     power = p.power.model_dump(exclude_none=True)  # a field left out takes data/power.yaml's default
     power["vf_curve"] = [list(pt) for pt in p.power.vf_curve]
     return Profile(name=p.name, path=Path(path), base=p.base, hardware=p.hardware.model_dump(), power=power,

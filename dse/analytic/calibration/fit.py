@@ -311,7 +311,8 @@ class _Problem:
         with np.errstate(all="ignore"):
             return forward.predict(self.accelerator(x), self.rows, t_max, share, np.where(np.isfinite(scope), scope, 1.0))
 
-    def residuals(self, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    def residuals(self, x: np.ndarray, mask: np.ndarray | None = None, *, priors: bool = True) -> np.ndarray:
+        """Log errors of the measured quantities, then (``priors``) the pull towards the base."""
         mask = self.fit_mask if mask is None else mask
         pred = self.predict(x)
         r = self.rows
@@ -323,8 +324,8 @@ class _Problem:
             with np.errstate(all="ignore"):
                 res = np.log(pred[q].to_numpy(dtype=float)[m] / meas[m])
             parts.append(np.where(np.isfinite(res), res, 10.0))
-        n = len(self.names)
-        parts.append(self.prior_w * (x[:n] - self.prior_mu))
+        if priors:
+            parts.append(self.prior_w * (x[:len(self.names)] - self.prior_mu))
         return np.concatenate(parts)
 
 
@@ -341,8 +342,10 @@ def _jacobian(f, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, scale: np.ndarra
 
 
 def _identifiable(problem: _Problem, x0, lo, hi, sc) -> list[str]:
-    """The physical parameters a rank-revealing QR of the scaled Jacobian at the start keeps."""
-    jac = _jacobian(problem.residuals, x0, lo, hi, sc) * sc
+    """The physical parameters a rank-revealing QR of the scaled Jacobian of the measured
+    quantities (not the priors, which would make every parameter look determined) at the
+    start keeps."""
+    jac = _jacobian(lambda x: problem.residuals(x, priors=False), x0, lo, hi, sc) * sc
     if jac.shape[1] == 0:
         return []
     # scipy is imported by the fit alone: `dse describe --accelerator` does without it
@@ -383,6 +386,9 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
         problem = _Problem(rows, fit_mask, kept, acc0)
         x0, lo, hi, sc = problem.start()
     res, stderr = _solve(problem, x0, lo, hi, sc)
+    if len(stderr) and not np.isfinite(stderr).all():
+        notes.append("no more measured quantities than fitted parameters: no standard errors, and the values "
+                     f"lean on {base}'s (the priors); measure more clocks, caps or workloads")
     if not res.success:
         notes.append(f"the optimiser stopped: {res.message}")
     x = res.x
