@@ -191,6 +191,10 @@ BAD_FILES = {
     "steps_unsorted.csv": ("start_time,end_time,model,num_accelerators,global_batch_size,micro_batch_size,"
                            "tensor_parallel,pipeline_parallel\n10,12,gpt-1.3b,8,64,1,1,1\n5,7,gpt-1.3b,8,64,1,1,1\n",
                            "out of time order"),
+    "ragged_row.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,0.005,1.8,99\n",
+                       "line 2: 6 fields under a header of 5"),
+    "repeated_column.csv": ("workload,kind,clock_mhz,time_s,time_s\nm,compute,1410,0.005,0.05\n",
+                            "column 'time_s' appears twice"),
     # measurements that cannot be of the part being calibrated (a unit or scope gone wrong)
     "clock_in_ghz.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1.41,0.1,40\nm,compute,1.0,0.14,35\n",
                          "clock outside A100-80GB's range"),
