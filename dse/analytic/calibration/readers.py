@@ -104,24 +104,23 @@ def _detect(path: Path) -> str:
 
 
 def _csv(path: Path) -> pd.DataFrame:
-    try:
-        # index_col=False: a row with more fields than the header is an error, not an index
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#", skipinitialspace=True,
-                         index_col=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DseError(f"cannot read CSV: {str(exc).splitlines()[0]}", file=str(path)) from None
     header = _header(path)
     names = [str(c).strip().lower().replace(" ", "_") for c in header]
     twice = sorted({c for c in names if names.count(c) > 1})
     if twice:
         raise DseError(f"column '{twice[0]}' appears twice in the header", file=str(path), field=twice[0])
-    lines = _data_lines(path, len(df))
-    for line, text in zip(lines, _data_texts(path, len(df)), strict=False):
+    texts = _data_texts(path)
+    for line, text in zip(_data_lines(path, len(texts)), texts, strict=True):
         fields = len(next(csv.reader([text])))
         if fields != len(header):
             raise DseError(f"{fields} fields under a header of {len(header)}", file=str(path), field=f"line {line}",
                            allowed="one value per header column (an empty one between two commas)")
-    df.columns = [str(c).strip().lower().replace(" ", "_") for c in df.columns]
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#", skipinitialspace=True,
+                         index_col=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DseError(f"cannot read CSV: {str(exc).splitlines()[0]}", file=str(path)) from None
+    df.columns = names
     return df
 
 
@@ -133,10 +132,10 @@ def _header(path: Path) -> list[str]:
     return []
 
 
-def _data_texts(path: Path, n: int) -> list[str]:
-    """The text of the first ``n`` data rows (comment and blank lines skipped)."""
+def _data_texts(path: Path) -> list[str]:
+    """The text of every data row (comment and blank lines and the header skipped)."""
     rows = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return rows[1:n + 1]
+    return rows[1:]
 
 
 def _unit_column(col: str) -> tuple[str, float] | None:
