@@ -97,6 +97,9 @@ def test_the_rows_profile_writes_read_back_as_a_sweep(tmp_path):
     (tmp_path / "other.csv").write_text("workload,kind,clock_mhz,time_s,energy_j\n")
     with pytest.raises(DseError, match="cannot append"):
         measure.write_rows(rows, tmp_path / "other.csv", append=True)
+    # checked before the GPU is opened and measured (here, a machine without one: the same refusal)
+    with pytest.raises(DseError, match="cannot append"):
+        measure.profile_gpu(tmp_path / "other.csv", append=True)
 
 
 @pytest.mark.skipif(NO_GPU is not None, reason=f"no GPU to measure: {NO_GPU}")

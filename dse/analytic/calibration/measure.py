@@ -112,6 +112,8 @@ def _calls(run, sync, seconds: float) -> int:
 def profile_gpu(output: Path, *, device: int = 0, seconds: float = 5.0, append: bool = False,
                 log: Callable[[str], None] = print) -> list[dict]:
     """Measure GPU ``device`` as it is set now and write the rows to ``output``."""
+    if append:
+        _check_appendable(Path(output))  # before the minutes of measuring, not after
     dev = nvml.open_device(device)
     try:
         torch = _torch()
@@ -167,11 +169,17 @@ def write_rows(rows: list[dict], path: Path, *, append: bool = False) -> Path:
     path = Path(path)
     table = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS))
     if append and path.exists() and path.stat().st_size:
-        head = path.read_text().splitlines()[0].split(",")
-        if head != list(COLUMNS):
-            raise DseError("cannot append: the file's columns are not dse profile's", file=str(path),
-                           allowed=",".join(COLUMNS))
+        _check_appendable(path)
         table.to_csv(path, mode="a", header=False, index=False, float_format="%.6g")
     else:
         table.to_csv(path, index=False, float_format="%.6g")
     return path
+
+
+def _check_appendable(path: Path) -> None:
+    """Refuse to append to a file whose columns are not :data:`COLUMNS` (an empty or new file is fine)."""
+    if path.exists() and path.stat().st_size:
+        head = path.read_text(errors="replace").splitlines()[0].split(",")
+        if head != list(COLUMNS):
+            raise DseError("cannot append: the file's columns are not dse profile's", file=str(path),
+                           allowed=",".join(COLUMNS))
