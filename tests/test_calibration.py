@@ -148,12 +148,19 @@ def test_steps_without_a_set_clock_are_pooled_per_run_whatever_the_clock_jitter(
     jitters by a few MHz, and runs at other clocks stay apart."""
     runs = training_runs(truth, clocks=(1410.0, 900.0))
     steps, samples = telemetry(runs, period_s=0.05)
+    cap_w = np.where(steps["clock_mhz"] > 1000, 300.0, 250.0)  # another cap for each run of a layout
     steps = steps.drop(columns="clock_mhz")
     jitter = np.random.default_rng(0).uniform(-5.0, 5.0, len(samples))
     samples = samples.assign(clock_mhz=samples["clock_mhz"] + jitter)
     rows = readers.read([write_steps(steps, tmp_path / "steps.csv"), write_nvidia_smi(samples, tmp_path / "smi.csv")])
     assert len(rows) == len(runs)
     np.testing.assert_allclose(rows["clock_mhz"], runs["clock_mhz"], atol=5.0)
+    # under a power cap the clock is the cap's doing: steps of one capped run stay one row
+    # even where their mean clocks differ by several percent
+    capped = steps.assign(power_cap_w=cap_w)
+    wild = samples.assign(clock_mhz=samples["clock_mhz"] * np.random.default_rng(1).uniform(0.9, 1.1, len(samples)))
+    rows = readers.read([write_steps(capped, tmp_path / "capped.csv"), write_nvidia_smi(wild, tmp_path / "wild.csv")])
+    assert len(rows) == len(runs)
 
 
 def test_the_example_files_read(tmp_path):
@@ -197,7 +204,7 @@ BAD_FILES = {
                             "column 'time_s' appears twice"),
     # measurements that cannot be of the part being calibrated (a unit or scope gone wrong)
     "clock_in_ghz.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1.41,0.1,40\nm,compute,1.0,0.14,35\n",
-                         "clock outside A100-80GB's range"),
+                         "clock far outside A100-80GB's range"),
     "power_in_mw.csv": ("workload,kind,clock_mhz,time_s,avg_power_w\nm,compute,1410,0.1,380000\n",
                         "more than 1.5 x A100-80GB's TDP"),
     "cap_in_kw.csv": ("workload,kind,power_cap_w,time_s,energy_j\nm,compute,0.3,0.1,30\n",
@@ -210,7 +217,7 @@ BAD_FILES = {
                                    "the model cannot run this training run"),
     "temperature_falls.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,40\n"
                               "m,compute,1000,0.14,250,60\nm,compute,800,0.18,200,70\n",
-                              "the temperatures do not rise with the power"),
+                              "the temperatures fall as the power rises"),
 }
 
 
@@ -348,12 +355,12 @@ def test_a_profiles_leakage_is_its_own_and_calibrate_carries_it_on(tmp_path, mon
     # numbers no part has: a sign or a unit slipped
     (lambda a: a["hardware"]["peak_tflops"].update(bf16=-312.0), "hardware.peak_tflops.bf16", "greater than 0"),
     (lambda a: a["power"].update(vf_curve=[[0.0, 0.8], [0.7, 0.8], [1.0, 3.0]]), "power.vf_curve",
-     "the last point must be [1.0, 1.0]"),
+     "the last point's voltage must be 1.0"),
     (lambda a: a["power"].update(hbm_pj_per_byte=28000.0), "power.hbm_pj_per_byte", "less than or equal to 200"),
     (lambda a: a["power"].update(slowdown_temp_c=-500.0), "power.slowdown_temp_c", "greater than or equal to 30"),
     (lambda a: a["hardware"].update(clock_max_mhz=1.41, clock_min_mhz=0.21), "hardware.clock_max_mhz",
      "greater than or equal to 100"),
-    (lambda a: a["hardware"].update(clock_min_mhz=1410.0), "hardware.clock_min_mhz", "must be below the highest"),
+    (lambda a: a["hardware"].update(clock_min_mhz=1500.0), "hardware.clock_min_mhz", "is above the highest"),
 ])
 def test_a_hand_edited_profile_that_cannot_be_right_is_refused(tmp_path, edit, field, expected):
     acc, _ = fit.base_accelerator("A100-80GB")
@@ -399,3 +406,23 @@ def test_parameters_the_measurements_say_nothing_about_are_not_reported_as_fitte
     one = _write(kernels[kernels["kind"] == "compute"].head(1), tmp_path / "one.csv")
     result = fit.fit(readers.read([one]), "A100-80GB", only=["matmul_eff_max", "a_compute"])
     assert any("no standard errors" in note for note in result.notes), result.notes
+
+
+def test_a_profile_of_a_part_without_clock_control_reads_back(tmp_path):
+    """A TPU runs at one clock (lowest = highest): a profile based on it is written and read."""
+    acc, _ = fit.base_accelerator("TPU-v5e")
+    assert acc["hardware"]["clock_min_mhz"] == acc["hardware"]["clock_max_mhz"]
+    acc["power"]["vf_curve"] = [list(p) for p in acc["power"]["vf_curve"]]
+    path = tmp_path / "my-tpu.yaml"
+    profiles.dump({"format": profiles.FORMAT, "version": 1, "name": "my-tpu", **acc}, path)
+    assert profiles.load(path).hardware["clock_max_mhz"] == acc["hardware"]["clock_max_mhz"]
+
+
+def test_a_counter_over_several_gpus_of_unknown_scope_is_fitted_not_refused():
+    """An empty gpus cell means the counter's scope is unknown and fitted: the Perseus stage
+    sweep with its energy read over four GPUs (about 1.9 kW) is taken, and its scope found."""
+    rows = readers.read([DATA / "perseus_a100_stage.csv"])
+    assert not np.isfinite(rows["gpus"]).any()
+    one = fit.fit(rows, "A100-80GB").workloads["scope"].iloc[0]
+    four = fit.fit(rows.assign(energy_j=rows["energy_j"] * 4), "A100-80GB").workloads["scope"].iloc[0]
+    assert four == pytest.approx(4 * one, rel=0.05)

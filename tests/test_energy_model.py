@@ -274,6 +274,15 @@ def test_a_checkpoint_writes_the_training_state_once_whatever_the_layout():
     np.testing.assert_allclose(per_checkpoint_s, per_checkpoint_s[0], rtol=1e-12)
     # (the memory count leaves out the final norm's few thousand parameters)
     np.testing.assert_allclose(per_checkpoint_s, 14.0 * r["parameters"] / (aggregate_gbs * 1e9), rtol=1e-5)
+    # a mixture of experts (expert weights shared over the expert-data-parallel ranks) and
+    # context parallelism (copies across its ranks too): the same rule
+    m = _evaluate(accelerator="H100-SXM", model="qwen3-30b-a3b", num_accelerators=64, global_batch_size=256,
+                  micro_batch_size=1, tensor_parallel=[1, 2, 1], context_parallel=[1, 1, 2],
+                  expert_parallel=[8, 4, 16], zero_stage=[1, 3, 1], checkpoint_write_gbs=aggregate_gbs / 64,
+                  checkpoint_interval_s=3600.0, failures_per_accelerator_hour=0.0)
+    assert m["feasible"].all(), m["reason"].tolist()
+    per_checkpoint_s = m["checkpoint_time_s"] / ((m["time_to_train_s"] - m["checkpoint_time_s"]) / 3600.0)
+    np.testing.assert_allclose(per_checkpoint_s, 14.0 * m["parameters"] / (aggregate_gbs * 1e9), rtol=1e-3)
 
 
 def _swing_case(**extra) -> pd.DataFrame:

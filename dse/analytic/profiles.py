@@ -114,7 +114,7 @@ class PowerEntry(_Strict):
             raise ValueError("voltages V/V_max must not fall as the clock rises (a higher clock needs at least "
                              "the voltage of a lower one)")
         if points[-1][1] != 1.0:
-            raise ValueError("the voltage at f_max is V_max: the last point must be [1.0, 1.0]")
+            raise ValueError("the voltage at f_max is V_max: the last point's voltage must be 1.0")
         return points
 
 
@@ -261,8 +261,8 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
         msg = "required field is missing" if err["type"] == "missing" else pydantic_message(err["msg"])
         raise DseError(msg, file=path, field=field, value=None if err["type"] == "missing" else err.get("input"),
                        has_value=err["type"] != "missing") from None
-    if p.hardware.clock_min_mhz >= p.hardware.clock_max_mhz:
-        raise DseError(f"the lowest clock must be below the highest (clock_max_mhz {p.hardware.clock_max_mhz:g})",
+    if p.hardware.clock_min_mhz > p.hardware.clock_max_mhz:  # equal: a part without clock control (TPUs)
+        raise DseError(f"the lowest clock is above the highest (clock_max_mhz {p.hardware.clock_max_mhz:g})",
                        file=path, field="hardware.clock_min_mhz", value=p.hardware.clock_min_mhz)
     if p.hardware.idle_w >= p.hardware.tdp_w:
         raise DseError(f"idle power must be below the TDP (tdp_w {p.hardware.tdp_w:g})", file=path,

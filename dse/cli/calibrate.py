@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
 from dse.errors import DseError
 
@@ -27,9 +28,9 @@ def _pct(v) -> str:
 def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: list[str], only: list[str] | None,
               fix: list[str], cooling: str, name: str | None, command: str, console: Console) -> fit.FitResult:
     """Read, fit, print the tables and write the profile."""
-    if output.suffix.lower() not in (".yaml", ".yml"):  # a study names a profile by its .yaml path
+    if not profiles.is_path(output):  # a study names a profile by its .yaml path
         raise DseError("an accelerator profile is a YAML file", field="-o", value=str(output),
-                       allowed="a path ending in .yaml or .yml")
+                       allowed=f"a path ending in {' or '.join(profiles.SUFFIXES)}")
     rows = readers.read(files)
     result = fit.fit(rows, accelerator, holdout=holdout, only=only, fix=fix, cooling=cooling)
     kinds = ", ".join(f"{k} {n}" for k, n in rows["kind"].value_counts().items())

@@ -395,6 +395,10 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
     acc = problem.accelerator(x)
     params = _parameter_table(acc0, acc, names, kept, x, lo, hi, stderr)
     thermal = _thermal(rows, fit_mask, cooling)
+    if thermal is not None and thermal["r_k_per_w"] is None:  # temperatures within noise of flat
+        notes.append(f"thermal: the temperatures do not rise with the power ({thermal['slope_k_per_w']:.2g} K/W "
+                     f"over {thermal['rows']} rows, within noise of flat); {base}'s thermal resistance kept")
+        thermal = None
     if thermal is not None:
         acc["power"][f"r_{cooling}_k_per_w"] = thermal["r_k_per_w"]
     files = list(dict.fromkeys(rows["file"]))
@@ -407,6 +411,11 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
 
 #: a measured power per accelerator above this many TDPs is taken for a wrong unit or scope
 POWER_OVER_TDP = 1.5
+#: GPUs a counter of unknown scope may cover at most (a node's) before it is taken for a wrong unit
+NODE_GPUS = 8
+#: clocks below / above these multiples of the part's lowest / highest clock are taken for a
+#: wrong unit (several catalog clock ranges are estimates, so only a gross slip is refused)
+CLOCK_SLACK = (0.5, 1.5)
 
 
 def _check_against_base(rows: pd.DataFrame, acc: dict, base: str) -> None:
@@ -425,29 +434,36 @@ def _check_against_base(rows: pd.DataFrame, acc: dict, base: str) -> None:
         raise DseError(message, file=str(rows["file"].iloc[i]), field=f"line {rows['line'].iloc[i]}, column {column}",
                        value=float(f"{v:.4g}") if isinstance(v, float | np.floating) else str(v), allowed=allowed)
 
-    prof = profiles.find(base) if base not in hardware.catalog() else None
-    names = {base} | ({str(prof.base)} if prof is not None and prof.base else set())
+    names, part = {base}, base
+    for _ in range(16):  # a profile's base may itself be a profile: every name up to the catalog part
+        prof = profiles.find(part) if part not in hardware.catalog() else None
+        if prof is None or not prof.base:
+            break
+        names |= {prof.name, str(prof.base)}
+        part = str(prof.base)
     label = rows["accelerator"].fillna("").astype(str).to_numpy() if "accelerator" in rows else np.full(len(rows), "")
     other = np.array([bool(x) and (hardware.canonical_accelerator(x) or x) not in names for x in label])
     if other.any():
         refuse(other, f"measured on another accelerator than the one calibrated ({base})", "accelerator",
                label, f"rows of {base} only (calibrate each part on its own measurements)")
     clock = rows["clock_mhz"].to_numpy(dtype=float)
-    outside = np.isfinite(clock) & ((clock < 0.99 * f_min) | (clock > 1.01 * f_max))
+    outside = np.isfinite(clock) & ((clock < CLOCK_SLACK[0] * f_min) | (clock > CLOCK_SLACK[1] * f_max))
     if outside.any():
-        refuse(outside, f"clock outside {base}'s range", "clock_mhz", clock,
-               f"{f_min:g} to {f_max:g} MHz (a clock in GHz goes in a clock_ghz column)")
-    gpus = np.where(np.isfinite(rows["gpus"].to_numpy(dtype=float)), rows["gpus"].to_numpy(dtype=float), 1.0)
+        refuse(outside, f"clock far outside {base}'s range ({f_min:g} to {f_max:g} MHz)", "clock_mhz", clock,
+               f"{CLOCK_SLACK[0] * f_min:g} to {CLOCK_SLACK[1] * f_max:g} MHz (a clock in GHz goes in a "
+               "clock_ghz column)")
+    gpus = rows["gpus"].to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         energy_w = rows["energy_j"].to_numpy(dtype=float) / rows["time_s"].to_numpy(dtype=float)
     given = rows["power_w"].to_numpy(dtype=float)
-    per_gpu = np.where(np.isfinite(given), given, energy_w) / gpus
+    # a counter of unknown scope (an empty gpus cell) is fitted; it may cover a node
+    per_gpu = np.where(np.isfinite(given), given, energy_w) / np.where(np.isfinite(gpus), gpus, NODE_GPUS)
     high = np.isfinite(per_gpu) & (per_gpu > POWER_OVER_TDP * tdp)
     if high.any():
         refuse(high, f"power per accelerator (W) more than {POWER_OVER_TDP:g} x {base}'s TDP ({tdp:g} W)",
                "power or energy", per_gpu,
-               "power per accelerator in W or kW (avg_power_w, avg_power_kw); a node's or a job's power "
-               "needs its GPU count (gpus)")
+               "power per accelerator in W or kW; in a sweep, a counter over several GPUs says how many in its "
+               "gpus column (empty: the fit estimates it)")
     cap = rows["power_cap_w"].to_numpy(dtype=float)
     low = np.isfinite(cap) & (cap < idle)
     if low.any():
@@ -559,15 +575,17 @@ def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | N
         raise DseError("temperatures at one power only cannot separate the inlet from the thermal resistance",
                        field="temp_c", allowed="temperatures at two or more power levels, or an inlet_c column")
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
-    if not coef[0] > 1e-6:  # a flat or falling temperature: no resistance to report (1e-6 K/W)
-        raise DseError(f"the temperatures do not rise with the power (fitted thermal resistance "
-                       f"{coef[0]:.3g} K/W over {int(m.sum())} rows)", field="temp_c",
-                       file=", ".join(dict.fromkeys(rows["file"][m].astype(str))),
-                       allowed="junction temperatures in degC that rise with the power, or no temp_c column")
     resid = y - a @ coef
     dof = len(y) - a.shape[1]
     s2 = float(resid @ resid / dof) if dof > 0 else np.nan
     cov = np.linalg.pinv(a.T @ a) * s2
+    if not coef[0] > 1e-6:  # flat or falling: no resistance to report
+        if coef[0] < -2 * np.sqrt(max(cov[0, 0], 0)):  # clearly falling: not junction temperatures in degC
+            raise DseError(f"the temperatures fall as the power rises (fitted thermal resistance {coef[0]:.3g} "
+                           f"K/W over {int(m.sum())} rows)", field="temp_c",
+                           file=", ".join(dict.fromkeys(rows["file"][m].astype(str))),
+                           allowed="junction temperatures in degC that rise with the power, or no temp_c column")
+        return {"r_k_per_w": None, "rows": int(m.sum()), "slope_k_per_w": float(coef[0])}
     return {"r_k_per_w": float(coef[0]), "r_stderr": float(np.sqrt(max(cov[0, 0], 0))), "cooling": cooling,
             "inlet_c": None if known else float(coef[1]), "rows": int(m.sum()),
             "rms_c": float(np.sqrt(np.mean(resid ** 2)))}

@@ -168,8 +168,9 @@ def write_rows(rows: list[dict], path: Path, *, append: bool = False) -> Path:
     rows (which must have the same columns)."""
     path = Path(path)
     table = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS))
-    if append and path.exists() and path.stat().st_size:
+    if append:
         _check_appendable(path)
+    if append and path.exists() and path.stat().st_size:
         table.to_csv(path, mode="a", header=False, index=False, float_format="%.6g")
     else:
         table.to_csv(path, index=False, float_format="%.6g")

@@ -24,7 +24,6 @@ column, the value and what is allowed.
 
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
 
@@ -51,7 +50,7 @@ NUMERIC = ("clock_mhz", "power_cap_w", "time_s", "energy_j", "power_w", "gpus", 
            "gemm_m", "gemm_n", "gemm_k", "temp_c", "inlet_c")
 TEXT = ("file", "line", "workload", "kind", "precision")
 #: columns of the sweep format besides the quantities of :data:`UNITS`
-SWEEP_COLUMNS = ("workload", "kind", "gpus", "flops", "bytes", "gemm_m", "gemm_n", "gemm_k", "precision",
+SWEEP_COLUMNS = ("workload", "kind", "accelerator", "gpus", "flops", "bytes", "gemm_m", "gemm_n", "gemm_k", "precision",
                  "source", "citation", "notes", "id")
 PER_ROW = ("time_s", "energy_j", "power_w")
 
@@ -104,38 +103,25 @@ def _detect(path: Path) -> str:
 
 
 def _csv(path: Path) -> pd.DataFrame:
-    header = _header(path)
-    names = [str(c).strip().lower().replace(" ", "_") for c in header]
+    try:
+        # header=None: the header is the first row, so a row with more fields than it is a
+        # parser error naming its line (not a shifted row under an inferred index column)
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#", skipinitialspace=True,
+                          header=None, encoding="utf-8-sig")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+        if ragged:
+            header, line, fields = ragged.groups()
+            raise DseError(f"{fields} fields under a header of {header}", file=str(path), field=f"line {line}",
+                           allowed="one value per header column (an empty one between two commas)") from None
+        raise DseError(f"cannot read CSV: {str(exc).splitlines()[0]}", file=str(path)) from None
+    names = [str(c).strip().lower().replace(" ", "_") for c in raw.iloc[0]]
     twice = sorted({c for c in names if names.count(c) > 1})
     if twice:
         raise DseError(f"column '{twice[0]}' appears twice in the header", file=str(path), field=twice[0])
-    texts = _data_texts(path)
-    for line, text in zip(_data_lines(path, len(texts)), texts, strict=True):
-        fields = len(next(csv.reader([text])))
-        if fields != len(header):
-            raise DseError(f"{fields} fields under a header of {len(header)}", file=str(path), field=f"line {line}",
-                           allowed="one value per header column (an empty one between two commas)")
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#", skipinitialspace=True,
-                         index_col=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DseError(f"cannot read CSV: {str(exc).splitlines()[0]}", file=str(path)) from None
+    df = raw.iloc[1:].reset_index(drop=True)
     df.columns = names
     return df
-
-
-def _header(path: Path) -> list[str]:
-    """The header's columns, as written (pandas renames a repeated one ``name.1``)."""
-    for ln in path.read_text(errors="replace").splitlines():
-        if ln.strip() and not ln.lstrip().startswith("#"):
-            return next(csv.reader([ln]))
-    return []
-
-
-def _data_texts(path: Path) -> list[str]:
-    """The text of every data row (comment and blank lines and the header skipped)."""
-    rows = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return rows[1:]
 
 
 def _unit_column(col: str) -> tuple[str, float] | None:
@@ -192,6 +178,8 @@ def _from_sweep(path: Path) -> pd.DataFrame:
             out[target] = validation.numbers(df, col, file, col.rsplit("_", 1)[-1]) * factor
         elif col in ("gpus", "flops", "bytes", "gemm_m", "gemm_n", "gemm_k"):
             out[col] = validation.numbers(df, col, file)
+        elif col == "accelerator":  # which part the rows were measured on (checked against --accelerator)
+            out[col] = df[col].astype(str).str.strip().to_numpy(dtype=object)
         elif col in ("workload", "kind", "precision"):
             vals = df[col].astype(str).str.strip().to_numpy(dtype=object)
             if col == "precision":
@@ -384,7 +372,9 @@ def _pool(t: pd.DataFrame, set_clock: np.ndarray) -> pd.DataFrame:
     fixed = t["config"].map(lambda c: tuple(sorted((k, str(v)) for k, v in c.items() if k != "clock_mhz")))
     fixed = fixed + pd.Series(set_clock, index=t.index).astype(str).map(lambda s: (s,)) \
         + t["power_cap_w"].astype(str).map(lambda s: (s,))
-    measured = t["clock_mhz"].to_numpy(dtype=float)
+    # under a power cap without a set clock the clock is the cap's doing and varies with it
+    free = np.isfinite(t["power_cap_w"].to_numpy(dtype=float)) & ~np.isfinite(np.asarray(set_clock, dtype=float))
+    measured = np.where(free, np.nan, t["clock_mhz"].to_numpy(dtype=float))
     group, key, last = -1, [], None
     for k, c in zip(fixed, measured, strict=True):
         if last is None or k != last[0] or (np.isfinite(c) and np.isfinite(last[1])
