@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -209,6 +210,95 @@ def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes)
     assert "runs dse 0.1.0 with evaluator versioned_eval:Versioned 2.0, but this client runs dse 0.1.0 with 1.0" \
         in proc.stderr
     assert rows_on_disk(out) == 0
+
+
+def test_a_worker_whose_python_cannot_import_dse_is_named_in_one_line(tmp_path, processes):
+    """The worker's Python finds a dse that cannot be imported (here a stand-in that raises
+    as a missing package does): one line naming the worker and what to install, exit 2."""
+    shadow = tmp_path / "shadow" / "dse"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'dse\'", name="dse")\n')
+    processes.start_scheduler()
+    processes.start_worker("w1", env={"PYTHONPATH": str(tmp_path / "shadow")})
+    processes.wait_for(1)
+    out = tmp_path / "run"
+    proc = run_cli("run", str(_study(tmp_path, out, execution=_profile(processes))), "--quiet")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot run dse" in proc.stderr and "install dse" in proc.stderr, proc.stderr
+    assert rows_on_disk(out) == 0
+
+
+@pytest.mark.parametrize("answer", [None, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"],
+                         ids=["silent", "http"])
+def test_an_address_that_is_not_a_dask_scheduler_ends_in_one_line(tmp_path, answer):
+    """A port that accepts the connection but never answers the handshake (a dashboard port
+    gone quiet) or answers in HTTP: one line and exit 2 within the grace period, no hang and
+    no traceback."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if answer:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        out = tmp_path / "run"
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        profile = tmp_path / "there.yaml"
+        profile.write_text(f"scheduler: {address}\ngrace_s: 2\nstart_timeout_s: 5\n")
+        start = time.monotonic()
+        proc = run_cli("run", str(_study(tmp_path, out, execution={"profile": str(profile)})), "--quiet")
+        assert time.monotonic() - start < 40
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\nerror") + proc.stderr.startswith("error") == 1, proc.stderr
+        assert address in proc.stderr, proc.stderr
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.mark.skipif(missing("dask_jobqueue"), reason="needs dask-jobqueue: pip install 'dse[cluster]'")
+def test_a_job_the_batch_system_refuses_ends_the_run_with_its_message(tmp_path):
+    """``sbatch`` refuses the job (here a stand-in on PATH that answers as SLURM does to a
+    malformed walltime): one line quoting it, exit 2, long before the start timeout."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: Invalid --time specification' >&2\nexit 1\n")
+    sbatch.chmod(0o755)
+    profile = tmp_path / "slurm.yaml"
+    profile.write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 1, memory: 1GB, walltime: 2 hours}\n"
+                       "scale: {jobs: 1}\nstart_timeout_s: 120\n")
+    out = tmp_path / "run"
+    start = time.monotonic()
+    proc = run_cli("run", str(_study(tmp_path, out, execution={"profile": str(profile)})), "--quiet",
+                   env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert time.monotonic() - start < 60
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "the batch system refused a job of dask_jobqueue.SLURMCluster: sbatch: error: Invalid --time " \
+           "specification" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") <= 2, proc.stderr
+
+
+def test_a_scheduler_file_that_never_appears_ends_after_the_start_timeout(tmp_path):
+    out = tmp_path / "run"
+    profile = tmp_path / "later.yaml"
+    profile.write_text(f"scheduler_file: {tmp_path / 'not-yet.json'}\ngrace_s: 2\nstart_timeout_s: 2\n")
+    proc = run_cli("run", str(_study(tmp_path, out, execution={"profile": str(profile)})))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "waiting for the scheduler file" in proc.stdout + proc.stderr
+    assert f"no scheduler file at {tmp_path / 'not-yet.json'} after 2 s" in proc.stderr, proc.stderr
 
 
 def test_a_worker_checks_the_dse_version_it_was_sent():

@@ -32,12 +32,15 @@ from dse.execution.base import (
     worker_versions,
 )
 from dse.execution.candidates import Candidates, count, part
-from dse.execution.deploy import install_hint, missing, start_cluster
+from dse.execution.deploy import SubmissionErrors, install_hint, missing, start_cluster
 from dse.execution.plan import ExecutionPlan
 from dse.study import EvaluatorSpec
 
 #: seconds between looks at the scheduler while waiting for chunks
 POLL_S = 0.5
+#: seconds a connection may take beyond the grace period before it is given up (distributed's
+#: own timeout, the grace period, ends a plain unreachable address first)
+CONNECT_SLACK_S = 5.0
 
 
 def free_port(port: int) -> bool:
@@ -85,6 +88,7 @@ class DaskExecutor(Executor):
         self.cluster = None
         self.dashboard_link: str | None = None
         self._trouble: tuple[float, str] | None = None
+        self._submissions: SubmissionErrors | None = None
         self._last_look = 0.0
 
     @property
@@ -125,22 +129,71 @@ class DaskExecutor(Executor):
                     memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
                     scheduler_kwargs={"dashboard": dashboard})  # an HTTP server on a free port even without one
         elif p.kind == "cluster":
+            self._submissions = SubmissionErrors().__enter__()  # until __exit__
             self.cluster = start_cluster(p)
-        try:
-            if self.cluster is not None:
-                self.client = Client(self.cluster, timeout=timeout, set_as_default=False)
-            elif p.scheduler_file:
-                self.client = Client(scheduler_file=p.scheduler_file, timeout=timeout, set_as_default=False)
-            else:
-                self.client = Client(p.scheduler, timeout=timeout, set_as_default=False)
-        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        if self.cluster is not None:
+            self.client = self._client(lambda: Client(self.cluster, timeout=timeout, set_as_default=False))
+        elif p.scheduler_file:
+            self._wait_for_scheduler_file()
+            self.client = self._client(lambda: Client(scheduler_file=p.scheduler_file, timeout=timeout,
+                                                      set_as_default=False))
+        else:
+            self.client = self._client(lambda: Client(p.scheduler, timeout=timeout, set_as_default=False))
+
+    def _client(self, connect: Callable[[], Any]):
+        """``connect()`` within the grace period: distributed bounds the TCP connection but not
+        the handshake, which a port that is not a scheduler's (its dashboard's) never answers,
+        and an HTTP reply is read as a message of exabytes; both end as one message here."""
+        p, box = self.plan, {}
+
+        def attempt() -> None:
+            try:
+                box["client"] = connect()
+            except BaseException as exc:  # noqa: BLE001 - reported below, in the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=attempt, name="dse-connect", daemon=True)
+        thread.start()
+        thread.join(p.grace_s + CONNECT_SLACK_S)
+        hint = " (is it the dashboard's port? the scheduler's is 8786 by default)" if str(p.scheduler).endswith(
+            ":8787") else ""
+        if thread.is_alive():
+            raise ClusterLost(f"{self.where} did not answer as a dask scheduler within {p.grace_s:g} s "
+                              f"(execution.grace_s){hint}")
+        if "error" in box:
+            exc = box["error"]
+            if isinstance(exc, KeyboardInterrupt):
+                raise exc
             raise ClusterLost(f"cannot reach {self.where} within {p.grace_s:g} s (execution.grace_s): "
-                              f"{type(exc).__name__}: {exc}") from None
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}") from None
+        return box["client"]
+
+    def _wait_for_scheduler_file(self) -> None:
+        """Until the scheduler file exists (a batch job may not have started its scheduler yet),
+        at most ``execution.start_timeout_s``."""
+        from pathlib import Path
+
+        path, p = Path(self.plan.scheduler_file), self.plan
+        deadline = time.monotonic() + p.start_timeout_s
+        told = False
+        while not path.is_file():
+            if time.monotonic() > deadline:
+                raise ClusterLost(f"no scheduler file at {path} after {p.start_timeout_s:g} s "
+                                  "(execution.start_timeout_s): is the scheduler started, and writing there?")
+            if not told:
+                self.notify(f"waiting for the scheduler file {path} (up to {p.start_timeout_s:g} s, "
+                            "execution.start_timeout_s)")
+                told = True
+            time.sleep(POLL_S)
 
     def _wait_for_workers(self) -> None:
         deadline = time.monotonic() + self.plan.start_timeout_s
         told = False
         while self._n_workers() == 0:
+            refused = self._submissions.first if self._submissions is not None else None
+            if refused:
+                raise ClusterLost(f"the batch system refused a job of {self.plan.cluster}: {refused} "
+                                  f"(the job's options: {self.plan.profile or 'the profile'})")
             if time.monotonic() > deadline:
                 raise ClusterLost(f"no dask worker joined {self.where} within {self.plan.start_timeout_s:g} s "
                                   "(execution.start_timeout_s)")
@@ -153,7 +206,12 @@ class DaskExecutor(Executor):
     def check_versions(self) -> None:
         """Every worker there is runs the client's dse and evaluator versions (a worker that
         joins later is checked with its first chunk)."""
-        for address, found in self.client.run(worker_versions, self.ref).items():
+        for address, found in self.client.run(worker_versions, self.ref, on_error="return").items():
+            if isinstance(found, BaseException):  # e.g. the worker's Python cannot import dse at all
+                missing_dse = isinstance(found, ImportError) or "No module named 'dse'" in str(found)
+                raise WorkerMismatch(
+                    f"dask worker {address} cannot run dse: {type(found).__name__}: {found}"
+                    + (": install dse (the client's version) in the Python the workers run" if missing_dse else ""))
             if (found["dse"], found["evaluator"]) != (self.ref.dse_version, self.ref.evaluator_version):
                 raise WorkerMismatch(
                     f"dask worker {address} on {found['host']} runs dse {found['dse']} with evaluator "
@@ -179,8 +237,14 @@ class DaskExecutor(Executor):
                 pass
             self.client = None
         if self.cluster is not None:
-            self.cluster.close()
+            try:
+                self.cluster.close()
+            except Exception:  # noqa: BLE001 - a cluster whose jobs never started cannot close cleanly
+                pass
             self.cluster = None
+        if self._submissions is not None:
+            self._submissions.__exit__()
+            self._submissions = None
 
     # -- the cluster's health ------------------------------------------------------------
     def _n_workers(self) -> int:

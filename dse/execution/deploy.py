@@ -181,6 +181,44 @@ def start_cluster(plan: Any) -> Any:
     return cluster
 
 
+class SubmissionErrors:
+    """While active, the errors a dask-jobqueue cluster logs when its batch system refuses a
+    job (``sbatch``/``qsub`` exits non-zero: the job is submitted in the cluster's event loop,
+    and the error would otherwise be three tracebacks and a wait for workers that never
+    come). Such records are kept (``first``: the batch system's own message) and not printed."""
+
+    LOGGERS = ("tornado.application", "asyncio", "distributed.deploy.spec", "distributed", "dask_jobqueue")
+    MARK = "Command exited with non-zero exit code"
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+
+    def filter(self, record) -> bool:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\n" + str(record.exc_info[1])
+        if self.MARK not in text:
+            return True
+        if self.first is None:
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            said = [ln for ln in lines if "error" in ln.lower() and self.MARK not in ln]
+            self.first = (said or lines)[-1]
+        return False
+
+    def __enter__(self) -> SubmissionErrors:
+        import logging
+
+        for name in self.LOGGERS:
+            logging.getLogger(name).addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import logging
+
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+
 #: KubeCluster's keyword arguments that shape its DaskCluster resource, and their dask config keys
 _KUBE = {"image": "image", "n_workers": "count.start", "resources": "resources", "env": "env",
          "worker_command": "worker-command", "scheduler_service_type": "scheduler-service-type",
