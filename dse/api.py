@@ -48,5 +48,16 @@ def resume(results_dir: str | Path, *, workers: int | None = None, scheduler: st
            dashboard: bool | None = None, progress: ProgressSink | None = None) -> RunResult:
     """Continue an interrupted run: nothing already stored is evaluated again."""
     stored = open_results(results_dir)  # the integrity check every reading command makes
-    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    p = plan(stored_study(stored), workers=workers, scheduler=scheduler, dashboard=dashboard)
     return Runner(p, Path(results_dir), progress=progress).resume()
+
+
+def stored_study(stored: Results) -> Study:
+    """The study of a results folder (its copy), with the cluster profile the run used: the
+    copy names it as the study did (``profile: mycluster``, found beside the study), and the
+    run recorded the file it found (meta.json ``profile_path``)."""
+    study = _load_schema(stored.store.study_file)
+    used = stored.store.meta.get("profile_path")
+    if study.execution.profile and used and Path(used).is_file():
+        study = study.model_copy(update={"execution": study.execution.model_copy(update={"profile": used})})
+    return study

@@ -112,6 +112,7 @@ class Runner:
             self.output_dir, study_text=self.study.to_yaml(), study_name=self.study.name,
             evaluator=self.evaluator.name, evaluator_version=self.evaluator.version, overwrite=overwrite,
             owned_files=tuple(driver.owned_files),
+            profile_path=str(Path(self.plan.execution.profile).resolve()) if self.plan.execution.profile else None,
         )
         return self._run(store, driver)
 
@@ -171,7 +172,7 @@ class Runner:
                 closing.join()
         if lost is not None:
             raise DseError(f"{lost}; {run.front.evaluations} evaluations are stored in {store.path}: "
-                           f"continue with `dse resume {store.path}`") from None
+                           f"continue with `{resume_command(store.path, self.plan.execution)}`") from None
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
                                              "failed": f.failed}, f.summary(), run.history, interrupted,
@@ -368,3 +369,10 @@ def check_output(study: Study, output: str | Path | None = None, *, overwrite: b
         raise StudyError(exc.message, file=study.source_path or None,
                          field="output.path" if study.output.path else "name (results/<name>)") from None
     return path
+
+
+def resume_command(path, execution) -> str:
+    """The command that continues a run in ``path`` where it ran: a scheduler given on the
+    command line is not in the study, so the command names it (without it, resume would run
+    on a local cluster)."""
+    return f"dse resume {path}" + (f" --scheduler {execution.scheduler}" if execution.scheduler else "")

@@ -147,7 +147,37 @@ def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
     assert (out / "pareto.nc").exists()  # the partial front is written too
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
+    assert "evaluating: in this process" in done.stderr, done.stderr
     assert log_rows(out)["key"].is_unique
+
+
+def test_the_resume_hint_names_a_scheduler_given_on_the_command_line():
+    """A scheduler given with --scheduler is not in the study: without it in the hint,
+    `dse resume` would run on a local cluster."""
+    from dse.execution.plan import ExecutionPlan
+    from dse.runner import resume_command
+
+    assert resume_command("results/x", ExecutionPlan(workers=2)) == "dse resume results/x"
+    assert (resume_command("results/x", ExecutionPlan(workers=0, scheduler="tcp://head:8786"))
+            == "dse resume results/x --scheduler tcp://head:8786")
+
+
+def test_resume_finds_the_cluster_profile_the_run_found_beside_its_study(tmp_path):
+    """A project keeps studies/ and workers/ side by side and names a profile by name; the
+    results folder's copy of the study is elsewhere, so resume uses the file the run found."""
+    project = tmp_path / "project"
+    (project / "workers").mkdir(parents=True)
+    (project / "workers" / "mysched.yaml").write_text("workers: 0\n")
+    (project / "studies").mkdir()
+    out = tmp_path / "out"
+    study = _study(project / "studies", "random", out, 0.0)
+    data = yaml.safe_load(study.read_text())
+    data["execution"] = {"profile": "mysched", "chunk_size": 5}
+    study.write_text(yaml.safe_dump(data))
+    assert run_cli("run", str(study), "--quiet").returncode == 0
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "meta.json").read_text())["profile_path"] == str(project / "workers" / "mysched.yaml")
 
 
 def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_path):

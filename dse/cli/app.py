@@ -201,12 +201,12 @@ def resume(
     dashboard: DashboardOpt = None,
 ) -> None:
     """Continue an interrupted run where it stopped: nothing is evaluated twice."""
-    from dse.api import plan
+    from dse.api import plan, stored_study
     from dse.results import open_results
     from dse.runner import Runner
 
     stored = open_results(results)
-    p = plan(stored.store.study_file, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    p = plan(stored_study(stored), workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
     runner = Runner(p, results, progress=_progress(quiet))
     stored.store.check_unlocked()  # another dse writing there: say so before "resuming"
@@ -216,7 +216,7 @@ def resume(
                   "to evaluate; its datasets are checked and written again where needed")
     else:
         err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
-                  f"{state.get('batch', 0)} batches done")
+                  f"{state.get('batch', 0)} batches done; evaluating: {p.execution.describe()}")
     _finish(runner.resume(), p)
 
 
@@ -232,13 +232,14 @@ def _quiet_libraries(plan) -> None:
 def _finish(result, plan) -> None:
     """Draw the front, print it, and end with the right exit code."""
     from dse.outputs.plot import plot_results
+    from dse.runner import resume_command
 
     n = result.counts.get("evaluations", 0)
     if len(result.front):
         plot_results(result.output_dir)
     if result.interrupted:
         err.print(f"[yellow]interrupted[/yellow]: {n} evaluations are kept in "
-                  f"{result.output_dir}. Continue with: [bold]dse resume {result.output_dir}[/bold]")
+                  f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
         raise typer.Exit(130)
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({c} candidates)" for r, c in result.ruled_out[:5]) or "no evaluations"
