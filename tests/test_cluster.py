@@ -270,15 +270,16 @@ def test_an_address_that_is_not_a_dask_scheduler_ends_in_one_line(tmp_path, answ
 
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="needs dask-jobqueue: pip install 'dse[cluster]'")
 def test_a_job_the_batch_system_refuses_ends_the_run_with_its_message(tmp_path):
-    """``sbatch`` refuses the job (here a stand-in on PATH that answers as SLURM does to a
-    malformed walltime): one line quoting it, exit 2, long before the start timeout."""
+    """``sbatch`` refuses the job (here a stand-in on PATH that answers as SLURM does to an
+    account it does not know): one line quoting it, exit 2, long before the start timeout."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     sbatch = bin_dir / "sbatch"
-    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: Invalid --time specification' >&2\nexit 1\n")
+    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: Invalid account or account/partition combination "
+                      "specified' >&2\nexit 1\n")
     sbatch.chmod(0o755)
     profile = tmp_path / "slurm.yaml"
-    profile.write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 1, memory: 1GB, walltime: 2 hours}\n"
+    profile.write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 1, memory: 1GB, account: nobody}\n"
                        "scale: {jobs: 1}\nstart_timeout_s: 120\n")
     out = tmp_path / "run"
     start = time.monotonic()
@@ -286,8 +287,8 @@ def test_a_job_the_batch_system_refuses_ends_the_run_with_its_message(tmp_path):
                    env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert time.monotonic() - start < 60
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "the batch system refused a job of dask_jobqueue.SLURMCluster: sbatch: error: Invalid --time " \
-           "specification" in proc.stderr, proc.stderr
+    assert "the batch system refused a job of dask_jobqueue.SLURMCluster: sbatch: error: Invalid account or " \
+           "account/partition combination specified" in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") <= 2, proc.stderr
 
 

@@ -98,8 +98,16 @@ def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
 @pytest.mark.parametrize("options,expected", [
     ("{cores: eight, memory: 32GB}", "options.cores: expected a whole number of at least 1 (got 'eight')"),
-    ("{cores: 8, memory: lots}", "options.memory: expected a size such as '32GB' (got 'lots')"),
-    ("{cores: 8, memory: [32GB]}", "options.memory: expected a size such as '32GB' (got ['32GB'])"),
+    ("{cores: 8, memory: lots}", "options.memory: expected a size with its unit, such as '32GB' (got 'lots')"),
+    ("{cores: 8, memory: [32GB]}", "options.memory: expected a size with its unit, such as '32GB' (got ['32GB'])"),
+    # what dask-jobqueue would pass on to a broken job: 32000 bytes is '--mem=32K', a string
+    # prologue is one character per line, '2 hours' is refused by sbatch only at run time
+    ("{cores: 8, memory: 32000}", "options.memory: expected a size with its unit, such as '32GB' (got 32000)"),
+    ("{cores: 8, memory: 8GB, walltime: 2 hours}", "options.walltime: expected a walltime such as '02:00:00'"),
+    ("{cores: 8, memory: 8GB, walltime: '25:99:00'}", "options.walltime: expected a walltime such as '02:00:00'"),
+    ("{cores: 8, memory: 8GB, walltime: 7200}", "options.walltime: expected a walltime such as '02:00:00'"),
+    ("{cores: 8, memory: 8GB, job_script_prologue: source x}",
+     "options.job_script_prologue: expected a list of shell lines"),
     ("{cores: 2, processes: 4, memory: 8GB}", "options.processes: 4 worker processes per job on 2 cores leave a "
                                               "worker without a thread (got 4); allowed: 1 to 2 (cores)"),
 ])
@@ -107,7 +115,7 @@ def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options
     (tmp_path / "q.yaml").write_text(f"cluster: dask_jobqueue.SLURMCluster\noptions: {options}\n")
     with pytest.raises(StudyError) as info:
         plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
-    assert str(info.value) == f"{tmp_path / 'q.yaml'}: {expected}"
+    assert str(info.value).startswith(f"{tmp_path / 'q.yaml'}: {expected}"), str(info.value)
 
 
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
@@ -116,6 +124,12 @@ def test_a_job_the_class_cannot_write_is_one_line_from_dse_cluster(tmp_path):
     proc = run_cli("cluster", str(tmp_path / "q.yaml"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "You must specify how much cores and memory per job" in proc.stderr and proc.stderr.count("\n") == 1
+    assert "ok" not in proc.stdout  # said before anything is called ok
+    # dse validate refuses it as dse run would
+    study = write_study(tmp_path, {**toy_study(output=str(tmp_path / "out")), "execution": {"profile": "q.yaml"}})
+    proc = run_cli("validate", str(study), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "You must specify how much cores and memory per job" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("profile,module,extra", [

@@ -139,6 +139,10 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
 
     p = plan(study, workers=workers, scheduler=scheduler)
     check_output(p.study, output, overwrite=overwrite)
+    if p.execution.kind == "cluster":  # the job the class would write, as dse run meets it first
+        from dse.execution.deploy import check_job
+
+        check_job(p.execution)
     s, space = p.study, p.space
     seen = preview(p)
     reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
@@ -390,7 +394,7 @@ def cluster(
 
     The batch job script of a SLURM or PBS profile (dask-jobqueue), the DaskCluster resource
     of a Kubernetes one."""
-    from dse.execution.deploy import preview
+    from dse.execution.deploy import check_job
     from dse.execution.plan import find_profile, plan_execution
     from dse.study import ExecutionSpec
 
@@ -407,12 +411,8 @@ def cluster(
             raise
         raise DseError(exc.message, file=exc.file, value=exc.value, has_value=exc.has_value,
                        allowed=exc.allowed) from None
+    shown = check_job(p) if p.kind == "cluster" else None  # before "ok": the class may refuse its options
     out.print(f"[green]ok[/green] {path}: evaluated on {escape(p.describe())}", highlight=False)
-    try:
-        shown = preview(p) if p.kind == "cluster" else None
-    except Exception as exc:  # the cluster class refuses its options (a job script it cannot write)
-        raise DseError(f"{p.cluster} cannot write its job with these options: {type(exc).__name__}: "
-                       f"{' '.join(str(exc).split())}", file=p.profile, field="options") from None
     if shown:
         out.print(f"{shown[0]}:")
         out.print(shown[1], markup=False, highlight=False, soft_wrap=True)

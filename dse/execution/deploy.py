@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 from typing import Any
 
 from dse.errors import StudyError
@@ -125,6 +126,10 @@ def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
     return scale, adapt
 
 
+#: a batch walltime: [days-]hours:minutes[:seconds], minutes and seconds below 60
+WALLTIME = re.compile(r"(\d+-)?\d{1,4}:[0-5]\d(:[0-5]\d)?")
+
+
 def _check_job_options(options: dict) -> None:
     """``cores`` and ``processes`` whole numbers of at least 1, ``memory`` a size such as
     ``32GB``, where given (dask-jobqueue's configuration may supply them)."""
@@ -140,12 +145,21 @@ def _check_job_options(options: dict) -> None:
                          field="options.processes", value=processes, allowed=f"1 to {cores} (cores)")
     v = options.get("memory")
     if v is not None:
-        try:
-            ok = isinstance(v, str | int | float) and not isinstance(v, bool) and 0 < parse_bytes(v) < float("inf")
+        try:  # a bare number is bytes to dask-jobqueue: 32000 would ask SLURM for 32K
+            ok = isinstance(v, str) and 0 < parse_bytes(v) < float("inf") and not v.strip().isdigit()
         except Exception:  # noqa: BLE001 - a list, a mapping, an overflow: not a size
             ok = False
         if not ok:
-            raise StudyError("expected a size such as '32GB'", field="options.memory", value=v)
+            raise StudyError("expected a size with its unit, such as '32GB'", field="options.memory", value=v)
+    v = options.get("walltime")
+    if v is not None and not (isinstance(v, str) and WALLTIME.fullmatch(v.strip())):
+        raise StudyError("expected a walltime such as '02:00:00' (hours:minutes:seconds, or days-hours:minutes:"
+                         "seconds; a bare number is minutes to SLURM and seconds to PBS)", field="options.walltime",
+                         value=v)
+    v = options.get("job_script_prologue")
+    if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+        raise StudyError("expected a list of shell lines, such as ['source /opt/dse/.venv/bin/activate']",
+                         field="options.job_script_prologue", value=v)
 
 
 def cluster_options(plan: Any) -> dict[str, Any]:
@@ -225,6 +239,18 @@ _KUBE = {"image": "image", "n_workers": "count.start", "resources": "resources",
          "idle_timeout": "idle-timeout", "jupyter": "scheduler-jupyter"}
 
 
+def check_job(plan: Any) -> tuple[str, str] | None:
+    """:func:`preview`, a class that refuses its options (a job script it cannot write, a
+    Kubernetes resource it would refuse) said in one line: what ``dse run`` would meet first."""
+    try:
+        return preview(plan)
+    except StudyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the class's own refusal, whatever its type
+        raise StudyError(f"{plan.cluster} cannot write its job with these options: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())}", file=plan.profile, field="options") from None
+
+
 def preview(plan: Any) -> tuple[str, str] | None:
     """What the profile's cluster would submit, as ``(what, text)``: a dask-jobqueue class's
     job script, or the DaskCluster resource (YAML) a dask-kubernetes ``KubeCluster`` creates;
@@ -246,6 +272,10 @@ def preview(plan: Any) -> tuple[str, str] | None:
         from dask_kubernetes.operator import make_cluster_spec
 
         options = plan.cluster_options
+        resources = options.get("resources")
+        if resources is not None and not (isinstance(resources, dict) and set(resources) <= {"requests", "limits"}):
+            raise StudyError("expected Kubernetes resources as {requests: {...}, limits: {...}}",
+                             file=plan.profile, field="options.resources", value=resources)
         spec = options.get("custom_cluster_spec")
         if spec is None:
             name = dask.config.get("kubernetes.name", override_with=options.get("name"))
