@@ -317,7 +317,7 @@ class Runner:
             if name == "kept":
                 col = mask
             elif name not in self._narrow_columns and name != "batch":
-                col = pc.if_else(mask, col, pa.scalar(None, col.type))  # the column keeps its type
+                col = _blank(col, kept)
             table = table.set_column(table.schema.get_field_index(name), name, col)
         return table
 
@@ -376,3 +376,15 @@ def resume_command(path, execution) -> str:
     command line is not in the study, so the command names it (without it, resume would run
     on a local cluster)."""
     return f"dse resume {path}" + (f" --scheduler {execution.scheduler}" if execution.scheduler else "")
+
+
+def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
+    """``col`` with the cells of rows not ``kept`` null (the column keeps its type). A numeric
+    column's dropped values are also zeroed: a null only masks its slot, and the value left
+    under the mask would be stored and compressed as before (the log would not shrink)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_floating(col.type) or pa.types.is_integer(col.type) or pa.types.is_boolean(col.type):
+        null = ~kept | col.is_null().to_numpy(zero_copy_only=False)
+        values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(zero_copy_only=False)
+        return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
+    return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))

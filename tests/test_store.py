@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pandas as pd
+import pyarrow.feather as feather
 import pytest
 import xarray as xr
 
@@ -101,6 +102,11 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     assert result.counts["evaluations"] == 66  # every evaluation is counted and in the log
     log = pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))])
     assert len(log) == 66 and log["f1"].notna().all() and log["x"].isna().any()
+    # a dropped cell holds no value under its null either: the log shrinks as the study asks
+    for f in sorted((out / "evaluations").glob("*.arrow")):
+        x = feather.read_table(f).column("x").combine_chunks()
+        values = np.frombuffer(x.buffers()[1], dtype=np.float64, count=len(x), offset=x.offset * 8)
+        assert (values[x.is_null().to_numpy(zero_copy_only=False)] == 0).all(), f
     proc = run_cli("status", str(out))
     assert proc.returncode == 0 and "evaluations 66" in proc.stdout
     assert {"feasible": "the feasible evaluations", "front": "on the front"}[keep] in proc.stdout
