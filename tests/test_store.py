@@ -3,6 +3,7 @@ the streamed evaluations dataset, and one integrity check for every reading comm
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -110,6 +111,13 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     proc = run_cli("status", str(out))
     assert proc.returncode == 0 and "evaluations 66" in proc.stdout
     assert {"feasible": "the feasible evaluations", "front": "on the front"}[keep] in proc.stdout
+    # the report counts every evaluation and what ruled candidates out, not the kept rows
+    assert run_cli("report", str(out), "-o", str(tmp_path / "r.html")).returncode == 0
+    with xr.open_dataset(finished / "evaluations.nc") as full:
+        feasible = int(full["meets_constraints"].values.astype(bool).sum())
+    page = re.sub(r"<[^>]+>", " ", (tmp_path / "r.html").read_text())
+    assert re.search(r"evaluations\s+66\s", page) and re.search(rf"within constraints\s+{feasible}\s", page), page[:2000]
+    assert "counts and tallies below are of every evaluation" in page
     files = sorted((out / "evaluations").glob("*.arrow"))
     again = dse.resume(out)  # resume reads the narrow columns of dropped rows: nothing re-evaluated
     assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.arrow")) == files

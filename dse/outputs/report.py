@@ -26,7 +26,7 @@ from dse.datasets import to_table, unit_label
 from dse.files import atomic_path
 from dse.outputs import selection as sel
 from dse.outputs.plot import colour_parameter
-from dse.outputs.scan import Scan, scan
+from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.show import format_cell
 from dse.pareto import objective_matrix
 from dse.results import Results, open_results
@@ -67,6 +67,11 @@ class Report:
             self.attrs = {n: dict(ev[n].attrs) for n in ev.variables}
             self.scan: Scan = scan(ev, self.objectives, study=self.study, sample_size=sample_size,
                                    columns=[*self.params, *constraint_cols, "key", "reason"])
+            self.kept = str(ev.attrs.get("log_keeps", "all"))
+        self.kept_rows = self.scan.n
+        if self.kept != "all":  # the dataset holds the kept rows; the log, every row's verdict
+            self.scan.n, self.scan.n_ok, self.scan.n_failed, self.scan.infeasibility = log_tallies(
+                run.store.log_files(), self.study)
         self.history = run.state().get("history", [])
         f = objective_matrix(self.front, self.study)
         self.knee = sel.knee(f)
@@ -96,6 +101,11 @@ class Report:
 
     def sampling_note(self) -> str:
         n, k = self.scan.n, len(self.scan.sample)
+        if self.kept != "all":
+            which = "feasible evaluations" if self.kept == "feasible" else "evaluations on the front"
+            drawn = "all drawn" if self.scan.sampled_all else f"a uniform random sample of {k:,} drawn"
+            return (f"The study keeps only its {which} in full ({self.kept_rows:,} of {n:,}): {drawn}; the "
+                    "counts and tallies below are of every evaluation.")
         if self.scan.sampled_all:
             return f"All {n:,} evaluations are drawn; every point of the front is drawn."
         return (f"Every point of the front is drawn; the other candidates are a uniform random "
