@@ -9,7 +9,9 @@ with ``units_row``, a second header row of units.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,8 @@ from dse.errors import DseError
 from dse.files import NETCDF_ENGINE, atomic_path, atomic_write_text, names_a_file_type
 from dse.results import open_results
 
+#: candidates written at a time by an export of every evaluation (a few tens of MB of table)
+EXPORT_ROWS = 1 << 16
 SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc", "zarr": ".zarr", "json": ".json"}
 
 
@@ -53,7 +57,6 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
     if units_row and fmt != "csv":
         raise DseError(f"--units-row applies to CSV only, not to {fmt}", allowed="csv")
     run = open_results(results)
-    ds = run.feasible_front() if front else run.dataset(front=False)
     stem = "pareto" if front else "evaluations"
     output = Path(output) if output else Path(results) / f"{stem}{SUFFIX[fmt]}"
     if fmt == "netcdf" and output.resolve() == (Path(results) / f"{stem}.nc").resolve():
@@ -62,21 +65,44 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
         raise DseError(f"cannot write {fmt} to {output}: it is a folder", field="--output", value=str(output),
                        allowed="a file path")
     output.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "zarr":
-        write_zarr(ds, output)
-    elif fmt == "csv":
-        write_csv(ds, to_table(ds), output, units_row=units_row)
-    else:
-        with atomic_path(output) as tmp:  # whole or not at all, fsynced (as every file dse writes)
-            if fmt == "netcdf":
-                ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
-            elif fmt == "parquet":
-                write_parquet(ds, to_table(ds), tmp)
-            else:
-                doc = {"attributes": _attributes(ds), "variables": variables(ds),
-                       "candidates": _json_records(to_table(ds))}
-                tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    # every evaluation is read slice by slice (a run may not fit in memory), the front whole
+    with (contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)) as ds:
+        if fmt == "zarr":
+            write_zarr(ds, output)
+        elif fmt == "csv":
+            write_csv(ds, tables(ds), output, units_row=units_row)
+        else:
+            with atomic_path(output) as tmp:  # whole or not at all, fsynced (as every file dse writes)
+                if fmt == "netcdf":
+                    ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
+                elif fmt == "parquet":
+                    write_parquet(ds, tables(ds), tmp)
+                else:
+                    write_json(ds, tables(ds), tmp)
     return output
+
+
+def tables(ds: xr.Dataset, rows: int | None = None) -> Iterator[pd.DataFrame]:
+    """The dataset as tables of at most ``rows`` (default :data:`EXPORT_ROWS`) candidates
+    (:func:`to_table` of each slice; a lazily opened dataset reads only that slice)."""
+    rows = rows or EXPORT_ROWS
+    n = int(ds.sizes["candidate"])
+    for start in range(0, max(n, 1), rows):
+        yield to_table(ds.isel(candidate=slice(start, min(start + rows, n))))
+
+
+def write_json(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -> None:
+    """``{"attributes", "variables", "candidates": [one object per row]}``, the rows written
+    as they come (no document of every row is built in memory)."""
+    head = json.dumps({"attributes": _attributes(ds), "variables": variables(ds)}, indent=1, allow_nan=False)
+    with open(output, "w") as f:
+        f.write(head[:-2] + ',\n "candidates": [')  # the object without its closing brace
+        first = True
+        for part in parts:
+            for record in _json_records(part):
+                f.write(("\n  " if first else ",\n  ") + json.dumps(record, allow_nan=False))
+                first = False
+        f.write("\n ]\n}\n")
 
 
 def _json_records(table) -> list[dict]:
@@ -105,50 +131,62 @@ def _attributes(ds: xr.Dataset) -> dict:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in ds.attrs.items()}
 
 
-def write_csv(ds: xr.Dataset, df: pd.DataFrame, output: Path, *, units_row: bool) -> Path:
-    """The table as CSV, optionally with a units row under the header, and its CSVW sidecar."""
+def write_csv(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path, *, units_row: bool) -> Path:
+    """The tables as one CSV, optionally with a units row under the header, and its CSVW sidecar."""
     info = variables(ds)
+    names = columns(ds)
     with atomic_path(output) as tmp, open(tmp, "w", newline="") as f:
+        f.write(",".join(names) + "\n")
         if units_row:
-            f.write(",".join(df.columns) + "\n")
-            f.write(",".join(ds[n].attrs.get("display_units", ds[n].attrs.get("units", ""))
-                             for n in df.columns) + "\n")
-            df.to_csv(f, index=False, header=False)
-        else:
-            df.to_csv(f, index=False)
+            f.write(",".join(ds[n].attrs.get("display_units", ds[n].attrs.get("units", "")) for n in names) + "\n")
+        for part in parts:
+            part.to_csv(f, index=False, header=False)
     types = {"b": "boolean", "i": "integer", "u": "integer", "f": "double"}
-    columns = []
-    for n in df.columns:
+    columns_ = []
+    for n in names:
         col = {"name": n, "titles": n, "datatype": types.get(ds[n].dtype.kind, "string"),
                "dc:title": info[n]["long_name"]}
         if "units" in info[n]:
             col["schema:unitText"] = ds[n].attrs.get("display_units", info[n]["units"])
         if "description" in info[n]:
             col["dc:description"] = info[n]["description"]
-        columns.append(col)
+        columns_.append(col)
     sidecar = {
         "@context": "http://www.w3.org/ns/csvw", "url": output.name,
         "dc:title": ds.attrs.get("title", ""), "dc:source": ds.attrs.get("source", ""),
         "dialect": {"headerRowCount": 2 if units_row else 1},
-        "tableSchema": {"columns": columns},
+        "tableSchema": {"columns": columns_},
     }
     sidecar_path = output.with_name(output.name + "-metadata.json")
     atomic_write_text(sidecar_path, json.dumps(sidecar, indent=1) + "\n")
     return sidecar_path
 
 
-def write_parquet(ds: xr.Dataset, df: pd.DataFrame, output: Path) -> None:
-    """Typed columns; each field's Arrow metadata holds its ``units`` and ``long_name``."""
+def write_parquet(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -> None:
+    """Typed columns; each field's Arrow metadata holds its ``units`` and ``long_name``; one
+    row group per table of ``parts`` (the first sets the schema)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tbl = pa.Table.from_pandas(df, preserve_index=False)
     info = variables(ds)
-    fields = [f.with_metadata({k.encode(): str(v).encode() for k, v in info[f.name].items()})
-              for f in tbl.schema]
-    meta = dict(tbl.schema.metadata or {})
-    meta[b"dse"] = json.dumps({"attributes": _attributes(ds)}).encode()
-    pq.write_table(pa.Table.from_arrays(tbl.columns, schema=pa.schema(fields, metadata=meta)), output)
+    writer, schema = None, None
+    try:
+        for part in parts:
+            if writer is None:
+                tbl = pa.Table.from_pandas(part, preserve_index=False)
+                fields = [f.with_metadata({k.encode(): str(v).encode() for k, v in info[f.name].items()})
+                          for f in tbl.schema]
+                meta = dict(tbl.schema.metadata or {})
+                meta[b"dse"] = json.dumps({"attributes": _attributes(ds)}).encode()
+                schema = pa.schema(fields, metadata=meta)
+                writer = pq.ParquetWriter(output, schema)
+                tbl = pa.Table.from_arrays(tbl.columns, schema=schema)
+            else:
+                tbl = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
+            writer.write_table(tbl)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def write_zarr(ds: xr.Dataset, output: Path) -> None:
