@@ -12,6 +12,8 @@ the front and ``evaluations.nc`` streamed from the log; drawing them is the call
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 import time
 import traceback
@@ -53,6 +55,7 @@ class RunResult:
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
     algorithm: str = ""
+    terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time)
 
     @cached_property
     def evaluations(self) -> pd.DataFrame:
@@ -129,7 +132,7 @@ class Runner:
 
     # -- the loop --------------------------------------------------------------------------
     def _run(self, store: ResultStore, driver: SearchDriver) -> RunResult:
-        with store.locked():
+        with store.locked(), _sigterm_interrupts():
             return self._loop(store, driver)
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
@@ -154,8 +157,8 @@ class Runner:
                 report.pace.restart()
                 while not driver.done and self._batch(executor, store, driver, run):
                     pass
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as exc:
+            interrupted = exc
         except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
             lost = exc
         finally:
@@ -175,8 +178,8 @@ class Runner:
                            f"continue with `{resume_command(store.path, self.plan.execution)}`") from None
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
-                                             "failed": f.failed}, f.summary(), run.history, interrupted,
-                         self.algorithm)
+                                             "failed": f.failed}, f.summary(), run.history, bool(interrupted),
+                         self.algorithm, terminated=isinstance(interrupted, Terminated))
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
@@ -388,3 +391,26 @@ def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
         values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(zero_copy_only=False)
         return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
     return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch system ending a job at its wall time, ``kill``), taken as Ctrl-C is:
+    what is evaluated stays, the datasets are written, the lock is released."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """While a run holds its folder, SIGTERM raises :class:`Terminated` in the main thread
+    (only there can a handler be set; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

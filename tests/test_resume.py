@@ -83,8 +83,11 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
         assert len(log_rows(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
 
+    dead = out / "evaluations" / ".b000009-c00000.arrow.999999999.tmp"  # as a killed writer leaves one
+    dead.write_bytes(b"half a file")
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
+    assert not dead.exists()  # the folder's writer removes what dead writers left
     rows = log_rows(out)
     assert rows["key"].is_unique, "a candidate was evaluated twice"
     assert set(rows["key"]) == expected_keys
@@ -148,6 +151,24 @@ def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     assert "evaluating: in this process" in done.stderr, done.stderr
+    assert log_rows(out)["key"].is_unique
+
+
+def test_sigterm_is_taken_as_ctrl_c_writes_the_datasets_and_releases_the_folder(tmp_path):
+    """A batch system ends a job at its wall time with SIGTERM: the run stops as on Ctrl-C
+    (the datasets written, the lock released, the hint to resume) and exits with 143."""
+    out = tmp_path / "out"
+    study = _study(tmp_path, "random", out, 0.2)
+    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_rows(out, 5, run)
+    run.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 143, stderr
+    assert "terminated (SIGTERM)" in stderr and f"dse resume {out}" in stderr and "Traceback" not in stderr
+    assert not (out / "lock").exists() and (out / "pareto.nc").exists()
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
     assert log_rows(out)["key"].is_unique
 
 

@@ -242,9 +242,10 @@ def _finish(result, plan) -> None:
     if len(result.front):
         plot_results(result.output_dir)
     if result.interrupted:
-        err.print(f"[yellow]interrupted[/yellow]: {n} evaluations are kept in "
+        what = "terminated (SIGTERM)" if result.terminated else "interrupted"
+        err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
-        raise typer.Exit(130)
+        raise typer.Exit(143 if result.terminated else 130)  # 128 + the signal, as a shell reports it
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({c} candidates)" for r, c in result.ruled_out[:5]) or "no evaluations"
         raise DseError(f"no feasible candidate among {n} evaluations: {lines}; they are kept in "
