@@ -108,6 +108,8 @@ def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
     ("{cores: 8, memory: 8GB, walltime: 7200}", "options.walltime: expected a walltime such as '02:00:00'"),
     ("{cores: 8, memory: 8GB, job_script_prologue: source x}",
      "options.job_script_prologue: expected a list of shell lines"),
+    ("{cores: 8, memory: 8GB, env_extra: [source x]}",
+     "options.env_extra: option 'env_extra' of dask_jobqueue.SLURMCluster was renamed; allowed: job_script_prologue"),
     ("{cores: 2, processes: 4, memory: 8GB}", "options.processes: 4 worker processes per job on 2 cores leave a "
                                               "worker without a thread (got 4); allowed: 1 to 2 (cores)"),
 ])

@@ -101,16 +101,26 @@ def accepted_options(obj: Any) -> set[str] | None:
     return None if rest is None else own | rest - {"scheduler", "name"}
 
 
+#: dask-jobqueue's old option names and the ones that replaced them (dask-jobqueue 0.8)
+RENAMED_JOB_OPTIONS = {"env_extra": "job_script_prologue", "extra": "worker_extra_args",
+                       "job_extra": "job_extra_directives", "header_skip": "job_directives_skip",
+                       "project": "account"}
+
+
 def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
     """Check a profile's ``cluster``, ``options``, ``scale`` and ``adapt`` without starting
     anything; returns the keyword arguments of ``scale`` and ``adapt``."""
     obj = import_cluster(profile.cluster)
     allowed = accepted_options(obj)
+    jobqueue = hasattr(obj, "job_cls")
+    for key in profile.options:
+        if jobqueue and key in RENAMED_JOB_OPTIONS:  # dask-jobqueue still takes them, with a long warning
+            raise StudyError(f"option '{key}' of {profile.cluster} was renamed", field=f"options.{key}",
+                             allowed=RENAMED_JOB_OPTIONS[key])
     for key in profile.options:
         if allowed is not None and key not in allowed:
             raise StudyError(f"unknown option '{key}' of {profile.cluster}", field=f"options.{key}",
                              allowed=", ".join(sorted(allowed)))
-    jobqueue = hasattr(obj, "job_cls")
     scale = profile.scale.model_dump(exclude_none=True) if profile.scale else None
     adapt = profile.adapt.model_dump(exclude_none=True) if profile.adapt else None
     for section, kwargs in (("scale", scale), ("adapt", adapt)):
