@@ -168,6 +168,8 @@ class Runner:
                 if executor is not None else None
             if closing is not None:
                 closing.start()
+        if run.front.evaluations >= SAY_WRITING and hasattr(self.progress, "note"):  # a few seconds per 10^6
+            self.progress.note(f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations")
         try:
             front = self._write_outputs(store, run, driver.attributes())
         finally:
@@ -391,6 +393,10 @@ def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
         values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(zero_copy_only=False)
         return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
     return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))
+
+
+#: evaluations from which the end of a run says that it writes the datasets (seconds of work)
+SAY_WRITING = 100_000
 
 
 class Terminated(KeyboardInterrupt):
