@@ -224,6 +224,20 @@ def test_every_evaluation_is_exported_slice_by_slice_as_one_table(finished_run, 
             np.testing.assert_array_equal(table[name].to_numpy(), ds[name].values, err_msg=name)
 
 
+def test_profile_on_the_command_line_replaces_the_studys_execution(tmp_path):
+    """The same study on a laptop and on a cluster: --profile names where it runs, without
+    editing the study (here a profile that evaluates in the dse process)."""
+    (tmp_path / "here.yaml").write_text("workers: 0\n")
+    study = write_study(tmp_path, {**toy_study(output=str(tmp_path / "out")),
+                                   "execution": {"scheduler": "tcp://192.0.2.1:8786"}})  # unreachable
+    proc = run_cli("run", str(study), "--profile", str(tmp_path / "here.yaml"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "in this process" in proc.stderr and "192.0.2.1" not in proc.stderr
+    proc = run_cli("validate", str(study), "--profile", "no-such-profile")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --profile: cluster profile 'no-such-profile' "
+                                                           "not found"), proc.stderr
+
+
 def test_status_shows_evaluations_front_and_history(finished_run):
     proc = run_cli("status", str(finished_run))
     assert proc.returncode == 0, proc.stderr

@@ -41,6 +41,9 @@ WorkersOpt = Annotated[int | None, typer.Option("--workers", "-w", min=0,
                                                 help="local dask workers, 0 to evaluate in this process "
                                                      "(default: the study's execution.workers)")]
 SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://host:8786")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", show_default=False,
+                                               help="a cluster profile (a name under workers/, or a path; "
+                                                    "`dse cluster NAME` shows it) instead of the study's execution")]
 DashboardOpt = Annotated[bool | None, typer.Option("--dashboard/--no-dashboard", show_default=False,
                                                    help="the dask dashboard (default: the study's execution.dashboard, "
                                                         "on where bokeh is installed)")]
@@ -128,7 +131,7 @@ OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="replace an exis
 
 @app.command()
 def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOpt = None,
-             output: OutputOpt = None, overwrite: OverwriteOpt = False) -> None:
+             profile: ProfileOpt = None, output: OutputOpt = None, overwrite: OverwriteOpt = False) -> None:
     """Check a study without running it: everything `dse run` refuses.
 
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
@@ -137,7 +140,7 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     from dse.preview import preview
     from dse.runner import check_output
 
-    p = plan(study, workers=workers, scheduler=scheduler)
+    p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler)
     check_output(p.study, output, overwrite=overwrite)
     if p.execution.kind == "cluster":  # the job the class would write, as dse run meets it first
         from dse.execution.deploy import check_job
@@ -178,6 +181,7 @@ def run(
     study: StudyArg,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    profile: ProfileOpt = None,
     output: OutputOpt = None,
     overwrite: OverwriteOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display (the run line and the front are still printed)")] = False,
@@ -187,7 +191,7 @@ def run(
     from dse.api import plan
     from dse.runner import Runner, check_output
 
-    p = plan(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
     out_dir = check_output(p.study, output, overwrite=overwrite)
     runner = Runner(p, out_dir, progress=_progress(quiet))
@@ -201,6 +205,7 @@ def resume(
     results: ResultsArg,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    profile: ProfileOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display (the run line and the front are still printed)")] = False,
     dashboard: DashboardOpt = None,
 ) -> None:
@@ -210,7 +215,7 @@ def resume(
     from dse.runner import Runner
 
     stored = open_results(results)
-    p = plan(stored_study(stored), workers=workers, scheduler=scheduler, dashboard=dashboard)
+    p = plan(_on_profile(stored_study(stored), profile), workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
     runner = Runner(p, results, progress=_progress(quiet))
     stored.store.check_unlocked()  # another dse writing there: say so before "resuming"
@@ -222,6 +227,25 @@ def resume(
         err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
                   f"{state.get('batch', 0)} batches done; evaluating: {p.execution.describe()}")
     _finish(runner.resume(), p)
+
+
+def _on_profile(study, profile: str | None):
+    """The study (a path or a loaded Study) to run on cluster profile ``profile`` instead of
+    its own execution; a path given here is the caller's (relative to the working folder)."""
+    if profile is None:
+        return study
+    from dse.execution.plan import find_profile
+    from dse.study import Study, load_study
+
+    s = study if isinstance(study, Study) else load_study(study)
+    where = Path(profile)
+    value = str(where.resolve()) if (profile.endswith((".yaml", ".yml")) or "/" in profile) and where.is_file() \
+        else profile
+    try:
+        find_profile(value, s.source_path or None)
+    except DseError as exc:  # named as the option it is here, not as the study's field
+        raise DseError(exc.message, field="--profile", allowed=exc.allowed) from None
+    return s.model_copy(update={"execution": s.execution.model_copy(update={"profile": value, "scheduler": None})})
 
 
 def _quiet_libraries(plan) -> None:
