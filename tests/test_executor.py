@@ -183,7 +183,7 @@ def test_the_kubernetes_resource_a_profile_creates():
     plan = plan_execution(ExecutionSpec(profile="kubernetes"), study_path=REPO / "studies" / "quickstart.yaml")
     what, text = preview(plan)
     spec = yaml.safe_load(text)
-    assert what == "DaskCluster resource" and spec["kind"] == "DaskCluster" and spec["metadata"]["name"] == "dse"
+    assert what == "DaskCluster resource" and spec["kind"] == "DaskCluster" and spec["metadata"]["name"].startswith("dse-")
     worker = spec["spec"]["worker"]
     assert worker["replicas"] == 4
     container = worker["spec"]["containers"][0]
