@@ -120,6 +120,13 @@ def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options
     assert str(info.value).startswith(f"{tmp_path / 'q.yaml'}: {expected}"), str(info.value)
 
 
+def test_ssh_hosts_given_as_one_string_are_refused(tmp_path):
+    (tmp_path / "q.yaml").write_text("cluster: dask.distributed.SSHCluster\noptions: {hosts: localhost}\n")
+    with pytest.raises(StudyError) as info:
+        plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
+    assert "options.hosts: expected a list of hosts" in str(info.value), str(info.value)
+
+
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
 def test_a_job_the_class_cannot_write_is_one_line_from_dse_cluster(tmp_path):
     (tmp_path / "q.yaml").write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 8}\n")  # no memory

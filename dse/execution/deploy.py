@@ -131,6 +131,11 @@ def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
                              allowed="workers" if section == "scale" else "minimum, maximum")
     if jobqueue:  # the common job options, as dask-jobqueue reads them (nothing is started or written)
         _check_job_options(profile.options)
+    hosts = profile.options.get("hosts")
+    if getattr(obj, "__name__", "") == "SSHCluster" and hosts is not None and not (
+            isinstance(hosts, list) and hosts and all(isinstance(h, str) for h in hosts)):
+        raise StudyError("expected a list of hosts, the scheduler's first: [head, node1, node2]",
+                         field="options.hosts", value=hosts)
     if scale:
         scale = {"n" if k == "workers" else k: v for k, v in scale.items()}
     return scale, adapt
