@@ -134,16 +134,20 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
         assert a.attrs["front"] == b.attrs["front"] and a.attrs["polish_evaluations"] == b.attrs["polish_evaluations"]
 
 
-def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
+@pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"),
+                                            (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path, sig, code, said):
+    """Ctrl-C, or SIGTERM as a batch system sends at a job's wall time: what is evaluated
+    stays, the datasets are written, the lock released, the hint to resume given."""
     out = tmp_path / "out"
     study = _study(tmp_path, "random", out, 0.2)
     run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_rows(out, 5, run)
-    run.send_signal(signal.SIGINT)
+    run.send_signal(sig)
     _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 130
-    assert f"dse resume {out}" in stderr and "Traceback" not in stderr
+    assert run.returncode == code, stderr
+    assert said in stderr and f"dse resume {out}" in stderr and "Traceback" not in stderr
     kept = len(log_rows(out))
     assert kept >= 2 * 5 - 5  # at least the chunks seen before the signal
     assert not (out / "lock").exists()
@@ -151,24 +155,6 @@ def test_ctrl_c_keeps_the_evaluations_and_says_how_to_resume(tmp_path):
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     assert "evaluating: in this process" in done.stderr, done.stderr
-    assert log_rows(out)["key"].is_unique
-
-
-def test_sigterm_is_taken_as_ctrl_c_writes_the_datasets_and_releases_the_folder(tmp_path):
-    """A batch system ends a job at its wall time with SIGTERM: the run stops as on Ctrl-C
-    (the datasets written, the lock released, the hint to resume) and exits with 143."""
-    out = tmp_path / "out"
-    study = _study(tmp_path, "random", out, 0.2)
-    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_rows(out, 5, run)
-    run.send_signal(signal.SIGTERM)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 143, stderr
-    assert "terminated (SIGTERM)" in stderr and f"dse resume {out}" in stderr and "Traceback" not in stderr
-    assert not (out / "lock").exists() and (out / "pareto.nc").exists()
-    done = run_cli("resume", str(out), "--quiet")
-    assert done.returncode == 0, done.stderr
     assert log_rows(out)["key"].is_unique
 
 
