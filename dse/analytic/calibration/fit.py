@@ -420,10 +420,11 @@ CLOCK_SLACK = (0.5, 1.5)
 
 def _check_against_base(rows: pd.DataFrame, acc: dict, base: str) -> None:
     """Refuse rows that cannot be measurements of ``base``: another accelerator named in the
-    file, a clock outside the part's range, a power per accelerator far above its TDP (a
-    wrong unit, or a node's power without its GPU count) or a power cap below its idle
-    power; and training runs the model cannot run at all (unknown model, a layout that
-    does not divide), which would otherwise be fitted as predictions of nothing."""
+    file, a clock far outside the part's range (:data:`CLOCK_SLACK`), a power per
+    accelerator far above its TDP (a wrong unit, or a node's power without its GPU count) or
+    a power cap below its idle power; and training runs the model cannot run at all
+    (unknown model, a layout that does not divide), which would otherwise be fitted as
+    predictions of nothing."""
     hw = acc["hardware"]
     f_min, f_max = float(hw["clock_min_mhz"]), float(hw["clock_max_mhz"])
     tdp, idle = float(hw["tdp_w"]), float(hw["idle_w"])
