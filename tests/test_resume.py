@@ -158,6 +158,21 @@ def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path
     assert log_rows(out)["key"].is_unique
 
 
+def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_without_worker_tracebacks(tmp_path):
+    """A terminal sends Ctrl-C's SIGINT to the whole process group, the workers included:
+    they leave the stopping to the run, so the user sees one message, not a traceback each."""
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1)),
+                            "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    _wait_for_rows(out, 5, run)
+    os.killpg(run.pid, signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert f"dse resume {out}" in stderr
+
+
 def test_the_resume_hint_names_a_scheduler_given_on_the_command_line():
     """A scheduler given with --scheduler is not in the study: without it in the hint,
     `dse resume` would run on a local cluster."""

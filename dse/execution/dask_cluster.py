@@ -14,7 +14,9 @@ with :class:`ClusterLost`; a worker running other dse or evaluator versions stop
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import socket
 import sys
 import threading
@@ -50,6 +52,23 @@ def free_port(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c():
+    """Worker processes started in the block ignore SIGINT (a child inherits an ignored
+    signal, forked or spawned, and Python then installs no KeyboardInterrupt handler): Ctrl-C
+    in a terminal goes to the whole process group, and each worker would print its own
+    traceback while this process stops the run and closes the cluster, which ends them.
+    Only the main thread can set a handler; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def start_method(requested: str, fork_safe: bool, threads: int | None = None) -> str:
@@ -123,7 +142,7 @@ class DaskExecutor(Executor):
             # nanny restarts later is spawned, as a copy of this process by then would hold dead
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
             with dask.config.set({"distributed.worker.multiprocessing-method":
-                                  start_method(p.start_method, self.ref.fork_safe)}):
+                                  start_method(p.start_method, self.ref.fork_safe)}), _workers_ignore_ctrl_c():
                 self.cluster = LocalCluster(
                     n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
                     memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
