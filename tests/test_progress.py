@@ -88,3 +88,25 @@ def test_the_pace_forgets_what_is_older_than_its_window():
     time.sleep(0.3)
     pace.add(10)
     assert pace.rate() < 100
+
+
+def test_a_narrow_terminal_keeps_the_count_and_cuts_the_long_lines():
+    """At 60 columns the bar's line still shows done/total; the pace and the best values
+    are lines of their own below it, cut at the edge."""
+    import io
+
+    from rich.console import Console
+
+    from dse.cli.app import RichProgress
+
+    buf = io.StringIO()
+    shown = RichProgress(Console(file=buf, width=60, force_terminal=True, color_system=None))
+    shown.start(995_328, "big · exhaustive")
+    shown.advance(250_000, {"rate_per_s": 139_931.2, "left_s": 5.0, "failed": 0, "feasible": 272_996,
+                            "front_size": 21, "best": {"energy_to_train_j": 3.9e10, "time_to_train_s": 3.3e5}})
+    shown.bar.refresh()
+    lines = [ln for ln in buf.getvalue().replace("\x1b[2K", "\n").splitlines() if ln.strip()]
+    last = [ln for ln in lines if "big · exhaustive" in ln][-1]
+    assert "250000/995328" in last, lines
+    assert any("evaluations/s" in ln for ln in lines) and any(ln.lstrip().startswith("best:") for ln in lines)
+    shown.stop()

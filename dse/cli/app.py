@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from dse import __version__
 from dse.errors import DseError
@@ -75,9 +76,8 @@ class RichProgress:
         self.task = None
 
     def start(self, total: int | None, description: str) -> None:
-        self.bar = Progress(
+        self.bar = _LinesBelow(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[pace]}\n  {task.fields[best]}"),
             console=self.console, transient=False,
         )
         self.bar.start()
@@ -102,6 +102,19 @@ class RichProgress:
                 # shows what was done, not a bar short of a total that was never reached
                 self.bar.update(self.task, total=task.completed, pace="", best=task.fields.get("best", ""))
             self.bar.stop()
+
+
+class _LinesBelow(Progress):
+    """The bar, done/total and elapsed time on one line, the pace and the best values on
+    lines of their own below it: in a narrow terminal the long lines are cut at its edge
+    instead of squeezing the bar and the count out of the first line."""
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        for task in self.tasks:
+            for line in (task.fields.get("pace"), task.fields.get("best")):
+                if line:
+                    yield Text("  " + line, no_wrap=True, overflow="ellipsis")
 
 
 class _Notes:
