@@ -12,7 +12,6 @@ the front and ``evaluations.nc`` streamed from the log; drawing them is the call
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
 import time
@@ -26,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dse import signals
 from dse.checks import RunPlan
 from dse.datasets import to_dataset, write_log_dataset, write_netcdf
 from dse.errors import DseError, StoreError, StudyError
@@ -132,7 +132,7 @@ class Runner:
 
     # -- the loop --------------------------------------------------------------------------
     def _run(self, store: ResultStore, driver: SearchDriver) -> RunResult:
-        with store.locked(), _sigterm_interrupts():
+        with store.locked(), signals.handling(signal.SIGTERM, _raise_terminated):
             return self._loop(store, driver)
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
@@ -404,19 +404,6 @@ class Terminated(KeyboardInterrupt):
     what is evaluated stays, the datasets are written, the lock is released."""
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """While a run holds its folder, SIGTERM raises :class:`Terminated` in the main thread
-    (only there can a handler be set; elsewhere nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Terminated()
-
-    before = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
+def _raise_terminated(signum, frame):
+    """SIGTERM's handler while a run holds its folder."""
+    raise Terminated()

@@ -14,7 +14,6 @@ with :class:`ClusterLost`; a worker running other dse or evaluator versions stop
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import signal
 import socket
@@ -25,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dse import signals
 from dse.execution.base import (
     ClusterLost,
     Executor,
@@ -52,23 +52,6 @@ def free_port(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-@contextlib.contextmanager
-def _workers_ignore_ctrl_c():
-    """Worker processes started in the block ignore SIGINT (a child inherits an ignored
-    signal, forked or spawned, and Python then installs no KeyboardInterrupt handler): Ctrl-C
-    in a terminal goes to the whole process group, and each worker would print its own
-    traceback while this process stops the run and closes the cluster, which ends them.
-    Only the main thread can set a handler; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 
 def start_method(requested: str, fork_safe: bool, threads: int | None = None) -> str:
@@ -142,7 +125,11 @@ class DaskExecutor(Executor):
             # nanny restarts later is spawned, as a copy of this process by then would hold dead
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
             with dask.config.set({"distributed.worker.multiprocessing-method":
-                                  start_method(p.start_method, self.ref.fork_safe)}), _workers_ignore_ctrl_c():
+                                  start_method(p.start_method, self.ref.fork_safe)}), \
+                    signals.handling(signal.SIGINT, signal.SIG_IGN):
+                # the workers inherit an ignored SIGINT (forked or spawned; Python then installs
+                # no KeyboardInterrupt handler): Ctrl-C in a terminal reaches the whole process
+                # group, and each worker would print a traceback while this process stops the run
                 self.cluster = LocalCluster(
                     n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
                     memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
@@ -188,37 +175,37 @@ class DaskExecutor(Executor):
         return box["client"]
 
     def _wait_for_scheduler_file(self) -> None:
-        """Until the scheduler file exists (a batch job may not have started its scheduler yet),
-        at most ``execution.start_timeout_s``."""
+        """Until the scheduler file exists (a batch job may not have started its scheduler yet)."""
         from pathlib import Path
 
-        path, p = Path(self.plan.scheduler_file), self.plan
-        deadline = time.monotonic() + p.start_timeout_s
-        told = False
-        while not path.is_file():
-            if time.monotonic() > deadline:
-                raise ClusterLost(f"no scheduler file at {path} after {p.start_timeout_s:g} s "
-                                  "(execution.start_timeout_s): is the scheduler started, and writing there?")
-            if not told:
-                self.notify(f"waiting for the scheduler file {path} (up to {p.start_timeout_s:g} s, "
-                            "execution.start_timeout_s)")
-                told = True
-            time.sleep(POLL_S)
+        path, timeout = Path(self.plan.scheduler_file), self.plan.start_timeout_s
+        self._wait_until(path.is_file, f"the scheduler file {path}",
+                         f"no scheduler file at {path} after {timeout:g} s (execution.start_timeout_s): is the "
+                         "scheduler started, and writing there?")
 
     def _wait_for_workers(self) -> None:
-        deadline = time.monotonic() + self.plan.start_timeout_s
-        told = False
-        while self._n_workers() == 0:
+        def joined() -> bool:
             refused = self._submissions.first if self._submissions is not None else None
             if refused:
                 raise ClusterLost(f"the batch system refused a job of {self.plan.cluster}: {refused} "
                                   f"(the job's options: {self.plan.profile or 'the profile'})")
+            return self._n_workers() > 0
+
+        self._wait_until(joined, f"dask workers to join {self.where}",
+                         f"no dask worker joined {self.where} within {self.plan.start_timeout_s:g} s "
+                         "(execution.start_timeout_s)")
+
+    def _wait_until(self, ready: Callable[[], bool], what: str, timed_out: str) -> None:
+        """Until ``ready()``, at most ``execution.start_timeout_s``: says once that it waits
+        for ``what``; after the timeout, :class:`ClusterLost` with ``timed_out``."""
+        timeout = self.plan.start_timeout_s
+        deadline = time.monotonic() + timeout
+        told = False
+        while not ready():
             if time.monotonic() > deadline:
-                raise ClusterLost(f"no dask worker joined {self.where} within {self.plan.start_timeout_s:g} s "
-                                  "(execution.start_timeout_s)")
+                raise ClusterLost(timed_out)
             if not told:
-                self.notify(f"waiting for dask workers to join {self.where} "
-                            f"(up to {self.plan.start_timeout_s:g} s, execution.start_timeout_s)")
+                self.notify(f"waiting for {what} (up to {timeout:g} s, execution.start_timeout_s)")
                 told = True
             time.sleep(POLL_S)
 
