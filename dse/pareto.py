@@ -120,14 +120,21 @@ class ChunkSummary:
     f: np.ndarray
 
 
+def tallies(table: pd.DataFrame, study: Study) -> tuple[np.ndarray, int, dict[str, int]]:
+    """``(ok, failed, ruled out)`` of a table with the objective and constraint metrics,
+    ``feasible``, ``status``, ``reason`` and ``error``: which rows are feasible and within
+    the constraints, how many failed, and what ruled the others out (:func:`ruled_out`)."""
+    ok = feasible_mask(table, study)
+    failed = int((table["status"] != "ok").sum()) if "status" in table else 0
+    return ok, failed, ruled_out(table[~ok], study) if not ok.all() else {}
+
+
 def summarize(table: pd.DataFrame, study: Study) -> ChunkSummary:
     """The :class:`ChunkSummary` of a table with the objective and constraint metrics,
     ``feasible``, ``status``, ``reason`` and ``error``."""
     import moocore
 
-    ok = feasible_mask(table, study)
-    failed = int((table["status"] != "ok").sum()) if "status" in table else 0
-    counts = ruled_out(table[~ok], study) if not ok.all() else {}
+    ok, failed, counts = tallies(table, study)
     rows = np.flatnonzero(ok)
     f = objective_matrix(table, study)[ok]
     if len(rows):

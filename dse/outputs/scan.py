@@ -135,7 +135,7 @@ def log_tallies(files, study: Study) -> tuple[int, int, int, list[tuple[str, int
     out)`` from the log files' narrow columns, which a study that keeps only feasible or
     front rows still stores for every evaluation (the evaluations dataset then has only the
     kept rows). One file at a time, only those columns read."""
-    from dse.pareto import feasible_mask, ruled_out
+    from dse.pareto import tallies
     from dse.store import read_log_file
 
     columns = list(dict.fromkeys([*(o.metric for o in study.objectives), *(c.metric for c in study.constraints),
@@ -144,9 +144,7 @@ def log_tallies(files, study: Study) -> tuple[int, int, int, list[tuple[str, int
     reasons: Counter = Counter()
     for f in files:
         df = read_log_file(f, columns).to_pandas()
-        ok = np.asarray(feasible_mask(df, study), bool)
-        n, n_ok = n + len(df), n_ok + int(ok.sum())
-        if "status" in df:
-            n_failed += int((df["status"] != "ok").sum())
-        reasons.update(ruled_out(df[~ok], study))
+        ok, failed, counts = tallies(df, study)
+        n, n_ok, n_failed = n + len(df), n_ok + int(np.sum(ok)), n_failed + failed
+        reasons.update(counts)
     return n, n_ok, n_failed, sorted(reasons.items(), key=lambda kv: -kv[1])
