@@ -147,4 +147,4 @@ def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path
         data[name] = xr.Variable("candidate", v, attrs)
     ds = xr.Dataset(data, attrs={"title": f"dse evaluate: {study.name}",
                                  "source": f"dse {__version__}, evaluator {ev.name} {ev.version}"})
-    return write_csv(ds, table, output, units_row=False)
+    return write_csv(ds, [table], output, units_row=False)

@@ -117,7 +117,6 @@ def check_cluster(profile: Any) -> tuple[dict | None, dict | None]:
         if jobqueue and key in RENAMED_JOB_OPTIONS:  # dask-jobqueue still takes them, with a long warning
             raise StudyError(f"option '{key}' of {profile.cluster} was renamed", field=f"options.{key}",
                              allowed=RENAMED_JOB_OPTIONS[key])
-    for key in profile.options:
         if allowed is not None and key not in allowed:
             raise StudyError(f"unknown option '{key}' of {profile.cluster}", field=f"options.{key}",
                              allowed=", ".join(sorted(allowed)))

@@ -131,14 +131,13 @@ def _attributes(ds: xr.Dataset) -> dict:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in ds.attrs.items()}
 
 
-def write_csv(ds: xr.Dataset, parts: pd.DataFrame | Iterable[pd.DataFrame], output: Path, *,
-              units_row: bool) -> Path:
-    """A table, or tables with the same columns, as one CSV, optionally with a units row
-    under the header, and its CSVW sidecar."""
+def write_csv(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path, *, units_row: bool) -> Path:
+    """Tables with the same columns as one CSV, optionally with a units row under the
+    header, and its CSVW sidecar."""
     info = variables(ds)
     names: list[str] = columns(ds)
     with atomic_path(output) as tmp, open(tmp, "w", newline="") as f:
-        for i, part in enumerate([parts] if isinstance(parts, pd.DataFrame) else parts):
+        for i, part in enumerate(parts):
             if i == 0:  # the header is the first table's (the caller's column order)
                 names = [str(c) for c in part.columns]
                 f.write(",".join(names) + "\n")

@@ -143,6 +143,13 @@ def _unit_column(col: str) -> tuple[str, float] | None:
     return None
 
 
+def _text(df: pd.DataFrame, col: str) -> np.ndarray:
+    """Column ``col`` as stripped text (empty where the table has no such column)."""
+    if col not in df.columns:
+        return np.full(len(df), "", dtype=object)
+    return df[col].astype(str).str.strip().to_numpy(dtype=object)
+
+
 def _empty(n: int, file: str) -> dict:
     out: dict = {c: np.full(n, np.nan) for c in NUMERIC}
     out.update(file=np.full(n, file, dtype=object), line=np.arange(2, n + 2), workload=np.full(n, "", dtype=object),
@@ -179,9 +186,9 @@ def _from_sweep(path: Path) -> pd.DataFrame:
         elif col in ("gpus", "flops", "bytes", "gemm_m", "gemm_n", "gemm_k"):
             out[col] = validation.numbers(df, col, file)
         elif col == "accelerator":  # which part the rows were measured on (checked against --accelerator)
-            out[col] = df[col].astype(str).str.strip().to_numpy(dtype=object)
+            out[col] = _text(df, col)
         elif col in ("workload", "kind", "precision"):
-            vals = df[col].astype(str).str.strip().to_numpy(dtype=object)
+            vals = _text(df, col)
             if col == "precision":
                 vals = np.where(vals == "", "bf16", np.char.lower(vals.astype(str))).astype(object)
                 known = declarations.INPUTS["precision"].choices  # as a study and validate-model take them
@@ -248,7 +255,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         clock = validation.numbers(stage, "clock_mhz", file)
         value = validation.numbers(stage, "measured_value", file)
         gpus = validation.numbers(stage, "num_accelerators", file) if "num_accelerators" in stage.columns else np.full(len(stage), np.nan)
-        labels = stage["accelerator"].astype(str).to_numpy() if "accelerator" in stage.columns else np.full(len(stage), "")
+        labels = _text(stage, "accelerator")
         key = pd.DataFrame({"source": stage["source"].to_numpy(), "clock": clock})
         rows = []
         for (src, f), idx in key.groupby(["source", "clock"], sort=False).groups.items():
@@ -257,7 +264,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
             rows.append({"file": file, "line": int(lines[i[0]]), "workload": str(src), "kind": "stage",
                          "clock_mhz": float(f), "time_s": _pick(value[i], q, "stage_time_s"),
                          "energy_j": _pick(value[i], q, "stage_energy_j"), "gpus": float(np.nanmax(gpus[i]))
-                         if np.isfinite(gpus[i]).any() else np.nan, "accelerator": str(labels[i[0]]).strip()})
+                         if np.isfinite(gpus[i]).any() else np.nan, "accelerator": labels[i[0]]})
         t = pd.DataFrame(_empty(len(rows), file))
         for k in rows[0]:
             t[k] = [r[k] for r in rows]
@@ -272,8 +279,7 @@ def _from_validate_model(path: Path) -> pd.DataFrame:
         t["time_s"] = validation.numbers(runs, "measured_value", file)
         t["clock_mhz"] = cfg["clock_mhz"]
         t["config"] = _config_rows(cfg, len(runs))
-        if "accelerator" in runs.columns:
-            t["accelerator"] = runs["accelerator"].astype(str).str.strip().to_numpy(dtype=object)
+        t["accelerator"] = _text(runs, "accelerator")
         parts.append(_checked(t, file))
     if not parts:
         raise DseError("no stage_time_s, stage_energy_j or iteration_time_s rows", file=file, field="measured_quantity")
@@ -353,8 +359,7 @@ def _from_steps(path: Path, samples: pd.DataFrame | None) -> pd.DataFrame:
     t["clock_mhz"] = np.where(np.isfinite(set_clock), set_clock, t["clock_mhz"])
     t["power_cap_w"] = np.asarray(cfg["power_cap_w"], dtype=float)
     t["config"] = _config_rows(cfg, n)
-    if "accelerator" in df.columns:
-        t["accelerator"] = df["accelerator"].astype(str).str.strip().to_numpy(dtype=object)
+    t["accelerator"] = _text(df, "accelerator")
     return _checked(_pool(t, set_clock), file)
 
 
@@ -375,12 +380,11 @@ def _pool(t: pd.DataFrame, set_clock: np.ndarray) -> pd.DataFrame:
     # under a power cap without a set clock the clock is the cap's doing and varies with it
     free = np.isfinite(t["power_cap_w"].to_numpy(dtype=float)) & ~np.isfinite(np.asarray(set_clock, dtype=float))
     measured = np.where(free, np.nan, t["clock_mhz"].to_numpy(dtype=float))
-    group, key, last = -1, [], None
+    group, key, prev_key, prev_clock = -1, [], None, np.nan  # prev_clock: the run's last measured clock
     for k, c in zip(fixed, measured, strict=True):
-        if last is None or k != last[0] or (np.isfinite(c) and np.isfinite(last[1])
-                                             and abs(c - last[1]) > POOL_CLOCK_RTOL * last[1]):
-            group += 1
-        last = (k, c if np.isfinite(c) else (last[1] if last is not None and k == last[0] else c))
+        if k != prev_key or abs(c - prev_clock) > POOL_CLOCK_RTOL * prev_clock:  # NaN compares False
+            group, prev_clock = group + 1, np.nan
+        prev_key, prev_clock = k, c if np.isfinite(c) else prev_clock
         key.append(group)
     key = pd.Series(key, index=t.index)
     out = []
