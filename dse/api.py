@@ -59,5 +59,5 @@ def stored_study(stored: Results) -> Study:
     study = _load_schema(stored.store.study_file)
     used = stored.store.meta.get("profile_path")
     if study.execution.profile and used and Path(used).is_file():
-        study = study.model_copy(update={"execution": study.execution.model_copy(update={"profile": used})})
+        study = study.with_execution(profile=used)
     return study

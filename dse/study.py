@@ -247,6 +247,11 @@ class Study(_Strict):
     def output_dir(self) -> Path:
         return Path(self.output.path) if self.output.path else Path("results") / self.name
 
+    def with_execution(self, **changes: Any) -> Study:
+        """This study with ``changes`` to its execution section (the command line's
+        ``--profile``, the profile file a run recorded)."""
+        return self.model_copy(update={"execution": self.execution.model_copy(update=changes)})
+
     def to_yaml(self) -> str:
         """The study as it was written (the source text), or a canonical dump."""
         if self.source_text:

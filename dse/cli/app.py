@@ -247,18 +247,17 @@ def _on_profile(study, profile: str | None):
     its own execution; a path given here is the caller's (relative to the working folder)."""
     if profile is None:
         return study
-    from dse.execution.plan import find_profile
+    from dse.execution.plan import find_profile, names_a_path
     from dse.study import Study, load_study
 
     s = study if isinstance(study, Study) else load_study(study)
     where = Path(profile)
-    value = str(where.resolve()) if (profile.endswith((".yaml", ".yml")) or "/" in profile) and where.is_file() \
-        else profile
+    value = str(where.resolve()) if names_a_path(profile) and where.is_file() else profile
     try:
         find_profile(value, s.source_path or None)
     except DseError as exc:  # named as the option it is here, not as the study's field
         raise DseError(exc.message, field="--profile", allowed=exc.allowed) from None
-    return s.model_copy(update={"execution": s.execution.model_copy(update={"profile": value, "scheduler": None})})
+    return s.with_execution(profile=value, scheduler=None)
 
 
 def _quiet_libraries(plan) -> None:

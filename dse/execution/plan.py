@@ -210,10 +210,15 @@ def profile_dirs(study_path: str | Path | None) -> list[Path]:
     return dirs
 
 
+def names_a_path(name: str) -> bool:
+    """A profile named by its file (``workers/local.yaml``), not by name (``local``)."""
+    return name.endswith((".yaml", ".yml")) or "/" in name
+
+
 def find_profile(name: str, study_path: str | Path | None = None) -> Path:
     """The file a profile name (``local``) or path (``workers/local.yaml``) refers to."""
     tried = []
-    if name.endswith((".yaml", ".yml")) or "/" in name:
+    if names_a_path(name):
         base = Path(study_path).resolve().parent if study_path else Path.cwd()
         tried = [Path(name), base / name]
     else:
