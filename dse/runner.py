@@ -144,7 +144,7 @@ class Runner:
             self._save_state(store, driver, run)
         total = self.plan.search.total
         report = self._report = ProgressReporter(self.progress, store.path, total)
-        interrupted, lost, executor = False, None, None
+        interrupted, lost, executor = None, None, None  # interrupted: the KeyboardInterrupt (or Terminated)
         try:
             if not driver.done:  # the cluster first: a local one may fork its workers from this
                 # process, which must not run a thread of its own then (the progress display's)
@@ -162,7 +162,7 @@ class Runner:
         except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
             lost = exc
         finally:
-            report.stop("finished" if driver.done else "interrupted" if interrupted else "stopped")
+            report.stop("finished" if driver.done else "interrupted" if interrupted is not None else "stopped")
             # the workers shut down while the datasets are written (a cluster takes a second)
             closing = threading.Thread(target=executor.__exit__, args=(None, None, None), daemon=True) \
                 if executor is not None else None
@@ -180,7 +180,7 @@ class Runner:
                            f"continue with `{resume_command(store.path, self.plan.execution)}`") from None
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
-                                             "failed": f.failed}, f.summary(), run.history, bool(interrupted),
+                                             "failed": f.failed}, f.summary(), run.history, interrupted is not None,
                          self.algorithm, terminated=isinstance(interrupted, Terminated))
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
