@@ -18,7 +18,7 @@ PACKAGE = REPO / "dse"
 #: layer of each top-level module or package of dse, upstream first
 LAYERS = {
     "dse.errors": 0,
-    "dse.files": 1, "dse.plugins": 1, "dse.keyindex": 1, "dse.allocator": 1,
+    "dse.files": 1, "dse.plugins": 1, "dse.keyindex": 1, "dse.allocator": 1, "dse.signals": 1,
     "dse.study": 2,
     "dse.space": 3,
     "dse.evaluators": 4,
