@@ -83,12 +83,39 @@ def test_bad_profiles_are_one_line_errors_naming_the_profile(tmp_path, text, exp
     assert "\n" not in message
 
 
+def test_the_studys_own_worker_count_wins_over_a_local_profile_and_is_refused_beside_a_remote_one(tmp_path):
+    """A study that names a profile and sets ``execution.workers`` gets its own count on a
+    local profile (as its grace periods); beside a profile that starts no local cluster the
+    count would be ignored, so validate and run refuse it; --workers still wins over both."""
+    quickstart = REPO / "studies" / "quickstart.yaml"
+    assert plan_execution(ExecutionSpec(profile="local"), study_path=quickstart).workers == 2  # the profile's
+    assert plan_execution(ExecutionSpec(profile="local", workers=1), study_path=quickstart).workers == 1
+    with pytest.raises(StudyError) as info:
+        plan_execution(ExecutionSpec(profile="scheduler", workers=1), study_path=quickstart)
+    message = str(info.value)
+    assert message.startswith("execution.workers: a count of local worker processes, but profile "
+                              "'scheduler'") and "names tcp://127.0.0.1:8786" in message, message
+    assert plan_execution(ExecutionSpec(profile="scheduler", workers=1), study_path=quickstart, workers=0).kind \
+        == "in-process"
+    with pytest.raises(StudyError, match=r"^execution.workers: a count of local worker processes, but "
+                                         r"execution.scheduler \(tcp://h:1\) names a running cluster"):
+        plan_execution(ExecutionSpec(scheduler="tcp://h:1", workers=2))
+    assert plan_execution(ExecutionSpec(scheduler="tcp://h:1", workers=2), scheduler="tcp://h:2").scheduler \
+        == "tcp://h:2"
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "there.yaml").write_text("scheduler: tcp://192.0.2.1:8786\n")
+    study = write_study(tmp_path, toy_study(execution={"profile": "there", "workers": 0}))
+    proc = run_cli("validate", str(study), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "execution.workers" in proc.stderr and "--workers N" in proc.stderr
+
+
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
 def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
     (tmp_path / "workers").mkdir()
     (tmp_path / "workers" / "q.yaml").write_text(
         "cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 2, memory: 4GB, corez: 3}\n")
-    study = write_study(tmp_path, toy_study(execution={"profile": "q"}))
+    study = write_study(tmp_path, toy_study(execution={"profile": "q", "workers": None}))
     proc = run_cli("validate", str(study), cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "q.yaml: options.corez: unknown option 'corez' of dask_jobqueue.SLURMCluster; allowed:" in proc.stderr
@@ -147,8 +174,8 @@ def test_a_job_the_class_cannot_write_is_one_line_from_dse_cluster(tmp_path):
 ])
 def test_a_missing_extra_is_named_at_validate_and_run(tmp_path, profile, module, extra):
     """The extra's package made unimportable in the dse process (``sys.modules[name] = None``)."""
-    study = write_study(tmp_path, toy_study(execution={"profile": str(REPO / "workers" / f"{profile}.yaml")},
-                                            output=str(tmp_path / "out")))
+    execution = {"profile": str(REPO / "workers" / f"{profile}.yaml"), "workers": None}
+    study = write_study(tmp_path, toy_study(execution=execution, output=str(tmp_path / "out")))
     for command in ("validate", "run"):
         proc = _run_without(module, command, str(study))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
@@ -343,7 +370,8 @@ def test_a_profile_starts_a_cluster_class_and_sizes_it(tmp_path, size):
         "options: {n_workers: 0, threads_per_worker: 1, processes: true, dashboard_address: '127.0.0.1:0'}\n"
         f"{size}\nstart_timeout_s: 60\n")
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(output=str(out), execution={"profile": str(tmp_path / "adaptive.yaml")}))
+    study = write_study(tmp_path, toy_study(output=str(out), execution={"profile": str(tmp_path / "adaptive.yaml"),
+                                                                   "workers": None}))
     proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
     assert proc.returncode == 0, proc.stderr
     assert "dask.distributed.LocalCluster (profile" in proc.stderr
@@ -375,7 +403,7 @@ def test_well_formed_scheduler_addresses_pass(address):
 
 
 def test_validate_and_run_refuse_a_malformed_address_alike_and_run_leaves_no_folder(tmp_path):
-    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"scheduler": "garbage"}))
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"scheduler": "garbage", "workers": None}))
     for command in ("validate", "run"):
         proc = run_cli(command, str(study))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr

@@ -257,7 +257,8 @@ def _on_profile(study, profile: str | None):
         find_profile(value, s.source_path or None)
     except DseError as exc:  # named as the option it is here, not as the study's field
         raise DseError(exc.message, field="--profile", allowed=exc.allowed) from None
-    return s.with_execution(profile=value, scheduler=None)
+    # the command line's profile replaces where the study runs: its scheduler and worker count too
+    return s.with_execution(profile=value, scheduler=None, workers=None)
 
 
 def _quiet_libraries(plan) -> None:

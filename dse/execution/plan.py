@@ -284,22 +284,37 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
         "profile": str(profile_path) if profile_path else None,
     }
     address = scheduler or spec.scheduler
+    if address and not scheduler and workers is None and spec.workers is not None:
+        raise StudyError(f"a count of local worker processes, but execution.scheduler ({spec.scheduler}) "
+                         "names a running cluster, whose workers are its own",
+                         field="execution.workers", value=spec.workers,
+                         allowed="one of execution.workers or execution.scheduler (or --workers N on the "
+                                 "command line to run on this machine instead)")
     if address:
         check_address(address, "--scheduler" if scheduler else "execution.scheduler")
         return ExecutionPlan(workers=0, scheduler=address, **timing)
     if workers is None and profile is not None:  # --workers wins over a profile's cluster
+        remote = profile.cluster or profile.scheduler or profile.scheduler_file
+        if remote and spec.workers is not None:  # the study's own value would be silently ignored
+            raise StudyError(
+                f"a count of local worker processes, but profile '{spec.profile}' ({profile_path}) "
+                f"runs no local cluster: it names {remote}",
+                field="execution.workers", value=spec.workers,
+                allowed="leave execution.workers out (that cluster has its own workers), or --workers N on "
+                        "the command line to run on this machine instead")
         try:
             plan = _profile_plan(profile, profile_path, timing)
         except StudyError as exc:
             raise exc.with_file(str(profile_path)) from None
         if plan is not None:
             return plan
-    n = workers if workers is not None else (
-        profile.workers if profile is not None and profile.workers is not None else spec.workers)
+    # the command line, then the study's own value (as for every other setting), then the profile's
+    from_profile = workers is None and spec.workers is None and profile is not None and profile.workers is not None
+    n = workers if workers is not None else spec.workers if spec.workers is not None else (
+        profile.workers if from_profile else None)
     limit = local_worker_limit()
     n = limit if n is None else n
     if n > limit:
-        from_profile = workers is None and profile is not None and profile.workers is not None
         where = "--workers" if workers is not None else ("workers" if from_profile else "execution.workers")
         error = StudyError(f"{n} local worker processes on a machine with {limit} cores", field=where,
                            value=n, allowed=f"0 (in this process) to {limit}, or a dask scheduler for more")
