@@ -70,6 +70,8 @@ def run(**cols) -> pd.DataFrame:
     (dict(model="mixtral-8x7b", expert_parallel=8, expert_tensor_parallel=2, num_accelerators=8),
      "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks"),
     (dict(model="mixtral-8x7b", experts_per_token=9), "more experts per token than experts"),
+    (dict(model="mixtral-8x7b", tensor_parallel=2, expert_parallel=4, num_accelerators=8, sequence_parallel=False),
+     "the training stack needs sequence parallelism for a mixture-of-experts model with tensor parallelism"),
 ])
 def test_expert_layouts_that_cannot_run(kw, reason):
     assert run(accelerator="H100-SXM", global_batch_size=64, **kw)["reason"][0] == reason
@@ -102,6 +104,31 @@ def test_capacity_factor_overlap_and_dispatcher():
     # one copy per destination node over InfiniBand (DeepEP): fewer scale-out bytes than one per expert
     assert deepep["tp_comm_time_s"] < 0.7 * base["tp_comm_time_s"]
     assert deepep["energy_network_j"] < base["energy_network_j"]
+
+
+def test_sequence_parallelism_is_required_with_moe_and_tensor_parallelism_only_where_the_stack_says():
+    """Megatron-LM's argument check refuses MoE with tensor parallelism and no sequence
+    parallelism; DeepSpeed and FSDP have no such rule, and a dense model is not concerned."""
+    r = run(model=["mixtral-8x7b"] * 4 + ["llama2-7b"], accelerator="H100-SXM", num_accelerators=8,
+            global_batch_size=64, tensor_parallel=2, expert_parallel=[4, 4, 4, 4, 1],
+            sequence_parallel=[False, True, False, False, False],
+            framework=["megatron-core", "megatron-core", "deepspeed", "megatron", "megatron-core"])
+    rule = "the training stack needs sequence parallelism for a mixture-of-experts model with tensor parallelism"
+    assert list(r["reason"] == rule) == [True, False, False, True, False]
+
+
+def test_the_all_to_all_overlap_needs_another_micro_batch():
+    """The overlap hides one micro-batch's dispatch behind another's compute: with one
+    micro-batch there is nothing to hide behind; with m, the first forward and the last
+    backward have no partner."""
+    kw = dict(model="mixtral-8x7b", accelerator="H100-SXM", num_accelerators=64, tensor_parallel=1,
+              pipeline_parallel=1, expert_parallel=8, micro_batch_size=1, seq_len=4096, recompute="full")
+    one = run(**kw, global_batch_size=64, moe_a2a_overlap=[False, True])
+    assert one["feasible"].all()
+    assert one["tp_comm_time_s"][1] == pytest.approx(one["tp_comm_time_s"][0], rel=1e-12)
+    two, eight = (run(**kw, global_batch_size=64 * m, moe_a2a_overlap=[False, True]) for m in (2, 8))
+    saved = [(r["tp_comm_time_s"][0] - r["tp_comm_time_s"][1]) / r["tp_comm_time_s"][0] for r in (two, eight)]
+    assert 0 < saved[0] < saved[1]
 
 
 def test_overlapped_collectives_share_the_compute_they_hide_behind():

@@ -156,17 +156,27 @@ def a2a_per_layer(full_recompute) -> np.ndarray:
     return 4.0 + 2.0 * full_recompute
 
 
-def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window_s, tp_overlap, tax):
+def partnered_share(m):
+    """Share of an iteration's expert all-to-alls that another micro-batch's compute can
+    hide: the overlap runs one micro-batch's forward beside another's backward (Megatron-Core's
+    combined 1F1B, DualPipe's paired chunks), so the first forward and the last backward of
+    the ``m`` micro-batches have no partner: (m - 1) / m, none with one micro-batch. (Earlier
+    pipeline stages have more unpaired warm-up forwards: this is the most the overlap hides.)"""
+    return np.maximum(m - 1.0, 0.0) / np.maximum(m, 1.0)
+
+
+def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window_s, tp_overlap, tax, m):
     """Exposed time of one (average) layer's expert communication per micro-batch: the
     all-to-alls over the EP group (stride ETP), overlapped with ``window_s`` of another
     micro-batch's compute where the study says so (Megatron-Core
-    ``--overlap-moe-expert-parallel-comm``, DeepSeek's DualPipe), and with ETP > 1 the
+    ``--overlap-moe-expert-parallel-comm``, DeepSeek's DualPipe), on the share of the ``m``
+    micro-batches that have a partner (:func:`partnered_share`), and with ETP > 1 the
     expert-tensor all-gather / reduce-scatter of the gathered rows (``n_tp / 2`` all-reduce
     equivalents over ETP, overlapped as the stack overlaps tensor-parallel traffic). Scaled
     by the MoE share of the layers."""
     intra, inter = dispatch_shares(net, shape, ex)
     a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
-    a2a, window_s = exposed_in(a2a, ex.overlap, window_s, tax)
+    a2a, window_s = exposed_in(a2a, ex.overlap * partnered_share(m), window_s, tax)
     gathered = a2a_bytes(shape, ex, T, tp) * ex.etp
     etp_s = np.where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
     etp_s = exposed(etp_s, tp_overlap, window_s, tax)

@@ -14,7 +14,7 @@ from dse.analytic.columns import factorise
 #: the per-stack behaviours the time model reads, in :class:`Stack` order
 FIELDS = ("default_zero_stage", "zero_ok_mask", "grad_bytes", "tp_overlap", "grad_overlap", "gather_overlap",
           "step_gather_overlap", "p2p_overlap", "fused_kernels", "p2p_scatter_gather", "interleaved_schedule",
-          "zero3_calls_per_layer", "per_rank_copies")
+          "zero3_calls_per_layer", "per_rank_copies", "moe_tp_needs_sp")
 
 
 @cache
@@ -32,7 +32,8 @@ class Stack:
     """Per-candidate stack arrays: the default ZeRO stage, a bit mask of the stages offered
     (bit ``z`` set when stage ``z`` is), gradient bytes in the data-parallel reduction, and
     the 0/1 behaviours of the catalog (overlaps, fused kernels, scatter/gather pipeline
-    sends, the interleaved schedule). Unknown names are NaN."""
+    sends, the interleaved schedule, sequence parallelism required for a mixture-of-experts
+    model with tensor parallelism). Unknown names are NaN."""
 
     default_zero_stage: np.ndarray
     zero_ok_mask: np.ndarray
@@ -47,6 +48,7 @@ class Stack:
     interleaved_schedule: np.ndarray
     zero3_calls_per_layer: np.ndarray
     per_rank_copies: np.ndarray
+    moe_tp_needs_sp: np.ndarray
 
     def offers(self, zero_stage: np.ndarray) -> np.ndarray:
         """True where the stack offers ``zero_stage`` (an integer-valued float array)."""

@@ -78,6 +78,10 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
                                        lay["data_parallel"])
     for mask, reason in (*checks, *expert_checks):
         reasons.flag(mask, reason)
+    if ex.on:  # Megatron's argument check: MoE with tensor parallelism runs sequence-parallel
+        reasons.flag((ex.frac > 0) & (p["tp"] > 1) & (p["sp"] == 0) & (stack.moe_tp_needs_sp == 1),
+                     "the training stack needs sequence parallelism for a mixture-of-experts model with tensor "
+                     "parallelism")
     if PART_STAGES[0] in cfg:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
         stages = parallelism.Stages(*(_f(cfg, k) for k in PART_STAGES[:3]), units=stages.units, part=True,
                                     **{k[7:]: _f(cfg, k) for k in PART_STAGES[3:]})

@@ -88,7 +88,7 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
     with_cp = bool((cp > 1).any())
     tp_layer, out_tp = _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp,
-                                   cp_overlap, tax, with_cp)
+                                   cp_overlap, tax, with_cp, m)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
@@ -144,10 +144,10 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
 
 
 def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp, cp_overlap, tax,
-                with_cp) -> tuple:
+                with_cp, m) -> tuple:
     """Exposed communication of one layer and one micro-batch (tensor-parallel collectives,
     the context-parallel exchange, expert dispatch and combine), and the output layer's
-    tensor-parallel time."""
+    tensor-parallel time (``m`` micro-batches per iteration)."""
     tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
     tp_layer, window_s = exposed_in(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
@@ -156,7 +156,7 @@ def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompu
         tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
         tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
-                                                 window_s, stack.tp_overlap * (sp > 0), tax)
+                                                 window_s, stack.tp_overlap * (sp > 0), tax, m)
     return tp_layer, out_tp
 
 
