@@ -379,6 +379,26 @@ def test_a_profile_starts_a_cluster_class_and_sizes_it(tmp_path, size):
         assert ds.sizes["candidate"] == 11
 
 
+def _resolver_says_no_such_name(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as exc:
+        return exc.errno == socket.EAI_NONAME
+    return False
+
+
+def test_a_scheduler_host_that_does_not_exist_fails_at_once_not_after_the_grace_period(tmp_path):
+    host = "no-such-scheduler.invalid"  # RFC 6761: never resolves
+    if not _resolver_says_no_such_name(host):
+        pytest.skip("this machine's resolver does not answer 'no such name' for a .invalid host")
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"grace_s": 60}))
+    start = time.monotonic()
+    proc = run_cli("run", str(study), "--scheduler", f"tcp://{host}:8786", "--quiet")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"cannot reach tcp://{host}:8786: no host is named '{host}'" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 30  # not the 60 s grace period
+
+
 def test_an_unreachable_scheduler_fails_after_the_grace_period_in_one_line(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

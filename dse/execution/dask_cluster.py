@@ -45,6 +45,25 @@ POLL_S = 0.5
 CONNECT_SLACK_S = 5.0
 
 
+def unknown_host(address: str) -> str | None:
+    """Why the host of a scheduler ``address`` does not exist (the resolver's answer: no such
+    name), or None: it resolves, or the resolver failed for now (the grace period may outlast
+    that), or it is an address, not a name."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(address if "://" in address else f"tcp://{address}").hostname
+        if not host:
+            return None
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as exc:
+        if exc.errno in {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}:
+            return f"no host is named '{host}' ({exc.strerror})"
+    except (OSError, UnicodeError, ValueError):
+        pass
+    return None
+
+
 def free_port(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -144,6 +163,9 @@ class DaskExecutor(Executor):
             self.client = self._client(lambda: Client(scheduler_file=p.scheduler_file, timeout=timeout,
                                                       set_as_default=False))
         else:
+            unknown = unknown_host(p.scheduler)
+            if unknown:  # a misspelt name: no point waiting out the grace period
+                raise ClusterLost(f"cannot reach {self.where}: {unknown}")
             self.client = self._client(lambda: Client(p.scheduler, timeout=timeout, set_as_default=False))
 
     def _client(self, connect: Callable[[], Any]):
