@@ -24,7 +24,8 @@ def run(**kw):
 def test_every_stack_documents_every_behaviour_with_a_source():
     fields = {"description", "source", "zero_stages", "default_zero_stage", "grad_bytes", "tp_overlap",
               "grad_overlap", "gather_overlap", "step_gather_overlap", "p2p_overlap", "fused_kernels",
-              "p2p_scatter_gather", "interleaved_schedule", "zero3_calls_per_layer", "per_rank_copies"}
+              "p2p_scatter_gather", "interleaved_schedule", "zero3_calls_per_layer", "per_rank_copies",
+              "moe_tp_needs_sp"}
     assert {"megatron", "megatron-core", "deepspeed", "fsdp"} <= set(frameworks.catalog())
     for name, stack in frameworks.catalog().items():
         assert set(stack) == fields, name
