@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from dse.analytic import declarations
 from dse.analytic.time import memory
@@ -14,6 +15,25 @@ def test_korthikanti_activation_formulas():
     assert np.isclose(sel_sp, sbh * 34 / t)
     full = memory.activation_bytes_per_layer(s, b, h, a, t, 0.0, 2, 0.0)
     assert np.isclose(full, 2 * sbh)
+
+
+def test_activations_follow_the_shape_of_attention_and_feed_forward():
+    """Korthikanti et al.'s 24 sbh/t is the GPT layer's (q = k = v = o = h, f = 4h, GeLU);
+    grouped key-value heads, a gated 3.5h MLP or MLA's heads change it, from the widths."""
+    from dse.analytic.time import workload
+
+    def split(name):
+        shape = workload.resolve_shape(np.array([name], dtype=object), {})
+        none, selective = memory.split_bytes_per_hidden(shape)
+        return float(none[0]), float(selective[0])
+
+    assert split("gpt3-175b") == (24.0, 24.0)
+    # Llama 3 70B: 64 query heads, 8 key-value heads of 128; SwiGLU of 28,672 (Llama Team 2024)
+    assert split("llama3-70b") == (2 * (8192 + 1024 + 1024 + 8192) / 8192 + 6 * 28672 / 8192,) * 2
+    # DeepSeek-V3's MLA: selective recomputation keeps the latents, not the 128 expanded heads
+    # (128 heads of 192-wide queries and keys, 128-wide values; latents 1,536 + 512 + 64; DeepSeek-AI 2024)
+    none, selective = split("deepseek-v3")
+    assert none - selective == pytest.approx(2 * (2 * 128 * 192 + 128 * 128 - (1536 + 512 + 64)) / 7168)
 
 
 def cfg(n=1, **kw):

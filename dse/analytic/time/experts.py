@@ -117,14 +117,15 @@ def elementwise_bytes(shape, ex: ExpertLayout, tp, T, eager) -> np.ndarray:
 
 def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
     """Activation bytes one MoE block keeps for backward per micro-batch on one rank, *beyond*
-    the dense 4h-MLP share of Korthikanti et al.'s formula (``16 T h / t``) that the model
-    counts for every layer: the dispatched tokens (2 B x ``h`` per row, ``T k c_f ETP / t``
-    rows) and the ``(4 + 2g) f_e / ETP`` activation bytes per row, plus the shared experts'."""
+    the dense feed-forward share (``(4 + 2g) f T / t``,
+    :func:`~dse.analytic.time.memory.split_bytes_per_hidden`) that the model counts for
+    every layer: the dispatched tokens (2 B x ``h`` per row, ``T k c_f ETP / t`` rows) and
+    the ``(4 + 2g) f_e / ETP`` activation bytes per row, plus the shared experts'."""
     a = assignments(shape, ex, T, tp)
     per_elem = 4.0 + 2.0 * shape["gated_mlp"]
     kept = (BYTES * shape["hidden"] * a * ex.etp + per_elem * shape["expert_ffn_hidden"] * a
             + per_elem * shape["shared_experts"] * shape["expert_ffn_hidden"] * T / tp)
-    return kept - 16.0 * T * shape["hidden"] / tp
+    return kept - per_elem * shape["ffn_hidden"] * T / tp
 
 
 def a2a_bytes(shape, ex: ExpertLayout, T, tp) -> np.ndarray:

@@ -99,7 +99,8 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
         dp=lay["data_parallel"], interleave=lay["interleave"], zero_stage=p["zero"], micro_batch=p["mb"],
         micro_batches=lay["micro_batches"], seq_len=shape["seq_len"], hidden=shape["hidden"],
         heads=shape["heads"], vocab=shape["vocab"], sp=p["sp"], recompute=p["recompute"],
-        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape["tied_embeddings"])
+        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape["tied_embeddings"],
+        split=memory.split_bytes_per_hidden(shape))
     reasons.flag(mem.total_bytes > hw.hbm_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
     t = step.step_time(shape=shape, tp=p["tp"], cp=p["cp"], pp=p["pp"], dp=lay["data_parallel"], v=lay["interleave"],
