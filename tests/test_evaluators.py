@@ -80,6 +80,30 @@ def test_analytic_is_deterministic_and_row_independent():
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_a_table_evaluated_in_blocks_is_the_table_evaluated_whole():
+    """The evaluator cuts a large table into blocks (``AnalyticEvaluator.block``); blocks
+    where the clock search runs and blocks where it does not stitch to the same table."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    cands = pd.DataFrame({
+        "accelerator": rng.choice(["A100-80GB", "H100-SXM", "MI300X"], n),
+        "num_accelerators": rng.choice([8, 64, 512], n),
+        "tensor_parallel": rng.choice([1, 2, 8], n),
+        "pipeline_parallel": rng.choice([1, 4], n),
+        "global_batch_size": rng.choice([256, 1024], n),
+        "clock_fraction": rng.uniform(0.5, 1.0, n),
+        "inlet_temp_c": rng.uniform(20.0, 50.0, n),
+        "power_cap_w": np.where(rng.random(n) < 0.3, rng.uniform(250.0, 700.0, n), np.nan),
+    })
+    whole = AnalyticEvaluator()
+    whole.block = n
+    blocks = AnalyticEvaluator()
+    blocks.block = 256
+    expected = whole.evaluate(cands)
+    assert expected["power_capped"].any() and expected["feasible"].any()
+    pd.testing.assert_frame_equal(blocks.evaluate(cands), expected)
+
+
 def test_lower_clock_is_slower_for_compute_bound_training():
     ev = AnalyticEvaluator()
     r = ev.evaluate(pd.DataFrame({"clock_mhz": [1980.0, 1200.0]}))

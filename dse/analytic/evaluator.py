@@ -81,9 +81,13 @@ class AnalyticEvaluator(Evaluator):
             "analytic_frameworks": ", ".join(frameworks.framework_names()),
         }
 
-    #: candidates per vectorised block: keeps the working arrays in cache (numpy's
-    #: element-wise passes over 1e6-row arrays are memory-bound); no per-candidate loop.
-    block = 32768
+    #: candidates per vectorised block (no per-candidate loop): large enough that the
+    #: model's fixed cost per call (~6 ms of Python and small-array work, much of it the
+    #: clock search) is ~5% of a block, small enough to bound a worker's working arrays
+    #: (~140 MB). Measured on the bench mix, one core (docs/model.md, section 10): 32,768
+    #: candidates 417,000-429,000/s, 65,536 439,000-469,000/s, 131,072 472,000-485,000/s.
+    #: The executor's tasks are at most this size (``ChunkSizer.max_rows``).
+    block = 131072
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
         cfg = self.to_arrays(candidates)
