@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.checks import RunPlan
-from dse.evaluators import check_result
+from dse.evaluators import ContractError, check_result
 from dse.pareto import feasible_mask, infeasibility_summary
 
 #: the sample is the same on every validate of a study
@@ -26,11 +26,14 @@ class Preview:
     feasible: int                      # feasible, within every constraint, finite objectives
     whole_space: bool                  # every candidate of the space was evaluated
     ruled_out: list[tuple[str, int]]   # what ruled them out, most frequent first
+    failed: str = ""                   # why the evaluator's call failed ("" when it did not)
+    contract: bool = False             # it failed by breaking the evaluator contract (every call would)
 
 
 def preview(plan: RunPlan) -> Preview | None:
     """Evaluate the space (or a sample of it) when the evaluator allows a preview; None when
-    it does not, or when the preview itself fails (``dse run`` reports failures its own way)."""
+    it does not. When the evaluator's call fails the preview says why (``failed``), and
+    whether it broke the contract (a malformed table: every call of a run would)."""
     ev, space = plan.evaluator, plan.space
     n = ev.preview_size
     if n <= 0:
@@ -41,7 +44,9 @@ def preview(plan: RunPlan) -> Preview | None:
     table = space.with_fixed(candidates)
     try:
         result = check_result(ev, table, ev.evaluate(table))
-    except Exception:  # an evaluator that fails here fails in the run too, and says so there
-        return None
+    except ContractError as exc:
+        return Preview(len(table), 0, whole, [], failed=str(exc), contract=True)
+    except Exception as exc:  # noqa: BLE001 - a run splits failing calls and keeps the rows that work
+        return Preview(len(table), 0, whole, [], failed=f"{type(exc).__name__}: {exc}")
     ok = feasible_mask(result, plan.study)
     return Preview(len(table), int(ok.sum()), whole, infeasibility_summary(result[~ok], plan.study))

@@ -161,8 +161,11 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
         check_job(p.execution)
     s, space = p.study, p.space
     seen = preview(p)
+    if seen and seen.contract:  # a malformed table: every call of a run would fail the same way
+        raise DseError(f"the evaluator's preview call on {_count(seen.evaluated, 'candidate')} broke the evaluator "
+                       f"contract, so a run would fail every candidate: {seen.failed}", file=str(study))
     reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
-    if seen and seen.whole_space and seen.feasible == 0:  # dse run would end with this
+    if seen and seen.whole_space and seen.feasible == 0 and not seen.failed:  # dse run would end with this
         raise DseError(f"none of the space's {_count(seen.evaluated, 'candidate')} is feasible and within the "
                        f"constraints, so a run would find no front: {reasons}", file=str(study))
     size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
@@ -173,7 +176,11 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     out.print(f"[green]ok[/green] {study}: study '{s.name}', {_count(len(space.parameters), 'parameter')} "
               f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
-    if seen and seen.feasible == 0:
+    if seen and seen.failed:
+        err.print(f"[yellow]warning:[/yellow] the evaluator failed on the preview's {_count(seen.evaluated, 'candidate')}"
+                  f" ({seen.failed}): a run splits a failing call until each failing candidate is alone, and "
+                  "reports them")
+    elif seen and seen.feasible == 0:
         err.print(f"[yellow]warning:[/yellow] none of {seen.evaluated:,} candidates drawn from the space is "
                   f"feasible and meets the constraints ({reasons}): the search may find none")
     elif seen:
