@@ -243,6 +243,8 @@ def test_status_shows_evaluations_front_and_history(finished_run):
     assert proc.returncode == 0, proc.stderr
     assert "finished" in proc.stdout and "evaluations 66" in proc.stdout and "front size 11" in proc.stdout
     assert "hypervolume" in proc.stdout
+    # what export, plot and report send a user to status for: what ruled candidates out
+    assert "ruled out: evaluator: shape b with y > 8 is infeasible (11)" in proc.stdout
 
 
 def test_describe_lists_parameters_and_metrics_with_units():

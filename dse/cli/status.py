@@ -48,6 +48,14 @@ def show_status(results: Path, console: Console) -> None:
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first "
                   f"batch's front, see docs/results.md){as_of}")
+    if n > feasible and run.log_rows:  # what export, plot and report send the user here for
+        from dse.outputs.scan import log_tallies
+
+        _, _, _, reasons = log_tallies(store.log_files(), run.study)
+        if reasons:
+            shown = "; ".join(f"{reason} ({count:,})" for reason, count in reasons[:5])
+            more = f"; and {len(reasons) - 5} more" if len(reasons) > 5 else ""
+            console.print(f"ruled out: {shown}{more}", highlight=False, markup=False)
     if not owner:  # the datasets as export, plot, report and show would find them
         console.print(f"datasets: {run.datasets_state()}", highlight=False)
     live = read_progress(store.path)
