@@ -37,6 +37,9 @@ def load_class(group: str, name: str, base: type, *, field: str, kind: str) -> t
             obj = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError, ValueError) as exc:
             raise StudyError(f"cannot import {kind} '{name}': {exc}", field=field) from None
+        except Exception as exc:  # noqa: BLE001 - the plug-in's module failed while it was imported
+            raise StudyError(f"{kind} '{name}' failed while its module was imported: {type(exc).__name__}: {exc}",
+                             field=field) from None
     else:
         found = entry_points(group=group)
         eps = {ep.name: ep for ep in found}
@@ -52,9 +55,12 @@ def load_class(group: str, name: str, base: type, *, field: str, kind: str) -> t
             )
         try:
             obj = eps[name].load()
-        except ImportError as exc:
-            raise StudyError(f"{kind} '{name}' is registered but cannot be imported: {exc}",
+        except (ImportError, AttributeError) as exc:
+            raise StudyError(f"{kind} '{name}' is registered ({eps[name].value}) but cannot be imported: {exc}",
                              field=field) from None
+        except Exception as exc:  # noqa: BLE001 - the plug-in's module failed while it was imported
+            raise StudyError(f"{kind} '{name}' ({eps[name].value}) failed while its module was imported: "
+                             f"{type(exc).__name__}: {exc}", field=field) from None
     if not (isinstance(obj, type) and issubclass(obj, base)):
         raise StudyError(f"'{name}' is not a subclass of dse's {base.__name__}", field=field)
     return obj

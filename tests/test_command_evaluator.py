@@ -4,7 +4,11 @@ alone with the program's stderr in its message; a hanging one is stopped by the 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -87,6 +91,47 @@ def test_a_hanging_candidate_is_stopped_by_the_time_out(tmp_path):
     assert "gave no result within 0.5 s (evaluator.timeout_s)" in out.loc[1, "error"]
     assert "front_sim: 1 candidates" in out.loc[1, "error"]  # what it wrote to stderr is kept
     np.testing.assert_allclose(out.loc[[0, 2, 3], "f1"], [0.1, 0.3, 0.4])
+
+
+def test_the_program_gets_the_inputs_in_the_order_the_study_declares_them():
+    """A program may read its columns by position: the order the study declares, also where
+    the evaluator is rebuilt from what travels to a worker (it was alphabetical)."""
+    from dse.execution.base import EvaluatorRef, _evaluator
+
+    options = _options()
+    options["inputs"] = {"y": options["inputs"]["y"], "x": options["inputs"]["x"]}
+    ref = EvaluatorRef.of(EvaluatorSpec(name="command", options=options))
+    assert list(_evaluator(ref.name, ref.options_yaml).inputs) == ["y", "x"]
+
+
+@pytest.mark.parametrize("workers", [0, 1], ids=["in-process", "dask-worker"])
+def test_stopping_a_run_stops_the_program_it_is_waiting_for(tmp_path, workers):
+    """The program runs in its own session (a time-out kills its whole group), so the
+    signal that stops dse does not reach it: dse kills it, in its own process or on a
+    worker that closes."""
+    pids = tmp_path / "pids"
+    study = write_study(tmp_path, _study(tmp_path, [77], workers=workers))
+    proc = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet", "--no-dashboard"],
+                            cwd=REPO, env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids.is_file(), proc.communicate(timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err, err
+    time.sleep(1.0)
+    running = []
+    for pid in map(int, pids.read_text().split()):
+        try:
+            os.kill(pid, 0)
+            running.append(pid)
+        except ProcessLookupError:
+            pass
+    for pid in running:  # do not leave them behind whatever the outcome
+        os.kill(pid, signal.SIGKILL)
+    assert not running, f"programs still running after the run stopped: {running}"
 
 
 def test_the_program_runs_on_dask_workers_too(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pydantic
 import pytest
+import xarray as xr
 
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import StudyError
@@ -204,6 +205,18 @@ class _Misbehaving(ToyEvaluator):
             out["feasible"] = out["feasible"].astype(object)
         elif self.how == "one-row-short":
             out = out.iloc[:-1]
+        elif self.how == "complex-metric":
+            out["f1"] = out["f1"].astype(complex)
+        elif self.how == "float16-metric":
+            out["f1"] = out["f1"].astype(np.float16)
+        elif self.how == "inputs-echoed":  # the candidates' columns beside the metrics, and a key of its own
+            out = pd.concat([candidates, out], axis=1).assign(key=7, batch=99, note="hi")
+        elif self.how == "reversed":
+            out = out.iloc[::-1]
+        elif self.how == "raise":
+            raise RuntimeError("simulator crashed")
+        elif self.how == "exit" and (candidates["x"] > 0.5).any():
+            raise SystemExit(4)
         return out
 
 
@@ -221,6 +234,7 @@ def _evaluate_with(how: str, cands: pd.DataFrame) -> pd.DataFrame:
     ("one-row-short", "returned 7 rows for 8 candidates"),
     ("nan-feasible", "returned 'feasible' as float64 (e.g. nan)"),
     ("na-feasible", "returned 'feasible' as boolean (e.g. <NA>)"),
+    ("complex-metric", "returned metric 'f1' as complex128; a metric is a real number"),
 ])
 def test_a_malformed_result_fails_the_call_with_its_own_message_not_row_by_row(how, message):
     cands = pd.DataFrame({"x": np.linspace(0.1, 0.8, 8), "y": 0, "shape": "a"})
@@ -237,6 +251,41 @@ def test_numbers_a_plugin_gives_in_other_types_are_taken_as_such():
         assert taken["feasible"].dtype == bool and taken["feasible"].all() and (taken["status"] == "ok").all()
     nullable = _evaluate_with("nullable-metric", cands)
     assert nullable["f2"].dtype == np.float64 and np.isnan(nullable["f2"][0]) and nullable["f2"][1] > 0
+    half = _evaluate_with("float16-metric", cands)  # the stores keep float64: netCDF has no float16
+    assert half["f1"].dtype == np.float64 and (half["status"] == "ok").all()
+
+
+def test_only_the_contracts_columns_are_taken_and_reordered_rows_are_put_back():
+    """An evaluator that echoes its inputs (or writes a column named as one dse writes) has
+    only its metrics, ``feasible`` and ``reason`` taken; rows given back in another order
+    under the candidates' labels are put back in order."""
+    cands = pd.DataFrame({"x": np.linspace(0.1, 0.8, 8), "y": 0, "shape": "a"})
+    plain = _evaluate_with("", cands)
+    echoed = _evaluate_with("inputs-echoed", cands)
+    assert (echoed["status"] == "ok").all()
+    assert not {"x", "y", "shape", "key", "batch", "note"} & set(echoed.columns)
+    pd.testing.assert_frame_equal(echoed.drop(columns="elapsed_s", errors="ignore"),
+                                  plain.drop(columns="elapsed_s", errors="ignore"))
+    shuffled = _evaluate_with("reversed", cands)
+    np.testing.assert_array_equal(shuffled["f1"], plain["f1"])
+
+
+def test_an_evaluator_that_calls_sys_exit_fails_its_rows_not_the_run():
+    cands = pd.DataFrame({"x": [0.25, 0.75], "y": 0, "shape": "a"})
+    out = _evaluate_with("exit", cands)
+    assert list(out["status"]) == ["ok", "failed"] and out.loc[1, "error"] == "SystemExit: 4"
+
+
+def test_a_run_stores_an_evaluator_that_echoes_its_inputs(tmp_path):
+    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
+
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), evaluator={
+        "name": "tests.test_evaluators:_Misbehaving", "options": {"how": "inputs-echoed"}}))
+    proc = run_cli("run", str(study), "--quiet")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    with xr.open_dataset(out / "evaluations.nc") as ds:
+        assert ds.sizes["candidate"] == 66 and set(ds["x"].values.round(1)) == {round(0.1 * i, 1) for i in range(11)}
 
 
 class _Reserved(ToyEvaluator):
@@ -267,7 +316,83 @@ class _BadDefault(ToyEvaluator):
         return {**super().inputs, "n": Input("n", "int", "1", "a count", -5, minimum=1)}
 
 
+class _NegativeChunk(ToyEvaluator):
+    chunk_size = -3
+
+
+class _TextChunk(ToyEvaluator):
+    chunk_size = "4"
+
+
+class _TextPreview(ToyEvaluator):
+    preview_size = "1000"
+
+
+class _EnforcesWithoutTimeout(ToyEvaluator):
+    enforces_timeout = True
+
+
+class _UnknownExclusive(ToyEvaluator):
+    exclusive_inputs = (("x", "clock_fraction"),)
+
+
+class _InputsRaise(ToyEvaluator):
+    @property
+    def inputs(self):
+        raise KeyError("num_gpus")
+
+
+class _NeedsAFile(ToyEvaluator):
+    def __init__(self, table_path: str = "") -> None:
+        super().__init__()
+        open(table_path).close()
+
+
+def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(tmp_path):
+    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
+
+    with pytest.raises(StudyError) as info:
+        load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_NeedsAFile",
+                                     options={"table_path": str(tmp_path / "nosuch.csv")}))
+    assert info.value.field == "evaluator.options"
+    assert f"could not be built from its options: {tmp_path / 'nosuch.csv'}: No such file or directory" in str(info.value)
+    with pytest.raises(StudyError, match=r"reading its declarations raised KeyError: 'num_gpus'"):
+        load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_InputsRaise"))
+    (tmp_path / "broken_plugin.py").write_text("raise RuntimeError('no licence server')\n")
+    study = write_study(tmp_path, toy_study(evaluator={"name": "broken_plugin:Evaluator"}))
+    proc = run_cli("validate", str(study), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "evaluator.name: evaluator 'broken_plugin:Evaluator' failed while its module was imported: " \
+           "RuntimeError: no licence server" in proc.stderr
+
+
+def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_path):
+    """A preview whose call raises is a warning with the evaluator's message (a run splits
+    failing calls and keeps the rows that work); a malformed table is refused, as every call
+    of a run would fail the same way."""
+    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
+
+    def validate(how):
+        study = write_study(tmp_path, toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving",
+                                                           "options": {"how": how}}), name=f"{how}.yaml")
+        return run_cli("validate", str(study))
+
+    raising = validate("raise")
+    assert raising.returncode == 0, raising.stderr
+    assert "warning: the evaluator failed on the preview's 66 candidates (RuntimeError: simulator crashed)" \
+        in " ".join(raising.stderr.split())
+    short = validate("one-row-short")
+    assert short.returncode == 2 and "Traceback" not in short.stderr
+    assert "broke the evaluator contract, so a run would fail every candidate: evaluator 'toy' returned 65 rows " \
+           "for 66 candidates" in " ".join(short.stderr.split())
+
+
 @pytest.mark.parametrize("cls, message", [
+    ("_NegativeChunk", "its class sets chunk_size = -3; allowed: None or a whole number >= 1"),
+    ("_TextChunk", "its class sets chunk_size = '4'; allowed: None or a whole number >= 1"),
+    ("_TextPreview", "its class sets preview_size = '1000'; allowed: a whole number >= 0"),
+    ("_EnforcesWithoutTimeout", "sets enforces_timeout = True, but its evaluate() takes no timeout_s argument"),
+    ("_UnknownExclusive", "names 'clock_fraction' in exclusive_inputs, which is not one of its inputs"),
     ("_Reserved", "declares metric 'elapsed_s', a name dse writes itself"),
     ("_Overlap", "declares 'x' both as an input and as a metric"),
     ("_NoVersion", "evaluator class _NoVersion does not set `version`"),

@@ -51,9 +51,19 @@ def load_evaluator(spec: Any) -> Evaluator:
         evaluator = cls(**options)
     except (TypeError, ValueError) as exc:
         raise StudyError(f"bad evaluator options: {exc}", field="evaluator.options") from None
+    except StudyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the constructor failed on these options (a file it reads...)
+        what = getattr(exc, "strerror", None) and getattr(exc, "filename", None)
+        text = f"{exc.filename}: {exc.strerror}" if what else f"{type(exc).__name__}: {exc}"
+        raise StudyError(f"evaluator '{spec.name}' could not be built from its options: {text}",
+                         field="evaluator.options") from None
     try:
         check_declarations(evaluator)
     except ValueError as exc:
         raise StudyError(f"evaluator '{spec.name}': {exc} (a bug of the evaluator's package)",
                          field="evaluator.name") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. its `inputs` property raised
+        raise StudyError(f"evaluator '{spec.name}': reading its declarations raised {type(exc).__name__}: {exc} "
+                         "(a bug of the evaluator's package)", field="evaluator.name") from None
     return evaluator

@@ -220,6 +220,7 @@ def check_declarations(evaluator: Evaluator) -> None:
             if decl.name != name:
                 raise ValueError(f"evaluator '{evaluator.name}': {what} key '{name}' holds {kind.__name__} "
                                  f"'{decl.name}'")
+    _check_class_settings(evaluator)
     both = sorted(set(inputs) & set(metrics))
     if both:
         raise ValueError(f"evaluator '{evaluator.name}' declares '{both[0]}' both as an input and as a metric")
@@ -234,6 +235,39 @@ def check_declarations(evaluator: Evaluator) -> None:
                 raise ValueError(f"input '{name}' of evaluator '{evaluator.name}': its default {inp.default!r} "
                                  f"breaks its own declaration: {exc.message}"
                                  + (f" (allowed: {exc.allowed})" if exc.allowed else "")) from None
+
+
+def _check_class_settings(evaluator: Evaluator) -> None:
+    """The class attributes a run reads: ``chunk_size`` (None or a whole number of at
+    least 1), ``preview_size`` (a whole number, 0 or more), ``fork_safe`` and
+    ``enforces_timeout`` (true or false; an evaluator that enforces time-outs takes
+    ``timeout_s``), ``exclusive_inputs`` (groups of declared inputs)."""
+    import inspect
+
+    def whole(value) -> bool:
+        return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+    chunk = evaluator.chunk_size
+    if chunk is not None and not (whole(chunk) and chunk >= 1):
+        raise ValueError(f"its class sets chunk_size = {chunk!r}; allowed: None or a whole number >= 1")
+    if not (whole(evaluator.preview_size) and evaluator.preview_size >= 0):
+        raise ValueError(f"its class sets preview_size = {evaluator.preview_size!r}; allowed: a whole "
+                         "number >= 0")
+    for attr in ("fork_safe", "enforces_timeout"):
+        if not isinstance(getattr(evaluator, attr), bool | np.bool_):
+            raise ValueError(f"its class sets {attr} = {getattr(evaluator, attr)!r}; allowed: True or False")
+    if evaluator.enforces_timeout:
+        params = inspect.signature(evaluator.evaluate).parameters
+        takes = "timeout_s" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        if not takes:
+            raise ValueError("its class sets enforces_timeout = True, but its evaluate() takes no "
+                             "timeout_s argument")
+    declared = evaluator.inputs
+    for group in evaluator.exclusive_inputs:
+        unknown = [g for g in group if g not in declared]
+        if unknown:
+            raise ValueError(f"its class names '{unknown[0]}' in exclusive_inputs, which is not one "
+                             "of its inputs")
 
 
 def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
@@ -253,14 +287,28 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
     if result.columns.duplicated().any():
         raise ContractError(f"evaluator '{name}' returned column '{result.columns[result.columns.duplicated()][0]}' "
                             "twice")
-    result = result.reset_index(drop=True)
+    # rows given back in another order under the candidates' own labels, or under their
+    # positions (0 to n-1: a table the evaluator re-indexed first), are put back in order
+    if not result.index.equals(candidates.index) and result.index.is_unique:
+        if len(result.index.intersection(candidates.index)) == len(candidates):
+            result = result.loc[candidates.index]
+        elif len(result.index.intersection(pd.RangeIndex(len(candidates)))) == len(candidates):
+            result = result.sort_index()
+    # only what the contract asks for: other columns (the inputs echoed back, notes) are
+    # not stored, and one named as a column dse writes itself would clash with it
+    result = result[[*evaluator.metrics, "feasible", "reason"]].reset_index(drop=True)
     for metric in evaluator.metrics:
         col = result[metric]
         if not pd.api.types.is_numeric_dtype(col.dtype):
             raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype} "
                                 f"(e.g. {_example(col)}); a metric is a number (NaN where missing)")
+        if getattr(col.dtype, "kind", "") == "c":
+            raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype}; a metric is a "
+                                "real number (NaN where missing)")
         if not isinstance(col.dtype, np.dtype):  # a nullable extension column: numpy floats, NaN for NA
             result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        elif col.dtype.kind == "f" and col.dtype.itemsize != 8:  # float16/32: the stores keep float64
+            result[metric] = col.to_numpy(dtype=np.float64)
     feasible = result["feasible"]
     if feasible.dtype != bool:
         try:  # 0/1 numbers, or Python bools in an object column

@@ -24,6 +24,7 @@ standard error. ``{python}`` in the command is this Python interpreter.
 
 from __future__ import annotations
 
+import atexit
 import csv
 import io
 import json
@@ -146,6 +147,35 @@ class CommandOptions(_Strict):
         return self
 
 
+#: process groups of the programs running now in this process: killed when it exits (a
+#: dask worker closed while a program runs; the program is in its own session, so the
+#: signal that stops dse does not reach it)
+_RUNNING: set[int] = set()
+#: set once the programs are stopped for good (the worker closes): no new one starts
+_STOPPED: list[bool] = []
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+@atexit.register
+def stop_programs() -> None:
+    """Kill the programs running now in this process, with whatever they started (at exit,
+    and when a dask worker closes: its nanny kills a worker that does not stop in time, and
+    a killed process runs no exit handler)."""
+    _STOPPED.append(True)
+    for pid in list(_RUNNING):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class CommandEvaluator(Evaluator):
     name = "command"
     version = "1"
@@ -219,16 +249,24 @@ class CommandEvaluator(Evaluator):
         return json.dumps(table.to_dict(orient="records"), default=_plain).encode()
 
     def _run(self, args: list[str], data: bytes | None, timeout_s: float | None) -> bytes:
+        if _STOPPED:  # the worker is closing: the failed call's halves must not start it again
+            raise RuntimeError(f"{self.label} was stopped: the run is stopping")
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.opts.workdir,
                                 env={**os.environ, **self.opts.env}, start_new_session=True)
+        _RUNNING.add(proc.pid)
         try:
             out, err = proc.communicate(input=data, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the program and whatever it started
+            _kill_group(proc)  # the program and whatever it started
             _, err = proc.communicate()
             raise TimeoutError(f"{self.label} gave no result within {timeout_s:g} s (evaluator.timeout_s)"
                                f"{_tail(err)}") from None
+        except BaseException:  # the run stops (Ctrl-C, SIGTERM): its program must not outlive it
+            _kill_group(proc)
+            raise
+        finally:
+            _RUNNING.discard(proc.pid)
         if proc.returncode != 0:
             raise RuntimeError(f"{self.label} exited with code {proc.returncode}{_tail(err)}")
         return out

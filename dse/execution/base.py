@@ -59,7 +59,8 @@ class EvaluatorRef:
     def of(cls, spec: EvaluatorSpec) -> EvaluatorRef:
         import dse
 
-        options_yaml = yaml.safe_dump(dict(spec.options), sort_keys=True)
+        # in the study's order: an evaluator may read its options' order (the command evaluator's inputs)
+        options_yaml = yaml.safe_dump(dict(spec.options), sort_keys=False)
         version = _evaluator(spec.name, options_yaml).version
         return cls(spec.name, options_yaml, spec.timeout_s, dse.__version__, version)
 
@@ -118,7 +119,7 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
         result = check_result(ev, candidates, _call(ref, ev, candidates)).copy()
     except ContractError as exc:  # a malformed table: the evaluator's bug, not these rows'
         return failed_rows(len(candidates), str(exc), ref)
-    except Exception as exc:  # an evaluator bug or a time-out must not lose the other rows
+    except (Exception, SystemExit) as exc:  # an evaluator bug, a time-out or its sys.exit() must not lose the rest
         if len(candidates) <= 1:
             message = str(exc) if isinstance(exc, EvaluatorFailed) else f"{type(exc).__name__}: {exc}"
             return failed_rows(len(candidates), message, ref)

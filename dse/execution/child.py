@@ -102,7 +102,8 @@ def child_evaluator(name: str, options_yaml: str) -> ChildEvaluator:
 
 
 @atexit.register
-def _stop_children() -> None:
+def stop_children() -> None:
+    """Kill this process's evaluator children (at exit, and when a dask worker closes)."""
     for child in _children.values():
         child.stop()
 

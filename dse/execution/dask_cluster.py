@@ -124,6 +124,9 @@ class DaskExecutor(Executor):
             self._connect()
             self._wait_for_workers()
             self.check_versions()
+            from dse.execution.worker_plugin import StopPrograms
+
+            self.client.register_plugin(StopPrograms(), name="dse-stop-programs")
         except BaseException:
             self.__exit__()
             raise

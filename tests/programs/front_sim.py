@@ -4,7 +4,8 @@ Reads candidates with columns x (in [0, 1]) and y (an integer) as CSV or JSON, f
 a file, and writes f1 = x and f2 = 1 - sqrt(x) + y / 10 for each, in order: the Pareto front
 is every x with y = 0. Candidates with y = 4 and x > 0.5 are infeasible ("too hot"). A chunk
 holding y = 13 makes the program fail (exit code 3, a message on stderr); a chunk holding
-y = 99 makes it hang.
+y = 99 makes it hang; y = 77 makes it append its process id to the file named by
+FRONT_SIM_PIDS and then hang.
 
 usage: front_sim.py csv|json [INPUT OUTPUT]   (without files: stdin to stdout)
 """
@@ -13,6 +14,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 import time
 
@@ -30,6 +32,10 @@ def main() -> None:
             sys.exit(3)
         if y == 99:
             time.sleep(60)
+        if y == 77:
+            with open(os.environ["FRONT_SIM_PIDS"], "a") as f:
+                f.write(f"{os.getpid()}\n")
+            time.sleep(120)
         hot = y == 4 and x > 0.5
         out.append({"f1": x, "f2": 1 - math.sqrt(x) + y / 10, "feasible": not hot,
                     "reason": "too hot" if hot else ""})
