@@ -92,6 +92,9 @@ class AnalyticEvaluator(Evaluator):
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
         cfg = self.to_arrays(candidates)
         n = len(candidates)
+        if n <= self.block:  # one block (an executor's task): its arrays are the result, no copy
+            with _small_pages():
+                return pd.DataFrame(model.evaluate(cfg), copy=False)
         out: dict[str, np.ndarray] = {}
         for i in range(0, n, self.block):
             part = model.evaluate({k: v[i:i + self.block] for k, v in cfg.items()})
@@ -100,8 +103,6 @@ class AnalyticEvaluator(Evaluator):
                     out = {k: np.empty(n, dtype=v.dtype) for k, v in part.items()}
             for k, v in part.items():
                 out[k][i:i + self.block] = v
-        if not out:
-            out = model.evaluate(cfg)
         # copy=False: the columns stay separate arrays (consolidating ~60 float columns into
         # one 2-D block would copy them all, ~1 s per million candidates)
         return pd.DataFrame(out, copy=False)
