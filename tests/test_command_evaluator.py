@@ -134,6 +134,22 @@ def test_stopping_a_run_stops_the_program_it_is_waiting_for(tmp_path, workers):
     assert not running, f"programs still running after the run stopped: {running}"
 
 
+def test_a_second_run_on_a_running_cluster_still_runs_programs(tmp_path):
+    """Each run installs its worker plug-in again; replacing it must not stop the programs
+    of workers that go on (only a worker that closes kills them)."""
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        for run in ("first", "second"):
+            study = _study(tmp_path / run, [0, 4])
+            study["execution"] = {"scheduler": cluster.scheduler_address, "chunk_size": 8}
+            (tmp_path / run).mkdir()
+            proc = run_cli("run", str(write_study(tmp_path / run, study)), "--quiet", "--no-dashboard")
+            assert proc.returncode == 0, proc.stderr
+            log = _log(tmp_path / run / "out")
+            assert len(log) == 22 and (log["status"] == "ok").all(), log.loc[log["status"] != "ok", "error"].head()
+
+
 def test_the_program_runs_on_dask_workers_too(tmp_path):
     study = write_study(tmp_path, _study(tmp_path, [0, 13], workers=1))
     proc = run_cli("run", str(study), "--quiet", "--no-dashboard")

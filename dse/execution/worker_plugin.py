@@ -14,6 +14,12 @@ class StopPrograms(WorkerPlugin):
     idempotent = True
 
     def teardown(self, worker) -> None:
+        from distributed.core import Status
+
+        # only on a worker that closes: a later run on a running cluster registers the plugin
+        # again, which tears the old one down on workers that go on (with another run's programs)
+        if getattr(worker, "status", None) not in (Status.closing, Status.closing_gracefully, Status.closed):
+            return
         from dse.evaluators.command import stop_programs
         from dse.execution.child import stop_children
 
