@@ -284,14 +284,14 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
         "profile": str(profile_path) if profile_path else None,
     }
     address = scheduler or spec.scheduler
-    if address and not scheduler and workers is None and spec.workers is not None:
-        raise StudyError(f"a count of local worker processes, but execution.scheduler ({spec.scheduler}) "
-                         "names a running cluster, whose workers are its own",
-                         field="execution.workers", value=spec.workers,
-                         allowed="one of execution.workers or execution.scheduler (or --workers N on the "
-                                 "command line to run on this machine instead)")
     if address:
         check_address(address, "--scheduler" if scheduler else "execution.scheduler")
+        if not scheduler and workers is None and spec.workers is not None:
+            raise StudyError(f"a count of local worker processes, but execution.scheduler ({spec.scheduler}) "
+                             "names a running cluster, whose workers are its own",
+                             field="execution.workers", value=spec.workers,
+                             allowed="one of execution.workers or execution.scheduler (or --workers N on the "
+                                     "command line to run on this machine instead)")
         return ExecutionPlan(workers=0, scheduler=address, **timing)
     if workers is None and profile is not None:  # --workers wins over a profile's cluster
         remote = profile.cluster or profile.scheduler or profile.scheduler_file
