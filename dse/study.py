@@ -12,10 +12,18 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from dse.errors import StudyError, did_you_mean, pydantic_message
 
@@ -25,6 +33,22 @@ _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_truth_for_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        """YAML's true and false are not numbers (pydantic would read ``batch_size: true`` as 1)."""
+        if isinstance(v, bool) and _numbers_only(cls.model_fields[info.field_name].annotation):
+            raise ValueError("expected a number, not true or false")
+        return v
+
+
+def _numbers_only(annotation: Any) -> bool:
+    """A field that holds numbers alone (int, float, or None)."""
+    args = get_args(annotation)
+    if args:
+        return all(_numbers_only(a) for a in args)
+    return annotation in (int, float, type(None))
 
 
 Scalar = bool | int | float | str

@@ -195,6 +195,11 @@ RUN_CASES = {
                                     "not a dask scheduler address"),
     "unknown evaluator option": (lambda d: d.update(evaluator={"name": "analytic", "options": {"speed": 1}}),
                                  "evaluator.options", "speed"),
+    "true as a batch size": (lambda d: d["search"].update(batch_size=True), "search.batch_size",
+                             "expected a number, not true or false"),
+    "false as a seed": (lambda d: d["search"].update(seed=False), "search.seed", "expected a number, not true or false"),
+    "true as a worker count": (lambda d: d["execution"].update(workers=True), "execution.workers",
+                               "expected a number, not true or false"),
 }
 
 
