@@ -134,9 +134,20 @@ def test_stopping_a_run_stops_the_program_it_is_waiting_for(tmp_path, workers):
     assert not running, f"programs still running after the run stopped: {running}"
 
 
+def test_programs_stopped_for_a_closing_worker_do_not_stop_later_calls_in_the_process():
+    """A notebook that ran on a thread-based cluster, closed it, and evaluates again."""
+    from dse.evaluators.command import stop_programs
+
+    stop_programs()  # what a closing worker of this process does
+    spec = EvaluatorSpec(name="command", options=_options())
+    with make_executor(ExecutionPlan(workers=0, chunk_size=4), spec) as ex:
+        out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": [0, 0]}))
+    assert list(out["status"]) == ["ok", "ok"], list(out["error"])
+
+
 def test_a_second_run_on_a_running_cluster_still_runs_programs(tmp_path):
-    """Each run installs its worker plug-in again; replacing it must not stop the programs
-    of workers that go on (only a worker that closes kills them)."""
+    """Stopping a run's programs is tied to the worker that closes: a running cluster's
+    workers go on and run the next run's programs."""
     from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:

@@ -102,6 +102,8 @@ def test_the_studys_own_worker_count_wins_over_a_local_profile_and_is_refused_be
         plan_execution(ExecutionSpec(scheduler="tcp://h:1", workers=2))
     assert plan_execution(ExecutionSpec(scheduler="tcp://h:1", workers=2), scheduler="tcp://h:2").scheduler \
         == "tcp://h:2"
+    # what the refusal offers: --workers runs on this machine, whatever the study's scheduler
+    assert plan_execution(ExecutionSpec(scheduler="tcp://h:1", workers=2), workers=0).kind == "in-process"
     (tmp_path / "workers").mkdir()
     (tmp_path / "workers" / "there.yaml").write_text("scheduler: tcp://192.0.2.1:8786\n")
     study = write_study(tmp_path, toy_study(execution={"profile": "there", "workers": 0}))

@@ -287,13 +287,6 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
     if result.columns.duplicated().any():
         raise ContractError(f"evaluator '{name}' returned column '{result.columns[result.columns.duplicated()][0]}' "
                             "twice")
-    # rows given back in another order under the candidates' own labels, or under their
-    # positions (0 to n-1: a table the evaluator re-indexed first), are put back in order
-    if not result.index.equals(candidates.index) and result.index.is_unique:
-        if len(result.index.intersection(candidates.index)) == len(candidates):
-            result = result.loc[candidates.index]
-        elif len(result.index.intersection(pd.RangeIndex(len(candidates)))) == len(candidates):
-            result = result.sort_index()
     # only what the contract asks for: other columns (the inputs echoed back, notes) are
     # not stored, and one named as a column dse writes itself would clash with it
     result = result[[*evaluator.metrics, "feasible", "reason"]].reset_index(drop=True)

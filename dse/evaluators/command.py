@@ -151,8 +151,19 @@ class CommandOptions(_Strict):
 #: dask worker closed while a program runs; the program is in its own session, so the
 #: signal that stops dse does not reach it)
 _RUNNING: set[int] = set()
-#: set once the programs are stopped for good (the worker closes): no new one starts
-_STOPPED: list[bool] = []
+
+
+def _worker_closing() -> bool:
+    """This call runs on a dask worker that is closing (its programs were stopped: the
+    halves of a failed call must not start them again)."""
+    distributed = sys.modules.get("distributed")  # not imported: not on a worker
+    if distributed is None:
+        return False
+    try:
+        worker = distributed.get_worker()
+    except ValueError:
+        return False
+    return getattr(worker.status, "name", "") in ("closing", "closing_gracefully", "closed")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -168,7 +179,6 @@ def stop_programs() -> None:
     """Kill the programs running now in this process, with whatever they started (at exit,
     and when a dask worker closes: its nanny kills a worker that does not stop in time, and
     a killed process runs no exit handler)."""
-    _STOPPED.append(True)
     for pid in list(_RUNNING):
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -249,12 +259,16 @@ class CommandEvaluator(Evaluator):
         return json.dumps(table.to_dict(orient="records"), default=_plain).encode()
 
     def _run(self, args: list[str], data: bytes | None, timeout_s: float | None) -> bytes:
-        if _STOPPED:  # the worker is closing: the failed call's halves must not start it again
-            raise RuntimeError(f"{self.label} was stopped: the run is stopping")
+        if _worker_closing():
+            raise RuntimeError(f"{self.label} was stopped: the dask worker is closing")
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.opts.workdir,
                                 env={**os.environ, **self.opts.env}, start_new_session=True)
         _RUNNING.add(proc.pid)
+        if _worker_closing():  # the worker began to close while this program started: stopped too
+            _kill_group(proc)
+            _RUNNING.discard(proc.pid)
+            raise RuntimeError(f"{self.label} was stopped: the dask worker is closing")
         try:
             out, err = proc.communicate(input=data, timeout=timeout_s)
         except subprocess.TimeoutExpired:

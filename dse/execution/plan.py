@@ -283,7 +283,7 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
         "chunk_size": spec.chunk_size,
         "profile": str(profile_path) if profile_path else None,
     }
-    address = scheduler or spec.scheduler
+    address = scheduler or (spec.scheduler if workers is None else None)  # --workers: on this machine
     if address:
         check_address(address, "--scheduler" if scheduler else "execution.scheduler")
         if not scheduler and workers is None and spec.workers is not None:

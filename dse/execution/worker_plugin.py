@@ -16,8 +16,8 @@ class StopPrograms(WorkerPlugin):
     def teardown(self, worker) -> None:
         from distributed.core import Status
 
-        # only on a worker that closes: a later run on a running cluster registers the plugin
-        # again, which tears the old one down on workers that go on (with another run's programs)
+        # only on a worker that closes (a plug-in removed from a worker that goes on, with
+        # another run's programs, must leave them be)
         if getattr(worker, "status", None) not in (Status.closing, Status.closing_gracefully, Status.closed):
             return
         from dse.evaluators.command import stop_programs
