@@ -129,6 +129,12 @@ def test_the_all_to_all_overlap_needs_another_micro_batch():
     two, eight = (run(**kw, global_batch_size=64 * m, moe_a2a_overlap=[False, True]) for m in (2, 8))
     saved = [(r["tp_comm_time_s"][0] - r["tp_comm_time_s"][1]) / r["tp_comm_time_s"][0] for r in (two, eight)]
     assert 0 < saved[0] < saved[1]
+    # a slow fabric: the all-to-all outlasts the window; 2 micro-batches hide (2-1)/2 of what
+    # 8 hide per micro-batch, (8-1)/8 (the window is full either way)
+    slow = {**kw, "scaleup_size": 1, "scaleout_bw_gbs": 5}
+    two, eight = (run(**slow, global_batch_size=64 * m, moe_a2a_overlap=[False, True]) for m in (2, 8))
+    hidden = [(r["tp_comm_time_s"][0] - r["tp_comm_time_s"][1]) / m for r, m in ((two, 2), (eight, 8))]
+    assert hidden[0] / hidden[1] == pytest.approx((1 / 2) / (7 / 8), rel=1e-6)
 
 
 def test_overlapped_collectives_share_the_compute_they_hide_behind():

@@ -158,10 +158,11 @@ def a2a_per_layer(full_recompute) -> np.ndarray:
 
 
 def partnered_share(m):
-    """Share of an iteration's expert all-to-alls that another micro-batch's compute can
-    hide: the overlap runs one micro-batch's forward beside another's backward (Megatron-Core's
-    combined 1F1B, DualPipe's paired chunks), so the first forward and the last backward of
-    the ``m`` micro-batches have no partner: (m - 1) / m, none with one micro-batch. (Earlier
+    """Share of an iteration's micro-batches whose expert all-to-alls another micro-batch's
+    compute can hide: the overlap runs one micro-batch's forward beside another's backward
+    (Megatron-Core's combined 1F1B, DualPipe's paired chunks), so the first forward and the
+    last backward of the ``m`` micro-batches have no partner: (m - 1) / m, none with one
+    micro-batch. Those hide what fits in their window; the others, nothing. (Earlier
     pipeline stages have more unpaired warm-up forwards: this is the most the overlap hides.)"""
     return np.maximum(m - 1.0, 0.0) / np.maximum(m, 1.0)
 
@@ -177,7 +178,10 @@ def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window
     by the MoE share of the layers."""
     intra, inter = dispatch_shares(net, shape, ex)
     a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
-    a2a, window_s = exposed_in(a2a, ex.overlap * partnered_share(m), window_s, tax)
+    # the partnered micro-batches hide what fits in their window, the others hide nothing
+    share = partnered_share(m)
+    hidden_a2a, left_s = exposed_in(a2a, ex.overlap, window_s, tax)
+    a2a, window_s = share * hidden_a2a + (1.0 - share) * a2a, share * left_s + (1.0 - share) * window_s
     gathered = a2a_bytes(shape, ex, T, tp) * ex.etp
     etp_s = np.where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
     etp_s = exposed(etp_s, tp_overlap, window_s, tax)
