@@ -27,13 +27,14 @@ class Preview:
     whole_space: bool                  # every candidate of the space was evaluated
     ruled_out: list[tuple[str, int]]   # what ruled them out, most frequent first
     failed: str = ""                   # why the evaluator's call failed ("" when it did not)
-    contract: bool = False             # it failed by breaking the evaluator contract (every call would)
+    contract: bool = False             # it failed by the form of its table (every call would)
 
 
 def preview(plan: RunPlan) -> Preview | None:
     """Evaluate the space (or a sample of it) when the evaluator allows a preview; None when
     it does not. When the evaluator's call fails the preview says why (``failed``), and
-    whether it broke the contract (a malformed table: every call of a run would)."""
+    whether the form of its table broke the contract (``contract``: every call of a run
+    would; a value that breaks it may do so for some candidates only)."""
     ev, space = plan.evaluator, plan.space
     n = ev.preview_size
     if n <= 0:
@@ -44,9 +45,9 @@ def preview(plan: RunPlan) -> Preview | None:
     table = space.with_fixed(candidates)
     try:
         result = check_result(ev, table, ev.evaluate(table))
-    except ContractError as exc:
-        return Preview(len(table), 0, whole, [], failed=str(exc), contract=True)
-    except Exception as exc:  # noqa: BLE001 - a run splits failing calls and keeps the rows that work
+    except ContractError as exc:  # a value may break it for some candidates only: then a warning
+        return Preview(len(table), 0, whole, [], failed=str(exc), contract=exc.structural)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run splits failing calls, keeps the rows that work
         return Preview(len(table), 0, whole, [], failed=f"{type(exc).__name__}: {exc}")
     ok = feasible_mask(result, plan.study)
     return Preview(len(table), int(ok.sum()), whole, infeasibility_summary(result[~ok], plan.study))

@@ -376,6 +376,10 @@ def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_
     assert raising.returncode == 0, raising.stderr
     assert "warning: the evaluator failed on the preview's 66 candidates (RuntimeError: simulator crashed)" \
         in " ".join(raising.stderr.split())
+    exiting = validate("exit")  # sys.exit() in the evaluator (for x > 0.5)
+    assert exiting.returncode == 0 and "(SystemExit: 4)" in exiting.stderr, exiting.stderr
+    text = validate("text-metric")  # a value: a run would fail only the calls with such rows
+    assert text.returncode == 0 and "returned metric 'f1' as str" in " ".join(text.stderr.split()), text.stderr
     short = validate("one-row-short")
     assert short.returncode == 2 and "Traceback" not in short.stderr
     assert "broke the evaluator contract, so a run would fail every candidate: evaluator 'toy' returned 65 rows " \

@@ -197,7 +197,13 @@ class ContractError(ValueError):
     """An evaluator's output breaks the contract (a table, a row per candidate, every
     metric a number, ``feasible`` true or false): a bug of the evaluator, the same for
     every part of the call, so the call's rows fail with this message and are not retried
-    one by one."""
+    one by one. ``structural``: the table's form is wrong (not a table, a row count or a
+    column wrong), as it would be for any candidates; otherwise a value is (text in a
+    metric), which may hold for some candidates only."""
+
+    def __init__(self, message: str, *, structural: bool = False) -> None:
+        super().__init__(message)
+        self.structural = structural
 
 
 def check_declarations(evaluator: Evaluator) -> None:
@@ -278,15 +284,15 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
     as bool and numeric extension columns as numpy floats."""
     name = evaluator.name
     if not isinstance(result, pd.DataFrame):
-        raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame")
+        raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True)
     if len(result) != len(candidates):
-        raise ContractError(f"evaluator '{name}' returned {len(result)} rows for {len(candidates)} candidates")
+        raise ContractError(f"evaluator '{name}' returned {len(result)} rows for {len(candidates)} candidates", structural=True)
     missing = [c for c in (*evaluator.metrics, "feasible", "reason") if c not in result.columns]
     if missing:
-        raise ContractError(f"evaluator '{name}' did not return {missing}")
+        raise ContractError(f"evaluator '{name}' did not return {missing}", structural=True)
     if result.columns.duplicated().any():
         raise ContractError(f"evaluator '{name}' returned column '{result.columns[result.columns.duplicated()][0]}' "
-                            "twice")
+                            "twice", structural=True)
     # only what the contract asks for: other columns (the inputs echoed back, notes) are
     # not stored, and one named as a column dse writes itself would clash with it
     result = result[[*evaluator.metrics, "feasible", "reason"]].reset_index(drop=True)
