@@ -157,6 +157,7 @@ class Runner:
                 report.pace.restart()
                 while not driver.done and self._batch(executor, store, driver, run):
                     pass
+                self._save_state(store, driver, run)  # over: the last ask may have ended it (nothing left)
         except KeyboardInterrupt as exc:
             interrupted = exc
         except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
@@ -268,6 +269,9 @@ class Runner:
                 "driver": state, "batch": run.batch_no, "history": run.history,
                 "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
                 "keep": self.study.output.keep,
+                # what ruled candidates out, most frequent first (dse status reads it, not the log)
+                "ruled_out": [[reason, count] for reason, count in run.front.summary()[:RULED_OUT_KEPT]],
+                "ruled_out_kinds": len(run.front.ruled_out),
             })
         except (TypeError, ValueError) as exc:  # JSON cannot hold the driver's state
             if self._own_driver:
@@ -394,6 +398,9 @@ def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
         return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
     return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))
 
+
+#: reasons for ruling candidates out that state.json keeps (the most frequent)
+RULED_OUT_KEPT = 20
 
 #: evaluations from which the end of a run says that it writes the datasets (seconds of work)
 SAY_WRITING = 100_000

@@ -386,3 +386,30 @@ def test_a_search_that_found_nothing_feasible_says_so_not_that_the_polish_ran_sh
     status = run_cli("status", str(out))
     assert "nothing to polish" in status.stdout and "phase done" in status.stdout, status.stdout
     assert "before the polish reached" not in status.stdout
+
+
+@pytest.mark.parametrize("search", [
+    {"algorithm": "optuna-tpe", "budget": 1000, "batch_size": 20},
+    {"algorithm": "random", "budget": 1000, "batch_size": 20},
+    {"algorithm": "random", "budget": "30 s", "batch_size": 4},
+    {"algorithm": "nsga2", "budget": 50, "batch_size": 8},
+], ids=["optuna-tpe", "random", "random-in-time", "nsga2"])
+def test_a_search_ends_when_every_candidate_of_the_space_is_evaluated(tmp_path, search):
+    """A sampling driver would ask repeats until its budget (a budget in time: until the
+    time is spent; it used to stop at the space's size in draws, repeats included); every
+    candidate evaluated ends the search, recorded as finished with the exact front."""
+    from tests.conftest import run_cli, write_study
+
+    out = tmp_path / "out"
+    study = toy_study(output=str(out), space={"x": [0.1, 0.5, 0.9], "y": [0, 9], "shape": ["a", "b"]},
+                      search=search)  # 12 candidates
+    proc = run_cli("run", str(write_study(tmp_path, study)), "-q")
+    assert proc.returncode == 0, proc.stderr
+    state = json.loads((out / "state.json").read_text())
+    assert state["finished"] is True
+    assert sum(h["evaluations"] for h in state["history"][-1:]) == 12
+    assert len(state["history"]) <= 2 or search["algorithm"] != "optuna-tpe"  # no batches of repeats
+    status = run_cli("status", str(out)).stdout
+    assert "finished" in status.splitlines()[0] and "front exact: every candidate of the space was evaluated" in status
+    with xr.open_dataset(out / "pareto.nc") as ds:
+        assert ds.attrs["front"] == "exact"

@@ -49,12 +49,15 @@ def show_status(results: Path, console: Console) -> None:
                   f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first "
                   f"batch's front, see docs/results.md){as_of}")
     if n > feasible and run.log_rows:  # what export, plot and report send the user here for
-        from dse.outputs.scan import log_tallies
+        reasons, kinds = state.get("ruled_out"), state.get("ruled_out_kinds")
+        if reasons is None:  # a run saved before the state kept them: from the log
+            from dse.outputs.scan import log_tallies
 
-        _, _, _, reasons = log_tallies(store.log_files(), run.study)
+            reasons = log_tallies(store.log_files(), run.study)[3]
+            kinds = len(reasons)
         if reasons:
             shown = "; ".join(f"{reason} ({count:,})" for reason, count in reasons[:5])
-            more = f"; and {len(reasons) - 5} more" if len(reasons) > 5 else ""
+            more = f"; and {kinds - 5} more" if kinds > 5 else ""
             console.print(f"ruled out: {shown}{more}", highlight=False, markup=False)
     if not owner:  # the datasets as export, plot, report and show would find them
         console.print(f"datasets: {run.datasets_state()}", highlight=False)

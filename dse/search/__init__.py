@@ -48,12 +48,14 @@ UNBOUNDED = 2**62  # the evaluation cap of a budget in time over a space too lar
 
 def problem_of(study: Study, space: Space, work_dir: Path | None = None) -> Problem:
     """The :class:`Problem` a study describes (objectives all minimised; the evaluator's
-    verdict as the last constraint column). With a budget in time, ``budget`` is only a cap:
-    the size of a discrete space (nothing is asked twice), unbounded otherwise."""
+    verdict as the last constraint column). With a budget in time, ``budget`` is unbounded:
+    the time ends the search, or, over a discrete space, having evaluated every candidate
+    (:class:`~dse.search.phases.PhasedSearch`; a sampling driver asks repeats, so a cap of
+    the space's size would end it early)."""
     s = study.search
     budget = s.budget_evaluations
     if budget is None:
-        budget = int(space.size) if space.is_discrete and space.size < UNBOUNDED else UNBOUNDED
+        budget = UNBOUNDED
     return Problem(
         space=space, objectives=tuple(o.metric for o in study.objectives),
         constraints=(*(str(c) for c in study.constraints), EVALUATOR_VERDICT),

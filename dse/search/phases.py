@@ -63,6 +63,11 @@ class PhasedSearch(SearchDriver):
         """The polish follows this search (on, a discrete space, a driver that samples)."""
         return self.settings is not None and not self.inner.enumerates
 
+    def _exhausted(self) -> bool:
+        """Every candidate of a discrete space is evaluated: nothing is left to ask (a driver
+        that samples would go on asking repeats until its budget)."""
+        return self.space.indexable and self.evaluated >= self.space.size
+
     def _out_of_budget(self) -> bool:
         p = self.problem
         if p.time_budget_s is not None:
@@ -91,6 +96,9 @@ class PhasedSearch(SearchDriver):
 
     def _advance(self) -> None:
         """Move to the next phase when this one is over (a function of the state alone)."""
+        if self._exhausted():
+            self.phase = DONE
+            return
         if self.phase == SEARCH and self._search_over():  # nothing feasible found: nothing to polish
             self.phase = POLISH if self.polishing and len(self.front.front_keys) else DONE
         if self.phase == POLISH and not self._out_of_budget() and len(self._next_polish()) == 0:
