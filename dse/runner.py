@@ -110,6 +110,10 @@ class Runner:
 
     # -- public entry points --------------------------------------------------------------
     def start(self, *, overwrite: bool = False) -> RunResult:
+        try:  # before anything is created or overwritten
+            self.plan.search.check_fresh()
+        except DseError as exc:
+            raise exc.with_file(self.study.source_path) if self.study.source_path else exc from None
         driver = self.plan.search.build(self.output_dir)  # writes nothing before the store exists
         store = ResultStore.create(
             self.output_dir, study_text=self.study.to_yaml(), study_name=self.study.name,

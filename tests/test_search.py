@@ -341,9 +341,32 @@ def test_an_optuna_storage_that_cannot_be_opened_is_one_clear_error():
         plan_search(study, Space.from_study(study))
     study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
                            "options": {"storage": "sqlite:////proc/no/such/folder/study.db"}})
-    driver, _ = _driver(study)  # a valid URL: the database is opened with the first batch
+    with pytest.raises(StudyError, match=r"search\.options\.storage: the folder of the sqlite database "
+                                         r"/proc/no/such/folder/study.db does not exist"):
+        plan_search(study, Space.from_study(study))  # dse validate refuses it too
+    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
+                           "options": {"storage": "sqlite:////proc/study.db"}})  # a folder sqlite cannot write
+    driver, _ = _driver(study)  # the database is opened with the first batch
     with pytest.raises(StudyError, match=r"search\.options\.storage: cannot open the optuna storage sqlite:"):
         driver.ask()
+
+
+def test_a_new_run_refuses_an_optuna_study_name_its_database_holds_before_touching_the_folder(tmp_path):
+    from tests.conftest import run_cli, write_study
+
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), search={
+        "algorithm": "optuna-tpe", "budget": 10, "batch_size": 5,
+        "options": {"storage": f"sqlite:///{tmp_path / 'studies.db'}", "study_name": "mine"}}))
+    assert run_cli("run", str(study), "-q").returncode == 0
+    before = sorted(p.name for p in out.iterdir())
+    for command in ("validate", "run"):
+        proc = run_cli(command, str(study), "--overwrite", *(["-q"] if command == "run" else []))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"error: {study}: search.options.study_name: optuna study 'mine' already exists in sqlite:///" \
+               in proc.stderr, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "pareto.nc").is_file()
+    assert "evaluations 10" in run_cli("status", str(out)).stdout
 
 
 def test_a_feasible_row_without_a_finite_objective_is_ruled_out_under_that_objective():

@@ -155,6 +155,10 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
 
     p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler)
     check_output(p.study, output, overwrite=overwrite)
+    try:  # what a new run needs of its driver (an optuna study name its database already holds)
+        p.search.check_fresh()
+    except DseError as exc:
+        raise exc.with_file(str(study)) from None
     if p.execution.kind == "cluster":  # the job the class would write, as dse run meets it first
         from dse.execution.deploy import check_job
 

@@ -75,6 +75,11 @@ class SearchPlan:
     description: str
     polish: PolishSpec | None = None  # the front polish, where it follows the search
 
+    def check_fresh(self) -> None:
+        """What a new run needs of the driver beyond :func:`plan_search`'s checks (its
+        :meth:`~dse.search.base.SearchDriver.check_fresh`)."""
+        self.driver_cls.check_fresh(self.problem, self.options)
+
     def build(self, work_dir: Path | None) -> PhasedSearch:
         """The driver inside its phases (search, polish), with ``work_dir`` (the results
         folder) for its own files."""

@@ -134,6 +134,13 @@ class SearchDriver(ABC):
         return None
 
     @classmethod
+    def check_fresh(cls, problem: Problem, options: BaseModel) -> None:
+        """Raise :class:`~dse.errors.StudyError` when a new run (not a resume) could not start:
+        ``dse validate`` and ``dse run`` call it before the results folder is created or
+        overwritten (an optuna study name its database already holds). Default: accept."""
+        return None
+
+    @classmethod
     def total(cls, problem: Problem, options: BaseModel) -> int | None:
         """How many candidates the driver will ask in all, when it knows (default: the budget,
         unknown for a budget in time). A total above a budget of evaluations is refused before

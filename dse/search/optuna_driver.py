@@ -86,11 +86,53 @@ class OptunaOptions(DriverOptions):
         return v
 
 
+def _sqlite_file(url: str) -> Path | None:
+    """The database file of an ``sqlite://`` URL (None: another database, or in memory)."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return Path(u.database)
+
+
 class _OptunaDriver(SearchDriver):
     """Shared ask/tell machinery; subclasses choose the sampler."""
 
     Options = OptunaOptions
     owned_files = ("optuna.journal", "optuna.journal.lock")
+
+    @classmethod
+    def check(cls, problem: Problem, options: OptunaOptions) -> None:
+        """An sqlite database's folder exists (sqlite creates the file, not its folder)."""
+        file = _sqlite_file(options.storage) if options.storage else None
+        if file is not None and not file.absolute().parent.is_dir():
+            raise StudyError(f"the folder of the sqlite database {file} does not exist",
+                             field="search.options.storage", value=options.storage,
+                             allowed="an sqlite:/// URL in an existing folder, or another database URL")
+
+    @classmethod
+    def check_fresh(cls, problem: Problem, options: OptunaOptions) -> None:
+        """A new run creates its optuna study: the database must not hold one of that name
+        (the run would refuse only after its results folder was cleared)."""
+        url = options.storage
+        if not url:
+            return  # the journal in the results folder: new with the folder
+        file = _sqlite_file(url)
+        if file is not None and not file.is_file():
+            return  # a database sqlite will create: no study in it yet
+        name = options.study_name or problem.name
+        optuna = _optuna()
+        try:
+            names = optuna.study.get_all_study_names(storage=url)
+        except Exception as exc:  # noqa: BLE001 - unreachable, unreadable, refuses the login, ...
+            raise StudyError(f"cannot open the optuna storage {url}: {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:300]}", field="search.options.storage") from None
+        if name in names:
+            raise StudyError(f"optuna study '{name}' already exists in {url}, so a new run cannot create it",
+                             field="search.options.study_name", value=name,
+                             allowed="another study_name; or delete the old one (optuna delete-study --study-name "
+                                     f"{name} --storage {url}); or continue its run with dse resume")
 
     def __init__(self, problem: Problem, options: OptunaOptions) -> None:
         super().__init__(problem, options)
@@ -406,6 +448,7 @@ class OptunaGPDriver(_OptunaDriver):
 
     @classmethod
     def check(cls, problem: Problem, options: OptunaOptions) -> None:
+        super().check(problem, options)
         missing = [m for m in ("torch", "scipy") if importlib.util.find_spec(m) is None]
         if missing:
             raise StudyError(
