@@ -258,7 +258,8 @@ class Runner:
 
     def _driver_error(self, what: str) -> DseError:
         return DseError(f"search driver '{self.study.search.algorithm}' {what}; what was evaluated before is "
-                        "stored (a bug of the driver's package)", field="search.algorithm")
+                        "stored (a bug of the driver's package)", field="search.algorithm",
+                        file=self.study.source_path or None)
 
     @cached_property
     def _fg_columns(self) -> list[str]:

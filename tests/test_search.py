@@ -17,6 +17,7 @@ from dse.evaluators.toy import ToyEvaluator
 from dse.pareto import objective_matrix, violation_matrix
 from dse.search import EVALUATOR_VERDICT, available_drivers, plan_search
 from dse.search.auto import AutoDriver
+from dse.search.base import SearchDriver
 from dse.space import Space, candidate_keys
 from dse.study import Study
 from tests.conftest import toy_study
@@ -436,3 +437,36 @@ def test_a_search_ends_when_every_candidate_of_the_space_is_evaluated(tmp_path, 
     assert "finished" in status.splitlines()[0] and "front exact: every candidate of the space was evaluated" in status
     with xr.open_dataset(out / "pareto.nc") as ds:
         assert ds.attrs["front"] == "exact"
+
+
+class _NoName(SearchDriver):  # a plug-in that forgot its name
+    def ask(self):
+        return pd.DataFrame()
+
+    def tell(self, candidates, objectives, violations):
+        pass
+
+
+class _TooMany(SearchDriver):  # a plug-in that asks past the budget
+    name = "too-many"
+
+    def ask(self):
+        return self.space.sample(np.random.default_rng(0), 1000)
+
+    def tell(self, candidates, objectives, violations):
+        pass
+
+
+def test_a_plugin_driver_without_a_name_or_past_its_budget_is_one_line_naming_the_file(tmp_path):
+    from tests.conftest import run_cli, write_study
+
+    for cls, command, expected in (
+            ("_NoName", "validate", "search.algorithm: search driver class _NoName does not set `name`"),
+            ("dse.search.base:SearchDriver", "validate", "does not set `name`"),
+            ("_TooMany", "run", "ask() raised ValueError: asked 1,000 candidates with 20 left of the budget of 20 "
+                                "evaluations")):
+        name = cls if ":" in cls else f"tests.test_search:{cls}"
+        study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), search={"algorithm": name, "budget": 20}))
+        proc = run_cli(command, str(study), "--overwrite")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"error: {study}: " in proc.stderr and expected in proc.stderr, proc.stderr

@@ -8,6 +8,7 @@ of candidates it will ask, refused when that exceeds the budget. ``dse validate`
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,8 +35,17 @@ def available_drivers() -> dict[str, str]:
 
 
 def driver_class(name: str) -> type[SearchDriver]:
-    """A driver class by registered name or ``package.module:Class``."""
-    return load_class(GROUP, name, SearchDriver, field="search.algorithm", kind="search algorithm")
+    """A driver class by registered name or ``package.module:Class``; it sets ``name`` and
+    implements ``ask`` and ``tell``."""
+    cls = load_class(GROUP, name, SearchDriver, field="search.algorithm", kind="search algorithm")
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:
+        raise StudyError(f"search driver class {cls.__name__} does not set `name` (a text class attribute; a bug "
+                         "of the driver's package)", field="search.algorithm", value=name)
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise StudyError(f"search driver class {cls.__name__} does not implement {missing} (a bug of the driver's "
+                         "package)", field="search.algorithm", value=name)
+    return cls
 
 
 def parse_options(cls: type[SearchDriver], problem: Problem, raw: dict) -> BaseModel:

@@ -117,6 +117,10 @@ class PhasedSearch(SearchDriver):
             return pd.DataFrame(columns=self.space.names)
         if self.phase == SEARCH:
             batch = self.inner.ask()
+            left = self.problem.budget - self.asked
+            if self.problem.time_budget_s is None and len(batch) > left:  # a plug-in's bug: the budget is a limit
+                raise ValueError(f"asked {len(batch):,} candidates with {left:,} left of the budget of "
+                                 f"{self.problem.budget:,} evaluations (ask at most budget - asked)")
             if len(batch):
                 self._source = SEARCH
                 self.search_asked += len(batch)
