@@ -24,16 +24,18 @@ def test_activations_follow_the_shape_of_attention_and_feed_forward():
 
     def split(name):
         shape = workload.resolve_shape(np.array([name], dtype=object), {})
-        none, selective = memory.split_bytes_per_hidden(shape)
-        return float(none[0]), float(selective[0])
+        none, selective, replicated = memory.split_bytes_per_hidden(shape)
+        return float(none[0]), float(selective[0]), float(replicated[0])
 
-    assert split("gpt3-175b") == (24.0, 24.0)
+    assert split("gpt3-175b") == (24.0, 24.0, 0.0)
     # Llama 3 70B: 64 query heads, 8 key-value heads of 128; SwiGLU of 28,672 (Llama Team 2024)
-    assert split("llama3-70b") == (2 * (8192 + 1024 + 1024 + 8192) / 8192 + 6 * 28672 / 8192,) * 2
-    # DeepSeek-V3's MLA: selective recomputation keeps the latents, not the 128 expanded heads
-    # (128 heads of 192-wide queries and keys, 128-wide values; latents 1,536 + 512 + 64; DeepSeek-AI 2024)
-    none, selective = split("deepseek-v3")
-    assert none - selective == pytest.approx(2 * (2 * 128 * 192 + 128 * 128 - (1536 + 512 + 64)) / 7168)
+    assert split("llama3-70b") == (*(2 * (8192 + 1024 + 1024 + 8192) / 8192 + 6 * 28672 / 8192,) * 2, 0.0)
+    # DeepSeek-V3's MLA (128 heads of 192-wide queries and keys, 128-wide values; latents
+    # 1,536 + 512 + 64; DeepSeek-AI 2024): the latents on every rank, the expanded heads only
+    # without selective recomputation
+    none, selective, replicated = split("deepseek-v3")
+    assert replicated == pytest.approx(2 * (1536 + 512 + 64) / 7168)
+    assert none - selective == pytest.approx(2 * (2 * 128 * 192 + 128 * 128) / 7168)
 
 
 def cfg(n=1, **kw):

@@ -93,8 +93,7 @@ class AnalyticEvaluator(Evaluator):
         cfg = self.to_arrays(candidates)
         n = len(candidates)
         if n <= self.block:  # one block (an executor's task): its arrays are the result, no copy
-            with _small_pages():
-                return pd.DataFrame(model.evaluate(cfg), copy=False)
+            return pd.DataFrame(model.evaluate(cfg), copy=False)
         out: dict[str, np.ndarray] = {}
         for i in range(0, n, self.block):
             part = model.evaluate({k: v[i:i + self.block] for k, v in cfg.items()})

@@ -43,6 +43,8 @@ POLL_S = 0.5
 #: seconds a connection may take beyond the grace period before it is given up (distributed's
 #: own timeout, the grace period, ends a plain unreachable address first)
 CONNECT_SLACK_S = 5.0
+#: seconds the resolver may take to say that a scheduler's host name does not exist
+RESOLVE_S = 10.0
 
 
 def unknown_host(address: str) -> str | None:
@@ -53,15 +55,26 @@ def unknown_host(address: str) -> str | None:
 
     try:
         host = urlsplit(address if "://" in address else f"tcp://{address}").hostname
-        if not host:
-            return None
-        socket.getaddrinfo(host, None)
-    except socket.gaierror as exc:
-        if exc.errno in {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}:
-            return f"no host is named '{host}' ({exc.strerror})"
-    except (OSError, UnicodeError, ValueError):
-        pass
-    return None
+    except ValueError:
+        return None
+    if not host:
+        return None
+    answer: list[str] = []
+
+    def ask() -> None:
+        try:
+            socket.getaddrinfo(host, None)
+        except socket.gaierror as exc:
+            if exc.errno in {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}:
+                answer.append(f"no host is named '{host}' ({exc.strerror})")
+        except (OSError, UnicodeError, ValueError):
+            pass
+
+    # a resolver that does not answer in time is left to the grace period, as before
+    thread = threading.Thread(target=ask, name="dse-resolve", daemon=True)
+    thread.start()
+    thread.join(RESOLVE_S)
+    return answer[0] if answer else None
 
 
 def free_port(port: int) -> bool:

@@ -27,54 +27,60 @@ class MemoryBreakdown:
     checkpoint_bytes: np.ndarray
 
 
-def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash, split=(24.0, 24.0)) -> np.ndarray:
+def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash, split=(24.0, 24.0, 0.0)) -> np.ndarray:
     """Activation bytes one layer keeps for the backward pass, per micro-batch (16-bit).
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
     Models", Table 2: none ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism
     ``sbh(34 + 5as/h)/t``; selective recomputation drops the ``5as/h`` attention term;
     full recomputation keeps only the layer input, ``2sbh`` (``/t`` with sequence parallelism).
-    ``split``: the tensor-parallel share per token in units of ``h`` bytes without and with
-    selective recomputation, 24 for the paper's GPT layer; :func:`split_bytes_per_hidden`
-    for another shape.
+    ``split``: per token in units of ``h`` bytes, the tensor-parallel share without and with
+    selective recomputation (24 for the paper's GPT layer) and what is kept beyond the
+    paper's replicated 10 (:func:`split_bytes_per_hidden` for another shape).
     """
     none, selective, full = _activation_variants(s, b, h, a, tp, sp, flash, split)
     return np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
 
 
-def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray]:
-    """The tensor-parallel part of Korthikanti et al.'s per-token activations for this
-    shape, in units of ``h`` bytes, without and with selective recomputation: the
-    attention's Q, K, V and the output projection's input, ``2 (q + k + v + o)`` (grouped
-    key-value heads, a head width other than ``h / a``, MLA's expanded heads:
-    :func:`~dse.analytic.time.workload.attention_dims`), and the feed-forward block's
-    ``(4 + 2g) f``: the up projection's output and the activation's output, the gate's
-    output too when gated (the fused SwiGLU keeps its input, ``2 x 2f`` bytes, and output,
-    ``2f``). The paper's GPT layer (``q = k = v = o = h``, ``f = 4h``, ungated) gives its
-    ``24``. The replicated ``10 sbh`` (two norms' inputs, the attention's and the MLP's
-    inputs, two dropout masks) stays as the paper has it. With MLA, selective
-    recomputation also recomputes the up-projections (DeepSeek-V3 report, section 3.2.3;
-    Megatron-Core ``--recompute-modules mla_up_proj``): the layer keeps the query and
-    key-value latents, ``2 (r_q + r_kv + d_r)`` (``q`` without a query rank), not the
-    expanded heads."""
+def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The shape's per-token activations beyond Korthikanti et al.'s GPT layer, in units of
+    ``h`` bytes: the tensor-parallel part without and with selective recomputation, and
+    what the layer keeps on every tensor rank besides the paper's replicated ``10``.
+
+    The tensor-parallel part: the attention's Q, K, V and the output projection's input,
+    ``2 (q + k + v + o)`` (grouped key-value heads, a head width other than ``h / a``,
+    MLA's expanded heads: :func:`~dse.analytic.time.workload.attention_dims`), and the
+    feed-forward block's ``(4 + 2g) f``: the up projection's output and the activation's
+    output, the gate's output too when gated (the fused SwiGLU keeps its input, ``2 x 2f``
+    bytes, and output, ``2f``). The paper's GPT layer (``q = k = v = o = h``, ``f = 4h``,
+    ungated) gives its ``24``. The replicated ``10 sbh`` (two norms' inputs, the attention's
+    and the MLP's inputs, two dropout masks) stays as the paper has it.
+    MLA: the query and key-value latents, ``2 (r_q + r_kv + d_r)``, inputs of the
+    up-projections, are kept on every tensor rank (Megatron-Core duplicates the
+    down-projections); selective recomputation also recomputes the up-projections
+    (DeepSeek-V3 report, section 3.2.3; Megatron-Core ``--recompute-modules mla_up_proj``),
+    so the layer keeps the latents, not the expanded heads."""
     dims = workload.attention_dims(shape)
     h = shape["hidden"]
     mlp = (4.0 + 2.0 * shape["gated_mlp"]) * shape["ffn_hidden"]
     none = (2.0 * (dims["q"] + dims["k"] + dims["v"] + dims["o"]) + mlp) / h
     mla = shape["kv_lora_rank"] > 0
     if not mla.any():
-        return none, none
+        return none, none, np.zeros_like(none)
     rq = shape["q_lora_rank"]
-    latents = np.where(rq > 0, rq, dims["q"]) + shape["kv_lora_rank"] + shape["rope_head_dim"]
-    return none, np.where(mla, (2.0 * (latents + dims["o"]) + mlp) / h, none)
+    latents = np.where(mla, np.where(rq > 0, rq, 0.0) + shape["kv_lora_rank"] + shape["rope_head_dim"], 0.0)
+    # without a query rank the queries come straight from the layer's input: no query latent
+    selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims["q"]) + dims["o"]) + mlp) / h, none)
+    return none, selective, 2.0 * latents / h
 
 
-def _activation_variants(s, b, h, a, tp, sp, flash, split=(24.0, 24.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _activation_variants(s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
     """:func:`activation_bytes_per_layer` for no, selective and full recomputation
-    (``split``: :func:`split_bytes_per_hidden`'s pair)."""
+    (``split``: :func:`split_bytes_per_hidden`'s three parts)."""
     sbh = s * b * h
     attn = np.where(flash > 0, 0.0, 5.0 * a * s / h)  # FlashAttention keeps no s x s scores
-    replicated = np.where(sp > 0, 10.0 / tp, 10.0)
+    replicated = (10.0 + split[2]) / np.where(sp > 0, tp, 1.0)
     none = sbh * (replicated + split[0] / tp + attn / tp)
     selective = sbh * (replicated + split[1] / tp)
     full = 2.0 * sbh / np.where(sp > 0, tp, 1)
@@ -98,7 +104,7 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     return np.minimum(chunks, m * v)
 
 
-def _layer_activations(s, b, hidden, heads, tp, sp, flash, recompute, moe_act=None, split=(24.0, 24.0)):
+def _layer_activations(s, b, hidden, heads, tp, sp, flash, recompute, moe_act=None, split=(24.0, 24.0, 0.0)):
     """(activations one layer keeps per micro-batch, the working set full recomputation adds)
     for the recompute code (0 none, 1 selective, 2 full); ``moe_act``: the mixture-of-experts
     layer's extra activations (kept unless fully recomputed), None when dense; ``split``:
@@ -141,7 +147,7 @@ def memory_breakdown(
     micro_batch: np.ndarray, micro_batches: np.ndarray, seq_len: np.ndarray, hidden: np.ndarray,
     heads: np.ndarray, vocab: np.ndarray, sp: np.ndarray, recompute: np.ndarray,
     reserved: np.ndarray, flash: np.ndarray, experts=None, tied: np.ndarray | float = 1.0,
-    split: tuple = (24.0, 24.0),
+    split: tuple = (24.0, 24.0, 0.0),
 ) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
