@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 
@@ -215,6 +216,8 @@ class _Misbehaving(ToyEvaluator):
             raise RuntimeError("simulator crashed")
         elif self.how == "exit" and (candidates["x"] > 0.5).any():
             raise SystemExit(4)
+        elif self.how == "os-exit" and (candidates["x"] > 0.5).any():
+            os._exit(3)  # the process ends: a crash in native code, as dask sees it
         return out
 
 
@@ -269,6 +272,24 @@ def test_an_evaluator_that_calls_sys_exit_fails_its_rows_not_the_run():
     cands = pd.DataFrame({"x": [0.25, 0.75], "y": 0, "shape": "a"})
     out = _evaluate_with("exit", cands)
     assert list(out["status"]) == ["ok", "failed"] and out.loc[1, "error"] == "SystemExit: 4"
+
+
+def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_path):
+    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
+
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(
+        output=str(out), space={"x": [0.25, 0.75], "y": [0], "shape": ["a"]},
+        evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "os-exit"}},
+        execution={"workers": 1, "grace_s": 20}))
+    proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
+    assert proc.returncode == 0, proc.stderr
+    with xr.open_dataset(out / "evaluations.nc") as ds:
+        table = ds[["x", "status", "error"]].to_dataframe().sort_values("x")
+    assert list(table["status"]) == ["ok", "failed"]
+    assert table["error"].iloc[1] == ("WorkerDied: every dask worker that evaluated this candidate died (an "
+                                      "evaluator that ends its process: os._exit, a crash in native code, running "
+                                      "out of memory)")
 
 
 def test_a_run_stores_an_evaluator_that_echoes_its_inputs(tmp_path):

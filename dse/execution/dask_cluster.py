@@ -47,6 +47,10 @@ CONNECT_SLACK_S = 5.0
 RESOLVE_S = 10.0
 
 
+class WorkerDied(RuntimeError):
+    """A candidate whose every attempt killed the worker process evaluating it."""
+
+
 def unknown_host(address: str) -> str | None:
     """Why the host of a scheduler ``address`` does not exist (the resolver's answer: no such
     name), or None: it resolves, or the resolver failed for now (the grace period may outlast
@@ -122,6 +126,7 @@ class DaskExecutor(Executor):
         self.cluster = None
         self.dashboard_link: str | None = None
         self._trouble: tuple[float, str] | None = None
+        self._killed = 0  # chunks whose workers died while evaluating them (dask's KilledWorker)
         self._submissions: SubmissionErrors | None = None
         self._last_look = 0.0
 
@@ -319,7 +324,10 @@ class DaskExecutor(Executor):
             self._trouble = (now, problem)
             self.notify(f"{problem}: waiting up to {self.plan.grace_s:g} s (execution.grace_s)")
         elif now - self._trouble[0] > self.plan.grace_s:
-            raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s)")
+            why = (f"; {self._killed} chunk{'s' * (self._killed != 1)} killed the workers that evaluated "
+                   "them before (an evaluator that ends its process: os._exit, a crash in native code, "
+                   "running out of memory)") if self._killed and self.client.status == "running" else ""
+            raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s){why}")
 
     # -- evaluating ----------------------------------------------------------------------
     def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
@@ -376,10 +384,15 @@ class DaskExecutor(Executor):
             exc = fut.exception()
             if isinstance(exc, WorkerMismatch):
                 raise WorkerMismatch(str(exc)) from None
+            if isinstance(exc, KilledWorker):
+                self._killed += 1
             if isinstance(exc, KilledWorker) and count(chunk) > 1:
                 half = count(chunk) // 2  # which candidate kills the workers? try each half apart
                 again.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
                 return None
+            if isinstance(exc, KilledWorker):  # one line, the same for every such candidate (no task id)
+                exc = WorkerDied("every dask worker that evaluated this candidate died (an evaluator that "
+                                 "ends its process: os._exit, a crash in native code, running out of memory)")
             return self._failed(chunk, exc, finish)
         if fut.status == "finished":
             try:
