@@ -68,9 +68,13 @@ def variable_attrs(label: str, text: str, values: np.ndarray, role: str) -> dict
 
 
 def short_name(text: str) -> tuple[str, str]:
-    """``(long_name, description)``: the text up to its first bracket or semicolon, and the
-    whole text when that is longer."""
-    short = re.split(r" \(|; ", text, maxsplit=1)[0].strip() or text
+    """``(long_name, description)``: the text without its bracketed asides, up to its first
+    semicolon or colon ("peak (busy-phase) power per accelerator" is "peak power per
+    accelerator"), and the whole text when that is longer."""
+    short, previous = text, None
+    while short != previous:  # innermost brackets first
+        previous, short = short, re.sub(r"\s*\([^()]*\)", "", short)
+    short = re.sub(r"\s+", " ", re.split(r"; |: ", short, maxsplit=1)[0]).strip(" ,:") or text
     return short, (text if text != short else "")
 
 

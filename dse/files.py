@@ -45,15 +45,20 @@ def fsync_dir(path: Path) -> None:
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path``, renamed onto it when the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         if tmp.is_file():
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except OSError as exc:  # named as the file the caller writes, not the temporary one beside it
+        if str(tmp) not in str(exc) and (exc.filename is None or Path(exc.filename) != tmp):
+            raise
+        why = (exc.strerror or str(exc)).replace(str(tmp), str(path))
+        raise OSError(exc.errno, f"cannot write: {why}", str(path)) from None
     finally:
         if tmp.exists():
             if tmp.is_dir():

@@ -35,6 +35,10 @@ class Results:
         self.store = ResultStore.open(path)
         self.path = self.store.path
         self.log_rows = self.store.check_log(tuple(self.study.space))
+        if self.log_rows and not self.store.state_file.is_file():  # a run saves its state before its first batch
+            raise StoreError(
+                f"{self.path} is damaged: state.json is missing but {self.store.evaluations_dir} holds "
+                f"{self.log_rows} evaluations; restore it, or start again with `dse run --overwrite`")
         history = self.state().get("history", [])
         recorded = int(history[-1].get("evaluations", 0)) if history else 0
         if self.log_rows < recorded:
@@ -72,6 +76,11 @@ class Results:
         variable is decoded whole when it is opened)."""
         path = self.path / DATASETS[front]
         if not path.is_file():
+            owner = self.store.live_lock_owner()
+            if owner:  # resume would be refused: the run is going
+                raise DseError(f"{path} does not exist yet: the run is still going (process {owner.get('pid')} on "
+                               f"{owner.get('host')}) and writes it when it ends; `dse status {self.path}` shows "
+                               "its progress")
             raise DseError(f"{path} does not exist yet; finish or resume the run first "
                            f"(`dse resume {self.path}` writes it)")
 

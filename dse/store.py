@@ -510,7 +510,8 @@ class ResultStore:
             state = json.loads(self.state_file.read_text())
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.state_file} is unreadable: {exc}") from None
-        if not isinstance(state, dict) or not isinstance(state.get("history", []), list) or any(
+        if not isinstance(state, dict) or not isinstance(state.get("batch"), int) or not isinstance(
+            state.get("history", []), list) or any(
             not isinstance(r, dict) or "batch" not in r for r in state.get("history", [])
         ):
             raise StoreError(f"{self.state_file} is damaged (not a dse search state)")

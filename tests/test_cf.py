@@ -107,3 +107,13 @@ def test_zarr_export_prints_no_warning_and_reads_back(quickstart, tmp_path):
             assert ds.sizes["candidate"] == 400 and ds.attrs["Conventions"] == "CF-1.11"
             assert ds["accelerator"].values[0] in ("A100-80GB", "H100-SXM")
             np.testing.assert_array_equal(ds["meets_constraints"].values.sum(), 360)
+
+
+def test_a_long_name_drops_bracketed_asides_not_the_words_after_them():
+    from dse.datasets import short_name
+
+    assert short_name("peak (busy-phase) power per accelerator") == (
+        "peak power per accelerator", "peak (busy-phase) power per accelerator")
+    assert short_name("accelerator static (idle) energy over the run")[0] == "accelerator static energy over the run"
+    assert short_name("sharding stage: 1 optimizer state, 2 + gradients")[0] == "sharding stage"
+    assert short_name("time to train") == ("time to train", "")

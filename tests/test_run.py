@@ -238,6 +238,60 @@ def test_profile_on_the_command_line_replaces_the_studys_execution(tmp_path):
                                                            "not found"), proc.stderr
 
 
+def test_an_output_onto_the_runs_own_files_or_into_nowhere_is_refused(finished_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    (tmp_path / "folder").mkdir()
+    cases = [
+        (("export", str(run), "-o", str(run / "meta.json")), "is one of the run's own files (meta.json in"),
+        (("report", str(run), "-o", str(run / "study.yaml")), "is one of the run's own files (study.yaml in"),
+        (("export", str(run), "--all", "-o", str(run / "state.json")), "is one of the run's own files (state.json"),
+        (("export", str(run), "-f", "csv", "-o", str(next((run / "evaluations").iterdir()))),
+         "run's own files (evaluations in"),
+        (("plot", str(run), "-o", str(tmp_path / "folder")), "--output: is a folder; give a file name"),
+        (("report", str(run), "-o", str(tmp_path / "folder")), "--output: is a folder; give a file name"),
+        (("export", str(run), "-o", str(run / "meta.json" / "x.csv")), "meta.json is a file, not a folder"),
+    ]
+    for args, expected in cases:
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert expected in proc.stderr, (args, proc.stderr)
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
+    assert run_cli("status", str(run)).returncode == 0
+
+
+def test_a_run_without_its_state_or_with_a_foreign_one_is_damaged_for_every_command(finished_run, tmp_path):
+    import shutil
+
+    for name, change in (("missing", lambda f: f.unlink()), ("foreign", lambda f: f.write_text('{"candidates": []}'))):
+        run = tmp_path / name
+        shutil.copytree(finished_run, run)
+        change(run / "state.json")
+        for command in ("status", "plot", "export", "resume"):
+            proc = run_cli(command, str(run))
+            assert proc.returncode == 2 and "Traceback" not in proc.stderr, (name, command, proc.stderr)
+            assert "state.json is missing" in proc.stderr or "state.json is damaged" in proc.stderr, proc.stderr
+
+
+def test_outputs_of_a_run_still_going_say_so_not_to_resume_it(finished_run, tmp_path):
+    """A run that has not written its datasets yet: while its process lives, export, plot
+    and report say that it is going (resume would be refused), not to resume it."""
+    import shutil
+    import socket
+
+    going = tmp_path / "going"
+    shutil.copytree(finished_run, going)
+    (going / "pareto.nc").unlink()
+    (going / "lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+    for command in ("plot", "report", "export"):
+        proc = run_cli(command, str(going))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"the run is still going (process {os.getpid()} on" in proc.stderr, proc.stderr
+
+
 def test_status_shows_evaluations_front_and_history(finished_run):
     proc = run_cli("status", str(finished_run))
     assert proc.returncode == 0, proc.stderr
@@ -245,6 +299,7 @@ def test_status_shows_evaluations_front_and_history(finished_run):
     assert "hypervolume" in proc.stdout
     # what export, plot and report send a user to status for: what ruled candidates out
     assert "ruled out: evaluator: shape b with y > 8 is infeasible (11)" in proc.stdout
+    assert "seconds [s]" in proc.stdout  # the unit of the history's time column
 
 
 def test_describe_lists_parameters_and_metrics_with_units():

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dse.cli.pace import progress_lines
@@ -74,7 +75,7 @@ def show_status(results: Path, console: Console) -> None:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),
                           ("front_size", ""), ("hypervolume", ""), ("seconds", "s")):
-            t.add_column(f"{col} [{unit}]" if unit else col, justify="right")
+            t.add_column(escape(f"{col} [{unit}]") if unit else col, justify="right")  # [s] is not markup
         rows = history if len(history) <= 30 else history[:5] + history[-25:]
         for r in rows:
             t.add_row(str(r["batch"]), str(r.get("evaluations", "")), str(r.get("feasible", "")),

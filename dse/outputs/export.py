@@ -21,6 +21,7 @@ import xarray as xr
 from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
 from dse.files import NETCDF_ENGINE, atomic_path, atomic_write_text, names_a_file_type
+from dse.outputs.target import output_path
 from dse.results import open_results
 
 #: candidates written at a time by an export of every evaluation (a few tens of MB of table)
@@ -58,12 +59,13 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
         raise DseError(f"--units-row applies to CSV only, not to {fmt}", allowed="csv")
     run = open_results(results)
     stem = "pareto" if front else "evaluations"
-    output = Path(output) if output else Path(results) / f"{stem}{SUFFIX[fmt]}"
-    if fmt == "netcdf" and output.resolve() == (Path(results) / f"{stem}.nc").resolve():
-        return output  # already there
-    if fmt != "zarr" and output.is_dir():
+    default = Path(results) / f"{stem}{SUFFIX[fmt]}"
+    if fmt == "netcdf" and Path(output or default).resolve() == (Path(results) / f"{stem}.nc").resolve():
+        return Path(output or default)  # already there
+    if fmt != "zarr" and output is not None and Path(output).is_dir():
         raise DseError(f"cannot write {fmt} to {output}: it is a folder", field="--output", value=str(output),
                        allowed="a file path")
+    output = output_path(output, default, run.path, may_be_folder=fmt == "zarr")
     output.parent.mkdir(parents=True, exist_ok=True)
     # every evaluation is read slice by slice (a run may not fit in memory), the front whole
     with (contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)) as ds:

@@ -12,6 +12,7 @@ from dse.datasets import display_unit
 from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
 from dse.outputs.scan import density, scan
+from dse.outputs.target import output_path
 
 SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
 
@@ -147,7 +148,7 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
     objectives = [o.metric for o in run.study.objectives]
     front = run.feasible_front()
     keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
-    path, fmt = figure_path(output, run.path / "pareto.png")
+    path, fmt = figure_path(output_path(output, run.path / "pareto.png", run.path), run.path / "pareto.png")
     with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
         return plot_front(evaluations, front, objectives, path, formats=(fmt,))
 

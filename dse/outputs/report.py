@@ -28,6 +28,7 @@ from dse.outputs import selection as sel
 from dse.outputs.plot import colour_parameter
 from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.show import format_cell
+from dse.outputs.target import output_path
 from dse.pareto import objective_matrix
 from dse.results import Results, open_results
 
@@ -40,7 +41,7 @@ def report_results(results: Path, output: Path | None = None, *, sample_size: in
     """Write ``report.html`` (and with ``static`` its figures as PNG and SVG beside it)."""
     run = open_results(results)
     page = Report(run, sample_size=sample_size)
-    output = Path(output) if output else run.path / "report.html"
+    output = output_path(output, run.path / "report.html", run.path)
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp:
         Path(tmp).write_text(page.html(), encoding="utf-8")

@@ -1,0 +1,56 @@
+"""Where ``export``, ``plot`` and ``report`` write: ``--output`` checked before anything is written.
+
+A path the user gives must name a file (not a folder, not nothing), its folder must be
+creatable (no file in the way), and it must not be one of the run's own files (its log,
+state, study copy, datasets or a search driver's files): writing there would wreck the
+results folder it reads from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dse.errors import DseError
+from dse.store import ResultStore
+
+#: what a results folder holds that no export, figure or report may replace
+RUN_OWN = (*ResultStore.RUN_FILES, "study.yaml", "lock", "evaluations")
+
+
+def output_path(output: Path | str | None, default: Path, run_path: Path, *, may_be_folder: bool = False) -> Path:
+    """``output`` (None: ``default``) checked as a place to write; ``may_be_folder``: the
+    output is itself a folder (a zarr store), so an existing folder is replaced, not refused."""
+    if output is None:
+        return Path(default)
+    if str(output).strip() == "":
+        raise DseError("is empty; give a file name", field="--output", value=str(output))
+    output = Path(output)
+    if output.is_dir() and not may_be_folder:
+        raise DseError("is a folder; give a file name", field="--output", value=str(output),
+                       allowed=f"a file path, e.g. {output / Path(default).name}")
+    for parent in output.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise DseError(f"cannot write there: {parent} is a file, not a folder", field="--output",
+                               value=str(output))
+            break
+    _refuse_run_file(output, run_path)
+    return output
+
+
+def _refuse_run_file(output: Path, run_path: Path) -> None:
+    run = Path(run_path).resolve()
+    target = output.resolve()
+    if target.parent != run and run not in target.parents:
+        return
+    own = set(RUN_OWN)
+    try:  # a search driver's files (optuna's journal), as the run recorded them
+        own |= set(json.loads((run / "meta.json").read_text()).get("owned_files", []))
+    except (OSError, ValueError, AttributeError):
+        pass
+    first = target.relative_to(run).parts[0]
+    if first in own:
+        raise DseError(f"is one of the run's own files ({first} in {run_path}); writing there would damage the run",
+                       field="--output", value=str(output),
+                       allowed="another file name, e.g. the default (leave --output out)")
