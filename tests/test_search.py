@@ -427,6 +427,8 @@ def test_a_search_ends_when_every_candidate_of_the_space_is_evaluated(tmp_path, 
     out = tmp_path / "out"
     study = toy_study(output=str(out), space={"x": [0.1, 0.5, 0.9], "y": [0, 9], "shape": ["a", "b"]},
                       search=search)  # 12 candidates
+    checked = run_cli("validate", str(write_study(tmp_path, study)))
+    assert "12 evaluations at most: the whole space" in " ".join(checked.stdout.split()), checked.stdout
     proc = run_cli("run", str(write_study(tmp_path, study)), "-q")
     assert proc.returncode == 0, proc.stderr
     state = json.loads((out / "state.json").read_text())

@@ -314,7 +314,8 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
     """The text report: one line per source, then the worst and the infeasible rows."""
     lines = []
     if rows:
-        lines.append(f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note")
+        lines.append(f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note "
+                     "(error: of the iteration time the quantity implies, + too slow)")
         for r in result.itertuples(index=False):
             counted = np.isfinite(r.error)  # an infeasible row's prediction is not shown or counted
             err = f"{r.error:+8.1%}" if counted else f"{'-':>8s}"
@@ -326,8 +327,8 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
         lines.append(f"{source[:22]:22s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
                      f"{_pct(s['median_abs_error'])} {_pct(s['mean_abs_error'])} {_pct(s['max_abs_error'])}")
     lines.append("")
-    lines.append("worst rows (error = predicted / measured - 1, of each row's measured quantity: iteration time, "
-                 "or a stage's time or energy):")
+    lines.append("worst rows (error = predicted / measured - 1 of the iteration time, for a row that gives "
+                 "tokens/s or MFU the time it implies, so + is too slow; or of a stage's time or energy):")
     for source, s in rep.items():
         for w in s["worst"]:
             lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {w['error']:+7.1%}")

@@ -175,6 +175,8 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
     budget = f"budget {s.search.budget}" if p.search.total is None else \
         f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
+    if space.indexable and (p.search.total is None or p.search.total > space.size):  # a search ends there
+        budget = f"{_count(int(space.size), 'evaluation')} at most: the whole space (budget {s.search.budget})"
     where = p.execution.describe()
     where = where if where.startswith("in ") else f"on {where}"
     out.print(f"[green]ok[/green] {study}: study '{s.name}', {_count(len(space.parameters), 'parameter')} "
