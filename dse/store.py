@@ -561,11 +561,34 @@ class LogWriter:
         self.written.append((self.store.log_files().index(path), keys.to_numpy()))
 
     def flush(self) -> None:
-        """Write what is buffered and wait for every write (re-raising a failed one)."""
-        self._submit()
+        """Write what is buffered and wait for every write (re-raising a failed one). Ctrl-C or
+        SIGTERM while it waits is raised once the writes are done: a caller that goes on to
+        write the datasets must find the log complete (a group the background thread wrote
+        afterwards made them stale)."""
+        interrupted: KeyboardInterrupt | None = None
+        failed: BaseException | None = None
         try:
-            for job in self._jobs:
-                job.result()
-        finally:
-            self._jobs = []
-            self._pool.shutdown(wait=True)
+            self._submit()
+        except KeyboardInterrupt as exc:  # the rows still buffered were in flight; the submitted ones are written
+            interrupted = exc
+        for job in self._jobs:
+            while True:
+                try:
+                    job.result()
+                except KeyboardInterrupt as exc:  # the main thread's signal: the write goes on
+                    interrupted = interrupted or exc
+                    continue
+                except BaseException as exc:  # noqa: BLE001 - the write failed: raised below
+                    failed = failed or exc
+                break
+        self._jobs = []
+        while True:
+            try:
+                self._pool.shutdown(wait=True)
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = interrupted or exc
+        if failed is not None:
+            raise failed
+        if interrupted is not None:
+            raise interrupted

@@ -182,3 +182,41 @@ def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_n
     assert converted.column("f").null_count == 1 and converted.column("o").null_count == 2
     with pytest.raises(pa.ArrowInvalid, match="column 'note'"):
         arrow_column(pd.Series([1, "x"], name="note", dtype=object))
+
+
+def test_ctrl_c_while_the_log_writer_waits_finishes_its_writes_first(finished, tmp_path, monkeypatch):
+    """A Ctrl-C (or SIGTERM) that arrives while a batch's log groups are being written is
+    raised once they are all written: the datasets written next must see the whole log."""
+    import _thread
+    import threading
+    import time
+
+    from dse.store import ResultStore
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    store = ResultStore.open(run)
+    table = next(iter(store.scan()))[1]
+    before = len(store.log_files())
+    slow = store.write_group
+
+    def write_slowly(batch, data):
+        time.sleep(0.3)
+        return slow(batch, data)
+
+    monkeypatch.setattr(store, "write_group", write_slowly)
+    writer = store.writer(99)
+    writer.rows = 1  # every table its own group: three writes of 0.3 s each
+    for _ in range(3):
+        writer.add(table)
+    submit = writer._submit
+
+    def submit_slowly():  # what flush does first (the buffered rows): the Ctrl-C lands here
+        time.sleep(0.5)
+        submit()
+
+    writer._submit = submit_slowly
+    threading.Timer(0.1, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    assert len(store.log_files()) == before + 3
