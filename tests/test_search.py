@@ -409,6 +409,7 @@ def test_a_search_that_found_nothing_feasible_says_so_not_that_the_polish_ran_sh
     assert proc.returncode == 2 and "no feasible candidate" in proc.stderr, proc.stderr
     status = run_cli("status", str(out))
     assert "nothing to polish" in status.stdout and "phase done" in status.stdout, status.stdout
+    assert "hypervolume - (no front yet)" in status.stdout  # no front, so no frame to measure in
     assert "before the polish reached" not in status.stdout
 
 

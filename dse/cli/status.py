@@ -46,9 +46,10 @@ def show_status(results: Path, console: Console) -> None:
                       f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}")
     as_of = f" as of batch {last.get('batch')} (the last one told; the line 'in progress' is live)" \
         if owner and last else ""
+    hv = (f"hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see "
+          "docs/results.md)") if front_size else "hypervolume - (no front yet)"
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
-                  f"front size {front_size}, hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first "
-                  f"batch's front, see docs/results.md){as_of}")
+                  f"front size {front_size}, {hv}{as_of}")
     if n > feasible and run.log_rows:  # what export, plot and report send the user here for
         reasons, kinds = state.get("ruled_out"), state.get("ruled_out_kinds")
         if reasons is None:  # a run saved before the state kept them: from the log

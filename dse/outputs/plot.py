@@ -52,7 +52,7 @@ def save_figure(fig, path: Path, formats: tuple[str, ...] = ("png",)) -> list[Pa
     for fmt in formats:
         target = path.with_suffix(f".{fmt}")
         with atomic_path(target) as tmp:
-            fig.savefig(tmp, dpi=110, format=fmt)
+            fig.savefig(tmp, dpi=110, format=fmt, bbox_inches="tight", pad_inches=0.1)  # a wide legend is not cut
         written.append(target)
     return written
 
