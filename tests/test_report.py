@@ -49,6 +49,9 @@ def test_report_is_one_file_that_needs_no_network(report):
     assert "All 400 evaluations are drawn" in page
     # the tallies of what removed candidates are those of the whole run
     assert "data parallel x micro batch does not divide the global batch</td><td>40</td>" in page
+    # every column of the selected candidates has its unit line, as dse show writes them
+    assert "<th>accelerator<br><small>[-]</small></th>" in page
+    assert "<th>clock_fraction<br><small>[1]</small></th>" in page and "<small></small>" not in page
 
 
 def test_report_static_figures_are_pictures(report):

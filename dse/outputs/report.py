@@ -90,6 +90,14 @@ class Report:
     def unit(self, name: str) -> str:
         return unit_label(self.attrs.get(name, {}))
 
+    def unit_cell(self, name: str) -> str:
+        """A table's unit line, as ``dse show`` writes it: ``[unit]``, ``[1]`` for a
+        dimensionless number, ``[-]`` for text and flags."""
+        if self.unit(name):
+            return f"[{self.unit(name)}]"
+        col = self.front[name] if name in self.front else None
+        return "[1]" if col is not None and col.dtype.kind in "iuf" else "[-]"
+
     def label(self, name: str) -> str:
         u = self.unit(name)
         return f"{name} [{u}]" if u else name
@@ -290,7 +298,7 @@ class Report:
 
     def _selected_table(self) -> str:
         cols = [*self.params, *self.objectives]
-        head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit(c))}</small></th>" for c in cols)
+        head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit_cell(c))}</small></th>" for c in cols)
         body = "".join(
             f"<tr><td>{html.escape(name)}</td><td>{i + 1}</td>"
             + "".join(f"<td>{html.escape(format_cell(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
