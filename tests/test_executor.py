@@ -401,6 +401,20 @@ def test_a_scheduler_host_that_does_not_exist_fails_at_once_not_after_the_grace_
     assert time.monotonic() - start < 30  # not the 60 s grace period
 
 
+def test_validate_warns_of_a_scheduler_nothing_answers_at_and_refuses_one_that_does_not_exist(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"workers": None}))
+    proc = run_cli("validate", str(study), "--scheduler", f"tcp://127.0.0.1:{port}")
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: nothing answers at tcp://127.0.0.1:{port} now" in proc.stderr, proc.stderr
+    host = "no-such-scheduler.invalid"
+    if _resolver_says_no_such_name(host):
+        proc = run_cli("validate", str(study), "--scheduler", f"tcp://{host}:8786")
+        assert proc.returncode == 2 and f"no host is named '{host}'" in proc.stderr, proc.stderr
+
+
 def test_an_unreachable_scheduler_fails_after_the_grace_period_in_one_line(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

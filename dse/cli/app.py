@@ -163,6 +163,11 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
         from dse.execution.deploy import check_job
 
         check_job(p.execution)
+    if p.execution.scheduler:  # a run waits grace_s for it; say now that nothing answers there
+        silent = _not_answering(p.execution.scheduler)
+        if silent:
+            err.print(f"[yellow]warning:[/yellow] {escape(silent)}; a run waits "
+                      f"{p.execution.grace_s:g} s (execution.grace_s) for it, then stops", highlight=False)
     s, space = p.study, p.space
     seen = preview(p)
     if seen and seen.contract:  # a malformed table: every call of a run would fail the same way
@@ -195,6 +200,27 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     elif p.evaluator.preview_size <= 0:
         out.print(f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
                   "effects); whether any candidate is feasible shows in the run")
+
+
+def _not_answering(address: str) -> str:
+    """Why nothing answers at a scheduler ``address`` now ("" when a TCP connection opens
+    within 2 s; whether it is a dask scheduler is for the run to find); a host name that
+    does not exist is refused, as ``dse run`` refuses it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from dse.execution.dask_cluster import unknown_host
+
+    unknown = unknown_host(address)
+    if unknown:  # dse run stops at once on it
+        raise DseError(f"cannot reach {address}: {unknown}", field="execution.scheduler or --scheduler",
+                       value=address)
+    try:
+        where = urlsplit(address if "://" in address else f"tcp://{address}")
+        with socket.create_connection((where.hostname, where.port), timeout=2.0):
+            return ""
+    except (OSError, ValueError) as exc:
+        return f"nothing answers at {address} now ({getattr(exc, 'strerror', None) or exc})"
 
 
 def _count(n: int, noun: str) -> str:
