@@ -295,3 +295,17 @@ def test_describe_takes_an_accelerator_in_another_spelling():
     proc = run_cli("describe", "-a", "a100-80gb")
     assert proc.returncode == 0, proc.stderr
     assert "accelerator A100-80GB (hardware catalog)" in proc.stdout
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("export", "results/none", "--format", "xls"), "Invalid value for '--format' / '-f'"),
+    (("run", "--workers", "abc", "studies/quickstart.yaml"), "Invalid value for '--workers' / '-w'"),
+    (("nosuch",), "No such command 'nosuch'"),
+    (("validate",), "Missing argument 'study'"),
+])
+def test_a_bad_command_line_is_one_line_too(args, expected):
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
+    assert "--help` lists what is allowed" in lines[0]

@@ -681,8 +681,21 @@ def main() -> None:
     import os
 
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    usage_error = typer.BadParameter.__mro__[1]  # click's UsageError, as typer vendors it
     try:
-        app()
+        code = app(standalone_mode=False)  # click's usage errors come here, to be one line too
+        sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code), else success
+    except usage_error as exc:  # a bad option value, an unknown option or command, a missing argument
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `dse` alone: its help
+            typer.echo(exc.ctx.get_help())
+            sys.exit(2)  # as click ends it
+        command = exc.ctx.command_path if exc.ctx is not None else "dse"
+        err.print(f"[red]error:[/red] {escape(exc.format_message())} (`{escape(command)} --help` lists what is "
+                  "allowed)", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:  # Ctrl-C outside a run (a run says itself what it kept)
+        err.print("interrupted")
+        sys.exit(130)
     except DseError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
