@@ -170,6 +170,17 @@ def test_a_job_the_class_cannot_write_is_one_line_from_dse_cluster(tmp_path):
     assert "You must specify how much cores and memory per job" in proc.stderr, proc.stderr
 
 
+@pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
+def test_importing_a_cluster_class_leaves_ctrl_c_to_dse():
+    """dask-jobqueue sets SIGINT -> sys.exit() when imported: a run would end with code 0 and
+    no datasets on Ctrl-C. In a fresh process, as a run imports it."""
+    code = ("import signal; from dse.execution.deploy import import_cluster; "
+            "before = signal.getsignal(signal.SIGINT); import_cluster('dask_jobqueue.SLURMCluster'); "
+            "assert signal.getsignal(signal.SIGINT) is before, signal.getsignal(signal.SIGINT)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 @pytest.mark.parametrize("profile,module,extra", [
     ("slurm", "dask_jobqueue", "slurm"), ("pbs", "dask_jobqueue", "pbs"),
     ("kubernetes", "dask_kubernetes", "kubernetes"), ("ssh", "asyncssh", "ssh"),

@@ -188,6 +188,7 @@ def test_ctrl_c_while_the_log_writer_waits_finishes_its_writes_first(finished, t
     """A Ctrl-C (or SIGTERM) that arrives while a batch's log groups are being written is
     raised once they are all written: the datasets written next must see the whole log."""
     import _thread
+    import signal
     import threading
     import time
 
@@ -216,7 +217,12 @@ def test_ctrl_c_while_the_log_writer_waits_finishes_its_writes_first(finished, t
         submit()
 
     writer._submit = submit_slowly
-    threading.Timer(0.1, _thread.interrupt_main).start()
-    with pytest.raises(KeyboardInterrupt):
-        writer.flush()
+    # Python's own Ctrl-C handler (a library imported earlier in the session may have set another)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.1, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            writer.flush()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(store.log_files()) == before + 3
