@@ -212,6 +212,8 @@ class _Misbehaving(ToyEvaluator):
             out["f1"] = out["f1"].astype(np.float16)
         elif self.how == "inputs-echoed":  # the candidates' columns beside the metrics, and a key of its own
             out = pd.concat([candidates, out], axis=1).assign(key=7, batch=99, note="hi")
+        elif self.how == "number-reason":
+            out["reason"] = 3.5
         elif self.how == "raise":
             raise RuntimeError("simulator crashed")
         elif self.how == "exit" and (candidates["x"] > 0.5).any():
@@ -236,6 +238,7 @@ def _evaluate_with(how: str, cands: pd.DataFrame) -> pd.DataFrame:
     ("nan-feasible", "returned 'feasible' as float64 (e.g. nan)"),
     ("na-feasible", "returned 'feasible' as boolean (e.g. <NA>)"),
     ("complex-metric", "returned metric 'f1' as complex128; a metric is a real number"),
+    ("number-reason", "returned 'reason' as float64 (e.g. 3.5); it is text, empty where the candidate is feasible"),
 ])
 def test_a_malformed_result_fails_the_call_with_its_own_message_not_row_by_row(how, message):
     cands = pd.DataFrame({"x": np.linspace(0.1, 0.8, 8), "y": 0, "shape": "a"})

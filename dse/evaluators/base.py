@@ -308,6 +308,15 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
             result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
         elif col.dtype.kind == "f" and col.dtype.itemsize != 8:  # float16/32: the stores keep float64
             result[metric] = col.to_numpy(dtype=np.float64)
+    reason = result["reason"]
+    if isinstance(reason.dtype, np.dtype) and reason.dtype.kind in "iufcb":  # numbers, not text
+        if reason.isna().all():  # no reason given anywhere (NaN): none
+            result["reason"] = ""
+        else:
+            first = reason.dropna().iloc[0]
+            raise ContractError(f"evaluator '{name}' returned 'reason' as {reason.dtype} (e.g. "
+                                f"{getattr(first, 'item', lambda: first)()!r}); it is text, empty where the "
+                                "candidate is feasible")
     feasible = result["feasible"]
     if feasible.dtype != bool:
         try:  # 0/1 numbers, or Python bools in an object column
