@@ -21,3 +21,15 @@ def handling(signum: int, handler: Callable[[int, Any], Any] | int) -> Iterator[
         yield
     finally:
         signal.signal(signum, before)
+
+
+@contextlib.contextmanager
+def kept(*signums: int) -> Iterator[None]:
+    """The handlers of ``signums`` as they are now, back in place after the block, whatever
+    it sets (an import that installs its own)."""
+    with contextlib.ExitStack() as stack:
+        for signum in signums:
+            current = signal.getsignal(signum)
+            if current is not None:  # None: a handler not set from Python, which Python cannot restore
+                stack.enter_context(handling(signum, current))
+        yield

@@ -9,7 +9,6 @@ the extra, at ``dse validate`` time as at ``dse run`` time.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import importlib
 import importlib.util
@@ -18,9 +17,9 @@ import json
 import os
 import re
 import signal
-import threading
 from typing import Any
 
+from dse import signals
 from dse.errors import StudyError
 
 #: top-level module -> (the package that provides it, the dse extra that installs it)
@@ -50,23 +49,6 @@ def missing(module: str) -> bool:
     return importlib.util.find_spec(module) is None
 
 
-@contextlib.contextmanager
-def _signals_kept():
-    """Import a cluster's package without letting it take over Ctrl-C and SIGTERM:
-    dask-jobqueue (0.9) sets ``SIGINT -> sys.exit()`` when it is imported, which ended a run
-    with exit code 0, no "interrupted" and no datasets written."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in kept.items():
-            if handler is not None and signal.getsignal(sig) is not handler:
-                signal.signal(sig, handler)
-
-
 def import_cluster(path: str) -> Any:
     """The cluster class (or function, as ``SSHCluster``) that ``path`` names:
     ``package.module.Class`` or ``package.module:Class``."""
@@ -75,7 +57,9 @@ def import_cluster(path: str) -> Any:
         raise StudyError("not an import path of a dask cluster class", field="cluster", value=path,
                          allowed="package.module.Class, e.g. dask_jobqueue.SLURMCluster")
     try:
-        with _signals_kept():
+        # dask-jobqueue (0.9) sets SIGINT -> sys.exit() when imported: a run then ended with
+        # exit code 0, no "interrupted" and no datasets written
+        with signals.kept(signal.SIGINT, signal.SIGTERM):
             obj = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         name = exc.name or module
