@@ -226,7 +226,7 @@ def check_declarations(evaluator: Evaluator) -> None:
             if decl.name != name:
                 raise ValueError(f"evaluator '{evaluator.name}': {what} key '{name}' holds {kind.__name__} "
                                  f"'{decl.name}'")
-    _check_class_settings(evaluator)
+    _check_class_settings(evaluator, inputs)
     both = sorted(set(inputs) & set(metrics))
     if both:
         raise ValueError(f"evaluator '{evaluator.name}' declares '{both[0]}' both as an input and as a metric")
@@ -243,11 +243,11 @@ def check_declarations(evaluator: Evaluator) -> None:
                                  + (f" (allowed: {exc.allowed})" if exc.allowed else "")) from None
 
 
-def _check_class_settings(evaluator: Evaluator) -> None:
+def _check_class_settings(evaluator: Evaluator, inputs: dict[str, Input]) -> None:
     """The class attributes a run reads: ``chunk_size`` (None or a whole number of at
     least 1), ``preview_size`` (a whole number, 0 or more), ``fork_safe`` and
     ``enforces_timeout`` (true or false; an evaluator that enforces time-outs takes
-    ``timeout_s``), ``exclusive_inputs`` (groups of declared inputs)."""
+    ``timeout_s``), ``exclusive_inputs`` (groups of its declared ``inputs``)."""
     import inspect
 
     def whole(value) -> bool:
@@ -268,9 +268,8 @@ def _check_class_settings(evaluator: Evaluator) -> None:
         if not takes:
             raise ValueError("its class sets enforces_timeout = True, but its evaluate() takes no "
                              "timeout_s argument")
-    declared = evaluator.inputs
     for group in evaluator.exclusive_inputs:
-        unknown = [g for g in group if g not in declared]
+        unknown = [g for g in group if g not in inputs]
         if unknown:
             raise ValueError(f"its class names '{unknown[0]}' in exclusive_inputs, which is not one "
                              "of its inputs")

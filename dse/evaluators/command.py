@@ -153,24 +153,30 @@ class CommandOptions(_Strict):
 _RUNNING: set[int] = set()
 
 
-def _worker_closing() -> bool:
-    """This call runs on a dask worker that is closing (its programs were stopped: the
-    halves of a failed call must not start them again)."""
-    distributed = sys.modules.get("distributed")  # not imported: not on a worker
-    if distributed is None:
-        return False
+def worker_closing(worker=None) -> bool:
+    """``worker`` (default: the dask worker this call runs on, if any) is closing: its
+    programs were stopped, and the halves of a failed call must not start them again."""
+    if worker is None:
+        distributed = sys.modules.get("distributed")  # not imported: not on a worker
+        if distributed is None:
+            return False
+        try:
+            worker = distributed.get_worker()
+        except ValueError:
+            return False
+    return getattr(getattr(worker, "status", None), "name", "") in ("closing", "closing_gracefully", "closed")
+
+
+def _kill_pgid(pid: int) -> None:
+    """Kill process group ``pid`` (a program and whatever it started), if it still runs."""
     try:
-        worker = distributed.get_worker()
-    except ValueError:
-        return False
-    return getattr(worker.status, "name", "") in ("closing", "closing_gracefully", "closed")
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    _kill_pgid(proc.pid)
     proc.wait()
 
 
@@ -180,10 +186,7 @@ def stop_programs() -> None:
     and when a dask worker closes: its nanny kills a worker that does not stop in time, and
     a killed process runs no exit handler)."""
     for pid in list(_RUNNING):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_pgid(pid)
 
 
 class CommandEvaluator(Evaluator):
@@ -259,13 +262,13 @@ class CommandEvaluator(Evaluator):
         return json.dumps(table.to_dict(orient="records"), default=_plain).encode()
 
     def _run(self, args: list[str], data: bytes | None, timeout_s: float | None) -> bytes:
-        if _worker_closing():
+        if worker_closing():
             raise RuntimeError(f"{self.label} was stopped: the dask worker is closing")
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.opts.workdir,
                                 env={**os.environ, **self.opts.env}, start_new_session=True)
         _RUNNING.add(proc.pid)
-        if _worker_closing():  # the worker began to close while this program started: stopped too
+        if worker_closing():  # the worker began to close while this program started: stopped too
             _kill_group(proc)
             _RUNNING.discard(proc.pid)
             raise RuntimeError(f"{self.label} was stopped: the dask worker is closing")

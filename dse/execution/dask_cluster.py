@@ -386,11 +386,11 @@ class DaskExecutor(Executor):
                 raise WorkerMismatch(str(exc)) from None
             if isinstance(exc, KilledWorker):
                 self._killed += 1
-            if isinstance(exc, KilledWorker) and count(chunk) > 1:
-                half = count(chunk) // 2  # which candidate kills the workers? try each half apart
-                again.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
-                return None
-            if isinstance(exc, KilledWorker):  # one line, the same for every such candidate (no task id)
+                if count(chunk) > 1:
+                    half = count(chunk) // 2  # which candidate kills the workers? try each half apart
+                    again.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
+                    return None
+                # one line, the same for every such candidate (no task id)
                 exc = WorkerDied("every dask worker that evaluated this candidate died (an evaluator that "
                                  "ends its process: os._exit, a crash in native code, running out of memory)")
             return self._failed(chunk, exc, finish)

@@ -14,14 +14,13 @@ class StopPrograms(WorkerPlugin):
     idempotent = True
 
     def teardown(self, worker) -> None:
-        from distributed.core import Status
+        from dse.evaluators.command import stop_programs, worker_closing
+        from dse.execution.child import stop_children
 
         # only on a worker that closes (a plug-in removed from a worker that goes on, with
         # another run's programs, must leave them be)
-        if getattr(worker, "status", None) not in (Status.closing, Status.closing_gracefully, Status.closed):
+        if not worker_closing(worker):
             return
-        from dse.evaluators.command import stop_programs
-        from dse.execution.child import stop_children
 
         stop_programs()
         stop_children()

@@ -62,9 +62,6 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
     default = Path(results) / f"{stem}{SUFFIX[fmt]}"
     if fmt == "netcdf" and Path(output or default).resolve() == (Path(results) / f"{stem}.nc").resolve():
         return Path(output or default)  # already there
-    if fmt != "zarr" and output is not None and Path(output).is_dir():
-        raise DseError(f"cannot write {fmt} to {output}: it is a folder", field="--output", value=str(output),
-                       allowed="a file path")
     output = output_path(output, default, run.path, may_be_folder=fmt == "zarr")
     output.parent.mkdir(parents=True, exist_ok=True)
     # every evaluation is read slice by slice (a run may not fit in memory), the front whole
