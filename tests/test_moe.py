@@ -88,8 +88,9 @@ def test_expert_parallelism_shards_the_experts_and_pays_an_all_to_all():
     # 16 data-parallel ranks either way, so the optimizer state per rank does not change
     assert r["optimizer_memory_gb"][1] == pytest.approx(r["optimizer_memory_gb"][0], rel=1e-9)
     # EP 8 over two domains of 4: half the dispatch crosses InfiniBand
-    assert r["tp_comm_time_s"][3] > 2 * r["tp_comm_time_s"][2] > 0
-    assert r["tp_comm_time_s"][0] == pytest.approx(0.0, abs=1e-12)
+    assert r["ep_comm_time_s"][3] > 2 * r["ep_comm_time_s"][2] > 0
+    assert r["ep_comm_time_s"][0] == pytest.approx(0.0, abs=1e-12)
+    assert (r["tp_comm_time_s"] == 0).all() and (r["cp_comm_time_s"] == 0).all()  # no tensor or context ranks
 
 
 def test_capacity_factor_overlap_and_dispatcher():
@@ -100,9 +101,10 @@ def test_capacity_factor_overlap_and_dispatcher():
                                         moe_a2a_overlap=[False, False, True, False],
                                         moe_dispatcher=["alltoall", "alltoall", "alltoall", "deepep"]).iloc
     assert padded["step_time_s"] > base["step_time_s"] and padded["compute_time_s"] > base["compute_time_s"]
-    assert overlap["tp_comm_time_s"] < base["tp_comm_time_s"]
+    assert overlap["ep_comm_time_s"] < base["ep_comm_time_s"]
+    assert overlap["tp_comm_time_s"] > 0 and base["tp_comm_time_s"] > 0
     # one copy per destination node over InfiniBand (DeepEP): fewer scale-out bytes than one per expert
-    assert deepep["tp_comm_time_s"] < 0.7 * base["tp_comm_time_s"]
+    assert deepep["ep_comm_time_s"] < 0.7 * base["ep_comm_time_s"]
     assert deepep["energy_network_j"] < base["energy_network_j"]
 
 
@@ -125,15 +127,15 @@ def test_the_all_to_all_overlap_needs_another_micro_batch():
               pipeline_parallel=1, expert_parallel=8, micro_batch_size=1, seq_len=4096, recompute="full")
     one = run(**kw, global_batch_size=64, moe_a2a_overlap=[False, True])
     assert one["feasible"].all()
-    assert one["tp_comm_time_s"][1] == pytest.approx(one["tp_comm_time_s"][0], rel=1e-12)
+    assert one["ep_comm_time_s"][1] == pytest.approx(one["ep_comm_time_s"][0], rel=1e-12)
     two, eight = (run(**kw, global_batch_size=64 * m, moe_a2a_overlap=[False, True]) for m in (2, 8))
-    saved = [(r["tp_comm_time_s"][0] - r["tp_comm_time_s"][1]) / r["tp_comm_time_s"][0] for r in (two, eight)]
+    saved = [(r["ep_comm_time_s"][0] - r["ep_comm_time_s"][1]) / r["ep_comm_time_s"][0] for r in (two, eight)]
     assert 0 < saved[0] < saved[1]
     # a slow fabric: the all-to-all outlasts the window; 2 micro-batches hide (2-1)/2 of what
     # 8 hide per micro-batch, (8-1)/8 (the window is full either way)
     slow = {**kw, "scaleup_size": 1, "scaleout_bw_gbs": 5}
     two, eight = (run(**slow, global_batch_size=64 * m, moe_a2a_overlap=[False, True]) for m in (2, 8))
-    hidden = [(r["tp_comm_time_s"][0] - r["tp_comm_time_s"][1]) / m for r, m in ((two, 2), (eight, 8))]
+    hidden = [(r["ep_comm_time_s"][0] - r["ep_comm_time_s"][1]) / m for r, m in ((two, 2), (eight, 8))]
     assert hidden[0] / hidden[1] == pytest.approx((1 / 2) / (7 / 8), rel=1e-6)
 
 
@@ -146,10 +148,13 @@ def test_overlapped_collectives_share_the_compute_they_hide_behind():
     exposed_all, tp_hidden, both_hidden = run(**kw, sequence_parallel=[True, True, True],
                                               framework=["megatron", "megatron-core", "megatron-core"],
                                               moe_a2a_overlap=[False, False, True]).iloc
+    def layer_comm(r):
+        return r["tp_comm_time_s"] + r["ep_comm_time_s"]
     hidden_by_tp = exposed_all["tp_comm_time_s"] - tp_hidden["tp_comm_time_s"]
     assert hidden_by_tp > 0.5 * tp_hidden["compute_time_s"]
-    assert both_hidden["tp_comm_time_s"] >= tp_hidden["tp_comm_time_s"] - 0.5 * tp_hidden["compute_time_s"]
-    total_hidden = exposed_all["tp_comm_time_s"] - both_hidden["tp_comm_time_s"]
+    assert tp_hidden["ep_comm_time_s"] == exposed_all["ep_comm_time_s"] > 0
+    assert layer_comm(both_hidden) >= layer_comm(tp_hidden) - 0.5 * tp_hidden["compute_time_s"]
+    total_hidden = layer_comm(exposed_all) - layer_comm(both_hidden)
     assert 0 < total_hidden < both_hidden["compute_time_s"]
 
 
@@ -162,8 +167,8 @@ def test_an_nvl72_domain_keeps_wide_expert_parallelism_on_nvlink():
     assert hardware.catalog()["GB200"]["scaleup_domain"] == 72
     assert gb200["feasible"] and b200["feasible"]
     # EP 64 spans 8 HGX nodes on B200 but one NVLink domain on GB200 NVL72
-    assert gb200["tp_comm_time_s"] < 0.25 * b200["tp_comm_time_s"]
-    assert b200_72["tp_comm_time_s"] < 0.25 * b200["tp_comm_time_s"]
+    assert gb200["ep_comm_time_s"] < 0.25 * b200["ep_comm_time_s"]
+    assert b200_72["ep_comm_time_s"] < 0.25 * b200["ep_comm_time_s"]
 
 
 def test_torus_collectives_and_tpu_parts():
@@ -205,7 +210,8 @@ def test_long_context_attention_and_context_parallelism():
     assert act.max() / act.min() < 1.05
     ring, gather = run(**kw, seq_len=131072, context_parallel=8,
                        context_parallel_algorithm=["ring", "all_gather"]).iloc
-    assert ring["tp_comm_time_s"] < gather["tp_comm_time_s"]   # the ring hides its exchange behind attention
+    assert ring["cp_comm_time_s"] < gather["cp_comm_time_s"]   # the ring hides its exchange behind attention
+    assert ring["tp_comm_time_s"] == gather["tp_comm_time_s"] > 0
     assert ring["compute_time_s"] == gather["compute_time_s"]
 
 
@@ -221,3 +227,20 @@ def test_a_dense_row_gives_the_same_results_beside_mixture_of_experts_rows():
     beside = ev.evaluate(pd.concat([dense, moe], ignore_index=True)).head(2)
     assert alone["feasible"].all() and np.isfinite(alone["energy_to_train_j"]).all()
     pd.testing.assert_frame_equal(beside, alone)
+
+
+def test_tensor_context_and_expert_traffic_are_reported_apart_and_sum_to_the_step():
+    """The layer's exposed communication is split into its tensor-parallel collectives, the
+    context-parallel exchange and the experts' traffic; with the other phases they make the
+    iteration time, and a candidate without context ranks or experts has none of either."""
+    r = run(model=["mixtral-8x7b", "mixtral-8x7b", "llama3-8b"], accelerator="H100-SXM", num_accelerators=64,
+            global_batch_size=128, tensor_parallel=2, context_parallel=[2, 1, 1], pipeline_parallel=2,
+            expert_parallel=[4, 4, 1], seq_len=16384, sequence_parallel=True, recompute="full",
+            precision="bf16")
+    assert r["feasible"].all()
+    parts = ["compute_time_s", "memory_time_s", "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s",
+             "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s", "optimizer_time_s"]
+    assert np.allclose(r[parts].sum(axis=1), r["step_time_s"], rtol=1e-12)
+    assert (r["tp_comm_time_s"] > 0).all()
+    assert r["cp_comm_time_s"][0] > 0 and r["cp_comm_time_s"][1] == r["cp_comm_time_s"][2] == 0
+    assert r["ep_comm_time_s"][0] > 0 and r["ep_comm_time_s"][1] > 0 and r["ep_comm_time_s"][2] == 0

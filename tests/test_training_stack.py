@@ -125,7 +125,7 @@ def test_context_parallelism_splits_the_sequence():
     one, two = run(**kw), run(context_parallel=2, **kw)
     assert two.data_parallel[0] == one.data_parallel[0] / 2
     assert two.activations_memory_gb[0] < 0.6 * one.activations_memory_gb[0]
-    assert two.tp_comm_time_s[0] > 0 == one.tp_comm_time_s[0]
+    assert two.cp_comm_time_s[0] > 0 == one.cp_comm_time_s[0] == two.tp_comm_time_s[0]
     bad = time_model.evaluate(cfg(1, **{**BASE, **kw, "context_parallel": 2, "seq_len": 4098}))
     assert bad.reason[0] == "context parallelism needs 2 x its degree to divide the sequence length"
 

@@ -149,8 +149,10 @@ TIME_METRICS: list[Metric] = [
     Metric("step_time_s", "s", "iteration time"),
     Metric("compute_time_s", "s", "compute-bound time per iteration"),
     Metric("memory_time_s", "s", "memory-bound time per iteration"),
-    Metric("tp_comm_time_s", "s", "exposed tensor/context/expert-parallel traffic per iteration (with "
-                                   "experts: their dispatch and combine all-to-alls and expert-tensor collectives)"),
+    Metric("tp_comm_time_s", "s", "exposed tensor-parallel collectives per iteration"),
+    Metric("cp_comm_time_s", "s", "exposed context-parallel exchange (ring or all-gather of keys and values) per iteration"),
+    Metric("ep_comm_time_s", "s", "exposed expert-parallel traffic per iteration (dispatch and combine all-to-alls, "
+                                   "expert-tensor collectives)"),
     Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration"),
     Metric("dp_comm_time_s", "s", "exposed data-parallel communication (gradient reduction, sharded-weight gathers) per iteration"),
     Metric("bubble_time_s", "s", "pipeline bubble per iteration"),

@@ -50,8 +50,8 @@ MAX = ("time_to_train_s", "time_to_train_days", "memory_per_accelerator_gb", "pe
        "mean_junction_temp_c", "junction_temp_swing_c", "max_junction_temp_rate_c_per_s", "power_capped",
        "throttled")
 #: the pace-setting part's breakdown (it sums to the iteration time)
-PACE = ("compute_time_s", "memory_time_s", "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s",
-        "optimizer_time_s")
+PACE = ("compute_time_s", "memory_time_s", "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s",
+        "dp_comm_time_s", "bubble_time_s", "optimizer_time_s")
 #: the memory breakdown of the part with the fuller accelerators
 MEMORY = ("weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb")
 

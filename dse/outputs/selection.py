@@ -23,7 +23,7 @@ ENERGY_PARTS = {
 ENERGY_TOTAL = "energy_to_train_j"
 TIME_PARTS = {
     "compute": ("compute_time_s",), "memory": ("memory_time_s",),
-    "communication": ("tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s"),
+    "communication": ("tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s", "dp_comm_time_s"),
     "bubble": ("bubble_time_s",), "optimizer": ("optimizer_time_s",),
 }
 TIME_TOTAL = "step_time_s"

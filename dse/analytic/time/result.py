@@ -14,8 +14,8 @@ from dse.analytic.time.step import StepBreakdown
 #: the public time metrics, in output order (the fields of :class:`TimeResult` they name)
 METRIC_FIELDS = (
     "time_to_train_s", "time_to_train_days", "step_time_s", "compute_time_s", "memory_time_s",
-    "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s", "optimizer_time_s",
-    "steps_to_train", "tokens_to_train", "tokens_per_s", "mfu", "memory_per_accelerator_gb",
+    "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s",
+    "optimizer_time_s", "steps_to_train", "tokens_to_train", "tokens_per_s", "mfu", "memory_per_accelerator_gb",
     "weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb",
     "parameters", "active_parameters", "data_parallel",
 )
@@ -38,6 +38,8 @@ class TimeResult:
     compute_time_s: np.ndarray              # s per iteration
     memory_time_s: np.ndarray               # s per iteration
     tp_comm_time_s: np.ndarray              # s per iteration
+    cp_comm_time_s: np.ndarray              # s per iteration
+    ep_comm_time_s: np.ndarray              # s per iteration
     pp_comm_time_s: np.ndarray              # s per iteration
     dp_comm_time_s: np.ndarray              # s per iteration
     bubble_time_s: np.ndarray               # s per iteration
@@ -86,7 +88,7 @@ assert tuple(f.name for f in fields(TimeResult))[:len(METRIC_FIELDS)] == METRIC_
 #: are among them because a re-timed clock is in the accelerator's range
 CLOCK_FIELDS = (
     "time_to_train_s", "time_to_train_days", "step_time_s", "compute_time_s", "memory_time_s",
-    "tp_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s", "optimizer_time_s",
-    "tokens_per_s", "mfu", "reason", "reason_code", "clock_mhz", "breakdown",
+    "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s",
+    "optimizer_time_s", "tokens_per_s", "mfu", "reason", "reason_code", "clock_mhz", "breakdown",
 )
 

@@ -42,7 +42,7 @@ class StepBreakdown:
 
     compute_s: np.ndarray       # clock-bound GEMM time
     memory_s: np.ndarray        # memory-bound kernels
-    tp_comm_s: np.ndarray       # exposed tensor-, context- and expert-parallel collectives
+    tp_comm_s: np.ndarray       # exposed tensor-, context- and expert-parallel collectives (all three)
     pp_comm_s: np.ndarray       # pipeline point-to-point and tied-embedding all-reduce
     dp_comm_s: np.ndarray       # exposed data-parallel communication
     bubble_s: np.ndarray        # pipeline bubble
@@ -56,6 +56,8 @@ class StepBreakdown:
     slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
     work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
     host_idle_s: np.ndarray | None = None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
+    cp_comm_s: np.ndarray | None = None  # the context-parallel exchange's share of tp_comm_s
+    ep_comm_s: np.ndarray | None = None  # the experts' dispatch, combine and expert-tensor collectives' share of tp_comm_s
 
     @classmethod
     def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray, hbm_bytes: np.ndarray) -> StepBreakdown:
@@ -87,8 +89,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     act_bytes = gemm.BYTES * T * shape["hidden"]
     n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
     with_cp = bool((cp > 1).any())
-    tp_layer, out_tp = _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp,
-                                   cp_overlap, tax, with_cp, m)
+    tp_layer, out_tp, cp_layer, ep_layer = _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp,
+                                                       recompute, n_tp, cp_overlap, tax, with_cp, m)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
@@ -96,9 +98,13 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
     one = count == 1
 
-    (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb) = _pace_stage(stages, count, one, lay, lay_m, tp_layer,
-                                                                            out_c, out_m, out_tp)
+    (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb, layers_mb) = _pace_stage(
+        stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp)
     compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
+    # the parts of tp_s that are the context-parallel exchange and the experts' traffic (reported apart)
+    no_share = np.zeros_like(tp_s) if cp_layer is None or ep_layer is None else None
+    cp_s = m * layers_mb * cp_layer if cp_layer is not None else no_share
+    ep_s = m * layers_mb * ep_layer if ep_layer is not None else no_share
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
     if stages.part:  # this part's stages' work per micro-batch; the fleet composes the bubble
         work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
@@ -139,25 +145,29 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         overhead_s=m * (busiest * lay.overhead_s + idle_mb),
         hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
         scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
-        host_idle_s=m * idle_mb)
+        host_idle_s=m * idle_mb, cp_comm_s=cp_s, ep_comm_s=ep_s)
 
 
 
 def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp, cp_overlap, tax,
                 with_cp, m) -> tuple:
     """Exposed communication of one layer and one micro-batch (tensor-parallel collectives,
-    the context-parallel exchange, expert dispatch and combine), and the output layer's
-    tensor-parallel time (``m`` micro-batches per iteration)."""
+    the context-parallel exchange, expert dispatch and combine), the output layer's
+    tensor-parallel time (``m`` micro-batches per iteration), and the context-parallel and
+    expert parts of the layer's (None without context parallelism or experts)."""
     tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
     tp_layer, window_s = exposed_in(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
+    cp_layer = ep_layer = None
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
-        cp_layer = tensor_parallel.cp_time(net, shape, b, tp, cp, recompute)
-        tp_layer = tp_layer + exposed(cp_layer, cp_overlap, lay.attn_compute_s, tax)
+        cp_layer = exposed(tensor_parallel.cp_time(net, shape, b, tp, cp, recompute), cp_overlap,
+                           lay.attn_compute_s, tax)
+        tp_layer = tp_layer + cp_layer
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
-        tp_layer = tp_layer + experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute,
-                                                 window_s, stack.tp_overlap * (sp > 0), tax, m)
-    return tp_layer, out_tp
+        ep_layer = experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute, window_s,
+                                      stack.tp_overlap * (sp > 0), tax, m)
+        tp_layer = tp_layer + ep_layer
+    return tp_layer, out_tp, cp_layer, ep_layer
 
 
 def _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, T, tp, pp, v, m, zero, dp_group,
@@ -180,8 +190,8 @@ def _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, 
 
 def _pace_stage(stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp) -> tuple:
     """One micro-batch on the first, the most loaded middle and the last stage: their
-    (compute + memory + TP) times, and the (compute, memory, TP, host wait) of the one that
-    sets the pace (the slowest)."""
+    (compute + memory + TP) times, and the (compute, memory, TP, host wait, layers) of the
+    one that sets the pace (the slowest)."""
 
     def stage(n_layers, with_output):
         """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
@@ -189,19 +199,19 @@ def _pace_stage(stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp) 
         c, mm, tt = (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
                      n_layers * tp_layer + with_output * out_tp)
         idle = np.maximum(n_layers * lay.host_s - (c + mm + tt), 0.0)
-        return c, mm + idle, tt, idle
+        return c, mm + idle, tt, idle, n_layers
 
     if stages.part:
         first, last = stage(stages.first, one * stages.output), stage(stages.last, stages.output)
     else:
         first, last = stage(stages.first, one), stage(stages.last, 1.0)
-    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0, 0.0)
+    middle = stage(stages.middle, 0.0) if (count >= 3).any() else (0.0, 0.0, 0.0, 0.0, 0.0)
     t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
-    c_mb, m_mb, tp_mb, idle_mb = (np.where(pace_first, f, np.where(pace_middle, mid, la))
-                                  for f, mid, la in zip(first, middle, last, strict=True))
-    return (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb)
+    pace = tuple(np.where(pace_first, f, np.where(pace_middle, mid, la))
+                 for f, mid, la in zip(first, middle, last, strict=True))
+    return (t_first, t_middle, t_last), pace
 
 
 def _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex) -> tuple:
