@@ -244,3 +244,19 @@ def test_tensor_context_and_expert_traffic_are_reported_apart_and_sum_to_the_ste
     assert (r["tp_comm_time_s"] > 0).all()
     assert r["cp_comm_time_s"][0] > 0 and r["cp_comm_time_s"][1] == r["cp_comm_time_s"][2] == 0
     assert r["ep_comm_time_s"][0] > 0 and r["ep_comm_time_s"][1] > 0 and r["ep_comm_time_s"][2] == 0
+
+
+@pytest.mark.parametrize("name, kv_width", [
+    ("llama3-8b", 2 * 8 * 128),                       # 8 key-value heads of 128: 1,024 each for K and V
+    ("qwen3-30b-a3b", 2 * 4 * 128),                   # heads of 128 although hidden / heads = 64
+    ("deepseek-v3", 128 * (128 + 64) + 128 * 128),    # MLA: expanded per-head keys (with RoPE) and values
+])
+def test_context_parallel_exchange_moves_the_attentions_own_keys_and_values(name, kv_width):
+    from dse.analytic.time import tensor_parallel
+    s = shape_of(name)
+    one = np.array([1.0])
+    seq = s["seq_len"][0]
+    # forward gather, backward gather + gradient reduce-scatter, 16-bit, one sequence, one tensor rank
+    expected = 3 * 2 * seq * kv_width
+    got = tensor_parallel.cp_bytes(s, one, one, np.array([2.0]), np.array([0]))[0]
+    assert got == pytest.approx(expected, rel=1e-12)
