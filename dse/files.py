@@ -7,6 +7,7 @@ sees the old file or the new one, never a torn one.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -41,10 +42,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be replaced by a file written beside it and renamed onto it (an
+    existing device, pipe or socket: the rename would put a regular file in its place), or
+    None. A symbolic link is followed (:func:`write_target`)."""
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return "is a device, pipe or socket, not a file; give a file path"
+    return None
+
+
+def write_target(path: Path) -> Path:
+    """The file a write to ``path`` replaces: a symbolic link's target (the link stays a link
+    and its target gets the new content), else ``path``."""
+    path = Path(path)
+    return path.resolve() if path.is_symlink() else path
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path``, renamed onto it when the block succeeds."""
-    path = Path(path)
+    """A temporary path beside ``path`` (beside a symbolic link's target), renamed onto it
+    when the block succeeds; a device, pipe or socket is refused (OSError), never replaced."""
+    path = write_target(path)
+    why = not_a_file(path)
+    if why:
+        raise OSError(errno.EINVAL, f"cannot write: {path} {why}", str(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -386,6 +386,34 @@ def test_evaluate_takes_names_in_any_spelling_and_refuses_alternatives_in_one_ro
     assert f"{cands}: row 2 sets clock_mhz and clock_fraction, which are alternatives" in proc.stderr
 
 
+def test_an_output_onto_a_pipe_is_refused_and_onto_a_link_writes_its_target(finished_run, tmp_path):
+    """A write goes to a temporary file renamed onto the output: a pipe (or device) there
+    would be replaced by a regular file, so it is refused; a symbolic link is followed (the
+    link stays, its target gets the content)."""
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators\nH100-SXM,16\n")
+    for args in (("export", str(finished_run), "-o", str(fifo)), ("plot", str(finished_run), "-o", str(fifo)),
+                 ("report", str(finished_run), "-o", str(fifo)),
+                 ("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(fifo))):
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert "--output: is a device, pipe or socket, not a file" in proc.stderr, (args, proc.stderr)
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    real = tmp_path / "real.csv"
+    real.write_text("old")
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    assert run_cli("export", str(finished_run), "-f", "csv", "-o", str(link)).returncode == 0
+    assert link.is_symlink() and real.read_text().startswith("x,y,shape,f1,f2")  # the toy run's front
+    assert run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(link)).returncode == 0
+    assert link.is_symlink() and "energy_to_train_j" in real.read_text()
+
+
 def test_an_output_that_would_replace_an_input_is_refused_before_any_work(finished_run, tmp_path):
     cands = tmp_path / "cands.csv"
     cands.write_text("accelerator,num_accelerators\nH100-SXM,16\n")

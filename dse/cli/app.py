@@ -22,6 +22,7 @@ from rich.text import Text
 
 from dse import __version__
 from dse.errors import DseError
+from dse.files import not_a_file, write_target
 
 app = typer.Typer(
     name="dse",
@@ -375,7 +376,10 @@ def evaluate(
 
 def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False) -> None:
     """Refuse, before any work, an output file that would replace an input or is a folder
-    (``folder_exists``: or whose folder is missing)."""
+    (``folder_exists``: or whose folder is missing), or a device, pipe or socket."""
+    why = not_a_file(write_target(output))
+    if why:
+        raise DseError(why, field="--output", value=str(output))
     if output.is_dir():
         raise DseError("is a folder; give a file name", field="--output", value=str(output))
     if any(output.resolve() == Path(i).resolve() for i in inputs):

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from dse.errors import DseError
+from dse.files import not_a_file, write_target
 from dse.store import ResultStore
 
 #: what a results folder holds that no export, figure or report may replace
@@ -26,6 +27,9 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
     if str(output).strip() == "":
         raise DseError("is empty; give a file name", field="--output", value=str(output))
     output = Path(output)
+    why = not_a_file(write_target(output))
+    if why:
+        raise DseError(why, field="--output", value=str(output))
     if output.is_dir() and not may_be_folder:
         raise DseError("is a folder; give a file name", field="--output", value=str(output),
                        allowed=f"a file path, e.g. {output / Path(default).name}")
