@@ -54,6 +54,21 @@ def test_infeasible_rows_are_reported_apart(tmp_path):
     assert (s["rows"], s["predicted"], s["infeasible"]) == (3, 2, 1)
 
 
+def test_json_report_of_a_source_without_a_prediction_is_strict_json(tmp_path, capsys):
+    """Every row infeasible: no error to summarise; --json says null, never NaN (which
+    strict JSON parsers refuse)."""
+    df = validation.read_table(REF / "published_throughput.csv").head(2).drop(columns=["_file", "_line"])
+    df["pipeline_parallel"], df["num_accelerators"], df["data_parallel"] = "256", str(256 * 64), ""
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    assert validation.validate_model([path], as_json=True) == 0
+    text = capsys.readouterr().out
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    (source,) = data.values()
+    assert source["predicted"] == 0 and source["median_abs_error"] is None
+    assert source["infeasible_rows"][0]["predicted"] is None
+
+
 def test_cli_prints_per_source_table_worst_and_infeasible_rows(capsys):
     assert validation.validate_model([*TABLES, *HELDOUT]) == 0
     text = capsys.readouterr().out

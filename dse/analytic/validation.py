@@ -291,8 +291,10 @@ def report(result: pd.DataFrame, worst: int = 3) -> dict:
 
 
 def _row(r) -> dict:
-    return {"id": r.id, "quantity": r.quantity, "measured": float(r.measured), "predicted": float(r.predicted),
-            "error": None if not np.isfinite(r.error) else float(r.error), "reason": r.reason}
+    counted = bool(np.isfinite(r.error))  # an infeasible row's prediction is not shown, as in the text report
+    return {"id": r.id, "quantity": r.quantity, "measured": float(r.measured),
+            "predicted": float(r.predicted) if counted else None, "error": float(r.error) if counted else None,
+            "reason": r.reason}
 
 
 def validate_model(tables, as_json: bool = False, rows: bool = False, worst: int = 3) -> int:
@@ -303,11 +305,22 @@ def validate_model(tables, as_json: bool = False, rows: bool = False, worst: int
         raise DseError("no table given", allowed="one or more CSV files in the validate-model format")
     result = predict_tables(tables)
     rep = report(result, worst)
-    if as_json:
-        print(json.dumps(rep, indent=2))
+    if as_json:  # strict JSON: a number that is not finite (no prediction, no error) is null
+        print(json.dumps(_finite(rep), indent=2, allow_nan=False))
         return 0
     print(format_report(result, rep, rows))
     return 0
+
+
+def _finite(obj):
+    """``obj`` (dicts, lists, numbers) with every NaN or infinite float as None."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
 
 
 def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
