@@ -361,6 +361,14 @@ def test_a_profiles_leakage_is_its_own_and_calibrate_carries_it_on(tmp_path, mon
     (lambda a: a["hardware"].update(clock_max_mhz=1.41, clock_min_mhz=0.21), "hardware.clock_max_mhz",
      "greater than or equal to 100"),
     (lambda a: a["hardware"].update(clock_min_mhz=1500.0), "hardware.clock_min_mhz", "is above the highest"),
+    # not a number: every number of a profile is finite, the scale-up domain is given
+    (lambda a: a["power"].update(vf_curve=[[0.0, float("nan")], [0.77, float("nan")], [1.0, 1.0]]),
+     "power.vf_curve", "finite"),
+    (lambda a: a["power"].update(vf_curve=[[0.0, 0.7], [float("nan"), 0.8], [1.0, 1.0]]), "power.vf_curve", "finite"),
+    (lambda a: a["power"].update(r_air_k_per_w=float("inf")), "power.r_air_k_per_w", "finite"),
+    (lambda a: a["power"]["activity"].update(memory=float("nan")), "power.activity.memory", "finite"),
+    (lambda a: a["calibration"].update(memory_eff=float("nan")), "calibration.memory_eff", "finite"),
+    (lambda a: a["hardware"].update(scaleup_domain=None), "hardware.scaleup_domain", "integer"),
 ])
 def test_a_hand_edited_profile_that_cannot_be_right_is_refused(tmp_path, edit, field, expected):
     acc, _ = fit.base_accelerator("A100-80GB")

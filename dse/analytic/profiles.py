@@ -43,13 +43,11 @@ FOLDER = "accelerators"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # every number finite (.nan, .inf refused)
 
 
 class HardwareEntry(_Strict):
     """The datasheet entry, as ``data/hardware.yaml`` has it (every number finite)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     vendor: str = ""
     peak_tflops: dict[Literal["bf16", "fp16", "tf32", "fp8"], Annotated[float, Field(gt=0)] | None]
@@ -64,7 +62,7 @@ class HardwareEntry(_Strict):
     compute_units: int = Field(gt=0)
     mamf_tflops: dict[str, Annotated[float, Field(gt=0)] | None] | None = None
     memory_reserved_gb: float = Field(ge=0)
-    scaleup_domain: int | None = Field(default=None, ge=1, description="accelerators in one scale-up domain")
+    scaleup_domain: int = Field(ge=1, description="accelerators in one scale-up domain")
     source: str = ""
 
     @model_validator(mode="after")
