@@ -255,6 +255,22 @@ def test_bad_telemetry_gives_one_line_and_exit_2(case, tmp_path, capsys, monkeyp
     assert code == 2 and err.count("\n") == 1 and message in err and tele.name in err, err
 
 
+def test_a_step_inside_a_gap_of_the_telemetry_is_refused(tmp_path, capsys, monkeypatch):
+    """34 s of nvidia-smi samples lost (a hung logger): the steps in that gap would get the
+    power interpolated between its ends; calibrate names the step and the gap instead."""
+    lines = (DATA / "synthetic_nvidia_smi.csv").read_text().splitlines(keepends=True)
+    kept = [ln for ln in lines[1:] if not ("12:00:04.000" < ln.split(",")[0].split()[1] < "12:00:38.000")]
+    assert len(kept) < len(lines) - 1
+    tele = tmp_path / "smi_gap.csv"
+    tele.write_text(lines[0] + "".join(kept))
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", DATA / "synthetic_steps.csv", tele, "--accelerator",
+                        "A100-80GB", "-o", tmp_path / "p.yaml")
+    assert code == 2 and err.count("\n") == 1 and "smi_gap.csv" in err, err
+    assert "falls in a gap of GPU smi_gap.csv:0's telemetry: no sample from 2024-05-01T12:00:04.000 to " \
+        "2024-05-01T12:00:38.000 (34.0 s;" in err, err
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_the_cli_prints_the_tables_and_writes_a_profile(tmp_path, capsys, monkeypatch):
     out_file = tmp_path / "my-a100.yaml"
     code, out, err = _cli(capsys, monkeypatch, "calibrate", DATA / "perseus_a100_stage.csv", "--accelerator",

@@ -171,6 +171,41 @@ def _cumulative(t: np.ndarray, v: np.ndarray) -> np.ndarray:
     return t, np.concatenate([[0.0], np.cumsum(np.diff(t) * (v[1:] + v[:-1]) / 2)])
 
 
+#: a pause between two telemetry samples longer than this many times the usual period is a
+#: gap: the samples around it say nothing of a step inside it (one or two lost samples are not)
+GAP_PERIODS = 5.0
+
+
+def _when(t: float) -> str:
+    """A time as the files give it: a time stamp (seconds since 1970, shown as ISO 8601) or
+    plain seconds."""
+    if t > 1e9:
+        return pd.Timestamp(t, unit="s").isoformat(timespec="milliseconds")
+    return f"{t:.3f} s"
+
+
+def _check_gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, gpu, file: str) -> None:
+    """Refuse a step that overlaps a gap in one GPU's telemetry (times ``t``, sorted): its
+    power, clock and temperature would be interpolated over seconds nobody measured."""
+    if len(t) < 3:
+        return
+    dt = np.diff(t)
+    limit = GAP_PERIODS * float(np.median(dt))
+    gaps = np.flatnonzero(dt > limit)
+    if not len(gaps):
+        return
+    lo, hi = t[gaps], t[gaps + 1]
+    hit = (start[:, None] < hi[None, :]) & (end[:, None] > lo[None, :])
+    steps = np.flatnonzero(hit.any(axis=1))
+    if len(steps):
+        i = steps[0]
+        j = int(np.argmax(hit[i]))
+        raise DseError(f"step at line {i + 2} ({_when(start[i])}..{_when(end[i])}) falls in a gap of GPU {gpu}'s "
+                       f"telemetry: no sample from {_when(lo[j])} to {_when(hi[j])} ({hi[j] - lo[j]:.1f} s; samples "
+                       f"come every {limit / GAP_PERIODS:.3g} s elsewhere); measure again or leave such steps out",
+                       file=file)
+
+
 def match(samples: pd.DataFrame, start: np.ndarray, end: np.ndarray, file: str) -> dict[str, np.ndarray]:
     """Per step: average power per GPU (W; from the energy counter where DCGM gives it, else
     the power samples integrated over the step), and the time-averaged SM clock and
@@ -182,8 +217,9 @@ def match(samples: pd.DataFrame, start: np.ndarray, end: np.ndarray, file: str) 
         out = np.flatnonzero((start < lo - 1e-9) | (end > hi + 1e-9))
         if len(out):
             i = out[0]
-            raise DseError(f"step at line {i + 2} ({start[i]:.3f}..{end[i]:.3f} s) lies outside the telemetry of "
-                           f"GPU {gpu} ({lo:.3f}..{hi:.3f} s): are both in the same time zone?", file=file)
+            raise DseError(f"step at line {i + 2} ({_when(start[i])}..{_when(end[i])}) lies outside the telemetry of "
+                           f"GPU {gpu} ({_when(lo)}..{_when(hi)}): are both in the same time zone?", file=file)
+        _check_gaps(t, start, end, gpu, file)
         dt = end - start
         energy = g["energy_mj"].to_numpy(dtype=float)
         if np.isfinite(energy).sum() >= 2:
