@@ -215,6 +215,10 @@ BAD_FILES = {
     "layout_does_not_divide.csv": ("model,num_accelerators,global_batch_size,micro_batch_size,tensor_parallel,"
                                    "pipeline_parallel,step_time_s\ngpt-1.3b,7,64,1,1,1,1.5\n",
                                    "the model cannot run this training run"),
+    "energy_inf.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,0.1,40\nm,compute,1000,0.14,inf\n",
+                       "line 3, column energy_j: expected a finite number (got 'inf')"),
+    "temperature_in_kelvin.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,340\n",
+                                  "line 2, column temp_c: a temperature no GPU or inlet has (Kelvin"),
     "temperature_falls.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,40\n"
                               "m,compute,1000,0.14,250,60\nm,compute,800,0.18,200,70\n",
                               "the temperatures fall as the power rises"),

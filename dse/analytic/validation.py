@@ -119,6 +119,7 @@ def numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray
     vals = pd.to_numeric(text.replace("", np.nan), errors="coerce")
     hint = f" in {unit} (write units in the column name, not in the cells)" if unit else ""
     _refuse_first(df, col, file, text, vals.isna() & text.ne(""), f"expected a number{hint}")
+    _refuse_first(df, col, file, text, np.isinf(vals), "expected a finite number")
     return vals.to_numpy(dtype=float)
 
 

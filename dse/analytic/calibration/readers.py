@@ -209,6 +209,11 @@ def _from_sweep(path: Path) -> pd.DataFrame:
     return _checked(pd.DataFrame(out), file)
 
 
+#: temperatures (degC) a measurement can hold: a chilled inlet to a throttling junction (the
+#: parts' slowdown temperatures are 80-110 degC), with room for a hot spot
+TEMP_RANGE_C = (-40.0, 150.0)
+
+
 def _checked(t: pd.DataFrame, file: str) -> pd.DataFrame:
     """Kinds known, values in range, and every row measuring something at a known setting."""
     for _, row in t.iterrows():
@@ -232,6 +237,12 @@ def _checked(t: pd.DataFrame, file: str) -> pd.DataFrame:
                            allowed="a clock_mhz or power_cap_w value (idle and parked rows need neither)")
         if row["kind"] in ("compute", "memory", "stage") and not np.isfinite(row["time_s"]):
             raise DseError(f"a {row['kind']} row needs its time", file=file, field=where, allowed="time_s (any unit)")
+        for col in ("temp_c", "inlet_c"):  # a GPU runs between about 0 and 110 degC; Kelvin reads as 273+
+            v = row[col]
+            if np.isfinite(v) and not TEMP_RANGE_C[0] <= v <= TEMP_RANGE_C[1]:
+                raise DseError("a temperature no GPU or inlet has (Kelvin or Fahrenheit? the values are degC)",
+                               file=file, field=f"{where}, column {col}", value=float(v),
+                               allowed=f"{TEMP_RANGE_C[0]:g} to {TEMP_RANGE_C[1]:g} degC")
         if np.isfinite(row["gpus"]) and not float(row["gpus"]).is_integer():
             raise DseError("expected a whole number of GPUs", file=file, field=f"{where}, column gpus", value=row["gpus"])
     # energy from average power where only the power is given with the time
