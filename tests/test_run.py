@@ -150,6 +150,28 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     cands.write_text("accelerator,num_accelerators\nH100-SXM,8\nH1000,8\n")
     proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
     assert proc.returncode == 2 and "row 3, column accelerator: unknown accelerator (got 'H1000'" in proc.stderr
+    # a row longer than the header (read_csv made its first value an index, shifting the rest)
+    cands.write_text("accelerator,num_accelerators,global_batch_size\nA100-80GB,16,256,0.8\nH100-SXM,8,128\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "line 2: 4 fields under a header of 3" in proc.stderr, proc.stderr
+    cands.write_text("accelerator,num_accelerators,accelerator\nA100-80GB,16,H100-SXM\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "column 'accelerator' appears twice in the header" in proc.stderr, proc.stderr
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(tmp_path), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "is a folder; give the candidates CSV file" in proc.stderr, proc.stderr
+
+
+def test_evaluate_skips_rows_of_empty_cells_and_writes_integers_as_integers(tmp_path):
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators,micro_batch_size\nH100-SXM,16.0,\n,,\nA100-80GB,8,2\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 candidates evaluated" in proc.stdout, proc.stdout
+    lines = (tmp_path / "o.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:]]
+    assert [r["num_accelerators"] for r in rows] == ["16", "8"]
+    assert rows[1]["micro_batch_size"] == "2" and "." not in rows[0]["micro_batch_size"]
 
 
 @pytest.fixture(scope="module")

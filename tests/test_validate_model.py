@@ -161,3 +161,17 @@ def test_the_moe_check_is_reported_but_never_fitted(report):
     zoo = validation.predict(validation.read_table(REF / "moe_published_throughput.csv"))
     zoo = zoo[zoo["id"].str.startswith("modelzoo-qwen3-235b-h100-256") & ~zoo["id"].str.endswith("ep8")]
     assert (zoo["error"].abs() < 0.15).all()
+
+
+def test_a_row_longer_than_the_header_a_repeated_column_or_a_folder_is_refused(tmp_path):
+    head = (REF / "published_throughput.csv").read_text().splitlines()[:2]
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text(head[0] + "\n" + head[1] + ",extra\n")
+    with pytest.raises(DseError, match=r"ragged.csv: line 2: \d+ fields under a header of \d+"):
+        validation.read_table(ragged)
+    twice = tmp_path / "twice.csv"
+    twice.write_text(head[0] + ",id\n" + head[1] + ",x\n")
+    with pytest.raises(DseError, match="column 'id' appears twice in the header"):
+        validation.read_table(twice)
+    with pytest.raises(DseError, match="is a folder; give the CSV files in it"):
+        validation.read_table(tmp_path)

@@ -40,6 +40,7 @@ from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
 from dse.errors import DseError, did_you_mean
 from dse.evaluators.base import TRUTH
+from dse.tables import check_shape
 
 #: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
 #: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput
@@ -67,8 +68,11 @@ VTRAIN_SETUP = {"framework": "deepspeed", "accelerator": "A100-80GB", "precision
 def read_table(path: Path) -> pd.DataFrame:
     """A measurement table in the unified format (a vTrain-format table converted)."""
     path = Path(path)
+    if path.is_dir():
+        raise DseError("is a folder; give the CSV files in it (e.g. FOLDER/*.csv)", file=str(path))
     if not path.is_file():
         raise DseError("no such file", file=str(path))
+    check_shape(path)  # a row longer than the header would shift its values under an index column
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

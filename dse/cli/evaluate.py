@@ -13,6 +13,7 @@ from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
 from dse.study import Study
+from dse.tables import check_shape
 
 #: a column that names the rows (kept as OUT.csv's first column, not given to the evaluator)
 LABEL = "id"
@@ -27,12 +28,16 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     """Read a candidates CSV and check its columns and values against the evaluator's inputs
     (text values in the evaluator's spelling, as a study's are); a :data:`LABEL` column
     (unless the evaluator has such an input) names the rows and is read as text."""
+    if Path(path).is_dir():
+        raise DseError("is a folder; give the candidates CSV file", file=str(path))
+    check_shape(path)  # a row longer than the header would shift its values under an index column
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
         raise DseError("candidates file not found", file=str(path)) from None
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise DseError(f"cannot read candidates CSV: {exc}", file=str(path)) from None
+    table = table.dropna(how="all")  # a row of empty cells (",,,") is no candidate
     if len(table) == 0:
         raise DseError("candidates file has no rows", file=str(path))
     inputs = ev.inputs
@@ -63,7 +68,7 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
                 inp.check(v, field=col)
             except StudyError as exc:
                 rows = np.flatnonzero((table[col] == v).to_numpy())
-                exc.field = f"row {int(rows[0]) + 2}, column {col}" if len(rows) else col
+                exc.field = f"row {int(table.index[rows[0]]) + 2}, column {col}" if len(rows) else col
                 raise exc.with_file(str(path)) from None
     return table
 
@@ -76,7 +81,7 @@ def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
             continue
         both = table[present].notna().sum(axis=1) > 1
         if both.any():
-            row = int(np.flatnonzero(both.to_numpy())[0])
+            row = int(both.index[np.flatnonzero(both.to_numpy())[0]])
             raise DseError(f"row {row + 2} sets {' and '.join(present)}, which are alternatives: evaluator "
                            f"'{ev.name}' uses only one of them (the study's fixed values count)", file=str(path),
                            allowed=f"one of {', '.join(group)} per candidate")
@@ -106,6 +111,11 @@ def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str]]:
     result = evaluate_rows(EvaluatorRef.of(study.evaluator), table.reset_index(drop=True))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full, study)
+    for name, inp in ev.inputs.items():  # an integer input as written (16, not 16.0) where every row has one
+        col = full.get(name)
+        if inp.kind == "int" and col is not None and col.dtype.kind == "f" and col.notna().all() \
+                and (col == col.round()).all():
+            full[name] = col.astype(np.int64)
     if labels is not None:
         full.insert(0, LABEL, labels.to_numpy())
     return full, defaulted

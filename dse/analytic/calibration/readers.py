@@ -33,6 +33,7 @@ import pandas as pd
 from dse.analytic import declarations, validation
 from dse.analytic.calibration import telemetry
 from dse.errors import DseError
+from dse.tables import check_shape
 
 KINDS = ("compute", "memory", "stage", "idle", "parked", "blocked", "training")
 #: quantities and the units each may be given in (factor to the canonical unit)
@@ -103,17 +104,11 @@ def _detect(path: Path) -> str:
 
 
 def _csv(path: Path) -> pd.DataFrame:
+    check_shape(path, comment="#")  # a row longer than the header, named by its line
     try:
-        # header=None: the header is the first row, so a row with more fields than it is a
-        # parser error naming its line (not a shifted row under an inferred index column)
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#", skipinitialspace=True,
                           header=None, encoding="utf-8-sig")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
-        if ragged:
-            header, line, fields = ragged.groups()
-            raise DseError(f"{fields} fields under a header of {header}", file=str(path), field=f"line {line}",
-                           allowed="one value per header column (an empty one between two commas)") from None
         raise DseError(f"cannot read CSV: {str(exc).splitlines()[0]}", file=str(path)) from None
     names = [str(c).strip().lower().replace(" ", "_") for c in raw.iloc[0]]
     twice = sorted({c for c in names if names.count(c) > 1})

@@ -1,0 +1,41 @@
+"""The shape of a CSV file a user gives (candidates, measurement tables), checked before
+pandas reads it: a row with more fields than the header (which ``read_csv`` turns into an
+index column, shifting every value one column to the left) and a header naming a column
+twice (which it renames ``name.1``) are refused with their line.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from dse.errors import DseError
+
+
+def check_shape(path: Path | str, *, comment: str | None = None) -> None:
+    """Refuse a data row with more (non-empty) fields than the header, and a header that
+    names a column twice. Rows with fewer fields are left to the reader (their missing cells
+    are empty); blank lines, and lines starting with ``comment``, are not rows. A file that
+    cannot be read as text is left to the reader, which names the problem."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            width = None
+            for record in reader:
+                if not any(cell.strip() for cell in record):
+                    continue
+                if comment and record[0].lstrip().startswith(comment):
+                    continue
+                if width is None:
+                    header = [c.strip() for c in record]
+                    width = len(header)
+                    twice = sorted({c for c in header if c and header.count(c) > 1})
+                    if twice:
+                        raise DseError(f"column '{twice[0]}' appears twice in the header", file=str(path),
+                                       field=twice[0], allowed="each column once")
+                elif len(record) > width and any(cell.strip() for cell in record[width:]):
+                    raise DseError(f"{len(record)} fields under a header of {width}", file=str(path),
+                                   field=f"line {reader.line_num}",
+                                   allowed="one value per header column (an empty one between two commas)")
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return
