@@ -67,3 +67,11 @@ def test_zero_shards_optimizer_and_recompute_saves_memory():
     mem = {r: time_model.evaluate(cfg(**base, recompute=r, flash_attention=False)).activations_memory_gb[0]
            for r in ("none", "selective", "full")}
     assert mem["none"] > mem["selective"] > mem["full"]
+
+
+def test_capacity_is_read_in_gib_as_vendors_size_hbm():
+    """An "80 GB" H100 holds 80 GiB (81,920 MiB in nvidia-smi): 85.9e9 bytes, not 80e9."""
+    from dse.analytic.time import hardware
+
+    hw = hardware.lookup(np.array(["H100-SXM", "MI300X"], dtype=object), np.array(["bf16", "bf16"], dtype=object))
+    assert hw.hbm_bytes[0] == 80 * 2**30 and hw.hbm_bytes[1] == 192 * 2**30

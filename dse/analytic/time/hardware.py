@@ -20,6 +20,10 @@ ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "colle
 SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "host_dispatch_us", "collective_call_us", "collective_latency_us", "scaleout_latency_us",
                  "attention_eff", "overlap_tax", "eager_elementwise_factor")
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
+#: bytes per "GB" of an accelerator's memory capacity: vendors size HBM in GiB (an "80 GB" A100
+#: or H100 holds 80 GiB, 81,920 MiB in nvidia-smi; MI300X's "192 GB" is 192 GiB in rocm-smi),
+#: unlike bandwidths, whose GB/s are 1e9 B/s
+GIB = float(2**30)
 
 
 @cache
@@ -148,7 +152,7 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         np.nan if peak is None else peak * 1e12,
         np.nan if peak is None or peak16 is None else peak16 * 1e12,
         hw["hbm_bw_gbs"] * 1e9,
-        hw["hbm_gb"] * 1e9,
+        hw["hbm_gb"] * GIB,
         hw["clock_max_mhz"],
         hw["clock_min_mhz"],
         hw["tdp_w"],
