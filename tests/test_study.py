@@ -297,6 +297,28 @@ def test_describe_takes_an_accelerator_in_another_spelling():
     assert "accelerator A100-80GB (hardware catalog)" in proc.stdout
 
 
+def test_describe_an_accelerator_gives_each_numbers_own_note_and_readable_values():
+    """B200's idle power and lowest clock are assumed, not datasheet numbers: the catalog's
+    note on that line is the source shown; values are rounded and mappings spelled out."""
+    proc = run_cli("describe", "-a", "B200")
+    assert proc.returncode == 0, proc.stderr
+    rows, last = {}, None
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:4]]
+        if not line.startswith("│") or len(cells) < 3:
+            continue
+        if cells[0]:
+            last = cells[0]
+            rows[last] = cells[1:]
+        else:  # a wrapped cell goes on under its row
+            rows[last] = [f"{a} {b}".strip() for a, b in zip(rows[last], cells[1:], strict=True)]
+    value, source = rows["hardware.idle_w"]
+    assert value == "140" and source.startswith("B200 in the hardware catalog") and "assumed, not measured" in source
+    assert "assumed (not published)" in rows["hardware.clock_min_mhz"][1]
+    assert rows["hardware.peak_tflops"][0] == "bf16 2250, fp16 2250, tf32 1100, fp8 4500"
+    assert rows["calibration.matmul_eff_max"][0] == "0.7027"
+
+
 @pytest.mark.parametrize("args, expected", [
     (("export", "results/none", "--format", "xls"), "Invalid value for '--format' / '-f'"),
     (("run", "--workers", "abc", "studies/quickstart.yaml"), "Invalid value for '--workers' / '-w'"),

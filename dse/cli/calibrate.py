@@ -107,5 +107,21 @@ def describe_accelerator(name: str, console: Console) -> None:
     for col in ("field", "value", "source"):
         t.add_column(col)
     for field, value, source in rows:
-        t.add_row(field, escape(str(value)), escape(source))
+        t.add_row(field, escape(_shown(value)), escape(source))
     console.print(t)
+
+
+def _shown(value) -> str:
+    """A catalog or profile value as a person reads it: numbers to 4 significant digits,
+    mappings as ``key value`` pairs (``-`` for none), lists of points as ``(x, y)``."""
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_shown(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        if value and all(isinstance(v, list | tuple) for v in value):
+            return " ".join("(" + ", ".join(_shown(x) for x in v) + ")" for v in value)
+        return ", ".join(_shown(v) for v in value)
+    return str(value)

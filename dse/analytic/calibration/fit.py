@@ -136,8 +136,10 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
     if prof is not None:
         return acc, dict(prof.sources)
     hw_src = f"{name} in the hardware catalog (dse/analytic/data/hardware.yaml: {hw.get('source', '')})"
+    notes = hardware.catalog_notes().get(name, {})  # a field's own note ("assumed", the datasheet line)
     own = (power.parameters().get("accelerators") or {}).get(name, {})
-    sources = {f"hardware.{k}": hw_src for k in acc["hardware"] if k != "source"}
+    sources = {f"hardware.{k}": (f"{name} in the hardware catalog (dse/analytic/data/hardware.yaml): {notes[k]}"
+                                 if k in notes else hw_src) for k in acc["hardware"] if k != "source"}
     for k in POWER_NUMBERS:
         sources[f"power.{k}"] = (f"{name} in dse/analytic/data/power.yaml ({own.get('source', '')})" if k in own
                                  else "dse/analytic/data/power.yaml defaults (see its comments)")

@@ -33,6 +33,24 @@ def catalog() -> dict[str, dict]:
 
 
 @cache
+def catalog_notes() -> dict[str, dict[str, str]]:
+    """Accelerator name -> field -> the comment on that field's line of the catalog (where a
+    number comes from: a datasheet, a measurement, or "assumed"); ``dse describe`` shows it."""
+    notes: dict[str, dict[str, str]] = {}
+    part = None
+    for line in files("dse.analytic.data").joinpath("hardware.yaml").read_text().splitlines():
+        if line and not line[0].isspace() and not line.startswith("#") and line.rstrip().endswith(":"):
+            part = line.rstrip()[:-1]
+            notes[part] = {}
+        elif part and line.startswith("  ") and not line.startswith("   ") and "#" in line and ":" in line:
+            field, _, rest = line.strip().partition(":")
+            comment = rest.partition(" #")[2].strip()
+            if comment:
+                notes[part][field] = comment
+    return notes
+
+
+@cache
 def calibration() -> dict[str, dict]:
     """The fitted parameters: ``shared`` (one value for all) and ``fitted`` (accelerator name
     -> its own efficiencies), see the YAML file."""
