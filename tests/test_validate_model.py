@@ -113,11 +113,11 @@ def test_heldout_runs_read_and_mostly_predict():
 @pytest.mark.parametrize("edit, message", [
     (lambda df: df.drop(columns="measured_value"), "missing columns"),
     (lambda df: df.assign(tensor_paralel=1), "unknown column 'tensor_paralel'"),
-    (lambda df: df.assign(accelerator="TPU-v9"), "unknown accelerator 'TPU-v9'"),
+    (lambda df: df.assign(accelerator="TPU-v9"), r"line 2, column accelerator: unknown accelerator.*\(got 'TPU-v9'\)"),
     (lambda df: df.assign(measured_quantity="joules"), "unknown measured quantity 'joules'"),
     (lambda df: df.assign(hidden="wide"), "expected a number"),
     (lambda df: df.assign(micro_batch_size=["1", "two"]), "line 3, column micro_batch_size: expected a number"),
-    (lambda df: df.assign(framework="jax"), "unknown framework 'jax'"),
+    (lambda df: df.assign(framework="jax"), r"line 2, column framework: unknown framework.*\(got 'jax'\)"),
     (lambda df: df.assign(data_parallel=3), "!= num_accelerators"),
     (lambda df: df.assign(measured_value=["inf", "1"]), r"line 2, column measured_value: expected a finite number"),
     (lambda df: df.assign(measured_value=["1", ""]), r"line 3, column measured_value: expected a measurement"),
@@ -175,3 +175,18 @@ def test_a_row_longer_than_the_header_a_repeated_column_or_a_folder_is_refused(t
         validation.read_table(twice)
     with pytest.raises(DseError, match="is a folder; give the CSV files in it"):
         validation.read_table(tmp_path)
+
+
+def test_names_are_taken_in_any_spelling_a_study_takes_and_an_unknown_model_is_an_input_error(tmp_path):
+    df = validation.read_table(REF / "published_throughput.csv").drop(columns=["_file", "_line"])
+    rows = df[(df["framework"] == "megatron-core") & (df["model"] == "llama3-8b")].head(2).copy()
+    shape = [c for c in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab") if c in rows.columns]
+    rows[shape] = ""  # the preset's shape
+    base = validation.predict(rows)["predicted"].to_numpy()
+    spelled = rows.assign(framework="Megatron Core", precision=rows["precision"].str.upper(), model="Llama3 8B")
+    path = tmp_path / "spelled.csv"
+    spelled.to_csv(path, index=False)
+    np.testing.assert_allclose(validation.predict(validation.read_table(path))["predicted"], base)
+    rows.assign(model="llama3-8x").to_csv(path, index=False)
+    with pytest.raises(DseError, match=r"line 2, column model: unknown model.*llama3-8b.*\(got 'llama3-8x'\)"):
+        validation.predict(validation.read_table(path))

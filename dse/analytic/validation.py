@@ -159,18 +159,25 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
             continue
         inp = declarations.INPUTS.get(col)
         if inp is not None and inp.kind == "str":
-            text = df[col].astype(str).str.strip()
+            raw = df[col].astype(str).str.strip()
             if col == "accelerator":
-                text = text.map(lambda a: hardware.canonical_accelerator(a) or a if a else a)
-            elif col in ("framework", "recompute", "precision"):
-                text = text.str.lower()
+                text = raw.map(lambda a: hardware.canonical_accelerator(a) or a if a else a)
+            else:  # any spelling a study takes (Megatron Core, BF16, llama2 7b)
+                text = raw.map(lambda v, inp=inp: inp.canonical(v) if v else v)
             values = text.to_numpy(dtype=object)
             values[text.eq("").to_numpy()] = None
-            # the model column may be a label: shape columns then say what the model is
-            bad = sorted({v for v in values if v is not None and inp.choices and v not in inp.choices
-                          and col != "model"})
-            if bad:
-                raise DseError(f"unknown {col} {bad[0]!r}", file=file, field=col, allowed=", ".join(inp.choices))
+            unknown = pd.Series([v is not None and bool(inp.choices) and v not in inp.choices for v in values],
+                                index=df.index)
+            if col == "model":  # a label where the row gives its shape; else it must name a preset
+                shaped = pd.to_numeric(df["layers"], errors="coerce").notna() if "layers" in df.columns \
+                    else pd.Series(False, index=df.index)
+                unknown &= ~shaped
+            if unknown.any():
+                first = str(raw[unknown].iloc[0])
+                hint = did_you_mean(first, inp.choices) if inp.choices else ""
+                _refuse_first(df, col, file, raw, unknown,
+                              f"unknown {col}{hint}; allowed: {', '.join(inp.choices)}"
+                              + (", or a label with the shape columns (layers, hidden, ...)" if col == "model" else ""))
             cfg[col] = values
         else:
             cfg[col] = _numeric(df, col, file)
