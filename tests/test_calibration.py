@@ -207,6 +207,8 @@ BAD_FILES = {
                          "clock far outside A100-80GB's range"),
     "power_in_mw.csv": ("workload,kind,clock_mhz,time_s,avg_power_w\nm,compute,1410,0.1,380000\n",
                         "more than 1.5 x A100-80GB's TDP"),
+    "cap_in_mw.csv": ("workload,kind,power_cap_w,time_s,energy_j\nm,compute,300000,0.1,30\n",
+                      "power cap more than 1.5 x A100-80GB's TDP"),
     "cap_in_kw.csv": ("workload,kind,power_cap_w,time_s,energy_j\nm,compute,0.3,0.1,30\n",
                       "power cap below A100-80GB's idle power"),
     "another_part.csv": ("model,accelerator,num_accelerators,global_batch_size,micro_batch_size,tensor_parallel,"
@@ -257,6 +259,15 @@ def test_bad_telemetry_gives_one_line_and_exit_2(case, tmp_path, capsys, monkeyp
     code, _, err = _cli(capsys, monkeypatch, "calibrate", steps, tele, "--accelerator", "A100-80GB", "-o",
                         tmp_path / "p.yaml")
     assert code == 2 and err.count("\n") == 1 and message in err and tele.name in err, err
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
+    for out, message in ((tmp_path / "no" / "p.yaml", "the folder"), (tmp_path, "is a folder"),
+                         (Path("/proc/p.yaml"), "cannot write in /proc")):
+        code, stdout, err = _cli(capsys, monkeypatch, "calibrate", DATA / "perseus_a100_stage.csv", "--accelerator",
+                                 "A100-80GB", "-o", out)
+        assert code == 2 and err.startswith("error: --output: ") and message in err, err
+        assert "parameters of" not in stdout  # refused before the fit printed anything
 
 
 def test_a_step_inside_a_gap_of_the_telemetry_is_refused(tmp_path, capsys, monkeypatch):
@@ -414,7 +425,7 @@ def test_a_measurement_with_an_unknown_precision_or_a_parameter_fitted_and_fixed
 def test_a_profile_written_to_a_non_yaml_path_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
     code, _, err = _cli(capsys, monkeypatch, "calibrate", DATA / "synthetic_kernels.csv", "--accelerator",
                         "A100-80GB", "-o", tmp_path / "profile.txt")
-    assert code == 2 and "-o: an accelerator profile is a YAML file" in err and err.count("\n") == 1, err
+    assert code == 2 and "--output: an accelerator profile is a YAML file" in err and err.count("\n") == 1, err
     assert not (tmp_path / "profile.txt").exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from rich.table import Table
 from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
 from dse.errors import DseError
+from dse.files import not_a_file, write_target
 
 
 def _num(v, digits: int = 4) -> str:
@@ -29,8 +31,9 @@ def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: lis
               fix: list[str], cooling: str, name: str | None, command: str, console: Console) -> fit.FitResult:
     """Read, fit, print the tables and write the profile."""
     if not profiles.is_path(output):  # a study names a profile by its .yaml path
-        raise DseError("an accelerator profile is a YAML file", field="-o", value=str(output),
+        raise DseError("an accelerator profile is a YAML file", field="--output", value=str(output),
                        allowed=f"a path ending in {' or '.join(profiles.SUFFIXES)}")
+    _check_writable(output)  # before the fit, not after it
     rows = readers.read(files)
     result = fit.fit(rows, accelerator, holdout=holdout, only=only, fix=fix, cooling=cooling)
     kinds = ", ".join(f"{k} {n}" for k, n in rows["kind"].value_counts().items())
@@ -56,6 +59,25 @@ def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: lis
     use = path.stem if path.parent.name == "accelerators" else str(path)
     console.print(f"wrote {path}: use it in a study as [bold]accelerator: {use}[/bold]")
     return result
+
+
+def _check_writable(output: Path) -> None:
+    """Refuse an output the profile cannot be written to: a folder, a device or pipe, a path
+    whose folder is missing or cannot be written."""
+    output = Path(output)
+    why = not_a_file(write_target(output))
+    if output.is_dir():
+        why = "is a folder; give a file name"
+    elif why is None and not output.parent.is_dir():
+        why = f"the folder {output.parent} does not exist"
+    elif why is None:
+        try:  # a file created and removed beside it: what the write will do (root passes os.access)
+            with tempfile.NamedTemporaryFile(dir=output.parent, prefix=f".{output.name}.", suffix=".probe"):
+                pass
+        except OSError as exc:
+            why = f"cannot write in {output.parent} ({exc.strerror or exc})"
+    if why:
+        raise DseError(why, field="--output", value=str(output))
 
 
 def _parameters(result: fit.FitResult, console: Console) -> None:

@@ -472,6 +472,10 @@ def _check_against_base(rows: pd.DataFrame, acc: dict, base: str) -> None:
     if low.any():
         refuse(low, f"power cap below {base}'s idle power ({idle:g} W)", "power_cap_w", cap,
                f"a cap between {idle:g} and {tdp:g} W (a cap in kW goes in a power_cap_kw column)")
+    over = np.isfinite(cap) & (cap > POWER_OVER_TDP * tdp)  # no board takes such a cap: a unit slip (mW)
+    if over.any():
+        refuse(over, f"power cap more than {POWER_OVER_TDP:g} x {base}'s TDP ({tdp:g} W)", "power_cap_w", cap,
+               f"a cap between {idle:g} and {tdp:g} W (in W; a cap in kW goes in a power_cap_kw column)")
     train = (rows["kind"] == "training").to_numpy()
     if train.any():
         reason = np.full(len(rows), "", dtype=object)
