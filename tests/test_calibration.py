@@ -262,12 +262,30 @@ def test_bad_telemetry_gives_one_line_and_exit_2(case, tmp_path, capsys, monkeyp
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
-    for out, message in ((tmp_path / "no" / "p.yaml", "the folder"), (tmp_path, "is a folder"),
+    (tmp_path / "file").write_text("")
+    for out, message in ((tmp_path / "file" / "p.yaml", "is a file, not a folder"), (tmp_path, "is a folder"),
                          (Path("/proc/p.yaml"), "cannot write in /proc")):
         code, stdout, err = _cli(capsys, monkeypatch, "calibrate", DATA / "perseus_a100_stage.csv", "--accelerator",
                                  "A100-80GB", "-o", out)
         assert code == 2 and err.startswith("error: --output: ") and message in err, err
         assert "parameters of" not in stdout  # refused before the fit printed anything
+
+
+def test_a_profile_is_not_named_like_a_catalog_part_and_its_base_is_the_catalog_part(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(DATA / "perseus_a100_stage.csv", tmp_path / "sweep.csv")
+    proc = run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "accelerators/H100-SXM.yaml", cwd=tmp_path)
+    assert proc.returncode == 2 and "is the catalog's H100-SXM" in proc.stderr, proc.stderr
+    proc = run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "accelerators/foo.yaml", "--name", "bar",
+                   cwd=tmp_path)  # found by path only: by name, foo.yaml would have to be named foo
+    assert proc.returncode == 0 and "accelerator: accelerators/foo.yaml" in proc.stdout, proc.stdout
+    assert run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "mine.yaml", cwd=tmp_path).returncode == 0
+    # a refit of the profile onto its own file keeps the catalog part as its base
+    proc = run_cli("calibrate", "sweep.csv", "-a", "mine.yaml", "-o", "mine.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert profiles.load(tmp_path / "mine.yaml").base == "A100-80GB"
+    proc = run_cli("calibrate", "sweep.csv", "-a", "mine.yaml", "-o", "again.yaml", cwd=tmp_path)
+    assert proc.returncode == 0 and profiles.load(tmp_path / "again.yaml").base == "A100-80GB", proc.stderr
 
 
 def test_a_step_inside_a_gap_of_the_telemetry_is_refused(tmp_path, capsys, monkeypatch):

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
+from dse.analytic.time import hardware
 from dse.errors import DseError
 from dse.files import not_a_file, write_target
 
@@ -34,6 +35,14 @@ def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: lis
         raise DseError("an accelerator profile is a YAML file", field="--output", value=str(output),
                        allowed=f"a path ending in {' or '.join(profiles.SUFFIXES)}")
     _check_writable(output)  # before the fit, not after it
+    label = name if name is not None else Path(output).stem
+    if not label.strip() or any(c in label for c in "/\\"):
+        raise DseError("a profile's name is a word (no slashes), as a study names it", field="--name", value=label)
+    if label in hardware.catalog() or hardware.canonical_accelerator(label) is not None:
+        raise DseError(f"is the catalog's {hardware.canonical_accelerator(label) or label}: a study naming it would "
+                       "get the catalog part, not this profile", field="--name" if name is not None else "--output",
+                       value=label if name is not None else str(output),
+                       allowed="another name, e.g. my-" + label.lower())
     rows = readers.read(files)
     result = fit.fit(rows, accelerator, holdout=holdout, only=only, fix=fix, cooling=cooling)
     kinds = ", ".join(f"{k} {n}" for k, n in rows["kind"].value_counts().items())
@@ -56,26 +65,31 @@ def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: lis
     for note in result.notes:
         console.print(f"[yellow]note[/yellow]: {note}")
     path = build.write(result, output, name=name, command=command)
-    use = path.stem if path.parent.name == "accelerators" else str(path)
+    # by name only where the lookup by name finds it: ./accelerators/NAME.yaml named NAME
+    use = path.stem if path.parent.name == "accelerators" and (name or path.stem) == path.stem else str(path)
     console.print(f"wrote {path}: use it in a study as [bold]accelerator: {use}[/bold]")
     return result
 
 
 def _check_writable(output: Path) -> None:
     """Refuse an output the profile cannot be written to: a folder, a device or pipe, a path
-    whose folder is missing or cannot be written."""
+    with a file where a folder should be, or a folder that cannot be written (missing
+    folders are created, as ``accelerators/`` is for ``-o accelerators/NAME.yaml``)."""
     output = Path(output)
     why = not_a_file(write_target(output))
+    folder = output.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the folder the missing ones will be created in
     if output.is_dir():
         why = "is a folder; give a file name"
-    elif why is None and not output.parent.is_dir():
-        why = f"the folder {output.parent} does not exist"
+    elif why is None and not folder.is_dir():
+        why = f"cannot write there: {folder} is a file, not a folder"
     elif why is None:
-        try:  # a file created and removed beside it: what the write will do (root passes os.access)
-            with tempfile.NamedTemporaryFile(dir=output.parent, prefix=f".{output.name}.", suffix=".probe"):
+        try:  # a file created and removed there: what the write will do (root passes os.access)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{output.name}.", suffix=".probe"):
                 pass
         except OSError as exc:
-            why = f"cannot write in {output.parent} ({exc.strerror or exc})"
+            why = f"cannot write in {folder} ({exc.strerror or exc})"
     if why:
         raise DseError(why, field="--output", value=str(output))
 

@@ -65,10 +65,26 @@ def profile(result: FitResult, name: str, command: str = "") -> dict:
     fit = {"command": command, "base": result.base, "files": result.files, "parameters": params,
            "workloads": result.workloads.to_dict("records"), "thermal": result.thermal,
            "errors": summary(result.rows), "notes": result.notes}
-    return _plain({"format": profiles.FORMAT, "version": profiles.VERSION, "name": name, "base": result.base,
+    return _plain({"format": profiles.FORMAT, "version": profiles.VERSION, "name": name, "base": root_part(result.base),
                    "created": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                    "hardware": hardware, "power": power, "calibration": dict(acc["calibration"]),
                    "sources": dict(sorted(result.sources.items())), "fit": fit})
+
+
+def root_part(base: str) -> str:
+    """The catalog part a profile derives from: ``base`` itself, or, when ``base`` is a
+    profile (a refit of a refit, or of a profile onto its own file), that profile's root, so
+    that a profile's base never names a file that may move or be the profile itself."""
+    seen = set()
+    while base not in hardware.catalog() and base not in seen:
+        seen.add(base)
+        prof = profiles.find(base)
+        if prof is None:
+            return hardware.canonical_accelerator(base) or base
+        if not prof.base:
+            return base
+        base = prof.base
+    return base
 
 
 HEADER = ("# dse accelerator profile (docs/calibration.md): a complete accelerator, usable in a study\n"
