@@ -317,6 +317,8 @@ def test_the_cli_prints_the_tables_and_writes_a_profile(tmp_path, capsys, monkey
     assert prof.fit["errors"]["holdout"]["time"]["rows"] == 2
     code, out, _ = _cli(capsys, monkeypatch, "describe", "--accelerator", out_file)
     assert "fitted by dse calibrate to" in out and "power.activity.memory" in out
+    # the thermal resistances the profile leaves out are shown with what the model uses
+    assert "power.r_air_k_per_w" in out and "not given: 52 K at the TDP (400 W)" in out
 
 
 def test_a_profile_is_an_accelerator_a_study_uses_by_path_and_by_name(tmp_path):

@@ -118,7 +118,8 @@ def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
     if prof is None and name not in hardware.catalog():
         name = hardware.canonical_accelerator(name) or name  # a100-80gb: A100-80GB
     if prof is not None:
-        acc = {"hardware": prof.hardware, "power": prof.power, "calibration": prof.calibration}
+        power = {"r_air_k_per_w": None, "r_liquid_k_per_w": None, **prof.power}  # shown even when left out
+        acc = {"hardware": prof.hardware, "power": power, "calibration": prof.calibration}
         sources = prof.sources
         title = f"accelerator profile {name} ({prof.path}; base {prof.base or 'none'})"
     else:
@@ -132,6 +133,6 @@ def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
                     "power.r_liquid_k_per_w": thermal.LIQUID_RISE_AT_TDP_K}.get(key)
             tdp = acc["hardware"].get("tdp_w")
             if value is None and rise is not None and tdp:  # what the model uses instead
-                value, src = round(rise / tdp, 5), f"no catalog value: {rise:g} K at the TDP ({tdp:g} W)"
+                value, src = round(rise / tdp, 5), f"not given: {rise:g} K at the TDP ({tdp:g} W)"
             rows.append((key, value, src))
     return title, rows
