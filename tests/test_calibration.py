@@ -219,6 +219,9 @@ BAD_FILES = {
                                    "the model cannot run this training run"),
     "energy_inf.csv": ("workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,0.1,40\nm,compute,1000,0.14,inf\n",
                        "line 3, column energy_j: expected a finite number (got 'inf')"),
+    "inlet_below_zero.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,85\n"
+                             "m,compute,1000,0.14,250,50\nm,compute,800,0.18,200,36\n",
+                             "imply an inlet of"),
     "temperature_in_kelvin.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,340\n",
                                   "line 2, column temp_c: a temperature no GPU or inlet has (Kelvin"),
     "temperature_falls.csv": ("workload,kind,clock_mhz,time_s,avg_power_w,temp_c\nm,compute,1410,0.1,380,40\n"

@@ -562,6 +562,11 @@ def _workload_table(problem: _Problem, x) -> pd.DataFrame:
     return works
 
 
+#: inlets (degC) a fitted junction-to-inlet line may extrapolate to: chilled water to a hot
+#: aisle (ASHRAE's liquid-cooling classes W17-W45 and air classes A1-A4 reach 45 degC)
+INLET_RANGE_C = (0.0, 60.0)
+
+
 def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | None:
     """Steady state T = T_inlet + R P over the rows with a temperature and a power (the
     inlet fitted too unless ``inlet_c`` is given): linear least squares with uncertainties."""
@@ -578,9 +583,10 @@ def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | N
     else:
         a = np.column_stack([p[m], np.ones(m.sum())])
         y = temp[m]
+    files = ", ".join(dict.fromkeys(rows["file"][m].astype(str)))
     if np.ptp(p[m]) < 1e-6 and not known:
         raise DseError("temperatures at one power only cannot separate the inlet from the thermal resistance",
-                       field="temp_c", allowed="temperatures at two or more power levels, or an inlet_c column")
+                       field="temp_c", file=files, allowed="temperatures at two or more power levels, or an inlet_c column")
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
     resid = y - a @ coef
     dof = len(y) - a.shape[1]
@@ -589,10 +595,15 @@ def _thermal(rows: pd.DataFrame, fit_mask: np.ndarray, cooling: str) -> dict | N
     if not coef[0] > 1e-6:  # flat or falling: no resistance to report
         if coef[0] < -2 * np.sqrt(max(cov[0, 0], 0)):  # clearly falling: not junction temperatures in degC
             raise DseError(f"the temperatures fall as the power rises (fitted thermal resistance {coef[0]:.3g} "
-                           f"K/W over {int(m.sum())} rows)", field="temp_c",
-                           file=", ".join(dict.fromkeys(rows["file"][m].astype(str))),
+                           f"K/W over {int(m.sum())} rows)", field="temp_c", file=files,
                            allowed="junction temperatures in degC that rise with the power, or no temp_c column")
         return {"r_k_per_w": None, "rows": int(m.sum()), "slope_k_per_w": float(coef[0])}
+    if not known and not INLET_RANGE_C[0] <= coef[1] <= INLET_RANGE_C[1]:
+        raise DseError(f"the temperatures imply an inlet of {coef[1]:.1f} degC at zero power (thermal resistance "
+                       f"{coef[0]:.3g} K/W over {int(m.sum())} rows): not an air or coolant inlet",
+                       field="temp_c", file=files,
+                       allowed=f"junction temperatures that extrapolate to an inlet of {INLET_RANGE_C[0]:g} to "
+                               f"{INLET_RANGE_C[1]:g} degC, or an inlet_c column")
     return {"r_k_per_w": float(coef[0]), "r_stderr": float(np.sqrt(max(cov[0, 0], 0))), "cooling": cooling,
             "inlet_c": None if known else float(coef[1]), "rows": int(m.sum()),
             "rms_c": float(np.sqrt(np.mean(resid ** 2)))}

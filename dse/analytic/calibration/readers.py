@@ -62,6 +62,8 @@ def read(paths: list[Path | str]) -> pd.DataFrame:
     steps files among ``paths`` by timestamp."""
     tables, steps, samples = [], [], []
     for p in map(Path, paths):
+        if p.is_dir():
+            raise DseError("is a folder; give the measurement files in it (e.g. FOLDER/*.csv)", file=str(p))
         if not p.is_file():
             raise DseError("no such file", file=str(p))
         kind = _detect(p)
