@@ -302,8 +302,14 @@ def test_a_step_inside_a_gap_of_the_telemetry_is_refused(tmp_path, capsys, monke
     code, _, err = _cli(capsys, monkeypatch, "calibrate", DATA / "synthetic_steps.csv", tele, "--accelerator",
                         "A100-80GB", "-o", tmp_path / "p.yaml")
     assert code == 2 and err.count("\n") == 1 and "smi_gap.csv" in err, err
-    assert "falls in a gap of GPU smi_gap.csv:0's telemetry: no sample from 2024-05-01T12:00:04.000 to " \
-        "2024-05-01T12:00:38.000 (34.0 s;" in err, err
+    assert "step at line 3 (2024-05-01T12:00:03.530..2024-05-01T12:00:07.061) falls in a gap of the telemetry " \
+        "of GPU 0 in smi_gap.csv: no sample from 2024-05-01T12:00:04.000 to 2024-05-01T12:00:38.000 (34.0 s;" in err, err
+    # a comment line above the steps: the lines cited are the file's
+    steps = tmp_path / "steps.csv"
+    steps.write_text("# measured on node 7\n" + (DATA / "synthetic_steps.csv").read_text())
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", steps, tele, "--accelerator", "A100-80GB", "-o",
+                        tmp_path / "p.yaml")
+    assert code == 2 and "step at line 4 (2024-05-01T12:00:03.530" in err, err
     assert not (tmp_path / "p.yaml").exists()
 
 

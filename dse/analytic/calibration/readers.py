@@ -349,12 +349,14 @@ def _from_steps(path: Path, samples: pd.DataFrame | None) -> pd.DataFrame:
     t = pd.DataFrame(_empty(n, file))
     t["kind"] = "training"
     t["workload"] = df["workload"].to_numpy(dtype=object) if "workload" in df.columns else path.stem
+    lines = _data_lines(path, n)  # the lines a user sees (comment lines counted)
+    t["line"] = lines
     if stamps:
         start, end = telemetry.parse_times(df["start_time"], file, "start_time"), telemetry.parse_times(df["end_time"], file, "end_time")
-        telemetry.check_steps(start, end, file)
+        telemetry.check_steps(start, end, file, lines)
         t["time_s"] = end - start
         if samples is not None:
-            m = telemetry.match(samples, start, end, file)
+            m = telemetry.match(samples, start, end, file, lines)
             for col in ("power_w", "clock_mhz", "temp_c"):
                 t[col] = m[col]
     else:

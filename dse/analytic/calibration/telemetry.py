@@ -153,15 +153,16 @@ def _check_order(samples: pd.DataFrame, file: str) -> None:
                            file=file, field=f"line {int(g['line'].iloc[back[0] + 1])}")
 
 
-def check_steps(start: np.ndarray, end: np.ndarray, file: str) -> None:
-    """Every step ends after it starts, and steps are in time order."""
+def check_steps(start: np.ndarray, end: np.ndarray, file: str, lines: np.ndarray) -> None:
+    """Every step ends after it starts, and steps are in time order (``lines``: each step's
+    line in the file)."""
     bad = np.flatnonzero(~(end > start))
     if len(bad):
-        raise DseError("a step ends before it starts", file=file, field=f"line {bad[0] + 2}",
-                       value=f"{start[bad[0]]} .. {end[bad[0]]}")
+        raise DseError("a step ends before it starts", file=file, field=f"line {lines[bad[0]]}",
+                       value=f"{_when(start[bad[0]])} .. {_when(end[bad[0]])}")
     back = np.flatnonzero(np.diff(start) < 0)
     if len(back):
-        raise DseError("steps out of time order (start_time falls)", file=file, field=f"line {back[0] + 3}")
+        raise DseError("steps out of time order (start_time falls)", file=file, field=f"line {lines[back[0] + 1]}")
 
 
 def _cumulative(t: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -176,15 +177,22 @@ def _cumulative(t: np.ndarray, v: np.ndarray) -> np.ndarray:
 GAP_PERIODS = 5.0
 
 
+def _gpu(key) -> str:
+    """A GPU's samples as a message names them: ``GPU 0 in smi.csv`` (the key is the file's
+    name and the GPU's index)."""
+    name, _, index = str(key).split("/")[0].rpartition(":")
+    return f"GPU {index} in {name}" if name else f"GPU {index}"
+
+
 def _when(t: float) -> str:
     """A time as the files give it: a time stamp (seconds since 1970, shown as ISO 8601) or
     plain seconds."""
     if t > 1e9:
-        return pd.Timestamp(t, unit="s").isoformat(timespec="milliseconds")
+        return pd.Timestamp(round(t * 1000.0), unit="ms").isoformat(timespec="milliseconds")
     return f"{t:.3f} s"
 
 
-def _check_gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, gpu, file: str) -> None:
+def _check_gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, gpu, file: str, lines: np.ndarray) -> None:
     """Refuse a step that overlaps a gap in one GPU's telemetry (times ``t``, sorted): its
     power, clock and temperature would be interpolated over seconds nobody measured."""
     if len(t) < 3:
@@ -200,13 +208,14 @@ def _check_gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, gpu, file: st
     if len(steps):
         i = steps[0]
         j = int(np.argmax(hit[i]))
-        raise DseError(f"step at line {i + 2} ({_when(start[i])}..{_when(end[i])}) falls in a gap of GPU {gpu}'s "
-                       f"telemetry: no sample from {_when(lo[j])} to {_when(hi[j])} ({hi[j] - lo[j]:.1f} s; samples "
+        raise DseError(f"step at line {lines[i]} ({_when(start[i])}..{_when(end[i])}) falls in a gap of the "
+                       f"telemetry of {_gpu(gpu)}: no sample from {_when(lo[j])} to {_when(hi[j])} ({hi[j] - lo[j]:.1f} s; samples "
                        f"come every {limit / GAP_PERIODS:.3g} s elsewhere); measure again or leave such steps out",
                        file=file)
 
 
-def match(samples: pd.DataFrame, start: np.ndarray, end: np.ndarray, file: str) -> dict[str, np.ndarray]:
+def match(samples: pd.DataFrame, start: np.ndarray, end: np.ndarray, file: str,
+          lines: np.ndarray) -> dict[str, np.ndarray]:
     """Per step: average power per GPU (W; from the energy counter where DCGM gives it, else
     the power samples integrated over the step), and the time-averaged SM clock and
     temperature, averaged over the GPUs."""
@@ -217,9 +226,9 @@ def match(samples: pd.DataFrame, start: np.ndarray, end: np.ndarray, file: str) 
         out = np.flatnonzero((start < lo - 1e-9) | (end > hi + 1e-9))
         if len(out):
             i = out[0]
-            raise DseError(f"step at line {i + 2} ({_when(start[i])}..{_when(end[i])}) lies outside the telemetry of "
-                           f"GPU {gpu} ({_when(lo)}..{_when(hi)}): are both in the same time zone?", file=file)
-        _check_gaps(t, start, end, gpu, file)
+            raise DseError(f"step at line {lines[i]} ({_when(start[i])}..{_when(end[i])}) lies outside the telemetry of "
+                           f"{_gpu(gpu)} ({_when(lo)}..{_when(hi)}): are both in the same time zone?", file=file)
+        _check_gaps(t, start, end, gpu, file, lines)
         dt = end - start
         energy = g["energy_mj"].to_numpy(dtype=float)
         if np.isfinite(energy).sum() >= 2:
