@@ -451,6 +451,15 @@ def test_a_measurement_with_an_unknown_precision_or_a_parameter_fitted_and_fixed
         fit.fit(rows, "A100-80GB", only=["knee"], fix=["knee"])
 
 
+
+def test_a_parameter_held_by_fix_or_left_out_by_fit_says_so():
+    rows = readers.read([DATA / "perseus_a100_stage.csv"])  # ten clocks: the V-f curve is determined
+    notes = fit.fit(rows, "A100-80GB", fix=["v_floor", "knee"]).parameters.set_index("name")["note"]
+    assert notes["v_floor"] == notes["knee"] == "held at the base value (--fix)"
+    notes = fit.fit(rows, "A100-80GB", only=["matmul_eff_max"]).parameters.set_index("name")["note"]
+    assert notes["knee"] == "not asked for (--fit)"
+
+
 def test_a_profile_written_to_a_non_yaml_path_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
     code, _, err = _cli(capsys, monkeypatch, "calibrate", DATA / "synthetic_kernels.csv", "--accelerator",
                         "A100-80GB", "-o", tmp_path / "profile.txt")

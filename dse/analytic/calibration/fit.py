@@ -395,7 +395,7 @@ def fit(rows: pd.DataFrame, base: str, *, holdout: list[str] = (), only: list[st
         notes.append(f"the optimiser stopped: {res.message}")
     x = res.x
     acc = problem.accelerator(x)
-    params = _parameter_table(acc0, acc, names, kept, x, lo, hi, stderr)
+    params = _parameter_table(acc0, acc, names, kept, x, lo, hi, stderr, only, fix)
     thermal = _thermal(rows, fit_mask, cooling)
     if thermal is not None and thermal["r_k_per_w"] is None:  # temperatures within noise of flat
         notes.append(f"thermal: the temperatures do not rise with the power ({thermal['slope_k_per_w']:.2g} K/W "
@@ -529,8 +529,10 @@ def _solve(problem: _Problem, x0, lo, hi, sc):
     return res, stderr
 
 
-def _parameter_table(acc0: dict, acc: dict, names: list[str], kept: list[str], x, lo, hi, stderr) -> pd.DataFrame:
-    """One row per parameter: its base and fitted value, unit, standard error and a note."""
+def _parameter_table(acc0: dict, acc: dict, names: list[str], kept: list[str], x, lo, hi, stderr,
+                     only: list[str] | None = None, fix: list[str] = ()) -> pd.DataFrame:
+    """One row per parameter: its base and fitted value, unit, standard error and a note
+    (why one is not fitted: held by --fix, left out by --fit, or what rows it needs)."""
     table = []
     for n, p in PARAMETERS.items():
         i = kept.index(n) if n in kept else None
@@ -538,6 +540,8 @@ def _parameter_table(acc0: dict, acc: dict, names: list[str], kept: list[str], x
         table.append({"name": n, "unit": p.unit, "base": p.get(acc0), "value": p.get(acc),
                       "stderr": float(stderr[i]) if i is not None else np.nan, "fitted": i is not None,
                       "note": ("at its bound" if at_bound else "") if i is not None else
+                              "held at the base value (--fix)" if n in fix else
+                              "not asked for (--fit)" if only and n not in only else
                               ("not determined by these rows" if n in names else f"needs {NEEDS[n]}")})
     return pd.DataFrame(table)
 
