@@ -199,6 +199,22 @@ def candidates(rows: pd.DataFrame) -> list[str]:
     return out
 
 
+#: how far (relative) a measured setting may be from the --holdout value that names it
+HOLDOUT_TOLERANCE = 0.01
+
+
+def _nearest(values: np.ndarray, target: float) -> np.ndarray:
+    """The rows at the setting nearest ``target`` (within :data:`HOLDOUT_TOLERANCE`, at least
+    0.5 of the unit), none if no setting is that close."""
+    dist = np.abs(values - target)
+    if not np.isfinite(dist).any():
+        return np.zeros(len(values), dtype=bool)
+    best = np.nanmin(dist)
+    if best > max(0.5, HOLDOUT_TOLERANCE * abs(target)):
+        return np.zeros(len(values), dtype=bool)
+    return np.isfinite(dist) & (dist <= best + 1e-9)
+
+
 def _holdout_mask(rows: pd.DataFrame, holdout: list[str]) -> np.ndarray:
     mask = np.zeros(len(rows), dtype=bool)
     clock, cap = rows["clock_mhz"].to_numpy(dtype=float), rows["power_cap_w"].to_numpy(dtype=float)
@@ -206,11 +222,11 @@ def _holdout_mask(rows: pd.DataFrame, holdout: list[str]) -> np.ndarray:
         t = token.strip()
         if not t:
             continue
-        try:
+        try:  # the nearest setting within 1% (dse profile writes the measured mean clock, 1303.7 for 1305)
             if t.lower().endswith("w"):
-                hit = np.isclose(cap, float(t[:-1]), atol=0.5)
+                hit = _nearest(cap, float(t[:-1]))
             else:
-                hit = np.isclose(clock, float(t.lower().removesuffix("mhz")), atol=0.5)
+                hit = _nearest(clock, float(t.lower().removesuffix("mhz")))
         except ValueError:
             hit = rows["workload"].to_numpy() == t
         if not hit.any():
