@@ -109,7 +109,9 @@ def _errors(result: fit.FitResult, console: Console) -> None:
     r = result.rows
     energy = np.isfinite(r["energy_j"]).any()
     t = Table(title="error per measurement: predicted / measured - 1 (held-out rows were not fitted)")
-    cols = ["workload", "kind", "clock [MHz]", "cap [W]", "set", "time [s]", "predicted", "error"]
+    capped = np.isfinite(r["power_cap_w"]).any()  # the cap column only where a row sets a power cap
+    cols = ["workload", "kind", "clock [MHz]", *(["cap [W]"] if capped else []), "set", "time [s]", "predicted",
+            "error"]
     cols += ["energy [J]", "predicted", "error"] if energy else []
     cols += ["power [W]", "predicted", "error"] if np.isfinite(r["power_w"]).any() else []
     for c in cols:
@@ -118,7 +120,7 @@ def _errors(result: fit.FitResult, console: Console) -> None:
     for _, row in order.iterrows():
         cells = [str(row["workload"]), row["kind"], _num(row["clock_mhz_pred"] if not np.isfinite(row["clock_mhz"])
                                                          else row["clock_mhz"], 5),
-                 _num(row["power_cap_w"], 4), row["set"]]
+                 *([_num(row["power_cap_w"], 4)] if capped else []), row["set"]]
         timed = row["kind"] in ("compute", "memory", "stage", "training")
         cells += [_num(row["time_s"]), _num(row["time_s_pred"]), _pct(row["time_s_err_pct"])] if timed else ["", "", ""]
         if energy:
