@@ -507,3 +507,15 @@ def test_a_counter_over_several_gpus_of_unknown_scope_is_fitted_not_refused():
     one = fit.fit(rows, "A100-80GB").workloads["scope"].iloc[0]
     four = fit.fit(rows.assign(energy_j=rows["energy_j"] * 4), "A100-80GB").workloads["scope"].iloc[0]
     assert four == pytest.approx(4 * one, rel=0.05)
+
+
+def test_a_profile_is_a_second_accelerator_of_a_mixed_fleet_too(tmp_path):
+    shutil.copy(DATA / "perseus_a100_stage.csv", tmp_path / "sweep.csv")
+    assert run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "mine.yaml", cwd=tmp_path).returncode == 0
+    (tmp_path / "fleet.yaml").write_text(
+        "name: fleet\nspace: {second_accelerator: [none, mine.yaml]}\n"
+        "fixed: {accelerator: A100-80GB, model: gpt-1.3b, num_accelerators: 16, pipeline_parallel: 2,"
+        " second_pipeline_stages: 1}\n"
+        "objectives: [{metric: energy_to_train_j}, {metric: time_to_train_s}]\nsearch: {algorithm: exhaustive}\n")
+    proc = run_cli("validate", "fleet.yaml", cwd=tmp_path)
+    assert proc.returncode == 0 and "2 of 2 candidates feasible" in proc.stdout, proc.stderr + proc.stdout

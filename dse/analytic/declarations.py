@@ -112,7 +112,7 @@ TIME_INPUTS: list[Input] = [
     Input("precision", "str", "", "matrix-multiply precision; weights, gradients and activations are held as in 16-bit mixed precision for every choice (fp8: Transformer Engine's casts; tf32: the TF32 matmul rate only, fp32 tensors are not modelled)", "bf16", ("bf16", "fp16", "fp8", "tf32"), group="workload"),
     AcceleratorInput("accelerator", "str", "", "accelerator type (hardware catalog), or an accelerator profile (a .yaml path or a name; dse calibrate)", "H100-SXM", _ACCELERATORS, group="hardware"),
     Input("num_accelerators", "int", "", "accelerators in the job (with a second accelerator: both types together)", 8, minimum=1, group="hardware"),
-    Input("second_accelerator", "str", "", "a second accelerator type running the last second_pipeline_stages pipeline stages (mixed fleet; none: one type)", "none", ("none", *_ACCELERATORS), group="hardware"),
+    AcceleratorInput("second_accelerator", "str", "", "a second accelerator type (or profile) running the last second_pipeline_stages pipeline stages (mixed fleet; none: one type)", "none", ("none", *_ACCELERATORS), group="hardware"),
     Input("second_pipeline_stages", "int", "", "pipeline stages on the second accelerator (1 to pipeline_parallel - 1)", 0, minimum=0, group="hardware"),
     Input("split_alpha", "float", "1", "exponent of the mixed fleet's layer split W_i ~ P_i^alpha (P_i: the part's large-GEMM throughput; 1: stage times equal for compute-bound layers; seed 000's workload distribution)", 1.0, minimum=0.0, maximum=4.0, group="hardware"),
     Input("clock_mhz", "float", "MHz", "SM clock (default: the accelerator's maximum)", None, minimum=1, group="hardware"),
