@@ -118,7 +118,7 @@ def test_heldout_runs_read_and_mostly_predict():
     (lambda df: df.assign(hidden="wide"), "expected a number"),
     (lambda df: df.assign(micro_batch_size=["1", "two"]), "line 3, column micro_batch_size: expected a number"),
     (lambda df: df.assign(framework="jax"), r"line 2, column framework: unknown framework.*\(got 'jax'\)"),
-    (lambda df: df.assign(data_parallel=3), "!= num_accelerators"),
+    (lambda df: df.assign(data_parallel=3), r"line 2, column data_parallel: tensor x context x data x pipeline parallelism = .* != num_accelerators"),
     (lambda df: df.assign(measured_value=["inf", "1"]), r"line 2, column measured_value: expected a finite number"),
     (lambda df: df.assign(measured_value=["1", ""]), r"line 3, column measured_value: expected a measurement"),
     (lambda df: df.assign(measured_value=["-5", "1"]), r"expected a measurement: a positive, finite number"),

@@ -198,11 +198,14 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
         dp = _numeric(df, "data_parallel", file)
         cp = cfg.get("context_parallel", np.ones(n))
         cp = np.where(np.isfinite(cp), cp, 1.0)
-        bad = np.flatnonzero(np.isfinite(dp) & (dp * cfg["tensor_parallel"] * cp * cfg["pipeline_parallel"]
-                                                != cfg["num_accelerators"]))
-        if len(bad):
-            raise DseError(f"row {bad[0] + 1}: tensor x context x data x pipeline parallelism != num_accelerators",
-                           file=file, field="data_parallel")
+        product = dp * cfg["tensor_parallel"] * cp * cfg["pipeline_parallel"]
+        bad = np.isfinite(dp) & (product != cfg["num_accelerators"])
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            _refuse_first(df, "data_parallel", file, df["data_parallel"].astype(str).str.strip(), pd.Series(bad),
+                          f"tensor x context x data x pipeline parallelism = {cfg['tensor_parallel'][i]:g} x "
+                          f"{cp[i]:g} x {dp[i]:g} x {cfg['pipeline_parallel'][i]:g} = {product[i]:g} != "
+                          f"num_accelerators {cfg['num_accelerators'][i]:g}")
     if "model" not in cfg:
         cfg["model"] = np.full(n, "custom", dtype=object)
     cfg["model"] = np.array([m if m is not None else "custom" for m in cfg["model"]], dtype=object)
