@@ -105,7 +105,7 @@ TIME_INPUTS: list[Input] = [
     Input("shared_experts", "int", "", "experts every token uses besides its top-k (overrides the preset; DeepSeek-V3 1)", None, minimum=0, group="workload"),
     Input("expert_ffn_hidden", "int", "", "feed-forward width of one expert (overrides the preset; default ffn_hidden)", None, minimum=1, group="workload"),
     Input("dense_layers", "int", "", "dense feed-forward layers of a mixture-of-experts model (overrides the preset; DeepSeek-V3 3)", None, minimum=0, group="workload"),
-    Input("target_tokens", "float", "tokens", "tokens to train at target_batch_size (other batches scale by the critical-batch law)", 2.6e10, minimum=1, group="workload"),
+    Input("target_tokens", "float", "tokens", "tokens to train at target_batch_size (other batches scale by the critical-batch law)", 2.6e10, minimum=1, maximum=1e16, group="workload"),  # 1e16: ~280x the largest published runs (~3.6e13 tokens)
     Input("target_batch_size", "int", "sequences", "global batch the token budget was stated at (the batch the run was planned at); default: the small-batch limit (target_tokens = D_min)", None, minimum=1, group="workload"),
     Input("target_loss", "float", "nats/token", "target loss; overrides target_tokens through the Chinchilla fit L(N, D)", None, minimum=0.01, group="workload"),
     Input("b_noise_tokens", "float", "tokens", "gradient noise scale B_noise (McCandlish et al. 2018); default: Kaplan et al. 2020 B_crit(L)", None, minimum=1, group="workload"),

@@ -346,7 +346,7 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
                      "(error: of the iteration time the quantity implies, + too slow)")
         for r in result.itertuples(index=False):
             counted = np.isfinite(r.error)  # an infeasible row's prediction is not shown or counted
-            err = f"{r.error:+8.1%}" if counted else f"{'-':>8s}"
+            err = f"{_pct(r.error, sign=True):>8s}" if counted else f"{'-':>8s}"
             pred = f"{r.predicted:>10.4g}" if counted else f"{'-':>10s}"
             lines.append(f"{str(r.id)[:40]:40s} {r.quantity:>22s} {r.measured:>10.4g} {pred} {err}  {r.reason}")
         lines.append("")
@@ -359,7 +359,7 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
                  "tokens/s or MFU the time it implies, so + is too slow; or of a stage's time or energy):")
     for source, s in rep.items():
         for w in s["worst"]:
-            lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {w['error']:+7.1%}")
+            lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {_pct(w['error'], sign=True)}")
     infeasible = [(source, w) for source, s in rep.items() for w in s["infeasible_rows"]]
     if infeasible:
         lines.append("")
@@ -369,5 +369,11 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _pct(x: float) -> str:
-    return f"{x:7.1%}" if np.isfinite(x) else f"{'-':>7s}"
+def _pct(x: float, sign: bool = False) -> str:
+    """A relative error as a percentage, 7 wide; beyond +-1000% in 3 significant digits (a
+    measurement off by orders of magnitude stays one readable number)."""
+    if not np.isfinite(x):
+        return f"{'-':>7s}"
+    if abs(x) >= 10.0:
+        return f"{x * 100:{'+' if sign else ''}7.3g}%"
+    return f"{x:{'+' if sign else ''}7.1%}"
