@@ -159,6 +159,13 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     assert proc.returncode == 2 and "column 'accelerator' appears twice in the header" in proc.stderr, proc.stderr
     proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(tmp_path), "-o", str(tmp_path / "o.csv"))
     assert proc.returncode == 2 and "is a folder; give the candidates CSV file" in proc.stderr, proc.stderr
+    side = tmp_path / "z.csv-metadata.json"
+    side.write_text("accelerator\nH100-SXM\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(side), "-o", str(tmp_path / "z.csv"))
+    assert proc.returncode == 2 and "its description file z.csv-metadata.json would overwrite" in proc.stderr
+    assert side.read_text() == "accelerator\nH100-SXM\n"
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(side), "-o", str(tmp_path / "o.parquet"))
+    assert proc.returncode == 2 and "dse evaluate writes CSV, not .parquet" in proc.stderr, proc.stderr
 
 
 def test_evaluate_skips_rows_of_empty_cells_and_writes_integers_as_integers(tmp_path):

@@ -347,6 +347,11 @@ def _print_front(front, plan, limit: int = 25) -> None:
     print_tables(out, title, front.head(limit), [*metric_cols, *space.names], units)
 
 
+#: file types dse evaluate does not write (its output is CSV whatever the name says)
+NOT_CSV = (".parquet", ".pq", ".nc", ".netcdf", ".zarr", ".json", ".jsonl", ".xlsx", ".xls", ".feather", ".arrow",
+           ".h5", ".hdf5", ".yaml", ".yml", ".pkl", ".pickle")
+
+
 @app.command()
 def evaluate(
     study: StudyArg,
@@ -360,6 +365,13 @@ def evaluate(
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
+    sidecar = output.with_name(output.name + "-metadata.json")  # written beside the CSV
+    if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
+        raise DseError(f"its description file {sidecar.name} would overwrite the candidates or the study",
+                       field="--output", value=str(output), allowed="another file name")
+    if output.suffix.lower() in NOT_CSV:
+        raise DseError(f"dse evaluate writes CSV, not {output.suffix}", field="--output", value=str(output),
+                       allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)")
     table, defaulted = evaluate_csv(p, candidates)
     sidecar = write_evaluated(table, p.evaluator, output, s)
     n_ok = int(table["meets_constraints"].sum())
