@@ -367,3 +367,29 @@ def test_checkpointing_on_infeasible_and_odd_rows_never_raises():
     ok = out["feasible"] & (cfg["checkpoint_interval_s"] > 0)
     assert ok.any() and (out["checkpoint_overhead"][ok] > 0).all()
     assert np.isfinite(out["time_to_train_s"][ok]).all()
+
+
+def test_a_power_floor_holds_in_every_phase_and_below_the_cap():
+    """Power smoothing's floor is a minimum of the board's draw: a busy phase below it burns
+    up to it as well, so the peak is never below the average (the floor used to lift only
+    the waits); and no floor makes a board draw more than its power limit."""
+    r = _evaluate(model="llama2-7b", num_accelerators=64, global_batch_size=512, tensor_parallel=2,
+                  pipeline_parallel=4, framework="megatron", clock_fraction=0.6,
+                  power_floor_w=[np.nan, 400.0, 700.0, 700.0], power_cap_w=[np.nan, np.nan, np.nan, 500.0])
+    assert (r["peak_power_per_accelerator_w"] >= r["avg_power_per_accelerator_w"] - 1e-9).all()
+    assert (r["facility_power_swing_w"] >= 0).all() and (r["junction_temp_swing_c"] >= -1e-9).all()
+    assert r["avg_power_per_accelerator_w"][2] == pytest.approx(700.0, rel=1e-9)  # the floor everywhere
+    assert r["peak_power_per_accelerator_w"][3] <= 500.0 * (1 + 1e-6)             # at most the cap
+    assert r["energy_to_train_j"][2] > r["energy_to_train_j"][1] > r["energy_to_train_j"][0]
+
+
+def test_the_gpu_waiting_for_its_host_draws_waiting_power_not_memory_power():
+    """A host-bound step: the time model puts the GPU's wait for kernel launches in the
+    memory slot; the power model counts it with the other fine-grained waits."""
+    cfg = _cfg(model="llama3-8b", accelerator="H100-SXM", num_accelerators=64, framework="megatron-core",
+               global_batch_size=64, tensor_parallel=8, sequence_parallel=True, seq_len=512)
+    b = time_model.evaluate(cfg).breakdown
+    assert b.host_idle_s[0] > 0.3 * b.step_s[0]  # host-bound
+    t = phases.phase_times(b)
+    assert t.memory[0] == pytest.approx(b.memory_s[0] + b.optimizer_s[0] - b.host_idle_s[0], rel=1e-12)
+    assert t.fine_wait[0] == pytest.approx(b.tp_comm_s[0] + b.pp_comm_s[0] + b.host_idle_s[0], rel=1e-12)

@@ -260,3 +260,28 @@ def test_context_parallel_exchange_moves_the_attentions_own_keys_and_values(name
     expected = 3 * 2 * seq * kv_width
     got = tensor_parallel.cp_bytes(s, one, one, np.array([2.0]), np.array([0]))[0]
     assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_deduplicated_dispatch_moves_nothing_inside_a_domain_holding_one_expert_rank():
+    """EP 2 at TP 8: each 8-GPU domain holds one expert rank, so DeepEP's copies cross the
+    fabric and land on their expert's rank; nothing is forwarded over the (fully connected)
+    scale-up links, whose share toward a non-member is zero (it gave steps of 1e19 s)."""
+    r = run(model="mixtral-8x7b", accelerator=["MI300X", "MI300X", "H100-SXM"], num_accelerators=16,
+            global_batch_size=64, tensor_parallel=8, expert_parallel=2, sequence_parallel=True,
+            framework="megatron-core", seq_len=4096, moe_dispatcher=["alltoall", "deepep", "deepep"],
+            failures_per_accelerator_hour=0)
+    assert r["feasible"].all()
+    assert (r["ep_comm_time_s"] < 10).all() and (r["step_time_s"] < 60).all()
+    assert r["ep_comm_time_s"][1] <= r["ep_comm_time_s"][0]
+
+
+def test_a_higher_clock_never_makes_the_step_slower():
+    """The window that hides tensor- and expert-parallel traffic is the GEMMs' whole time: a
+    GEMM that turns memory-bound at a higher clock still runs beside the traffic (with the
+    clock-bound time alone, the traffic came out of hiding and the step got slower)."""
+    fractions = np.linspace(0.4, 1.0, 13)
+    r = run(model="qwen3-30b-a3b", accelerator="H800", num_accelerators=128, framework="megatron-core",
+            global_batch_size=64, tensor_parallel=2, pipeline_parallel=2, sequence_parallel=True, interleave=2,
+            recompute="none", capacity_factor=1.25, failures_per_accelerator_hour=0, clock_fraction=list(fractions))
+    assert r["feasible"].all()
+    assert (np.diff(r["step_time_s"].to_numpy()) <= 1e-12).all(), r["step_time_s"].to_numpy()

@@ -101,6 +101,10 @@ def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage
     busy = np.where(t.busy > 0, t.busy, np.nan)
     p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
     p_busy = np.where(t.busy > 0, p_busy, p_wait)
+    # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
+    lift = np.maximum(floor - p_busy, 0.0)
+    p_busy = p_busy + lift
+    e_wait = e_wait + lift * t.busy
     total = e_compute + e_memory + e_idle + e_wait
     p_compute = idle_w + pw["a_compute"] * dyn
     if leakage is not None:

@@ -54,7 +54,7 @@ class LimitCheck:
             "step": step, "t_c": t_c, "slot": slot, "slot_pos": slot > 0,
             "idle": np.zeros_like(step) if b.host_idle_s is None else b.host_idle_s,
             "slot_div": np.where(slot > 0, slot, 1.0), "bubble": b.bubble_s, "dp_comm": b.dp_comm_s,
-            "t_m": b.memory_s + b.optimizer_s, "fine": b.tp_comm_s + b.pp_comm_s,
+            "mem": b.memory_s, "opt": b.optimizer_s, "fine": b.tp_comm_s + b.pp_comm_s,
             "idle_w": acc.idle_w, "f_max": acc.clock_max_mhz, "span_w": acc.tdp_w - acc.idle_w,
             "floor": np.nan_to_num(np.asarray(acc.floor_w, dtype=float), nan=0.0),
             "e_hbm": transfer.hbm_energy_j(b.hbm_bytes, pw["hbm_pj_per_byte"]),
@@ -72,7 +72,8 @@ class LimitCheck:
         t_c, bubble = a["t_c"], a["bubble"]
         new_c = t_c * (a["clock_from"] / clock)
         # longer compute first fills the time the GPU waited for its host (phases.scaled_breakdown)
-        grown = new_c - t_c - np.minimum(a["idle"], np.maximum(new_c - t_c, 0.0))
+        filled = np.minimum(a["idle"], np.maximum(new_c - t_c, 0.0))
+        grown = new_c - t_c - filled
         new_bubble = bubble * np.where(a["slot_pos"], (a["slot"] + grown) / a["slot_div"], 1.0)
         new_step = a["step"] + grown + (new_bubble - bubble)
         blocked = new_bubble + a["dp_comm"]
@@ -82,13 +83,17 @@ class LimitCheck:
         dyn = a["span_w"] * (ratio * self.voltage(ratio) ** 2)  # power.dynamic_scale
         p_wait = np.maximum(idle_w + a["a_waiting"] * dyn, a["floor"])
         e_compute = a["a_compute"] * dyn * new_c
-        e_memory = a["a_memory"] * dyn * (a["t_m"] - (new_c - t_c - grown)) + a["e_hbm"]
-        e_wait_fine = (p_wait - idle_w) * a["fine"]
+        host = a["idle"] - filled  # phases.scaled_breakdown's host_idle_s, as phases.phase_times takes it
+        e_memory = a["a_memory"] * dyn * ((a["mem"] - filled) + a["opt"] - host) + a["e_hbm"]
+        e_wait_fine = (p_wait - idle_w) * (a["fine"] + host)
         has_busy = busy > 0
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
         p_busy = np.where(has_busy, p_busy, p_wait)
+        lift = np.maximum(a["floor"] - p_busy, 0.0)  # the floor in the busy phase too
+        p_busy = p_busy + lift
         if self.leakage is not None:  # accelerator_energy's change of the static power, same order
-            total = e_compute + e_memory + idle_w * new_step + (e_wait_fine + (p_wait - idle_w) * blocked)
+            total = e_compute + e_memory + idle_w * new_step + (e_wait_fine + (p_wait - idle_w) * blocked
+                                                                 + lift * busy)
             d_w = step_leakage_w(total, new_step, self.leakage)
             p_busy, p_wait = p_busy + d_w, p_wait + d_w
         cap_ok = ~(p_busy > a["cap_lim"])

@@ -88,11 +88,13 @@ def _accelerators(cfg, perf: TimeResult) -> Accelerators:
     liquid = Factorised(*factorise(cooling)).map(lambda c: c == "liquid", dtype=bool)
     pw = power.lookup(cfg["accelerator"])
     cap_in = _f(cfg, "power_cap_w")
+    cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.tdp_w)
     return Accelerators(
         clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
-        pw=pw, floor_w=_f(cfg, "power_floor_w"), inlet_c=_f(cfg, "inlet_temp_c"), liquid=liquid,
+        # the floor holds below the power limit: a board cannot be made to draw more than its cap
+        pw=pw, floor_w=np.minimum(_f(cfg, "power_floor_w"), cap_w), inlet_c=_f(cfg, "inlet_temp_c"), liquid=liquid,
         r_total=thermal.resistance_k_per_w(liquid, pw, hw.tdp_w),
-        cap_w=np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.tdp_w),
+        cap_w=cap_w,
         r_air=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w))
 
 

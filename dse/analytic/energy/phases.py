@@ -1,9 +1,10 @@
 """The phases of a training step as the power model sees them, and the step at another clock.
 
 compute: clock-scaled work; memory: memory-bound work and the optimizer step;
-fine_wait: exposed tensor- and pipeline-parallel communication (interleaved with the busy
-phase at sub-millisecond grain); blocked: pipeline bubble and exposed data-parallel
-communication (one contiguous low-power phase per iteration). See docs/model-energy.md.
+fine_wait: exposed tensor- and pipeline-parallel communication and the GPU's waits for its
+host's kernel launches (interleaved with the busy phase at sub-millisecond grain); blocked:
+pipeline bubble and exposed data-parallel communication (one contiguous low-power phase per
+iteration). See docs/model-energy.md.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ def phase_times(b) -> PhaseTimes:
     """Per-iteration phase durations from the time model's breakdown ``b``
     (a :class:`~dse.analytic.time.step.StepBreakdown`)."""
     step = np.asarray(b.step_s, dtype=float)
-    t_m = b.memory_s + b.optimizer_s
-    fine = b.tp_comm_s + b.pp_comm_s
+    # the host wait is inside memory_s in the time model; the GPU idles through it
+    host = 0.0 if b.host_idle_s is None else b.host_idle_s
+    t_m = b.memory_s + b.optimizer_s - host
+    fine = b.tp_comm_s + b.pp_comm_s + host
     blocked = b.bubble_s + b.dp_comm_s
     busy = np.maximum(step - blocked, 0.0)
     return PhaseTimes(step=step, compute=b.compute_s, memory=t_m, fine_wait=fine, blocked=blocked, busy=busy)

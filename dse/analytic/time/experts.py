@@ -138,9 +138,12 @@ def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np
     fabric (None: the plain all-to-all's). With one copy per destination domain (DeepEP,
     DeepSeek-V3 section 3.2.2), a token whose ``k`` experts fall uniformly on the ``n``
     domains the EP group spans reaches ``(n-1)(1 - (1 - 1/n)^k)`` remote domains: that many
-    of its ``k`` copies cross the fabric, and every copy but the one to its own rank moves
-    inside a domain once (sent there, or forwarded on arrival). DeepSeek's node-limited
-    routing (at most 4 nodes per token) is not modelled."""
+    of its ``k`` copies cross the fabric. Inside a domain of ``m`` group members a copy moves
+    once unless it is already on its expert's rank: one sent to its own domain unless it is
+    its own rank's, one arriving from another domain unless it lands on the expert's rank
+    (DeepEP sends to the rank of the same local index): ``(m-1)/m`` of the copies, none when
+    each domain holds one member. DeepSeek's node-limited routing (at most 4 nodes per token)
+    is not modelled."""
     if not ex.dedup.any():
         return None, None
     g, kd, n, *_ = net.split(ex.ep, ex.etp)
@@ -148,7 +151,7 @@ def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np
     remote = (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** k)
     plain_intra, plain_inter = (kd - 1.0) / g, (g - kd) / g
     on = ex.dedup > 0
-    return np.where(on, (g - 1.0) / g, plain_intra), np.where(on, remote / k, plain_inter)
+    return np.where(on, (kd - 1.0) / kd, plain_intra), np.where(on, remote / k, plain_inter)
 
 
 def a2a_per_layer(full_recompute) -> np.ndarray:

@@ -31,8 +31,8 @@ class LayerTime:
 
     compute_s: np.ndarray        # clock-bound GEMM time
     memory_s: np.ndarray         # memory-bound GEMM time and element-wise kernels
-    dense_compute_s: np.ndarray  # clock-bound time of the dense GEMMs, all passes (hides TP traffic)
-    attn_compute_s: np.ndarray   # clock-bound time of the attention core, all passes (hides CP traffic)
+    dense_gemm_s: np.ndarray     # time of the dense GEMMs, clock- or memory-bound, all passes (hides TP traffic)
+    attn_core_s: np.ndarray      # time of the attention core's products, all passes (hides CP traffic)
     overhead_s: np.ndarray       # fixed per-kernel launch cost, all passes
     host_s: np.ndarray           # host (CPU) dispatch time of the layer's kernels, all passes
     dense_passes: np.ndarray     # passes over the dense part (3 or 4)
@@ -179,7 +179,9 @@ def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, e
     return LayerTime(
         compute_s=dense_c * dense_passes + attn_c * attn_passes,
         memory_s=(dense_m + ew_dense_m) * dense_passes + (attn_m + ew_attn_m) * attn_passes,
-        dense_compute_s=dense_c * dense_passes, attn_compute_s=attn_c * attn_passes,
+        # the overlap windows are the kernels' whole time: a GEMM that turns memory-bound at a
+        # higher clock still runs beside the traffic it hides
+        dense_gemm_s=(dense_c + dense_m) * dense_passes, attn_core_s=(attn_c + attn_m) * attn_passes,
         overhead_s=hw.kernel_overhead_us * 1e-6 * dense_passes,
         host_s=hw.host_dispatch_us * 1e-6 * dense_passes,
         dense_passes=dense_passes, attn_passes=attn_passes, full_recompute=full,

@@ -157,11 +157,11 @@ def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompu
     expert parts of the layer's (None without context parallelism or experts)."""
     tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
-    tp_layer, window_s = exposed_in(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_compute_s, tax)
+    tp_layer, window_s = exposed_in(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_gemm_s, tax)
     cp_layer = ep_layer = None
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
         cp_layer = exposed(tensor_parallel.cp_time(net, shape, b, tp, cp, recompute), cp_overlap,
-                           lay.attn_compute_s, tax)
+                           lay.attn_core_s, tax)
         tp_layer = tp_layer + cp_layer
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
         ep_layer = experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute, window_s,
