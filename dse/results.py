@@ -110,6 +110,11 @@ class Results:
         except (OSError, ValueError) as exc:
             raise DseError(f"{path} is damaged ({exc}); `dse resume "
                            f"{self.path}` writes it again from the stored evaluations") from None
+        run_id, own = ds.attrs.get("run_id"), self.store.meta.get("run_id")
+        if run_id is not None and own is not None and run_id != own:
+            ds.close()
+            raise DseError(f"{path} was written by another run (run_id {run_id}, this folder's is {own}): "
+                           f"`dse resume {self.path}` writes it again from this run's evaluations")
         written = ds.attrs.get("log_rows")
         if written is not None and int(written) != self.log_rows:
             owner = self.store.live_lock_owner()

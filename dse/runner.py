@@ -56,6 +56,7 @@ class RunResult:
     interrupted: bool = False
     algorithm: str = ""
     terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time)
+    datasets_written: bool = True  # False: interrupted while pareto.nc and evaluations.nc were written
 
     @cached_property
     def evaluations(self) -> pd.DataFrame:
@@ -175,8 +176,13 @@ class Runner:
                 closing.start()
         if run.front.evaluations >= SAY_WRITING and hasattr(self.progress, "note"):  # a few seconds per 10^6
             self.progress.note(f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations")
+        written = True
         try:
             front = self._write_outputs(store, run, driver.attributes())
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the datasets are written: the log
+            interrupted = interrupted or exc  # holds every evaluation, and resume writes them
+            written = False
+            front = run.front.sorted_rows()
         finally:
             if closing is not None:
                 closing.join()
@@ -186,7 +192,7 @@ class Runner:
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
                                              "failed": f.failed}, f.summary(), run.history, interrupted is not None,
-                         self.algorithm, terminated=isinstance(interrupted, Terminated))
+                         self.algorithm, terminated=isinstance(interrupted, Terminated), datasets_written=written)
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
@@ -363,7 +369,8 @@ class Runner:
             return front
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
         attrs = {**search_attrs, "evaluations": run.front.evaluations,
-                 "log_rows": store.check_log(), "log_keeps": self.study.output.keep}  # see dse.results
+                 "log_rows": store.check_log(), "log_keeps": self.study.output.keep,  # see dse.results
+                 **({"run_id": store.meta["run_id"]} if store.meta.get("run_id") else {})}
         write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs)
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")

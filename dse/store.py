@@ -28,6 +28,7 @@ import os
 import shutil
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -135,13 +136,22 @@ class LogChunk:
         return self.contenders.filter(pa.array(mask)).drop_columns(["kept"]).to_pandas()
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: int, since: float | None = None) -> bool:
+    """Whether process ``pid`` runs on this host, and (``since``: when it took a lock, Unix
+    time) is the process that did: one started later only reuses its number."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
+    if since is not None:
+        import psutil
+
+        try:  # the lock's time is written to the second after the process started
+            return psutil.Process(pid).create_time() <= since + 2.0
+        except psutil.Error:
+            return True
     return True
 
 
@@ -238,6 +248,7 @@ class ResultStore:
             "evaluator_version": evaluator_version,
             "dse_version": __version__,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "run_id": uuid.uuid4().hex,  # the datasets carry it: another run's, copied in, are refused
             "owned_files": list(owned_files),
             "study_sha256": _sha256(study_text.encode()),
             **({"profile_path": profile_path} if profile_path else {}),
@@ -256,7 +267,7 @@ class ResultStore:
                      *(f"report-{f}.{x}" for f in ("front", "breakdown", "parallel", "hypervolume")
                        for x in ("png", "svg")),
                      *(f"{d}{x}" for d in ("pareto", "evaluations")
-                       for x in (".csv", "-metadata.json", ".parquet", ".json", ".zarr")))
+                       for x in (".csv", ".csv-metadata.json", ".parquet", ".json", ".zarr")))  # export's sidecar: FILE-metadata.json
 
     def clear(self) -> None:
         """Remove the run: its evaluation log, state, datasets, the files its search driver
@@ -345,7 +356,7 @@ class ResultStore:
         owner = self._lock_owner()
         if owner is None:
             return None
-        if owner.get("host") == socket.gethostname() and not _pid_alive(owner["pid"]):
+        if owner.get("host") == socket.gethostname() and not _pid_alive(owner["pid"], _unix_time(owner.get("started"))):
             return None
         return owner
 

@@ -158,19 +158,75 @@ def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path
     assert log_rows(out)["key"].is_unique
 
 
-def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_without_worker_tracebacks(tmp_path):
-    """A terminal sends Ctrl-C's SIGINT to the whole process group, the workers included:
-    they leave the stopping to the run, so the user sees one message, not a traceback each."""
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_tracebacks(tmp_path, sig, code):
+    """A terminal sends Ctrl-C's SIGINT to the whole process group, and a batch system its
+    SIGTERM, the workers included: they leave the stopping to the run, so the user sees one
+    message, not a traceback each (a forked worker kept the run's SIGTERM handler)."""
     out = tmp_path / "out"
     run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1)),
                             "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     _wait_for_rows(out, 5, run)
+    os.killpg(run.pid, sig)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == code, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "Terminated" not in stderr, stderr
+    assert f"dse resume {out}" in stderr
+
+
+def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
+    """The workers start with the run's signals noted, not ignored: a Ctrl-C pressed while
+    they start is handled once they have (it was lost, and the run went on to its end)."""
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1))],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (out / "state.json").exists():  # saved just before the cluster starts
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+        time.sleep(0.01)
     os.killpg(run.pid, signal.SIGINT)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 130, stderr
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
-    assert f"dse resume {out}" in stderr
+    assert "Traceback" not in stderr and f"dse resume {out}" in stderr, stderr
+    assert rows_on_disk(out) < 60  # stopped, not run to its end
+
+
+def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
+    """Ctrl-C while the study is checked and the search built (typer made it a silent 130)."""
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1))],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    assert "study" in run.stderr.readline()  # the run's line: the search is built next
+    os.killpg(run.pid, signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr
+
+
+def test_a_signal_while_the_datasets_are_written_keeps_the_evaluations_and_says_resume_writes_them(
+        tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while pareto.nc and evaluations.nc are written (seconds for 10^6
+    evaluations): the run ends as interrupted, with the log whole, and resume writes them."""
+    import dse
+    from dse.runner import Runner, Terminated
+
+    out = tmp_path / "out"
+    study = _study(tmp_path, "random", out, 0.0)
+
+    def stopped(self, store, run, attrs):
+        raise Terminated()
+
+    monkeypatch.setattr(Runner, "_write_outputs", stopped)
+    result = dse.run(study, workers=0)
+    assert result.interrupted and result.terminated and not result.datasets_written
+    n = result.counts["evaluations"]
+    assert not (out / "pareto.nc").exists() and len(log_rows(out)) == n > 0
+    monkeypatch.undo()
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert (out / "pareto.nc").exists() and (out / "evaluations.nc").exists() and len(log_rows(out)) == n
 
 
 def test_the_resume_hint_names_a_scheduler_given_on_the_command_line():
@@ -221,6 +277,26 @@ def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_pat
     assert not (out / "lock").exists()
 
 
+
+def test_a_lock_whose_process_number_was_reused_by_a_later_process_is_stale(tmp_path):
+    """A run killed with -9 leaves its lock; a process started later under the same number
+    is not that run (it blocked the folder for good)."""
+    out = tmp_path / "out"
+    study = _study(tmp_path, "random", out, 0.0)
+    assert run_cli("run", str(study), "--quiet").returncode == 0
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / "lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(),
+                                              "started": "2026-01-01T00:00:00+00:00"}))  # before the sleeper
+        assert run_cli("status", str(out)).returncode == 0
+        proc = run_cli("resume", str(out), "--quiet")
+        assert proc.returncode == 0, proc.stderr
+        assert not (out / "lock").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("finished")
@@ -228,6 +304,25 @@ def finished(tmp_path_factory) -> Path:
     proc = run_cli("run", str(_study(tmp, "random", out, 0.0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+def test_datasets_copied_in_from_another_run_are_refused(finished, tmp_path):
+    """Another run of the same study with the same number of evaluations: its datasets
+    match the log's row count, but not this run's identifier."""
+    other = tmp_path / "other"
+    proc = run_cli("run", str(_study(tmp_path, "random", other, 0.0)), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    for name in ("pareto.nc", "evaluations.nc"):
+        shutil.copy(other / name, out / name)
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 0 and "was written by another run" in proc.stdout, proc.stdout
+    for command in ("show", "export", "plot"):
+        proc = run_cli(command, str(out))
+        assert proc.returncode == 2 and "was written by another run" in proc.stderr, (command, proc.stderr)
+    assert run_cli("resume", str(out), "--quiet").returncode == 0
+    assert run_cli("show", str(out)).returncode == 0
 
 
 def _copy(finished: Path, tmp_path: Path) -> Path:

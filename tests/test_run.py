@@ -88,7 +88,7 @@ def test_second_run_into_the_same_folder_points_to_resume_or_overwrite(tmp_path)
     again = run_cli("run", str(study))
     assert again.returncode == 2 and "dse resume" in again.stderr and "--overwrite" in again.stderr
     out = tmp_path / "out"
-    for name in ("report.html", "pareto.csv", "pareto-metadata.json", "notes.txt"):  # outputs of the old run
+    for name in ("report.html", "pareto.csv", "pareto.csv-metadata.json", "notes.txt"):  # outputs of the old run (export writes FILE-metadata.json)
         (out / name).write_text("old run")
     (out / "evaluations.zarr").mkdir()
     (out / "evaluations.zarr" / "zarr.json").write_text("{}")
@@ -179,6 +179,9 @@ def test_evaluate_skips_rows_of_empty_cells_and_writes_integers_as_integers(tmp_
     rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:]]
     assert [r["num_accelerators"] for r in rows] == ["16", "8"]
     assert rows[1]["micro_batch_size"] == "2" and "." not in rows[0]["micro_batch_size"]
+    # the study's searched parameters the file leaves out are written with the defaults used
+    assert "global_batch_size" in header and "tensor_parallel" in header
+    assert "has no column for the study's searched parameter(s)" in proc.stderr
 
 
 @pytest.fixture(scope="module")

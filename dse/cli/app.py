@@ -7,6 +7,7 @@ what is allowed, and exit code 2; never a Python traceback.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from enum import StrEnum
@@ -250,7 +251,21 @@ def run(
     runner = Runner(p, out_dir, progress=_progress(quiet))
     err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
               f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
-    _finish(runner.start(overwrite=overwrite), p)
+    with _stopped_before_the_search(out_dir):
+        result = runner.start(overwrite=overwrite)
+    _finish(result, p)
+
+
+@contextlib.contextmanager
+def _stopped_before_the_search(out_dir: Path):
+    """Ctrl-C before the search loop (building the search, creating the folder; a run stopped
+    in its loop says itself what it kept): one line and exit 130, not typer's silent one."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow] before the search began: nothing was evaluated"
+                  + (f" ({out_dir} holds no evaluations)" if (Path(out_dir) / "meta.json").is_file() else ""))
+        raise typer.Exit(130) from None
 
 
 @app.command()
@@ -279,7 +294,9 @@ def resume(
     else:
         err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
                   f"{state.get('batch', 0)} batches done; evaluating: {p.execution.describe()}")
-    _finish(runner.resume(), p)
+    with _stopped_before_the_search(results):
+        result = runner.resume()
+    _finish(result, p)
 
 
 def _on_profile(study, profile: str | None):
@@ -316,10 +333,12 @@ def _finish(result, plan) -> None:
     from dse.runner import resume_command
 
     n = result.counts.get("evaluations", 0)
-    if len(result.front):
+    if len(result.front) and result.datasets_written:
         plot_results(result.output_dir)
     if result.interrupted:
         what = "terminated (SIGTERM)" if result.terminated else "interrupted"
+        if not result.datasets_written:
+            what += " while pareto.nc and evaluations.nc were written (resume writes them)"
         err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
         raise typer.Exit(143 if result.terminated else 130)  # 128 + the signal, as a shell reports it
@@ -414,7 +433,7 @@ def export(
     results: ResultsArg,
     fmt: Annotated[ExportFormat | None, typer.Option(
         "--format", "-f", help="file format: csv, parquet, netcdf, zarr or json (default: the one --output's suffix names; without --output, csv)")] = None,
-    front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation")] = True,
+    front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation the run kept (output.keep)")] = True,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: pareto.FORMAT or evaluations.FORMAT in the results folder)")] = None,
     units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
 ) -> None:
@@ -426,6 +445,17 @@ def export(
 
     path = export_results(results, fmt.value if fmt else None, front=front, output=output, units_row=units_row)
     out.print(f"wrote {path}")
+    if not front:  # a run that kept less than every evaluation says so (what was left out is gone)
+        from dse.results import open_results
+
+        stored = open_results(results)
+        policy = stored.study.output.keep
+        if policy != "all":
+            with stored.open_dataset(front=False, keep=[]) as ds:
+                evaluated = int(ds.attrs.get("evaluations", stored.log_rows))
+            kept = "the front's" if policy == "front" else "the feasible"
+            err.print(f"note: the run kept {kept} evaluations only (output.keep: {policy}): "
+                      f"{stored.log_rows:,} of the {evaluated:,} evaluated", highlight=False)
 
 
 @app.command()

@@ -103,6 +103,9 @@ def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str]]:
     for k, v in {**single, **study.fixed_values}.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
     _check_alternatives(table, ev, path)
+    for name in defaulted:  # a searched parameter the file leaves out: its default, shown in OUT.csv
+        if ev.inputs[name].default is not None:
+            table[name] = ev.inputs[name].default
     for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
         if name in table.columns and inp.default is not None:
             table[name] = table[name].fillna(inp.default)

@@ -66,7 +66,8 @@ def show_status(results: Path, console: Console) -> None:
     live = read_progress(store.path)
     if owner and live and live.get("pid") == owner.get("pid"):
         age = time.time() - float(live.get("updated_unix", time.time()))
-        done = f"{live.get('done', 0):,}" + (f" of {live['total']:,}" if live.get("total") else "")
+        # progress.json is written every 2 s, state.json every batch: never fewer than the batches told
+        done = f"{max(int(live.get('done', 0)), n):,}" + (f" of {live['total']:,}" if live.get("total") else "")
         pace, best = progress_lines(live)
         console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False)
         console.print(best, highlight=False)

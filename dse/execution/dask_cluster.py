@@ -142,9 +142,11 @@ class DaskExecutor(Executor):
             self._connect()
             self._wait_for_workers()
             self.check_versions()
-            from dse.execution.worker_plugin import StopPrograms
+            from dse.execution.worker_plugin import LeaveSignalsToTheRun, StopPrograms
 
             self.client.register_plugin(StopPrograms(), name="dse-stop-programs")
+            if self.plan.kind == "local":  # this process's own workers: Ctrl-C is the run's to handle
+                self.client.register_plugin(LeaveSignalsToTheRun(), name="dse-leave-signals")
         except BaseException:
             self.__exit__()
             raise
@@ -166,10 +168,11 @@ class DaskExecutor(Executor):
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
             with dask.config.set({"distributed.worker.multiprocessing-method":
                                   start_method(p.start_method, self.ref.fork_safe)}), \
-                    signals.handling(signal.SIGINT, signal.SIG_IGN):
-                # the workers inherit an ignored SIGINT (forked or spawned; Python then installs
-                # no KeyboardInterrupt handler): Ctrl-C in a terminal reaches the whole process
-                # group, and each worker would print a traceback while this process stops the run
+                    signals.deferred(signal.SIGINT, signal.SIGTERM):
+                # forked workers keep a handler that only notes SIGINT and SIGTERM: Ctrl-C in a
+                # terminal, or a batch system's SIGTERM, reaches the whole process group, and each
+                # worker would print a traceback while this process stops the run; one that came
+                # while the workers started is handled here once they have
                 self.cluster = LocalCluster(
                     n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
                     memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,

@@ -1,4 +1,5 @@
-"""What dse installs on every dask worker of a run: stopping the evaluator's programs."""
+"""What dse installs on the dask workers of a run: stopping the evaluator's programs, and
+on a local cluster's workers, leaving Ctrl-C to the run."""
 
 from __future__ import annotations
 
@@ -24,3 +25,20 @@ class StopPrograms(WorkerPlugin):
 
         stop_programs()
         stop_children()
+
+
+class LeaveSignalsToTheRun(WorkerPlugin):
+    """On a local cluster's worker: ignore SIGINT. Ctrl-C in a terminal reaches the whole
+    process group; the run that started the cluster stops it, and a worker's own
+    KeyboardInterrupt would only print a traceback. A forked worker already keeps the run's
+    noting handler (:func:`dse.signals.deferred`); a spawned one (an evaluator that is not
+    fork-safe, a worker the nanny restarted) starts with Python's default and gets it here."""
+
+    idempotent = True
+
+    def setup(self, worker) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
