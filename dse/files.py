@@ -56,7 +56,12 @@ def write_target(path: Path) -> Path:
     """The file a write to ``path`` replaces: a symbolic link's target (the link stays a link
     and its target gets the new content), else ``path``."""
     path = Path(path)
-    return path.resolve() if path.is_symlink() else path
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve(strict=False)
+    except (RuntimeError, OSError):  # a loop of links
+        raise OSError(errno.ELOOP, "a loop of symbolic links", str(path)) from None
 
 
 @contextmanager

@@ -13,8 +13,8 @@ from dse.errors import DseError
 
 
 def check_shape(path: Path | str, *, comment: str | None = None) -> None:
-    """Refuse a data row with more (non-empty) fields than the header, and a header that
-    names a column twice. Rows with fewer fields are left to the reader (their missing cells
+    """Refuse a data row with more fields than the header (empty ones too: a comma at the
+    end of a line), and a header that names a column twice. Rows with fewer fields are left to the reader (their missing cells
     are empty); blank lines, and lines starting with ``comment``, are not rows. A file that
     cannot be read as text is left to the reader, which names the problem."""
     try:
@@ -29,12 +29,19 @@ def check_shape(path: Path | str, *, comment: str | None = None) -> None:
                 if width is None:
                     header = [c.strip() for c in record]
                     width = len(header)
+                    if "" in header:
+                        raise DseError(f"the header's column {header.index('') + 1} has no name"
+                                       + (" (a comma at the end of the line?)" if header[-1] == "" else ""),
+                                       file=str(path), field=f"line {reader.line_num}",
+                                       allowed="a name for every column")
                     twice = sorted({c for c in header if c and header.count(c) > 1})
                     if twice:
                         raise DseError(f"column '{twice[0]}' appears twice in the header", file=str(path),
                                        field=twice[0], allowed="each column once")
-                elif len(record) > width and any(cell.strip() for cell in record[width:]):
-                    raise DseError(f"{len(record)} fields under a header of {width}", file=str(path),
+                elif len(record) > width:  # pandas would shift the row's values under an index column
+                    trailing = not any(cell.strip() for cell in record[width:])
+                    raise DseError(f"{len(record)} fields under a header of {width}"
+                                   + (" (a comma at the end of the line?)" if trailing else ""), file=str(path),
                                    field=f"line {reader.line_num}",
                                    allowed="one value per header column (an empty one between two commas)")
     except (OSError, UnicodeDecodeError, csv.Error):

@@ -154,6 +154,9 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     cands.write_text("accelerator,num_accelerators,global_batch_size\nA100-80GB,16,256,0.8\nH100-SXM,8,128\n")
     proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
     assert proc.returncode == 2 and "line 2: 4 fields under a header of 3" in proc.stderr, proc.stderr
+    cands.write_text("accelerator,num_accelerators,global_batch_size\nH100-SXM,16,256,\n")  # a trailing comma
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "(a comma at the end of the line?)" in proc.stderr, proc.stderr
     cands.write_text("accelerator,num_accelerators,accelerator\nA100-80GB,16,H100-SXM\n")
     proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
     assert proc.returncode == 2 and "column 'accelerator' appears twice in the header" in proc.stderr, proc.stderr

@@ -7,7 +7,6 @@ what is allowed, and exit code 2; never a Python traceback.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 from enum import StrEnum
@@ -251,21 +250,7 @@ def run(
     runner = Runner(p, out_dir, progress=_progress(quiet))
     err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
               f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
-    with _stopped_before_the_search(out_dir):
-        result = runner.start(overwrite=overwrite)
-    _finish(result, p)
-
-
-@contextlib.contextmanager
-def _stopped_before_the_search(out_dir: Path):
-    """Ctrl-C before the search loop (building the search, creating the folder; a run stopped
-    in its loop says itself what it kept): one line and exit 130, not typer's silent one."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow] before the search began: nothing was evaluated"
-                  + (f" ({out_dir} holds no evaluations)" if (Path(out_dir) / "meta.json").is_file() else ""))
-        raise typer.Exit(130) from None
+    _finish(runner.start(overwrite=overwrite), p)
 
 
 @app.command()
@@ -294,9 +279,7 @@ def resume(
     else:
         err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
                   f"{state.get('batch', 0)} batches done; evaluating: {p.execution.describe()}")
-    with _stopped_before_the_search(results):
-        result = runner.resume()
-    _finish(result, p)
+    _finish(runner.resume(), p)
 
 
 def _on_profile(study, profile: str | None):
@@ -327,6 +310,10 @@ def _quiet_libraries(plan) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+#: what a command has already told the user (main() adds nothing then)
+_SAID = {"interrupted": False}
+
+
 def _finish(result, plan) -> None:
     """Draw the front, print it, and end with the right exit code."""
     from dse.outputs.plot import plot_results
@@ -341,6 +328,7 @@ def _finish(result, plan) -> None:
             what += " while pareto.nc and evaluations.nc were written (resume writes them)"
         err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
+        _SAID["interrupted"] = True
         raise typer.Exit(143 if result.terminated else 130)  # 128 + the signal, as a shell reports it
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({c} candidates)" for r, c in result.ruled_out[:5]) or "no evaluations"
@@ -453,9 +441,10 @@ def export(
         if policy != "all":
             with stored.open_dataset(front=False, keep=[]) as ds:
                 evaluated = int(ds.attrs.get("evaluations", stored.log_rows))
+                exported = ds.sizes["candidate"]
             kept = "the front's" if policy == "front" else "the feasible"
             err.print(f"note: the run kept {kept} evaluations only (output.keep: {policy}): "
-                      f"{stored.log_rows:,} of the {evaluated:,} evaluated", highlight=False)
+                      f"{exported:,} of the {evaluated:,} evaluated", highlight=False)
 
 
 @app.command()
@@ -730,6 +719,8 @@ def main() -> None:
     usage_error = typer.BadParameter.__mro__[1]  # click's UsageError, as typer vendors it
     try:
         code = app(standalone_mode=False)  # click's usage errors come here, to be one line too
+        if code == 130 and not _SAID["interrupted"]:  # typer makes Ctrl-C a silent Exit(130)
+            err.print("interrupted")
         sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code), else success
     except usage_error as exc:  # a bad option value, an unknown option or command, a missing argument
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `dse` alone: its help

@@ -159,7 +159,7 @@ def _data_lines(path: Path, n: int) -> np.ndarray:
     """The file's line number of each of the ``n`` rows pandas read (comment and blank lines
     skipped, the first other line the header), so messages cite the line a user sees."""
     numbers = [i for i, ln in enumerate(path.read_text(errors="replace").splitlines(), start=1)
-               if ln.strip() and not ln.lstrip().startswith("#")][1:]
+               if ln.strip("\ufeff \t") and not ln.lstrip("\ufeff \t").startswith("#")][1:]  # a BOM is no text
     return np.array(numbers[:n]) if len(numbers) >= n else np.arange(2, n + 2)
 
 

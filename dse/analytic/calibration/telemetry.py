@@ -148,7 +148,7 @@ def _check_order(samples: pd.DataFrame, file: str) -> None:
         t = g["time_s"].to_numpy()
         back = np.flatnonzero(np.diff(t) < 0)
         if len(back):
-            which = str(gpu).split("/")[0].split(":")[-1]
+            which = str(gpu).split("/")[0]  # the GPU's index or PCI bus id (the file is named apart)
             raise DseError(f"timestamps out of order for GPU {which}: each GPU's samples must be in time order",
                            file=file, field=f"line {int(g['line'].iloc[back[0] + 1])}")
 
@@ -180,8 +180,8 @@ GAP_PERIODS = 5.0
 def _gpu(key) -> str:
     """A GPU's samples as a message names them: ``GPU 0 in smi.csv`` (the key is the file's
     name and the GPU's index)."""
-    name, _, index = str(key).split("/")[0].rpartition(":")
-    return f"GPU {index} in {name}" if name else f"GPU {index}"
+    name, _, index = str(key).partition(":")  # the index may be a PCI bus id, 00000000:3B:00.0
+    return f"GPU {index} in {name}" if index else f"GPU {name}"
 
 
 def _when(t: float) -> str:
@@ -198,7 +198,9 @@ def _check_gaps(t: np.ndarray, start: np.ndarray, end: np.ndarray, gpu, file: st
     if len(t) < 3:
         return
     dt = np.diff(t)
-    limit = GAP_PERIODS * float(np.median(dt))
+    if not (dt > 0).any():
+        return
+    limit = GAP_PERIODS * float(np.median(dt[dt > 0]))  # repeated time stamps are no period
     gaps = np.flatnonzero(dt > limit)
     if not len(gaps):
         return
