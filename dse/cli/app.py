@@ -354,11 +354,6 @@ def _print_front(front, plan, limit: int = 25) -> None:
     print_tables(out, title, front.head(limit), [*metric_cols, *space.names], units)
 
 
-#: file types dse evaluate does not write (its output is CSV whatever the name says)
-NOT_CSV = (".parquet", ".pq", ".nc", ".netcdf", ".zarr", ".json", ".jsonl", ".xlsx", ".xls", ".feather", ".arrow",
-           ".h5", ".hdf5", ".yaml", ".yml", ".pkl", ".pickle")
-
-
 @app.command()
 def evaluate(
     study: StudyArg,
@@ -368,15 +363,16 @@ def evaluate(
     """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
     from dse.api import plan
     from dse.cli.evaluate import evaluate_csv, write_evaluated
+    from dse.outputs.export import SUFFIX, sidecar_of
 
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
-    sidecar = output.with_name(output.name + "-metadata.json")  # written beside the CSV
+    sidecar = sidecar_of(output)  # written beside the CSV
     if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
         raise DseError(f"its description file {sidecar.name} would overwrite the candidates or the study",
                        field="--output", value=str(output), allowed="another file name")
-    if output.suffix.lower() in NOT_CSV:
+    if {suffix: name for name, suffix in SUFFIX.items()}.get(output.suffix.lower(), "csv") != "csv":
         raise DseError(f"dse evaluate writes CSV, not {output.suffix}", field="--output", value=str(output),
                        allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)")
     table, defaulted = evaluate_csv(p, candidates)

@@ -160,9 +160,14 @@ def write_csv(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path, *, un
         "dialect": {"headerRowCount": 2 if units_row else 1},
         "tableSchema": {"columns": columns_},
     }
-    sidecar_path = output.with_name(output.name + "-metadata.json")
-    atomic_write_text(sidecar_path, json.dumps(sidecar, indent=1) + "\n")
-    return sidecar_path
+    path = sidecar_of(output)
+    atomic_write_text(path, json.dumps(sidecar, indent=1) + "\n")
+    return path
+
+
+def sidecar_of(output: Path) -> Path:
+    """The CSV-on-the-Web description written beside ``output`` (``FILE-metadata.json``)."""
+    return output.with_name(output.name + "-metadata.json")
 
 
 def write_parquet(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -> None:
