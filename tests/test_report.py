@@ -194,6 +194,10 @@ def test_show_refuses_an_unknown_column_and_plots_when_asked(toy):
     proc = run_cli("show", str(toy), "--sort", "nope")
     assert proc.returncode == 2 and "cannot sort by 'nope'" in proc.stderr and "f1" in proc.stderr
     assert "Traceback" not in proc.stderr
+    proc = run_cli("show", str(toy), "--sort", "f_sun")
+    assert proc.returncode == 2 and "(did you mean 'f_sum'?)" in proc.stderr, proc.stderr
+    proc = run_cli("show", str(toy), "--sort", "F1")  # a column in another case is that column
+    assert proc.returncode == 0 and "sorted by f1" in " ".join(proc.stdout.split()), proc.stderr
     proc = run_cli("show", str(toy), "--plot")
     assert proc.returncode == 0 and "┤" in proc.stdout and "f1 [1]" in proc.stdout
 

@@ -384,8 +384,8 @@ def evaluate(
                   "the evaluator's defaults were used", highlight=False)
     if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
         raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")
-    out.print(f"{_count(len(table), 'candidate')} evaluated ({n_ok} feasible and within the constraints"
-              + (f", {n_failed} failed: see the error column" if n_failed else "") + f") → {output} "
+    out.print(f"{_count(len(table), 'candidate')} evaluated ({n_ok:,} feasible and within the constraints"
+              + (f", {n_failed:,} failed: see the error column" if n_failed else "") + f") → {output} "
               f"(units and descriptions in {sidecar.name})")
 
 

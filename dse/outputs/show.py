@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse.datasets import columns, to_table
-from dse.errors import DseError
+from dse.errors import DseError, did_you_mean
 from dse.results import open_results
 
 
@@ -31,8 +31,12 @@ def show_front(results: Path, console: Console, *, sort: str | None = None, desc
     shown += [n for n in ds.coords if n != "candidate"]
     if sort is not None:
         if sort not in front:
-            raise DseError(f"{run.path}: cannot sort by '{sort}': no such column in the Pareto set",
-                           allowed=", ".join(columns(ds)))
+            same = [c for c in front.columns if str(c).lower() == sort.lower()]
+            if len(same) == 1:  # MFU for mfu
+                sort = same[0]
+            else:
+                raise DseError(f"{run.path}: cannot sort by '{sort}': no such column in the Pareto set"
+                               f"{did_you_mean(sort, columns(ds))}", allowed=", ".join(columns(ds)))
         shown = [sort, *[c for c in shown if c != sort]] if sort not in shown else shown
     key = sort or shown[0]
     if descending is None:  # an objective's best first: the largest of one maximised
