@@ -1,7 +1,8 @@
 """The shape of a CSV file a user gives (candidates, measurement tables), checked before
 pandas reads it: a row with more fields than the header (which ``read_csv`` turns into an
-index column, shifting every value one column to the left) and a header naming a column
-twice (which it renames ``name.1``) are refused with their line.
+index column, shifting every value one column to the left), a nameless header column
+(``Unnamed: 3``) and a header naming a column twice (which it renames ``name.1``) are
+refused with their line.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dse.errors import DseError
 
 def check_shape(path: Path | str, *, comment: str | None = None) -> None:
     """Refuse a data row with more fields than the header (empty ones too: a comma at the
-    end of a line), and a header that names a column twice. Rows with fewer fields are left to the reader (their missing cells
-    are empty); blank lines, and lines starting with ``comment``, are not rows. A file that
-    cannot be read as text is left to the reader, which names the problem."""
+    end of a line), and a header with a nameless column or one named twice. Rows with fewer
+    fields are left to the reader (their missing cells are empty); blank lines, and lines
+    starting with ``comment``, are not rows. A file that cannot be read as text is left to
+    the reader, which names the problem."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
