@@ -121,8 +121,15 @@ class Runner:
             evaluator=self.evaluator.name, evaluator_version=self.evaluator.version, overwrite=overwrite,
             owned_files=tuple(driver.owned_files),
             profile_path=str(Path(self.plan.execution.profile).resolve()) if self.plan.execution.profile else None,
+            input_files=self._input_files(),
         )
         return self._run(store, driver)
+
+    def _input_files(self) -> dict[str, str]:
+        """The files the evaluator reads for this study's values, with their checksums."""
+        values = {p.name: tuple(p.values) for p in self.space.parameters if p.values is not None}
+        values.update({name: (value,) for name, value in self.study.fixed_values.items()})
+        return self.evaluator.input_files(values)
 
     def resume(self) -> RunResult:
         store = ResultStore.open(self.output_dir)
@@ -132,6 +139,16 @@ class Runner:
                 f"{store.meta.get('evaluator_version')}, but this installation has "
                 f"{self.evaluator.name} {self.evaluator.version}: resuming would mix two models; "
                 "start a new run instead"
+            )
+        recorded, now = store.meta.get("input_files") or {}, self._input_files()
+        changed = sorted(f for f in {*recorded, *now} if recorded.get(f) != now.get(f))
+        if changed:
+            what = "changed" if changed[0] in recorded and changed[0] in now else \
+                "is gone" if changed[0] in recorded else "is new"
+            raise DseError(
+                f"{self.output_dir} was evaluated with another version of {changed[0]} (the file {what} since "
+                "the run started): resuming would mix two models; restore the file, or start a new run "
+                f"(`dse run --overwrite`){f' ({len(changed) - 1} more file(s) differ)' if len(changed) > 1 else ''}"
             )
         return self._run(store, self.plan.search.build(store.path))
 

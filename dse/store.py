@@ -190,16 +190,19 @@ class ResultStore:
     @classmethod
     def create(cls, path: str | Path, *, study_text: str, study_name: str, evaluator: str,
                evaluator_version: str, overwrite: bool = False,
-               owned_files: tuple[str, ...] = (), profile_path: str | None = None) -> ResultStore:
+               owned_files: tuple[str, ...] = (), profile_path: str | None = None,
+               input_files: dict[str, str] | None = None) -> ResultStore:
         """A new results folder. ``owned_files``: files the search driver keeps in the folder
         (recorded in meta.json, so that ``--overwrite`` removes them with the run);
         ``profile_path``: the cluster profile file the run uses (recorded: the study's copy
-        here names it as the study did, relative to a folder the copy is not in)."""
+        here names it as the study did, relative to a folder the copy is not in);
+        ``input_files``: the files the evaluator reads, with their checksums
+        (:meth:`~dse.evaluators.base.Evaluator.input_files`)."""
         path = Path(path)
         try:
             return cls._create(path, study_text=study_text, study_name=study_name, evaluator=evaluator,
                                evaluator_version=evaluator_version, overwrite=overwrite,
-                               owned_files=owned_files, profile_path=profile_path)
+                               owned_files=owned_files, profile_path=profile_path, input_files=input_files)
         except OSError as exc:
             raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
 
@@ -233,7 +236,7 @@ class ResultStore:
     @classmethod
     def _create(cls, path: Path, *, study_text: str, study_name: str, evaluator: str,
                 evaluator_version: str, overwrite: bool, owned_files: tuple[str, ...],
-                profile_path: str | None = None) -> ResultStore:
+                profile_path: str | None = None, input_files: dict[str, str] | None = None) -> ResultStore:
         cls.check_creatable(path, overwrite=overwrite)
         if _holds_run(path) or (path / "meta.json").exists():
             old = cls.open(path, older=True)
@@ -252,6 +255,7 @@ class ResultStore:
             "owned_files": list(owned_files),
             "study_sha256": _sha256(study_text.encode()),
             **({"profile_path": profile_path} if profile_path else {}),
+            **({"input_files": dict(input_files)} if input_files else {}),
         }
         atomic_write_text(path / "study.yaml", study_text)
         atomic_write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")

@@ -5,6 +5,7 @@ profile a study can use by path or by name."""
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -520,3 +521,26 @@ def test_a_profile_is_a_second_accelerator_of_a_mixed_fleet_too(tmp_path):
         "objectives: [{metric: energy_to_train_j}, {metric: time_to_train_s}]\nsearch: {algorithm: exhaustive}\n")
     proc = run_cli("validate", "fleet.yaml", cwd=tmp_path)
     assert proc.returncode == 0 and "2 of 2 candidates feasible" in proc.stdout, proc.stderr + proc.stdout
+
+
+def test_resume_refuses_a_run_whose_accelerator_profile_changed(tmp_path):
+    """A run records the profiles its study names, with their checksums: resuming after the
+    file changed would mix two models in one front."""
+    shutil.copy(DATA / "perseus_a100_stage.csv", tmp_path / "sweep.csv")
+    assert run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "mine.yaml", cwd=tmp_path).returncode == 0
+    (tmp_path / "s.yaml").write_text(
+        "name: mine\nspace: {accelerator: [A100-80GB, mine.yaml], num_accelerators: [8, 16]}\n"
+        "fixed: {model: gpt-1.3b}\n"
+        "objectives: [{metric: energy_to_train_j}, {metric: time_to_train_s}]\n"
+        "search: {algorithm: exhaustive}\nexecution: {workers: 0}\noutput: out\n")
+    proc = run_cli("run", "s.yaml", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert list(meta["input_files"]) == [str((tmp_path / "mine.yaml").resolve())]
+    original = (tmp_path / "mine.yaml").read_text()
+    (tmp_path / "mine.yaml").write_text(original.replace("idle_w: 60", "idle_w: 70"))
+    proc = run_cli("resume", "out", cwd=tmp_path)
+    assert proc.returncode == 2 and "was evaluated with another version of" in proc.stderr \
+        and "mine.yaml (the file changed since the run started)" in proc.stderr, proc.stderr
+    (tmp_path / "mine.yaml").write_text(original)
+    assert run_cli("resume", "out", "--quiet", cwd=tmp_path).returncode == 0

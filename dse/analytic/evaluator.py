@@ -10,11 +10,12 @@ arrays and the model's arrays back into a table.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dse.analytic import declarations, model
+from dse.analytic import declarations, model, profiles
 from dse.analytic.columns import Factorised
 from dse.analytic.time import frameworks, hardware
 from dse.evaluators.base import Evaluator, Input, Metric
@@ -62,6 +63,21 @@ class AnalyticEvaluator(Evaluator):
     @property
     def metrics(self) -> dict[str, Metric]:
         return dict(declarations.METRICS)
+
+    def input_files(self, values: dict[str, tuple]) -> dict[str, str]:
+        """The accelerator profiles the study names (``accelerator``, ``second_accelerator``),
+        with the checksums of their files."""
+        import hashlib
+
+        out = {}
+        for name in ("accelerator", "second_accelerator"):
+            for value in values.get(name, ()):
+                if not isinstance(value, str) or value in hardware.catalog():
+                    continue
+                prof = profiles.find(value)
+                if prof is not None:
+                    out[str(Path(prof.path).resolve())] = hashlib.sha256(Path(prof.path).read_bytes()).hexdigest()
+        return out
 
     def attributes(self) -> dict[str, str]:
         """Attributes for the result datasets and ``dse describe``: which accelerators'

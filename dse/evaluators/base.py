@@ -177,6 +177,14 @@ class Evaluator(ABC):
         numbers are measured and which estimated). Default: none."""
         return {}
 
+    def input_files(self, values: dict[str, tuple]) -> dict[str, str]:
+        """The files the evaluator reads for these input values (``values``: each input's
+        values in the study, searched or fixed), as ``{path: sha256 of its bytes}``: a run
+        records them, and ``dse resume`` refuses to go on where one changed (its results
+        would mix two models). Default: none (an evaluator that reads no user file)."""
+        del values
+        return {}
+
     def with_defaults(self, candidates: pd.DataFrame) -> pd.DataFrame:
         """``candidates`` with every missing input column filled by its default."""
         out = candidates.reset_index(drop=True).copy()
