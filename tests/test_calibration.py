@@ -511,28 +511,28 @@ def test_a_counter_over_several_gpus_of_unknown_scope_is_fitted_not_refused():
     assert four == pytest.approx(4 * one, rel=0.05)
 
 
-def test_a_profile_is_a_second_accelerator_of_a_mixed_fleet_too(tmp_path):
+def _with_profile(tmp_path, study_head: str) -> None:
+    """A profile ``mine.yaml`` fitted to the Perseus sweep, and ``s.yaml``: ``study_head``
+    (name, space, fixed) with two objectives and an exhaustive search, in ``tmp_path``."""
     shutil.copy(DATA / "perseus_a100_stage.csv", tmp_path / "sweep.csv")
     assert run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "mine.yaml", cwd=tmp_path).returncode == 0
-    (tmp_path / "fleet.yaml").write_text(
-        "name: fleet\nspace: {second_accelerator: [none, mine.yaml]}\n"
-        "fixed: {accelerator: A100-80GB, model: gpt-1.3b, num_accelerators: 16, pipeline_parallel: 2,"
-        " second_pipeline_stages: 1}\n"
-        "objectives: [{metric: energy_to_train_j}, {metric: time_to_train_s}]\nsearch: {algorithm: exhaustive}\n")
-    proc = run_cli("validate", "fleet.yaml", cwd=tmp_path)
+    (tmp_path / "s.yaml").write_text(study_head + "objectives: [{metric: energy_to_train_j}, {metric: time_to_train_s}]\n"
+                                     "search: {algorithm: exhaustive}\nexecution: {workers: 0}\noutput: out\n")
+
+
+def test_a_profile_is_a_second_accelerator_of_a_mixed_fleet_too(tmp_path):
+    _with_profile(tmp_path, "name: fleet\nspace: {second_accelerator: [none, mine.yaml]}\n"
+                            "fixed: {accelerator: A100-80GB, model: gpt-1.3b, num_accelerators: 16, pipeline_parallel: 2,"
+                            " second_pipeline_stages: 1}\n")
+    proc = run_cli("validate", "s.yaml", cwd=tmp_path)
     assert proc.returncode == 0 and "2 of 2 candidates feasible" in proc.stdout, proc.stderr + proc.stdout
 
 
 def test_resume_refuses_a_run_whose_accelerator_profile_changed(tmp_path):
     """A run records the profiles its study names, with their checksums: resuming after the
     file changed would mix two models in one front."""
-    shutil.copy(DATA / "perseus_a100_stage.csv", tmp_path / "sweep.csv")
-    assert run_cli("calibrate", "sweep.csv", "-a", "A100-80GB", "-o", "mine.yaml", cwd=tmp_path).returncode == 0
-    (tmp_path / "s.yaml").write_text(
-        "name: mine\nspace: {accelerator: [A100-80GB, mine.yaml], num_accelerators: [8, 16]}\n"
-        "fixed: {model: gpt-1.3b}\n"
-        "objectives: [{metric: energy_to_train_j}, {metric: time_to_train_s}]\n"
-        "search: {algorithm: exhaustive}\nexecution: {workers: 0}\noutput: out\n")
+    _with_profile(tmp_path, "name: mine\nspace: {accelerator: [A100-80GB, mine.yaml], num_accelerators: [8, 16]}\n"
+                            "fixed: {model: gpt-1.3b}\n")
     proc = run_cli("run", "s.yaml", "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
