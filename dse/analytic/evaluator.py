@@ -10,7 +10,6 @@ arrays and the model's arrays back into a table.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -76,7 +75,7 @@ class AnalyticEvaluator(Evaluator):
                     continue
                 prof = profiles.find(value)
                 if prof is not None:
-                    out[str(Path(prof.path).resolve())] = hashlib.sha256(Path(prof.path).read_bytes()).hexdigest()
+                    out[str(prof.path.resolve())] = hashlib.sha256(prof.path.read_bytes()).hexdigest()
         return out
 
     def attributes(self) -> dict[str, str]:

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from dse import __version__
 from dse.errors import DseError
-from dse.files import not_a_file, write_target
+from dse.files import not_a_file
 
 app = typer.Typer(
     name="dse",
@@ -392,7 +392,7 @@ def evaluate(
 def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False) -> None:
     """Refuse, before any work, an output file that would replace an input or is a folder
     (``folder_exists``: or whose folder is missing), or a device, pipe or socket."""
-    why = not_a_file(write_target(output))
+    why = not_a_file(output)
     if why:
         raise DseError(why, field="--output", value=str(output))
     if output.is_dir():

@@ -15,7 +15,7 @@ from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
 from dse.analytic.time import hardware
 from dse.errors import DseError
-from dse.files import not_a_file, write_target
+from dse.files import not_a_file
 
 
 def _num(v, digits: int = 4) -> str:
@@ -76,7 +76,7 @@ def _check_writable(output: Path) -> None:
     with a file where a folder should be, or a folder that cannot be written (missing
     folders are created, as ``accelerators/`` is for ``-o accelerators/NAME.yaml``)."""
     output = Path(output)
-    why = not_a_file(write_target(output))
+    why = not_a_file(output)
     folder = output.absolute().parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent  # the folder the missing ones will be created in

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from dse.errors import DseError
-from dse.files import not_a_file, write_target
+from dse.files import not_a_file
 from dse.store import ResultStore
 
 #: what a results folder holds that no export, figure or report may replace
@@ -27,7 +27,7 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
     if str(output).strip() == "":
         raise DseError("is empty; give a file name", field="--output", value=str(output))
     output = Path(output)
-    why = not_a_file(write_target(output))
+    why = not_a_file(output)
     if why:
         raise DseError(why, field="--output", value=str(output))
     if output.is_dir() and not may_be_folder:
