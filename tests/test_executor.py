@@ -491,3 +491,19 @@ def test_the_dse_program_puts_libarrow_on_the_system_heap_before_it_allocates():
     code = "from dse.allocator import arrow_on_system_heap; import os; arrow_on_system_heap(); print(os.environ['ARROW_DEFAULT_MEMORY_POOL'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == env["ARROW_DEFAULT_MEMORY_POOL"]
+
+
+
+def _logged(message: str) -> bool:
+    """On a worker: whether distributed's worker logger lets an error with ``message`` through."""
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 0, message, None, None)
+    return bool(logging.getLogger("distributed.worker").filter(record))
+
+
+def test_a_local_clusters_workers_leave_the_schedulers_going_unsaid():
+    """The scheduler of a local cluster closes only when the run stops (which says so): a
+    worker whose heartbeat fired in between printed a traceback after the run's message."""
+    with make_executor(ExecutionPlan(workers=1, dashboard=False), TOY) as ex:
+        gone = set(ex.client.run(_logged, "Failed to communicate with scheduler during heartbeat.").values())
+        other = set(ex.client.run(_logged, "Unexpected exception during heartbeat. Closing worker.").values())
+    assert gone == {False} and other == {True}

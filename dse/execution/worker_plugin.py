@@ -27,8 +27,22 @@ class StopPrograms(WorkerPlugin):
         stop_children()
 
 
+class SchedulerGone:
+    """A logging filter that drops distributed's "Failed to communicate with scheduler during
+    heartbeat" record (a traceback). On a local cluster the scheduler lives in the run's own
+    process: it goes only when the run stops, which says so itself, and a worker whose
+    heartbeat fired between the scheduler's close and its own (on a busy machine) printed
+    that traceback after the run's one-line message."""
+
+    MARK = "Failed to communicate with scheduler during heartbeat"
+
+    def filter(self, record) -> bool:
+        return self.MARK not in record.getMessage()
+
+
 class LeaveSignalsToTheRun(WorkerPlugin):
-    """On a local cluster's worker: ignore SIGINT. Ctrl-C in a terminal reaches the whole
+    """On a local cluster's worker: ignore SIGINT, and leave the scheduler's going unsaid
+    (:class:`SchedulerGone`). Ctrl-C in a terminal reaches the whole
     process group; the run that started the cluster stops it, and a worker's own
     KeyboardInterrupt would only print a traceback. A forked worker already keeps the run's
     noting handler (:func:`dse.signals.deferred`); a spawned one (an evaluator that is not
@@ -37,8 +51,12 @@ class LeaveSignalsToTheRun(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker) -> None:
+        import logging
         import signal
         import threading
 
+        heartbeat = logging.getLogger("distributed.worker")
+        if not any(isinstance(f, SchedulerGone) for f in heartbeat.filters):
+            heartbeat.addFilter(SchedulerGone())
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
