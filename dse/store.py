@@ -25,6 +25,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -67,6 +68,9 @@ def location(file: int, rows: np.ndarray) -> np.ndarray:
 #: with LZ4 (at about the same size, 94 against 80 bytes per row); pandas, polars and
 #: DuckDB read it. Logs of results format 2 (Parquet files) are still read and resumed.
 LOG_SUFFIX = ".arrow"
+#: a log file's name with its run's stamp (:attr:`ResultStore.run_stamp`): ``bBBBBBB-cCCCCC-SSSSSSSS.arrow``;
+#: the files of folders written before runs were stamped have none
+_STAMPED = re.compile(r"^b\d+-c\d+-([0-9a-f]{8})\.")
 _LOG_SUFFIXES = (LOG_SUFFIX, ".parquet")
 
 
@@ -420,14 +424,25 @@ class ResultStore:
         """Durably store a group of evaluated candidates, a log file's bytes (:func:`encode`):
         write, fsync, rename; one fsync covers the whole group. Never modified afterwards."""
         n = len(self._files_of_batch(batch))
-        target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}{LOG_SUFFIX}"
+        target = self.evaluations_dir / self._log_name(batch, n)
         while target.exists():  # a re-asked batch after resume: never overwrite
             n += 1
-            target = self.evaluations_dir / f"b{batch:06d}-c{n:05d}{LOG_SUFFIX}"
+            target = self.evaluations_dir / self._log_name(batch, n)
         with atomic_path(target) as tmp:
             tmp.write_bytes(data)
         self._files = None
         return target
+
+    @property
+    def run_stamp(self) -> str:
+        """The first 8 hex digits of the run's id: the log's file names carry it, so that a
+        file copied in from another run (of the same study: same columns) is refused. Empty
+        for a folder written before runs had ids."""
+        return str(self.meta.get("run_id", ""))[:8]
+
+    def _log_name(self, batch: int, n: int) -> str:
+        stamp = f"-{self.run_stamp}" if self.run_stamp else ""
+        return f"b{batch:06d}-c{n:05d}{stamp}{LOG_SUFFIX}"
 
     def _files_of_batch(self, batch: int) -> list[Path]:
         return [f for f in self.log_files() if f.name.startswith(f"b{batch:06d}-")]
@@ -448,6 +463,11 @@ class ResultStore:
         metrics, and a plug-in may return more.)"""
         rows = 0
         for f in self.log_files():
+            stamp = _STAMPED.match(f.name)
+            if stamp and stamp.group(1) != self.run_stamp:
+                raise StoreError(f"{f} was written by another run (its name says run {stamp.group(1)}, this folder's "
+                                 f"is {self.run_stamp or 'unstamped'}): its rows would join this run's; move it out "
+                                 f"of {self.evaluations_dir}")
             try:
                 schema, n = log_file_footer(f)
             except Exception as exc:

@@ -300,12 +300,18 @@ def finished(tmp_path_factory) -> Path:
     return out
 
 
-def test_datasets_copied_in_from_another_run_are_refused(finished, tmp_path):
+@pytest.fixture(scope="module")
+def other(tmp_path_factory) -> Path:
+    """Another run of :func:`finished`'s study, with as many evaluations."""
+    tmp = tmp_path_factory.mktemp("other")
+    proc = run_cli("run", str(_study(tmp, "random", tmp / "out", 0.0)), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "out"
+
+
+def test_datasets_copied_in_from_another_run_are_refused(finished, other, tmp_path):
     """Another run of the same study with the same number of evaluations: its datasets
     match the log's row count, but not this run's identifier."""
-    other = tmp_path / "other"
-    proc = run_cli("run", str(_study(tmp_path, "random", other, 0.0)), "--quiet")
-    assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     for name in ("pareto.nc", "evaluations.nc"):
@@ -317,6 +323,21 @@ def test_datasets_copied_in_from_another_run_are_refused(finished, tmp_path):
         assert proc.returncode == 2 and "was written by another run" in proc.stderr, (command, proc.stderr)
     assert run_cli("resume", str(out), "--quiet").returncode == 0
     assert run_cli("show", str(out)).returncode == 0
+
+
+def test_a_log_file_copied_in_from_another_run_of_the_study_is_refused_by_every_command(finished, other, tmp_path):
+    """Same study, same columns: only the run stamp in its name tells the file apart; its
+    rows would have joined this run's datasets (and resume would have taken them as done)."""
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    stranger = sorted((other / "evaluations").glob("*.arrow"))[0]
+    shutil.copy(stranger, out / "evaluations" / stranger.name.replace("b000000-", "b999999-"))
+    said = set()
+    for command in ("status", "show", "export", "plot", "resume"):
+        proc = run_cli(command, str(out))
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        said.add(proc.stderr.strip())
+    assert len(said) == 1 and "was written by another run" in said.pop()
 
 
 def _copy(finished: Path, tmp_path: Path) -> Path:
