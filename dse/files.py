@@ -94,6 +94,33 @@ def atomic_path(path: Path) -> Iterator[Path]:
                 tmp.unlink(missing_ok=True)
 
 
+def is_zarr_store(path: Path) -> bool:
+    """Whether ``path`` is a folder holding a zarr store (format 2 or 3) at its top."""
+    path = Path(path)
+    return path.is_dir() and ((path / "zarr.json").is_file() or (path / ".zgroup").is_file())
+
+
+@contextmanager
+def atomic_folder(path: Path) -> Iterator[Path]:
+    """A temporary folder beside ``path``, put in its place when the block succeeds (an old
+    ``path`` is moved aside first and removed after): a reader finds the old folder or the
+    new one, never half of one; a failed block leaves ``path`` as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield tmp
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    finally:
+        for leftover in (tmp, old):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
     with atomic_path(path) as tmp:

@@ -51,6 +51,7 @@ from dse.files import (
     OLDEST_FORMAT_READ,
     atomic_path,
     atomic_write_text,
+    is_zarr_store,
     json_default,
 )
 
@@ -295,7 +296,7 @@ class ResultStore:
             if not derived.exists() or derived.is_symlink() or derived.stat().st_mtime < created - 1:
                 continue
             if derived.is_dir():
-                if (derived / "zarr.json").is_file() or (derived / ".zgroup").is_file():
+                if is_zarr_store(derived):
                     shutil.rmtree(derived)  # a zarr store dse exported
             else:
                 derived.unlink()

@@ -117,3 +117,21 @@ def test_a_long_name_drops_bracketed_asides_not_the_words_after_them():
     assert short_name("accelerator static (idle) energy over the run")[0] == "accelerator static energy over the run"
     assert short_name("sharding stage: 1 optimizer state, 2 + gradients")[0] == "sharding stage"
     assert short_name("time to train") == ("time to train", "")
+
+
+def test_a_zarr_export_replaces_a_zarr_store_only_and_never_a_half_written_one(quickstart, tmp_path):
+    """A zarr store is a folder: exporting onto a folder that is not one (the user's, or the
+    results folder itself) would have deleted what it held."""
+    keep = tmp_path / "mine"
+    keep.mkdir()
+    (keep / "thesis.txt").write_text("precious")
+    for target in (keep, quickstart, tmp_path):
+        proc = run_cli("export", str(quickstart), "-f", "zarr", "-o", str(target))
+        assert proc.returncode == 2 and "is a folder that is not a zarr store" in proc.stderr, proc.stderr
+    assert (keep / "thesis.txt").read_text() == "precious" and (quickstart / "state.json").is_file()
+    store = tmp_path / "front.zarr"
+    for _ in range(2):  # the second export replaces the first
+        assert run_cli("export", str(quickstart), "-f", "zarr", "-o", str(store)).returncode == 0
+    with xr.open_zarr(store) as ds, xr.open_dataset(quickstart / "pareto.nc") as front:
+        assert ds.sizes["candidate"] == front.sizes["candidate"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["front.zarr", "mine"]  # no temporary folder left

@@ -20,7 +20,7 @@ import xarray as xr
 
 from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
-from dse.files import NETCDF_ENGINE, atomic_path, atomic_write_text, names_a_file_type
+from dse.files import NETCDF_ENGINE, atomic_folder, atomic_path, atomic_write_text, names_a_file_type
 from dse.outputs.target import output_path
 from dse.results import open_results
 
@@ -208,4 +208,5 @@ def write_zarr(ds: xr.Dataset, output: Path) -> None:
         v.encoding = {}
         if "flag_values" in v.attrs:
             v.attrs["flag_values"] = np.asarray(v.attrs["flag_values"]).tolist()
-    out.to_zarr(output, mode="w", zarr_format=2, consolidated=True)
+    with atomic_folder(output) as tmp:  # the old store (or none) until the new one is whole
+        out.to_zarr(tmp, mode="w-", zarr_format=2, consolidated=True)

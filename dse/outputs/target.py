@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from dse.errors import DseError
-from dse.files import not_a_file
+from dse.files import is_zarr_store, not_a_file
 from dse.store import ResultStore
 
 #: what a results folder holds that no export, figure or report may replace
@@ -21,7 +21,8 @@ RUN_OWN = (*ResultStore.RUN_FILES, "study.yaml", "lock", "evaluations")
 
 def output_path(output: Path | str | None, default: Path, run_path: Path, *, may_be_folder: bool = False) -> Path:
     """``output`` (None: ``default``) checked as a place to write; ``may_be_folder``: the
-    output is itself a folder (a zarr store), so an existing folder is replaced, not refused."""
+    output is itself a folder (a zarr store), so an existing zarr store is replaced, not refused
+    (any other folder is)."""
     if output is None:
         return Path(default)
     if str(output).strip() == "":
@@ -33,6 +34,10 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
     if output.is_dir() and not may_be_folder:
         raise DseError("is a folder; give a file name", field="--output", value=str(output),
                        allowed=f"a file path, e.g. {output / Path(default).name}")
+    if output.is_dir() and not is_zarr_store(output):  # a zarr store replaces what is there
+        raise DseError("is a folder that is not a zarr store: exporting there would replace everything in it",
+                       field="--output", value=str(output),
+                       allowed=f"a new path, or a zarr store to replace, e.g. {output / Path(default).name}")
     for parent in output.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
