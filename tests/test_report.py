@@ -228,6 +228,61 @@ def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, mon
         plt.close(fig)
 
 
+def test_plot_axes_read_in_readable_units():
+    """Joules up to 3e11 read in GJ, seconds up to 6.5e4 in hours: ticks like "120 GJ" and
+    "18 h", not an offset of 1e11 J; units without larger ones are left as they are."""
+    from dse.outputs.scale import readable
+
+    assert readable("J", 3.1e11) == (1e9, "GJ") and readable("J", 999.0) == (1.0, "J")
+    assert readable("W", 6.3e4) == (1e3, "kW") and readable("s", 6.5e4) == (3600.0, "h")
+    assert readable("s", 1e8) == (86_400.0, "days") and readable("s", 100.0) == (1.0, "s")
+    assert readable("s", 500.0) == (60.0, "min") and readable("K", 1e6) == (1.0, "K")
+    assert readable("J", float("nan")) == (1.0, "J")
+
+
+def test_plot_shows_readable_units_and_four_objectives_in_rows_of_three(quickstart):
+    import matplotlib.pyplot as plt
+
+    from dse.outputs import plot
+    from dse.results import open_results
+
+    run = open_results(quickstart)
+    objectives = ["energy_to_train_j", "time_to_train_s", "facility_peak_power_w", "mfu"]
+    with run.open_dataset(front=False) as ev:
+        fig = plot.front_figure(ev, run.front, objectives)
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert len(panels) == 6 and len({round(ax.get_position().y0, 3) for ax in panels}) == 2
+        first = panels[0]
+        assert first.get_xlabel().endswith("[GJ]") and first.get_ylabel().endswith("[days]"), \
+            (first.get_xlabel(), first.get_ylabel())
+        energy_gj = run.front["energy_to_train_j"].values / 1e9
+        drawn = np.concatenate([c.get_offsets()[:, 0] for c in first.collections])
+        assert np.isin(np.round(energy_gj, 9), np.round(drawn, 9)).all()  # the front, in GJ
+        assert "2-D view of the 4-objective front" in fig._suptitle.get_text()
+        plt.close(fig)
+
+
+def test_plot_of_a_study_that_keeps_only_its_front_counts_every_evaluation(tmp_path):
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study.update(execution={"workers": 0}, output={"path": str(tmp_path / "out"), "keep": "front"})
+    assert run_cli("run", str(write_study(tmp_path, study)), "--quiet").returncode == 0
+    proc = run_cli("plot", str(tmp_path / "out"), "-o", str(tmp_path / "front.png"))
+    assert proc.returncode == 0, proc.stderr
+    import matplotlib.pyplot as plt
+
+    from dse.outputs.plot import front_figure, whole_run_counts
+    from dse.results import open_results
+
+    run = open_results(tmp_path / "out")
+    with run.open_dataset(front=False) as ev:
+        n, n_ok = whole_run_counts(run, ev)
+        assert ev.sizes["candidate"] < n_ok < n == 400  # the dataset has the kept rows only
+        fig = front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"], counts=(n, n_ok))
+    title = fig._suptitle.get_text()
+    plt.close(fig)
+    assert f"of {n:,} evaluations; {n_ok:,} feasible; only the front kept" in title, title
+
+
 def test_scan_reads_in_slices_and_keeps_a_bounded_uniform_sample(quickstart):
     from dse.outputs.scan import density, scan
     from dse.pareto import infeasibility_summary

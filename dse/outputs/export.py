@@ -20,7 +20,13 @@ import xarray as xr
 
 from dse.datasets import columns, display_unit, to_table
 from dse.errors import DseError
-from dse.files import NETCDF_ENGINE, atomic_folder, atomic_path, atomic_write_text, names_a_file_type
+from dse.files import (
+    NETCDF_ENGINE,
+    atomic_folder,
+    atomic_path,
+    atomic_write_text,
+    names_a_file_type,
+)
 from dse.outputs.target import output_path
 from dse.results import open_results
 

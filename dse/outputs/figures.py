@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dse.outputs.plot import front_figure, save_figure
+from dse.outputs.plot import front_figure, save_figure, whole_run_counts
 
 FORMATS = ("png", "svg")
 
@@ -21,7 +21,8 @@ def write_static(report, stem: Path) -> list[Path]:
 
     written: list[Path] = []
     with report.run.open_dataset(front=False) as ev:
-        figures = {"front": front_figure(ev, report.front_ds, report.objectives)}
+        figures = {"front": front_figure(ev, report.front_ds, report.objectives,
+                                         counts=whole_run_counts(report.run, ev))}
     figures.update({"breakdown": _breakdown(report, plt), "parallel": _parallel(report, plt),
                     "hypervolume": _hypervolume(report, plt)})
     for name, fig in figures.items():

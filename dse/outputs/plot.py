@@ -11,15 +11,17 @@ import xarray as xr
 from dse.datasets import display_unit
 from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
+from dse.outputs.scale import readable
 from dse.outputs.scan import density, scan
 from dse.outputs.target import output_path
 
 SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
 
 
-def label(ds: xr.Dataset, name: str) -> str:
-    """``long name [unit]`` of a variable (no brackets when dimensionless or text)."""
-    unit = display_unit(ds[name])
+def label(ds: xr.Dataset, name: str, unit: str | None = None) -> str:
+    """``long name [unit]`` of a variable (no brackets when dimensionless or text); ``unit``:
+    the unit it is shown in, when not its own (:func:`~dse.outputs.scale.readable`)."""
+    unit = display_unit(ds[name]) if unit is None else unit
     long_name = ds[name].attrs.get("long_name", name)
     return f"{long_name} [{unit}]" if unit else long_name
 
@@ -36,12 +38,12 @@ def colour_parameter(front: xr.Dataset) -> str | None:
 
 
 def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str], path: Path,
-               *, formats: tuple[str, ...] = ("png",)) -> Path:
+               *, formats: tuple[str, ...] = ("png",), counts: tuple[int, int] | None = None) -> Path:
     """The front over every feasible evaluation, one panel per pair of objectives, written
     atomically (``path`` with each suffix of ``formats``); see :func:`front_figure`."""
     import matplotlib.pyplot as plt
 
-    fig = front_figure(evaluations, front, objectives)
+    fig = front_figure(evaluations, front, objectives, counts=counts)
     save_figure(fig, Path(path), formats)
     plt.close(fig)
     return Path(path)
@@ -57,11 +59,14 @@ def save_figure(fig, path: Path, formats: tuple[str, ...] = ("png",)) -> list[Pa
     return written
 
 
-def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str]):
+def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str],
+                 *, counts: tuple[int, int] | None = None):
     """Feasible evaluations (grey, or coloured by a categorical parameter) with the front on
     top, one panel per pair of objectives. Up to :data:`SCATTER_LIMIT` feasible evaluations
     are drawn point by point; beyond, as a density (2-D histogram), read in slices so that
-    time and memory stay bounded whatever the run's size. The front is always exact."""
+    time and memory stay bounded whatever the run's size. The front is always exact.
+    ``counts``: (evaluations, feasible) of the whole run, when ``evaluations`` holds only the
+    rows the study keeps (``output.keep``; :func:`dse.outputs.scan.log_tallies`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,7 +79,9 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     points = found.sample
     hist = density(evaluations, found, objectives) if dense else {}
     pairs = list(combinations(objectives, 2)) or [(objectives[0], objectives[0])]
-    fig, axes = plt.subplots(1, len(pairs), figsize=(6.4 * len(pairs), 4.8), squeeze=False)
+    ncols = min(len(pairs), 3)  # 4 objectives: 6 panels in 2 rows of 3, not one strip
+    nrows = -(-len(pairs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.8 * nrows), squeeze=False)
     if colour_by is None or dense:
         groups = ["all"]
         ev_group = np.full(len(points), "all")
@@ -84,33 +91,46 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
         fr_group = front[colour_by].values.astype(str)
         groups = sorted(set(ev_group) | set(fr_group))
     colours = {g: f"C{i}" for i, g in enumerate(groups)}
-    for ax, (x, y) in zip(axes[0], pairs, strict=True):
+    shown = {name: readable(display_unit(evaluations[name]), _largest(found, front, name)) for name in objectives}
+    for ax, (x, y) in zip(axes.flat, pairs, strict=False):
+        (fx, _), (fy, _) = shown[x], shown[y]
         if (x, y) in hist:
-            _draw_density(fig, ax, *hist[(x, y)])
+            x_edges, y_edges, cells = hist[(x, y)]
+            _draw_density(fig, ax, x_edges / fx, y_edges / fy, cells)
         for g in groups:
             if not dense:
                 m = ev_group == g
                 name = "feasible evaluations" if colour_by is None else f"{colour_by} = {g}"
-                ax.scatter(points[x].to_numpy()[m], points[y].to_numpy()[m], s=7, c=colours[g],
+                ax.scatter(points[x].to_numpy()[m] / fx, points[y].to_numpy()[m] / fy, s=7, c=colours[g],
                            alpha=0.25, linewidths=0, label=name, zorder=1)
             f = fr_group == g
             if f.any():
-                ax.scatter(front[x].values[f], front[y].values[f], s=30, zorder=3,
+                ax.scatter(front[x].values[f] / fx, front[y].values[f] / fy, s=30, zorder=3,
                            c=colours[g] if not dense else "C3", edgecolors="black", linewidths=0.6,
-                           label="Pareto front" if colour_by is None or dense else f"front: {g}")
+                           label="Pareto front" if colour_by is None or dense else f"front: {colour_by} = {g}")
         if len(objectives) == 2:
             order = np.argsort(front[x].values)
-            ax.plot(front[x].values[order], front[y].values[order], c="black", lw=0.8, zorder=2)
-        _style_axes(ax, evaluations, found, x, y)
-    how = f"{found.n_ok:,} feasible" + (", drawn as a density" if dense else "")
+            ax.plot(front[x].values[order] / fx, front[y].values[order] / fy, c="black", lw=0.8, zorder=2)
+        _style_axes(ax, evaluations, found, x, y, shown[x][1], shown[y][1])
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.set_visible(False)
+    n, n_ok = counts if counts is not None else (found.n, found.n_ok)
+    kept = str(evaluations.attrs.get("log_keeps", "all"))
+    how = f"{n_ok:,} feasible" + (", drawn as a density" if dense else "")
+    if counts is not None and kept != "all":
+        how += f"; only the {'feasible ones' if kept == 'feasible' else 'front'} kept (output.keep), drawn"
+    views = (f"\neach panel is a 2-D view of the {len(objectives)}-objective front: a front point that looks "
+             "dominated here is better in another objective") if len(objectives) > 2 else ""
     fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
-                 f"of {found.n:,} evaluations; {how})", fontsize=10)
+                 f"of {n:,} evaluations; {how}){views}", fontsize=10)
     # one legend for every panel, below them: inside a panel it hid front points
     handles, labels = axes[0][0].get_legend_handles_labels()
-    ncol = min(len(labels), 4 * len(pairs)) or 1
+    ncol = min(len(labels), 4 * ncols) or 1
     rows = -(-len(labels) // ncol)
-    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, min(0.05 * rows + 0.01, 0.3), 1, 1))
+    legend = fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    for handle in legend.legend_handles:  # the faint evaluations' markers, visible in the legend
+        handle.set_alpha(1)
+    fig.tight_layout(rect=(0, min((0.05 * rows + 0.01) / nrows, 0.3), 1, 1))
     return fig
 
 
@@ -127,16 +147,29 @@ def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
     ax.margins(0.03)
 
 
-def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str) -> None:
-    """Labels with units, log scales where the scan chose them, and a grid."""
-    from matplotlib.ticker import NullFormatter
+def _largest(found, front: xr.Dataset, name: str) -> float:
+    """The largest absolute value of ``name`` drawn: the feasible evaluations' and the front's."""
+    values = [abs(found.hi.get(name, np.nan)), abs(found.lo.get(name, np.nan))]
+    if name in front and front.sizes["candidate"]:
+        values.append(float(np.nanmax(np.abs(front[name].values.astype(float)))))
+    values = [v for v in values if np.isfinite(v)]
+    return max(values) if values else np.nan
 
-    ax.set_xlabel(label(evaluations, x))
-    ax.set_ylabel(label(evaluations, y))
+
+def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, x_unit: str, y_unit: str) -> None:
+    """Labels with the units shown, log scales where the scan chose them, and a grid."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xlabel(label(evaluations, x, x_unit))
+    ax.set_ylabel(label(evaluations, y, y_unit))
     for axis, name in (("x", x), ("y", y)):
         if found.log_scale(name):
             getattr(ax, f"set_{axis}scale")("log")
-            getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
+            along = getattr(ax, f"{axis}axis")
+            if found.hi[name] / found.lo_positive[name] < 300:  # under 2.5 decades: 1, 2, 5 x 10^k labelled
+                along.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+                along.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            along.set_minor_formatter(NullFormatter())
     ax.grid(True, alpha=0.3)
 
 
@@ -150,7 +183,19 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
     keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
     path, fmt = figure_path(output_path(output, run.path / "pareto.png", run.path), run.path / "pareto.png")
     with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
-        return plot_front(evaluations, front, objectives, path, formats=(fmt,))
+        return plot_front(evaluations, front, objectives, path, formats=(fmt,),
+                          counts=whole_run_counts(run, evaluations))
+
+
+def whole_run_counts(run, evaluations: xr.Dataset) -> tuple[int, int] | None:
+    """(evaluations, feasible) of the whole run from its log, when the evaluations dataset
+    holds only the rows the study keeps (``output.keep``); None when it holds every row."""
+    if str(evaluations.attrs.get("log_keeps", "all")) == "all":
+        return None
+    from dse.outputs.scan import log_tallies
+
+    n, n_ok, _, _ = log_tallies(run.store.log_files(), run.study)
+    return n, n_ok
 
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
