@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 
 from dse.analytic import declarations
@@ -75,3 +76,29 @@ def test_capacity_is_read_in_gib_as_vendors_size_hbm():
 
     hw = hardware.lookup(np.array(["H100-SXM", "MI300X"], dtype=object), np.array(["bf16", "bf16"], dtype=object))
     assert hw.hbm_bytes[0] == 80 * 2**30 and hw.hbm_bytes[1] == 192 * 2**30
+
+
+def test_the_memory_outputs_are_in_the_unit_of_the_capacity_they_are_checked_against():
+    """A candidate fits exactly when memory_per_accelerator_gb <= the part's hbm_gb (both
+    GiB): a study's `memory_per_accelerator_gb <= 80` is "fits an 80 GB card" (in 10^9 B, a
+    candidate of 85 GB was feasible on an H100 and the constraint refused it)."""
+    from dse.analytic.evaluator import AnalyticEvaluator
+    from dse.analytic.time import hardware
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    table = pd.DataFrame({
+        "model": rng.choice(["llama2-7b", "llama2-13b", "llama3-70b", "gpt3-175b"], n),
+        "accelerator": rng.choice(["A100-80GB", "H100-SXM", "MI300X"], n),
+        "num_accelerators": 64, "tensor_parallel": rng.choice([1, 2, 4, 8], n),
+        "pipeline_parallel": rng.choice([1, 2, 4, 8], n), "micro_batch_size": rng.choice([1, 2, 4, 8], n),
+        "global_batch_size": 512, "recompute": rng.choice(["none", "selective", "full"], n),
+        "zero_stage": rng.choice([0, 1], n)})
+    out = AnalyticEvaluator().evaluate(table)
+    assert AnalyticEvaluator().metrics["memory_per_accelerator_gb"].unit == "GiB"
+    capacity = {a: hardware.catalog()[a]["hbm_gb"] for a in ("A100-80GB", "H100-SXM", "MI300X")}
+    cap = table["accelerator"].map(capacity).to_numpy()
+    memory_only = out["reason"].isin(["", "does not fit in accelerator memory"]).to_numpy()
+    fits = out["memory_per_accelerator_gb"].to_numpy() <= cap
+    assert memory_only.sum() > 1000 and 0.1 < fits[memory_only].mean() < 0.9
+    np.testing.assert_array_equal(out["feasible"].to_numpy()[memory_only], fits[memory_only])

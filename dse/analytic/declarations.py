@@ -162,11 +162,13 @@ TIME_METRICS: list[Metric] = [
     Metric("tokens_per_s", "tokens/s", "training throughput"),
     Metric("mfu", "1", "model FLOPs utilisation (against the peak at the candidate's matmul precision: "
                        "for fp8 rows the fp8 peak)"),
-    Metric("memory_per_accelerator_gb", "GB", "memory per accelerator on the most loaded pipeline stage"),
-    Metric("weights_memory_gb", "GB", "weights per accelerator"),
-    Metric("gradients_memory_gb", "GB", "gradients per accelerator"),
-    Metric("optimizer_memory_gb", "GB", "optimizer state per accelerator"),
-    Metric("activations_memory_gb", "GB", "activations per accelerator"),
+    # GiB (2^30 B), the unit of a part's capacity ("80 GB" H100: 80 GiB) and of nvidia-smi and
+    # PyTorch: `memory_per_accelerator_gb <= 80` is "fits an 80 GB card"
+    Metric("memory_per_accelerator_gb", "GiB", "memory per accelerator on the most loaded pipeline stage"),
+    Metric("weights_memory_gb", "GiB", "weights per accelerator"),
+    Metric("gradients_memory_gb", "GiB", "gradients per accelerator"),
+    Metric("optimizer_memory_gb", "GiB", "optimizer state per accelerator"),
+    Metric("activations_memory_gb", "GiB", "activations per accelerator"),
     Metric("parameters", "1", "model parameters (every expert)"),
     Metric("active_parameters", "1", "parameters one token uses (routed experts: its top-k only)"),
     Metric("data_parallel", "1", "data-parallel degree"),

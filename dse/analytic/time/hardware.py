@@ -179,7 +179,7 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         SCALEUP_TOPOLOGIES.index(hw["scaleup_topology"]),
         hw["scaleup_domain"],
         hw["compute_units"],
-        hw["memory_reserved_gb"] * 1e9,
+        hw["memory_reserved_gb"] * GIB,
         0.0 if peak is None else 1.0,
         1.0 if prec == "fp8" else 0.0,
         *(float(cal[f]) for f in CALIBRATION_FIELDS),

@@ -180,9 +180,10 @@ def _result(t, mem, hw, steps, tokens_iter, model_flops, n, params, lay, clock, 
         bubble_time_s=t.bubble_s, optimizer_time_s=t.optimizer_s, steps_to_train=steps,
         tokens_to_train=steps * tokens_iter, tokens_per_s=tokens_iter / t.step_s,
         mfu=model_flops / (t.step_s * n * hw.peak_flops),
-        memory_per_accelerator_gb=mem.total_bytes / 1e9, weights_memory_gb=mem.weights_bytes / 1e9,
-        gradients_memory_gb=mem.gradients_bytes / 1e9, optimizer_memory_gb=mem.optimizer_bytes / 1e9,
-        activations_memory_gb=mem.activations_bytes / 1e9, parameters=params[0], active_parameters=params[1],
+        # GiB, as the capacity (hardware.GIB) and as nvidia-smi and PyTorch count
+        memory_per_accelerator_gb=mem.total_bytes / hardware.GIB, weights_memory_gb=mem.weights_bytes / hardware.GIB,
+        gradients_memory_gb=mem.gradients_bytes / hardware.GIB, optimizer_memory_gb=mem.optimizer_bytes / hardware.GIB,
+        activations_memory_gb=mem.activations_bytes / hardware.GIB, parameters=params[0], active_parameters=params[1],
         data_parallel=lay["data_parallel"], reason=REASON_TEXT[codes], reason_code=codes, hw=hw,
         clock_mhz=clock, breakdown=t, memory=mem, num_accelerators=n, model_flops=model_flops,
         micro_batches=lay["micro_batches"], scaleup_size=scaleup_size)

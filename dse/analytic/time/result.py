@@ -48,11 +48,11 @@ class TimeResult:
     tokens_to_train: np.ndarray             # tokens
     tokens_per_s: np.ndarray                # tokens/s
     mfu: np.ndarray                         # 1
-    memory_per_accelerator_gb: np.ndarray   # GB
-    weights_memory_gb: np.ndarray           # GB
-    gradients_memory_gb: np.ndarray         # GB
-    optimizer_memory_gb: np.ndarray         # GB
-    activations_memory_gb: np.ndarray       # GB
+    memory_per_accelerator_gb: np.ndarray   # GiB
+    weights_memory_gb: np.ndarray           # GiB
+    gradients_memory_gb: np.ndarray         # GiB
+    optimizer_memory_gb: np.ndarray         # GiB
+    activations_memory_gb: np.ndarray       # GiB
     parameters: np.ndarray                  # 1, every parameter (all experts)
     active_parameters: np.ndarray           # 1, the parameters one token uses (= parameters when dense)
     data_parallel: np.ndarray               # 1
