@@ -164,7 +164,19 @@ def test_show_fits_80_columns_with_every_name_and_unit(quickstart):
     for name in ("energy_to_train_j", "time_to_train_s", "peak_junction_temp_c", "memory_per_accelerator_gb",
                  "accelerator", "num_accelerators", "global_batch_size", "clock_fraction", "tensor_parallel"):
         assert re.search(rf"\b{name}\b", names), name
-    assert units.count("[") == 9 and all(u in units for u in ("[J]", "[s]", "[degC]", "[GB]", "[sequences]", "[-]"))
+    assert units.count("[") == 9 and all(u in units for u in ("[J]", "[s]", "[degC]", "[GiB]", "[sequences]", "[-]"))
+
+
+def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):
+    """A log or a batch job's output: COLUMNS sets the width of every command's tables (160
+    without it, so that a progress line stays whole)."""
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study = write_study(tmp_path, {**study, "output": str(tmp_path / "out")})
+    for args in (("status", str(quickstart)), ("validate", str(study)), ("describe",)):
+        narrow = run_cli(*args, env={"COLUMNS": "100"})
+        assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 100, (args, narrow.stdout)
+    wide = run_cli("describe", env={"COLUMNS": ""})
+    assert max(map(len, wide.stdout.splitlines())) == 160
 
 
 def test_show_sorts_by_any_column(toy):

@@ -8,6 +8,7 @@ what is allowed, and exit code 2; never a Python traceback.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -32,9 +33,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, soft_wrap=True,  # never break a message or a path across lines
-              width=None if sys.stderr.isatty() else 160)  # piped: the progress line whole
+
+
+def _width(stream) -> int | None:
+    """A terminal's width, or ``COLUMNS`` where set (a log, a batch job's output); else 160
+    when piped, so that a progress line stays whole."""
+    return None if stream.isatty() or os.environ.get("COLUMNS") else 160
+
+
+out = Console(width=_width(sys.stdout))
+err = Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))  # never break a message or a path
 
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
 ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
@@ -477,12 +485,9 @@ def show(
     plot: Annotated[bool | None, typer.Option("--plot/--no-plot", help="a terminal plot of the front (default: when the terminal is wide enough)")] = None,
 ) -> None:
     """Print the Pareto front as a table with units, sorted by any column, and a small plot."""
-    import os
-
     from dse.outputs.show import show_front
 
-    console = out if sys.stdout.isatty() or not os.environ.get("COLUMNS") else Console()  # COLUMNS wins
-    show_front(results, console, sort=sort, descending=descending, limit=limit, plot=plot)
+    show_front(results, out, sort=sort, descending=descending, limit=limit, plot=plot)
 
 
 @app.command()
