@@ -179,6 +179,18 @@ def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):
     assert max(map(len, wide.stdout.splitlines())) == 160
 
 
+def test_status_marks_the_batches_it_leaves_out(quickstart, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(quickstart, out)
+    state = json.loads((out / "state.json").read_text())
+    state["history"] = [{**state["history"][0], "batch": b} for b in range(40)]
+    (out / "state.json").write_text(json.dumps(state))
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 0, proc.stderr
+    shown = [int(m) for m in re.findall(r"^│\s+(\d+) │", proc.stdout, flags=re.M)]
+    assert shown == [*range(5), *range(15, 40)] and "(10 batches not shown)" in proc.stdout, proc.stdout
+
+
 def test_show_sorts_by_any_column(toy):
     for args, key in ((["--sort", "f2"], "f2"), (["--sort", "x", "--descending"], "x")):
         proc = run_cli("show", str(toy), "--no-plot", *args)

@@ -78,8 +78,11 @@ def show_status(results: Path, console: Console) -> None:
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),
                           ("front_size", ""), ("hypervolume", ""), ("seconds", "s")):
             t.add_column(escape(f"{col} [{unit}]") if unit else col, justify="right")  # [s] is not markup
-        rows = history if len(history) <= 30 else history[:5] + history[-25:]
+        rows = history if len(history) <= 30 else [*history[:5], None, *history[-25:]]
         for r in rows:
+            if r is None:  # the batches between the first five and the last 25
+                t.add_row("…", f"({len(history) - 30} batches not shown)", *[""] * 5)
+                continue
             t.add_row(str(r["batch"]), str(r.get("evaluations", "")), str(r.get("feasible", "")),
                       str(r.get("failed", 0)), str(r.get("front_size", "")), f"{r.get('hypervolume', 0.0):.4f}",
                       f"{r.get('seconds', 0):.2f}")

@@ -27,22 +27,27 @@ class StopPrograms(WorkerPlugin):
         stop_children()
 
 
-class SchedulerGone:
-    """A logging filter that drops distributed's "Failed to communicate with scheduler during
-    heartbeat" record (a traceback). On a local cluster the scheduler lives in the run's own
-    process: it goes only when the run stops, which says so itself, and a worker whose
-    heartbeat fired between the scheduler's close and its own (on a busy machine) printed
-    that traceback after the run's one-line message."""
+class ClosingNoise:
+    """A logging filter for what a worker logs while the cluster closes: distributed's
+    "Failed to communicate with scheduler during heartbeat" (a traceback) and "Async
+    instruction ... ended with CancelledError" (a task cancelled by ``Worker.close``). On a
+    local cluster the scheduler lives in the run's own process and goes only when the run
+    stops, which says so itself; on a busy machine a worker printed these after the run's
+    one-line message. ``LOGGERS``: where each is logged."""
 
-    MARK = "Failed to communicate with scheduler during heartbeat"
+    LOGGERS = {"distributed.worker": "Failed to communicate with scheduler during heartbeat",
+               "distributed.worker.state_machine": "ended with CancelledError"}
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
 
     def filter(self, record) -> bool:
-        return self.MARK not in record.getMessage()
+        return self.mark not in record.getMessage()
 
 
 class LeaveSignalsToTheRun(WorkerPlugin):
-    """On a local cluster's worker: ignore SIGINT, and leave the scheduler's going unsaid
-    (:class:`SchedulerGone`). Ctrl-C in a terminal reaches the whole
+    """On a local cluster's worker: ignore SIGINT, and leave the cluster's closing unsaid
+    (:class:`ClosingNoise`). Ctrl-C in a terminal reaches the whole
     process group; the run that started the cluster stops it, and a worker's own
     KeyboardInterrupt would only print a traceback. A forked worker already keeps the run's
     noting handler (:func:`dse.signals.deferred`); a spawned one (an evaluator that is not
@@ -55,8 +60,9 @@ class LeaveSignalsToTheRun(WorkerPlugin):
         import signal
         import threading
 
-        heartbeat = logging.getLogger("distributed.worker")
-        if not any(isinstance(f, SchedulerGone) for f in heartbeat.filters):
-            heartbeat.addFilter(SchedulerGone())
+        for name, mark in ClosingNoise.LOGGERS.items():
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, ClosingNoise) for f in logger.filters):
+                logger.addFilter(ClosingNoise(mark))
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
