@@ -64,7 +64,7 @@ class RangeSpec(_Strict):
     def _ordered(self) -> RangeSpec:
         low, high = self.range
         if not low <= high:
-            raise ValueError(f"range must be [low, high] with low <= high, got [{low}, {high}]")
+            raise ValueError("range must be [low, high] with low <= high")
         return self
 
 
@@ -79,7 +79,7 @@ class LogSpec(_Strict):
     def _valid(self) -> LogSpec:
         low, high = self.log
         if not 0 < low <= high:
-            raise ValueError(f"log range must be [low, high] with 0 < low <= high, got [{low}, {high}]")
+            raise ValueError("log range must be [low, high] with 0 < low <= high")
         if (self.base is None) == (self.num is None):
             raise ValueError("a log range needs exactly one of 'base' (e.g. 2) or 'num' (point count)")
         return self
