@@ -29,7 +29,7 @@ CONVENTIONS = "CF-1.11"
 #: unit labels evaluators use that UDUNITS-2 does not parse, and what the datasets write.
 #: Counted things (tokens, sequences, steps) and money are dimensionless to UDUNITS.
 CF_UNITS = {
-    "": "1", "GB": "Gbyte", "GB/s": "Gbyte/s", "MWh": "MW h", "kWh": "kW h",
+    "": "1", "GB": "Gbyte", "GiB": "1073741824 byte", "GB/s": "Gbyte/s", "MWh": "MW h", "kWh": "kW h",
     "tokens": "1", "sequences": "1", "steps": "1", "nats/token": "1", "bit/token": "bit",
     "tokens/s": "s-1", "tokens/J": "J-1",
     "USD": "1", "USD/h": "h-1", "USD/kWh": "1/(kW h)", "kg/kWh": "kg/(kW h)",

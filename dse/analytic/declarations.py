@@ -164,7 +164,7 @@ TIME_METRICS: list[Metric] = [
                        "for fp8 rows the fp8 peak)"),
     # GiB (2^30 B), the unit of a part's capacity ("80 GB" H100: 80 GiB) and of nvidia-smi and
     # PyTorch: `memory_per_accelerator_gb <= 80` is "fits an 80 GB card"
-    Metric("memory_per_accelerator_gb", "GiB", "memory per accelerator on the most loaded pipeline stage"),
+    Metric("memory_per_accelerator_gb", "GiB", "memory per accelerator on the most loaded pipeline stage (a mixed fleet: the fuller type's)"),
     Metric("weights_memory_gb", "GiB", "weights per accelerator"),
     Metric("gradients_memory_gb", "GiB", "gradients per accelerator"),
     Metric("optimizer_memory_gb", "GiB", "optimizer state per accelerator"),
@@ -220,7 +220,7 @@ ENERGY_METRICS: list[Metric] = [
     Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
     Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),
     Metric("avg_power_per_accelerator_w", "W", "average power per accelerator while it trains (iterations and checkpoint writes; restarts after interruptions excluded)"),
-    Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator"),
+    Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator (a mixed fleet: the larger of its two types')"),
     Metric("facility_avg_power_w", "W", "average facility power"),
     Metric("facility_peak_power_w", "W", "peak facility power"),
     Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases"),
@@ -235,7 +235,7 @@ ENERGY_METRICS: list[Metric] = [
     Metric("power_capped", "bool", "clock lowered to meet the power cap (the input, at most the TDP; the "
                                    "temperature may then lower it further: throttled)"),
     Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
-    Metric("peak_junction_temp_c", "degC", "peak junction temperature"),
+    Metric("peak_junction_temp_c", "degC", "peak junction temperature (a mixed fleet: the hotter type's)"),
     Metric("mean_junction_temp_c", "degC", "time-averaged junction temperature"),
     Metric("junction_temp_swing_c", "degC", "junction temperature swing within an iteration"),
     Metric("max_junction_temp_rate_c_per_s", "degC/s", "largest junction temperature rate of change"),
