@@ -73,6 +73,50 @@ def test_report_says_when_it_draws_a_sample(quickstart, tmp_path):
     assert 0 < drawn <= 50
 
 
+def test_report_front_axes_fit_the_feasible_candidates_in_readable_units(quickstart):
+    """Infeasible candidates far out stretched the axes until the front sat in a corner; the
+    "best per objective" markers were one shape; energies read in J with a 1e11 offset."""
+    from dse.outputs.report import Report
+    from dse.results import open_results
+
+    page = Report(open_results(quickstart))
+    fig = page.front_figures()[0]
+    feasible = page.dominated["energy_to_train_j"].to_numpy()
+    assert fig.layout.xaxis.title.text == "energy_to_train_j [GJ]" and fig.layout.xaxis.type == "linear"
+    lo, hi = fig.layout.xaxis.range
+    energies_gj = np.concatenate([feasible, page.front["energy_to_train_j"].to_numpy()]) / 1e9
+    span = energies_gj.max() - energies_gj.min()
+    assert energies_gj.min() - 0.05 * span < lo < energies_gj.min() < energies_gj.max() < hi < energies_gj.max() + 0.05 * span
+    assert fig.layout.yaxis.title.text == "time_to_train_s [days]" and fig.layout.yaxis.type == "log"
+    symbols = [t.marker.symbol for t in fig.data if t.name.startswith("best ") and t.name != "best for η"]
+    assert len(symbols) == 2 and len(set(symbols)) == 2
+    front = next(t for t in fig.data if t.name == "Pareto front")
+    assert np.nanmax(front.x) < 1e3  # drawn in GJ
+
+
+def test_report_states_what_to_trust_and_lists_the_whole_front(tmp_path):
+    """An approximate front and a front on accelerators whose numbers are estimated say so;
+    every front point is in a table, objectives first, in the figures' units."""
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study["space"]["accelerator"] = ["B200", "H100-SXM"]
+    study.update(execution={"workers": 0}, output=str(tmp_path / "out"),
+                 search={"algorithm": "random", "budget": 60, "seed": 1})
+    assert run_cli("run", str(write_study(tmp_path, study)), "--quiet").returncode == 0
+    proc = run_cli("report", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "The front is approximate" in page
+    assert re.search(r"\d+% of the front runs on accelerator B200, whose model numbers are estimated", page)
+    table = page[page.index('<table id="front">'):]
+    table = table[:table.index("</table>")]
+    with xr.open_dataset(tmp_path / "out" / "pareto.nc") as front:
+        n = int(front.sizes["candidate"])
+    assert table.count("<tr>") == n + 1
+    assert table.index("energy_to_train_j") < table.index("accelerator")
+    proc = run_cli("report", str(tmp_path / "out"), "-o", str(tmp_path / "report.png"))
+    assert proc.returncode == 2 and "the report is an HTML page, not a .png file" in proc.stderr
+
+
 def test_report_of_an_evaluator_without_breakdown(toy, tmp_path):
     page = tmp_path / "toy.html"
     assert run_cli("report", str(toy), "-o", str(page)).returncode == 0
@@ -139,7 +183,7 @@ def test_report_in_a_real_browser(report, quickstart):
         (r0, x0), (r1, x1) = choose(0.0), choose(1.0)
         assert (r0, r1) == (w.best(0.0), w.best(1.0)) and r0 != r1  # the highlight follows η
         assert x0 != x1
-        assert x1 == pytest.approx(float(run.front["energy_to_train_j"].min()))  # η = 1: least energy
+        assert x1 == pytest.approx(float(run.front["energy_to_train_j"].min()) / 1e9)  # η = 1: least energy, in GJ
         fetched = driver.execute_script("return performance.getEntriesByType('resource').map(r => r.name);")
         assert all(u.startswith(("file:", "data:", "blob:")) for u in fetched), fetched  # no network
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

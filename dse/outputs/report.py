@@ -23,9 +23,11 @@ import numpy as np
 import pandas as pd
 
 from dse.datasets import to_table, unit_label
-from dse.files import atomic_path
+from dse.errors import DseError
+from dse.files import atomic_path, names_a_file_type
 from dse.outputs import selection as sel
 from dse.outputs.plot import colour_parameter
+from dse.outputs.scale import readable
 from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.show import format_cell
 from dse.outputs.target import output_path
@@ -41,6 +43,10 @@ def report_results(results: Path, output: Path | None = None, *, sample_size: in
     """Write ``report.html`` (and with ``static`` its figures as PNG and SVG beside it)."""
     run = open_results(results)
     page = Report(run, sample_size=sample_size)
+    if output is not None and Path(output).suffix.lower() not in (".html", ".htm") and names_a_file_type(
+            Path(output).suffix):
+        raise DseError(f"the report is an HTML page, not a {Path(output).suffix} file", field="--output",
+                       value=str(output), allowed="a name ending in .html (dse plot draws .png, .svg or .pdf)")
     output = output_path(output, run.path / "report.html", run.path)
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp:
@@ -85,6 +91,35 @@ class Report:
         ok = s["meets_constraints"].to_numpy(bool) if "meets_constraints" in s else np.ones(len(s), bool)
         on_front = s["key"].astype(str).isin(keys).to_numpy() if "key" in s else np.zeros(len(s), bool)
         self.dominated, self.infeasible = s[ok & ~on_front], s[~ok]
+        #: objective -> (divisor, unit) it is drawn in (:func:`~dse.outputs.scale.readable`)
+        self.shown = {m: readable(self.unit(m), self._largest(m)) for m in self.objectives}
+
+    def _largest(self, name: str) -> float:
+        values = [abs(self.scan.lo.get(name, np.nan)), abs(self.scan.hi.get(name, np.nan))]
+        if name in self.front and len(self.front):
+            values.append(float(np.nanmax(np.abs(self.front[name].to_numpy(float)))))
+        values = [v for v in values if np.isfinite(v)]
+        return max(values) if values else np.nan
+
+    def _axis(self, name: str) -> dict:
+        """A front figure's axis: title in the unit shown; range over the feasible candidates
+        and the front (infeasible ones far out would squeeze the front into a corner: they
+        stay drawn, outside the view, and plotly's autoscale button shows them)."""
+        factor, unit = self.shown[name]
+        lo = [self.scan.lo.get(name, np.nan)]
+        hi = [self.scan.hi.get(name, np.nan)]
+        if name in self.front and len(self.front):
+            v = self.front[name].to_numpy(float)
+            lo.append(np.nanmin(v))
+            hi.append(np.nanmax(v))
+        lo, hi = np.nanmin(lo) / factor, np.nanmax(hi) / factor
+        log = self.scan.log_scale(name)
+        axis = dict(title=f"{name} [{unit}]" if unit else name, type="log" if log else "linear")
+        if np.isfinite(lo) and np.isfinite(hi) and (not log or lo > 0):
+            a, b = (np.log10(lo), np.log10(hi)) if log else (lo, hi)
+            pad = 0.04 * (b - a) if b > a else (0.1 if log else max(abs(a) * 0.05, 1e-12))
+            axis["range"] = [float(a - pad), float(b + pad)]
+        return axis
 
     # -- labels --------------------------------------------------------------------------------
     def unit(self, name: str) -> str:
@@ -126,8 +161,8 @@ class Report:
         parts = []
         for c in cols:
             v = df[c].to_numpy()
-            txt = [f"{x:.4g}" for x in v] if v.dtype.kind == "f" else [str(x) for x in v]
-            u = self.unit(c)
+            factor, u = self.shown.get(c, (1.0, self.unit(c)))
+            txt = [f"{x / factor:.4g}" for x in v] if v.dtype.kind == "f" else [str(x) for x in v]
             parts.append([f"{c}: {t}{' ' + u if u else ''}" for t in txt])
         return ["<br>".join(row) for row in zip(*parts, strict=True)] if parts else []
 
@@ -139,40 +174,41 @@ class Report:
         fhover = self._hover(self.front)
         figs = []
         for x, y in pairs:
+            (fx, _), (fy, _) = self.shown[x], self.shown[y]
             fig = go.Figure()
             for df, name, style in ((self.infeasible, "infeasible (sample)" if not self.scan.sampled_all else "infeasible",
                                      dict(color="#d62728", symbol="x", size=5, opacity=0.25)),
                                     (self.dominated, "dominated (sample)" if not self.scan.sampled_all else "dominated",
                                      dict(color="#7f7f7f", size=5, opacity=0.3))):
                 d = df[np.isfinite(df[x].to_numpy(float)) & np.isfinite(df[y].to_numpy(float))]
-                fig.add_trace(go.Scatter(x=d[x], y=d[y], mode="markers", name=f"{name}: {len(d):,}",
+                fig.add_trace(go.Scatter(x=d[x] / fx, y=d[y] / fy, mode="markers", name=f"{name}: {len(d):,}",
                                          marker=style, text=self._hover(d),
                                          hovertemplate="%{text}<extra>" + name + "</extra>"))
             for i, g in enumerate(groups):
                 m = (self.front[self.colour_by].astype(str) == g).to_numpy() if self.colour_by else \
                     np.ones(len(self.front), bool)
                 fig.add_trace(go.Scatter(
-                    x=self.front[x][m], y=self.front[y][m], mode="markers",
+                    x=self.front[x][m] / fx, y=self.front[y][m] / fy, mode="markers",
                     name=f"front: {self.colour_by} = {g}" if self.colour_by else "Pareto front",
                     marker=dict(size=9, color=COLOURS[i % len(COLOURS)], line=dict(width=1, color="black")),
                     text=[t for t, keep in zip(fhover, m, strict=True) if keep],
                     hovertemplate="%{text}<extra>front</extra>"))
             for name, idx, symbol in [("knee", self.knee, "star"),
-                                      *[(f"best {m}", i, "diamond") for m, i in self.best.items()]]:
+                                      *[(f"best {m}", i, BEST_SYMBOLS[k % len(BEST_SYMBOLS)])
+                                        for k, (m, i) in enumerate(self.best.items())]]:
                 fig.add_trace(go.Scatter(
-                    x=[self.front[x].iloc[idx]], y=[self.front[y].iloc[idx]], mode="markers", name=name,
+                    x=[self.front[x].iloc[idx] / fx], y=[self.front[y].iloc[idx] / fy], mode="markers", name=name,
                     marker=dict(size=16, symbol=symbol, color="rgba(0,0,0,0)", line=dict(width=2, color="black")),
                     text=[fhover[idx]], hovertemplate="%{text}<extra>" + name + "</extra>"))
             i = self.weighting.best(0.5)
             fig.add_trace(go.Scatter(
-                x=[self.front[x].iloc[i]], y=[self.front[y].iloc[i]], mode="markers", name="best for η",
+                x=[self.front[x].iloc[i] / fx], y=[self.front[y].iloc[i] / fy], mode="markers", name="best for η",
                 marker=dict(size=22, symbol="circle-open", color="#ff7f0e", line=dict(width=3)),
                 text=[fhover[i]], hovertemplate="%{text}<extra>best for η</extra>"))
             fig.update_layout(
                 template="plotly_white", height=480, margin=dict(l=60, r=20, t=40, b=50),
                 title=f"{x} against {y}", legend=dict(font=dict(size=10)),
-                xaxis=dict(title=self.label(x), type="log" if self.scan.log_scale(x) else "linear"),
-                yaxis=dict(title=self.label(y), type="log" if self.scan.log_scale(y) else "linear"))
+                xaxis=self._axis(x), yaxis=self._axis(y))
             figs.append(fig)
         return figs
 
@@ -270,7 +306,7 @@ class Report:
             summary=self._summary(), sampling=html.escape(self.sampling_note()),
             fronts="\n".join(divs["front"]), formula=html.escape(self.weighting.formula),
             choice=html.escape(self._choice_text(0.5)), choice_row=self.weighting.best(0.5),
-            selected=self._selected_table(),
+            selected=self._selected_table(), front_table=self._front_table(),
             breakdown="\n".join(divs.get("breakdown", [])) or self._no_breakdown(),
             parallel="\n".join(divs["parallel"]),
             hypervolume="\n".join(divs.get("hypervolume", [])) or "<p>No progress history in state.json.</p>",
@@ -279,31 +315,77 @@ class Report:
 
     def _summary(self) -> str:
         s, a = self.scan, self.front_ds.attrs
-        items = [("study", self.study.name), ("evaluator", f"{a.get('evaluator')} {a.get('evaluator_version')}"),
-                 ("search", self.run.state().get("algorithm", "?")), ("evaluations", f"{s.n:,}"),
+        front = str(a.get("front", ""))
+        items = [("study", self.study.name + (f": {self.study.description}" if self.study.description else "")),
+                 ("software", str(a.get("source", f"evaluator {a.get('evaluator')} {a.get('evaluator_version')}"))),
+                 ("fixed", str(a.get("fixed", "")) or "none"),
+                 ("search space", "; ".join(f"{n}: {_values(v)}" for n, v in self.study.space.items())),
+                 ("search", str(a.get("search", self.run.state().get("algorithm", "?")))),
+                 ("front", f"{front}: {a.get('front_detail')}" if front and a.get("front_detail") else front or "?"),
+                 ("evaluations", f"{s.n:,}"),
                  ("feasible and within constraints", f"{s.n_ok:,}"), ("failed", f"{s.n_failed:,}"),
                  ("on the front", f"{len(self.front):,}"),
                  ("objectives", ", ".join(f"{o.direction} {o.metric}" for o in self.study.objectives)),
                  ("constraints", "; ".join(str(c) for c in self.study.constraints) or "none")]
-        return "<dl>" + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items) + "</dl>"
+        listed = "<dl>" + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items) + "</dl>"
+        return listed + "".join(f'<p class="caveat">{html.escape(c)}</p>' for c in self.caveats())
+
+    def caveats(self) -> list[str]:
+        """What a reader must know before trusting the front: that it is approximate, and
+        which of its values the evaluator marks as estimated (an attribute ``*_estimated``
+        listing values, e.g. the analytic evaluator's accelerators without measured runs)."""
+        a, out = self.front_ds.attrs, []
+        if a.get("front") == "approximate":
+            out.append(f"The front is approximate: {a.get('front_detail', 'the search did not prove it')}. "
+                       "A larger budget, or `dse resume` with one, may still change it.")
+        for key, listed in a.items():
+            if not key.endswith("_estimated") or not isinstance(listed, str):
+                continue
+            estimated = {v.strip() for v in listed.split(",") if v.strip()}
+            for name in self.params:
+                found = sorted(estimated & set(self.front[name].astype(str)))
+                if found:
+                    share = self.front[name].astype(str).isin(found).mean()
+                    note = a.get(key.removesuffix("_estimated") + "_note", "")
+                    out.append(f"{share:.0%} of the front runs on {name} {', '.join(found)}, whose model numbers "
+                               f"are estimated, not fitted to measured runs" + (f" ({note})" if note else "") + ".")
+        return out
 
     def _row_text(self, i: int) -> str:
         r = self.front.iloc[i]
         p = ", ".join(f"{n}={format_cell(r[n])}" for n in self.params)
-        o = ", ".join(f"{n} {format_cell(r[n])} {self.unit(n)}".rstrip() for n in self.objectives)
+        o = ", ".join(f"{n} {format_cell(r[n] / self.shown[n][0])} {self.shown[n][1]}".rstrip()
+                      for n in self.objectives)
         return f"front #{i + 1}: {p}; {o}"  # numbered as `dse show` numbers the front (by the first objective)
 
     def _choice_text(self, eta: float) -> str:
         return f"η = {eta:.2f}: {self._row_text(self.weighting.best(eta))}"
 
     def _selected_table(self) -> str:
-        cols = [*self.params, *self.objectives]
+        cols = [*self.objectives, *self.params]  # the objectives first: a wide table scrolls
         head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit_cell(c))}</small></th>" for c in cols)
         body = "".join(
             f"<tr><td>{html.escape(name)}</td><td>{i + 1}</td>"
             + "".join(f"<td>{html.escape(format_cell(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
             for name, i in self.selected().items())
-        return f'<table id="selected"><tr><th>candidate</th><th>front #</th>{head}</tr>{body}</table>'
+        return f'<div class="wide"><table id="selected"><tr><th>candidate</th><th>front #</th>{head}</tr>{body}</table></div>'
+
+    def _front_table(self) -> str:
+        """Every front point (numbered as `dse show` numbers them) with its parameters and
+        objectives, objectives in the units the figures use."""
+        cols = [*self.objectives, *self.params]  # the objectives first: a wide table scrolls
+
+        def unit(c):
+            return f"[{self.shown[c][1]}]" if c in self.shown and self.shown[c][1] else self.unit_cell(c)
+
+        def cell(c, v):
+            return format_cell(v / self.shown[c][0] if c in self.shown else v)
+
+        head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(unit(c))}</small></th>" for c in cols)
+        body = "".join("<tr><td>" + str(i + 1) + "</td>"
+                       + "".join(f"<td>{html.escape(cell(c, self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
+                       for i in range(len(self.front)))
+        return f'<div class="wide"><table id="front"><tr><th>front #</th>{head}</tr>{body}</table></div>'
 
     def _no_breakdown(self) -> str:
         metrics = [m for ms in (*sel.ENERGY_PARTS.values(), *sel.TIME_PARTS.values()) for m in ms]
@@ -328,10 +410,20 @@ class Report:
         return {
             "a": _json_floats(self.weighting.a), "b": _json_floats(self.weighting.b),
             "text": [self._row_text(i) for i in range(len(self.front))],
-            "fronts": [{"div": d, "x": _json_floats(self.front[x]), "y": _json_floats(self.front[y])}
+            "fronts": [{"div": d, "x": _json_floats(self.front[x] / self.shown[x][0]),
+                        "y": _json_floats(self.front[y] / self.shown[y][0])}
                        for d, (x, y) in zip(front_divs, pairs, strict=True)],
             "breakdown": {"div": breakdown_div, "components": comps},
         }
+
+
+def _values(spec) -> str:
+    """A search-space entry in a few words: a list of values, or its range."""
+    if isinstance(spec, list):
+        return ", ".join(map(str, spec)) if len(spec) <= 8 else f"{len(spec)} values, {spec[0]} to {spec[-1]}"
+    if hasattr(spec, "model_dump"):
+        return ", ".join(f"{k} {v}" for k, v in spec.model_dump(exclude_none=True).items())
+    return str(spec)
 
 
 def _json_floats(values) -> list:
@@ -341,6 +433,8 @@ def _json_floats(values) -> list:
 
 
 
+#: the "best per objective" markers, one shape each (open, over the front's filled points)
+BEST_SYMBOLS = ["diamond", "square", "triangle-up", "triangle-down", "pentagon", "hexagon", "cross", "x"]
 COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e",
            "#d62728", "#7f7f7f"]
 
@@ -397,6 +491,8 @@ td, th {{ border: 1px solid #ddd; padding: .25em .5em; text-align: right; }}
 th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 #eta-box {{ background: #fff7ec; border: 1px solid #fdd49e; padding: .6em 1em; margin: 1em 0; }}
 #eta {{ width: 20em; vertical-align: middle; }}
+.wide {{ overflow-x: auto; max-height: 32em; overflow-y: auto; }}
+.caveat {{ background: #fdecea; border-left: 4px solid #d62728; padding: .4em .8em; }}
 </style>
 <script>{plotly}</script>
 </head><body>
@@ -413,6 +509,8 @@ th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 {fronts}
 <h2>Selected candidates</h2>
 {selected}
+<h2>Every point of the front</h2>
+{front_table}
 <h2>Where the energy and time go</h2>
 {breakdown}
 <h2>Parallel coordinates of the front</h2>
