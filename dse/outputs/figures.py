@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from dse.outputs.plot import front_figure, save_figure, whole_run_counts
+from dse.outputs.scale import readable
 
 FORMATS = ("png", "svg")
 
@@ -38,17 +39,20 @@ def _breakdown(report, plt):
     if not parts:
         return None
     named = {**report.selected(), "best for η = 0.5": report.weighting.best(0.5)}
-    fig, axes = plt.subplots(1, len(parts), figsize=(5.5 * len(parts), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(parts), figsize=(5.5 * len(parts) + 2.5, 4.2), squeeze=False)
     for ax, (title, table, unit) in zip(axes[0], parts, strict=True):
+        rows = list(named.values())
+        factor, shown = readable(unit, float(np.nanmax(table.to_numpy()[rows].sum(axis=1))))
         bottom = np.zeros(len(named))
         for k, comp in enumerate(table.columns):
-            v = table[comp].to_numpy()[list(named.values())]
+            v = table[comp].to_numpy()[rows] / factor
             ax.bar(range(len(named)), v, bottom=bottom, label=comp, color=f"C{k}")
             bottom += v
         ax.set_xticks(range(len(named)), list(named), rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel(f"{title} [{unit}]")
-        ax.legend(fontsize=7)
+        ax.set_ylabel(f"{title} [{shown}]")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside: on top it hid bars
         ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"{report.study.name}: where the energy and time of selected front points go", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -82,7 +86,7 @@ def _parallel(report, plt):
     ax.set_xticks(range(len(names)), [report.label(n) for n in names], rotation=20, ha="right", fontsize=8)
     ax.set_yticks([])
     ax.set_ylim(-0.12, 1.12)
-    ax.set_title(f"front, coloured by {report.objectives[0]}", fontsize=9)
+    ax.set_title(f"{report.study.name}: the front, coloured by {report.objectives[0]}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -95,6 +99,7 @@ def _hypervolume(report, plt):
             marker="o", ms=3)
     ax.set_xlabel("evaluations")
     ax.set_ylabel("hypervolume (normalised frame)")
+    ax.set_title(f"{report.study.name}: hypervolume against evaluations", fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig
