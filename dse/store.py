@@ -522,14 +522,15 @@ class ResultStore:
         """Every kept evaluation as one table, one row per distinct candidate. For small runs
         and tests: it holds the whole log in memory (the runner and the commands stream)."""
         self.check_log()
-        frames = [t.to_pandas() for _, t in self.scan()]
-        if not frames:
+        tables = [t for _, t in self.scan()]
+        if not tables:
             return pd.DataFrame()
-        df = pd.concat(frames, ignore_index=True)
-        df = df.drop_duplicates("key", keep="first")
-        if "kept" in df:
-            df = df[df["kept"]].drop(columns="kept")
-        return df.reset_index(drop=True)
+        table = pa.concat_tables(tables, promote_options="permissive")
+        first = ~pd.Series(table.column("key").to_numpy()).duplicated(keep="first").to_numpy()
+        if "kept" in table.column_names:  # kept rows only, filtered before pandas sees the cleared
+            first &= table.column("kept").to_numpy(zero_copy_only=False)  # cells: integers stay integers
+            table = table.drop_columns(["kept"])
+        return table.filter(pa.array(first)).to_pandas()
 
     # -- search state --------------------------------------------------------------------
     @property

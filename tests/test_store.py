@@ -95,8 +95,9 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     result = dse.run(dse.load_study(write_study(tmp_path, study)))
     with xr.open_dataset(finished / "pareto.nc") as full, xr.open_dataset(out / "pareto.nc") as kept:
         assert sorted(full["key"].values) == sorted(kept["key"].values)
-    with xr.open_dataset(out / "evaluations.nc") as ev:
+    with xr.open_dataset(out / "evaluations.nc") as ev, xr.open_dataset(finished / "evaluations.nc") as full:
         assert ev.attrs["log_keeps"] == keep
+        assert ev["y"].dtype == full["y"].dtype == np.int64  # not float: the cleared cells are gone
         assert (ev["meets_constraints"].values.astype(bool).all() if keep == "feasible"
                 else ev.sizes["candidate"] >= 11)
         assert ev.sizes["candidate"] < 66
