@@ -76,6 +76,7 @@ class _LoopState:
         self.hv = HypervolumeTracker(**state.get("hypervolume_frame", {}))
         self.batch_no = int(state.get("batch", 0))
         self.driver_state: dict | None = state.get("driver")
+        self.untold = 0  # evaluations in the log the driver was not told of (a stopped batch's)
         self._rebuild(store, study)
 
     def _rebuild(self, store: ResultStore, study: Study) -> None:
@@ -162,6 +163,9 @@ class Runner:
         run = _LoopState(store, study, store.load_state() or {})
         if run.driver_state is not None:
             self._call(driver, "restore", run.driver_state)
+            # rows of a batch the run was stopped in are in the log but not in the driver's count
+            # of evaluations: told with the first batch (it re-asks them; they are looked up)
+            run.untold = max(run.front.evaluations - (run.history[-1]["evaluations"] if run.history else 0), 0)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
             self._save_state(store, driver, run)
         total = self.plan.search.total
@@ -234,7 +238,8 @@ class Runner:
         rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
         self._call(driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study))
         seconds = time.perf_counter() - started
-        driver.observe_cost(seconds, len(todo))
+        driver.observe_cost(seconds, len(todo) + run.untold)
+        run.untold = 0
         record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)
         run.batch_no += 1

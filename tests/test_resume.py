@@ -134,6 +134,34 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
         assert a.attrs["front"] == b.attrs["front"] and a.attrs["polish_evaluations"] == b.attrs["polish_evaluations"]
 
 
+def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
+    """Rows a stopped batch wrote are in the log but not in the driver's saved count: on
+    resume they are looked up, and were never counted, so the driver never saw the space
+    used up and spent its whole budget asking for more, calling the front approximate."""
+    def study(out: Path, delay_s: float) -> Path:
+        path = _study(tmp_path, "nsga2", out, delay_s)
+        data = yaml.safe_load(path.read_text())
+        data["space"]["x"] = {"range": [0.0, 1.0], "step": 0.1}  # 88 candidates: all asked, then done
+        data["search"]["budget"] = 400
+        return write_study(tmp_path, data, name=f"{out.name}.yaml")
+
+    reference = tmp_path / "reference"
+    assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
+    out = tmp_path / "interrupted"
+    run = _start(study(out, 0.3))  # a batch of 20 takes 1.2 s: a group is written in its middle
+    deadline = time.monotonic() + 60
+    while not (_state(out).get("history") and rows_on_disk(out) > _state(out)["history"][-1]["evaluations"]):
+        assert run.poll() is None and time.monotonic() < deadline, "no batch was caught half-written"
+        time.sleep(0.02)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert run_cli("resume", str(out), "--quiet").returncode == 0
+    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a, \
+            xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b:
+        assert b.attrs["front"] == "exact" and a.attrs["front"] == "exact", a.attrs["front_detail"]
+    assert _state(out)["driver"]["asked"] == _state(reference)["driver"]["asked"] == 88
+
+
 @pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"),
                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path, sig, code, said):
