@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import time
 import uuid
@@ -43,7 +44,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from dse import __version__
+from dse import __version__, signals
 from dse.errors import StoreError
 from dse.files import (
     FORMAT,
@@ -571,6 +572,12 @@ class LogWriter:
         self._buffered = 0
         self._since = 0.0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dse-log")
+        # its thread started now, with Ctrl-C held back: started by a later submit, a Ctrl-C
+        # between the thread's start and the pool noting it let flush's shutdown miss that
+        # thread, whose write then landed after the datasets were written (stale datasets).
+        # A Ctrl-C inside a later submit leaves at most a queued write, which shutdown waits for.
+        with signals.deferred(signal.SIGINT, signal.SIGTERM):
+            self._pool.submit(int).result()
         self._jobs: list = []
         self.written: list[tuple[int, np.ndarray]] = []
 
