@@ -491,3 +491,25 @@ def test_evaluate_takes_a_searched_parameter_of_one_value_as_fixed(tmp_path):
     table = pd.read_csv(tmp_path / "o.csv")
     assert (table["num_accelerators"] == 64).all() and (table["accelerator"] == "H100-SXM").all()
     assert "defaults were used" not in proc.stderr and "2 candidates evaluated" in proc.stdout
+
+
+def test_ctrl_c_while_the_front_is_drawn_says_the_run_is_complete(tmp_path, monkeypatch, capsys):
+    """After the run and its datasets, only the picture was missing, yet a bare "interrupted"
+    (exit 130) read as a lost run."""
+    import sys
+
+    from dse.cli import main
+    from dse.outputs import plot
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plot, "plot_results", stopped)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["dse", "run", str(write_study(tmp_path, toy_study(output=str(out)))), "-q"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert exc.value.code == 130
+    assert "while pareto.png was drawn: the run is complete (66 evaluations" in err and f"dse plot {out}" in err, err
+    assert run_cli("show", str(out)).returncode == 0

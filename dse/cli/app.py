@@ -329,7 +329,15 @@ def _finish(result, plan) -> None:
 
     n = result.counts.get("evaluations", 0)
     if len(result.front) and result.datasets_written:
-        plot_results(result.output_dir)
+        try:
+            plot_results(result.output_dir)
+        except KeyboardInterrupt:
+            if not result.interrupted:  # the run is over and written: only the picture is missing
+                err.print(f"[yellow]interrupted[/yellow] while pareto.png was drawn: the run is complete ({n} "
+                          f"evaluations, {len(result.front)} on the front, in {result.output_dir}); "
+                          f"`dse plot {result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
+                _SAID["interrupted"] = True
+                raise typer.Exit(130) from None
     if result.interrupted:
         what = "terminated (SIGTERM)" if result.terminated else "interrupted"
         if not result.datasets_written:
