@@ -57,6 +57,7 @@ class RunResult:
     algorithm: str = ""
     terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time)
     datasets_written: bool = True  # False: interrupted while pareto.nc and evaluations.nc were written
+    labels: dict = field(default_factory=dict)  # the search's: front (exact, polished, approximate) and why
 
     @cached_property
     def evaluations(self) -> pd.DataFrame:
@@ -198,8 +199,9 @@ class Runner:
         if run.front.evaluations >= SAY_WRITING and hasattr(self.progress, "note"):  # a few seconds per 10^6
             self.progress.note(f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations")
         written = True
+        labels = driver.attributes()
         try:
-            front = self._write_outputs(store, run, driver.attributes())
+            front = self._write_outputs(store, run, labels)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the datasets are written: the log
             interrupted = interrupted or exc  # holds every evaluation, and resume writes them
             written = False
@@ -213,7 +215,8 @@ class Runner:
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
                                              "failed": f.failed}, f.summary(), run.history, interrupted is not None,
-                         self.algorithm, terminated=isinstance(interrupted, Terminated), datasets_written=written)
+                         self.algorithm, terminated=isinstance(interrupted, Terminated), datasets_written=written,
+                         labels=labels)
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the

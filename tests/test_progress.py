@@ -110,3 +110,22 @@ def test_a_narrow_terminal_keeps_the_count_and_cuts_the_long_lines():
     assert "250000/995328" in last, lines
     assert any("evaluations/s" in ln for ln in lines) and any(ln.lstrip().startswith("best:") for ln in lines)
     shown.stop()
+
+
+def test_a_run_that_ends_below_its_budget_keeps_its_counts_on_the_last_line():
+    """A converged polish stops short of the budget: the bar ends at what was done, and the
+    line with the feasible, failed and front counts stays (it was cleared, leaving "best:")."""
+    import io
+
+    from rich.console import Console
+
+    from dse.cli.app import RichProgress
+
+    buf = io.StringIO()
+    shown = RichProgress(Console(file=buf, width=120, force_terminal=True, color_system=None))
+    shown.start(2000, "study · nsga2")
+    shown.advance(369, {"rate_per_s": 1000.0, "left_s": 1.0, "failed": 2, "feasible": 300, "front_size": 21,
+                        "best": {"f1": 0.5}})
+    shown.stop()
+    final = buf.getvalue().replace("\x1b[2K", "\n").split("369/2000")[-1]
+    assert "369/369" in final and "feasible 300" in final and "front 21" in final, final

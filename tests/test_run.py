@@ -513,3 +513,13 @@ def test_ctrl_c_while_the_front_is_drawn_says_the_run_is_complete(tmp_path, monk
     assert exc.value.code == 130
     assert "while pareto.png was drawn: the run is complete (66 evaluations" in err and f"dse plot {out}" in err, err
     assert run_cli("show", str(out)).returncode == 0
+
+
+def test_the_run_ends_saying_how_good_its_front_is(tmp_path):
+    proc = run_cli("run", str(write_study(tmp_path, toy_study(output=str(tmp_path / "out")))))
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    with xr.open_dataset(tmp_path / "out" / "evaluations.nc") as ev:
+        feasible = int(ev["meets_constraints"].sum())
+    assert f"66 evaluations ({feasible} feasible and within the constraints, 0 failed)" in said, said
+    assert "on the Pareto front, exact: every candidate of the space was evaluated; hypervolume" in said, said

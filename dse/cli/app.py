@@ -109,7 +109,7 @@ class RichProgress:
             if task is not None and task.total is not None and task.completed < task.total:
                 # the search ended below its budget (a converged polish, a stop): the last line
                 # shows what was done, not a bar short of a total that was never reached
-                self.bar.update(self.task, total=task.completed, pace="", best=task.fields.get("best", ""))
+                self.bar.update(self.task, total=task.completed)
             self.bar.stop()
 
 
@@ -351,7 +351,13 @@ def _finish(result, plan) -> None:
         raise DseError(f"no feasible candidate among {n} evaluations: {lines}; they are kept in "
                        f"{result.output_dir} (`dse status {result.output_dir}`)")
     _print_front(result.front, plan)
-    out.print(f"{n} evaluations, {len(result.front)} on the Pareto front.")
+    c, labels = result.counts, result.labels
+    front = f", {labels['front']}" + (f": {labels['front_detail']}" if labels.get("front_detail") else "") \
+        if labels.get("front") else ""
+    hv = f"; hypervolume {result.history[-1]['hypervolume']:.4f} (normalised frame)" if result.history else ""
+    out.print(f"{n:,} evaluations ({c.get('feasible', 0):,} feasible and within the constraints, "
+              f"{c.get('failed', 0):,} failed); {len(result.front):,} on the Pareto front{front}{hv}.",
+              highlight=False)
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
               f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
 
