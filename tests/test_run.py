@@ -185,6 +185,18 @@ def test_evaluate_skips_rows_of_empty_cells_and_writes_integers_as_integers(tmp_
     # the study's searched parameters the file leaves out are written with the defaults used
     assert "global_batch_size" in header and "tensor_parallel" in header
     assert "has no column for the study's searched parameter(s)" in proc.stderr
+    # micro_batch_size is fixed by the study (its empty cell takes the study's 4): no note for it
+    assert "empty cells" not in proc.stderr
+
+
+def test_evaluate_says_which_empty_cells_took_a_default(tmp_path):
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators\nH100-SXM,\nA100-80GB,16\nH100-SXM,\n")
+    proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / "o.csv"))
+    assert proc.returncode == 0, proc.stderr
+    assert "empty cells in" in proc.stderr and "took the evaluator's defaults: num_accelerators (2 rows, 8)" in \
+        " ".join(proc.stderr.split()), proc.stderr
+    assert pd.read_csv(tmp_path / "o.csv")["num_accelerators"].tolist() == [8, 16, 8]
 
 
 @pytest.fixture(scope="module")

@@ -397,13 +397,17 @@ def evaluate(
     if {suffix: name for name, suffix in SUFFIX.items()}.get(output.suffix.lower(), "csv") != "csv":
         raise DseError(f"dse evaluate writes CSV, not {output.suffix}", field="--output", value=str(output),
                        allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)")
-    table, defaulted = evaluate_csv(p, candidates)
+    table, defaulted, blanks = evaluate_csv(p, candidates)
     sidecar = write_evaluated(table, p.evaluator, output, s)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
     if defaulted:  # documented, but worth a word: a searched parameter took the evaluator's default
         err.print(f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(defaulted)}: "
                   "the evaluator's defaults were used", highlight=False)
+    if blanks:  # an empty cell of a searched parameter: its default, as written in OUTPUT
+        err.print(f"note: empty cells in {candidates} took the evaluator's defaults: "
+                  + ", ".join(f"{n} ({_count(k, 'row')}, {p.evaluator.inputs[n].default})" for n, k in blanks.items()),
+                  highlight=False)
     if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
         raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")
     out.print(f"{_count(len(table), 'candidate')} evaluated ({n_ok:,} feasible and within the constraints"

@@ -87,11 +87,12 @@ def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
                            allowed=f"one of {', '.join(group)} per candidate")
 
 
-def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str]]:
+def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
     """The candidates with the study's fixed values filled in, every metric, and
-    ``meets_constraints`` (feasible and within the study's constraints); and the study's
+    ``meets_constraints`` (feasible and within the study's constraints); the study's
     searched parameters the file has no column for (nor one of their alternatives), which
-    took the evaluator's defaults. ``plan``: the checked study, its evaluator and space."""
+    took the evaluator's defaults; and, per searched parameter, how many of its cells were
+    empty and took the evaluator's default. ``plan``: the checked study, its evaluator and space."""
     study, ev = plan.study, plan.evaluator
     table = read_candidates(path, ev)
     labels = table.pop(LABEL) if _has_label(table, ev) else None
@@ -100,6 +101,8 @@ def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str]]:
     # a searched parameter of one value is as good as fixed (docs/study-file.md)
     single = {p.name: p.values[0] for p in plan.space.parameters if p.values is not None and len(p.values) == 1}
     defaulted = [n for n in study.space if n not in given and n not in single]
+    blanks = {n: int(table[n].isna().sum()) for n in study.space
+              if n in table.columns and n not in single and ev.inputs[n].default is not None and table[n].isna().any()}
     for k, v in {**single, **study.fixed_values}.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
     _check_alternatives(table, ev, path)
@@ -121,7 +124,7 @@ def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str]]:
             full[name] = col.astype(np.int64)
     if labels is not None:
         full.insert(0, LABEL, labels.to_numpy())
-    return full, defaulted
+    return full, defaulted, blanks
 
 
 def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path:
