@@ -46,9 +46,9 @@ def not_a_file(path: Path) -> str | None:
     """Why ``path`` cannot be replaced by a file written beside it and renamed onto it (an
     existing device, pipe or socket: the rename would put a regular file in its place), or
     None. A symbolic link is followed (:func:`write_target`: a loop of links is an OSError)."""
-    path = write_target(path)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        return "is a device, pipe or socket, not a file; give a file path"
+    for where in (Path(path), write_target(path)):  # /dev/stdout links to a pipe that resolve() cannot name
+        if where.exists() and not where.is_file() and not where.is_dir():
+            return "is a device, pipe or socket, not a file; give a file path"
     return None
 
 

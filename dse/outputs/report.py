@@ -43,11 +43,10 @@ def report_results(results: Path, output: Path | None = None, *, sample_size: in
     """Write ``report.html`` (and with ``static`` its figures as PNG and SVG beside it)."""
     run = open_results(results)
     page = Report(run, sample_size=sample_size)
-    if output is not None and Path(output).suffix.lower() not in (".html", ".htm") and names_a_file_type(
-            Path(output).suffix):
-        raise DseError(f"the report is an HTML page, not a {Path(output).suffix} file", field="--output",
-                       value=str(output), allowed="a name ending in .html (dse plot draws .png, .svg or .pdf)")
-    output = output_path(output, run.path / "report.html", run.path)
+    given, output = output, output_path(output, run.path / "report.html", run.path)
+    if given is not None and output.suffix.lower() not in (".html", ".htm") and names_a_file_type(output.suffix):
+        raise DseError(f"the report is an HTML page, not a {output.suffix} file", field="--output",
+                       value=str(given), allowed="a name ending in .html (dse plot draws .png, .svg or .pdf)")
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp:
         Path(tmp).write_text(page.html(), encoding="utf-8")

@@ -27,6 +27,9 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
         return Path(default)
     if str(output).strip() == "":
         raise DseError("is empty; give a file name", field="--output", value=str(output))
+    if str(output).strip() == "-":  # the usual "standard output": a file named '-' would be a surprise
+        raise DseError("is '-', but dse writes files, not standard output; give a file name",
+                       field="--output", value=str(output))
     output = Path(output)
     why = not_a_file(output)
     if why:
