@@ -442,7 +442,7 @@ class ExportFormat(StrEnum):
 def export(
     results: ResultsArg,
     fmt: Annotated[ExportFormat | None, typer.Option(
-        "--format", "-f", help="file format: csv, parquet, netcdf, zarr or json (default: the one --output's suffix names; without --output, csv)")] = None,
+        "--format", "-f", case_sensitive=False, help="file format: csv, parquet, netcdf, zarr or json (default: the one --output's suffix names; without --output, csv)")] = None,
     front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation the run kept (output.keep)")] = True,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: pareto.FORMAT or evaluations.FORMAT in the results folder)")] = None,
     units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
