@@ -404,3 +404,28 @@ def test_report_page_data_is_valid_json(report):
     data = re.search(r'<script type="application/json" id="dse-data">(.*?)</script>', report.read_text(), re.S)
     doc = json.loads(data.group(1))
     assert len(doc["a"]) == len(doc["text"]) == len(doc["fronts"][0]["x"]) > 0
+
+
+def test_a_parameter_value_has_one_colour_in_the_picture_and_the_page(tmp_path):
+    """B200 was orange in pareto.png and green in report.html."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from dse.outputs import plot
+    from dse.outputs.report import Report
+    from dse.results import open_results
+
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study["objectives"].append({"metric": "facility_peak_power_w", "direction": "minimize"})
+    study.update(execution={"workers": 0}, output=str(tmp_path / "out"))
+    assert run_cli("run", str(write_study(tmp_path, study)), "--quiet").returncode == 0
+    run = open_results(tmp_path / "out")
+    page = Report(run)
+    html_colours = {t.name.split(" = ")[1]: t.marker.color for t in page.front_figures()[0].data
+                    if t.name.startswith("front: ")}
+    with run.open_dataset(front=False) as ev:
+        fig = plot.front_figure(ev, run.front, page.objectives)
+    png_colours = {c.get_label().split(" = ")[1]: to_hex(c.get_facecolor()[0]) for c in fig.axes[0].collections
+                   if c.get_label().startswith("front: ")}
+    plt.close(fig)
+    assert len(html_colours) == 2 and html_colours == png_colours, (html_colours, png_colours)

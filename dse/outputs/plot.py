@@ -16,6 +16,10 @@ from dse.outputs.scan import density, scan
 from dse.outputs.target import output_path
 
 SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
+#: the colours of a categorical parameter's values, in sorted order, in the PNG and the report
+#: alike (no red nor orange first: the report marks infeasible points red and its choice orange)
+COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e",
+           "#d62728", "#7f7f7f"]
 
 
 def label(ds: xr.Dataset, name: str, unit: str | None = None) -> str:
@@ -90,7 +94,7 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
         ev_group = points[colour_by].astype(str).to_numpy()
         fr_group = front[colour_by].values.astype(str)
         groups = sorted(set(ev_group) | set(fr_group))
-    colours = {g: f"C{i}" for i, g in enumerate(groups)}
+    colours = {g: COLOURS[i % len(COLOURS)] for i, g in enumerate(groups)}
     shown = {name: readable(display_unit(evaluations[name]), _largest(found, front, name)) for name in objectives}
     for ax, (x, y) in zip(axes.flat, pairs, strict=False):
         (fx, _), (fy, _) = shown[x], shown[y]

@@ -26,7 +26,7 @@ from dse.datasets import to_table, unit_label
 from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
 from dse.outputs import selection as sel
-from dse.outputs.plot import colour_parameter
+from dse.outputs.plot import COLOURS, colour_parameter
 from dse.outputs.scale import readable
 from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.show import format_cell
@@ -170,6 +170,9 @@ class Report:
 
         pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0], self.objectives[0])]
         groups = (sorted(set(self.front[self.colour_by].astype(str))) if self.colour_by else ["front"])
+        # each value's colour as in pareto.png: its place among the values of the feasible candidates
+        every = sorted(set(groups) | set(self.dominated[self.colour_by].astype(str))) \
+            if self.colour_by and self.colour_by in self.dominated else groups
         fhover = self._hover(self.front)
         figs = []
         for x, y in pairs:
@@ -183,13 +186,13 @@ class Report:
                 fig.add_trace(go.Scatter(x=d[x] / fx, y=d[y] / fy, mode="markers", name=f"{name}: {len(d):,}",
                                          marker=style, text=self._hover(d),
                                          hovertemplate="%{text}<extra>" + name + "</extra>"))
-            for i, g in enumerate(groups):
+            for g in groups:
                 m = (self.front[self.colour_by].astype(str) == g).to_numpy() if self.colour_by else \
                     np.ones(len(self.front), bool)
                 fig.add_trace(go.Scatter(
                     x=self.front[x][m] / fx, y=self.front[y][m] / fy, mode="markers",
                     name=f"front: {self.colour_by} = {g}" if self.colour_by else "Pareto front",
-                    marker=dict(size=9, color=COLOURS[i % len(COLOURS)], line=dict(width=1, color="black")),
+                    marker=dict(size=9, color=COLOURS[every.index(g) % len(COLOURS)], line=dict(width=1, color="black")),
                     text=[t for t, keep in zip(fhover, m, strict=True) if keep],
                     hovertemplate="%{text}<extra>front</extra>"))
             for name, idx, symbol in [("knee", self.knee, "star"),
@@ -434,8 +437,6 @@ def _json_floats(values) -> list:
 
 #: the "best per objective" markers, one shape each (open, over the front's filled points)
 BEST_SYMBOLS = ["diamond", "square", "triangle-up", "triangle-down", "pentagon", "hexagon", "cross", "x"]
-COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e",
-           "#d62728", "#7f7f7f"]
 
 # The η slider: the best candidate for the weighting is recomputed in the page and the
 # "best for η" marker (the last trace of each front figure) and breakdown bar move to it.
