@@ -220,18 +220,22 @@ def test_a_budget_in_time_ends_the_search_at_the_batch_that_crosses_it(tmp_path)
         assert ds.attrs["front"] == "approximate" and "budget (1.5 s) was spent" in ds.attrs["front_detail"]
 
 
-@pytest.mark.parametrize("costs,chunks,choice", [
-    ((0.001,), [10], "exhaustive"),  # 20,020 x 1 ms fit 100 s at once
-    ((0.01, 0.002), [10, 40], "exhaustive"),  # overheads dominate the first chunk: measure a larger one
-    ((0.01, 0.008, 0.006), [10, 40, 160], "nsga2"),  # still too slow when the allowance (5 s) runs out
-    ((0.5,), [10], "nsga2"),  # far too slow: no second chunk
+@pytest.mark.parametrize("budget,costs,chunks,choice", [
+    ("100 s", (0.001,), [10], "exhaustive"),  # 20,020 x 1 ms fit 100 s at once
+    ("100 s", (0.01, 0.002), [10, 40], "exhaustive"),  # overheads dominate the first chunk: measure a larger one
+    # still too slow when the allowance (10 s after the first chunk) runs out
+    ("100 s", (0.01, 0.008, 0.006, 0.006), [10, 40, 160, 640], "nsga2"),
+    ("100 s", (0.5,), [10], "nsga2"),  # far too slow: no second chunk (20 s, past the allowance)
+    # a short budget: the first chunk's start-up (3.7 ms each) would choose nsga2 for a space
+    # that enumerates in 2 s; the second chunk measures it
+    ("4 s", (0.0037, 0.0001), [10, 40], "exhaustive"),
 ])
-def test_auto_measures_growing_chunks_before_it_chooses(costs, chunks, choice):
+def test_auto_measures_growing_chunks_before_it_chooses(budget, costs, chunks, choice):
     """With a budget in time auto enumerates in chunks that grow while the measured cost
-    says the rest might not fit, within 5% of the budget, then chooses."""
+    says the rest might not fit, within 10% of the budget after the first chunk, then chooses."""
     study = Study.model_validate(toy_study(
         space={"x": {"range": [0.0, 1.0], "step": 0.001}, "y": list(range(10)), "shape": ["a", "b"]},
-        search={"algorithm": "auto", "budget": "100 s", "batch_size": 10}))
+        search={"algorithm": "auto", "budget": budget, "batch_size": 10}))
     space = Space.from_study(study)
     driver = plan_search(study, space).build(None)
     auto, sizes = driver.inner, []

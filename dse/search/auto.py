@@ -12,7 +12,8 @@ asked is the time the rest would take. When that fits in what is left of the bud
 enumeration goes on to the end (chunks of max(``batch_size``, 10,000)) and the front is
 exact. When it does not, the next chunk is four times larger (a larger chunk spreads the
 per-batch overheads, so it measures the evaluator better), as long as that chunk fits in
-the probing allowance (5% of the budget); once it does not, NSGA-II takes over (the chunks
+the probing allowance (10% of the budget, the first chunk not counted: it pays the first
+evaluator call and write); once it does not, NSGA-II takes over (the chunks
 already evaluated are looked up if it asks them) and the front polish follows it. The
 choice and its reason are part of the state, shown by ``dse status``.
 """
@@ -28,7 +29,10 @@ from dse.search.base import Problem, SearchDriver
 from dse.search.exhaustive import ExhaustiveDriver, ExhaustiveOptions, default_chunk
 from dse.search.nsga2 import NSGA2Driver
 
-PROBE_SHARE = 0.05  # with a budget in time: at most this share of it measures the evaluator
+#: with a budget in time: at most this share of it measures the evaluator, after the first
+#: chunk (a warm-up: it pays the first evaluator call and write, and over a short budget its
+#: cost per candidate alone chose NSGA-II for a space that enumerates in a twentieth of it)
+PROBE_SHARE = 0.10
 GROWTH = 4  # each measuring chunk is this many times the last
 
 
@@ -83,6 +87,7 @@ class AutoDriver(SearchDriver):
         self.why = ""  # the reason for a choice made while running
         self.offset = 0  # candidates asked before the current inner driver took over
         self.spent_s = 0.0
+        self.warm_up_s: float | None = None  # the first measuring chunk's time (not probing)
 
     def _enumeration(self) -> ExhaustiveDriver:
         driver = ExhaustiveDriver(self.problem, ExhaustiveOptions())
@@ -115,7 +120,9 @@ class AutoDriver(SearchDriver):
         need_s = (self.problem.space.size - self.inner.asked) * seconds_per_candidate
         fits = need_s <= left_s
         grown = min(self.chunk * GROWTH, default_chunk(self.problem))
-        probe_left_s = PROBE_SHARE * self.problem.time_budget_s - self.spent_s
+        if self.warm_up_s is None:
+            self.warm_up_s = self.spent_s
+        probe_left_s = PROBE_SHARE * self.problem.time_budget_s - (self.spent_s - self.warm_up_s)
         if not fits and grown > self.chunk and grown * seconds_per_candidate <= probe_left_s:
             self.chunk = self.inner.chunk = grown  # measure again on a larger chunk
             return
@@ -141,7 +148,7 @@ class AutoDriver(SearchDriver):
     def state(self) -> dict[str, Any]:
         return {**self.inner.state(), "auto": {"choice": self.inner.name if self.decided else None,
                                                "why": self.why, "offset": self.offset, "spent_s": self.spent_s,
-                                               "chunk": self.chunk}}
+                                               "chunk": self.chunk, "warm_up_s": self.warm_up_s}}
 
     def restore(self, state: dict[str, Any]) -> None:
         auto = state.get("auto")  # absent in states saved before budgets in time
@@ -149,6 +156,7 @@ class AutoDriver(SearchDriver):
             self.decided = auto["choice"] is not None
             self.why, self.offset, self.spent_s = auto["why"], int(auto["offset"]), float(auto["spent_s"])
             self.chunk = int(auto["chunk"])
+            self.warm_up_s = auto.get("warm_up_s")  # absent in states saved before it was kept
             self.inner = (NSGA2Driver(self.problem, self.options) if auto["choice"] == NSGA2Driver.name
                           else self._enumeration())
         self.inner.restore(state)
