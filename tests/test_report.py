@@ -429,3 +429,21 @@ def test_a_parameter_value_has_one_colour_in_the_picture_and_the_page(tmp_path):
                    if c.get_label().startswith("front: ")}
     plt.close(fig)
     assert len(html_colours) == 2 and html_colours == png_colours, (html_colours, png_colours)
+
+
+def test_a_one_objective_plot_shows_the_spread_and_the_best(quickstart):
+    """It plotted the objective against itself (a diagonal line)."""
+    import matplotlib.pyplot as plt
+
+    from dse.outputs import plot
+    from dse.results import open_results
+
+    run = open_results(quickstart)
+    with run.open_dataset(front=False) as ev:
+        fig = plot.front_figure(ev, run.front, ["energy_to_train_j"])
+        feasible = int(ev["meets_constraints"].sum())
+    ax, = fig.axes
+    assert ax.get_xlabel().endswith("[GJ]") and sum(p.get_height() for p in ax.patches) == feasible
+    best = min(line.get_xdata()[0] for line in ax.lines)
+    assert best == pytest.approx(float(run.front["energy_to_train_j"].min()) / 1e9)
+    plt.close(fig)

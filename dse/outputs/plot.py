@@ -79,6 +79,8 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     colour_by = colour_parameter(front)
     found = scan(evaluations, objectives, columns=[colour_by] if colour_by else [],
                  sample_size=SCATTER_LIMIT, only_ok=True)
+    if len(objectives) == 1:  # no trade-off to draw: how the feasible values spread, the best marked
+        return _one_objective_figure(evaluations, front, objectives[0], found, counts)
     dense = not found.sampled_all
     points = found.sample
     hist = density(evaluations, found, objectives) if dense else {}
@@ -135,6 +137,34 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     for handle in legend.legend_handles:  # the faint evaluations' markers, visible in the legend
         handle.set_alpha(1)
     fig.tight_layout(rect=(0, min((0.05 * rows + 0.01) / nrows, 0.3), 1, 1))
+    return fig
+
+
+def _one_objective_figure(evaluations: xr.Dataset, front: xr.Dataset, name: str, found, counts):
+    """A histogram of the feasible evaluations' objective (all of them, or the scan's uniform
+    sample beyond :data:`SCATTER_LIMIT`) with the best value marked."""
+    import matplotlib.pyplot as plt
+
+    factor, unit = readable(display_unit(evaluations[name]), _largest(found, front, name))
+    values = found.sample[name].to_numpy(float) / factor if name in found.sample else np.empty(0)
+    values = values[np.isfinite(values)]
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    log = found.log_scale(name)
+    bins = np.geomspace(values.min(), values.max(), 41) if log and len(values) else 40
+    ax.hist(values, bins=bins, color=COLOURS[0], alpha=0.6,
+            label="feasible evaluations" + ("" if found.sampled_all else f" (a uniform sample of {len(values):,})"))
+    for i, best in enumerate(np.unique(front[name].values.astype(float)) / factor):
+        ax.axvline(best, color="#d62728", lw=1.5, label=None if i else f"best: {best:.4g} {unit}".rstrip())
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(label(evaluations, name, unit))
+    ax.set_ylabel("feasible evaluations")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    n, n_ok = counts if counts is not None else (found.n, found.n_ok)
+    fig.suptitle(f"{front.attrs.get('study_name', '')}: one objective, best of {n_ok:,} feasible "
+                 f"({n:,} evaluations)", fontsize=10)
+    fig.tight_layout()
     return fig
 
 
