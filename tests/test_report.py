@@ -447,3 +447,20 @@ def test_a_one_objective_plot_shows_the_spread_and_the_best(quickstart):
     best = min(line.get_xdata()[0] for line in ax.lines)
     assert best == pytest.approx(float(run.front["energy_to_train_j"].min()) / 1e9)
     plt.close(fig)
+
+
+def test_a_table_split_into_parts_names_each_part_on_one_line():
+    """`(columns 2 of` ended a line and `3)` began the next."""
+    import io
+
+    from rich.console import Console
+
+    from dse.outputs.show import print_tables
+
+    buf = io.StringIO()
+    table = pd.DataFrame({f"column_{i}_with_a_long_name": [1.0, 2.0] for i in range(8)})
+    print_tables(Console(file=buf, width=60), "Pareto front of training-stacks (17 points)", table,
+                 list(table.columns), {n: "[J]" for n in table.columns})
+    lines = buf.getvalue().splitlines()
+    parts = [ln for ln in lines if "(columns" in ln]
+    assert len(parts) == 3 and all(re.search(r"\(columns \d of 3\)", ln) for ln in parts), lines

@@ -67,8 +67,9 @@ def print_tables(console: Console, title: str, rows: pd.DataFrame, names: list[s
     index = [str(i + 1) for i in range(len(rows))]
     groups = split_columns(names, units, cells, index, console.width)
     for n, group in enumerate(groups):
-        part = f" (columns {n + 1} of {len(groups)})" if len(groups) > 1 else ""
-        console.print(_table(title + part, group, units, cells, index, key))
+        # first, where a title wrapped in a narrow table does not split it
+        part = f"(columns {n + 1} of {len(groups)}) " if len(groups) > 1 else ""
+        console.print(_table(part + title, group, units, cells, index, key))
 
 
 def format_cell(v) -> str:
