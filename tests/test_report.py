@@ -453,6 +453,7 @@ def test_a_table_split_into_parts_names_each_part_on_one_line():
     """`(columns 2 of` ended a line and `3)` began the next."""
     import io
 
+    import pandas as pd
     from rich.console import Console
 
     from dse.outputs.show import print_tables
