@@ -459,8 +459,8 @@ def test_a_table_split_into_parts_names_each_part_on_one_line():
     from dse.outputs.show import print_tables
 
     buf = io.StringIO()
-    table = pd.DataFrame({f"c{i}_" + "x" * 14: [1.0, 2.0] for i in range(3)})  # in two parts
-    print_tables(Console(file=buf, width=60), "Pareto front of training-stacks (17 points)", table,
+    table = pd.DataFrame({f"c{i}_" + "x" * 12: [1.0, 2.0] for i in range(2)})  # in two parts
+    print_tables(Console(file=buf, width=40), "Pareto front of training-stacks (17 points)", table,
                  list(table.columns), {n: "[J]" for n in table.columns})
     lines = buf.getvalue().splitlines()
     parts = [ln for ln in lines if "(columns" in ln]
