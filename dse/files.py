@@ -102,23 +102,38 @@ def is_zarr_store(path: Path) -> bool:
 
 @contextmanager
 def atomic_folder(path: Path) -> Iterator[Path]:
-    """A temporary folder beside ``path``, put in its place when the block succeeds (an old
-    ``path`` is moved aside first and removed after): a reader finds the old folder or the
-    new one, never half of one; a failed block leaves ``path`` as it was."""
-    path = Path(path)
+    """A temporary folder beside ``path`` (beside a symbolic link's target: the link stays),
+    put in its place when the block succeeds; an old folder there is moved aside first and
+    removed after. A reader finds the old folder or the new one, never half of one; a failed
+    block, or a failure between the two renames, leaves ``path`` as it was."""
+    path = write_target(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    for stale in (tmp, old):  # left by a killed process whose pid this one now has
+        _remove(stale)
+    moved = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         if path.exists():
             os.replace(path, old)
+            moved = True
         os.replace(tmp, path)
+        moved = False
         fsync_dir(path.parent)
     finally:
+        if moved and not path.exists():  # the new one did not arrive: the old one goes back
+            os.replace(old, path)
         for leftover in (tmp, old):
-            if leftover.is_dir():
-                shutil.rmtree(leftover, ignore_errors=True)
+            _remove(leftover)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, link or folder tree at ``path`` (nothing there is fine)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

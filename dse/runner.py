@@ -241,8 +241,10 @@ class Runner:
         rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
         self._call(driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study))
         seconds = time.perf_counter() - started
-        driver.observe_cost(seconds, len(todo) + run.untold)
-        run.untold = 0
+        if run.untold:  # a stopped batch's rows, evaluated before this run: counted, not timed
+            driver.observe_cost(0.0, run.untold)
+            run.untold = 0
+        driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)
         run.batch_no += 1

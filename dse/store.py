@@ -258,6 +258,7 @@ class ResultStore:
             "dse_version": __version__,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "run_id": uuid.uuid4().hex,  # the datasets carry it: another run's, copied in, are refused
+            "log_stamped": True,  # every log file's name carries the run's stamp (run_stamp)
             "owned_files": list(owned_files),
             "study_sha256": _sha256(study_text.encode()),
             **({"profile_path": profile_path} if profile_path else {}),
@@ -466,9 +467,10 @@ class ResultStore:
         rows = 0
         for f in self.log_files():
             stamp = _STAMPED.match(f.name)
-            if stamp and stamp.group(1) != self.run_stamp:
-                raise StoreError(f"{f} was written by another run (its name says run {stamp.group(1)}, this folder's "
-                                 f"is {self.run_stamp or 'unstamped'}): its rows would join this run's; move it out "
+            if stamp and stamp.group(1) != self.run_stamp or not stamp and self.meta.get("log_stamped"):
+                said = f"its name says run {stamp.group(1)}" if stamp else "its name has no run stamp"
+                raise StoreError(f"{f} was written by another run ({said}, this folder's is "
+                                 f"{self.run_stamp or 'unstamped'}): its rows would join this run's; move it out "
                                  f"of {self.evaluations_dir}")
             try:
                 schema, n = log_file_footer(f)

@@ -135,3 +135,48 @@ def test_a_zarr_export_replaces_a_zarr_store_only_and_never_a_half_written_one(q
     with xr.open_zarr(store) as ds, xr.open_dataset(quickstart / "pareto.nc") as front:
         assert ds.sizes["candidate"] == front.sizes["candidate"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["front.zarr", "mine"]  # no temporary folder left
+
+
+def test_a_zarr_store_replaced_through_a_link_or_failing_midway_stays_whole(tmp_path, monkeypatch):
+    """The link stays a link and its target gets the new store; a file is not a store; a
+    failure between moving the old store aside and putting the new one in place puts the old
+    one back (both were removed)."""
+    import os
+
+    from dse.files import atomic_folder, is_zarr_store
+
+    store = tmp_path / "real.zarr"
+    with atomic_folder(store) as tmp:
+        tmp.mkdir()
+        (tmp / ".zgroup").write_text("{}")
+        (tmp / "first").write_text("1")
+    link = tmp_path / "link.zarr"
+    link.symlink_to(store)
+    with atomic_folder(link) as tmp:
+        tmp.mkdir()
+        (tmp / ".zgroup").write_text("{}")
+        (tmp / "second").write_text("2")
+    assert link.is_symlink() and (store / "second").is_file() and not (store / "first").exists()
+    real_replace = os.replace
+
+    def second_rename_fails(src, dst):
+        if Path(src).name.endswith(".tmp"):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_folder(store) as tmp:
+            tmp.mkdir()
+            (tmp / "third").write_text("3")
+            monkeypatch.setattr(os, "replace", second_rename_fails)
+    monkeypatch.undo()
+    assert is_zarr_store(store) and (store / "second").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.zarr", "real.zarr"]  # nothing left beside
+
+
+def test_a_zarr_export_onto_a_file_is_refused(quickstart, tmp_path):
+    mine = tmp_path / "notes.zarr"
+    mine.write_text("mine")
+    proc = run_cli("export", str(quickstart), "-f", "zarr", "-o", str(mine))
+    assert proc.returncode == 2 and "is a file, but a zarr store is a folder" in proc.stderr, proc.stderr
+    assert mine.read_text() == "mine"

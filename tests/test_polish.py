@@ -251,3 +251,16 @@ def test_auto_measures_growing_chunks_before_it_chooses(budget, costs, chunks, c
     next_batch = driver.ask()
     # the rest of the space in exhaustive's batches (at most MIN_BATCH), or nsga2's population
     assert len(next_batch) == (min(MIN_BATCH, int(space.size) - sum(sizes)) if choice == "exhaustive" else 10)
+
+
+def test_rows_told_on_resume_without_their_time_do_not_make_auto_choose():
+    """On resume the rows of a stopped batch are told with 0 s (they were evaluated before):
+    taken as a cost they made 8,000 candidates of 60 ms look like 0.5 ms and chose exhaustive."""
+    study = Study.model_validate(toy_study(
+        space={"x": {"range": [0.0, 1.0], "step": 0.001}, "y": list(range(10)), "shape": ["a", "b"]},
+        search={"algorithm": "auto", "budget": "100 s", "batch_size": 10}))
+    driver = plan_search(study, Space.from_study(study)).build(None)
+    driver.observe_cost(0.0, 20)
+    assert not driver.inner.decided and driver.evaluated == 20
+    driver.observe_cost(0.5 * 10, 10)  # far too slow: nsga2
+    assert driver.inner.decided and driver.inner.inner.name == "nsga2" and driver.evaluated == 30

@@ -92,6 +92,13 @@ def test_report_front_axes_fit_the_feasible_candidates_in_readable_units(quickst
     assert len(symbols) == 2 and len(set(symbols)) == 2
     front = next(t for t in fig.data if t.name == "Pareto front")
     assert np.nanmax(front.x) < 1e3  # drawn in GJ
+    # the tables and the breakdown (and the η slider's data for it) in the same units
+    assert "energy_to_train_j<br><small>[GJ]</small>" in page._selected_table()
+    (_, energy, factor, unit), _ = page.breakdowns()
+    bars = page.breakdown_figure()
+    assert unit == "MJ" and bars.layout.yaxis.title.text == "energy to train [MJ]"
+    knee = energy.to_numpy()[page.knee].sum() / 1e6
+    assert sum(t.y[0] for t in bars.data if t.legendgroup == "energy to train") == pytest.approx(knee)
 
 
 def test_report_states_what_to_trust_and_lists_the_whole_front(tmp_path):
@@ -219,8 +226,11 @@ def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):
     for args in (("status", str(quickstart)), ("validate", str(study)), ("describe",)):
         narrow = run_cli(*args, env={"COLUMNS": "100"})
         assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 100, (args, narrow.stdout)
-    wide = run_cli("describe", env={"COLUMNS": ""})
-    assert max(map(len, wide.stdout.splitlines())) == 160
+    for columns in ("", "0", "abc"):  # unset or not a width (0 made rich print nothing, errors included)
+        wide = run_cli("describe", env={"COLUMNS": columns})
+        assert max(map(len, wide.stdout.splitlines())) == 160, columns
+    proc = run_cli("show", str(tmp_path / "nowhere"), env={"COLUMNS": "0"})
+    assert proc.returncode == 2 and "nowhere" in proc.stderr
 
 
 def test_status_marks_the_batches_it_leaves_out(quickstart, tmp_path):
@@ -348,7 +358,7 @@ def test_plot_of_a_study_that_keeps_only_its_front_counts_every_evaluation(tmp_p
         fig = front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"], counts=(n, n_ok))
     title = fig._suptitle.get_text()
     plt.close(fig)
-    assert f"of {n:,} evaluations; {n_ok:,} feasible; only the front kept" in title, title
+    assert f"of {n:,} evaluations; {n_ok:,} feasible; only the front kept and drawn (output.keep: front)" in title, title
 
 
 def test_scan_reads_in_slices_and_keeps_a_bounded_uniform_sample(quickstart):

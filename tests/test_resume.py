@@ -359,13 +359,16 @@ def test_a_log_file_copied_in_from_another_run_of_the_study_is_refused_by_every_
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     stranger = sorted((other / "evaluations").glob("*.arrow"))[0]
-    shutil.copy(stranger, out / "evaluations" / stranger.name.replace("b000000-", "b999999-"))
-    said = set()
-    for command in ("status", "show", "export", "plot", "resume"):
-        proc = run_cli(command, str(out))
-        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
-        said.add(proc.stderr.strip())
-    assert len(said) == 1 and "was written by another run" in said.pop()
+    for name in (stranger.name.replace("b000000-", "b999999-"), "b999999-c00000.arrow"):  # stamped, or not
+        copied = out / "evaluations" / name
+        shutil.copy(stranger, copied)
+        said = set()
+        for command in ("status", "show", "export", "plot", "report", "resume"):
+            proc = run_cli(command, str(out))
+            assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+            said.add(proc.stderr.strip())
+        assert len(said) == 1 and "was written by another run" in said.pop()
+        copied.unlink()
 
 
 def _copy(finished: Path, tmp_path: Path) -> Path:
@@ -427,11 +430,11 @@ def test_a_log_file_of_another_study_is_refused_by_every_command(finished, tmp_p
     """A log file copied in from another study would put its rows into this run's datasets."""
     out = _copy(finished, tmp_path / "other-study")
     files = sorted((out / "evaluations").glob("*.arrow"))
-    pd.read_feather(files[0]).rename(columns={"x": "z"}).to_feather(out / "evaluations" / "b999999-c00000.arrow")
+    name = files[0].name.replace("b000000-", "b999999-")  # with this run's stamp: only the columns tell
+    pd.read_feather(files[0]).rename(columns={"x": "z"}).to_feather(out / "evaluations" / name)
     said = {run_cli(c, str(out)).stderr.strip() for c in ("status", "show", "export", "resume")}
     assert len(said) == 1
-    assert "b999999-c00000.arrow has no column for the study's parameters ['x']: it belongs to another study" \
-        in said.pop()
+    assert f"{name} has no column for the study's parameters ['x']: it belongs to another study" in said.pop()
 
 
 def test_log_files_of_one_run_may_differ_in_other_columns(finished, tmp_path):

@@ -454,8 +454,10 @@ def test_an_output_onto_a_pipe_is_refused_and_onto_a_link_writes_its_target(fini
         assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     # /dev/stdout, here a link to the pipe the output is read from, and '-' (no file named '-')
     for output, said in (("/dev/stdout", "is a device, pipe or socket"), ("-", "is '-', but dse writes files, not standard output")):
-        proc = run_cli("export", str(finished_run), "-o", output)
-        assert proc.returncode == 2 and f"--output: {said}" in proc.stderr and proc.stdout == "", proc.stderr
+        for args in (("export", str(finished_run)), ("evaluate", "studies/quickstart.yaml", "-c", str(cands))):
+            proc = run_cli(*args, "-o", output, cwd=tmp_path if args[0] == "export" else None)
+            assert proc.returncode == 2 and f"--output: {said}" in proc.stderr and proc.stdout == "", proc.stderr
+    assert not (tmp_path / "-").exists() and not (REPO / "-").exists()
     real = tmp_path / "real.csv"
     real.write_text("old")
     link = tmp_path / "link.csv"

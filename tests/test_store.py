@@ -167,7 +167,7 @@ def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     first = sorted((out / "evaluations").glob("*.arrow"))[0]
-    shutil.copy(first, out / "evaluations" / "b000099-c00000.arrow")  # rows the datasets lack
+    shutil.copy(first, out / "evaluations" / first.name.replace("b000000-", "b000099-"))  # rows the datasets lack
     for command, *args in COMMANDS[2:]:
         proc = run_cli(command, str(out), *(a.format(tmp=tmp_path) for a in args))
         assert proc.returncode == 2 and "was written from 66 evaluations, but the log now holds" in proc.stderr

@@ -36,9 +36,13 @@ app = typer.Typer(
 
 
 def _width(stream) -> int | None:
-    """A terminal's width, or ``COLUMNS`` where set (a log, a batch job's output); else 160
-    when piped, so that a progress line stays whole."""
-    return None if stream.isatty() or os.environ.get("COLUMNS") else 160
+    """A terminal's width, or ``COLUMNS`` where it is a positive number (a log, a batch job's
+    output); else 160 when piped, so that a progress line stays whole. (``COLUMNS=0`` made
+    rich print nothing at all, errors included.)"""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if stream.isatty() else 160
 
 
 out = Console(width=_width(sys.stdout))
@@ -354,7 +358,7 @@ def _finish(result, plan) -> None:
             plot_results(result.output_dir)
         except KeyboardInterrupt:
             if not result.interrupted:  # the run is over and written: only the picture is missing
-                err.print(f"[yellow]interrupted[/yellow] while pareto.png was drawn: the run is complete ({n} "
+                err.print(f"[yellow]interrupted[/yellow] while pareto.png was drawn: the run is complete ({n:,} "
                           f"evaluations, {len(result.front)} on the front, in {result.output_dir}); "
                           f"`dse plot {result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
                 _SAID["interrupted"] = True
@@ -439,6 +443,9 @@ def evaluate(
 def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False) -> None:
     """Refuse, before any work, an output file that would replace an input or is a folder
     (``folder_exists``: or whose folder is missing), or a device, pipe or socket."""
+    from dse.outputs.target import refuse_standard_output
+
+    refuse_standard_output(output)
     why = not_a_file(output)
     if why:
         raise DseError(why, field="--output", value=str(output))

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 
 from dse.outputs.plot import front_figure, save_figure, whole_run_counts
-from dse.outputs.scale import readable
 
 FORMATS = ("png", "svg")
 
@@ -34,15 +33,13 @@ def write_static(report, stem: Path) -> list[Path]:
 
 
 def _breakdown(report, plt):
-    parts = [(t, b, u) for t, b, u in (("energy to train", report.energy, "J"),
-                                       ("time per iteration", report.time, "s")) if b is not None]
+    parts = report.breakdowns()  # in the units the page uses
     if not parts:
         return None
     named = {**report.selected(), "best for η = 0.5": report.weighting.best(0.5)}
     fig, axes = plt.subplots(1, len(parts), figsize=(5.5 * len(parts) + 2.5, 4.2), squeeze=False)
-    for ax, (title, table, unit) in zip(axes[0], parts, strict=True):
+    for ax, (title, table, factor, shown) in zip(axes[0], parts, strict=True):
         rows = list(named.values())
-        factor, shown = readable(unit, float(np.nanmax(table.to_numpy()[rows].sum(axis=1))))
         bottom = np.zeros(len(named))
         for k, comp in enumerate(table.columns):
             v = table[comp].to_numpy()[rows] / factor

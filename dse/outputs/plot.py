@@ -124,7 +124,7 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     kept = str(evaluations.attrs.get("log_keeps", "all"))
     how = f"{n_ok:,} feasible" + (", drawn as a density" if dense else "")
     if counts is not None and kept != "all":
-        how += f"; only the {'feasible ones' if kept == 'feasible' else 'front'} kept (output.keep), drawn"
+        how += f"; only the {'feasible ones' if kept == 'feasible' else 'front'} kept and drawn (output.keep: {kept})"
     views = (f"\neach panel is a 2-D view of the {len(objectives)}-objective front: a front point that looks "
              "dominated here is better in another objective") if len(objectives) > 2 else ""
     fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
@@ -136,7 +136,8 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     legend = fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
     for handle in legend.legend_handles:  # the faint evaluations' markers, visible in the legend
         handle.set_alpha(1)
-    fig.tight_layout(rect=(0, min((0.05 * rows + 0.01) / nrows, 0.3), 1, 1))
+    top = 1 - (0.035 if views else 0.0) / nrows  # room for the title's second line
+    fig.tight_layout(rect=(0, min((0.05 * rows + 0.01) / nrows, 0.3), 1, top))
     return fig
 
 

@@ -218,25 +218,34 @@ class Report:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        parts = [(t, b) for t, b in (("energy to train", self.energy), ("time per iteration", self.time))
-                 if b is not None]
+        parts = self.breakdowns()
         if not parts:
             return None
         names = [*self.selected(), "best for η"]
         rows = [*self.selected().values(), self.weighting.best(0.5)]
-        fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[t for t, _ in parts])
-        for col, (title, table) in enumerate(parts, start=1):
+        fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[t for t, *_ in parts])
+        for col, (title, table, factor, unit) in enumerate(parts, start=1):
             for k, comp in enumerate(table.columns):
-                fig.add_trace(go.Bar(x=names, y=table[comp].to_numpy()[rows], name=f"{comp}",
+                fig.add_trace(go.Bar(x=names, y=table[comp].to_numpy()[rows] / factor, name=f"{comp}",
                                      legendgroup=title, legendgrouptitle_text=title,
                                      marker_color=COLOURS[k % len(COLOURS)],
                                      hovertemplate="%{x}: %{y:.4g}<extra>" + comp + "</extra>"),
                               row=1, col=col)
-            unit = "J" if title.startswith("energy") else "s"
             fig.update_yaxes(title_text=f"{title} [{unit}]", row=1, col=col)
         fig.update_layout(template="plotly_white", barmode="stack", height=460,
                           margin=dict(l=60, r=20, t=60, b=90), legend=dict(font=dict(size=10)))
         return fig
+
+    def breakdowns(self) -> list[tuple[str, pd.DataFrame, float, str]]:
+        """``(title, components, divisor, unit)`` of the energy and time breakdowns the
+        evaluator reports, in units readable for the largest total on the front."""
+        out = []
+        for title, table, unit in (("energy to train", self.energy, "J"), ("time per iteration", self.time, "s")):
+            if table is not None:
+                largest = float(np.nanmax(table.to_numpy().sum(axis=1))) if len(table) else np.nan
+                factor, shown = readable(unit, largest)
+                out.append((title, table, factor, shown))
+        return out
 
     def parallel_figure(self):
         import plotly.graph_objects as go
@@ -363,19 +372,11 @@ class Report:
     def _choice_text(self, eta: float) -> str:
         return f"η = {eta:.2f}: {self._row_text(self.weighting.best(eta))}"
 
-    def _selected_table(self) -> str:
-        cols = [*self.objectives, *self.params]  # the objectives first: a wide table scrolls
-        head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(self.unit_cell(c))}</small></th>" for c in cols)
-        body = "".join(
-            f"<tr><td>{html.escape(name)}</td><td>{i + 1}</td>"
-            + "".join(f"<td>{html.escape(format_cell(self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
-            for name, i in self.selected().items())
-        return f'<div class="wide"><table id="selected"><tr><th>candidate</th><th>front #</th>{head}</tr>{body}</table></div>'
-
-    def _front_table(self) -> str:
-        """Every front point (numbered as `dse show` numbers them) with its parameters and
-        objectives, objectives in the units the figures use."""
-        cols = [*self.objectives, *self.params]  # the objectives first: a wide table scrolls
+    def _table(self, table_id: str, rows: list[tuple[list[str], int]], first: list[str]) -> str:
+        """A table of front points: ``first`` columns of text given per row, then the
+        objectives (in the units the figures use; a wide table scrolls, so they come first)
+        and the parameters."""
+        cols = [*self.objectives, *self.params]
 
         def unit(c):
             return f"[{self.shown[c][1]}]" if c in self.shown and self.shown[c][1] else self.unit_cell(c)
@@ -383,11 +384,20 @@ class Report:
         def cell(c, v):
             return format_cell(v / self.shown[c][0] if c in self.shown else v)
 
-        head = "".join(f"<th>{html.escape(c)}<br><small>{html.escape(unit(c))}</small></th>" for c in cols)
-        body = "".join("<tr><td>" + str(i + 1) + "</td>"
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in first) + "".join(
+            f"<th>{html.escape(c)}<br><small>{html.escape(unit(c))}</small></th>" for c in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(t)}</td>" for t in texts)
                        + "".join(f"<td>{html.escape(cell(c, self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
-                       for i in range(len(self.front)))
-        return f'<div class="wide"><table id="front"><tr><th>front #</th>{head}</tr>{body}</table></div>'
+                       for texts, i in rows)
+        return f'<div class="wide"><table id="{table_id}"><tr>{head}</tr>{body}</table></div>'
+
+    def _selected_table(self) -> str:
+        return self._table("selected", [([name, str(i + 1)], i) for name, i in self.selected().items()],
+                           ["candidate", "front #"])
+
+    def _front_table(self) -> str:
+        """Every front point, numbered as `dse show` numbers them."""
+        return self._table("front", [([str(i + 1)], i) for i in range(len(self.front))], ["front #"])
 
     def _no_breakdown(self) -> str:
         metrics = [m for ms in (*sel.ENERGY_PARTS.values(), *sel.TIME_PARTS.values()) for m in ms]
@@ -407,8 +417,8 @@ class Report:
     def _page_data(self, front_divs: list[str], breakdown_div: str | None) -> dict:
         pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0], self.objectives[0])]
         rows = list(self.selected().values())
-        comps = [[[_json_floats(table[c].to_numpy()[rows]), _json_floats(table[c])] for c in table.columns]
-                 for table in (self.energy, self.time) if table is not None]
+        comps = [[[_json_floats(table[c].to_numpy()[rows] / factor), _json_floats(table[c] / factor)]
+                  for c in table.columns] for _, table, factor, _ in self.breakdowns()]
         return {
             "a": _json_floats(self.weighting.a), "b": _json_floats(self.weighting.b),
             "text": [self._row_text(i) for i in range(len(self.front))],

@@ -27,9 +27,7 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
         return Path(default)
     if str(output).strip() == "":
         raise DseError("is empty; give a file name", field="--output", value=str(output))
-    if str(output).strip() == "-":  # the usual "standard output": a file named '-' would be a surprise
-        raise DseError("is '-', but dse writes files, not standard output; give a file name",
-                       field="--output", value=str(output))
+    refuse_standard_output(output)
     output = Path(output)
     why = not_a_file(output)
     if why:
@@ -37,6 +35,9 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
     if output.is_dir() and not may_be_folder:
         raise DseError("is a folder; give a file name", field="--output", value=str(output),
                        allowed=f"a file path, e.g. {output / Path(default).name}")
+    if may_be_folder and output.exists() and not output.is_dir():
+        raise DseError("is a file, but a zarr store is a folder: exporting there would replace the file",
+                       field="--output", value=str(output), allowed="a new path, or a zarr store to replace")
     if output.is_dir() and not is_zarr_store(output):  # a zarr store replaces what is there
         raise DseError("is a folder that is not a zarr store: exporting there would replace everything in it",
                        field="--output", value=str(output),
@@ -49,6 +50,13 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
             break
     _refuse_run_file(output, run_path)
     return output
+
+
+def refuse_standard_output(output: Path | str) -> None:
+    """'-', the usual name of standard output: dse writes files (one named '-' would surprise)."""
+    if str(output).strip() == "-":
+        raise DseError("is '-', but dse writes files, not standard output; give a file name",
+                       field="--output", value=str(output))
 
 
 def _refuse_run_file(output: Path, run_path: Path) -> None:

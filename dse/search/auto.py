@@ -111,7 +111,7 @@ class AutoDriver(SearchDriver):
     def observe_cost(self, seconds: float, evaluated: int) -> None:
         self.spent_s += float(seconds)
         self.inner.observe_cost(seconds, evaluated)
-        if not self.decided and evaluated > 0:
+        if not self.decided and evaluated > 0 and seconds > 0:  # 0 s: rows evaluated before a resume
             self._measured(seconds / evaluated, evaluated)
 
     def _measured(self, seconds_per_candidate: float, n: int) -> None:

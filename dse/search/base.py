@@ -170,7 +170,9 @@ class SearchDriver(ABC):
         """The wall time of the batch just told (asking, looking up, evaluating, storing) and
         how many of its candidates were evaluated (the rest were looked up). Called after
         :meth:`tell`, before :meth:`state`; a driver with a budget in time or one that
-        chooses by cost uses it. Default: ignore."""
+        chooses by cost uses it. On resume, a call with 0 seconds may come first: rows a
+        stopped batch evaluated, which the saved state does not count (a cost per
+        candidate is not to be taken from it). Default: ignore."""
         return None
 
     def explain(self) -> str:
