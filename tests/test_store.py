@@ -232,3 +232,41 @@ def test_ctrl_c_while_the_log_writer_waits_finishes_its_writes_first(finished, t
     finally:
         signal.signal(signal.SIGINT, previous)
     assert len(store.log_files()) == before + 3
+
+
+def test_ctrl_c_as_the_log_writer_starts_its_thread_loses_no_write(tmp_path, monkeypatch):
+    """A Ctrl-C between the pool starting its write thread and noting it: flush did not wait
+    for that thread, and its write landed after the datasets were written (stale datasets).
+    The thread starts with the writer now, signals held back."""
+    import signal
+    import threading
+    import time
+
+    import pyarrow as pa
+
+    from dse.store import LogWriter, ResultStore
+
+    store = ResultStore.create(tmp_path / "out", study_text="name: t\n", study_name="t", evaluator="toy",
+                               evaluator_version="1")
+    writer = LogWriter(store, 0, rows=1)
+    start, write = threading.Thread.start, store.write_group
+
+    def start_then_ctrl_c(thread):
+        start(thread)
+        if thread.name.startswith("dse-log"):
+            signal.raise_signal(signal.SIGINT)
+
+    def slow_write(batch, data):
+        time.sleep(0.5)
+        return write(batch, data)
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    monkeypatch.setattr(store, "write_group", slow_write)
+    table = pa.table({"key": np.arange(3, dtype=np.int64), "batch": np.zeros(3, np.int32), "status": ["ok"] * 3,
+                      "feasible": [True] * 3, "kept": [True] * 3})
+    try:
+        writer.add(table)
+    except KeyboardInterrupt:
+        pass
+    writer.flush()
+    assert len(store.log_files()) == 1  # written when flush returned, not after
