@@ -262,9 +262,10 @@ class Report:
                 dims.append(dict(label=self.label(name), values=v.to_numpy(float)))
         first = self.objectives[0]
         fig = go.Figure(go.Parcoords(
-            dimensions=dims, line=dict(color=self.front[first].to_numpy(float), colorscale="Viridis",
-                                       showscale=True, colorbar=dict(title=first))))
-        fig.update_layout(template="plotly_white", height=460, margin=dict(l=80, r=80, t=60, b=40))
+            dimensions=dims, labelangle=-25, labelside="top",  # tilted: side by side the long names overlapped
+            line=dict(color=self.front[first].to_numpy(float), colorscale="Viridis",
+                      showscale=True, colorbar=dict(title=first))))
+        fig.update_layout(template="plotly_white", height=500, margin=dict(l=80, r=80, t=110, b=40))
         return fig
 
     def hypervolume_figure(self):
@@ -278,7 +279,9 @@ class Report:
                                    hovertemplate="%{x:,} evaluations: %{y:.4f}<extra></extra>"))
         fig.update_layout(template="plotly_white", height=360, margin=dict(l=60, r=20, t=40, b=50),
                           xaxis_title="evaluations", yaxis_title="hypervolume (normalised frame)",
-                          title="hypervolume of the front against evaluations")
+                          title="hypervolume of the front against evaluations"
+                          + (" (one batch: the run evaluated everything at once)" if len(self.history) == 1 else ""))
+        fig.update_xaxes(rangemode="tozero")  # one batch: its point at its evaluations, not alone on 399-401
         return fig
 
     def constraints_figure(self):
