@@ -297,7 +297,7 @@ def test_checkpointing_adds_the_predicted_time_and_energy():
     base, ck, slow = (r.iloc[i] for i in range(3))
     # ZeRO-1: each rank holds its shard of the optimizer state and a copy of the weights,
     # whose write the data-parallel ranks share (each tensor is written once)
-    state_b = (base["weights_memory_gb"] / base["data_parallel"] + base["optimizer_memory_gb"]) * 1e9
+    state_b = (base["weights_memory_gb"] / base["data_parallel"] + base["optimizer_memory_gb"]) * 2**30  # GiB
     t_one = state_b / 1e9                                        # seconds per checkpoint at 1 GB/s
     n_ck = base["time_to_train_s"] / interval
     assert ck["checkpoint_time_s"] == pytest.approx(n_ck * t_one, rel=1e-12)

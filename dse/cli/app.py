@@ -275,11 +275,6 @@ def run(
     p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
     out_dir = check_output(p.study, output, overwrite=overwrite)
-    from dse.preview import preview
-
-    seen = preview(p)  # validate's check: a run where nothing may be feasible says so first
-    if seen and not seen.failed and not seen.contract and seen.feasible == 0:
-        _warn_none_feasible(seen)
     runner = Runner(p, out_dir, progress=_progress(quiet))
     err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
               f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
