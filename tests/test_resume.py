@@ -142,13 +142,13 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
         path = _study(tmp_path, "nsga2", out, delay_s)
         data = yaml.safe_load(path.read_text())
         data["space"]["x"] = {"range": [0.0, 1.0], "step": 0.1}  # 88 candidates: all asked, then done
-        data["search"]["budget"] = 400
+        data["search"].update(budget=400, batch_size=40)  # 8 chunks a batch: a group is written midway
         return write_study(tmp_path, data, name=f"{out.name}.yaml")
 
     reference = tmp_path / "reference"
     assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
     out = tmp_path / "interrupted"
-    run = _start(study(out, 0.3))  # a batch of 20 takes 1.2 s: a group is written in its middle
+    run = _start(study(out, 0.3))  # a batch of 40 takes 2.4 s; a group is written after 1 s of it
     deadline = time.monotonic() + 60
     while not (_state(out).get("history") and rows_on_disk(out) > _state(out)["history"][-1]["evaluations"]):
         assert run.poll() is None and time.monotonic() < deadline, "no batch was caught half-written"
@@ -359,11 +359,13 @@ def test_a_log_file_copied_in_from_another_run_of_the_study_is_refused_by_every_
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     stranger = sorted((other / "evaluations").glob("*.arrow"))[0]
-    for name in (stranger.name.replace("b000000-", "b999999-"), "b999999-c00000.arrow"):  # stamped, or not
+    every = ("status", "show", "export", "plot", "report", "resume")
+    for name, commands in ((stranger.name.replace("b000000-", "b999999-"), every),  # another stamp
+                           ("b999999-c00000.arrow", ("status", "resume"))):  # or none (the same check)
         copied = out / "evaluations" / name
         shutil.copy(stranger, copied)
         said = set()
-        for command in ("status", "show", "export", "plot", "report", "resume"):
+        for command in commands:
             proc = run_cli(command, str(out))
             assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
             said.add(proc.stderr.strip())
