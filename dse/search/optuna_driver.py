@@ -22,7 +22,9 @@ the order in which evaluations finished (the runner tells them in ask order).
 
 Duplicates: a trial whose parameters were asked before is replaced by a fresh trial
 (``max_resample`` times per slot, default 2; then the slot is filled by a seeded random
-sampler), so the budget buys distinct candidates. The duplicate trial is not failed: it is
+sampler), so the budget buys distinct candidates (but on a nearly exhausted space, where
+50 random draws find nothing new: then the slot takes the repeat, which is looked up but
+counts against the budget). The duplicate trial is not failed: it is
 completed with the result of the trial it repeats (user attribute ``duplicate_of``) when
 the batch's results are handed over, as optuna's FAQ advises for repeated parameters.
 
