@@ -97,7 +97,7 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
         fr_group = front[colour_by].values.astype(str)
         groups = sorted(set(ev_group) | set(fr_group))
     colours = {g: COLOURS[i % len(COLOURS)] for i, g in enumerate(groups)}
-    shown = {name: readable(display_unit(evaluations[name]), _largest(found, front, name)) for name in objectives}
+    shown = {name: readable_unit(display_unit(evaluations[name]), found, front, name) for name in objectives}
     for ax, (x, y) in zip(axes.flat, pairs, strict=False):
         (fx, _), (fy, _) = shown[x], shown[y]
         if (x, y) in hist:
@@ -146,7 +146,7 @@ def _one_objective_figure(evaluations: xr.Dataset, front: xr.Dataset, name: str,
     sample beyond :data:`SCATTER_LIMIT`) with the best value marked."""
     import matplotlib.pyplot as plt
 
-    factor, unit = readable(display_unit(evaluations[name]), _largest(found, front, name))
+    factor, unit = readable_unit(display_unit(evaluations[name]), found, front, name)
     values = found.sample[name].to_numpy(float) / factor if name in found.sample else np.empty(0)
     values = values[np.isfinite(values)]
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
@@ -182,13 +182,15 @@ def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
     ax.margins(0.03)
 
 
-def _largest(found, front: xr.Dataset, name: str) -> float:
-    """The largest absolute value of ``name`` drawn: the feasible evaluations' and the front's."""
+def readable_unit(unit: str, found, front: xr.Dataset, name: str) -> tuple[float, str]:
+    """``(divisor, unit)`` to draw ``name`` (in ``unit``) in: readable for the largest absolute
+    value drawn, the feasible evaluations' (``found``, a scan) and the front's; the PNG and
+    the report alike (:func:`~dse.outputs.scale.readable`)."""
     values = [abs(found.hi.get(name, np.nan)), abs(found.lo.get(name, np.nan))]
     if name in front and front.sizes["candidate"]:
         values.append(float(np.nanmax(np.abs(front[name].values.astype(float)))))
     values = [v for v in values if np.isfinite(v)]
-    return max(values) if values else np.nan
+    return readable(unit, max(values) if values else np.nan)
 
 
 def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, x_unit: str, y_unit: str) -> None:

@@ -26,7 +26,7 @@ from dse.datasets import to_table, unit_label
 from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
 from dse.outputs import selection as sel
-from dse.outputs.plot import COLOURS, colour_parameter
+from dse.outputs.plot import COLOURS, colour_parameter, readable_unit
 from dse.outputs.scale import readable
 from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.show import format_cell
@@ -91,14 +91,7 @@ class Report:
         on_front = s["key"].astype(str).isin(keys).to_numpy() if "key" in s else np.zeros(len(s), bool)
         self.dominated, self.infeasible = s[ok & ~on_front], s[~ok]
         #: objective -> (divisor, unit) it is drawn in (:func:`~dse.outputs.scale.readable`)
-        self.shown = {m: readable(self.unit(m), self._largest(m)) for m in self.objectives}
-
-    def _largest(self, name: str) -> float:
-        values = [abs(self.scan.lo.get(name, np.nan)), abs(self.scan.hi.get(name, np.nan))]
-        if name in self.front and len(self.front):
-            values.append(float(np.nanmax(np.abs(self.front[name].to_numpy(float)))))
-        values = [v for v in values if np.isfinite(v)]
-        return max(values) if values else np.nan
+        self.shown = {m: readable_unit(self.unit(m), self.scan, self.front_ds, m) for m in self.objectives}
 
     def _axis(self, name: str) -> dict:
         """A front figure's axis: title in the unit shown; range over the feasible candidates
