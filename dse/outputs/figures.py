@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dse.outputs.plot import front_figure, save_figure, whole_run_counts
+from dse.outputs.plot import front_figure, save_figure
 
 FORMATS = ("png", "svg")
 
@@ -21,8 +21,9 @@ def write_static(report, stem: Path) -> list[Path]:
 
     written: list[Path] = []
     with report.run.open_dataset(front=False) as ev:
-        figures = {"front": front_figure(ev, report.front_ds, report.objectives,
-                                         counts=whole_run_counts(report.run, ev))}
+        # the whole run's counts, which the report read from the log when the study keeps less
+        counts = (report.scan.n, report.scan.n_ok) if report.kept != "all" else None
+        figures = {"front": front_figure(ev, report.front_ds, report.objectives, counts=counts)}
     figures.update({"breakdown": _breakdown(report, plt), "parallel": _parallel(report, plt),
                     "hypervolume": _hypervolume(report, plt)})
     for name, fig in figures.items():
