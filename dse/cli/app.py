@@ -163,6 +163,7 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
     settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
     from dse.api import plan
+    from dse.preview import preview
     from dse.runner import check_output
 
     p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler)
@@ -181,7 +182,14 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
             err.print(f"[yellow]warning:[/yellow] {escape(silent)}; a run waits "
                       f"{p.execution.grace_s:g} s (execution.grace_s) for it, then stops", highlight=False)
     s, space = p.study, p.space
-    seen = _checked_preview(p, study)
+    seen = preview(p)
+    if seen and seen.contract:  # a malformed table: every call of a run would fail the same way
+        raise DseError(f"the evaluator's preview call on {_count(seen.evaluated, 'candidate')} broke the evaluator "
+                       f"contract, so a run would fail every candidate: {seen.failed}", file=str(study))
+    reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
+    if seen and seen.whole_space and seen.feasible == 0 and not seen.failed:  # dse run would end with this
+        raise DseError(f"none of the space's {_count(seen.evaluated, 'candidate')} is feasible and within the "
+                       f"constraints, so a run would find no front: {reasons}", file=str(study))
     size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
     budget = f"budget {s.search.budget}" if p.search.total is None else \
         f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
@@ -197,38 +205,14 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
                   f" ({seen.failed}): a run splits a failing call until each failing candidate is alone, and "
                   "reports them")
     elif seen and seen.feasible == 0:
-        _warn_none_feasible(seen)
+        err.print(f"[yellow]warning:[/yellow] none of {_count(seen.evaluated, 'candidate')} drawn from the space is "
+                  f"feasible and meets the constraints ({reasons}): the search may find none")
     elif seen:
         out.print(f"preview: {seen.feasible:,} of {_count(seen.evaluated, 'candidate' if seen.whole_space else 'sampled candidate')} "
                   "feasible and within the constraints")
     elif p.evaluator.preview_size <= 0:
         out.print(f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
                   "effects); whether any candidate is feasible shows in the run")
-
-
-def _checked_preview(p, study):
-    """The evaluator's preview (:func:`dse.preview.preview`; None when it allows none), and
-    what it makes certain a run would end with: a malformed table (every call would fail) or
-    a whole space without a feasible candidate (no front), refused here as DseError."""
-    from dse.preview import preview
-
-    seen = preview(p)
-    if seen and seen.contract:  # a malformed table: every call of a run would fail the same way
-        raise DseError(f"the evaluator's preview call on {_count(seen.evaluated, 'candidate')} broke the evaluator "
-                       f"contract, so a run would fail every candidate: {seen.failed}", file=str(study))
-    if seen and seen.whole_space and seen.feasible == 0 and not seen.failed:  # dse run would end with this
-        raise DseError(f"none of the space's {_count(seen.evaluated, 'candidate')} is feasible and within the "
-                       f"constraints, so a run would find no front: {_reasons(seen)}", file=str(study))
-    return seen
-
-
-def _reasons(seen) -> str:
-    return "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
-
-
-def _warn_none_feasible(seen) -> None:
-    err.print(f"[yellow]warning:[/yellow] none of {_count(seen.evaluated, 'candidate')} drawn from the space is "
-              f"feasible and meets the constraints ({_reasons(seen)}): the search may find none")
 
 
 def _not_answering(address: str) -> str:
