@@ -77,7 +77,6 @@ class _LoopState:
         self.hv = HypervolumeTracker(**state.get("hypervolume_frame", {}))
         self.batch_no = int(state.get("batch", 0))
         self.driver_state: dict | None = state.get("driver")
-        self.untold = 0  # evaluations in the log the driver was not told of (a stopped batch's)
         self._rebuild(store, study)
 
     def _rebuild(self, store: ResultStore, study: Study) -> None:
@@ -165,8 +164,10 @@ class Runner:
         if run.driver_state is not None:
             self._call(driver, "restore", run.driver_state)
             # rows of a batch the run was stopped in are in the log but not in the driver's count
-            # of evaluations: told with the first batch (it re-asks them; they are looked up)
-            run.untold = max(run.front.evaluations - (run.history[-1]["evaluations"] if run.history else 0), 0)
+            # of evaluations (it re-asks them; they are looked up): counted now, with no time
+            untold = run.front.evaluations - (run.history[-1]["evaluations"] if run.history else 0)
+            if untold > 0:
+                driver.observe_cost(0.0, untold)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
             self._save_state(store, driver, run)
         total = self.plan.search.total
@@ -241,9 +242,6 @@ class Runner:
         rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
         self._call(driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study))
         seconds = time.perf_counter() - started
-        if run.untold:  # a stopped batch's rows, evaluated before this run: counted, not timed
-            driver.observe_cost(0.0, run.untold)
-            run.untold = 0
         driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)

@@ -170,8 +170,8 @@ class SearchDriver(ABC):
         """The wall time of the batch just told (asking, looking up, evaluating, storing) and
         how many of its candidates were evaluated (the rest were looked up). Called after
         :meth:`tell`, before :meth:`state`; a driver with a budget in time or one that
-        chooses by cost uses it. On resume, a call with 0 seconds may come first: rows a
-        stopped batch evaluated, which the saved state does not count (a cost per
+        chooses by cost uses it. On resume, a call with 0 seconds may follow :meth:`restore`:
+        rows a stopped batch evaluated, which the saved state does not count (a cost per
         candidate is not to be taken from it). Default: ignore."""
         return None
 
