@@ -473,3 +473,20 @@ def test_a_plugin_driver_without_a_name_or_past_its_budget_is_one_line_naming_th
         proc = run_cli(command, str(study), "--overwrite")
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert f"error: {study}: " in proc.stderr and expected in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("algo", ["optuna-tpe", "optuna-nsga2"])
+def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_space(algo, tmp_path):
+    """66 candidates, a budget of 100: the samplers soon repeat themselves; each slot they
+    cannot fill gets an unasked candidate, and the run ends when none is left, with the
+    exact front (before: 80 asked, 14 of them repeats counted against the budget)."""
+    from dse.api import run
+
+    study = Study.model_validate(toy_study(search={"algorithm": algo, "budget": 100, "seed": 5, "batch_size": 20}))
+    result = run(study, tmp_path / "out")
+    table = result.evaluations
+    keys = candidate_keys(table, ["x", "y", "shape"])
+    assert len(keys) == len(set(keys)) == 66  # every candidate, each once
+    assert result.labels["front"] == "exact"
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["driver"]["asked"] == 66  # the budget's last 34 are not spent on repeats

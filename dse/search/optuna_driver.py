@@ -21,12 +21,16 @@ batches depend only on the seed and the results told, never on the worker count 
 the order in which evaluations finished (the runner tells them in ask order).
 
 Duplicates: a trial whose parameters were asked before is replaced by a fresh trial
-(``max_resample`` times per slot, default 2; then the slot is filled by a seeded random
-sampler), so the budget buys distinct candidates (but on a nearly exhausted space, where
-50 random draws find nothing new: then the slot takes the repeat, which is looked up but
-counts against the budget). The duplicate trial is not failed: it is
-completed with the result of the trial it repeats (user attribute ``duplicate_of``) when
-the batch's results are handed over, as optuna's FAQ advises for repeated parameters.
+(``max_resample`` times per slot, default 2), so the budget buys distinct candidates. Then
+the slot is filled by a candidate nobody has asked: on a discrete space of at most
+:data:`LISTED_MAX` candidates one drawn (seeded) from the list of unasked ones and put in
+with :meth:`optuna.study.Study.enqueue_trial`, and when that list is empty the search is
+over (``done``: every candidate asked, however large the budget); on a larger or
+continuous space a seeded random sampler draws up to 50 times, and the slot takes the
+repeat if none is new (looked up, not evaluated, but counted against the budget). The
+duplicate trial is not failed: it is completed with the result of the trial it repeats
+(user attribute ``duplicate_of``) when the batch's results are handed over, as optuna's
+FAQ advises for repeated parameters.
 
 Resume guarantee: :meth:`tell` does not write to optuna; the results are kept in the
 driver's plain-data state and handed to optuna at the start of the next :meth:`ask`. On
@@ -52,6 +56,12 @@ from pydantic import Field, field_validator
 from dse.errors import StudyError
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column, candidate_keys
+
+#: a discrete space of at most this many candidates is listed (their keys: ~0.5 s and
+#: ~30 MB at the limit) when the sampler keeps repeating itself, so that the slot gets an
+#: unasked candidate and the search ends when none is left
+LISTED_MAX = 200_000
+UNSEEN_SEED = 0x0E5EE  # mixed into the seed of the draw from the unasked candidates
 
 
 def _optuna():
@@ -147,6 +157,12 @@ class _OptunaDriver(SearchDriver):
         self._repeats: list[list[int]] = []  # [duplicate trial, the trial it repeats], not yet told
         self._seen: dict[str, int] = {}  # candidate key -> the trial that asked it first
         self._worst: list[float | None] = [None] * self.n_objectives
+        self.exhausted = False  # every candidate of a listed space has been asked
+        self._unasked: list[np.ndarray] | None = None  # this batch's draw order of them (derived)
+
+    @property
+    def done(self) -> bool:
+        return self.asked >= self.budget or self.exhausted
 
     # -- sampler and storage ---------------------------------------------------------------
     @property
@@ -292,30 +308,82 @@ class _OptunaDriver(SearchDriver):
         n = min(self.batch_size, self.budget - self.asked)
         params: list[dict[str, Any]] = []
         self._pending = []
+        self._unasked = None
         keys_now: dict[str, int] = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for slot in range(n):
-                for attempt in range(self.max_resample + 1 + 50):
-                    if attempt == self.max_resample + 1:  # the sampler keeps repeating itself:
-                        study.sampler = optuna.samplers.RandomSampler(  # fill the slot at random
-                            seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0]))
-                    trial = study.ask(dists)
-                    key = candidate_keys(self._frame([trial.params]), self.space.names)[0]
-                    first = self._seen.get(key, keys_now.get(key))
-                    if first is not None and attempt < self.max_resample + 50:
-                        self._repeats.append([trial.number, first])  # told with the batch
-                        continue
+                trial, key = self._ask_new(study, dists, keys_now, slot)
+                if trial is None:  # every candidate of the space has been asked
+                    self.exhausted = True
                     break
-                if attempt > self.max_resample:
-                    study.sampler = self.make_sampler((self._batch_seed() + slot + 1) % 2**32)
                 keys_now[key] = trial.number
                 params.append(trial.params)
                 self._pending.append(trial.number)
         self._seen.update(keys_now)
+        self._unasked = None
         self.asked += len(params)
         self.batch_no += 1
         return self._frame(params)
+
+    def _key(self, trial) -> str:
+        return candidate_keys(self._frame([trial.params]), self.space.names)[0]
+
+    def _ask_new(self, study, dists, keys_now: dict[str, int], slot: int):
+        """A trial whose candidate nobody has asked, and its key; (None, None) when the
+        space is listed and every candidate of it has been asked."""
+        optuna = _optuna()
+        for _ in range(self.max_resample + 1):
+            trial = study.ask(dists)
+            key = self._key(trial)
+            first = self._seen.get(key, keys_now.get(key))
+            if first is None:
+                return trial, key
+            self._repeats.append([trial.number, first])  # completed with the batch
+        # the sampler keeps repeating itself
+        if self.space.is_discrete and self.space.size <= LISTED_MAX:
+            params = self._next_unasked(dists, keys_now)
+            if params is None:
+                return None, None
+            study.enqueue_trial(params)
+            trial = study.ask(dists)
+            return trial, self._key(trial)
+        study.sampler = optuna.samplers.RandomSampler(  # fill the slot at random
+            seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0]))
+        try:
+            for attempt in range(50):
+                trial = study.ask(dists)
+                key = self._key(trial)
+                first = self._seen.get(key, keys_now.get(key))
+                if first is None or attempt == 49:  # 50 draws found nothing new: the repeat
+                    return trial, key
+                self._repeats.append([trial.number, first])
+        finally:
+            study.sampler = self.make_sampler((self._batch_seed() + slot + 1) % 2**32)
+
+    def _next_unasked(self, dists, keys_now: dict[str, int]) -> dict[str, Any] | None:
+        """The next candidate of this batch's seeded draw from the unasked ones, as optuna
+        parameters (None when every candidate has been asked)."""
+        from optuna.distributions import FloatDistribution, IntDistribution
+
+        space = self.space
+        if self._unasked is None:  # listed once per batch, from the keys asked before it
+            idx = space.indices_of(np.arange(int(space.size)))
+            keys = candidate_keys(space.from_indices(idx), space.names)
+            left = np.array([k not in self._seen for k in keys], dtype=bool)
+            rng = np.random.default_rng([self.seed, self.batch_no, UNSEEN_SEED])
+            self._unasked = list(rng.permutation(idx[left]))
+        while self._unasked:
+            row = self._unasked.pop()
+            params = {}
+            for p, j in zip(space.parameters, row, strict=True):
+                v = p.values[int(j)]
+                d = dists[p.name]
+                params[p.name] = (int(v) if isinstance(d, IntDistribution)
+                                  else float(v) if isinstance(d, FloatDistribution) else v)
+            if candidate_keys(self._frame([params]), space.names)[0] not in keys_now:
+                return params
+        return None
 
     def tell(self, candidates, objectives, violations) -> None:
         if len(candidates) != len(self._pending):
@@ -343,7 +411,7 @@ class _OptunaDriver(SearchDriver):
     def state(self) -> dict[str, Any]:
         return {**super().state(), "batch_no": self.batch_no, "study_name": self.study_name,
                 "untold": self._untold, "repeats": self._repeats, "worst": self._worst,
-                "seen": self._seen}
+                "seen": self._seen, "exhausted": self.exhausted}
 
     def restore(self, state: dict[str, Any]) -> None:
         optuna = _optuna()
@@ -355,6 +423,7 @@ class _OptunaDriver(SearchDriver):
         self._worst = list(state.get("worst", [None] * self.n_objectives))
         seen = state.get("seen", {})
         self._seen = dict(seen) if isinstance(seen, dict) else dict.fromkeys(seen, -1)
+        self.exhausted = bool(state.get("exhausted", False))
         self._pending = []
         self._study = self._open(create=False)
         self._flush()
