@@ -2,40 +2,57 @@
 
 >>> import dse
 >>> study = dse.load_study("studies/quickstart.yaml")
->>> result = dse.run(study, workers=0)           # in this process
+>>> result = dse.run(study, workers=0, overwrite=True)  # in this process; replaces an earlier run
 >>> dse.open_results(result.output_dir).front    # the Pareto set as an xarray Dataset
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from dse.checks import RunPlan, plan_run
+from dse.errors import StudyError
 from dse.progress import ProgressSink
 from dse.results import Results, open_results
 from dse.runner import Runner, RunResult
-from dse.study import Study
+from dse.study import Study, parse_study
 from dse.study import load_study as _load_schema
 
 __all__ = ["Results", "RunResult", "load_study", "open_results", "plan", "resume", "run"]
 
 
-def load_study(path: str | Path) -> Study:
-    """Read a study file and check it completely (schema, evaluator, search, execution)."""
-    study = _load_schema(path)
+def load_study(path: str | Path | Mapping[str, Any]) -> Study:
+    """Read a study file (or take a mapping of its sections, as YAML would give) and check
+    it completely (schema, evaluator, search, execution)."""
+    study = _read(path)
     plan_run(study)
     return study
 
 
-def plan(study: Study | str | Path, *, workers: int | None = None, scheduler: str | None = None,
-         dashboard: bool | None = None) -> RunPlan:
-    """The checked plan of a study (a path or a loaded :class:`Study`)."""
-    if not isinstance(study, Study):
-        study = _load_schema(study)
-    return plan_run(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
+def _read(study: Study | str | Path | Mapping[str, Any]) -> Study:
+    if isinstance(study, Study):  # a copy changed in Python stores what it is, not its file's text
+        return study.without_stale_source()
+    if isinstance(study, Mapping):
+        return parse_study(dict(study), file="<mapping>")
+    if isinstance(study, str | PathLike):
+        return _load_schema(study)
+    raise StudyError(f"expected a study: a file path, a mapping of its sections or a dse Study, "
+                     f"not {type(study).__name__}", value=study)
 
 
-def run(study: Study | str | Path, output_dir: str | Path | None = None, *, overwrite: bool = False,
+def plan(study: Study | str | Path | Mapping[str, Any], *, workers: int | None = None,
+         scheduler: str | None = None, dashboard: bool | None = None) -> RunPlan:
+    """The checked plan of a study (a path, a mapping or a loaded :class:`Study`)."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise StudyError("expected a whole number of local worker processes", field="workers", value=workers,
+                         allowed="0 (evaluate in this process) or more; None: the study's or one per core")
+    return plan_run(_read(study), workers=workers, scheduler=scheduler, dashboard=dashboard)
+
+
+def run(study: Study | str | Path | Mapping[str, Any], output_dir: str | Path | None = None, *, overwrite: bool = False,
         workers: int | None = None, scheduler: str | None = None, dashboard: bool | None = None,
         progress: ProgressSink | None = None) -> RunResult:
     """Run a study into ``output_dir`` (default: the study's output folder)."""

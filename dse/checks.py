@@ -42,6 +42,7 @@ def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None 
         evaluator = load_evaluator(study.evaluator)
         check_parameters(study, evaluator)
         study = canonical_values(study, evaluator)
+        check_distinct(study)
         check_values(study, evaluator)
         space = Space.from_study(study)  # expands ranges; raises on empty ones
         check_space_values(space, evaluator)
@@ -111,8 +112,12 @@ def canonical_values(study: Study, evaluator: Evaluator) -> Study:
             return [one(name, v) for v in s]
         if isinstance(s, ChoicesSpec):
             return s.model_copy(update={"choices": [one(name, v) for v in s.choices]})
-        if isinstance(s, RangeSpec | LogSpec):
-            return s
+        if isinstance(s, RangeSpec):  # [1.0, 8.0] of an integer input is [1, 8]: the integer grid
+            step = None if s.step is None else one(name, s.step)
+            return s.model_copy(update={"range": tuple(one(name, v) for v in s.range), "step": step})
+        if isinstance(s, LogSpec):
+            base = None if s.base is None else one(name, s.base)
+            return s.model_copy(update={"log": tuple(one(name, v) for v in s.log), "base": base})
         return one(name, s)
 
     return study.model_copy(update={"space": {n: spec(n, s) for n, s in study.space.items()},
@@ -128,13 +133,33 @@ def check_values(study: Study, evaluator: Evaluator) -> None:
             inputs[name].check(value, field=f"{section}.{name}")
 
 
+def check_distinct(study: Study) -> None:
+    """No value is listed twice for one parameter (after the canonical spelling: ``h100_sxm``
+    and ``H100 SXM`` are one accelerator); true and 1 are not the same value here."""
+    for name, s in study.space.items():
+        values = s if isinstance(s, list) else s.choices if isinstance(s, ChoicesSpec) else []
+        seen: dict = {}
+        for i, v in enumerate(values):
+            key = (type(v) is bool, v)
+            if key in seen:
+                raise StudyError(f"items {seen[key]} and {i} are both {v!r} (as the evaluator spells its values)",
+                                 field=f"space.{name}", allowed="each value once")
+            seen[key] = i
+
+
 def check_space_values(space: Space, evaluator: Evaluator) -> None:
-    """Every value (or interval end) of every searched parameter is allowed by its input."""
+    """Every value (or interval end) of every searched parameter is allowed by its input,
+    and an integer input is not searched over a continuous range."""
     inputs = evaluator.inputs
     for param in space.parameters:
+        inp = inputs[param.name]
+        if param.values is None and inp.kind == "int":
+            raise StudyError("a continuous range of an integer input: every sample would be a fraction",
+                             field=f"space.{param.name}", value={"range": [param.low, param.high]},
+                             allowed="whole-number ends (a grid of step 1), a 'step', a 'log' grid or a list")
         values = param.values if param.values is not None else (param.low, param.high)
         for v in values:
-            inputs[param.name].check(v, field=f"space.{param.name}")
+            inp.check(v, field=f"space.{param.name}")
 
 
 def check_metrics(study: Study, evaluator: Evaluator) -> None:

@@ -15,7 +15,8 @@ _VALUE_REPR.maxdict = _VALUE_REPR.maxlist = _VALUE_REPR.maxtuple = _VALUE_REPR.m
 _VALUE_CHARS = 160
 
 
-def _short_repr(value: object) -> str:
+def short_repr(value: object) -> str:
+    """``value`` as an error message shows it (long texts and numbers shortened)."""
     text = _VALUE_REPR.repr(value)
     return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
 
@@ -105,7 +106,7 @@ class DseError(Exception):
         where = ": ".join(p for p in (self.file, self.field) if p)
         text = self.message
         if self.has_value:
-            text += f" (got {_short_repr(self.value)}" + (f"; {self.hint})" if self.hint else ")")
+            text += f" (got {short_repr(self.value)}" + (f"; {self.hint})" if self.hint else ")")
         elif self.hint:
             text += f" ({self.hint})"
         if self.allowed:

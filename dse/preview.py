@@ -28,6 +28,7 @@ class Preview:
     ruled_out: list[tuple[str, int]]   # what ruled them out, most frequent first
     failed: str = ""                   # why the evaluator's call failed ("" when it did not)
     contract: bool = False             # it failed by the form of its table (every call would)
+    breach: bool = False               # its table broke the contract (a call that does fails whole)
 
 
 def preview(plan: RunPlan) -> Preview | None:
@@ -46,7 +47,7 @@ def preview(plan: RunPlan) -> Preview | None:
     try:
         result = check_result(ev, table, ev.evaluate(table))
     except ContractError as exc:  # a value may break it for some candidates only: then a warning
-        return Preview(len(table), 0, whole, [], failed=str(exc), contract=exc.structural)
+        return Preview(len(table), 0, whole, [], failed=str(exc), contract=exc.structural, breach=True)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run splits failing calls, keeps the rows that work
         return Preview(len(table), 0, whole, [], failed=f"{type(exc).__name__}: {exc}")
     ok = feasible_mask(result, plan.study)

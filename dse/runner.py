@@ -40,6 +40,7 @@ from dse.pareto import (
 )
 from dse.progress import ProgressReporter, ProgressSink
 from dse.search import SearchDriver
+from dse.search.phases import AskedTooMany
 from dse.store import LogChunk, ResultStore, location
 from dse.study import Study
 
@@ -275,6 +276,10 @@ class Runner:
         traceback: a failure there is dse's bug)."""
         try:
             return getattr(driver, method)(*args)
+        except AskedTooMany as exc:  # found by dse's check of what the driver asked
+            if self._own_driver:
+                raise
+            raise self._driver_error(str(exc)) from None
         except Exception as exc:
             if self._own_driver:
                 raise
@@ -341,7 +346,7 @@ class Runner:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:
             run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
-        return pa.concat_tables(told).to_pandas()
+        return pa.concat_tables(told, promote_options="permissive").to_pandas()
 
     @cached_property
     def _narrow_columns(self) -> list[str]:

@@ -23,7 +23,7 @@ MAX_VALUES = 1_000_000  # values of one parameter; a finer grid is a typo, or sh
 
 
 def _check_count(name: str, count: float) -> None:
-    if count > MAX_VALUES:
+    if not count <= MAX_VALUES:  # also inf and NaN (a step of 1e-320)
         raise StudyError(
             f"this grid has {count:.3g} values; at most {MAX_VALUES:,} per parameter",
             field=f"space.{name}", allowed="a coarser step or base, or a continuous range (no step)",
@@ -69,8 +69,9 @@ def expand(name: str, spec: Any) -> Parameter:
             step = 1
         if step is None:
             return Parameter(name, "real", None, float(low), float(high))
-        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        count = (high - low) / step + 1
         _check_count(name, count)
+        count = int(math.floor((high - low) / step + 1e-9)) + 1
         if _is_int(low) and _is_int(high) and _is_int(step):
             return Parameter(name, "integer", tuple(range(int(low), int(high) + 1, int(step))))
         return Parameter(name, "real", tuple(_round(low + k * step) for k in range(count)))
@@ -89,7 +90,7 @@ def expand(name: str, spec: Any) -> Parameter:
             return Parameter(name, "integer", tuple(ints))
         return Parameter(name, "real", tuple(_round(v) for v in vals))
     values = spec if isinstance(spec, list) else [spec]
-    values = list(dict.fromkeys(values))
+    values = list({(type(v) is bool, v): v for v in values}.values())  # true is not 1 here
     if not values:
         raise StudyError("empty list of choices", field=f"space.{name}")
     if all(_is_int(v) for v in values):

@@ -8,6 +8,7 @@ that names the file, the field path, the offending value and what is allowed.
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
@@ -25,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from dse.errors import StudyError, did_you_mean, pydantic_message
+from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
@@ -37,10 +38,40 @@ class _Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_truth_for_numbers(cls, v: Any, info: ValidationInfo) -> Any:
-        """YAML's true and false are not numbers (pydantic would read ``batch_size: true`` as 1)."""
-        if isinstance(v, bool) and _numbers_only(cls.model_fields[info.field_name].annotation):
-            raise ValueError("expected a number, not true or false")
+        """YAML's true and false are not numbers (pydantic would read ``batch_size: true`` as 1),
+        also as the ends of a range."""
+        if _numbers_only(cls.model_fields[info.field_name].annotation):
+            for x in v if isinstance(v, list | tuple) else (v,):
+                if isinstance(x, bool):
+                    raise ValueError("expected a number, not true or false")
         return v
+
+
+def _low_high(v: Any) -> Any:
+    if not isinstance(v, list | tuple) or len(v) != 2:
+        raise ValueError("expected [low, high]: a list of two numbers")
+    return v
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def finite_number(x: Any) -> bool:
+    """A number a float can hold (not inf or NaN, not an integer beyond ~1.8e308)."""
+    try:
+        return math.isfinite(float(x))
+    except (OverflowError, TypeError, ValueError):
+        return False
+
+
+def _finite(*values: Any) -> None:
+    for x in values:
+        if x is not None and not finite_number(x):
+            raise ValueError("expected finite numbers")
 
 
 def _numbers_only(annotation: Any) -> bool:
@@ -60,9 +91,15 @@ class RangeSpec(_Strict):
     range: tuple[int | float, int | float]
     step: int | float | None = Field(default=None, gt=0)
 
+    @field_validator("range", mode="before")
+    @classmethod
+    def _two(cls, v: Any) -> Any:
+        return _low_high(v)
+
     @model_validator(mode="after")
     def _ordered(self) -> RangeSpec:
         low, high = self.range
+        _finite(low, high, self.step)
         if not low <= high:
             raise ValueError("range must be [low, high] with low <= high")
         return self
@@ -75,9 +112,15 @@ class LogSpec(_Strict):
     base: int | float | None = Field(default=None, gt=1)
     num: int | None = Field(default=None, ge=2)
 
+    @field_validator("log", mode="before")
+    @classmethod
+    def _two(cls, v: Any) -> Any:
+        return _low_high(v)
+
     @model_validator(mode="after")
     def _valid(self) -> LogSpec:
         low, high = self.log
+        _finite(low, high, self.base)
         if not 0 < low <= high:
             raise ValueError("log range must be [low, high] with 0 < low <= high")
         if (self.base is None) == (self.num is None):
@@ -106,9 +149,13 @@ class Constraint(_Strict):
     def _from_text(cls, v: Any) -> Any:
         if isinstance(v, str):
             m = _CONSTRAINT_RE.match(v)
-            if not m:
+            bound = _number(m[3]) if m else None
+            if bound is None:
                 raise ValueError("a constraint is written 'metric <= number' (operators: <=, >=, <, >)")
-            return {"metric": m[1], "op": m[2], "bound": float(m[3])}
+            return {"metric": m[1], "op": m[2], "bound": bound}
+        if not isinstance(v, dict):
+            raise ValueError("a constraint is written 'metric <= number' (operators: <=, >=, <, >), "
+                             "or as a mapping {metric, op, bound}")
         return v
 
     def __str__(self) -> str:
@@ -241,7 +288,7 @@ class Study(_Strict):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
+        if not _NAME_RE.fullmatch(v):  # not match: '$' also matches before a final newline
             raise ValueError("name must be 1 to 200 letters, digits, '_', '-' and '.', not starting with '.' "
                              "(it names the results folder)")
         return v
@@ -282,6 +329,23 @@ class Study(_Strict):
             return self.source_text
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
+    def without_stale_source(self) -> Study:
+        """This study, without its source text where that no longer says what the study is
+        (a copy changed in Python: ``model_copy(update=...)``), so that :meth:`to_yaml` and the
+        results folder's ``study.yaml`` hold the study that runs, not the file it came from.
+        A changed ``execution`` section (how to run: ``--profile``, workers) keeps the text."""
+        if not self.source_text:
+            return self
+        try:
+            read = parse_study(yaml.load(self.source_text, Loader=_StudyLoader),  # noqa: S506 - safe
+                               file=self.source_path or "<study>", text=self.source_text)
+        except (yaml.YAMLError, DseError):
+            read = None
+        what = {"exclude": {"execution"}, "mode": "json"}
+        if read is not None and read.model_dump(**what) == self.model_dump(**what):
+            return self
+        return self.model_copy(update={"source_text": ""})
+
 
 class _StudyLoader(yaml.SafeLoader):
     """YAML 1.1 reads ``2.6e10`` as text; studies are full of such numbers, so read them as floats."""
@@ -291,6 +355,8 @@ def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode,
     """A mapping; a key written twice is an error (YAML would silently keep the last one)."""
     seen: dict = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *anchor': merged by construct_mapping
+            continue
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
@@ -466,6 +532,10 @@ def _parse_space(space: Any, file: str) -> Any:
                 spec = cls.model_validate(spec)
             except ValidationError as exc:
                 raise_validation_error(exc, file=file, prefix=("space", name), model=cls)
+        values = spec if isinstance(spec, list) else spec.choices if isinstance(spec, ChoicesSpec) else [spec]
+        for x in values:
+            if isinstance(x, int | float) and not isinstance(x, bool) and not finite_number(x):
+                raise StudyError("expected finite numbers", file=file, field=field, value=x)
         parsed[name] = spec
     return parsed
 

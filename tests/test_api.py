@@ -43,3 +43,30 @@ def test_importing_dse_is_cheap_and_exports_the_plugin_contracts():
     from dse.search.base import Problem, SearchDriver
 
     assert dse.Evaluator is Evaluator and dse.SearchDriver is SearchDriver and dse.Problem is Problem
+
+
+def test_a_study_changed_in_python_is_stored_as_it_runs(tmp_path):
+    """``model_copy(update=...)`` of a loaded study: the results folder's study.yaml (which
+    resume, show and status read) holds the study that ran, not the file it came from."""
+    from dse.study import Objective
+
+    study = dse.load_study(write_study(tmp_path, toy_study()))
+    changed = study.model_copy(update={"objectives": [Objective(metric="f2"), Objective(metric="f1")]})
+    dse.run(changed, tmp_path / "changed")
+    stored = dse.open_results(tmp_path / "changed").study
+    assert [o.metric for o in stored.objectives] == ["f2", "f1"]
+    dse.run(study, tmp_path / "same")  # unchanged: the file's own text, comments and all
+    assert (tmp_path / "same" / "study.yaml").read_text() == study.source_text
+
+
+def test_the_library_takes_a_mapping_and_refuses_what_it_cannot_use_in_one_error(tmp_path):
+    study = dse.load_study(toy_study())  # a mapping, as YAML would give
+    assert study.name == "toy"
+    for bad in (-1, 0.5, "two", True):
+        with pytest.raises(dse.StudyError, match="workers: expected a whole number of local worker processes"):
+            dse.run(study, tmp_path / "w", workers=bad)
+    assert not (tmp_path / "w").exists()
+    with pytest.raises(dse.StudyError, match="expected a study: a file path, a mapping of its sections or a dse "
+                                             "Study, not int"):
+        dse.run(5)
+    assert issubclass(dse.StudyError, dse.DseError) and issubclass(dse.StoreError, dse.DseError)

@@ -15,6 +15,7 @@ import xarray as xr
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import StudyError
 from dse.evaluators import (
+    Evaluator,
     Input,
     Metric,
     available_evaluators,
@@ -23,7 +24,7 @@ from dse.evaluators import (
     load_evaluator,
 )
 from dse.evaluators.toy import ToyEvaluator
-from dse.study import EvaluatorSpec
+from dse.study import EvaluatorSpec, Study
 
 
 def test_analytic_evaluator_is_registered_through_the_entry_point_group():
@@ -214,6 +215,9 @@ class _Misbehaving(ToyEvaluator):
             out = pd.concat([candidates, out], axis=1).assign(key=7, batch=99, note="hi")
         elif self.how == "number-reason":
             out["reason"] = 3.5
+        elif self.how == "int-where":  # integers, float where a value is missing (pandas' where)
+            out["f1"] = pd.Series(np.round(candidates["x"].to_numpy() * 10).astype(np.int64)).where(
+                candidates["x"].to_numpy() < 0.7)
         elif self.how == "raise":
             raise RuntimeError("simulator crashed")
         elif self.how == "exit" and (candidates["x"] > 0.5).any():
@@ -339,6 +343,23 @@ class _NegativeChunk(ToyEvaluator):
     chunk_size = -3
 
 
+class _NoUnit(ToyEvaluator):
+    @property
+    def metrics(self):
+        return {**super().metrics, "m": Metric("m", None, "a metric without a unit")}
+
+
+class _NoDescription(ToyEvaluator):
+    @property
+    def inputs(self):
+        return {**super().inputs, "n": Input("n", "int", "1", None, 1)}
+
+
+class _Abstract(Evaluator):
+    name = "abstract"
+    version = "1"
+
+
 class _TextChunk(ToyEvaluator):
     chunk_size = "4"
 
@@ -404,6 +425,7 @@ def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_
     assert exiting.returncode == 0 and "(SystemExit: 4)" in exiting.stderr, exiting.stderr
     text = validate("text-metric")  # a value: a run would fail only the calls with such rows
     assert text.returncode == 0 and "returned metric 'f1' as str" in " ".join(text.stderr.split()), text.stderr
+    assert "a run fails every call whose table breaks the evaluator contract" in " ".join(text.stderr.split())
     short = validate("one-row-short")
     assert short.returncode == 2 and "Traceback" not in short.stderr
     assert "broke the evaluator contract, so a run would fail every candidate: evaluator 'toy' returned 65 rows " \
@@ -420,9 +442,30 @@ def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_
     ("_Overlap", "declares 'x' both as an input and as a metric"),
     ("_NoVersion", "evaluator class _NoVersion does not set `version`"),
     ("_BadKind", "input 'n' of evaluator 'toy' has kind 'integer'; allowed: int, float, str, bool"),
+    ("_NoUnit", "metric 'm' of evaluator 'toy' has unit None; allowed: text ('1' for a pure number)"),
+    ("_NoDescription", "input 'n' of evaluator 'toy' has description None; allowed: text"),
+    ("_Abstract", "evaluator 'tests.test_evaluators:_Abstract' (tests.test_evaluators._Abstract) does not define "
+                  "evaluate, inputs, metrics (a bug of the evaluator's package)"),
     ("_BadDefault", "input 'n' of evaluator 'toy': its default -5 breaks its own declaration: value out of range "
                     "(allowed: an integer >= 1)"),
 ])
 def test_a_plugin_that_declares_what_dse_cannot_store_is_refused_when_loaded(cls, message):
     with pytest.raises(StudyError, match=re.escape(message)):
         load_evaluator(EvaluatorSpec(name=f"tests.test_evaluators:{cls}"))
+
+
+def test_an_integer_metric_is_float64_whatever_a_calls_values(tmp_path):
+    """``Series.where`` gives integers in a call where every value is there and floats in
+    one where some are missing; each metric has one type in the log (before: the run ended
+    in a pyarrow traceback when the two met)."""
+    from conftest import toy_study  # noqa: I001 - here: a run imports this module
+    from dse.api import run
+
+    cands = pd.DataFrame({"x": [0.1, 0.2], "y": 0, "shape": "a"})
+    assert _evaluate_with("int-where", cands)["f1"].dtype == np.float64  # all there: floats all the same
+    study = toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "int-where"}},
+                      execution={"workers": 0, "chunk_size": 5})
+    result = run(Study.model_validate(study), tmp_path / "out")
+    table = result.evaluations
+    assert len(table) == 66 and table["f1"].dtype == np.float64
+    assert table["f1"].isna().sum() == (table["x"] >= 0.7).sum() > 0

@@ -200,7 +200,65 @@ RUN_CASES = {
     "false as a seed": (lambda d: d["search"].update(seed=False), "search.seed", "expected a number, not true or false"),
     "true as a worker count": (lambda d: d["execution"].update(workers=True), "execution.workers",
                                "expected a number, not true or false"),
+    # found by a review: tracebacks (OverflowError) or silently odd spaces before
+    "infinite range end": (lambda d: d["space"].update(clock_fraction={"range": [0.5, float("inf")]}),
+                           "space.clock_fraction", "expected finite numbers"),
+    "step too fine for a float": (lambda d: d["space"].update(clock_fraction={"range": [0.1, 1], "step": 1e-320}),
+                                  "space.clock_fraction", "this grid has inf values"),
+    "integer beyond a float in a list": (lambda d: d["space"].update(num_accelerators=[8, 10**400]),
+                                         "space.num_accelerators", "expected finite numbers"),
+    "integer beyond a float as a range end": (lambda d: d["space"].update(tensor_parallel={"range": [1, 10**400]}),
+                                              "space.tensor_parallel", "expected finite numbers"),
+    "integer beyond a float as a log end": (lambda d: d["space"].update(global_batch_size={"log": [1, 10**400],
+                                                                                          "base": 2}),
+                                            "space.global_batch_size", "expected finite numbers"),
+    "true as a range end": (lambda d: d["space"].update(tensor_parallel={"range": [True, 4]}),
+                            "space.tensor_parallel.range", "expected a number, not true or false"),
+    "true among integers": (lambda d: d["space"].update(tensor_parallel=[1, True]), "space.tensor_parallel",
+                            "expected a number (got True)"),
+    "continuous range of an integer": (lambda d: d["space"].update(global_batch_size={"range": [64.5, 512.0]}),
+                                       "space.global_batch_size", "a continuous range of an integer input"),
+    "value listed twice": (lambda d: d["space"].update(tensor_parallel=[1, 1, 2]), "space.tensor_parallel",
+                           "items 0 and 1 are both 1"),
+    "one accelerator in two spellings": (lambda d: d["space"].update(accelerator=["A100-80GB", "a100_80gb"]),
+                                         "space.accelerator", "items 0 and 1 are both 'A100-80GB'"),
+    "range not a pair": (lambda d: d["space"].update(tensor_parallel={"range": [1]}),
+                         "space.tensor_parallel.range", "expected [low, high]: a list of two numbers (got [1])"),
+    "constraint bound not a number": (lambda d: d.update(constraints=["mfu <= 1.2.3"]), "constraints[0]",
+                                      "a constraint is written 'metric <= number'"),
+    "constraint neither text nor mapping": (lambda d: d.update(constraints=[5]), "constraints[0]",
+                                            "or as a mapping {metric, op, bound}"),
+    "true as a driver option": (lambda d: d["search"].update(algorithm="nsga2", options={"pop_size": True}),
+                                "search.options.pop_size", "expected a number, not true or false"),
+    "scheduler port beyond 65535": (lambda d: d["execution"].update(scheduler="tcp://127.0.0.1:99999"),
+                                    "execution.scheduler", "no such port"),
+    "name ending in a newline": (lambda d: d.update(name="quickstart\n"), "name", "(got 'quickstart\\n')"),
 }
+
+
+def test_whole_number_floats_of_an_integer_input_make_an_integer_grid(tmp_path):
+    """``{range: [1.0, 4.0]}`` and ``{log: [64, 1024], base: 2.0}`` of integer inputs are
+    the integer grids (before: float values, and a continuous range of fractions)."""
+    path = _broken(tmp_path, lambda d: d["space"].update(tensor_parallel={"range": [1.0, 4.0]},
+                                                         global_batch_size={"log": [64, 1024], "base": 2.0}))
+    from dse.api import plan
+
+    space = plan(path).space
+    values = {p.name: p.values for p in space.parameters}
+    assert values["tensor_parallel"] == (1, 2, 3, 4) and all(type(v) is int for v in values["tensor_parallel"])
+    assert values["global_batch_size"] == (64, 128, 256, 512, 1024)
+    assert all(type(v) is int for v in values["global_batch_size"])
+
+
+def test_yaml_merge_keys_are_read_as_yaml_reads_them(tmp_path):
+    """``<<: *anchor`` merges a mapping (the duplicate-key check once refused it as not YAML)."""
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    fixed = data.pop("fixed")
+    path = tmp_path / "merge.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False)
+                    + "fixed:\n  <<: {" + ", ".join(f"{k}: {v}" for k, v in fixed.items()) + "}\n")
+    study = load_study(path)
+    assert dict(study.fixed) == fixed
 
 
 @pytest.mark.parametrize("case", [*CASES, *RUN_CASES], ids=[*CASES, *RUN_CASES])
@@ -331,3 +389,4 @@ def test_a_bad_command_line_is_one_line_too(args, expected):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
     assert "--help` lists what is allowed" in lines[0]
+

@@ -177,7 +177,10 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
 
         check_job(p.execution)
     if p.execution.scheduler:  # a run waits grace_s for it; say now that nothing answers there
-        silent = _not_answering(p.execution.scheduler)
+        try:
+            silent = _not_answering(p.execution.scheduler)
+        except DseError as exc:
+            raise exc.with_file(str(study)) from None
         if silent:
             err.print(f"[yellow]warning:[/yellow] {escape(silent)}; a run waits "
                       f"{p.execution.grace_s:g} s (execution.grace_s) for it, then stops", highlight=False)
@@ -201,9 +204,11 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
               f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
     if seen and seen.failed:
+        then = ("a run fails every call whose table breaks the evaluator contract, all its candidates (not "
+                "retried one by one)" if seen.breach else
+                "a run splits a failing call until each failing candidate is alone, and reports them")
         err.print(f"[yellow]warning:[/yellow] the evaluator failed on the preview's {_count(seen.evaluated, 'candidate')}"
-                  f" ({seen.failed}): a run splits a failing call until each failing candidate is alone, and "
-                  "reports them")
+                  f" ({seen.failed}): {then}")
     elif seen and seen.feasible == 0:
         err.print(f"[yellow]warning:[/yellow] none of {_count(seen.evaluated, 'candidate')} drawn from the space is "
                   f"feasible and meets the constraints ({reasons}): the search may find none")

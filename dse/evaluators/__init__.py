@@ -42,6 +42,10 @@ def load_evaluator(spec: Any) -> Evaluator:
     """
     keep_freed_memory()
     cls = evaluator_class(spec.name)
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:  # the class, not its options: Python would say "Can't instantiate abstract class"
+        raise StudyError(f"evaluator '{spec.name}' ({cls.__module__}.{cls.__qualname__}) does not define "
+                         f"{', '.join(missing)} (a bug of the evaluator's package)", field="evaluator.name")
     options = dict(spec.options)
     if cls.Options is not None:
         from dse.study import validate_options

@@ -10,7 +10,6 @@ anything runs. It must be picklable and keep no global state: dask ships it to w
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
@@ -20,6 +19,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from dse.errors import StudyError, suggestion
+from dse.study import finite_number
 
 InputKind = Literal["int", "float", "str", "bool"]
 
@@ -68,7 +68,7 @@ class Input:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise StudyError("expected a number" + (f" in {self.unit}" if _shown_unit(self.unit) else ""),
                              field=field, value=value, allowed=self._allowed())
-        if not math.isfinite(value):
+        if not finite_number(value):  # also an integer too large for a float (10**400)
             raise StudyError("expected a finite number", field=field, value=value, allowed=self._allowed())
         if self.kind == "int" and not float(value).is_integer():
             raise StudyError("expected an integer", field=field, value=value, allowed=self._allowed())
@@ -234,6 +234,10 @@ def check_declarations(evaluator: Evaluator) -> None:
             if decl.name != name:
                 raise ValueError(f"evaluator '{evaluator.name}': {what} key '{name}' holds {kind.__name__} "
                                  f"'{decl.name}'")
+            for text in ("unit", "description") if kind is Input else ("unit", "long_name"):
+                if not isinstance(getattr(decl, text), str):  # the datasets' attributes are text
+                    raise ValueError(f"{what[:-1]} '{name}' of evaluator '{evaluator.name}' has {text} "
+                                     f"{getattr(decl, text)!r}; allowed: text ('1' for a pure number)")
     _check_class_settings(evaluator, inputs)
     both = sorted(set(inputs) & set(metrics))
     if both:
@@ -288,7 +292,7 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
     a DataFrame with one row per candidate, every metric, ``feasible`` and ``reason``;
     every metric a number (bool, integer or float; a missing value NaN), ``feasible``
     true or false (a bool column, or 0 and 1). Returns it with a clean index, ``feasible``
-    as bool and numeric extension columns as numpy floats."""
+    as bool and every numeric metric but a bool one as float64."""
     name = evaluator.name
     if not isinstance(result, pd.DataFrame):
         raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True)
@@ -313,7 +317,9 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
                                 "real number (NaN where missing)")
         if not isinstance(col.dtype, np.dtype):  # a nullable extension column: numpy floats, NaN for NA
             result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
-        elif col.dtype.kind == "f" and col.dtype.itemsize != 8:  # float16/32: the stores keep float64
+        elif col.dtype.kind in "iu" or (col.dtype.kind == "f" and col.dtype.itemsize != 8):
+            # float64, whatever the call's values: an integer column is float where a call has a
+            # missing value (``Series.where``), and every chunk of the log has one type per metric
             result[metric] = col.to_numpy(dtype=np.float64)
     reason = result["reason"]
     if isinstance(reason.dtype, np.dtype) and reason.dtype.kind in "iufcb":  # numbers, not text

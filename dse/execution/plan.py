@@ -254,9 +254,11 @@ def load_profile(path: Path) -> ClusterProfile:
 
 
 def check_address(address: str, field: str) -> str:
+    allowed = "tcp://HOST:PORT (or tls://, ucx://, ws://; the port is required, 1 to 65535)"
     if not _ADDRESS.match(address):
-        raise StudyError("not a dask scheduler address", field=field, value=address,
-                         allowed="tcp://HOST:PORT (or tls://, ucx://, ws://; the port is required)")
+        raise StudyError("not a dask scheduler address", field=field, value=address, allowed=allowed)
+    if not 1 <= int(address.rsplit(":", 1)[1]) <= 65535:
+        raise StudyError("no such port", field=field, value=address, allowed=allowed)
     return address
 
 

@@ -40,6 +40,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from dse.space import Space
+from dse.study import _Strict
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,9 @@ class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class DriverOptions(BaseModel):
-    """Base for a driver's options: unknown keys are refused, values are typed."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class DriverOptions(_Strict):
+    """Base for a driver's options: unknown keys are refused, values are typed (true and
+    false are not numbers), as everywhere in a study."""
 
 
 class SearchDriver(ABC):

@@ -36,6 +36,10 @@ VERSION = 1
 SEARCH, POLISH, DONE = "search", "polish", "done"
 POLISH_SEED = 0x706F6C  # purpose tag of the polish's random draws
 
+class AskedTooMany(ValueError):
+    """A driver's batch is larger than what is left of the budget (the driver's bug, which
+    dse's own check finds: the run names the driver, not the line of the check)."""
+
 
 class PhasedSearch(SearchDriver):
     """The study's driver (``inner``), then the front polish when ``polish`` is given."""
@@ -119,7 +123,7 @@ class PhasedSearch(SearchDriver):
             batch = self.inner.ask()
             left = self.problem.budget - self.asked
             if self.problem.time_budget_s is None and len(batch) > left:  # a plug-in's bug: the budget is a limit
-                raise ValueError(f"asked {len(batch):,} candidates with {left:,} left of the budget of "
+                raise AskedTooMany(f"asked {len(batch):,} candidates with {left:,} left of the budget of "
                                  f"{self.problem.budget:,} evaluations (ask at most budget - asked)")
             if len(batch):
                 self._source = SEARCH
