@@ -212,17 +212,29 @@ def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes)
     assert rows_on_disk(out) == 0
 
 
-def test_a_worker_whose_python_cannot_import_dse_is_named_in_one_line(tmp_path, processes):
+@pytest.mark.parametrize("after_a_run", [False, True], ids=["fresh-scheduler", "after-a-run"])
+def test_a_worker_whose_python_cannot_import_dse_is_named_in_one_line(tmp_path, processes, after_a_run):
     """The worker's Python finds a dse that cannot be imported (here a stand-in that raises
-    as a missing package does): one line naming the worker and what to install, exit 2."""
+    as a missing package does): one line naming the worker and what to install, exit 2.
+    After a run on the same scheduler too: the run takes its worker plug-in off the scheduler
+    when it ends (before, a worker without dse that joined later failed to start on it, and
+    the next run's version check waited for that worker forever)."""
     shadow = tmp_path / "shadow" / "dse"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'dse\'", name="dse")\n')
     processes.start_scheduler()
+    if after_a_run:
+        processes.start_worker("good")
+        processes.wait_for(1)
+        first = run_cli("run", str(_study(tmp_path, tmp_path / "first", execution=_profile(processes), delay=0)),
+                        "--quiet")
+        assert first.returncode == 0, first.stderr
+        processes.kill(processes.workers.pop("good"))
     processes.start_worker("w1", env={"PYTHONPATH": str(tmp_path / "shadow")})
     processes.wait_for(1)
     out = tmp_path / "run"
-    proc = run_cli("run", str(_study(tmp_path, out, execution=_profile(processes))), "--quiet")
+    proc = run_cli("run", str(_study(tmp_path, out, execution=_profile(processes, grace_s=5))), "--quiet",
+                   timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "cannot run dse" in proc.stderr and "install dse" in proc.stderr, proc.stderr
     assert rows_on_disk(out) == 0

@@ -258,9 +258,19 @@ class DaskExecutor(Executor):
     def check_versions(self) -> None:
         """Every worker there is runs the client's dse and evaluator versions (a worker that
         joins later is checked with its first chunk)."""
-        for address, found in self.client.run(worker_versions, self.ref, on_error="return").items():
+        client, limit = self.client, self.plan.grace_s
+        try:  # a bounded wait: a worker that failed to start (dse's plug-in, left on the scheduler by an
+            # earlier run, cannot load where dse is missing) never answers, and Client.run waits forever
+            answers = client.sync(client._run, worker_versions, self.ref, on_error="return", callback_timeout=limit)
+        except TimeoutError:
+            raise WorkerMismatch(
+                f"the dask workers of {self.where} did not all answer dse's version check within {limit:g} s "
+                "(execution.grace_s): a worker may have failed to start, for example where its Python cannot "
+                "import dse (install dse, the client's version, in the Python the workers run)") from None
+        for address, found in answers.items():
             if isinstance(found, BaseException):  # e.g. the worker's Python cannot import dse at all
-                missing_dse = isinstance(found, ImportError) or "No module named 'dse'" in str(found)
+                missing_dse = (isinstance(found, ImportError) or "No module named 'dse'" in str(found)
+                               or "ImportError" in str(found))  # dask may wrap it: Exception("ImportError(...)")
                 raise WorkerMismatch(
                     f"dask worker {address} cannot run dse: {type(found).__name__}: {found}"
                     + (": install dse (the client's version) in the Python the workers run" if missing_dse else ""))
@@ -282,6 +292,11 @@ class DaskExecutor(Executor):
             self.notify(f"dask dashboard: {link}")
 
     def __exit__(self, *exc) -> None:
+        if self.client is not None and self.plan.kind != "local":  # a cluster that outlives the run
+            try:  # workers that join it later (another run, another Python) do not load dse's plug-in
+                self.client.sync(self.client._unregister_worker_plugin, "dse-stop-programs", callback_timeout=5)
+            except Exception:  # noqa: BLE001 - never registered, or the scheduler is gone
+                pass
         if self.client is not None:
             try:
                 self.client.close(timeout=5)
