@@ -70,11 +70,14 @@ def resume(results_dir: str | Path, *, workers: int | None = None, scheduler: st
 
 
 def stored_study(stored: Results) -> Study:
-    """The study of a results folder (its copy), with the cluster profile the run used: the
-    copy names it as the study did (``profile: mycluster``, found beside the study), and the
-    run recorded the file it found (meta.json ``profile_path``)."""
+    """The study of a results folder (its copy), on the cluster profile the run used: the run
+    recorded the file it found (meta.json ``profile_path``), named by the study (``profile:
+    mycluster``, found beside the study, not beside the copy) or given as ``--profile``, which
+    replaced the study's own workers and scheduler (so resume goes on where the run ran, not
+    on a local cluster)."""
     study = _load_schema(stored.store.study_file)
     used = stored.store.meta.get("profile_path")
-    if study.execution.profile and used and Path(used).is_file():
-        study = study.with_execution(profile=used)
+    if used and Path(used).is_file():
+        study = (study.with_execution(profile=used) if study.execution.profile
+                 else study.with_execution(profile=used, scheduler=None, workers=None))
     return study

@@ -70,3 +70,18 @@ def test_the_library_takes_a_mapping_and_refuses_what_it_cannot_use_in_one_error
                                              "Study, not int"):
         dse.run(5)
     assert issubclass(dse.StudyError, dse.DseError) and issubclass(dse.StoreError, dse.DseError)
+
+
+def test_resume_goes_on_on_the_profile_a_run_was_given(tmp_path):
+    """``--profile`` (here through the library, as the command line passes it) replaces the
+    study's own workers and scheduler; resume reads the profile the run recorded (before:
+    the study's own execution, so a SLURM run resumed on a local cluster of the login node)."""
+    from dse.api import plan, stored_study
+
+    profile = tmp_path / "one.yaml"
+    profile.write_text("workers: 1\nthreads_per_worker: 1\n")
+    study = dse.load_study(write_study(tmp_path, toy_study(execution={"workers": 0})))  # its file: no profile
+    dse.run(study.with_execution(profile=str(profile), scheduler=None, workers=None), tmp_path / "out")
+    again = stored_study(dse.open_results(tmp_path / "out"))
+    assert again.execution.profile == str(profile.resolve()) and again.execution.workers is None
+    assert plan(again).execution.kind == "local" and plan(again).execution.workers == 1
