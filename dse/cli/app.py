@@ -173,9 +173,10 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     except DseError as exc:
         raise exc.with_file(str(study)) from None
     if p.execution.kind == "cluster":  # the job the class would write, as dse run meets it first
-        from dse.execution.deploy import check_job
+        from dse.execution.deploy import check_job, check_submit
 
         check_job(p.execution)
+        check_submit(p.execution)
     if p.execution.scheduler:  # a run waits grace_s for it; say now that nothing answers there
         try:
             silent = _not_answering(p.execution.scheduler)

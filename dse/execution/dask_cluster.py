@@ -129,6 +129,7 @@ class DaskExecutor(Executor):
         self._killed = 0  # chunks whose workers died while evaluating them (dask's KilledWorker)
         self._submissions: SubmissionErrors | None = None
         self._last_look = 0.0
+        self._plugin = False  # dse's worker plug-in is registered on the scheduler
 
     @property
     def where(self) -> str:
@@ -145,6 +146,7 @@ class DaskExecutor(Executor):
             from dse.execution.worker_plugin import LeaveSignalsToTheRun, StopPrograms
 
             self.client.register_plugin(StopPrograms(), name="dse-stop-programs")
+            self._plugin = True
             if self.plan.kind == "local":  # this process's own workers: Ctrl-C is the run's to handle
                 self.client.register_plugin(LeaveSignalsToTheRun(), name="dse-leave-signals")
         except BaseException:
@@ -292,11 +294,12 @@ class DaskExecutor(Executor):
             self.notify(f"dask dashboard: {link}")
 
     def __exit__(self, *exc) -> None:
-        if self.client is not None and self.plan.kind != "local":  # a cluster that outlives the run
+        if self.client is not None and self._plugin and self.plan.kind != "local":  # a cluster that outlives the run
             try:  # workers that join it later (another run, another Python) do not load dse's plug-in
                 self.client.sync(self.client._unregister_worker_plugin, "dse-stop-programs", callback_timeout=5)
-            except Exception:  # noqa: BLE001 - never registered, or the scheduler is gone
+            except Exception:  # noqa: BLE001 - the scheduler is gone
                 pass
+            self._plugin = False
         if self.client is not None:
             try:
                 self.client.close(timeout=5)

@@ -192,12 +192,27 @@ def cluster_options(plan: Any) -> dict[str, Any]:
     return options
 
 
+def check_submit(plan: Any) -> None:
+    """A batch-system class (dask-jobqueue's) finds its submit command (``sbatch``, ``qsub``)
+    on PATH: without it, it logs a traceback for every job and no worker ever joins."""
+    import shutil
+
+    command = getattr(getattr(import_cluster(plan.cluster), "job_cls", None), "submit_command", None)
+    program = command.split()[0] if isinstance(command, str) and command.strip() else None
+    if program and shutil.which(program) is None:
+        raise StudyError(f"{plan.cluster} submits its jobs with '{program}', which is not on PATH here",
+                         file=plan.profile, field="cluster",
+                         allowed="run dse where jobs can be submitted (the cluster's login node), or another "
+                                 "profile; `dse cluster PROFILE` shows the job script without submitting it")
+
+
 def start_cluster(plan: Any) -> Any:
     """Start the profile's cluster and size it (``scale`` or ``adapt``)."""
     import contextlib
 
     import dask
 
+    check_submit(plan)
     obj = import_cluster(plan.cluster)
     logs = dask.config.set({"logging.distributed": "info"}) if (
         f"{obj.__module__}.{obj.__qualname__}" in READS_INFO_LOGS) else contextlib.nullcontext()
