@@ -73,6 +73,15 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
     ("workers: 1\nmemory_limit: true\n", "memory_limit: expected 'auto'"),
     ("workers: 1\nmemory_limit: .inf\n", "memory_limit: expected 'auto'"),
     ("cluster: dask.distributed_typo.LocalCluster\n", "no module named 'dask.distributed_typo'"),
+    # profiles that validated but could never get a worker, or ran one that thrashed
+    ("cluster: dask.distributed.LocalCluster\nscale: 0\n", "scale.workers: expected a value greater than or equal to 1"),
+    ("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 1, memory: 1GB}\nscale: {jobs: 0}\n",
+     "scale.jobs: expected a value greater than or equal to 1"),
+    ("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 1, memory: 1GB}\n",
+     "dask_jobqueue.SLURMCluster submits no job until told how many: give 'scale'"),
+    ("scheduler_file: ''\n", "scheduler_file: "),
+    ("workers: 1\nmemory_limit: 2.5\n", "memory_limit: expected a fraction of the memory (at most 1) or at least 1 MiB"),
+    ("workers: true\n", "workers: expected a number, not true or false"),
 ])
 def test_bad_profiles_are_one_line_errors_naming_the_profile(tmp_path, text, expected):
     (tmp_path / "p.yaml").write_text(text)
@@ -116,7 +125,7 @@ def test_the_studys_own_worker_count_wins_over_a_local_profile_and_is_refused_be
 def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
     (tmp_path / "workers").mkdir()
     (tmp_path / "workers" / "q.yaml").write_text(
-        "cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 2, memory: 4GB, corez: 3}\n")
+        "cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 2, memory: 4GB, corez: 3}\nscale: {jobs: 1}\n")
     study = write_study(tmp_path, toy_study(execution={"profile": "q", "workers": None}))
     proc = run_cli("validate", str(study), cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -141,9 +150,14 @@ def test_an_unknown_option_of_a_jobqueue_class_is_refused_at_validate(tmp_path):
      "options.env_extra: option 'env_extra' of dask_jobqueue.SLURMCluster was renamed; allowed: job_script_prologue"),
     ("{cores: 2, processes: 4, memory: 8GB}", "options.processes: 4 worker processes per job on 2 cores leave a "
                                               "worker without a thread (got 4); allowed: 1 to 2 (cores)"),
+    # a text where dask-jobqueue takes a list: one '#SBATCH' line per character
+    ("{cores: 8, memory: 8GB, job_extra_directives: --exclusive}",
+     "options.job_extra_directives: expected a list of directives, such as ['--exclusive']"),
+    ("{cores: 8, memory: 8GB, worker_extra_args: --lifetime 55m}", "options.worker_extra_args: expected a list"),
+    ("{cores: 8, memory: 8GB, python: 3}", "options.python: expected text (got 3)"),
 ])
 def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options, expected):
-    (tmp_path / "q.yaml").write_text(f"cluster: dask_jobqueue.SLURMCluster\noptions: {options}\n")
+    (tmp_path / "q.yaml").write_text(f"cluster: dask_jobqueue.SLURMCluster\noptions: {options}\nscale: {{jobs: 1}}\n")
     with pytest.raises(StudyError) as info:
         plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
     assert str(info.value).startswith(f"{tmp_path / 'q.yaml'}: {expected}"), str(info.value)
@@ -158,7 +172,7 @@ def test_ssh_hosts_given_as_one_string_are_refused(tmp_path):
 
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
 def test_a_job_the_class_cannot_write_is_one_line_from_dse_cluster(tmp_path):
-    (tmp_path / "q.yaml").write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 8}\n")  # no memory
+    (tmp_path / "q.yaml").write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 8}\nscale: {jobs: 1}\n")  # no memory
     proc = run_cli("cluster", str(tmp_path / "q.yaml"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "You must specify how much cores and memory per job" in proc.stderr and proc.stderr.count("\n") == 1

@@ -151,7 +151,8 @@ WALLTIME = re.compile(r"(\d+-)?\d{1,4}:[0-5]\d(:[0-5]\d)?")
 
 def _check_job_options(options: dict) -> None:
     """``cores`` and ``processes`` whole numbers of at least 1, ``memory`` a size such as
-    ``32GB``, where given (dask-jobqueue's configuration may supply them)."""
+    ``32GB``, the options dask-jobqueue reads as lists lists of text and those it puts in the
+    script as they are text, where given (dask-jobqueue's configuration may supply them)."""
     from dask.utils import parse_bytes
 
     for key in ("cores", "processes"):
@@ -175,10 +176,18 @@ def _check_job_options(options: dict) -> None:
         raise StudyError("expected a walltime such as '02:00:00' (hours:minutes:seconds, or days-hours:minutes:"
                          "seconds; a bare number is minutes to SLURM and seconds to PBS)", field="options.walltime",
                          value=v)
-    v = options.get("job_script_prologue")
-    if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-        raise StudyError("expected a list of shell lines, such as ['source /opt/dse/.venv/bin/activate']",
-                         field="options.job_script_prologue", value=v)
+    lists = {"job_script_prologue": "a list of shell lines, such as ['source /opt/dse/.venv/bin/activate']",
+             "job_extra_directives": "a list of directives, such as ['--exclusive']",
+             "job_directives_skip": "a list of directive texts to leave out, such as ['--mem']",
+             "worker_extra_args": "a list of arguments, such as ['--lifetime', '55m']"}
+    for key, what in lists.items():  # a text would be taken one character per item
+        v = options.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise StudyError(f"expected {what}", field=f"options.{key}", value=v)
+    for key in ("python", "queue", "account", "interface", "shebang", "local_directory", "log_directory"):
+        v = options.get(key)
+        if v is not None and not isinstance(v, str):
+            raise StudyError("expected text", field=f"options.{key}", value=v)
 
 
 def cluster_options(plan: Any) -> dict[str, Any]:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dse.errors import StudyError
-from dse.study import ExecutionSpec, raise_validation_error, yaml_problem
+from dse.study import ExecutionSpec, _Strict, raise_validation_error, yaml_problem
 
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
 
@@ -33,15 +33,11 @@ GRACE_S = 60.0
 START_TIMEOUT_S = 300.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 class Scale(_Strict):
     """A fixed size: ``workers`` (any cluster) or ``jobs`` (dask-jobqueue: batch jobs)."""
 
-    workers: int | None = Field(default=None, ge=0)
-    jobs: int | None = Field(default=None, ge=0)
+    workers: int | None = Field(default=None, ge=1)
+    jobs: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one(self) -> Scale:
@@ -99,9 +95,9 @@ class ClusterProfile(_Strict):
     options: dict[str, Any] = Field(default_factory=dict, description="the cluster class's keyword arguments")
     scale: Scale | None = None
     adapt: Adapt | None = None
-    scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
-    scheduler_file: str | None = Field(default=None, description="a running scheduler's file "
-                                                                 "(dask scheduler --scheduler-file)")
+    scheduler: str | None = Field(default=None, min_length=1, description="address of a running dask scheduler")
+    scheduler_file: str | None = Field(default=None, min_length=1, description="a running scheduler's file "
+                                                                                "(dask scheduler --scheduler-file)")
     workers: int | None = Field(default=None, ge=0, description="local worker processes")
     threads_per_worker: int = Field(default=1, ge=1)
     memory_limit: str | int | float = "auto"
@@ -125,6 +121,9 @@ class ClusterProfile(_Strict):
         if size is None or not (math.isfinite(size) and size >= 0):
             raise ValueError("expected 'auto', 0 (no limit), a fraction of the memory, a number of bytes or a "
                              "size such as '4GB'")
+        if 1 < size < 2**20:  # dask reads 2.5 as 2 bytes: a worker restarted again and again
+            raise ValueError("expected a fraction of the memory (at most 1) or at least 1 MiB (a size such as "
+                             "'4GB'; a bare number is bytes)")
         return v
 
     start_timeout_s: float | None = Field(default=None, gt=0)
@@ -149,6 +148,9 @@ class ClusterProfile(_Strict):
                 raise ValueError(f"'{key}' belongs to a 'cluster' class, and this profile names none")
         if self.scale is not None and self.adapt is not None:
             raise ValueError("a profile takes 'scale' (a fixed size) or 'adapt' (bounds), not both")
+        if self.cluster and self.cluster.startswith("dask_jobqueue.") and self.scale is None and self.adapt is None:
+            raise ValueError(f"{self.cluster} submits no job until told how many: give 'scale' (e.g. "
+                             "{jobs: 4}) or 'adapt' (e.g. {maximum_jobs: 8})")
         return self
 
 
@@ -185,8 +187,9 @@ class ExecutionPlan:
         if self.cluster:
             size = ""
             if self.scale:
-                (unit, n), = self.scale.items()
-                size = f", {n} {unit}"
+                (unit, n), = self.scale.items()  # dask's scale(n=...) or scale(jobs=...)
+                unit = {"n": "workers"}.get(unit, unit)
+                size = f", {n} {unit if n != 1 else unit.removesuffix('s')}"
             elif self.adapt:
                 size = ", adaptive " + " ".join(f"{k} {v}" for k, v in self.adapt.items())
             return f"{self.cluster} (profile {self.profile}{size})"
