@@ -155,6 +155,10 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
         time.sleep(0.02)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
+    status = run_cli("status", str(out), env={"COLUMNS": "400"})  # the counts say the log holds more
+    later = rows_on_disk(out) - _state(out)["history"][-1]["evaluations"]
+    assert f"as of the last batch told ({later} later evaluations are in the log: `dse resume` counts them)" \
+        in status.stdout, status.stdout
     assert run_cli("resume", str(out), "--quiet").returncode == 0
     with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a, \
             xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b:

@@ -46,6 +46,9 @@ def show_status(results: Path, console: Console) -> None:
                       f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}")
     as_of = f" as of batch {last.get('batch')} (the last one told; the line 'in progress' is live)" \
         if owner and last else ""
+    if not owner and in_flight > 0:  # a run stopped mid-batch: those rows count when it resumes
+        as_of = (f" as of the last batch told ({in_flight} later evaluations are in the log: `dse resume` "
+                 "counts them)")
     hv = (f"hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see "
           "docs/results.md)") if front_size else "hypervolume - (no front yet)"
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
