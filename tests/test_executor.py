@@ -163,6 +163,18 @@ def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options
     assert str(info.value).startswith(f"{tmp_path / 'q.yaml'}: {expected}"), str(info.value)
 
 
+def test_a_misspelt_option_of_ssh_cluster_is_refused(tmp_path):
+    """``SSHCluster`` passes its ``**kwargs`` to ``SpecCluster``, whose signature tells (before:
+    validate said ok and the run ended in a TypeError)."""
+    (tmp_path / "q.yaml").write_text("cluster: dask.distributed.SSHCluster\n"
+                                     "options: {hosts: [a, b], remote_pyhton: /usr/bin/python3}\n")
+    with pytest.raises(StudyError) as info:
+        plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
+    message = str(info.value)
+    assert "options.remote_pyhton: unknown option 'remote_pyhton' of dask.distributed.SSHCluster" in message
+    assert "remote_python" in message and "shutdown_on_close" in message  # its own and SpecCluster's
+
+
 def test_ssh_hosts_given_as_one_string_are_refused(tmp_path):
     (tmp_path / "q.yaml").write_text("cluster: dask.distributed.SSHCluster\noptions: {hosts: localhost}\n")
     with pytest.raises(StudyError) as info:

@@ -91,11 +91,22 @@ def _keywords(funcs: list) -> set[str] | None:
     return None
 
 
+#: cluster callables whose ``**kwargs`` go to a class whose signature tells what it takes
+PASSES_ON = {"distributed.deploy.ssh.SSHCluster": ("distributed.deploy.spec", "SpecCluster")}
+
+
 def accepted_options(obj: Any) -> set[str] | None:
     """The keyword arguments a cluster callable accepts, None where it cannot be told (it
-    takes ``**kwargs``). A dask-jobqueue class passes the rest to its job class."""
+    takes ``**kwargs``). A dask-jobqueue class passes the rest to its job class, dask's
+    ``SSHCluster`` to ``SpecCluster``."""
     if not isinstance(obj, type):
-        return _keywords([obj])
+        chain = [obj]
+        target = PASSES_ON.get(f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}")
+        if target is None:
+            return _keywords(chain)
+        chain.append(getattr(importlib.import_module(target[0]), target[1]).__init__)
+        names = _keywords(chain)  # less what the callable gives the class itself
+        return None if names is None else names - {"scheduler", "workers", "worker"}
     job_cls = getattr(obj, "job_cls", None)
     if job_cls is None:
         return _keywords([obj.__init__])
