@@ -483,7 +483,9 @@ def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_
     exact front (before: 80 asked, 14 of them repeats counted against the budget)."""
     from dse.api import run
 
-    study = Study.model_validate(toy_study(search={"algorithm": algo, "budget": 100, "seed": 5, "batch_size": 20}))
+    # 66 = 3 batches of 22: the last candidate fills the last slot of a batch, and the driver
+    # is done then, so that batch is handed to optuna too (the review found it left RUNNING)
+    study = Study.model_validate(toy_study(search={"algorithm": algo, "budget": 100, "seed": 5, "batch_size": 22}))
     result = run(study, tmp_path / "out")
     table = result.evaluations
     keys = candidate_keys(table, ["x", "y", "shape"])
@@ -491,3 +493,27 @@ def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_
     assert result.labels["front"] == "exact"
     state = json.loads((tmp_path / "out" / "state.json").read_text())
     assert state["driver"]["asked"] == 66  # the budget's last 34 are not spent on repeats
+    import optuna
+
+    stored = optuna.load_study(study_name="toy", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "out" / "optuna.journal"))))
+    trials = stored.get_trials()
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)  # repeats completed too
+    assert len([t for t in trials if "duplicate_of" not in t.user_attrs]) == 66
+
+
+def test_an_optuna_run_stopped_before_its_first_batch_resumes(tmp_path):
+    """The run's state is saved before the optuna study exists (its first ask creates it):
+    a run stopped while its cluster never came resumes (before: KeyError 'Record does not
+    exist.' as a traceback, though the run's message said to resume)."""
+    from tests.conftest import run_cli, write_study
+
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), search={"algorithm": "optuna-tpe", "budget": 30},
+                                            execution={"workers": None, "scheduler": "tcp://127.0.0.1:1", "grace_s": 1,
+                                                       "start_timeout_s": 1}))
+    first = run_cli("run", str(study), "--quiet")
+    assert first.returncode == 2 and "0 evaluations are stored" in first.stderr, first.stderr
+    resumed = run_cli("resume", str(out), "--workers", "0", "--quiet")
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert json.loads((out / "state.json").read_text())["driver"]["asked"] == 30

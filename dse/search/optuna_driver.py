@@ -205,7 +205,7 @@ class _OptunaDriver(SearchDriver):
     def _open(self, *, create: bool):
         try:
             return self._open_storage(create=create)
-        except StudyError:
+        except (StudyError, KeyError):  # KeyError: no study of that name (restore decides)
             raise
         except Exception as exc:  # the database is unreachable, unwritable, refuses the login, ...
             if not self.options.storage:
@@ -322,6 +322,8 @@ class _OptunaDriver(SearchDriver):
                 self._pending.append(trial.number)
         self._seen.update(keys_now)
         self._unasked = None
+        if self.space.is_discrete and len(self._seen) >= self.space.size:  # the last candidate asked:
+            self.exhausted = True  # done now, so that tell() hands this batch to optuna
         self.asked += len(params)
         self.batch_no += 1
         return self._frame(params)
@@ -425,7 +427,13 @@ class _OptunaDriver(SearchDriver):
         self._seen = dict(seen) if isinstance(seen, dict) else dict.fromkeys(seen, -1)
         self.exhausted = bool(state.get("exhausted", False))
         self._pending = []
-        self._study = self._open(create=False)
+        try:
+            self._study = self._open(create=False)
+        except KeyError:  # optuna's "Record does not exist": no study of that name in the storage
+            if self.batch_no or self.asked:
+                raise
+            self._study = None  # stopped before its first ask (a cluster that never came): the first
+            return  # ask creates the optuna study, as in a new run
         self._flush()
         for t in self._study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
             self._study.tell(t.number, state=optuna.trial.TrialState.FAIL)
