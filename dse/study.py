@@ -47,6 +47,16 @@ class _Strict(BaseModel):
         return v
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as YAML writes it safely: tuples as lists, numpy numbers as Python's."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    item = getattr(value, "item", None)  # a numpy scalar
+    return item() if callable(item) and not isinstance(value, str | bytes) else value
+
+
 def _low_high(v: Any) -> Any:
     if not isinstance(v, list | tuple) or len(v) != 2:
         raise ValueError("expected [low, high]: a list of two numbers")
@@ -327,7 +337,7 @@ class Study(_Strict):
         """The study as it was written (the source text), or a canonical dump."""
         if self.source_text:
             return self.source_text
-        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+        return yaml.safe_dump(_plain(self.model_dump(exclude_none=True, warnings=False)), sort_keys=False)
 
     def without_stale_source(self) -> Study:
         """This study, without its source text where that no longer says what the study is
@@ -341,9 +351,9 @@ class Study(_Strict):
                                file=self.source_path or "<study>", text=self.source_text)
         except (yaml.YAMLError, DseError):
             read = None
-        what = {"exclude": {"execution"}, "mode": "json"}
-        if read is not None and read.model_dump(**what) == self.model_dump(**what):
-            return self
+        keep = {"exclude": {"execution"}, "warnings": False}  # (numpy numbers: no serialiser warning)
+        if read is not None and read.model_dump(**keep) == self.model_dump(**keep):
+            return self  # (numpy numbers a program put in compare equal to the file's)
         return self.model_copy(update={"source_text": ""})
 
 

@@ -57,6 +57,9 @@ def test_a_study_changed_in_python_is_stored_as_it_runs(tmp_path):
     assert [o.metric for o in stored.objectives] == ["f2", "f1"]
     dse.run(study, tmp_path / "same")  # unchanged: the file's own text, comments and all
     assert (tmp_path / "same" / "study.yaml").read_text() == study.source_text
+    numpy = study.model_copy(update={"space": {**study.space, "y": [np.int64(0), np.int64(4)]}})
+    dse.run(numpy, tmp_path / "numpy")  # numbers a program computed with numpy are stored as numbers
+    assert dse.open_results(tmp_path / "numpy").study.space["y"] == [0, 4]
 
 
 def test_the_library_takes_a_mapping_and_refuses_what_it_cannot_use_in_one_error(tmp_path):
