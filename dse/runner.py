@@ -117,6 +117,10 @@ class Runner:
             self.plan.search.check_fresh()
         except DseError as exc:
             raise exc.with_file(self.study.source_path) if self.study.source_path else exc from None
+        if self.plan.execution.kind == "cluster":  # a batch system's submit command, before the folder
+            from dse.execution.deploy import check_submit
+
+            check_submit(self.plan.execution)
         driver = self.plan.search.build(self.output_dir)  # writes nothing before the store exists
         store = ResultStore.create(
             self.output_dir, study_text=self.study.to_yaml(), study_name=self.study.name,

@@ -306,23 +306,26 @@ def test_a_job_the_batch_system_refuses_ends_the_run_with_its_message(tmp_path):
 
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="needs dask-jobqueue: pip install 'dse[cluster]'")
 def test_a_batch_profile_where_jobs_cannot_be_submitted_is_refused_at_once(tmp_path):
-    """No ``sbatch`` on PATH (a laptop, a compute node): validate and run refuse in one line
-    (before: validate said ok, and run logged a traceback per job and waited the start
-    timeout); ``dse cluster`` still shows the job script."""
+    """No ``sbatch`` on PATH (a laptop, a compute node): run refuses in one line before it
+    touches the results folder (before: a traceback per job, then the whole start timeout);
+    validate warns (a study is often checked on a laptop, then run on the login node);
+    ``dse cluster`` still shows the job script."""
     profile = tmp_path / "slurm.yaml"
     profile.write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 1, memory: 1GB}\n"
                        "scale: {jobs: 1}\nstart_timeout_s: 120\n")
     out = tmp_path / "run"
-    study = str(_study(tmp_path, out, execution={"profile": str(profile)}))
+    study = str(_study(tmp_path, out, execution={"profile": str(profile)}, delay=0))
+    assert run_cli("run", study, "--workers", "0", "--quiet").returncode == 0  # an earlier run in the folder
     nowhere = {"PATH": str(tmp_path / "no-programs-here")}
-    for command in ("validate", "run"):
-        start = time.monotonic()
-        proc = run_cli(command, study, *(["--quiet"] if command == "run" else []), env=nowhere)
-        assert time.monotonic() - start < 60
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert f"{profile}: cluster: dask_jobqueue.SLURMCluster submits its jobs with 'sbatch', which is not on " \
-               "PATH here" in proc.stderr.splitlines()[-1] and proc.stderr.count("\n") <= 2, proc.stderr
-    assert rows_on_disk(out) == 0
+    said = "dask_jobqueue.SLURMCluster submits its jobs with 'sbatch', which is not on PATH here"
+    checked = run_cli("validate", study, "--overwrite", env=nowhere)
+    assert checked.returncode == 0 and f"warning: {said}" in checked.stderr, checked.stderr
+    start = time.monotonic()
+    proc = run_cli("run", study, "--overwrite", "--quiet", env=nowhere)
+    assert time.monotonic() - start < 60
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{profile}: cluster: {said}" in proc.stderr.splitlines()[-1] and proc.stderr.count("\n") <= 2
+    assert (out / "pareto.nc").exists() and rows_on_disk(out) == 168  # the earlier run is untouched
     shown = run_cli("cluster", str(profile), env=nowhere)
     assert shown.returncode == 0 and "#SBATCH" in shown.stdout, shown.stderr
 

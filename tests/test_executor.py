@@ -539,3 +539,20 @@ def test_a_local_clusters_workers_leave_its_closing_unsaid():
     with make_executor(ExecutionPlan(workers=1, dashboard=False), TOY) as ex:
         for (logger, message), shown in said.items():
             assert set(ex.client.run(_logged, logger, message).values()) == {shown}, message
+
+
+@pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
+def test_a_jobqueue_profile_sized_by_its_own_n_workers_plans_and_shows_its_script_without_submitting(tmp_path):
+    """``JobQueueCluster(n_workers=2)`` scales itself: a size, like ``scale``; showing the
+    job script submits nothing (a recording ``sbatch`` on PATH would otherwise be called)."""
+    (tmp_path / "q.yaml").write_text("cluster: dask_jobqueue.SLURMCluster\n"
+                                     "options: {cores: 1, processes: 1, memory: 2GB, n_workers: 2}\n")
+    plan = plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
+    assert plan.kind == "cluster"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\necho called >> {tmp_path / 'submitted'}\necho 'Submitted batch job 1'\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    shown = run_cli("cluster", str(tmp_path / "q.yaml"), env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert shown.returncode == 0 and "#SBATCH" in shown.stdout, shown.stderr
+    assert not (tmp_path / "submitted").exists()

@@ -176,7 +176,11 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
         from dse.execution.deploy import check_job, check_submit
 
         check_job(p.execution)
-        check_submit(p.execution)
+        try:  # a study is often checked on a laptop and run on the login node: said, not refused
+            check_submit(p.execution)
+        except DseError as exc:
+            err.print(f"[yellow]warning:[/yellow] {escape(exc.message)} ({escape(exc.allowed or '')}): "
+                      "dse run refuses to start here", highlight=False)
     if p.execution.scheduler:  # a run waits grace_s for it; say now that nothing answers there
         try:
             silent = _not_answering(p.execution.scheduler)

@@ -106,7 +106,7 @@ def accepted_options(obj: Any) -> set[str] | None:
             return _keywords(chain)
         chain.append(getattr(importlib.import_module(target[0]), target[1]).__init__)
         names = _keywords(chain)  # less what the callable gives the class itself
-        return None if names is None else names - {"scheduler", "workers", "worker"}
+        return None if names is None else names - {"scheduler", "workers", "worker", "name"}
     job_cls = getattr(obj, "job_cls", None)
     if job_cls is None:
         return _keywords([obj.__init__])
@@ -313,6 +313,7 @@ def preview(plan: Any) -> tuple[str, str] | None:
     obj = import_cluster(plan.cluster)
     if hasattr(obj, "job_script"):
         options = cluster_options(plan)
+        options.pop("n_workers", None)  # it would submit jobs: nothing is, to show the script
         options["scheduler_options"] = {"dashboard": False, "dashboard_address": "127.0.0.1:0",
                                         **(options.get("scheduler_options") or {})}
         cluster = obj(**options)

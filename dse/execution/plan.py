@@ -148,9 +148,10 @@ class ClusterProfile(_Strict):
                 raise ValueError(f"'{key}' belongs to a 'cluster' class, and this profile names none")
         if self.scale is not None and self.adapt is not None:
             raise ValueError("a profile takes 'scale' (a fixed size) or 'adapt' (bounds), not both")
-        if self.cluster and self.cluster.startswith("dask_jobqueue.") and self.scale is None and self.adapt is None:
+        if (self.cluster and self.cluster.startswith("dask_jobqueue.") and self.scale is None and self.adapt is None
+                and not self.options.get("n_workers")):  # JobQueueCluster(n_workers=...) scales itself
             raise ValueError(f"{self.cluster} submits no job until told how many: give 'scale' (e.g. "
-                             "{jobs: 4}) or 'adapt' (e.g. {maximum_jobs: 8})")
+                             "{jobs: 4}), 'adapt' (e.g. {maximum_jobs: 8}) or options.n_workers")
         return self
 
 
