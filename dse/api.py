@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Integral
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,11 @@ def _read(study: Study | str | Path | Mapping[str, Any]) -> Study:
 def plan(study: Study | str | Path | Mapping[str, Any], *, workers: int | None = None,
          scheduler: str | None = None, dashboard: bool | None = None) -> RunPlan:
     """The checked plan of a study (a path, a mapping or a loaded :class:`Study`)."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 0):
         raise StudyError("expected a whole number of local worker processes", field="workers", value=workers,
                          allowed="0 (evaluate in this process) or more; None: the study's or one per core")
-    return plan_run(_read(study), workers=workers, scheduler=scheduler, dashboard=dashboard)
+    return plan_run(_read(study), workers=None if workers is None else int(workers), scheduler=scheduler,
+                    dashboard=dashboard)
 
 
 def run(study: Study | str | Path | Mapping[str, Any], output_dir: str | Path | None = None, *, overwrite: bool = False,

@@ -42,10 +42,10 @@ def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None 
         evaluator = load_evaluator(study.evaluator)
         check_parameters(study, evaluator)
         study = canonical_values(study, evaluator)
-        check_distinct(study)
         check_values(study, evaluator)
         space = Space.from_study(study)  # expands ranges; raises on empty ones
         check_space_values(space, evaluator)
+        check_distinct(study)  # after: a wrong value is named as such, not as listed twice
         check_metrics(study, evaluator)
         search = plan_search(study, space)
         execution = plan_execution(study.execution, study_path=study.source_path or None,
@@ -153,13 +153,13 @@ def check_space_values(space: Space, evaluator: Evaluator) -> None:
     inputs = evaluator.inputs
     for param in space.parameters:
         inp = inputs[param.name]
+        values = param.values if param.values is not None else (param.low, param.high)
+        for v in values:
+            inp.check(v, field=f"space.{param.name}")
         if param.values is None and inp.kind == "int":
             raise StudyError("a continuous range of an integer input: every sample would be a fraction",
                              field=f"space.{param.name}", value={"range": [param.low, param.high]},
                              allowed="whole-number ends (a grid of step 1), a 'step', a 'log' grid or a list")
-        values = param.values if param.values is not None else (param.low, param.high)
-        for v in values:
-            inp.check(v, field=f"space.{param.name}")
 
 
 def check_metrics(study: Study, evaluator: Evaluator) -> None:

@@ -26,7 +26,8 @@ def _check_count(name: str, count: float) -> None:
     if not count <= MAX_VALUES:  # also inf and NaN (a step of 1e-320)
         raise StudyError(
             f"this grid has {count:.3g} values; at most {MAX_VALUES:,} per parameter",
-            field=f"space.{name}", allowed="a coarser step or base, or a continuous range (no step)",
+            field=f"space.{name}", allowed="a coarser step or base, a list, or for a real-valued parameter a "
+                                           "continuous range (no step)",
         )
 
 

@@ -217,7 +217,7 @@ RUN_CASES = {
     "true among integers": (lambda d: d["space"].update(tensor_parallel=[1, True]), "space.tensor_parallel",
                             "expected a number (got True)"),
     "continuous range of an integer": (lambda d: d["space"].update(global_batch_size={"range": [64.5, 512.0]}),
-                                       "space.global_batch_size", "a continuous range of an integer input"),
+                                       "space.global_batch_size", "expected an integer (got 64.5)"),
     "value listed twice": (lambda d: d["space"].update(tensor_parallel=[1, 1, 2]), "space.tensor_parallel",
                            "items 0 and 1 are both 1"),
     "one accelerator in two spellings": (lambda d: d["space"].update(accelerator=["A100-80GB", "a100_80gb"]),

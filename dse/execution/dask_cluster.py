@@ -14,6 +14,7 @@ with :class:`ClusterLost`; a worker running other dse or evaluator versions stop
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import socket
@@ -129,7 +130,7 @@ class DaskExecutor(Executor):
         self._killed = 0  # chunks whose workers died while evaluating them (dask's KilledWorker)
         self._submissions: SubmissionErrors | None = None
         self._last_look = 0.0
-        self._plugin = False  # dse's worker plug-in is registered on the scheduler
+        self._plugin: str | None = None  # the name of dse's worker plug-in registered on the scheduler
 
     @property
     def where(self) -> str:
@@ -145,8 +146,9 @@ class DaskExecutor(Executor):
             self.check_versions()
             from dse.execution.worker_plugin import LeaveSignalsToTheRun, StopPrograms
 
-            self.client.register_plugin(StopPrograms(), name="dse-stop-programs")
-            self._plugin = True
+            # a name of this run's: two runs on one scheduler each take off only their own
+            self._plugin = f"dse-stop-programs-{os.getpid()}-{id(self):x}"
+            self.client.register_plugin(StopPrograms(), name=self._plugin)
             if self.plan.kind == "local":  # this process's own workers: Ctrl-C is the run's to handle
                 self.client.register_plugin(LeaveSignalsToTheRun(), name="dse-leave-signals")
         except BaseException:
@@ -296,10 +298,10 @@ class DaskExecutor(Executor):
     def __exit__(self, *exc) -> None:
         if self.client is not None and self._plugin and self.plan.kind != "local":  # a cluster that outlives the run
             try:  # workers that join it later (another run, another Python) do not load dse's plug-in
-                self.client.sync(self.client._unregister_worker_plugin, "dse-stop-programs", callback_timeout=5)
+                self.client.sync(self.client._unregister_worker_plugin, self._plugin, callback_timeout=5)
             except Exception:  # noqa: BLE001 - the scheduler is gone
                 pass
-            self._plugin = False
+            self._plugin = None
         if self.client is not None:
             try:
                 self.client.close(timeout=5)
