@@ -12,6 +12,7 @@ results format version are attributes.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -158,9 +159,21 @@ def _column_values(col: pd.Series) -> np.ndarray:
 
 
 def write_netcdf(ds: xr.Dataset, path) -> None:
-    """Write a dataset atomically (temporary file, then rename)."""
+    """Write a dataset atomically (temporary file, then rename). The netCDF library reports
+    a failed write (a full disk) as ``RuntimeError: NetCDF: HDF error``: said as the
+    OSError it is, naming the file and the space left."""
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
+        try:
+            ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
+        except RuntimeError as exc:
+            import errno
+            import shutil
+
+            try:
+                free = f"; {shutil.disk_usage(Path(path).parent).free / 1e6:,.1f} MB left on its file system"
+            except OSError:
+                free = ""
+            raise OSError(errno.EIO, f"cannot write: the netCDF library failed ({exc}){free}", str(path)) from None
 
 
 def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:

@@ -64,6 +64,11 @@ def write_target(path: Path) -> Path:
         raise OSError(errno.ELOOP, "a loop of symbolic links", str(path)) from None
 
 
+def _cut(name: str, limit: int) -> str:
+    """``name`` cut to at most ``limit`` bytes of UTF-8 (whole characters)."""
+    return name.encode()[:limit].decode(errors="ignore")
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` (beside a symbolic link's target), renamed onto it
@@ -72,7 +77,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
     why = not_a_file(path)
     if why:
         raise OSError(errno.EINVAL, f"cannot write: {path} {why}", str(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # a name of at most 255 bytes, as the file's own may be (a long one is cut, the pid keeps it apart)
+    tmp = path.with_name(f".{_cut(path.name, 255 - 24)}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
@@ -82,8 +88,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as exc:  # named as the file the caller writes, not the temporary one beside it
-        if str(tmp) not in str(exc) and (exc.filename is None or Path(exc.filename) != tmp):
-            raise
+        if exc.filename is not None and Path(exc.filename) != tmp and str(tmp) not in str(exc):
+            raise  # about another file: its own name says where
+        # (no file named: a write that found the disk full says only "No space left on device")
         why = (exc.strerror or str(exc)).replace(str(tmp), str(path))
         raise OSError(exc.errno, f"cannot write: {why}", str(path)) from None
     finally:
@@ -107,7 +114,8 @@ def atomic_folder(path: Path) -> Iterator[Path]:
     removed after. A reader finds the old folder or the new one, never half of one; a failed
     block, or a failure between the two renames, leaves ``path`` as it was."""
     path = write_target(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # a name of at most 255 bytes, as the file's own may be (a long one is cut, the pid keeps it apart)
+    tmp = path.with_name(f".{_cut(path.name, 255 - 24)}.{os.getpid()}.tmp")
     old = path.with_name(f".{path.name}.{os.getpid()}.old")
     for stale in (tmp, old):  # left by a killed process whose pid this one now has
         _remove(stale)

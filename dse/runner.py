@@ -195,6 +195,8 @@ class Runner:
             interrupted = exc
         except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
             lost = exc
+        except OSError as exc:  # the file system said no (a full disk): what is stored stays too
+            lost = _said(exc)
         finally:
             report.stop("finished" if driver.done else "interrupted" if interrupted is not None else "stopped")
             # the workers shut down while the datasets are written (a cluster takes a second)
@@ -212,11 +214,19 @@ class Runner:
             interrupted = interrupted or exc  # holds every evaluation, and resume writes them
             written = False
             front = run.front.sorted_rows()
+        except OSError as exc:  # a full disk, most likely: the log holds every evaluation
+            if lost is None:
+                lost = (f"{_said(exc)}; the datasets were not written" if not driver.done else
+                        f"the run is over, but writing its datasets failed: {_said(exc)}")
         finally:
             if closing is not None:
                 closing.join()
         if lost is not None:
-            raise DseError(f"{lost}; {run.front.evaluations} evaluations are stored in {store.path}: "
+            try:  # what the log holds (a group whose write failed is not in it)
+                stored = min(store.check_log(), run.front.evaluations)
+            except DseError:
+                stored = run.front.evaluations
+            raise DseError(f"{lost}; {stored} evaluations are stored in {store.path}: "
                            f"continue with `{resume_command(store.path, self.plan.execution)}`") from None
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
@@ -450,6 +460,12 @@ RULED_OUT_KEPT = 20
 
 #: evaluations from which the end of a run says that it writes the datasets (seconds of work)
 SAY_WRITING = 100_000
+
+
+def _said(exc: OSError) -> str:
+    """An OSError as the command line says it: the file, then what the system said."""
+    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+    return where + (exc.strerror or str(exc))
 
 
 class Terminated(KeyboardInterrupt):

@@ -501,3 +501,33 @@ def test_a_results_folder_of_format_2_with_parquet_log_files_is_still_read(finis
     assert proc.returncode == 0 and f"evaluations {len(expected)}" in proc.stdout, proc.stderr
     proc = run_cli("export", str(out), "-o", str(tmp_path / "front.csv"))
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs POSIX file-size limits (RLIMIT_FSIZE)")
+@pytest.mark.parametrize("limit_bytes", [8_000, 20_000], ids=["log-write-fails", "dataset-write-fails"])
+def test_a_write_the_file_system_refuses_is_one_line_with_the_resume_hint(tmp_path, limit_bytes):
+    """A file-size limit (as a full disk does: the write fails) in the middle of a run: one
+    line naming the file, what is stored and how to go on, exit 2 (before: the netCDF
+    library's RuntimeError as a traceback, or the bare 'No space left on device'); resume
+    then ends the run with every candidate and its datasets."""
+    import resource
+
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out)))
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG) instead of the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    proc = subprocess.run([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO, text=True,
+                          capture_output=True, preexec_fn=limited, timeout=180,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",  # no half-written .pyc
+                               "MPLCONFIGDIR": str(tmp_path / "mpl")})  # nor a font cache
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {out}") or line.startswith("error: the run is over, but writing its datasets "
+                                                                 f"failed: {out}"), line
+    assert f"evaluations are stored in {out}: continue with `dse resume {out}`" in line, line
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert (out / "pareto.nc").exists() and len(log_rows(out).drop_duplicates("key")) == 66

@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dse.datasets import columns, display_unit, to_table
+from dse.datasets import columns, display_unit, to_table, write_netcdf
 from dse.errors import DseError
 from dse.files import (
-    NETCDF_ENGINE,
     atomic_folder,
     atomic_path,
     atomic_write_text,
@@ -76,11 +75,11 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
             write_zarr(ds, output)
         elif fmt == "csv":
             write_csv(ds, tables(ds), output, units_row=units_row)
+        elif fmt == "netcdf":
+            write_netcdf(ds, output)  # atomic, and a full disk said as one
         else:
             with atomic_path(output) as tmp:  # whole or not at all, fsynced (as every file dse writes)
-                if fmt == "netcdf":
-                    ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
-                elif fmt == "parquet":
+                if fmt == "parquet":
                     write_parquet(ds, tables(ds), tmp)
                 else:
                     write_json(ds, tables(ds), tmp)
