@@ -12,6 +12,7 @@ the front and ``evaluations.nc`` streamed from the log; drawing them is the call
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -56,7 +57,8 @@ class RunResult:
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
     algorithm: str = ""
-    terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time)
+    terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time) or SIGHUP
+    signum: int = 0  # that signal
     datasets_written: bool = True  # False: interrupted while pareto.nc and evaluations.nc were written
     labels: dict = field(default_factory=dict)  # the search's: front (exact, polished, approximate) and why
 
@@ -160,7 +162,9 @@ class Runner:
 
     # -- the loop --------------------------------------------------------------------------
     def _run(self, store: ResultStore, driver: SearchDriver) -> RunResult:
-        with store.locked(), signals.handling(signal.SIGTERM, _raise_terminated):
+        with store.locked(), contextlib.ExitStack() as handlers:
+            for signum in TERMINATING:
+                handlers.enter_context(signals.handling(signum, _raise_terminated))
             return self._loop(store, driver)
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
@@ -231,7 +235,8 @@ class Runner:
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
                                              "failed": f.failed}, f.summary(), run.history, interrupted is not None,
-                         self.algorithm, terminated=isinstance(interrupted, Terminated), datasets_written=written,
+                         self.algorithm, terminated=isinstance(interrupted, Terminated),
+                         signum=getattr(interrupted, "signum", 0), datasets_written=written,
                          labels=labels)
 
     def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
@@ -469,10 +474,19 @@ def _said(exc: OSError) -> str:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a batch system ending a job at its wall time, ``kill``), taken as Ctrl-C is:
-    what is evaluated stays, the datasets are written, the lock is released."""
+    """SIGTERM (a batch system ending a job at its wall time, ``kill``) or SIGHUP (the terminal
+    or the SSH session closed), taken as Ctrl-C is: what is evaluated stays, the datasets are
+    written, the lock is released."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = int(signum)
 
 
 def _raise_terminated(signum, frame):
-    """SIGTERM's handler while a run holds its folder."""
-    raise Terminated()
+    """SIGTERM's and SIGHUP's handler while a run holds its folder."""
+    raise Terminated(signum)
+
+
+#: what ends a run as Ctrl-C does (SIGHUP where the system has it)
+TERMINATING = (signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))

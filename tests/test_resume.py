@@ -167,10 +167,13 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
 
 
 @pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"),
-                                            (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
+                                            (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                            (signal.SIGHUP, 129, "terminated (SIGHUP)")],
+                         ids=["ctrl-c", "sigterm", "sighup"])
 def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path, sig, code, said):
-    """Ctrl-C, or SIGTERM as a batch system sends at a job's wall time: what is evaluated
-    stays, the datasets are written, the lock released, the hint to resume given."""
+    """Ctrl-C, SIGTERM as a batch system sends at a job's wall time, or SIGHUP as a closed
+    terminal or SSH session sends: what is evaluated stays, the datasets are written, the
+    lock released, the hint to resume given (SIGHUP left the lock and no datasets before)."""
     out = tmp_path / "out"
     study = _study(tmp_path, "random", out, 0.2)
     run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
@@ -190,7 +193,8 @@ def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path
     assert log_rows(out)["key"].is_unique
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=["ctrl-c", "sigterm", "sighup"])
 def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_tracebacks(tmp_path, sig, code):
     """A terminal sends Ctrl-C's SIGINT to the whole process group, and a batch system its
     SIGTERM, the workers included: they leave the stopping to the run, so the user sees one

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -353,13 +354,13 @@ def _finish(result, plan) -> None:
                 _SAID["interrupted"] = True
                 raise typer.Exit(130) from None
     if result.interrupted:
-        what = "terminated (SIGTERM)" if result.terminated else "interrupted"
+        what = f"terminated ({signal.Signals(result.signum).name})" if result.terminated else "interrupted"
         if not result.datasets_written:
             what += " while pareto.nc and evaluations.nc were written (resume writes them)"
         err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
         _SAID["interrupted"] = True
-        raise typer.Exit(143 if result.terminated else 130)  # 128 + the signal, as a shell reports it
+        raise typer.Exit(128 + result.signum if result.terminated else 130)  # as a shell reports the signal
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({_count(c, 'candidate')})" for r, c in result.ruled_out[:5]) or "no evaluations"
         raise DseError(f"no feasible candidate among {n} evaluations: {lines}; they are kept in "

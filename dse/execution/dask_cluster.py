@@ -41,6 +41,8 @@ from dse.study import EvaluatorSpec
 
 #: seconds between looks at the scheduler while waiting for chunks
 POLL_S = 0.5
+#: the terminal or SSH session closed: sent to the whole process group, handled by the run
+HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 #: seconds a connection may take beyond the grace period before it is given up (distributed's
 #: own timeout, the grace period, ends a plain unreachable address first)
 CONNECT_SLACK_S = 5.0
@@ -172,7 +174,7 @@ class DaskExecutor(Executor):
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
             with dask.config.set({"distributed.worker.multiprocessing-method":
                                   start_method(p.start_method, self.ref.fork_safe)}), \
-                    signals.deferred(signal.SIGINT, signal.SIGTERM):
+                    signals.deferred(signal.SIGINT, signal.SIGTERM, *HANGUP):
                 # forked workers keep a handler that only notes SIGINT and SIGTERM: Ctrl-C in a
                 # terminal, or a batch system's SIGTERM, reaches the whole process group, and each
                 # worker would print a traceback while this process stops the run; one that came

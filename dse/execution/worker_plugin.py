@@ -46,7 +46,7 @@ class ClosingNoise:
 
 
 class LeaveSignalsToTheRun(WorkerPlugin):
-    """On a local cluster's worker: ignore SIGINT, and leave the cluster's closing unsaid
+    """On a local cluster's worker: ignore SIGINT and SIGHUP, and leave the cluster's closing unsaid
     (:class:`ClosingNoise`). Ctrl-C in a terminal reaches the whole
     process group; the run that started the cluster stops it, and a worker's own
     KeyboardInterrupt would only print a traceback. A forked worker already keeps the run's
@@ -66,3 +66,5 @@ class LeaveSignalsToTheRun(WorkerPlugin):
                 logger.addFilter(ClosingNoise(mark))
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if hasattr(signal, "SIGHUP"):  # a closed terminal: the run stops the cluster
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
