@@ -129,3 +129,33 @@ def test_a_run_that_ends_below_its_budget_keeps_its_counts_on_the_last_line():
     shown.stop()
     final = buf.getvalue().replace("\x1b[2K", "\n").split("369/2000")[-1]
     assert "369/369" in final and "feasible 300" in final and "front 21" in final, final
+
+
+def test_output_to_a_closed_stream_a_closed_pipe_or_an_ascii_terminal_is_no_traceback(tmp_path):
+    """cron and daemons close stdout (``>&-``), ``| head -1`` closes the pipe, ``LC_ALL=C``
+    without UTF-8 cannot encode '…' (each a traceback and exit 1 before)."""
+    import os
+
+    out = tmp_path / "out"
+    assert run_cli("run", str(write_study(tmp_path, toy_study(output=str(out)))), "--quiet").returncode == 0
+    dse = f"{sys.executable} -m dse"
+    closed = subprocess.run(["bash", "-c", f"{dse} status {out} >&-; echo rc=$?"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert "rc=0" in closed.stdout and "Traceback" not in closed.stderr, closed.stderr
+    if sys.platform == "linux":  # a pipe of one page (F_SETPIPE_SZ), so that the output outlasts it
+        import fcntl
+
+        read_end, write_end = os.pipe()
+        fcntl.fcntl(read_end, 1031, 4096)
+        reader = subprocess.Popen([sys.executable, "-m", "dse", "describe"], cwd=REPO,  # long
+                                  stdout=write_end, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "COLUMNS": "60"})
+        os.close(write_end)
+        with os.fdopen(read_end) as head:
+            head.readline()  # then closed, as `head -1` does
+        _, stderr = reader.communicate(timeout=120)
+        assert reader.returncode == 141 and stderr == "", stderr  # 128 + SIGPIPE, as a shell says it
+    ascii_only = run_cli("status", str(out), env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
+                                                  "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "",
+                                                  "COLUMNS": "40"})
+    assert ascii_only.returncode == 0 and "Traceback" not in ascii_only.stderr, ascii_only.stderr

@@ -46,8 +46,31 @@ def _width(stream) -> int | None:
     return None if stream.isatty() else 160
 
 
-out = Console(width=_width(sys.stdout))
-err = Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))  # never break a message or a path
+def _usable_streams() -> None:
+    """A closed standard stream (``>&-`` in cron or a daemon) takes what is written to it as
+    /dev/null would; a stream whose encoding lacks a character (``LC_ALL=C`` without UTF-8)
+    writes an escape for it instead of failing."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - open for the life of the process
+        elif hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # not a text stream of Python's own (a test's capture)
+                pass
+
+
+class _Console(Console):
+    """rich's console, ending as a shell says a closed pipe ends a program (rich: exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        _pipe_closed()
+
+
+_usable_streams()
+out = _Console(width=_width(sys.stdout))
+err = _Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))  # never break a message or a path
 
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
 ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
@@ -773,6 +796,8 @@ def main() -> None:
     except DseError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except BrokenPipeError:  # the reader of the output went away (`dse status | head -1`)
+        _pipe_closed()
     except OSError as exc:  # the file system said no (unwritable output, full disk, damaged file)
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         err.print(f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}", highlight=False, soft_wrap=True)
@@ -801,9 +826,31 @@ def console() -> None:
             print(exc.code, file=sys.stderr)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = PIPE_CLOSED
+    try:
+        sys.stderr.flush()
+    except OSError:  # nowhere left to say anything
+        pass
     os._exit(code)
+
+
+#: the exit code of a command whose output's reader went away: 128 + SIGPIPE, as a shell
+#: reports a program the pipe ended (``yes | head -1``)
+PIPE_CLOSED = 141
+
+
+def _pipe_closed() -> None:
+    """Stop writing to a pipe whose reader went away: the rest of the output is dropped
+    (no second BrokenPipeError when the interpreter flushes it), exit :data:`PIPE_CLOSED`."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(PIPE_CLOSED)
 
 
 if __name__ == "__main__":
