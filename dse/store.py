@@ -509,6 +509,10 @@ class ResultStore:
         parts, order = [], []
         for f in np.unique(files):
             pick = np.flatnonzero(files == f)
+            if f >= len(log) or rows[pick].max() >= log_file_footer(log[int(f)])[1]:
+                raise StoreError(f"the log in {self.evaluations_dir} no longer holds the files this run wrote "
+                                 "(moved, deleted or replaced while it ran): what the run knew is not there; "
+                                 "put the folder back and `dse resume`, or start again with `dse run --overwrite`")
             table = self.read_file(log[int(f)], columns).take(pa.array(rows[pick]))
             parts.append(table.to_pandas())
             order.append(pick)
