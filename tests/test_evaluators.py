@@ -215,6 +215,9 @@ class _Misbehaving(ToyEvaluator):
             out = pd.concat([candidates, out], axis=1).assign(key=7, batch=99, note="hi")
         elif self.how == "number-reason":
             out["reason"] = 3.5
+        elif self.how == "bool-or-float":  # a bool column in one call, floats in another
+            big = candidates["x"].to_numpy() > 0.5
+            out["f1"] = big if big.all() or not big.any() else np.where(big, 1.0, np.nan)
         elif self.how == "int-where":  # integers, float where a value is missing (pandas' where)
             out["f1"] = pd.Series(np.round(candidates["x"].to_numpy() * 10).astype(np.int64)).where(
                 candidates["x"].to_numpy() < 0.7)
@@ -469,3 +472,45 @@ def test_an_integer_metric_is_float64_whatever_a_calls_values(tmp_path):
     table = result.evaluations
     assert len(table) == 66 and table["f1"].dtype == np.float64
     assert table["f1"].isna().sum() == (table["x"] >= 0.7).sum() > 0
+
+
+class _Flagged(ToyEvaluator):
+    """The toy with a flag (a metric of unit ``bool``) given as 0 and 1, or with a gap."""
+
+    def __init__(self, gap: bool = False) -> None:
+        super().__init__()
+        self.gap = gap
+
+    @property
+    def metrics(self):
+        return {**super().metrics, "big": Metric("big", "bool", "x above one half")}
+
+    def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
+        out = super().evaluate(candidates)
+        out["big"] = (candidates["x"].to_numpy() > 0.5).astype(int)
+        if self.gap:
+            out["big"] = out["big"].astype(float).where(candidates["x"].to_numpy() < 0.9)
+        return out
+
+
+def test_a_metric_bool_in_one_call_and_numbers_in_another_runs_and_a_flag_stays_bool(tmp_path):
+    """Every metric has one type in every call: a bool column is 0.0 and 1.0 unless the metric
+    is declared a flag (unit ``bool``), which is bool (0 and 1 taken) and fails a call that
+    leaves it missing (before: pyarrow's 'incompatible types: bool vs double' traceback)."""
+    from conftest import toy_study  # noqa: I001 - here: a run imports this module
+    from dse.api import run
+
+    mixed = toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "bool-or-float"}},
+                      execution={"workers": 0, "chunk_size": 3})
+    table = run(Study.model_validate(mixed), tmp_path / "mixed").evaluations
+    assert len(table) == 66 and table["f1"].dtype == np.float64
+    flagged = toy_study(evaluator={"name": "tests.test_evaluators:_Flagged"}, execution={"workers": 0, "chunk_size": 5})
+    table = run(Study.model_validate(flagged), tmp_path / "flag").evaluations
+    assert table["big"].dtype == bool and (table["big"] == (table["x"] > 0.5)).all()
+    cands = pd.DataFrame({"x": [0.25, 0.95], "y": 0, "shape": "a"})
+    spec = EvaluatorSpec(name="tests.test_evaluators:_Flagged", options={"gap": True})
+    from dse.execution.base import EvaluatorRef, evaluate_rows
+
+    out = evaluate_rows(EvaluatorRef.of(spec), cands)
+    assert (out["status"] == "failed").all()
+    assert "returned flag 'big' (unit bool) as float64 (e.g. nan); a flag is true or false" in out["error"][0]

@@ -290,9 +290,10 @@ def _check_class_settings(evaluator: Evaluator, inputs: dict[str, Input]) -> Non
 def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
     """Enforce the contract on an evaluator's output (raising :class:`ContractError`):
     a DataFrame with one row per candidate, every metric, ``feasible`` and ``reason``;
-    every metric a number (bool, integer or float; a missing value NaN), ``feasible``
-    true or false (a bool column, or 0 and 1). Returns it with a clean index, ``feasible``
-    as bool and every numeric metric but a bool one as float64."""
+    every metric a number (bool, integer or float; a missing value NaN), a flag (a metric
+    of unit ``bool``) and ``feasible`` true or false (a bool column, or 0 and 1). Returns
+    it with a clean index, flags and ``feasible`` as bool and every other metric as
+    float64, so that a metric has one type in every call."""
     name = evaluator.name
     if not isinstance(result, pd.DataFrame):
         raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True)
@@ -315,11 +316,20 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
         if getattr(col.dtype, "kind", "") == "c":
             raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype}; a metric is a "
                                 "real number (NaN where missing)")
-        if not isinstance(col.dtype, np.dtype):  # a nullable extension column: numpy floats, NaN for NA
+        if evaluator.metrics[metric].unit == "bool":  # a flag: true or false in every call
+            if col.dtype != bool:
+                values = col.to_numpy(dtype=float, na_value=np.nan)
+                if not np.isin(values, (0.0, 1.0)).all():
+                    raise ContractError(f"evaluator '{name}' returned flag '{metric}' (unit bool) as {col.dtype} "
+                                        f"(e.g. {_example(col, truth=True)}); a flag is true or false in every "
+                                        "call (a bool column, or 0 and 1)")
+                result[metric] = values.astype(bool)
+        elif not isinstance(col.dtype, np.dtype):  # a nullable extension column: numpy floats, NaN for NA
             result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
-        elif col.dtype.kind in "iu" or (col.dtype.kind == "f" and col.dtype.itemsize != 8):
-            # float64, whatever the call's values: an integer column is float where a call has a
-            # missing value (``Series.where``), and every chunk of the log has one type per metric
+        elif col.dtype.kind in "biu" or (col.dtype.kind == "f" and col.dtype.itemsize != 8):
+            # float64, whatever the call's values: every chunk of the log has one type per metric
+            # (integers are floats in a call with a missing value, ``Series.where``; a bool
+            # column is a number unless the metric is declared a flag)
             result[metric] = col.to_numpy(dtype=np.float64)
     reason = result["reason"]
     if isinstance(reason.dtype, np.dtype) and reason.dtype.kind in "iufcb":  # numbers, not text
