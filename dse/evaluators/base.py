@@ -299,7 +299,8 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
         raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True)
     if len(result) != len(candidates):
         raise ContractError(f"evaluator '{name}' returned {len(result)} rows for {len(candidates)} candidates", structural=True)
-    missing = [c for c in (*evaluator.metrics, "feasible", "reason") if c not in result.columns]
+    metrics = evaluator.metrics  # (a property may build it on every call)
+    missing = [c for c in (*metrics, "feasible", "reason") if c not in result.columns]
     if missing:
         raise ContractError(f"evaluator '{name}' did not return {missing}", structural=True)
     if result.columns.duplicated().any():
@@ -307,8 +308,8 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
                             "twice", structural=True)
     # only what the contract asks for: other columns (the inputs echoed back, notes) are
     # not stored, and one named as a column dse writes itself would clash with it
-    result = result[[*evaluator.metrics, "feasible", "reason"]].reset_index(drop=True)
-    for metric in evaluator.metrics:
+    result = result[[*metrics, "feasible", "reason"]].reset_index(drop=True)
+    for metric, declared in metrics.items():
         col = result[metric]
         if not pd.api.types.is_numeric_dtype(col.dtype):
             raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype} "
@@ -316,7 +317,7 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
         if getattr(col.dtype, "kind", "") == "c":
             raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype}; a metric is a "
                                 "real number (NaN where missing)")
-        if evaluator.metrics[metric].unit == "bool":  # a flag: true or false in every call
+        if declared.unit == "bool":  # a flag: true or false in every call
             if col.dtype != bool:
                 values = col.to_numpy(dtype=float, na_value=np.nan)
                 if not np.isin(values, (0.0, 1.0)).all():
