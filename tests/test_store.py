@@ -63,6 +63,18 @@ def test_chunks_start_small_then_follow_the_measured_cost():
     assert sizes == [5_000] * 200
 
 
+def test_a_cost_measured_too_high_once_is_revised_by_the_equal_tasks_that_follow():
+    sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=131_072)
+    sizer.observe(50_000, 1.0)  # 20 us per candidate: a first large task paying its page faults
+    first = sizer.next(250_000)
+    assert 20_000 <= first <= 25_000  # about 0.5 s of work at that cost, in equal tasks
+    for _ in range(4):  # the equal tasks that follow, a little smaller than 50,000, at 4 us each
+        sizer.observe(first, first * 4e-6)
+    assert sizer.next(250_000) > 2 * first  # grown with the cost measured since
+    sizer.observe(1_000, 10.0)  # far smaller than the task that set the cost: left out
+    assert sizer.cost_s < 10e-6
+
+
 def test_a_batch_is_cut_in_equal_tasks_a_multiple_of_the_workers():
     sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=65_536)
     sizer.observe(65_536, 0.01)  # cheap: max_rows bounds the task
