@@ -141,6 +141,32 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.arrow")) == files
 
 
+def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
+    """A worker's chunk is pickled with protocol 5 (as dask sends a result): its encoded log
+    rows go as a buffer of their own, not copied into the pickle, and arrive intact."""
+    import pickle
+
+    from dse.api import plan
+    from dse.execution.base import EvaluatorRef, evaluate_chunk
+    from dse.execution.candidates import GridCandidates
+    from dse.logrows import LogRows
+    from dse.store import ResultStore
+
+    p = plan(write_study(tmp_path, toy_study()))
+    finish = LogRows(p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error"))
+    keys = np.arange(int(p.space.size), dtype=np.int64)
+    chunk, _ = evaluate_chunk(EvaluatorRef.of(p.study.evaluator), GridCandidates(p.space, keys), finish)
+    buffers = []
+    pickled = pickle.dumps(chunk, protocol=5, buffer_callback=buffers.append)
+    assert any(b.raw().nbytes == chunk.data.size for b in buffers)  # the log bytes as they are
+    assert len(pickled) < chunk.data.size
+    back = pickle.loads(pickled, buffers=buffers)
+    assert back.table().equals(chunk.table()) and back.table().column("key").to_pylist() == keys.tolist()
+    store = ResultStore.create(tmp_path / "run", study_text="name: toy\n", study_name="toy", evaluator="toy",
+                               evaluator_version="1")
+    assert feather.read_table(store.write_group(0, back.data)).equals(chunk.table())  # a file takes it as bytes
+
+
 def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(finished, monkeypatch, tmp_path):
     results = dse.open_results(finished)
     plan = dse.api.plan(results.store.study_file)
