@@ -254,7 +254,7 @@ class Runner:
         locs = run.index.find(keys)
         _, first = np.unique(keys, return_index=True)
         todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
-        fg = self._evaluate(executor, store, run, batch.iloc[todo].reset_index(drop=True), keys[todo])
+        fg = self._evaluate(executor, store, run, batch, todo, keys[todo])
         known = np.flatnonzero(locs >= 0)
         if len(known):
             fg = pd.concat([fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
@@ -338,18 +338,18 @@ class Runner:
                 raise
             raise self._driver_error(f"state() returned what JSON cannot hold ({exc})") from None
 
-    def _evaluate(self, executor: Executor, store: ResultStore, run: _LoopState, todo: pd.DataFrame,
-                  keys: np.ndarray) -> pd.DataFrame:
-        """Evaluate ``todo`` (candidates, ``keys`` their keys); each finished chunk comes back
-        as log rows (built on the worker), updates the front and tallies, and goes to the log
-        writer, whose groups are all durable when this returns. The key index learns the
-        rows' places. Returns the told columns of every row."""
+    def _evaluate(self, executor: Executor, store: ResultStore, run: _LoopState, batch: pd.DataFrame,
+                  todo: np.ndarray, keys: np.ndarray) -> pd.DataFrame:
+        """Evaluate the rows ``todo`` of ``batch`` (``keys`` their keys); each finished chunk
+        comes back as log rows (built on the worker), updates the front and tallies, and goes
+        to the log writer, whose groups are all durable when this returns. The key index
+        learns the rows' places. Returns the told columns of every row."""
         if len(todo) == 0:
             return pd.DataFrame(columns=["key", *self._fg_columns])
         if self.space.indexable:  # the workers build the inputs from the grid positions
             inputs = GridCandidates(self.space, keys)
         else:
-            inputs = self.space.with_fixed(todo).set_axis(pd.Index(keys, dtype=np.int64), axis=0)
+            inputs = self.space.with_fixed(batch.iloc[todo]).set_axis(pd.Index(keys, dtype=np.int64), axis=0)
         writer = store.writer(run.batch_no)
         told = []
         try:

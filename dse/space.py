@@ -137,15 +137,17 @@ class Space:
         return pd.DataFrame({p.name: self._values(p).take(idx[:, j]) for j, p in enumerate(self.parameters)})
 
     def indices_of(self, flat: np.ndarray) -> np.ndarray:
-        """Mixed-radix decode of flat grid positions ``0 .. size-1`` into value indices."""
-        flat = np.asarray(flat, dtype=np.int64)
-        out = np.empty((flat.size, len(self.parameters)), dtype=np.int64)
+        """Mixed-radix decode of flat grid positions ``0 .. size-1`` into value indices, an
+        ``(n, p)`` array stored column by column (each parameter's indices contiguous: a
+        candidate column is picked with them, and writing them is 4x faster than into rows)."""
+        flat = np.asarray(flat, dtype=np.int64).ravel()
+        out = np.empty((len(self.parameters), flat.size), dtype=np.int64)
         rest = flat.copy()
-        for j in range(len(self.parameters) - 1, -1, -1):
-            r = self.radices[j]
-            out[:, j] = rest % r
-            rest //= r
-        return out
+        for j, r in reversed(list(enumerate(self.radices))):
+            quotient = rest // r
+            np.subtract(rest, quotient * r, out=out[j])  # rest % r, without a second division
+            rest = quotient
+        return out.T
 
     @property
     def strides(self) -> np.ndarray:
@@ -213,12 +215,12 @@ class Space:
     def value_indices(self, candidates: pd.DataFrame) -> np.ndarray:
         """``(n, p)`` value index of every discrete parameter (-1 for a continuous one, and
         where a value is not one of the parameter's)."""
-        out = np.full((len(candidates), len(self.parameters)), -1, dtype=np.int64)
+        out = np.full((len(self.parameters), len(candidates)), -1, dtype=np.int64)  # column by column
         for j, p in enumerate(self.parameters):
             if p.values is not None:  # each distinct value looked up once (hashing text per row: 3x slower)
                 codes, uniques = pd.factorize(candidates[p.name], use_na_sentinel=False)  # NaN may be a value
-                out[:, j] = self._index(p).get_indexer(pd.Index(uniques))[codes]
-        return out
+                self._index(p).get_indexer(pd.Index(uniques)).take(codes, out=out[j])
+        return out.T
 
     def keys(self, candidates: pd.DataFrame) -> np.ndarray:
         """One ``int64`` key per row, equal for equal candidates, computed column by column.

@@ -76,17 +76,20 @@ _STAMPED = re.compile(r"^b\d+-c\d+-([0-9a-f]{8})\.")
 _LOG_SUFFIXES = (LOG_SUFFIX, ".parquet")
 
 
-def encode(table: pa.Table) -> bytes:
-    """A table as a log file's bytes (:data:`LOG_SUFFIX`)."""
+def encode(table: pa.Table) -> pa.Buffer:
+    """A table as a log file's bytes (:data:`LOG_SUFFIX`), in an Arrow buffer: pickled (a
+    worker's chunk on its way to the run), it travels out of band, with no copy into the
+    pickle or out of it (a 125,000-row chunk: 1.5 ms to serialise against 31-37 ms as
+    ``bytes``), and a file takes it as it takes bytes."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as out:
         out.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
-def decode(data: bytes) -> pa.Table:
+def decode(data: bytes | pa.Buffer) -> pa.Table:
     """The table of a log file's bytes (:func:`encode`)."""
-    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    return pa.ipc.open_file(data if isinstance(data, pa.Buffer) else pa.py_buffer(data)).read_all()
 
 
 def read_log_file(path: Path, columns: list[str] | None = None) -> pa.Table:
@@ -122,11 +125,12 @@ def log_file_footer(path: Path) -> tuple[pa.Schema, int]:
 @dataclass(frozen=True)
 class LogChunk:
     """An evaluated chunk as it travels from a worker: the log rows already encoded as a
-    log file (:func:`encode`), the few columns the run loop reads (``narrow``, decoded), the
-    chunk's summary for the running front (a :class:`dse.pareto.ChunkSummary`), and the full
-    rows of its contenders (the only candidates that can join the front)."""
+    log file (:func:`encode`, an Arrow buffer), the few columns the run loop reads
+    (``narrow``, decoded), the chunk's summary for the running front (a
+    :class:`dse.pareto.ChunkSummary`), and the full rows of its contenders (the only
+    candidates that can join the front)."""
 
-    data: bytes
+    data: pa.Buffer
     narrow: pa.Table
     contenders: pa.Table
     summary: Any
@@ -423,7 +427,7 @@ class ResultStore:
     def evaluations_dir(self) -> Path:
         return self.path / "evaluations"
 
-    def write_group(self, batch: int, data: bytes) -> Path:
+    def write_group(self, batch: int, data: bytes | pa.Buffer) -> Path:
         """Durably store a group of evaluated candidates, a log file's bytes (:func:`encode`):
         write, fsync, rename; one fsync covers the whole group. Never modified afterwards."""
         n = len(self._files_of_batch(batch))

@@ -75,6 +75,18 @@ def test_analytic_returns_every_metric_and_a_reason_for_infeasible_rows():
     assert np.isfinite(result.loc[[0, 1, 3], "energy_to_train_j"]).all()
 
 
+def test_check_result_returns_a_table_of_its_own_and_leaves_the_evaluators_alone():
+    ev = ToyEvaluator()
+    cands = pd.DataFrame({"x": [0.1, 0.5], "y": [0, 1], "shape": ["a", "a"]})
+    raw = ev.evaluate(cands).assign(note="echoed")  # a column the contract does not ask for
+    before = raw.copy()
+    result = check_result(ev, cands, raw)
+    result["status"] = "ok"  # what the executor adds to it, with no copy of its own
+    result.loc[0, "f1"] = -1.0
+    assert "note" not in result and result is not raw
+    pd.testing.assert_frame_equal(raw, before)
+
+
 def test_analytic_is_deterministic_and_row_independent():
     ev = AnalyticEvaluator()
     cands = _layouts()

@@ -63,6 +63,18 @@ def test_chunks_start_small_then_follow_the_measured_cost():
     assert sizes == [5_000] * 200
 
 
+def test_a_cost_measured_too_high_once_is_revised_by_the_equal_tasks_that_follow():
+    sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=131_072)
+    sizer.observe(50_000, 1.0)  # 20 us per candidate: a first large task paying its page faults
+    first = sizer.next(250_000)
+    assert 20_000 <= first <= 25_000  # about 0.5 s of work at that cost, in equal tasks
+    for _ in range(4):  # the equal tasks that follow, a little smaller than 50,000, at 4 us each
+        sizer.observe(first, first * 4e-6)
+    assert sizer.next(250_000) > 2 * first  # grown with the cost measured since
+    sizer.observe(1_000, 10.0)  # far smaller than the task that set the cost: left out
+    assert sizer.cost_s < 10e-6
+
+
 def test_a_batch_is_cut_in_equal_tasks_a_multiple_of_the_workers():
     sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=65_536)
     sizer.observe(65_536, 0.01)  # cheap: max_rows bounds the task
@@ -127,6 +139,32 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     files = sorted((out / "evaluations").glob("*.arrow"))
     again = dse.resume(out)  # resume reads the narrow columns of dropped rows: nothing re-evaluated
     assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.arrow")) == files
+
+
+def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
+    """A worker's chunk is pickled with protocol 5 (as dask sends a result): its encoded log
+    rows go as a buffer of their own, not copied into the pickle, and arrive intact."""
+    import pickle
+
+    from dse.api import plan
+    from dse.execution.base import EvaluatorRef, evaluate_chunk
+    from dse.execution.candidates import GridCandidates
+    from dse.logrows import LogRows
+    from dse.store import ResultStore
+
+    p = plan(write_study(tmp_path, toy_study()))
+    finish = LogRows(p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error"))
+    keys = np.arange(int(p.space.size), dtype=np.int64)
+    chunk, _ = evaluate_chunk(EvaluatorRef.of(p.study.evaluator), GridCandidates(p.space, keys), finish)
+    buffers = []
+    pickled = pickle.dumps(chunk, protocol=5, buffer_callback=buffers.append)
+    assert any(b.raw().nbytes == chunk.data.size for b in buffers)  # the log bytes as they are
+    assert len(pickled) < chunk.data.size
+    back = pickle.loads(pickled, buffers=buffers)
+    assert back.table().equals(chunk.table()) and back.table().column("key").to_pylist() == keys.tolist()
+    store = ResultStore.create(tmp_path / "run", study_text="name: toy\n", study_name="toy", evaluator="toy",
+                               evaluator_version="1")
+    assert feather.read_table(store.write_group(0, back.data)).equals(chunk.table())  # a file takes it as bytes
 
 
 def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(finished, monkeypatch, tmp_path):

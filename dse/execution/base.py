@@ -116,7 +116,9 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
     each failing row is alone (about 2 log2(n) extra calls for one bad row in n)."""
     ev = _evaluator(ref.name, ref.options_yaml)
     try:
-        result = check_result(ev, candidates, _call(ref, ev, candidates)).copy()
+        # check_result returns a table of its own (the contract's columns, picked): no copy
+        # here (a deep copy of ~70 float columns cost 0.1-1 us per candidate, page faults included)
+        result = check_result(ev, candidates, _call(ref, ev, candidates))
     except ContractError as exc:  # a malformed table: the evaluator's bug, not these rows'
         return failed_rows(len(candidates), str(exc), ref)
     except (Exception, SystemExit) as exc:  # an evaluator bug, a time-out or its sys.exit() must not lose the rest
@@ -189,12 +191,21 @@ class ChunkSizer:
         self._plan: tuple[int, int, int] | None = None  # (remaining, task size, tasks) of the cut in use
 
     def observe(self, rows: int, seconds: float) -> None:
-        if rows <= 0 or not np.isfinite(seconds) or rows < self.measured:
+        """A task of ``rows`` candidates took ``seconds``. A task larger than any before sets
+        the cost; one of at least half that size, or half the size the cost calls for (the
+        equal tasks of a batch cut to that cost), is averaged in, so that a cost measured too
+        high once (a worker's first large task, paying page faults for fresh memory, or a
+        busy machine) does not keep every later task small; smaller ones are left out (their
+        fixed overhead per call overstates the cost)."""
+        if rows <= 0 or not np.isfinite(seconds):
+            return
+        if self.cost_s is not None and 2 * rows < min(self.measured, self.target_s / max(self.cost_s, 1e-9)):
             return
         cost = seconds / rows
-        same = rows == self.measured and self.cost_s is not None
-        self.cost_s = 0.5 * (self.cost_s + cost) if same else cost
-        self.measured = rows
+        if self.cost_s is None or rows > self.measured:
+            self.cost_s, self.measured = cost, rows
+        else:
+            self.cost_s = 0.5 * (self.cost_s + cost)
 
     def next(self, remaining: int) -> int:
         """The size of the next task of a batch with ``remaining`` candidates left."""
