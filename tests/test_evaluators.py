@@ -303,7 +303,9 @@ def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_pat
     study = write_study(tmp_path, toy_study(
         output=str(out), space={"x": [0.25, 0.75], "y": [0], "shape": ["a"]},
         evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "os-exit"}},
-        execution={"workers": 1, "grace_s": 20}))
+        # grace_s: time for the nanny to bring a killed worker back; on a 2-core machine running
+        # the suite on both cores a restart has taken over 20 s
+        execution={"workers": 1, "grace_s": 60}))
     proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
     assert proc.returncode == 0, proc.stderr
     with xr.open_dataset(out / "evaluations.nc") as ds:
