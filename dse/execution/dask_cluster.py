@@ -41,6 +41,9 @@ from dse.study import EvaluatorSpec
 
 #: seconds between looks at the scheduler while waiting for chunks
 POLL_S = 0.5
+#: the longest a finished chunk's result may take to fetch before the chunk is submitted again
+#: (at least the grace period): its worker died before the fetch and none has taken it up
+FETCH_S = 30.0
 #: the terminal or SSH session closed: sent to the whole process group, handled by the run
 HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 #: seconds a connection may take beyond the grace period before it is given up (distributed's
@@ -426,8 +429,13 @@ class DaskExecutor(Executor):
             return self._failed(chunk, exc, finish)
         if fut.status == "finished":
             try:
-                result, seconds = fut.result()
+                # bounded: when the worker holding the result dies before it is fetched, the
+                # client waits for dask to compute it again, and without a bound a cluster that
+                # never gets a worker back would hold the run here, where the grace period
+                # (checked by the loop) cannot end it
+                result, seconds = fut.result(timeout=max(self.plan.grace_s, FETCH_S))
             except Exception:  # the worker holding it went away before it was fetched
+                fut.cancel()
                 again.append((lo, chunk))
                 return None
             self.sizer.observe(count(chunk), seconds)
