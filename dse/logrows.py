@@ -41,7 +41,9 @@ class LogRows:
                    *(arrow_column(result[name]) for name in result.columns), pa.array(np.ones(n, bool))]
         names = ["key", "batch", *self.parameters, *(str(name) for name in result.columns), "kept"]
         table = pa.Table.from_arrays(columns, names=names)
-        narrow = table.select([c for c in ("key", *self.narrow) if c in names])
+        # the told columns, copied (take): the table shares the evaluator's arrays, which an
+        # evaluator may reuse for its next call while this chunk waits to be told
+        narrow = table.select([c for c in ("key", *self.narrow) if c in names]).take(pa.array(np.arange(n)))
         summary = summarize(narrow.to_pandas(), self.study)
         return LogChunk(encode(table), narrow, table.take(pa.array(summary.contenders)), summary)
 

@@ -87,6 +87,52 @@ def test_check_result_returns_a_table_of_its_own_and_leaves_the_evaluators_alone
     pd.testing.assert_frame_equal(raw, before)
 
 
+class _ReusesItsBuffer(ToyEvaluator):
+    """The toy, writing ``f1 = x`` into one output array it reuses from call to call (as a
+    plug-in that preallocates might); a call holding x > 0.9 fails."""
+
+    _buffer = np.empty(0)
+
+    def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
+        x = candidates["x"].to_numpy(dtype=float)
+        if (x > 0.9).any():
+            raise RuntimeError("x above 0.9")
+        if len(type(self)._buffer) < len(x):
+            type(self)._buffer = np.empty(4 * len(x))
+        f1 = type(self)._buffer[:len(x)]
+        f1[:] = x
+        n = len(x)
+        return pd.DataFrame({"f1": f1, "f2": 1.0 - x, "f_sum": np.ones(n), "feasible": np.ones(n, bool),
+                             "reason": [""] * n}, copy=False)
+
+
+def test_an_evaluator_that_reuses_its_output_arrays_is_told_and_split_right(tmp_path):
+    """What outlives the evaluator's next call is dse's own copy: the told columns of every
+    chunk (kept until the batch is told) and the first half of a split call."""
+    from conftest import toy_study, write_study  # noqa: I001 - here: a run imports this module
+    from dse.api import plan
+    from dse.execution.base import EvaluatorRef, evaluate_rows
+    from dse.execution.candidates import GridCandidates
+    from dse.execution.inprocess import InProcessExecutor
+    from dse.logrows import LogRows
+
+    name = "tests.test_evaluators:_ReusesItsBuffer"
+    p = plan(write_study(tmp_path, toy_study(evaluator={"name": name})))
+    keys = np.arange(30, dtype=np.int64)
+    x = p.space.from_indices(p.space.indices_of(keys))["x"].to_numpy()
+    finish = LogRows(p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error"))
+    chunks = [c.narrow for _, c in InProcessExecutor(p.study.evaluator, chunk_size=10)
+              .results(GridCandidates(p.space, keys), finish=finish)]
+    assert len(chunks) == 3
+    for told in chunks:  # every chunk's f1 is its own candidates' x, not a later chunk's
+        at = told.column("key").to_numpy()
+        assert told.column("f1").to_numpy() == pytest.approx(x[at])
+    cands = pd.DataFrame({"x": [0.1, 0.2, 0.3, 0.95], "y": 0, "shape": "a"})
+    out = evaluate_rows(EvaluatorRef.of(EvaluatorSpec(name=name)), cands)
+    assert list(out["status"]) == ["ok", "ok", "ok", "failed"]
+    assert out["f1"][:3].tolist() == pytest.approx([0.1, 0.2, 0.3])
+
+
 def test_analytic_is_deterministic_and_row_independent():
     ev = AnalyticEvaluator()
     cands = _layouts()

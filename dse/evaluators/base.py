@@ -292,9 +292,11 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
     a DataFrame with one row per candidate, every metric, ``feasible`` and ``reason``;
     every metric a number (bool, integer or float; a missing value NaN), a flag (a metric
     of unit ``bool``) and ``feasible`` true or false (a bool column, or 0 and 1). Returns
-    a table of its own (the evaluator's is left as it is; a caller may add columns to it)
-    with only those columns, a clean index, flags and ``feasible`` as bool and every other
-    metric as float64, so that a metric has one type in every call."""
+    a new table (the evaluator's is left as it is; a caller may add columns to it) with only
+    those columns, a clean index, flags and ``feasible`` as bool and every other metric as
+    float64, so that a metric has one type in every call. Its columns may share the
+    evaluator's arrays (pandas' copy-on-write): a caller that keeps them beyond the
+    evaluator's next call copies them (an evaluator may reuse its output buffers)."""
     name = evaluator.name
     if not isinstance(result, pd.DataFrame):
         raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True)

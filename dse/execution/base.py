@@ -116,8 +116,10 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
     each failing row is alone (about 2 log2(n) extra calls for one bad row in n)."""
     ev = _evaluator(ref.name, ref.options_yaml)
     try:
-        # check_result returns a table of its own (the contract's columns, picked): no copy
-        # here (a deep copy of ~70 float columns cost 0.1-1 us per candidate, page faults included)
+        # no deep copy here (~70 float columns: 0.1-1 us per candidate, page faults included):
+        # the result may share the evaluator's arrays, and what outlives the next evaluator
+        # call is copied where it is kept (the log rows, encoded; the told columns; a split's
+        # first half below)
         result = check_result(ev, candidates, _call(ref, ev, candidates))
     except ContractError as exc:  # a malformed table: the evaluator's bug, not these rows'
         return failed_rows(len(candidates), str(exc), ref)
@@ -126,8 +128,8 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
             message = str(exc) if isinstance(exc, EvaluatorFailed) else f"{type(exc).__name__}: {exc}"
             return failed_rows(len(candidates), message, ref)
         half = len(candidates) // 2
-        return pd.concat([evaluate_rows(ref, candidates.iloc[:half]), evaluate_rows(ref, candidates.iloc[half:])],
-                         ignore_index=True)
+        first = evaluate_rows(ref, candidates.iloc[:half]).copy()  # its own arrays before the evaluator runs again
+        return pd.concat([first, evaluate_rows(ref, candidates.iloc[half:])], ignore_index=True)
     return result.assign(status=STATUS_OK, error="")
 
 
