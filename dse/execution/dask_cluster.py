@@ -41,9 +41,6 @@ from dse.study import EvaluatorSpec
 
 #: seconds between looks at the scheduler while waiting for chunks
 POLL_S = 0.5
-#: the longest a finished chunk's result may take to fetch before the chunk is submitted again
-#: (at least the grace period): its worker died before the fetch and none has taken it up
-FETCH_S = 30.0
 #: the terminal or SSH session closed: sent to the whole process group, handled by the run
 HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 #: seconds a connection may take beyond the grace period before it is given up (distributed's
@@ -409,6 +406,18 @@ class DaskExecutor(Executor):
         done += [f for f in pending if f.done() and f not in done]  # a closed client calls no callback
         return [f for f in dict.fromkeys(done) if f in pending]
 
+    def _fetch(self, fut) -> Any:
+        """A finished future's result. When the worker holding it dies before it is fetched,
+        the client waits for dask to compute it again: the wait looks at the cluster every
+        :data:`POLL_S`, so that a cluster that never gets a worker back ends the run after the
+        grace period (:meth:`_watch`) instead of holding it here; a slow fetch just takes
+        its time."""
+        while True:
+            try:
+                return fut.result(timeout=POLL_S)
+            except TimeoutError:  # distributed's is the built-in one
+                self._watch()
+
     def _outcome(self, fut, lo: int, chunk: Candidates, finish: Finish | None, again: deque) -> Any:
         """The chunk's result, or None when it was queued to be submitted again."""
         from distributed import KilledWorker
@@ -429,13 +438,10 @@ class DaskExecutor(Executor):
             return self._failed(chunk, exc, finish)
         if fut.status == "finished":
             try:
-                # bounded: when the worker holding the result dies before it is fetched, the
-                # client waits for dask to compute it again, and without a bound a cluster that
-                # never gets a worker back would hold the run here, where the grace period
-                # (checked by the loop) cannot end it
-                result, seconds = fut.result(timeout=max(self.plan.grace_s, FETCH_S))
+                result, seconds = self._fetch(fut)
+            except ClusterLost:
+                raise
             except Exception:  # the worker holding it went away before it was fetched
-                fut.cancel()
                 again.append((lo, chunk))
                 return None
             self.sizer.observe(count(chunk), seconds)
