@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-# pytest-xdist's workers set COLUMNS=80; the tests read output as a piped program writes it
-# (dse.cli.app: 160 columns, or COLUMNS where a test sets it), as a run without workers does
+# pytest-xdist's workers set COLUMNS=80 and LINES=24; the tests read output as a piped program
+# writes it (dse.cli.app: 160 columns, or COLUMNS where a test sets it), as a run without workers does
 os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 TOY = "dse.evaluators.toy:ToyEvaluator"
 
 

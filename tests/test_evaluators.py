@@ -352,7 +352,7 @@ def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_pat
         # grace_s: time for the nanny to bring a killed worker back; on a 2-core machine running
         # the suite on both cores a restart has taken over 20 s
         execution={"workers": 1, "grace_s": 60}))
-    proc = run_cli("run", str(study), "--quiet", "--no-dashboard")
+    proc = run_cli("run", str(study), "--quiet", "--no-dashboard", timeout=400)  # ~8 worker restarts
     assert proc.returncode == 0, proc.stderr
     with xr.open_dataset(out / "evaluations.nc") as ds:
         table = ds[["x", "status", "error"]].to_dataframe().sort_values("x")
