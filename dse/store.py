@@ -610,7 +610,7 @@ class LogWriter:
             self._parts, self._buffered = [], 0
             self._jobs.append(self._pool.submit(lambda g: self._write(encode(g), g.column("key")), group))
 
-    def _write(self, data: bytes, keys: pa.ChunkedArray) -> None:
+    def _write(self, data: bytes | pa.Buffer, keys: pa.ChunkedArray) -> None:
         path = self.store.write_group(self.batch, data)
         self.written.append((self.store.log_files().index(path), keys.to_numpy()))
 

@@ -190,7 +190,7 @@ class DaskExecutor(Executor):
             # a local cluster's results come straight from its workers: through the scheduler,
             # which runs in this process, each chunk's bytes crossed the loopback twice
             # (10^6 candidates: 0.1-0.25 s between a batch's last task and the loop seeing it)
-            direct = p.kind == "local" or None
+            direct = True if p.kind == "local" else None  # None: the client's default
             self.client = self._client(lambda: Client(self.cluster, timeout=timeout, set_as_default=False,
                                                       direct_to_workers=direct))
         elif p.scheduler_file:
