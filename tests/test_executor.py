@@ -439,11 +439,11 @@ def test_a_scheduler_host_that_does_not_exist_fails_at_once_not_after_the_grace_
 
 
 def test_validate_warns_of_a_scheduler_nothing_answers_at_and_refuses_one_that_does_not_exist(tmp_path):
-    with socket.socket() as s:  # a port nobody listens on
+    with socket.socket() as s:  # bound, never listening: refuses connections, and no one else can take the port
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"workers": None}))
-    proc = run_cli("validate", str(study), "--scheduler", f"tcp://127.0.0.1:{port}")
+        study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"workers": None}))
+        proc = run_cli("validate", str(study), "--scheduler", f"tcp://127.0.0.1:{port}")
     assert proc.returncode == 0, proc.stderr
     assert f"warning: nothing answers at tcp://127.0.0.1:{port} now" in proc.stderr, proc.stderr
     host = "no-such-scheduler.invalid"
@@ -453,12 +453,12 @@ def test_validate_warns_of_a_scheduler_nothing_answers_at_and_refuses_one_that_d
 
 
 def test_an_unreachable_scheduler_fails_after_the_grace_period_in_one_line(tmp_path):
-    with socket.socket() as s:  # a port nobody listens on
+    with socket.socket() as s:  # bound, never listening: refuses connections, and no one else can take the port
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"grace_s": 1}))
-    start = time.monotonic()
-    proc = run_cli("run", str(study), "--scheduler", f"tcp://127.0.0.1:{port}", "--quiet")
+        study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), execution={"grace_s": 1}))
+        start = time.monotonic()
+        proc = run_cli("run", str(study), "--scheduler", f"tcp://127.0.0.1:{port}", "--quiet")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"cannot reach tcp://127.0.0.1:{port} within 1 s (execution.grace_s)" in proc.stderr
     assert time.monotonic() - start < 30

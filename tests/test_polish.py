@@ -195,8 +195,10 @@ def test_a_budget_in_time_that_enumeration_would_exceed_searches_then_polishes(t
     assert proc.returncode == 0, proc.stderr
     state = json.loads((tmp_path / "out" / "state.json").read_text())
     driver = state["driver"]
-    # the polish ends at a local optimum or at the batch that crosses the limit
-    assert driver["converged"] or 3.0 <= driver["spent_s"] and driver["spent_s"] < 3.0 + 2.5
+    # the polish ends at a local optimum or at the batch that crosses the limit: every batch
+    # but the last started within it (no bound on the last one's length: that is the machine's)
+    before_last = sum(h["seconds"] for h in state["history"][:-1])
+    assert driver["converged"] or 3.0 <= driver["spent_s"] and before_last < 3.0
     assert driver["inner"]["auto"]["choice"] == "nsga2" and driver["polish_asked"] > 0
     status = run_cli("status", str(tmp_path / "out"))
     text = " ".join(status.stdout.split())  # rich wraps long lines
@@ -214,7 +216,7 @@ def test_a_budget_in_time_ends_the_search_at_the_batch_that_crosses_it(tmp_path)
         execution={"workers": 0, "chunk_size": 10}))
     result = Runner(plan_run(study), tmp_path / "out").start()
     spent = sum(h["seconds"] for h in result.history)
-    assert 1.5 <= spent < 1.5 + 1.0 and sum(h["seconds"] for h in result.history[:-1]) < 1.5
+    assert 1.5 <= spent and sum(h["seconds"] for h in result.history[:-1]) < 1.5  # the last batch crossed it
     assert 10 <= len(result.evaluations) < 2020
     with xr.open_dataset(tmp_path / "out" / "pareto.nc", engine="h5netcdf") as ds:
         assert ds.attrs["front"] == "approximate" and "budget (1.5 s) was spent" in ds.attrs["front_detail"]

@@ -3,7 +3,6 @@ each in well under a minute (their front is written and is not empty)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,8 @@ def test_every_example_study_validates(path):
 
 
 @pytest.mark.parametrize("name", NEW)
-def test_the_new_examples_run_in_process_quickly(name, tmp_path):
+def test_the_new_examples_run_in_process(name, tmp_path):
     study = dse.load_study(Path(__file__).resolve().parents[1] / "studies" / name)
-    start = time.perf_counter()
     result = dse.run(study, tmp_path / "out", workers=0)
-    assert time.perf_counter() - start < 60
     front = dse.open_results(result.output_dir).front
     assert front.sizes["candidate"] >= 2          # a real trade-off, not one dominating point
