@@ -29,20 +29,23 @@ class StopPrograms(WorkerPlugin):
 
 class ClosingNoise:
     """A logging filter for what a worker logs while the cluster closes: distributed's
-    "Failed to communicate with scheduler during heartbeat" (a traceback) and "Async
-    instruction ... ended with CancelledError" (a task cancelled by ``Worker.close``). On a
-    local cluster the scheduler lives in the run's own process and goes only when the run
-    stops, which says so itself; on a busy machine a worker printed these after the run's
-    one-line message. ``LOGGERS``: where each is logged."""
+    "Failed to communicate with scheduler during heartbeat" (a traceback), "failed during
+    get data" (a traceback: the run, fetching a result straight from the worker, stopped
+    on Ctrl-C mid-transfer) and "Async instruction ... ended with CancelledError" (a task
+    cancelled by ``Worker.close``). On a local cluster the scheduler and the client live in
+    the run's own process and go only when the run stops, which says so itself; a worker
+    printed these after the run's one-line message. ``LOGGERS``: where each is logged."""
 
-    LOGGERS = {"distributed.worker": "Failed to communicate with scheduler during heartbeat",
-               "distributed.worker.state_machine": "ended with CancelledError"}
+    LOGGERS = {"distributed.worker": ("Failed to communicate with scheduler during heartbeat",
+                                      "failed during get data with"),
+               "distributed.worker.state_machine": ("ended with CancelledError",)}
 
-    def __init__(self, mark: str) -> None:
-        self.mark = mark
+    def __init__(self, marks: tuple[str, ...]) -> None:
+        self.marks = marks
 
     def filter(self, record) -> bool:
-        return self.mark not in record.getMessage()
+        message = record.getMessage()
+        return not any(mark in message for mark in self.marks)
 
 
 class LeaveSignalsToTheRun(WorkerPlugin):
@@ -60,10 +63,10 @@ class LeaveSignalsToTheRun(WorkerPlugin):
         import signal
         import threading
 
-        for name, mark in ClosingNoise.LOGGERS.items():
+        for name, marks in ClosingNoise.LOGGERS.items():
             logger = logging.getLogger(name)
             if not any(isinstance(f, ClosingNoise) for f in logger.filters):
-                logger.addFilter(ClosingNoise(mark))
+                logger.addFilter(ClosingNoise(marks))
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             if hasattr(signal, "SIGHUP"):  # a closed terminal: the run stops the cluster
