@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -153,6 +155,7 @@ def test_cli_validate_accepts_the_quickstart(tmp_path):
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout and "400 candidates" in proc.stdout
+    assert list(tmp_path.iterdir()) == []  # no results folder, and no folder left from asking the file system
 
 
 def test_cli_run_refuses_a_broken_study_without_traceback(tmp_path):
@@ -347,6 +350,19 @@ def test_validate_refuses_the_results_folder_run_would_refuse(tmp_path):
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(held))
     assert proc.returncode == 2 and f"{held} already holds a run" in proc.stderr
     assert run_cli("validate", "studies/quickstart.yaml", "-o", str(held), "--overwrite").returncode == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_validate_refuses_a_results_folder_the_file_system_refuses_as_run_does(tmp_path):
+    """/proc takes no new folder whatever its permission bits say (and root passes every
+    permission check): validate says so as run does, with the same line."""
+    messages = []
+    for command in ("validate", "run"):
+        proc = run_cli(command, "studies/quickstart.yaml", "-w", "0", "-o", "/proc/dse-no-such-folder")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        messages.append(proc.stderr.strip())
+    assert messages[0] == messages[1], messages
+    assert messages[0].startswith("error: cannot write the results folder /proc/dse-no-such-folder: "), messages
 
 
 def test_describe_takes_an_accelerator_in_another_spelling():
