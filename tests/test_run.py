@@ -171,6 +171,24 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     assert proc.returncode == 2 and "dse evaluate writes CSV, not .parquet" in proc.stderr, proc.stderr
 
 
+def test_evaluate_refuses_every_file_type_but_csv_and_writes_csv_under_a_name_without_one(tmp_path):
+    """.xlsx got CSV text with exit 0 while .parquet was refused: every suffix that names a file
+    type other than .csv is refused alike; no suffix, or a dot inside a name, is CSV (as export)."""
+    cands = tmp_path / "c.csv"
+    cands.write_text("accelerator\nH100-SXM\n")
+    for name in ("o.xlsx", "o.tsv", "o.parquet", "o.nc"):
+        proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / name))
+        suffix = name[1:]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"--output: dse evaluate writes CSV, not {suffix} (got '{tmp_path / name}'); allowed: a .csv file" \
+            in proc.stderr, proc.stderr
+        assert not (tmp_path / name).exists()
+    for name in ("O.CSV", "gpt-1.3b", "metrics"):
+        proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr
+        assert list(pd.read_csv(tmp_path / name)["accelerator"]) == ["H100-SXM"]
+
+
 def test_evaluate_skips_rows_of_empty_cells_and_writes_integers_as_integers(tmp_path):
     cands = tmp_path / "cands.csv"
     cands.write_text("accelerator,num_accelerators,micro_batch_size\nH100-SXM,16.0,\n,,\nA100-80GB,8,2\n")

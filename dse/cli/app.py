@@ -24,7 +24,7 @@ from rich.text import Text
 
 from dse import __version__
 from dse.errors import DseError
-from dse.files import not_a_file
+from dse.files import names_a_file_type, not_a_file
 
 app = typer.Typer(
     name="dse",
@@ -432,7 +432,10 @@ def evaluate(
     if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
         raise DseError(f"its description file {sidecar.name} would overwrite the candidates or the study",
                        field="--output", value=str(output), allowed="another file name")
-    if {suffix: name for name, suffix in SUFFIX.items()}.get(output.suffix.lower(), "csv") != "csv":
+    # any file type but CSV (.parquet, .xlsx) is refused, as export refuses one it does not write;
+    # no suffix, or a dot inside the name (gpt-1.3b), is CSV under that name
+    suffix = output.suffix.lower()
+    if suffix != ".csv" and (suffix in SUFFIX.values() or names_a_file_type(suffix)):
         raise DseError(f"dse evaluate writes CSV, not {output.suffix}", field="--output", value=str(output),
                        allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)")
     table, defaulted, blanks = evaluate_csv(p, candidates)
