@@ -571,10 +571,12 @@ def cluster(
     of a Kubernetes one."""
     from dse.execution.deploy import check_job
     from dse.execution.plan import find_profile, plan_execution
-    from dse.study import ExecutionSpec
+    from dse.study import ExecutionSpec, load_study
 
-    if study is not None and not study.is_file():
-        raise DseError("no such study file", field="--study", value=str(study))
+    if study is not None:
+        if not study.is_file():
+            raise DseError("no such study file", field="--study", value=str(study))
+        load_study(study)  # bad YAML or fields: refused as dse validate refuses them
     try:
         path = find_profile(profile, study)
     except DseError as exc:  # named as the argument it is here, not as a study's field
