@@ -262,6 +262,24 @@ def test_export_takes_the_format_from_the_output_suffix_and_refuses_a_contradict
     assert not (tmp_path / "front.xlsx").exists()
 
 
+def test_export_to_netcdf_by_default_says_the_runs_own_file_is_the_export_and_checks_it(tmp_path):
+    """The default netCDF target is the run's own pareto.nc: export said `wrote` it while
+    leaving it unchanged, and said so of a pareto.nc that was not there at all."""
+    out = tmp_path / "out"
+    assert run_cli("run", str(write_study(tmp_path, toy_study(output=str(out)))), "--quiet").returncode == 0
+    before = (out / "pareto.nc").read_bytes()
+    proc = run_cli("export", str(out), "-f", "netcdf")
+    assert proc.returncode == 0, proc.stderr
+    assert not proc.stdout.startswith("wrote"), proc.stdout
+    assert f"{out / 'pareto.nc'} already holds the Pareto set in netCDF, as the run wrote it: nothing to write" \
+        in " ".join(proc.stdout.split()), proc.stdout
+    assert (out / "pareto.nc").read_bytes() == before
+    (out / "pareto.nc").unlink()
+    proc = run_cli("export", str(out), "-f", "netcdf")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{out / 'pareto.nc'} does not exist yet" in proc.stderr, proc.stderr
+
+
 def test_export_all_evaluations(finished_run, tmp_path):
     target = tmp_path / "all.csv"
     assert run_cli("export", str(finished_run), "--all", "-o", str(target)).returncode == 0

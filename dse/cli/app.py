@@ -496,9 +496,14 @@ def export(
     CSV always comes with a CSV-on-the-Web sidecar FILE-metadata.json giving units and
     descriptions."""
     from dse.outputs.export import export_results
+    from dse.results import DATASETS
 
     path = export_results(results, fmt.value if fmt else None, front=front, output=output, units_row=units_row)
-    out.print(f"wrote {path}")
+    if path.resolve() == (results / DATASETS[front]).resolve():  # netCDF: the run's own file, not written again
+        out.print(f"{path} already holds {'the Pareto set' if front else 'every evaluation'} in netCDF, as the run "
+                  "wrote it: nothing to write")
+    else:
+        out.print(f"wrote {path}")
     if not front:  # a run that kept less than every evaluation says so (what was left out is gone)
         from dse.results import open_results
 
