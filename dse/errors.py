@@ -67,10 +67,19 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
     return f" ({text})" if text else ""
 
 
+#: pydantic's length errors: "List should have at least 1 item after validation, not 0",
+#: "String should have at least 1 character"
+_LENGTH = re.compile(r"(?:List|Dictionary|Tuple|Set|String|Value) should have (at (?:least|most) \d+ \w+)")
+
+
 def pydantic_message(msg: str) -> str:
-    """A pydantic error message in dse's words: without the "Value error, " prefix, and
-    "Input should be ..." (pydantic's "Input" is the value, not a dse Input) as "expected ..."."""
+    """A pydantic error message in dse's words: without the "Value error, " prefix,
+    "Input should be ..." (pydantic's "Input" is the value, not a dse Input) as "expected ...",
+    and a list, mapping or text of the wrong length (an empty one) as "expected at least 1 item"."""
     msg = msg.removeprefix("Value error, ")
+    length = _LENGTH.match(msg)
+    if length:
+        return f"expected {length.group(1)}"
     if not msg.startswith("Input should be "):
         return msg
     rest = msg.removeprefix("Input should be ")

@@ -29,6 +29,7 @@ import re
 import shutil
 import signal
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -219,7 +220,9 @@ class ResultStore:
     @staticmethod
     def check_creatable(path: str | Path, *, overwrite: bool = False) -> None:
         """Raise :class:`StoreError` unless a new run can be written to ``path``: what
-        :meth:`create` would refuse, found without writing anything (``dse validate``)."""
+        :meth:`create` would refuse, found before anything is written (``dse validate``): an
+        empty folder made in the nearest existing folder and removed at once asks the file
+        system itself (``os.access`` says yes to root everywhere; /proc refuses any folder)."""
         path = Path(path)
         try:
             if path.exists() and not path.is_dir():
@@ -240,6 +243,7 @@ class ResultStore:
             if long:
                 raise StoreError(f"cannot write the results folder {path}: the name {long[0][:40]}... is longer "
                                  f"than the file system allows ({longest} bytes)")
+            os.rmdir(tempfile.mkdtemp(prefix=".dse-check-", dir=existing))
         except OSError as exc:
             raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
 

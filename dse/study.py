@@ -482,6 +482,8 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
             msg = "expected a folder path, or a mapping of settings"
         elif path == "search.polish":
             msg = "expected true, false or a mapping of settings"
+    if path == "objectives" and err["type"] == "too_short":
+        msg = "at least one objective is needed"
     if path.startswith("space.") and path.count(".") == 1 and (
         _is_union_branch(err["loc"]) or err["type"].endswith("_type")
     ):

@@ -182,6 +182,18 @@ def test_ssh_hosts_given_as_one_string_are_refused(tmp_path):
     assert "options.hosts: expected a list of hosts" in str(info.value), str(info.value)
 
 
+def test_dse_cluster_refuses_a_broken_study_file_as_validate_does(tmp_path):
+    """`dse cluster local --study FILE` said ok of a FILE that is not valid YAML."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nspace: [unclosed\n")
+    messages = []
+    for args in (("cluster", "local", "--study", str(broken)), ("validate", str(broken))):
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and "ok" not in proc.stdout, proc.stdout
+        messages.append(proc.stderr.strip())
+    assert messages[0] == messages[1] and messages[0].startswith(f"error: {broken}: not valid YAML"), messages
+
+
 @pytest.mark.skipif(missing("dask_jobqueue"), reason="dask-jobqueue is not installed (pip install \"dse[slurm]\")")
 def test_a_job_the_class_cannot_write_is_one_line_from_dse_cluster(tmp_path):
     (tmp_path / "q.yaml").write_text("cluster: dask_jobqueue.SLURMCluster\noptions: {cores: 8}\nscale: {jobs: 1}\n")  # no memory

@@ -50,6 +50,29 @@ def test_dse_status_shows_a_run_in_progress_from_another_terminal(tmp_path):
     assert final["rate_per_s"] > 0 and final["eta_s"] == 0
 
 
+def test_dse_status_shows_square_brackets_of_a_note_and_a_study_name_as_written(tmp_path):
+    """A note such as 'pip install "dse[dashboard]"' and a results folder with brackets in its
+    name are text, not rich markup: `dse status` prints them whole (it dropped '[dashboard]')."""
+    import datetime as dt
+    import os
+    import socket
+
+    out = tmp_path / "out[v2]"
+    study = write_study(tmp_path, toy_study(output=str(out)))
+    assert run_cli("run", str(study), "--quiet").returncode == 0
+    # the folder as a run in progress leaves it: its lock and progress file name a live process (this one)
+    me = os.getpid()
+    (out / "lock").write_text(json.dumps({"pid": me, "host": socket.gethostname(),
+                                          "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}))
+    live = json.loads((out / "progress.json").read_text())
+    note = 'dashboard off: it needs bokeh (pip install "dse[dashboard]")'
+    (out / "progress.json").write_text(json.dumps({**live, "state": "running", "pid": me, "note": note}))
+    status = run_cli("status", str(out))
+    assert status.returncode == 0, status.stderr
+    assert f"last note: {note}" in status.stdout, status.stdout
+    assert status.stdout.startswith(f"toy in {out}: running (process {me} "), status.stdout
+
+
 def test_the_progress_display_shows_the_pace_and_the_best_values(tmp_path):
     proc = run_cli("run", str(_slow_study(tmp_path)), env={"COLUMNS": "220"})
     assert proc.returncode == 0, proc.stderr

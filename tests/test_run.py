@@ -171,6 +171,24 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     assert proc.returncode == 2 and "dse evaluate writes CSV, not .parquet" in proc.stderr, proc.stderr
 
 
+def test_evaluate_refuses_every_file_type_but_csv_and_writes_csv_under_a_name_without_one(tmp_path):
+    """.xlsx got CSV text with exit 0 while .parquet was refused: every suffix that names a file
+    type other than .csv is refused alike; no suffix, or a dot inside a name, is CSV (as export)."""
+    cands = tmp_path / "c.csv"
+    cands.write_text("accelerator\nH100-SXM\n")
+    for name in ("o.xlsx", "o.tsv", "o.parquet", "o.nc"):
+        proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / name))
+        suffix = name[1:]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"--output: dse evaluate writes CSV, not {suffix} (got '{tmp_path / name}'); allowed: a .csv file" \
+            in proc.stderr, proc.stderr
+        assert not (tmp_path / name).exists()
+    for name in ("O.CSV", "gpt-1.3b", "metrics"):
+        proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", str(cands), "-o", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr
+        assert list(pd.read_csv(tmp_path / name)["accelerator"]) == ["H100-SXM"]
+
+
 def test_evaluate_skips_rows_of_empty_cells_and_writes_integers_as_integers(tmp_path):
     cands = tmp_path / "cands.csv"
     cands.write_text("accelerator,num_accelerators,micro_batch_size\nH100-SXM,16.0,\n,,\nA100-80GB,8,2\n")
@@ -242,6 +260,24 @@ def test_export_takes_the_format_from_the_output_suffix_and_refuses_a_contradict
     proc = run_cli("export", str(finished_run), "-o", str(tmp_path / "front.xlsx"))
     assert proc.returncode == 2 and "cannot tell the format from the output's suffix .xlsx" in proc.stderr
     assert not (tmp_path / "front.xlsx").exists()
+
+
+def test_export_to_netcdf_by_default_says_the_runs_own_file_is_the_export_and_checks_it(tmp_path):
+    """The default netCDF target is the run's own pareto.nc: export said `wrote` it while
+    leaving it unchanged, and said so of a pareto.nc that was not there at all."""
+    out = tmp_path / "out"
+    assert run_cli("run", str(write_study(tmp_path, toy_study(output=str(out)))), "--quiet").returncode == 0
+    before = (out / "pareto.nc").read_bytes()
+    proc = run_cli("export", str(out), "-f", "netcdf")
+    assert proc.returncode == 0, proc.stderr
+    assert not proc.stdout.startswith("wrote"), proc.stdout
+    assert f"{out / 'pareto.nc'} already holds the Pareto set in netCDF, as the run wrote it: nothing to write" \
+        in " ".join(proc.stdout.split()), proc.stdout
+    assert (out / "pareto.nc").read_bytes() == before
+    (out / "pareto.nc").unlink()
+    proc = run_cli("export", str(out), "-f", "netcdf")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{out / 'pareto.nc'} does not exist yet" in proc.stderr, proc.stderr
 
 
 def test_export_all_evaluations(finished_run, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -75,6 +77,10 @@ CASES = {
     "bad algorithm": (lambda d: d["search"].update(algorithm="nsga3"), "search.algorithm", "nsga2"),
     "unknown evaluator": (lambda d: d.update(evaluator={"name": "foo"}), "evaluator.name", "analytic"),
     "missing objectives": (lambda d: d.pop("objectives"), "objectives", "missing"),
+    "no objectives": (lambda d: d.update(objectives=[]), "objectives",
+                      "objectives: at least one objective is needed (got [])"),
+    "empty choices mapping": (lambda d: d["space"].update(tensor_parallel={"choices": []}),
+                              "space.tensor_parallel.choices", "choices: expected at least 1 item (got [])"),
     "misspelt key": (lambda d: d["search"].update(algoritm="x"), "search.algoritm", "(did you mean 'algorithm'?)"),
     "misspelt parameter": (lambda d: d["space"].update(Tensor_Parallel=[1]), "space.Tensor_Parallel",
                            "(did you mean 'tensor_parallel'?)"),
@@ -153,6 +159,7 @@ def test_cli_validate_accepts_the_quickstart(tmp_path):
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout and "400 candidates" in proc.stdout
+    assert list(tmp_path.iterdir()) == []  # no results folder, and no folder left from asking the file system
 
 
 def test_cli_run_refuses_a_broken_study_without_traceback(tmp_path):
@@ -347,6 +354,19 @@ def test_validate_refuses_the_results_folder_run_would_refuse(tmp_path):
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(held))
     assert proc.returncode == 2 and f"{held} already holds a run" in proc.stderr
     assert run_cli("validate", "studies/quickstart.yaml", "-o", str(held), "--overwrite").returncode == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_validate_refuses_a_results_folder_the_file_system_refuses_as_run_does(tmp_path):
+    """/proc takes no new folder whatever its permission bits say (and root passes every
+    permission check): validate says so as run does, with the same line."""
+    messages = []
+    for command in ("validate", "run"):
+        proc = run_cli(command, "studies/quickstart.yaml", "-w", "0", "-o", "/proc/dse-no-such-folder")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        messages.append(proc.stderr.strip())
+    assert messages[0] == messages[1], messages
+    assert messages[0].startswith("error: cannot write the results folder /proc/dse-no-such-folder: "), messages
 
 
 def test_describe_takes_an_accelerator_in_another_spelling():

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from dse import __version__
 from dse.errors import DseError
-from dse.files import not_a_file
+from dse.files import names_a_file_type, not_a_file
 
 app = typer.Typer(
     name="dse",
@@ -432,7 +432,10 @@ def evaluate(
     if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
         raise DseError(f"its description file {sidecar.name} would overwrite the candidates or the study",
                        field="--output", value=str(output), allowed="another file name")
-    if {suffix: name for name, suffix in SUFFIX.items()}.get(output.suffix.lower(), "csv") != "csv":
+    # any file type but CSV (.parquet, .xlsx) is refused, as export refuses one it does not write;
+    # no suffix, or a dot inside the name (gpt-1.3b), is CSV under that name
+    suffix = output.suffix.lower()
+    if suffix != ".csv" and (suffix in SUFFIX.values() or names_a_file_type(suffix)):
         raise DseError(f"dse evaluate writes CSV, not {output.suffix}", field="--output", value=str(output),
                        allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)")
     table, defaulted, blanks = evaluate_csv(p, candidates)
@@ -493,9 +496,14 @@ def export(
     CSV always comes with a CSV-on-the-Web sidecar FILE-metadata.json giving units and
     descriptions."""
     from dse.outputs.export import export_results
+    from dse.results import DATASETS
 
     path = export_results(results, fmt.value if fmt else None, front=front, output=output, units_row=units_row)
-    out.print(f"wrote {path}")
+    if path.resolve() == (results / DATASETS[front]).resolve():  # netCDF: the run's own file, not written again
+        out.print(f"{path} already holds {'the Pareto set' if front else 'every evaluation'} in netCDF, as the run "
+                  "wrote it: nothing to write")
+    else:
+        out.print(f"wrote {path}")
     if not front:  # a run that kept less than every evaluation says so (what was left out is gone)
         from dse.results import open_results
 
@@ -568,10 +576,12 @@ def cluster(
     of a Kubernetes one."""
     from dse.execution.deploy import check_job
     from dse.execution.plan import find_profile, plan_execution
-    from dse.study import ExecutionSpec
+    from dse.study import ExecutionSpec, load_study
 
-    if study is not None and not study.is_file():
-        raise DseError("no such study file", field="--study", value=str(study))
+    if study is not None:
+        if not study.is_file():
+            raise DseError("no such study file", field="--study", value=str(study))
+        load_study(study)  # bad YAML or fields: refused as dse validate refuses them
     try:
         path = find_profile(profile, study)
     except DseError as exc:  # named as the argument it is here, not as a study's field

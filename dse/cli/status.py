@@ -28,9 +28,10 @@ def show_status(results: Path, console: Console) -> None:
     status = "running" if owner else ("finished" if finished else "stopped (resume with `dse resume`)")
     if owner:
         status += f" (process {owner.get('pid')} on {owner.get('host')})"
-    console.print(f"[bold]{store.meta.get('study')}[/bold] in {store.path}: {status}")
-    console.print(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
-                  f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")
+    # free text (names, paths, notes, reasons) is escaped or printed with markup=False: '[dashboard]' is text
+    console.print(f"[bold]{escape(str(store.meta.get('study')))}[/bold] in {escape(f'{store.path}: {status}')}")
+    console.print(escape(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
+                         f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}"))
     keeps = {"all": "every evaluation", "feasible": "the feasible evaluations",
              "front": "the evaluations on the front when evaluated"}.get(state.get("keep", "all"), "?")
     in_flight = run.log_rows - n
@@ -39,11 +40,11 @@ def show_status(results: Path, console: Console) -> None:
     driver = state.get("driver") or {}
     if "explain" in driver:  # the search's phases (dse.search.phases): what it chose, where it is
         labels = driver.get("labels") or {}
-        console.print(f"search: {driver['explain']}")
+        console.print(f"search: {driver['explain']}", markup=False)
         front_label = ("front so far (the run is going)" if owner else
                        f"front {labels.get('front', '?')}: {labels.get('front_detail', '')}")
         console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
-                      f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}")
+                      f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}", markup=False)
     as_of = f" as of batch {last.get('batch')} (the last one told; the line 'in progress' is live)" \
         if owner and last else ""
     if not owner and in_flight > 0:  # a run stopped mid-batch: those rows count when it resumes
@@ -65,17 +66,18 @@ def show_status(results: Path, console: Console) -> None:
             more = f"; and {kinds - 5} more" if kinds > 5 else ""
             console.print(f"ruled out: {shown}{more}", highlight=False, markup=False)
     if not owner:  # the datasets as export, plot, report and show would find them
-        console.print(f"datasets: {run.datasets_state()}", highlight=False)
+        console.print(f"datasets: {run.datasets_state()}", highlight=False, markup=False)
     live = read_progress(store.path)
     if owner and live and live.get("pid") == owner.get("pid"):
         age = time.time() - float(live.get("updated_unix", time.time()))
         # progress.json is written every 2 s, state.json every batch: never fewer than the batches told
         done = f"{max(int(live.get('done', 0)), n):,}" + (f" of {live['total']:,}" if live.get("total") else "")
         pace, best = progress_lines(live)
-        console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False)
-        console.print(best, highlight=False)
+        console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False,
+                      markup=False)
+        console.print(best, highlight=False, markup=False)
         if live.get("note"):
-            console.print(f"last note: {live['note']}", highlight=False)
+            console.print(f"last note: {live['note']}", highlight=False, markup=False)
     if history:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),

@@ -27,7 +27,7 @@ from dse.files import (
     names_a_file_type,
 )
 from dse.outputs.target import output_path
-from dse.results import open_results
+from dse.results import DATASETS, open_results
 
 #: candidates written at a time by an export of every evaluation (a few tens of MB of table)
 EXPORT_ROWS = 1 << 16
@@ -56,7 +56,8 @@ def export_format(fmt: str | None, output: Path | None) -> str:
 def export_results(results: Path, fmt: str | None, *, front: bool = True, output: Path | None = None,
                    units_row: bool = False) -> Path:
     """Write the dataset in ``fmt`` (None: from ``output``'s suffix, else CSV); returns the
-    path written."""
+    path written, or (netCDF onto the run's own ``pareto.nc`` or ``evaluations.nc``, the
+    default) that file, checked and left as the run wrote it."""
     fmt = export_format(fmt, output)
     if fmt not in SUFFIX:
         raise DseError(f"unknown export format '{fmt}'", allowed=", ".join(SUFFIX))
@@ -65,12 +66,16 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
     run = open_results(results)
     stem = "pareto" if front else "evaluations"
     default = Path(results) / f"{stem}{SUFFIX[fmt]}"
-    if fmt == "netcdf" and Path(output or default).resolve() == (Path(results) / f"{stem}.nc").resolve():
-        return Path(output or default)  # already there
+
+    def source():  # every evaluation is read slice by slice (a run may not fit in memory), the front whole
+        return contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)
+
+    if fmt == "netcdf" and Path(output or default).resolve() == (Path(results) / DATASETS[front]).resolve():
+        with source():  # the run's own dataset is the export: checked as every export's source is, not rewritten
+            return Path(output or default)
     output = output_path(output, default, run.path, may_be_folder=fmt == "zarr")
     output.parent.mkdir(parents=True, exist_ok=True)
-    # every evaluation is read slice by slice (a run may not fit in memory), the front whole
-    with (contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)) as ds:
+    with source() as ds:
         if fmt == "zarr":
             write_zarr(ds, output)
         elif fmt == "csv":
