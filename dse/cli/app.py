@@ -835,6 +835,9 @@ def console() -> None:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    # the command is over and has said how it ended: a Ctrl-C now has nothing left to stop
+    # (one that came here printed an "Exception ignored" traceback from a library's teardown)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.shutdown()
     try:
         sys.stdout.flush()
