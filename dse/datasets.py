@@ -164,7 +164,7 @@ def write_netcdf(ds: xr.Dataset, path) -> None:
     OSError it is, naming the file and the space left."""
     with atomic_path(path) as tmp:
         try:
-            ds.to_netcdf(tmp, engine=NETCDF_ENGINE)
+            _to_netcdf_apart(ds, tmp)
         except RuntimeError as exc:
             import errno
             import shutil
@@ -174,6 +174,30 @@ def write_netcdf(ds: xr.Dataset, path) -> None:
             except OSError:
                 free = ""
             raise OSError(errno.EIO, f"cannot write: the netCDF library failed ({exc}){free}", str(path)) from None
+
+
+def _to_netcdf_apart(ds: xr.Dataset, path) -> None:
+    """``ds.to_netcdf(path)`` on a thread of its own, waited for here. Ctrl-C (Python raises
+    KeyboardInterrupt in the main thread only) then interrupts the wait, never xarray's
+    writer: interrupted there, the writer kept the HDF5 lock it held and its own clean-up
+    waited for that lock for ever (a run hung after Ctrl-C while its datasets were written).
+    An abandoned writer finishes its file, which the caller has removed, and releases the lock."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            ds.to_netcdf(path, engine=NETCDF_ENGINE)
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+            failed.append(exc)
+
+    writer = threading.Thread(target=write, name="dse-netcdf-writer", daemon=True)
+    writer.start()
+    while writer.is_alive():
+        writer.join(0.2)
+    if failed:
+        raise failed[0]
 
 
 def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:

@@ -308,3 +308,52 @@ def test_ctrl_c_as_the_log_writer_starts_its_thread_loses_no_write(tmp_path, mon
         pass
     writer.flush()
     assert len(store.log_files()) == 1  # written when flush returned, not after
+
+
+CTRL_C_WHILE_WRITING = r"""
+import os, signal, sys, threading, time
+from pathlib import Path
+import numpy as np, xarray as xr
+from dse.datasets import write_netcdf
+
+out = Path(sys.argv[1])
+tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+ds = xr.Dataset({f"v{i}": ("candidate", np.random.default_rng(i).random(2_000_000)) for i in range(24)})
+writers = set()  # the threads xarray's writer ran on: never the one Ctrl-C interrupts
+to_netcdf = xr.Dataset.to_netcdf
+def recorded(self, *args, **kwargs):
+    writers.add(threading.current_thread() is threading.main_thread())
+    return to_netcdf(self, *args, **kwargs)
+xr.Dataset.to_netcdf = recorded
+
+def press_ctrl_c():  # once the write has begun, as a user would
+    while not tmp.exists():
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=press_ctrl_c, daemon=True).start()
+try:
+    write_netcdf(ds, out)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted", "tmp left" if tmp.exists() else "tmp removed", "out exists" if out.exists() else "no out")
+write_netcdf(ds[["v0"]].isel(candidate=slice(0, 10)), out.with_name("after.nc"))  # the HDF5 lock is free
+print("wrote after")
+print("writer on the main thread" if True in writers else "writer apart")
+"""
+
+
+def test_ctrl_c_while_a_dataset_is_written_stops_at_once_and_the_next_write_works(tmp_path):
+    """A new user's run hung for good after Ctrl-C while its datasets were written: the
+    KeyboardInterrupt landed inside xarray's writer, which kept the HDF5 lock its own
+    clean-up then waited for. The write runs apart; Ctrl-C ends the wait."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_WHILE_WRITING)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "big.nc")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.splitlines() == ["interrupted tmp removed no out", "wrote after", "writer apart"], proc.stdout
+    assert xr.open_dataset(tmp_path / "after.nc", engine="h5netcdf")["v0"].size == 10
