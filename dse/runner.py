@@ -224,10 +224,7 @@ class Runner:
                         f"the run is over, but writing its datasets failed: {_said(exc)}")
         finally:
             if closing is not None:
-                closing.join(CLOSE_WAIT_S)
-                if closing.is_alive() and hasattr(self.progress, "note"):
-                    self.progress.note(f"the cluster did not close within {CLOSE_WAIT_S:g} s; its workers "
-                                       "end with this process")
+                closing.join()
         if lost is not None:
             try:  # what the log holds (a group whose write failed is not in it)
                 stored = min(store.check_log(), run.front.evaluations)
@@ -468,9 +465,6 @@ RULED_OUT_KEPT = 20
 
 #: evaluations from which the end of a run says that it writes the datasets (seconds of work)
 SAY_WRITING = 100_000
-#: seconds the end of a run waits for the executor to close (a dask cluster bounds its own
-#: close at 30 s; this is the backstop for one that hangs in a way that bound cannot end)
-CLOSE_WAIT_S = 60.0
 
 
 def _said(exc: OSError) -> str:

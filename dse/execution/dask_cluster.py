@@ -48,10 +48,6 @@ HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 CONNECT_SLACK_S = 5.0
 #: seconds the resolver may take to say that a scheduler's host name does not exist
 RESOLVE_S = 10.0
-#: at most this long for a cluster to close at the end of a run: a close that waits longer
-#: (after a Ctrl-C that reached the workers while the datasets were written, a run's close
-#: once waited for ever) is given up; a local cluster's workers end with this process
-CLOSE_S = 30.0
 
 
 class WorkerDied(RuntimeError):
@@ -321,7 +317,7 @@ class DaskExecutor(Executor):
             self.client = None
         if self.cluster is not None:
             try:
-                self.cluster.close(timeout=CLOSE_S)
+                self.cluster.close()
             except Exception:  # noqa: BLE001 - a cluster whose jobs never started cannot close cleanly
                 pass
             self.cluster = None
