@@ -244,6 +244,7 @@ class Runner:
         driver has nothing more to ask."""
         study = self.study
         started = time.perf_counter()
+        signals.raise_lost_interrupt()  # a Ctrl-C that Python could not raise where it came
         batch = self._asked(driver)
         if len(batch) == 0:
             return False
@@ -361,6 +362,7 @@ class Runner:
                 writer.add(self._keep(chunk, on_front))
                 told.append(chunk.narrow.select(["key", *self._fg_columns]))
                 self._report.advance(len(chunk), self._live(run), evaluated=len(chunk))
+                signals.raise_lost_interrupt()
         finally:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:

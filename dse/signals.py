@@ -1,9 +1,10 @@
-"""A signal's handler for the length of a block."""
+"""A signal's handler for the length of a block, and the interrupts Python could not raise."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -59,3 +60,34 @@ def deferred(*signums: int) -> Iterator[None]:
     finally:
         for signum in dict.fromkeys(noted):
             signal.raise_signal(signum)
+
+
+#: interrupts Python could not raise where they arrived (see :func:`keep_lost_interrupts`)
+_lost: list[BaseException] = []
+
+
+def keep_lost_interrupts() -> None:
+    """Keep, instead of printing, a KeyboardInterrupt (Ctrl-C, or the run's SIGTERM) that
+    arrived while Python ran a weakref callback or a ``__del__``: an exception cannot leave
+    those, so Python printed an "Exception ignored" traceback and the run went on as if no
+    key had been pressed. :func:`raise_lost_interrupt` raises it at the next safe point."""
+    previous = sys.unraisablehook
+    if getattr(previous, "keeps_lost_interrupts", False):
+        return
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _lost.append(unraisable.exc_value)
+            return
+        previous(unraisable)
+
+    hook.keeps_lost_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def raise_lost_interrupt() -> None:
+    """Raise the interrupt :func:`keep_lost_interrupts` kept, once (nothing when none was)."""
+    if _lost:
+        exc = _lost[0]
+        _lost.clear()
+        raise exc

@@ -535,3 +535,40 @@ def test_a_write_the_file_system_refuses_is_one_line_with_the_resume_hint(tmp_pa
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     assert (out / "pareto.nc").exists() and len(log_rows(out).drop_duplicates("key")) == 66
+
+
+def test_a_ctrl_c_python_could_not_raise_is_kept_quiet_and_raised_at_the_next_safe_point(monkeypatch):
+    """Ctrl-C that came while Python ran a weakref callback printed "Exception ignored ...
+    KeyboardInterrupt" and the run went on to the end, exit 0 (a new user's Ctrl-C while
+    the datasets were written). It is kept, and the run raises it where it safely can."""
+    import weakref
+
+    from dse import signals
+
+    shown = []  # what Python's own hook (here, pytest's) would print
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: shown.append(unraisable.exc_type))
+    signals.keep_lost_interrupts()
+    signals.keep_lost_interrupts()  # once is enough: a second call adds no second hook
+
+    class Thing:
+        pass
+
+    def pressed(_ref):
+        raise KeyboardInterrupt
+
+    thing = Thing()
+    ref = weakref.ref(thing, pressed)
+    del thing  # the callback runs here; its exception cannot leave it
+    assert ref() is None and shown == []
+    with pytest.raises(KeyboardInterrupt):
+        signals.raise_lost_interrupt()
+    signals.raise_lost_interrupt()  # raised once
+
+    def failed(_ref):
+        raise ValueError("a real bug")
+
+    other = Thing()
+    ref = weakref.ref(other, failed)
+    del other  # any other exception is shown as before
+    assert shown == [ValueError]
+    signals.raise_lost_interrupt()

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from dse import __version__
+from dse import __version__, signals
 from dse.errors import DseError
 from dse.files import names_a_file_type, not_a_file
 
@@ -368,7 +368,9 @@ def _finish(result, plan) -> None:
     n = result.counts.get("evaluations", 0)
     if len(result.front) and result.datasets_written:
         try:
+            signals.raise_lost_interrupt()  # a Ctrl-C Python could not raise while the datasets were written
             plot_results(result.output_dir)
+            signals.raise_lost_interrupt()
         except KeyboardInterrupt:
             if not result.interrupted:  # the run is over and written: only the picture is missing
                 err.print(f"[yellow]interrupted[/yellow] while pareto.png was drawn: the run is complete ({n:,} "
@@ -828,6 +830,7 @@ def console() -> None:
     from dse.allocator import arrow_on_system_heap
 
     arrow_on_system_heap()  # before anything imports pyarrow (dse.allocator imports nothing)
+    signals.keep_lost_interrupts()  # a run raises them where it safely can
     try:
         main()
         code = 0
