@@ -101,6 +101,22 @@ def expand(name: str, spec: Any) -> Parameter:
     return Parameter(name, "categorical", tuple(values))
 
 
+def short_of_its_end(spec: Any, parameter: Parameter) -> str | None:
+    """What a grid's last value is when its steps (``range`` and ``step``) or powers (``log``
+    and ``base``) do not reach the end the study wrote (None when they do, or for other
+    entries): ``dse validate`` says so, as the end is left out."""
+    if isinstance(spec, RangeSpec) and spec.step is not None:
+        end, how = spec.range[1], f"in steps of {spec.step:g} from {spec.range[0]:g}"
+    elif isinstance(spec, LogSpec) and spec.base is not None:
+        end, how = spec.log[1], f"in powers of {spec.base:g} from {spec.log[0]:g}"
+    else:
+        return None
+    last = parameter.values[-1] if parameter.values else None
+    if last is None or math.isclose(float(last), float(end), rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    return f"the grid {how} ends at {last:g}, short of {end:g}"
+
+
 @dataclass
 class Space:
     """The searchable parameters plus the fixed values every candidate shares."""

@@ -162,6 +162,22 @@ def test_cli_validate_accepts_the_quickstart(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no results folder, and no folder left from asking the file system
 
 
+def test_cli_validate_says_when_a_grid_stops_short_of_the_end_the_study_wrote(tmp_path):
+    """{range: [0.6, 1.0], step: 0.15} has no 1.0 and {log: [64, 1000], base: 2} no 1000:
+    the grid leaves the end out, which validate says (the study is still valid)."""
+    def short(d):
+        d["space"]["clock_fraction"] = {"range": [0.6, 1.0], "step": 0.15}
+        d["space"]["global_batch_size"] = {"log": [64, 1000], "base": 2}
+
+    proc = run_cli("validate", _broken(tmp_path, short), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 0 and "192 candidates" in proc.stdout, proc.stderr
+    said = " ".join(proc.stderr.split())  # rich wraps long lines
+    assert "space.clock_fraction: the grid in steps of 0.15 from 0.6 ends at 0.9, short of 1" in said, said
+    assert "space.global_batch_size: the grid in powers of 2 from 64 ends at 512, short of 1000" in said, said
+    proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(tmp_path / "out"))
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr  # its grids reach their ends
+
+
 def test_cli_run_refuses_a_broken_study_without_traceback(tmp_path):
     path = _broken(tmp_path, lambda d: d["workload"].update(model="gpt-9"))
     proc = run_cli("run", path)

@@ -189,6 +189,7 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     from dse.api import plan
     from dse.preview import preview
     from dse.runner import check_output
+    from dse.space import short_of_its_end
 
     p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler)
     check_output(p.study, output, overwrite=overwrite)
@@ -214,6 +215,11 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
             err.print(f"[yellow]warning:[/yellow] {escape(silent)}; a run waits "
                       f"{p.execution.grace_s:g} s (execution.grace_s) for it, then stops", highlight=False)
     s, space = p.study, p.space
+    for parameter in space.parameters:  # a grid whose steps miss the end the study wrote
+        short = short_of_its_end(s.space[parameter.name], parameter)
+        if short:
+            err.print(f"[yellow]warning:[/yellow] {escape(str(study))}: space.{parameter.name}: {escape(short)}",
+                      highlight=False)
     seen = preview(p)
     if seen and seen.contract:  # a malformed table: every call of a run would fail the same way
         raise DseError(f"the evaluator's preview call on {_count(seen.evaluated, 'candidate')} broke the evaluator "
