@@ -181,23 +181,44 @@ def _to_netcdf_apart(ds: xr.Dataset, path) -> None:
     KeyboardInterrupt in the main thread only) then interrupts the wait, never xarray's
     writer: interrupted there, the writer kept the HDF5 lock it held and its own clean-up
     waited for that lock for ever (a run hung after Ctrl-C while its datasets were written).
-    An abandoned writer finishes its file, which the caller has removed, and releases the lock."""
+    The thread writes a file of its own name beside ``path`` (renamed onto it when done), so
+    that a writer left behind by an interrupt never meets the next one; that file is removed
+    as the wait is given up (the thread writes on into the unlinked file, or removes the file
+    itself if it creates it later), and a process that ends first leaves it to
+    :meth:`~dse.store.ResultStore` (``.NAME.TOKEN.PID.tmp``: removed once the pid is gone)."""
+    import os
     import threading
+    import uuid
 
+    path = Path(path)
+    head, pid, _ = path.name.rsplit(".", 2)  # .NAME.PID.tmp (dse.files.atomic_path)
+    own = path.with_name(f"{head}.{uuid.uuid4().hex[:8]}.{pid}.tmp")
     failed: list[BaseException] = []
+    lock, state = threading.Lock(), {"abandoned": False}
 
     def write() -> None:
         try:
-            ds.to_netcdf(path, engine=NETCDF_ENGINE)
+            ds.to_netcdf(own, engine=NETCDF_ENGINE)
         except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
             failed.append(exc)
+        with lock:
+            if state["abandoned"]:
+                own.unlink(missing_ok=True)
 
     writer = threading.Thread(target=write, name="dse-netcdf-writer", daemon=True)
     writer.start()
-    while writer.is_alive():
-        writer.join(0.2)
+    try:
+        while writer.is_alive():
+            writer.join(0.2)
+    except BaseException:
+        with lock:
+            state["abandoned"] = True
+            own.unlink(missing_ok=True)
+        raise
     if failed:
+        own.unlink(missing_ok=True)
         raise failed[0]
+    os.replace(own, path)
 
 
 def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:

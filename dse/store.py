@@ -419,9 +419,10 @@ class ResultStore:
                 self.lock_file.unlink(missing_ok=True)
 
     def _remove_dead_temp_files(self) -> None:
-        """The log's half-written files (``.NAME.PID.tmp``) of processes that are gone (a run
-        killed while it wrote): ignored by every reader, removed here by the folder's writer."""
-        for tmp in self.evaluations_dir.glob(".*.tmp"):
+        """The half-written files (``.NAME.PID.tmp``) of processes that are gone (a run killed
+        or interrupted while it wrote a log file or a dataset): ignored by every reader,
+        removed here by the folder's writer."""
+        for tmp in (*self.path.glob(".*.tmp"), *self.evaluations_dir.glob(".*.tmp")):
             pid = tmp.name.rsplit(".", 2)[-2]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
                 tmp.unlink(missing_ok=True)

@@ -548,7 +548,9 @@ def test_a_ctrl_c_python_could_not_raise_is_kept_quiet_and_raised_at_the_next_sa
     shown = []  # what Python's own hook (here, pytest's) would print
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: shown.append(unraisable.exc_type))
     signals.keep_lost_interrupts()
+    hook = sys.unraisablehook
     signals.keep_lost_interrupts()  # once is enough: a second call adds no second hook
+    assert sys.unraisablehook is hook
 
     class Thing:
         pass

@@ -566,7 +566,8 @@ def test_ctrl_c_while_the_front_is_drawn_says_the_run_is_complete(tmp_path, monk
         main()
     err = " ".join(capsys.readouterr().err.split())
     assert exc.value.code == 130
-    assert "while pareto.png was drawn: the run is complete (66 evaluations" in err and f"dse plot {out}" in err, err
+    assert "interrupted: the run is complete (66 evaluations" in err and "but pareto.png was not drawn" in err, err
+    assert f"dse plot {out}" in err, err
     assert run_cli("show", str(out)).returncode == 0
 
 

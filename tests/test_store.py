@@ -316,8 +316,8 @@ from pathlib import Path
 import numpy as np, xarray as xr
 from dse.datasets import write_netcdf
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # also when pytest was started with it ignored
 out = Path(sys.argv[1])
-tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
 ds = xr.Dataset({f"v{i}": ("candidate", np.random.default_rng(i).random(2_000_000)) for i in range(24)})
 writers = set()  # the threads xarray's writer ran on: never the one Ctrl-C interrupts
 to_netcdf = xr.Dataset.to_netcdf
@@ -327,7 +327,7 @@ def recorded(self, *args, **kwargs):
 xr.Dataset.to_netcdf = recorded
 
 def press_ctrl_c():  # once the write has begun, as a user would
-    while not tmp.exists():
+    while not list(out.parent.glob(f".{out.name}.*")):
         time.sleep(0.001)
     os.kill(os.getpid(), signal.SIGINT)
 
@@ -336,7 +336,8 @@ try:
     write_netcdf(ds, out)
     print("not interrupted")
 except KeyboardInterrupt:
-    print("interrupted", "tmp left" if tmp.exists() else "tmp removed", "out exists" if out.exists() else "no out")
+    left = list(out.parent.glob(f".{out.name}.*"))
+    print("interrupted", "tmp left" if left else "tmp removed", "out exists" if out.exists() else "no out")
 write_netcdf(ds[["v0"]].isel(candidate=slice(0, 10)), out.with_name("after.nc"))  # the HDF5 lock is free
 print("wrote after")
 print("writer on the main thread" if True in writers else "writer apart")

@@ -363,7 +363,7 @@ def _quiet_libraries(plan) -> None:
 
 
 #: what a command has already told the user (main() adds nothing then)
-_SAID = {"interrupted": False}
+_SAID = {"interrupted": False, "ended": False}
 
 
 def _finish(result, plan) -> None:
@@ -377,13 +377,15 @@ def _finish(result, plan) -> None:
             signals.raise_lost_interrupt()  # a Ctrl-C Python could not raise while the datasets were written
             plot_results(result.output_dir)
             signals.raise_lost_interrupt()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if not result.interrupted:  # the run is over and written: only the picture is missing
-                err.print(f"[yellow]interrupted[/yellow] while pareto.png was drawn: the run is complete ({n:,} "
-                          f"evaluations, {len(result.front)} on the front, in {result.output_dir}); "
-                          f"`dse plot {result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
+                signum = getattr(exc, "signum", None)  # dse.runner.Terminated: SIGTERM or SIGHUP
+                what = f"terminated ({signal.Signals(signum).name})" if signum else "interrupted"
+                err.print(f"[yellow]{what}[/yellow]: the run is complete ({n:,} evaluations, {len(result.front)} on "
+                          f"the front, in {result.output_dir}) but pareto.png was not drawn; `dse plot "
+                          f"{result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
                 _SAID["interrupted"] = True
-                raise typer.Exit(130) from None
+                raise typer.Exit(128 + signum if signum else 130) from None
     if result.interrupted:
         what = f"terminated ({signal.Signals(result.signum).name})" if result.terminated else "interrupted"
         if not result.datasets_written:
@@ -406,6 +408,7 @@ def _finish(result, plan) -> None:
               highlight=False)
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
               f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
+    _SAID["ended"] = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
 
 
 def _print_front(front, plan, limit: int = 25) -> None:
@@ -797,7 +800,9 @@ def main() -> None:
     usage_error = typer.BadParameter.__mro__[1]  # click's UsageError, as typer vendors it
     try:
         code = app(standalone_mode=False)  # click's usage errors come here, to be one line too
-        if code == 130 and not _SAID["interrupted"]:  # typer makes Ctrl-C a silent Exit(130)
+        if code == 130 and _SAID["ended"]:  # Ctrl-C after the run's last line: it stands, exit code too
+            code = 0
+        elif code == 130 and not _SAID["interrupted"]:  # typer makes Ctrl-C a silent Exit(130)
             err.print("interrupted")
         sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code), else success
     except usage_error as exc:  # a bad option value, an unknown option or command, a missing argument
@@ -821,6 +826,8 @@ def main() -> None:
         err.print(f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
+        if _SAID["ended"]:  # after the run's last line: it stands, and so does its exit code
+            sys.exit(0)
         err.print("interrupted")
         sys.exit(130)
 
