@@ -4,7 +4,9 @@ scheduler file), or a cluster class a profile names (dask-jobqueue, dask-kuberne
 
 Faults: a chunk on a worker that dies is rerun elsewhere by the scheduler; a chunk that
 kills workers again and again (dask's ``KilledWorker``) is split in halves and each half
-submitted anew, down to the row that kills them, which fails alone; a chunk cancelled by a
+submitted anew, alone on the cluster (a worker that dies takes the tasks queued on it along,
+and each such loss counts against them), down to the row that kills them, which fails
+alone; a chunk cancelled by a
 lost connection is submitted again once the scheduler is back. Every chunk's result is
 yielded exactly once. A scheduler unreachable, or no worker, for longer than
 ``execution.grace_s`` (before the first worker: ``execution.start_timeout_s``) stops the run
@@ -363,15 +365,24 @@ class DaskExecutor(Executor):
     def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
         """Keeps two tasks per worker thread in flight; each finished task frees a slot for
         the next chunk, sized by the latest cost measured. Chunks to submit again (cancelled by
-        a lost connection, or halves of a chunk that killed workers) go first."""
+        a lost connection) go first; a half of a chunk that killed workers runs alone, once
+        the tasks in flight are done: queued on a worker it kills, another chunk would be
+        lost with it each time, and after dask's allowed failures be taken for a killer too."""
         offset, n = 0, count(candidates)
         again: deque[tuple[int, Candidates]] = deque()
+        suspects: deque[tuple[int, Candidates]] = deque()  # halves of chunks that killed workers
         pending: dict = {}
+        alone: set = set()  # the pending future of a suspect, which runs alone
         finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
         try:
-            while pending or again or offset < n:
-                while self.client.status == "running" and len(pending) < 2 * self.sizer.workers and (again or offset < n):
-                    if again:
+            while pending or again or suspects or offset < n:
+                while self.client.status == "running" and not alone:
+                    suspect = bool(suspects) and not pending
+                    if suspect:
+                        lo, chunk = suspects.popleft()
+                    elif suspects or len(pending) >= 2 * self.sizer.workers or not (again or offset < n):
+                        break
+                    elif again:
                         lo, chunk = again.popleft()
                     else:
                         size = self.sizer.next(n - offset)
@@ -379,11 +390,14 @@ class DaskExecutor(Executor):
                         offset += size
                     fut = self.client.submit(evaluate_chunk, self.ref, chunk, finish, pure=False)
                     pending[fut] = (lo, chunk)
+                    if suspect:
+                        alone.add(fut)
                     fut.add_done_callback(finished.put)
                 done = self._wait(finished, pending)
                 for fut in done:
                     lo, chunk = pending.pop(fut)
-                    result = self._outcome(fut, lo, chunk, finish, again)
+                    alone.discard(fut)
+                    result = self._outcome(fut, lo, chunk, finish, again, suspects)
                     if result is not None:
                         yield lo, result
                 self._watch()
@@ -418,8 +432,10 @@ class DaskExecutor(Executor):
             except TimeoutError:  # distributed's is the built-in one
                 self._watch()
 
-    def _outcome(self, fut, lo: int, chunk: Candidates, finish: Finish | None, again: deque) -> Any:
-        """The chunk's result, or None when it was queued to be submitted again."""
+    def _outcome(self, fut, lo: int, chunk: Candidates, finish: Finish | None, again: deque,
+                 suspects: deque) -> Any:
+        """The chunk's result, or None when it was queued to be submitted again (``again``, or
+        its halves in ``suspects`` when it killed workers)."""
         from distributed import KilledWorker
 
         if fut.status == "error":
@@ -430,7 +446,7 @@ class DaskExecutor(Executor):
                 self._killed += 1
                 if count(chunk) > 1:
                     half = count(chunk) // 2  # which candidate kills the workers? try each half apart
-                    again.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
+                    suspects.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
                     return None
                 # one line, the same for every such candidate (no task id)
                 exc = WorkerDied("every dask worker that evaluated this candidate died (an evaluator that "
