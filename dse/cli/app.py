@@ -366,6 +366,14 @@ def _quiet_libraries(plan) -> None:
 _SAID = {"interrupted": False, "ended": False}
 
 
+def _stopped_by(signum: int | None) -> tuple[str, int]:
+    """What stopped a run and its exit code, as a shell reports the signal: Ctrl-C (None)
+    "interrupted", 130; SIGTERM or SIGHUP "terminated (SIGTERM)", 128 + the signal."""
+    if not signum:
+        return "interrupted", 130
+    return f"terminated ({signal.Signals(signum).name})", 128 + signum
+
+
 def _finish(result, plan) -> None:
     """Draw the front, print it, and end with the right exit code."""
     from dse.outputs.plot import plot_results
@@ -379,21 +387,20 @@ def _finish(result, plan) -> None:
             signals.raise_lost_interrupt()
         except KeyboardInterrupt as exc:
             if not result.interrupted:  # the run is over and written: only the picture is missing
-                signum = getattr(exc, "signum", None)  # dse.runner.Terminated: SIGTERM or SIGHUP
-                what = f"terminated ({signal.Signals(signum).name})" if signum else "interrupted"
+                what, code = _stopped_by(getattr(exc, "signum", None))  # dse.runner.Terminated has one
                 err.print(f"[yellow]{what}[/yellow]: the run is complete ({n:,} evaluations, {len(result.front)} on "
                           f"the front, in {result.output_dir}) but pareto.png was not drawn; `dse plot "
                           f"{result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
                 _SAID["interrupted"] = True
-                raise typer.Exit(128 + signum if signum else 130) from None
+                raise typer.Exit(code) from None
     if result.interrupted:
-        what = f"terminated ({signal.Signals(result.signum).name})" if result.terminated else "interrupted"
+        what, code = _stopped_by(result.signum if result.terminated else None)
         if not result.datasets_written:
             what += " while pareto.nc and evaluations.nc were written (resume writes them)"
         err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
         _SAID["interrupted"] = True
-        raise typer.Exit(128 + result.signum if result.terminated else 130)  # as a shell reports the signal
+        raise typer.Exit(code)
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({_count(c, 'candidate')})" for r, c in result.ruled_out[:5]) or "no evaluations"
         raise DseError(f"no feasible candidate among {n} evaluations: {lines}; they are kept in "

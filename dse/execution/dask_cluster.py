@@ -371,12 +371,11 @@ class DaskExecutor(Executor):
         offset, n = 0, count(candidates)
         again: deque[tuple[int, Candidates]] = deque()
         suspects: deque[tuple[int, Candidates]] = deque()  # halves of chunks that killed workers
-        pending: dict = {}
-        alone: set = set()  # the pending future of a suspect, which runs alone
+        pending: dict = {}  # future -> (lo, chunk, whether it is a suspect, which runs alone)
         finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
         try:
             while pending or again or suspects or offset < n:
-                while self.client.status == "running" and not alone:
+                while self.client.status == "running" and not any(alone for *_, alone in pending.values()):
                     suspect = bool(suspects) and not pending
                     if suspect:
                         lo, chunk = suspects.popleft()
@@ -389,14 +388,11 @@ class DaskExecutor(Executor):
                         lo, chunk = offset, part(candidates, offset, offset + size)
                         offset += size
                     fut = self.client.submit(evaluate_chunk, self.ref, chunk, finish, pure=False)
-                    pending[fut] = (lo, chunk)
-                    if suspect:
-                        alone.add(fut)
+                    pending[fut] = (lo, chunk, suspect)
                     fut.add_done_callback(finished.put)
                 done = self._wait(finished, pending)
                 for fut in done:
-                    lo, chunk = pending.pop(fut)
-                    alone.discard(fut)
+                    lo, chunk, _ = pending.pop(fut)
                     result = self._outcome(fut, lo, chunk, finish, again, suspects)
                     if result is not None:
                         yield lo, result
