@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -874,7 +874,7 @@ def console() -> None:
 PIPE_CLOSED = 141
 
 
-def _pipe_closed() -> int:
+def _pipe_closed() -> NoReturn:
     """Stop writing to a pipe whose reader went away: the rest of the output is dropped
     (no second BrokenPipeError when the interpreter flushes it), exit :data:`PIPE_CLOSED`
     (raised as SystemExit where rich found the closed pipe; :func:`main` returns it)."""
