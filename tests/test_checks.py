@@ -38,18 +38,18 @@ MOMENT_CASES = {
     "no candidate meets a constraint": (
         lambda tmp: _quickstart(tmp, lambda d: d["constraints"].append("peak_junction_temp_c <= 1")), None),
     "no candidate of the toy's space is feasible": (
-        lambda tmp: write_study(tmp, toy_study(constraints=["f1 >= 2"])), None),
+        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"), constraints=["f1 >= 2"])), None),
     "a preview whose table breaks the contract": (
-        lambda tmp: write_study(tmp, toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving",
-                                                          "options": {"how": "one-row-short",
-                                                                      "preview_size": 1000}})), None),
+        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"), evaluator={
+            "name": "tests.test_evaluators:_Misbehaving",
+            "options": {"how": "one-row-short", "preview_size": 1000}})), None),
     "an output folder that holds a run": (
-        lambda tmp: write_study(tmp, toy_study()), _held),
+        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"))), _held),
     "the study's output folder is a file": (
         lambda tmp: write_study(tmp, toy_study(output=str(_is_a_file(tmp)))), None),
     "a scheduler host that does not exist": (
-        lambda tmp: write_study(tmp, toy_study(execution={"scheduler": "tcp://no-such-host.invalid:8786"})),
-        None),
+        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"),
+                                               execution={"scheduler": "tcp://no-such-host.invalid:8786"})), None),
 }
 
 
@@ -87,6 +87,7 @@ def test_the_library_refuses_what_validate_and_run_refuse_when_a_run_is_planned(
     messages = {command: run_cli(command, str(path), *given) for command in ("validate", "run")}
     for command, said in messages.items():
         assert said.returncode == 2 and "Traceback" not in said.stderr, (command, said.stderr)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
     library = f"error: {_library_refusal(path, out)}"
     assert messages["validate"].stderr.strip() == messages["run"].stderr.strip() == library
     with pytest.raises(DseError) as info:
