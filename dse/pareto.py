@@ -135,8 +135,8 @@ class RunningFront:
     dominates the points it discarded, so the set after the last chunk is exactly the front
     of all evaluations (their feasible, weakly non-dominated rows: candidates with identical
     objective vectors are all kept, so a user sees every layout that reaches a point of the
-    front), without holding them. For the same reason a
-    chunk needs to offer only its own non-dominated rows (:func:`summarize`).
+    front), without holding them. For the same reason a chunk needs to offer only its own
+    non-dominated rows (:func:`summarize`).
     """
 
     def __init__(self, study: Study) -> None:

@@ -28,7 +28,7 @@ class ToyEvaluator(Evaluator):
     version = "1.0.0"
     description = "two-objective test problem with a known front"
     fork_safe = True
-    preview_size = 1000  # instant: dse validate may evaluate a sample
+    preview_size = 1000  # instant: the plan of a run (dse validate, dse run) evaluates the space
 
     def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None,
                  delay_per_candidate_s: float = 0.0, hang_above_x: float | None = None,
