@@ -3,6 +3,7 @@
 The public API (imported on first use, so ``import dse`` stays cheap)::
 
     dse.load_study(path)                  # read and check a study (a file, or a mapping)
+    dse.check_run(study, output_dir=None) # everything a run checks, without running: a RunPlan
     dse.run(study, output_dir=None)       # search it; returns a RunResult
     dse.resume(results_dir)               # continue an interrupted run
     dse.open_results(results_dir)         # the datasets of a run
@@ -16,7 +17,7 @@ The public API (imported on first use, so ``import dse`` stays cheap)::
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load_study": "dse.api", "run": "dse.api", "resume": "dse.api", "open_results": "dse.api",
+    "load_study": "dse.api", "check_run": "dse.api", "run": "dse.api", "resume": "dse.api", "open_results": "dse.api",
     "Evaluator": "dse.evaluators.base", "Input": "dse.evaluators.base", "Metric": "dse.evaluators.base",
     "SearchDriver": "dse.search.base", "Problem": "dse.search.base", "DriverOptions": "dse.search.base",
     "DseError": "dse.errors", "StudyError": "dse.errors", "StoreError": "dse.errors",

@@ -4,17 +4,23 @@
 >>> study = dse.load_study("studies/quickstart.yaml")
 >>> result = dse.run(study, workers=0, overwrite=True)  # in this process; replaces an earlier run
 >>> dse.open_results(result.output_dir).front    # the Pareto set as an xarray Dataset
+
+``run`` and ``resume`` check what ``dse validate`` checks and refuse what it refuses, with
+the same message; :func:`check_run` returns that checked plan without running it (its
+``warnings``, what its ``preview`` found). ``dse run``, ``dse resume`` and ``dse validate``
+print these plans.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from numbers import Integral
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from dse.checks import RunPlan, plan_run
+from dse.checks import RunPlan, check_new_run, check_resume, plan_run
 from dse.errors import StudyError
 from dse.progress import ProgressSink
 from dse.results import Results, open_results
@@ -22,12 +28,14 @@ from dse.runner import Runner, RunResult
 from dse.study import Study, parse_study
 from dse.study import load_study as _load_schema
 
-__all__ = ["Results", "RunResult", "load_study", "open_results", "plan", "resume", "run"]
+__all__ = ["Results", "RunPlan", "RunResult", "check_run", "load_study", "open_results", "plan", "plan_resume",
+           "resume", "run"]
 
 
 def load_study(path: str | Path | Mapping[str, Any]) -> Study:
     """Read a study file (or take a mapping of its sections, as YAML would give) and check
-    it completely (schema, evaluator, search, execution)."""
+    it (schema, evaluator, search, execution: :func:`plan`). What depends on the moment a run
+    starts (its results folder, the scheduler, the evaluator's preview) :func:`run` checks."""
     study = _read(path)
     plan_run(study)
     return study
@@ -54,21 +62,65 @@ def plan(study: Study | str | Path | Mapping[str, Any], *, workers: int | None =
                     dashboard=dashboard)
 
 
-def run(study: Study | str | Path | Mapping[str, Any], output_dir: str | Path | None = None, *, overwrite: bool = False,
-        workers: int | None = None, scheduler: str | None = None, dashboard: bool | None = None,
-        progress: ProgressSink | None = None) -> RunResult:
-    """Run a study into ``output_dir`` (default: the study's output folder)."""
+def check_run(study: Study | str | Path | Mapping[str, Any], output_dir: str | Path | None = None, *,
+              overwrite: bool = False, workers: int | None = None, scheduler: str | None = None,
+              dashboard: bool | None = None, here: bool = True) -> RunPlan:
+    """Everything a new run into ``output_dir`` (default: the study's output folder) checks
+    before it starts, without running it: the plan (:func:`plan`), the results folder, the
+    driver's files, the cluster and scheduler, the evaluator's preview. Raises
+    :class:`~dse.errors.DseError` on what a run refuses; the plan's ``warnings`` are what it
+    would start with. ``here=False``: the run starts elsewhere (``dse validate`` on a laptop
+    for a login node), so a batch system's missing submit command is a warning."""
     p = plan(study, workers=workers, scheduler=scheduler, dashboard=dashboard)
-    return Runner(p, Path(output_dir) if output_dir else p.study.output_dir,
-                  progress=progress).start(overwrite=overwrite)
+    return check_new_run(p, output_dir, overwrite=overwrite, here=here)
 
 
-def resume(results_dir: str | Path, *, workers: int | None = None, scheduler: str | None = None,
+def run(study: Study | str | Path | Mapping[str, Any] | RunPlan, output_dir: str | Path | None = None, *,
+        overwrite: bool = False, workers: int | None = None, scheduler: str | None = None,
+        dashboard: bool | None = None, progress: ProgressSink | None = None) -> RunResult:
+    """Run a study into ``output_dir`` (default: the study's output folder), checked as
+    :func:`check_run` checks it, or run a plan :func:`check_run` returned. The plan's
+    warnings go to ``progress.note`` as the run starts."""
+    if isinstance(study, RunPlan):
+        p = study if study.output_dir is not None else check_new_run(study, output_dir, overwrite=overwrite)
+    else:
+        p = check_run(study, output_dir, overwrite=overwrite, workers=workers, scheduler=scheduler,
+                      dashboard=dashboard)
+    _note_warnings(p, progress)
+    return Runner(p, p.output_dir, progress=progress).start(overwrite=p.overwrite)
+
+
+def plan_resume(results: str | Path | Results, *, study: Study | None = None, workers: int | None = None,
+                scheduler: str | None = None, dashboard: bool | None = None) -> RunPlan:
+    """The checked plan that continues the run in ``results`` (a folder, or one already
+    opened): its stored study (:func:`stored_study`; ``study``: that study changed, e.g. to
+    run on another cluster profile), checked as a new run's is, its cluster and scheduler
+    as they are now."""
+    stored = results if isinstance(results, Results) else open_results(results)  # the integrity check
+    s = stored_study(stored) if study is None else study
+    return check_resume(plan(s, workers=workers, scheduler=scheduler, dashboard=dashboard), stored.path)
+
+
+def resume(results_dir: str | Path | RunPlan, *, workers: int | None = None, scheduler: str | None = None,
            dashboard: bool | None = None, progress: ProgressSink | None = None) -> RunResult:
-    """Continue an interrupted run: nothing already stored is evaluated again."""
-    stored = open_results(results_dir)  # the integrity check every reading command makes
-    p = plan(stored_study(stored), workers=workers, scheduler=scheduler, dashboard=dashboard)
-    return Runner(p, Path(results_dir), progress=progress).resume()
+    """Continue an interrupted run (a results folder, or the plan :func:`plan_resume`
+    returned): nothing already stored is evaluated again."""
+    if isinstance(results_dir, RunPlan):
+        p = results_dir
+    else:
+        p = plan_resume(results_dir, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    _note_warnings(p, progress)
+    return Runner(p, p.output_dir, progress=progress).resume()
+
+
+def _note_warnings(p: RunPlan, progress: ProgressSink | None) -> None:
+    """The plan's warnings, told as the run starts: to the progress sink, else as Python
+    warnings (``UserWarning``)."""
+    for warning in p.warnings:
+        if progress is not None:
+            progress.note(f"warning: {warning}")
+        else:
+            warnings.warn(warning, UserWarning, stacklevel=3)
 
 
 def stored_study(stored: Results) -> Study:

@@ -3,31 +3,51 @@
 :func:`plan_run` checks the study against its evaluator (parameter names and values,
 metrics of objectives and constraints), its search driver (name, options, what the
 space allows, the budget) and its execution settings (profile, scheduler address, worker
-count), and returns the :class:`RunPlan` the runner executes. ``dse validate`` and
-``dse run`` both call it, so a study ``validate`` accepts is one ``run`` starts.
+count), and returns the :class:`RunPlan` the runner executes. :func:`check_new_run` and
+:func:`check_resume` then check what a run needs of this machine and this moment (the
+results folder, the driver's own files, the cluster's job and submit command, the
+scheduler) and, for a new run, evaluate the evaluator's preview; what they find worth
+saying but not refusing is the plan's :attr:`RunPlan.warnings`. ``dse validate``,
+``dse run``, ``dse resume``, ``dse.run`` and ``dse.resume`` all go through them, so a
+study ``validate`` accepts is one ``run`` starts, and one it refuses the library refuses
+with the same message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, replace
+from pathlib import Path
+from urllib.parse import urlsplit
 
-from dse.errors import DseError, StudyError, did_you_mean
+from dse.errors import DseError, StoreError, StudyError, counted, did_you_mean
 from dse.evaluators import Evaluator, load_evaluator
 from dse.execution import ExecutionPlan, plan_execution
+from dse.preview import Preview, preview
 from dse.search import SearchPlan, plan_search
-from dse.space import Space
+from dse.space import Space, short_of_its_end
+from dse.store import ResultStore
 from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A study checked and resolved: what ``dse validate`` approves and ``dse run`` runs."""
+    """A study checked and resolved: what ``dse validate`` approves and ``dse run`` runs.
+
+    :func:`plan_run` fills the first five fields; :func:`check_new_run` and
+    :func:`check_resume` the rest: the results folder (``output_dir``, None until then),
+    the warnings a run starts with (each one line), and what the preview found (None when
+    the evaluator allows none, or on resume)."""
 
     study: Study
     space: Space
     evaluator: Evaluator
     search: SearchPlan
     execution: ExecutionPlan
+    output_dir: Path | None = None
+    overwrite: bool = False
+    warnings: tuple[str, ...] = ()
+    preview: Preview | None = None
 
 
 def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None = None,
@@ -177,3 +197,135 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
                              f"{did_you_mean(con.metric, metrics)}",
                              field=f"constraints[{i}]", allowed=allowed)
 
+
+
+# -- what a run needs of this machine and this moment ---------------------------------------------
+def check_new_run(plan: RunPlan, output: str | Path | None = None, *, overwrite: bool = False,
+                  here: bool = True) -> RunPlan:
+    """``plan`` checked for a new run into ``output`` (default: the study's folder): the
+    folder, the driver's own files, the cluster's job and submit command, the scheduler,
+    and the evaluator's preview (:mod:`dse.preview`: a cheap evaluator evaluates the space,
+    or a sample of it, in this process). Raises :class:`~dse.errors.DseError` on what a run
+    would fail on; returns the plan with its folder, warnings and preview.
+
+    ``here``: the run starts in this process now (``dse run``, ``dse.run``): a batch
+    system's submit command missing here is refused. ``dse validate`` checks a study that
+    is often run elsewhere (a login node) and only warns about it."""
+    file = plan.study.source_path or None
+    output_dir = check_output(plan.study, output, overwrite=overwrite)
+    try:  # what a new run needs of its driver (an optuna study name its database already holds)
+        plan.search.check_fresh()
+    except DseError as exc:
+        raise _named(exc, file) from None
+    warnings = [*_execution_warnings(plan, here), *_grid_warnings(plan)]
+    seen = preview(plan.evaluator, plan.space, plan.study)
+    warnings += _preview_verdict(seen, file)
+    return replace(plan, output_dir=output_dir, overwrite=overwrite, warnings=tuple(warnings), preview=seen)
+
+
+def check_resume(plan: RunPlan, results_dir: str | Path) -> RunPlan:
+    """``plan`` (of a results folder's stored study) checked for resuming it: the cluster's
+    job and submit command and the scheduler, as for a new run. The folder, the driver's
+    files and the preview were checked when the run began (the runner checks the
+    evaluator's version and input files against the folder)."""
+    return replace(plan, output_dir=Path(results_dir), warnings=tuple(_execution_warnings(plan, True)))
+
+
+def check_output(study: Study, output: str | Path | None = None, *, overwrite: bool = False) -> Path:
+    """The results folder a run of ``study`` writes (``output``, else the study's), checked
+    as a run would before it writes anything; a problem with the study's own folder names
+    the study file and the field that sets it."""
+    path = Path(output) if output is not None else study.output_dir
+    try:
+        ResultStore.check_creatable(path, overwrite=overwrite)
+    except StoreError as exc:
+        if output is not None:
+            raise
+        raise StudyError(exc.message, file=study.source_path or None,
+                         field="output.path" if study.output.path else "name (results/<name>)") from None
+    return path
+
+
+def _named(exc: DseError, file: str | None) -> DseError:
+    return exc.with_file(file) if file else exc
+
+
+def _execution_warnings(plan: RunPlan, here: bool) -> list[str]:
+    """A cluster profile's job (the class may refuse its options) and submit command; a
+    scheduler that does not answer now (a run waits ``grace_s`` for it)."""
+    said = []
+    execution = plan.execution
+    if execution.kind == "cluster":  # the job the class would write, as a run meets it first
+        from dse.execution.deploy import check_job, check_submit
+
+        check_job(execution)
+        try:
+            check_submit(execution)
+        except DseError as exc:
+            if here:
+                raise
+            said.append(f"{exc.message} ({exc.allowed or ''}): dse run refuses to start here")
+    if execution.scheduler:
+        try:
+            silent = not_answering(execution.scheduler)
+        except DseError as exc:
+            raise _named(exc, plan.study.source_path or None) from None
+        if silent:
+            said.append(f"{silent}; a run waits {execution.grace_s:g} s (execution.grace_s) for it, then stops")
+    return said
+
+
+def not_answering(address: str) -> str:
+    """Why nothing answers at a scheduler ``address`` now ("" when a TCP connection opens
+    within 2 s; whether it is a dask scheduler is for the run to find); a host name that
+    does not exist is refused, as a run stops at once on it."""
+    from dse.execution.dask_cluster import unknown_host
+
+    unknown = unknown_host(address)
+    if unknown:
+        raise DseError(f"cannot reach {address}: {unknown}", field="execution.scheduler or --scheduler",
+                       value=address)
+    try:
+        where = urlsplit(address if "://" in address else f"tcp://{address}")
+        with socket.create_connection((where.hostname, where.port), timeout=2.0):
+            return ""
+    except (OSError, ValueError) as exc:
+        return f"nothing answers at {address} now ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _grid_warnings(plan: RunPlan) -> list[str]:
+    """A grid whose steps miss the end the study wrote (the end is left out)."""
+    file = plan.study.source_path
+    said = []
+    for parameter in plan.space.parameters:
+        short = short_of_its_end(plan.study.space[parameter.name], parameter)
+        if short:
+            said.append(f"{file + ': ' if file else ''}space.{parameter.name}: {short}")
+    return said
+
+
+def _preview_verdict(seen: Preview | None, file: str | None) -> list[str]:
+    """Refuse what every call of a run would fail on (a malformed table) and a whole space
+    with no feasible candidate (a run would end with no front); warn about a failing call
+    and a sample with no feasible candidate."""
+    if seen is None:
+        return []
+    n = counted(seen.evaluated, "candidate")
+    if seen.contract:
+        raise DseError(f"the evaluator's preview call on {n} broke the evaluator contract, so a run would "
+                       f"fail every candidate: {seen.failed}", file=file)
+    reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5])
+    if seen.whole_space and seen.feasible == 0 and not seen.failed:
+        raise DseError(f"none of the space's {n} is feasible and within the constraints, so a run would "
+                       f"find no front: {reasons}", file=file)
+    if seen.failed:
+        if seen.breach:
+            then = ("a run fails every call whose table breaks the evaluator contract, all its candidates "
+                    "(not retried one by one)")
+        else:
+            then = "a run splits a failing call until each failing candidate is alone, and reports them"
+        return [f"the evaluator failed on the preview's {n} ({seen.failed}): {then}"]
+    if seen.feasible == 0:
+        return [f"none of {n} drawn from the space is feasible and meets the constraints ({reasons}): "
+                "the search may find none"]
+    return []

@@ -61,6 +61,11 @@ def suggestion(name: object, choices: Iterable[object]) -> str | None:
     return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: '1 candidate', '4,096 candidates'."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
 def did_you_mean(name: object, choices: Iterable[object]) -> str:
     """:func:`suggestion` in brackets after a message, or ''."""
     text = suggestion(name, choices)

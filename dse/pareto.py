@@ -50,22 +50,6 @@ def feasible_mask(table: pd.DataFrame, study: Study) -> np.ndarray:
     return (g <= 0).all(axis=1) & np.isfinite(f).all(axis=1)
 
 
-def front_mask(table: pd.DataFrame, study: Study) -> np.ndarray:
-    """Rows of the Pareto set: feasible and not dominated by another feasible row.
-
-    Candidates with identical objective vectors are all kept (weakly non-dominated), so
-    a user sees every layout that reaches a point of the front.
-    """
-    import moocore
-
-    mask = feasible_mask(table, study)
-    out = np.zeros(len(table), bool)
-    if mask.any():
-        f = objective_matrix(table, study)[mask]
-        out[np.flatnonzero(mask)] = moocore.is_nondominated(f, keep_weakly=True)
-    return out
-
-
 def ruled_out(table: pd.DataFrame, study: Study) -> dict[str, int]:
     """What ruled candidates out: ``{reason: count}``. An evaluator-infeasible (or failed)
     candidate counts under its reason; an evaluator-feasible one under every study
@@ -149,8 +133,10 @@ class RunningFront:
     Weak non-dominance is kept incrementally: a point leaves the set only when a point
     that strictly dominates it arrives, and whatever dominated a discarded point also
     dominates the points it discarded, so the set after the last chunk is exactly the front
-    of all evaluations (:func:`front_mask`), without holding them. For the same reason a
-    chunk needs to offer only its own non-dominated rows (:func:`summarize`).
+    of all evaluations (their feasible, weakly non-dominated rows: candidates with identical
+    objective vectors are all kept, so a user sees every layout that reaches a point of the
+    front), without holding them. For the same reason a chunk needs to offer only its own
+    non-dominated rows (:func:`summarize`).
     """
 
     def __init__(self, study: Study) -> None:

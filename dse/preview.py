@@ -1,9 +1,12 @@
-"""``dse validate``'s preview: does any candidate of the space meet the study?
+"""The preview of a new run (``dse validate``, ``dse run``, ``dse.run``): does any candidate of
+the space meet the study?
 
-An evaluator that is cheap declares :attr:`~dse.evaluators.Evaluator.preview_size`; validate
-then evaluates, in its own process, the whole space when it has at most that many
-candidates (so that it refuses what ``dse run`` would end with "no feasible candidate") or
-a seeded sample of that many, and reports what ruled the candidates out.
+An evaluator that is cheap declares :attr:`~dse.evaluators.Evaluator.preview_size`; the
+check of a new run (:func:`dse.checks.check_new_run`) then evaluates, in its own process,
+the whole space when it has at most that many candidates (so that it refuses what a run
+would end with "no feasible candidate") or a seeded sample of that many, and reports what
+ruled the candidates out. It runs before every new run: ``preview_size`` promises that
+it costs a fraction of a second (the analytic evaluator: 4,096 candidates in ~20 ms).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.checks import RunPlan
-from dse.evaluators import ContractError, check_result
+from dse.evaluators import ContractError, Evaluator, check_result
 from dse.pareto import feasible_mask, infeasibility_summary
+from dse.space import Space
+from dse.study import Study
 
 #: the sample is the same on every validate of a study
 SEED = 0
@@ -31,12 +35,11 @@ class Preview:
     breach: bool = False               # its table broke the contract (a call that does fails whole)
 
 
-def preview(plan: RunPlan) -> Preview | None:
+def preview(ev: Evaluator, space: Space, study: Study) -> Preview | None:
     """Evaluate the space (or a sample of it) when the evaluator allows a preview; None when
     it does not. When the evaluator's call fails the preview says why (``failed``), and
     whether the form of its table broke the contract (``contract``: every call of a run
     would; a value that breaks it may do so for some candidates only)."""
-    ev, space = plan.evaluator, plan.space
     n = ev.preview_size
     if n <= 0:
         return None
@@ -50,5 +53,5 @@ def preview(plan: RunPlan) -> Preview | None:
         return Preview(len(table), 0, whole, [], failed=str(exc), contract=exc.structural, breach=True)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run splits failing calls, keeps the rows that work
         return Preview(len(table), 0, whole, [], failed=f"{type(exc).__name__}: {exc}")
-    ok = feasible_mask(result, plan.study)
-    return Preview(len(table), int(ok.sum()), whole, infeasibility_summary(result[~ok], plan.study))
+    ok = feasible_mask(result, study)
+    return Preview(len(table), int(ok.sum()), whole, infeasibility_summary(result[~ok], study))

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from dse import signals
 from dse.checks import RunPlan
 from dse.datasets import to_dataset, write_log_dataset, write_netcdf
-from dse.errors import DseError, StoreError, StudyError
+from dse.errors import DseError
 from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
 from dse.keyindex import KeyIndex
 from dse.logrows import LogRows
@@ -426,21 +426,6 @@ class Runner:
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")
         return front
-
-
-def check_output(study: Study, output: str | Path | None = None, *, overwrite: bool = False) -> Path:
-    """The results folder a run of ``study`` writes (``output``, else the study's), checked
-    as ``dse run`` would before it writes anything; a problem with the study's own folder
-    names the study file and the field that sets it."""
-    path = Path(output) if output is not None else study.output_dir
-    try:
-        ResultStore.check_creatable(path, overwrite=overwrite)
-    except StoreError as exc:
-        if output is not None:
-            raise
-        raise StudyError(exc.message, file=study.source_path or None,
-                         field="output.path" if study.output.path else "name (results/<name>)") from None
-    return path
 
 
 def resume_command(path, execution) -> str:

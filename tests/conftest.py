@@ -1,10 +1,17 @@
-"""Shared test helpers: write studies into temporary folders and run the real CLI."""
+"""Shared test helpers: write studies into temporary folders and run the real CLI (in this
+process: :func:`run_cli`; as a program where a test is about signals, kills, process
+lifetimes or the installed script: :func:`run_cli_subprocess`)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import multiprocessing
 import os
 import subprocess
 import sys
+import threading
+import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -44,9 +51,58 @@ def write_study(folder: Path, study: dict, name: str = "study.yaml") -> Path:
     return path
 
 
+#: variables that change the interpreter itself (its imports, its encoding): a command that
+#: needs them runs as a program (:func:`run_cli_subprocess`)
+INTERPRETER_ENV = ("PYTHON", "LC_", "LANG")
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m dse ARGS`` as a user would (``env`` adds variables); returns the completed process."""
+    """Run ``dse ARGS`` in this process (:func:`dse.cli.main`) in the folder ``cwd`` (default:
+    the repository), with ``env`` added to the environment for the call (``COLUMNS=200``
+    unless given) and its standard output and error captured, as :func:`run_cli_subprocess`
+    returns them (``timeout`` is that function's; a call here is not timed). An exception
+    that escapes ``main`` is a traceback on stderr and exit code 1, as the program shows it.
+    A call that leaves a child process or a non-daemon thread running fails the test."""
+    from dse.cli import main
+
+    env = {"COLUMNS": "200", **(env or {})}
+    wrong = [k for k in env if k.startswith(INTERPRETER_ENV)]
+    if wrong:
+        raise ValueError(f"{wrong} change the interpreter: use run_cli_subprocess")
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_cwd = os.getcwd()
+    children = set(multiprocessing.active_children())
+    threads = set(threading.enumerate())
+    stdout, stderr = io.StringIO(), io.StringIO()
+    os.environ.update(env)
+    os.chdir(cwd or REPO)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main([str(a) for a in args])
+            except Exception:  # noqa: BLE001 - what the program would print and exit 1 with
+                traceback.print_exc(file=sys.stderr)
+                code = 1
+    finally:
+        os.chdir(saved_cwd)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    left = [p for p in multiprocessing.active_children() if p not in children]
+    assert not left, f"dse {' '.join(map(str, args))} left child processes running: {left}"
+    running = [t for t in threading.enumerate() if t not in threads and t.is_alive() and not t.daemon]
+    assert not running, f"dse {' '.join(map(str, args))} left threads running: {running}"
+    return subprocess.CompletedProcess(["dse", *map(str, args)], code, stdout.getvalue(), stderr.getvalue())
+
+
+def run_cli_subprocess(*args: str, cwd: Path | None = None, timeout: float = 180,
+                       env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m dse ARGS`` as a program (``env`` adds variables); returns the completed
+    process. For tests about signals, kills, process lifetimes, the interpreter's
+    environment or the installed program; every other test calls :func:`run_cli`."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "dse", *args], cwd=cwd or REPO, env=env, capture_output=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -180,11 +179,9 @@ def test_the_example_files_read(tmp_path):
 
 
 def _cli(capsys, monkeypatch, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["dse", *map(str, args)])
-    with pytest.raises(SystemExit) as exc:
-        main()
+    code = main([str(a) for a in args])
     captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
+    return code, captured.out, captured.err
 
 
 SWEEP = "workload,kind,clock_mhz,time_s,energy_j\nm,compute,1410,0.1,40\nm,compute,1000,0.14,35\n"

@@ -18,7 +18,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, front_of, log_rows, rows_on_disk, run_cli, toy_study, write_study
+from conftest import (
+    REPO,
+    front_of,
+    log_rows,
+    rows_on_disk,
+    run_cli,
+    run_cli_subprocess,
+    toy_study,
+    write_study,
+)
 from dse.execution.base import EvaluatorRef, WorkerMismatch, check_versions
 from dse.execution.deploy import missing
 
@@ -205,7 +214,8 @@ def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes)
     processes.wait_for(1)
     out = tmp_path / "run"
     study = _study(tmp_path, out, execution=_profile(processes), evaluator="versioned_eval:Versioned")
-    proc = run_cli("run", str(study), "--quiet", env={"PYTHONPATH": str(tmp_path / "v1.0")})
+    # a subprocess: the client imports its evaluator from its own PYTHONPATH
+    proc = run_cli_subprocess("run", str(study), "--quiet", env={"PYTHONPATH": str(tmp_path / "v1.0")})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "runs dse 0.1.0 with evaluator versioned_eval:Versioned 2.0, but this client runs dse 0.1.0 with 1.0" \
         in proc.stderr

@@ -239,11 +239,14 @@ def test_an_option_out_of_its_models_bounds_reads_as_dse_says_it():
 
 
 class _Misbehaving(ToyEvaluator):
-    """The toy, with its output broken in one way (``how``), as a plug-in author might."""
+    """The toy, with its output broken in one way (``how``), as a plug-in author might. It
+    allows no preview unless asked (``preview_size``): a run then meets the breakage in its
+    workers (a preview would refuse the run, or end this process, before it starts)."""
 
-    def __init__(self, how: str = "") -> None:
+    def __init__(self, how: str = "", preview_size: int = 0) -> None:
         super().__init__()
         self.how = how
+        self.preview_size = preview_size
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
         out = super().evaluate(candidates)
@@ -343,7 +346,8 @@ def test_an_evaluator_that_calls_sys_exit_fails_its_rows_not_the_run():
 
 
 def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_path):
-    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
+    # a subprocess: the test is about worker processes that die (the run forks its first ones)
+    from conftest import run_cli_subprocess, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     out = tmp_path / "out"
     study = write_study(tmp_path, toy_study(
@@ -352,7 +356,7 @@ def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_pat
         # grace_s: time for the nanny to bring a killed worker back; on a 2-core machine running
         # the suite on both cores a restart has taken over 20 s
         execution={"workers": 1, "grace_s": 60}))
-    proc = run_cli("run", str(study), "--quiet", "--no-dashboard", timeout=400)  # ~8 worker restarts
+    proc = run_cli_subprocess("run", str(study), "--quiet", "--no-dashboard", timeout=400)  # ~8 worker restarts
     assert proc.returncode == 0, proc.stderr
     with xr.open_dataset(out / "evaluations.nc") as ds:
         table = ds[["x", "status", "error"]].to_dataframe().sort_values("x")
@@ -452,7 +456,7 @@ class _NeedsAFile(ToyEvaluator):
 
 
 def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(tmp_path):
-    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
+    from conftest import run_cli_subprocess, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     with pytest.raises(StudyError) as info:
         load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_NeedsAFile",
@@ -463,7 +467,8 @@ def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(
         load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_InputsRaise"))
     (tmp_path / "broken_plugin.py").write_text("raise RuntimeError('no licence server')\n")
     study = write_study(tmp_path, toy_study(evaluator={"name": "broken_plugin:Evaluator"}))
-    proc = run_cli("validate", str(study), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    # a subprocess: the plug-in is found on the program's PYTHONPATH
+    proc = run_cli_subprocess("validate", str(study), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "evaluator.name: evaluator 'broken_plugin:Evaluator' failed while its module was imported: " \
            "RuntimeError: no licence server" in proc.stderr
@@ -477,7 +482,8 @@ def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_
 
     def validate(how):
         study = write_study(tmp_path, toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving",
-                                                           "options": {"how": how}}), name=f"{how}.yaml")
+                                                           "options": {"how": how, "preview_size": 1000}}),
+                            name=f"{how}.yaml")
         return run_cli("validate", str(study))
 
     raising = validate("raise")

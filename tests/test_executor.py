@@ -239,7 +239,7 @@ def _run_without(module: str, *args: str):
     import subprocess
 
     code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['dse', *{list(args)!r}]; "
-            "from dse.cli import main; main()")
+            "from dse.cli import main; sys.exit(main())")
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 

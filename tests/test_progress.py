@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import REPO, run_cli, toy_study, write_study
+from conftest import REPO, run_cli, run_cli_subprocess, toy_study, write_study
 from dse.cli.pace import progress_lines
 from dse.progress import Pace, ProgressReporter, ProgressSink, read_progress
 
@@ -180,7 +180,8 @@ def test_output_to_a_closed_stream_a_closed_pipe_or_an_ascii_terminal_is_no_trac
             head.readline()  # then closed, as `head -1` does
         _, stderr = reader.communicate(timeout=120)
         assert reader.returncode == 141 and stderr == "", stderr  # 128 + SIGPIPE, as a shell says it
-    ascii_only = run_cli("status", str(out), env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
+    # a subprocess: the interpreter's own encoding of its standard streams is what is tested
+    ascii_only = run_cli_subprocess("status", str(out), env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
                                                   "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "",
                                                   "COLUMNS": "40"})
     assert ascii_only.returncode == 0 and "Traceback" not in ascii_only.stderr, ascii_only.stderr

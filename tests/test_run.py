@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from conftest import REPO, run_cli, toy_study, write_study
+from conftest import REPO, TOY, run_cli, run_cli_subprocess, toy_study, write_study
 
 
 def test_run_writes_the_exact_toy_front_with_units_and_the_study(tmp_path):
@@ -50,7 +50,17 @@ def test_constraints_shrink_the_front(tmp_path):
 
 
 def test_no_feasible_candidate_ends_with_the_ruling_constraints(tmp_path):
-    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), constraints=["f1 >= 2"]))
+    """The preview refuses a small space with no feasible candidate before the run starts;
+    without a preview the run ends with the same reasons, its evaluations kept."""
+    previewed = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), constraints=["f1 >= 2"]),
+                            name="previewed.yaml")
+    proc = run_cli("run", str(previewed))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "none of the space's 66 candidates is feasible and within the constraints, so a run would find no " \
+           "front: constraint f1 >= 2 (55)" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), constraints=["f1 >= 2"],
+                                            evaluator={"name": TOY, "options": {"preview": False}}))
     proc = run_cli("run", str(study))
     assert proc.returncode == 2
     assert "no feasible candidate among 66 evaluations" in proc.stderr
@@ -488,10 +498,12 @@ def test_an_output_onto_a_pipe_is_refused_and_onto_a_link_writes_its_target(fini
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert "--output: is a device, pipe or socket, not a file" in proc.stderr, (args, proc.stderr)
         assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-    # /dev/stdout, here a link to the pipe the output is read from, and '-' (no file named '-')
+    # /dev/stdout, here a link to the pipe the output is read from (a program's: a subprocess),
+    # and '-' (no file named '-')
     for output, said in (("/dev/stdout", "is a device, pipe or socket"), ("-", "is '-', but dse writes files, not standard output")):
         for args in (("export", str(finished_run)), ("evaluate", "studies/quickstart.yaml", "-c", str(cands))):
-            proc = run_cli(*args, "-o", output, cwd=tmp_path if args[0] == "export" else None)
+            call = run_cli_subprocess if output == "/dev/stdout" else run_cli
+            proc = call(*args, "-o", output, cwd=tmp_path if args[0] == "export" else None)
             assert proc.returncode == 2 and f"--output: {said}" in proc.stderr and proc.stdout == "", proc.stderr
     assert not (tmp_path / "-").exists() and not (REPO / "-").exists()
     real = tmp_path / "real.csv"
@@ -551,8 +563,6 @@ def test_evaluate_takes_a_searched_parameter_of_one_value_as_fixed(tmp_path):
 def test_ctrl_c_while_the_front_is_drawn_says_the_run_is_complete(tmp_path, monkeypatch, capsys):
     """After the run and its datasets, only the picture was missing, yet a bare "interrupted"
     (exit 130) read as a lost run."""
-    import sys
-
     from dse.cli import main
     from dse.outputs import plot
 
@@ -561,11 +571,9 @@ def test_ctrl_c_while_the_front_is_drawn_says_the_run_is_complete(tmp_path, monk
 
     monkeypatch.setattr(plot, "plot_results", stopped)
     out = tmp_path / "out"
-    monkeypatch.setattr(sys, "argv", ["dse", "run", str(write_study(tmp_path, toy_study(output=str(out)))), "-q"])
-    with pytest.raises(SystemExit) as exc:
-        main()
+    code = main(["run", str(write_study(tmp_path, toy_study(output=str(out)))), "-q"])
     err = " ".join(capsys.readouterr().err.split())
-    assert exc.value.code == 130
+    assert code == 130
     assert "interrupted: the run is complete (66 evaluations" in err and "but pareto.png was not drawn" in err, err
     assert f"dse plot {out}" in err, err
     assert run_cli("show", str(out)).returncode == 0

@@ -20,7 +20,7 @@ from dse.search.auto import AutoDriver
 from dse.search.base import SearchDriver
 from dse.space import Space, candidate_keys
 from dse.study import Study
-from tests.conftest import toy_study
+from tests.conftest import TOY, toy_study
 
 ALL = ["random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe"]
 
@@ -371,7 +371,7 @@ def test_a_new_run_refuses_an_optuna_study_name_its_database_holds_before_touchi
 
 
 def test_a_feasible_row_without_a_finite_objective_is_ruled_out_under_that_objective():
-    from dse.pareto import front_mask, ruled_out
+    from dse.pareto import RunningFront, ruled_out, summarize
 
     study = Study.model_validate(toy_study(constraints=["f_sum <= 1.5"]))
     table = pd.DataFrame({"f1": [0.1, np.nan, 0.3, 0.2], "f2": [0.9, 0.5, np.inf, 0.8],
@@ -379,7 +379,10 @@ def test_a_feasible_row_without_a_finite_objective_is_ruled_out_under_that_objec
                           "error": ""})
     assert ruled_out(table, study) == {"objective f1: no finite value": 1, "objective f2: no finite value": 1,
                                        "constraint f_sum <= 1.5": 1}
-    assert front_mask(table, study).tolist() == [True, False, False, False]
+    assert summarize(table, study).contenders.tolist() == [0]  # what a chunk offers the front
+    front = RunningFront(study)
+    assert front.update(table).tolist() == [True, False, False, False]
+    assert front.feasible == 1 and front.rows["f1"].tolist() == [0.1]
 
 
 @pytest.mark.parametrize("algo", ["optuna-tpe", "optuna-nsga2"])
@@ -403,7 +406,8 @@ def test_a_search_that_found_nothing_feasible_says_so_not_that_the_polish_ran_sh
     from tests.conftest import run_cli, write_study
 
     out = tmp_path / "out"
-    study = toy_study(output=str(out), constraints=["f1 <= -1"],
+    study = toy_study(output=str(out), constraints=["f1 <= -1"],  # no preview: the run meets it
+                      evaluator={"name": TOY, "options": {"preview": False}},
                       search={"algorithm": "nsga2", "budget": 40, "batch_size": 20, "polish": {"enabled": True}})
     proc = run_cli("run", str(write_study(tmp_path, study)), "-q")
     assert proc.returncode == 2 and "no feasible candidate" in proc.stderr, proc.stderr

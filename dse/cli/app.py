@@ -11,9 +11,12 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -23,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse import __version__, signals
-from dse.errors import DseError
+from dse.errors import DseError, counted
 from dse.files import names_a_file_type, not_a_file
 
 app = typer.Typer(
@@ -68,9 +71,48 @@ class _Console(Console):
         _pipe_closed()
 
 
-_usable_streams()
-out = _Console(width=_width(sys.stdout))
-err = _Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))  # never break a message or a path
+@dataclass
+class _Call:
+    """What one call of :func:`main` holds: its consoles (bound to the standard streams as
+    the call found them), its arguments, and what it has already told the user."""
+
+    argv: list[str]
+    out: Console = field(init=False)
+    err: Console = field(init=False)
+    interrupted: bool = False  # a run said how it was stopped (main adds nothing then)
+    ended: bool = False  # a run has said how it ended: a Ctrl-C now has nothing left to stop
+
+    def __post_init__(self) -> None:
+        self.out = _Console(file=sys.stdout, width=_width(sys.stdout))
+        # never break a message or a path
+        self.err = _Console(file=sys.stderr, soft_wrap=True, width=_width(sys.stderr))
+
+
+#: the call of main() in progress (set and reset by main: nothing is carried between calls)
+_CALL: ContextVar[_Call] = ContextVar("dse_cli_call")
+
+
+def _call() -> _Call:
+    """The call in progress (a command invoked without :func:`main`, as ``app()``, gets a
+    fresh one each time it asks: nothing is kept for it)."""
+    try:
+        return _CALL.get()
+    except LookupError:
+        return _Call(sys.argv[1:])
+
+
+class _CallConsole:
+    """``out`` or ``err``: the console of the call in progress."""
+
+    def __init__(self, which: str) -> None:
+        self._which = which
+
+    def __getattr__(self, name: str):
+        return getattr(getattr(_call(), self._which), name)
+
+
+out = _CallConsole("out")
+err = _CallConsole("err")
 
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
 ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
@@ -170,7 +212,8 @@ class _Notes:
 
 
 def _progress(quiet: bool):
-    return _Notes(err) if quiet else RichProgress(err)
+    console = _call().err  # the console itself: a display thread has no call context
+    return _Notes(console) if quiet else RichProgress(console)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -186,48 +229,13 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
 
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
     settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
-    from dse.api import plan
-    from dse.preview import preview
-    from dse.runner import check_output
-    from dse.space import short_of_its_end
+    from dse.api import check_run
 
-    p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler)
-    check_output(p.study, output, overwrite=overwrite)
-    try:  # what a new run needs of its driver (an optuna study name its database already holds)
-        p.search.check_fresh()
-    except DseError as exc:
-        raise exc.with_file(str(study)) from None
-    if p.execution.kind == "cluster":  # the job the class would write, as dse run meets it first
-        from dse.execution.deploy import check_job, check_submit
-
-        check_job(p.execution)
-        try:  # a study is often checked on a laptop and run on the login node: said, not refused
-            check_submit(p.execution)
-        except DseError as exc:
-            err.print(f"[yellow]warning:[/yellow] {escape(exc.message)} ({escape(exc.allowed or '')}): "
-                      "dse run refuses to start here", highlight=False)
-    if p.execution.scheduler:  # a run waits grace_s for it; say now that nothing answers there
-        try:
-            silent = _not_answering(p.execution.scheduler)
-        except DseError as exc:
-            raise exc.with_file(str(study)) from None
-        if silent:
-            err.print(f"[yellow]warning:[/yellow] {escape(silent)}; a run waits "
-                      f"{p.execution.grace_s:g} s (execution.grace_s) for it, then stops", highlight=False)
-    s, space = p.study, p.space
-    for parameter in space.parameters:  # a grid whose steps miss the end the study wrote
-        short = short_of_its_end(s.space[parameter.name], parameter)
-        if short:
-            err.print(f"[yellow]warning:[/yellow] {escape(str(study))}: space.{parameter.name}: {escape(short)}",
-                      highlight=False)
-    seen = preview(p)
-    if seen and seen.contract:  # a malformed table: every call of a run would fail the same way
-        raise DseError(f"the evaluator's preview call on {_count(seen.evaluated, 'candidate')} broke the evaluator "
-                       f"contract, so a run would fail every candidate: {seen.failed}", file=str(study))
-    reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5]) if seen else ""
-    if seen and seen.whole_space and seen.feasible == 0 and not seen.failed:  # dse run would end with this
-        raise DseError(f"none of the space's {_count(seen.evaluated, 'candidate')} is feasible and within the "
-                       f"constraints, so a run would find no front: {reasons}", file=str(study))
+    p = check_run(_on_profile(study, profile), output, overwrite=overwrite, workers=workers, scheduler=scheduler,
+                  here=False)
+    for warning in p.warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    s, space, seen = p.study, p.space, p.preview
     size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
     budget = f"budget {s.search.budget}" if p.search.total is None else \
         f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
@@ -238,47 +246,12 @@ def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOp
     out.print(f"[green]ok[/green] {study}: study '{s.name}', {_count(len(space.parameters), 'parameter')} "
               f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
               f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
-    if seen and seen.failed:
-        then = ("a run fails every call whose table breaks the evaluator contract, all its candidates (not "
-                "retried one by one)" if seen.breach else
-                "a run splits a failing call until each failing candidate is alone, and reports them")
-        err.print(f"[yellow]warning:[/yellow] the evaluator failed on the preview's {_count(seen.evaluated, 'candidate')}"
-                  f" ({seen.failed}): {then}")
-    elif seen and seen.feasible == 0:
-        err.print(f"[yellow]warning:[/yellow] none of {_count(seen.evaluated, 'candidate')} drawn from the space is "
-                  f"feasible and meets the constraints ({reasons}): the search may find none")
-    elif seen:
-        out.print(f"preview: {seen.feasible:,} of {_count(seen.evaluated, 'candidate' if seen.whole_space else 'sampled candidate')} "
-                  "feasible and within the constraints")
-    elif p.evaluator.preview_size <= 0:
+    if seen is None:
         out.print(f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
                   "effects); whether any candidate is feasible shows in the run")
-
-
-def _not_answering(address: str) -> str:
-    """Why nothing answers at a scheduler ``address`` now ("" when a TCP connection opens
-    within 2 s; whether it is a dask scheduler is for the run to find); a host name that
-    does not exist is refused, as ``dse run`` refuses it."""
-    import socket
-    from urllib.parse import urlsplit
-
-    from dse.execution.dask_cluster import unknown_host
-
-    unknown = unknown_host(address)
-    if unknown:  # dse run stops at once on it
-        raise DseError(f"cannot reach {address}: {unknown}", field="execution.scheduler or --scheduler",
-                       value=address)
-    try:
-        where = urlsplit(address if "://" in address else f"tcp://{address}")
-        with socket.create_connection((where.hostname, where.port), timeout=2.0):
-            return ""
-    except (OSError, ValueError) as exc:
-        return f"nothing answers at {address} now ({getattr(exc, 'strerror', None) or exc})"
-
-
-def _count(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless one: '1 candidate', '4,096 candidates'."""
-    return f"{n:,} {noun}{'s' * (n != 1)}"
+    elif seen.feasible and not seen.failed:
+        noun = "candidate" if seen.whole_space else "sampled candidate"
+        out.print(f"preview: {seen.feasible:,} of {_count(seen.evaluated, noun)} feasible and within the constraints")
 
 
 @app.command()
@@ -293,16 +266,15 @@ def run(
     dashboard: DashboardOpt = None,
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
-    from dse.api import plan
-    from dse.runner import Runner, check_output
+    from dse import api
 
-    p = plan(_on_profile(study, profile), workers=workers, scheduler=scheduler, dashboard=dashboard)
+    p = api.check_run(_on_profile(study, profile), output, overwrite=overwrite, workers=workers,
+                      scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
-    out_dir = check_output(p.study, output, overwrite=overwrite)
-    runner = Runner(p, out_dir, progress=_progress(quiet))
-    err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {out_dir} "
+    progress = _progress(quiet)
+    err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {p.output_dir} "
               f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
-    _finish(runner.start(overwrite=overwrite), p)
+    _finish(api.run(p, progress=progress), p)
 
 
 @app.command()
@@ -315,14 +287,13 @@ def resume(
     dashboard: DashboardOpt = None,
 ) -> None:
     """Continue an interrupted run where it stopped: nothing is evaluated twice."""
-    from dse.api import plan, stored_study
-    from dse.results import open_results
-    from dse.runner import Runner
+    from dse import api
 
-    stored = open_results(results)
-    p = plan(_on_profile(stored_study(stored), profile), workers=workers, scheduler=scheduler, dashboard=dashboard)
+    stored = api.open_results(results)
+    study = _on_profile(api.stored_study(stored), profile) if profile is not None else None
+    p = api.plan_resume(stored, study=study, workers=workers, scheduler=scheduler, dashboard=dashboard)
     _quiet_libraries(p)
-    runner = Runner(p, results, progress=_progress(quiet))
+    progress = _progress(quiet)
     stored.store.check_unlocked()  # another dse writing there: say so before "resuming"
     state = stored.state()
     if state.get("finished"):
@@ -331,7 +302,7 @@ def resume(
     else:
         err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
                   f"{state.get('batch', 0)} batches done; evaluating: {p.execution.describe()}")
-    _finish(runner.resume(), p)
+    _finish(api.resume(p, progress=progress), p)
 
 
 def _on_profile(study, profile: str | None):
@@ -362,8 +333,7 @@ def _quiet_libraries(plan) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-#: what a command has already told the user (main() adds nothing then)
-_SAID = {"interrupted": False, "ended": False}
+_count = counted
 
 
 def _stopped_by(signum: int | None) -> tuple[str, int]:
@@ -391,7 +361,7 @@ def _finish(result, plan) -> None:
                 err.print(f"[yellow]{what}[/yellow]: the run is complete ({n:,} evaluations, {len(result.front)} on "
                           f"the front, in {result.output_dir}) but pareto.png was not drawn; `dse plot "
                           f"{result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
-                _SAID["interrupted"] = True
+                _call().interrupted = True
                 raise typer.Exit(code) from None
     if result.interrupted:
         what, code = _stopped_by(result.signum if result.terminated else None)
@@ -399,7 +369,7 @@ def _finish(result, plan) -> None:
             what += " while pareto.nc and evaluations.nc were written (resume writes them)"
         err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
                   f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
-        _SAID["interrupted"] = True
+        _call().interrupted = True
         raise typer.Exit(code)
     if len(result.front) == 0:
         lines = "; ".join(f"{r} ({_count(c, 'candidate')})" for r, c in result.ruled_out[:5]) or "no evaluations"
@@ -415,7 +385,7 @@ def _finish(result, plan) -> None:
               highlight=False)
     out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
               f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
-    _SAID["ended"] = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
+    _call().ended = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
 
 
 def _print_front(front, plan, limit: int = 25) -> None:
@@ -429,7 +399,7 @@ def _print_front(front, plan, limit: int = 25) -> None:
                   for n in space.names})
     title = (f"Pareto front of {study.name} ({len(front)} points"
              + (f", first {limit} shown" if len(front) > limit else "") + ")")
-    print_tables(out, title, front.head(limit), [*metric_cols, *space.names], units)
+    print_tables(_call().out, title, front.head(limit), [*metric_cols, *space.names], units)
 
 
 @app.command()
@@ -572,7 +542,7 @@ def show(
     """Print the Pareto front as a table with units, sorted by any column, and a small plot."""
     from dse.outputs.show import show_front
 
-    show_front(results, out, sort=sort, descending=descending, limit=limit, plot=plot)
+    show_front(results, _call().out, sort=sort, descending=descending, limit=limit, plot=plot)
 
 
 @app.command()
@@ -580,7 +550,7 @@ def status(results: ResultsArg) -> None:
     """Show a run's progress: evaluations, failures, front size and the hypervolume history."""
     from dse.cli.status import show_status
 
-    show_status(results, out)
+    show_status(results, _call().out)
 
 
 @app.command()
@@ -665,7 +635,7 @@ def describe(
     if accelerator is not None:
         from dse.cli.calibrate import describe_accelerator
 
-        describe_accelerator(accelerator, out)
+        describe_accelerator(accelerator, _call().out)
         return
     if study is not None:
         from dse.study import load_study
@@ -747,7 +717,7 @@ def calibrate(
         return [t.strip() for t in text.split(",") if t.strip()]
 
     run_fit(measurements, accelerator, output, holdout=listed(holdout), only=listed(only) or None, fix=listed(fix),
-            cooling=cooling, name=name, command="dse " + " ".join(sys.argv[1:]), console=out)
+            cooling=cooling, name=name, command="dse " + " ".join(_call().argv), console=_call().out)
 
 
 @app.command()
@@ -767,7 +737,7 @@ def profile(
     dse[profile] (nvidia-ml-py, torch)."""
     from dse.analytic.calibration.measure import profile_gpu
 
-    rows = profile_gpu(output, device=device, seconds=seconds, append=append, log=err.print)
+    rows = profile_gpu(output, device=device, seconds=seconds, append=append, log=_call().err.print)
     out.print(f"wrote {len(rows)} rows to {output}: dse calibrate {output} --accelerator NAME -o my-gpu.yaml")
 
 
@@ -795,48 +765,79 @@ def _options_table(title: str, model, empty: str = "(none)") -> None:
     out.print(t)
 
 
-def main() -> None:
-    """Console entry point: run the app and turn user errors into one clear line.
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (default: this program's arguments) and return its exit
+    code; a user error ends in one clear line on stderr and code 2, never a traceback.
 
-    As an application (not the library) it chooses how much dask logs: warnings and errors,
-    in this process and in the worker processes it starts, unless the user's own dask
-    configuration (``DASK_LOGGING__DISTRIBUTED``) says otherwise."""
-    import os
-
+    Callable in-process, any number of times: each call has its own consoles (on the
+    standard streams as it finds them) and leaves the process as it found it. As an
+    application (not the library) it chooses how much dask logs: warnings and errors, in
+    the worker processes it starts, unless the user's own dask configuration
+    (``DASK_LOGGING__DISTRIBUTED``) says otherwise; and turns optuna's per-trial log down."""
+    call = _Call(list(sys.argv[1:] if argv is None else argv))
+    token = _CALL.set(call)
+    dask_logging = os.environ.get("DASK_LOGGING__DISTRIBUTED")
+    optuna_level = _optuna_verbosity()
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    try:
+        return _run_command(call)
+    except SystemExit as exc:  # a closed pipe (_pipe_closed), a command's own exit
+        if isinstance(exc.code, str):
+            call.err.print(escape(exc.code), highlight=False)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        if dask_logging is None:
+            os.environ.pop("DASK_LOGGING__DISTRIBUTED", None)
+        if optuna_level is not None:
+            import optuna
+
+            optuna.logging.set_verbosity(optuna_level)
+        _CALL.reset(token)
+
+
+def _optuna_verbosity() -> int | None:
+    """optuna's logging level where optuna is imported (a command may turn it down)."""
+    if "optuna" not in sys.modules:
+        return None
+    return sys.modules["optuna"].logging.get_verbosity()
+
+
+def _run_command(call: _Call) -> int:
+    """:func:`main`'s command, user errors turned into one line and an exit code."""
+    err = call.err
     usage_error = typer.BadParameter.__mro__[1]  # click's UsageError, as typer vendors it
     try:
-        code = app(standalone_mode=False)  # click's usage errors come here, to be one line too
-        if code == 130 and _SAID["ended"]:  # Ctrl-C after the run's last line: it stands, exit code too
+        code = app(args=call.argv, prog_name="dse", standalone_mode=False)  # usage errors come here too
+        if code == 130 and call.ended:  # Ctrl-C after the run's last line: it stands, exit code too
             code = 0
-        elif code == 130 and not _SAID["interrupted"]:  # typer makes Ctrl-C a silent Exit(130)
+        elif code == 130 and not call.interrupted:  # typer makes Ctrl-C a silent Exit(130)
             err.print("interrupted")
-        sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code), else success
+        return code if isinstance(code, int) else 0  # a command's typer.Exit(code), else success
     except usage_error as exc:  # a bad option value, an unknown option or command, a missing argument
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `dse` alone: its help
             typer.echo(exc.ctx.get_help())
-            sys.exit(2)  # as click ends it
+            return 2  # as click ends it
         command = exc.ctx.command_path if exc.ctx is not None else "dse"
         err.print(f"[red]error:[/red] {escape(exc.format_message())} (`{escape(command)} --help` lists what is "
                   "allowed)", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        return 2
     except typer.Abort:  # Ctrl-C outside a run (a run says itself what it kept)
         err.print("interrupted")
-        sys.exit(130)
+        return 130
     except DseError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except BrokenPipeError:  # the reader of the output went away (`dse status | head -1`)
         _pipe_closed()
     except OSError as exc:  # the file system said no (unwritable output, full disk, damaged file)
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         err.print(f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        return 2
     except KeyboardInterrupt:
-        if _SAID["ended"]:  # after the run's last line: it stands, and so does its exit code
-            sys.exit(0)
+        if call.ended:  # after the run's last line: it stands, and so does its exit code
+            return 0
         err.print("interrupted")
-        sys.exit(130)
+        return 130
 
 
 def console() -> None:
@@ -851,13 +852,8 @@ def console() -> None:
 
     arrow_on_system_heap()  # before anything imports pyarrow (dse.allocator imports nothing)
     signals.keep_lost_interrupts()  # a run raises them where it safely can
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        if isinstance(exc.code, str):
-            print(exc.code, file=sys.stderr)
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    _usable_streams()
+    code = main()
     # the command is over and has said how it ended: a Ctrl-C now has nothing left to stop
     # (one that came here printed an "Exception ignored" traceback from a library's teardown)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -878,15 +874,17 @@ def console() -> None:
 PIPE_CLOSED = 141
 
 
-def _pipe_closed() -> None:
+def _pipe_closed() -> NoReturn:
     """Stop writing to a pipe whose reader went away: the rest of the output is dropped
-    (no second BrokenPipeError when the interpreter flushes it), exit :data:`PIPE_CLOSED`."""
+    (no second BrokenPipeError when the interpreter flushes it), exit :data:`PIPE_CLOSED`
+    (raised as SystemExit where rich found the closed pipe; :func:`main` returns it)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     except (OSError, ValueError):
         pass
-    sys.exit(PIPE_CLOSED)
+    raise SystemExit(PIPE_CLOSED)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ shape "b" and y > 8 is infeasible. The front is every ``x`` with ``y = 0`` and s
 Options ``delay_s`` and ``delay_per_candidate_s`` sleep that long per call and per
 candidate (to test interruption and resume, and to stand in for a slow simulator);
 ``fail_above_x`` raises and ``hang_above_x`` sleeps for a minute when a call holds such an
-``x`` (to test failures and time-outs).
+``x`` (to test failures and time-outs). With a delay, ``hang_above_x`` or ``preview: false``
+it allows no preview (:attr:`~dse.evaluators.Evaluator.preview_size` 0), as a slow
+simulator would not: a run meets its candidates only as it evaluates them.
 """
 
 from __future__ import annotations
@@ -26,18 +28,21 @@ class ToyEvaluator(Evaluator):
     version = "1.0.0"
     description = "two-objective test problem with a known front"
     fork_safe = True
-    preview_size = 1000  # instant: dse validate may evaluate a sample
+    preview_size = 1000  # instant: the plan of a run (dse validate, dse run) evaluates the space
 
     def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None,
-                 delay_per_candidate_s: float = 0.0, hang_above_x: float | None = None) -> None:
+                 delay_per_candidate_s: float = 0.0, hang_above_x: float | None = None,
+                 preview: bool = True) -> None:
         if delay_s < 0 or delay_per_candidate_s < 0:
             raise ValueError("delays must be >= 0")
         super().__init__(delay_s=delay_s, fail_above_x=fail_above_x,
-                         delay_per_candidate_s=delay_per_candidate_s, hang_above_x=hang_above_x)
+                         delay_per_candidate_s=delay_per_candidate_s, hang_above_x=hang_above_x, preview=preview)
         self.hang_above_x = hang_above_x
         self.delay_s = float(delay_s)
         self.delay_per_candidate_s = float(delay_per_candidate_s)
         self.fail_above_x = fail_above_x
+        if not preview or self.delay_s or self.delay_per_candidate_s or hang_above_x is not None:
+            self.preview_size = 0  # a stand-in for a slow simulator: no preview before a run
 
     @property
     def inputs(self) -> dict[str, Input]:
