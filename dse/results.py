@@ -20,6 +20,7 @@ import xarray as xr
 
 from dse.errors import DseError, StoreError
 from dse.files import NETCDF_ENGINE
+from dse.records import RunMeta, RunState
 from dse.store import ResultStore
 from dse.study import Study, load_study
 
@@ -39,8 +40,7 @@ class Results:
             raise StoreError(
                 f"{self.path} is damaged: state.json is missing but {self.store.evaluations_dir} holds "
                 f"{self.log_rows} evaluations; restore it, or start again with `dse run --overwrite`")
-        history = self.state().get("history", [])
-        recorded = int(history[-1].get("evaluations", 0)) if history else 0
+        recorded = self.state().evaluations
         if self.log_rows < recorded:
             raise StoreError(
                 f"{self.path} is damaged: state.json records {recorded} evaluations but "
@@ -53,12 +53,13 @@ class Results:
         return load_study(self.store.study_file)
 
     @property
-    def meta(self) -> dict:
+    def meta(self) -> RunMeta:
+        """``meta.json``: what the run is."""
         return self.store.meta
 
-    def state(self) -> dict:
-        """The search state and progress history (empty before the first batch)."""
-        return self.store.load_state() or {}
+    def state(self) -> RunState:
+        """``state.json``: the search state and progress history (empty before the first batch)."""
+        return self.store.load_state() or RunState()
 
     def log(self) -> pd.DataFrame:
         """Every stored evaluation, one row per distinct candidate."""
@@ -110,7 +111,7 @@ class Results:
         except (OSError, ValueError) as exc:
             raise DseError(f"{path} is damaged ({exc}); `dse resume "
                            f"{self.path}` writes it again from the stored evaluations") from None
-        run_id, own = ds.attrs.get("run_id"), self.store.meta.get("run_id")
+        run_id, own = ds.attrs.get("run_id"), self.store.meta.run_id or None
         if run_id is not None and own is not None and run_id != own:
             ds.close()
             raise DseError(f"{path} was written by another run (run_id {run_id}, this folder's is {own}): "
