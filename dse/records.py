@@ -183,6 +183,31 @@ class RunMeta:
         )
 
 
+# -- lock ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LockOwner:
+    """``lock``: the process that writes the folder (created exclusively, so not versioned;
+    a lock that cannot be read is stale, not damaged)."""
+
+    pid: int
+    host: str = "?"
+    started: str = "?"  # ISO 8601, UTC, to the second
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "host": self.host, "started": self.started}
+
+    @classmethod
+    def from_json(cls, data: object) -> LockOwner | None:
+        """The owner a lock file names, or None where it names none (a damaged lock)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            pid = int(data["pid"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(pid=pid, host=str(data.get("host", "?")), started=str(data.get("started", "?")))
+
+
 # -- state.json ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BatchRecord:

@@ -79,8 +79,8 @@ class Results:
         if not path.is_file():
             owner = self.store.live_lock_owner()
             if owner:  # resume would be refused: the run is going
-                raise DseError(f"{path} does not exist yet: the run is still going (process {owner.get('pid')} on "
-                               f"{owner.get('host')}) and writes it when it ends; `dse status {self.path}` shows "
+                raise DseError(f"{path} does not exist yet: the run is still going (process {owner.pid} on "
+                               f"{owner.host}) and writes it when it ends; `dse status {self.path}` shows "
                                "its progress")
             raise DseError(f"{path} does not exist yet; finish or resume the run first "
                            f"(`dse resume {self.path}` writes it)")
@@ -119,8 +119,10 @@ class Results:
         written = ds.attrs.get("log_rows")
         if written is not None and int(written) != self.log_rows:
             owner = self.store.live_lock_owner()
-            why = (f"the run is still going (process {owner.get('pid')} on {owner.get('host')})" if owner
-                   else f"`dse resume {self.path}` writes it again")
+            if owner:
+                why = f"the run is still going (process {owner.pid} on {owner.host})"
+            else:
+                why = f"`dse resume {self.path}` writes it again"
             raise DseError(f"{path} was written from {int(written)} evaluations, but the log now "
                            f"holds {self.log_rows}: {why}")
         return ds

@@ -56,7 +56,7 @@ from dse.files import (
     is_zarr_store,
     json_default,
 )
-from dse.records import RunMeta, RunState
+from dse.records import LockOwner, RunMeta, RunState
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
 LOG_COLUMNS = ("key", "batch", "status", "feasible", "kept")
@@ -363,21 +363,19 @@ class ResultStore:
     def lock_file(self) -> Path:
         return self.path / "lock"
 
-    def _lock_owner(self) -> dict | None:
-        """The lock file's content, or None if absent or unreadable (a damaged lock is stale)."""
+    def _lock_owner(self) -> LockOwner | None:
+        """The lock file's owner, or None if absent or unreadable (a damaged lock is stale)."""
         try:
-            owner = json.loads(self.lock_file.read_text())
-            owner["pid"] = int(owner["pid"])
-            return owner
-        except (OSError, ValueError, TypeError, KeyError):
+            return LockOwner.from_json(json.loads(self.lock_file.read_text()))
+        except (OSError, ValueError):
             return None
 
-    def live_lock_owner(self) -> dict | None:
+    def live_lock_owner(self) -> LockOwner | None:
         """The lock's owner if it is a live process (a lock from a dead process is stale)."""
         owner = self._lock_owner()
         if owner is None:
             return None
-        if owner.get("host") == socket.gethostname() and not _pid_alive(owner["pid"], _unix_time(owner.get("started"))):
+        if owner.host == socket.gethostname() and not _pid_alive(owner.pid, _unix_time(owner.started)):
             return None
         return owner
 
@@ -385,15 +383,15 @@ class ResultStore:
         owner = self.live_lock_owner()
         if owner:
             raise StoreError(
-                f"{self.path} is being written by process {owner['pid']} on {owner.get('host', '?')} "
-                f"(started {owner.get('started', '?')}); wait for it or stop it first"
+                f"{self.path} is being written by process {owner.pid} on {owner.host} "
+                f"(started {owner.started}); wait for it or stop it first"
             )
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the folder's lock; a stale lock from a dead process is taken over."""
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        me = LockOwner(pid=os.getpid(), host=socket.gethostname(),
+                       started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         for _ in range(2):
             try:
                 fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -403,11 +401,11 @@ class ResultStore:
                     self.lock_file.unlink(missing_ok=True)  # stale: its process is gone, or damaged
                     continue
                 raise StoreError(
-                    f"{self.path} is locked by process {owner.get('pid')} on {owner.get('host')} "
-                    f"(started {owner.get('started', '?')}); if that run is dead, delete {self.lock_file}"
+                    f"{self.path} is locked by process {owner.pid} on {owner.host} "
+                    f"(started {owner.started}); if that run is dead, delete {self.lock_file}"
                 ) from None
             with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
+                json.dump(me.to_json(), f)
                 f.flush()
                 os.fsync(f.fileno())
             break
@@ -417,7 +415,8 @@ class ResultStore:
         try:
             yield
         finally:
-            if (self._lock_owner() or {}).get("pid") == os.getpid():
+            owner = self._lock_owner()
+            if owner is not None and owner.pid == os.getpid():
                 self.lock_file.unlink(missing_ok=True)
 
     def _remove_dead_temp_files(self) -> None:

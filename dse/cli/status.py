@@ -32,7 +32,7 @@ def show_status(results: Path, console: Console) -> None:
     else:
         status = "stopped (resume with `dse resume`)"
     if owner:
-        status += f" (process {owner.get('pid')} on {owner.get('host')})"
+        status += f" (process {owner.pid} on {owner.host})"
     # free text (names, paths, notes, reasons) is escaped or printed with markup=False: '[dashboard]' is text
     console.print(f"[bold]{escape(meta.study)}[/bold] in {escape(f'{store.path}: {status}')}")
     console.print(escape(f"evaluator {meta.evaluator} {meta.evaluator_version}, "
@@ -77,7 +77,7 @@ def show_status(results: Path, console: Console) -> None:
     if not owner:  # the datasets as export, plot, report and show would find them
         console.print(f"datasets: {run.datasets_state()}", highlight=False, markup=False)
     live = read_progress(store.path)
-    if owner and live and live.get("pid") == owner.get("pid"):
+    if owner and live and live.get("pid") == owner.pid:
         age = time.time() - float(live.get("updated_unix", time.time()))
         # progress.json is written every 2 s, state.json every batch: never fewer than the batches told
         done = f"{max(int(live.get('done', 0)), n):,}" + (f" of {live['total']:,}" if live.get("total") else "")
