@@ -149,6 +149,8 @@ class Deployer:
         """Check the options against the cluster class, where there is one (its import,
         unknown keywords), and the profile's size; raises :class:`~dse.errors.StudyError`
         naming the field. The :attr:`Options` model has been checked before."""
+        if not self.cluster and type(self).start is Deployer.start:
+            self.cluster_class()  # it starts the class a profile names, and this one names none
         if self.cluster:
             self.cluster_class()
             allowed = self.accepted_options()

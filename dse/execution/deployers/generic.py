@@ -18,7 +18,3 @@ class DaskDeployer(Deployer):
     @classmethod
     def claims(cls, path: str, obj: Any | None = None) -> bool:
         return True  # the fallback (asked last)
-
-    def check(self, scale: dict | None, adapt: dict | None) -> None:
-        self.cluster_class()  # a profile that names this deployer names the class too
-        super().check(scale, adapt)

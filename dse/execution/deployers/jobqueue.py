@@ -128,7 +128,7 @@ class JobQueueDeployer(Deployer):
             if key in RENAMED_JOB_OPTIONS:
                 raise StudyError(f"option '{key}' of {self.cluster} was renamed", field=f"options.{key}",
                                  allowed=RENAMED_JOB_OPTIONS[key])
-        if scale is None and adapt is None and not self.options.get("n_workers"):  # before its import
+        if self.cluster and scale is None and adapt is None and not self.options.get("n_workers"):  # before its import
             raise StudyError(f"{self.cluster} submits no job until told how many: give 'scale' (e.g. "
                              "{jobs: 4}), 'adapt' (e.g. {maximum_jobs: 8}) or options.n_workers")
         super().check(scale, adapt)
