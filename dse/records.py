@@ -73,21 +73,26 @@ def _is_reasons(v: object) -> bool:
         isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and _is_count(r[1]) for r in v)
 
 
+#: what a damaged record's message suggests: state.json is replaced by `dse run --overwrite`;
+#: meta.json is what that command needs to clear a folder
+_RERUN = "restore the file from a copy, or start again with `dse run --overwrite`"
+_REMOVE = "restore the file from a copy, or remove the folder and run the study again"
+
+
 class _Fields:
     """Reads the fields of one JSON object of a record file, checking each; a field that is
     absent or of the wrong type is a :class:`StoreError` naming the file, the field (its
     path within the file), the value and what is allowed."""
 
-    def __init__(self, data: object, file: Path, where: str = "") -> None:
-        self.file, self.where = file, where
+    def __init__(self, data: object, file: Path, where: str = "", *, remedy: str = _RERUN) -> None:
+        self.file, self.where, self.remedy = file, where, remedy
         if not isinstance(data, dict):
             self._damaged(where or "the file", "is not a JSON object", data, "an object of named fields")
         self.data: dict = data
 
     def _damaged(self, name: str, problem: str, value: object = _REQUIRED, allowed: str = "") -> None:
         got = "" if value is _REQUIRED else f" (got {short_repr(value)})"
-        raise StoreError(f"{self.file} is damaged: {name} {problem}{got}; allowed: {allowed}; restore the "
-                         "file from a copy, or start again with `dse run --overwrite`")
+        raise StoreError(f"{self.file} is damaged: {name} {problem}{got}; allowed: {allowed}; {self.remedy}")
 
     def get(self, name: str, check: Callable[[object], bool], allowed: str, default: Any = _REQUIRED) -> Any:
         path = f"{self.where}.{name}" if self.where else name
@@ -156,7 +161,7 @@ class RunMeta:
 
     @classmethod
     def from_json(cls, data: object, file: Path) -> RunMeta:
-        f = _Fields(data, file)
+        f = _Fields(data, file, remedy=_REMOVE)
         version = _version(f)
         text = "text"
         log_stamped = f.get("log_stamped", _is_bool, "true or false", _optional_before(version, False))
