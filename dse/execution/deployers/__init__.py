@@ -20,7 +20,7 @@ GROUP = "dse.deployers"
 #: the deployer of a cluster class no other claims
 FALLBACK = "dask"
 
-__all__ = ["FALLBACK", "GROUP", "Deployer", "choose", "deployer_class", "import_cluster", "install_hint",
+__all__ = ["FALLBACK", "GROUP", "Deployer", "checked", "choose", "deployer_class", "import_cluster", "install_hint",
            "make_deployer", "missing"]
 
 
