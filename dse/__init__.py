@@ -10,6 +10,7 @@ The public API (imported on first use, so ``import dse`` stays cheap)::
     dse.Evaluator, dse.Input, dse.Metric  # the evaluator plug-in contract
     dse.SearchDriver, dse.Problem         # the search-driver plug-in contract
     dse.DriverOptions                     # the base of a driver's options model
+    dse.Deployer                          # the cluster-deployer plug-in contract
     dse.DseError                          # what every dse failure raises (StudyError: bad input,
     dse.StudyError, dse.StoreError        #   naming the file and field; StoreError: a results folder)
 """
@@ -20,6 +21,7 @@ _EXPORTS = {
     "load_study": "dse.api", "check_run": "dse.api", "run": "dse.api", "resume": "dse.api", "open_results": "dse.api",
     "Evaluator": "dse.evaluators.base", "Input": "dse.evaluators.base", "Metric": "dse.evaluators.base",
     "SearchDriver": "dse.search.base", "Problem": "dse.search.base", "DriverOptions": "dse.search.base",
+    "Deployer": "dse.execution.deployers.base",
     "DseError": "dse.errors", "StudyError": "dse.errors", "StoreError": "dse.errors",
 }
 __all__ = ["__version__", *_EXPORTS]

@@ -130,7 +130,7 @@ def stored_study(stored: Results) -> Study:
     replaced the study's own workers and scheduler (so resume goes on where the run ran, not
     on a local cluster)."""
     study = _load_schema(stored.store.study_file)
-    used = stored.store.meta.get("profile_path")
+    used = stored.store.meta.profile_path
     if used and Path(used).is_file():
         study = (study.with_execution(profile=used) if study.execution.profile
                  else study.with_execution(profile=used, scheduler=None, workers=None))

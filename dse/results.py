@@ -20,6 +20,7 @@ import xarray as xr
 
 from dse.errors import DseError, StoreError
 from dse.files import NETCDF_ENGINE
+from dse.records import RunMeta, RunState
 from dse.store import ResultStore
 from dse.study import Study, load_study
 
@@ -39,8 +40,7 @@ class Results:
             raise StoreError(
                 f"{self.path} is damaged: state.json is missing but {self.store.evaluations_dir} holds "
                 f"{self.log_rows} evaluations; restore it, or start again with `dse run --overwrite`")
-        history = self.state().get("history", [])
-        recorded = int(history[-1].get("evaluations", 0)) if history else 0
+        recorded = self.state().evaluations
         if self.log_rows < recorded:
             raise StoreError(
                 f"{self.path} is damaged: state.json records {recorded} evaluations but "
@@ -53,12 +53,13 @@ class Results:
         return load_study(self.store.study_file)
 
     @property
-    def meta(self) -> dict:
+    def meta(self) -> RunMeta:
+        """``meta.json``: what the run is."""
         return self.store.meta
 
-    def state(self) -> dict:
-        """The search state and progress history (empty before the first batch)."""
-        return self.store.load_state() or {}
+    def state(self) -> RunState:
+        """``state.json``: the search state and progress history (empty before the first batch)."""
+        return self.store.load_state() or RunState()
 
     def log(self) -> pd.DataFrame:
         """Every stored evaluation, one row per distinct candidate."""
@@ -78,8 +79,8 @@ class Results:
         if not path.is_file():
             owner = self.store.live_lock_owner()
             if owner:  # resume would be refused: the run is going
-                raise DseError(f"{path} does not exist yet: the run is still going (process {owner.get('pid')} on "
-                               f"{owner.get('host')}) and writes it when it ends; `dse status {self.path}` shows "
+                raise DseError(f"{path} does not exist yet: the run is still going (process {owner.pid} on "
+                               f"{owner.host}) and writes it when it ends; `dse status {self.path}` shows "
                                "its progress")
             raise DseError(f"{path} does not exist yet; finish or resume the run first "
                            f"(`dse resume {self.path}` writes it)")
@@ -110,7 +111,7 @@ class Results:
         except (OSError, ValueError) as exc:
             raise DseError(f"{path} is damaged ({exc}); `dse resume "
                            f"{self.path}` writes it again from the stored evaluations") from None
-        run_id, own = ds.attrs.get("run_id"), self.store.meta.get("run_id")
+        run_id, own = ds.attrs.get("run_id"), self.store.meta.run_id or None
         if run_id is not None and own is not None and run_id != own:
             ds.close()
             raise DseError(f"{path} was written by another run (run_id {run_id}, this folder's is {own}): "
@@ -118,8 +119,10 @@ class Results:
         written = ds.attrs.get("log_rows")
         if written is not None and int(written) != self.log_rows:
             owner = self.store.live_lock_owner()
-            why = (f"the run is still going (process {owner.get('pid')} on {owner.get('host')})" if owner
-                   else f"`dse resume {self.path}` writes it again")
+            if owner:
+                why = f"the run is still going (process {owner.pid} on {owner.host})"
+            else:
+                why = f"`dse resume {self.path}` writes it again"
             raise DseError(f"{path} was written from {int(written)} evaluations, but the log now "
                            f"holds {self.log_rows}: {why}")
         return ds

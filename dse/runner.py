@@ -40,6 +40,7 @@ from dse.pareto import (
     violation_matrix,
 )
 from dse.progress import ProgressReporter, ProgressSink
+from dse.records import BatchRecord, HypervolumeFrame, RunState
 from dse.search import SearchDriver
 from dse.search.phases import AskedTooMany
 from dse.store import LogChunk, ResultStore, location
@@ -54,7 +55,7 @@ class RunResult:
     front: pd.DataFrame
     counts: dict[str, int] = field(default_factory=dict)  # evaluations, feasible, failed
     ruled_out: list[tuple[str, int]] = field(default_factory=list)  # what removed candidates
-    history: list[dict] = field(default_factory=list)
+    history: tuple[BatchRecord, ...] = ()  # the progress record of every batch
     interrupted: bool = False
     algorithm: str = ""
     terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time) or SIGHUP
@@ -73,13 +74,15 @@ class _LoopState:
     index (where each evaluated candidate is stored), the running front and tallies, the
     progress history. Nothing grows with the evaluations but the index (16 bytes each)."""
 
-    def __init__(self, store: ResultStore, study: Study, state: dict) -> None:
+    def __init__(self, store: ResultStore, study: Study, state: RunState) -> None:
         self.index = KeyIndex()
         self.front = RunningFront(study)
-        self.history: list[dict] = state.get("history", [])
-        self.hv = HypervolumeTracker(**state.get("hypervolume_frame", {}))
-        self.batch_no = int(state.get("batch", 0))
-        self.driver_state: dict | None = state.get("driver")
+        self.history: list[BatchRecord] = list(state.history)
+        frame = state.hypervolume_frame
+        self.hv = HypervolumeTracker(ideal=None if frame.ideal is None else list(frame.ideal),
+                                     nadir=None if frame.nadir is None else list(frame.nadir))
+        self.batch_no = state.batch
+        self.driver_state: dict | None = state.driver
         self._rebuild(store, study)
 
     def _rebuild(self, store: ResultStore, study: Study) -> None:
@@ -141,14 +144,14 @@ class Runner:
 
     def resume(self) -> RunResult:
         store = ResultStore.open(self.output_dir)
-        if store.meta.get("evaluator_version") != self.evaluator.version:
+        if store.meta.evaluator_version != self.evaluator.version:
             raise DseError(
-                f"{self.output_dir} was evaluated with {store.meta.get('evaluator')} "
-                f"{store.meta.get('evaluator_version')}, but this installation has "
+                f"{self.output_dir} was evaluated with {store.meta.evaluator} "
+                f"{store.meta.evaluator_version}, but this installation has "
                 f"{self.evaluator.name} {self.evaluator.version}: resuming would mix two models; "
                 "start a new run instead"
             )
-        recorded, now = store.meta.get("input_files") or {}, self._input_files()
+        recorded, now = store.meta.input_files, self._input_files()
         changed = sorted(f for f in {*recorded, *now} if recorded.get(f) != now.get(f))
         if changed:
             what = "changed" if changed[0] in recorded and changed[0] in now else \
@@ -169,12 +172,12 @@ class Runner:
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
         study = self.study
-        run = _LoopState(store, study, store.load_state() or {})
+        run = _LoopState(store, study, store.load_state() or RunState())
         if run.driver_state is not None:
             self._call(driver, "restore", run.driver_state)
             # rows of a batch the run was stopped in are in the log but not in the driver's count
             # of evaluations (it re-asks them; they are looked up): counted now, with no time
-            untold = run.front.evaluations - (run.history[-1]["evaluations"] if run.history else 0)
+            untold = run.front.evaluations - (run.history[-1].evaluations if run.history else 0)
             if untold > 0:
                 driver.observe_cost(0.0, untold)
         else:  # save the initial state, so that a run killed in its first batch resumes by restore()
@@ -189,7 +192,7 @@ class Runner:
                                         preferred_chunk_size=self.evaluator.chunk_size)
                 executor = started.__enter__()
             report.start(f"{study.name} · {self.algorithm}", min(driver.asked, total or driver.asked),
-                         {**(run.history[-1] if run.history else {}), **self._live(run)})
+                         {**(run.history[-1].to_json() if run.history else {}), **self._live(run)})
             if executor is not None:
                 report.pace.restart()
                 while not driver.done and self._batch(executor, store, driver, run):
@@ -234,7 +237,8 @@ class Runner:
                            f"continue with `{resume_command(store.path, self.plan.execution)}`") from None
         f = run.front
         return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
-                                             "failed": f.failed}, f.summary(), run.history, interrupted is not None,
+                                             "failed": f.failed}, f.summary(), tuple(run.history),
+                         interrupted is not None,
                          self.algorithm, terminated=isinstance(interrupted, Terminated),
                          signum=getattr(interrupted, "signum", 0), datasets_written=written,
                          labels=labels)
@@ -268,7 +272,7 @@ class Runner:
         run.history.append(record)
         run.batch_no += 1
         self._save_state(store, driver, run)
-        self._report.advance(len(batch) - len(todo), {**record, **self._live(run)})  # the rest came per chunk
+        self._report.advance(len(batch) - len(todo), {**record.to_json(), **self._live(run)})  # the rest came per chunk
         return True
 
     def _asked(self, driver: SearchDriver) -> pd.DataFrame:
@@ -324,16 +328,18 @@ class Runner:
         return [*dict.fromkeys(metrics), "feasible", "status"]
 
     def _save_state(self, store: ResultStore, driver: SearchDriver, run: _LoopState) -> None:
-        state = self._call(driver, "state")
+        frame = run.hv.state()
+        state = RunState(
+            batch=run.batch_no, history=tuple(run.history), driver=self._call(driver, "state"),
+            hypervolume_frame=HypervolumeFrame(
+                ideal=None if frame["ideal"] is None else tuple(frame["ideal"]),
+                nadir=None if frame["nadir"] is None else tuple(frame["nadir"])),
+            algorithm=self.algorithm, finished=driver.done, keep=self.study.output.keep,
+            # what ruled candidates out, most frequent first (dse status reads it, not the log)
+            ruled_out=tuple(run.front.summary()[:RULED_OUT_KEPT]), ruled_out_kinds=len(run.front.ruled_out),
+        )
         try:
-            store.save_state({
-                "driver": state, "batch": run.batch_no, "history": run.history,
-                "hypervolume_frame": run.hv.state(), "algorithm": self.algorithm, "finished": driver.done,
-                "keep": self.study.output.keep,
-                # what ruled candidates out, most frequent first (dse status reads it, not the log)
-                "ruled_out": [[reason, count] for reason, count in run.front.summary()[:RULED_OUT_KEPT]],
-                "ruled_out_kinds": len(run.front.ruled_out),
-            })
+            store.save_state(state)
         except (TypeError, ValueError) as exc:  # JSON cannot hold the driver's state
             if self._own_driver:
                 raise
@@ -402,15 +408,15 @@ class Runner:
         return {"evaluations": f.evaluations, "feasible": f.feasible, "failed": f.failed,
                 "front_size": len(f.f), "best": best}
 
-    def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> dict:
+    def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> BatchRecord:
         """The progress record of the batch just told."""
         f = run.front
-        return {
-            "batch": run.batch_no, "asked": asked, "evaluated": evaluated,
-            "evaluations": f.evaluations, "feasible": f.feasible, "failed": f.failed,
-            "front_size": len(f.f), "hypervolume": run.hv.update(np.unique(f.f, axis=0)),
-            "seconds": round(seconds, 3),
-        }
+        return BatchRecord(
+            batch=run.batch_no, asked=asked, evaluated=evaluated,
+            evaluations=f.evaluations, feasible=f.feasible, failed=f.failed,
+            front_size=len(f.f), hypervolume=run.hv.update(np.unique(f.f, axis=0)),
+            seconds=round(seconds, 3),
+        )
 
     def _write_outputs(self, store: ResultStore, run: _LoopState, search_attrs: dict) -> pd.DataFrame:
         """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log, with
@@ -421,7 +427,7 @@ class Runner:
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
         attrs = {**search_attrs, "evaluations": run.front.evaluations,
                  "log_rows": store.check_log(), "log_keeps": self.study.output.keep,  # see dse.results
-                 **({"run_id": store.meta["run_id"]} if store.meta.get("run_id") else {})}
+                 **({"run_id": store.meta.run_id} if store.meta.run_id else {})}
         write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs)
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")

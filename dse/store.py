@@ -56,6 +56,7 @@ from dse.files import (
     is_zarr_store,
     json_default,
 )
+from dse.records import LockOwner, RunMeta, RunState
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
 LOG_COLUMNS = ("key", "batch", "status", "feasible", "kept")
@@ -193,7 +194,7 @@ def _holds_run(path: Path) -> bool:
 class ResultStore:
     """A results folder. Create with :meth:`create`, reopen with :meth:`open`."""
 
-    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, path: Path, meta: RunMeta) -> None:
         self.path = Path(path)
         self.meta = meta
 
@@ -257,23 +258,23 @@ class ResultStore:
             old.check_unlocked()
             old.clear()
         path.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "study": study_name,
-            "evaluator": evaluator,
-            "evaluator_version": evaluator_version,
-            "dse_version": __version__,
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "run_id": uuid.uuid4().hex,  # the datasets carry it: another run's, copied in, are refused
-            "log_stamped": True,  # every log file's name carries the run's stamp (run_stamp)
-            "owned_files": list(owned_files),
-            "study_sha256": _sha256(study_text.encode()),
-            **({"profile_path": profile_path} if profile_path else {}),
-            **({"input_files": dict(input_files)} if input_files else {}),
-        }
+        meta = RunMeta(
+            format=FORMAT,
+            format_version=FORMAT_VERSION,
+            study=study_name,
+            evaluator=evaluator,
+            evaluator_version=evaluator_version,
+            dse_version=__version__,
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            run_id=uuid.uuid4().hex,  # the datasets carry it: another run's, copied in, are refused
+            log_stamped=True,  # every log file's name carries the run's stamp (run_stamp)
+            owned_files=tuple(owned_files),
+            study_sha256=_sha256(study_text.encode()),
+            profile_path=profile_path or None,
+            input_files=dict(input_files or {}),
+        )
         atomic_write_text(path / "study.yaml", study_text)
-        atomic_write_text(path / "meta.json", json.dumps(meta, indent=2) + "\n")
+        atomic_write_text(path / "meta.json", json.dumps(meta.to_json(), indent=2) + "\n")
         (path / "evaluations").mkdir(exist_ok=True)
         return cls(path, meta)
 
@@ -298,8 +299,8 @@ class ResultStore:
             for f in d.iterdir():
                 f.unlink()
             d.rmdir()
-        owned = [str(f) for f in self.meta.get("owned_files", []) if "/" not in str(f)]
-        created = _unix_time(self.meta.get("created"))
+        owned = [f for f in self.meta.owned_files if "/" not in f]
+        created = _unix_time(self.meta.created)
         for name in self.DERIVED_FILES if started and created is not None else ():
             derived = self.path / name
             # only what was written after the run was created: an older file is the user's
@@ -345,7 +346,8 @@ class ResultStore:
         study_file = path / "study.yaml"
         if not study_file.is_file():
             raise StoreError(f"{path} is truncated: study.yaml is missing")
-        written = meta.get("study_sha256")
+        meta = RunMeta.from_json(meta, meta_file)
+        written = meta.study_sha256
         if written is not None and not older and _sha256(study_file.read_bytes()) != written:
             raise StoreError(f"{study_file} was changed after the run started (meta.json keeps its checksum): "
                              "the evaluations and the front belong to the study as it was run; put it back, "
@@ -361,21 +363,19 @@ class ResultStore:
     def lock_file(self) -> Path:
         return self.path / "lock"
 
-    def _lock_owner(self) -> dict | None:
-        """The lock file's content, or None if absent or unreadable (a damaged lock is stale)."""
+    def _lock_owner(self) -> LockOwner | None:
+        """The lock file's owner, or None if absent or unreadable (a damaged lock is stale)."""
         try:
-            owner = json.loads(self.lock_file.read_text())
-            owner["pid"] = int(owner["pid"])
-            return owner
-        except (OSError, ValueError, TypeError, KeyError):
+            return LockOwner.from_json(json.loads(self.lock_file.read_text()))
+        except (OSError, ValueError):
             return None
 
-    def live_lock_owner(self) -> dict | None:
+    def live_lock_owner(self) -> LockOwner | None:
         """The lock's owner if it is a live process (a lock from a dead process is stale)."""
         owner = self._lock_owner()
         if owner is None:
             return None
-        if owner.get("host") == socket.gethostname() and not _pid_alive(owner["pid"], _unix_time(owner.get("started"))):
+        if owner.host == socket.gethostname() and not _pid_alive(owner.pid, _unix_time(owner.started)):
             return None
         return owner
 
@@ -383,15 +383,15 @@ class ResultStore:
         owner = self.live_lock_owner()
         if owner:
             raise StoreError(
-                f"{self.path} is being written by process {owner['pid']} on {owner.get('host', '?')} "
-                f"(started {owner.get('started', '?')}); wait for it or stop it first"
+                f"{self.path} is being written by process {owner.pid} on {owner.host} "
+                f"(started {owner.started}); wait for it or stop it first"
             )
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the folder's lock; a stale lock from a dead process is taken over."""
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        me = LockOwner(pid=os.getpid(), host=socket.gethostname(),
+                       started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         for _ in range(2):
             try:
                 fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -401,11 +401,11 @@ class ResultStore:
                     self.lock_file.unlink(missing_ok=True)  # stale: its process is gone, or damaged
                     continue
                 raise StoreError(
-                    f"{self.path} is locked by process {owner.get('pid')} on {owner.get('host')} "
-                    f"(started {owner.get('started', '?')}); if that run is dead, delete {self.lock_file}"
+                    f"{self.path} is locked by process {owner.pid} on {owner.host} "
+                    f"(started {owner.started}); if that run is dead, delete {self.lock_file}"
                 ) from None
             with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
+                json.dump(me.to_json(), f)
                 f.flush()
                 os.fsync(f.fileno())
             break
@@ -415,7 +415,8 @@ class ResultStore:
         try:
             yield
         finally:
-            if (self._lock_owner() or {}).get("pid") == os.getpid():
+            owner = self._lock_owner()
+            if owner is not None and owner.pid == os.getpid():
                 self.lock_file.unlink(missing_ok=True)
 
     def _remove_dead_temp_files(self) -> None:
@@ -450,7 +451,7 @@ class ResultStore:
         """The first 8 hex digits of the run's id: the log's file names carry it, so that a
         file copied in from another run (of the same study: same columns) is refused. Empty
         for a folder written before runs had ids."""
-        return str(self.meta.get("run_id", ""))[:8]
+        return self.meta.run_stamp
 
     def _log_name(self, batch: int, n: int) -> str:
         stamp = f"-{self.run_stamp}" if self.run_stamp else ""
@@ -476,7 +477,7 @@ class ResultStore:
         rows = 0
         for f in self.log_files():
             stamp = _STAMPED.match(f.name)
-            if stamp and stamp.group(1) != self.run_stamp or not stamp and self.meta.get("log_stamped"):
+            if stamp and stamp.group(1) != self.run_stamp or not stamp and self.meta.log_stamped:
                 said = f"its name says run {stamp.group(1)}" if stamp else "its name has no run stamp"
                 raise StoreError(f"{f} was written by another run ({said}, this folder's is "
                                  f"{self.run_stamp or 'unstamped'}): its rows would join this run's; move it out "
@@ -553,22 +554,22 @@ class ResultStore:
     def state_file(self) -> Path:
         return self.path / "state.json"
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        atomic_write_text(self.state_file, json.dumps(state, indent=1, default=json_default) + "\n")
+    def save_state(self, state: RunState) -> None:
+        """Write ``state.json`` (atomically: the old state or the new one, never a torn one).
+        A driver state JSON cannot hold is a TypeError or ValueError, and nothing is written."""
+        text = json.dumps(state.to_json(), indent=1, default=json_default, allow_nan=True)
+        atomic_write_text(self.state_file, text + "\n")
 
-    def load_state(self) -> dict[str, Any] | None:
+    def load_state(self) -> RunState | None:
+        """``state.json`` (None before a run saved one); a damaged one is a :class:`StoreError`
+        naming the field."""
         if not self.state_file.is_file():
             return None
         try:
-            state = json.loads(self.state_file.read_text())
+            data = json.loads(self.state_file.read_text())
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.state_file} is unreadable: {exc}") from None
-        if not isinstance(state, dict) or not isinstance(state.get("batch"), int) or not isinstance(
-            state.get("history", []), list) or any(
-            not isinstance(r, dict) or "batch" not in r for r in state.get("history", [])
-        ):
-            raise StoreError(f"{self.state_file} is damaged (not a dse search state)")
-        return state
+        return RunState.from_json(data, self.state_file)
 
 
 class LogWriter:

@@ -24,7 +24,7 @@ def test_run_resume_and_open_results_in_process(tmp_path):
     front = results.front
     assert front.sizes["candidate"] == 11 and set(front["y"].values) == {0}
     np.testing.assert_allclose(np.sort(front["f2"].values), np.sort(1 - np.sqrt(front["x"].values)))
-    assert results.study.name == "toy" and results.state()["finished"] is True
+    assert results.study.name == "toy" and results.state().finished is True
     again = dse.resume(out)  # a finished run resumes to the same front, evaluating nothing
     assert len(again.evaluations) == 66 and sorted(again.front["key"]) == sorted(result.front["key"])
 

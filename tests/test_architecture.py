@@ -19,7 +19,7 @@ PACKAGE = REPO / "dse"
 LAYERS = {
     "dse.errors": 0,
     "dse.files": 1, "dse.tables": 1, "dse.plugins": 1, "dse.keyindex": 1, "dse.allocator": 1, "dse.signals": 1,
-    "dse.study": 2,
+    "dse.study": 2, "dse.records": 2,
     "dse.space": 3,
     "dse.evaluators": 4,
     "dse.analytic": 5, "dse.search": 5, "dse.execution": 5,

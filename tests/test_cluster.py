@@ -438,3 +438,76 @@ def test_a_study_runs_on_workers_started_over_ssh(tmp_path, sshd, reference):
     proc = run_cli("run", str(_study(tmp_path, out, execution={"profile": str(profile)}, delay=0.005)), "--quiet")
     assert proc.returncode == 0, proc.stderr
     _complete_and_equal(out, reference)
+
+
+THIRD_PARTY_DEPLOYER = '''
+from dask.distributed import LocalCluster
+from pydantic import BaseModel, ConfigDict, Field
+
+from dse import Deployer
+
+
+class ThreadOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    threads: int = Field(default=1, ge=1, le=4, description="worker threads in this process")
+
+
+class ThreadDeployer(Deployer):
+    """A cluster of threads in the run's own process: no cluster class named by the profile."""
+
+    name = "threads"
+    Options = ThreadOptions
+    started = []
+
+    def start(self, dashboard):
+        options = ThreadOptions(**self.options)
+        self.started.append(options.threads)
+        return LocalCluster(n_workers=0, threads_per_worker=options.threads, processes=False,
+                            dashboard_address=None)
+'''
+
+
+def test_a_third_party_deployer_named_by_module_and_class_checks_its_options_and_runs(tmp_path, monkeypatch):
+    """A deployer that is no installed package: ``deployer: module:Class`` in a profile. Its
+    options model checks the profile before anything starts; the run starts its cluster and
+    sizes it as the profile says."""
+    import dse
+    from dse.errors import StudyError
+    from dse.execution.plan import plan_execution
+    from dse.study import ExecutionSpec
+
+    (tmp_path / "thread_deployer.py").write_text(THIRD_PARTY_DEPLOYER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for options, expected in (("{threads: 9}", "options.threads: expected a value less than or equal to 4 (got 9)"),
+                              ("{thredas: 2}", "options.thredas: unknown key 'thredas' in options (did you mean "
+                                               "'threads'?)")):
+        (tmp_path / "bad.yaml").write_text(f"deployer: thread_deployer:ThreadDeployer\noptions: {options}\nscale: 2\n")
+        with pytest.raises(StudyError) as info:
+            plan_execution(ExecutionSpec(profile=str(tmp_path / "bad.yaml")), study_path=tmp_path / "s.yaml")
+        assert str(info.value).startswith(f"{tmp_path / 'bad.yaml'}: {expected}"), str(info.value)
+    profile = tmp_path / "threads.yaml"
+    profile.write_text("deployer: thread_deployer:ThreadDeployer\noptions: {threads: 2}\nscale: 2\n")
+    plan = plan_execution(ExecutionSpec(profile=str(profile)), study_path=tmp_path / "s.yaml")
+    assert plan.kind == "cluster" and plan.deployer == "thread_deployer:ThreadDeployer" and plan.cluster is None
+    assert plan.describe().startswith("thread_deployer:ThreadDeployer (profile") and "2 workers" in plan.describe()
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), execution={"profile": str(profile), "workers": None}))
+    result = dse.run(dse.load_study(study))
+    assert len(result.evaluations) == 66 and len(result.front) == 11
+    import thread_deployer
+
+    assert thread_deployer.ThreadDeployer.started == [2]
+
+
+def test_the_shipped_profiles_get_the_deployer_that_claims_their_class():
+    """Every built-in deployer is found through the entry-point group, as a third party's is."""
+    from importlib.metadata import entry_points
+
+    from dse.execution.plan import plan_execution
+    from dse.study import ExecutionSpec
+
+    assert {ep.name for ep in entry_points(group="dse.deployers")} >= {"dask", "jobqueue", "kubernetes", "ssh"}
+    quickstart = REPO / "studies" / "quickstart.yaml"
+    chosen = {name: plan_execution(ExecutionSpec(profile=name), study_path=quickstart).deployer
+              for name in ("slurm", "pbs", "kubernetes", "ssh")}
+    assert chosen == {"slurm": "jobqueue", "pbs": "jobqueue", "kubernetes": "kubernetes", "ssh": "ssh"}

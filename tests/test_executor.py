@@ -82,6 +82,12 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
     ("scheduler_file: ''\n", "scheduler_file: "),
     ("workers: 1\nmemory_limit: 2.5\n", "memory_limit: expected a fraction of the memory (at most 1) or at least 1 MiB"),
     ("workers: true\n", "workers: expected a number, not true or false"),
+    # cluster deployers (dse.deployers): a name that is none, one that starts a class the profile does not name
+    ("deployer: dsk\ncluster: dask.distributed.LocalCluster\n", "deployer: unknown cluster deployer 'dsk' (did you "
+                                                                  "mean 'dask'?); allowed: dask, jobqueue"),
+    ("deployer: jobqueue\nscale: {jobs: 1}\n", "cluster: deployer 'jobqueue' starts a class the profile names, "
+                                                "and it names none"),
+    ("deployer: ssh\nscheduler: tcp://a:1\n", "names one of 'cluster', 'scheduler'"),
 ])
 def test_bad_profiles_are_one_line_errors_naming_the_profile(tmp_path, text, expected):
     (tmp_path / "p.yaml").write_text(text)

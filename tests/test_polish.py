@@ -215,8 +215,8 @@ def test_a_budget_in_time_ends_the_search_at_the_batch_that_crosses_it(tmp_path)
         evaluator={"name": "dse.evaluators.toy:ToyEvaluator", "options": {"delay_s": 0.05}},
         execution={"workers": 0, "chunk_size": 10}))
     result = Runner(plan_run(study), tmp_path / "out").start()
-    spent = sum(h["seconds"] for h in result.history)
-    assert 1.5 <= spent and sum(h["seconds"] for h in result.history[:-1]) < 1.5  # the last batch crossed it
+    spent = sum(h.seconds for h in result.history)
+    assert 1.5 <= spent and sum(h.seconds for h in result.history[:-1]) < 1.5  # the last batch crossed it
     assert 10 <= len(result.evaluations) < 2020
     with xr.open_dataset(tmp_path / "out" / "pareto.nc", engine="h5netcdf") as ds:
         assert ds.attrs["front"] == "approximate" and "budget (1.5 s) was spent" in ds.attrs["front_detail"]

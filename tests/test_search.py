@@ -232,8 +232,8 @@ def test_same_candidates_and_front_whatever_the_worker_count(tmp_path):
     (ev1, front1, hist1), (ev2, front2, hist2) = results
     assert ev1 == ev2 and 40 < len(ev1) < 200
     assert front1 == front2 and set(front1) == TRUE_FRONT
-    assert [h["hypervolume"] for h in hist1] == [h["hypervolume"] for h in hist2]
-    assert hist1[-1]["front_size"] == len(front1) and hist1[-1]["feasible"] > 0
+    assert [h.hypervolume for h in hist1] == [h.hypervolume for h in hist2]
+    assert hist1[-1].front_size == len(front1) and hist1[-1].feasible > 0
 
 
 def _plain(x) -> bool:

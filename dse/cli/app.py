@@ -296,12 +296,12 @@ def resume(
     progress = _progress(quiet)
     stored.store.check_unlocked()  # another dse writing there: say so before "resuming"
     state = stored.state()
-    if state.get("finished"):
+    if state.finished:
         err.print(f"{p.study.name} in {results} had finished ({stored.log_rows} evaluations): nothing is left "
                   "to evaluate; its datasets are checked and written again where needed")
     else:
         err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
-                  f"{state.get('batch', 0)} batches done; evaluating: {p.execution.describe()}")
+                  f"{state.batch} batches done; evaluating: {p.execution.describe()}")
     _finish(api.resume(p, progress=progress), p)
 
 
@@ -379,7 +379,7 @@ def _finish(result, plan) -> None:
     c, labels = result.counts, result.labels
     front = f", {labels['front']}" + (f": {labels['front_detail']}" if labels.get("front_detail") else "") \
         if labels.get("front") else ""
-    hv = f"; hypervolume {result.history[-1]['hypervolume']:.4f} (normalised frame)" if result.history else ""
+    hv = f"; hypervolume {result.history[-1].hypervolume:.4f} (normalised frame)" if result.history else ""
     out.print(f"{n:,} evaluations ({c.get('feasible', 0):,} feasible and within the constraints, "
               f"{c.get('failed', 0):,} failed); {len(result.front):,} on the Pareto front{front}{hv}.",
               highlight=False)

@@ -13,53 +13,62 @@ from rich.table import Table
 from dse.cli.pace import progress_lines
 from dse.progress import read_progress
 from dse.results import open_results
+from dse.search.phases import PhasesSummary
 
 
 def show_status(results: Path, console: Console) -> None:
     run = open_results(results)
     store = run.store
-    state = run.state()
-    history = state.get("history", [])
-    last = history[-1] if history else {}  # the tallies as of the last batch told (no log read)
-    n, failed = int(last.get("evaluations", 0)), int(last.get("failed", 0))
-    feasible, front_size = int(last.get("feasible", 0)), int(last.get("front_size", 0))
+    meta, state = store.meta, run.state()
+    history = state.history
+    last = state.last  # the tallies as of the last batch told (no log read)
+    n, failed = (last.evaluations, last.failed) if last else (0, 0)
+    feasible, front_size = (last.feasible, last.front_size) if last else (0, 0)
     owner = store.live_lock_owner()
-    finished = state.get("finished", False)
-    status = "running" if owner else ("finished" if finished else "stopped (resume with `dse resume`)")
     if owner:
-        status += f" (process {owner.get('pid')} on {owner.get('host')})"
+        status = "running"
+    elif state.finished:
+        status = "finished"
+    else:
+        status = "stopped (resume with `dse resume`)"
+    if owner:
+        status += f" (process {owner.pid} on {owner.host})"
     # free text (names, paths, notes, reasons) is escaped or printed with markup=False: '[dashboard]' is text
-    console.print(f"[bold]{escape(str(store.meta.get('study')))}[/bold] in {escape(f'{store.path}: {status}')}")
-    console.print(escape(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
-                         f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}"))
+    console.print(f"[bold]{escape(meta.study)}[/bold] in {escape(f'{store.path}: {status}')}")
+    console.print(escape(f"evaluator {meta.evaluator} {meta.evaluator_version}, "
+                         f"search {state.algorithm}, created {meta.created}"))
     keeps = {"all": "every evaluation", "feasible": "the feasible evaluations",
-             "front": "the evaluations on the front when evaluated"}.get(state.get("keep", "all"), "?")
+             "front": "the evaluations on the front when evaluated"}[state.keep]
     in_flight = run.log_rows - n
     console.print(f"evaluation log: {run.log_rows} rows in {len(store.log_files())} file(s), keeping {keeps} in full"
                   + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else ""))
-    driver = state.get("driver") or {}
-    if "explain" in driver:  # the search's phases (dse.search.phases): what it chose, where it is
-        labels = driver.get("labels") or {}
-        console.print(f"search: {driver['explain']}", markup=False)
-        front_label = ("front so far (the run is going)" if owner else
-                       f"front {labels.get('front', '?')}: {labels.get('front_detail', '')}")
-        console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
-                      f"{driver.get('spent_s', 0.0):.1f} s run time; {front_label}", markup=False)
-    as_of = f" as of batch {last.get('batch')} (the last one told; the line 'in progress' is live)" \
-        if owner and last else ""
+    phases = PhasesSummary.of(state.driver)
+    if phases is not None:  # the search's phases (dse.search.phases): what it chose, where it is
+        console.print(f"search: {phases.explain}", markup=False)
+        if owner:
+            front_label = "front so far (the run is going)"
+        else:
+            front_label = f"front {phases.front}: {phases.front_detail}"
+        console.print(f"phase {phases.phase}, {phases.polish_asked} polish evaluations, "
+                      f"{phases.spent_s:.1f} s run time; {front_label}", markup=False)
+    as_of = ""
+    if owner and last:
+        as_of = f" as of batch {last.batch} (the last one told; the line 'in progress' is live)"
     if not owner and in_flight > 0:  # a run stopped mid-batch: those rows count when it resumes
         as_of = (f" as of the last batch told ({in_flight} later evaluations are in the log: `dse resume` "
                  "counts them)")
-    hv = (f"hypervolume {last.get('hypervolume', 0.0):.4f} (frame of the first batch's front, see "
-          "docs/results.md)") if front_size else "hypervolume - (no front yet)"
+    hv = "hypervolume - (no front yet)"
+    if last and front_size:
+        hv = f"hypervolume {last.hypervolume:.4f} (frame of the first batch's front, see docs/results.md)"
     console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
                   f"front size {front_size}, {hv}{as_of}")
     if n > feasible and run.log_rows:  # what export, plot and report send the user here for
-        reasons, kinds = state.get("ruled_out"), state.get("ruled_out_kinds")
+        reasons, kinds = state.ruled_out, state.ruled_out_kinds
         if reasons is None:  # a run saved before the state kept them: from the log
             from dse.outputs.scan import log_tallies
 
             reasons = log_tallies(store.log_files(), run.study)[3]
+        if kinds is None:
             kinds = len(reasons)
         if reasons:
             shown = "; ".join(f"{reason} ({count:,})" for reason, count in reasons[:5])
@@ -68,7 +77,7 @@ def show_status(results: Path, console: Console) -> None:
     if not owner:  # the datasets as export, plot, report and show would find them
         console.print(f"datasets: {run.datasets_state()}", highlight=False, markup=False)
     live = read_progress(store.path)
-    if owner and live and live.get("pid") == owner.get("pid"):
+    if owner and live and live.get("pid") == owner.pid:
         age = time.time() - float(live.get("updated_unix", time.time()))
         # progress.json is written every 2 s, state.json every batch: never fewer than the batches told
         done = f"{max(int(live.get('done', 0)), n):,}" + (f" of {live['total']:,}" if live.get("total") else "")
@@ -88,7 +97,6 @@ def show_status(results: Path, console: Console) -> None:
             if r is None:  # the batches between the first five and the last 25
                 t.add_row("…", f"({len(history) - 30} batches not shown)", *[""] * 5)
                 continue
-            t.add_row(str(r["batch"]), str(r.get("evaluations", "")), str(r.get("feasible", "")),
-                      str(r.get("failed", 0)), str(r.get("front_size", "")), f"{r.get('hypervolume', 0.0):.4f}",
-                      f"{r.get('seconds', 0):.2f}")
+            t.add_row(str(r.batch), str(r.evaluations), str(r.feasible), str(r.failed), str(r.front_size),
+                      f"{r.hypervolume:.4f}", f"{r.seconds:.2f}")
         console.print(t)

@@ -127,6 +127,10 @@ class ClusterProfile(_Strict):
         return v
 
     start_timeout_s: float | None = Field(default=None, gt=0)
+    deployer: str | None = Field(default=None, min_length=1,
+                                 description="what starts the cluster: a name registered in the entry-point group "
+                                             "dse.deployers, or package.module:Class (default: the one that "
+                                             "claims the cluster class, else 'dask')")
 
     @model_validator(mode="before")
     @classmethod
@@ -137,21 +141,19 @@ class ClusterProfile(_Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ClusterProfile:
-        kinds = [k for k in ("cluster", "scheduler", "scheduler_file") if getattr(self, k) is not None]
+        kinds = [k for k in ("cluster", "deployer", "scheduler", "scheduler_file") if getattr(self, k) is not None]
+        if kinds[:2] == ["cluster", "deployer"]:  # a deployer of that class
+            kinds = kinds[1:]
         if len(kinds) > 1:
             raise ValueError(f"a profile names one of 'cluster', 'scheduler' or 'scheduler_file', not {kinds}")
         local = sorted({"workers", "threads_per_worker", "memory_limit"} & self.model_fields_set)
         if kinds and local:
             raise ValueError(f"{local} set the embedded local cluster; they do not go with '{kinds[0]}'")
         for key in ("options", "scale", "adapt"):
-            if key in self.model_fields_set and self.cluster is None:
+            if key in self.model_fields_set and self.cluster is None and self.deployer is None:
                 raise ValueError(f"'{key}' belongs to a 'cluster' class, and this profile names none")
         if self.scale is not None and self.adapt is not None:
             raise ValueError("a profile takes 'scale' (a fixed size) or 'adapt' (bounds), not both")
-        if (self.cluster and self.cluster.startswith("dask_jobqueue.") and self.scale is None and self.adapt is None
-                and not self.options.get("n_workers")):  # JobQueueCluster(n_workers=...) scales itself
-            raise ValueError(f"{self.cluster} submits no job until told how many: give 'scale' (e.g. "
-                             "{jobs: 4}), 'adapt' (e.g. {maximum_jobs: 8}) or options.n_workers")
         return self
 
 
@@ -168,6 +170,7 @@ class ExecutionPlan:
     profile: str | None = None  # the profile file used, if any
     scheduler_file: str | None = None
     cluster: str | None = None  # import path of a dask cluster class
+    deployer: str | None = None  # what starts it: a registered name or module:Class (dse.execution.deployers)
     cluster_options: dict[str, Any] = field(default_factory=dict)
     scale: dict[str, int] | None = None  # keyword arguments of cluster.scale
     adapt: dict[str, Any] | None = None  # keyword arguments of cluster.adapt
@@ -178,14 +181,14 @@ class ExecutionPlan:
 
     @property
     def kind(self) -> str:
-        if self.cluster:
+        if self.cluster or self.deployer:
             return "cluster"
         if self.scheduler or self.scheduler_file:
             return "scheduler"
         return "in-process" if self.workers == 0 else "local"
 
     def describe(self) -> str:
-        if self.cluster:
+        if self.cluster or self.deployer:
             size = ""
             if self.scale:
                 (unit, n), = self.scale.items()  # dask's scale(n=...) or scale(jobs=...)
@@ -193,7 +196,7 @@ class ExecutionPlan:
                 size = f", {n} {unit if n != 1 else unit.removesuffix('s')}"
             elif self.adapt:
                 size = ", adaptive " + " ".join(f"{k} {v}" for k, v in self.adapt.items())
-            return f"{self.cluster} (profile {self.profile}{size})"
+            return f"{self.cluster or self.deployer} (profile {self.profile}{size})"
         if self.scheduler:
             return f"dask scheduler {self.scheduler}"
         if self.scheduler_file:
@@ -300,7 +303,7 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
                                      "command line to run on this machine instead)")
         return ExecutionPlan(workers=0, scheduler=address, **timing)
     if workers is None and profile is not None:  # --workers wins over a profile's cluster
-        remote = profile.cluster or profile.scheduler or profile.scheduler_file
+        remote = profile.cluster or profile.deployer or profile.scheduler or profile.scheduler_file
         if remote and spec.workers is not None:  # the study's own value would be silently ignored
             raise StudyError(
                 f"a count of local worker processes, but profile '{spec.profile}' ({profile_path}) "
@@ -338,10 +341,10 @@ def _profile_plan(profile: ClusterProfile, path: Path, timing: dict) -> Executio
         file = Path(profile.scheduler_file).expanduser()
         file = file if file.is_absolute() else path.resolve().parent / file
         return ExecutionPlan(workers=0, scheduler_file=str(file), **timing)
-    if profile.cluster:
-        from dse.execution.deploy import check_cluster
+    if profile.cluster or profile.deployer:
+        from dse.execution.deploy import check_profile
 
-        scale, adapt = check_cluster(profile)
-        return ExecutionPlan(workers=0, cluster=profile.cluster, cluster_options=dict(profile.options),
+        deployer, cluster, scale, adapt = check_profile(profile, str(path))
+        return ExecutionPlan(workers=0, cluster=cluster, deployer=deployer, cluster_options=dict(profile.options),
                              scale=scale, adapt=adapt, **timing)
     return None

@@ -93,7 +93,7 @@ def _hypervolume(report, plt):
     if not report.history:
         return None
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    ax.plot([r["evaluations"] for r in report.history], [r["hypervolume"] for r in report.history],
+    ax.plot([r.evaluations for r in report.history], [r.hypervolume for r in report.history],
             marker="o", ms=3)
     ax.set_xlabel("evaluations")
     ax.set_ylabel("hypervolume (normalised frame)")

@@ -78,7 +78,7 @@ class Report:
         if self.kept != "all":  # the dataset holds the kept rows; the log, every row's verdict
             self.scan.n, self.scan.n_ok, self.scan.n_failed, self.scan.infeasibility = log_tallies(
                 run.store.log_files(), self.study)
-        self.history = run.state().get("history", [])
+        self.history = run.state().history
         f = objective_matrix(self.front, self.study)
         self.knee = sel.knee(f)
         self.best = sel.best_per_objective(self.front, self.study)
@@ -267,7 +267,7 @@ class Report:
         if not self.history:
             return None
         h = self.history[:: max(1, len(self.history) // 2000)] + self.history[-1:]
-        fig = go.Figure(go.Scatter(x=[r["evaluations"] for r in h], y=[r["hypervolume"] for r in h],
+        fig = go.Figure(go.Scatter(x=[r.evaluations for r in h], y=[r.hypervolume for r in h],
                                    mode="lines+markers", name="hypervolume",
                                    hovertemplate="%{x:,} evaluations: %{y:.4f}<extra></extra>"))
         fig.update_layout(template="plotly_white", height=360, margin=dict(l=60, r=20, t=40, b=50),
@@ -327,7 +327,7 @@ class Report:
                  ("software", str(a.get("source", f"evaluator {a.get('evaluator')} {a.get('evaluator_version')}"))),
                  ("fixed", str(a.get("fixed", "")) or "none"),
                  ("search space", "; ".join(f"{n}: {_values(v)}" for n, v in self.study.space.items())),
-                 ("search", str(a.get("search", self.run.state().get("algorithm", "?")))),
+                 ("search", str(a.get("search", self.run.state().algorithm))),
                  ("front", f"{front}: {a.get('front_detail')}" if front and a.get("front_detail") else front or "?"),
                  ("evaluations", f"{s.n:,}"),
                  ("feasible and within constraints", f"{s.n_ok:,}"), ("failed", f"{s.n_failed:,}"),

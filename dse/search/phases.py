@@ -23,6 +23,7 @@ resumes as it was started: without a polish.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,33 @@ from dse.study import PolishSpec
 VERSION = 1
 SEARCH, POLISH, DONE = "search", "polish", "done"
 POLISH_SEED = 0x706F6C  # purpose tag of the polish's random draws
+
+@dataclass(frozen=True)
+class PhasesSummary:
+    """What ``dse status`` shows of a saved :class:`PhasedSearch` state: what the search
+    does, its phase, the polish's evaluations, the run time spent and the front's label."""
+
+    explain: str
+    phase: str
+    polish_asked: int = 0
+    spent_s: float = 0.0
+    front: str = "?"  # exact, polished or approximate
+    front_detail: str = ""  # why
+
+    @classmethod
+    def of(cls, state: dict[str, Any] | None) -> PhasesSummary | None:
+        """The summary of a driver's saved state; None for a state not saved by
+        :class:`PhasedSearch` (a run of an older dse) or one without these fields."""
+        if not isinstance(state, dict) or not isinstance(state.get("explain"), str):
+            return None
+        labels = state.get("labels") if isinstance(state.get("labels"), dict) else {}
+        try:
+            return cls(explain=state["explain"], phase=str(state.get("phase")),
+                       polish_asked=int(state.get("polish_asked", 0)), spent_s=float(state.get("spent_s", 0.0)),
+                       front=str(labels.get("front", "?")), front_detail=str(labels.get("front_detail", "")))
+        except (TypeError, ValueError):
+            return None
+
 
 class AskedTooMany(ValueError):
     """A driver's batch is larger than what is left of the budget (the driver's bug, which
