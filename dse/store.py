@@ -55,6 +55,7 @@ from dse.files import (
     atomic_write_text,
     is_zarr_store,
     json_default,
+    remove_path,
 )
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
@@ -294,6 +295,8 @@ class ResultStore:
         names (:data:`DERIVED_FILES`); anything else stays."""
         started = _holds_run(self.path)  # a run that never started wrote nothing from its results
         d = self.evaluations_dir
+        if d.is_symlink():  # planted: its target's files are not the run's
+            d.unlink()
         if d.is_dir():
             for f in d.iterdir():
                 f.unlink()
@@ -425,7 +428,7 @@ class ResultStore:
         for tmp in (*self.path.glob(".*.tmp"), *self.evaluations_dir.glob(".*.tmp")):
             pid = tmp.name.rsplit(".", 2)[-2]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-                tmp.unlink(missing_ok=True)
+                remove_path(tmp)  # a private folder (dse.files.atomic_path), or a link: never followed
 
     # -- evaluation log ------------------------------------------------------------------
     @property
