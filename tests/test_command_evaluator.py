@@ -295,3 +295,74 @@ def test_a_program_given_by_its_path_runs_from_its_workdir(tmp_path):
     ev = CommandEvaluator(**options)
     out = ev.evaluate(pd.DataFrame({"x": [0.25], "y": [0]}))
     assert out["f1"].tolist() == [0.25]
+
+
+def _shell_options(script: str) -> dict:
+    """A command evaluator whose program is ``sh -c script`` (the candidates on its stdin)."""
+    return {**_options(), "command": ["sh", "-c", script]}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the program's processes")
+@pytest.mark.parametrize("script", [
+    "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; sleep 600",  # runs past its time-out
+    "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; printf 'f1,f2\\n0.1,0.2\\n'",  # answers, leaves a child
+    "echo $$ > {pids}; set -m; sleep 600 & echo $! >> {pids}; sleep 600",  # the child in a group of its own
+], ids=["hangs", "answers-and-leaves-a-child", "child-in-its-own-group"])
+def test_a_program_that_leaves_a_background_child_is_stopped_at_its_time_out_with_the_child(tmp_path, script):
+    """The time-out held whatever the program left behind: a background ``sleep 600`` kept
+    its standard output open and the call waited for it (2 s became 66 s and 606 s). The
+    program's whole session is killed at the time-out, and a child it leaves behind when it
+    answers is killed a moment after it exits."""
+    from dse.evaluators.command import CommandEvaluator
+
+    pids = tmp_path / "pids"
+    ev = CommandEvaluator(**_shell_options(script.format(pids=pids)))
+    start = time.monotonic()
+    try:
+        out = ev.evaluate(pd.DataFrame({"x": [0.1], "y": [0]}), timeout_s=2)
+        assert out["f1"].tolist() == [0.1]
+    except TimeoutError as exc:
+        assert "gave no result within 2 s" in str(exc)
+    assert time.monotonic() - start < 6
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    deadline = time.monotonic() + 2
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in started)
+
+
+def test_a_program_that_prints_too_much_fails_past_the_documented_limit(tmp_path):
+    """64 MiB of standard output took a run to 1.9 GB: what a call reads is bounded
+    (``output_limit_mb``), and a program past it fails in one line, stopped, not read on."""
+    from dse.evaluators.command import OUTPUT_LIMIT_MB, CommandEvaluator
+
+    assert OUTPUT_LIMIT_MB == 64
+    options = {**_shell_options("cat > /dev/null; printf 'f1,f2\\n'; yes 0.1,0.2"), "output_limit_mb": 1}
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"wrote more than 1 MB to its standard output "
+                                           r"\(evaluator.options.output_limit_mb\); stopped"):
+        CommandEvaluator(**options).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}), timeout_s=30)
+    assert time.monotonic() - start < 10
+    # in a run, the candidate fails alone with that message (a failure row), the others go on
+    spec = EvaluatorSpec(name="command", options={**options, "command": [
+        "sh", "-c", "read h; read x y; case $x in 0.2*) yes 0.1,0.2;; esac; printf 'f1,f2\\n'; echo $h > /dev/null; "
+        "echo 0.5,0.5"]}, timeout_s=10)
+    with make_executor(ExecutionPlan(workers=0, chunk_size=1), spec) as ex:
+        out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": [0, 0]}))
+    assert list(out["status"]) == ["ok", "failed"]
+    assert "wrote more than 1 MB" in out.loc[1, "error"]
+    # an output file is measured before it is read
+    big = tmp_path / "big.csv"
+    options = {**_options(files=True), "command": ["sh", "-c", f"cp {big} $1", "sh", "{output}"], "input": "stdin"}
+    big.write_bytes(b"f1,f2\n" + b"0.1,0.2\n" * 200_000)
+    with pytest.raises(RuntimeError, match=r"wrote 1.\d MB to metrics.csv, more than 1 MB"):
+        CommandEvaluator(**{**options, "output_limit_mb": 1}).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}))
