@@ -181,7 +181,7 @@ def worker_closing(worker=None) -> bool:
     return getattr(getattr(worker, "status", None), "name", "") in ("closing", "closing_gracefully", "closed")
 
 
-def _kill_pgid(pid: int) -> None:
+def kill_session(pid: int) -> None:
     """Kill session ``pid`` (a program started in its own session, and whatever it started
     there): its process group, and on Linux every process of the session in another group
     too (a shell's background job under ``set -m``). A process that made a session of its own
@@ -219,7 +219,7 @@ def _session_members(sid: int) -> list[int]:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    _kill_pgid(proc.pid)
+    kill_session(proc.pid)
     proc.wait()
 
 
@@ -297,7 +297,7 @@ def stop_programs() -> None:
     and when a dask worker closes: its nanny kills a worker that does not stop in time, and
     a killed process runs no exit handler)."""
     for pid in list(_RUNNING):
-        _kill_pgid(pid)
+        kill_session(pid)
 
 
 class CommandEvaluator(Evaluator):
@@ -403,7 +403,7 @@ class CommandEvaluator(Evaluator):
             raise
         finally:
             _RUNNING.discard(proc.pid)
-        _kill_pgid(proc.pid)  # what it left behind does not outlive the call
+        kill_session(proc.pid)  # what it left behind does not outlive the call
         if proc.returncode != 0:
             raise RuntimeError(f"{self.label} exited with code {proc.returncode}{_tail(err)}")
         return out
