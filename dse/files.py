@@ -92,6 +92,34 @@ def refuse_unsafe_write(path: Path) -> None:
                           f"{root}; dse writes there through real folders only (remove the link)", str(path))
 
 
+def unfit_results_folder(path: Path) -> str | None:
+    """Why ``path`` must not become a results folder, or None: the file-system root or the
+    user's home folder itself (a run writes and ``--overwrite`` removes files at its top), an
+    existing folder that belongs to another user (who could plant links in it while dse
+    writes), or one that holds files but is no results folder (neither ``meta.json`` nor an
+    ``evaluations`` folder; an empty folder is fine)."""
+    where = _resolved(Path(os.path.abspath(path)))
+    if where == Path(where.anchor):
+        return "is the file-system root; give a folder of its own, e.g. results/NAME"
+    try:
+        home = _resolved(Path.home())
+    except (RuntimeError, KeyError):  # no home folder known
+        home = None
+    if where == home:
+        return "is your home folder itself; give a folder of its own, e.g. ~/results/NAME"
+    if not where.is_dir():
+        return None
+    owner = where.stat().st_uid
+    if owner != os.geteuid():
+        return (f"belongs to another user (uid {owner}), who could put links in it while dse writes; "
+                "give a folder of your own")
+    meta, log = where / "meta.json", where / "evaluations"
+    ours = (meta.is_file() and not meta.is_symlink()) or (log.is_dir() and not log.is_symlink())
+    if os.listdir(where) and not ours:
+        return "holds files but is not a dse results folder (no meta.json); give a new or empty folder"
+    return None
+
+
 def _private_folder(path: Path) -> Path:
     """A new folder beside ``path`` that only this user can enter (``mkdtemp``: an
     unpredictable name, created exclusively, mode 0700), named ``.NAME.RANDOM.PID.tmp`` so

@@ -56,6 +56,7 @@ from dse.files import (
     is_zarr_store,
     json_default,
     remove_path,
+    unfit_results_folder,
 )
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
@@ -231,6 +232,9 @@ class ResultStore:
             if path.is_symlink() and not path.exists():
                 raise StoreError(f"cannot write the results folder {path}: it is a link to {os.readlink(path)}, "
                                  "which does not exist")
+            unfit = unfit_results_folder(path)  # the root, home, another's or a foreign folder (security.md)
+            if unfit:
+                raise StoreError(f"cannot write the results folder {path}: it {unfit}")
             if _holds_run(path) and not overwrite:
                 raise StoreError(f"{path} already holds a run; continue it with `dse resume {path}`, "
                                  "or start afresh with `dse run --overwrite`")
