@@ -182,3 +182,17 @@ def test_output_at_the_root_at_home_or_in_a_foreign_folder_is_refused(tmp_path, 
     code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
                         "-o", empty, "--quiet")
     assert code == 0 and (empty / "meta.json").is_file(), err
+
+
+def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(tmp_path, capsys, monkeypatch):
+    """optuna appends to its journal by name: a link there would take every trial's write."""
+    pytest.importorskip("optuna")
+    sentinel, was = _sentinel(tmp_path / "outside")
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), search={"algorithm": "optuna-tpe", "budget": 20,
+                                                                      "batch_size": 10}))
+    (out / "evaluations").mkdir(parents=True)  # a run that never wrote a log: taken as a results folder
+    (out / "optuna.journal").symlink_to(sentinel)
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 2 and "optuna.journal: cannot write: is a symbolic link" in err and "Traceback" not in err, err
+    assert _unchanged(sentinel, was)
