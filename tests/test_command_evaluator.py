@@ -366,3 +366,29 @@ def test_a_program_that_prints_too_much_fails_past_the_documented_limit(tmp_path
     big.write_bytes(b"f1,f2\n" + b"0.1,0.2\n" * 200_000)
     with pytest.raises(RuntimeError, match=r"wrote 1.\d MB to metrics.csv, more than 1 MB"):
         CommandEvaluator(**{**options, "output_limit_mb": 1}).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}))
+
+
+def test_a_programs_reason_text_reaches_the_terminal_with_its_control_characters_escaped(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """status printed an evaluator's reason text raw: escape codes in it retitled the
+    terminal or cleared the screen. Every control character is shown as its escape."""
+    from dse.cli import main
+    from dse.outputs.show import format_cell
+
+    awk = ("NR==1{print \"f1,f2,feasible,reason\"; next} "
+           "{if ($2>0) printf \"%s,1,false,\\033]0;pwned\\007bad\\033[2J\\n\", $1; else print $1\",0,true,\"}")
+    study = _study(tmp_path, [0, 1])
+    study["evaluator"]["options"]["command"] = ["awk", "-F,", awk]
+    path = write_study(tmp_path, study)
+    for args in (("run", path, "--quiet"), ("status", tmp_path / "out"), ("show", tmp_path / "out")):
+        monkeypatch.setattr(sys, "argv", ["dse", *map(str, args)])
+        with pytest.raises(SystemExit) as exc:
+            main()
+        out, err = capsys.readouterr()
+        assert exc.value.code == 0, err
+        assert "\x1b]" not in out + err and "\x07" not in out + err and "\x1b[2J" not in out + err
+    monkeypatch.setattr(sys, "argv", ["dse", "status", str(tmp_path / "out")])
+    with pytest.raises(SystemExit):
+        main()
+    assert "\\x1b]0;pwned\\x07bad\\x1b[2J" in capsys.readouterr().out
+    assert format_cell("a\x1b[31mb\x9b") == "a\\x1b[31mb\\x9b"

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dse.cli.pace import progress_lines
+from dse.errors import printable
 from dse.progress import read_progress
 from dse.results import open_results
 
@@ -29,9 +30,11 @@ def show_status(results: Path, console: Console) -> None:
     if owner:
         status += f" (process {owner.get('pid')} on {owner.get('host')})"
     # free text (names, paths, notes, reasons) is escaped or printed with markup=False: '[dashboard]' is text
-    console.print(f"[bold]{escape(str(store.meta.get('study')))}[/bold] in {escape(f'{store.path}: {status}')}")
-    console.print(escape(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
-                         f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}"))
+    # and control characters escaped: a reason text or a name read from the folder moves no cursor
+    console.print(f"[bold]{escape(printable(store.meta.get('study')))}[/bold] in "
+                  f"{escape(printable(f'{store.path}: {status}'))}")
+    console.print(escape(printable(f"evaluator {store.meta.get('evaluator')} {store.meta.get('evaluator_version')}, "
+                                   f"search {state.get('algorithm', '?')}, created {store.meta.get('created')}")))
     keeps = {"all": "every evaluation", "feasible": "the feasible evaluations",
              "front": "the evaluations on the front when evaluated"}.get(state.get("keep", "all"), "?")
     in_flight = run.log_rows - n
@@ -40,7 +43,7 @@ def show_status(results: Path, console: Console) -> None:
     driver = state.get("driver") or {}
     if "explain" in driver:  # the search's phases (dse.search.phases): what it chose, where it is
         labels = driver.get("labels") or {}
-        console.print(f"search: {driver['explain']}", markup=False)
+        console.print(printable(f"search: {driver['explain']}"), markup=False)
         front_label = ("front so far (the run is going)" if owner else
                        f"front {labels.get('front', '?')}: {labels.get('front_detail', '')}")
         console.print(f"phase {driver.get('phase')}, {driver.get('polish_asked', 0)} polish evaluations, "
@@ -62,11 +65,11 @@ def show_status(results: Path, console: Console) -> None:
             reasons = log_tallies(store.log_files(), run.study)[3]
             kinds = len(reasons)
         if reasons:
-            shown = "; ".join(f"{reason} ({count:,})" for reason, count in reasons[:5])
+            shown = "; ".join(f"{printable(reason)} ({count:,})" for reason, count in reasons[:5])
             more = f"; and {kinds - 5} more" if kinds > 5 else ""
             console.print(f"ruled out: {shown}{more}", highlight=False, markup=False)
     if not owner:  # the datasets as export, plot, report and show would find them
-        console.print(f"datasets: {run.datasets_state()}", highlight=False, markup=False)
+        console.print(printable(f"datasets: {run.datasets_state()}"), highlight=False, markup=False)
     live = read_progress(store.path)
     if owner and live and live.get("pid") == owner.get("pid"):
         age = time.time() - float(live.get("updated_unix", time.time()))
@@ -75,9 +78,9 @@ def show_status(results: Path, console: Console) -> None:
         pace, best = progress_lines(live)
         console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False,
                       markup=False)
-        console.print(best, highlight=False, markup=False)
+        console.print(printable(best), highlight=False, markup=False)
         if live.get("note"):
-            console.print(f"last note: {live['note']}", highlight=False, markup=False)
+            console.print(printable(f"last note: {live['note']}"), highlight=False, markup=False)
     if history:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),
