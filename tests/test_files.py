@@ -196,3 +196,32 @@ def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(tmp_path, 
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
     assert code == 2 and "optuna.journal: cannot write: is a symbolic link" in err and "Traceback" not in err, err
     assert _unchanged(sentinel, was)
+
+
+def test_sigterm_while_evaluate_writes_leaves_no_hidden_output(tmp_path, monkeypatch):
+    """``dse evaluate`` killed by SIGTERM left its hidden temporary output (7.8 GB in one
+    case): the signal now ends it as an exception, and the temporary folder goes with it."""
+    import signal
+
+    import pandas as pd
+
+    from dse.cli.evaluate import write_evaluated
+    from dse.evaluators import load_evaluator
+    from dse.study import EvaluatorSpec, load_study
+
+    study = load_study(write_study(tmp_path, toy_study(output=str(tmp_path / "out"))))
+    ev = load_evaluator(EvaluatorSpec(name=study.evaluator.name))
+    table = pd.DataFrame({"x": [0.1, 0.2], "y": [0, 4], "shape": ["a", "b"], "f1": [0.1, 0.2], "f2": [1.0, 2.0]})
+    real = pd.DataFrame.to_csv
+
+    def killed_while_writing(self, *args, **kwargs):
+        real(self, *args, **kwargs)  # half of the output is on disk, under its hidden name
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", killed_while_writing)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exc:
+        write_evaluated(table, ev, tmp_path / "evaluated.csv", study)
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.yaml"]
