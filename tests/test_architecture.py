@@ -25,7 +25,7 @@ LAYERS = {
     "dse.analytic": 5, "dse.search": 5, "dse.execution": 5,
     "dse.checks": 6,
     "dse.store": 7, "dse.pareto": 7, "dse.progress": 7,
-    "dse.datasets": 8, "dse.logrows": 8, "dse.preview": 8,
+    "dse.datasets": 8, "dse.logrows": 8, "dse.preview": 8, "dse.trust": 8,
     "dse.runner": 9, "dse.results": 9,
     "dse.api": 10,
     "dse.outputs": 11,

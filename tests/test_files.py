@@ -225,3 +225,26 @@ def test_sigterm_while_evaluate_writes_leaves_no_hidden_output(tmp_path, monkeyp
     assert exc.value.code == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["study.yaml"]
+
+
+def test_validate_no_plugins_imports_no_plugin_and_says_what_the_study_would_run(tmp_path, capsys, monkeypatch):
+    """``dse validate`` imports a ``module:Class`` evaluator before checking it, so an
+    untrusted study's import-time code ran; ``--no-plugins`` reads the study file only."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_plugin.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), evaluator={"name": "evil_plugin:Evil"}))
+    code, out, err = _cli(capsys, monkeypatch, "validate", study, "--no-plugins")
+    assert code == 0, err
+    assert "evil_plugin would be imported" in out and "not imported here" in out
+    assert not marker.exists() and "evil_plugin" not in sys.modules
+    command = toy_study(output=str(tmp_path / "out2"), evaluator={"name": "command", "options": {
+        "command": ["rm", "-rf", "/tmp/x y"], "inputs": {"x": {}}, "metrics": {"f1": "1"}}})
+    code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, command, "c.yaml"), "--no-plugins")
+    assert code == 0 and "program: runs rm -rf '/tmp/x y' once per chunk" in out, err
+    for bad, said in (({"evaluator": {"name": "no-such-evaluator"}}, "evaluator.name: unknown evaluator"),
+                      ({"output": "/"}, "output.path: cannot write the results folder /: it is the file-system root")):
+        code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, toy_study(**bad), "b.yaml"),
+                              "--no-plugins")
+        assert code == 2 and said in err and err.count("\n") == 1, err
