@@ -303,7 +303,7 @@ class ResultStore:
             d.unlink()
         if d.is_dir():
             for f in d.iterdir():
-                f.unlink()
+                remove_path(f)  # a private temporary folder a killed writer left is a folder
             d.rmdir()
         owned = [str(f) for f in self.meta.get("owned_files", []) if "/" not in str(f)]
         created = _unix_time(self.meta.get("created"))

@@ -248,3 +248,14 @@ def test_validate_no_plugins_imports_no_plugin_and_says_what_the_study_would_run
         code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, toy_study(**bad), "b.yaml"),
                               "--no-plugins")
         assert code == 2 and said in err and err.count("\n") == 1, err
+
+
+def test_overwrite_removes_a_private_temporary_folder_a_killed_writer_left(finished, tmp_path, capsys, monkeypatch):
+    """kill -9 during a write leaves the write's private folder (``.NAME.RANDOM.PID.tmp``)."""
+    left = finished / "evaluations" / ".b000001-c00000.arrow.abc123.999999999.tmp"
+    left.mkdir()
+    (left / "b000001-c00000.arrow").write_bytes(b"ARROW1 torn")
+    study = write_study(tmp_path, toy_study(output=str(finished)), name="again.yaml")
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--overwrite", "--quiet")
+    assert code == 0, err
+    assert not left.exists()

@@ -260,6 +260,8 @@ def _exchange(proc: subprocess.Popen, data: bytes | None, deadline: float | None
                 if key.fileobj is proc.stdin:
                     try:
                         sent = os.write(key.fd, pending[:1 << 16])
+                    except BlockingIOError:  # the pipe filled up since select said otherwise
+                        sent = 0
                     except BrokenPipeError:  # it stopped reading: what it answers tells
                         sent = len(pending)
                     pending = pending[sent:]
