@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,8 +96,8 @@ def refuse_unsafe_write(path: Path) -> None:
 def unfit_results_folder(path: Path) -> str | None:
     """Why ``path`` must not become a results folder, or None: the file-system root or the
     user's home folder itself (a run writes and ``--overwrite`` removes files at its top), an
-    existing folder that belongs to another user (who could plant links in it while dse
-    writes), or one that holds files but is no results folder (neither ``meta.json`` nor an
+    existing folder that belongs to another user or that every user may write in (either could
+    plant links in it while dse writes), or one that holds files but is no results folder (neither ``meta.json`` nor an
     ``evaluations`` folder; an empty folder is fine)."""
     where = _resolved(Path(os.path.abspath(path)))
     if where == Path(where.anchor):
@@ -109,10 +110,13 @@ def unfit_results_folder(path: Path) -> str | None:
         return "is your home folder itself; give a folder of its own, e.g. ~/results/NAME"
     if not where.is_dir():
         return None
-    owner = where.stat().st_uid
-    if owner != os.geteuid():
-        return (f"belongs to another user (uid {owner}), who could put links in it while dse writes; "
+    info = where.stat()
+    if info.st_uid != os.geteuid():
+        return (f"belongs to another user (uid {info.st_uid}), who could put links in it while dse writes; "
                 "give a folder of your own")
+    if info.st_mode & stat.S_IWOTH:
+        return ("is writable by every user, who could put links in it while dse writes; "
+                "give a folder of your own (or chmod o-w it)")
     meta, log = where / "meta.json", where / "evaluations"
     ours = (meta.is_file() and not meta.is_symlink()) or (log.is_dir() and not log.is_symlink())
     if os.listdir(where) and not ours:

@@ -177,6 +177,12 @@ def test_output_at_the_root_at_home_or_in_a_foreign_folder_is_refused(tmp_path, 
                         "-o", home, "--quiet")
     assert code == 2 and "is your home folder itself" in err, err
     assert sorted(p.name for p in home.iterdir()) == [".bashrc"]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
+                        "-o", shared, "--quiet")
+    assert code == 2 and "is writable by every user" in err and not any(shared.iterdir()), err
     empty = tmp_path / "empty"
     empty.mkdir()
     code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
