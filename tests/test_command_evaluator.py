@@ -392,3 +392,30 @@ def test_a_programs_reason_text_reaches_the_terminal_with_its_control_characters
         main()
     assert "\\x1b]0;pwned\\x07bad\\x1b[2J" in capsys.readouterr().out
     assert format_cell("a\x1b[31mb\x9b") == "a\\x1b[31mb\\x9b"
+
+
+def test_sigterm_stops_dse_evaluate_with_its_program_and_leaves_no_hidden_output(tmp_path):
+    """``dse evaluate`` ended by SIGTERM died where it stood: its program (in a session of
+    its own) and its hidden temporary output outlived it."""
+    pids = tmp_path / "pids"
+    study = write_study(tmp_path, _study(tmp_path, [77]))
+    cands = tmp_path / "cands.csv"
+    cands.write_text("x,y\n0.5,77\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "dse", "evaluate", str(study), "-c", str(cands),
+                             "-o", str(out / "evaluated.csv")], cwd=REPO,
+                            env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids.is_file(), proc.communicate(timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err, err
+    time.sleep(0.5)
+    running = [pid for pid in map(int, pids.read_text().split()) if _alive(pid)]
+    for pid in running:
+        os.kill(pid, signal.SIGKILL)
+    assert not running and list(out.iterdir()) == []

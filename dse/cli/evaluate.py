@@ -24,6 +24,15 @@ from dse.tables import check_shape
 LABEL = "id"
 
 
+class _Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command stands: a KeyboardInterrupt, which the
+    executor lets through (it records any other exception as the candidates' failure)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.signum = int(signum)
+
+
 @contextlib.contextmanager
 def ended_cleanly_by_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP end the command as an exception (exit code 128 + the signal), not
@@ -32,13 +41,16 @@ def ended_cleanly_by_signals() -> Iterator[None]:
     out, as for Ctrl-C."""
 
     def stop(signum: int, frame: object) -> None:
-        os.write(2, f"terminated ({signal.Signals(signum).name})\n".encode())
-        raise SystemExit(128 + signum)
+        raise _Ended(signum)
 
-    with contextlib.ExitStack() as stack:
-        for signum in (signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
-            stack.enter_context(handling(signum, stop))
-        yield
+    try:
+        with contextlib.ExitStack() as stack:
+            for signum in (signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
+                stack.enter_context(handling(signum, stop))
+            yield
+    except _Ended as ended:
+        os.write(2, f"terminated ({signal.Signals(ended.signum).name})\n".encode())
+        raise SystemExit(128 + ended.signum) from None
 
 
 def _has_label(table: pd.DataFrame, ev: Evaluator) -> bool:
