@@ -265,3 +265,25 @@ def test_overwrite_removes_a_private_temporary_folder_a_killed_writer_left(finis
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--overwrite", "--quiet")
     assert code == 0, err
     assert not left.exists()
+
+
+def test_a_table_too_large_to_read_whole_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """200 MB of candidates for dse evaluate (or measurements for dse calibrate) took 9.2 GB
+    of memory and 900 s before anything was said."""
+    from dse.tables import TABLE_LIMIT_MB
+
+    big = tmp_path / "cands.csv"
+    with open(big, "wb") as f:
+        f.write(b"x,y,shape\n")
+        f.truncate(int(TABLE_LIMIT_MB * 1e6) + 1000)  # sparse: no disk used
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    code, _, err = _cli(capsys, monkeypatch, "evaluate", study, "-c", big, "-o", tmp_path / "o.csv")
+    assert code == 2 and err.count("\n") == 1 and "more than the 50 MB a candidates file may be" in err, err
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", big, "--accelerator", "A100-80GB", "-o",
+                        tmp_path / "p.yaml")
+    assert code == 0 or "more than the" not in err  # 50 MB is within the 100 MB a measurement file may be
+    with open(big, "r+b") as f:
+        f.truncate(int(100e6) + 1000)
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", big, "--accelerator", "A100-80GB", "-o",
+                        tmp_path / "p.yaml")
+    assert code == 2 and err.count("\n") == 1 and "more than the 100 MB a measurement file may be" in err, err

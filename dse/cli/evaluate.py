@@ -18,7 +18,7 @@ from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
 from dse.signals import handling
 from dse.study import Study
-from dse.tables import check_shape
+from dse.tables import check_shape, check_size
 
 #: a column that names the rows (kept as OUT.csv's first column, not given to the evaluator)
 LABEL = "id"
@@ -64,6 +64,7 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     (unless the evaluator has such an input) names the rows and is read as text."""
     if Path(path).is_dir():
         raise DseError("is a folder; give the candidates CSV file", file=str(path))
+    check_size(path, "candidates file", instead="split it, or search the space with `dse run`, which streams")
     check_shape(path)  # a row longer than the header would shift its values under an index column
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
