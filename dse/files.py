@@ -129,8 +129,11 @@ def _private_folder(path: Path) -> Path:
     unpredictable name, created exclusively, mode 0700), named ``.NAME.RANDOM.PID.tmp`` so
     that readers skip it and :class:`~dse.store.ResultStore` removes it once the pid is gone."""
     # a name of at most 255 bytes, as the file's own may be (a long one is cut)
-    return Path(tempfile.mkdtemp(prefix=f".{_cut(path.name, 255 - 40)}.", suffix=f".{os.getpid()}.tmp",
-                                 dir=path.parent))
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{_cut(path.name, 255 - 40)}.", suffix=f".{os.getpid()}.tmp",
+                                     dir=path.parent))
+    except OSError as exc:  # named as the file to write, not the hidden folder that could not be made
+        raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", str(path)) from None
 
 
 def _cut(name: str, limit: int) -> str:
