@@ -185,14 +185,13 @@ def _to_netcdf_apart(ds: xr.Dataset, path) -> None:
     that a writer left behind by an interrupt never meets the next one; that file is removed
     as the wait is given up (the thread writes on into the unlinked file, or removes the file
     itself if it creates it later), and a process that ends first leaves it to
-    :meth:`~dse.store.ResultStore` (``.NAME.TOKEN.PID.tmp``: removed once the pid is gone)."""
+    :meth:`~dse.store.ResultStore` (its private folder ``.NAME.RANDOM.PID.tmp``: removed once the pid is gone)."""
     import os
     import threading
     import uuid
 
-    path = Path(path)
-    head, pid, _ = path.name.rsplit(".", 2)  # .NAME.PID.tmp (dse.files.atomic_path)
-    own = path.with_name(f"{head}.{uuid.uuid4().hex[:8]}.{pid}.tmp")
+    path = Path(path)  # in atomic_path's private folder, .NAME.RANDOM.PID.tmp
+    own = path.with_name(f".{uuid.uuid4().hex[:8]}.{path.name}")
     failed: list[BaseException] = []
     lock, state = threading.Lock(), {"abandoned": False}
 

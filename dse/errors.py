@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import reprlib
+import unicodedata
 from collections.abc import Iterable
 
 #: how much of an offending value a message shows: a whole study or a YAML alias bomb
@@ -19,6 +20,17 @@ def short_repr(value: object) -> str:
     """``value`` as an error message shows it (long texts and numbers shortened)."""
     text = _VALUE_REPR.repr(value)
     return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
+
+
+def printable(text: object, *, keep: str = "") -> str:
+    """``text`` safe to print on a terminal: every control character (C0, DEL, C1; those in
+    ``keep`` excepted) written as its escape (``\\x1b``), so that a reason text, a name or a
+    value read from a file cannot move the cursor, retitle the window or hide what follows."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch in keep or unicodedata.category(ch) != "Cc" else ch.encode("unicode_escape").decode()
+                   for ch in text)
 
 
 def _loose(text: str) -> str:
@@ -125,7 +137,7 @@ class DseError(Exception):
             text += f" ({self.hint})"
         if self.allowed:
             text += f"; allowed: {self.allowed}"
-        return f"{where}: {text}" if where else text
+        return printable(f"{where}: {text}" if where else text, keep="\n\t")
 
     def with_file(self, file: str) -> DseError:
         if self.file is None:

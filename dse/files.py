@@ -2,7 +2,9 @@
 
 Every file dse writes goes to a temporary name beside its target, is flushed and fsynced,
 then renamed into place (rename is atomic on POSIX) and the folder is fsynced: a reader
-sees the old file or the new one, never a torn one.
+sees the old file or the new one, never a torn one. The temporary name lies in a private
+folder (``mkdtemp``: unpredictable, mode 0700), and no write goes through a symbolic link
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import errno
 import os
 import re
 import shutil
+import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,25 +47,93 @@ def fsync_dir(path: Path) -> None:
 
 
 def not_a_file(path: Path) -> str | None:
-    """Why ``path`` cannot be replaced by a file written beside it and renamed onto it (an
-    existing device, pipe or socket: the rename would put a regular file in its place), or
-    None. A symbolic link is followed (:func:`write_target`: a loop of links is an OSError)."""
-    for where in (Path(path), write_target(path)):  # /dev/stdout links to a pipe that resolve() cannot name
+    """Why ``path`` cannot be replaced by a file written beside it and renamed onto it, or
+    None: an existing device, pipe or socket (the rename would put a regular file in its
+    place), or a symbolic link (dse never writes through a link, nor replaces one: a link
+    planted where dse writes would otherwise send the write anywhere)."""
+    path = Path(path)
+    for where in (path, _resolved(path)):  # /dev/stdout links to a pipe that resolve() cannot name
         if where.exists() and not where.is_file() and not where.is_dir():
             return "is a device, pipe or socket, not a file; give a file path"
+    if path.is_symlink():
+        return (f"is a symbolic link (to {os.readlink(path)}); dse does not write through links: "
+                "give the file itself, or another name")
     return None
 
 
-def write_target(path: Path) -> Path:
-    """The file a write to ``path`` replaces: a symbolic link's target (the link stays a link
-    and its target gets the new content), else ``path``."""
-    path = Path(path)
-    if not path.is_symlink():
-        return path
+def _resolved(path: Path) -> Path:
     try:
         return path.resolve(strict=False)
     except (RuntimeError, OSError):  # a loop of links
-        raise OSError(errno.ELOOP, "a loop of symbolic links", str(path)) from None
+        return path
+
+
+def results_folder_of(path: Path) -> Path | None:
+    """The nearest folder above ``path`` (by name: ``..`` is not resolved) that holds a
+    ``meta.json`` that is a file, not a link: the results folder ``path`` lies in, or None."""
+    for folder in Path(os.path.abspath(path)).parents:
+        if os.path.isfile(folder / "meta.json") and not os.path.islink(folder / "meta.json"):
+            return folder
+    return None
+
+
+def refuse_unsafe_write(path: Path) -> None:
+    """Raise OSError (one line, naming ``path``) unless a file may be put at ``path``: not a
+    device, pipe or socket, not a symbolic link, and, inside a results folder, reached from
+    that folder through real folders only (a link planted inside a results folder, at the
+    file's name or at a folder on the way to it, would send a write outside the folder)."""
+    path = Path(path)
+    why = not_a_file(path)
+    if why:
+        raise OSError(errno.ELOOP if path.is_symlink() else errno.EINVAL, f"cannot write: {why}", str(path))
+    for folder in Path(os.path.abspath(path)).parents:
+        root = results_folder_of(folder) if folder.is_symlink() else None
+        if root is not None:
+            raise OSError(errno.ELOOP, f"cannot write: {folder} is a symbolic link inside the results folder "
+                          f"{root}; dse writes there through real folders only (remove the link)", str(path))
+
+
+def unfit_results_folder(path: Path) -> str | None:
+    """Why ``path`` must not become a results folder, or None: the file-system root or the
+    user's home folder itself (a run writes and ``--overwrite`` removes files at its top), an
+    existing folder that belongs to another user or that every user may write in (either could
+    plant links in it while dse writes), or one that holds files but is no results folder (neither ``meta.json`` nor an
+    ``evaluations`` folder; an empty folder is fine)."""
+    where = _resolved(Path(os.path.abspath(path)))
+    if where == Path(where.anchor):
+        return "is the file-system root; give a folder of its own, e.g. results/NAME"
+    try:
+        home = _resolved(Path.home())
+    except (RuntimeError, KeyError):  # no home folder known
+        home = None
+    if where == home:
+        return "is your home folder itself; give a folder of its own, e.g. ~/results/NAME"
+    if not where.is_dir():
+        return None
+    info = where.stat()
+    if info.st_uid != os.geteuid():
+        return (f"belongs to another user (uid {info.st_uid}), who could put links in it while dse writes; "
+                "give a folder of your own")
+    if info.st_mode & stat.S_IWOTH:
+        return ("is writable by every user, who could put links in it while dse writes; "
+                "give a folder of your own (or chmod o-w it)")
+    meta, log = where / "meta.json", where / "evaluations"
+    ours = (meta.is_file() and not meta.is_symlink()) or (log.is_dir() and not log.is_symlink())
+    if os.listdir(where) and not ours:
+        return "holds files but is not a dse results folder (no meta.json); give a new or empty folder"
+    return None
+
+
+def _private_folder(path: Path) -> Path:
+    """A new folder beside ``path`` that only this user can enter (``mkdtemp``: an
+    unpredictable name, created exclusively, mode 0700), named ``.NAME.RANDOM.PID.tmp`` so
+    that readers skip it and :class:`~dse.store.ResultStore` removes it once the pid is gone."""
+    # a name of at most 255 bytes, as the file's own may be (a long one is cut)
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{_cut(path.name, 255 - 40)}.", suffix=f".{os.getpid()}.tmp",
+                                     dir=path.parent))
+    except OSError as exc:  # named as the file to write, not the hidden folder that could not be made
+        raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", str(path)) from None
 
 
 def _cut(name: str, limit: int) -> str:
@@ -71,34 +143,40 @@ def _cut(name: str, limit: int) -> str:
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (beside a symbolic link's target), renamed onto it
-    when the block succeeds; a device, pipe or socket is refused (OSError), never replaced."""
-    path = write_target(path)
-    why = not_a_file(path)
-    if why:
-        raise OSError(errno.EINVAL, f"cannot write: {path} {why}", str(path))
-    # a name of at most 255 bytes, as the file's own may be (a long one is cut, the pid keeps it apart)
-    tmp = path.with_name(f".{_cut(path.name, 255 - 24)}.{os.getpid()}.tmp")
+    """A temporary path for ``path``, renamed onto it when the block succeeds. The temporary
+    path lies in a private folder made beside ``path`` (:func:`_private_folder`), so nobody
+    else can put a link where the block (or a library writing by path: xarray, matplotlib,
+    pyarrow) writes; ``path`` is checked (:func:`refuse_unsafe_write`) before the block and
+    again just before the rename, which replaces a directory entry and never writes through
+    one. A device, pipe, socket or symbolic link at ``path`` is refused (OSError)."""
+    path = Path(path)
+    refuse_unsafe_write(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    private = _private_folder(path)
+    tmp = private / path.name
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
+        if tmp.is_symlink():
+            raise OSError(errno.ELOOP, "cannot write: the file written is a symbolic link", str(path))
         if tmp.is_file():
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
+            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        refuse_unsafe_write(path)
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as exc:  # named as the file the caller writes, not the temporary one beside it
-        if exc.filename is not None and Path(exc.filename) != tmp and str(tmp) not in str(exc):
+        if exc.filename is not None and Path(exc.filename) != tmp and str(private) not in str(exc):
             raise  # about another file: its own name says where
         # (no file named: a write that found the disk full says only "No space left on device")
-        why = (exc.strerror or str(exc)).replace(str(tmp), str(path))
-        raise OSError(exc.errno, f"cannot write: {why}", str(path)) from None
+        why = (exc.strerror or str(exc)).replace(str(tmp), str(path)).replace(str(private), str(path.parent))
+        if not why.startswith("cannot write"):
+            why = f"cannot write: {why}"
+        raise OSError(exc.errno, why, str(path)) from None
     finally:
-        if tmp.exists():
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                tmp.unlink(missing_ok=True)
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def is_zarr_store(path: Path) -> bool:
@@ -109,20 +187,25 @@ def is_zarr_store(path: Path) -> bool:
 
 @contextmanager
 def atomic_folder(path: Path) -> Iterator[Path]:
-    """A temporary folder beside ``path`` (beside a symbolic link's target: the link stays),
-    put in its place when the block succeeds; an old folder there is moved aside first and
-    removed after. A reader finds the old folder or the new one, never half of one; a failed
-    block, or a failure between the two renames, leaves ``path`` as it was."""
-    path = write_target(path)
-    # a name of at most 255 bytes, as the file's own may be (a long one is cut, the pid keeps it apart)
-    tmp = path.with_name(f".{_cut(path.name, 255 - 24)}.{os.getpid()}.tmp")
-    old = path.with_name(f".{path.name}.{os.getpid()}.old")
-    for stale in (tmp, old):  # left by a killed process whose pid this one now has
-        _remove(stale)
+    """A temporary folder for ``path`` (in a private folder beside it, as :func:`atomic_path`
+    makes), put in its place when the block succeeds; an old folder there is moved aside
+    (into the private folder) first and removed after. A reader finds the old folder or the
+    new one, never half of one; a failed block, or a failure between the two renames, leaves
+    ``path`` as it was. A symbolic link at ``path`` is refused, as a file is."""
+    path = Path(path)
+    if path.is_symlink():
+        refuse_unsafe_write(path)
+    if path.exists() and not path.is_dir():
+        raise OSError(errno.ENOTDIR, "cannot write: it is a file, not a folder", str(path))
+    refuse_unsafe_write(path / "x")  # the folders on the way to it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    private = _private_folder(path)
+    tmp, old = private / path.name, private / ".old"
     moved = False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
+        if path.is_symlink():
+            refuse_unsafe_write(path)
         if path.exists():
             os.replace(path, old)
             moved = True
@@ -130,14 +213,14 @@ def atomic_folder(path: Path) -> Iterator[Path]:
         moved = False
         fsync_dir(path.parent)
     finally:
-        if moved and not path.exists():  # the new one did not arrive: the old one goes back
+        if moved and not os.path.lexists(path):  # the new one did not arrive: the old one goes back
             os.replace(old, path)
-        for leftover in (tmp, old):
-            _remove(leftover)
+        shutil.rmtree(private, ignore_errors=True)
 
 
-def _remove(path: Path) -> None:
-    """Remove a file, link or folder tree at ``path`` (nothing there is fine)."""
+def remove_path(path: Path) -> None:
+    """Remove a file, link or folder tree at ``path`` (nothing there is fine); a link is
+    removed itself, never followed."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     elif path.exists() or path.is_symlink():
@@ -147,7 +230,9 @@ def _remove(path: Path) -> None:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
     with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -55,6 +55,8 @@ from dse.files import (
     atomic_write_text,
     is_zarr_store,
     json_default,
+    remove_path,
+    unfit_results_folder,
 )
 from dse.records import LockOwner, RunMeta, RunState
 
@@ -231,6 +233,9 @@ class ResultStore:
             if path.is_symlink() and not path.exists():
                 raise StoreError(f"cannot write the results folder {path}: it is a link to {os.readlink(path)}, "
                                  "which does not exist")
+            unfit = unfit_results_folder(path)  # the root, home, another's or a foreign folder (security.md)
+            if unfit:
+                raise StoreError(f"cannot write the results folder {path}: it {unfit}")
             if _holds_run(path) and not overwrite:
                 raise StoreError(f"{path} already holds a run; continue it with `dse resume {path}`, "
                                  "or start afresh with `dse run --overwrite`")
@@ -295,9 +300,11 @@ class ResultStore:
         names (:data:`DERIVED_FILES`); anything else stays."""
         started = _holds_run(self.path)  # a run that never started wrote nothing from its results
         d = self.evaluations_dir
+        if d.is_symlink():  # planted: its target's files are not the run's
+            d.unlink()
         if d.is_dir():
             for f in d.iterdir():
-                f.unlink()
+                remove_path(f)  # a private temporary folder a killed writer left is a folder
             d.rmdir()
         owned = [f for f in self.meta.owned_files if "/" not in f]
         created = _unix_time(self.meta.created)
@@ -426,7 +433,7 @@ class ResultStore:
         for tmp in (*self.path.glob(".*.tmp"), *self.evaluations_dir.glob(".*.tmp")):
             pid = tmp.name.rsplit(".", 2)[-2]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-                tmp.unlink(missing_ok=True)
+                remove_path(tmp)  # a private folder (dse.files.atomic_path), or a link: never followed
 
     # -- evaluation log ------------------------------------------------------------------
     @property

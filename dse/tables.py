@@ -12,6 +12,23 @@ from pathlib import Path
 
 from dse.errors import DseError
 
+#: the largest table file dse reads whole into memory (MB, 10^6 bytes): candidates for ``dse
+#: evaluate``, measurements for ``dse calibrate``. A table is held some tens of times its size
+#: at the peak (200 MB of candidates took 9.2 GB); a larger one is refused in one line.
+TABLE_LIMIT_MB = 50.0
+
+
+def check_size(path: Path | str, what: str, *, limit_mb: float = TABLE_LIMIT_MB, instead: str = "") -> None:
+    """Refuse a file of more than ``limit_mb`` MB (``what`` it is, and ``instead``: what to
+    do rather, in the message); a missing file is left to the reader."""
+    try:
+        size_mb = Path(path).stat().st_size / 1e6
+    except OSError:
+        return
+    if size_mb > limit_mb:
+        raise DseError(f"is {size_mb:,.1f} MB, more than the {limit_mb:g} MB a {what} may be"
+                       + (f"; {instead}" if instead else ""), file=str(path))
+
 
 def check_shape(path: Path | str, *, comment: str | None = None) -> None:
     """Refuse a data row with more fields than the header (empty ones too: a comma at the

@@ -24,7 +24,7 @@ LAYERS = {
     "dse.evaluators": 4,
     "dse.analytic": 5, "dse.search": 5, "dse.execution": 5,
     "dse.store": 6, "dse.pareto": 6, "dse.progress": 6,
-    "dse.datasets": 7, "dse.logrows": 7, "dse.preview": 7,
+    "dse.datasets": 7, "dse.logrows": 7, "dse.preview": 7, "dse.trust": 7,
     "dse.checks": 8,
     "dse.runner": 9, "dse.results": 9,
     "dse.api": 10,

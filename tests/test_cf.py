@@ -137,10 +137,10 @@ def test_a_zarr_export_replaces_a_zarr_store_only_and_never_a_half_written_one(q
     assert sorted(p.name for p in tmp_path.iterdir()) == ["front.zarr", "mine"]  # no temporary folder left
 
 
-def test_a_zarr_store_replaced_through_a_link_or_failing_midway_stays_whole(tmp_path, monkeypatch):
-    """The link stays a link and its target gets the new store; a file is not a store; a
-    failure between moving the old store aside and putting the new one in place puts the old
-    one back (both were removed)."""
+def test_a_zarr_store_behind_a_link_is_refused_and_one_failing_midway_stays_whole(tmp_path, monkeypatch):
+    """A link at the store's name is refused, never written through (its target unchanged);
+    a failure between moving the old store aside and putting the new one in place puts the
+    old one back, and nothing is left beside it."""
     import os
 
     from dse.files import atomic_folder, is_zarr_store
@@ -152,15 +152,19 @@ def test_a_zarr_store_replaced_through_a_link_or_failing_midway_stays_whole(tmp_
         (tmp / "first").write_text("1")
     link = tmp_path / "link.zarr"
     link.symlink_to(store)
-    with atomic_folder(link) as tmp:
+    with pytest.raises(OSError, match="symbolic link"):
+        with atomic_folder(link) as tmp:
+            tmp.mkdir()
+            (tmp / "second").write_text("2")
+    assert link.is_symlink() and (store / "first").is_file() and not (store / "second").exists()
+    with atomic_folder(store) as tmp:
         tmp.mkdir()
         (tmp / ".zgroup").write_text("{}")
         (tmp / "second").write_text("2")
-    assert link.is_symlink() and (store / "second").is_file() and not (store / "first").exists()
     real_replace = os.replace
 
     def second_rename_fails(src, dst):
-        if Path(src).name.endswith(".tmp"):
+        if Path(dst) == store and Path(src).name == store.name:  # the new store, not the old one going back
             raise KeyboardInterrupt
         real_replace(src, dst)
 

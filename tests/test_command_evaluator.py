@@ -295,3 +295,121 @@ def test_a_program_given_by_its_path_runs_from_its_workdir(tmp_path):
     ev = CommandEvaluator(**options)
     out = ev.evaluate(pd.DataFrame({"x": [0.25], "y": [0]}))
     assert out["f1"].tolist() == [0.25]
+
+
+def _shell_options(script: str) -> dict:
+    """A command evaluator whose program is ``sh -c script`` (the candidates on its stdin)."""
+    return {**_options(), "command": ["sh", "-c", script]}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the program's processes")
+@pytest.mark.parametrize("script", [
+    "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; sleep 600",  # runs past its time-out
+    "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; printf 'f1,f2\\n0.1,0.2\\n'",  # answers, leaves a child
+    "echo $$ > {pids}; set -m; sleep 600 & echo $! >> {pids}; sleep 600",  # the child in a group of its own
+], ids=["hangs", "answers-and-leaves-a-child", "child-in-its-own-group"])
+def test_a_program_that_leaves_a_background_child_is_stopped_at_its_time_out_with_the_child(tmp_path, script):
+    """The time-out held whatever the program left behind: a background ``sleep 600`` kept
+    its standard output open and the call waited for it (2 s became 66 s and 606 s). The
+    program's whole session is killed at the time-out, and a child it leaves behind when it
+    answers is killed a moment after it exits."""
+    from dse.evaluators.command import CommandEvaluator
+
+    pids = tmp_path / "pids"
+    ev = CommandEvaluator(**_shell_options(script.format(pids=pids)))
+    start = time.monotonic()
+    try:
+        out = ev.evaluate(pd.DataFrame({"x": [0.1], "y": [0]}), timeout_s=2)
+        assert out["f1"].tolist() == [0.1]
+    except TimeoutError as exc:
+        assert "gave no result within 2 s" in str(exc)
+    assert time.monotonic() - start < 6
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    deadline = time.monotonic() + 2
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in started)
+
+
+def test_a_program_that_prints_too_much_fails_past_the_documented_limit(tmp_path):
+    """64 MiB of standard output took a run to 1.9 GB: what a call reads is bounded
+    (``output_limit_mb``), and a program past it fails in one line, stopped, not read on."""
+    from dse.evaluators.command import OUTPUT_LIMIT_MB, CommandEvaluator
+
+    assert OUTPUT_LIMIT_MB == 64
+    options = {**_shell_options("cat > /dev/null; printf 'f1,f2\\n'; yes 0.1,0.2"), "output_limit_mb": 1}
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"wrote more than 1 MB to its standard output "
+                                           r"\(evaluator.options.output_limit_mb\); stopped"):
+        CommandEvaluator(**options).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}), timeout_s=30)
+    assert time.monotonic() - start < 10
+    # in a run, the candidate fails alone with that message (a failure row), the others go on
+    spec = EvaluatorSpec(name="command", options={**options, "command": [
+        "sh", "-c", "read h; read x y; case $x in 0.2*) yes 0.1,0.2;; esac; printf 'f1,f2\\n'; echo $h > /dev/null; "
+        "echo 0.5,0.5"]}, timeout_s=10)
+    with make_executor(ExecutionPlan(workers=0, chunk_size=1), spec) as ex:
+        out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": [0, 0]}))
+    assert list(out["status"]) == ["ok", "failed"]
+    assert "wrote more than 1 MB" in out.loc[1, "error"]
+    # an output file is measured before it is read
+    big = tmp_path / "big.csv"
+    options = {**_options(files=True), "command": ["sh", "-c", f"cp {big} $1", "sh", "{output}"], "input": "stdin"}
+    big.write_bytes(b"f1,f2\n" + b"0.1,0.2\n" * 200_000)
+    with pytest.raises(RuntimeError, match=r"wrote 1.\d MB to metrics.csv, more than 1 MB"):
+        CommandEvaluator(**{**options, "output_limit_mb": 1}).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}))
+
+
+def test_a_programs_reason_text_reaches_the_terminal_with_its_control_characters_escaped(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """status printed an evaluator's reason text raw: escape codes in it retitled the
+    terminal or cleared the screen. Every control character is shown as its escape."""
+    from dse.outputs.show import format_cell
+
+    awk = ("NR==1{print \"f1,f2,feasible,reason\"; next} "
+           "{if ($2>0) printf \"%s,1,false,\\033]0;pwned\\007bad\\033[2J\\n\", $1; else print $1\",0,true,\"}")
+    study = _study(tmp_path, [0, 1])
+    study["evaluator"]["options"]["command"] = ["awk", "-F,", awk]
+    path = write_study(tmp_path, study)
+    for args in (("run", path, "--quiet"), ("status", tmp_path / "out"), ("show", tmp_path / "out")):
+        proc = run_cli(*map(str, args))
+        out, err = proc.stdout, proc.stderr
+        assert proc.returncode == 0, err
+        assert "\x1b]" not in out + err and "\x07" not in out + err and "\x1b[2J" not in out + err
+    assert "\\x1b]0;pwned\\x07bad\\x1b[2J" in run_cli("status", str(tmp_path / "out")).stdout
+    assert format_cell("a\x1b[31mb\x9b") == "a\\x1b[31mb\\x9b"
+
+
+def test_sigterm_stops_dse_evaluate_with_its_program_and_leaves_no_hidden_output(tmp_path):
+    """``dse evaluate`` ended by SIGTERM died where it stood: its program (in a session of
+    its own) and its hidden temporary output outlived it."""
+    pids = tmp_path / "pids"
+    study = write_study(tmp_path, _study(tmp_path, [77]))
+    cands = tmp_path / "cands.csv"
+    cands.write_text("x,y\n0.5,77\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "dse", "evaluate", str(study), "-c", str(cands),
+                             "-o", str(out / "evaluated.csv")], cwd=REPO,
+                            env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids.is_file(), proc.communicate(timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err, err
+    time.sleep(0.5)
+    running = [pid for pid in map(int, pids.read_text().split()) if _alive(pid)]
+    for pid in running:
+        os.kill(pid, signal.SIGKILL)
+    assert not running and list(out.iterdir()) == []

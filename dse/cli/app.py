@@ -224,11 +224,18 @@ OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="replace an exis
 
 @app.command()
 def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOpt = None,
-             profile: ProfileOpt = None, output: OutputOpt = None, overwrite: OverwriteOpt = False) -> None:
+             profile: ProfileOpt = None, output: OutputOpt = None, overwrite: OverwriteOpt = False,
+             no_plugins: Annotated[bool, typer.Option("--no-plugins", help="read the study only: import no "
+                                                      "plug-in, start nothing (docs/security.md)")] = False) -> None:
     """Check a study without running it: everything `dse run` refuses.
 
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
     settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
+    if no_plugins:  # an untrusted study: dse.trust says what it would do, importing none of its code
+        from dse.trust import check_without_plugins
+
+        out.print("\n".join(check_without_plugins(study, output, overwrite=overwrite)), markup=False, highlight=False)
+        return
     from dse.api import check_run
 
     p = check_run(_on_profile(study, profile), output, overwrite=overwrite, workers=workers, scheduler=scheduler,

@@ -16,6 +16,11 @@ from dse.analytic.calibration import build, fit, readers
 from dse.analytic.time import hardware
 from dse.errors import DseError
 from dse.files import not_a_file
+from dse.tables import check_size
+
+#: the largest measurement file read (MB): telemetry sampled for hours is large, but a file
+#: of 200 MB took more than 9 GB of memory before it was read
+MEASUREMENTS_LIMIT_MB = 100.0
 
 
 def _num(v, digits: int = 4) -> str:
@@ -43,6 +48,9 @@ def calibrate(files: list[Path], accelerator: str, output: Path, *, holdout: lis
                        "get the catalog part, not this profile", field="--name" if name is not None else "--output",
                        value=label if name is not None else str(output),
                        allowed="another name, e.g. my-" + label.lower())
+    for path in files:
+        check_size(path, "measurement file", limit_mb=MEASUREMENTS_LIMIT_MB,
+                   instead="thin it (every Nth step or sample) or split it by run")
     rows = readers.read(files)
     result = fit.fit(rows, accelerator, holdout=holdout, only=only, fix=fix, cooling=cooling)
     kinds = ", ".join(f"{k} {n}" for k, n in rows["kind"].value_counts().items())

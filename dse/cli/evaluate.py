@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +16,41 @@ from dse.errors import DseError, StudyError, did_you_mean
 from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
+from dse.signals import handling
 from dse.study import Study
-from dse.tables import check_shape
+from dse.tables import check_shape, check_size
 
 #: a column that names the rows (kept as OUT.csv's first column, not given to the evaluator)
 LABEL = "id"
+
+
+class _Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command stands: a KeyboardInterrupt, which the
+    executor lets through (it records any other exception as the candidates' failure)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.signum = int(signum)
+
+
+@contextlib.contextmanager
+def ended_cleanly_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the command as an exception (exit code 128 + the signal), not
+    where the process stands: the hidden temporary output (the CSV being written, 7.8 GB in
+    one case) is removed and the programs a command evaluator started are killed on the way
+    out, as for Ctrl-C."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Ended(signum)
+
+    try:
+        with contextlib.ExitStack() as stack:
+            for signum in (signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
+                stack.enter_context(handling(signum, stop))
+            yield
+    except _Ended as ended:
+        os.write(2, f"terminated ({signal.Signals(ended.signum).name})\n".encode())
+        raise SystemExit(128 + ended.signum) from None
 
 
 def _has_label(table: pd.DataFrame, ev: Evaluator) -> bool:
@@ -30,6 +64,7 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     (unless the evaluator has such an input) names the rows and is read as text."""
     if Path(path).is_dir():
         raise DseError("is a folder; give the candidates CSV file", file=str(path))
+    check_size(path, "candidates file", instead="split it, or search the space with `dse run`, which streams")
     check_shape(path)  # a row longer than the header would shift its values under an index column
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
@@ -93,6 +128,11 @@ def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], di
     searched parameters the file has no column for (nor one of their alternatives), which
     took the evaluator's defaults; and, per searched parameter, how many of its cells were
     empty and took the evaluator's default. ``plan``: the checked study, its evaluator and space."""
+    with ended_cleanly_by_signals():
+        return _evaluate_csv(plan, path)
+
+
+def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
     study, ev = plan.study, plan.evaluator
     table = read_candidates(path, ev)
     labels = table.pop(LABEL) if _has_label(table, ev) else None
@@ -163,4 +203,5 @@ def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path
         data[name] = xr.Variable("candidate", v, attrs)
     ds = xr.Dataset(data, attrs={"title": f"dse evaluate: {study.name}",
                                  "source": f"dse {__version__}, evaluator {ev.name} {ev.version}"})
-    return write_csv(ds, [table], output, units_row=False)
+    with ended_cleanly_by_signals():
+        return write_csv(ds, [table], output, units_row=False)

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dse.cli.pace import progress_lines
+from dse.errors import printable
 from dse.progress import read_progress
 from dse.results import open_results
 from dse.search.phases import PhasesSummary
@@ -34,9 +35,10 @@ def show_status(results: Path, console: Console) -> None:
     if owner:
         status += f" (process {owner.pid} on {owner.host})"
     # free text (names, paths, notes, reasons) is escaped or printed with markup=False: '[dashboard]' is text
-    console.print(f"[bold]{escape(meta.study)}[/bold] in {escape(f'{store.path}: {status}')}")
-    console.print(escape(f"evaluator {meta.evaluator} {meta.evaluator_version}, "
-                         f"search {state.algorithm}, created {meta.created}"))
+    # control characters escaped: a reason text or a name read from the folder moves no cursor
+    console.print(f"[bold]{escape(printable(meta.study))}[/bold] in {escape(printable(f'{store.path}: {status}'))}")
+    console.print(escape(printable(f"evaluator {meta.evaluator} {meta.evaluator_version}, "
+                                   f"search {state.algorithm}, created {meta.created}")))
     keeps = {"all": "every evaluation", "feasible": "the feasible evaluations",
              "front": "the evaluations on the front when evaluated"}[state.keep]
     in_flight = run.log_rows - n
@@ -44,7 +46,7 @@ def show_status(results: Path, console: Console) -> None:
                   + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else ""))
     phases = PhasesSummary.of(state.driver)
     if phases is not None:  # the search's phases (dse.search.phases): what it chose, where it is
-        console.print(f"search: {phases.explain}", markup=False)
+        console.print(printable(f"search: {phases.explain}"), markup=False)
         if owner:
             front_label = "front so far (the run is going)"
         else:
@@ -71,11 +73,11 @@ def show_status(results: Path, console: Console) -> None:
         if kinds is None:
             kinds = len(reasons)
         if reasons:
-            shown = "; ".join(f"{reason} ({count:,})" for reason, count in reasons[:5])
+            shown = "; ".join(f"{printable(reason)} ({count:,})" for reason, count in reasons[:5])
             more = f"; and {kinds - 5} more" if kinds > 5 else ""
             console.print(f"ruled out: {shown}{more}", highlight=False, markup=False)
     if not owner:  # the datasets as export, plot, report and show would find them
-        console.print(f"datasets: {run.datasets_state()}", highlight=False, markup=False)
+        console.print(printable(f"datasets: {run.datasets_state()}"), highlight=False, markup=False)
     live = read_progress(store.path)
     if owner and live and live.get("pid") == owner.pid:
         age = time.time() - float(live.get("updated_unix", time.time()))
@@ -84,9 +86,9 @@ def show_status(results: Path, console: Console) -> None:
         pace, best = progress_lines(live)
         console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False,
                       markup=False)
-        console.print(best, highlight=False, markup=False)
+        console.print(printable(best), highlight=False, markup=False)
         if live.get("note"):
-            console.print(f"last note: {live['note']}", highlight=False, markup=False)
+            console.print(printable(f"last note: {live['note']}"), highlight=False, markup=False)
     if history:
         t = Table(title="progress per batch")
         for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),

@@ -17,7 +17,9 @@ Per call the program gets one chunk of candidates (one row or record each, a col
 declared input, defaults filled in) and must answer with one row per candidate, in order:
 every declared metric, and optionally ``feasible`` (default true) and ``reason``. A
 non-zero exit, a missing metric or a wrong row count fails the call, and a call over its
-time-out is killed (with whatever it started); the executor then splits the chunk to find
+time-out is killed (with whatever it started: its whole session, and so is whatever it
+left behind when it exits normally); an answer larger than ``output_limit_mb`` (64 MB by
+default) fails the call too, read no further; the executor then splits the chunk to find
 the rows that fail, so one bad candidate fails alone, its message ending in the program's
 standard error. ``{python}`` in the command is this Python interpreter.
 """
@@ -29,12 +31,14 @@ import csv
 import io
 import json
 import os
+import selectors
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +51,13 @@ from dse.evaluators.base import RESERVED_NAMES, TRUTH, Evaluator, Input, Metric
 
 #: characters of the program's standard error kept in a failure's message
 STDERR_CHARS = 2000
+#: the most a call's answer may hold by default (MB, 10^6 bytes; ``output_limit_mb``): the
+#: answer is parsed in memory, some 25 times its size at the peak, so a program that prints
+#: without end must not take the run's memory with it
+OUTPUT_LIMIT_MB = 64.0
+#: seconds the program's standard output and error may stay open after it exited (held by
+#: a process it left behind) before that process is killed and what was read is taken
+AFTER_EXIT_S = 1.0
 
 
 class _Strict(BaseModel):
@@ -98,6 +109,9 @@ class CommandOptions(_Strict):
     workdir: str | None = Field(default=None, description="the program's working folder (default: the current one)")
     env: dict[str, str] = Field(default_factory=dict, description="environment variables added for the program")
     version: str = Field(default="1", description="the program's version, stored with the results")
+    output_limit_mb: float = Field(default=OUTPUT_LIMIT_MB, gt=0, allow_inf_nan=False,
+                                   description="the most a call's answer may hold (MB of standard output, or of "
+                                               "the output file); a call past it fails")
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -167,17 +181,116 @@ def worker_closing(worker=None) -> bool:
     return getattr(getattr(worker, "status", None), "name", "") in ("closing", "closing_gracefully", "closed")
 
 
-def _kill_pgid(pid: int) -> None:
-    """Kill process group ``pid`` (a program and whatever it started), if it still runs."""
+def kill_session(pid: int) -> None:
+    """Kill session ``pid`` (a program started in its own session, and whatever it started
+    there): its process group, and on Linux every process of the session in another group
+    too (a shell's background job under ``set -m``). A process that made a session of its own
+    (``setsid``) is out of reach (docs/security.md)."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for other in _session_members(pid):
+        try:
+            os.kill(other, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _session_members(sid: int) -> list[int]:
+    """The processes of session ``sid`` (Linux: from /proc; elsewhere none)."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (name) ": state ppid pgrp session
+        if len(fields) > 3 and fields[3] == str(sid).encode():
+            members.append(int(entry))
+    return members
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    _kill_pgid(proc.pid)
+    kill_session(proc.pid)
     proc.wait()
+
+
+class _Stopped(Exception):
+    """Why a call's exchange with its program ended early: ``timeout`` or ``too_much``."""
+
+
+def _exchange(proc: subprocess.Popen, data: bytes | None, deadline: float | None,
+              limit_bytes: int) -> tuple[bytes, bytes]:
+    """Give ``data`` to the program's standard input and read its standard output (at most
+    ``limit_bytes``) and error (the last :data:`STDERR_CHARS` kept) until the program has
+    exited and closed both, without waiting past ``deadline`` (``time.monotonic``) nor more
+    than :data:`AFTER_EXIT_S` for a process it left behind holding them. Raises
+    :class:`_Stopped` (``args[0]``: ``"timeout"`` or ``"too_much"``, ``args[1]``: stderr)."""
+    out, err = bytearray(), bytearray()
+    sel = selectors.DefaultSelector()
+    pending = memoryview(data or b"")
+    if proc.stdin is not None:
+        if pending:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    exited_at = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > AFTER_EXIT_S:
+                break  # a process it left behind holds the pipes: killed below, by the caller
+            if deadline is not None and now >= deadline:
+                raise _Stopped("timeout", bytes(err))
+            wait = 0.1 if deadline is None else max(0.0, min(0.1, deadline - now))
+            for key, _ in sel.select(wait):
+                if key.fileobj is proc.stdin:
+                    try:
+                        sent = os.write(key.fd, pending[:1 << 16])
+                    except BlockingIOError:  # the pipe filled up since select said otherwise
+                        sent = 0
+                    except BrokenPipeError:  # it stopped reading: what it answers tells
+                        sent = len(pending)
+                    pending = pending[sent:]
+                    if not pending:
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                    if len(out) > limit_bytes:
+                        raise _Stopped("too_much", bytes(err))
+                else:
+                    err += chunk
+                    if len(err) > 4 * STDERR_CHARS:
+                        del err[:-2 * STDERR_CHARS]
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            proc.wait(remaining)  # it closed its output but may still run
+        except subprocess.TimeoutExpired:
+            raise _Stopped("timeout", bytes(err)) from None
+    finally:
+        sel.close()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+    return bytes(out), bytes(err)
 
 
 @atexit.register
@@ -186,7 +299,7 @@ def stop_programs() -> None:
     and when a dask worker closes: its nanny kills a worker that does not stop in time, and
     a killed process runs no exit handler)."""
     for pid in list(_RUNNING):
-        _kill_pgid(pid)
+        kill_session(pid)
 
 
 class CommandEvaluator(Evaluator):
@@ -253,6 +366,10 @@ class CommandEvaluator(Evaluator):
             if self.opts.output == "file":
                 if not files["output"].is_file():
                     raise RuntimeError(f"{self.label} wrote no {files['output'].name} ('{{output}}' in the command)")
+                size_mb = files["output"].stat().st_size / 1e6
+                if size_mb > self.opts.output_limit_mb:
+                    raise RuntimeError(f"{self.label} wrote {size_mb:,.1f} MB to {files['output'].name}, more than "
+                                       f"{self.opts.output_limit_mb:g} MB (evaluator.options.output_limit_mb)")
                 stdout = files["output"].read_bytes()
         return self._read(stdout, len(table))
 
@@ -272,18 +389,23 @@ class CommandEvaluator(Evaluator):
             _kill_group(proc)
             _RUNNING.discard(proc.pid)
             raise RuntimeError(f"{self.label} was stopped: the dask worker is closing")
+        limit = self.opts.output_limit_mb
         try:
-            out, err = proc.communicate(input=data, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            out, err = _exchange(proc, data, deadline, int(limit * 1e6))
+        except _Stopped as stop:
             _kill_group(proc)  # the program and whatever it started
-            _, err = proc.communicate()
-            raise TimeoutError(f"{self.label} gave no result within {timeout_s:g} s (evaluator.timeout_s)"
-                               f"{_tail(err)}") from None
+            if stop.args[0] == "timeout":
+                raise TimeoutError(f"{self.label} gave no result within {timeout_s:g} s (evaluator.timeout_s)"
+                                   f"{_tail(stop.args[1])}") from None
+            raise RuntimeError(f"{self.label} wrote more than {limit:g} MB to its standard output "
+                               f"(evaluator.options.output_limit_mb); stopped{_tail(stop.args[1])}") from None
         except BaseException:  # the run stops (Ctrl-C, SIGTERM): its program must not outlive it
             _kill_group(proc)
             raise
         finally:
             _RUNNING.discard(proc.pid)
+        kill_session(proc.pid)  # what it left behind does not outlive the call
         if proc.returncode != 0:
             raise RuntimeError(f"{self.label} exited with code {proc.returncode}{_tail(err)}")
         return out

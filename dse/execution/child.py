@@ -19,6 +19,8 @@ from multiprocessing.connection import Connection
 
 import pandas as pd
 
+from dse.evaluators.command import kill_session
+
 #: seconds a new child may take to import and build the evaluator (not part of any time-out)
 BUILD_S = 120.0
 
@@ -72,11 +74,7 @@ class ChildEvaluator:
         if self.proc is None:
             return None
         proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_session(proc.pid)  # whatever it started too, even once it has ended itself
         for conn in (self.send, self.recv):
             conn.close()
         for pipe in (proc.stdin, proc.stdout):

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse.datasets import columns, to_table
-from dse.errors import DseError, did_you_mean
+from dse.errors import DseError, did_you_mean, printable
 from dse.results import open_results
 
 
@@ -76,7 +76,7 @@ def format_cell(v) -> str:
     """A value as a table cell: floats to 4 significant digits."""
     if isinstance(v, float | np.floating):
         return f"{v:.4g}"
-    return str(v)
+    return printable(v)  # a reason text an evaluator wrote: no terminal control codes
 
 
 def _width(name: str, unit: str, values: list[str]) -> int:
@@ -103,10 +103,10 @@ def split_columns(names: list[str], units: dict[str, str], cells: dict[str, list
 
 def _table(title: str, names: list[str], units: dict[str, str], cells: dict[str, list[str]],
            index: list[str], key: str | None) -> Table:
-    t = Table(title=Text(title), title_justify="left")
+    t = Table(title=Text(printable(title)), title_justify="left")
     t.add_column("#\n", justify="right", no_wrap=True, style="dim")
     for n in names:  # Text, not markup: "[s]" is a unit here, not a style
-        t.add_column(Text(f"{n}\n{units[n]}", justify="right"), justify="right", no_wrap=True,
+        t.add_column(Text(f"{printable(n)}\n{printable(units[n])}", justify="right"), justify="right", no_wrap=True,
                      min_width=_width(n, units[n], cells[n]), style="cyan" if n == key else None)
     for i, label in enumerate(index):
         t.add_row(label, *[Text(cells[n][i]) for n in names])

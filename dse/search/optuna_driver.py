@@ -54,6 +54,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from dse.errors import StudyError
+from dse.files import refuse_unsafe_write
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column, candidate_keys
 
@@ -195,6 +196,7 @@ class _OptunaDriver(SearchDriver):
         stale = path.with_name(path.name + ".lock")
         if stale.is_symlink() or stale.exists():
             stale.unlink()
+        refuse_unsafe_write(path)  # optuna appends to it by name: a planted link would take the writes
         import warnings
 
         with warnings.catch_warnings():  # optuna warns that 1 s "might be too small": here it is meant

@@ -1,0 +1,286 @@
+"""No write of dse follows a symbolic link or lands outside the folder it was given
+(docs/security.md): links planted in a results folder, at an output path, at the old
+predictable temporary names, and a folder pre-created by another user. Each case keeps a
+sentinel file outside and checks its bytes and its modification time."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, toy_study, write_study
+from dse.files import atomic_folder, atomic_path, atomic_write_text, refuse_unsafe_write
+
+SECRET = b"root-only: must not change\n"
+
+
+def _sentinel(folder: Path) -> tuple[Path, tuple[bytes, int]]:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "sentinel"
+    path.write_bytes(SECRET)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    return path, (SECRET, 1_000_000_000)
+
+
+def _unchanged(path: Path, was: tuple[bytes, int]) -> bool:
+    return path.read_bytes() == was[0] and path.stat().st_mtime_ns == was[1]
+
+
+def _cli(capsys, monkeypatch, *args) -> tuple[int, str, str]:
+    """``dse ARGS`` in this process: (exit code, standard output, standard error)."""
+    proc = run_cli(*map(str, args))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def finished(tmp_path, capsys, monkeypatch) -> Path:
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 0, err
+    return tmp_path / "out"
+
+
+def test_a_write_refuses_a_link_at_its_name_and_leaves_the_target_alone(tmp_path):
+    sentinel, was = _sentinel(tmp_path / "outside")
+    link = tmp_path / "out.txt"
+    link.symlink_to(sentinel)
+    with pytest.raises(OSError, match="is a symbolic link"):
+        atomic_write_text(link, "new")
+    with pytest.raises(OSError, match="is a symbolic link"):
+        with atomic_folder(link):
+            pass
+    assert link.is_symlink() and _unchanged(sentinel, was)
+
+
+def test_temporary_names_are_unpredictable_private_and_never_followed(tmp_path):
+    """The old temporary name ``.NAME.PID.tmp`` could be planted as a link beforehand (6,000
+    links redirected a root run's write); now the temporary file lies in a folder made by
+    mkdtemp (mode 0700) and planted links there are not touched."""
+    sentinel, was = _sentinel(tmp_path / "outside")
+    target = tmp_path / "state.json"
+    planted = tmp_path / f".state.json.{os.getpid()}.tmp"
+    planted.symlink_to(sentinel)
+    with atomic_path(target) as tmp:
+        assert tmp.parent.parent == tmp_path and tmp.parent.name != planted.name
+        assert oct(tmp.parent.stat().st_mode & 0o777) == "0o700"
+        tmp.write_text("{}")
+    assert target.read_text() == "{}" and not target.is_symlink()
+    assert _unchanged(sentinel, was)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["outside", "state.json", planted.name])
+
+
+def test_a_link_inside_a_results_folder_on_the_way_to_a_file_is_refused(finished, tmp_path):
+    outside = tmp_path / "outside"
+    sentinel, was = _sentinel(outside)
+    (finished / "sub").symlink_to(outside)
+    with pytest.raises(OSError, match="is a symbolic link inside the results folder"):
+        atomic_write_text(finished / "sub" / "sentinel", "new")
+    with pytest.raises(OSError, match="is a symbolic link inside the results folder"):
+        refuse_unsafe_write(finished / "sub" / "deeper" / "x.csv")
+    assert _unchanged(sentinel, was) and sorted(p.name for p in outside.iterdir()) == ["sentinel"]
+    # outside a results folder a link on the way is the user's own: followed
+    (tmp_path / "mine").symlink_to(outside)
+    atomic_write_text(tmp_path / "mine" / "new.txt", "ok")
+    assert (outside / "new.txt").read_text() == "ok"
+
+
+@pytest.mark.parametrize("command,name", [
+    (("plot",), "pareto.png"),
+    (("report",), "report.html"),
+    (("export", "-f", "csv"), "pareto.csv"),
+    (("resume",), "pareto.nc"),  # written again by resume once missing
+    (("resume",), "progress.json"),
+])
+def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(finished, tmp_path, capsys,
+                                                                           monkeypatch, command, name):
+    """With a link planted inside a results folder, plot, report, export and resume each
+    overwrote the file it pointed to (a fake ~/.bashrc got a parameter value, and bash ran it)."""
+    sentinel, was = _sentinel(tmp_path / "outside")
+    planted = finished / name
+    if name == "progress.json":
+        (finished / "pareto.nc").unlink()  # resume has datasets to write, and its progress with them
+    planted.unlink(missing_ok=True)
+    planted.symlink_to(sentinel)
+    code, _, err = _cli(capsys, monkeypatch, command[0], finished, *command[1:])
+    assert _unchanged(sentinel, was), (command, err)
+    assert planted.is_symlink() or name == "progress.json"
+    if planted.is_symlink() and code != 0:
+        assert code in (2, 1) and "Traceback" not in err and "symbolic link" in err, err
+
+
+def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(finished, tmp_path, capsys, monkeypatch):
+    sentinel, was = _sentinel(tmp_path / "outside")
+    link = tmp_path / "bashrc"
+    link.symlink_to(sentinel)
+    for command in (("export", "-f", "csv"), ("plot",), ("report",)):
+        code, _, err = _cli(capsys, monkeypatch, command[0], finished, *command[1:], "-o", link)
+        assert code == 2 and err.count("\n") == 1 and "--output: is a symbolic link" in err, err
+    assert _unchanged(sentinel, was)
+
+
+def test_overwrite_of_a_folder_whose_log_is_a_planted_link_empties_nothing_outside(finished, tmp_path, capsys,
+                                                                                  monkeypatch):
+    outside = tmp_path / "outside"
+    sentinel, was = _sentinel(outside)
+    log = finished / "evaluations"
+    for f in log.iterdir():
+        f.rename(outside / f.name)
+    log.rmdir()
+    log.symlink_to(outside)
+    study = write_study(tmp_path, toy_study(output=str(finished)), name="again.yaml")
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--overwrite", "--quiet")
+    assert code == 0, err
+    assert _unchanged(sentinel, was) and not log.is_symlink() and any(log.iterdir())
+    assert len(list(outside.iterdir())) > 1  # the old log files moved there stay
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder of another user takes root")
+def test_a_folder_another_user_made_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """A folder pre-created, with links in it, by another local user made root's ``dse run``
+    overwrite a root-only file."""
+    sentinel, was = _sentinel(tmp_path / "outside")
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    for name in ("study.yaml", "meta.json", "state.json"):
+        (trap / name).symlink_to(sentinel)
+    os.chown(trap, 4321, 4321)
+    study = write_study(tmp_path, toy_study(output=str(trap)))
+    for command in (("validate", study), ("run", study, "--quiet")):
+        code, _, err = _cli(capsys, monkeypatch, *command)
+        assert code == 2 and "belongs to another user (uid 4321)" in err and "Traceback" not in err, err
+    assert _unchanged(sentinel, was)
+    os.chown(trap, 0, 0)  # now root's own, but a folder of links, not a results folder
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet", "--overwrite")
+    assert code == 2 and "symbolic link" in err or "not a dse results folder" in err, err
+    assert _unchanged(sentinel, was)
+
+
+def test_output_at_the_root_at_home_or_in_a_foreign_folder_is_refused(tmp_path, capsys, monkeypatch):
+    """``output: /`` was accepted: dse run wrote a whole run into the file-system root."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("# mine\n")
+    monkeypatch.setenv("HOME", str(home))
+    for output, said in (("/", "is the file-system root"), (str(home), "is your home folder itself"),
+                         (str(tmp_path), "holds files but is not a dse results folder")):
+        study = write_study(tmp_path, toy_study(output=output), name="s.yaml")
+        code, _, err = _cli(capsys, monkeypatch, "validate", study)
+        assert code == 2 and said in err and "s.yaml" in err and "output.path" in err, err
+        assert err.count("\n") == 1, err
+    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
+                        "-o", home, "--quiet")
+    assert code == 2 and "is your home folder itself" in err, err
+    assert sorted(p.name for p in home.iterdir()) == [".bashrc"]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
+                        "-o", shared, "--quiet")
+    assert code == 2 and "is writable by every user" in err and not any(shared.iterdir()), err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
+                        "-o", empty, "--quiet")
+    assert code == 0 and (empty / "meta.json").is_file(), err
+
+
+def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(tmp_path, capsys, monkeypatch):
+    """optuna appends to its journal by name: a link there would take every trial's write."""
+    pytest.importorskip("optuna")
+    sentinel, was = _sentinel(tmp_path / "outside")
+    out = tmp_path / "out"
+    study = write_study(tmp_path, toy_study(output=str(out), search={"algorithm": "optuna-tpe", "budget": 20,
+                                                                      "batch_size": 10}))
+    (out / "evaluations").mkdir(parents=True)  # a run that never wrote a log: taken as a results folder
+    (out / "optuna.journal").symlink_to(sentinel)
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 2 and "optuna.journal: cannot write: is a symbolic link" in err and "Traceback" not in err, err
+    assert _unchanged(sentinel, was)
+
+
+def test_sigterm_while_evaluate_writes_leaves_no_hidden_output(tmp_path, monkeypatch):
+    """``dse evaluate`` killed by SIGTERM left its hidden temporary output (7.8 GB in one
+    case): the signal now ends it as an exception, and the temporary folder goes with it."""
+    import signal
+
+    import pandas as pd
+
+    from dse.cli.evaluate import write_evaluated
+    from dse.evaluators import load_evaluator
+    from dse.study import EvaluatorSpec, load_study
+
+    study = load_study(write_study(tmp_path, toy_study(output=str(tmp_path / "out"))))
+    ev = load_evaluator(EvaluatorSpec(name=study.evaluator.name))
+    table = pd.DataFrame({"x": [0.1, 0.2], "y": [0, 4], "shape": ["a", "b"], "f1": [0.1, 0.2], "f2": [1.0, 2.0]})
+    real = pd.DataFrame.to_csv
+
+    def killed_while_writing(self, *args, **kwargs):
+        real(self, *args, **kwargs)  # half of the output is on disk, under its hidden name
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", killed_while_writing)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exc:
+        write_evaluated(table, ev, tmp_path / "evaluated.csv", study)
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.yaml"]
+
+
+def test_validate_no_plugins_imports_no_plugin_and_says_what_the_study_would_run(tmp_path, capsys, monkeypatch):
+    """``dse validate`` imports a ``module:Class`` evaluator before checking it, so an
+    untrusted study's import-time code ran; ``--no-plugins`` reads the study file only."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_plugin.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), evaluator={"name": "evil_plugin:Evil"}))
+    code, out, err = _cli(capsys, monkeypatch, "validate", study, "--no-plugins")
+    assert code == 0, err
+    assert "evil_plugin would be imported" in out and "not imported here" in out
+    assert not marker.exists() and "evil_plugin" not in sys.modules
+    command = toy_study(output=str(tmp_path / "out2"), evaluator={"name": "command", "options": {
+        "command": ["rm", "-rf", "/tmp/x y"], "inputs": {"x": {}}, "metrics": {"f1": "1"}}})
+    code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, command, "c.yaml"), "--no-plugins")
+    assert code == 0 and "program: runs rm -rf '/tmp/x y' once per chunk" in out, err
+    for bad, said in (({"evaluator": {"name": "no-such-evaluator"}}, "evaluator.name: unknown evaluator"),
+                      ({"output": "/"}, "output.path: cannot write the results folder /: it is the file-system root")):
+        code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, toy_study(**bad), "b.yaml"),
+                              "--no-plugins")
+        assert code == 2 and said in err and err.count("\n") == 1, err
+
+
+def test_overwrite_removes_a_private_temporary_folder_a_killed_writer_left(finished, tmp_path, capsys, monkeypatch):
+    """kill -9 during a write leaves the write's private folder (``.NAME.RANDOM.PID.tmp``)."""
+    left = finished / "evaluations" / ".b000001-c00000.arrow.abc123.999999999.tmp"
+    left.mkdir()
+    (left / "b000001-c00000.arrow").write_bytes(b"ARROW1 torn")
+    study = write_study(tmp_path, toy_study(output=str(finished)), name="again.yaml")
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--overwrite", "--quiet")
+    assert code == 0, err
+    assert not left.exists()
+
+
+def test_a_table_too_large_to_read_whole_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """200 MB of candidates for dse evaluate (or measurements for dse calibrate) took 9.2 GB
+    of memory and 900 s before anything was said."""
+    from dse.tables import TABLE_LIMIT_MB
+
+    big = tmp_path / "cands.csv"
+    with open(big, "wb") as f:
+        f.write(b"x,y,shape\n")
+        f.truncate(int(TABLE_LIMIT_MB * 1e6) + 1000)  # sparse: no disk used
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    code, _, err = _cli(capsys, monkeypatch, "evaluate", study, "-c", big, "-o", tmp_path / "o.csv")
+    assert code == 2 and err.count("\n") == 1 and "more than the 50 MB a candidates file may be" in err, err
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", big, "--accelerator", "A100-80GB", "-o",
+                        tmp_path / "p.yaml")
+    assert code == 0 or "more than the" not in err  # 50 MB is within the 100 MB a measurement file may be
+    with open(big, "r+b") as f:
+        f.truncate(int(100e6) + 1000)
+    code, _, err = _cli(capsys, monkeypatch, "calibrate", big, "--accelerator", "A100-80GB", "-o",
+                        tmp_path / "p.yaml")
+    assert code == 2 and err.count("\n") == 1 and "more than the 100 MB a measurement file may be" in err, err
