@@ -11,8 +11,8 @@ communication). Its time at clock f is split, at the maximum clock, into a
 clock-bound part (a fraction ``c`` of the time, scaling with f_max / f) and a
 clock-independent part (memory-bound kernels, launch gaps: 1 - c), i.e. the time
 model's compute/memory roofline split; ``c`` is a property of this workload and is
-fitted here, together with the A100's V-f curve (floor voltage and knee clock), by
-:func:`fit_perseus`. The power and energy then come from the *same* functions the
+fitted here, together with the A100's V-f curve (floor voltage and knee clock), once by
+a grid search (``fit_perseus`` in the git history up to 3f2a01e). The power and energy then come from the *same* functions the
 energy model uses for every candidate (:func:`dse.analytic.energy.accelerator.accelerator_energy`).
 The stage is set up from this split rather than through the time model so that the
 check does not move when the time model is re-calibrated; the time model's own split
@@ -33,7 +33,8 @@ from dse.analytic.time.step import StepBreakdown
 
 PERSEUS_FILE = "perseus_a100_gpt3_stage.csv"
 ACCELERATOR = "A100-80GB"
-# Fitted once by fit_perseus() (grid search, minimax relative error over all rows):
+# Fitted once by a grid search, minimax relative error over all rows (validate_energy.fit_perseus,
+# removed after its one use; in git history up to 3f2a01e):
 STAGE_COMPUTE_FRACTION = 0.76   # share of the stage's time at f_max that scales with 1/f
 HBM_EFFICIENCY = 0.7            # achieved share of peak HBM bandwidth in memory-bound kernels
 
@@ -171,29 +172,3 @@ def perseus_report(path: Path | None = None) -> dict:
         },
         "time_model_compute_fraction": time_model_compute_fraction(),
     }
-
-
-def fit_perseus(path: Path | None = None) -> dict:
-    """Refit the stage's compute fraction and the A100 V-f floor and knee (grid search).
-
-    Minimises the largest relative error in time and energy over all rows. Run once;
-    the result is recorded in ``STAGE_COMPUTE_FRACTION`` and ``dse/analytic/data/power.yaml``.
-    """
-    df = _table(Path(path) if path is not None else perseus_path())
-    f = df["sm_clock_mhz"].to_numpy(dtype=float)
-    rt = (df["time_ms"] / df["time_ms"].iloc[0]).to_numpy()
-    re = (df["energy_j"] / df["energy_j"].iloc[0]).to_numpy()
-    c, vf, kn = np.meshgrid(np.arange(0.60, 0.96, 0.01), np.arange(0.60, 0.96, 0.01),
-                            np.arange(0.50, 0.96, 0.01), indexing="ij")
-    c, vf, kn = c.ravel(), vf.ravel(), kn.ravel()
-    g = c.size
-    vf_x = np.c_[np.zeros(g), kn, np.ones(g)]
-    vf_v = np.c_[vf, vf, np.ones(g)]
-    ff = np.repeat(f[None, :], g, axis=0).ravel()
-    rep = lambda a: np.repeat(a, len(f), axis=0)  # noqa: E731
-    t, e = stage_energy(ff, rep(c), rep(vf_x), rep(vf_v))
-    t, e = t.reshape(g, len(f)), e.reshape(g, len(f))
-    err = np.maximum(np.abs(t / t[:, :1] / rt - 1).max(1), np.abs(e / e[:, :1] / re - 1).max(1))
-    i = int(np.argmin(err))
-    return {"stage_compute_fraction": float(c[i]), "v_floor": float(vf[i]), "knee_fraction": float(kn[i]),
-            "max_abs_error": float(err[i])}

@@ -138,7 +138,12 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         cap_ok, hot_ok = check(mid, hot=any_hot)
-        ok = hot_ok if all_hot else cap_ok if not any_hot else np.where(hot, hot_ok, cap_ok)
+        if all_hot:
+            ok = hot_ok
+        elif any_hot:
+            ok = np.where(hot, hot_ok, cap_ok)
+        else:
+            ok = cap_ok
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     return lo

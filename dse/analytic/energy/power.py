@@ -19,8 +19,6 @@ from dse.analytic import profiles
 from dse.analytic.columns import factorise
 from dse.errors import DseError
 
-PHASES = ("compute", "memory", "waiting")
-
 
 @cache
 def parameters() -> dict:

@@ -83,7 +83,12 @@ def estimated_efficiencies(name: str, fitted: dict[str, dict] | None = None) -> 
     eff = (own if own is not None else float(np.median(published))) * float(np.mean(ratios))
     own8 = mamf_efficiency(name, "fp8")
     fp8_fits = [v["fp8_matmul_ratio"] for k, v in fits if mamf_efficiency(k, "fp8")]
-    fp8 = own8 / own if own8 is not None and own is not None else float(np.mean(fp8_fits)) if fp8_fits else 1.0
+    if own8 is not None and own is not None:  # the part's own published fp8 / 16-bit ratio
+        fp8 = own8 / own
+    elif fp8_fits:  # else the fitted parts' mean
+        fp8 = float(np.mean(fp8_fits))
+    else:
+        fp8 = 1.0
     return {"matmul_eff_max": min(eff, 0.95), "fp8_matmul_ratio": fp8,
             "memory_eff": float(np.mean([v["memory_eff"] for _, v in fits])),
             "collective_eff": float(np.mean([v["collective_eff"] for _, v in fits]))}
