@@ -30,7 +30,7 @@ def test_interface_for_energy_model():
     for k in ("clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w", "peak_flops", "hbm_bw_bps"):
         assert getattr(r.hw, k).shape == (2,)
     for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s",
-              "step_s", "hbm_bytes", "scaleup_bytes", "scaleout_bytes"):
+              "step_s", "hbm_traffic_bytes", "scaleup_bytes", "scaleout_bytes"):
         assert getattr(r.breakdown, k).shape == (2,)
     for m in declarations.TIME_METRICS:
         assert getattr(r, m.name).shape == (2,)

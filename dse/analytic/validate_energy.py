@@ -21,6 +21,7 @@ for a GPT-3 stage is reported next to it for comparison.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ def perseus_path() -> Path:
     return pkg
 
 
-def _hw(n: int, accelerator: str = ACCELERATOR) -> tuple[hardware.Hardware, dict[str, np.ndarray]]:
+def _hw(n: int, accelerator: str = ACCELERATOR) -> tuple[hardware.Hardware, power.PowerParameters]:
     names = np.full(n, accelerator, dtype=object)
     return hardware.lookup(names, np.full(n, "bf16", dtype=object)), power.lookup(names)
 
@@ -68,7 +69,8 @@ def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, 
     n = clock.size
     hw, pw = _hw(n, accelerator)
     if vf_x is not None:
-        pw["vf_x"], pw["vf_v"] = np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])), np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1]))
+        pw = replace(pw, vf_x=np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])),
+                     vf_v=np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1])))
     fmax = hw.clock_max_mhz
     memory_s = 1.0 - c
     compute_s = c * fmax / clock
@@ -167,8 +169,8 @@ def perseus_report(path: Path | None = None) -> dict:
         "energy_optimal_clock_predicted_mhz": float(f[np.argmin(re_pred)]),
         "parameters": {
             "stage_compute_fraction": STAGE_COMPUTE_FRACTION,
-            "vf_curve": np.c_[pw["vf_x"][0], pw["vf_v"][0]].tolist(),
-            "activity": {"compute": float(pw["a_compute"][0]), "memory": float(pw["a_memory"][0])},
+            "vf_curve": np.c_[pw.vf_x[0], pw.vf_v[0]].tolist(),
+            "activity": {"compute": float(pw.a_compute[0]), "memory": float(pw.a_memory[0])},
         },
         "time_model_compute_fraction": time_model_compute_fraction(),
     }

@@ -173,7 +173,7 @@ def _checkpoints_and_interruptions(cfg, perf: TimeResult, acc: Accelerators, ste
     ck = checkpoint.checkpoint_phases(perf.memory, step_s, interval, _f(cfg, "checkpoint_write_gbs"),
                                       _f(cfg, "checkpoint_duration_s"))
     # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
-    p_parked = power.parked_power_w(acc.pw["a_parked"], acc.idle_w, acc.tdp_w, acc.floor_w)
+    p_parked = power.parked_power_w(acc.pw.a_parked, acc.idle_w, acc.tdp_w, acc.floor_w)
     static_w, d_w = static_power_w(acc, p_parked)  # the leakage change at the parked power
     p_parked = p_parked + d_w
     ck_e = checkpoint.checkpoint_energy(ck, step_s, static_w, p_parked, p_net_static, p_host,

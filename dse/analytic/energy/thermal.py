@@ -35,14 +35,14 @@ AIR_RISE_AT_TDP_K = 52.0
 LIQUID_RISE_AT_TDP_K = 30.0
 
 
-def resistance_k_per_w(cooling: np.ndarray, pw: dict[str, np.ndarray], tdp_w: np.ndarray) -> np.ndarray:
+def resistance_k_per_w(cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray) -> np.ndarray:
     """Junction-to-inlet resistance per candidate (catalog value, else 52 K or 30 K per TDP).
 
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
     liquid = _is_liquid(cooling)
-    r_air = np.where(np.isfinite(pw["r_air_k_per_w"]), pw["r_air_k_per_w"], AIR_RISE_AT_TDP_K / tdp_w)
-    r_liq = np.where(np.isfinite(pw["r_liquid_k_per_w"]), pw["r_liquid_k_per_w"], LIQUID_RISE_AT_TDP_K / tdp_w)
+    r_air = np.where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    r_liq = np.where(np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w)
     return np.where(liquid, r_liq, r_air)
 
 

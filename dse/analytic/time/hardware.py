@@ -128,7 +128,7 @@ def canonical_accelerator(name) -> str | None:
     return {key(n): n for n in accelerator_names()}.get(key(name))
 
 
-FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
+FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_capacity_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
           "idle_w", "scaleup_bw_bps", "scaleup_topology", "scaleup_domain", "compute_units", "reserved_bytes",
           "precision_ok", "fp8", *CALIBRATION_FIELDS)
 
@@ -206,7 +206,7 @@ class Hardware:
     precision; NaN where unsupported, with ``precision_ok`` 0), ``peak16_flops`` (the 16-bit
     peak that attention and the output layer run at; the precision's own peak for tf32),
     ``fp8`` (1 for fp8 candidates), ``hbm_bw_bps`` (B/s),
-    ``hbm_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
+    ``hbm_capacity_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
     ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
     :data:`SCALEUP_TOPOLOGIES`), ``scaleup_domain`` (accelerators per scale-up domain),
     ``compute_units``, ``reserved_bytes``; from the
@@ -217,7 +217,7 @@ class Hardware:
     peak_flops: np.ndarray
     peak16_flops: np.ndarray
     hbm_bw_bps: np.ndarray
-    hbm_bytes: np.ndarray
+    hbm_capacity_bytes: np.ndarray
     clock_max_mhz: np.ndarray
     clock_min_mhz: np.ndarray
     tdp_w: np.ndarray

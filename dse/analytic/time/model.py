@@ -63,7 +63,7 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
     stack = frameworks.lookup(cfg["framework"])
-    reasons.flag(~np.isfinite(hw.hbm_bytes), "unknown accelerator")
+    reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
     reasons.flag(~np.isfinite(shape["layers"] + shape["hidden"] + shape["heads"] + shape["seq_len"] + shape["vocab"]),
                  "unknown model preset and incomplete shape")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
@@ -101,7 +101,7 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
         heads=shape["heads"], vocab=shape["vocab"], sp=p["sp"], recompute=p["recompute"],
         reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape["tied_embeddings"],
         split=memory.split_bytes_per_hidden(shape))
-    reasons.flag(mem.total_bytes > hw.hbm_bytes, "does not fit in accelerator memory")
+    reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
     t = step.step_time(shape=shape, tp=p["tp"], cp=p["cp"], pp=p["pp"], dp=lay["data_parallel"], v=lay["interleave"],
                        m=lay["micro_batches"], b=p["mb"], sp=p["sp"], recompute=p["recompute"], zero=p["zero"],

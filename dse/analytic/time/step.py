@@ -49,7 +49,7 @@ class StepBreakdown:
     optimizer_s: np.ndarray     # optimizer step
     step_s: np.ndarray          # iteration time
     overhead_s: np.ndarray      # kernel launch overhead (inside memory_s)
-    hbm_bytes: np.ndarray       # HBM traffic of the element-wise kernels, weights and optimizer
+    hbm_traffic_bytes: np.ndarray  # HBM traffic of the element-wise kernels, weights and optimizer
     scaleup_bytes: np.ndarray   # bytes sent on scale-up links
     scaleout_bytes: np.ndarray  # bytes sent on scale-out links
     # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
@@ -60,13 +60,14 @@ class StepBreakdown:
     ep_comm_s: np.ndarray | None = None  # the experts' dispatch, combine and expert-tensor collectives' share of tp_comm_s
 
     @classmethod
-    def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray, hbm_bytes: np.ndarray) -> StepBreakdown:
+    def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray,
+                        hbm_traffic_bytes: np.ndarray) -> StepBreakdown:
         """Kernels back to back on one accelerator (a profiled stage or kernel): no
         communication, no bubble, no optimizer step."""
         zero = np.zeros(np.shape(compute_s))
         return cls(compute_s=compute_s, memory_s=memory_s, tp_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
                    bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
-                   hbm_bytes=hbm_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
+                   hbm_traffic_bytes=hbm_traffic_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
 
 
 def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
@@ -143,7 +144,7 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
         overhead_s=m * (busiest * lay.overhead_s + idle_mb),
-        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
+        hbm_traffic_bytes=traffic.hbm_traffic_bytes(lay, busiest, m, opt_bytes, weight_params),
         scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
         host_idle_s=m * idle_mb, cp_comm_s=cp_s, ep_comm_s=ep_s)
 

@@ -8,7 +8,7 @@ import numpy as np
 from dse.analytic.time.gemm import BYTES
 
 
-def hbm_bytes(layer, Ls, m, opt_bytes, rank_layer_params) -> np.ndarray:
+def hbm_traffic_bytes(layer, Ls, m, opt_bytes, rank_layer_params) -> np.ndarray:
     """HBM traffic per iteration: the element-wise kernels over every pass of the stage's
     ``Ls`` layers for ``m`` micro-batches, the optimizer step, and the 16-bit weights this
     rank holds per layer (``rank_layer_params``) read on each of the 3 passes."""
