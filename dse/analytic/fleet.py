@@ -15,7 +15,8 @@ either part sets the 1F1B pace; the bubble is ``(p - 1)`` slots of the mean stag
 both parts; the data-parallel reduction and the optimizer step of the slower part end the
 iteration. Each part waits (a blocked, low-power phase) for the rest of the iteration.
 Power and energy are each part's own (its accelerators, host share, network, cooling)
-summed; the job fails at the rate of all its accelerators and a checkpoint blocks it for
+summed (each metric's ``mixed_fleet`` rule, :mod:`dse.analytic.declarations`, says how the
+job's value comes from the parts'); the job fails at the rate of all its accelerators and a checkpoint blocks it for
 the slower part's write.
 """
 
@@ -25,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from dse.analytic import declarations
 from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy import model as energy_model
@@ -38,23 +40,6 @@ NONE = "none"
 SPLIT_REASON = "a mixed fleet needs 1 to pipeline_parallel - 1 stages on the second accelerator"
 INTERLEAVE_REASON = "a mixed fleet runs a plain 1F1B pipeline (interleave 1)"
 EMPTY_REASON = "the split leaves a pipeline stage without layers"
-
-#: how each metric of the two parts becomes the job's (the rest: recomputed in :func:`_combine`)
-SUM = ("energy_to_train_j", "energy_to_train_mwh", "it_energy_to_train_j", "it_energy_to_train_mwh",
-       "energy_per_step_j", "energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
-       "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j", "facility_avg_power_w",
-       "facility_peak_power_w", "facility_power_swing_w", "facility_power_ramp_w_per_s", "cost_usd",
-       "energy_cost_usd", "carbon_kg")
-MAX = ("time_to_train_s", "time_to_train_days", "memory_per_accelerator_gb", "peak_power_per_accelerator_w",
-       "checkpoint_time_s", "checkpoint_overhead", "interruptions", "lost_time_s", "peak_junction_temp_c",
-       "mean_junction_temp_c", "junction_temp_swing_c", "max_junction_temp_rate_c_per_s", "power_capped",
-       "throttled")
-#: the pace-setting part's breakdown (it sums to the iteration time)
-PACE = ("compute_time_s", "memory_time_s", "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s",
-        "dp_comm_time_s", "bubble_time_s", "optimizer_time_s")
-#: the memory breakdown of the part with the fuller accelerators
-MEMORY = ("weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb")
-
 
 def mixed_rows(cfg) -> np.ndarray:
     """True for candidates with a second accelerator type."""
@@ -173,30 +158,41 @@ def _at_step(r: TimeResult, step) -> TimeResult:
 
 
 def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
-    """The job's metrics from both parts' (see the rule tables above)."""
+    """The job's metrics from both parts', each by the rule its declaration names
+    (``Metric.mixed_fleet``; :data:`dse.analytic.declarations.MIXED_FLEET_RULES`)."""
     ta, tb = ea.timing, eb.timing
     ma, mb = {**ta.metrics(), **ea.metrics}, {**tb.metrics(), **eb.metrics}
-    out = dict(ma)
-    for k in SUM:
-        out[k] = ma[k] + mb[k]
-    for k in MAX:
-        out[k] = np.maximum(ma[k], mb[k]) if ma[k].dtype != bool else ma[k] | mb[k]
     b_paces = tb.breakdown.slot_s > ta.breakdown.slot_s
-    for k in PACE:
-        out[k] = np.where(b_paces, mb[k], ma[k])
     b_fuller = mb["memory_per_accelerator_gb"] > ma["memory_per_accelerator_gb"]
-    for k in MEMORY:
-        out[k] = np.where(b_fuller, mb[k], ma[k])
-    out["goodput"] = np.minimum(ma["goodput"], mb["goodput"])
     n = n_a + n_b
-    out["avg_power_per_accelerator_w"] = (n_a * ma["avg_power_per_accelerator_w"]
-                                          + n_b * mb["avg_power_per_accelerator_w"]) / n
+    energy = ma["energy_to_train_j"] + mb["energy_to_train_j"]
+    out = dict(ma)
+    for name, a in ma.items():
+        b = mb[name]
+        rule = declarations.METRICS[name].mixed_fleet
+        if rule == declarations.SUM:
+            out[name] = a + b
+        elif rule == declarations.MAX:
+            out[name] = np.maximum(a, b)
+        elif rule == declarations.ANY:
+            out[name] = a | b
+        elif rule == declarations.MIN:
+            out[name] = np.minimum(a, b)
+        elif rule == declarations.PACE:
+            out[name] = np.where(b_paces, b, a)
+        elif rule == declarations.FULLER:
+            out[name] = np.where(b_fuller, b, a)
+        elif rule == declarations.ACCELERATOR_MEAN:
+            out[name] = (n_a * a + n_b * b) / n
+        elif rule == declarations.ENERGY_MEAN:
+            out[name] = (a * ma["energy_to_train_j"] + b * mb["energy_to_train_j"]) / energy
+        elif rule not in (declarations.SAME, declarations.FIRST_TYPE, declarations.JOB):
+            raise ValueError(f"metric {name}: no mixed-fleet rule {rule!r}")
+    # the job's own (JOB): from the combined metrics
     out["mfu"] = ta.model_flops / (ta.step_time_s * (n_a * ta.hw.peak_flops + n_b * tb.hw.peak_flops))
-    energy, time_s = out["energy_to_train_j"], out["time_to_train_s"]
+    time_s = out["time_to_train_s"]
     out["tokens_per_j"] = ma["tokens_to_train"] / energy
     out["energy_time_product_js"] = energy * time_s
-    out["energy_utilisation_factor"] = (ma["energy_utilisation_factor"] * ma["energy_to_train_j"]
-                                        + mb["energy_utilisation_factor"] * mb["energy_to_train_j"]) / energy
     out["energy_efficiency_index"] = out["mfu"] * ma["landauer_bound_j"] / energy
     out["landauer_ratio"] = energy / ma["landauer_bound_j"]
     return out
