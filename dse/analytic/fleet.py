@@ -82,7 +82,7 @@ def _evaluate(cfg):
     second = Factorised(*factorise(cfg["second_accelerator"]))
     hw_a = hardware.lookup(cfg["accelerator"], cfg["precision"])
     hw_b = hardware.lookup(second, cfg["precision"])
-    split = split_layers(shape["layers"], pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
+    split = split_layers(shape.layers, pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
                          hw_b.peak_flops * hw_b.matmul_eff_max, _f(cfg, "split_alpha"))
     pp_a = split["pp_a"]
     one = np.ones(n)

@@ -68,10 +68,10 @@ def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout
     etp = np.where(np.isfinite(etp), etp, tp)
     group = tp * cp * dp
     checks += [
-        (moe & indivisible(shape["experts"], ep), "expert parallel degree does not divide the experts"),
+        (moe & indivisible(shape.experts, ep), "expert parallel degree does not divide the experts"),
         (moe & indivisible(group, etp * ep),
          "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks"),
-        (moe & (shape["experts_per_token"] > shape["experts"]), "more experts per token than experts"),
+        (moe & (shape.experts_per_token > shape.experts), "more experts per token than experts"),
     ]
     edp = np.maximum(np.floor(tp * cp * dp / np.maximum(etp * ep, 1.0)), 1.0)
     return ExpertLayout(on=on, frac=workload.moe_fraction(shape), ep=ep, etp=etp, edp=edp, cf=cf,
@@ -80,7 +80,7 @@ def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout
 
 def assignments(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
     """Token-expert assignments one rank routes per micro-batch, ``T k c_f / t``."""
-    return T * shape["experts_per_token"] * ex.cf / tp
+    return T * shape.experts_per_token * ex.cf / tp
 
 
 def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
@@ -88,15 +88,15 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     ``[T/t x h] . [h x E]``, the shared experts as a dense MLP ``s f_e`` wide split over ``t``,
     and the routed experts as a grouped GEMM of ``E / EP`` experts with ``T k c_f ETP / (t E/EP)``
     rows each (``(1+g) f_e / ETP`` then ``f_e / ETP`` wide)."""
-    h, f_e, gated = shape["hidden"], shape["expert_ffn_hidden"], shape["gated_mlp"]
-    router = gemm(T / tp, shape["experts"], h, None, **g)
-    shared_f = shape["shared_experts"] * f_e
+    h, f_e, gated = shape.hidden, shape.expert_ffn_hidden, shape.gated_mlp
+    router = gemm(T / tp, shape.experts, h, None, **g)
+    shared_f = shape.shared_experts * f_e
     has_shared = shared_f > 0
     sh1 = gemm(T, (1 + gated) * shared_f / tp, h, None, m_tiles=T_tiles, **g)
     sh2 = gemm(T, h, shared_f / tp, None, m_tiles=T_tiles, **g)
     # experts per rank; a dense row of a block with MoE rows has none: one, so that its
     # (unused, zero-weighted) expert terms stay finite instead of 0 x inf = NaN
-    local = np.where(shape["experts"] > 0, shape["experts"] / ex.ep, 1.0)
+    local = np.where(shape.experts > 0, shape.experts / ex.ep, 1.0)
     rows = assignments(shape, ex, T, tp) * ex.etp / local
     fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, **g)
     fc2 = gemm(rows, h, f_e / ex.etp, local, **g)
@@ -111,8 +111,8 @@ def elementwise_bytes(shape, ex: ExpertLayout, tp, T, eager) -> np.ndarray:
     assignments of ``h``), and the activation (SwiGLU or GeLU, ``4 + 2g`` bytes per element,
     as the dense MLP's) on the routed and shared experts' ``f_e``-wide outputs."""
     a = assignments(shape, ex, T, tp)
-    act = (4.0 + 2.0 * shape["gated_mlp"]) * shape["expert_ffn_hidden"] * (a + T * shape["shared_experts"] / tp)
-    return (PERMUTE_BYTES * a * shape["hidden"] + act) * eager
+    act = (4.0 + 2.0 * shape.gated_mlp) * shape.expert_ffn_hidden * (a + T * shape.shared_experts / tp)
+    return (PERMUTE_BYTES * a * shape.hidden + act) * eager
 
 
 def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
@@ -122,15 +122,15 @@ def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
     every layer: the dispatched tokens (2 B x ``h`` per row, ``T k c_f ETP / t`` rows) and
     the ``(4 + 2g) f_e / ETP`` activation bytes per row, plus the shared experts'."""
     a = assignments(shape, ex, T, tp)
-    per_elem = 4.0 + 2.0 * shape["gated_mlp"]
-    kept = (BYTES * shape["hidden"] * a * ex.etp + per_elem * shape["expert_ffn_hidden"] * a
-            + per_elem * shape["shared_experts"] * shape["expert_ffn_hidden"] * T / tp)
-    return kept - per_elem * shape["ffn_hidden"] * T / tp
+    per_elem = 4.0 + 2.0 * shape.gated_mlp
+    kept = (BYTES * shape.hidden * a * ex.etp + per_elem * shape.expert_ffn_hidden * a
+            + per_elem * shape.shared_experts * shape.expert_ffn_hidden * T / tp)
+    return kept - per_elem * shape.ffn_hidden * T / tp
 
 
 def a2a_bytes(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
     """Bytes one rank sends in one dispatch (or combine) all-to-all, ``2 T k c_f h / t``."""
-    return BYTES * assignments(shape, ex, T, tp) * shape["hidden"]
+    return BYTES * assignments(shape, ex, T, tp) * shape.hidden
 
 
 def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -147,7 +147,7 @@ def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np
     if not ex.dedup.any():
         return None, None
     g, kd, n, *_ = net.split(ex.ep, ex.etp)
-    k = shape["experts_per_token"]
+    k = shape.experts_per_token
     remote = (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** k)
     plain_intra, plain_inter = (kd - 1.0) / g, (g - kd) / g
     on = ex.dedup > 0

@@ -13,7 +13,6 @@ import numpy as np
 
 from dse.analytic.time import experts
 from dse.analytic.time.gemm import BYTES, compute_time, gemm
-from dse.analytic.time.workload import attention_dims
 
 #: share of the s x s attention blocks a causal fused-attention kernel computes
 CAUSAL_SHARE = 0.5
@@ -51,11 +50,11 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     unmasked (causal: lower) half of the scores (Q, K, V, O traffic only) at
     ``attention_eff`` of a large GEMM's efficiency, counted as one batched GEMM in ``score``.
     """
-    s, a, d = shape["seq_len"], shape["heads"], shape["head_dim"]
-    mla = shape["kv_lora_rank"] > 0
+    s, a, d = shape.seq_len, shape.heads, shape.head_dim
+    mla = shape.kv_lora_rank > 0
     any_mla = bool(mla.any())
-    dims = attention_dims(shape) if any_mla else None
-    qk = dims["qk"] if any_mla else d  # score width (MLA: + the decoupled RoPE width)
+    dims = shape.attention if any_mla else None
+    qk = dims.qk if any_mla else d  # score width (MLA: + the decoupled RoPE width)
     s_q = s / cp
     on = flash > 0
     all_flash = bool(on.all())
@@ -70,7 +69,7 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     # smaller K and V the count does not shrink); MLA's K and V are per head
     qkvo = a * d * 4.0
     if any_mla:
-        qkvo = np.where(mla, dims["q"] + dims["k"] + dims["v"] + dims["o"], qkvo)
+        qkvo = np.where(mla, dims.q + dims.k + dims.v + dims.o, qkvo)
     fa_m = BYTES * T * qkvo / tp / g["hbm_bw"]
     fa_bound = fa_c >= fa_m
     fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
@@ -88,9 +87,9 @@ def dense_gemms(shape, tp, T, T_tiles, g, ex) -> tuple[np.ndarray, np.ndarray]:
     split over ``tp`` ranks (Megatron, Shoeybi et al. 2019): the dense MLP's first (two with
     a gated MLP) and second matrix, or, on the MoE share ``ex.frac`` of the layers, the
     experts (:func:`~dse.analytic.time.experts.ffn_gemms`)."""
-    h, ffn = shape["hidden"], shape["ffn_hidden"]
+    h, ffn = shape.hidden, shape.ffn_hidden
     attn_c, attn_m = attention_projections(shape, tp, T, T_tiles, g)
-    fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, None, m_tiles=T_tiles, **g)
+    fc1 = gemm(T, (1 + shape.gated_mlp) * ffn / tp, h, None, m_tiles=T_tiles, **g)
     fc2 = gemm(T, h, ffn / tp, None, m_tiles=T_tiles, **g)
     mlp_c, mlp_m = fc1[0] + fc2[0], fc1[1] + fc2[1]
     if ex.on:
@@ -105,20 +104,20 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
     key-value heads) and the output projection, or with MLA (DeepSeek-V2/V3) the query and
     key-value down-projections (not split over tensor ranks), their up-projections and the
     output projection."""
-    h = shape["hidden"]
-    dims = attention_dims(shape)
-    qkv = gemm(T, (dims["q"] + dims["k"] + dims["v"]) / tp, h, None, m_tiles=T_tiles, **g)
-    proj = gemm(T, h, dims["o"] / tp, None, m_tiles=T_tiles, **g)
+    h = shape.hidden
+    dims = shape.attention
+    qkv = gemm(T, (dims.q + dims.k + dims.v) / tp, h, None, m_tiles=T_tiles, **g)
+    proj = gemm(T, h, dims.o / tp, None, m_tiles=T_tiles, **g)
     c, m = qkv[0] + proj[0], qkv[1] + proj[1]
-    mla = shape["kv_lora_rank"] > 0
+    mla = shape.kv_lora_rank > 0
     if mla.any():
-        rq, rkv, dr = shape["q_lora_rank"], shape["kv_lora_rank"], shape["rope_head_dim"]
+        rq, rkv, dr = shape.q_lora_rank, shape.kv_lora_rank, shape.rope_head_dim
         with_q_rank = rq > 0
         q_a = gemm(T, rq, h, None, m_tiles=T_tiles, **g)
-        q_b = gemm(T, dims["q"] / tp, rq, None, m_tiles=T_tiles, **g)
-        q_full = gemm(T, dims["q"] / tp, h, None, m_tiles=T_tiles, **g)
+        q_b = gemm(T, dims.q / tp, rq, None, m_tiles=T_tiles, **g)
+        q_full = gemm(T, dims.q / tp, h, None, m_tiles=T_tiles, **g)
         kv_a = gemm(T, rkv + dr, h, None, m_tiles=T_tiles, **g)
-        kv_b = gemm(T, (dims["k"] - shape["heads"] * dr + dims["v"]) / tp, rkv, None, m_tiles=T_tiles, **g)
+        kv_b = gemm(T, (dims.k - shape.heads * dr + dims.v) / tp, rkv, None, m_tiles=T_tiles, **g)
         q_c = np.where(with_q_rank, q_a[0] + q_b[0], q_full[0])
         q_m = np.where(with_q_rank, q_a[1] + q_b[1], q_full[1])
         c = np.where(mla, q_c + kv_a[0] + kv_b[0] + proj[0], c)
@@ -140,13 +139,13 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[n
     the MoE share of the layers the MLP's kernels are the experts'
     (:func:`~dse.analytic.time.experts.elementwise_bytes`).
     """
-    h, s, a = shape["hidden"], shape["seq_len"], shape["heads"]
+    h, s, a = shape.hidden, shape.seq_len, shape.heads
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
-    mlp_ew = (4.0 + 2.0 * shape["gated_mlp"]) * T * shape["ffn_hidden"] / tp * eager
+    mlp_ew = (4.0 + 2.0 * shape.gated_mlp) * T * shape.ffn_hidden / tp * eager
     if ex.on:
         mlp_ew = (1.0 - ex.frac) * mlp_ew + ex.frac * experts.elementwise_bytes(shape, ex, tp, T, eager)
     if fp8.any():
-        rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape["ffn_hidden"]) / tp), 0.0)
+        rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp), 0.0)
     on = flash > 0
     if bool(on.all()):
         attn_ew = np.zeros_like(T)
@@ -192,6 +191,6 @@ def output_layer(shape, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:
     """Forward + backward ``(compute_s, memory_s)`` of the output layer on the last stage:
     the vocab-parallel logits GEMM (3 passes, 16-bit) and the fp32 softmax cross entropy,
     :data:`CROSS_ENTROPY_BYTES` per logit."""
-    V = shape["vocab"]
-    out = gemm(T, V / tp, shape["hidden"], None, m_tiles=T_tiles, **g16)
+    V = shape.vocab
+    out = gemm(T, V / tp, shape.hidden, None, m_tiles=T_tiles, **g16)
     return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16["hbm_bw"]

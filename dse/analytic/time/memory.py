@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.time import workload
 from dse.analytic.time.parallelism import part_embeddings
 
 RECOMPUTE = ("none", "selective", "full")
@@ -49,7 +48,7 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     The tensor-parallel part: the attention's Q, K, V and the output projection's input,
     ``2 (q + k + v + o)`` (grouped key-value heads, a head width other than ``h / a``,
-    MLA's expanded heads: :func:`~dse.analytic.time.workload.attention_dims`), and the
+    MLA's expanded heads: :class:`~dse.analytic.time.workload.AttentionDims`), and the
     feed-forward block's ``(4 + 2g) f``: the up projection's output and the activation's
     output, the gate's output too when gated (the fused SwiGLU keeps its input, ``2 x 2f``
     bytes, and output, ``2f``). The paper's GPT layer (``q = k = v = o = h``, ``f = 4h``,
@@ -60,17 +59,17 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     down-projections); selective recomputation also recomputes the up-projections
     (DeepSeek-V3 report, section 3.2.3; Megatron-Core ``--recompute-modules mla_up_proj``),
     so the layer keeps the latents, not the expanded heads."""
-    dims = workload.attention_dims(shape)
-    h = shape["hidden"]
-    mlp = (4.0 + 2.0 * shape["gated_mlp"]) * shape["ffn_hidden"]
-    none = (2.0 * (dims["q"] + dims["k"] + dims["v"] + dims["o"]) + mlp) / h
-    mla = shape["kv_lora_rank"] > 0
+    dims = shape.attention
+    h = shape.hidden
+    mlp = (4.0 + 2.0 * shape.gated_mlp) * shape.ffn_hidden
+    none = (2.0 * (dims.q + dims.k + dims.v + dims.o) + mlp) / h
+    mla = shape.kv_lora_rank > 0
     if not mla.any():
         return none, none, np.zeros_like(none)
-    rq = shape["q_lora_rank"]
-    latents = np.where(mla, np.where(rq > 0, rq, 0.0) + shape["kv_lora_rank"] + shape["rope_head_dim"], 0.0)
+    rq = shape.q_lora_rank
+    latents = np.where(mla, np.where(rq > 0, rq, 0.0) + shape.kv_lora_rank + shape.rope_head_dim, 0.0)
     # without a query rank the queries come straight from the layer's input: no query latent
-    selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims["q"]) + dims["o"]) + mlp) / h, none)
+    selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims.q) + dims.o) + mlp) / h, none)
     return none, selective, 2.0 * latents / h
 
 

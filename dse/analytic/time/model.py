@@ -64,14 +64,14 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
     stack = frameworks.lookup(cfg["framework"])
     reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
-    reasons.flag(~np.isfinite(shape["layers"] + shape["hidden"] + shape["heads"] + shape["seq_len"] + shape["vocab"]),
+    reasons.flag(~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
                  "unknown model preset and incomplete shape")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
     p = _parallel_inputs(cfg, stack)
     reasons.flag(~stack.offers(p["zero"]), "the training stack does not offer this sharding (ZeRO) stage")
     reasons.flag((p["vi"] > 1) & (stack.interleaved_schedule == 0), "the training stack has no interleaved pipeline schedule")
-    lay, stages, checks = parallelism.layout(p["n"], p["tp"], p["cp"], p["pp"], p["gb"], p["mb"], shape["layers"],
-                                             shape["heads"], shape["kv_heads"], p["vi"], p["sp"], shape["seq_len"])
+    lay, stages, checks = parallelism.layout(p["n"], p["tp"], p["cp"], p["pp"], p["gb"], p["mb"], shape.layers,
+                                             shape.heads, shape.kv_heads, p["vi"], p["sp"], shape.seq_len)
     ex, expert_checks = experts.layout(shape, _f(cfg, "expert_parallel"), _f(cfg, "expert_tensor_parallel"),
                                        _f(cfg, "capacity_factor"), _f(cfg, "moe_a2a_overlap"),
                                        choice_codes(cfg["moe_dispatcher"], MOE_DISPATCHERS) == 1, p["tp"], p["cp"],
@@ -88,18 +88,18 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     clock = _clock(cfg, hw, clock_mhz, reasons)
     layer_params = workload.layer_parameters(shape)
     embed_params = workload.embedding_parameters(shape)
-    tokens_iter = p["gb"] * shape["seq_len"]
+    tokens_iter = p["gb"] * shape.seq_len
     moe_memory = None
     if ex.on:
-        T = p["mb"] * shape["seq_len"] / p["cp"]
+        T = p["mb"] * shape.seq_len / p["cp"]
         moe_memory = (ex.params, ex.ep * ex.etp, np.where(ex.frac > 0, ex.edp, 1.0),
                       ex.frac * experts.activation_bytes(shape, ex, p["tp"], T))
     mem = memory.memory_breakdown(
         layer_params=layer_params, embed_params=embed_params, stages=stages, tp=p["tp"], cp=p["cp"], pp=p["pp"],
         dp=lay["data_parallel"], interleave=lay["interleave"], zero_stage=p["zero"], micro_batch=p["mb"],
-        micro_batches=lay["micro_batches"], seq_len=shape["seq_len"], hidden=shape["hidden"],
-        heads=shape["heads"], vocab=shape["vocab"], sp=p["sp"], recompute=p["recompute"],
-        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape["tied_embeddings"],
+        micro_batches=lay["micro_batches"], seq_len=shape.seq_len, hidden=shape.hidden,
+        heads=shape.heads, vocab=shape.vocab, sp=p["sp"], recompute=p["recompute"],
+        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape.tied_embeddings,
         split=memory.split_bytes_per_hidden(shape))
     reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
@@ -114,7 +114,7 @@ def _evaluate(cfg, clock_mhz) -> TimeResult:
     d_ref, b_noise = training.resolve_target(active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"),
                                              _f(cfg, "b_noise_tokens"))
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
-    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape["seq_len"], nan=0.0)
+    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     codes = reasons.codes(n_rows)
     return _result(t, mem, hw, steps, tokens_iter, workload.model_flops_per_iteration(shape, tokens_iter),

@@ -79,7 +79,7 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     (:class:`~dse.analytic.time.experts.ExpertLayout`) and whether the context-parallel
     exchange overlaps the attention (``cp_overlap``: 1 ring, 0 all-gather))."""
     # stays ~60 lines: the phases in the order each feeds the next; each phase is one call
-    T = b * shape["seq_len"] / cp  # tokens per micro-batch on one accelerator
+    T = b * shape.seq_len / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
@@ -87,7 +87,7 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex)
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
-    act_bytes = gemm.BYTES * T * shape["hidden"]
+    act_bytes = gemm.BYTES * T * shape.hidden
     n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
     with_cp = bool((cp > 1).any())
     tp_layer, out_tp, cp_layer, ep_layer = _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp,
@@ -111,8 +111,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
         mean_stage = work / count
     else:
-        mean_stage = np.maximum(shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp,
-                                shape["layers"] * lay.host_s) / pp
+        mean_stage = np.maximum(shape.layers * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp,
+                                shape.layers * lay.host_s) / pp
         work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
@@ -219,9 +219,9 @@ def _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex) ->
     """Parameters per accelerator on the stage holding the most (the embedding stages or a
     middle one), the most layers on a stage, and the routed experts' share on that stage
     with its expert-data-parallel group and split (None when dense)."""
-    vh = shape["vocab"] * shape["hidden"]
+    vh = shape.vocab * shape.hidden
     if stages.part:
-        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape["tied_embeddings"])
+        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape.tied_embeddings)
         stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
                                   stages.middle * layer_params) / tp
     else:
