@@ -400,4 +400,4 @@ def test_the_gpu_waiting_for_its_host_draws_waiting_power_not_memory_power():
     assert b.host_idle_s[0] > 0.3 * b.step_s[0]  # host-bound
     t = phases.phase_times(b)
     assert t.memory[0] == pytest.approx(b.memory_s[0] + b.optimizer_s[0] - b.host_idle_s[0], rel=1e-12)
-    assert t.fine_wait[0] == pytest.approx(b.tp_comm_s[0] + b.pp_comm_s[0] + b.host_idle_s[0], rel=1e-12)
+    assert t.fine_wait[0] == pytest.approx(b.layer_comm_s[0] + b.pp_comm_s[0] + b.host_idle_s[0], rel=1e-12)

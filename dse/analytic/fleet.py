@@ -33,6 +33,7 @@ from dse.analytic.energy import model as energy_model
 from dse.analytic.energy.checkpoint import write_time_s
 from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
+from dse.analytic.time.parallelism import Stages
 from dse.analytic.time.result import TimeResult
 
 NONE = "none"
@@ -86,13 +87,13 @@ def _evaluate(cfg):
                          hw_b.peak_flops * hw_b.matmul_eff_max, _f(cfg, "split_alpha"))
     pp_a = split["pp_a"]
     one = np.ones(n)
-    cfg_a = {**cfg, "_stage_first": split["a_first"], "_stage_middle": split["a_middle"],
-             "_stage_last": split["a_last"], "_stage_count": pp_a, "_stage_rank0": 0.0 * one,
-             "_stage_embedding": one, "_stage_output": 0.0 * one}
-    cfg_b = {**cfg, "accelerator": second, "_stage_first": split["b_first"], "_stage_middle": split["b_middle"],
-             "_stage_last": split["b_last"], "_stage_count": pp_b, "_stage_rank0": pp_a,
-             "_stage_embedding": 0.0 * one, "_stage_output": one}
-    ta, tb = time_model.evaluate(cfg_a), time_model.evaluate(cfg_b)
+    # the first part starts the pipeline (input embedding), the second ends it (output layer)
+    stages_a = Stages(first=split["a_first"], middle=split["a_middle"], last=split["a_last"], units=None, part=True,
+                      count=pp_a, rank0=0.0 * one, embedding=one, output=0.0 * one)
+    stages_b = Stages(first=split["b_first"], middle=split["b_middle"], last=split["b_last"], units=None, part=True,
+                      count=pp_b, rank0=pp_a, embedding=0.0 * one, output=one)
+    cfg_a, cfg_b = dict(cfg), {**cfg, "accelerator": second}
+    ta, tb = time_model.evaluate(cfg_a, part=stages_a), time_model.evaluate(cfg_b, part=stages_b)
     # the job: all its accelerators fail, a checkpoint blocks it for the slower part's write
     n_total = _f(cfg, "num_accelerators")
     n_a, n_b = n_total * pp_a / pp, n_total * pp_b / pp
@@ -105,9 +106,10 @@ def _evaluate(cfg):
         part["checkpoint_duration_s"] = write
     ta, tb = replace(ta, num_accelerators=n_a), replace(tb, num_accelerators=n_b)
 
-    def retimer(cfg_i, n_i, other):
+    def retimer(cfg_i, stages_i, n_i, other):
         def retime(clock_mhz, rows):
-            sub = replace(time_model.evaluate(_rows.take_inputs(cfg_i, rows), clock_mhz), num_accelerators=n_i[rows])
+            sub = time_model.evaluate(_rows.take_inputs(cfg_i, rows), clock_mhz, part=_rows.take(stages_i, rows))
+            sub = replace(sub, num_accelerators=n_i[rows])
             return compose(sub, _rows.take(other, rows), pp[rows])[0]
         return retime
 
@@ -115,12 +117,12 @@ def _evaluate(cfg):
     # against the first's result; a final pass (no clock moves: waiting longer only lowers
     # power and temperature) gives both parts' energy at the composed iteration
     pa, pb = compose(ta, tb, pp)
-    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, n_a, pb))
+    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, stages_a, n_a, pb))
     pb, pa = compose(tb, ea.timing, pp)
-    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, n_b, pa))
+    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, stages_b, n_b, pa))
     pa, pb = compose(ea.timing, eb.timing, pp)
-    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, n_a, pb))
-    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, n_b, pa))
+    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, stages_a, n_a, pb))
+    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, stages_b, n_b, pa))
     out = _combine(ea, eb, n_a, n_b)
     reasons = _reasons(cfg, split, pp_b, ea, eb)
     out["feasible"] = reasons == ""
@@ -147,7 +149,7 @@ def compose(a: TimeResult, b: TimeResult, pp) -> tuple[TimeResult, TimeResult]:
 def _at_step(r: TimeResult, step) -> TimeResult:
     """``r`` at the job's iteration ``step``: the part waits (``bubble_s``) for the rest."""
     b = r.breakdown
-    busy = b.compute_s + b.memory_s + b.tp_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
+    busy = b.compute_s + b.memory_s + b.layer_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
     wait = np.maximum(step - busy, 0.0)
     breakdown = replace(b, bubble_s=wait, step_s=busy + wait)
     steps = r.steps_to_train

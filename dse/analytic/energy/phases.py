@@ -33,7 +33,7 @@ def phase_times(b) -> PhaseTimes:
     # the host wait is inside memory_s in the time model; the GPU idles through it
     host = 0.0 if b.host_idle_s is None else b.host_idle_s
     t_m = b.memory_s + b.optimizer_s - host
-    fine = b.tp_comm_s + b.pp_comm_s + host
+    fine = b.layer_comm_s + b.pp_comm_s + host
     blocked = b.bubble_s + b.dp_comm_s
     busy = np.maximum(step - blocked, 0.0)
     return PhaseTimes(step=step, compute=b.compute_s, memory=t_m, fine_wait=fine, blocked=blocked, busy=busy)
@@ -53,13 +53,13 @@ class ClockScaling:
     def __init__(self, b, clock_from: np.ndarray) -> None:
         self.step = np.asarray(b.step_s, dtype=float)
         self.compute = b.compute_s
-        self.slot = b.compute_s + b.memory_s + b.tp_comm_s
+        self.slot = b.compute_s + b.memory_s + b.layer_comm_s
         self.slot_positive = self.slot > 0
         self.slot_divisor = np.where(self.slot_positive, self.slot, 1.0)
         self.host_idle = np.zeros_like(self.step) if b.host_idle_s is None else b.host_idle_s
         self.bubble, self.dp_comm = b.bubble_s, b.dp_comm_s
         self.memory, self.optimizer = b.memory_s, b.optimizer_s
-        self.fine = b.tp_comm_s + b.pp_comm_s
+        self.fine = b.layer_comm_s + b.pp_comm_s
         self.clock_from = clock_from
 
     def times(self, clock_mhz: np.ndarray) -> PhaseTimes:

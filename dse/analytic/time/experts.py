@@ -32,7 +32,8 @@ import numpy as np
 from dse.analytic.time import workload
 from dse.analytic.time.collectives import exposed, exposed_in
 from dse.analytic.time.gemm import BYTES, gemm
-from dse.analytic.time.parallelism import indivisible
+from dse.analytic.time.parallelism import Layout, indivisible
+from dse.analytic.time.workload import ModelShape
 
 #: HBM bytes per element of the token permutation before dispatch and after combine
 #: (read 2 B and write 2 B, once each way): Megatron-Core's moe_permute / moe_unpermute
@@ -55,10 +56,13 @@ class ExpertLayout:
     params: np.ndarray      # routed-expert parameters per (average) layer, whole model
 
 
-def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
-    """The :class:`ExpertLayout` and ``(mask, reason)`` for expert layouts that cannot run.
+def layout(shape: ModelShape, ep, etp, cf, overlap, dedup, lay: Layout) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
+    """The :class:`ExpertLayout` of the expert inputs (degrees ``ep`` and ``etp``, capacity
+    factor, overlap and deduplicated-dispatch flags) on the layout ``lay``, and ``(mask,
+    reason)`` for expert layouts that cannot run.
 
     ``etp`` NaN: the tensor-parallel degree (Megatron-Core's default)."""
+    tp, cp, dp = lay.tp, lay.cp, lay.dp
     moe = workload.is_moe(shape)
     on = bool(moe.any())
     checks = [((ep > 1) & ~moe, "expert parallelism needs a mixture-of-experts model")]

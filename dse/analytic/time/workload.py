@@ -208,6 +208,19 @@ def embedding_parameters(shape: ModelShape) -> np.ndarray:
     return shape.vocab * shape.hidden * (2 - shape.tied_embeddings)
 
 
+@dataclass(frozen=True, slots=True)
+class ParameterCounts:
+    """Parameters of one (average) decoder layer without its routed experts
+    (:func:`layer_parameters`) and of the embeddings (:func:`embedding_parameters`)."""
+
+    layer: np.ndarray
+    embedding: np.ndarray
+
+    @classmethod
+    def of(cls, shape: ModelShape) -> ParameterCounts:
+        return cls(layer=layer_parameters(shape), embedding=embedding_parameters(shape))
+
+
 def parameter_count(shape: ModelShape, layer_params: np.ndarray | None = None) -> np.ndarray:
     """All parameters (total: every expert): layers, embeddings, final norm
     (``layer_params``: :func:`layer_parameters` when the caller has it)."""
