@@ -54,8 +54,9 @@ def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.n
         shaped = comp & np.isfinite(m + nn + k)
         with np.errstate(all="ignore"):
             sh = shipped_calibration()["shared"]
-            t_shape = gemm.compute_time(m, nn, k, None, peak=peak, clock_ratio=ratio, cu=float(hw["compute_units"]),
-                                        eff_max=eff, half_flops=sh["matmul_half_gflop"] * 1e9, half_k=sh["matmul_half_k"])
+            r = gemm.Roofline(peak_flops=peak, clock_ratio=ratio, compute_units=float(hw["compute_units"]), eff_max=eff,
+                              half_flops=sh["matmul_half_gflop"] * 1e9, half_k=sh["matmul_half_k"], hbm_bw_bps=np.nan)
+            t_shape = gemm.compute_time(m, nn, k, None, r)
             t_flops = rows["flops"].to_numpy(dtype=float) / (peak * ratio * eff)
         t = np.where(shaped, t_shape, np.where(comp, t_flops, t))
         share = np.where(comp, 1.0, share)

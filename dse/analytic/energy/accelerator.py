@@ -163,7 +163,7 @@ def static_power_w(acc: Accelerators, phase_w) -> tuple[np.ndarray, np.ndarray]:
     return acc.idle_w + d_w, d_w
 
 
-def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, dict[str, np.ndarray]]:
+def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, thermal.ThermalResponse]:
     """Accelerator energy and the junction temperature response (peak, trough, largest
     rate; :func:`.thermal.periodic_response`) of the breakdown ``b`` at ``clock_mhz``."""
     e = step_energy(b, acc).at(clock_mhz / acc.clock_max_mhz)

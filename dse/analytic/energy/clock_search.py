@@ -120,16 +120,16 @@ class Operating:
     perf: object            # TimeResult at ``clock_mhz``
     clock_mhz: np.ndarray
     energy: AcceleratorEnergy
-    thermal: dict
+    thermal: thermal.ThermalResponse
     capped: np.ndarray      # bool: the cap lowered the clock
     throttled: np.ndarray   # bool: the slowdown temperature lowered it below the cap's clock
     at_min: np.ndarray      # bool: the clock is the accelerator's lowest
 
 
-def limits_ok(e: AcceleratorEnergy, th: dict, acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
+def limits_ok(e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
     """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`."""
     return (~(e.p_busy > acc.cap_w * (1 + LIMIT_RTOL)),
-            ~(th["peak_c"] > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)))
+            ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)))
 
 
 def settle(perf, acc: Accelerators, retime: Callable) -> Operating:

@@ -114,14 +114,14 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
     redo = gp.rework_s / (steps * (step_s + ck.per_step_s))   # share of the run done twice
     # idle accelerators (at their own temperature's leakage), host, network static
     restart_w = n * np.array([static_power_w(acc, acc.idle_w)[0], p_host, p_net_static])
-    it_j = (e_step_acc + (ck_e["idle"] + ck_e["waiting"] + ck_e["network"] + ck_e["host"])) * total_steps_n
+    it_j = (e_step_acc + (ck_e.idle_j + ck_e.waiting_j + ck_e.network_j + ck_e.host_j)) * total_steps_n
     it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
     facility_j = it_j * (1.0 + overhead)
     time_to_train_s = gp.wall_s
     fac = _facility_power(cfg, e, ck, p_parked, facility_j, time_to_train_s, n,
                           p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead)
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
-    mean_p = (e.total + (ck_e["idle"] + ck_e["waiting"])) / np.where(step_ck > 0, step_ck, np.nan)
+    mean_p = (e.total + (ck_e.idle_j + ck_e.waiting_j)) / np.where(step_ck > 0, step_ck, np.nan)
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
@@ -131,17 +131,17 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
         "energy_per_step_j": e_step_acc * n * (1.0 + overhead),
         "energy_compute_j": e.compute * runs,
         "energy_memory_j": e.memory * runs,
-        "energy_network_j": (e_net + ck_e["network"]) * runs + gp.restart_s * restart_w[2],
-        "energy_idle_j": (e.idle + ck_e["idle"]) * runs + gp.restart_s * restart_w[0],
-        "energy_waiting_j": (e.waiting + ck_e["waiting"]) * runs,
-        "energy_host_j": (e_host + ck_e["host"]) * runs + gp.restart_s * restart_w[1],
+        "energy_network_j": (e_net + ck_e.network_j) * runs + gp.restart_s * restart_w[2],
+        "energy_idle_j": (e.idle + ck_e.idle_j) * runs + gp.restart_s * restart_w[0],
+        "energy_waiting_j": (e.waiting + ck_e.waiting_j) * runs,
+        "energy_host_j": (e_host + ck_e.host_j) * runs + gp.restart_s * restart_w[1],
         "energy_facility_overhead_j": it_j * overhead,
         "avg_power_per_accelerator_w": mean_p,
         "peak_power_per_accelerator_w": e.p_busy,
-        "facility_avg_power_w": fac["avg"],
-        "facility_peak_power_w": fac["peak"],
-        "facility_power_swing_w": fac["swing"],
-        "facility_power_ramp_w_per_s": fac["ramp"],
+        "facility_avg_power_w": fac.avg_w,
+        "facility_peak_power_w": fac.peak_w,
+        "facility_power_swing_w": fac.swing_w,
+        "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
         "checkpoint_time_s": np.where(ck.on, steps * ck.per_step_s, 0.0),
         "checkpoint_overhead": np.where(ck.on, ck.per_step_s / np.where(step_ck > 0, step_ck, np.nan), 0.0),
         "checkpoint_period_s": ck.interval_s,
@@ -153,10 +153,10 @@ def _metrics(cfg, perf: TimeResult, acc: Accelerators, e, th, clock, capped, thr
         "effective_clock_mhz": clock,
         "power_capped": np.asarray(capped, dtype=bool),
         "throttled": np.asarray(throttled, dtype=bool),
-        "peak_junction_temp_c": th["peak_c"],
+        "peak_junction_temp_c": th.peak_c,
         "mean_junction_temp_c": thermal.steady_junction_temp_c(mean_p, acc.inlet_c, acc.r_total),
-        "junction_temp_swing_c": th["peak_c"] - th["min_c"],
-        "max_junction_temp_rate_c_per_s": th["max_rate_c_per_s"],
+        "junction_temp_swing_c": th.peak_c - th.min_c,
+        "max_junction_temp_rate_c_per_s": th.max_rate_c_per_s,
     }
     out.update(_economics(cfg, perf, acc, e, facility_j, time_to_train_s, runs))
     return out
@@ -184,7 +184,7 @@ def _checkpoints_and_interruptions(cfg, perf: TimeResult, acc: Accelerators, ste
     return ck, ck_e, gp, p_parked
 
 
-def _facility_power(cfg, e, ck, p_parked, facility_j, time_s, n, p_other, overhead) -> dict[str, np.ndarray]:
+def _facility_power(cfg, e, ck, p_parked, facility_j, time_s, n, p_other, overhead) -> facility.FacilityPower:
     """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`)."""
     t = e.times
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
@@ -223,8 +223,8 @@ def _economics(cfg, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n)
         "energy_time_product_js": facility_j * time_s,
         "energy_utilisation_factor": busy_work / facility_j,
         "energy_efficiency_index": np.asarray(perf.mfu, dtype=float) * landauer / facility_j,
-        "cost_usd": cost["total"],
-        "energy_cost_usd": cost["energy"],
+        "cost_usd": cost.total_usd,
+        "energy_cost_usd": cost.energy_usd,
         "carbon_kg": economics.carbon_kg(facility_j, _f(cfg, "grid_carbon_kg_per_kwh")),
         "landauer_bound_j": landauer,
         "landauer_ratio": facility_j / landauer,

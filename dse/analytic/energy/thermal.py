@@ -17,6 +17,8 @@ with T = t_hi + t_lo; the largest rates of change are at the phase switches.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dse.analytic.energy import power
@@ -77,7 +79,16 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
     return hi
 
 
-def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> dict[str, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class ThermalResponse:
+    """The junction's periodic response to one iteration's busy/blocked square wave."""
+
+    peak_c: np.ndarray            # degC, at the end of the busy phase
+    min_c: np.ndarray             # degC, at the end of the blocked phase
+    max_rate_c_per_s: np.ndarray  # degC/s, largest |dT/dt| (at a phase switch)
+
+
+def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse:
     """Peak, trough and largest |dT/dt| of the junction under the busy/blocked square wave."""
     t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
     t_lo = np.maximum(np.nan_to_num(t_lo, nan=0.0), 0.0)
@@ -99,4 +110,4 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> dict[str, np.nd
         rate_up = rate_up + (r * p_hi - th_min) / tau
         rate_down = rate_down + (r * p_lo - th_max) / tau
     rate = np.where(t_lo > 0, np.maximum(np.abs(rate_up), np.abs(rate_down)), 0.0)
-    return {"peak_c": hi, "min_c": lo, "max_rate_c_per_s": rate}
+    return ThermalResponse(peak_c=hi, min_c=lo, max_rate_c_per_s=rate)

@@ -93,17 +93,17 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     and the routed experts as a grouped GEMM of ``E / EP`` experts with ``T k c_f ETP / (t E/EP)``
     rows each (``(1+g) f_e / ETP`` then ``f_e / ETP`` wide)."""
     h, f_e, gated = shape.hidden, shape.expert_ffn_hidden, shape.gated_mlp
-    router = gemm(T / tp, shape.experts, h, None, **g)
+    router = gemm(T / tp, shape.experts, h, None, g)
     shared_f = shape.shared_experts * f_e
     has_shared = shared_f > 0
-    sh1 = gemm(T, (1 + gated) * shared_f / tp, h, None, m_tiles=T_tiles, **g)
-    sh2 = gemm(T, h, shared_f / tp, None, m_tiles=T_tiles, **g)
+    sh1 = gemm(T, (1 + gated) * shared_f / tp, h, None, g, m_tiles=T_tiles)
+    sh2 = gemm(T, h, shared_f / tp, None, g, m_tiles=T_tiles)
     # experts per rank; a dense row of a block with MoE rows has none: one, so that its
     # (unused, zero-weighted) expert terms stay finite instead of 0 x inf = NaN
     local = np.where(shape.experts > 0, shape.experts / ex.ep, 1.0)
     rows = assignments(shape, ex, T, tp) * ex.etp / local
-    fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, **g)
-    fc2 = gemm(rows, h, f_e / ex.etp, local, **g)
+    fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, g)
+    fc2 = gemm(rows, h, f_e / ex.etp, local, g)
     compute = router[0] + np.where(has_shared, sh1[0] + sh2[0], 0.0) + fc1[0] + fc2[0]
     memory = router[1] + np.where(has_shared, sh1[1] + sh2[1], 0.0) + fc1[1] + fc2[1]
     return compute, memory

@@ -7,7 +7,7 @@ parallelism, whose ranks each attend their ``s / cp`` queries to all ``s`` keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,18 +59,18 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     on = flash > 0
     all_flash = bool(on.all())
     if not all_flash:  # unfused attention: scores and context as two batched GEMMs
-        score = gemm(s_q, s, qk, b * a / tp, **g)
-        ctx = gemm(s_q, d, s, b * a / tp, **g)
+        score = gemm(s_q, s, qk, b * a / tp, g)
+        ctx = gemm(s_q, d, s, b * a / tp, g)
     # causal training: the fused kernel skips the masked upper triangle, half the score blocks
     # (Dao 2023, FlashAttention-2, section 3.1.1); unfused attention computes all of them
     width = (qk + d) / 2.0 if any_mla else d  # the two products' mean inner width
-    fa_c = CAUSAL_SHARE * compute_time(s_q, s, width, 2.0 * b * a / tp, **{**g, "eff_max": g["eff_max"] * attention_eff})
+    fa_c = CAUSAL_SHARE * compute_time(s_q, s, width, 2.0 * b * a / tp, replace(g, eff_max=g.eff_max * attention_eff))
     # Q, K, V and O once: 4 T a d with as many key-value as query heads (and for GQA, whose
     # smaller K and V the count does not shrink); MLA's K and V are per head
     qkvo = a * d * 4.0
     if any_mla:
         qkvo = np.where(mla, dims.q + dims.k + dims.v + dims.o, qkvo)
-    fa_m = BYTES * T * qkvo / tp / g["hbm_bw"]
+    fa_m = BYTES * T * qkvo / tp / g.hbm_bw_bps
     fa_bound = fa_c >= fa_m
     fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
     if all_flash:
@@ -89,8 +89,8 @@ def dense_gemms(shape, tp, T, T_tiles, g, ex) -> tuple[np.ndarray, np.ndarray]:
     experts (:func:`~dse.analytic.time.experts.ffn_gemms`)."""
     h, ffn = shape.hidden, shape.ffn_hidden
     attn_c, attn_m = attention_projections(shape, tp, T, T_tiles, g)
-    fc1 = gemm(T, (1 + shape.gated_mlp) * ffn / tp, h, None, m_tiles=T_tiles, **g)
-    fc2 = gemm(T, h, ffn / tp, None, m_tiles=T_tiles, **g)
+    fc1 = gemm(T, (1 + shape.gated_mlp) * ffn / tp, h, None, g, m_tiles=T_tiles)
+    fc2 = gemm(T, h, ffn / tp, None, g, m_tiles=T_tiles)
     mlp_c, mlp_m = fc1[0] + fc2[0], fc1[1] + fc2[1]
     if ex.on:
         moe_c, moe_m = experts.ffn_gemms(shape, ex, tp, T, T_tiles, g)
@@ -106,18 +106,18 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
     output projection."""
     h = shape.hidden
     dims = shape.attention
-    qkv = gemm(T, (dims.q + dims.k + dims.v) / tp, h, None, m_tiles=T_tiles, **g)
-    proj = gemm(T, h, dims.o / tp, None, m_tiles=T_tiles, **g)
+    qkv = gemm(T, (dims.q + dims.k + dims.v) / tp, h, None, g, m_tiles=T_tiles)
+    proj = gemm(T, h, dims.o / tp, None, g, m_tiles=T_tiles)
     c, m = qkv[0] + proj[0], qkv[1] + proj[1]
     mla = shape.kv_lora_rank > 0
     if mla.any():
         rq, rkv, dr = shape.q_lora_rank, shape.kv_lora_rank, shape.rope_head_dim
         with_q_rank = rq > 0
-        q_a = gemm(T, rq, h, None, m_tiles=T_tiles, **g)
-        q_b = gemm(T, dims.q / tp, rq, None, m_tiles=T_tiles, **g)
-        q_full = gemm(T, dims.q / tp, h, None, m_tiles=T_tiles, **g)
-        kv_a = gemm(T, rkv + dr, h, None, m_tiles=T_tiles, **g)
-        kv_b = gemm(T, (dims.k - shape.heads * dr + dims.v) / tp, rkv, None, m_tiles=T_tiles, **g)
+        q_a = gemm(T, rq, h, None, g, m_tiles=T_tiles)
+        q_b = gemm(T, dims.q / tp, rq, None, g, m_tiles=T_tiles)
+        q_full = gemm(T, dims.q / tp, h, None, g, m_tiles=T_tiles)
+        kv_a = gemm(T, rkv + dr, h, None, g, m_tiles=T_tiles)
+        kv_b = gemm(T, (dims.k - shape.heads * dr + dims.v) / tp, rkv, None, g, m_tiles=T_tiles)
         q_c = np.where(with_q_rank, q_a[0] + q_b[0], q_full[0])
         q_m = np.where(with_q_rank, q_a[1] + q_b[1], q_full[1])
         c = np.where(mla, q_c + kv_a[0] + kv_b[0] + proj[0], c)
@@ -192,5 +192,5 @@ def output_layer(shape, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:
     the vocab-parallel logits GEMM (3 passes, 16-bit) and the fp32 softmax cross entropy,
     :data:`CROSS_ENTROPY_BYTES` per logit."""
     V = shape.vocab
-    out = gemm(T, V / tp, shape.hidden, None, m_tiles=T_tiles, **g16)
-    return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16["hbm_bw"]
+    out = gemm(T, V / tp, shape.hidden, None, g16, m_tiles=T_tiles)
+    return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16.hbm_bw_bps
