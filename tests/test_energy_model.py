@@ -237,7 +237,7 @@ def test_the_clock_search_and_the_energy_half_give_the_same_power_at_the_set_clo
     cfg = _mixed_cfg()
     with np.errstate(all="ignore"):
         perf = time_model.evaluate(cfg)
-        acc = energy_model._accelerators(cfg, perf)
+        acc = energy_model._accelerators(energy_model.EnergyInputs.of(cfg), perf)
         e, _ = accelerator.energy_and_thermal(perf.breakdown, perf.clock_mhz, acc)
         cap_ok, _ = clock_search.LimitCheck(perf.breakdown, acc, perf.clock_mhz)(perf.clock_mhz)
     finite = np.isfinite(e.p_busy)

@@ -27,6 +27,24 @@ def parameters() -> dict:
     return yaml.safe_load(files("dse.analytic.data").joinpath("power.yaml").read_text())
 
 
+@dataclass(frozen=True, slots=True)
+class CoolingPath:
+    """The two-term Foster network of one cooling type's junction-to-inlet path
+    (``power.yaml``'s ``cooling`` section gives the estimates)."""
+
+    fast_fraction: float  # the fast term's (die, interface, lid or plate base) share of R
+    tau_fast_s: float     # its time constant R_i C_i, s
+    tau_slow_s: float     # the heat sink's or cold plate's, s
+
+
+@cache
+def cooling_path(kind: str) -> CoolingPath:
+    """The :class:`CoolingPath` of cooling type ``kind`` (air, liquid)."""
+    c = parameters()["cooling"][kind]
+    return CoolingPath(fast_fraction=float(c["fast_fraction"]), tau_fast_s=float(c["tau_fast_s"]),
+                       tau_slow_s=float(c["tau_slow_s"]))
+
+
 def entry(name: str) -> dict:
     """The power entry of accelerator ``name``: the defaults updated by its catalog entry or
     by its profile's (:mod:`dse.analytic.profiles`); the defaults alone for an unknown name."""

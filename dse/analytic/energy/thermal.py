@@ -50,11 +50,11 @@ def resistance_k_per_w(cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np
 
 def foster_terms(cooling: np.ndarray, r_total: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """The two (R_i, tau_i) terms of the network for each candidate's cooling type."""
-    c = power.parameters()["cooling"]
+    air, cold_plate = power.cooling_path("air"), power.cooling_path("liquid")
     liquid = _is_liquid(cooling)
-    frac = np.where(liquid, c["liquid"]["fast_fraction"], c["air"]["fast_fraction"])
-    tau_fast = np.where(liquid, c["liquid"]["tau_fast_s"], c["air"]["tau_fast_s"])
-    tau_slow = np.where(liquid, c["liquid"]["tau_slow_s"], c["air"]["tau_slow_s"])
+    frac = np.where(liquid, cold_plate.fast_fraction, air.fast_fraction)
+    tau_fast = np.where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
+    tau_slow = np.where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
     return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
 
 
