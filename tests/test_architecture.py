@@ -176,3 +176,16 @@ def test_the_physics_reads_no_model_quantity_by_string_key():
                       if scope not in allowed]
     assert wrong == []
 
+
+
+def test_no_physics_function_takes_ten_loose_arguments():
+    long = []
+    for half in ("time", "energy"):
+        for path in sorted((PACKAGE / "analytic" / half).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef):
+                    args = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                    args = [a for a in args if a not in ("self", "cls")]
+                    if len(args) >= 10 and node.name != "of":  # a dataclass's named constructor
+                        long.append(f"{half}/{path.name}: {node.name} ({len(args)})")
+    assert long == []

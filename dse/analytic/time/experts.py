@@ -33,6 +33,7 @@ from dse.analytic.time import workload
 from dse.analytic.time.collectives import exposed, exposed_in
 from dse.analytic.time.gemm import BYTES, gemm
 from dse.analytic.time.parallelism import Layout, indivisible
+from dse.analytic.time.tensor_parallel import collectives_per_layer
 from dse.analytic.time.workload import ModelShape
 
 #: HBM bytes per element of the token permutation before dispatch and after combine
@@ -174,7 +175,7 @@ def partnered_share(m):
     return np.maximum(m - 1.0, 0.0) / np.maximum(m, 1.0)
 
 
-def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window_s, tp_overlap, tax, m):
+def comm_times(net, shape, ex: ExpertLayout, lay: Layout, T, full_recompute, window_s, tp_overlap, tax):
     """Exposed time of one (average) layer's expert communication per micro-batch: the
     all-to-alls over the EP group (stride ETP), overlapped with ``window_s`` of another
     micro-batch's compute where the study says so (Megatron-Core
@@ -182,7 +183,9 @@ def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window
     micro-batches that have a partner (:func:`partnered_share`), and with ETP > 1 the
     expert-tensor all-gather / reduce-scatter of the gathered rows (``n_tp / 2`` all-reduce
     equivalents over ETP, overlapped as the stack overlaps tensor-parallel traffic). Scaled
-    by the MoE share of the layers."""
+    by the MoE share of the layers. ``lay``: the layout (tensor degree, micro-batches)."""
+    tp, m = lay.tp, lay.micro_batches
+    n_tp = collectives_per_layer(full_recompute)
     intra, inter = dispatch_shares(net, shape, ex)
     a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
     # the partnered micro-batches hide what fits in their window, the others hide nothing

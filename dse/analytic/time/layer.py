@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dse.analytic.time import experts
-from dse.analytic.time.gemm import BYTES, compute_time, gemm
+from dse.analytic.time.gemm import BYTES, Roofline, compute_time, gemm
+from dse.analytic.time.parallelism import Layout
 
 #: share of the s x s attention blocks a causal fused-attention kernel computes
 CAUSAL_SHARE = 0.5
@@ -39,6 +40,18 @@ class LayerTime:
     full_recompute: np.ndarray   # bool: full activation recomputation
     dense_ew_bytes: np.ndarray   # element-wise bytes of one forward pass, dense part
     attn_ew_bytes: np.ndarray    # element-wise bytes of one forward pass, attention core
+
+
+@dataclass(frozen=True, slots=True)
+class Kernels:
+    """How one accelerator runs a micro-batch's kernels: the tokens it holds, the roofline
+    terms of its GEMMs and how much more an unfused stack's element-wise kernels move."""
+
+    tokens: np.ndarray       # T = b s / cp, tokens per micro-batch on this accelerator
+    token_tiles: np.ndarray  # ceil(T / TILE)
+    roofline: Roofline       # at the candidate's precision (the linear layers)
+    roofline16: Roofline     # at 16 bit (attention, output layer)
+    eager: np.ndarray        # 1 for fused kernels, the eager stack's byte factor otherwise
 
 
 def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple, tuple]:
@@ -125,9 +138,9 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
     return c, m
 
 
-def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """HBM bytes of a layer's element-wise kernels, one forward pass: ``(replicated, mlp,
-    attention)``.
+def elementwise_bytes(shape, lay: Layout, T, fp8, eager, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HBM bytes of a layer's element-wise kernels, one forward pass of ``T`` tokens on one
+    accelerator: ``(replicated, mlp, attention)``.
 
     Megatron kernels, 16-bit: two layer norms (read + write, 4 B/elem each) and two fused
     bias-dropout-residual adds (7 B/elem), replicated across tensor ranks unless sequence
@@ -140,6 +153,7 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[n
     (:func:`~dse.analytic.time.experts.elementwise_bytes`).
     """
     h, s, a = shape.hidden, shape.seq_len, shape.heads
+    tp, cp, sp, b, flash = lay.tp, lay.cp, lay.sequence_parallel, lay.micro_batch, lay.flash_attention
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
     mlp_ew = (4.0 + 2.0 * shape.gated_mlp) * T * shape.ffn_hidden / tp * eager
     if ex.on:
@@ -155,20 +169,21 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[n
     return rep, mlp_ew, attn_ew
 
 
-def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex) -> LayerTime:
+def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     """One layer per micro-batch: forward 1 pass, backward 2 (backward GEMMs = 2 x forward
     FLOPs; element-wise backward ~2x forward), plus a forward for full recomputation;
     selective recomputation re-runs the attention core only (Korthikanti et al. 2022).
     FlashAttention's backward recomputes the scores: 5 matrix products against the
     forward's 2, so 2.5 forward passes (Dao 2023, FlashAttention-2, section 3.1.2).
-    ``T``: tokens per micro-batch on this accelerator, ``T_tiles``: ``ceil(T / TILE)``;
-    ``g``/``g16``: roofline terms at the candidate's precision and at 16 bit; ``ex``: the
+    ``k``: the micro-batch's :class:`Kernels` on one accelerator; ``ex``: the
     :class:`~dse.analytic.time.experts.ExpertLayout`."""
+    tp, cp, b, recompute, flash = lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.flash_attention
+    T, T_tiles, g, g16, eager = k.tokens, k.token_tiles, k.roofline, k.roofline16, k.eager
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
     score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = hw.hbm_bw_bps * hw.memory_eff
-    rep, mlp_ew, attn_ew = elementwise_bytes(shape, tp, cp, sp, b, T, flash, hw.fp8, eager, ex)
+    rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm
     full = recompute == 2

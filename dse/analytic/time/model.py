@@ -11,7 +11,7 @@ docs/model.md.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -105,8 +105,9 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     codes = reasons.codes(n_rows)
-    return _result(t, mem, hw, lay, clock, codes, net.size, steps=steps, tokens_iter=tokens_iter,
-                   model_flops=workload.model_flops_per_iteration(shape, tokens_iter), params=(params, active))
+    run = _Run(steps=steps, tokens_per_step=tokens_iter, model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
+               parameters=params, active_parameters=active)
+    return _result(t, mem, hw, lay, clock, codes, net.size, run)
 
 
 def _layout(cfg, stack) -> parallelism.Layout:
@@ -158,8 +159,21 @@ def _network(cfg, hw) -> Network:
                    call_lat=hw.collective_call_us * 1e-6)
 
 
-def _result(t, mem, hw, lay, clock, codes, scaleup_size, *, steps, tokens_iter, model_flops, params) -> TimeResult:
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """The training run's length and size."""
+
+    steps: np.ndarray              # optimizer steps to the target
+    tokens_per_step: np.ndarray    # tokens per iteration
+    model_flops: np.ndarray        # model FLOPs per iteration
+    parameters: np.ndarray         # every parameter
+    active_parameters: np.ndarray  # the parameters one token uses
+
+
+def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResult:
     """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over."""
+    steps, tokens_iter, model_flops = run.steps, run.tokens_per_step, run.model_flops
+    params = (run.parameters, run.active_parameters)
     time_to_train_s = steps * t.step_s
     n = lay.accelerators
     return TimeResult(

@@ -98,13 +98,13 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     layout = x.layout
     tp, cp, pp, dp, v, m, b = (layout.tp, layout.cp, layout.pp, layout.dp, layout.interleave, layout.micro_batches,
                                layout.micro_batch)
-    sp, recompute, zero, flash = layout.sequence_parallel, layout.recompute, layout.zero_stage, layout.flash_attention
+    recompute, zero = layout.recompute, layout.zero_stage
     T = b * shape.seq_len / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex)
+    lay = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager))
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
@@ -143,10 +143,10 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
-    stage_params, busiest, expert_dp = _stage_parameters(shape, stages, x.counts, one, tp, ex)
+    held = _stage_parameters(shape, stages, x.counts, one, tp, ex)
+    stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp,
-                                 layers=busiest, launch_s=hw.kernel_overhead_us * 1e-6)
+    dp_s = data_parallel.dp_time(net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
@@ -154,8 +154,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
 
     step_s = compute_s + memory_s + layer_comm_s + pp_s + dp_s + bubble_s + optimizer_s
     cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
-    scaleup, scaleout = _link_bytes(x, lay, act_bytes, T, n_tp, same, cp_volume, dp_group,
-                                    (stage_params, busiest, expert_dp))
+    scaleup, scaleout = _link_bytes(x, lay, act_bytes, T, n_tp, same, cp_volume, dp_group, held)
     weight_params = x.counts.layer / tp
     if ex.on:
         weight_params = weight_params + ex.params / (ex.ep * ex.etp)
@@ -176,7 +175,7 @@ def _layer_comm(x: StepInputs, lay, act_bytes, T, n_tp, with_cp) -> tuple:
     context-parallel and expert parts of the layer's (None without context parallelism or
     experts)."""
     net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
-    b, tp, cp, sp, m = layout.micro_batch, layout.tp, layout.cp, layout.sequence_parallel, layout.micro_batches
+    b, tp, cp, sp = layout.micro_batch, layout.tp, layout.cp, layout.sequence_parallel
     tax = x.hw.overlap_tax
     layer_comm, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
@@ -187,24 +186,23 @@ def _layer_comm(x: StepInputs, lay, act_bytes, T, n_tp, with_cp) -> tuple:
                            lay.attn_core_s, tax)
         layer_comm = layer_comm + cp_layer
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
-        ep_layer = experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute, window_s,
-                                      stack.tp_overlap * (sp > 0), tax, m)
+        ep_layer = experts.comm_times(net, shape, ex, layout, T, lay.full_recompute, window_s,
+                                      stack.tp_overlap * (sp > 0), tax)
         layer_comm = layer_comm + ep_layer
     return layer_comm, out_tp, cp_layer, ep_layer
 
 
-def _link_bytes(x: StepInputs, lay, act_bytes, T, n_tp, same, cp_volume, dp_group, busiest_stage) -> tuple:
+def _link_bytes(x: StepInputs, lay, act_bytes, T, n_tp, same, cp_volume, dp_group, held) -> tuple:
     """Bytes one accelerator sends per iteration on scale-up and on scale-out links
     (:func:`~dse.analytic.time.traffic.link_bytes`, plus the experts' dispatch and their
-    gradients' reduction). ``busiest_stage``: :func:`_stage_parameters` (its parameters per
-    accelerator, its layers and its experts' share)."""
+    gradients' reduction). ``held``: :func:`_stage_parameters`."""
     net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
-    tp, pp, v, m, zero, cp = layout.tp, layout.pp, layout.interleave, layout.micro_batches, layout.zero_stage, layout.cp
-    stage_params, busiest, expert_dp = busiest_stage
-    scaleup, scaleout = traffic.link_bytes(
-        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
-        busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
-        cp_volume, cp)
+    tp, pp, v, m, zero = layout.tp, layout.pp, layout.interleave, layout.micro_batches, layout.zero_stage
+    stage_params, busiest, expert_dp = held.params, held.layers, held.experts
+    sizes = traffic.CollectiveBytes(
+        activations=act_bytes, data_parallel=data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes),
+        pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), context_parallel=cp_volume)
+    scaleup, scaleout = traffic.link_bytes(net, layout, dp_group, busiest, n_tp, same, sizes)
     if ex.on:
         e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
         ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
@@ -240,7 +238,7 @@ def _pace_stage(stages, count, one, lay, lay_m, layer_comm, out_c, out_m, out_tp
     return (t_first, t_middle, t_last), pace
 
 
-def _stage_parameters(shape, stages, counts: ParameterCounts, one, tp, ex) -> tuple:
+def _stage_parameters(shape, stages, counts: ParameterCounts, one, tp, ex) -> data_parallel.HeldStage:
     """Parameters per accelerator on the stage holding the most (the embedding stages or a
     middle one), the most layers on a stage, and the routed experts' share on that stage
     with its expert-data-parallel group and split (None when dense)."""
@@ -258,4 +256,4 @@ def _stage_parameters(shape, stages, counts: ParameterCounts, one, tp, ex) -> tu
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
         expert_params = busiest * ex.params / (ex.ep * ex.etp)
         expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
-    return stage_params, busiest, expert_dp
+    return data_parallel.HeldStage(params=stage_params, layers=busiest, experts=expert_dp)
