@@ -18,12 +18,13 @@ def run(*rows: dict) -> pd.DataFrame:
 
 
 def test_layers_are_split_by_speed_to_the_power_alpha():
-    s = fleet.split_layers(np.array([80.0, 80.0, 80.0]), np.array([4.0, 4.0, 4.0]), np.array([2.0, 2.0, 2.0]),
-                           np.array([1.0, 1.0, 1.0]), np.array([3.0, 3.0, 3.0]), np.array([1.0, 0.0, 2.0]))
+    a, b, empty = fleet.split_layers(np.array([80.0, 80.0, 80.0]), np.array([4.0, 4.0, 4.0]),
+                                     np.array([2.0, 2.0, 2.0]), np.array([1.0, 1.0, 1.0]), np.array([3.0, 3.0, 3.0]),
+                                     np.array([1.0, 0.0, 2.0]))
     # W_i ~ P_i^alpha: alpha 1 gives the 3x faster part 3x the layers per stage, alpha 0 an even split
-    np.testing.assert_array_equal(s["a_first"], [10.0, 20.0, 4.0])
-    np.testing.assert_array_equal(s["b_first"], [30.0, 20.0, 36.0])
-    assert (2 * s["a_first"] + s["b_first"] + s["b_last"] == 80).all()
+    np.testing.assert_array_equal(a.first, [10.0, 20.0, 4.0])
+    np.testing.assert_array_equal(b.first, [30.0, 20.0, 36.0])
+    assert (2 * a.first + b.first + b.last == 80).all() and not empty.any()
 
 
 def test_the_same_type_twice_is_the_one_type_pipeline():

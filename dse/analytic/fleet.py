@@ -50,8 +50,10 @@ def mixed_rows(cfg) -> np.ndarray:
     return Factorised(*factorise(col)).map(lambda v: v is not None and v != NONE, dtype=bool)
 
 
-def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> dict[str, np.ndarray]:
-    """Layers per stage of each part (``W_i ∝ P_i^alpha``) as the time model's part inputs."""
+def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> tuple[Stages, Stages, np.ndarray]:
+    """The :class:`~dse.analytic.time.parallelism.Stages` of each part (layers per stage
+    ``W_i ∝ P_i^alpha``; the first part starts the pipeline with the input embedding, the
+    second ends it with the output layer), and where the split leaves a stage empty."""
     pp_a = pp - pp_b
     wa, wb = speed_a ** alpha, speed_b ** alpha
     x_a = layers * wa / (pp_a * wa + pp_b * wb)
@@ -60,9 +62,13 @@ def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> dict[str, np.ndar
     q = np.floor(rest / np.maximum(pp_b, 1.0))
     extra = rest - q * pp_b
     one_b = pp_b == 1
-    return {"a_first": l_a, "a_middle": np.where(pp_a >= 3, l_a, 0.0), "a_last": l_a,
-            "b_first": np.where(one_b, rest, q + (extra >= 1)), "b_middle": np.where(pp_b >= 3, q + (extra >= 2), 0.0),
-            "b_last": np.where(one_b, rest, q), "pp_a": pp_a, "empty": (l_a < 1) | (q < 1)}
+    one = np.ones(np.shape(l_a))
+    a = Stages(first=l_a, middle=np.where(pp_a >= 3, l_a, 0.0), last=l_a, units=None, part=True, count=pp_a,
+               rank0=0.0 * one, embedding=one, output=0.0 * one)
+    b = Stages(first=np.where(one_b, rest, q + (extra >= 1)), middle=np.where(pp_b >= 3, q + (extra >= 2), 0.0),
+               last=np.where(one_b, rest, q), units=None, part=True, count=pp_b, rank0=pp_a, embedding=0.0 * one,
+               output=one)
+    return a, b, (l_a < 1) | (q < 1)
 
 
 def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -77,21 +83,14 @@ def _f(cfg, name):
 
 
 def _evaluate(cfg):
-    n = len(cfg["accelerator"])
     shape = workload.resolve_shape(cfg["model"], cfg)
     pp, pp_b = _f(cfg, "pipeline_parallel"), _f(cfg, "second_pipeline_stages")
     second = Factorised(*factorise(cfg["second_accelerator"]))
     hw_a = hardware.lookup(cfg["accelerator"], cfg["precision"])
     hw_b = hardware.lookup(second, cfg["precision"])
-    split = split_layers(shape.layers, pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
+    stages_a, stages_b, empty = split_layers(shape.layers, pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
                          hw_b.peak_flops * hw_b.matmul_eff_max, _f(cfg, "split_alpha"))
-    pp_a = split["pp_a"]
-    one = np.ones(n)
-    # the first part starts the pipeline (input embedding), the second ends it (output layer)
-    stages_a = Stages(first=split["a_first"], middle=split["a_middle"], last=split["a_last"], units=None, part=True,
-                      count=pp_a, rank0=0.0 * one, embedding=one, output=0.0 * one)
-    stages_b = Stages(first=split["b_first"], middle=split["b_middle"], last=split["b_last"], units=None, part=True,
-                      count=pp_b, rank0=pp_a, embedding=0.0 * one, output=one)
+    pp_a = stages_a.count
     cfg_a, cfg_b = dict(cfg), {**cfg, "accelerator": second}
     ta, tb = time_model.evaluate(cfg_a, part=stages_a), time_model.evaluate(cfg_b, part=stages_b)
     # the job: all its accelerators fail, a checkpoint blocks it for the slower part's write
@@ -124,7 +123,7 @@ def _evaluate(cfg):
     ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, stages_a, n_a, pb))
     eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, stages_b, n_b, pa))
     out = _combine(ea, eb, n_a, n_b)
-    reasons = _reasons(cfg, split, pp_b, ea, eb)
+    reasons = _reasons(cfg, empty, pp_b, ea, eb)
     out["feasible"] = reasons == ""
     out["reason"] = reasons
     out["second_accelerators"] = n_b
@@ -200,7 +199,7 @@ def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
     return out
 
 
-def _reasons(cfg, split, pp_b, ea, eb) -> np.ndarray:
+def _reasons(cfg, empty, pp_b, ea, eb) -> np.ndarray:
     """The first reason per row: the split, then the first part's time and energy reasons,
     then the second's."""
     n = len(pp_b)
@@ -208,7 +207,7 @@ def _reasons(cfg, split, pp_b, ea, eb) -> np.ndarray:
     candidates = [
         np.where((pp_b < 1) | (pp_b >= _f(cfg, "pipeline_parallel")), SPLIT_REASON, ""),
         np.where(_f(cfg, "interleave") > 1, INTERLEAVE_REASON, ""),
-        np.where(split["empty"], EMPTY_REASON, ""),
+        np.where(empty, EMPTY_REASON, ""),
         ea.timing.reason, ea.reason, eb.timing.reason, eb.reason,
     ]
     for reason in candidates:
