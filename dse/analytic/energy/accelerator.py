@@ -35,18 +35,18 @@ class Accelerators:
     floor_w: np.ndarray         # W, power floor while blocked (NaN: none)
     inlet_c: np.ndarray         # degC, coolant / air inlet
     liquid: np.ndarray          # bool, liquid cooling
-    r_total: np.ndarray         # K/W, junction to inlet
+    r_total_k_per_w: np.ndarray  # K/W, junction to inlet
     cap_w: np.ndarray           # W, power limit (at most the TDP)
-    r_air: np.ndarray | None = None   # K/W, the part's air-cooled resistance (the reference)
+    r_air_k_per_w: np.ndarray | None = None  # K/W, the part's air-cooled resistance (the reference)
 
     @property
     def leakage(self) -> tuple | None:
         """:func:`leakage_change_w`'s parameters, None where every candidate is cooled as the
         reference (air at the reference inlet: no change)."""
-        if self.r_air is None:
+        if self.r_air_k_per_w is None:
             return None
         inlet = np.asarray(self.inlet_c, dtype=float) - REFERENCE_INLET_C
-        r_excess = self.r_total - self.r_air
+        r_excess = self.r_total_k_per_w - self.r_air_k_per_w
         if not (inlet.any() or r_excess.any()):
             return None
         return inlet, r_excess, self.pw.leakage_share * self.tdp_w, self.pw.leakage_per_k
@@ -169,5 +169,5 @@ def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEner
     e = step_energy(b, acc).at(clock_mhz / acc.clock_max_mhz)
     t = e.times
     th = thermal.periodic_response(e.p_busy, t.busy, e.p_wait, t.blocked, acc.inlet_c,
-                                   thermal.foster_terms(acc.liquid, acc.r_total))
+                                   thermal.foster_terms(acc.liquid, acc.r_total_k_per_w))
     return e, th

@@ -128,9 +128,9 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
         # the floor holds below the power limit: a board cannot be made to draw more than its cap
         pw=pw, floor_w=np.minimum(x.power_floor_w, cap_w), inlet_c=x.inlet_temp_c, liquid=liquid,
-        r_total=thermal.resistance_k_per_w(liquid, pw, hw.tdp_w),
+        r_total_k_per_w=thermal.resistance_k_per_w(liquid, pw, hw.tdp_w),
         cap_w=cap_w,
-        r_air=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w))
+        r_air_k_per_w=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w))
 
 
 def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock, capped,
@@ -191,7 +191,7 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
         "power_capped": np.asarray(capped, dtype=bool),
         "throttled": np.asarray(throttled, dtype=bool),
         "peak_junction_temp_c": th.peak_c,
-        "mean_junction_temp_c": thermal.steady_junction_temp_c(mean_p, acc.inlet_c, acc.r_total),
+        "mean_junction_temp_c": thermal.steady_junction_temp_c(mean_p, acc.inlet_c, acc.r_total_k_per_w),
         "junction_temp_swing_c": th.peak_c - th.min_c,
         "max_junction_temp_rate_c_per_s": th.max_rate_c_per_s,
     }
