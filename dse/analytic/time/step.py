@@ -104,22 +104,22 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lay = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager))
+    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager))
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
-    n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
+    n_tp = tensor_parallel.collectives_per_layer(lt.full_recompute)
     with_cp = bool((cp > 1).any())
-    layer_comm, out_tp, cp_layer, ep_layer = _layer_comm(x, lay, act_bytes, T, n_tp, with_cp)
+    layer_comm, out_tp, cp_layer, ep_layer = _layer_comm(x, lt, act_bytes, T, n_tp, with_cp)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
-    lay_m = lay.memory_s + lay.overhead_s
+    lt_m = lt.memory_s + lt.overhead_s
     count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
     one = count == 1
 
     (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb, layers_mb) = _pace_stage(
-        stages, count, one, lay, lay_m, layer_comm, out_c, out_m, out_tp)
+        stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp)
     compute_s, memory_s, layer_comm_s = m * c_mb, m * m_mb, m * tp_mb
     # the parts of layer_comm_s that are the context-parallel exchange and the experts' traffic (reported apart)
     no_share = np.zeros_like(layer_comm_s) if cp_layer is None or ep_layer is None else None
@@ -130,8 +130,8 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
         work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
         mean_stage = work / count
     else:
-        mean_stage = np.maximum(shape.layers * (lay.compute_s + lay_m + layer_comm) + out_c + out_m + out_tp,
-                                shape.layers * lay.host_s) / pp
+        mean_stage = np.maximum(shape.layers * (lt.compute_s + lt_m + layer_comm) + out_c + out_m + out_tp,
+                                shape.layers * lt.host_s) / pp
         work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
@@ -154,22 +154,22 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
 
     step_s = compute_s + memory_s + layer_comm_s + pp_s + dp_s + bubble_s + optimizer_s
     cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
-    scaleup, scaleout = _link_bytes(x, lay, act_bytes, T, n_tp, same, cp_volume, dp_group, held)
+    scaleup, scaleout = _link_bytes(x, lt, act_bytes, T, n_tp, same, cp_volume, dp_group, held)
     weight_params = x.counts.layer / tp
     if ex.on:
         weight_params = weight_params + ex.params / (ex.ep * ex.etp)
     return StepBreakdown(
         compute_s=compute_s, memory_s=memory_s, layer_comm_s=layer_comm_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
-        overhead_s=m * (busiest * lay.overhead_s + idle_mb),
-        hbm_traffic_bytes=traffic.hbm_traffic_bytes(lay, busiest, m, opt_bytes, weight_params),
+        overhead_s=m * (busiest * lt.overhead_s + idle_mb),
+        hbm_traffic_bytes=traffic.hbm_traffic_bytes(lt, busiest, m, opt_bytes, weight_params),
         scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
         host_idle_s=m * idle_mb, cp_comm_s=cp_s, ep_comm_s=ep_s)
 
 
 
-def _layer_comm(x: StepInputs, lay, act_bytes, T, n_tp, with_cp) -> tuple:
-    """Exposed communication of one layer (its times ``lay``) and one micro-batch of ``T``
+def _layer_comm(x: StepInputs, lt, act_bytes, T, n_tp, with_cp) -> tuple:
+    """Exposed communication of one layer (its times ``lt``) and one micro-batch of ``T``
     tokens per accelerator (tensor-parallel collectives, the context-parallel exchange,
     expert dispatch and combine), the output layer's tensor-parallel time, and the
     context-parallel and expert parts of the layer's (None without context parallelism or
@@ -179,20 +179,20 @@ def _layer_comm(x: StepInputs, lay, act_bytes, T, n_tp, with_cp) -> tuple:
     tax = x.hw.overlap_tax
     layer_comm, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
-    layer_comm, window_s = exposed_in(layer_comm, stack.tp_overlap * (sp > 0), lay.dense_gemm_s, tax)
+    layer_comm, window_s = exposed_in(layer_comm, stack.tp_overlap * (sp > 0), lt.dense_gemm_s, tax)
     cp_layer = ep_layer = None
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
         cp_layer = exposed(tensor_parallel.cp_time(net, shape, b, tp, cp, layout.recompute), layout.cp_overlap,
-                           lay.attn_core_s, tax)
+                           lt.attn_core_s, tax)
         layer_comm = layer_comm + cp_layer
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
-        ep_layer = experts.comm_times(net, shape, ex, layout, T, lay.full_recompute, window_s,
+        ep_layer = experts.comm_times(net, shape, ex, layout, T, lt.full_recompute, window_s,
                                       stack.tp_overlap * (sp > 0), tax)
         layer_comm = layer_comm + ep_layer
     return layer_comm, out_tp, cp_layer, ep_layer
 
 
-def _link_bytes(x: StepInputs, lay, act_bytes, T, n_tp, same, cp_volume, dp_group, held) -> tuple:
+def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group, held) -> tuple:
     """Bytes one accelerator sends per iteration on scale-up and on scale-out links
     (:func:`~dse.analytic.time.traffic.link_bytes`, plus the experts' dispatch and their
     gradients' reduction). ``held``: :func:`_stage_parameters`."""
@@ -204,7 +204,7 @@ def _link_bytes(x: StepInputs, lay, act_bytes, T, n_tp, same, cp_volume, dp_grou
         pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), context_parallel=cp_volume)
     scaleup, scaleout = traffic.link_bytes(net, layout, dp_group, busiest, n_tp, same, sizes)
     if ex.on:
-        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
+        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lt.full_recompute)
         ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
                                     expert_dp[1], expert_dp[2], factor=1.0)
         scaleup = scaleup + m * busiest * e_up + ed_up
@@ -212,17 +212,17 @@ def _link_bytes(x: StepInputs, lay, act_bytes, T, n_tp, same, cp_volume, dp_grou
     return scaleup, scaleout
 
 
-def _pace_stage(stages, count, one, lay, lay_m, layer_comm, out_c, out_m, out_tp) -> tuple:
+def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) -> tuple:
     """One micro-batch on the first, the most loaded middle and the last stage: their
     (compute + memory + TP) times, and the (compute, memory, TP, host wait, layers) of the
     one that sets the pace (the slowest)."""
 
     def stage(n_layers, with_output):
         """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
-        host dispatches in ``n_layers * lay.host_s`` waits for it (in the memory slot)."""
-        c, mm, tt = (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
+        host dispatches in ``n_layers * lt.host_s`` waits for it (in the memory slot)."""
+        c, mm, tt = (n_layers * lt.compute_s + with_output * out_c, n_layers * lt_m + with_output * out_m,
                      n_layers * layer_comm + with_output * out_tp)
-        idle = np.maximum(n_layers * lay.host_s - (c + mm + tt), 0.0)
+        idle = np.maximum(n_layers * lt.host_s - (c + mm + tt), 0.0)
         return c, mm + idle, tt, idle, n_layers
 
     if stages.part:
