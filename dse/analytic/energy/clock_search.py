@@ -3,8 +3,9 @@ that meets the power cap and keeps the junction under its slowdown temperature.
 
 Both the busy-phase power and the peak junction temperature grow with the clock, so a
 bisection on [f_min, f_set] finds each limit's clock (docs/model-energy.md, "Power cap
-and thermal throttling"). The bisection runs the energy model (:class:`.accelerator.StepEnergy`)
-on an estimate of the step's phases at another clock (:class:`.phases.ClockScaling`); :func:`settle` checks every clock it finds against the
+and thermal throttling"). The bisection runs the energy model
+(:class:`.accelerator.StepEnergy`) on an estimate of the step's phases at another clock
+(:class:`.phases.ClockScaling`); :func:`settle` checks every clock it finds against the
 time model itself (``retime``) and searches again from there until the re-timed step
 meets both limits or runs at the lowest clock, so a limit holds whenever any clock meets it.
 """
