@@ -240,9 +240,9 @@ def test_the_clock_search_and_the_energy_half_give_the_same_power_at_the_set_clo
         acc = energy_model._accelerators(energy_model.EnergyInputs.of(cfg), perf)
         e, _ = accelerator.energy_and_thermal(perf.breakdown, perf.clock_mhz, acc)
         cap_ok, _ = clock_search.LimitCheck(perf.breakdown, acc, perf.clock_mhz)(perf.clock_mhz)
-    finite = np.isfinite(e.p_busy)
+    finite = np.isfinite(e.busy_w)
     assert finite.sum() > 100 and (~cap_ok).any() and cap_ok.any()
-    np.testing.assert_array_equal(cap_ok[finite], ~(e.p_busy > acc.cap_w * (1 + clock_search.BISECTION_RTOL))[finite])
+    np.testing.assert_array_equal(cap_ok[finite], ~(e.busy_w > acc.cap_w * (1 + clock_search.BISECTION_RTOL))[finite])
 
 
 def test_checkpointing_off_leaves_every_output_unchanged():

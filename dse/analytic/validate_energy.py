@@ -76,7 +76,7 @@ def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, 
     compute_s = c * fmax / clock
     b = StepBreakdown.one_accelerator(compute_s, memory_s, memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY)
     acc = accelerator_energy(b, clock / fmax, pw, hw.idle_w, hw.tdp_w, np.full(n, np.nan))
-    return b.step_s, acc.total
+    return b.step_s, acc.total_j
 
 
 def _table(path: Path) -> pd.DataFrame:

@@ -80,7 +80,7 @@ def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_traffic_bytes) ->
     b = StepBreakdown.one_accelerator(np.broadcast_to(compute_s, n), np.broadcast_to(memory_s, n), hbm_traffic_bytes)
     e = accelerator_energy(b, ratio, power.PowerParameters.of_entry(acc["power"], n), np.full(n, float(hw["idle_w"])), np.full(n, float(hw["tdp_w"])),
                            np.full(n, np.nan))
-    return b.step_s, e.total, e.p_busy
+    return b.step_s, e.total_j, e.busy_w
 
 
 def predict(acc: dict, rows: pd.DataFrame, t_max_s: np.ndarray, compute_share: np.ndarray,

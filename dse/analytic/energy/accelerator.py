@@ -72,14 +72,14 @@ def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
 class AcceleratorEnergy:
     """Energy per accelerator per iteration (J) by component, and the phase powers (W)."""
 
-    compute: np.ndarray
-    memory: np.ndarray
-    idle: np.ndarray
-    waiting: np.ndarray
-    total: np.ndarray
-    p_busy: np.ndarray      # mean power of the busy phase
-    p_wait: np.ndarray      # power while blocked
-    p_compute: np.ndarray   # power of compute-bound kernels
+    compute_j: np.ndarray   # compute-bound kernels, dynamic
+    memory_j: np.ndarray    # memory-bound kernels and the optimizer, dynamic, and the HBM traffic
+    idle_j: np.ndarray      # static power over the iteration (with the leakage change)
+    waiting_j: np.ndarray   # above static while blocked or waiting (and any power-floor lift)
+    total_j: np.ndarray
+    busy_w: np.ndarray      # mean power of the busy phase
+    wait_w: np.ndarray      # power while blocked
+    compute_w: np.ndarray   # power of compute-bound kernels
     times: PhaseTimes
     static_w: np.ndarray    # static power in the iteration: idle, plus the leakage change
 
@@ -138,8 +138,8 @@ class StepEnergy:
             static_w = idle_w + d_w
         else:
             static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
-        return AcceleratorEnergy(compute=e_compute, memory=e_memory, idle=e_idle, waiting=e_wait,
-                                 total=total, p_busy=p_busy, p_wait=p_wait, p_compute=p_compute, times=t,
+        return AcceleratorEnergy(compute_j=e_compute, memory_j=e_memory, idle_j=e_idle, waiting_j=e_wait,
+                                 total_j=total, busy_w=p_busy, wait_w=p_wait, compute_w=p_compute, times=t,
                                  static_w=static_w)
 
 
@@ -168,6 +168,6 @@ def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEner
     rate; :func:`.thermal.periodic_response`) of the breakdown ``b`` at ``clock_mhz``."""
     e = step_energy(b, acc).at(clock_mhz / acc.clock_max_mhz)
     t = e.times
-    th = thermal.periodic_response(e.p_busy, t.busy, e.p_wait, t.blocked, acc.inlet_c,
+    th = thermal.periodic_response(e.busy_w, t.busy, e.wait_w, t.blocked, acc.inlet_c,
                                    thermal.foster_terms(acc.liquid, acc.r_total_k_per_w))
     return e, th

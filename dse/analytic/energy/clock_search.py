@@ -59,14 +59,14 @@ class LimitCheck:
         """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""
         t = self.scaling.times(clock)
         e = self.energy.at(clock / self.clock_max_mhz, t)
-        cap_ok = ~(e.p_busy > self.cap_limit_w)
+        cap_ok = ~(e.busy_w > self.cap_limit_w)
         if not hot:
             return cap_ok, None
         # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
         # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
         t_hi = np.fmax(t.busy, 0.0)
         t_lo = np.fmax(t.blocked, 0.0)
-        peak_c = thermal.peak_junction_c(e.p_busy, t_hi, e.p_wait, t_lo, self.inlet_c, self.terms)
+        peak_c = thermal.peak_junction_c(e.busy_w, t_hi, e.wait_w, t_lo, self.inlet_c, self.terms)
         return cap_ok, ~(peak_c > self.hot_limit_c)
 
 
@@ -129,7 +129,7 @@ class Operating:
 
 def limits_ok(e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
     """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`."""
-    return (~(e.p_busy > acc.cap_w * (1 + LIMIT_RTOL)),
+    return (~(e.busy_w > acc.cap_w * (1 + LIMIT_RTOL)),
             ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)))
 
 

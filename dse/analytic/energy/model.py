@@ -144,7 +144,7 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
     p_host, p_net_static, e_links = _outside_accelerator(x, perf, step_s)
     e_net = e_links + p_net_static * step_s
     e_host = p_host * step_s
-    e_step_acc = e.total + e_net + e_host                # per accelerator, one iteration
+    e_step_acc = e.total_j + e_net + e_host                # per accelerator, one iteration
     overhead = facility.facility_overhead_factor(x.pue, x.cooling_cop)
     total_steps_n = steps * n
     ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(x, perf, acc, step_s, p_host, p_net_static)
@@ -158,7 +158,7 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
     fac = _facility_power(x, e, ck, p_parked, facility_j, time_to_train_s, n,
                           p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead)
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
-    mean_p = (e.total + (ck_e.idle_j + ck_e.waiting_j)) / np.where(step_ck > 0, step_ck, np.nan)
+    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / np.where(step_ck > 0, step_ck, np.nan)
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
@@ -166,15 +166,15 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
         "it_energy_to_train_j": it_j,
         "it_energy_to_train_mwh": it_j / economics.J_PER_MWH,
         "energy_per_step_j": e_step_acc * n * (1.0 + overhead),
-        "energy_compute_j": e.compute * runs,
-        "energy_memory_j": e.memory * runs,
+        "energy_compute_j": e.compute_j * runs,
+        "energy_memory_j": e.memory_j * runs,
         "energy_network_j": (e_net + ck_e.network_j) * runs + gp.restart_s * restart_w[2],
-        "energy_idle_j": (e.idle + ck_e.idle_j) * runs + gp.restart_s * restart_w[0],
-        "energy_waiting_j": (e.waiting + ck_e.waiting_j) * runs,
+        "energy_idle_j": (e.idle_j + ck_e.idle_j) * runs + gp.restart_s * restart_w[0],
+        "energy_waiting_j": (e.waiting_j + ck_e.waiting_j) * runs,
         "energy_host_j": (e_host + ck_e.host_j) * runs + gp.restart_s * restart_w[1],
         "energy_facility_overhead_j": it_j * overhead,
         "avg_power_per_accelerator_w": mean_p,
-        "peak_power_per_accelerator_w": e.p_busy,
+        "peak_power_per_accelerator_w": e.busy_w,
         "facility_avg_power_w": fac.avg_w,
         "facility_peak_power_w": fac.peak_w,
         "facility_power_swing_w": fac.swing_w,
@@ -227,9 +227,9 @@ def _facility_power(x: EnergyInputs, e, ck, p_parked, facility_j, time_s, n, p_o
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
     has_ck = ck.on & (ck.duration_s > 0)
-    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.p_wait, p_parked), p_parked), e.p_wait)
+    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
     return facility.facility_power_w(
-        facility_j=facility_j, time_s=time_s, n=n, p_busy=e.p_busy, p_wait=p_low, p_other=p_other,
+        facility_j=facility_j, time_s=time_s, n=n, p_busy=e.busy_w, p_wait=p_low, p_other=p_other,
         overhead=overhead, low_phase=(t.blocked > 0) | has_ck, transition_s=x.power_transition_s)
 
 
@@ -254,7 +254,7 @@ def _economics(x: EnergyInputs, perf: TimeResult, acc, e, facility_j, time_s, to
                                           x.data_entropy_bits_per_token, acc.inlet_c + thermal.KELVIN)
     cost = economics.cost_usd(perf.num_accelerators, time_s, facility_j, x.accelerator_hour_price,
                               x.energy_price_per_kwh)
-    busy_work = (e.compute + e.memory + e.static_w * e.times.busy) * total_steps_n
+    busy_work = (e.compute_j + e.memory_j + e.static_w * e.times.busy) * total_steps_n
     return {
         "tokens_per_j": tokens / facility_j,
         "energy_time_product_js": facility_j * time_s,
