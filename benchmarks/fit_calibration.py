@@ -133,7 +133,7 @@ class Source:
     def __init__(self, name: str, rows: pd.DataFrame, file: str) -> None:
         self.name, self.rows = name, rows.reset_index(drop=True)
         self.cfg = validation.table_to_config(self.rows, file=file)
-        seq = workload.resolve_shape(self.cfg["model"], self.cfg)["seq_len"]
+        seq = workload.resolve_shape(self.cfg["model"], self.cfg).seq_len
         self.tokens = self.cfg["global_batch_size"] * seq
         self.quantity = self.rows["measured_quantity"].to_numpy(dtype=object)
         self.measured = pd.to_numeric(self.rows["measured_value"]).to_numpy(dtype=float)

@@ -41,7 +41,7 @@ def measured_mfu() -> pd.DataFrame:
             r = time_model.evaluate(cfg)
         q, v = df["measured_quantity"].to_numpy(), pd.to_numeric(df["measured_value"]).to_numpy()
         n = cfg["num_accelerators"]
-        tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg)["seq_len"]
+        tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg).seq_len
         step = np.where(q == "iteration_time_s", v, tokens / (v * n))
         mfu = np.where(q == "mfu", v, r.model_flops / (step * n * r.hw.peak_flops))
         parts.append(pd.DataFrame({"id": df["id"], "accelerator": np.asarray(cfg["accelerator"]),

@@ -36,6 +36,13 @@ LAYOUTS = (
 )
 
 
+
+def _roofline(hw, clock_ratio) -> gemm.Roofline:
+    """The first part's 16-bit GEMM terms at ``clock_ratio`` (no memory bound needed)."""
+    return gemm.Roofline(peak_flops=hw.peak_flops[0], clock_ratio=clock_ratio, compute_units=hw.compute_units[0],
+                         eff_max=hw.matmul_eff_max[0], half_flops=hw.matmul_half_gflop[0] * 1e9,
+                         half_k=hw.matmul_half_k[0], hbm_bw_bps=np.nan)
+
 def truth_profile(path: Path, truth: dict = TRUTH) -> Path:
     """A100-80GB with ``truth``'s numbers, as an accelerator profile at ``path``."""
     acc, _ = fit.base_accelerator("A100-80GB")
@@ -57,35 +64,31 @@ def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: f
     rows = []
     for f in clocks:
         ratio = np.array([f / f_max])
-        s = power.dynamic_scale(ratio, pw["vf_x"], pw["vf_v"])[0]
+        s = power.dynamic_scale(ratio, pw.vf_x, pw.vf_v)[0]
         n = gemm_n
-        t = gemm.compute_time(n, n, n, None, peak=hw.peak_flops[0], clock_ratio=ratio[0], cu=hw.compute_units[0],
-                              eff_max=hw.matmul_eff_max[0], half_flops=hw.matmul_half_gflop[0] * 1e9,
-                              half_k=hw.matmul_half_k[0])
-        e = power.phase_power_w(pw["a_compute"][0], s, idle, tdp) * t
+        t = gemm.compute_time(n, n, n, None, _roofline(hw, ratio[0]))
+        e = power.phase_power_w(pw.a_compute[0], s, idle, tdp) * t
         rows.append({"workload": "matmul-bf16", "kind": "compute", "clock_mhz": f, "time_s": t, "energy_j": e,
                      "flops": 2.0 * n ** 3, "gemm_m": n, "gemm_n": n, "gemm_k": n})
         t = copy_bytes / (hw.hbm_bw_bps[0] * hw.memory_eff[0])
-        e = power.phase_power_w(pw["a_memory"][0], s, idle, tdp) * t + transfer.hbm_energy_j(copy_bytes, pw["hbm_pj_per_byte"][0])
+        e = power.phase_power_w(pw.a_memory[0], s, idle, tdp) * t + transfer.hbm_energy_j(copy_bytes, pw.hbm_pj_per_byte[0])
         rows.append({"workload": "copy", "kind": "memory", "clock_mhz": f, "time_s": t, "energy_j": e, "bytes": copy_bytes})
-        p = power.phase_power_w(pw["a_waiting"][0], s, idle, tdp)
+        p = power.phase_power_w(pw.a_waiting[0], s, idle, tdp)
         rows.append({"workload": "blocked", "kind": "blocked", "clock_mhz": f, "time_s": 2.0, "energy_j": p * 2.0})
     for cap in caps:
         lo, hi = hw.clock_min_mhz[0] / f_max, 1.0
         for _ in range(60):  # the highest clock whose GEMM power meets the cap
             mid = 0.5 * (lo + hi)
-            p = power.phase_power_w(pw["a_compute"][0], power.dynamic_scale(np.array([mid]), pw["vf_x"], pw["vf_v"])[0],
+            p = power.phase_power_w(pw.a_compute[0], power.dynamic_scale(np.array([mid]), pw.vf_x, pw.vf_v)[0],
                                     idle, tdp)
             lo, hi = (mid, hi) if p <= cap else (lo, mid)
-        t = gemm.compute_time(gemm_n, gemm_n, gemm_n, None, peak=hw.peak_flops[0], clock_ratio=lo, cu=hw.compute_units[0],
-                              eff_max=hw.matmul_eff_max[0], half_flops=hw.matmul_half_gflop[0] * 1e9,
-                              half_k=hw.matmul_half_k[0])
-        s = power.dynamic_scale(np.array([lo]), pw["vf_x"], pw["vf_v"])[0]
+        t = gemm.compute_time(gemm_n, gemm_n, gemm_n, None, _roofline(hw, lo))
+        s = power.dynamic_scale(np.array([lo]), pw.vf_x, pw.vf_v)[0]
         rows.append({"workload": "matmul-bf16", "kind": "compute", "power_cap_w": cap, "time_s": t,
-                     "energy_j": power.phase_power_w(pw["a_compute"][0], s, idle, tdp) * t, "flops": 2.0 * gemm_n ** 3,
+                     "energy_j": power.phase_power_w(pw.a_compute[0], s, idle, tdp) * t, "flops": 2.0 * gemm_n ** 3,
                      "gemm_m": gemm_n, "gemm_n": gemm_n, "gemm_k": gemm_n})
     rows.append({"workload": "idle", "kind": "idle", "time_s": 5.0, "energy_j": idle * 5.0})
-    parked = power.parked_power_w(pw["a_parked"][0], idle, tdp, np.nan)
+    parked = power.parked_power_w(pw.a_parked[0], idle, tdp, np.nan)
     rows.append({"workload": "parked", "kind": "parked", "time_s": 5.0, "energy_j": parked * 5.0})
     out = pd.DataFrame(rows)
     out.insert(2, "precision", "bf16")

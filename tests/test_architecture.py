@@ -131,3 +131,61 @@ def test_drivers_know_nothing_of_execution_and_the_store_nothing_of_drivers():
             assert not {_unit(t) for t in targets} & {"dse.execution", "dse.store", "dse.evaluators"}, module
     assert not {_unit(t) for t in GRAPH["dse.store"]} & {"dse.search", "dse.evaluators", "dse.analytic"}
     assert "optuna" not in (PACKAGE / "store.py").read_text()
+
+
+#: the only functions of the physics (dse/analytic/time, dse/analytic/energy) that read by
+#: string key: where the input table (input name -> array) and the YAML data files (presets,
+#: hardware catalog and calibration, training stacks, power entries) become typed objects
+PHYSICS_BOUNDARY = {
+    "time/model.py": {"_evaluate", "_layout", "_network"},            # the input table
+    "time/workload.py": {"resolve_shape"},                             # models.yaml -> ModelShape
+    "time/hardware.py": {"_row_of", "calibration_for", "entry", "estimated_efficiencies", "fitted_on",
+                         "is_estimated", "mamf_efficiency"},           # hardware.yaml, calibration.yaml
+    "time/frameworks.py": {"_row"},                                    # frameworks.yaml -> Stack
+    "energy/power.py": {"entry", "cooling_path", "PowerParameters.of_entry"},  # power.yaml
+    "energy/model.py": {"EnergyInputs.of"},                            # the input table
+}
+
+
+def _string_key_reads(path: Path) -> list[tuple[str, int]]:
+    """(enclosing function's qualified name, line) of every ``x["key"]`` read in ``path``."""
+    out = []
+
+    def visit(node, scope):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, [*scope, child.name])
+                continue
+            if (isinstance(child, ast.Subscript) and isinstance(child.ctx, ast.Load)
+                    and isinstance(child.slice, ast.Constant) and isinstance(child.slice.value, str)):
+                out.append((".".join(scope) or "<module>", child.lineno))
+            visit(child, scope)
+
+    visit(ast.parse(path.read_text()), [])
+    return out
+
+
+def test_the_physics_reads_no_model_quantity_by_string_key():
+    # model quantities travel as frozen dataclasses (ModelShape, Layout, Stages, PowerParameters,
+    # ThermalResponse, ...); only the boundary functions above turn tables and files into them
+    wrong = []
+    for half in ("time", "energy"):
+        for path in sorted((PACKAGE / "analytic" / half).rglob("*.py")):
+            allowed = PHYSICS_BOUNDARY.get(f"{half}/{path.name}", set())
+            wrong += [f"{half}/{path.name}:{line} in {scope}" for scope, line in _string_key_reads(path)
+                      if scope not in allowed]
+    assert wrong == []
+
+
+
+def test_no_physics_function_takes_ten_loose_arguments():
+    long = []
+    for half in ("time", "energy"):
+        for path in sorted((PACKAGE / "analytic" / half).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef):
+                    args = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                    args = [a for a in args if a not in ("self", "cls")]
+                    if len(args) >= 10 and node.name != "of":  # a dataclass's named constructor
+                        long.append(f"{half}/{path.name}: {node.name} ({len(args)})")
+    assert long == []

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from dse.analytic import declarations, model
-from dse.analytic.energy import accelerator, clock_search, phases, power, thermal, transfer
+from dse.analytic.energy import accelerator, clock_search, phases, transfer
 from dse.analytic.energy import model as energy_model
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import model as time_model
+from dse.analytic.time.step import StepBreakdown
 
 COMPONENTS = ("energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
               "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j")
@@ -210,31 +211,38 @@ def test_energy_reasons_come_back_and_time_reasons_win():
     assert list(r["feasible"]) == [False, False]
 
 
-def test_limit_check_matches_the_breakdown_energy_and_thermal_functions():
+def test_the_clock_estimate_at_the_timed_clock_is_the_breakdowns_own_phases():
+    # the clock search's estimate of the phases (phases.ClockScaling) is exact where it is anchored
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(_mixed_cfg())
+        b, f0 = perf.breakdown, perf.clock_mhz
+        ok = np.isfinite(f0) & np.isfinite(b.step_s)
+        estimate, own = phases.ClockScaling(b, f0).times(f0), phases.phase_times(b)
+    for name in ("step", "compute", "memory", "fine_wait", "blocked", "busy"):
+        np.testing.assert_array_equal(getattr(estimate, name)[ok], getattr(own, name)[ok], err_msg=name)
+
+
+def test_a_lower_clock_first_fills_the_wait_for_the_host():
+    # 1 s compute-bound, 1 s memory-bound of which 0.4 s the GPU waits for its host's launches:
+    # at half the clock compute takes 2 s, and 0.4 s of its growth hides in that wait
+    b = dataclasses.replace(StepBreakdown.one_accelerator(np.array([1.0]), np.array([1.0]), np.zeros(1)),
+                                host_idle_s=np.array([0.4]))
+    t = phases.ClockScaling(b, np.array([2000.0])).times(np.array([1000.0]))
+    assert t.compute[0] == 2.0 and t.step[0] == pytest.approx(2.6)
+    assert t.memory[0] == pytest.approx(0.6) and t.fine_wait[0] == 0.0
+
+
+def test_the_clock_search_and_the_energy_half_give_the_same_power_at_the_set_clock():
+    # one energy model: the search's cap test at the timed clock is the energy half's busy power
     cfg = _mixed_cfg()
     with np.errstate(all="ignore"):
         perf = time_model.evaluate(cfg)
-        hw, b = perf.hw, perf.breakdown
-        liquid = cfg["cooling"] == "liquid"
-        pw = power.lookup(cfg["accelerator"])
-        r_total = thermal.resistance_k_per_w(liquid, pw, hw.tdp_w)
-        cap = np.minimum(np.where(np.isfinite(cfg["power_cap_w"]), cfg["power_cap_w"], np.inf), hw.tdp_w)
-        accs = accelerator.Accelerators(
-            clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
-            pw=pw, floor_w=cfg["power_floor_w"], inlet_c=cfg["inlet_temp_c"], liquid=liquid, r_total=r_total,
-            cap_w=cap, r_air=thermal.resistance_k_per_w(np.zeros(len(liquid), bool), pw, hw.tdp_w))
-        assert accs.leakage is not None  # mixed cooling and inlets: the static power changes
-        f0 = perf.clock_mhz
-        for f in (f0, 0.7 * f0, np.maximum(0.4 * f0, hw.clock_min_mhz)):
-            bb = phases.scaled_breakdown(b, f0, f)
-            acc = accelerator.accelerator_energy(bb, f / hw.clock_max_mhz, pw, hw.idle_w, hw.tdp_w,
-                                                 cfg["power_floor_w"], accs.leakage)
-            th = thermal.periodic_response(acc.p_busy, acc.times.busy, acc.p_wait,
-                                           acc.times.blocked, cfg["inlet_temp_c"],
-                                           thermal.foster_terms(liquid, r_total))
-            cap_ok, hot_ok = clock_search.LimitCheck(b, accs, f0)(f)
-            np.testing.assert_array_equal(cap_ok, ~(acc.p_busy > cap * (1 + 1e-9)))
-            np.testing.assert_array_equal(hot_ok, ~(th["peak_c"] > pw["slowdown_temp_c"] + 1e-9))
+        acc = energy_model._accelerators(energy_model.EnergyInputs.of(cfg), perf)
+        e, _ = accelerator.energy_and_thermal(perf.breakdown, perf.clock_mhz, acc)
+        cap_ok, _ = clock_search.LimitCheck(perf.breakdown, acc, perf.clock_mhz)(perf.clock_mhz)
+    finite = np.isfinite(e.busy_w)
+    assert finite.sum() > 100 and (~cap_ok).any() and cap_ok.any()
+    np.testing.assert_array_equal(cap_ok[finite], ~(e.busy_w > acc.cap_w * (1 + clock_search.BISECTION_RTOL))[finite])
 
 
 def test_checkpointing_off_leaves_every_output_unchanged():
@@ -392,4 +400,4 @@ def test_the_gpu_waiting_for_its_host_draws_waiting_power_not_memory_power():
     assert b.host_idle_s[0] > 0.3 * b.step_s[0]  # host-bound
     t = phases.phase_times(b)
     assert t.memory[0] == pytest.approx(b.memory_s[0] + b.optimizer_s[0] - b.host_idle_s[0], rel=1e-12)
-    assert t.fine_wait[0] == pytest.approx(b.tp_comm_s[0] + b.pp_comm_s[0] + b.host_idle_s[0], rel=1e-12)
+    assert t.fine_wait[0] == pytest.approx(b.layer_comm_s[0] + b.pp_comm_s[0] + b.host_idle_s[0], rel=1e-12)

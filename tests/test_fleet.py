@@ -18,12 +18,13 @@ def run(*rows: dict) -> pd.DataFrame:
 
 
 def test_layers_are_split_by_speed_to_the_power_alpha():
-    s = fleet.split_layers(np.array([80.0, 80.0, 80.0]), np.array([4.0, 4.0, 4.0]), np.array([2.0, 2.0, 2.0]),
-                           np.array([1.0, 1.0, 1.0]), np.array([3.0, 3.0, 3.0]), np.array([1.0, 0.0, 2.0]))
+    a, b, empty = fleet.split_layers(np.array([80.0, 80.0, 80.0]), np.array([4.0, 4.0, 4.0]),
+                                     np.array([2.0, 2.0, 2.0]), np.array([1.0, 1.0, 1.0]), np.array([3.0, 3.0, 3.0]),
+                                     np.array([1.0, 0.0, 2.0]))
     # W_i ~ P_i^alpha: alpha 1 gives the 3x faster part 3x the layers per stage, alpha 0 an even split
-    np.testing.assert_array_equal(s["a_first"], [10.0, 20.0, 4.0])
-    np.testing.assert_array_equal(s["b_first"], [30.0, 20.0, 36.0])
-    assert (2 * s["a_first"] + s["b_first"] + s["b_last"] == 80).all()
+    np.testing.assert_array_equal(a.first, [10.0, 20.0, 4.0])
+    np.testing.assert_array_equal(b.first, [30.0, 20.0, 36.0])
+    assert (2 * a.first + b.first + b.last == 80).all() and not empty.any()
 
 
 def test_the_same_type_twice_is_the_one_type_pipeline():
@@ -65,3 +66,38 @@ def test_mixed_and_single_rows_in_one_table_and_bad_splits_are_infeasible():
     alone = run({"accelerator": "A100-80GB", "second_accelerator": "H100-SXM", "second_pipeline_stages": 1})
     for k in ("step_time_s", "energy_to_train_j"):
         assert r[k][4] == pytest.approx(alone[k][0], rel=1e-12), k
+
+
+def test_every_metric_declares_how_a_mixed_fleet_combines_it():
+    from dse.analytic import declarations
+
+    for name, metric in declarations.METRICS.items():
+        assert metric.mixed_fleet in declarations.MIXED_FLEET_RULES, name
+    # one part's value only where the rule says so, and its description says which part
+    firsts = [m for m in declarations.METRICS.values() if m.mixed_fleet == declarations.FIRST_TYPE]
+    assert all("the first type's" in m.long_name for m in firsts)
+
+
+def test_metrics_declared_the_same_on_both_parts_are(monkeypatch):
+    from dse.analytic import declarations
+
+    parts = []
+    combine = fleet._combine
+
+    def keep(ea, eb, n_a, n_b):
+        parts.append(({**ea.timing.metrics(), **ea.metrics}, {**eb.timing.metrics(), **eb.metrics}))
+        return combine(ea, eb, n_a, n_b)
+
+    monkeypatch.setattr(fleet, "_combine", keep)
+    r = run(*({"accelerator": a, "second_accelerator": b, "second_pipeline_stages": 2, "power_cap_w": cap}
+              for a, b in (("H100-SXM", "B200"), ("A100-80GB", "H200")) for cap in (np.nan, 450.0)))
+    assert r["feasible"].all()
+    (ma, mb), = parts
+    same = [n for n, m in declarations.METRICS.items() if m.mixed_fleet == declarations.SAME]
+    assert len(same) >= 5
+    for name in same:
+        np.testing.assert_allclose(mb[name], ma[name], rtol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(r[name], ma[name])
+    # the clocks differ (the first type's is the metric), as the accelerators do
+    assert (ma["effective_clock_mhz"] != mb["effective_clock_mhz"]).any()
+    np.testing.assert_array_equal(r["effective_clock_mhz"], ma["effective_clock_mhz"])

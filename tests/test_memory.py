@@ -75,7 +75,7 @@ def test_capacity_is_read_in_gib_as_vendors_size_hbm():
     from dse.analytic.time import hardware
 
     hw = hardware.lookup(np.array(["H100-SXM", "MI300X"], dtype=object), np.array(["bf16", "bf16"], dtype=object))
-    assert hw.hbm_bytes[0] == 80 * 2**30 and hw.hbm_bytes[1] == 192 * 2**30
+    assert hw.hbm_capacity_bytes[0] == 80 * 2**30 and hw.hbm_capacity_bytes[1] == 192 * 2**30
 
 
 def test_the_memory_outputs_are_in_the_unit_of_the_capacity_they_are_checked_against():

@@ -255,7 +255,7 @@ def test_context_parallel_exchange_moves_the_attentions_own_keys_and_values(name
     from dse.analytic.time import tensor_parallel
     s = shape_of(name)
     one = np.array([1.0])
-    seq = s["seq_len"][0]
+    seq = s.seq_len[0]
     # forward gather, backward gather + gradient reduce-scatter, 16-bit, one sequence, one tensor rank
     expected = 3 * 2 * seq * kv_width
     got = tensor_parallel.cp_bytes(s, one, one, np.array([2.0]), np.array([0]))[0]

@@ -27,29 +27,29 @@ def test_power_yaml_is_keyed_by_the_catalog_names_and_cites_sources():
 def test_voltage_curve_is_flat_below_the_knee_and_reaches_one_at_f_max():
     pw = power.lookup(np.array(["A100-80GB"] * 5, dtype=object))
     x = np.array([0.1, 0.5, 0.74, 0.9, 1.0])
-    v = power.voltage_ratio(x, pw["vf_x"], pw["vf_v"])
+    v = power.voltage_ratio(x, pw.vf_x, pw.vf_v)
     assert v[0] == pytest.approx(v[1]) == pytest.approx(v[2])
     assert v[-1] == pytest.approx(1.0)
     assert np.all(np.diff(v) >= 0)
-    s = power.dynamic_scale(x, pw["vf_x"], pw["vf_v"])
+    s = power.dynamic_scale(x, pw.vf_x, pw.vf_v)
     assert np.all(np.diff(s) > 0) and s[-1] == pytest.approx(1.0)
 
 
 def test_unknown_accelerator_gets_the_defaults():
     pw = power.lookup(np.array(["A100-80GB", "my-chip"], dtype=object))
-    assert np.isfinite(pw["hbm_pj_per_byte"]).all()
-    assert pw["slowdown_temp_c"][1] == power.parameters()["defaults"]["slowdown_temp_c"]
+    assert np.isfinite(pw.hbm_pj_per_byte).all()
+    assert pw.slowdown_temp_c[1] == power.parameters()["defaults"]["slowdown_temp_c"]
 
 
 def test_compute_draws_more_than_memory_more_than_waiting_and_tdp_at_f_max():
     pw = power.lookup(np.array(["H100-SXM"], dtype=object))
     for ratio in (0.5, 0.8, 1.0):
-        s = power.dynamic_scale(np.array([ratio]), pw["vf_x"], pw["vf_v"])
-        pc, pm, pwt = (power.phase_power_w(pw[f"a_{p}"], s, 80.0, 700.0)[0] for p in ("compute", "memory", "waiting"))
+        s = power.dynamic_scale(np.array([ratio]), pw.vf_x, pw.vf_v)
+        pc, pm, pwt = (power.phase_power_w(getattr(pw, f"a_{p}"), s, 80.0, 700.0)[0] for p in ("compute", "memory", "waiting"))
         assert pc > pm > pwt > 80.0
         assert pwt < 80.0 + 0.15 * 620.0          # blocking power near idle
-    s1 = power.dynamic_scale(np.array([1.0]), pw["vf_x"], pw["vf_v"])
-    assert power.phase_power_w(pw["a_compute"], s1, 80.0, 700.0)[0] == pytest.approx(700.0)
+    s1 = power.dynamic_scale(np.array([1.0]), pw.vf_x, pw.vf_v)
+    assert power.phase_power_w(pw.a_compute, s1, 80.0, 700.0)[0] == pytest.approx(700.0)
 
 
 def _evaluate(**cols) -> pd.DataFrame:
@@ -85,9 +85,9 @@ def test_a_parked_accelerator_draws_the_measured_idle_with_context_power():
     names = np.array(["H100-SXM", "A100-80GB"], dtype=object)
     pw = power.lookup(names)
     hw = hardware.lookup(names, np.array(["bf16", "bf16"], dtype=object))
-    parked = power.parked_power_w(pw["a_parked"], hw.idle_w, hw.tdp_w, np.full(2, np.nan))
+    parked = power.parked_power_w(pw.a_parked, hw.idle_w, hw.tdp_w, np.full(2, np.nan))
     assert parked[0] == pytest.approx(121.7, abs=0.1)
     assert parked[1] == pytest.approx(80.0, rel=0.05)
-    blocked = power.phase_power_w(pw["a_waiting"], 1.0, hw.idle_w, hw.tdp_w)
+    blocked = power.phase_power_w(pw.a_waiting, 1.0, hw.idle_w, hw.tdp_w)
     assert (parked < blocked).all()
-    assert power.parked_power_w(pw["a_parked"], hw.idle_w, hw.tdp_w, np.full(2, 300.0)).tolist() == [300.0, 300.0]
+    assert power.parked_power_w(pw.a_parked, hw.idle_w, hw.tdp_w, np.full(2, 300.0)).tolist() == [300.0, 300.0]

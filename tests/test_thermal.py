@@ -17,8 +17,8 @@ def _terms(cooling: str, r: float = 0.1):
 def test_no_blocked_phase_gives_the_steady_state():
     out = thermal.periodic_response(np.array([500.0]), np.array([1.0]), np.array([100.0]), np.array([0.0]),
                                     np.array([30.0]), _terms("air"))
-    assert out["peak_c"][0] == pytest.approx(30.0 + 0.1 * 500.0)
-    assert out["max_rate_c_per_s"][0] == 0.0
+    assert out.peak_c[0] == pytest.approx(30.0 + 0.1 * 500.0)
+    assert out.max_rate_c_per_s[0] == 0.0
 
 
 @pytest.mark.parametrize("cooling", ["air", "liquid"])
@@ -28,19 +28,19 @@ def test_transient_lies_between_the_two_steady_states(cooling):
         out = thermal.periodic_response(p_hi, np.array([t_hi]), p_lo, np.array([t_lo]), np.array([30.0]),
                                         _terms(cooling))
         mean_p = (p_hi * t_hi + p_lo * t_lo) / (t_hi + t_lo)
-        assert 30 + 0.1 * p_lo[0] <= out["min_c"][0] <= 30 + 0.1 * mean_p[0] <= out["peak_c"][0] <= 30 + 0.1 * p_hi[0] + 1e-9
-        assert out["max_rate_c_per_s"][0] > 0
+        assert 30 + 0.1 * p_lo[0] <= out.min_c[0] <= 30 + 0.1 * mean_p[0] <= out.peak_c[0] <= 30 + 0.1 * p_hi[0] + 1e-9
+        assert out.max_rate_c_per_s[0] > 0
     # long phases approach the steady state of each phase
     out = thermal.periodic_response(p_hi, np.array([1e4]), p_lo, np.array([1e4]), np.array([30.0]), _terms(cooling))
-    assert out["peak_c"][0] == pytest.approx(90.0, abs=0.01)
-    assert out["min_c"][0] == pytest.approx(42.0, abs=0.01)
+    assert out.peak_c[0] == pytest.approx(90.0, abs=0.01)
+    assert out.min_c[0] == pytest.approx(42.0, abs=0.01)
 
 
 def test_slow_heat_sink_smooths_short_swings_more_than_a_cold_plate():
     args = (np.array([600.0]), np.array([2.0]), np.array([120.0]), np.array([2.0]), np.array([30.0]))
     air = thermal.periodic_response(*args, _terms("air"))
     liquid = thermal.periodic_response(*args, _terms("liquid"))
-    assert air["peak_c"][0] - air["min_c"][0] < liquid["peak_c"][0] - liquid["min_c"][0]
+    assert air.peak_c[0] - air.min_c[0] < liquid.peak_c[0] - liquid.min_c[0]
 
 
 def _evaluate(**cols) -> pd.DataFrame:

@@ -29,14 +29,14 @@ def test_interface_for_energy_model():
     r = time_model.evaluate(cfg(2, accelerator="A100-80GB"))
     for k in ("clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w", "peak_flops", "hbm_bw_bps"):
         assert getattr(r.hw, k).shape == (2,)
-    for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s",
-              "step_s", "hbm_bytes", "scaleup_bytes", "scaleout_bytes"):
+    for k in ("compute_s", "memory_s", "layer_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s",
+              "step_s", "hbm_traffic_bytes", "scaleup_bytes", "scaleout_bytes"):
         assert getattr(r.breakdown, k).shape == (2,)
     for m in declarations.TIME_METRICS:
         assert getattr(r, m.name).shape == (2,)
     assert list(r.reason) == ["", ""]
     b = r.breakdown
-    parts = sum(getattr(b, k) for k in ("compute_s", "memory_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+    parts = sum(getattr(b, k) for k in ("compute_s", "memory_s", "layer_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
                                "optimizer_s"))
     assert np.allclose(parts, b.step_s)
 

@@ -47,5 +47,5 @@ def test_overrides_and_custom_shape():
                                {"hidden": np.array([1024.0, np.nan]), "layers": np.array([4.0, np.nan]),
                                 "heads": np.array([16.0, np.nan]), "seq_len": np.array([128.0, np.nan]),
                                 "vocab": np.array([1000.0, np.nan])})
-    assert s["ffn_hidden"][0] == 4096 and s["kv_heads"][0] == 16
-    assert s["hidden"][1] == 768
+    assert s.ffn_hidden[0] == 4096 and s.kv_heads[0] == 16
+    assert s.hidden[1] == 768

@@ -143,40 +143,56 @@ TIME_INPUTS: list[Input] = [
     Input("recompute", "str", "", "activation recomputation", "selective", RECOMPUTE, group="parallelism"),
 ]
 
+# How a mixed fleet's job takes each metric from its two parts' (``Metric.mixed_fleet``,
+# applied by dse.analytic.fleet; docs/model.md, section 11). No metric takes one part's
+# value unless its rule says so.
+SUM = "sum"                            #: the parts' sum (energies, facility power, cost)
+MAX = "max"                            #: the larger of the parts' (times, peaks, temperatures)
+ANY = "any"                            #: true when true of either part
+MIN = "min"                            #: the smaller of the parts'
+PACE = "pace"                          #: the pace-setting part's (its breakdown sums to the iteration)
+FULLER = "fuller"                      #: the part's with the fuller accelerators (memory breakdown)
+ACCELERATOR_MEAN = "accelerator_mean"  #: the mean over every accelerator of both parts
+ENERGY_MEAN = "energy_mean"            #: the parts' mean weighted by their energy to train
+JOB = "job"                            #: recomputed for the job from the combined metrics
+SAME = "same"                          #: the same on both parts by construction (the iteration, the model, the run)
+FIRST_TYPE = "first_type"              #: the first accelerator type's (``accelerator``; its description says so)
+MIXED_FLEET_RULES = (SUM, MAX, ANY, MIN, PACE, FULLER, ACCELERATOR_MEAN, ENERGY_MEAN, JOB, SAME, FIRST_TYPE)
+
 TIME_METRICS: list[Metric] = [
-    Metric("time_to_train_s", "s", "time to train"),
-    Metric("time_to_train_days", "days", "time to train"),
-    Metric("step_time_s", "s", "iteration time"),
-    Metric("compute_time_s", "s", "compute-bound time per iteration"),
-    Metric("memory_time_s", "s", "memory-bound time per iteration"),
-    Metric("tp_comm_time_s", "s", "exposed tensor-parallel collectives per iteration"),
-    Metric("cp_comm_time_s", "s", "exposed context-parallel exchange (ring or all-gather of keys and values) per iteration"),
+    Metric("time_to_train_s", "s", "time to train", mixed_fleet=MAX),
+    Metric("time_to_train_days", "days", "time to train", mixed_fleet=MAX),
+    Metric("step_time_s", "s", "iteration time", mixed_fleet=SAME),
+    Metric("compute_time_s", "s", "compute-bound time per iteration", mixed_fleet=PACE),
+    Metric("memory_time_s", "s", "memory-bound time per iteration", mixed_fleet=PACE),
+    Metric("tp_comm_time_s", "s", "exposed tensor-parallel collectives per iteration", mixed_fleet=PACE),
+    Metric("cp_comm_time_s", "s", "exposed context-parallel exchange (ring or all-gather of keys and values) per iteration", mixed_fleet=PACE),
     Metric("ep_comm_time_s", "s", "exposed expert-parallel traffic per iteration (dispatch and combine all-to-alls, "
-                                   "expert-tensor collectives)"),
-    Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration"),
-    Metric("dp_comm_time_s", "s", "exposed data-parallel communication (gradient reduction, sharded-weight gathers) per iteration"),
-    Metric("bubble_time_s", "s", "pipeline bubble per iteration"),
-    Metric("optimizer_time_s", "s", "optimizer step per iteration"),
-    Metric("steps_to_train", "steps", "optimizer steps to reach the target"),
-    Metric("tokens_to_train", "tokens", "tokens needed to reach the target"),
-    Metric("tokens_per_s", "tokens/s", "training throughput"),
+                                   "expert-tensor collectives)", mixed_fleet=PACE),
+    Metric("pp_comm_time_s", "s", "pipeline point-to-point communication per iteration", mixed_fleet=PACE),
+    Metric("dp_comm_time_s", "s", "exposed data-parallel communication (gradient reduction, sharded-weight gathers) per iteration", mixed_fleet=PACE),
+    Metric("bubble_time_s", "s", "pipeline bubble per iteration", mixed_fleet=PACE),
+    Metric("optimizer_time_s", "s", "optimizer step per iteration", mixed_fleet=PACE),
+    Metric("steps_to_train", "steps", "optimizer steps to reach the target", mixed_fleet=SAME),
+    Metric("tokens_to_train", "tokens", "tokens needed to reach the target", mixed_fleet=SAME),
+    Metric("tokens_per_s", "tokens/s", "training throughput", mixed_fleet=SAME),
     Metric("mfu", "1", "model FLOPs utilisation (against the peak at the candidate's matmul precision: "
-                       "for fp8 rows the fp8 peak)"),
+                       "for fp8 rows the fp8 peak)", mixed_fleet=JOB),
     # GiB (2^30 B), the unit of a part's capacity ("80 GB" H100: 80 GiB) and of nvidia-smi and
     # PyTorch: `memory_per_accelerator_gb <= 80` is "fits an 80 GB card"
-    Metric("memory_per_accelerator_gb", "GiB", "memory per accelerator on the most loaded pipeline stage (a mixed fleet: the fuller type's)"),
-    Metric("weights_memory_gb", "GiB", "weights per accelerator"),
-    Metric("gradients_memory_gb", "GiB", "gradients per accelerator"),
-    Metric("optimizer_memory_gb", "GiB", "optimizer state per accelerator"),
-    Metric("activations_memory_gb", "GiB", "activations per accelerator"),
-    Metric("parameters", "1", "model parameters (every expert)"),
-    Metric("active_parameters", "1", "parameters one token uses (routed experts: its top-k only)"),
-    Metric("data_parallel", "1", "data-parallel degree"),
+    Metric("memory_per_accelerator_gb", "GiB", "memory per accelerator on the most loaded pipeline stage (a mixed fleet: the fuller type's)", mixed_fleet=MAX),
+    Metric("weights_memory_gb", "GiB", "weights per accelerator", mixed_fleet=FULLER),
+    Metric("gradients_memory_gb", "GiB", "gradients per accelerator", mixed_fleet=FULLER),
+    Metric("optimizer_memory_gb", "GiB", "optimizer state per accelerator", mixed_fleet=FULLER),
+    Metric("activations_memory_gb", "GiB", "activations per accelerator", mixed_fleet=FULLER),
+    Metric("parameters", "1", "model parameters (every expert)", mixed_fleet=SAME),
+    Metric("active_parameters", "1", "parameters one token uses (routed experts: its top-k only)", mixed_fleet=SAME),
+    Metric("data_parallel", "1", "data-parallel degree", mixed_fleet=SAME),
 ]
 
 #: the mixed fleet's own metric (0 on one accelerator type; dse.analytic.fleet)
 FLEET_METRICS: list[Metric] = [
-    Metric("second_accelerators", "1", "accelerators of the second type (mixed fleet)"),
+    Metric("second_accelerators", "1", "accelerators of the second type (mixed fleet)", mixed_fleet=JOB),
 ]
 
 
@@ -207,47 +223,47 @@ ENERGY_INPUTS: list[Input] = [
 ]
 
 ENERGY_METRICS: list[Metric] = [
-    Metric("energy_to_train_j", "J", "facility energy to train"),
-    Metric("energy_to_train_mwh", "MWh", "facility energy to train"),
-    Metric("it_energy_to_train_j", "J", "IT energy to train"),
-    Metric("it_energy_to_train_mwh", "MWh", "IT energy to train"),
-    Metric("energy_per_step_j", "J", "facility energy per iteration"),
-    Metric("energy_compute_j", "J", "energy of compute-bound work (accelerator core, dynamic)"),
-    Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic"),
-    Metric("energy_network_j", "J", "network energy (per-bit links, NICs, switches)"),
-    Metric("energy_idle_j", "J", "accelerator static (idle) energy (with the leakage change of the cooling and inlet)"),
-    Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)"),
-    Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)"),
-    Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)"),
-    Metric("avg_power_per_accelerator_w", "W", "average power per accelerator while it trains (iterations and checkpoint writes; restarts after interruptions excluded)"),
-    Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator (a mixed fleet: the larger of its two types')"),
-    Metric("facility_avg_power_w", "W", "average facility power"),
-    Metric("facility_peak_power_w", "W", "peak facility power"),
-    Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases"),
-    Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate"),
-    Metric("checkpoint_time_s", "s", "time spent writing checkpoints over the run (accelerators blocked)"),
-    Metric("checkpoint_overhead", "1", "share of the time to train writing checkpoints (failure-free)"),
-    Metric("checkpoint_period_s", "s", "training time between checkpoints (the input, or the Young/Daly optimum)"),
-    Metric("goodput", "1", "training time kept / wall time (interruptions, restarts and checkpoints cost the rest)"),
-    Metric("interruptions", "1", "expected job interruptions over the run"),
-    Metric("lost_time_s", "s", "wall time lost to interruptions (restarts and redone work)"),
-    Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling)"),
+    Metric("energy_to_train_j", "J", "facility energy to train", mixed_fleet=SUM),
+    Metric("energy_to_train_mwh", "MWh", "facility energy to train", mixed_fleet=SUM),
+    Metric("it_energy_to_train_j", "J", "IT energy to train", mixed_fleet=SUM),
+    Metric("it_energy_to_train_mwh", "MWh", "IT energy to train", mixed_fleet=SUM),
+    Metric("energy_per_step_j", "J", "facility energy per iteration", mixed_fleet=SUM),
+    Metric("energy_compute_j", "J", "energy of compute-bound work (accelerator core, dynamic)", mixed_fleet=SUM),
+    Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic", mixed_fleet=SUM),
+    Metric("energy_network_j", "J", "network energy (per-bit links, NICs, switches)", mixed_fleet=SUM),
+    Metric("energy_idle_j", "J", "accelerator static (idle) energy (with the leakage change of the cooling and inlet)", mixed_fleet=SUM),
+    Metric("energy_waiting_j", "J", "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)", mixed_fleet=SUM),
+    Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)", mixed_fleet=SUM),
+    Metric("energy_facility_overhead_j", "J", "facility overhead energy (cooling, power delivery)", mixed_fleet=SUM),
+    Metric("avg_power_per_accelerator_w", "W", "average power per accelerator while it trains (iterations and checkpoint writes; restarts after interruptions excluded)", mixed_fleet=ACCELERATOR_MEAN),
+    Metric("peak_power_per_accelerator_w", "W", "peak (busy-phase) power per accelerator (a mixed fleet: the larger of its two types')", mixed_fleet=MAX),
+    Metric("facility_avg_power_w", "W", "average facility power", mixed_fleet=SUM),
+    Metric("facility_peak_power_w", "W", "peak facility power", mixed_fleet=SUM),
+    Metric("facility_power_swing_w", "W", "facility power step between busy and blocked (bubble, communication, checkpoint) phases", mixed_fleet=SUM),
+    Metric("facility_power_ramp_w_per_s", "W/s", "largest facility power ramp rate", mixed_fleet=SUM),
+    Metric("checkpoint_time_s", "s", "time spent writing checkpoints over the run (accelerators blocked)", mixed_fleet=MAX),
+    Metric("checkpoint_overhead", "1", "share of the time to train writing checkpoints (failure-free)", mixed_fleet=MAX),
+    Metric("checkpoint_period_s", "s", "training time between checkpoints (the input, or the Young/Daly optimum)", mixed_fleet=SAME),
+    Metric("goodput", "1", "training time kept / wall time (interruptions, restarts and checkpoints cost the rest)", mixed_fleet=MIN),
+    Metric("interruptions", "1", "expected job interruptions over the run", mixed_fleet=MAX),
+    Metric("lost_time_s", "s", "wall time lost to interruptions (restarts and redone work)", mixed_fleet=MAX),
+    Metric("effective_clock_mhz", "MHz", "clock the accelerators run at (after cap and throttling; a mixed fleet: the first type's)", mixed_fleet=FIRST_TYPE),
     Metric("power_capped", "bool", "clock lowered to meet the power cap (the input, at most the TDP; the "
-                                   "temperature may then lower it further: throttled)"),
-    Metric("throttled", "bool", "clock lowered to hold the slowdown temperature"),
-    Metric("peak_junction_temp_c", "degC", "peak junction temperature (a mixed fleet: the hotter type's)"),
-    Metric("mean_junction_temp_c", "degC", "time-averaged junction temperature"),
-    Metric("junction_temp_swing_c", "degC", "junction temperature swing within an iteration"),
-    Metric("max_junction_temp_rate_c_per_s", "degC/s", "largest junction temperature rate of change"),
-    Metric("tokens_per_j", "tokens/J", "tokens per joule (facility; = performance per watt)"),
-    Metric("energy_time_product_js", "J*s", "energy-time product"),
-    Metric("energy_utilisation_factor", "1", "share of facility energy spent on busy accelerator work"),
-    Metric("energy_efficiency_index", "1", "MFU x Landauer bound / facility energy"),
-    Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)"),
-    Metric("energy_cost_usd", "USD", "electricity cost"),
-    Metric("carbon_kg", "kg", "operational emissions (CO2e)"),
-    Metric("landauer_bound_j", "J", "Landauer bound k_B T ln2 N_params H_data"),
-    Metric("landauer_ratio", "1", "facility energy / Landauer bound"),
+                                   "temperature may then lower it further: throttled)", mixed_fleet=ANY),
+    Metric("throttled", "bool", "clock lowered to hold the slowdown temperature", mixed_fleet=ANY),
+    Metric("peak_junction_temp_c", "degC", "peak junction temperature (a mixed fleet: the hotter type's)", mixed_fleet=MAX),
+    Metric("mean_junction_temp_c", "degC", "time-averaged junction temperature", mixed_fleet=MAX),
+    Metric("junction_temp_swing_c", "degC", "junction temperature swing within an iteration", mixed_fleet=MAX),
+    Metric("max_junction_temp_rate_c_per_s", "degC/s", "largest junction temperature rate of change", mixed_fleet=MAX),
+    Metric("tokens_per_j", "tokens/J", "tokens per joule (facility; = performance per watt)", mixed_fleet=JOB),
+    Metric("energy_time_product_js", "J*s", "energy-time product", mixed_fleet=JOB),
+    Metric("energy_utilisation_factor", "1", "share of facility energy spent on busy accelerator work", mixed_fleet=ENERGY_MEAN),
+    Metric("energy_efficiency_index", "1", "MFU x Landauer bound / facility energy", mixed_fleet=JOB),
+    Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)", mixed_fleet=SUM),
+    Metric("energy_cost_usd", "USD", "electricity cost", mixed_fleet=SUM),
+    Metric("carbon_kg", "kg", "operational emissions (CO2e)", mixed_fleet=SUM),
+    Metric("landauer_bound_j", "J", "Landauer bound k_B T ln2 N_params H_data", mixed_fleet=SAME),
+    Metric("landauer_ratio", "1", "facility energy / Landauer bound", mixed_fleet=JOB),
 ]
 
 INPUTS: dict[str, Input] = {i.name: i for i in (*TIME_INPUTS, *ENERGY_INPUTS)}

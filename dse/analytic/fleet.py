@@ -15,7 +15,8 @@ either part sets the 1F1B pace; the bubble is ``(p - 1)`` slots of the mean stag
 both parts; the data-parallel reduction and the optimizer step of the slower part end the
 iteration. Each part waits (a blocked, low-power phase) for the rest of the iteration.
 Power and energy are each part's own (its accelerators, host share, network, cooling)
-summed; the job fails at the rate of all its accelerators and a checkpoint blocks it for
+summed (each metric's ``mixed_fleet`` rule, :mod:`dse.analytic.declarations`, says how the
+job's value comes from the parts'); the job fails at the rate of all its accelerators and a checkpoint blocks it for
 the slower part's write.
 """
 
@@ -25,12 +26,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from dse.analytic import declarations
 from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy import model as energy_model
 from dse.analytic.energy.checkpoint import write_time_s
 from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
+from dse.analytic.time.parallelism import Stages
 from dse.analytic.time.result import TimeResult
 
 NONE = "none"
@@ -38,23 +41,6 @@ NONE = "none"
 SPLIT_REASON = "a mixed fleet needs 1 to pipeline_parallel - 1 stages on the second accelerator"
 INTERLEAVE_REASON = "a mixed fleet runs a plain 1F1B pipeline (interleave 1)"
 EMPTY_REASON = "the split leaves a pipeline stage without layers"
-
-#: how each metric of the two parts becomes the job's (the rest: recomputed in :func:`_combine`)
-SUM = ("energy_to_train_j", "energy_to_train_mwh", "it_energy_to_train_j", "it_energy_to_train_mwh",
-       "energy_per_step_j", "energy_compute_j", "energy_memory_j", "energy_network_j", "energy_idle_j",
-       "energy_waiting_j", "energy_host_j", "energy_facility_overhead_j", "facility_avg_power_w",
-       "facility_peak_power_w", "facility_power_swing_w", "facility_power_ramp_w_per_s", "cost_usd",
-       "energy_cost_usd", "carbon_kg")
-MAX = ("time_to_train_s", "time_to_train_days", "memory_per_accelerator_gb", "peak_power_per_accelerator_w",
-       "checkpoint_time_s", "checkpoint_overhead", "interruptions", "lost_time_s", "peak_junction_temp_c",
-       "mean_junction_temp_c", "junction_temp_swing_c", "max_junction_temp_rate_c_per_s", "power_capped",
-       "throttled")
-#: the pace-setting part's breakdown (it sums to the iteration time)
-PACE = ("compute_time_s", "memory_time_s", "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s",
-        "dp_comm_time_s", "bubble_time_s", "optimizer_time_s")
-#: the memory breakdown of the part with the fuller accelerators
-MEMORY = ("weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb")
-
 
 def mixed_rows(cfg) -> np.ndarray:
     """True for candidates with a second accelerator type."""
@@ -64,8 +50,10 @@ def mixed_rows(cfg) -> np.ndarray:
     return Factorised(*factorise(col)).map(lambda v: v is not None and v != NONE, dtype=bool)
 
 
-def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> dict[str, np.ndarray]:
-    """Layers per stage of each part (``W_i ∝ P_i^alpha``) as the time model's part inputs."""
+def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> tuple[Stages, Stages, np.ndarray]:
+    """The :class:`~dse.analytic.time.parallelism.Stages` of each part (layers per stage
+    ``W_i ∝ P_i^alpha``; the first part starts the pipeline with the input embedding, the
+    second ends it with the output layer), and where the split leaves a stage empty."""
     pp_a = pp - pp_b
     wa, wb = speed_a ** alpha, speed_b ** alpha
     x_a = layers * wa / (pp_a * wa + pp_b * wb)
@@ -74,9 +62,13 @@ def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> dict[str, np.ndar
     q = np.floor(rest / np.maximum(pp_b, 1.0))
     extra = rest - q * pp_b
     one_b = pp_b == 1
-    return {"a_first": l_a, "a_middle": np.where(pp_a >= 3, l_a, 0.0), "a_last": l_a,
-            "b_first": np.where(one_b, rest, q + (extra >= 1)), "b_middle": np.where(pp_b >= 3, q + (extra >= 2), 0.0),
-            "b_last": np.where(one_b, rest, q), "pp_a": pp_a, "empty": (l_a < 1) | (q < 1)}
+    one = np.ones(np.shape(l_a))
+    a = Stages(first=l_a, middle=np.where(pp_a >= 3, l_a, 0.0), last=l_a, units=None, part=True, count=pp_a,
+               rank0=0.0 * one, embedding=one, output=0.0 * one)
+    b = Stages(first=np.where(one_b, rest, q + (extra >= 1)), middle=np.where(pp_b >= 3, q + (extra >= 2), 0.0),
+               last=np.where(one_b, rest, q), units=None, part=True, count=pp_b, rank0=pp_a, embedding=0.0 * one,
+               output=one)
+    return a, b, (l_a < 1) | (q < 1)
 
 
 def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -91,23 +83,16 @@ def _f(cfg, name):
 
 
 def _evaluate(cfg):
-    n = len(cfg["accelerator"])
     shape = workload.resolve_shape(cfg["model"], cfg)
     pp, pp_b = _f(cfg, "pipeline_parallel"), _f(cfg, "second_pipeline_stages")
     second = Factorised(*factorise(cfg["second_accelerator"]))
     hw_a = hardware.lookup(cfg["accelerator"], cfg["precision"])
     hw_b = hardware.lookup(second, cfg["precision"])
-    split = split_layers(shape["layers"], pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
+    stages_a, stages_b, empty = split_layers(shape.layers, pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
                          hw_b.peak_flops * hw_b.matmul_eff_max, _f(cfg, "split_alpha"))
-    pp_a = split["pp_a"]
-    one = np.ones(n)
-    cfg_a = {**cfg, "_stage_first": split["a_first"], "_stage_middle": split["a_middle"],
-             "_stage_last": split["a_last"], "_stage_count": pp_a, "_stage_rank0": 0.0 * one,
-             "_stage_embedding": one, "_stage_output": 0.0 * one}
-    cfg_b = {**cfg, "accelerator": second, "_stage_first": split["b_first"], "_stage_middle": split["b_middle"],
-             "_stage_last": split["b_last"], "_stage_count": pp_b, "_stage_rank0": pp_a,
-             "_stage_embedding": 0.0 * one, "_stage_output": one}
-    ta, tb = time_model.evaluate(cfg_a), time_model.evaluate(cfg_b)
+    pp_a = stages_a.count
+    cfg_a, cfg_b = dict(cfg), {**cfg, "accelerator": second}
+    ta, tb = time_model.evaluate(cfg_a, part=stages_a), time_model.evaluate(cfg_b, part=stages_b)
     # the job: all its accelerators fail, a checkpoint blocks it for the slower part's write
     n_total = _f(cfg, "num_accelerators")
     n_a, n_b = n_total * pp_a / pp, n_total * pp_b / pp
@@ -120,9 +105,10 @@ def _evaluate(cfg):
         part["checkpoint_duration_s"] = write
     ta, tb = replace(ta, num_accelerators=n_a), replace(tb, num_accelerators=n_b)
 
-    def retimer(cfg_i, n_i, other):
+    def retimer(cfg_i, stages_i, n_i, other):
         def retime(clock_mhz, rows):
-            sub = replace(time_model.evaluate(_rows.take_inputs(cfg_i, rows), clock_mhz), num_accelerators=n_i[rows])
+            sub = time_model.evaluate(_rows.take_inputs(cfg_i, rows), clock_mhz, part=_rows.take(stages_i, rows))
+            sub = replace(sub, num_accelerators=n_i[rows])
             return compose(sub, _rows.take(other, rows), pp[rows])[0]
         return retime
 
@@ -130,14 +116,14 @@ def _evaluate(cfg):
     # against the first's result; a final pass (no clock moves: waiting longer only lowers
     # power and temperature) gives both parts' energy at the composed iteration
     pa, pb = compose(ta, tb, pp)
-    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, n_a, pb))
+    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, stages_a, n_a, pb))
     pb, pa = compose(tb, ea.timing, pp)
-    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, n_b, pa))
+    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, stages_b, n_b, pa))
     pa, pb = compose(ea.timing, eb.timing, pp)
-    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, n_a, pb))
-    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, n_b, pa))
+    ea = energy_model.evaluate(cfg_a, pa, retimer(cfg_a, stages_a, n_a, pb))
+    eb = energy_model.evaluate(cfg_b, pb, retimer(cfg_b, stages_b, n_b, pa))
     out = _combine(ea, eb, n_a, n_b)
-    reasons = _reasons(cfg, split, pp_b, ea, eb)
+    reasons = _reasons(cfg, empty, pp_b, ea, eb)
     out["feasible"] = reasons == ""
     out["reason"] = reasons
     out["second_accelerators"] = n_b
@@ -162,7 +148,7 @@ def compose(a: TimeResult, b: TimeResult, pp) -> tuple[TimeResult, TimeResult]:
 def _at_step(r: TimeResult, step) -> TimeResult:
     """``r`` at the job's iteration ``step``: the part waits (``bubble_s``) for the rest."""
     b = r.breakdown
-    busy = b.compute_s + b.memory_s + b.tp_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
+    busy = b.compute_s + b.memory_s + b.layer_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
     wait = np.maximum(step - busy, 0.0)
     breakdown = replace(b, bubble_s=wait, step_s=busy + wait)
     steps = r.steps_to_train
@@ -173,36 +159,47 @@ def _at_step(r: TimeResult, step) -> TimeResult:
 
 
 def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
-    """The job's metrics from both parts' (see the rule tables above)."""
+    """The job's metrics from both parts', each by the rule its declaration names
+    (``Metric.mixed_fleet``; :data:`dse.analytic.declarations.MIXED_FLEET_RULES`)."""
     ta, tb = ea.timing, eb.timing
     ma, mb = {**ta.metrics(), **ea.metrics}, {**tb.metrics(), **eb.metrics}
-    out = dict(ma)
-    for k in SUM:
-        out[k] = ma[k] + mb[k]
-    for k in MAX:
-        out[k] = np.maximum(ma[k], mb[k]) if ma[k].dtype != bool else ma[k] | mb[k]
     b_paces = tb.breakdown.slot_s > ta.breakdown.slot_s
-    for k in PACE:
-        out[k] = np.where(b_paces, mb[k], ma[k])
     b_fuller = mb["memory_per_accelerator_gb"] > ma["memory_per_accelerator_gb"]
-    for k in MEMORY:
-        out[k] = np.where(b_fuller, mb[k], ma[k])
-    out["goodput"] = np.minimum(ma["goodput"], mb["goodput"])
     n = n_a + n_b
-    out["avg_power_per_accelerator_w"] = (n_a * ma["avg_power_per_accelerator_w"]
-                                          + n_b * mb["avg_power_per_accelerator_w"]) / n
+    energy = ma["energy_to_train_j"] + mb["energy_to_train_j"]
+    out = dict(ma)
+    for name, a in ma.items():
+        b = mb[name]
+        rule = declarations.METRICS[name].mixed_fleet
+        if rule == declarations.SUM:
+            out[name] = a + b
+        elif rule == declarations.MAX:
+            out[name] = np.maximum(a, b)
+        elif rule == declarations.ANY:
+            out[name] = a | b
+        elif rule == declarations.MIN:
+            out[name] = np.minimum(a, b)
+        elif rule == declarations.PACE:
+            out[name] = np.where(b_paces, b, a)
+        elif rule == declarations.FULLER:
+            out[name] = np.where(b_fuller, b, a)
+        elif rule == declarations.ACCELERATOR_MEAN:
+            out[name] = (n_a * a + n_b * b) / n
+        elif rule == declarations.ENERGY_MEAN:
+            out[name] = (a * ma["energy_to_train_j"] + b * mb["energy_to_train_j"]) / energy
+        elif rule not in (declarations.SAME, declarations.FIRST_TYPE, declarations.JOB):
+            raise ValueError(f"metric {name}: no mixed-fleet rule {rule!r}")
+    # the job's own (JOB): from the combined metrics
     out["mfu"] = ta.model_flops / (ta.step_time_s * (n_a * ta.hw.peak_flops + n_b * tb.hw.peak_flops))
-    energy, time_s = out["energy_to_train_j"], out["time_to_train_s"]
+    time_s = out["time_to_train_s"]
     out["tokens_per_j"] = ma["tokens_to_train"] / energy
     out["energy_time_product_js"] = energy * time_s
-    out["energy_utilisation_factor"] = (ma["energy_utilisation_factor"] * ma["energy_to_train_j"]
-                                        + mb["energy_utilisation_factor"] * mb["energy_to_train_j"]) / energy
     out["energy_efficiency_index"] = out["mfu"] * ma["landauer_bound_j"] / energy
     out["landauer_ratio"] = energy / ma["landauer_bound_j"]
     return out
 
 
-def _reasons(cfg, split, pp_b, ea, eb) -> np.ndarray:
+def _reasons(cfg, empty, pp_b, ea, eb) -> np.ndarray:
     """The first reason per row: the split, then the first part's time and energy reasons,
     then the second's."""
     n = len(pp_b)
@@ -210,7 +207,7 @@ def _reasons(cfg, split, pp_b, ea, eb) -> np.ndarray:
     candidates = [
         np.where((pp_b < 1) | (pp_b >= _f(cfg, "pipeline_parallel")), SPLIT_REASON, ""),
         np.where(_f(cfg, "interleave") > 1, INTERLEAVE_REASON, ""),
-        np.where(split["empty"], EMPTY_REASON, ""),
+        np.where(empty, EMPTY_REASON, ""),
         ea.timing.reason, ea.reason, eb.timing.reason, eb.reason,
     ]
     for reason in candidates:

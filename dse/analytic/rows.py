@@ -13,8 +13,8 @@ def take(obj, rows: np.ndarray):
         return replace(obj, **{f.name: take(getattr(obj, f.name), rows) for f in fields(obj)})
     if isinstance(obj, dict):
         return {k: take(v, rows) for k, v in obj.items()}
-    if obj is None:
-        return None
+    if obj is None or isinstance(obj, bool):  # absent, or a flag of the whole block
+        return obj
     return np.asarray(obj)[rows]
 
 

@@ -11,8 +11,8 @@ communication). Its time at clock f is split, at the maximum clock, into a
 clock-bound part (a fraction ``c`` of the time, scaling with f_max / f) and a
 clock-independent part (memory-bound kernels, launch gaps: 1 - c), i.e. the time
 model's compute/memory roofline split; ``c`` is a property of this workload and is
-fitted here, together with the A100's V-f curve (floor voltage and knee clock), by
-:func:`fit_perseus`. The power and energy then come from the *same* functions the
+fitted here, together with the A100's V-f curve (floor voltage and knee clock), once by
+a grid search (``fit_perseus`` in the git history up to 3f2a01e). The power and energy then come from the *same* functions the
 energy model uses for every candidate (:func:`dse.analytic.energy.accelerator.accelerator_energy`).
 The stage is set up from this split rather than through the time model so that the
 check does not move when the time model is re-calibrated; the time model's own split
@@ -21,6 +21,7 @@ for a GPT-3 stage is reported next to it for comparison.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,8 @@ from dse.analytic.time.step import StepBreakdown
 
 PERSEUS_FILE = "perseus_a100_gpt3_stage.csv"
 ACCELERATOR = "A100-80GB"
-# Fitted once by fit_perseus() (grid search, minimax relative error over all rows):
+# Fitted once by a grid search, minimax relative error over all rows (validate_energy.fit_perseus,
+# removed after its one use; in git history up to 3f2a01e):
 STAGE_COMPUTE_FRACTION = 0.76   # share of the stage's time at f_max that scales with 1/f
 HBM_EFFICIENCY = 0.7            # achieved share of peak HBM bandwidth in memory-bound kernels
 
@@ -50,7 +52,7 @@ def perseus_path() -> Path:
     return pkg
 
 
-def _hw(n: int, accelerator: str = ACCELERATOR) -> tuple[hardware.Hardware, dict[str, np.ndarray]]:
+def _hw(n: int, accelerator: str = ACCELERATOR) -> tuple[hardware.Hardware, power.PowerParameters]:
     names = np.full(n, accelerator, dtype=object)
     return hardware.lookup(names, np.full(n, "bf16", dtype=object)), power.lookup(names)
 
@@ -67,13 +69,14 @@ def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, 
     n = clock.size
     hw, pw = _hw(n, accelerator)
     if vf_x is not None:
-        pw["vf_x"], pw["vf_v"] = np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])), np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1]))
+        pw = replace(pw, vf_x=np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])),
+                     vf_v=np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1])))
     fmax = hw.clock_max_mhz
     memory_s = 1.0 - c
     compute_s = c * fmax / clock
     b = StepBreakdown.one_accelerator(compute_s, memory_s, memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY)
     acc = accelerator_energy(b, clock / fmax, pw, hw.idle_w, hw.tdp_w, np.full(n, np.nan))
-    return b.step_s, acc.total
+    return b.step_s, acc.total_j
 
 
 def _table(path: Path) -> pd.DataFrame:
@@ -166,34 +169,8 @@ def perseus_report(path: Path | None = None) -> dict:
         "energy_optimal_clock_predicted_mhz": float(f[np.argmin(re_pred)]),
         "parameters": {
             "stage_compute_fraction": STAGE_COMPUTE_FRACTION,
-            "vf_curve": np.c_[pw["vf_x"][0], pw["vf_v"][0]].tolist(),
-            "activity": {"compute": float(pw["a_compute"][0]), "memory": float(pw["a_memory"][0])},
+            "vf_curve": np.c_[pw.vf_x[0], pw.vf_v[0]].tolist(),
+            "activity": {"compute": float(pw.a_compute[0]), "memory": float(pw.a_memory[0])},
         },
         "time_model_compute_fraction": time_model_compute_fraction(),
     }
-
-
-def fit_perseus(path: Path | None = None) -> dict:
-    """Refit the stage's compute fraction and the A100 V-f floor and knee (grid search).
-
-    Minimises the largest relative error in time and energy over all rows. Run once;
-    the result is recorded in ``STAGE_COMPUTE_FRACTION`` and ``dse/analytic/data/power.yaml``.
-    """
-    df = _table(Path(path) if path is not None else perseus_path())
-    f = df["sm_clock_mhz"].to_numpy(dtype=float)
-    rt = (df["time_ms"] / df["time_ms"].iloc[0]).to_numpy()
-    re = (df["energy_j"] / df["energy_j"].iloc[0]).to_numpy()
-    c, vf, kn = np.meshgrid(np.arange(0.60, 0.96, 0.01), np.arange(0.60, 0.96, 0.01),
-                            np.arange(0.50, 0.96, 0.01), indexing="ij")
-    c, vf, kn = c.ravel(), vf.ravel(), kn.ravel()
-    g = c.size
-    vf_x = np.c_[np.zeros(g), kn, np.ones(g)]
-    vf_v = np.c_[vf, vf, np.ones(g)]
-    ff = np.repeat(f[None, :], g, axis=0).ravel()
-    rep = lambda a: np.repeat(a, len(f), axis=0)  # noqa: E731
-    t, e = stage_energy(ff, rep(c), rep(vf_x), rep(vf_v))
-    t, e = t.reshape(g, len(f)), e.reshape(g, len(f))
-    err = np.maximum(np.abs(t / t[:, :1] / rt - 1).max(1), np.abs(e / e[:, :1] / re - 1).max(1))
-    i = int(np.argmin(err))
-    return {"stage_compute_fraction": float(c[i]), "v_floor": float(vf[i]), "knee_fraction": float(kn[i]),
-            "max_abs_error": float(err[i])}

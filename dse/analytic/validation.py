@@ -240,7 +240,7 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
         with np.errstate(all="ignore"):
             res = time_model.evaluate(cfg)
         step = res.step_time_s
-        tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg)["seq_len"]
+        tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg).seq_len
         measured = out.loc[timed, "measured"].to_numpy(dtype=float)
         qt = q[timed]
         per_gpu = tokens / (step * cfg["num_accelerators"])

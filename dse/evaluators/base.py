@@ -114,11 +114,15 @@ def _shown_unit(unit: str) -> bool:
 
 @dataclass(frozen=True)
 class Metric:
-    """One output column: its unit and a human-readable name."""
+    """One output column: its unit and a human-readable name. ``mixed_fleet``: for an
+    evaluator that splits one job over parts (the analytic model's mixed fleet of two
+    accelerator types), how the job's value comes from the parts' (the evaluator names its
+    rules); "" where the evaluator splits no job."""
 
     name: str
     unit: str
     long_name: str
+    mixed_fleet: str = ""
 
 
 class Evaluator(ABC):

@@ -98,6 +98,10 @@ PARAMETERS: dict[str, Param] = {p.name: p for p in (
           "achieved fraction of the HBM bandwidth in streaming kernels"),
 )}
 #: which rows free which parameter (docs/calibration.md, "What a fit can find")
+#: share of a workload's time at the highest clock that scales with 1/f, by its kind, for the
+#: fit's starting point (0.5 for a kind that is neither compute- nor memory-bound)
+_CLOCK_BOUND_SHARE = {"compute": 1.0, "memory": 0.0}
+
 NEEDS = {
     "idle_w": "idle rows, or energy or power of known scope at 3 or more clocks",
     "a_compute": "compute rows, or stage or training rows with energy of known scope",
@@ -278,7 +282,7 @@ class _Problem:
             r = rows[(rows["workload"] == w).to_numpy() & self.fit_mask]
             top = r.sort_values("clock_mhz", ascending=False, na_position="last").iloc[0]
             ratio = top["clock_mhz"] / f_max if np.isfinite(top["clock_mhz"]) else 1.0
-            c = 1.0 if top["kind"] == "compute" else 0.0 if top["kind"] == "memory" else 0.5
+            c = _CLOCK_BOUND_SHARE.get(top["kind"], 0.5)
             x0.append(np.log(top["time_s"] / (c / ratio + 1 - c))), lo.append(-np.inf), hi.append(np.inf), sc.append(0.1)
         for _ in self.c_work:
             x0.append(0.5), lo.append(0.0), hi.append(1.0), sc.append(0.05)
@@ -551,11 +555,21 @@ def _parameter_table(acc0: dict, acc: dict, names: list[str], kept: list[str], x
         at_bound = i is not None and (np.isclose(x[i], lo[i]) or np.isclose(x[i], hi[i]))
         table.append({"name": n, "unit": p.unit, "base": p.get(acc0), "value": p.get(acc),
                       "stderr": float(stderr[i]) if i is not None else np.nan, "fitted": i is not None,
-                      "note": ("at its bound" if at_bound else "") if i is not None else
-                              "held at the base value (--fix)" if n in fix else
-                              "not asked for (--fit)" if only and n not in only else
-                              ("not determined by these rows" if n in names else f"needs {NEEDS[n]}")})
+                      "note": _parameter_note(n, i is not None, at_bound, names, only, fix)})
     return pd.DataFrame(table)
+
+
+def _parameter_note(name: str, fitted: bool, at_bound: bool, names, only, fix) -> str:
+    """Why parameter ``name`` is or is not fitted, for :func:`_parameter_table`'s note."""
+    if fitted:
+        return "at its bound" if at_bound else ""
+    if name in fix:
+        return "held at the base value (--fix)"
+    if only and name not in only:
+        return "not asked for (--fit)"
+    if name in names:
+        return "not determined by these rows"
+    return f"needs {NEEDS[name]}"
 
 
 def _rows_with_predictions(rows: pd.DataFrame, held: np.ndarray, pred: pd.DataFrame) -> pd.DataFrame:

@@ -33,16 +33,6 @@ def profile_of(acc: dict, name: str = TRIAL_NAME) -> profiles.Profile:
                             power=acc["power"], calibration=acc["calibration"], sources={}, fit={})
 
 
-def _pw(acc: dict, n: int) -> dict[str, np.ndarray]:
-    p = acc["power"]
-    curve = np.asarray(p["vf_curve"], dtype=float)
-    a = p["activity"]
-    return {"vf_x": np.broadcast_to(curve[:, 0], (n, len(curve))), "vf_v": np.broadcast_to(curve[:, 1], (n, len(curve))),
-            "a_compute": np.full(n, float(a["compute"])), "a_memory": np.full(n, float(a["memory"])),
-            "a_waiting": np.full(n, float(a["waiting"])), "a_parked": np.full(n, float(a["parked"])),
-            "hbm_pj_per_byte": np.full(n, float(p["hbm_pj_per_byte"]))}
-
-
 def peak_flops(acc: dict, precision: np.ndarray) -> np.ndarray:
     """Dense peak FLOP/s per row at its precision (NaN where the part has no such units)."""
     peaks = acc["hardware"]["peak_tflops"]
@@ -64,8 +54,9 @@ def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.n
         shaped = comp & np.isfinite(m + nn + k)
         with np.errstate(all="ignore"):
             sh = shipped_calibration()["shared"]
-            t_shape = gemm.compute_time(m, nn, k, None, peak=peak, clock_ratio=ratio, cu=float(hw["compute_units"]),
-                                        eff_max=eff, half_flops=sh["matmul_half_gflop"] * 1e9, half_k=sh["matmul_half_k"])
+            r = gemm.Roofline(peak_flops=peak, clock_ratio=ratio, compute_units=float(hw["compute_units"]), eff_max=eff,
+                              half_flops=sh["matmul_half_gflop"] * 1e9, half_k=sh["matmul_half_k"], hbm_bw_bps=np.nan)
+            t_shape = gemm.compute_time(m, nn, k, None, r)
             t_flops = rows["flops"].to_numpy(dtype=float) / (peak * ratio * eff)
         t = np.where(shaped, t_shape, np.where(comp, t_flops, t))
         share = np.where(comp, 1.0, share)
@@ -77,19 +68,19 @@ def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.n
     return t, share
 
 
-def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_traffic_bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, energy, busy power) of one GPU running a workload back to back at ``ratio``:
     clock-bound time ``t_max_s * compute_share / ratio``, memory-bound time
-    ``t_max_s * (1 - compute_share)`` moving ``hbm_bytes``."""
+    ``t_max_s * (1 - compute_share)`` moving ``hbm_traffic_bytes``."""
     ratio = np.asarray(ratio, dtype=float)
     n = ratio.size
     hw = acc["hardware"]
     compute_s = t_max_s * compute_share / ratio
     memory_s = t_max_s * (1.0 - compute_share)
-    b = StepBreakdown.one_accelerator(np.broadcast_to(compute_s, n), np.broadcast_to(memory_s, n), hbm_bytes)
-    e = accelerator_energy(b, ratio, _pw(acc, n), np.full(n, float(hw["idle_w"])), np.full(n, float(hw["tdp_w"])),
+    b = StepBreakdown.one_accelerator(np.broadcast_to(compute_s, n), np.broadcast_to(memory_s, n), hbm_traffic_bytes)
+    e = accelerator_energy(b, ratio, power.PowerParameters.of_entry(acc["power"], n), np.full(n, float(hw["idle_w"])), np.full(n, float(hw["tdp_w"])),
                            np.full(n, np.nan))
-    return b.step_s, e.total, e.p_busy
+    return b.step_s, e.total_j, e.busy_w
 
 
 def predict(acc: dict, rows: pd.DataFrame, t_max_s: np.ndarray, compute_share: np.ndarray,
@@ -156,11 +147,11 @@ def _power_state_rows(acc: dict, rows: pd.DataFrame, kind: np.ndarray, scope: np
     idle, tdp = float(hw["idle_w"]), float(hw["tdp_w"])
     clock = rows["clock_mhz"].to_numpy(dtype=float)
     ratio = np.where(np.isfinite(clock), clock / float(hw["clock_max_mhz"]), 1.0)
-    pw = _pw(acc, n)
-    dyn = power.dynamic_scale(ratio, pw["vf_x"], pw["vf_v"])
+    pw = power.PowerParameters.of_entry(acc["power"], n)
+    dyn = power.dynamic_scale(ratio, pw.vf_x, pw.vf_v)
     for k, p in (("idle", np.full(n, idle)),
-                 ("parked", power.parked_power_w(pw["a_parked"], idle, tdp, np.full(n, np.nan))),
-                 ("blocked", power.phase_power_w(pw["a_waiting"], dyn, idle, tdp))):
+                 ("parked", power.parked_power_w(pw.a_parked, idle, tdp, np.full(n, np.nan))),
+                 ("blocked", power.phase_power_w(pw.a_waiting, dyn, idle, tdp))):
         m = kind == k
         out["power_w"][m] = p[m] * scope[m]
         out["time_s"][m] = rows["time_s"].to_numpy(dtype=float)[m]

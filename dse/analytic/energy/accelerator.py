@@ -16,6 +16,7 @@ import numpy as np
 
 from dse.analytic.energy import power, thermal, transfer
 from dse.analytic.energy.phases import PhaseTimes, phase_times
+from dse.analytic.energy.power import PowerParameters
 
 #: the inlet temperature (air cooling) at which the catalog's powers hold: the declared
 #: default of ``inlet_temp_c``
@@ -30,25 +31,25 @@ class Accelerators:
     clock_min_mhz: np.ndarray   # MHz
     idle_w: np.ndarray          # W, static power
     tdp_w: np.ndarray           # W
-    pw: dict                    # power.lookup(): activities, V-f curve, HBM pJ/B, slowdown temperature
+    pw: PowerParameters         # power.lookup(): activities, V-f curve, HBM pJ/B, slowdown temperature
     floor_w: np.ndarray         # W, power floor while blocked (NaN: none)
     inlet_c: np.ndarray         # degC, coolant / air inlet
     liquid: np.ndarray          # bool, liquid cooling
-    r_total: np.ndarray         # K/W, junction to inlet
+    r_total_k_per_w: np.ndarray  # K/W, junction to inlet
     cap_w: np.ndarray           # W, power limit (at most the TDP)
-    r_air: np.ndarray | None = None   # K/W, the part's air-cooled resistance (the reference)
+    r_air_k_per_w: np.ndarray | None = None  # K/W, the part's air-cooled resistance (the reference)
 
     @property
     def leakage(self) -> tuple | None:
         """:func:`leakage_change_w`'s parameters, None where every candidate is cooled as the
         reference (air at the reference inlet: no change)."""
-        if self.r_air is None:
+        if self.r_air_k_per_w is None:
             return None
         inlet = np.asarray(self.inlet_c, dtype=float) - REFERENCE_INLET_C
-        r_excess = self.r_total - self.r_air
+        r_excess = self.r_total_k_per_w - self.r_air_k_per_w
         if not (inlet.any() or r_excess.any()):
             return None
-        return inlet, r_excess, self.pw["leakage_share"] * self.tdp_w, self.pw["leakage_per_k"]
+        return inlet, r_excess, self.pw.leakage_share * self.tdp_w, self.pw.leakage_per_k
 
 
 def leakage_change_w(mean_w, inlet_excess_k, r_excess_k_per_w, leak_w, per_k) -> np.ndarray:
@@ -71,53 +72,86 @@ def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
 class AcceleratorEnergy:
     """Energy per accelerator per iteration (J) by component, and the phase powers (W)."""
 
-    compute: np.ndarray
-    memory: np.ndarray
-    idle: np.ndarray
-    waiting: np.ndarray
-    total: np.ndarray
-    p_busy: np.ndarray      # mean power of the busy phase
-    p_wait: np.ndarray      # power while blocked
-    p_compute: np.ndarray   # power of compute-bound kernels
+    compute_j: np.ndarray   # compute-bound kernels, dynamic
+    memory_j: np.ndarray    # memory-bound kernels and the optimizer, dynamic, and the HBM traffic
+    idle_j: np.ndarray      # static power over the iteration (with the leakage change)
+    waiting_j: np.ndarray   # above static while blocked or waiting (and any power-floor lift)
+    total_j: np.ndarray
+    busy_w: np.ndarray      # mean power of the busy phase
+    wait_w: np.ndarray      # power while blocked
+    compute_w: np.ndarray   # power of compute-bound kernels
     times: PhaseTimes
     static_w: np.ndarray    # static power in the iteration: idle, plus the leakage change
 
 
-def accelerator_energy(b, clock_ratio, pw: dict, idle_w, tdp_w, floor_w, leakage=None) -> AcceleratorEnergy:
+class StepEnergy:
+    """The accelerator energy model of one step breakdown ``b``: the energy per accelerator
+    per iteration by component and the phase powers at any clock, with the clock-independent
+    terms (HBM traffic energy, power span, V-f segments, floor) computed once. The energy half
+    evaluates it at the clock the step was timed at, the clock search
+    (:mod:`.clock_search`) at many clocks on the phases estimated there
+    (:class:`~.phases.ClockScaling`).
+
+    ``pw``: the candidates' :class:`~.power.PowerParameters`; ``idle_w``/``tdp_w`` (W);
+    ``floor_w`` (W, NaN: no floor); ``leakage``: :attr:`Accelerators.leakage` (None: the
+    reference cooling), whose change of the static power is in the idle energy and every
+    phase power.
+    """
+
+    def __init__(self, b, pw: PowerParameters, idle_w, tdp_w, floor_w, leakage=None) -> None:
+        self.b = b
+        self.pw = pw
+        self.idle_w = idle_w
+        self.span_w = tdp_w - idle_w
+        self.floor_w = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
+        self.leakage = leakage
+        self.hbm_j = transfer.hbm_energy_j(b.hbm_traffic_bytes, pw.hbm_pj_per_byte)
+        self.voltage = power.VoltageCurve(pw.vf_x, pw.vf_v)
+
+    def at(self, clock_ratio, times: PhaseTimes | None = None) -> AcceleratorEnergy:
+        """Energy and phase powers at ``clock_ratio`` = f/f_max, for the phase durations
+        ``times`` (default: the breakdown's own, :func:`~.phases.phase_times`)."""
+        t = phase_times(self.b) if times is None else times
+        pw, idle_w = self.pw, self.idle_w
+        dyn = self.span_w * (clock_ratio * self.voltage(clock_ratio) ** 2)  # power.dynamic_scale
+        floor = self.floor_w
+        p_wait = np.maximum(idle_w + pw.a_waiting * dyn, floor)
+        e_compute = pw.a_compute * dyn * t.compute
+        e_memory = pw.a_memory * dyn * t.memory + self.hbm_j
+        e_idle = idle_w * t.step
+        e_wait_fine = (p_wait - idle_w) * t.fine_wait
+        e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
+        busy = np.where(t.busy > 0, t.busy, np.nan)
+        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
+        p_busy = np.where(t.busy > 0, p_busy, p_wait)
+        # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
+        lift = np.maximum(floor - p_busy, 0.0)
+        p_busy = p_busy + lift
+        e_wait = e_wait + lift * t.busy
+        total = e_compute + e_memory + e_idle + e_wait
+        p_compute = idle_w + pw.a_compute * dyn
+        if self.leakage is not None:
+            d_w = step_leakage_w(total, t.step, self.leakage)
+            e_idle = e_idle + d_w * t.step
+            total = total + d_w * t.step
+            p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
+            static_w = idle_w + d_w
+        else:
+            static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
+        return AcceleratorEnergy(compute_j=e_compute, memory_j=e_memory, idle_j=e_idle, waiting_j=e_wait,
+                                 total_j=total, busy_w=p_busy, wait_w=p_wait, compute_w=p_compute, times=t,
+                                 static_w=static_w)
+
+
+def accelerator_energy(b, clock_ratio, pw: PowerParameters, idle_w, tdp_w, floor_w, leakage=None) -> AcceleratorEnergy:
     """Energy per accelerator per iteration by component, and the phase powers, for the
-    step breakdown ``b`` at ``clock_ratio`` = f/f_max (``floor_w`` NaN: no floor);
-    ``leakage``: :attr:`Accelerators.leakage` (None: the reference cooling), whose change of
-    the static power is in the idle energy and every phase power."""
-    t = phase_times(b)
-    s = power.dynamic_scale(clock_ratio, pw["vf_x"], pw["vf_v"])
-    dyn = (tdp_w - idle_w) * s
-    floor = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
-    p_wait = np.maximum(idle_w + pw["a_waiting"] * dyn, floor)
-    e_compute = pw["a_compute"] * dyn * t.compute
-    e_memory = pw["a_memory"] * dyn * t.memory + transfer.hbm_energy_j(b.hbm_bytes, pw["hbm_pj_per_byte"])
-    e_idle = idle_w * t.step
-    e_wait_fine = (p_wait - idle_w) * t.fine_wait
-    e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
-    busy = np.where(t.busy > 0, t.busy, np.nan)
-    p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
-    p_busy = np.where(t.busy > 0, p_busy, p_wait)
-    # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
-    lift = np.maximum(floor - p_busy, 0.0)
-    p_busy = p_busy + lift
-    e_wait = e_wait + lift * t.busy
-    total = e_compute + e_memory + e_idle + e_wait
-    p_compute = idle_w + pw["a_compute"] * dyn
-    if leakage is not None:
-        d_w = step_leakage_w(total, t.step, leakage)
-        e_idle = e_idle + d_w * t.step
-        total = total + d_w * t.step
-        p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
-        static_w = idle_w + d_w
-    else:
-        static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
-    return AcceleratorEnergy(compute=e_compute, memory=e_memory, idle=e_idle, waiting=e_wait,
-                             total=total, p_busy=p_busy, p_wait=p_wait, p_compute=p_compute, times=t,
-                             static_w=static_w)
+    step breakdown ``b`` at ``clock_ratio`` = f/f_max (:class:`StepEnergy` at one clock)."""
+    return StepEnergy(b, pw, idle_w, tdp_w, floor_w, leakage).at(clock_ratio)
+
+
+def step_energy(b, acc: Accelerators) -> StepEnergy:
+    """:class:`StepEnergy` of the breakdown ``b`` on the accelerators ``acc``."""
+    return StepEnergy(b, acc.pw, acc.idle_w, acc.tdp_w, acc.floor_w, acc.leakage)
 
 
 def static_power_w(acc: Accelerators, phase_w) -> tuple[np.ndarray, np.ndarray]:
@@ -129,12 +163,11 @@ def static_power_w(acc: Accelerators, phase_w) -> tuple[np.ndarray, np.ndarray]:
     return acc.idle_w + d_w, d_w
 
 
-def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, dict[str, np.ndarray]]:
+def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, thermal.ThermalResponse]:
     """Accelerator energy and the junction temperature response (peak, trough, largest
     rate; :func:`.thermal.periodic_response`) of the breakdown ``b`` at ``clock_mhz``."""
-    e = accelerator_energy(b, clock_mhz / acc.clock_max_mhz, acc.pw, acc.idle_w, acc.tdp_w, acc.floor_w,
-                           acc.leakage)
+    e = step_energy(b, acc).at(clock_mhz / acc.clock_max_mhz)
     t = e.times
-    th = thermal.periodic_response(e.p_busy, t.busy, e.p_wait, t.blocked, acc.inlet_c,
-                                   thermal.foster_terms(acc.liquid, acc.r_total))
+    th = thermal.periodic_response(e.busy_w, t.busy, e.wait_w, t.blocked, acc.inlet_c,
+                                   thermal.foster_terms(acc.liquid, acc.r_total_k_per_w))
     return e, th

@@ -56,8 +56,18 @@ def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]
         return state_b, np.where(np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan))
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointEnergy:
+    """Checkpoint energy per accelerator and iteration (J), by component."""
+
+    idle_j: np.ndarray     # the accelerator's static power while it writes
+    waiting_j: np.ndarray  # its parked power above that
+    network_j: np.ndarray  # NIC and switch static power, and the bytes over the scale-out fabric
+    host_j: np.ndarray     # the host's share
+
+
 def checkpoint_energy(ck: Checkpoints, step_s, idle_w, p_parked, p_net_static, p_host,
-                      scaleout_pj_per_bit) -> dict[str, np.ndarray]:
+                      scaleout_pj_per_bit) -> CheckpointEnergy:
     """Checkpoint energy per accelerator and iteration (amortised over ``ck.per_step_s``),
     J by component: the accelerator parked at ``p_parked`` (its CUDA context held, no kernel
     running; ``idle`` and ``waiting`` above idle), host and network static power on, and the bytes over the scale-out fabric
@@ -66,7 +76,7 @@ def checkpoint_energy(ck: Checkpoints, step_s, idle_w, p_parked, p_net_static, p
     on, t_ck = ck.on, ck.per_step_s
     links = np.where(on, transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
                      * step_s / np.where(on, ck.interval_s, 1.0), 0.0)
-    return {"idle": np.where(on, idle_w * t_ck, 0.0),
-            "waiting": np.where(on, (p_parked - idle_w) * t_ck, 0.0),
-            "network": np.where(on, p_net_static * t_ck, 0.0) + links,
-            "host": np.where(on, p_host * t_ck, 0.0)}
+    return CheckpointEnergy(idle_j=np.where(on, idle_w * t_ck, 0.0),
+                            waiting_j=np.where(on, (p_parked - idle_w) * t_ck, 0.0),
+                            network_j=np.where(on, p_net_static * t_ck, 0.0) + links,
+                            host_j=np.where(on, p_host * t_ck, 0.0))

@@ -3,8 +3,9 @@ that meets the power cap and keeps the junction under its slowdown temperature.
 
 Both the busy-phase power and the peak junction temperature grow with the clock, so a
 bisection on [f_min, f_set] finds each limit's clock (docs/model-energy.md, "Power cap
-and thermal throttling"). The bisection runs on an estimate of the step at another clock
-(:func:`.phases.scaled_breakdown`); :func:`settle` checks every clock it finds against the
+and thermal throttling"). The bisection runs the energy model
+(:class:`.accelerator.StepEnergy`) on an estimate of the step's phases at another clock
+(:class:`.phases.ClockScaling`); :func:`settle` checks every clock it finds against the
 time model itself (``retime``) and searches again from there until the re-timed step
 meets both limits or runs at the lowest clock, so a limit holds whenever any clock meets it.
 """
@@ -17,13 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic import rows as _rows
-from dse.analytic.energy import power, thermal, transfer
+from dse.analytic.energy import thermal
 from dse.analytic.energy.accelerator import (
     AcceleratorEnergy,
     Accelerators,
     energy_and_thermal,
-    step_leakage_w,
+    step_energy,
 )
+from dse.analytic.energy.phases import ClockScaling
 
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
 #: relative slack of the bisection's own test (the estimate) and of the check on the
@@ -35,76 +37,37 @@ MAX_PASSES = 4
 
 
 class LimitCheck:
-    """``check(clock) -> (cap_ok, hot_ok)`` for fixed candidates: the step breakdown at
-    another clock (:func:`.phases.scaled_breakdown`), :func:`.accelerator.accelerator_energy`
-    and the thermal peak with every clock-independent term computed once (the bisection
-    calls it 18 times). Same arithmetic in the same order as those functions, so the
-    clocks found are the same to the last bit.
+    """``check(clock) -> (cap_ok, hot_ok)`` for fixed candidates: the accelerator energy model
+    (:class:`~.accelerator.StepEnergy`, built once) on the phases estimated at that clock
+    (:class:`~.phases.ClockScaling`), and the thermal peak there (the bisection calls it 18
+    times).
 
     ``b``: the time model's breakdown at ``clock_from``; ``acc``: the candidates'
     :class:`~dse.analytic.energy.accelerator.Accelerators`.
     """
 
-    def __init__(self, b, acc, clock_from):
-        step = np.asarray(b.step_s, dtype=float)
-        t_c = b.compute_s
-        slot = t_c + b.memory_s + b.tp_comm_s
-        pw = acc.pw
-        self.a = {  # per-candidate arrays
-            "step": step, "t_c": t_c, "slot": slot, "slot_pos": slot > 0,
-            "idle": np.zeros_like(step) if b.host_idle_s is None else b.host_idle_s,
-            "slot_div": np.where(slot > 0, slot, 1.0), "bubble": b.bubble_s, "dp_comm": b.dp_comm_s,
-            "mem": b.memory_s, "opt": b.optimizer_s, "fine": b.tp_comm_s + b.pp_comm_s,
-            "idle_w": acc.idle_w, "f_max": acc.clock_max_mhz, "span_w": acc.tdp_w - acc.idle_w,
-            "floor": np.nan_to_num(np.asarray(acc.floor_w, dtype=float), nan=0.0),
-            "e_hbm": transfer.hbm_energy_j(b.hbm_bytes, pw["hbm_pj_per_byte"]),
-            "cap_lim": acc.cap_w * (1 + BISECTION_RTOL), "hot_lim": pw["slowdown_temp_c"] + BISECTION_RTOL,
-            "inlet": np.asarray(acc.inlet_c, dtype=float), "clock_from": clock_from,
-            **{k: pw[k] for k in ("a_waiting", "a_compute", "a_memory")},
-        }
-        self.voltage = power.VoltageCurve(pw["vf_x"], pw["vf_v"])
-        self.terms = thermal.foster_terms(acc.liquid, acc.r_total)
-        self.leakage = acc.leakage
+    def __init__(self, b, acc: Accelerators, clock_from) -> None:
+        self.scaling = ClockScaling(b, clock_from)
+        self.energy = step_energy(b, acc)
+        self.clock_max_mhz = acc.clock_max_mhz
+        self.cap_limit_w = acc.cap_w * (1 + BISECTION_RTOL)
+        self.hot_limit_c = acc.pw.slowdown_temp_c + BISECTION_RTOL
+        self.inlet_c = np.asarray(acc.inlet_c, dtype=float)
+        self.terms = thermal.foster_terms(acc.liquid, acc.r_total_k_per_w)
 
     def __call__(self, clock, *, hot: bool = True):
         """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""
-        a = self.a
-        t_c, bubble = a["t_c"], a["bubble"]
-        new_c = t_c * (a["clock_from"] / clock)
-        # longer compute first fills the time the GPU waited for its host (phases.scaled_breakdown)
-        filled = np.minimum(a["idle"], np.maximum(new_c - t_c, 0.0))
-        grown = new_c - t_c - filled
-        new_bubble = bubble * np.where(a["slot_pos"], (a["slot"] + grown) / a["slot_div"], 1.0)
-        new_step = a["step"] + grown + (new_bubble - bubble)
-        blocked = new_bubble + a["dp_comm"]
-        busy = np.maximum(new_step - blocked, 0.0)
-        idle_w = a["idle_w"]
-        ratio = clock / a["f_max"]
-        dyn = a["span_w"] * (ratio * self.voltage(ratio) ** 2)  # power.dynamic_scale
-        p_wait = np.maximum(idle_w + a["a_waiting"] * dyn, a["floor"])
-        e_compute = a["a_compute"] * dyn * new_c
-        host = a["idle"] - filled  # phases.scaled_breakdown's host_idle_s, as phases.phase_times takes it
-        e_memory = a["a_memory"] * dyn * ((a["mem"] - filled) + a["opt"] - host) + a["e_hbm"]
-        e_wait_fine = (p_wait - idle_w) * (a["fine"] + host)
-        has_busy = busy > 0
-        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / np.where(has_busy, busy, np.nan)
-        p_busy = np.where(has_busy, p_busy, p_wait)
-        lift = np.maximum(a["floor"] - p_busy, 0.0)  # the floor in the busy phase too
-        p_busy = p_busy + lift
-        if self.leakage is not None:  # accelerator_energy's change of the static power, same order
-            total = e_compute + e_memory + idle_w * new_step + (e_wait_fine + (p_wait - idle_w) * blocked
-                                                                 + lift * busy)
-            d_w = step_leakage_w(total, new_step, self.leakage)
-            p_busy, p_wait = p_busy + d_w, p_wait + d_w
-        cap_ok = ~(p_busy > a["cap_lim"])
+        t = self.scaling.times(clock)
+        e = self.energy.at(clock / self.clock_max_mhz, t)
+        cap_ok = ~(e.busy_w > self.cap_limit_w)
         if not hot:
             return cap_ok, None
         # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
         # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
-        t_hi = np.fmax(busy, 0.0)
-        t_lo = np.fmax(blocked, 0.0)
-        hot_ok = ~(thermal.peak_junction_c(p_busy, t_hi, p_wait, t_lo, a["inlet"], self.terms) > a["hot_lim"])
-        return cap_ok, hot_ok
+        t_hi = np.fmax(t.busy, 0.0)
+        t_lo = np.fmax(t.blocked, 0.0)
+        peak_c = thermal.peak_junction_c(e.busy_w, t_hi, e.wait_w, t_lo, self.inlet_c, self.terms)
+        return cap_ok, ~(peak_c > self.hot_limit_c)
 
 
 def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -138,7 +101,12 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         cap_ok, hot_ok = check(mid, hot=any_hot)
-        ok = hot_ok if all_hot else cap_ok if not any_hot else np.where(hot, hot_ok, cap_ok)
+        if all_hot:
+            ok = hot_ok
+        elif any_hot:
+            ok = np.where(hot, hot_ok, cap_ok)
+        else:
+            ok = cap_ok
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     return lo
@@ -153,16 +121,16 @@ class Operating:
     perf: object            # TimeResult at ``clock_mhz``
     clock_mhz: np.ndarray
     energy: AcceleratorEnergy
-    thermal: dict
+    thermal: thermal.ThermalResponse
     capped: np.ndarray      # bool: the cap lowered the clock
     throttled: np.ndarray   # bool: the slowdown temperature lowered it below the cap's clock
     at_min: np.ndarray      # bool: the clock is the accelerator's lowest
 
 
-def limits_ok(e: AcceleratorEnergy, th: dict, acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
+def limits_ok(e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
     """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`."""
-    return (~(e.p_busy > acc.cap_w * (1 + LIMIT_RTOL)),
-            ~(th["peak_c"] > acc.pw["slowdown_temp_c"] * (1 + LIMIT_RTOL)))
+    return (~(e.busy_w > acc.cap_w * (1 + LIMIT_RTOL)),
+            ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)))
 
 
 def settle(perf, acc: Accelerators, retime: Callable) -> Operating:

@@ -5,6 +5,8 @@ Every function is vectorised over candidates; energies are joules.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 BOLTZMANN_J_PER_K = 1.380649e-23
@@ -17,11 +19,20 @@ def landauer_bound_j(n_params, tokens, bits_per_token, temperature_k) -> np.ndar
     return BOLTZMANN_J_PER_K * temperature_k * np.log(2.0) * n_params * tokens * bits_per_token
 
 
-def cost_usd(n, time_s, facility_j, accelerator_hour_price, energy_price_per_kwh) -> dict[str, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Training cost (USD) by kind."""
+
+    hardware_usd: np.ndarray
+    energy_usd: np.ndarray
+    total_usd: np.ndarray
+
+
+def cost_usd(n, time_s, facility_j, accelerator_hour_price, energy_price_per_kwh) -> Cost:
     """Rental (accelerator-hours x price) and energy (facility kWh x price) cost."""
     hardware = n * time_s / 3600.0 * accelerator_hour_price
     energy_cost = facility_j / J_PER_KWH * energy_price_per_kwh
-    return {"hardware": hardware, "energy": energy_cost, "total": hardware + energy_cost}
+    return Cost(hardware_usd=hardware, energy_usd=energy_cost, total_usd=hardware + energy_cost)
 
 
 def carbon_kg(facility_j, grid_carbon_kg_per_kwh) -> np.ndarray:

@@ -8,6 +8,8 @@ the name says facility.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -33,8 +35,18 @@ def facility_overhead_factor(pue: np.ndarray, cooling_cop: np.ndarray) -> np.nda
     return np.where(np.isfinite(cop) & (cop > 0), 1.0 / np.where(cop > 0, cop, 1.0), pue - 1.0)
 
 
+@dataclass(frozen=True, slots=True)
+class FacilityPower:
+    """The facility's power over the run (W) and its largest ramp (W/s)."""
+
+    avg_w: np.ndarray
+    peak_w: np.ndarray
+    swing_w: np.ndarray
+    ramp_w_per_s: np.ndarray
+
+
 def facility_power_w(*, facility_j, time_s, n, p_busy, p_wait, p_other, overhead, low_phase,
-                     transition_s) -> dict[str, np.ndarray]:
+                     transition_s) -> FacilityPower:
     """Facility power: ``avg`` (energy / time), ``peak`` (every accelerator busy, with its
     share of host and network power ``p_other``, scaled by the overhead), ``swing`` (the IT
     step between the busy and the blocked phase, synchronised over all ``n``
@@ -43,4 +55,4 @@ def facility_power_w(*, facility_j, time_s, n, p_busy, p_wait, p_other, overhead
     avg = facility_j / np.where(time_s > 0, time_s, np.nan)
     peak = n * (p_busy + p_other) * (1.0 + overhead)
     swing = np.where(low_phase, n * np.maximum(p_busy - p_wait, 0.0), 0.0)
-    return {"avg": avg, "peak": peak, "swing": swing, "ramp": swing / transition_s}
+    return FacilityPower(avg_w=avg, peak_w=peak, swing_w=swing, ramp_w_per_s=swing / transition_s)

@@ -1,4 +1,4 @@
-"""The phases of a training step as the power model sees them, and the step at another clock.
+"""The phases of a training step as the power model sees them, and their estimate at another clock.
 
 compute: clock-scaled work; memory: memory-bound work and the optimizer step;
 fine_wait: exposed tensor- and pipeline-parallel communication and the GPU's waits for its
@@ -9,7 +9,7 @@ iteration). See docs/model-energy.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,33 +33,46 @@ def phase_times(b) -> PhaseTimes:
     # the host wait is inside memory_s in the time model; the GPU idles through it
     host = 0.0 if b.host_idle_s is None else b.host_idle_s
     t_m = b.memory_s + b.optimizer_s - host
-    fine = b.tp_comm_s + b.pp_comm_s + host
+    fine = b.layer_comm_s + b.pp_comm_s + host
     blocked = b.bubble_s + b.dp_comm_s
     busy = np.maximum(step - blocked, 0.0)
     return PhaseTimes(step=step, compute=b.compute_s, memory=t_m, fine_wait=fine, blocked=blocked, busy=busy)
 
 
-def scaled_breakdown(b, clock_from: np.ndarray, clock_to: np.ndarray):
-    """The breakdown ``b`` estimated at another clock without the time model.
+class ClockScaling:
+    """The phases of the breakdown ``b`` (timed at ``clock_from``) estimated at another clock
+    without the time model, with the clock-independent terms computed once (the clock search
+    evaluates it at many clocks).
 
     Compute time scales with 1/f, and what it grows by first fills the time the GPU waited
     for its host (``host_idle_s``, part of the memory time); the bubble (pipeline slots of
     compute, memory and tensor-parallel time) scales with the slot; the rest is
-    clock-independent. This is the estimate the cap/throttle search
-    (:class:`~dse.analytic.energy.clock_search.LimitCheck`) makes; the final times come
-    from the time model (``retime``).
+    clock-independent. The final times come from the time model (``retime``).
     """
-    step = np.asarray(b.step_s, dtype=float)
-    ratio = clock_from / clock_to
-    t_c = b.compute_s
-    slot = t_c + b.memory_s + b.tp_comm_s
-    new_c = t_c * ratio
-    # longer compute first fills the time the GPU waited for its host (inside memory_s)
-    idle = np.zeros_like(step) if b.host_idle_s is None else b.host_idle_s
-    filled = np.minimum(idle, np.maximum(new_c - t_c, 0.0))
-    grown = new_c - t_c - filled
-    new_slot = slot + grown
-    bubble = b.bubble_s
-    new_bubble = bubble * np.where(slot > 0, new_slot / np.where(slot > 0, slot, 1.0), 1.0)
-    return replace(b, compute_s=new_c, memory_s=b.memory_s - filled, bubble_s=new_bubble,
-                   host_idle_s=idle - filled, step_s=step + grown + (new_bubble - bubble))
+
+    def __init__(self, b, clock_from: np.ndarray) -> None:
+        self.step = np.asarray(b.step_s, dtype=float)
+        self.compute = b.compute_s
+        self.slot = b.compute_s + b.memory_s + b.layer_comm_s
+        self.slot_positive = self.slot > 0
+        self.slot_divisor = np.where(self.slot_positive, self.slot, 1.0)
+        self.host_idle = np.zeros_like(self.step) if b.host_idle_s is None else b.host_idle_s
+        self.bubble, self.dp_comm = b.bubble_s, b.dp_comm_s
+        self.memory, self.optimizer = b.memory_s, b.optimizer_s
+        self.fine = b.layer_comm_s + b.pp_comm_s
+        self.clock_from = clock_from
+
+    def times(self, clock_mhz: np.ndarray) -> PhaseTimes:
+        """The phase durations (s) estimated at ``clock_mhz``; :func:`phase_times` of the
+        breakdown with its compute, memory, host wait, bubble and step scaled."""
+        t_c = self.compute
+        new_c = t_c * (self.clock_from / clock_mhz)
+        # longer compute first fills the time the GPU waited for its host (inside memory_s)
+        filled = np.minimum(self.host_idle, np.maximum(new_c - t_c, 0.0))
+        grown = new_c - t_c - filled
+        new_bubble = self.bubble * np.where(self.slot_positive, (self.slot + grown) / self.slot_divisor, 1.0)
+        step = self.step + grown + (new_bubble - self.bubble)
+        blocked = new_bubble + self.dp_comm
+        host = self.host_idle - filled
+        return PhaseTimes(step=step, compute=new_c, memory=(self.memory - filled) + self.optimizer - host,
+                          fine_wait=self.fine + host, blocked=blocked, busy=np.maximum(step - blocked, 0.0))

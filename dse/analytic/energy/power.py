@@ -9,6 +9,7 @@ A power cap is met by the highest clock whose busy-phase power stays under it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
@@ -19,13 +20,29 @@ from dse.analytic import profiles
 from dse.analytic.columns import factorise
 from dse.errors import DseError
 
-PHASES = ("compute", "memory", "waiting")
-
 
 @cache
 def parameters() -> dict:
     """The parsed ``power.yaml`` (defaults, cooling types, per-accelerator entries)."""
     return yaml.safe_load(files("dse.analytic.data").joinpath("power.yaml").read_text())
+
+
+@dataclass(frozen=True, slots=True)
+class CoolingPath:
+    """The two-term Foster network of one cooling type's junction-to-inlet path
+    (``power.yaml``'s ``cooling`` section gives the estimates)."""
+
+    fast_fraction: float  # the fast term's (die, interface, lid or plate base) share of R
+    tau_fast_s: float     # its time constant R_i C_i, s
+    tau_slow_s: float     # the heat sink's or cold plate's, s
+
+
+@cache
+def cooling_path(kind: str) -> CoolingPath:
+    """The :class:`CoolingPath` of cooling type ``kind`` (air, liquid)."""
+    c = parameters()["cooling"][kind]
+    return CoolingPath(fast_fraction=float(c["fast_fraction"]), tau_fast_s=float(c["tau_fast_s"]),
+                       tau_slow_s=float(c["tau_slow_s"]))
 
 
 def entry(name: str) -> dict:
@@ -49,7 +66,50 @@ def entry(name: str) -> dict:
     return out
 
 
-def _row(name: str) -> tuple:
+@dataclass(frozen=True, slots=True)
+class PowerParameters:
+    """Power and thermal parameters of the candidates' accelerators (``data/power.yaml``'s
+    entry of each, or its profile's; :func:`entry`): one value per candidate, the V-f curve
+    one row of points per candidate."""
+
+    vf_x: np.ndarray             # (n, K) clock of the V-f points, f / f_max
+    vf_v: np.ndarray             # (n, K) voltage at those points, V / V_max
+    a_compute: np.ndarray        # 1, dynamic power of compute-bound kernels at f_max over (TDP - idle)
+    a_memory: np.ndarray         # 1, same for memory-bound kernels
+    a_waiting: np.ndarray        # 1, same for a rank blocked in a collective or a bubble
+    a_parked: np.ndarray         # 1, same for a context held with no kernel (checkpoint write)
+    hbm_pj_per_byte: np.ndarray  # pJ/B, HBM traffic energy
+    r_air_k_per_w: np.ndarray    # K/W, junction to inlet, air-cooled (NaN: not in the catalog)
+    r_liquid_k_per_w: np.ndarray  # K/W, junction to inlet, liquid-cooled (NaN: not in the catalog)
+    slowdown_temp_c: np.ndarray  # degC, junction temperature at which the part throttles
+    leakage_share: np.ndarray    # 1, share of the TDP that is leakage at the reference cooling
+    leakage_per_k: np.ndarray    # 1/K, leakage growth per kelvin of junction temperature
+
+    @classmethod
+    def of_entry(cls, e: dict, n: int) -> PowerParameters:
+        """One power entry (:func:`entry`'s form, or a profile's ``power``) for ``n`` candidates;
+        an absent thermal field is NaN."""
+        curve = np.asarray(e["vf_curve"], dtype=float)
+        a = e["activity"]
+
+        def column(value) -> np.ndarray:
+            return np.full(n, np.nan if value is None else float(value))
+
+        return cls(vf_x=np.broadcast_to(curve[:, 0], (n, len(curve))),
+                   vf_v=np.broadcast_to(curve[:, 1], (n, len(curve))),
+                   a_compute=column(a["compute"]), a_memory=column(a["memory"]), a_waiting=column(a["waiting"]),
+                   a_parked=column(a["parked"]), hbm_pj_per_byte=column(e["hbm_pj_per_byte"]),
+                   r_air_k_per_w=column(e.get("r_air_k_per_w")), r_liquid_k_per_w=column(e.get("r_liquid_k_per_w")),
+                   slowdown_temp_c=column(e.get("slowdown_temp_c")), leakage_share=column(e.get("leakage_share")),
+                   leakage_per_k=column(e.get("leakage_per_k")))
+
+
+#: the fields of :class:`PowerParameters` with one number per candidate
+_SCALAR_FIELDS = ("a_compute", "a_memory", "a_waiting", "a_parked", "hbm_pj_per_byte", "r_air_k_per_w",
+                  "r_liquid_k_per_w", "slowdown_temp_c", "leakage_share", "leakage_per_k")
+
+
+def _row(name: str) -> PowerParameters:
     if name in (parameters().get("accelerators") or {}):
         return _row_of(name, None)
     try:
@@ -60,40 +120,31 @@ def _row(name: str) -> tuple:
 
 
 @cache
-def _row_of(name: str, version: tuple | None) -> tuple:
-    """The parameters of :func:`entry` as a row, cached per profile file version."""
+def _row_of(name: str, version: tuple | None) -> PowerParameters:
+    """The parameters of :func:`entry` for one candidate, cached per profile file version."""
     del version  # part of the cache key only
-    e = entry(name)
-    curve = np.asarray(e["vf_curve"], dtype=float)
-    r_air = np.nan if e["r_air_k_per_w"] is None else float(e["r_air_k_per_w"])
-    r_liq = np.nan if e["r_liquid_k_per_w"] is None else float(e["r_liquid_k_per_w"])
-    a = e["activity"]
-    return (curve, a["compute"], a["memory"], a["waiting"], a["parked"],
-            float(e["hbm_pj_per_byte"]), r_air, r_liq, float(e["slowdown_temp_c"]),
-            float(e["leakage_share"]), float(e["leakage_per_k"]))
+    return PowerParameters.of_entry(entry(name), 1)
 
 
-def lookup(names: np.ndarray) -> dict[str, np.ndarray]:
+def lookup(names: np.ndarray) -> PowerParameters:
     """Per-candidate power/thermal parameters for accelerator ``names``.
 
     Unknown names get the ``defaults`` entry. ``vf_x``/``vf_v`` are (n, K) arrays of the
     V-f points, padded to a common K by repeating the last point.
     """
     inverse, keys = factorise(names)
-    keys = [str(k) for k in keys]
-    rows = [_row(k) for k in keys]
-    k_max = max(len(r[0]) for r in rows)
-    xs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 0] for r in rows])
-    vs = np.array([np.vstack([r[0], np.repeat(r[0][-1:], k_max - len(r[0]), axis=0)])[:, 1] for r in rows])
-    scal = np.array([r[1:] for r in rows], dtype=float)
-    fields = ("a_compute", "a_memory", "a_waiting", "a_parked", "hbm_pj_per_byte", "r_air_k_per_w",
-              "r_liquid_k_per_w", "slowdown_temp_c", "leakage_share", "leakage_per_k")
-    out = {f: scal[inverse, i] for i, f in enumerate(fields)}
+    rows = [_row(str(k)) for k in keys]
+    k_max = max(r.vf_x.shape[1] for r in rows)
+
+    def padded(curve: np.ndarray) -> np.ndarray:
+        return np.concatenate([curve[0], np.repeat(curve[0, -1:], k_max - curve.shape[1])])
+
+    xs = np.array([padded(r.vf_x) for r in rows])
+    vs = np.array([padded(r.vf_v) for r in rows])
+    scalars = {f: np.array([getattr(r, f)[0] for r in rows], dtype=float)[inverse] for f in _SCALAR_FIELDS}
     # (n, K) in column-major order: each curve point's column is contiguous for the
-    # per-segment passes of voltage_ratio
-    out["vf_x"] = xs.T[:, inverse].T
-    out["vf_v"] = vs.T[:, inverse].T
-    return out
+    # per-segment passes of VoltageCurve
+    return PowerParameters(vf_x=xs.T[:, inverse].T, vf_v=vs.T[:, inverse].T, **scalars)
 
 
 class VoltageCurve:

@@ -17,6 +17,8 @@ with T = t_hi + t_lo; the largest rates of change are at the phase switches.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dse.analytic.energy import power
@@ -35,24 +37,24 @@ AIR_RISE_AT_TDP_K = 52.0
 LIQUID_RISE_AT_TDP_K = 30.0
 
 
-def resistance_k_per_w(cooling: np.ndarray, pw: dict[str, np.ndarray], tdp_w: np.ndarray) -> np.ndarray:
+def resistance_k_per_w(cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray) -> np.ndarray:
     """Junction-to-inlet resistance per candidate (catalog value, else 52 K or 30 K per TDP).
 
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
     liquid = _is_liquid(cooling)
-    r_air = np.where(np.isfinite(pw["r_air_k_per_w"]), pw["r_air_k_per_w"], AIR_RISE_AT_TDP_K / tdp_w)
-    r_liq = np.where(np.isfinite(pw["r_liquid_k_per_w"]), pw["r_liquid_k_per_w"], LIQUID_RISE_AT_TDP_K / tdp_w)
+    r_air = np.where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    r_liq = np.where(np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w)
     return np.where(liquid, r_liq, r_air)
 
 
 def foster_terms(cooling: np.ndarray, r_total: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """The two (R_i, tau_i) terms of the network for each candidate's cooling type."""
-    c = power.parameters()["cooling"]
+    air, cold_plate = power.cooling_path("air"), power.cooling_path("liquid")
     liquid = _is_liquid(cooling)
-    frac = np.where(liquid, c["liquid"]["fast_fraction"], c["air"]["fast_fraction"])
-    tau_fast = np.where(liquid, c["liquid"]["tau_fast_s"], c["air"]["tau_fast_s"])
-    tau_slow = np.where(liquid, c["liquid"]["tau_slow_s"], c["air"]["tau_slow_s"])
+    frac = np.where(liquid, cold_plate.fast_fraction, air.fast_fraction)
+    tau_fast = np.where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
+    tau_slow = np.where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
     return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
 
 
@@ -77,7 +79,16 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
     return hi
 
 
-def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> dict[str, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class ThermalResponse:
+    """The junction's periodic response to one iteration's busy/blocked square wave."""
+
+    peak_c: np.ndarray            # degC, at the end of the busy phase
+    min_c: np.ndarray             # degC, at the end of the blocked phase
+    max_rate_c_per_s: np.ndarray  # degC/s, largest |dT/dt| (at a phase switch)
+
+
+def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse:
     """Peak, trough and largest |dT/dt| of the junction under the busy/blocked square wave."""
     t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
     t_lo = np.maximum(np.nan_to_num(t_lo, nan=0.0), 0.0)
@@ -99,4 +110,4 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> dict[str, np.nd
         rate_up = rate_up + (r * p_hi - th_min) / tau
         rate_down = rate_down + (r * p_lo - th_max) / tau
     rate = np.where(t_lo > 0, np.maximum(np.abs(rate_up), np.abs(rate_down)), 0.0)
-    return {"peak_c": hi, "min_c": lo, "max_rate_c_per_s": rate}
+    return ThermalResponse(peak_c=hi, min_c=lo, max_rate_c_per_s=rate)

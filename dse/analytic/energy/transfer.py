@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def hbm_energy_j(hbm_bytes: np.ndarray, pj_per_byte: np.ndarray) -> np.ndarray:
+def hbm_energy_j(hbm_traffic_bytes: np.ndarray, pj_per_byte: np.ndarray) -> np.ndarray:
     """Energy of HBM traffic: bytes x pJ/B."""
-    return hbm_bytes * pj_per_byte * 1e-12
+    return hbm_traffic_bytes * pj_per_byte * 1e-12
 
 
 def network_energy_j(scaleup_bytes, scaleout_bytes, scaleup_pj_per_bit, scaleout_pj_per_bit) -> np.ndarray:

@@ -27,8 +27,6 @@ from __future__ import annotations
 import numpy as np
 
 SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected", "torus_2d", "torus_3d")
-#: axes of each topology's torus (0: not a torus)
-TORUS_AXES = (0, 0, 0, 2, 3)
 SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
 #: context-parallel attention: ring (keys and values passed around the ranks behind the
 #: attention blocks; Megatron-Core / Transformer Engine) or all-gather (gathered before the

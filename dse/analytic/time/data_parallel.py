@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dse.analytic.time.collectives import exposed
@@ -12,12 +14,20 @@ from dse.analytic.time.gemm import BYTES
 BACKWARD_SHARE = 2.0 / 3.0
 
 
-def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, experts=None, layers=None,
-            launch_s=0.0) -> np.ndarray:
-    """Exposed data-parallel communication per iteration (s) of a stage holding
-    ``stage_params`` parameters per accelerator, over ``dp`` ranks of stride ``tp``, and
-    (``experts``: ``(params, ranks, stride)``) the routed experts' parameters over their
-    expert-data-parallel ranks, reduced in the same buckets (their times add).
+@dataclass(frozen=True, slots=True)
+class HeldStage:
+    """The pipeline stage holding the most parameters, whose reduction ends the iteration."""
+
+    params: np.ndarray        # parameters per accelerator (its tensor-parallel share), routed experts apart
+    layers: np.ndarray        # the most layers on a stage
+    experts: tuple | None     # routed experts' (params per accelerator, expert-data-parallel ranks, stride); None: dense
+
+
+def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) -> np.ndarray:
+    """Exposed data-parallel communication per iteration (s) of the ``stage`` over ``dp``
+    ranks of stride ``lay.tp`` (the layout's ZeRO stage and ``micro_batches``), and the
+    routed experts' parameters over their expert-data-parallel ranks, reduced in the same
+    buckets (their times add).
 
     Gradients (``stack.grad_bytes`` per value) and 16-bit weights:
     ZeRO 0 all-reduces the gradients once (during the last micro-batch's backward when the
@@ -33,6 +43,8 @@ def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, expert
     stack whose collectives go through PyTorch's list API (``stack.per_rank_copies``), one
     copy per rank (``launch_s`` each).
     """
+    stage_params, experts, layers = stage.params, stage.experts, stage.layers
+    tp, zero, m = lay.tp, lay.zero_stage, lay.micro_batches
     rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
     ag = net.all_gather(BYTES * stage_params, dp, tp)
     if experts is not None:
@@ -45,7 +57,7 @@ def dp_time(net, stage_params, dp, tp, zero, m, stack, mb_compute_s, tax, expert
     z0 = exposed(net.all_reduce(stack.grad_bytes * stage_params, dp, tp), stack.grad_overlap, backward, tax)
     z1 = exposed(rs, stack.grad_overlap, backward, tax) + gather_once
     z2 = m * exposed(rs, stack.grad_overlap, backward, tax) + gather_once
-    if layers is not None and bool((zero >= 3).any()):  # per-call costs of the layer-by-layer collectives
+    if bool((zero >= 3).any()):  # per-call costs of the layer-by-layer collectives
         calls = np.maximum(layers * stack.zero3_calls_per_layer, 1.0)
         per_call = (calls - 1.0) * net.ring_latency(dp, tp) + calls * stack.per_rank_copies * dp * launch_s
         ag, rs = ag + per_call, rs + per_call

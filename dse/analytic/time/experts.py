@@ -32,7 +32,9 @@ import numpy as np
 from dse.analytic.time import workload
 from dse.analytic.time.collectives import exposed, exposed_in
 from dse.analytic.time.gemm import BYTES, gemm
-from dse.analytic.time.parallelism import indivisible
+from dse.analytic.time.parallelism import Layout, indivisible
+from dse.analytic.time.tensor_parallel import collectives_per_layer
+from dse.analytic.time.workload import ModelShape
 
 #: HBM bytes per element of the token permutation before dispatch and after combine
 #: (read 2 B and write 2 B, once each way): Megatron-Core's moe_permute / moe_unpermute
@@ -55,10 +57,13 @@ class ExpertLayout:
     params: np.ndarray      # routed-expert parameters per (average) layer, whole model
 
 
-def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
-    """The :class:`ExpertLayout` and ``(mask, reason)`` for expert layouts that cannot run.
+def layout(shape: ModelShape, ep, etp, cf, overlap, dedup, lay: Layout) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
+    """The :class:`ExpertLayout` of the expert inputs (degrees ``ep`` and ``etp``, capacity
+    factor, overlap and deduplicated-dispatch flags) on the layout ``lay``, and ``(mask,
+    reason)`` for expert layouts that cannot run.
 
     ``etp`` NaN: the tensor-parallel degree (Megatron-Core's default)."""
+    tp, cp, dp = lay.tp, lay.cp, lay.dp
     moe = workload.is_moe(shape)
     on = bool(moe.any())
     checks = [((ep > 1) & ~moe, "expert parallelism needs a mixture-of-experts model")]
@@ -68,10 +73,10 @@ def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout
     etp = np.where(np.isfinite(etp), etp, tp)
     group = tp * cp * dp
     checks += [
-        (moe & indivisible(shape["experts"], ep), "expert parallel degree does not divide the experts"),
+        (moe & indivisible(shape.experts, ep), "expert parallel degree does not divide the experts"),
         (moe & indivisible(group, etp * ep),
          "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks"),
-        (moe & (shape["experts_per_token"] > shape["experts"]), "more experts per token than experts"),
+        (moe & (shape.experts_per_token > shape.experts), "more experts per token than experts"),
     ]
     edp = np.maximum(np.floor(tp * cp * dp / np.maximum(etp * ep, 1.0)), 1.0)
     return ExpertLayout(on=on, frac=workload.moe_fraction(shape), ep=ep, etp=etp, edp=edp, cf=cf,
@@ -80,7 +85,7 @@ def layout(shape, ep, etp, cf, overlap, dedup, tp, cp, dp) -> tuple[ExpertLayout
 
 def assignments(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
     """Token-expert assignments one rank routes per micro-batch, ``T k c_f / t``."""
-    return T * shape["experts_per_token"] * ex.cf / tp
+    return T * shape.experts_per_token * ex.cf / tp
 
 
 def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
@@ -88,18 +93,18 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     ``[T/t x h] . [h x E]``, the shared experts as a dense MLP ``s f_e`` wide split over ``t``,
     and the routed experts as a grouped GEMM of ``E / EP`` experts with ``T k c_f ETP / (t E/EP)``
     rows each (``(1+g) f_e / ETP`` then ``f_e / ETP`` wide)."""
-    h, f_e, gated = shape["hidden"], shape["expert_ffn_hidden"], shape["gated_mlp"]
-    router = gemm(T / tp, shape["experts"], h, None, **g)
-    shared_f = shape["shared_experts"] * f_e
+    h, f_e, gated = shape.hidden, shape.expert_ffn_hidden, shape.gated_mlp
+    router = gemm(T / tp, shape.experts, h, None, g)
+    shared_f = shape.shared_experts * f_e
     has_shared = shared_f > 0
-    sh1 = gemm(T, (1 + gated) * shared_f / tp, h, None, m_tiles=T_tiles, **g)
-    sh2 = gemm(T, h, shared_f / tp, None, m_tiles=T_tiles, **g)
+    sh1 = gemm(T, (1 + gated) * shared_f / tp, h, None, g, m_tiles=T_tiles)
+    sh2 = gemm(T, h, shared_f / tp, None, g, m_tiles=T_tiles)
     # experts per rank; a dense row of a block with MoE rows has none: one, so that its
     # (unused, zero-weighted) expert terms stay finite instead of 0 x inf = NaN
-    local = np.where(shape["experts"] > 0, shape["experts"] / ex.ep, 1.0)
+    local = np.where(shape.experts > 0, shape.experts / ex.ep, 1.0)
     rows = assignments(shape, ex, T, tp) * ex.etp / local
-    fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, **g)
-    fc2 = gemm(rows, h, f_e / ex.etp, local, **g)
+    fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, g)
+    fc2 = gemm(rows, h, f_e / ex.etp, local, g)
     compute = router[0] + np.where(has_shared, sh1[0] + sh2[0], 0.0) + fc1[0] + fc2[0]
     memory = router[1] + np.where(has_shared, sh1[1] + sh2[1], 0.0) + fc1[1] + fc2[1]
     return compute, memory
@@ -111,8 +116,8 @@ def elementwise_bytes(shape, ex: ExpertLayout, tp, T, eager) -> np.ndarray:
     assignments of ``h``), and the activation (SwiGLU or GeLU, ``4 + 2g`` bytes per element,
     as the dense MLP's) on the routed and shared experts' ``f_e``-wide outputs."""
     a = assignments(shape, ex, T, tp)
-    act = (4.0 + 2.0 * shape["gated_mlp"]) * shape["expert_ffn_hidden"] * (a + T * shape["shared_experts"] / tp)
-    return (PERMUTE_BYTES * a * shape["hidden"] + act) * eager
+    act = (4.0 + 2.0 * shape.gated_mlp) * shape.expert_ffn_hidden * (a + T * shape.shared_experts / tp)
+    return (PERMUTE_BYTES * a * shape.hidden + act) * eager
 
 
 def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
@@ -122,15 +127,15 @@ def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
     every layer: the dispatched tokens (2 B x ``h`` per row, ``T k c_f ETP / t`` rows) and
     the ``(4 + 2g) f_e / ETP`` activation bytes per row, plus the shared experts'."""
     a = assignments(shape, ex, T, tp)
-    per_elem = 4.0 + 2.0 * shape["gated_mlp"]
-    kept = (BYTES * shape["hidden"] * a * ex.etp + per_elem * shape["expert_ffn_hidden"] * a
-            + per_elem * shape["shared_experts"] * shape["expert_ffn_hidden"] * T / tp)
-    return kept - per_elem * shape["ffn_hidden"] * T / tp
+    per_elem = 4.0 + 2.0 * shape.gated_mlp
+    kept = (BYTES * shape.hidden * a * ex.etp + per_elem * shape.expert_ffn_hidden * a
+            + per_elem * shape.shared_experts * shape.expert_ffn_hidden * T / tp)
+    return kept - per_elem * shape.ffn_hidden * T / tp
 
 
 def a2a_bytes(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
     """Bytes one rank sends in one dispatch (or combine) all-to-all, ``2 T k c_f h / t``."""
-    return BYTES * assignments(shape, ex, T, tp) * shape["hidden"]
+    return BYTES * assignments(shape, ex, T, tp) * shape.hidden
 
 
 def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -147,7 +152,7 @@ def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np
     if not ex.dedup.any():
         return None, None
     g, kd, n, *_ = net.split(ex.ep, ex.etp)
-    k = shape["experts_per_token"]
+    k = shape.experts_per_token
     remote = (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** k)
     plain_intra, plain_inter = (kd - 1.0) / g, (g - kd) / g
     on = ex.dedup > 0
@@ -170,7 +175,7 @@ def partnered_share(m):
     return np.maximum(m - 1.0, 0.0) / np.maximum(m, 1.0)
 
 
-def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window_s, tp_overlap, tax, m):
+def comm_times(net, shape, ex: ExpertLayout, lay: Layout, T, full_recompute, window_s, tp_overlap, tax):
     """Exposed time of one (average) layer's expert communication per micro-batch: the
     all-to-alls over the EP group (stride ETP), overlapped with ``window_s`` of another
     micro-batch's compute where the study says so (Megatron-Core
@@ -178,7 +183,9 @@ def comm_times(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute, window
     micro-batches that have a partner (:func:`partnered_share`), and with ETP > 1 the
     expert-tensor all-gather / reduce-scatter of the gathered rows (``n_tp / 2`` all-reduce
     equivalents over ETP, overlapped as the stack overlaps tensor-parallel traffic). Scaled
-    by the MoE share of the layers."""
+    by the MoE share of the layers. ``lay``: the layout (tensor degree, micro-batches)."""
+    tp, m = lay.tp, lay.micro_batches
+    n_tp = collectives_per_layer(full_recompute)
     intra, inter = dispatch_shares(net, shape, ex)
     a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
     # the partnered micro-batches hide what fits in their window, the others hide nothing

@@ -6,16 +6,29 @@ efficiency), memory-bound time = bytes / achievable bandwidth; see docs/model.md
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 BYTES = 2.0  # 16-bit activations, weights and gradients (mixed precision)
 TILE = 128.0  # GEMM output tile edge for wave quantisation (cuBLAS/CUTLASS default class)
 
 
-def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> dict[str, np.ndarray]:
-    """The per-candidate device terms every GEMM of a candidate shares (keyword arguments
-    of :func:`gemm`): peak FLOP/s, clock ratio f/f_max, compute units, calibrated GEMM
-    efficiency and half-efficiency size (FLOPs), achievable HBM bandwidth (B/s).
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    """The per-candidate device terms every GEMM of a candidate shares (:func:`gemm`)."""
+
+    peak_flops: np.ndarray   # FLOP/s at the maximum clock
+    clock_ratio: np.ndarray  # f / f_max
+    compute_units: np.ndarray
+    eff_max: np.ndarray      # calibrated efficiency of a large GEMM
+    half_flops: np.ndarray   # FLOPs at which a GEMM reaches half of eff_max (fixed cost per kernel)
+    half_k: np.ndarray       # inner size at which a tile's K loop reaches half (prologue, epilogue)
+    hbm_bw_bps: np.ndarray   # achievable HBM bandwidth, B/s
+
+
+def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> Roofline:
+    """The :class:`Roofline` of the candidates' accelerators ``hw`` at ``clock_ratio``.
 
     At the candidate's precision (the linear layers), or with ``sixteen_bit`` at the 16-bit
     peak and efficiency (attention and the output layer, which fp8 training keeps in
@@ -25,15 +38,16 @@ def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> dict[str, np.ndar
     else:
         peak = hw.peak_flops
         eff = hw.matmul_eff_max * np.where(hw.fp8 > 0, hw.fp8_matmul_ratio, 1.0) if hw.fp8.any() else hw.matmul_eff_max
-    return dict(peak=peak, clock_ratio=clock_ratio, cu=hw.compute_units, eff_max=eff,
-                half_flops=hw.matmul_half_gflop * 1e9, half_k=hw.matmul_half_k, hbm_bw=hw.hbm_bw_bps * hw.memory_eff)
+    return Roofline(peak_flops=peak, clock_ratio=clock_ratio, compute_units=hw.compute_units, eff_max=eff,
+                    half_flops=hw.matmul_half_gflop * 1e9, half_k=hw.matmul_half_k,
+                    hbm_bw_bps=hw.hbm_bw_bps * hw.memory_eff)
 
 
-def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, half_k, hbm_bw, m_tiles=None):
+def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
     """Time of a (batched) GEMM ``[m x k] @ [k x n]``: ``(compute_s, memory_s)``.
 
-    Roofline (Williams et al. 2009): compute-bound time = FLOPs / (peak x clock ratio x
-    efficiency); the efficiency is ``eff_max`` times the wave-quantisation utilisation of
+    Roofline (Williams et al. 2009; the device terms ``r``): compute-bound time = FLOPs /
+    (peak x clock ratio x efficiency); the efficiency is ``eff_max`` times the wave-quantisation utilisation of
     ``cu`` compute units by ``TILE x TILE`` output tiles (Nvidia, "Matrix multiplication
     background" guide) times ``F / (F + half_flops)`` for a GEMM of ``F`` FLOPs (the fixed
     prologue, epilogue and tail of a kernel, which small GEMMs cannot amortise) times
@@ -47,16 +61,16 @@ def gemm(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, half_k, 
     ``batch=None`` is a single GEMM (no multiplications by one); ``m_tiles`` is
     ``ceil(m / TILE)`` when the caller has it (the token dimension is shared by most GEMMs).
     """
-    t_c = compute_time(m, n, k, batch, peak=peak, clock_ratio=clock_ratio, cu=cu, eff_max=eff_max,
-                       half_flops=half_flops, half_k=half_k, m_tiles=m_tiles)
+    t_c = compute_time(m, n, k, batch, r, m_tiles=m_tiles)
     t_m = BYTES * (m * k + k * n + m * n) if batch is None else BYTES * batch * (m * k + k * n + m * n)
-    t_m = t_m / hbm_bw
+    t_m = t_m / r.hbm_bw_bps
     bound = t_c >= t_m
     return np.where(bound, t_c, 0.0), np.where(bound, 0.0, t_m)
 
 
-def compute_time(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, half_k, hbm_bw=None, m_tiles=None):
+def compute_time(m, n, k, batch, r: Roofline, *, m_tiles=None):
     """The compute-bound time of :func:`gemm` alone (seconds)."""
+    cu = r.compute_units
     flops = 2.0 * m * n * k
     tiles = (np.ceil(m * (1.0 / TILE)) if m_tiles is None else m_tiles) * np.ceil(n * (1.0 / TILE))
     if batch is not None:
@@ -64,4 +78,4 @@ def compute_time(m, n, k, batch, *, peak, clock_ratio, cu, eff_max, half_flops, 
         tiles = tiles * batch
     waves_cu = np.ceil(tiles / cu) * cu
     # flops / (peak * ratio * eff_max * (tiles / waves_cu) * flops / (flops + half) * k / (k + half_k))
-    return (flops + half_flops) * waves_cu * (1.0 + half_k / k) / (tiles * peak * clock_ratio * eff_max)
+    return (flops + r.half_flops) * waves_cu * (1.0 + r.half_k / k) / (tiles * r.peak_flops * r.clock_ratio * r.eff_max)

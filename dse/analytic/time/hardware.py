@@ -83,7 +83,12 @@ def estimated_efficiencies(name: str, fitted: dict[str, dict] | None = None) -> 
     eff = (own if own is not None else float(np.median(published))) * float(np.mean(ratios))
     own8 = mamf_efficiency(name, "fp8")
     fp8_fits = [v["fp8_matmul_ratio"] for k, v in fits if mamf_efficiency(k, "fp8")]
-    fp8 = own8 / own if own8 is not None and own is not None else float(np.mean(fp8_fits)) if fp8_fits else 1.0
+    if own8 is not None and own is not None:  # the part's own published fp8 / 16-bit ratio
+        fp8 = own8 / own
+    elif fp8_fits:  # else the fitted parts' mean
+        fp8 = float(np.mean(fp8_fits))
+    else:
+        fp8 = 1.0
     return {"matmul_eff_max": min(eff, 0.95), "fp8_matmul_ratio": fp8,
             "memory_eff": float(np.mean([v["memory_eff"] for _, v in fits])),
             "collective_eff": float(np.mean([v["collective_eff"] for _, v in fits]))}
@@ -123,7 +128,7 @@ def canonical_accelerator(name) -> str | None:
     return {key(n): n for n in accelerator_names()}.get(key(name))
 
 
-FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
+FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_capacity_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
           "idle_w", "scaleup_bw_bps", "scaleup_topology", "scaleup_domain", "compute_units", "reserved_bytes",
           "precision_ok", "fp8", *CALIBRATION_FIELDS)
 
@@ -201,7 +206,7 @@ class Hardware:
     precision; NaN where unsupported, with ``precision_ok`` 0), ``peak16_flops`` (the 16-bit
     peak that attention and the output layer run at; the precision's own peak for tf32),
     ``fp8`` (1 for fp8 candidates), ``hbm_bw_bps`` (B/s),
-    ``hbm_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
+    ``hbm_capacity_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
     ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
     :data:`SCALEUP_TOPOLOGIES`), ``scaleup_domain`` (accelerators per scale-up domain),
     ``compute_units``, ``reserved_bytes``; from the
@@ -212,7 +217,7 @@ class Hardware:
     peak_flops: np.ndarray
     peak16_flops: np.ndarray
     hbm_bw_bps: np.ndarray
-    hbm_bytes: np.ndarray
+    hbm_capacity_bytes: np.ndarray
     clock_max_mhz: np.ndarray
     clock_min_mhz: np.ndarray
     tdp_w: np.ndarray

@@ -7,13 +7,13 @@ parallelism, whose ranks each attend their ``s / cp`` queries to all ``s`` keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from dse.analytic.time import experts
-from dse.analytic.time.gemm import BYTES, compute_time, gemm
-from dse.analytic.time.workload import attention_dims
+from dse.analytic.time.gemm import BYTES, Roofline, compute_time, gemm
+from dse.analytic.time.parallelism import Layout
 
 #: share of the s x s attention blocks a causal fused-attention kernel computes
 CAUSAL_SHARE = 0.5
@@ -42,6 +42,18 @@ class LayerTime:
     attn_ew_bytes: np.ndarray    # element-wise bytes of one forward pass, attention core
 
 
+@dataclass(frozen=True, slots=True)
+class Kernels:
+    """How one accelerator runs a micro-batch's kernels: the tokens it holds, the roofline
+    terms of its GEMMs and how much more an unfused stack's element-wise kernels move."""
+
+    tokens: np.ndarray       # T = b s / cp, tokens per micro-batch on this accelerator
+    token_tiles: np.ndarray  # ceil(T / TILE)
+    roofline: Roofline       # at the candidate's precision (the linear layers)
+    roofline16: Roofline     # at 16 bit (attention, output layer)
+    eager: np.ndarray        # 1 for fused kernels, the eager stack's byte factor otherwise
+
+
 def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple, tuple]:
     """Forward time of the attention core ``softmax(QK^T) V``: ``(score, ctx)``, each a
     ``(compute_s, memory_s)`` pair (``g``: the 16-bit roofline terms).
@@ -51,27 +63,27 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     unmasked (causal: lower) half of the scores (Q, K, V, O traffic only) at
     ``attention_eff`` of a large GEMM's efficiency, counted as one batched GEMM in ``score``.
     """
-    s, a, d = shape["seq_len"], shape["heads"], shape["head_dim"]
-    mla = shape["kv_lora_rank"] > 0
+    s, a, d = shape.seq_len, shape.heads, shape.head_dim
+    mla = shape.kv_lora_rank > 0
     any_mla = bool(mla.any())
-    dims = attention_dims(shape) if any_mla else None
-    qk = dims["qk"] if any_mla else d  # score width (MLA: + the decoupled RoPE width)
+    dims = shape.attention if any_mla else None
+    qk = dims.qk if any_mla else d  # score width (MLA: + the decoupled RoPE width)
     s_q = s / cp
     on = flash > 0
     all_flash = bool(on.all())
     if not all_flash:  # unfused attention: scores and context as two batched GEMMs
-        score = gemm(s_q, s, qk, b * a / tp, **g)
-        ctx = gemm(s_q, d, s, b * a / tp, **g)
+        score = gemm(s_q, s, qk, b * a / tp, g)
+        ctx = gemm(s_q, d, s, b * a / tp, g)
     # causal training: the fused kernel skips the masked upper triangle, half the score blocks
     # (Dao 2023, FlashAttention-2, section 3.1.1); unfused attention computes all of them
     width = (qk + d) / 2.0 if any_mla else d  # the two products' mean inner width
-    fa_c = CAUSAL_SHARE * compute_time(s_q, s, width, 2.0 * b * a / tp, **{**g, "eff_max": g["eff_max"] * attention_eff})
+    fa_c = CAUSAL_SHARE * compute_time(s_q, s, width, 2.0 * b * a / tp, replace(g, eff_max=g.eff_max * attention_eff))
     # Q, K, V and O once: 4 T a d with as many key-value as query heads (and for GQA, whose
     # smaller K and V the count does not shrink); MLA's K and V are per head
     qkvo = a * d * 4.0
     if any_mla:
-        qkvo = np.where(mla, dims["q"] + dims["k"] + dims["v"] + dims["o"], qkvo)
-    fa_m = BYTES * T * qkvo / tp / g["hbm_bw"]
+        qkvo = np.where(mla, dims.q + dims.k + dims.v + dims.o, qkvo)
+    fa_m = BYTES * T * qkvo / tp / g.hbm_bw_bps
     fa_bound = fa_c >= fa_m
     fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
     if all_flash:
@@ -88,10 +100,10 @@ def dense_gemms(shape, tp, T, T_tiles, g, ex) -> tuple[np.ndarray, np.ndarray]:
     split over ``tp`` ranks (Megatron, Shoeybi et al. 2019): the dense MLP's first (two with
     a gated MLP) and second matrix, or, on the MoE share ``ex.frac`` of the layers, the
     experts (:func:`~dse.analytic.time.experts.ffn_gemms`)."""
-    h, ffn = shape["hidden"], shape["ffn_hidden"]
+    h, ffn = shape.hidden, shape.ffn_hidden
     attn_c, attn_m = attention_projections(shape, tp, T, T_tiles, g)
-    fc1 = gemm(T, (1 + shape["gated_mlp"]) * ffn / tp, h, None, m_tiles=T_tiles, **g)
-    fc2 = gemm(T, h, ffn / tp, None, m_tiles=T_tiles, **g)
+    fc1 = gemm(T, (1 + shape.gated_mlp) * ffn / tp, h, None, g, m_tiles=T_tiles)
+    fc2 = gemm(T, h, ffn / tp, None, g, m_tiles=T_tiles)
     mlp_c, mlp_m = fc1[0] + fc2[0], fc1[1] + fc2[1]
     if ex.on:
         moe_c, moe_m = experts.ffn_gemms(shape, ex, tp, T, T_tiles, g)
@@ -105,20 +117,20 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
     key-value heads) and the output projection, or with MLA (DeepSeek-V2/V3) the query and
     key-value down-projections (not split over tensor ranks), their up-projections and the
     output projection."""
-    h = shape["hidden"]
-    dims = attention_dims(shape)
-    qkv = gemm(T, (dims["q"] + dims["k"] + dims["v"]) / tp, h, None, m_tiles=T_tiles, **g)
-    proj = gemm(T, h, dims["o"] / tp, None, m_tiles=T_tiles, **g)
+    h = shape.hidden
+    dims = shape.attention
+    qkv = gemm(T, (dims.q + dims.k + dims.v) / tp, h, None, g, m_tiles=T_tiles)
+    proj = gemm(T, h, dims.o / tp, None, g, m_tiles=T_tiles)
     c, m = qkv[0] + proj[0], qkv[1] + proj[1]
-    mla = shape["kv_lora_rank"] > 0
+    mla = shape.kv_lora_rank > 0
     if mla.any():
-        rq, rkv, dr = shape["q_lora_rank"], shape["kv_lora_rank"], shape["rope_head_dim"]
+        rq, rkv, dr = shape.q_lora_rank, shape.kv_lora_rank, shape.rope_head_dim
         with_q_rank = rq > 0
-        q_a = gemm(T, rq, h, None, m_tiles=T_tiles, **g)
-        q_b = gemm(T, dims["q"] / tp, rq, None, m_tiles=T_tiles, **g)
-        q_full = gemm(T, dims["q"] / tp, h, None, m_tiles=T_tiles, **g)
-        kv_a = gemm(T, rkv + dr, h, None, m_tiles=T_tiles, **g)
-        kv_b = gemm(T, (dims["k"] - shape["heads"] * dr + dims["v"]) / tp, rkv, None, m_tiles=T_tiles, **g)
+        q_a = gemm(T, rq, h, None, g, m_tiles=T_tiles)
+        q_b = gemm(T, dims.q / tp, rq, None, g, m_tiles=T_tiles)
+        q_full = gemm(T, dims.q / tp, h, None, g, m_tiles=T_tiles)
+        kv_a = gemm(T, rkv + dr, h, None, g, m_tiles=T_tiles)
+        kv_b = gemm(T, (dims.k - shape.heads * dr + dims.v) / tp, rkv, None, g, m_tiles=T_tiles)
         q_c = np.where(with_q_rank, q_a[0] + q_b[0], q_full[0])
         q_m = np.where(with_q_rank, q_a[1] + q_b[1], q_full[1])
         c = np.where(mla, q_c + kv_a[0] + kv_b[0] + proj[0], c)
@@ -126,9 +138,9 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
     return c, m
 
 
-def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """HBM bytes of a layer's element-wise kernels, one forward pass: ``(replicated, mlp,
-    attention)``.
+def elementwise_bytes(shape, lay: Layout, T, fp8, eager, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HBM bytes of a layer's element-wise kernels, one forward pass of ``T`` tokens on one
+    accelerator: ``(replicated, mlp, attention)``.
 
     Megatron kernels, 16-bit: two layer norms (read + write, 4 B/elem each) and two fused
     bias-dropout-residual adds (7 B/elem), replicated across tensor ranks unless sequence
@@ -140,13 +152,14 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[n
     the MoE share of the layers the MLP's kernels are the experts'
     (:func:`~dse.analytic.time.experts.elementwise_bytes`).
     """
-    h, s, a = shape["hidden"], shape["seq_len"], shape["heads"]
+    h, s, a = shape.hidden, shape.seq_len, shape.heads
+    tp, cp, sp, b, flash = lay.tp, lay.cp, lay.sequence_parallel, lay.micro_batch, lay.flash_attention
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
-    mlp_ew = (4.0 + 2.0 * shape["gated_mlp"]) * T * shape["ffn_hidden"] / tp * eager
+    mlp_ew = (4.0 + 2.0 * shape.gated_mlp) * T * shape.ffn_hidden / tp * eager
     if ex.on:
         mlp_ew = (1.0 - ex.frac) * mlp_ew + ex.frac * experts.elementwise_bytes(shape, ex, tp, T, eager)
     if fp8.any():
-        rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape["ffn_hidden"]) / tp), 0.0)
+        rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp), 0.0)
     on = flash > 0
     if bool(on.all()):
         attn_ew = np.zeros_like(T)
@@ -156,20 +169,21 @@ def elementwise_bytes(shape, tp, cp, sp, b, T, flash, fp8, eager, ex) -> tuple[n
     return rep, mlp_ew, attn_ew
 
 
-def layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex) -> LayerTime:
+def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     """One layer per micro-batch: forward 1 pass, backward 2 (backward GEMMs = 2 x forward
     FLOPs; element-wise backward ~2x forward), plus a forward for full recomputation;
     selective recomputation re-runs the attention core only (Korthikanti et al. 2022).
     FlashAttention's backward recomputes the scores: 5 matrix products against the
     forward's 2, so 2.5 forward passes (Dao 2023, FlashAttention-2, section 3.1.2).
-    ``T``: tokens per micro-batch on this accelerator, ``T_tiles``: ``ceil(T / TILE)``;
-    ``g``/``g16``: roofline terms at the candidate's precision and at 16 bit; ``ex``: the
+    ``k``: the micro-batch's :class:`Kernels` on one accelerator; ``ex``: the
     :class:`~dse.analytic.time.experts.ExpertLayout`."""
+    tp, cp, b, recompute, flash = lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.flash_attention
+    T, T_tiles, g, g16, eager = k.tokens, k.token_tiles, k.roofline, k.roofline16, k.eager
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
     score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = hw.hbm_bw_bps * hw.memory_eff
-    rep, mlp_ew, attn_ew = elementwise_bytes(shape, tp, cp, sp, b, T, flash, hw.fp8, eager, ex)
+    rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm
     full = recompute == 2
@@ -192,6 +206,6 @@ def output_layer(shape, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:
     """Forward + backward ``(compute_s, memory_s)`` of the output layer on the last stage:
     the vocab-parallel logits GEMM (3 passes, 16-bit) and the fp32 softmax cross entropy,
     :data:`CROSS_ENTROPY_BYTES` per logit."""
-    V = shape["vocab"]
-    out = gemm(T, V / tp, shape["hidden"], None, m_tiles=T_tiles, **g16)
-    return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16["hbm_bw"]
+    V = shape.vocab
+    out = gemm(T, V / tp, shape.hidden, None, g16, m_tiles=T_tiles)
+    return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16.hbm_bw_bps

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.time import workload
-from dse.analytic.time.parallelism import part_embeddings
+from dse.analytic.time.parallelism import Layout, Stages, part_embeddings
+from dse.analytic.time.workload import ModelShape, ParameterCounts
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -49,7 +49,7 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     The tensor-parallel part: the attention's Q, K, V and the output projection's input,
     ``2 (q + k + v + o)`` (grouped key-value heads, a head width other than ``h / a``,
-    MLA's expanded heads: :func:`~dse.analytic.time.workload.attention_dims`), and the
+    MLA's expanded heads: :class:`~dse.analytic.time.workload.AttentionDims`), and the
     feed-forward block's ``(4 + 2g) f``: the up projection's output and the activation's
     output, the gate's output too when gated (the fused SwiGLU keeps its input, ``2 x 2f``
     bytes, and output, ``2f``). The paper's GPT layer (``q = k = v = o = h``, ``f = 4h``,
@@ -60,17 +60,17 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     down-projections); selective recomputation also recomputes the up-projections
     (DeepSeek-V3 report, section 3.2.3; Megatron-Core ``--recompute-modules mla_up_proj``),
     so the layer keeps the latents, not the expanded heads."""
-    dims = workload.attention_dims(shape)
-    h = shape["hidden"]
-    mlp = (4.0 + 2.0 * shape["gated_mlp"]) * shape["ffn_hidden"]
-    none = (2.0 * (dims["q"] + dims["k"] + dims["v"] + dims["o"]) + mlp) / h
-    mla = shape["kv_lora_rank"] > 0
+    dims = shape.attention
+    h = shape.hidden
+    mlp = (4.0 + 2.0 * shape.gated_mlp) * shape.ffn_hidden
+    none = (2.0 * (dims.q + dims.k + dims.v + dims.o) + mlp) / h
+    mla = shape.kv_lora_rank > 0
     if not mla.any():
         return none, none, np.zeros_like(none)
-    rq = shape["q_lora_rank"]
-    latents = np.where(mla, np.where(rq > 0, rq, 0.0) + shape["kv_lora_rank"] + shape["rope_head_dim"], 0.0)
+    rq = shape.q_lora_rank
+    latents = np.where(mla, np.where(rq > 0, rq, 0.0) + shape.kv_lora_rank + shape.rope_head_dim, 0.0)
     # without a query rank the queries come straight from the layer's input: no query latent
-    selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims["q"]) + dims["o"]) + mlp) / h, none)
+    selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims.q) + dims.o) + mlp) / h, none)
     return none, selective, 2.0 * latents / h
 
 
@@ -104,12 +104,14 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     return np.minimum(chunks, m * v)
 
 
-def _layer_activations(s, b, hidden, heads, tp, sp, flash, recompute, moe_act=None, split=(24.0, 24.0, 0.0)):
-    """(activations one layer keeps per micro-batch, the working set full recomputation adds)
-    for the recompute code (0 none, 1 selective, 2 full); ``moe_act``: the mixture-of-experts
-    layer's extra activations (kept unless fully recomputed), None when dense; ``split``:
-    :func:`split_bytes_per_hidden`."""
-    none, selective, full = _activation_variants(s, b, hidden, heads, tp, sp, flash, split)
+def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split):
+    """(activations one layer keeps per micro-batch of ``b`` sequences of ``s`` tokens, the
+    working set full recomputation adds) for the layout's recompute code (0 none, 1
+    selective, 2 full); ``moe_act``: the mixture-of-experts layer's extra activations (kept
+    unless fully recomputed), None when dense; ``split``: :func:`split_bytes_per_hidden`."""
+    recompute = lay.recompute
+    none, selective, full = _activation_variants(s, b, shape.hidden, shape.heads, lay.tp, lay.sequence_parallel,
+                                                 lay.flash_attention, split)
     per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
     working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
     if moe_act is not None:
@@ -141,14 +143,18 @@ def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]
     return candidates
 
 
-def memory_breakdown(
-    *, layer_params: np.ndarray, embed_params: np.ndarray, stages, tp: np.ndarray, cp: np.ndarray,
-    pp: np.ndarray, dp: np.ndarray, interleave: np.ndarray, zero_stage: np.ndarray,
-    micro_batch: np.ndarray, micro_batches: np.ndarray, seq_len: np.ndarray, hidden: np.ndarray,
-    heads: np.ndarray, vocab: np.ndarray, sp: np.ndarray, recompute: np.ndarray,
-    reserved: np.ndarray, flash: np.ndarray, experts=None, tied: np.ndarray | float = 1.0,
-    split: tuple = (24.0, 24.0, 0.0),
-) -> MemoryBreakdown:
+@dataclass(frozen=True, slots=True)
+class ExpertMemory:
+    """What a mixture-of-experts layer adds to the memory (:func:`memory_breakdown`)."""
+
+    params_per_layer: np.ndarray   # routed-expert parameters per (average) layer, whole model
+    split: np.ndarray              # EP x ETP: ranks one layer's experts are split over
+    edp: np.ndarray                # expert-data-parallel ranks their state is sharded over
+    activation_bytes: np.ndarray   # bytes per layer and micro-batch (dispatched tokens, experts' activations)
+
+
+def memory_breakdown(shape: ModelShape, lay: Layout, stages: Stages, counts: ParameterCounts,
+                     reserved_bytes: np.ndarray, experts: ExpertMemory | None = None) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
 
@@ -167,7 +173,7 @@ def memory_breakdown(
     ``dp x cp`` ranks holding copies (``EDP`` for experts), as Megatron-Core's fully
     parallel save and PyTorch DCP's deduplicated plans spread a replicated tensor's write.
 
-    Mixture of experts (``experts``: ``(params_per_layer, ep x etp, edp, activation_bytes)``):
+    Mixture of experts (``experts``: :class:`ExpertMemory`):
     each rank holds its ``1 / (EP ETP)`` share of every MoE layer's routed experts on its
     stage, 16 B per parameter sharded over the ``EDP`` expert-data-parallel ranks as the
     ZeRO stage says; each layer keeps ``activation_bytes`` more per micro-batch (the
@@ -175,22 +181,24 @@ def memory_breakdown(
     :func:`~dse.analytic.time.experts.activation_bytes`) unless fully recomputed.
     """
     # long by its docstring (the memory rules and sources); the code is ~35 lines
-    v = interleave
-    per_layer, working = _layer_activations(seq_len / cp, micro_batch, hidden, heads, tp, sp, flash, recompute,
-                                            None if experts is None else experts[3], split)
+    tp, cp, pp, dp, v = lay.tp, lay.cp, lay.pp, lay.dp, lay.interleave
+    seq_len, micro_batch, vocab = shape.seq_len, lay.micro_batch, shape.vocab
+    per_layer, working = _layer_activations(seq_len / cp, micro_batch, shape, lay,
+                                            None if experts is None else experts.activation_bytes,
+                                            split_bytes_per_hidden(shape))
     if experts is not None:
-        expert_params, expert_split, edp, _ = experts
+        expert_params, expert_split, edp = experts.params_per_layer, experts.split, experts.edp
     logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
-    candidates = _stage_candidates(stages, pp, vocab * hidden, embed_params, tied, logits)
-    w_div, g_div, o_div = _shards(zero_stage, dp * cp)
+    candidates = _stage_candidates(stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits)
+    w_div, g_div, o_div = _shards(lay.zero_stage, dp * cp)
     state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
     if experts is not None:
-        ew_div, eg_div, eo_div = _shards(zero_stage, edp)
+        ew_div, eg_div, eo_div = _shards(lay.zero_stage, edp)
         expert_state = 2.0 / ew_div + 2.0 / eg_div + 12.0 / eo_div
     best = None  # (parameters, expert parameters, activations, total) of the most loaded stage so far
     for layers, emb, rank, logit in candidates:
-        params = (layers * layer_params + emb) / tp
-        chunks = in_flight_chunks(rank, pp, v, micro_batches)
+        params = (layers * counts.layer + emb) / tp
+        chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
         activations = per_layer * layers / v * chunks + np.where(layers > 0, working, 0.0) + logit
         total = params * state_per_param + activations
         e_params = 0.0
@@ -211,7 +219,7 @@ def memory_breakdown(
         grads = grads + 2.0 * e_params / eg_div
         optimizer = optimizer + 12.0 * e_params / eo_div
         checkpoint = checkpoint + 14.0 * e_params / edp
-    total = total + reserved
+    total = total + reserved_bytes
     return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
-                           activations_bytes=activations, reserved_bytes=reserved, total_bytes=total,
+                           activations_bytes=activations, reserved_bytes=reserved_bytes, total_bytes=total,
                            checkpoint_bytes=checkpoint)

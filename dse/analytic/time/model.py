@@ -11,6 +11,8 @@ docs/model.md.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from dse.analytic.columns import choice_codes
@@ -34,22 +36,18 @@ from dse.analytic.time.collectives import (
 from dse.analytic.time.reasons import REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
 
-#: internal inputs with which :mod:`dse.analytic.fleet` times one part of a mixed pipeline:
-#: the layers on its first, most loaded middle and last stage, its stage count, the
-#: pipeline rank of its first stage, and whether it holds the input embedding and the
-#: output layer (:class:`~dse.analytic.time.parallelism.Stages`)
-PART_STAGES = ("_stage_first", "_stage_middle", "_stage_last", "_stage_count", "_stage_rank0", "_stage_embedding",
-               "_stage_output")
 
-
-def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> TimeResult:
+def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None,
+             part: parallelism.Stages | None = None) -> TimeResult:
     """Time metrics for every candidate in ``cfg`` (input name -> array).
 
     ``clock_mhz`` overrides the study's clock (the energy model uses it for power caps
-    and thermal throttling). Infeasible candidates get a reason and may have NaN metrics.
+    and thermal throttling). ``part``: the stages of one part of a mixed fleet's pipeline
+    (:mod:`dse.analytic.fleet`; a :class:`~.parallelism.Stages` with ``part`` set) to time
+    instead of the whole pipeline. Infeasible candidates get a reason and may have NaN metrics.
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate(cfg, clock_mhz)
+        return _evaluate(cfg, clock_mhz, part)
 
 
 def _f(cfg, name: str) -> np.ndarray:
@@ -57,84 +55,76 @@ def _f(cfg, name: str) -> np.ndarray:
     return np.asarray(cfg[name], dtype=float)
 
 
-def _evaluate(cfg, clock_mhz) -> TimeResult:
+def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     n_rows = len(cfg["accelerator"])
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
     stack = frameworks.lookup(cfg["framework"])
-    reasons.flag(~np.isfinite(hw.hbm_bytes), "unknown accelerator")
-    reasons.flag(~np.isfinite(shape["layers"] + shape["hidden"] + shape["heads"] + shape["seq_len"] + shape["vocab"]),
+    reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
+    reasons.flag(~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
                  "unknown model preset and incomplete shape")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
-    p = _parallel_inputs(cfg, stack)
-    reasons.flag(~stack.offers(p["zero"]), "the training stack does not offer this sharding (ZeRO) stage")
-    reasons.flag((p["vi"] > 1) & (stack.interleaved_schedule == 0), "the training stack has no interleaved pipeline schedule")
-    lay, stages, checks = parallelism.layout(p["n"], p["tp"], p["cp"], p["pp"], p["gb"], p["mb"], shape["layers"],
-                                             shape["heads"], shape["kv_heads"], p["vi"], p["sp"], shape["seq_len"])
+    lay = _layout(cfg, stack)
+    reasons.flag(~stack.offers(lay.zero_stage), "the training stack does not offer this sharding (ZeRO) stage")
+    reasons.flag((lay.interleave > 1) & (stack.interleaved_schedule == 0),
+                 "the training stack has no interleaved pipeline schedule")
+    stages = parallelism.pipeline_stages(shape.layers, lay.pp)
+    checks = parallelism.infeasible(lay, stages, shape)
     ex, expert_checks = experts.layout(shape, _f(cfg, "expert_parallel"), _f(cfg, "expert_tensor_parallel"),
                                        _f(cfg, "capacity_factor"), _f(cfg, "moe_a2a_overlap"),
-                                       choice_codes(cfg["moe_dispatcher"], MOE_DISPATCHERS) == 1, p["tp"], p["cp"],
-                                       lay["data_parallel"])
+                                       choice_codes(cfg["moe_dispatcher"], MOE_DISPATCHERS) == 1, lay)
     for mask, reason in (*checks, *expert_checks):
         reasons.flag(mask, reason)
     if ex.on:  # Megatron's argument check: MoE with tensor parallelism runs sequence-parallel
-        reasons.flag((ex.frac > 0) & (p["tp"] > 1) & (p["sp"] == 0) & (stack.moe_tp_needs_sp == 1),
+        reasons.flag((ex.frac > 0) & (lay.tp > 1) & (lay.sequence_parallel == 0) & (stack.moe_tp_needs_sp == 1),
                      "the training stack needs sequence parallelism for a mixture-of-experts model with tensor "
                      "parallelism")
-    if PART_STAGES[0] in cfg:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
-        stages = parallelism.Stages(*(_f(cfg, k) for k in PART_STAGES[:3]), units=stages.units, part=True,
-                                    **{k[7:]: _f(cfg, k) for k in PART_STAGES[3:]})
+    if part is not None:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
+        stages = replace(part, units=stages.units)
     clock = _clock(cfg, hw, clock_mhz, reasons)
-    layer_params = workload.layer_parameters(shape)
-    embed_params = workload.embedding_parameters(shape)
-    tokens_iter = p["gb"] * shape["seq_len"]
+    counts = workload.ParameterCounts.of(shape)
+    tokens_iter = lay.global_batch * shape.seq_len
     moe_memory = None
     if ex.on:
-        T = p["mb"] * shape["seq_len"] / p["cp"]
-        moe_memory = (ex.params, ex.ep * ex.etp, np.where(ex.frac > 0, ex.edp, 1.0),
-                      ex.frac * experts.activation_bytes(shape, ex, p["tp"], T))
-    mem = memory.memory_breakdown(
-        layer_params=layer_params, embed_params=embed_params, stages=stages, tp=p["tp"], cp=p["cp"], pp=p["pp"],
-        dp=lay["data_parallel"], interleave=lay["interleave"], zero_stage=p["zero"], micro_batch=p["mb"],
-        micro_batches=lay["micro_batches"], seq_len=shape["seq_len"], hidden=shape["hidden"],
-        heads=shape["heads"], vocab=shape["vocab"], sp=p["sp"], recompute=p["recompute"],
-        reserved=hw.reserved_bytes, flash=p["flash"], experts=moe_memory, tied=shape["tied_embeddings"],
-        split=memory.split_bytes_per_hidden(shape))
-    reasons.flag(mem.total_bytes > hw.hbm_bytes, "does not fit in accelerator memory")
+        T = lay.micro_batch * shape.seq_len / lay.cp
+        moe_memory = memory.ExpertMemory(
+            params_per_layer=ex.params, split=ex.ep * ex.etp, edp=np.where(ex.frac > 0, ex.edp, 1.0),
+            activation_bytes=ex.frac * experts.activation_bytes(shape, ex, lay.tp, T))
+    mem = memory.memory_breakdown(shape, lay, stages, counts, hw.reserved_bytes, moe_memory)
+    reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
-    t = step.step_time(shape=shape, tp=p["tp"], cp=p["cp"], pp=p["pp"], dp=lay["data_parallel"], v=lay["interleave"],
-                       m=lay["micro_batches"], b=p["mb"], sp=p["sp"], recompute=p["recompute"], zero=p["zero"],
-                       hw=hw, stack=stack, clock_ratio=clock / hw.clock_max_mhz, net=net,
-                       layer_params=layer_params, embed_params=embed_params, flash=p["flash"], stages=stages,
-                       ex=ex, cp_overlap=p["cp_overlap"])
-    params = workload.parameter_count(shape, layer_params)
-    active = workload.active_parameter_count(shape, layer_params, params)
+    t = step.step_time(step.StepInputs(shape=shape, layout=lay, stages=stages, counts=counts, ex=ex, hw=hw,
+                                       stack=stack, net=net), clock / hw.clock_max_mhz)
+    params = workload.parameter_count(shape, counts.layer)
+    active = workload.active_parameter_count(shape, counts.layer, params)
     # the training-length law takes the parameters a token uses (Chinchilla at N = N_active)
     d_ref, b_noise = training.resolve_target(active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"),
                                              _f(cfg, "b_noise_tokens"))
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
-    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape["seq_len"], nan=0.0)
+    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     codes = reasons.codes(n_rows)
-    return _result(t, mem, hw, steps, tokens_iter, workload.model_flops_per_iteration(shape, tokens_iter),
-                   p["n"], (params, active), lay, clock, codes, net.size)
+    run = _Run(steps=steps, tokens_per_step=tokens_iter, model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
+               parameters=params, active_parameters=active)
+    return _result(t, mem, hw, lay, clock, codes, net.size, run)
 
 
-def _parallel_inputs(cfg, stack) -> dict[str, np.ndarray]:
-    """The layout inputs as float arrays: accelerators ``n``, tensor/context/pipeline
-    degrees, global and micro batch, interleave ``vi``, sequence parallelism ``sp`` (only
-    with tensor parallelism), ZeRO stage (the stack's default where not given), recompute
-    code (index into ``memory.RECOMPUTE``), FlashAttention and whether the context-parallel
-    exchange overlaps the attention (1 for ring attention, 0 for all-gather attention)."""
+def _layout(cfg, stack) -> parallelism.Layout:
+    """The layout inputs as a :class:`~.parallelism.Layout`: sequence parallelism only with
+    tensor parallelism, the ZeRO stage the stack's default where not given, the recompute
+    code (index into ``memory.RECOMPUTE``), and whether the context-parallel exchange
+    overlaps the attention (1 for ring attention, 0 for all-gather attention)."""
     tp = _f(cfg, "tensor_parallel")
     zero = _f(cfg, "zero_stage")
-    return {"n": _f(cfg, "num_accelerators"), "tp": tp, "cp": _f(cfg, "context_parallel"),
-            "pp": _f(cfg, "pipeline_parallel"), "gb": _f(cfg, "global_batch_size"), "mb": _f(cfg, "micro_batch_size"),
-            "vi": _f(cfg, "interleave"), "sp": np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
-            "zero": np.where(np.isfinite(zero), zero, stack.default_zero_stage),
-            "recompute": choice_codes(cfg["recompute"], memory.RECOMPUTE), "flash": _f(cfg, "flash_attention"),
-            "cp_overlap": (choice_codes(cfg["context_parallel_algorithm"], CP_ALGORITHMS) != 1).astype(float)}
+    return parallelism.Layout.of(
+        accelerators=_f(cfg, "num_accelerators"), tp=tp, cp=_f(cfg, "context_parallel"),
+        pp=_f(cfg, "pipeline_parallel"), global_batch=_f(cfg, "global_batch_size"),
+        micro_batch=_f(cfg, "micro_batch_size"), interleave=_f(cfg, "interleave"),
+        sequence_parallel=np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
+        zero_stage=np.where(np.isfinite(zero), zero, stack.default_zero_stage),
+        recompute=choice_codes(cfg["recompute"], memory.RECOMPUTE), flash_attention=_f(cfg, "flash_attention"),
+        cp_overlap=(choice_codes(cfg["context_parallel_algorithm"], CP_ALGORITHMS) != 1).astype(float))
 
 
 def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
@@ -169,13 +159,27 @@ def _network(cfg, hw) -> Network:
                    call_lat=hw.collective_call_us * 1e-6)
 
 
-def _result(t, mem, hw, steps, tokens_iter, model_flops, n, params, lay, clock, codes, scaleup_size) -> TimeResult:
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """The training run's length and size."""
+
+    steps: np.ndarray              # optimizer steps to the target
+    tokens_per_step: np.ndarray    # tokens per iteration
+    model_flops: np.ndarray        # model FLOPs per iteration
+    parameters: np.ndarray         # every parameter
+    active_parameters: np.ndarray  # the parameters one token uses
+
+
+def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResult:
     """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over."""
+    steps, tokens_iter, model_flops = run.steps, run.tokens_per_step, run.model_flops
+    params = (run.parameters, run.active_parameters)
     time_to_train_s = steps * t.step_s
+    n = lay.accelerators
     return TimeResult(
         time_to_train_s=time_to_train_s, time_to_train_days=time_to_train_s / 86400.0,
         step_time_s=t.step_s, compute_time_s=t.compute_s, memory_time_s=t.memory_s,
-        tp_comm_time_s=np.maximum(t.tp_comm_s - (t.cp_comm_s + t.ep_comm_s), 0.0), cp_comm_time_s=t.cp_comm_s,
+        tp_comm_time_s=np.maximum(t.layer_comm_s - (t.cp_comm_s + t.ep_comm_s), 0.0), cp_comm_time_s=t.cp_comm_s,
         ep_comm_time_s=t.ep_comm_s, pp_comm_time_s=t.pp_comm_s, dp_comm_time_s=t.dp_comm_s,
         bubble_time_s=t.bubble_s, optimizer_time_s=t.optimizer_s, steps_to_train=steps,
         tokens_to_train=steps * tokens_iter, tokens_per_s=tokens_iter / t.step_s,
@@ -184,6 +188,6 @@ def _result(t, mem, hw, steps, tokens_iter, model_flops, n, params, lay, clock, 
         memory_per_accelerator_gb=mem.total_bytes / hardware.GIB, weights_memory_gb=mem.weights_bytes / hardware.GIB,
         gradients_memory_gb=mem.gradients_bytes / hardware.GIB, optimizer_memory_gb=mem.optimizer_bytes / hardware.GIB,
         activations_memory_gb=mem.activations_bytes / hardware.GIB, parameters=params[0], active_parameters=params[1],
-        data_parallel=lay["data_parallel"], reason=REASON_TEXT[codes], reason_code=codes, hw=hw,
+        data_parallel=lay.dp, reason=REASON_TEXT[codes], reason_code=codes, hw=hw,
         clock_mhz=clock, breakdown=t, memory=mem, num_accelerators=n, model_flops=model_flops,
-        micro_batches=lay["micro_batches"], scaleup_size=scaleup_size)
+        micro_batches=lay.micro_batches, scaleup_size=scaleup_size)

@@ -1,4 +1,4 @@
-"""Parallel layout: data-parallel degree, micro-batches, and which layouts can run."""
+"""Parallel layout (:class:`Layout`), pipeline stages (:class:`Stages`) and which layouts can run."""
 
 from __future__ import annotations
 
@@ -81,51 +81,69 @@ def part_embeddings(vh, stages: Stages, tied) -> tuple[np.ndarray, np.ndarray]:
     return np.where(one, both, e), np.where(one, both, o)
 
 
-def layout(
-    num_accelerators: np.ndarray,
-    tensor_parallel: np.ndarray,
-    context_parallel: np.ndarray,
-    pipeline_parallel: np.ndarray,
-    global_batch_size: np.ndarray,
-    micro_batch_size: np.ndarray,
-    layers: np.ndarray,
-    heads: np.ndarray,
-    kv_heads: np.ndarray,
-    interleave: np.ndarray,
-    sequence_parallel: np.ndarray,
-    seq_len: np.ndarray,
-) -> tuple[dict[str, np.ndarray], Stages, list[tuple[np.ndarray, str]]]:
-    """Derived degrees, the pipeline :class:`Stages` and a list of ``(mask, reason)`` for
-    layouts that cannot run.
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A candidate's parallel layout and schedule, one float per candidate (:meth:`of`
+    derives the data-parallel degree and the micro-batches from the inputs).
 
-    ``data_parallel = N / (tp * cp * pp)``; each data-parallel replica runs
-    ``micro_batches = global_batch / (dp * micro_batch)`` micro-batches per iteration
-    (gradient accumulation; context-parallel ranks share a micro-batch). The interleaved
-    1F1B schedule (Narayanan et al. 2021) splits each stage into ``interleave`` model
-    chunks and needs the micro-batches to be a multiple of the pipeline degree
-    (Megatron-LM's requirement). A pipeline with more stages than layers cannot run.
+    ``dp = N / (tp cp pp)``; each data-parallel replica runs ``micro_batches = global_batch /
+    (dp micro_batch)`` micro-batches per iteration (gradient accumulation; context-parallel
+    ranks share a micro-batch).
+    """
+
+    accelerators: np.ndarray       # N, accelerators in the job
+    tp: np.ndarray                 # tensor-parallel degree
+    cp: np.ndarray                 # context-parallel degree
+    pp: np.ndarray                 # pipeline-parallel degree
+    dp: np.ndarray                 # data-parallel degree
+    global_batch: np.ndarray       # sequences per iteration
+    micro_batch: np.ndarray        # sequences per micro-batch
+    micro_batches: np.ndarray      # micro-batches per iteration on one replica
+    interleave: np.ndarray         # model chunks per pipeline stage (>= 1; 1 = 1F1B)
+    sequence_parallel: np.ndarray  # 1: sequence parallelism (only with tensor parallelism)
+    zero_stage: np.ndarray         # sharding (ZeRO) stage 0-3
+    recompute: np.ndarray          # activation recomputation, code into memory.RECOMPUTE
+    flash_attention: np.ndarray    # 1: fused attention kernel
+    cp_overlap: np.ndarray         # 1: the context-parallel exchange overlaps the attention (ring)
+
+    @classmethod
+    def of(cls, *, accelerators, tp, cp, pp, global_batch, micro_batch, interleave, sequence_parallel, zero_stage,
+           recompute, flash_attention, cp_overlap) -> Layout:
+        """The layout of these inputs, with its data-parallel degree and micro-batches."""
+        model_parallel = np.maximum(tp * cp * pp, 1)
+        dp = np.maximum(_floor_div(accelerators, model_parallel), 1)
+        micro_batches = np.maximum(_floor_div(global_batch, np.maximum(dp * micro_batch, 1)), 1)
+        return cls(accelerators=accelerators, tp=tp, cp=cp, pp=pp, dp=dp, global_batch=global_batch,
+                   micro_batch=micro_batch, micro_batches=micro_batches, interleave=np.maximum(interleave, 1),
+                   sequence_parallel=sequence_parallel, zero_stage=zero_stage, recompute=recompute,
+                   flash_attention=flash_attention, cp_overlap=cp_overlap)
+
+
+def infeasible(lay: Layout, stages: Stages, shape) -> list[tuple[np.ndarray, str]]:
+    """``(mask, reason)`` for layouts that cannot run (``shape``: the
+    :class:`~dse.analytic.time.workload.ModelShape`; ``stages``: the whole pipeline's).
+
+    The interleaved 1F1B schedule (Narayanan et al. 2021) splits each stage into
+    ``interleave`` model chunks and needs the micro-batches to be a multiple of the pipeline
+    degree (Megatron-LM's requirement). A pipeline with more stages than layers cannot run.
     Context parallelism splits each sequence into ``2 cp`` chunks (load-balanced causal
     attention in Megatron-Core), so ``2 cp`` must divide it.
     """
-    n, tp, cp, pp = num_accelerators, tensor_parallel, context_parallel, pipeline_parallel
-    gb, mb = global_batch_size, micro_batch_size
-    v = np.maximum(interleave, 1)
-    kv = kv_heads
+    n, tp, cp, pp, v = lay.accelerators, lay.tp, lay.cp, lay.pp, lay.interleave
     model_parallel = np.maximum(tp * cp * pp, 1)
-    dp = np.maximum(_floor_div(n, model_parallel), 1)
-    micro_batches = np.maximum(_floor_div(gb, np.maximum(dp * mb, 1)), 1)
-    stages = pipeline_stages(layers, pp)
-    checks = [
+    seq_len = shape.seq_len
+    return [
         (indivisible(n, model_parallel), "tensor x context x pipeline parallel does not divide the accelerator count"),
-        (indivisible(heads, tp), "tensor parallel degree does not divide the attention heads"),
-        (indivisible(kv, tp) & indivisible(tp, kv), "tensor parallel degree and key-value heads do not divide each other"),
-        (pp > layers, "more pipeline stages than layers"),
+        (indivisible(shape.heads, tp), "tensor parallel degree does not divide the attention heads"),
+        (indivisible(shape.kv_heads, tp) & indivisible(tp, shape.kv_heads),
+         "tensor parallel degree and key-value heads do not divide each other"),
+        (pp > shape.layers, "more pipeline stages than layers"),
         ((v > 1) & indivisible(stages.units, pp * v), "pipeline parallel x interleave does not divide the layers"),
-        (indivisible(gb, dp * mb), "data parallel x micro batch does not divide the global batch"),
+        (indivisible(lay.global_batch, lay.dp * lay.micro_batch), "data parallel x micro batch does not divide the global batch"),
         ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
-        ((v > 1) & indivisible(micro_batches, pp), "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
-        ((sequence_parallel > 0) & indivisible(seq_len, tp),
+        ((v > 1) & indivisible(lay.micro_batches, pp),
+         "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
+        ((lay.sequence_parallel > 0) & indivisible(seq_len, tp),
          "sequence parallelism needs the tensor parallel degree to divide the sequence length"),
         ((cp > 1) & indivisible(seq_len, 2 * cp), "context parallelism needs 2 x its degree to divide the sequence length"),
     ]
-    return {"data_parallel": dp, "micro_batches": micro_batches, "interleave": v}, stages, checks

@@ -20,8 +20,8 @@ def p2p_time(net, act_bytes, tp, pp, v, m, same_domain, scatter_gather) -> np.nd
 def tied_embedding_time(net, shape, tp, pp, dp) -> np.ndarray:
     """Tied embeddings: the first and last stage all-reduce the embedding gradient
     (``V h / tp`` 16-bit values) once per iteration."""
-    emb_grad = BYTES * shape["vocab"] * shape["hidden"] / tp
-    tied = (shape["tied_embeddings"] > 0) & (pp > 1)
+    emb_grad = BYTES * shape.vocab * shape.hidden / tp
+    tied = (shape.tied_embeddings > 0) & (pp > 1)
     return np.where(tied, net.all_reduce(emb_grad, 2.0 * np.ones_like(tp), tp * dp * (pp - 1)), 0.0)
 
 

@@ -30,6 +30,10 @@ from dse.analytic.time import (
     traffic,
 )
 from dse.analytic.time.collectives import Network, exposed, exposed_in
+from dse.analytic.time.frameworks import Stack
+from dse.analytic.time.hardware import Hardware
+from dse.analytic.time.parallelism import Layout, Stages
+from dse.analytic.time.workload import ModelShape, ParameterCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,67 +46,83 @@ class StepBreakdown:
 
     compute_s: np.ndarray       # clock-bound GEMM time
     memory_s: np.ndarray        # memory-bound kernels
-    tp_comm_s: np.ndarray       # exposed tensor-, context- and expert-parallel collectives (all three)
+    layer_comm_s: np.ndarray    # exposed per-layer collectives: tensor-, context- and expert-parallel (all three)
     pp_comm_s: np.ndarray       # pipeline point-to-point and tied-embedding all-reduce
     dp_comm_s: np.ndarray       # exposed data-parallel communication
     bubble_s: np.ndarray        # pipeline bubble
     optimizer_s: np.ndarray     # optimizer step
     step_s: np.ndarray          # iteration time
     overhead_s: np.ndarray      # kernel launch overhead (inside memory_s)
-    hbm_bytes: np.ndarray       # HBM traffic of the element-wise kernels, weights and optimizer
+    hbm_traffic_bytes: np.ndarray  # HBM traffic of the element-wise kernels, weights and optimizer
     scaleup_bytes: np.ndarray   # bytes sent on scale-up links
     scaleout_bytes: np.ndarray  # bytes sent on scale-out links
     # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
     slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
     work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
     host_idle_s: np.ndarray | None = None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
-    cp_comm_s: np.ndarray | None = None  # the context-parallel exchange's share of tp_comm_s
-    ep_comm_s: np.ndarray | None = None  # the experts' dispatch, combine and expert-tensor collectives' share of tp_comm_s
+    cp_comm_s: np.ndarray | None = None  # the context-parallel exchange's share of layer_comm_s
+    ep_comm_s: np.ndarray | None = None  # the experts' dispatch, combine and expert-tensor collectives' share of layer_comm_s
 
     @classmethod
-    def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray, hbm_bytes: np.ndarray) -> StepBreakdown:
+    def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray,
+                        hbm_traffic_bytes: np.ndarray) -> StepBreakdown:
         """Kernels back to back on one accelerator (a profiled stage or kernel): no
         communication, no bubble, no optimizer step."""
         zero = np.zeros(np.shape(compute_s))
-        return cls(compute_s=compute_s, memory_s=memory_s, tp_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
+        return cls(compute_s=compute_s, memory_s=memory_s, layer_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
                    bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
-                   hbm_bytes=hbm_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
+                   hbm_traffic_bytes=hbm_traffic_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
 
 
-def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack, clock_ratio, net: Network,
-              layer_params, embed_params, flash, stages, ex, cp_overlap) -> StepBreakdown:
-    """Per-iteration time breakdown and traffic of one candidate layout (arrays per candidate:
-    tensor, context, pipeline and data-parallel degrees, interleave ``v``, micro-batches ``m``
-    of ``b`` sequences, sequence parallelism, recompute code, ZeRO stage, the stack's arrays,
-    FlashAttention, the pipeline stages, the expert layout ``ex``
-    (:class:`~dse.analytic.time.experts.ExpertLayout`) and whether the context-parallel
-    exchange overlaps the attention (``cp_overlap``: 1 ring, 0 all-gather))."""
+@dataclass(frozen=True, slots=True)
+class StepInputs:
+    """What the step time depends on besides the clock: the model, its parallel layout and
+    pipeline stages, its parameter counts and expert layout, the accelerator, the training
+    stack and the network."""
+
+    shape: ModelShape
+    layout: Layout
+    stages: Stages
+    counts: ParameterCounts
+    ex: experts.ExpertLayout
+    hw: Hardware
+    stack: Stack
+    net: Network
+
+
+def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
+    """Per-iteration time breakdown and traffic of the candidates ``x`` at ``clock_ratio`` =
+    f / f_max."""
     # stays ~60 lines: the phases in the order each feeds the next; each phase is one call
-    T = b * shape["seq_len"] / cp  # tokens per micro-batch on one accelerator
+    shape, stages, ex, hw, stack, net = x.shape, x.stages, x.ex, x.hw, x.stack, x.net
+    layout = x.layout
+    tp, cp, pp, dp, v, m, b = (layout.tp, layout.cp, layout.pp, layout.dp, layout.interleave, layout.micro_batches,
+                               layout.micro_batch)
+    recompute, zero = layout.recompute, layout.zero_stage
+    T = b * shape.seq_len / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lay = layer.layer_time(shape, tp, cp, sp, b, T, T_tiles, recompute, flash, hw, g, g16, eager, ex)
+    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager))
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
-    act_bytes = gemm.BYTES * T * shape["hidden"]
-    n_tp = tensor_parallel.collectives_per_layer(lay.full_recompute)
+    act_bytes = gemm.BYTES * T * shape.hidden
+    n_tp = tensor_parallel.collectives_per_layer(lt.full_recompute)
     with_cp = bool((cp > 1).any())
-    tp_layer, out_tp, cp_layer, ep_layer = _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp,
-                                                       recompute, n_tp, cp_overlap, tax, with_cp, m)
+    layer_comm, out_tp, cp_layer, ep_layer = _layer_comm(x, lt, act_bytes, T, n_tp, with_cp)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
-    lay_m = lay.memory_s + lay.overhead_s
+    lt_m = lt.memory_s + lt.overhead_s
     count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
     one = count == 1
 
     (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb, layers_mb) = _pace_stage(
-        stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp)
-    compute_s, memory_s, tp_s = m * c_mb, m * m_mb, m * tp_mb
-    # the parts of tp_s that are the context-parallel exchange and the experts' traffic (reported apart)
-    no_share = np.zeros_like(tp_s) if cp_layer is None or ep_layer is None else None
+        stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp)
+    compute_s, memory_s, layer_comm_s = m * c_mb, m * m_mb, m * tp_mb
+    # the parts of layer_comm_s that are the context-parallel exchange and the experts' traffic (reported apart)
+    no_share = np.zeros_like(layer_comm_s) if cp_layer is None or ep_layer is None else None
     cp_s = m * layers_mb * cp_layer if cp_layer is not None else no_share
     ep_s = m * layers_mb * ep_layer if ep_layer is not None else no_share
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
@@ -110,8 +130,8 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
         work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
         mean_stage = work / count
     else:
-        mean_stage = np.maximum(shape["layers"] * (lay.compute_s + lay_m + tp_layer) + out_c + out_m + out_tp,
-                                shape["layers"] * lay.host_s) / pp
+        mean_stage = np.maximum(shape.layers * (lt.compute_s + lt_m + layer_comm) + out_c + out_m + out_tp,
+                                shape.layers * lt.host_s) / pp
         work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
@@ -123,64 +143,68 @@ def step_time(*, shape, tp, cp, pp, dp, v, m, b, sp, recompute, zero, hw, stack,
     pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
-    stage_params, busiest, expert_dp = _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex)
+    held = _stage_parameters(shape, stages, x.counts, one, tp, ex)
+    stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    dp_s = data_parallel.dp_time(net, stage_params, dp_group, tp, zero, m, stack, mb_compute, tax, expert_dp,
-                                 layers=busiest, launch_s=hw.kernel_overhead_us * 1e-6)
+    dp_s = data_parallel.dp_time(net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6)
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
     optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
-    step_s = compute_s + memory_s + tp_s + pp_s + dp_s + bubble_s + optimizer_s
+    step_s = compute_s + memory_s + layer_comm_s + pp_s + dp_s + bubble_s + optimizer_s
     cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
-    scaleup, scaleout = _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, T, tp, pp, v, m,
-                                    zero, dp_group, busiest, n_tp, same, cp_volume, cp)
-    weight_params = layer_params / tp
+    scaleup, scaleout = _link_bytes(x, lt, act_bytes, T, n_tp, same, cp_volume, dp_group, held)
+    weight_params = x.counts.layer / tp
     if ex.on:
         weight_params = weight_params + ex.params / (ex.ep * ex.etp)
     return StepBreakdown(
-        compute_s=compute_s, memory_s=memory_s, tp_comm_s=tp_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
+        compute_s=compute_s, memory_s=memory_s, layer_comm_s=layer_comm_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
         bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
-        overhead_s=m * (busiest * lay.overhead_s + idle_mb),
-        hbm_bytes=traffic.hbm_bytes(lay, busiest, m, opt_bytes, weight_params),
+        overhead_s=m * (busiest * lt.overhead_s + idle_mb),
+        hbm_traffic_bytes=traffic.hbm_traffic_bytes(lt, busiest, m, opt_bytes, weight_params),
         scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
         host_idle_s=m * idle_mb, cp_comm_s=cp_s, ep_comm_s=ep_s)
 
 
 
-def _layer_comm(net, shape, lay, ex, stack, act_bytes, T, b, tp, cp, sp, recompute, n_tp, cp_overlap, tax,
-                with_cp, m) -> tuple:
-    """Exposed communication of one layer and one micro-batch (tensor-parallel collectives,
-    the context-parallel exchange, expert dispatch and combine), the output layer's
-    tensor-parallel time (``m`` micro-batches per iteration), and the context-parallel and
-    expert parts of the layer's (None without context parallelism or experts)."""
-    tp_layer, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
+def _layer_comm(x: StepInputs, lt, act_bytes, T, n_tp, with_cp) -> tuple:
+    """Exposed communication of one layer (its times ``lt``) and one micro-batch of ``T``
+    tokens per accelerator (tensor-parallel collectives, the context-parallel exchange,
+    expert dispatch and combine), the output layer's tensor-parallel time, and the
+    context-parallel and expert parts of the layer's (None without context parallelism or
+    experts)."""
+    net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
+    b, tp, cp, sp = layout.micro_batch, layout.tp, layout.cp, layout.sequence_parallel
+    tax = x.hw.overlap_tax
+    layer_comm, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
-    tp_layer, window_s = exposed_in(tp_layer, stack.tp_overlap * (sp > 0), lay.dense_gemm_s, tax)
+    layer_comm, window_s = exposed_in(layer_comm, stack.tp_overlap * (sp > 0), lt.dense_gemm_s, tax)
     cp_layer = ep_layer = None
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
-        cp_layer = exposed(tensor_parallel.cp_time(net, shape, b, tp, cp, recompute), cp_overlap,
-                           lay.attn_core_s, tax)
-        tp_layer = tp_layer + cp_layer
+        cp_layer = exposed(tensor_parallel.cp_time(net, shape, b, tp, cp, layout.recompute), layout.cp_overlap,
+                           lt.attn_core_s, tax)
+        layer_comm = layer_comm + cp_layer
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
-        ep_layer = experts.comm_times(net, shape, ex, T, tp, n_tp, lay.full_recompute, window_s,
-                                      stack.tp_overlap * (sp > 0), tax, m)
-        tp_layer = tp_layer + ep_layer
-    return tp_layer, out_tp, cp_layer, ep_layer
+        ep_layer = experts.comm_times(net, shape, ex, layout, T, lt.full_recompute, window_s,
+                                      stack.tp_overlap * (sp > 0), tax)
+        layer_comm = layer_comm + ep_layer
+    return layer_comm, out_tp, cp_layer, ep_layer
 
 
-def _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, T, tp, pp, v, m, zero, dp_group,
-                busiest, n_tp, same, cp_volume, cp) -> tuple:
+def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group, held) -> tuple:
     """Bytes one accelerator sends per iteration on scale-up and on scale-out links
     (:func:`~dse.analytic.time.traffic.link_bytes`, plus the experts' dispatch and their
-    gradients' reduction)."""
-    scaleup, scaleout = traffic.link_bytes(
-        net, act_bytes, data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes), tp, dp_group, m,
-        busiest, n_tp, pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), same,
-        cp_volume, cp)
+    gradients' reduction). ``held``: :func:`_stage_parameters`."""
+    net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
+    tp, pp, v, m, zero = layout.tp, layout.pp, layout.interleave, layout.micro_batches, layout.zero_stage
+    stage_params, busiest, expert_dp = held.params, held.layers, held.experts
+    sizes = traffic.CollectiveBytes(
+        activations=act_bytes, data_parallel=data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes),
+        pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), context_parallel=cp_volume)
+    scaleup, scaleout = traffic.link_bytes(net, layout, dp_group, busiest, n_tp, same, sizes)
     if ex.on:
-        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lay.full_recompute)
+        e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lt.full_recompute)
         ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
                                     expert_dp[1], expert_dp[2], factor=1.0)
         scaleup = scaleup + m * busiest * e_up + ed_up
@@ -188,17 +212,17 @@ def _link_bytes(net, shape, lay, ex, stack, act_bytes, stage_params, expert_dp, 
     return scaleup, scaleout
 
 
-def _pace_stage(stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp) -> tuple:
+def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) -> tuple:
     """One micro-batch on the first, the most loaded middle and the last stage: their
     (compute + memory + TP) times, and the (compute, memory, TP, host wait, layers) of the
     one that sets the pace (the slowest)."""
 
     def stage(n_layers, with_output):
         """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
-        host dispatches in ``n_layers * lay.host_s`` waits for it (in the memory slot)."""
-        c, mm, tt = (n_layers * lay.compute_s + with_output * out_c, n_layers * lay_m + with_output * out_m,
-                     n_layers * tp_layer + with_output * out_tp)
-        idle = np.maximum(n_layers * lay.host_s - (c + mm + tt), 0.0)
+        host dispatches in ``n_layers * lt.host_s`` waits for it (in the memory slot)."""
+        c, mm, tt = (n_layers * lt.compute_s + with_output * out_c, n_layers * lt_m + with_output * out_m,
+                     n_layers * layer_comm + with_output * out_tp)
+        idle = np.maximum(n_layers * lt.host_s - (c + mm + tt), 0.0)
         return c, mm + idle, tt, idle, n_layers
 
     if stages.part:
@@ -214,13 +238,14 @@ def _pace_stage(stages, count, one, lay, lay_m, tp_layer, out_c, out_m, out_tp) 
     return (t_first, t_middle, t_last), pace
 
 
-def _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex) -> tuple:
+def _stage_parameters(shape, stages, counts: ParameterCounts, one, tp, ex) -> data_parallel.HeldStage:
     """Parameters per accelerator on the stage holding the most (the embedding stages or a
     middle one), the most layers on a stage, and the routed experts' share on that stage
     with its expert-data-parallel group and split (None when dense)."""
-    vh = shape["vocab"] * shape["hidden"]
+    vh = shape.vocab * shape.hidden
+    layer_params, embed_params = counts.layer, counts.embedding
     if stages.part:
-        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape["tied_embeddings"])
+        emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape.tied_embeddings)
         stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
                                   stages.middle * layer_params) / tp
     else:
@@ -231,4 +256,4 @@ def _stage_parameters(shape, stages, layer_params, embed_params, one, tp, ex) ->
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
         expert_params = busiest * ex.params / (ex.ep * ex.etp)
         expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
-    return stage_params, busiest, expert_dp
+    return data_parallel.HeldStage(params=stage_params, layers=busiest, experts=expert_dp)

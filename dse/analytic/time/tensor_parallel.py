@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from dse.analytic.time.gemm import BYTES
-from dse.analytic.time.workload import attention_dims
 
 
 def collectives_per_layer(full_recompute: np.ndarray) -> np.ndarray:
@@ -34,10 +33,10 @@ def cp_bytes(shape, b, tp, cp, recompute) -> np.ndarray:
     ranks (the collective size): the 16-bit keys and values of the whole sequence on one
     tensor rank, gathered forward, gathered again with their gradients reduce-scattered
     backward, and gathered once more when the attention is recomputed. The widths are the
-    attention's own (:func:`~dse.analytic.time.workload.attention_dims`): ``kv_heads x
+    attention's own (:class:`~dse.analytic.time.workload.AttentionDims`): ``kv_heads x
     head_dim`` each, MLA's expanded per-head keys ``a (d + d_r)`` and values ``a d``."""
-    dims = attention_dims(shape)
-    kv = BYTES * b * shape["seq_len"] * (dims["k"] + dims["v"]) / tp
+    dims = shape.attention
+    kv = BYTES * b * shape.seq_len * (dims.k + dims.v) / tp
     return np.where(cp > 1, kv * (3.0 + (recompute >= 1)), 0.0)
 
 

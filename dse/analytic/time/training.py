@@ -16,10 +16,24 @@ batch trains exactly its stated tokens, a larger batch needs more, a smaller one
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+
+@dataclass(frozen=True, slots=True)
+class LossFit:
+    """``L(N, D) = E + A / N^alpha + B / D^beta`` (nats per token; N parameters, D tokens)."""
+
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+
+
 # Hoffmann et al. 2022, eq. 10 (approach 3 fit)
-CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+CHINCHILLA = LossFit(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
 # Kaplan et al. 2020, section 5.1 / Table 4: B* = 2e8 tokens, alpha_B = 0.21
 KAPLAN_B_STAR_TOKENS = 2.0e8
 KAPLAN_ALPHA_B = 0.21
@@ -27,15 +41,15 @@ KAPLAN_ALPHA_B = 0.21
 
 def chinchilla_loss(params: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     c = CHINCHILLA
-    return c["E"] + c["A"] / params ** c["alpha"] + c["B"] / tokens ** c["beta"]
+    return c.E + c.A / params ** c.alpha + c.B / tokens ** c.beta
 
 
 def chinchilla_tokens(params: np.ndarray, target_loss: np.ndarray) -> np.ndarray:
     """Tokens ``D`` with ``L(N, D) = target_loss``; NaN where the loss is unreachable at N."""
     c = CHINCHILLA
-    gap = target_loss - c["E"] - c["A"] / params ** c["alpha"]
+    gap = target_loss - c.E - c.A / params ** c.alpha
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(gap > 0, (c["B"] / gap) ** (1.0 / c["beta"]), np.nan)
+        return np.where(gap > 0, (c.B / gap) ** (1.0 / c.beta), np.nan)
 
 
 def critical_batch_tokens(loss: np.ndarray) -> np.ndarray:
