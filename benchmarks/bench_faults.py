@@ -37,9 +37,16 @@ def study(folder: Path, name: str, execution: dict, candidates: int, cost_s: flo
     xs = max(candidates // 8, 2)
     spec = {
         "name": name,
-        "space": {"x": {"range": [0.0, 1.0], "step": 1 / (xs - 1)}, "y": [0, 1, 2, 3], "shape": ["a", "b"]},
+        "space": {
+            "x": {"range": [0.0, 1.0], "step": 1 / (xs - 1)},
+            "y": [0, 1, 2, 3],
+            "shape": ["a", "b"],
+        },
         "objectives": [{"metric": "f1"}, {"metric": "f2"}],
-        "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator", "options": {"delay_per_candidate_s": cost_s}},
+        "evaluator": {
+            "name": "dse.evaluators.toy:ToyEvaluator",
+            "options": {"delay_per_candidate_s": cost_s},
+        },
         "search": {"algorithm": "exhaustive", "budget": 8 * xs, "batch_size": 8 * xs},
         "execution": {"chunk_size": 10, "dashboard": False, **execution},
         "output": str(folder / name),
@@ -51,13 +58,18 @@ def study(folder: Path, name: str, execution: dict, candidates: int, cost_s: flo
 
 def spawn(folder: Path, name: str, args: list[str]) -> subprocess.Popen:
     log = open(folder / f"{name}.log", "ab")
-    return subprocess.Popen([sys.executable, *args], stdout=log, stderr=log, env=ENV, cwd=folder,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, *args], stdout=log, stderr=log, env=ENV, cwd=folder, start_new_session=True
+    )
 
 
 def log_keys(out: Path) -> pd.Series:
     files = sorted((out / "evaluations").glob("*.arrow"))
-    return pd.concat([pd.read_feather(f, columns=["key"]) for f in files])["key"] if files else pd.Series([], dtype="int64")
+    return (
+        pd.concat([pd.read_feather(f, columns=["key"]) for f in files])["key"]
+        if files
+        else pd.Series([], dtype="int64")
+    )
 
 
 def front(out: Path) -> pd.DataFrame:
@@ -68,7 +80,9 @@ def front(out: Path) -> pd.DataFrame:
 
 
 def task_states(dask_scheduler, keys):
-    return {k: dask_scheduler.tasks[k].state if k in dask_scheduler.tasks else "forgotten" for k in keys}
+    return {
+        k: dask_scheduler.tasks[k].state if k in dask_scheduler.tasks else "forgotten" for k in keys
+    }
 
 
 def main() -> None:
@@ -84,27 +98,72 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="dse-bench-faults-"))
     cost_s = args.cost_ms / 1000
     reference = study(folder, "reference", {"workers": 0}, args.candidates, 0.0)
-    subprocess.run([sys.executable, "-m", "dse", "run", str(reference), "--quiet"], check=True, env=ENV,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "dse", "run", str(reference), "--quiet"],
+        check=True,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     file = folder / "scheduler.json"
-    procs = [spawn(folder, "scheduler", ["-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                         "--port", "0", "--scheduler-file", str(file), "--no-dashboard"])]
+    procs = [
+        spawn(
+            folder,
+            "scheduler",
+            [
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--scheduler-file",
+                str(file),
+                "--no-dashboard",
+            ],
+        )
+    ]
     while not file.exists():
         time.sleep(0.1)
     for i in range(2):
-        procs.append(spawn(folder, f"worker{i}", ["-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
-                                                  "--host", "127.0.0.1", "--nthreads", "1", "--nanny", "--no-dashboard"]))
+        procs.append(
+            spawn(
+                folder,
+                f"worker{i}",
+                [
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    str(file),
+                    "--host",
+                    "127.0.0.1",
+                    "--nthreads",
+                    "1",
+                    "--nanny",
+                    "--no-dashboard",
+                ],
+            )
+        )
     client = Client(scheduler_file=str(file), timeout="30s", set_as_default=False)
     client.wait_for_workers(2, timeout=60)
     (folder / "here.yaml").write_text(f"scheduler_file: {file}\ngrace_s: 60\n")
-    faulty = study(folder, "faulty", {"profile": str(folder / "here.yaml")}, args.candidates, cost_s)
+    faulty = study(
+        folder, "faulty", {"profile": str(folder / "here.yaml")}, args.candidates, cost_s
+    )
     expected_s = args.candidates * cost_s / 2
     moments = sorted(rng.uniform(0.5, 0.85 * expected_s) for _ in range(args.kills))
-    print(f"{args.candidates} candidates at {args.cost_ms:g} ms each on 2 workers (about {expected_s:.0f} s undisturbed); "
-          f"{args.kills} kills at random moments; logs in {folder}\n")
-    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(faulty), "--quiet"], env=ENV,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    print(
+        f"{args.candidates} candidates at {args.cost_ms:g} ms each on 2 workers (about {expected_s:.0f} s undisturbed); "
+        f"{args.kills} kills at random moments; logs in {folder}\n"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(faulty), "--quiet"],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     started = time.monotonic()
     rows = []
     try:
@@ -124,11 +183,22 @@ def main() -> None:
                 states = client.run_on_scheduler(task_states, keys=running) if running else {}
                 if rerun_s is None and all(s in ("memory", "forgotten") for s in states.values()):
                     rerun_s = now
-                if back_s is None and now > 0.2 and len(client.scheduler_info(n_workers=-1)["workers"]) == 2:
+                if (
+                    back_s is None
+                    and now > 0.2
+                    and len(client.scheduler_info(n_workers=-1)["workers"]) == 2
+                ):
                     back_s = now
                 time.sleep(0.02)
-            rows.append({"kill": len(rows) + 1, "at_s": at - started, "chunks_on_worker": len(running),
-                         "rerun_done_s": rerun_s, "two_workers_again_s": back_s})
+            rows.append(
+                {
+                    "kill": len(rows) + 1,
+                    "at_s": at - started,
+                    "chunks_on_worker": len(running),
+                    "rerun_done_s": rerun_s,
+                    "two_workers_again_s": back_s,
+                }
+            )
         _, stderr = run.communicate(timeout=600)
         total_s = time.monotonic() - started
     finally:
@@ -142,12 +212,16 @@ def main() -> None:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     expected, got = set(log_keys(folder / "reference")), log_keys(folder / "faulty")
     same_front = front(folder / "faulty").equals(front(folder / "reference"))
-    print(f"\nrun took {total_s:.1f} s with {len(rows)} kills; evaluations expected {len(expected)}, in the log {len(got)}")
+    print(
+        f"\nrun took {total_s:.1f} s with {len(rows)} kills; evaluations expected {len(expected)}, in the log {len(got)}"
+    )
     print(f"evaluations lost: {len(expected - set(got))} (must be 0)")
     print(f"evaluations repeated: {len(got) - got.nunique()} (must be 0)")
     print(f"front equal to the undisturbed run's: {same_front}")
-    print(f"recovery (all chunks of the killed worker evaluated elsewhere): median {table['rerun_done_s'].median():.2f} s, "
-          f"max {table['rerun_done_s'].max():.2f} s")
+    print(
+        f"recovery (all chunks of the killed worker evaluated elsewhere): median {table['rerun_done_s'].median():.2f} s, "
+        f"max {table['rerun_done_s'].max():.2f} s"
+    )
 
 
 if __name__ == "__main__":

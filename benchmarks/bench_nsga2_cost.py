@@ -70,10 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'evaluations':>14} {'ms/eval':>8}")
     for lo in range(0, args.evaluations, args.stretch):
         hi = min(lo + args.stretch, args.evaluations)
-        per = [1e3 * (_seconds_at(marks, hi) - (_seconds_at(marks, lo) if lo else 0.0)) / (hi - lo)
-               for marks in runs]
+        per = [
+            1e3 * (_seconds_at(marks, hi) - (_seconds_at(marks, lo) if lo else 0.0)) / (hi - lo)
+            for marks in runs
+        ]
         print(f"{lo:>6,}-{hi:<7,} {np.median(per):8.3f}")
-    print(f"whole run: {np.median([m[-1][1] for m in runs]):.1f} s of driver time for {args.evaluations:,} evaluations")
+    print(
+        f"whole run: {np.median([m[-1][1] for m in runs]):.1f} s of driver time for {args.evaluations:,} evaluations"
+    )
     return 0
 
 

@@ -33,13 +33,19 @@ import yaml
 try:
     import h5netcdf
 except ImportError:  # the test extra installs it
-    raise SystemExit('bench_outputs.py writes its synthetic runs with h5netcdf: pip install -e ".[test]"') from None
+    raise SystemExit(
+        'bench_outputs.py writes its synthetic runs with h5netcdf: pip install -e ".[test]"'
+    ) from None
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 1_000_000
-PARAMS = {"accelerator": ["A100-80GB", "H100-SXM"], "num_accelerators": [8, 16, 32, 64],
-          "global_batch_size": [64, 128, 256, 512, 1024], "clock_fraction": [0.6, 0.7, 0.8, 0.9, 1.0],
-          "tensor_parallel": [1, 2]}
+PARAMS = {
+    "accelerator": ["A100-80GB", "H100-SXM"],
+    "num_accelerators": [8, 16, 32, 64],
+    "global_batch_size": [64, 128, 256, 512, 1024],
+    "clock_fraction": [0.6, 0.7, 0.8, 0.9, 1.0],
+    "tensor_parallel": [1, 2],
+}
 
 
 def make_run(folder: Path) -> Path:
@@ -47,21 +53,33 @@ def make_run(folder: Path) -> Path:
     study.update(execution={"workers": 0}, output=str(folder / "run"))
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(study))
-    subprocess.run([sys.executable, "-m", "dse", "run", str(path), "-q"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "dse", "run", str(path), "-q"], check=True, capture_output=True
+    )
     return folder / "run"
 
 
 def chunk_table(start: int, n: int, rng: np.random.Generator) -> pd.DataFrame:
-    t = {name: np.asarray(values)[rng.integers(0, len(values), n)] for name, values in PARAMS.items()}
+    t = {
+        name: np.asarray(values)[rng.integers(0, len(values), n)] for name, values in PARAMS.items()
+    }
     energy = 3e8 * rng.lognormal(0.4, 0.35, n)
     time_s = 8e3 * (3e8 / energy) ** 4 * rng.lognormal(1.5, 0.6, n)  # a trade-off with scatter
     temp = rng.normal(62, 10, n)
     mem = rng.uniform(10, 90, n)
     rejected = rng.random(n) < 0.08
-    t.update(time_to_train_s=time_s, energy_to_train_j=energy, peak_junction_temp_c=temp,
-             memory_per_accelerator_gb=mem, feasible=~rejected,
-             reason=np.where(rejected, "data parallel x micro batch does not divide the global batch", ""),
-             status=np.full(n, "ok"), key=np.arange(start, start + n, dtype=np.int64))
+    t.update(
+        time_to_train_s=time_s,
+        energy_to_train_j=energy,
+        peak_junction_temp_c=temp,
+        memory_per_accelerator_gb=mem,
+        feasible=~rejected,
+        reason=np.where(
+            rejected, "data parallel x micro batch does not divide the global batch", ""
+        ),
+        status=np.full(n, "ok"),
+        key=np.arange(start, start + n, dtype=np.int64),
+    )
     t["meets_constraints"] = ~rejected & (temp <= 85) & (mem <= 80)
     for name in ("time_to_train_s", "energy_to_train_j"):
         t[name] = np.where(rejected, np.nan, t[name])
@@ -77,8 +95,13 @@ def write_synthetic(run: Path, n: int) -> int:
     from dse.datasets import to_dataset, write_netcdf
 
     p = plan(run / "study.yaml")
-    template = to_dataset(chunk_table(0, 10, np.random.default_rng(0)), p.study, p.evaluator, p.space,
-                          kind="evaluations")
+    template = to_dataset(
+        chunk_table(0, 10, np.random.default_rng(0)),
+        p.study,
+        p.evaluator,
+        p.space,
+        kind="evaluations",
+    )
     rng = np.random.default_rng(1)
     front = pd.DataFrame()
     path = run / "evaluations.nc"
@@ -90,16 +113,28 @@ def write_synthetic(run: Path, n: int) -> int:
         for name, var in template.variables.items():
             kind = var.dtype.kind
             if kind in "OUS":  # text as the run writes it: fixed-width UTF-8, read back as strings
-                widths[name] = max(len(str(v).encode()) for vals in (PARAMS.get(name, []), [
-                    "data parallel x micro batch does not divide the global batch", "ok"]) for v in vals)
+                widths[name] = max(
+                    len(str(v).encode())
+                    for vals in (
+                        PARAMS.get(name, []),
+                        ["data parallel x micro batch does not divide the global batch", "ok"],
+                    )
+                    for v in vals
+                )
             if kind in "OUS":  # a character array with a string dimension, as xarray writes text
                 dim = f"string{widths[name]}"
                 if dim not in f.dimensions:
                     f.dimensions[dim] = widths[name]
-                v = f.create_variable(name, ("candidate", dim), dtype="S1", chunks=(min(n, 1 << 18), widths[name]))
+                v = f.create_variable(
+                    name, ("candidate", dim), dtype="S1", chunks=(min(n, 1 << 18), widths[name])
+                )
             else:
-                v = f.create_variable(name, ("candidate",), dtype=np.int8 if kind == "b" else var.dtype,
-                                      chunks=(min(n, 1 << 18),))
+                v = f.create_variable(
+                    name,
+                    ("candidate",),
+                    dtype=np.int8 if kind == "b" else var.dtype,
+                    chunks=(min(n, 1 << 18),),
+                )
             attrs = {k: val for k, val in var.attrs.items()}
             if kind == "b":
                 attrs["dtype"] = "bool"
@@ -114,15 +149,26 @@ def write_synthetic(run: Path, n: int) -> int:
             sl = slice(start, start + len(t))
             for name in template.variables:
                 col = t[name].to_numpy()
-                f.variables[name][sl] = col.astype(np.int8) if col.dtype.kind == "b" else \
-                    (np.char.encode(col.astype(str)).astype(f"S{widths[name]}").view("S1").reshape(len(col), -1)
-                     if name in widths else col)
+                f.variables[name][sl] = (
+                    col.astype(np.int8)
+                    if col.dtype.kind == "b"
+                    else (
+                        np.char.encode(col.astype(str))
+                        .astype(f"S{widths[name]}")
+                        .view("S1")
+                        .reshape(len(col), -1)
+                        if name in widths
+                        else col
+                    )
+                )
             ok = t[t["meets_constraints"]]
             cand = pd.concat([front, ok], ignore_index=True)
             F = cand[["energy_to_train_j", "time_to_train_s"]].to_numpy()
             front = cand[moocore.is_nondominated(F, keep_weakly=True)].reset_index(drop=True)
     front = front.drop(columns="candidate").sort_values("energy_to_train_j").reset_index(drop=True)
-    write_netcdf(to_dataset(front, p.study, p.evaluator, p.space, kind="pareto set"), run / "pareto.nc")
+    write_netcdf(
+        to_dataset(front, p.study, p.evaluator, p.space, kind="pareto set"), run / "pareto.nc"
+    )
     with xr.open_dataset(path) as check:
         assert check.sizes["candidate"] == n and "accelerator" in check.coords
     return len(front)
@@ -131,7 +177,9 @@ def write_synthetic(run: Path, n: int) -> int:
 def measure(args: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of ``python -m dse ARGS`` and its children."""
     start = time.perf_counter()
-    proc = psutil.Popen([sys.executable, "-m", "dse", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = psutil.Popen(
+        [sys.executable, "-m", "dse", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     peak = 0
     while proc.poll() is None:
         try:
@@ -167,11 +215,15 @@ def main() -> None:
             html = (run / "report.html").stat().st_size / 2**20
             rows.append((n, front, size, made, *plot, *report, html))
             shutil.rmtree(run)
-        print(f"{'evaluations':>12} {'front':>6} {'file MiB':>9} {'made s':>7} | {'plot s':>7} "
-              f"{'plot MiB':>9} | {'report s':>8} {'report MiB':>10} {'html MiB':>8}")
+        print(
+            f"{'evaluations':>12} {'front':>6} {'file MiB':>9} {'made s':>7} | {'plot s':>7} "
+            f"{'plot MiB':>9} | {'report s':>8} {'report MiB':>10} {'html MiB':>8}"
+        )
         for n, front, size, made, pw, pm, rw, rm, html in rows:
-            print(f"{n:>12,} {front:>6} {size:>9.0f} {made:>7.1f} | {pw:>7.1f} {pm:>9.0f} | "
-                  f"{rw:>8.1f} {rm:>10.0f} {html:>8.1f}")
+            print(
+                f"{n:>12,} {front:>6} {size:>9.0f} {made:>7.1f} | {pw:>7.1f} {pm:>9.0f} | "
+                f"{rw:>8.1f} {rm:>10.0f} {html:>8.1f}"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

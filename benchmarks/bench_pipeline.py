@@ -106,15 +106,22 @@ def slow_speedup(tmp: Path) -> list[tuple[float, float]]:
     for workers in (1, 2):
         out = tmp / f"slow-{workers}"
         study = {
-            "name": f"slow-{workers}", "output": str(out),
+            "name": f"slow-{workers}",
+            "output": str(out),
             "space": {"x": {"range": [0.0, 1.0], "step": 1 / 199}, "y": [0, 1], "shape": ["a"]},
             "objectives": [{"metric": "f1"}, {"metric": "f2"}],
-            "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator", "options": {"delay_per_candidate_s": 0.05}},
-            "search": {"algorithm": "exhaustive", "budget": 400}, "execution": {"workers": workers},
+            "evaluator": {
+                "name": "dse.evaluators.toy:ToyEvaluator",
+                "options": {"delay_per_candidate_s": 0.05},
+            },
+            "search": {"algorithm": "exhaustive", "budget": 400},
+            "execution": {"workers": workers},
         }
         path = tmp / f"slow-{workers}.yaml"
         path.write_text(yaml.safe_dump(study))
-        wall = measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])["wall_s"]
+        wall = measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])[
+            "wall_s"
+        ]
         loop = sum(h["seconds"] for h in json.loads((out / "state.json").read_text())["history"])
         times.append((wall, loop))
     return times
@@ -124,7 +131,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 1e7])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--slow", action="store_true", help="also the 1-versus-2-worker speed-up of a slow evaluator")
+    ap.add_argument(
+        "--slow",
+        action="store_true",
+        help="also the 1-versus-2-worker speed-up of a slow evaluator",
+    )
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="dse-bench-") as tmp_name:
@@ -143,23 +154,33 @@ def main() -> None:
             e2e = n / m["wall_s"]
             rows.append((n, m, e2e, e2e / (rate * args.workers), rate))
             print(f"  {n:>11,} candidates: {m['wall_s']:.1f} s", flush=True)
-        print(f"\nexhaustive runs, analytic evaluator, {args.workers} workers, {os.cpu_count()} cores\n")
-        print(f"| candidates | wall [s] | CPU [s] | candidates/s | / (in-process x {args.workers}) | "
-              f"search loop [s] | loop candidates/s | loop / (in-process x {args.workers}) | "
-              "in-process [candidates/s] | peak RSS [GB] |")
+        print(
+            f"\nexhaustive runs, analytic evaluator, {args.workers} workers, {os.cpu_count()} cores\n"
+        )
+        print(
+            f"| candidates | wall [s] | CPU [s] | candidates/s | / (in-process x {args.workers}) | "
+            f"search loop [s] | loop candidates/s | loop / (in-process x {args.workers}) | "
+            "in-process [candidates/s] | peak RSS [GB] |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n, m, e2e, ratio, rate in rows:
             loop = n / m["loop_s"]
-            print(f"| {n:,} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {e2e:,.0f} | {ratio:.0%} | "
-                  f"{m['loop_s']:.1f} | {loop:,.0f} | {loop / (rate * args.workers):.0%} | {rate:,.0f} | "
-                  f"{m['peak_rss_gb']:.2f} |")
-        print("\nwall: the whole command (start-up, cluster, search loop, datasets, plot); search loop: "
-              "the batches' ask-evaluate-store-tell time from state.json")
+            print(
+                f"| {n:,} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {e2e:,.0f} | {ratio:.0%} | "
+                f"{m['loop_s']:.1f} | {loop:,.0f} | {loop / (rate * args.workers):.0%} | {rate:,.0f} | "
+                f"{m['peak_rss_gb']:.2f} |"
+            )
+        print(
+            "\nwall: the whole command (start-up, cluster, search loop, datasets, plot); search loop: "
+            "the batches' ask-evaluate-store-tell time from state.json"
+        )
         if args.slow:
             (w1, l1), (w2, l2) = slow_speedup(tmp)
-            print(f"\n50 ms per candidate, 400 candidates (20 s of work): search loop 1 worker {l1:.1f} s, "
-                  f"2 workers {l2:.1f} s, speed-up {l1 / l2:.2f}x; whole command {w1:.1f} s and {w2:.1f} s, "
-                  f"{w1 / w2:.2f}x (start-up, cluster, datasets and plot included)")
+            print(
+                f"\n50 ms per candidate, 400 candidates (20 s of work): search loop 1 worker {l1:.1f} s, "
+                f"2 workers {l2:.1f} s, speed-up {l1 / l2:.2f}x; whole command {w1:.1f} s and {w2:.1f} s, "
+                f"{w1 / w2:.2f}x (start-up, cluster, datasets and plot included)"
+            )
 
 
 if __name__ == "__main__":

@@ -48,15 +48,26 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
-STUDIES = {"2obj": "search-bench.yaml", "3obj": "search-bench-3obj.yaml",
-           "constrained": "search-bench-constrained.yaml"}
+STUDIES = {
+    "2obj": "search-bench.yaml",
+    "3obj": "search-bench-3obj.yaml",
+    "constrained": "search-bench-constrained.yaml",
+}
 BUDGETS = (0.01, 0.02, 0.05)
 DRIVERS = ["nsga2", "nsga2:nopolish", "random", "random:polish"]
-TARGETS = {("3obj", 0.02): (0.95, 0.0), ("3obj", 0.01): (0.85, None)}  # recall at least, off-front at most
+TARGETS = {
+    ("3obj", 0.02): (0.95, 0.0),
+    ("3obj", 0.01): (0.85, None),
+}  # recall at least, off-front at most
 
 
-def _study(path: str, algo: str | None = None, budget: int | None = None, seed: int | None = None,
-           polish: bool | None = None):
+def _study(
+    path: str,
+    algo: str | None = None,
+    budget: int | None = None,
+    seed: int | None = None,
+    polish: bool | None = None,
+):
     from dse.study import Study, load_study
 
     study = load_study(path)
@@ -78,7 +89,9 @@ def exact_table(path: str) -> tuple[np.ndarray, np.ndarray]:
 
     study = _study(path)
     evaluator = load_evaluator(study.evaluator)
-    tag = hashlib.sha256(f"{Path(path).read_text()}|{evaluator.name}|{evaluator.version}|{__version__}".encode())
+    tag = hashlib.sha256(
+        f"{Path(path).read_text()}|{evaluator.name}|{evaluator.version}|{__version__}".encode()
+    )
     cached = CACHE / f"{Path(path).stem}-{tag.hexdigest()[:16]}.npz"
     if cached.exists():
         with np.load(cached) as z:
@@ -139,7 +152,16 @@ def run(path: str, variant: str, budget: int, seed: int):
         driver_s += time.perf_counter() - t1 + (t1 - t0)
         asked.append(keys)
     keys = np.concatenate(asked) if asked else np.empty(0, np.int64)
-    return path, variant, budget, seed, keys, driver.attributes(), time.perf_counter() - started, driver_s
+    return (
+        path,
+        variant,
+        budget,
+        seed,
+        keys,
+        driver.attributes(),
+        time.perf_counter() - started,
+        driver_s,
+    )
 
 
 class Frame:
@@ -160,12 +182,22 @@ class Frame:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--studies", nargs="+", default=list(STUDIES),
-                    help=f"study files, or the short names {', '.join(STUDIES)}")
-    ap.add_argument("--drivers", nargs="+", default=DRIVERS,
-                    help="algorithms; ':polish' / ':nopolish' turns the front polish on / off "
-                         "(default: the algorithm's own default)")
-    ap.add_argument("--budgets", nargs="+", type=float, default=list(BUDGETS), help="shares of the space")
+    ap.add_argument(
+        "--studies",
+        nargs="+",
+        default=list(STUDIES),
+        help=f"study files, or the short names {', '.join(STUDIES)}",
+    )
+    ap.add_argument(
+        "--drivers",
+        nargs="+",
+        default=DRIVERS,
+        help="algorithms; ':polish' / ':nopolish' turns the front polish on / off "
+        "(default: the algorithm's own default)",
+    )
+    ap.add_argument(
+        "--budgets", nargs="+", type=float, default=list(BUDGETS), help="shares of the space"
+    )
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
     args = ap.parse_args(argv)
@@ -184,36 +216,57 @@ def main(argv: list[str] | None = None) -> int:
         ok = _feasible(F, G)
         front = _front(np.flatnonzero(ok), F, ok)
         exact[name] = (F, ok, front, Frame(F[front]))
-        console.print(f"[bold]{name}[/bold] ({Path(path).name}): {len(F):,} candidates, {int(ok.sum()):,} feasible, "
-                      f"{F.shape[1]} objectives, exact front {len(front)} points "
-                      f"({time.perf_counter() - t0:.1f} s, cached in {CACHE.relative_to(HERE.parent)})")
+        console.print(
+            f"[bold]{name}[/bold] ({Path(path).name}): {len(F):,} candidates, {int(ok.sum()):,} feasible, "
+            f"{F.shape[1]} objectives, exact front {len(front)} points "
+            f"({time.perf_counter() - t0:.1f} s, cached in {CACHE.relative_to(HERE.parent)})"
+        )
 
     jobs = []
     for path in paths.values():
         size = int(Space.from_study(_study(path)).size)
         budgets = sorted({max(1, round(b * size)) for b in args.budgets})
         for variant in args.drivers:
-            prefix = variant.endswith(":nopolish") or variant.partition(":")[0] in ("random", "optuna-tpe",
-                                                                                   "optuna-nsga2", "exhaustive") \
+            prefix = (
+                variant.endswith(":nopolish")
+                or variant.partition(":")[0]
+                in ("random", "optuna-tpe", "optuna-nsga2", "exhaustive")
                 and not variant.endswith(":polish")
+            )
             for seed in range(args.seeds):
                 jobs += [(path, variant, b, seed) for b in ([budgets[-1]] if prefix else budgets)]
     runs: dict = {}
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for path, variant, budget, seed, keys, attrs, secs, driver_s in pool.map(run, *zip(*jobs, strict=True)):
+        for path, variant, budget, seed, keys, attrs, secs, driver_s in pool.map(
+            run, *zip(*jobs, strict=True)
+        ):
             runs[(path, variant, budget, seed)] = (keys, attrs, secs, driver_s)
-    console.print(f"{len(jobs)} runs took {time.perf_counter() - t0:.1f} s on {args.jobs} processes")
+    console.print(
+        f"{len(jobs)} runs took {time.perf_counter() - t0:.1f} s on {args.jobs} processes"
+    )
 
     failed = []
     for name, path in paths.items():
         F, ok, front, frame = exact[name]
         true = set(front.tolist())
         size = len(F)
-        table = Table(title=f"{name}: exact front {len(front)} points; median of {args.seeds} seeds "
-                            "(per seed in brackets)")
-        for col in ("driver", "budget", "recall", "recall per seed", "off-front", "off-front per seed",
-                    "hypervolume", "evaluations", "front label", "driver ms/eval"):
+        table = Table(
+            title=f"{name}: exact front {len(front)} points; median of {args.seeds} seeds "
+            "(per seed in brackets)"
+        )
+        for col in (
+            "driver",
+            "budget",
+            "recall",
+            "recall per seed",
+            "off-front",
+            "off-front per seed",
+            "hypervolume",
+            "evaluations",
+            "front label",
+            "driver ms/eval",
+        ):
             table.add_column(col, justify="left" if col in ("driver", "front label") else "right")
         for variant in args.drivers:
             for share in args.budgets:
@@ -229,26 +282,50 @@ def main(argv: list[str] | None = None) -> int:
                         keys, attrs, secs, driver_s = hit
                     found = _front(keys, F, ok)
                     rec.append(len(true.intersection(found.tolist())) / len(true))
-                    off.append(float(np.mean([k not in true for k in found.tolist()])) if len(found) else 0.0)
+                    off.append(
+                        float(np.mean([k not in true for k in found.tolist()]))
+                        if len(found)
+                        else 0.0
+                    )
                     hv.append(frame.hv(F[found]) / frame.exact)
                     used.append(len(keys))
                     labels.append(attrs.get("front", "?"))
                     cost.append(1e3 * driver_s / max(len(keys), 1) if hit is not None else np.nan)
                 per_seed = lambda v: " ".join(f"{x:.2f}" for x in v)  # noqa: E731
-                label = max(set(labels), key=labels.count) + (f" ({len(set(labels))} kinds)" if len(set(labels)) > 1 else "")
-                table.add_row(variant, f"{share:.0%} ({b:,})", f"{np.median(rec):.3f}", per_seed(rec),
-                              f"{np.median(off):.3f}", per_seed(off), f"{np.median(hv):.4f}",
-                              f"{np.median(used):,.0f}", label,
-                              "" if np.isnan(cost).all() else f"{np.nanmedian(cost):.2f}")
+                label = max(set(labels), key=labels.count) + (
+                    f" ({len(set(labels))} kinds)" if len(set(labels)) > 1 else ""
+                )
+                table.add_row(
+                    variant,
+                    f"{share:.0%} ({b:,})",
+                    f"{np.median(rec):.3f}",
+                    per_seed(rec),
+                    f"{np.median(off):.3f}",
+                    per_seed(off),
+                    f"{np.median(hv):.4f}",
+                    f"{np.median(used):,.0f}",
+                    label,
+                    "" if np.isnan(cost).all() else f"{np.nanmedian(cost):.2f}",
+                )
                 target = TARGETS.get((name, share))
                 if target and variant == "nsga2":
                     want_rec, want_off = target
-                    met = np.median(rec) >= want_rec and (want_off is None or np.median(off) <= want_off)
-                    failed += [] if met else [f"{name} at {share:.0%}: recall {np.median(rec):.3f} "
-                                               f"(target {want_rec}), off-front {np.median(off):.3f}"]
-                    console.print(f"target {name} nsga2 at {share:.0%}: recall >= {want_rec}"
-                                  + ("" if want_off is None else " and no off-front point")
-                                  + (" [green]met[/green]" if met else " [red]not met[/red]"))
+                    met = np.median(rec) >= want_rec and (
+                        want_off is None or np.median(off) <= want_off
+                    )
+                    failed += (
+                        []
+                        if met
+                        else [
+                            f"{name} at {share:.0%}: recall {np.median(rec):.3f} "
+                            f"(target {want_rec}), off-front {np.median(off):.3f}"
+                        ]
+                    )
+                    console.print(
+                        f"target {name} nsga2 at {share:.0%}: recall >= {want_rec}"
+                        + ("" if want_off is None else " and no off-front point")
+                        + (" [green]met[/green]" if met else " [red]not met[/red]")
+                    )
         console.print(table)
     for line in failed:
         console.print(f"[red]target missed[/red]: {line}")

@@ -50,33 +50,92 @@ REFERENCE = Path(str(files("dse.analytic.data").joinpath("reference")))
 HELDOUT = REFERENCE / "heldout"
 #: accelerator families with measurements: the parameters of the first name serve all
 FAMILIES = {"A100": ("A100-80GB", "A100-40GB"), "H100": ("H100-SXM", "H800")}
-SHARED = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "host_dispatch_us", "collective_call_us", "collective_latency_us", "attention_eff", "overlap_tax",
-          "eager_elementwise_factor")
-PER_ACCELERATOR = {"A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
-                   "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")}
+SHARED = (
+    "matmul_half_gflop",
+    "matmul_half_k",
+    "kernel_overhead_us",
+    "host_dispatch_us",
+    "collective_call_us",
+    "collective_latency_us",
+    "attention_eff",
+    "overlap_tax",
+    "eager_elementwise_factor",
+)
+PER_ACCELERATOR = {
+    "A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
+    "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff"),
+}
 # (prior value, prior scale, lower bound, upper bound, log-space prior); sources in docs/model.md, section 7
 PRIOR = {
-    "matmul_half_gflop": (10.0, 1.0, 0.01, 1000.0, True),       # a few-GFLOP GEMM loses half to prologue/tail
-    "matmul_half_k": (32.0, 1.0, 1.0, 4096.0, True),            # a 128x128 tile streams K in 32-64-wide steps
-    "kernel_overhead_us": (10.0, 2.0, 0.01, 2000.0, True),      # ~10 us launch and sync per layer pass
-    "host_dispatch_us": (600.0, 1.0, 1.0, 20000.0, True),     # ~35 eager ops per layer pass at ~10-25 us each
-    "collective_call_us": (10.0, 1.0, 0.1, 500.0, True),        # NCCL kernel launch and setup, ~10 us
-    "collective_latency_us": (2.0, 1.0, 0.1, 500.0, True),      # NCCL per-step latency over NVLink, ~1-2 us
-    "attention_eff": (0.75, 0.2, 0.3, 1.0, False),              # FlashAttention-2: 50-73% of A100 peak vs ~87% GEMM
-    "overlap_tax": (0.2, 0.2, 0.0, 1.0, False),                 # overlapped NCCL kernels slow GEMMs ~10-30%
-    "eager_elementwise_factor": (1.5, 0.5, 1.0, 4.0, False),    # unfused norm, activation, residual kernels
-    "matmul_eff_max": (None, 0.1, 0.3, 0.95, False),            # prior: the accelerator's MAMF / peak
-    "fp8_matmul_ratio": (None, 0.1, 0.5, 1.0, False),           # prior: its fp8 / bf16 MAMF efficiency
-    "memory_eff": (0.85, 0.15, 0.3, 1.0, False),                # ~90% of peak HBM bandwidth in streaming kernels
-    "collective_eff": (0.75, 0.2, 0.2, 1.0, False),             # NCCL bus bandwidth / link rate: 0.77 NVLink3, 0.86 HDR
+    "matmul_half_gflop": (
+        10.0,
+        1.0,
+        0.01,
+        1000.0,
+        True,
+    ),  # a few-GFLOP GEMM loses half to prologue/tail
+    "matmul_half_k": (32.0, 1.0, 1.0, 4096.0, True),  # a 128x128 tile streams K in 32-64-wide steps
+    "kernel_overhead_us": (10.0, 2.0, 0.01, 2000.0, True),  # ~10 us launch and sync per layer pass
+    "host_dispatch_us": (
+        600.0,
+        1.0,
+        1.0,
+        20000.0,
+        True,
+    ),  # ~35 eager ops per layer pass at ~10-25 us each
+    "collective_call_us": (10.0, 1.0, 0.1, 500.0, True),  # NCCL kernel launch and setup, ~10 us
+    "collective_latency_us": (
+        2.0,
+        1.0,
+        0.1,
+        500.0,
+        True,
+    ),  # NCCL per-step latency over NVLink, ~1-2 us
+    "attention_eff": (
+        0.75,
+        0.2,
+        0.3,
+        1.0,
+        False,
+    ),  # FlashAttention-2: 50-73% of A100 peak vs ~87% GEMM
+    "overlap_tax": (0.2, 0.2, 0.0, 1.0, False),  # overlapped NCCL kernels slow GEMMs ~10-30%
+    "eager_elementwise_factor": (
+        1.5,
+        0.5,
+        1.0,
+        4.0,
+        False,
+    ),  # unfused norm, activation, residual kernels
+    "matmul_eff_max": (None, 0.1, 0.3, 0.95, False),  # prior: the accelerator's MAMF / peak
+    "fp8_matmul_ratio": (None, 0.1, 0.5, 1.0, False),  # prior: its fp8 / bf16 MAMF efficiency
+    "memory_eff": (0.85, 0.15, 0.3, 1.0, False),  # ~90% of peak HBM bandwidth in streaming kernels
+    "collective_eff": (
+        0.75,
+        0.2,
+        0.2,
+        1.0,
+        False,
+    ),  # NCCL bus bandwidth / link rate: 0.77 NVLink3, 0.86 HDR
 }
 PRIOR_WEIGHT = 0.05
 #: log-ratio size (about 5%) above which a row's residual counts linearly, not quadratically
 ROBUST_SCALE = 0.05
 #: typical size of a change in each parameter (the optimizer's variable scaling)
-SCALE = {"matmul_half_gflop": 5.0, "matmul_half_k": 20.0, "kernel_overhead_us": 10.0, "host_dispatch_us": 200.0, "collective_call_us": 5.0, "collective_latency_us": 2.0, "attention_eff": 0.1,
-         "overlap_tax": 0.1, "eager_elementwise_factor": 0.3,
-         "matmul_eff_max": 0.05, "fp8_matmul_ratio": 0.05, "memory_eff": 0.1, "collective_eff": 0.1}
+SCALE = {
+    "matmul_half_gflop": 5.0,
+    "matmul_half_k": 20.0,
+    "kernel_overhead_us": 10.0,
+    "host_dispatch_us": 200.0,
+    "collective_call_us": 5.0,
+    "collective_latency_us": 2.0,
+    "attention_eff": 0.1,
+    "overlap_tax": 0.1,
+    "eager_elementwise_factor": 0.3,
+    "matmul_eff_max": 0.05,
+    "fp8_matmul_ratio": 0.05,
+    "memory_eff": 0.1,
+    "collective_eff": 0.1,
+}
 MAX_NFEV = 300
 #: starting host dispatch times, as multiples of its prior (see :func:`fit`)
 HOST_STARTS = (1.0, 1.5, 2.0)
@@ -94,8 +153,11 @@ def prior(name: str) -> tuple[float, float, float, float, bool]:
     mu, scale, lo, hi, log = PRIOR[param]
     if mu is None:  # from the published matmul benchmark of the family's first part
         part = FAMILIES[fam][0]
-        mu = hardware.mamf_efficiency(part) if param == "matmul_eff_max" else \
-            hardware.mamf_efficiency(part, "fp8") / hardware.mamf_efficiency(part)
+        mu = (
+            hardware.mamf_efficiency(part)
+            if param == "matmul_eff_max"
+            else hardware.mamf_efficiency(part, "fp8") / hardware.mamf_efficiency(part)
+        )
     return mu, scale, lo, hi, log
 
 
@@ -143,10 +205,15 @@ class Source:
         with np.errstate(all="ignore"):
             r = time_model.evaluate(self.cfg)
             step = r.step_time_s
-            measured_step = np.where(self.quantity == "iteration_time_s", self.measured,
-                                     np.where(self.quantity == "tokens_per_s_per_gpu",
-                                              self.tokens / (self.measured * self.cfg["num_accelerators"]),
-                                              step * r.mfu / self.measured))
+            measured_step = np.where(
+                self.quantity == "iteration_time_s",
+                self.measured,
+                np.where(
+                    self.quantity == "tokens_per_s_per_gpu",
+                    self.tokens / (self.measured * self.cfg["num_accelerators"]),
+                    step * r.mfu / self.measured,
+                ),
+            )
             return np.where(r.reason_code == 0, np.log(step / measured_step), np.nan)
 
 
@@ -175,7 +242,9 @@ def source_residuals(s: Source) -> np.ndarray:
     return robust(np.nan_to_num(s.log_ratio(), nan=1.0), len(s.rows))
 
 
-def fit(sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float] | None = None) -> np.ndarray:
+def fit(
+    sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float] | None = None
+) -> np.ndarray:
     """Robust least squares over ``sources`` (each weighs the same) with weak priors;
     ``pinned`` parameters are held at the given values."""
     ps = [prior(n) for n in names()]
@@ -188,8 +257,10 @@ def fit(sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float
     def resid(x):
         with calibrated(x):
             parts = [source_residuals(s) for s in sources]
-        pri = [PRIOR_WEIGHT * ((np.log(v) - np.log(mu)) if log else (v - mu) / scale)
-               for v, (mu, scale, _, _, log) in zip(x, ps, strict=True)]
+        pri = [
+            PRIOR_WEIGHT * ((np.log(v) - np.log(mu)) if log else (v - mu) / scale)
+            for v, (mu, scale, _, _, log) in zip(x, ps, strict=True)
+        ]
         return np.concatenate([*parts, np.array(pri)])
 
     # the host floor is a max(): its kink hides from a local derivative, so the fit starts from
@@ -197,17 +268,25 @@ def fit(sources: list[Source], max_nfev: int = MAX_NFEV, pinned: dict[str, float
     # differences of DIFF_STEP (relative) see the kink
     best = None
     i_host = names().index("host_dispatch_us")
-    for factor in (HOST_STARTS if "host_dispatch_us" not in (pinned or {}) else (1.0,)):
+    for factor in HOST_STARTS if "host_dispatch_us" not in (pinned or {}) else (1.0,):
         start = x0.copy()
         start[i_host] = np.clip(x0[i_host] * factor, lo[i_host] + 1e-9, hi[i_host] - 1e-9)
-        res = least_squares(resid, start, bounds=(lo, hi), x_scale=np.array([SCALE[n.rpartition(".")[2]] for n in names()]),
-                            max_nfev=max_nfev, diff_step=DIFF_STEP)
+        res = least_squares(
+            resid,
+            start,
+            bounds=(lo, hi),
+            x_scale=np.array([SCALE[n.rpartition(".")[2]] for n in names()]),
+            max_nfev=max_nfev,
+            diff_step=DIFF_STEP,
+        )
         if best is None or res.cost < best.cost:
             best = res
     return best.x
 
 
-def scan(sources: list[Source], left_out: str, param: str, values: list[float], max_nfev: int) -> str:
+def scan(
+    sources: list[Source], left_out: str, param: str, values: list[float], max_nfev: int
+) -> str:
     """What the other sources know about ``param``: for each value, the fit of the sources
     but ``left_out`` with ``param`` held there, its loss per source (flat: the sources carry
     no information on it, so a leave-one-source-out prediction of ``left_out`` follows the
@@ -215,18 +294,27 @@ def scan(sources: list[Source], left_out: str, param: str, values: list[float], 
     rest = [s for s in sources if s.name != left_out]
     held = [s for s in sources if s.name == left_out]
     if not held or len(rest) == len(sources) or param not in names():
-        raise SystemExit(f"--scan: no source {left_out!r} or no parameter {param!r} ({', '.join(names())})")
-    lines = [f"{param} held, fitted without {left_out}",
-             "| value | " + " | ".join(f"loss {s.name}" for s in rest) + f" | {left_out} median / median signed |",
-             "|---:|" + "---:|" * (len(rest) + 1)]
+        raise SystemExit(
+            f"--scan: no source {left_out!r} or no parameter {param!r} ({', '.join(names())})"
+        )
+    lines = [
+        f"{param} held, fitted without {left_out}",
+        "| value | "
+        + " | ".join(f"loss {s.name}" for s in rest)
+        + f" | {left_out} median / median signed |",
+        "|---:|" + "---:|" * (len(rest) + 1),
+    ]
     for v in values:
         x = fit(rest, max_nfev, pinned={param: v})
         with calibrated(x):
             loss = [float((source_residuals(s) ** 2).sum()) for s in rest]
         err = errors(x, held)[left_out] * 100
         err = err[np.isfinite(err)]
-        lines.append(f"| {v:g} | " + " | ".join(f"{c * 1e4:.2f}e-4" for c in loss)
-                     + f" | {np.median(np.abs(err)):.1f}% / {np.median(err):+.1f}% |")
+        lines.append(
+            f"| {v:g} | "
+            + " | ".join(f"{c * 1e4:.2f}e-4" for c in loss)
+            + f" | {np.median(np.abs(err)):.1f}% / {np.median(err):+.1f}% |"
+        )
     return "\n".join(lines)
 
 
@@ -238,7 +326,11 @@ def errors(x, sources: list[Source]) -> dict[str, np.ndarray]:
 
 def stats(err: np.ndarray) -> tuple[int, float, float, float]:
     a = np.abs(err[np.isfinite(err)]) * 100
-    return (len(a), float(np.median(a)), float(a.mean()), float(a.max())) if len(a) else (0, np.nan, np.nan, np.nan)
+    return (
+        (len(a), float(np.median(a)), float(a.mean()), float(a.max()))
+        if len(a)
+        else (0, np.nan, np.nan, np.nan)
+    )
 
 
 def table(title: str, rows: dict[str, np.ndarray]) -> str:
@@ -253,17 +345,31 @@ def table(title: str, rows: dict[str, np.ndarray]) -> str:
 
 def main(argv=None) -> int | str:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="write the in-sample fit to calibration.yaml")
+    ap.add_argument(
+        "--write", action="store_true", help="write the in-sample fit to calibration.yaml"
+    )
     ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out fits")
-    ap.add_argument("--max-nfev", type=int, default=MAX_NFEV, help=f"optimizer evaluation cap ({MAX_NFEV})")
-    ap.add_argument("--scan", metavar="PARAM=V1,V2,...", help="only this: hold PARAM at each value, fit the "
-                    "sources but --leave, print their losses and the left-out source's error")
-    ap.add_argument("--leave", default="vtrain-single-node", help="the source --scan leaves out (vtrain-single-node)")
+    ap.add_argument(
+        "--max-nfev", type=int, default=MAX_NFEV, help=f"optimizer evaluation cap ({MAX_NFEV})"
+    )
+    ap.add_argument(
+        "--scan",
+        metavar="PARAM=V1,V2,...",
+        help="only this: hold PARAM at each value, fit the "
+        "sources but --leave, print their losses and the left-out source's error",
+    )
+    ap.add_argument(
+        "--leave",
+        default="vtrain-single-node",
+        help="the source --scan leaves out (vtrain-single-node)",
+    )
     args = ap.parse_args(argv)
     sources = load_sources(REFERENCE)
     if args.scan:
         param, _, values = args.scan.partition("=")
-        print(scan(sources, args.leave, param, [float(v) for v in values.split(",")], args.max_nfev))
+        print(
+            scan(sources, args.leave, param, [float(v) for v in values.split(",")], args.max_nfev)
+        )
         return 0
     heldout = load_sources(HELDOUT)
     if not sources or not heldout:
@@ -278,9 +384,11 @@ def main(argv=None) -> int | str:
     if not args.no_loso:
         loso = {}
         for i, s in enumerate(sources):
-            xi = fit(sources[:i] + sources[i + 1:], args.max_nfev)
+            xi = fit(sources[:i] + sources[i + 1 :], args.max_nfev)
             loso[s.name] = errors(xi, [s])[s.name]
-        print(table("leave-one-source-out (fitted on the other sources, predicting this one)", loso))
+        print(
+            table("leave-one-source-out (fitted on the other sources, predicting this one)", loso)
+        )
         print()
     held = errors(x, heldout)
     print(table("held-out published runs (never fitted; in-sample parameters)", held))
@@ -290,11 +398,15 @@ def main(argv=None) -> int | str:
         stacks = np.asarray(src.cfg["framework"])
         for stack in dict.fromkeys(stacks):
             by_stack.setdefault(stack, []).append(held[src.name][stacks == stack])
-    print(table("held-out runs by training stack", {k: np.concatenate(v) for k, v in by_stack.items()}))
+    print(
+        table(
+            "held-out runs by training stack", {k: np.concatenate(v) for k, v in by_stack.items()}
+        )
+    )
     if args.write:
         path = Path(str(files("dse.analytic.data").joinpath("calibration.yaml")))
         text = path.read_text()
-        header = text[:text.index("\nshared:") + 1]
+        header = text[: text.index("\nshared:") + 1]
         cal = to_calibration([float(f"{v:.4g}") for v in x])
         body = yaml.safe_dump(cal, sort_keys=False, default_flow_style=False)
         path.write_text(header + body)

@@ -63,8 +63,13 @@ def build(torch, hidden: int, heads: int):
             q, k, v = torch.split(mixed.view(s, b, heads, 3 * self.head_dim), self.head_dim, dim=-1)
             q, k = q.reshape(s, b * heads, -1), k.reshape(s, b * heads, -1)
             scores = torch.empty(b * heads, s, s, dtype=x.dtype, device=x.device)
-            scores = torch.baddbmm(scores, q.transpose(0, 1), k.transpose(0, 1).transpose(1, 2), beta=0.0,
-                                   alpha=1.0 / math.sqrt(self.head_dim))
+            scores = torch.baddbmm(
+                scores,
+                q.transpose(0, 1),
+                k.transpose(0, 1).transpose(1, 2),
+                beta=0.0,
+                alpha=1.0 / math.sqrt(self.head_dim),
+            )
             probs = torch.softmax(scores.view(b, heads, s, s).masked_fill(mask, -10000.0), dim=-1)
             probs = F.dropout(probs, 0.1, training=True).view(b * heads, s, s)
             context = torch.bmm(probs, v.reshape(s, b * heads, -1).transpose(0, 1))
@@ -84,7 +89,10 @@ def build(torch, hidden: int, heads: int):
     class Layer(nn.Module):
         def __init__(self):
             super().__init__()
-            self.input_layernorm, self.post_attention_layernorm = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.input_layernorm, self.post_attention_layernorm = (
+                nn.LayerNorm(hidden),
+                nn.LayerNorm(hidden),
+            )
             self.self_attention, self.mlp = Attention(), MLP()
 
         def forward(self, x, mask):
@@ -136,7 +144,7 @@ def main(argv=None) -> int:
     try:
         import torch
     except ImportError:
-        print("host_dispatch.py needs torch: pip install -e \".[gp]\"", file=sys.stderr)
+        print('host_dispatch.py needs torch: pip install -e ".[gp]"', file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     full = per_layer_s(torch, args.device, recompute=True)

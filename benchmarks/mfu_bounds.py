@@ -44,9 +44,17 @@ def measured_mfu() -> pd.DataFrame:
         tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg).seq_len
         step = np.where(q == "iteration_time_s", v, tokens / (v * n))
         mfu = np.where(q == "mfu", v, r.model_flops / (step * n * r.hw.peak_flops))
-        parts.append(pd.DataFrame({"id": df["id"], "accelerator": np.asarray(cfg["accelerator"]),
-                                   "framework": np.asarray(cfg["framework"]),
-                                   "precision": np.asarray(cfg["precision"]), "mfu": mfu}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "id": df["id"],
+                    "accelerator": np.asarray(cfg["accelerator"]),
+                    "framework": np.asarray(cfg["framework"]),
+                    "precision": np.asarray(cfg["precision"]),
+                    "mfu": mfu,
+                }
+            )
+        )
     out = pd.concat(parts, ignore_index=True)
     out["accelerator"] = out["accelerator"].replace(FAMILY)
     out["precision"] = out["precision"].replace({"fp16": "bf16"})  # same 16-bit peak on these parts
@@ -56,21 +64,40 @@ def measured_mfu() -> pd.DataFrame:
 def candidates(n: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     pick = lambda xs: rng.choice(np.asarray(xs, dtype=object), n)  # noqa: E731
-    return pd.DataFrame({
-        "model": pd.Series(pick(["gpt-1.3b", "llama2-7b", "llama3-8b", "llama2-13b", "llama3-70b", "gpt3-175b",
-                                 "llama3-405b"]), dtype="str"),
-        "accelerator": pd.Series(pick(["A100-80GB", "H100-SXM", "H200", "B200", "MI300X"]), dtype="str"),
-        "framework": pd.Series(pick(frameworks.framework_names()), dtype="str"),
-        "precision": pd.Series(pick(["bf16", "bf16", "fp8"]), dtype="str"),
-        "num_accelerators": rng.choice([8, 16, 64, 256, 1024, 4096], n),
-        "tensor_parallel": rng.choice([1, 2, 4, 8], n), "pipeline_parallel": rng.choice([1, 2, 4, 8, 16], n),
-        "context_parallel": rng.choice([1, 1, 1, 2], n), "interleave": rng.choice([1, 1, 2, 4], n),
-        "micro_batch_size": rng.choice([1, 2, 4, 8, 16], n),
-        "global_batch_size": rng.choice([256, 512, 1024, 2048, 4096], n),
-        "recompute": pd.Series(pick(["none", "selective", "full"]), dtype="str"),
-        "sequence_parallel": rng.choice([False, True], n), "flash_attention": rng.choice([True, True, False], n),
-        "zero_stage": rng.choice([np.nan, 0, 1, 2, 3], n),
-    })
+    return pd.DataFrame(
+        {
+            "model": pd.Series(
+                pick(
+                    [
+                        "gpt-1.3b",
+                        "llama2-7b",
+                        "llama3-8b",
+                        "llama2-13b",
+                        "llama3-70b",
+                        "gpt3-175b",
+                        "llama3-405b",
+                    ]
+                ),
+                dtype="str",
+            ),
+            "accelerator": pd.Series(
+                pick(["A100-80GB", "H100-SXM", "H200", "B200", "MI300X"]), dtype="str"
+            ),
+            "framework": pd.Series(pick(frameworks.framework_names()), dtype="str"),
+            "precision": pd.Series(pick(["bf16", "bf16", "fp8"]), dtype="str"),
+            "num_accelerators": rng.choice([8, 16, 64, 256, 1024, 4096], n),
+            "tensor_parallel": rng.choice([1, 2, 4, 8], n),
+            "pipeline_parallel": rng.choice([1, 2, 4, 8, 16], n),
+            "context_parallel": rng.choice([1, 1, 1, 2], n),
+            "interleave": rng.choice([1, 1, 2, 4], n),
+            "micro_batch_size": rng.choice([1, 2, 4, 8, 16], n),
+            "global_batch_size": rng.choice([256, 512, 1024, 2048, 4096], n),
+            "recompute": pd.Series(pick(["none", "selective", "full"]), dtype="str"),
+            "sequence_parallel": rng.choice([False, True], n),
+            "flash_attention": rng.choice([True, True, False], n),
+            "zero_stage": rng.choice([np.nan, 0, 1, 2, 3], n),
+        }
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -80,16 +107,22 @@ def main(argv: list[str]) -> int:
     table = table.assign(mfu=out["mfu"], feasible=out["feasible"])[out["feasible"].to_numpy()]
     best = measured_mfu()
     print(f"{n:,} candidates, {len(table):,} feasible\n")
-    print("| accelerator | stack | precision | model's highest MFU | its candidate | best measured MFU | run |")
+    print(
+        "| accelerator | stack | precision | model's highest MFU | its candidate | best measured MFU | run |"
+    )
     print("|---|---|---|---:|---|---:|---|")
     for (acc, fw, prec), rows in table.groupby(["accelerator", "framework", "precision"]):
         top = rows.loc[rows["mfu"].idxmax()]
-        cand = (f"{top['model']}, {top['num_accelerators']}, t{top['tensor_parallel']} "
-                f"p{top['pipeline_parallel']} c{top['context_parallel']}, b{top['micro_batch_size']}, "
-                f"{top['recompute']}, flash {'on' if top['flash_attention'] else 'off'}")
-        meas = best[(best["accelerator"] == acc) & (best["framework"] == fw) & (best["precision"] == prec)]
+        cand = (
+            f"{top['model']}, {top['num_accelerators']}, t{top['tensor_parallel']} "
+            f"p{top['pipeline_parallel']} c{top['context_parallel']}, b{top['micro_batch_size']}, "
+            f"{top['recompute']}, flash {'on' if top['flash_attention'] else 'off'}"
+        )
+        meas = best[
+            (best["accelerator"] == acc) & (best["framework"] == fw) & (best["precision"] == prec)
+        ]
         ref = meas.loc[meas["mfu"].idxmax()] if len(meas) else None
-        ref_text = (f"{ref['mfu']:.3f} | {ref['id']}" if ref is not None else "- | none published")
+        ref_text = f"{ref['mfu']:.3f} | {ref['id']}" if ref is not None else "- | none published"
         print(f"| {acc} | {fw} | {prec} | {top['mfu']:.3f} | {cand} | {ref_text} |")
     return 0
 

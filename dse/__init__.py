@@ -18,11 +18,21 @@ The public API (imported on first use, so ``import dse`` stays cheap)::
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load_study": "dse.api", "check_run": "dse.api", "run": "dse.api", "resume": "dse.api", "open_results": "dse.api",
-    "Evaluator": "dse.evaluators.base", "Input": "dse.evaluators.base", "Metric": "dse.evaluators.base",
-    "SearchDriver": "dse.search.base", "Problem": "dse.search.base", "DriverOptions": "dse.search.base",
+    "load_study": "dse.api",
+    "check_run": "dse.api",
+    "run": "dse.api",
+    "resume": "dse.api",
+    "open_results": "dse.api",
+    "Evaluator": "dse.evaluators.base",
+    "Input": "dse.evaluators.base",
+    "Metric": "dse.evaluators.base",
+    "SearchDriver": "dse.search.base",
+    "Problem": "dse.search.base",
+    "DriverOptions": "dse.search.base",
     "Deployer": "dse.execution.deployers.base",
-    "DseError": "dse.errors", "StudyError": "dse.errors", "StoreError": "dse.errors",
+    "DseError": "dse.errors",
+    "StudyError": "dse.errors",
+    "StoreError": "dse.errors",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -80,9 +80,14 @@ def _set() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    if not all(mallopt(param, value) == 1 for param, value in (
-            (M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES), (M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
-            (M_TOP_PAD, TOP_PAD_BYTES))):
+    if not all(
+        mallopt(param, value) == 1
+        for param, value in (
+            (M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
+            (M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
+            (M_TOP_PAD, TOP_PAD_BYTES),
+        )
+    ):
         return False
     import pyarrow as pa
 

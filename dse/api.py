@@ -28,8 +28,18 @@ from dse.runner import Runner, RunResult
 from dse.study import Study, parse_study
 from dse.study import load_study as _load_schema
 
-__all__ = ["Results", "RunPlan", "RunResult", "check_run", "load_study", "open_results", "plan", "plan_resume",
-           "resume", "run"]
+__all__ = [
+    "Results",
+    "RunPlan",
+    "RunResult",
+    "check_run",
+    "load_study",
+    "open_results",
+    "plan",
+    "plan_resume",
+    "resume",
+    "run",
+]
 
 
 def load_study(path: str | Path | Mapping[str, Any]) -> Study:
@@ -48,23 +58,48 @@ def _read(study: Study | str | Path | Mapping[str, Any]) -> Study:
         return parse_study(dict(study), file="<mapping>")
     if isinstance(study, str | PathLike):
         return _load_schema(study)
-    raise StudyError(f"expected a study: a file path, a mapping of its sections or a dse Study, "
-                     f"not {type(study).__name__}", value=study)
+    raise StudyError(
+        f"expected a study: a file path, a mapping of its sections or a dse Study, "
+        f"not {type(study).__name__}",
+        value=study,
+    )
 
 
-def plan(study: Study | str | Path | Mapping[str, Any], *, workers: int | None = None,
-         scheduler: str | None = None, dashboard: bool | None = None) -> RunPlan:
+def plan(
+    study: Study | str | Path | Mapping[str, Any],
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+) -> RunPlan:
     """The checked plan of a study (a path, a mapping or a loaded :class:`Study`)."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 0):
-        raise StudyError("expected a whole number of local worker processes", field="workers", value=workers,
-                         allowed="0 (evaluate in this process) or more; None: the study's or one per core")
-    return plan_run(_read(study), workers=None if workers is None else int(workers), scheduler=scheduler,
-                    dashboard=dashboard)
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 0
+    ):
+        raise StudyError(
+            "expected a whole number of local worker processes",
+            field="workers",
+            value=workers,
+            allowed="0 (evaluate in this process) or more; None: the study's or one per core",
+        )
+    return plan_run(
+        _read(study),
+        workers=None if workers is None else int(workers),
+        scheduler=scheduler,
+        dashboard=dashboard,
+    )
 
 
-def check_run(study: Study | str | Path | Mapping[str, Any], output_dir: str | Path | None = None, *,
-              overwrite: bool = False, workers: int | None = None, scheduler: str | None = None,
-              dashboard: bool | None = None, here: bool = True) -> RunPlan:
+def check_run(
+    study: Study | str | Path | Mapping[str, Any],
+    output_dir: str | Path | None = None,
+    *,
+    overwrite: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+    here: bool = True,
+) -> RunPlan:
     """Everything a new run into ``output_dir`` (default: the study's output folder) checks
     before it starts, without running it: the plan (:func:`plan`), the results folder, the
     driver's files, the cluster and scheduler, the evaluator's preview. Raises
@@ -75,34 +110,67 @@ def check_run(study: Study | str | Path | Mapping[str, Any], output_dir: str | P
     return check_new_run(p, output_dir, overwrite=overwrite, here=here)
 
 
-def run(study: Study | str | Path | Mapping[str, Any] | RunPlan, output_dir: str | Path | None = None, *,
-        overwrite: bool = False, workers: int | None = None, scheduler: str | None = None,
-        dashboard: bool | None = None, progress: ProgressSink | None = None) -> RunResult:
+def run(
+    study: Study | str | Path | Mapping[str, Any] | RunPlan,
+    output_dir: str | Path | None = None,
+    *,
+    overwrite: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+    progress: ProgressSink | None = None,
+) -> RunResult:
     """Run a study into ``output_dir`` (default: the study's output folder), checked as
     :func:`check_run` checks it, or run a plan :func:`check_run` returned. The plan's
     warnings go to ``progress.note`` as the run starts."""
     if isinstance(study, RunPlan):
-        p = study if study.output_dir is not None else check_new_run(study, output_dir, overwrite=overwrite)
+        p = (
+            study
+            if study.output_dir is not None
+            else check_new_run(study, output_dir, overwrite=overwrite)
+        )
     else:
-        p = check_run(study, output_dir, overwrite=overwrite, workers=workers, scheduler=scheduler,
-                      dashboard=dashboard)
+        p = check_run(
+            study,
+            output_dir,
+            overwrite=overwrite,
+            workers=workers,
+            scheduler=scheduler,
+            dashboard=dashboard,
+        )
     _note_warnings(p, progress)
     return Runner(p, p.output_dir, progress=progress).start(overwrite=p.overwrite)
 
 
-def plan_resume(results: str | Path | Results, *, study: Study | None = None, workers: int | None = None,
-                scheduler: str | None = None, dashboard: bool | None = None) -> RunPlan:
+def plan_resume(
+    results: str | Path | Results,
+    *,
+    study: Study | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+) -> RunPlan:
     """The checked plan that continues the run in ``results`` (a folder, or one already
     opened): its stored study (:func:`stored_study`; ``study``: that study changed, e.g. to
     run on another cluster profile), checked as a new run's is, its cluster and scheduler
     as they are now."""
-    stored = results if isinstance(results, Results) else open_results(results)  # the integrity check
+    stored = (
+        results if isinstance(results, Results) else open_results(results)
+    )  # the integrity check
     s = stored_study(stored) if study is None else study
-    return check_resume(plan(s, workers=workers, scheduler=scheduler, dashboard=dashboard), stored.path)
+    return check_resume(
+        plan(s, workers=workers, scheduler=scheduler, dashboard=dashboard), stored.path
+    )
 
 
-def resume(results_dir: str | Path | RunPlan, *, workers: int | None = None, scheduler: str | None = None,
-           dashboard: bool | None = None, progress: ProgressSink | None = None) -> RunResult:
+def resume(
+    results_dir: str | Path | RunPlan,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+    progress: ProgressSink | None = None,
+) -> RunResult:
     """Continue an interrupted run (a results folder, or the plan :func:`plan_resume`
     returned): nothing already stored is evaluated again."""
     if isinstance(results_dir, RunPlan):
@@ -132,6 +200,9 @@ def stored_study(stored: Results) -> Study:
     study = _load_schema(stored.store.study_file)
     used = stored.store.meta.profile_path
     if used and Path(used).is_file():
-        study = (study.with_execution(profile=used) if study.execution.profile
-                 else study.with_execution(profile=used, scheduler=None, workers=None))
+        study = (
+            study.with_execution(profile=used)
+            if study.execution.profile
+            else study.with_execution(profile=used, scheduler=None, workers=None)
+        )
     return study

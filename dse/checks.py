@@ -50,8 +50,13 @@ class RunPlan:
     preview: Preview | None = None
 
 
-def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None = None,
-             dashboard: bool | None = None) -> RunPlan:
+def plan_run(
+    study: Study,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+) -> RunPlan:
     """Check ``study`` (with command-line overrides) and resolve it into a :class:`RunPlan`.
 
     Raises :class:`~dse.errors.StudyError` naming the study file, the field, the value and
@@ -68,8 +73,13 @@ def plan_run(study: Study, *, workers: int | None = None, scheduler: str | None 
         check_distinct(study)  # after: a wrong value is named as such, not as listed twice
         check_metrics(study, evaluator)
         search = plan_search(study, space)
-        execution = plan_execution(study.execution, study_path=study.source_path or None,
-                                   workers=workers, scheduler=scheduler, dashboard=dashboard)
+        execution = plan_execution(
+            study.execution,
+            study_path=study.source_path or None,
+            workers=workers,
+            scheduler=scheduler,
+            dashboard=dashboard,
+        )
     except DseError as exc:
         raise exc.with_file(study.source_path) if study.source_path else exc from None
     return RunPlan(study, space, evaluator, search, execution)
@@ -81,17 +91,26 @@ def check_sections(study: Study) -> None:
     for name in study.space:
         for section, params in (("fixed", study.fixed), ("workload", study.workload)):
             if name in params:
-                raise StudyError(f"'{name}' is both searched (space.{name}) and set ({section}.{name}); "
-                                 "give it in one place", field=f"space.{name}")
+                raise StudyError(
+                    f"'{name}' is both searched (space.{name}) and set ({section}.{name}); "
+                    "give it in one place",
+                    field=f"space.{name}",
+                )
     for name in study.fixed:
         if name in study.workload:
-            raise StudyError(f"'{name}' is set twice (workload.{name} and fixed.{name}); give it in one place",
-                             field=f"fixed.{name}")
+            raise StudyError(
+                f"'{name}' is set twice (workload.{name} and fixed.{name}); give it in one place",
+                field=f"fixed.{name}",
+            )
     first: dict[str, int] = {}
     for i, obj in enumerate(study.objectives):
         if obj.metric in first:
-            raise StudyError(f"objectives[{first[obj.metric]}] already names this metric; each metric is one "
-                             "objective", field=f"objectives[{i}].metric", value=obj.metric)
+            raise StudyError(
+                f"objectives[{first[obj.metric]}] already names this metric; each metric is one "
+                "objective",
+                field=f"objectives[{i}].metric",
+                value=obj.metric,
+            )
         first[obj.metric] = i
 
 
@@ -103,19 +122,30 @@ def check_parameters(study: Study, evaluator: Evaluator) -> None:
     """Every parameter the study names is an input of the evaluator, and of each group of
     alternative inputs (:attr:`~dse.evaluators.Evaluator.exclusive_inputs`) it sets one."""
     inputs = evaluator.inputs
-    for section, params in (("space", study.space), ("fixed", study.fixed), ("workload", study.workload)):
+    for section, params in (
+        ("space", study.space),
+        ("fixed", study.fixed),
+        ("workload", study.workload),
+    ):
         for name in params:
             if name not in inputs:
-                raise StudyError(f"unknown parameter '{name}' for evaluator '{evaluator.name}'"
-                                 f"{did_you_mean(name, inputs)}",
-                                 field=f"{section}.{name}", allowed=", ".join(sorted(inputs)))
+                raise StudyError(
+                    f"unknown parameter '{name}' for evaluator '{evaluator.name}'"
+                    f"{did_you_mean(name, inputs)}",
+                    field=f"{section}.{name}",
+                    allowed=", ".join(sorted(inputs)),
+                )
     given = set(study.space) | set(study.fixed) | set(study.workload)
     for group in evaluator.exclusive_inputs:
         both = [name for name in group if name in given]
         if len(both) > 1:
             where = [f"{_section_of(study, n)}.{n}" for n in both]
-            raise StudyError(f"{' and '.join(where)} are alternatives: evaluator '{evaluator.name}' uses only "
-                             "one of them; set one", field=where[-1], allowed=f"one of {', '.join(group)}")
+            raise StudyError(
+                f"{' and '.join(where)} are alternatives: evaluator '{evaluator.name}' uses only "
+                "one of them; set one",
+                field=where[-1],
+                allowed=f"one of {', '.join(group)}",
+            )
 
 
 def canonical_values(study: Study, evaluator: Evaluator) -> Study:
@@ -134,15 +164,21 @@ def canonical_values(study: Study, evaluator: Evaluator) -> Study:
             return s.model_copy(update={"choices": [one(name, v) for v in s.choices]})
         if isinstance(s, RangeSpec):  # [1.0, 8.0] of an integer input is [1, 8]: the integer grid
             step = None if s.step is None else one(name, s.step)
-            return s.model_copy(update={"range": tuple(one(name, v) for v in s.range), "step": step})
+            return s.model_copy(
+                update={"range": tuple(one(name, v) for v in s.range), "step": step}
+            )
         if isinstance(s, LogSpec):
             base = None if s.base is None else one(name, s.base)
             return s.model_copy(update={"log": tuple(one(name, v) for v in s.log), "base": base})
         return one(name, s)
 
-    return study.model_copy(update={"space": {n: spec(n, s) for n, s in study.space.items()},
-                                    "fixed": {n: one(n, v) for n, v in study.fixed.items()},
-                                    "workload": {n: one(n, v) for n, v in study.workload.items()}})
+    return study.model_copy(
+        update={
+            "space": {n: spec(n, s) for n, s in study.space.items()},
+            "fixed": {n: one(n, v) for n, v in study.fixed.items()},
+            "workload": {n: one(n, v) for n, v in study.workload.items()},
+        }
+    )
 
 
 def check_values(study: Study, evaluator: Evaluator) -> None:
@@ -162,8 +198,11 @@ def check_distinct(study: Study) -> None:
         for i, v in enumerate(values):
             key = (type(v) is bool, v)
             if key in seen:
-                raise StudyError(f"items {seen[key]} and {i} are both {v!r} (as the evaluator spells its values)",
-                                 field=f"space.{name}", allowed="each value once")
+                raise StudyError(
+                    f"items {seen[key]} and {i} are both {v!r} (as the evaluator spells its values)",
+                    field=f"space.{name}",
+                    allowed="each value once",
+                )
             seen[key] = i
 
 
@@ -177,9 +216,12 @@ def check_space_values(space: Space, evaluator: Evaluator) -> None:
         for v in values:
             inp.check(v, field=f"space.{param.name}")
         if param.values is None and inp.kind == "int":
-            raise StudyError("a continuous range of an integer input: every sample would be a fraction",
-                             field=f"space.{param.name}", value={"range": [param.low, param.high]},
-                             allowed="whole-number ends (a grid of step 1), a 'step', a 'log' grid or a list")
+            raise StudyError(
+                "a continuous range of an integer input: every sample would be a fraction",
+                field=f"space.{param.name}",
+                value={"range": [param.low, param.high]},
+                allowed="whole-number ends (a grid of step 1), a 'step', a 'log' grid or a list",
+            )
 
 
 def check_metrics(study: Study, evaluator: Evaluator) -> None:
@@ -188,20 +230,25 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
     allowed = ", ".join(sorted(metrics))
     for i, obj in enumerate(study.objectives):
         if obj.metric not in metrics:
-            raise StudyError(f"unknown metric '{obj.metric}'{did_you_mean(obj.metric, metrics)}",
-                             field=f"objectives[{i}].metric",
-                             allowed=allowed)
+            raise StudyError(
+                f"unknown metric '{obj.metric}'{did_you_mean(obj.metric, metrics)}",
+                field=f"objectives[{i}].metric",
+                allowed=allowed,
+            )
     for i, con in enumerate(study.constraints):
         if con.metric not in metrics:
-            raise StudyError(f"unknown metric '{con.metric}' in constraint '{con}'"
-                             f"{did_you_mean(con.metric, metrics)}",
-                             field=f"constraints[{i}]", allowed=allowed)
-
+            raise StudyError(
+                f"unknown metric '{con.metric}' in constraint '{con}'"
+                f"{did_you_mean(con.metric, metrics)}",
+                field=f"constraints[{i}]",
+                allowed=allowed,
+            )
 
 
 # -- what a run needs of this machine and this moment ---------------------------------------------
-def check_new_run(plan: RunPlan, output: str | Path | None = None, *, overwrite: bool = False,
-                  here: bool = True) -> RunPlan:
+def check_new_run(
+    plan: RunPlan, output: str | Path | None = None, *, overwrite: bool = False, here: bool = True
+) -> RunPlan:
     """``plan`` checked for a new run into ``output`` (default: the study's folder): the
     folder, the driver's own files, the cluster's job and submit command, the scheduler,
     and the evaluator's preview (:mod:`dse.preview`: a cheap evaluator evaluates the space,
@@ -220,7 +267,9 @@ def check_new_run(plan: RunPlan, output: str | Path | None = None, *, overwrite:
     warnings = [*_execution_warnings(plan, here), *_grid_warnings(plan)]
     seen = preview(plan.evaluator, plan.space, plan.study)
     warnings += _preview_verdict(seen, file)
-    return replace(plan, output_dir=output_dir, overwrite=overwrite, warnings=tuple(warnings), preview=seen)
+    return replace(
+        plan, output_dir=output_dir, overwrite=overwrite, warnings=tuple(warnings), preview=seen
+    )
 
 
 def check_resume(plan: RunPlan, results_dir: str | Path) -> RunPlan:
@@ -228,10 +277,14 @@ def check_resume(plan: RunPlan, results_dir: str | Path) -> RunPlan:
     job and submit command and the scheduler, as for a new run. The folder, the driver's
     files and the preview were checked when the run began (the runner checks the
     evaluator's version and input files against the folder)."""
-    return replace(plan, output_dir=Path(results_dir), warnings=tuple(_execution_warnings(plan, True)))
+    return replace(
+        plan, output_dir=Path(results_dir), warnings=tuple(_execution_warnings(plan, True))
+    )
 
 
-def check_output(study: Study, output: str | Path | None = None, *, overwrite: bool = False) -> Path:
+def check_output(
+    study: Study, output: str | Path | None = None, *, overwrite: bool = False
+) -> Path:
     """The results folder a run of ``study`` writes (``output``, else the study's), checked
     as a run would before it writes anything; a problem with the study's own folder names
     the study file and the field that sets it."""
@@ -241,8 +294,11 @@ def check_output(study: Study, output: str | Path | None = None, *, overwrite: b
     except StoreError as exc:
         if output is not None:
             raise
-        raise StudyError(exc.message, file=study.source_path or None,
-                         field="output.path" if study.output.path else "name (results/<name>)") from None
+        raise StudyError(
+            exc.message,
+            file=study.source_path or None,
+            field="output.path" if study.output.path else "name (results/<name>)",
+        ) from None
     return path
 
 
@@ -271,7 +327,9 @@ def _execution_warnings(plan: RunPlan, here: bool) -> list[str]:
         except DseError as exc:
             raise _named(exc, plan.study.source_path or None) from None
         if silent:
-            said.append(f"{silent}; a run waits {execution.grace_s:g} s (execution.grace_s) for it, then stops")
+            said.append(
+                f"{silent}; a run waits {execution.grace_s:g} s (execution.grace_s) for it, then stops"
+            )
     return said
 
 
@@ -283,8 +341,11 @@ def not_answering(address: str) -> str:
 
     unknown = unknown_host(address)
     if unknown:
-        raise DseError(f"cannot reach {address}: {unknown}", field="execution.scheduler or --scheduler",
-                       value=address)
+        raise DseError(
+            f"cannot reach {address}: {unknown}",
+            field="execution.scheduler or --scheduler",
+            value=address,
+        )
     try:
         where = urlsplit(address if "://" in address else f"tcp://{address}")
         with socket.create_connection((where.hostname, where.port), timeout=2.0):
@@ -312,20 +373,30 @@ def _preview_verdict(seen: Preview | None, file: str | None) -> list[str]:
         return []
     n = counted(seen.evaluated, "candidate")
     if seen.contract:
-        raise DseError(f"the evaluator's preview call on {n} broke the evaluator contract, so a run would "
-                       f"fail every candidate: {seen.failed}", file=file)
+        raise DseError(
+            f"the evaluator's preview call on {n} broke the evaluator contract, so a run would "
+            f"fail every candidate: {seen.failed}",
+            file=file,
+        )
     reasons = "; ".join(f"{r} ({c})" for r, c in seen.ruled_out[:5])
     if seen.whole_space and seen.feasible == 0 and not seen.failed:
-        raise DseError(f"none of the space's {n} is feasible and within the constraints, so a run would "
-                       f"find no front: {reasons}", file=file)
+        raise DseError(
+            f"none of the space's {n} is feasible and within the constraints, so a run would "
+            f"find no front: {reasons}",
+            file=file,
+        )
     if seen.failed:
         if seen.breach:
-            then = ("a run fails every call whose table breaks the evaluator contract, all its candidates "
-                    "(not retried one by one)")
+            then = (
+                "a run fails every call whose table breaks the evaluator contract, all its candidates "
+                "(not retried one by one)"
+            )
         else:
             then = "a run splits a failing call until each failing candidate is alone, and reports them"
         return [f"the evaluator failed on the preview's {n} ({seen.failed}): {then}"]
     if seen.feasible == 0:
-        return [f"none of {n} drawn from the space is feasible and meets the constraints ({reasons}): "
-                "the search may find none"]
+        return [
+            f"none of {n} drawn from the space is feasible and meets the constraints ({reasons}): "
+            "the search may find none"
+        ]
     return []

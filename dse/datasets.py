@@ -30,10 +30,23 @@ CONVENTIONS = "CF-1.11"
 #: unit labels evaluators use that UDUNITS-2 does not parse, and what the datasets write.
 #: Counted things (tokens, sequences, steps) and money are dimensionless to UDUNITS.
 CF_UNITS = {
-    "": "1", "GB": "Gbyte", "GiB": "1073741824 byte", "GB/s": "Gbyte/s", "MWh": "MW h", "kWh": "kW h",
-    "tokens": "1", "sequences": "1", "steps": "1", "nats/token": "1", "bit/token": "bit",
-    "tokens/s": "s-1", "tokens/J": "J-1",
-    "USD": "1", "USD/h": "h-1", "USD/kWh": "1/(kW h)", "kg/kWh": "kg/(kW h)",
+    "": "1",
+    "GB": "Gbyte",
+    "GiB": "1073741824 byte",
+    "GB/s": "Gbyte/s",
+    "MWh": "MW h",
+    "kWh": "kW h",
+    "tokens": "1",
+    "sequences": "1",
+    "steps": "1",
+    "nats/token": "1",
+    "bit/token": "bit",
+    "tokens/s": "s-1",
+    "tokens/J": "J-1",
+    "USD": "1",
+    "USD/h": "h-1",
+    "USD/kWh": "1/(kW h)",
+    "kg/kWh": "kg/(kW h)",
 }
 #: temperature rates are differences, not points on the Celsius scale (CF 1.11, section 3.1.2)
 _TEMPERATURE_METADATA = {"degC/s": "temperature: difference"}
@@ -45,7 +58,11 @@ BOOKKEEPING = {  # name: (units or None for text and flags, long_name, descripti
     "error": (None, "error message", "error message of a failed evaluation"),
     "elapsed_s": ("s", "evaluation time", "evaluation time per candidate"),
     "batch": ("1", "search batch", "search batch in which the candidate was evaluated"),
-    "key": ("1", "candidate key", "integer candidate key: the position in the grid of a discrete space, else a 64-bit hash of the parameter values"),
+    "key": (
+        "1",
+        "candidate key",
+        "integer candidate key: the position in the grid of a discrete space, else a 64-bit hash of the parameter values",
+    ),
 }
 
 
@@ -100,25 +117,46 @@ def to_table(ds: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame({n: np.asarray(ds[n].values) for n in columns(ds)})
 
 
-def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: Space,
-               *, kind: str, attrs: dict | None = None) -> xr.Dataset:
+def to_dataset(
+    table: pd.DataFrame,
+    study: Study,
+    evaluator: Evaluator,
+    space: Space,
+    *,
+    kind: str,
+    attrs: dict | None = None,
+) -> xr.Dataset:
     """An xarray Dataset over ``candidate``: parameters as coordinates, metrics, status.
     ``attrs`` (the search's labels: how exact the front is, evaluations spent) are added."""
     inputs, metrics = evaluator.inputs, evaluator.metrics
-    coords: dict = {"candidate": ("candidate", np.arange(len(table)),
-                                  {"units": "1", "long_name": "candidate index"})}
+    coords: dict = {
+        "candidate": (
+            "candidate",
+            np.arange(len(table)),
+            {"units": "1", "long_name": "candidate index"},
+        )
+    }
     for name in space.names:
         if name in table:
             inp = inputs.get(name)
             values = _column_values(table[name])
-            coords[name] = ("candidate", values, variable_attrs(
-                inp.unit if inp else "", inp.description if inp else name, values, "parameter"))
+            coords[name] = (
+                "candidate",
+                values,
+                variable_attrs(
+                    inp.unit if inp else "", inp.description if inp else name, values, "parameter"
+                ),
+            )
     data_vars = {}
     for name, m in metrics.items():
         if name in table:
             values = _column_values(table[name])
             label = "" if m.unit == "bool" else m.unit
-            data_vars[name] = ("candidate", values, variable_attrs(label, m.long_name, values, "metric"))
+            data_vars[name] = (
+                "candidate",
+                values,
+                variable_attrs(label, m.long_name, values, "metric"),
+            )
     for name, (unit, long_name, description) in BOOKKEEPING.items():
         if name in table:
             values = _column_values(table[name])
@@ -126,26 +164,33 @@ def to_dataset(table: pd.DataFrame, study: Study, evaluator: Evaluator, space: S
             data_vars[name] = ("candidate", values, {**var_attrs, "description": description})
     if "feasible" in table or "status" in table:
         values = feasible_mask(table, study)
-        data_vars["meets_constraints"] = ("candidate", values, {
-            **variable_attrs("", "meets constraints", values, "bookkeeping"),
-            "description": "feasible according to the evaluator and meets every study constraint"})
+        data_vars["meets_constraints"] = (
+            "candidate",
+            values,
+            {
+                **variable_attrs("", "meets constraints", values, "bookkeeping"),
+                "description": "feasible according to the evaluator and meets every study constraint",
+            },
+        )
     ds = xr.Dataset(data_vars, coords=coords)
-    ds.attrs.update({
-        "Conventions": CONVENTIONS,
-        "title": f"dse {kind}: {study.name}",
-        "source": f"dse {__version__}, evaluator {evaluator.name} {evaluator.version}",
-        "kind": kind,
-        "study_name": study.name,
-        "study": study.to_yaml(),
-        "objectives": ", ".join(f"{o.direction} {o.metric}" for o in study.objectives),
-        "constraints": "; ".join(str(c) for c in study.constraints),
-        "fixed": ", ".join(f"{k}={v}" for k, v in study.fixed_values.items()),
-        "evaluator": evaluator.name,
-        "evaluator_version": evaluator.version,
-        "format_version": FORMAT_VERSION,
-        "dse_version": __version__,
-        **evaluator.attributes(),
-    })
+    ds.attrs.update(
+        {
+            "Conventions": CONVENTIONS,
+            "title": f"dse {kind}: {study.name}",
+            "source": f"dse {__version__}, evaluator {evaluator.name} {evaluator.version}",
+            "kind": kind,
+            "study_name": study.name,
+            "study": study.to_yaml(),
+            "objectives": ", ".join(f"{o.direction} {o.metric}" for o in study.objectives),
+            "constraints": "; ".join(str(c) for c in study.constraints),
+            "fixed": ", ".join(f"{k}={v}" for k, v in study.fixed_values.items()),
+            "evaluator": evaluator.name,
+            "evaluator_version": evaluator.version,
+            "format_version": FORMAT_VERSION,
+            "dse_version": __version__,
+            **evaluator.attributes(),
+        }
+    )
     ds.attrs.update(attrs or {})
     return ds
 
@@ -173,7 +218,9 @@ def write_netcdf(ds: xr.Dataset, path) -> None:
                 free = f"; {shutil.disk_usage(Path(path).parent).free / 1e6:,.1f} MB left on its file system"
             except OSError:
                 free = ""
-            raise OSError(errno.EIO, f"cannot write: the netCDF library failed ({exc}){free}", str(path)) from None
+            raise OSError(
+                errno.EIO, f"cannot write: the netCDF library failed ({exc}){free}", str(path)
+            ) from None
 
 
 def _to_netcdf_apart(ds: xr.Dataset, path) -> None:
@@ -233,8 +280,17 @@ def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
     seen, masks, widths = KeyIndex(), [], {}
     files = store.log_files()
     schema = log_file_schema(files[0]) if files else None
-    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-            or pa.types.is_dictionary(f.type)] if schema else []
+    text = (
+        [
+            f.name
+            for f in schema
+            if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)
+            or pa.types.is_dictionary(f.type)
+        ]
+        if schema
+        else []
+    )
     for _, table in store.scan(["key", "kept", *text]):
         keys = table.column("key").to_numpy()
         once = np.zeros(len(keys), bool)
@@ -243,8 +299,11 @@ def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
         seen.add(keys[first], np.zeros(int(first.sum()), np.int64))
         masks.append(first & table.column("kept").to_numpy(zero_copy_only=False))
         for name, col in zip(table.column_names, table.columns, strict=True):
-            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or \
-                    pa.types.is_dictionary(col.type):
+            if (
+                pa.types.is_string(col.type)
+                or pa.types.is_large_string(col.type)
+                or pa.types.is_dictionary(col.type)
+            ):
                 n = pc.max(pc.binary_length(col.cast(pa.string()))).as_py() or 0
                 widths[name] = max(widths.get(name, 1), n)
     return masks, widths
@@ -257,12 +316,18 @@ def _text_as_bytes(ds: xr.Dataset) -> xr.Dataset:
     out = ds.copy()
     for name, var in ds.variables.items():
         if var.dtype.kind == "O":
-            width = max((len(str(v).encode()) for v in pd.unique(var.values.ravel())), default=1) or 1
-            out[name] = xr.Variable(var.dims, _fixed_bytes(var.values, width), {**var.attrs, "_Encoding": "utf-8"})
+            width = (
+                max((len(str(v).encode()) for v in pd.unique(var.values.ravel())), default=1) or 1
+            )
+            out[name] = xr.Variable(
+                var.dims, _fixed_bytes(var.values, width), {**var.attrs, "_Encoding": "utf-8"}
+            )
     return out
 
 
-def _chunk_values(table, template: xr.Dataset, widths: dict[str, int], study: Study) -> dict[str, np.ndarray]:
+def _chunk_values(
+    table, template: xr.Dataset, widths: dict[str, int], study: Study
+) -> dict[str, np.ndarray]:
     """The values of every variable of ``template`` (but ``candidate``) for the log rows in
     ``table`` (Arrow), as :func:`to_dataset` makes them, text as fixed-width UTF-8 bytes: a
     column without nulls is converted from Arrow directly (text through its dictionary),
@@ -276,27 +341,47 @@ def _chunk_values(table, template: xr.Dataset, widths: dict[str, int], study: St
             continue
         col = table.column(name)
         text = var.dtype.kind == "O"
-        if col.null_count or not (text or pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-                                  or pa.types.is_boolean(col.type)):
+        if col.null_count or not (
+            text
+            or pa.types.is_integer(col.type)
+            or pa.types.is_floating(col.type)
+            or pa.types.is_boolean(col.type)
+        ):
             values = _column_values(col.to_pandas())
             out[name] = _fixed_bytes(values, widths.get(name, 1)) if text else values
         elif text:
-            coded = pc.dictionary_encode(col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col)
+            coded = pc.dictionary_encode(
+                col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+            )
             coded = coded.combine_chunks()  # a block is never empty (log_dataset skips empty ones)
-            words = np.array([w.encode() for w in coded.dictionary.to_pylist()], dtype=f"S{widths.get(name, 1)}")
+            words = np.array(
+                [w.encode() for w in coded.dictionary.to_pylist()], dtype=f"S{widths.get(name, 1)}"
+            )
             out[name] = words[coded.indices.to_numpy(zero_copy_only=False)]
         else:
             out[name] = col.to_numpy()
     if "meets_constraints" in template.variables:
-        needed = [n for n in ("feasible", "status", *(o.metric for o in study.objectives),
-                              *(c.metric for c in study.constraints)) if n in table.column_names]
-        out["meets_constraints"] = feasible_mask(table.select(list(dict.fromkeys(needed))).to_pandas(), study)
+        needed = [
+            n
+            for n in (
+                "feasible",
+                "status",
+                *(o.metric for o in study.objectives),
+                *(c.metric for c in study.constraints),
+            )
+            if n in table.column_names
+        ]
+        out["meets_constraints"] = feasible_mask(
+            table.select(list(dict.fromkeys(needed))).to_pandas(), study
+        )
     return out
 
 
 def _fixed_bytes(values: np.ndarray, width: int) -> np.ndarray:
     """Text as UTF-8 bytes of a fixed width (each distinct value encoded once)."""
-    codes, uniques = pd.factorize(pd.Series(values, dtype=object).astype(str), use_na_sentinel=False)
+    codes, uniques = pd.factorize(
+        pd.Series(values, dtype=object).astype(str), use_na_sentinel=False
+    )
     return np.array([u.encode() for u in uniques], dtype=f"S{width}")[codes]
 
 
@@ -335,18 +420,27 @@ def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.D
     sizes = [sum(int(masks[i].sum()) for i in block) for block in blocks]
 
     def rows(b: int) -> pa.Table:
-        tables = [store.read_file(files[i]) for i in blocks[b]]  # a file whose rows are all shown is not copied
-        tables = [t.drop_columns(["kept"]) if masks[i].all() else t.filter(masks[i]).drop_columns(["kept"])
-                  for t, i in zip(tables, blocks[b], strict=True)]
+        tables = [
+            store.read_file(files[i]) for i in blocks[b]
+        ]  # a file whose rows are all shown is not copied
+        tables = [
+            t.drop_columns(["kept"])
+            if masks[i].all()
+            else t.filter(masks[i]).drop_columns(["kept"])
+            for t, i in zip(tables, blocks[b], strict=True)
+        ]
         return pa.concat_tables(tables, promote_options="permissive")
 
     nonempty = [b for b, n in enumerate(sizes) if n]
     if not nonempty:
         return to_dataset(pd.DataFrame(), study, evaluator, space, kind="evaluations")
-    template = to_dataset(rows(nonempty[0]).slice(0, 1).to_pandas(), study, evaluator, space, kind="evaluations")
+    template = to_dataset(
+        rows(nonempty[0]).slice(0, 1).to_pandas(), study, evaluator, space, kind="evaluations"
+    )
 
     def chunk(b: int) -> dict[str, np.ndarray]:
         return _chunk_values(rows(b), template, widths, study)
+
     parts = {i: dask.delayed(chunk)(i) for i in nonempty}
     data = {}
     for name, var in template.variables.items():
@@ -355,9 +449,20 @@ def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.D
         text = var.dtype.kind == "O"
         dtype = np.dtype(f"S{widths.get(name, 1)}") if text else var.dtype
         attrs = {**var.attrs, "_Encoding": "utf-8"} if text else var.attrs
-        data[name] = xr.Variable(var.dims, da.concatenate([
-            da.from_delayed(dask.delayed(lambda d, n=name: d[n])(parts[i]), shape=(sizes[i],), dtype=dtype)
-            for i in nonempty]), attrs)
+        data[name] = xr.Variable(
+            var.dims,
+            da.concatenate(
+                [
+                    da.from_delayed(
+                        dask.delayed(lambda d, n=name: d[n])(parts[i]),
+                        shape=(sizes[i],),
+                        dtype=dtype,
+                    )
+                    for i in nonempty
+                ]
+            ),
+            attrs,
+        )
     coords = {n: data.pop(n) for n in list(data) if n in template.coords}
     ds = xr.Dataset(data, coords={**coords, "candidate": np.arange(sum(sizes))})
     ds["candidate"].attrs.update(template["candidate"].attrs)
@@ -369,8 +474,9 @@ def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.D
 EAGER_ROWS = 200_000
 
 
-def write_log_dataset(store, study: Study, evaluator: Evaluator, space: Space, path,
-                      attrs: dict | None = None) -> None:
+def write_log_dataset(
+    store, study: Study, evaluator: Evaluator, space: Space, path, attrs: dict | None = None
+) -> None:
     """Write the log's shown rows to ``path`` (netCDF) with ``attrs`` added: a small log in
     one piece, a large one as :func:`log_dataset`, chunk by chunk, so memory stays at a few
     log files whatever the log's size."""

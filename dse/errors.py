@@ -19,7 +19,7 @@ _VALUE_CHARS = 160
 def short_repr(value: object) -> str:
     """``value`` as an error message shows it (long texts and numbers shortened)."""
     text = _VALUE_REPR.repr(value)
-    return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
 
 
 def printable(text: object, *, keep: str = "") -> str:
@@ -29,8 +29,12 @@ def printable(text: object, *, keep: str = "") -> str:
     text = str(text)
     if text.isprintable():
         return text
-    return "".join(ch if ch in keep or unicodedata.category(ch) != "Cc" else ch.encode("unicode_escape").decode()
-                   for ch in text)
+    return "".join(
+        ch
+        if ch in keep or unicodedata.category(ch) != "Cc"
+        else ch.encode("unicode_escape").decode()
+        for ch in text
+    )
 
 
 def _loose(text: str) -> str:
@@ -60,7 +64,9 @@ def closest(name: object, choices: Iterable[object]) -> list[str]:
     if 1 <= len(parts) <= 2:
         return parts
     numbers = re.findall(r"\d+", name)
-    scored = sorted(((difflib.SequenceMatcher(None, name, t).ratio(), t) for t in texts), reverse=True)
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, name, t).ratio(), t) for t in texts), reverse=True
+    )
     scored = [(r, t) for r, t in scored if r >= 0.75 and re.findall(r"\d+", t) == numbers]
     if not scored or (len(scored) > 1 and scored[1][0] > scored[0][0] - 0.02):
         return []
@@ -86,7 +92,9 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
 
 #: pydantic's length errors: "List should have at least 1 item after validation, not 0",
 #: "String should have at least 1 character"
-_LENGTH = re.compile(r"(?:List|Dictionary|Tuple|Set|String|Value) should have (at (?:least|most) \d+ \w+)")
+_LENGTH = re.compile(
+    r"(?:List|Dictionary|Tuple|Set|String|Value) should have (at (?:least|most) \d+ \w+)"
+)
 
 
 def pydantic_message(msg: str) -> str:

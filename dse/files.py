@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "dse-results"  # marker in meta.json and in every dataset written
-FORMAT_VERSION = 3  # 2: integer candidate keys, grouped log files with a "kept" column; 3: Arrow log files
+FORMAT_VERSION = (
+    3  # 2: integer candidate keys, grouped log files with a "kept" column; 3: Arrow log files
+)
 OLDEST_FORMAT_READ = 2  # format 2's Parquet log files are read as they are
 #: the netCDF library that writes and reads the datasets: the netCDF-C library (netCDF4)
 #: defines a variable in well under 1 ms where h5netcdf's Python layer over h5py takes 5-15 ms
@@ -56,8 +58,10 @@ def not_a_file(path: Path) -> str | None:
         if where.exists() and not where.is_file() and not where.is_dir():
             return "is a device, pipe or socket, not a file; give a file path"
     if path.is_symlink():
-        return (f"is a symbolic link (to {os.readlink(path)}); dse does not write through links: "
-                "give the file itself, or another name")
+        return (
+            f"is a symbolic link (to {os.readlink(path)}); dse does not write through links: "
+            "give the file itself, or another name"
+        )
     return None
 
 
@@ -85,12 +89,18 @@ def refuse_unsafe_write(path: Path) -> None:
     path = Path(path)
     why = not_a_file(path)
     if why:
-        raise OSError(errno.ELOOP if path.is_symlink() else errno.EINVAL, f"cannot write: {why}", str(path))
+        raise OSError(
+            errno.ELOOP if path.is_symlink() else errno.EINVAL, f"cannot write: {why}", str(path)
+        )
     for folder in Path(os.path.abspath(path)).parents:
         root = results_folder_of(folder) if folder.is_symlink() else None
         if root is not None:
-            raise OSError(errno.ELOOP, f"cannot write: {folder} is a symbolic link inside the results folder "
-                          f"{root}; dse writes there through real folders only (remove the link)", str(path))
+            raise OSError(
+                errno.ELOOP,
+                f"cannot write: {folder} is a symbolic link inside the results folder "
+                f"{root}; dse writes there through real folders only (remove the link)",
+                str(path),
+            )
 
 
 def unfit_results_folder(path: Path) -> str | None:
@@ -112,15 +122,21 @@ def unfit_results_folder(path: Path) -> str | None:
         return None
     info = where.stat()
     if info.st_uid != os.geteuid():
-        return (f"belongs to another user (uid {info.st_uid}), who could put links in it while dse writes; "
-                "give a folder of your own")
+        return (
+            f"belongs to another user (uid {info.st_uid}), who could put links in it while dse writes; "
+            "give a folder of your own"
+        )
     if info.st_mode & stat.S_IWOTH:
-        return ("is writable by every user, who could put links in it while dse writes; "
-                "give a folder of your own (or chmod o-w it)")
+        return (
+            "is writable by every user, who could put links in it while dse writes; "
+            "give a folder of your own (or chmod o-w it)"
+        )
     meta, log = where / "meta.json", where / "evaluations"
     ours = (meta.is_file() and not meta.is_symlink()) or (log.is_dir() and not log.is_symlink())
     if os.listdir(where) and not ours:
-        return "holds files but is not a dse results folder (no meta.json); give a new or empty folder"
+        return (
+            "holds files but is not a dse results folder (no meta.json); give a new or empty folder"
+        )
     return None
 
 
@@ -130,9 +146,16 @@ def _private_folder(path: Path) -> Path:
     that readers skip it and :class:`~dse.store.ResultStore` removes it once the pid is gone."""
     # a name of at most 255 bytes, as the file's own may be (a long one is cut)
     try:
-        return Path(tempfile.mkdtemp(prefix=f".{_cut(path.name, 255 - 40)}.", suffix=f".{os.getpid()}.tmp",
-                                     dir=path.parent))
-    except OSError as exc:  # named as the file to write, not the hidden folder that could not be made
+        return Path(
+            tempfile.mkdtemp(
+                prefix=f".{_cut(path.name, 255 - 40)}.",
+                suffix=f".{os.getpid()}.tmp",
+                dir=path.parent,
+            )
+        )
+    except (
+        OSError
+    ) as exc:  # named as the file to write, not the hidden folder that could not be made
         raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", str(path)) from None
 
 
@@ -157,7 +180,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield tmp
         if tmp.is_symlink():
-            raise OSError(errno.ELOOP, "cannot write: the file written is a symbolic link", str(path))
+            raise OSError(
+                errno.ELOOP, "cannot write: the file written is a symbolic link", str(path)
+            )
         if tmp.is_file():
             fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
             try:
@@ -171,7 +196,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
         if exc.filename is not None and Path(exc.filename) != tmp and str(private) not in str(exc):
             raise  # about another file: its own name says where
         # (no file named: a write that found the disk full says only "No space left on device")
-        why = (exc.strerror or str(exc)).replace(str(tmp), str(path)).replace(str(private), str(path.parent))
+        why = (
+            (exc.strerror or str(exc))
+            .replace(str(tmp), str(path))
+            .replace(str(private), str(path.parent))
+        )
         if not why.startswith("cannot write"):
             why = f"cannot write: {why}"
         raise OSError(exc.errno, why, str(path)) from None

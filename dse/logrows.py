@@ -35,15 +35,23 @@ class LogRows:
     def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
         n = len(candidates)
         if not result.columns.is_unique:
-            raise ValueError(f"duplicate result columns: {sorted(set(result.columns[result.columns.duplicated()]))}")
-        columns = [pa.array(candidates.index.to_numpy(dtype=np.int64)), pa.array(np.full(n, self.batch, np.int32)),
-                   *(arrow_column(candidates[name]) for name in self.parameters),
-                   *(arrow_column(result[name]) for name in result.columns), pa.array(np.ones(n, bool))]
+            raise ValueError(
+                f"duplicate result columns: {sorted(set(result.columns[result.columns.duplicated()]))}"
+            )
+        columns = [
+            pa.array(candidates.index.to_numpy(dtype=np.int64)),
+            pa.array(np.full(n, self.batch, np.int32)),
+            *(arrow_column(candidates[name]) for name in self.parameters),
+            *(arrow_column(result[name]) for name in result.columns),
+            pa.array(np.ones(n, bool)),
+        ]
         names = ["key", "batch", *self.parameters, *(str(name) for name in result.columns), "kept"]
         table = pa.Table.from_arrays(columns, names=names)
         # the told columns, copied (take): the table shares the evaluator's arrays, which an
         # evaluator may reuse for its next call while this chunk waits to be told
-        narrow = table.select([c for c in ("key", *self.narrow) if c in names]).take(pa.array(np.arange(n)))
+        narrow = table.select([c for c in ("key", *self.narrow) if c in names]).take(
+            pa.array(np.arange(n))
+        )
         summary = summarize(narrow.to_pandas(), self.study)
         return LogChunk(encode(table), narrow, table.take(pa.array(summary.contenders)), summary)
 

@@ -18,7 +18,11 @@ def objective_matrix(table: pd.DataFrame, study: Study) -> np.ndarray:
     """``(n, m)`` objectives, every column to be minimised (maximised metrics negated)."""
     cols = []
     for obj in study.objectives:
-        v = pd.to_numeric(table[obj.metric], errors="coerce").to_numpy(dtype=float) if obj.metric in table else np.full(len(table), np.nan)
+        v = (
+            pd.to_numeric(table[obj.metric], errors="coerce").to_numpy(dtype=float)
+            if obj.metric in table
+            else np.full(len(table), np.nan)
+        )
         cols.append(-v if obj.direction == "maximize" else v)
     return np.column_stack(cols) if cols else np.empty((len(table), 0))
 
@@ -29,12 +33,20 @@ def violation_matrix(table: pd.DataFrame, study: Study) -> np.ndarray:
     n = len(table)
     cols = []
     for con in study.constraints:
-        v = pd.to_numeric(table[con.metric], errors="coerce").to_numpy(dtype=float) if con.metric in table else np.full(n, np.nan)
+        v = (
+            pd.to_numeric(table[con.metric], errors="coerce").to_numpy(dtype=float)
+            if con.metric in table
+            else np.full(n, np.nan)
+        )
         g = v - con.bound if con.op in ("<=", "<") else con.bound - v
         if con.op in ("<", ">"):
             g = np.where(g == 0, 1e-12, g)
         cols.append(np.where(np.isfinite(g), g, FAILED_VIOLATION))
-    ok = table["feasible"].fillna(False).to_numpy(dtype=bool, copy=True) if "feasible" in table else np.zeros(n, bool)
+    ok = (
+        table["feasible"].fillna(False).to_numpy(dtype=bool, copy=True)
+        if "feasible" in table
+        else np.zeros(n, bool)
+    )
     if "status" in table:
         ok = ok & (table["status"] == "ok").to_numpy(dtype=bool)
     cols.append(np.where(ok, 0.0, 1.0))
@@ -61,11 +73,14 @@ def ruled_out(table: pd.DataFrame, study: Study) -> dict[str, int]:
     g = violation_matrix(table, study)
     bad = g[:, -1] > 0
     if bad.any():
-        reasons = (table["reason"].astype(str).to_numpy() if "reason" in table
-                   else np.full(len(table), "")).astype(object)
+        reasons = (
+            table["reason"].astype(str).to_numpy() if "reason" in table else np.full(len(table), "")
+        ).astype(object)
         if "status" in table and "error" in table:
             failed = (table["status"] != "ok").to_numpy()
-            reasons = np.where(failed, "evaluation failed: " + table["error"].astype(str).to_numpy(), reasons)
+            reasons = np.where(
+                failed, "evaluation failed: " + table["error"].astype(str).to_numpy(), reasons
+            )
         reasons = np.where(reasons == "", "infeasible", reasons)
         for r, n in pd.Series(reasons[bad]).value_counts(sort=False).items():
             counts[f"evaluator: {r}"] = int(n)
@@ -159,13 +174,17 @@ class RunningFront:
         if len(chunk.contenders) == 0:
             return np.zeros(0, bool)
         nd = moocore.is_nondominated(np.vstack([self.f, chunk.f]), keep_weakly=True)
-        old, new = nd[:len(self.f)], nd[len(self.f):]
+        old, new = nd[: len(self.f)], nd[len(self.f) :]
         joining = rows(new).reset_index(drop=True)
-        self.rows = pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining
+        self.rows = (
+            pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining
+        )
         self.f = np.vstack([self.f[old], chunk.f[new]])
         return new
 
-    def update(self, table: pd.DataFrame, rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> np.ndarray:
+    def update(
+        self, table: pd.DataFrame, rows: Callable[[np.ndarray], pd.DataFrame] | None = None
+    ) -> np.ndarray:
         """Fold ``table``'s rows in (see :func:`summarize` for its columns); returns the mask
         of its rows on the front now. The front keeps the rows, or ``rows(mask)``."""
         chunk = summarize(table, self.study)
@@ -217,5 +236,7 @@ class HypervolumeTracker:
         return float(moocore.hypervolume(z, ref=np.ones(z.shape[1])))
 
     def state(self) -> dict:
-        return {"ideal": None if self.ideal is None else self.ideal.tolist(),
-                "nadir": None if self.nadir is None else self.nadir.tolist()}
+        return {
+            "ideal": None if self.ideal is None else self.ideal.tolist(),
+            "nadir": None if self.nadir is None else self.nadir.tolist(),
+        }

@@ -38,29 +38,40 @@ def load_class(group: str, name: str, base: type, *, field: str, kind: str) -> t
         except (ImportError, AttributeError, ValueError) as exc:
             raise StudyError(f"cannot import {kind} '{name}': {exc}", field=field) from None
         except Exception as exc:  # noqa: BLE001 - the plug-in's module failed while it was imported
-            raise StudyError(f"{kind} '{name}' failed while its module was imported: {type(exc).__name__}: {exc}",
-                             field=field) from None
+            raise StudyError(
+                f"{kind} '{name}' failed while its module was imported: {type(exc).__name__}: {exc}",
+                field=field,
+            ) from None
     else:
         found = entry_points(group=group)
         eps = {ep.name: ep for ep in found}
         claims = sorted({f"{_package(ep)} ({ep.value})" for ep in found if ep.name == name})
         if len(claims) > 1:  # which one loads would depend on the order of sys.path
-            raise StudyError(f"{kind} '{name}' is registered by more than one installed package: "
-                             f"{' and '.join(claims)}; uninstall one, or name the class as "
-                             "package.module:Class", field=field)
+            raise StudyError(
+                f"{kind} '{name}' is registered by more than one installed package: "
+                f"{' and '.join(claims)}; uninstall one, or name the class as "
+                "package.module:Class",
+                field=field,
+            )
         if name not in eps:
             raise StudyError(
-                f"unknown {kind} '{name}'{did_you_mean(name, eps)}", field=field,
+                f"unknown {kind} '{name}'{did_you_mean(name, eps)}",
+                field=field,
                 allowed=", ".join(sorted(eps)) + " (registered), or package.module:Class",
             )
         try:
             obj = eps[name].load()
         except (ImportError, AttributeError) as exc:
-            raise StudyError(f"{kind} '{name}' is registered ({eps[name].value}) but cannot be imported: {exc}",
-                             field=field) from None
+            raise StudyError(
+                f"{kind} '{name}' is registered ({eps[name].value}) but cannot be imported: {exc}",
+                field=field,
+            ) from None
         except Exception as exc:  # noqa: BLE001 - the plug-in's module failed while it was imported
-            raise StudyError(f"{kind} '{name}' ({eps[name].value}) failed while its module was imported: "
-                             f"{type(exc).__name__}: {exc}", field=field) from None
+            raise StudyError(
+                f"{kind} '{name}' ({eps[name].value}) failed while its module was imported: "
+                f"{type(exc).__name__}: {exc}",
+                field=field,
+            ) from None
     if not (isinstance(obj, type) and issubclass(obj, base)):
         raise StudyError(f"'{name}' is not a subclass of dse's {base.__name__}", field=field)
     return obj

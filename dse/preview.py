@@ -27,12 +27,12 @@ SEED = 0
 @dataclass(frozen=True)
 class Preview:
     evaluated: int
-    feasible: int                      # feasible, within every constraint, finite objectives
-    whole_space: bool                  # every candidate of the space was evaluated
-    ruled_out: list[tuple[str, int]]   # what ruled them out, most frequent first
-    failed: str = ""                   # why the evaluator's call failed ("" when it did not)
-    contract: bool = False             # it failed by the form of its table (every call would)
-    breach: bool = False               # its table broke the contract (a call that does fails whole)
+    feasible: int  # feasible, within every constraint, finite objectives
+    whole_space: bool  # every candidate of the space was evaluated
+    ruled_out: list[tuple[str, int]]  # what ruled them out, most frequent first
+    failed: str = ""  # why the evaluator's call failed ("" when it did not)
+    contract: bool = False  # it failed by the form of its table (every call would)
+    breach: bool = False  # its table broke the contract (a call that does fails whole)
 
 
 def preview(ev: Evaluator, space: Space, study: Study) -> Preview | None:
@@ -44,13 +44,18 @@ def preview(ev: Evaluator, space: Space, study: Study) -> Preview | None:
     if n <= 0:
         return None
     whole = space.indexable and space.size <= n
-    candidates = (space.from_indices(space.indices_of(np.arange(int(space.size)))) if whole
-                  else space.sample(np.random.default_rng(SEED), n))
+    candidates = (
+        space.from_indices(space.indices_of(np.arange(int(space.size))))
+        if whole
+        else space.sample(np.random.default_rng(SEED), n)
+    )
     table = space.with_fixed(candidates)
     try:
         result = check_result(ev, table, ev.evaluate(table))
     except ContractError as exc:  # a value may break it for some candidates only: then a warning
-        return Preview(len(table), 0, whole, [], failed=str(exc), contract=exc.structural, breach=True)
+        return Preview(
+            len(table), 0, whole, [], failed=str(exc), contract=exc.structural, breach=True
+        )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run splits failing calls, keeps the rows that work
         return Preview(len(table), 0, whole, [], failed=f"{type(exc).__name__}: {exc}")
     ok = feasible_mask(result, study)

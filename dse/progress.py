@@ -66,8 +66,9 @@ class ProgressReporter:
     """Counts what is done, measures the pace, feeds the sink, and rewrites the progress
     file at most every ``every_s`` seconds (and when the run stops)."""
 
-    def __init__(self, sink: ProgressSink, folder: Path | None, total: int | None, *,
-                 every_s: float = 2.0) -> None:
+    def __init__(
+        self, sink: ProgressSink, folder: Path | None, total: int | None, *, every_s: float = 2.0
+    ) -> None:
         self.sink, self.total = sink, total
         self.path = Path(folder) / PROGRESS_FILE if folder is not None else None
         self.every_s = every_s
@@ -114,10 +115,16 @@ class ProgressReporter:
             return
         self._written = now
         content = {
-            "state": state, "pid": os.getpid(), "host": socket.gethostname(),
-            "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "updated_unix": time.time(),
-            "elapsed_s": round(now - self.started, 3), "done": self.done, "total": self.total,
-            **{k: v for k, v in self.record.items() if k != "batch"}, "note": self._last_note,
+            "state": state,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "updated_unix": time.time(),
+            "elapsed_s": round(now - self.started, 3),
+            "done": self.done,
+            "total": self.total,
+            **{k: v for k, v in self.record.items() if k != "batch"},
+            "note": self._last_note,
         }
         try:
             atomic_write_text(self.path, json.dumps(content, indent=1, default=json_default) + "\n")

@@ -61,7 +61,9 @@ def _is_texts(v: object) -> bool:
 
 
 def _is_checksums(v: object) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+    return isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+    )
 
 
 def _is_numbers_or_none(v: object) -> bool:
@@ -69,8 +71,14 @@ def _is_numbers_or_none(v: object) -> bool:
 
 
 def _is_reasons(v: object) -> bool:
-    return v is None or isinstance(v, list) and all(
-        isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and _is_count(r[1]) for r in v)
+    return (
+        v is None
+        or isinstance(v, list)
+        and all(
+            isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and _is_count(r[1])
+            for r in v
+        )
+    )
 
 
 #: what a damaged record's message suggests: state.json is replaced by `dse run --overwrite`;
@@ -87,14 +95,22 @@ class _Fields:
     def __init__(self, data: object, file: Path, where: str = "", *, remedy: str = _RERUN) -> None:
         self.file, self.where, self.remedy = file, where, remedy
         if not isinstance(data, dict):
-            self._damaged(where or "the file", "is not a JSON object", data, "an object of named fields")
+            self._damaged(
+                where or "the file", "is not a JSON object", data, "an object of named fields"
+            )
         self.data: dict = data
 
-    def _damaged(self, name: str, problem: str, value: object = _REQUIRED, allowed: str = "") -> None:
+    def _damaged(
+        self, name: str, problem: str, value: object = _REQUIRED, allowed: str = ""
+    ) -> None:
         got = "" if value is _REQUIRED else f" (got {short_repr(value)})"
-        raise StoreError(f"{self.file} is damaged: {name} {problem}{got}; allowed: {allowed}; {self.remedy}")
+        raise StoreError(
+            f"{self.file} is damaged: {name} {problem}{got}; allowed: {allowed}; {self.remedy}"
+        )
 
-    def get(self, name: str, check: Callable[[object], bool], allowed: str, default: Any = _REQUIRED) -> Any:
+    def get(
+        self, name: str, check: Callable[[object], bool], allowed: str, default: Any = _REQUIRED
+    ) -> Any:
         path = f"{self.where}.{name}" if self.where else name
         if name not in self.data:
             if default is _REQUIRED:
@@ -110,8 +126,10 @@ def _version(fields: _Fields) -> int:
     """The record version of a file (1 where it has none), refused when newer than this dse."""
     version = fields.get(VERSION_KEY, _is_int, "a whole number", 1)
     if not 1 <= version <= RECORD_VERSION:
-        raise StoreError(f"{fields.file} is a record of version {version}, which this dse does not read "
-                         f"(versions 1 to {RECORD_VERSION}); upgrade dse")
+        raise StoreError(
+            f"{fields.file} is a record of version {version}, which this dse does not read "
+            f"(versions 1 to {RECORD_VERSION}); upgrade dse"
+        )
     return version
 
 
@@ -134,12 +152,16 @@ class RunMeta:
     evaluator_version: str
     dse_version: str
     created: str  # ISO 8601, UTC
-    run_id: str = ""  # a random hex id the datasets carry ("": a folder of a dse before runs had ids)
+    run_id: str = (
+        ""  # a random hex id the datasets carry ("": a folder of a dse before runs had ids)
+    )
     log_stamped: bool = False  # every log file's name carries the first 8 hex digits of run_id
     owned_files: tuple[str, ...] = ()  # files of the search driver, removed with the run
     study_sha256: str | None = None  # the checksum of study.yaml (None: not recorded)
     profile_path: str | None = None  # the cluster profile file the run used
-    input_files: dict[str, str] = field(default_factory=dict)  # files the evaluator reads -> SHA-256
+    input_files: dict[str, str] = field(
+        default_factory=dict
+    )  # files the evaluator reads -> SHA-256
     record_version: int = RECORD_VERSION
 
     @property
@@ -148,11 +170,20 @@ class RunMeta:
         return self.run_id[:8]
 
     def to_json(self) -> dict[str, Any]:
-        out = {VERSION_KEY: RECORD_VERSION, "format": self.format, "format_version": self.format_version,
-               "study": self.study, "evaluator": self.evaluator, "evaluator_version": self.evaluator_version,
-               "dse_version": self.dse_version, "created": self.created, "run_id": self.run_id,
-               "log_stamped": self.log_stamped, "owned_files": list(self.owned_files),
-               "study_sha256": self.study_sha256}
+        out = {
+            VERSION_KEY: RECORD_VERSION,
+            "format": self.format,
+            "format_version": self.format_version,
+            "study": self.study,
+            "evaluator": self.evaluator,
+            "evaluator_version": self.evaluator_version,
+            "dse_version": self.dse_version,
+            "created": self.created,
+            "run_id": self.run_id,
+            "log_stamped": self.log_stamped,
+            "owned_files": list(self.owned_files),
+            "study_sha256": self.study_sha256,
+        }
         if self.profile_path is not None:
             out["profile_path"] = self.profile_path
         if self.input_files:
@@ -164,26 +195,49 @@ class RunMeta:
         f = _Fields(data, file, remedy=_REMOVE)
         version = _version(f)
         text = "text"
-        log_stamped = f.get("log_stamped", _is_bool, "true or false", _optional_before(version, False))
+        log_stamped = f.get(
+            "log_stamped", _is_bool, "true or false", _optional_before(version, False)
+        )
         run_id_default = "" if version < 2 and not log_stamped else _REQUIRED
         return cls(
             format=f.get("format", _is_text, text),
             format_version=f.get("format_version", _is_int, "a whole number"),
             study=f.get("study", _is_text, "the study's name (text)"),
             evaluator=f.get("evaluator", _is_text, "the evaluator's name (text)"),
-            evaluator_version=f.get("evaluator_version", _is_text, "the evaluator's version (text)"),
+            evaluator_version=f.get(
+                "evaluator_version", _is_text, "the evaluator's version (text)"
+            ),
             dse_version=f.get("dse_version", _is_text, "dse's version (text)"),
             created=f.get("created", _is_text, "a time in ISO 8601 (text)"),
-            run_id=f.get("run_id", lambda v: isinstance(v, str) and len(v) >= 8,
-                         "the run's id (text of at least 8 hex digits)", run_id_default),
+            run_id=f.get(
+                "run_id",
+                lambda v: isinstance(v, str) and len(v) >= 8,
+                "the run's id (text of at least 8 hex digits)",
+                run_id_default,
+            ),
             log_stamped=log_stamped,
-            owned_files=tuple(f.get("owned_files", _is_texts, "a list of file names",
-                                    _optional_before(version, []))),
-            study_sha256=f.get("study_sha256", _is_text_or_none, "the SHA-256 checksum of study.yaml (text)",
-                               _optional_before(version, None)),
-            profile_path=f.get("profile_path", _is_text_or_none, "the path of a cluster profile (text)", None),
-            input_files=dict(f.get("input_files", _is_checksums,
-                                   "a mapping of file paths to their SHA-256 checksums (text: text)", {})),
+            owned_files=tuple(
+                f.get(
+                    "owned_files", _is_texts, "a list of file names", _optional_before(version, [])
+                )
+            ),
+            study_sha256=f.get(
+                "study_sha256",
+                _is_text_or_none,
+                "the SHA-256 checksum of study.yaml (text)",
+                _optional_before(version, None),
+            ),
+            profile_path=f.get(
+                "profile_path", _is_text_or_none, "the path of a cluster profile (text)", None
+            ),
+            input_files=dict(
+                f.get(
+                    "input_files",
+                    _is_checksums,
+                    "a mapping of file paths to their SHA-256 checksums (text: text)",
+                    {},
+                )
+            ),
             record_version=version,
         )
 
@@ -239,10 +293,23 @@ class BatchRecord:
         count = "a whole number of at least 0"
         return cls(
             batch=f.get("batch", _is_count, count),
-            **{name: f.get(name, _is_count, count, _optional_before(version, 0))
-               for name in ("asked", "evaluated", "evaluations", "feasible", "failed", "front_size")},
-            hypervolume=float(f.get("hypervolume", _is_number, "a number", _optional_before(version, 0.0))),
-            seconds=float(f.get("seconds", _is_number, "a number of seconds", _optional_before(version, 0.0))),
+            **{
+                name: f.get(name, _is_count, count, _optional_before(version, 0))
+                for name in (
+                    "asked",
+                    "evaluated",
+                    "evaluations",
+                    "feasible",
+                    "failed",
+                    "front_size",
+                )
+            },
+            hypervolume=float(
+                f.get("hypervolume", _is_number, "a number", _optional_before(version, 0.0))
+            ),
+            seconds=float(
+                f.get("seconds", _is_number, "a number of seconds", _optional_before(version, 0.0))
+            ),
         )
 
 
@@ -255,16 +322,22 @@ class HypervolumeFrame:
     nadir: tuple[float, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"ideal": None if self.ideal is None else list(self.ideal),
-                "nadir": None if self.nadir is None else list(self.nadir)}
+        return {
+            "ideal": None if self.ideal is None else list(self.ideal),
+            "nadir": None if self.nadir is None else list(self.nadir),
+        }
 
     @classmethod
     def from_json(cls, data: object, file: Path) -> HypervolumeFrame:
         f = _Fields(data, file, "hypervolume_frame")
         points = "a list of numbers, one per objective, or null"
-        ideal, nadir = (f.get(name, _is_numbers_or_none, points, None) for name in ("ideal", "nadir"))
-        return cls(None if ideal is None else tuple(float(x) for x in ideal),
-                   None if nadir is None else tuple(float(x) for x in nadir))
+        ideal, nadir = (
+            f.get(name, _is_numbers_or_none, points, None) for name in ("ideal", "nadir")
+        )
+        return cls(
+            None if ideal is None else tuple(float(x) for x in ideal),
+            None if nadir is None else tuple(float(x) for x in nadir),
+        )
 
 
 @dataclass(frozen=True)
@@ -297,9 +370,14 @@ class RunState:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            VERSION_KEY: RECORD_VERSION, "driver": self.driver, "batch": self.batch,
-            "history": [r.to_json() for r in self.history], "hypervolume_frame": self.hypervolume_frame.to_json(),
-            "algorithm": self.algorithm, "finished": self.finished, "keep": self.keep,
+            VERSION_KEY: RECORD_VERSION,
+            "driver": self.driver,
+            "batch": self.batch,
+            "history": [r.to_json() for r in self.history],
+            "hypervolume_frame": self.hypervolume_frame.to_json(),
+            "algorithm": self.algorithm,
+            "finished": self.finished,
+            "keep": self.keep,
             "ruled_out": None if self.ruled_out is None else [list(r) for r in self.ruled_out],
             "ruled_out_kinds": self.ruled_out_kinds,
         }
@@ -308,24 +386,51 @@ class RunState:
     def from_json(cls, data: object, file: Path) -> RunState:
         f = _Fields(data, file)
         version = _version(f)
-        history = f.get("history", lambda v: isinstance(v, list), "a list of batch records",
-                        _optional_before(version, []))
-        frame = f.get("hypervolume_frame", lambda v: isinstance(v, dict), "an object with 'ideal' and 'nadir'",
-                      _optional_before(version, {}))
-        ruled_out = f.get("ruled_out", _is_reasons, "a list of [reason, count] pairs, or null",
-                          _optional_before(version, None))
-        kinds = f.get("ruled_out_kinds", lambda v: v is None or _is_count(v), "a whole number, or null",
-                      _optional_before(version, None))
+        history = f.get(
+            "history",
+            lambda v: isinstance(v, list),
+            "a list of batch records",
+            _optional_before(version, []),
+        )
+        frame = f.get(
+            "hypervolume_frame",
+            lambda v: isinstance(v, dict),
+            "an object with 'ideal' and 'nadir'",
+            _optional_before(version, {}),
+        )
+        ruled_out = f.get(
+            "ruled_out",
+            _is_reasons,
+            "a list of [reason, count] pairs, or null",
+            _optional_before(version, None),
+        )
+        kinds = f.get(
+            "ruled_out_kinds",
+            lambda v: v is None or _is_count(v),
+            "a whole number, or null",
+            _optional_before(version, None),
+        )
         return cls(
             batch=f.get("batch", _is_count, "a whole number of at least 0"),
-            history=tuple(BatchRecord.from_json(r, file, f"history[{i}]", version) for i, r in enumerate(history)),
-            driver=f.get("driver", lambda v: v is None or isinstance(v, dict), "the driver's state (an object), or null",
-                         _optional_before(version, None)),
+            history=tuple(
+                BatchRecord.from_json(r, file, f"history[{i}]", version)
+                for i, r in enumerate(history)
+            ),
+            driver=f.get(
+                "driver",
+                lambda v: v is None or isinstance(v, dict),
+                "the driver's state (an object), or null",
+                _optional_before(version, None),
+            ),
             hypervolume_frame=HypervolumeFrame.from_json(frame, file),
             algorithm=f.get("algorithm", _is_text, "text", _optional_before(version, "?")),
             finished=f.get("finished", _is_bool, "true or false", _optional_before(version, False)),
-            keep=f.get("keep", lambda v: v in ("all", "feasible", "front"), "all, feasible or front",
-                       _optional_before(version, "all")),
+            keep=f.get(
+                "keep",
+                lambda v: v in ("all", "feasible", "front"),
+                "all, feasible or front",
+                _optional_before(version, "all"),
+            ),
             ruled_out=None if ruled_out is None else tuple((str(r), int(n)) for r, n in ruled_out),
             ruled_out_kinds=kinds,
             record_version=version,

@@ -36,16 +36,20 @@ class Results:
         self.store = ResultStore.open(path)
         self.path = self.store.path
         self.log_rows = self.store.check_log(tuple(self.study.space))
-        if self.log_rows and not self.store.state_file.is_file():  # a run saves its state before its first batch
+        if (
+            self.log_rows and not self.store.state_file.is_file()
+        ):  # a run saves its state before its first batch
             raise StoreError(
                 f"{self.path} is damaged: state.json is missing but {self.store.evaluations_dir} holds "
-                f"{self.log_rows} evaluations; restore it, or start again with `dse run --overwrite`")
+                f"{self.log_rows} evaluations; restore it, or start again with `dse run --overwrite`"
+            )
         recorded = self.state().evaluations
         if self.log_rows < recorded:
             raise StoreError(
                 f"{self.path} is damaged: state.json records {recorded} evaluations but "
                 f"{self.store.evaluations_dir} holds {self.log_rows}; restore the missing files, "
-                "or start again with `dse run --overwrite`")
+                "or start again with `dse run --overwrite`"
+            )
 
     @cached_property
     def study(self) -> Study:
@@ -79,11 +83,15 @@ class Results:
         if not path.is_file():
             owner = self.store.live_lock_owner()
             if owner:  # resume would be refused: the run is going
-                raise DseError(f"{path} does not exist yet: the run is still going (process {owner.pid} on "
-                               f"{owner.host}) and writes it when it ends; `dse status {self.path}` shows "
-                               "its progress")
-            raise DseError(f"{path} does not exist yet; finish or resume the run first "
-                           f"(`dse resume {self.path}` writes it)")
+                raise DseError(
+                    f"{path} does not exist yet: the run is still going (process {owner.pid} on "
+                    f"{owner.host}) and writes it when it ends; `dse status {self.path}` shows "
+                    "its progress"
+                )
+            raise DseError(
+                f"{path} does not exist yet; finish or resume the run first "
+                f"(`dse resume {self.path}` writes it)"
+            )
 
         def read():
             import netCDF4
@@ -109,13 +117,17 @@ class Results:
         try:
             ds = read()
         except (OSError, ValueError) as exc:
-            raise DseError(f"{path} is damaged ({exc}); `dse resume "
-                           f"{self.path}` writes it again from the stored evaluations") from None
+            raise DseError(
+                f"{path} is damaged ({exc}); `dse resume "
+                f"{self.path}` writes it again from the stored evaluations"
+            ) from None
         run_id, own = ds.attrs.get("run_id"), self.store.meta.run_id or None
         if run_id is not None and own is not None and run_id != own:
             ds.close()
-            raise DseError(f"{path} was written by another run (run_id {run_id}, this folder's is {own}): "
-                           f"`dse resume {self.path}` writes it again from this run's evaluations")
+            raise DseError(
+                f"{path} was written by another run (run_id {run_id}, this folder's is {own}): "
+                f"`dse resume {self.path}` writes it again from this run's evaluations"
+            )
         written = ds.attrs.get("log_rows")
         if written is not None and int(written) != self.log_rows:
             owner = self.store.live_lock_owner()
@@ -123,8 +135,10 @@ class Results:
                 why = f"the run is still going (process {owner.pid} on {owner.host})"
             else:
                 why = f"`dse resume {self.path}` writes it again"
-            raise DseError(f"{path} was written from {int(written)} evaluations, but the log now "
-                           f"holds {self.log_rows}: {why}")
+            raise DseError(
+                f"{path} was written from {int(written)} evaluations, but the log now "
+                f"holds {self.log_rows}: {why}"
+            )
         return ds
 
     def datasets_state(self) -> str:
@@ -133,8 +147,10 @@ class Results:
         for front in (True, False):
             try:
                 if not (self.path / DATASETS[front]).is_file():
-                    return (f"{DATASETS[front]} is missing; `dse resume {self.path}` writes it from the "
-                            "stored evaluations")
+                    return (
+                        f"{DATASETS[front]} is missing; `dse resume {self.path}` writes it from the "
+                        "stored evaluations"
+                    )
                 self.open_dataset(front=front, keep=[]).close()
             except DseError as exc:
                 return str(exc)
@@ -150,9 +166,11 @@ class Results:
         feasible candidate: there is no front to show, plot, report or export."""
         ds = self.front
         if ds.sizes.get("candidate", 0) == 0:
-            raise DseError(f"{self.path} has no feasible candidate, so there is no Pareto front; "
-                           f"`dse status {self.path}` shows what ruled them out, and "
-                           f"`dse export {self.path} --all` writes every evaluation")
+            raise DseError(
+                f"{self.path} has no feasible candidate, so there is no Pareto front; "
+                f"`dse status {self.path}` shows what ruled them out, and "
+                f"`dse export {self.path} --all` writes every evaluation"
+            )
         return ds
 
     @property

@@ -58,10 +58,16 @@ class RunResult:
     history: tuple[BatchRecord, ...] = ()  # the progress record of every batch
     interrupted: bool = False
     algorithm: str = ""
-    terminated: bool = False  # interrupted by SIGTERM (a batch system's end of the wall time) or SIGHUP
+    terminated: bool = (
+        False  # interrupted by SIGTERM (a batch system's end of the wall time) or SIGHUP
+    )
     signum: int = 0  # that signal
-    datasets_written: bool = True  # False: interrupted while pareto.nc and evaluations.nc were written
-    labels: dict = field(default_factory=dict)  # the search's: front (exact, polished, approximate) and why
+    datasets_written: bool = (
+        True  # False: interrupted while pareto.nc and evaluations.nc were written
+    )
+    labels: dict = field(
+        default_factory=dict
+    )  # the search's: front (exact, polished, approximate) and why
 
     @cached_property
     def evaluations(self) -> pd.DataFrame:
@@ -79,8 +85,10 @@ class _LoopState:
         self.front = RunningFront(study)
         self.history: list[BatchRecord] = list(state.history)
         frame = state.hypervolume_frame
-        self.hv = HypervolumeTracker(ideal=None if frame.ideal is None else list(frame.ideal),
-                                     nadir=None if frame.nadir is None else list(frame.nadir))
+        self.hv = HypervolumeTracker(
+            ideal=None if frame.ideal is None else list(frame.ideal),
+            nadir=None if frame.nadir is None else list(frame.nadir),
+        )
         self.batch_no = state.batch
         self.driver_state: dict | None = state.driver
         self._rebuild(store, study)
@@ -88,8 +96,17 @@ class _LoopState:
     def _rebuild(self, store: ResultStore, study: Study) -> None:
         """Index and front from the log: the narrow columns first, full rows of the front last."""
         store.check_log()
-        narrow = ["key", "feasible", "status", "kept", "reason", "error",
-                  *dict.fromkeys([o.metric for o in study.objectives] + [c.metric for c in study.constraints])]
+        narrow = [
+            "key",
+            "feasible",
+            "status",
+            "kept",
+            "reason",
+            "error",
+            *dict.fromkeys(
+                [o.metric for o in study.objectives] + [c.metric for c in study.constraints]
+            ),
+        ]
         seen = KeyIndex()
         for file_no, table in store.scan(narrow):
             frame = table.to_pandas()
@@ -107,7 +124,9 @@ class _LoopState:
 class Runner:
     """Runs a checked study (:func:`dse.checks.plan_run`) into a results folder."""
 
-    def __init__(self, plan: RunPlan, output_dir: Path, *, progress: ProgressSink | None = None) -> None:
+    def __init__(
+        self, plan: RunPlan, output_dir: Path, *, progress: ProgressSink | None = None
+    ) -> None:
         self.plan = plan
         self.study = plan.study
         self.space = plan.space
@@ -122,16 +141,24 @@ class Runner:
             self.plan.search.check_fresh()
         except DseError as exc:
             raise exc.with_file(self.study.source_path) if self.study.source_path else exc from None
-        if self.plan.execution.kind == "cluster":  # a batch system's submit command, before the folder
+        if (
+            self.plan.execution.kind == "cluster"
+        ):  # a batch system's submit command, before the folder
             from dse.execution.deploy import check_submit
 
             check_submit(self.plan.execution)
         driver = self.plan.search.build(self.output_dir)  # writes nothing before the store exists
         store = ResultStore.create(
-            self.output_dir, study_text=self.study.to_yaml(), study_name=self.study.name,
-            evaluator=self.evaluator.name, evaluator_version=self.evaluator.version, overwrite=overwrite,
+            self.output_dir,
+            study_text=self.study.to_yaml(),
+            study_name=self.study.name,
+            evaluator=self.evaluator.name,
+            evaluator_version=self.evaluator.version,
+            overwrite=overwrite,
             owned_files=tuple(driver.owned_files),
-            profile_path=str(Path(self.plan.execution.profile).resolve()) if self.plan.execution.profile else None,
+            profile_path=str(Path(self.plan.execution.profile).resolve())
+            if self.plan.execution.profile
+            else None,
             input_files=self._input_files(),
         )
         return self._run(store, driver)
@@ -154,8 +181,13 @@ class Runner:
         recorded, now = store.meta.input_files, self._input_files()
         changed = sorted(f for f in {*recorded, *now} if recorded.get(f) != now.get(f))
         if changed:
-            what = "changed" if changed[0] in recorded and changed[0] in now else \
-                "is gone" if changed[0] in recorded else "is new"
+            what = (
+                "changed"
+                if changed[0] in recorded and changed[0] in now
+                else "is gone"
+                if changed[0] in recorded
+                else "is new"
+            )
             raise DseError(
                 f"{self.output_dir} was evaluated with another version of {changed[0]} (the file {what} since "
                 "the run started): resuming would mix two models; restore the file, or start a new run "
@@ -184,20 +216,33 @@ class Runner:
             self._save_state(store, driver, run)
         total = self.plan.search.total
         report = self._report = ProgressReporter(self.progress, store.path, total)
-        interrupted, lost, executor = None, None, None  # interrupted: the KeyboardInterrupt (or Terminated)
+        interrupted, lost, executor = (
+            None,
+            None,
+            None,
+        )  # interrupted: the KeyboardInterrupt (or Terminated)
         try:
             if not driver.done:  # the cluster first: a local one may fork its workers from this
                 # process, which must not run a thread of its own then (the progress display's)
-                started = make_executor(self.plan.execution, study.evaluator, notify=report.note,
-                                        preferred_chunk_size=self.evaluator.chunk_size)
+                started = make_executor(
+                    self.plan.execution,
+                    study.evaluator,
+                    notify=report.note,
+                    preferred_chunk_size=self.evaluator.chunk_size,
+                )
                 executor = started.__enter__()
-            report.start(f"{study.name} · {self.algorithm}", min(driver.asked, total or driver.asked),
-                         {**(run.history[-1].to_json() if run.history else {}), **self._live(run)})
+            report.start(
+                f"{study.name} · {self.algorithm}",
+                min(driver.asked, total or driver.asked),
+                {**(run.history[-1].to_json() if run.history else {}), **self._live(run)},
+            )
             if executor is not None:
                 report.pace.restart()
                 while not driver.done and self._batch(executor, store, driver, run):
                     pass
-                self._save_state(store, driver, run)  # over: the last ask may have ended it (nothing left)
+                self._save_state(
+                    store, driver, run
+                )  # over: the last ask may have ended it (nothing left)
         except KeyboardInterrupt as exc:
             interrupted = exc
         except (ClusterLost, WorkerMismatch) as exc:  # what is stored stays; resume goes on from it
@@ -205,26 +250,44 @@ class Runner:
         except OSError as exc:  # the file system said no (a full disk): what is stored stays too
             lost = _said(exc)
         finally:
-            report.stop("finished" if driver.done else "interrupted" if interrupted is not None else "stopped")
+            report.stop(
+                "finished"
+                if driver.done
+                else "interrupted"
+                if interrupted is not None
+                else "stopped"
+            )
             # the workers shut down while the datasets are written (a cluster takes a second)
-            closing = threading.Thread(target=executor.__exit__, args=(None, None, None), daemon=True) \
-                if executor is not None else None
+            closing = (
+                threading.Thread(target=executor.__exit__, args=(None, None, None), daemon=True)
+                if executor is not None
+                else None
+            )
             if closing is not None:
                 closing.start()
-        if run.front.evaluations >= SAY_WRITING and hasattr(self.progress, "note"):  # a few seconds per 10^6
-            self.progress.note(f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations")
+        if run.front.evaluations >= SAY_WRITING and hasattr(
+            self.progress, "note"
+        ):  # a few seconds per 10^6
+            self.progress.note(
+                f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations"
+            )
         written = True
         labels = driver.attributes()
         try:
             front = self._write_outputs(store, run, labels)
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the datasets are written: the log
+        except (
+            KeyboardInterrupt
+        ) as exc:  # Ctrl-C or SIGTERM while the datasets are written: the log
             interrupted = interrupted or exc  # holds every evaluation, and resume writes them
             written = False
             front = run.front.sorted_rows()
         except OSError as exc:  # a full disk, most likely: the log holds every evaluation
             if lost is None:
-                lost = (f"{_said(exc)}; the datasets were not written" if not driver.done else
-                        f"the run is over, but writing its datasets failed: {_said(exc)}")
+                lost = (
+                    f"{_said(exc)}; the datasets were not written"
+                    if not driver.done
+                    else f"the run is over, but writing its datasets failed: {_said(exc)}"
+                )
         finally:
             if closing is not None:
                 closing.join()
@@ -233,17 +296,28 @@ class Runner:
                 stored = min(store.check_log(), run.front.evaluations)
             except DseError:
                 stored = run.front.evaluations
-            raise DseError(f"{lost}; {stored} evaluations are stored in {store.path}: "
-                           f"continue with `{resume_command(store.path, self.plan.execution)}`") from None
+            raise DseError(
+                f"{lost}; {stored} evaluations are stored in {store.path}: "
+                f"continue with `{resume_command(store.path, self.plan.execution)}`"
+            ) from None
         f = run.front
-        return RunResult(store.path, front, {"evaluations": f.evaluations, "feasible": f.feasible,
-                                             "failed": f.failed}, f.summary(), tuple(run.history),
-                         interrupted is not None,
-                         self.algorithm, terminated=isinstance(interrupted, Terminated),
-                         signum=getattr(interrupted, "signum", 0), datasets_written=written,
-                         labels=labels)
+        return RunResult(
+            store.path,
+            front,
+            {"evaluations": f.evaluations, "feasible": f.feasible, "failed": f.failed},
+            f.summary(),
+            tuple(run.history),
+            interrupted is not None,
+            self.algorithm,
+            terminated=isinstance(interrupted, Terminated),
+            signum=getattr(interrupted, "signum", 0),
+            datasets_written=written,
+            labels=labels,
+        )
 
-    def _batch(self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState) -> bool:
+    def _batch(
+        self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState
+    ) -> bool:
         """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
         driver has nothing more to ask."""
         study = self.study
@@ -262,17 +336,23 @@ class Runner:
         fg = self._evaluate(executor, store, run, batch, todo, keys[todo])
         known = np.flatnonzero(locs >= 0)
         if len(known):
-            fg = pd.concat([fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
-                           ignore_index=True)
+            fg = pd.concat(
+                [fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
+                ignore_index=True,
+            )
         rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
-        self._call(driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study))
+        self._call(
+            driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study)
+        )
         seconds = time.perf_counter() - started
         driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)
         run.batch_no += 1
         self._save_state(store, driver, run)
-        self._report.advance(len(batch) - len(todo), {**record.to_json(), **self._live(run)})  # the rest came per chunk
+        self._report.advance(
+            len(batch) - len(todo), {**record.to_json(), **self._live(run)}
+        )  # the rest came per chunk
         return True
 
     def _asked(self, driver: SearchDriver) -> pd.DataFrame:
@@ -290,8 +370,10 @@ class Runner:
                 x = pd.to_numeric(batch[p.name], errors="coerce").to_numpy(dtype=float)
                 out = ~((x >= p.low) & (x <= p.high))
                 if out.any():
-                    raise self._driver_error(f"asked for {p.name} = {batch[p.name].tolist()[int(np.argmax(out))]!r}, "
-                                             f"outside the space's range [{p.low:g}, {p.high:g}]")
+                    raise self._driver_error(
+                        f"asked for {p.name} = {batch[p.name].tolist()[int(np.argmax(out))]!r}, "
+                        f"outside the space's range [{p.low:g}, {p.high:g}]"
+                    )
         return batch
 
     def _call(self, driver: SearchDriver, method: str, *args):
@@ -308,8 +390,10 @@ class Runner:
             if self._own_driver:
                 raise
             frame = traceback.extract_tb(exc.__traceback__)[-1]
-            raise self._driver_error(f"{method}() raised {type(exc).__name__}: {exc} "
-                                     f"(at {Path(frame.filename).name}:{frame.lineno})") from None
+            raise self._driver_error(
+                f"{method}() raised {type(exc).__name__}: {exc} "
+                f"(at {Path(frame.filename).name}:{frame.lineno})"
+            ) from None
 
     @cached_property
     def _own_driver(self) -> bool:
@@ -317,26 +401,37 @@ class Runner:
         return self.plan.search.driver_cls.__module__.startswith("dse.")
 
     def _driver_error(self, what: str) -> DseError:
-        return DseError(f"search driver '{self.study.search.algorithm}' {what}; what was evaluated before is "
-                        "stored (a bug of the driver's package)", field="search.algorithm",
-                        file=self.study.source_path or None)
+        return DseError(
+            f"search driver '{self.study.search.algorithm}' {what}; what was evaluated before is "
+            "stored (a bug of the driver's package)",
+            field="search.algorithm",
+            file=self.study.source_path or None,
+        )
 
     @cached_property
     def _fg_columns(self) -> list[str]:
         """What a driver is told: objective and constraint metrics, the evaluator's verdict."""
-        metrics = [o.metric for o in self.study.objectives] + [c.metric for c in self.study.constraints]
+        metrics = [o.metric for o in self.study.objectives] + [
+            c.metric for c in self.study.constraints
+        ]
         return [*dict.fromkeys(metrics), "feasible", "status"]
 
     def _save_state(self, store: ResultStore, driver: SearchDriver, run: _LoopState) -> None:
         frame = run.hv.state()
         state = RunState(
-            batch=run.batch_no, history=tuple(run.history), driver=self._call(driver, "state"),
+            batch=run.batch_no,
+            history=tuple(run.history),
+            driver=self._call(driver, "state"),
             hypervolume_frame=HypervolumeFrame(
                 ideal=None if frame["ideal"] is None else tuple(frame["ideal"]),
-                nadir=None if frame["nadir"] is None else tuple(frame["nadir"])),
-            algorithm=self.algorithm, finished=driver.done, keep=self.study.output.keep,
+                nadir=None if frame["nadir"] is None else tuple(frame["nadir"]),
+            ),
+            algorithm=self.algorithm,
+            finished=driver.done,
+            keep=self.study.output.keep,
             # what ruled candidates out, most frequent first (dse status reads it, not the log)
-            ruled_out=tuple(run.front.summary()[:RULED_OUT_KEPT]), ruled_out_kinds=len(run.front.ruled_out),
+            ruled_out=tuple(run.front.summary()[:RULED_OUT_KEPT]),
+            ruled_out_kinds=len(run.front.ruled_out),
         )
         try:
             store.save_state(state)
@@ -345,8 +440,15 @@ class Runner:
                 raise
             raise self._driver_error(f"state() returned what JSON cannot hold ({exc})") from None
 
-    def _evaluate(self, executor: Executor, store: ResultStore, run: _LoopState, batch: pd.DataFrame,
-                  todo: np.ndarray, keys: np.ndarray) -> pd.DataFrame:
+    def _evaluate(
+        self,
+        executor: Executor,
+        store: ResultStore,
+        run: _LoopState,
+        batch: pd.DataFrame,
+        todo: np.ndarray,
+        keys: np.ndarray,
+    ) -> pd.DataFrame:
         """Evaluate the rows ``todo`` of ``batch`` (``keys`` their keys); each finished chunk
         comes back as log rows (built on the worker), updates the front and tallies, and goes
         to the log writer, whose groups are all durable when this returns. The key index
@@ -356,11 +458,15 @@ class Runner:
         if self.space.indexable:  # the workers build the inputs from the grid positions
             inputs = GridCandidates(self.space, keys)
         else:
-            inputs = self.space.with_fixed(batch.iloc[todo]).set_axis(pd.Index(keys, dtype=np.int64), axis=0)
+            inputs = self.space.with_fixed(batch.iloc[todo]).set_axis(
+                pd.Index(keys, dtype=np.int64), axis=0
+            )
         writer = store.writer(run.batch_no)
         told = []
         try:
-            finish = LogRows(self.study, tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:]))
+            finish = LogRows(
+                self.study, tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:])
+            )
             for _, chunk in executor.results(inputs, finish=finish):
                 joined = run.front.fold(chunk.summary, chunk.contender_rows)
                 on_front = np.zeros(len(chunk), bool)
@@ -405,30 +511,48 @@ class Runner:
         if len(f.f):
             for obj, v in zip(self.study.objectives, f.f.min(axis=0), strict=True):
                 best[obj.metric] = float(-v if obj.direction == "maximize" else v)
-        return {"evaluations": f.evaluations, "feasible": f.feasible, "failed": f.failed,
-                "front_size": len(f.f), "best": best}
+        return {
+            "evaluations": f.evaluations,
+            "feasible": f.feasible,
+            "failed": f.failed,
+            "front_size": len(f.f),
+            "best": best,
+        }
 
     def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> BatchRecord:
         """The progress record of the batch just told."""
         f = run.front
         return BatchRecord(
-            batch=run.batch_no, asked=asked, evaluated=evaluated,
-            evaluations=f.evaluations, feasible=f.feasible, failed=f.failed,
-            front_size=len(f.f), hypervolume=run.hv.update(np.unique(f.f, axis=0)),
+            batch=run.batch_no,
+            asked=asked,
+            evaluated=evaluated,
+            evaluations=f.evaluations,
+            feasible=f.feasible,
+            failed=f.failed,
+            front_size=len(f.f),
+            hypervolume=run.hv.update(np.unique(f.f, axis=0)),
             seconds=round(seconds, 3),
         )
 
-    def _write_outputs(self, store: ResultStore, run: _LoopState, search_attrs: dict) -> pd.DataFrame:
+    def _write_outputs(
+        self, store: ResultStore, run: _LoopState, search_attrs: dict
+    ) -> pd.DataFrame:
         """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log, with
         the search's attributes (what the front is: exact, polished or approximate)."""
         front = run.front.sorted_rows()
         if run.front.evaluations == 0:
             return front
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
-        attrs = {**search_attrs, "evaluations": run.front.evaluations,
-                 "log_rows": store.check_log(), "log_keeps": self.study.output.keep,  # see dse.results
-                 **({"run_id": store.meta.run_id} if store.meta.run_id else {})}
-        write_log_dataset(store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs)
+        attrs = {
+            **search_attrs,
+            "evaluations": run.front.evaluations,
+            "log_rows": store.check_log(),
+            "log_keeps": self.study.output.keep,  # see dse.results
+            **({"run_id": store.meta.run_id} if store.meta.run_id else {}),
+        }
+        write_log_dataset(
+            store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs
+        )
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")
         return front
@@ -438,7 +562,9 @@ def resume_command(path, execution) -> str:
     """The command that continues a run in ``path`` where it ran: a scheduler given on the
     command line is not in the study, so the command names it (without it, resume would run
     on a local cluster)."""
-    return f"dse resume {path}" + (f" --scheduler {execution.scheduler}" if execution.scheduler else "")
+    return f"dse resume {path}" + (
+        f" --scheduler {execution.scheduler}" if execution.scheduler else ""
+    )
 
 
 def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
@@ -446,9 +572,15 @@ def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
     column's dropped values are also zeroed: a null only masks its slot, and the value left
     under the mask would be stored and compressed as before (the log would not shrink)."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_floating(col.type) or pa.types.is_integer(col.type) or pa.types.is_boolean(col.type):
+    if (
+        pa.types.is_floating(col.type)
+        or pa.types.is_integer(col.type)
+        or pa.types.is_boolean(col.type)
+    ):
         null = ~kept | col.is_null().to_numpy(zero_copy_only=False)
-        values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(zero_copy_only=False)
+        values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(
+            zero_copy_only=False
+        )
         return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
     return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))
 

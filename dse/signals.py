@@ -31,7 +31,9 @@ def kept(*signums: int) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for signum in signums:
             current = signal.getsignal(signum)
-            if current is not None:  # None: a handler not set from Python, which Python cannot restore
+            if (
+                current is not None
+            ):  # None: a handler not set from Python, which Python cannot restore
                 stack.enter_context(handling(signum, current))
         yield
 

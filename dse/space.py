@@ -26,8 +26,9 @@ def _check_count(name: str, count: float) -> None:
     if not count <= MAX_VALUES:  # also inf and NaN (a step of 1e-320)
         raise StudyError(
             f"this grid has {count:.3g} values; at most {MAX_VALUES:,} per parameter",
-            field=f"space.{name}", allowed="a coarser step or base, a list, or for a real-valued parameter a "
-                                           "continuous range (no step)",
+            field=f"space.{name}",
+            allowed="a coarser step or base, a list, or for a real-valued parameter a "
+            "continuous range (no step)",
         )
 
 
@@ -78,7 +79,9 @@ def expand(name: str, spec: Any) -> Parameter:
         return Parameter(name, "real", tuple(_round(low + k * step) for k in range(count)))
     if isinstance(spec, LogSpec):
         low, high = spec.log
-        _check_count(name, math.log(high / low) / math.log(spec.base) + 1 if spec.base else spec.num)
+        _check_count(
+            name, math.log(high / low) / math.log(spec.base) + 1 if spec.base else spec.num
+        )
         if spec.base is not None:
             vals, v = [], float(low)
             while v <= high * (1 + 1e-9):
@@ -150,7 +153,9 @@ class Space:
     def from_indices(self, idx: np.ndarray) -> pd.DataFrame:
         """Candidates from an ``(n, p)`` array of value indices (discrete parameters only)."""
         idx = np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters))
-        return pd.DataFrame({p.name: self._values(p).take(idx[:, j]) for j, p in enumerate(self.parameters)})
+        return pd.DataFrame(
+            {p.name: self._values(p).take(idx[:, j]) for j, p in enumerate(self.parameters)}
+        )
 
     def indices_of(self, flat: np.ndarray) -> np.ndarray:
         """Mixed-radix decode of flat grid positions ``0 .. size-1`` into value indices, an
@@ -169,7 +174,7 @@ class Space:
     def strides(self) -> np.ndarray:
         """Weight of each parameter's value index in a grid position (the last varies fastest)."""
         r = self.radices
-        return np.array([math.prod(r[j + 1:]) for j in range(len(r))], dtype=np.int64)
+        return np.array([math.prod(r[j + 1 :]) for j in range(len(r))], dtype=np.int64)
 
     @property
     def indexable(self) -> bool:
@@ -194,8 +199,12 @@ class Space:
                     singles.append(move)
         if order == 1:
             return np.array(singles, np.int64).reshape(-1, len(self.parameters))
-        pairs = [a + b for i, a in enumerate(singles) for b in singles[i + 1:]
-                 if not (np.flatnonzero(a) == np.flatnonzero(b)).all()]
+        pairs = [
+            a + b
+            for i, a in enumerate(singles)
+            for b in singles[i + 1 :]
+            if not (np.flatnonzero(a) == np.flatnonzero(b)).all()
+        ]
         return np.array(pairs, np.int64).reshape(-1, len(self.parameters))
 
     def neighbours(self, idx: np.ndarray, moves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,10 +240,16 @@ class Space:
     def value_indices(self, candidates: pd.DataFrame) -> np.ndarray:
         """``(n, p)`` value index of every discrete parameter (-1 for a continuous one, and
         where a value is not one of the parameter's)."""
-        out = np.full((len(self.parameters), len(candidates)), -1, dtype=np.int64)  # column by column
+        out = np.full(
+            (len(self.parameters), len(candidates)), -1, dtype=np.int64
+        )  # column by column
         for j, p in enumerate(self.parameters):
-            if p.values is not None:  # each distinct value looked up once (hashing text per row: 3x slower)
-                codes, uniques = pd.factorize(candidates[p.name], use_na_sentinel=False)  # NaN may be a value
+            if (
+                p.values is not None
+            ):  # each distinct value looked up once (hashing text per row: 3x slower)
+                codes, uniques = pd.factorize(
+                    candidates[p.name], use_na_sentinel=False
+                )  # NaN may be a value
                 self._index(p).get_indexer(pd.Index(uniques)).take(codes, out=out[j])
         return out.T
 
@@ -254,14 +269,21 @@ class Space:
             j = int(np.flatnonzero(unknown.any(axis=0))[0])
             p, row = self.parameters[j], int(np.flatnonzero(unknown[:, j])[0])
             shown = ", ".join(map(str, p.values[:10])) + (", ..." if len(p.values) > 10 else "")
-            raise ValueError(f"{p.name} = {candidates[p.name].iloc[[row]].tolist()[0]!r}, not one of the space's "
-                             f"values ({shown})")
+            raise ValueError(
+                f"{p.name} = {candidates[p.name].iloc[[row]].tolist()[0]!r}, not one of the space's "
+                f"values ({shown})"
+            )
         if self.indexable:
             return self.flat_index(idx)
         h = np.full(len(candidates), 0x9E3779B97F4A7C15, dtype=np.uint64)
         for j, p in enumerate(self.parameters):
-            col = (idx[:, j].astype(np.uint64) if p.values is not None
-                   else np.ascontiguousarray(candidates[p.name].to_numpy(dtype=np.float64)).view(np.uint64))
+            col = (
+                idx[:, j].astype(np.uint64)
+                if p.values is not None
+                else np.ascontiguousarray(candidates[p.name].to_numpy(dtype=np.float64)).view(
+                    np.uint64
+                )
+            )
             h = _mix64(h ^ col)
         return h.view(np.int64)
 

@@ -86,7 +86,9 @@ def encode(table: pa.Table) -> pa.Buffer:
     pickle or out of it (a 125,000-row chunk: 1.5 ms to serialise against 31-37 ms as
     ``bytes``), and a file takes it as it takes bytes."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as out:
+    with pa.ipc.new_file(
+        sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")
+    ) as out:
         out.write_table(table)
     return sink.getvalue()
 
@@ -183,8 +185,10 @@ def _sha256(data: bytes) -> str:
 
 def _unreadable(path: Path, exc: Exception) -> StoreError:
     """The error of a log file that cannot be read: what was in it is lost."""
-    return StoreError(f"{path} is unreadable ({exc}); its evaluations are lost: restore the file "
-                      "from a copy, or start again with `dse run --overwrite`")
+    return StoreError(
+        f"{path} is unreadable ({exc}); its evaluations are lost: restore the file "
+        "from a copy, or start again with `dse run --overwrite`"
+    )
 
 
 def _holds_run(path: Path) -> bool:
@@ -202,10 +206,19 @@ class ResultStore:
 
     # -- creating and opening ------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | Path, *, study_text: str, study_name: str, evaluator: str,
-               evaluator_version: str, overwrite: bool = False,
-               owned_files: tuple[str, ...] = (), profile_path: str | None = None,
-               input_files: dict[str, str] | None = None) -> ResultStore:
+    def create(
+        cls,
+        path: str | Path,
+        *,
+        study_text: str,
+        study_name: str,
+        evaluator: str,
+        evaluator_version: str,
+        overwrite: bool = False,
+        owned_files: tuple[str, ...] = (),
+        profile_path: str | None = None,
+        input_files: dict[str, str] | None = None,
+    ) -> ResultStore:
         """A new results folder. ``owned_files``: files the search driver keeps in the folder
         (recorded in meta.json, so that ``--overwrite`` removes them with the run);
         ``profile_path``: the cluster profile file the run uses (recorded: the study's copy
@@ -214,11 +227,21 @@ class ResultStore:
         (:meth:`~dse.evaluators.base.Evaluator.input_files`)."""
         path = Path(path)
         try:
-            return cls._create(path, study_text=study_text, study_name=study_name, evaluator=evaluator,
-                               evaluator_version=evaluator_version, overwrite=overwrite,
-                               owned_files=owned_files, profile_path=profile_path, input_files=input_files)
+            return cls._create(
+                path,
+                study_text=study_text,
+                study_name=study_name,
+                evaluator=evaluator,
+                evaluator_version=evaluator_version,
+                overwrite=overwrite,
+                owned_files=owned_files,
+                profile_path=profile_path,
+                input_files=input_files,
+            )
         except OSError as exc:
-            raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"cannot write the results folder {path}: {exc.strerror or exc}"
+            ) from None
 
     @staticmethod
     def check_creatable(path: str | Path, *, overwrite: bool = False) -> None:
@@ -229,34 +252,60 @@ class ResultStore:
         path = Path(path)
         try:
             if path.exists() and not path.is_dir():
-                raise StoreError(f"cannot write the results folder {path}: it is a file, not a folder")
+                raise StoreError(
+                    f"cannot write the results folder {path}: it is a file, not a folder"
+                )
             if path.is_symlink() and not path.exists():
-                raise StoreError(f"cannot write the results folder {path}: it is a link to {os.readlink(path)}, "
-                                 "which does not exist")
-            unfit = unfit_results_folder(path)  # the root, home, another's or a foreign folder (security.md)
+                raise StoreError(
+                    f"cannot write the results folder {path}: it is a link to {os.readlink(path)}, "
+                    "which does not exist"
+                )
+            unfit = unfit_results_folder(
+                path
+            )  # the root, home, another's or a foreign folder (security.md)
             if unfit:
                 raise StoreError(f"cannot write the results folder {path}: it {unfit}")
             if _holds_run(path) and not overwrite:
-                raise StoreError(f"{path} already holds a run; continue it with `dse resume {path}`, "
-                                 "or start afresh with `dse run --overwrite`")
+                raise StoreError(
+                    f"{path} already holds a run; continue it with `dse resume {path}`, "
+                    "or start afresh with `dse run --overwrite`"
+                )
             existing = next(p for p in (path, *path.absolute().parents) if p.exists())
             if not existing.is_dir():
-                raise StoreError(f"cannot write the results folder {path}: {existing} is a file, not a folder")
+                raise StoreError(
+                    f"cannot write the results folder {path}: {existing} is a file, not a folder"
+                )
             if not os.access(existing, os.W_OK | os.X_OK):
-                raise StoreError(f"cannot write the results folder {path}: no permission to write in {existing}")
+                raise StoreError(
+                    f"cannot write the results folder {path}: no permission to write in {existing}"
+                )
             longest = os.pathconf(existing, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
             long = [part for part in path.parts if len(os.fsencode(part)) > longest]
             if long:
-                raise StoreError(f"cannot write the results folder {path}: the name {long[0][:40]}... is longer "
-                                 f"than the file system allows ({longest} bytes)")
+                raise StoreError(
+                    f"cannot write the results folder {path}: the name {long[0][:40]}... is longer "
+                    f"than the file system allows ({longest} bytes)"
+                )
             os.rmdir(tempfile.mkdtemp(prefix=".dse-check-", dir=existing))
         except OSError as exc:
-            raise StoreError(f"cannot write the results folder {path}: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"cannot write the results folder {path}: {exc.strerror or exc}"
+            ) from None
 
     @classmethod
-    def _create(cls, path: Path, *, study_text: str, study_name: str, evaluator: str,
-                evaluator_version: str, overwrite: bool, owned_files: tuple[str, ...],
-                profile_path: str | None = None, input_files: dict[str, str] | None = None) -> ResultStore:
+    def _create(
+        cls,
+        path: Path,
+        *,
+        study_text: str,
+        study_name: str,
+        evaluator: str,
+        evaluator_version: str,
+        overwrite: bool,
+        owned_files: tuple[str, ...],
+        profile_path: str | None = None,
+        input_files: dict[str, str] | None = None,
+    ) -> ResultStore:
         cls.check_creatable(path, overwrite=overwrite)
         if _holds_run(path) or (path / "meta.json").exists():
             old = cls.open(path, older=True)
@@ -288,11 +337,20 @@ class ResultStore:
     #: what dse writes into the folder by default from a run (plot, report and its figures,
     #: exports), also removed by :meth:`clear` when written after the run was created (and a
     #: zarr export only when it is a zarr store): left behind, they would show the old run
-    DERIVED_FILES = ("pareto.png", "report.html",
-                     *(f"report-{f}.{x}" for f in ("front", "breakdown", "parallel", "hypervolume")
-                       for x in ("png", "svg")),
-                     *(f"{d}{x}" for d in ("pareto", "evaluations")
-                       for x in (".csv", ".csv-metadata.json", ".parquet", ".json", ".zarr")))  # export's sidecar: FILE-metadata.json
+    DERIVED_FILES = (
+        "pareto.png",
+        "report.html",
+        *(
+            f"report-{f}.{x}"
+            for f in ("front", "breakdown", "parallel", "hypervolume")
+            for x in ("png", "svg")
+        ),
+        *(
+            f"{d}{x}"
+            for d in ("pareto", "evaluations")
+            for x in (".csv", ".csv-metadata.json", ".parquet", ".json", ".zarr")
+        ),
+    )  # export's sidecar: FILE-metadata.json
 
     def clear(self) -> None:
         """Remove the run: its evaluation log, state, datasets, the files its search driver
@@ -311,7 +369,11 @@ class ResultStore:
         for name in self.DERIVED_FILES if started and created is not None else ():
             derived = self.path / name
             # only what was written after the run was created: an older file is the user's
-            if not derived.exists() or derived.is_symlink() or derived.stat().st_mtime < created - 1:
+            if (
+                not derived.exists()
+                or derived.is_symlink()
+                or derived.stat().st_mtime < created - 1
+            ):
                 continue
             if derived.is_dir():
                 if is_zarr_store(derived):
@@ -326,8 +388,10 @@ class ResultStore:
         """An existing results folder; ``older`` accepts an older format (to clear it)."""
         path = Path(path)
         if not path.is_dir():
-            raise StoreError(f"{path} is not a results folder "
-                             f"({'it is a file' if path.exists() else 'it does not exist'})")
+            raise StoreError(
+                f"{path} is not a results folder "
+                f"({'it is a file' if path.exists() else 'it does not exist'})"
+            )
         meta_file = path / "meta.json"
         if not meta_file.is_file():
             raise StoreError(f"{path} is not a dse results folder (no meta.json)")
@@ -336,10 +400,14 @@ class ResultStore:
         except (OSError, ValueError) as exc:
             raise StoreError(f"{meta_file} is unreadable or truncated: {exc}") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise StoreError(f"{path} was not written by dse (meta.json has no '{FORMAT}' format marker)")
+            raise StoreError(
+                f"{path} was not written by dse (meta.json has no '{FORMAT}' format marker)"
+            )
         version = meta.get("format_version")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise StoreError(f"{path} has an unknown results format version {version!r} in meta.json")
+            raise StoreError(
+                f"{path} has an unknown results format version {version!r} in meta.json"
+            )
         if version > FORMAT_VERSION:
             raise StoreError(
                 f"{path} uses results format {version!r}, newer than this dse understands "
@@ -356,9 +424,11 @@ class ResultStore:
         meta = RunMeta.from_json(meta, meta_file)
         written = meta.study_sha256
         if written is not None and not older and _sha256(study_file.read_bytes()) != written:
-            raise StoreError(f"{study_file} was changed after the run started (meta.json keeps its checksum): "
-                             "the evaluations and the front belong to the study as it was run; put it back, "
-                             "or run the changed study into a new folder")
+            raise StoreError(
+                f"{study_file} was changed after the run started (meta.json keeps its checksum): "
+                "the evaluations and the front belong to the study as it was run; put it back, "
+                "or run the changed study into a new folder"
+            )
         return cls(path, meta)
 
     @property
@@ -382,7 +452,9 @@ class ResultStore:
         owner = self._lock_owner()
         if owner is None:
             return None
-        if owner.host == socket.gethostname() and not _pid_alive(owner.pid, _unix_time(owner.started)):
+        if owner.host == socket.gethostname() and not _pid_alive(
+            owner.pid, _unix_time(owner.started)
+        ):
             return None
         return owner
 
@@ -397,8 +469,11 @@ class ResultStore:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the folder's lock; a stale lock from a dead process is taken over."""
-        me = LockOwner(pid=os.getpid(), host=socket.gethostname(),
-                       started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+        me = LockOwner(
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        )
         for _ in range(2):
             try:
                 fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -433,7 +508,9 @@ class ResultStore:
         for tmp in (*self.path.glob(".*.tmp"), *self.evaluations_dir.glob(".*.tmp")):
             pid = tmp.name.rsplit(".", 2)[-2]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-                remove_path(tmp)  # a private folder (dse.files.atomic_path), or a link: never followed
+                remove_path(
+                    tmp
+                )  # a private folder (dse.files.atomic_path), or a link: never followed
 
     # -- evaluation log ------------------------------------------------------------------
     @property
@@ -471,8 +548,15 @@ class ResultStore:
         """The log's files in the order written (leftover temporary files excluded)."""
         if getattr(self, "_files", None) is None:
             d = self.evaluations_dir
-            self._files = sorted(p for p in d.iterdir() if p.suffix in _LOG_SUFFIXES
-                                 and not p.name.startswith(".")) if d.is_dir() else []
+            self._files = (
+                sorted(
+                    p
+                    for p in d.iterdir()
+                    if p.suffix in _LOG_SUFFIXES and not p.name.startswith(".")
+                )
+                if d.is_dir()
+                else []
+            )
         return list(self._files)
 
     def check_log(self, parameters: tuple[str, ...] = ()) -> int:
@@ -485,22 +569,30 @@ class ResultStore:
         for f in self.log_files():
             stamp = _STAMPED.match(f.name)
             if stamp and stamp.group(1) != self.run_stamp or not stamp and self.meta.log_stamped:
-                said = f"its name says run {stamp.group(1)}" if stamp else "its name has no run stamp"
-                raise StoreError(f"{f} was written by another run ({said}, this folder's is "
-                                 f"{self.run_stamp or 'unstamped'}): its rows would join this run's; move it out "
-                                 f"of {self.evaluations_dir}")
+                said = (
+                    f"its name says run {stamp.group(1)}" if stamp else "its name has no run stamp"
+                )
+                raise StoreError(
+                    f"{f} was written by another run ({said}, this folder's is "
+                    f"{self.run_stamp or 'unstamped'}): its rows would join this run's; move it out "
+                    f"of {self.evaluations_dir}"
+                )
             try:
                 schema, n = log_file_footer(f)
             except Exception as exc:
                 raise _unreadable(f, exc) from None
             missing = [c for c in LOG_COLUMNS if c not in schema.names]
             if missing:
-                raise StoreError(f"{f} holds evaluations without the columns {missing}: "
-                                 "not written by this version of dse")
+                raise StoreError(
+                    f"{f} holds evaluations without the columns {missing}: "
+                    "not written by this version of dse"
+                )
             lacking = [p for p in parameters if p not in schema.names]
             if lacking:
-                raise StoreError(f"{f} has no column for the study's parameters {lacking}: it belongs to "
-                                 f"another study; move it out of {self.evaluations_dir}")
+                raise StoreError(
+                    f"{f} has no column for the study's parameters {lacking}: it belongs to "
+                    f"another study; move it out of {self.evaluations_dir}"
+                )
             rows += n
         return rows
 
@@ -527,9 +619,11 @@ class ResultStore:
         for f in np.unique(files):
             pick = np.flatnonzero(files == f)
             if f >= len(log) or rows[pick].max() >= log_file_footer(log[int(f)])[1]:
-                raise StoreError(f"the log in {self.evaluations_dir} no longer holds the files this run wrote "
-                                 "(moved, deleted or replaced while it ran): what the run knew is not there; "
-                                 "put the folder back and `dse resume`, or start again with `dse run --overwrite`")
+                raise StoreError(
+                    f"the log in {self.evaluations_dir} no longer holds the files this run wrote "
+                    "(moved, deleted or replaced while it ran): what the run knew is not there; "
+                    "put the folder back and `dse resume`, or start again with `dse run --overwrite`"
+                )
             table = self.read_file(log[int(f)], columns).take(pa.array(rows[pick]))
             parts.append(table.to_pandas())
             order.append(pick)
@@ -552,7 +646,9 @@ class ResultStore:
         table = pa.concat_tables(tables, promote_options="permissive")
         first = ~pd.Series(table.column("key").to_numpy()).duplicated(keep="first").to_numpy()
         if "kept" in table.column_names:  # kept rows only, filtered before pandas sees the cleared
-            first &= table.column("kept").to_numpy(zero_copy_only=False)  # cells: integers stay integers
+            first &= table.column("kept").to_numpy(
+                zero_copy_only=False
+            )  # cells: integers stay integers
             table = table.drop_columns(["kept"])
         return table.filter(pa.array(first)).to_pandas()
 
@@ -588,7 +684,9 @@ class LogWriter:
     and waits: everything added is durable when it returns, before the driver is told.
     ``written`` lists ``(file number, keys)`` of every file written."""
 
-    def __init__(self, store: ResultStore, batch: int, *, rows: int = 65_536, seconds: float = 1.0) -> None:
+    def __init__(
+        self, store: ResultStore, batch: int, *, rows: int = 65_536, seconds: float = 1.0
+    ) -> None:
         self.store, self.batch = store, batch
         self.rows, self.seconds = rows, seconds
         self._parts: list[pa.Table] = []
@@ -607,7 +705,9 @@ class LogWriter:
     def add(self, chunk: LogChunk | pa.Table) -> None:
         if isinstance(chunk, LogChunk) and len(chunk) >= self.rows // 32:  # decoding costs more
             self._submit()  # keep the log in order
-            self._jobs.append(self._pool.submit(self._write, chunk.data, chunk.narrow.column("key")))
+            self._jobs.append(
+                self._pool.submit(self._write, chunk.data, chunk.narrow.column("key"))
+            )
             return
         table = chunk.table() if isinstance(chunk, LogChunk) else chunk
         if not self._parts:
@@ -621,7 +721,9 @@ class LogWriter:
         if self._parts:
             group = pa.concat_tables(self._parts, promote_options="permissive")
             self._parts, self._buffered = [], 0
-            self._jobs.append(self._pool.submit(lambda g: self._write(encode(g), g.column("key")), group))
+            self._jobs.append(
+                self._pool.submit(lambda g: self._write(encode(g), g.column("key")), group)
+            )
 
     def _write(self, data: bytes | pa.Buffer, keys: pa.ChunkedArray) -> None:
         path = self.store.write_group(self.batch, data)
@@ -636,7 +738,9 @@ class LogWriter:
         failed: BaseException | None = None
         try:
             self._submit()
-        except KeyboardInterrupt as exc:  # the rows still buffered were in flight; the submitted ones are written
+        except (
+            KeyboardInterrupt
+        ) as exc:  # the rows still buffered were in flight; the submitted ones are written
             interrupted = exc
         for job in self._jobs:
             while True:

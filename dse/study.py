@@ -134,7 +134,9 @@ class LogSpec(_Strict):
         if not 0 < low <= high:
             raise ValueError("log range must be [low, high] with 0 < low <= high")
         if (self.base is None) == (self.num is None):
-            raise ValueError("a log range needs exactly one of 'base' (e.g. 2) or 'num' (point count)")
+            raise ValueError(
+                "a log range needs exactly one of 'base' (e.g. 2) or 'num' (point count)"
+            )
         return self
 
 
@@ -161,11 +163,15 @@ class Constraint(_Strict):
             m = _CONSTRAINT_RE.match(v)
             bound = _number(m[3]) if m else None
             if bound is None:
-                raise ValueError("a constraint is written 'metric <= number' (operators: <=, >=, <, >)")
+                raise ValueError(
+                    "a constraint is written 'metric <= number' (operators: <=, >=, <, >)"
+                )
             return {"metric": m[1], "op": m[2], "bound": bound}
         if not isinstance(v, dict):
-            raise ValueError("a constraint is written 'metric <= number' (operators: <=, >=, <, >), "
-                             "or as a mapping {metric, op, bound}")
+            raise ValueError(
+                "a constraint is written 'metric <= number' (operators: <=, >=, <, >), "
+                "or as a mapping {metric, op, bound}"
+            )
         return v
 
     def __str__(self) -> str:
@@ -176,13 +182,31 @@ class EvaluatorSpec(_Strict):
     name: str = "analytic"
     options: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="seconds one candidate may take at most (a call on n candidates "
-                                        "gets n times as long); a candidate over it fails, the run goes on")
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds one candidate may take at most (a call on n candidates "
+        "gets n times as long); a candidate over it fails, the run goes on",
+    )
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)\s*$")
-_SECONDS_PER = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60, "mins": 60,
-                "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600}
+_SECONDS_PER = {
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+}
 _BUDGET_FORMS = "a number of evaluations (e.g. 2000) or a duration (e.g. '90 s', '10 min', '2 h')"
 
 
@@ -199,10 +223,17 @@ class PolishSpec(_Strict):
     until it stops changing or the budget is spent (discrete spaces; docs/search.md)."""
 
     enabled: bool = Field(default=True, description="polish the front after the search")
-    search_share: float = Field(default=0.1, gt=0, le=1,
-                                description="share of the budget the search spends before the polish starts")
-    batch_size: int | None = Field(default=None, ge=1,
-                                   description="candidates per polish batch (default: search.batch_size / 4)")
+    search_share: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="share of the budget the search spends before the polish starts",
+    )
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="candidates per polish batch (default: search.batch_size / 4)",
+    )
 
 
 class SearchSpec(_Strict):
@@ -210,10 +241,16 @@ class SearchSpec(_Strict):
     ``package.module:Class``) and its options, which the driver itself declares and checks."""
 
     algorithm: str = "auto"
-    budget: int | str = Field(default=1000, description="evaluations at most, or a duration ('10 min')")
+    budget: int | str = Field(
+        default=1000, description="evaluations at most, or a duration ('10 min')"
+    )
     seed: int = Field(default=0, ge=0, description="seed of the search's random numbers")
-    batch_size: int = Field(default=100, ge=1, description="candidates asked per batch / population size")
-    polish: PolishSpec | None = Field(default=None, description="the front polish (default: the algorithm's)")
+    batch_size: int = Field(
+        default=100, ge=1, description="candidates asked per batch / population size"
+    )
+    polish: PolishSpec | None = Field(
+        default=None, description="the front polish (default: the algorithm's)"
+    )
     options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("budget", mode="before")
@@ -225,7 +262,9 @@ class SearchSpec(_Strict):
             v = int(v)
         if isinstance(v, int) and not isinstance(v, bool):
             if v < 1:
-                raise ValueError(f"a budget of evaluations must be at least 1; give {_BUDGET_FORMS}")
+                raise ValueError(
+                    f"a budget of evaluations must be at least 1; give {_BUDGET_FORMS}"
+                )
             return v
         if isinstance(v, str) and duration_s(v) is not None:
             if duration_s(v) <= 0:
@@ -250,23 +289,40 @@ class SearchSpec(_Strict):
 
 
 class ExecutionSpec(_Strict):
-    workers: int | None = Field(default=None, ge=0, description="local dask worker processes (0: evaluate "
-                                                               "in this process; default: one per core)")
+    workers: int | None = Field(
+        default=None,
+        ge=0,
+        description="local dask worker processes (0: evaluate "
+        "in this process; default: one per core)",
+    )
     scheduler: str | None = Field(default=None, description="address of a running dask scheduler")
     profile: str | None = Field(default=None, description="a cluster profile under workers/")
-    chunk_size: int | None = Field(default=None, ge=1, description="candidates per task (default: sized "
-                                                                  "from the evaluator's measured cost)")
-    dashboard: bool = Field(default=True, description="the dask dashboard (needs bokeh: dse[dashboard])")
+    chunk_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="candidates per task (default: sized from the evaluator's measured cost)",
+    )
+    dashboard: bool = Field(
+        default=True, description="the dask dashboard (needs bokeh: dse[dashboard])"
+    )
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = Field(
-        default="auto", description="how a local dask cluster starts its worker processes (auto: fork on "
-                                    "Linux when the evaluator declares itself fork-safe and dse runs no "
-                                    "other thread yet, else spawn)")
+        default="auto",
+        description="how a local dask cluster starts its worker processes (auto: fork on "
+        "Linux when the evaluator declares itself fork-safe and dse runs no "
+        "other thread yet, else spawn)",
+    )
     grace_s: float | None = Field(
-        default=None, gt=0, description="how long a run waits for an unreachable scheduler or, once it "
-                                        "had workers, for a worker before it stops (default 60)")
+        default=None,
+        gt=0,
+        description="how long a run waits for an unreachable scheduler or, once it "
+        "had workers, for a worker before it stops (default 60)",
+    )
     start_timeout_s: float | None = Field(
-        default=None, gt=0, description="how long a run waits for its first worker (default 300; "
-                                        "a batch queue may need longer)")
+        default=None,
+        gt=0,
+        description="how long a run waits for its first worker (default 300; "
+        "a batch queue may need longer)",
+    )
 
 
 class OutputSpec(_Strict):
@@ -274,8 +330,10 @@ class OutputSpec(_Strict):
 
     path: str | None = Field(default=None, description="results folder (default: results/<name>)")
     keep: Literal["all", "feasible", "front"] = Field(
-        default="all", description="rows the log keeps in full: every evaluation, the feasible "
-                                   "ones, or those on the front when evaluated")
+        default="all",
+        description="rows the log keeps in full: every evaluation, the feasible "
+        "ones, or those on the front when evaluated",
+    )
 
 
 class Study(_Strict):
@@ -299,8 +357,10 @@ class Study(_Strict):
     @classmethod
     def _safe_name(cls, v: str) -> str:
         if not _NAME_RE.fullmatch(v):  # not match: '$' also matches before a final newline
-            raise ValueError("name must be 1 to 200 letters, digits, '_', '-' and '.', not starting with '.' "
-                             "(it names the results folder)")
+            raise ValueError(
+                "name must be 1 to 200 letters, digits, '_', '-' and '.', not starting with '.' "
+                "(it names the results folder)"
+            )
         return v
 
     @field_validator("output", mode="before")
@@ -337,7 +397,9 @@ class Study(_Strict):
         """The study as it was written (the source text), or a canonical dump."""
         if self.source_text:
             return self.source_text
-        return yaml.safe_dump(_plain(self.model_dump(exclude_none=True, warnings=False)), sort_keys=False)
+        return yaml.safe_dump(
+            _plain(self.model_dump(exclude_none=True, warnings=False)), sort_keys=False
+        )
 
     def without_stale_source(self) -> Study:
         """This study, without its source text where that no longer says what the study is
@@ -347,11 +409,17 @@ class Study(_Strict):
         if not self.source_text:
             return self
         try:
-            read = parse_study(yaml.load(self.source_text, Loader=_StudyLoader),  # noqa: S506 - safe
-                               file=self.source_path or "<study>", text=self.source_text)
+            read = parse_study(
+                yaml.load(self.source_text, Loader=_StudyLoader),  # noqa: S506 - safe
+                file=self.source_path or "<study>",
+                text=self.source_text,
+            )
         except (yaml.YAMLError, DseError):
             read = None
-        keep = {"exclude": {"execution"}, "warnings": False}  # (numpy numbers: no serialiser warning)
+        keep = {
+            "exclude": {"execution"},
+            "warnings": False,
+        }  # (numpy numbers: no serialiser warning)
         if read is not None and read.model_dump(**keep) == self.model_dump(**keep):
             return self  # (numpy numbers a program put in compare equal to the file's)
         return self.model_copy(update={"source_text": ""})
@@ -361,7 +429,9 @@ class _StudyLoader(yaml.SafeLoader):
     """YAML 1.1 reads ``2.6e10`` as text; studies are full of such numbers, so read them as floats."""
 
 
-def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _mapping_without_duplicates(
+    loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict:
     """A mapping; a key written twice is an error (YAML would silently keep the last one)."""
     seen: dict = {}
     for key_node, _ in node.value:
@@ -370,12 +440,15 @@ def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode,
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"key '{key}' appears twice in one mapping", key_node.start_mark)
+                None, None, f"key '{key}' appears twice in one mapping", key_node.start_mark
+            )
         seen[key] = True
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
 
-_StudyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+_StudyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
+)
 _StudyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -404,8 +477,7 @@ def _field_path(loc: tuple) -> str:
 
 
 def _is_union_branch(loc: tuple) -> bool:
-    return any(isinstance(p, str) and (p in _BRANCH_TAGS or p.startswith("list["))
-               for p in loc)
+    return any(isinstance(p, str) and (p in _BRANCH_TAGS or p.startswith("list[")) for p in loc)
 
 
 def _pick_error(errors: list[dict]) -> dict:
@@ -425,8 +497,12 @@ def _describe_allowed(err: dict) -> str | None:
         return err.get("ctx", {}).get("expected")
     if typ.endswith("_type") or typ.endswith("_parsing"):
         return typ.split("_")[0]
-    bounds = {"greater_than_equal": ">= {ge}", "greater_than": "> {gt}", "less_than_equal": "<= {le}",
-              "less_than": "< {lt}"}
+    bounds = {
+        "greater_than_equal": ">= {ge}",
+        "greater_than": "> {gt}",
+        "less_than_equal": "<= {le}",
+        "less_than": "< {lt}",
+    }
     if typ in bounds:
         return bounds[typ].format(**err.get("ctx", {}))
     return None
@@ -434,25 +510,53 @@ def _describe_allowed(err: dict) -> str | None:
 
 _SPEC_BY_KEY = {"range": RangeSpec, "log": LogSpec, "choices": ChoicesSpec}
 _MAPPING_TYPES = ("model_type", "model_attributes_type", "dict_type")
-_EXPECTED = {"list_type": "a list", "int_type": "an integer", "int_parsing": "an integer",
-             "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
-             "string_type": "a text", "bool_type": "true or false", "bool_parsing": "true or false",
-             "finite_number": "a finite number"}
+_EXPECTED = {
+    "list_type": "a list",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "a text",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "finite_number": "a finite number",
+}
 
 
 def _branches(errors: list[dict], loc: tuple) -> set[str]:
     """The types of the union whose branch errors pydantic reported at ``loc``: scalar
     tags (``int``, ``str``, ...) and ``list`` for a ``list[...]`` branch."""
+
     def tag(p):
-        return "list" if isinstance(p, str) and p.startswith("list[") else p if p in _BRANCH_TAGS else None
+        return (
+            "list"
+            if isinstance(p, str) and p.startswith("list[")
+            else p
+            if p in _BRANCH_TAGS
+            else None
+        )
 
     def base(lc):
         return tuple(p for p in lc if tag(p) is None)
-    return {tag(p) for e in errors if base(e["loc"]) == base(loc) for p in e["loc"] if tag(p) is not None}
+
+    return {
+        tag(p)
+        for e in errors
+        if base(e["loc"]) == base(loc)
+        for p in e["loc"]
+        if tag(p) is not None
+    }
 
 
-def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tuple = (),
-                           model: Any = None, root: str = "study") -> None:
+def raise_validation_error(
+    exc: ValidationError,
+    *,
+    file: str | None,
+    prefix: tuple = (),
+    model: Any = None,
+    root: str = "study",
+) -> None:
     """Turn a pydantic error into one :class:`StudyError` naming the field, the value and what
     is allowed. ``prefix`` is the field path of ``model`` inside the study (e.g. the options
     model of a plug-in validated at ``("search", "options")``); ``root`` names the document
@@ -464,8 +568,10 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
         parent = path.rsplit(".", 1)[0] if "." in path else root
         keys = _allowed_keys(model or Study, tuple(err["loc"]))
         raise StudyError(
-            f"unknown key '{loc[-1]}' in {parent}{did_you_mean(loc[-1], keys.split(', '))}", file=file,
-            field=path, allowed=keys,
+            f"unknown key '{loc[-1]}' in {parent}{did_you_mean(loc[-1], keys.split(', '))}",
+            file=file,
+            field=path,
+            allowed=keys,
         ) from None
     if err["type"] == "missing":
         raise StudyError("required field is missing", file=file, field=path) from None
@@ -484,8 +590,10 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
             msg = "expected true, false or a mapping of settings"
     if path == "objectives" and err["type"] == "too_short":
         msg = "at least one objective is needed"
-    if path.startswith("space.") and path.count(".") == 1 and (
-        _is_union_branch(err["loc"]) or err["type"].endswith("_type")
+    if (
+        path.startswith("space.")
+        and path.count(".") == 1
+        and (_is_union_branch(err["loc"]) or err["type"].endswith("_type"))
     ):
         msg = "expected a list of single values, a single value, or a mapping with 'range', 'log' or 'choices'"
         allowed = None
@@ -498,8 +606,9 @@ def raise_validation_error(exc: ValidationError, *, file: str | None, prefix: tu
             pass  # an item of the list branch: its own type's message
         else:
             msg, allowed = "expected a single value", "a number, a text, or true/false"
-    raise StudyError(msg, file=file, field=path or None, value=err.get("input"), has_value=True,
-                     allowed=allowed) from None
+    raise StudyError(
+        msg, file=file, field=path or None, value=err.get("input"), has_value=True, allowed=allowed
+    ) from None
 
 
 def validate_options(model: type[BaseModel], raw: Any, *, prefix: tuple) -> BaseModel:
@@ -512,9 +621,12 @@ def validate_options(model: type[BaseModel], raw: Any, *, prefix: tuple) -> Base
         unknown = [k for k in raw if k not in known]
         if unknown:
             path = ".".join(map(str, (*prefix, unknown[0])))
-            raise StudyError(f"unknown key '{unknown[0]}' in {'.'.join(map(str, prefix))}"
-                             f"{did_you_mean(unknown[0], known)}", field=path,
-                             allowed=", ".join(model.model_fields) or "no options")
+            raise StudyError(
+                f"unknown key '{unknown[0]}' in {'.'.join(map(str, prefix))}"
+                f"{did_you_mean(unknown[0], known)}",
+                field=path,
+                allowed=", ".join(model.model_fields) or "no options",
+            )
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -537,14 +649,22 @@ def _parse_space(space: Any, file: str) -> Any:
                 raise StudyError(
                     "a parameter is a list of choices, a single value, or a mapping with exactly "
                     "one of 'range' (with optional 'step'), 'log' (with 'base' or 'num') or 'choices'",
-                    file=file, field=field, value=spec,
+                    file=file,
+                    field=field,
+                    value=spec,
                 )
             cls = _SPEC_BY_KEY[forms[0]]
             try:
                 spec = cls.model_validate(spec)
             except ValidationError as exc:
                 raise_validation_error(exc, file=file, prefix=("space", name), model=cls)
-        values = spec if isinstance(spec, list) else spec.choices if isinstance(spec, ChoicesSpec) else [spec]
+        values = (
+            spec
+            if isinstance(spec, list)
+            else spec.choices
+            if isinstance(spec, ChoicesSpec)
+            else [spec]
+        )
         for x in values:
             if isinstance(x, int | float) and not isinstance(x, bool) and not finite_number(x):
                 raise StudyError("expected finite numbers", file=file, field=field, value=x)
@@ -574,7 +694,14 @@ def _allowed_keys(model: Any, loc: tuple) -> str:
         if typing.get_origin(ann) is list:
             ann = typing.get_args(ann)[0]
         if typing.get_origin(ann) in (typing.Union, types.UnionType):  # an optional section
-            ann = next((a for a in typing.get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+            ann = next(
+                (
+                    a
+                    for a in typing.get_args(ann)
+                    if isinstance(a, type) and issubclass(a, BaseModel)
+                ),
+                None,
+            )
         model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
         if model is None:
             return ""

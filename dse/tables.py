@@ -18,7 +18,9 @@ from dse.errors import DseError
 TABLE_LIMIT_MB = 50.0
 
 
-def check_size(path: Path | str, what: str, *, limit_mb: float = TABLE_LIMIT_MB, instead: str = "") -> None:
+def check_size(
+    path: Path | str, what: str, *, limit_mb: float = TABLE_LIMIT_MB, instead: str = ""
+) -> None:
     """Refuse a file of more than ``limit_mb`` MB (``what`` it is, and ``instead``: what to
     do rather, in the message); a missing file is left to the reader."""
     try:
@@ -26,8 +28,11 @@ def check_size(path: Path | str, what: str, *, limit_mb: float = TABLE_LIMIT_MB,
     except OSError:
         return
     if size_mb > limit_mb:
-        raise DseError(f"is {size_mb:,.1f} MB, more than the {limit_mb:g} MB a {what} may be"
-                       + (f"; {instead}" if instead else ""), file=str(path))
+        raise DseError(
+            f"is {size_mb:,.1f} MB, more than the {limit_mb:g} MB a {what} may be"
+            + (f"; {instead}" if instead else ""),
+            file=str(path),
+        )
 
 
 def check_shape(path: Path | str, *, comment: str | None = None) -> None:
@@ -49,19 +54,31 @@ def check_shape(path: Path | str, *, comment: str | None = None) -> None:
                     header = [c.strip() for c in record]
                     width = len(header)
                     if "" in header:
-                        raise DseError(f"the header's column {header.index('') + 1} has no name"
-                                       + (" (a comma at the end of the line?)" if header[-1] == "" else ""),
-                                       file=str(path), field=f"line {reader.line_num}",
-                                       allowed="a name for every column")
+                        raise DseError(
+                            f"the header's column {header.index('') + 1} has no name"
+                            + (" (a comma at the end of the line?)" if header[-1] == "" else ""),
+                            file=str(path),
+                            field=f"line {reader.line_num}",
+                            allowed="a name for every column",
+                        )
                     twice = sorted({c for c in header if c and header.count(c) > 1})
                     if twice:
-                        raise DseError(f"column '{twice[0]}' appears twice in the header", file=str(path),
-                                       field=twice[0], allowed="each column once")
-                elif len(record) > width:  # pandas would shift the row's values under an index column
+                        raise DseError(
+                            f"column '{twice[0]}' appears twice in the header",
+                            file=str(path),
+                            field=twice[0],
+                            allowed="each column once",
+                        )
+                elif (
+                    len(record) > width
+                ):  # pandas would shift the row's values under an index column
                     trailing = not any(cell.strip() for cell in record[width:])
-                    raise DseError(f"{len(record)} fields under a header of {width}"
-                                   + (" (a comma at the end of the line?)" if trailing else ""), file=str(path),
-                                   field=f"line {reader.line_num}",
-                                   allowed="one value per header column (an empty one between two commas)")
+                    raise DseError(
+                        f"{len(record)} fields under a header of {width}"
+                        + (" (a comma at the end of the line?)" if trailing else ""),
+                        file=str(path),
+                        field=f"line {reader.line_num}",
+                        allowed="one value per header column (an empty one between two commas)",
+                    )
     except (OSError, UnicodeDecodeError, csv.Error):
         return

@@ -21,26 +21,42 @@ from dse.store import ResultStore
 from dse.study import Study, load_study
 
 #: the entry-point groups of the two plug-in points a study names (as dse.evaluators and dse.search)
-GROUPS = {"evaluator": ("dse.evaluators", "evaluator.name"), "search algorithm": ("dse.search", "search.algorithm")}
+GROUPS = {
+    "evaluator": ("dse.evaluators", "evaluator.name"),
+    "search algorithm": ("dse.search", "search.algorithm"),
+}
 
 
-def check_without_plugins(path: str | Path, output: str | Path | None = None, *, overwrite: bool = False) -> list[str]:
+def check_without_plugins(
+    path: str | Path, output: str | Path | None = None, *, overwrite: bool = False
+) -> list[str]:
     """What the study at ``path`` would make dse do, as lines to print, after the checks
     that need none of its code; raises :class:`~dse.errors.DseError` (one line) for what
     ``dse run`` would refuse among them. Imports no plug-in and starts no program."""
     study = load_study(path)
-    lines = [f"{printable(study.name)}: the study file is well-formed; no plug-in code was imported or run"]
-    for kind, name in (("evaluator", study.evaluator.name), ("search algorithm", study.search.algorithm)):
+    lines = [
+        f"{printable(study.name)}: the study file is well-formed; no plug-in code was imported or run"
+    ]
+    for kind, name in (
+        ("evaluator", study.evaluator.name),
+        ("search algorithm", study.search.algorithm),
+    ):
         lines.append(f"{kind}: {_plugin(kind, name, file=str(path))}")
     command = _command(study)
     if command:
-        lines.append(f"program: runs {printable(command)} once per chunk of candidates, as you, in "
-                     f"{printable(study.evaluator.options.get('workdir') or 'the current folder')}")
+        lines.append(
+            f"program: runs {printable(command)} once per chunk of candidates, as you, in "
+            f"{printable(study.evaluator.options.get('workdir') or 'the current folder')}"
+        )
     if study.execution.profile:
-        lines.append(f"cluster profile: {printable(study.execution.profile)} (a profile may name a cluster class "
-                     "to import, and the commands its jobs run)")
+        lines.append(
+            f"cluster profile: {printable(study.execution.profile)} (a profile may name a cluster class "
+            "to import, and the commands its jobs run)"
+        )
     if study.execution.scheduler:
-        lines.append(f"scheduler: sends the evaluator to {printable(study.execution.scheduler)} to run there")
+        lines.append(
+            f"scheduler: sends the evaluator to {printable(study.execution.scheduler)} to run there"
+        )
     out = Path(output) if output is not None else study.output_dir
     try:
         ResultStore.check_creatable(out, overwrite=overwrite)
@@ -49,8 +65,10 @@ def check_without_plugins(path: str | Path, output: str | Path | None = None, *,
             raise
         raise StudyError(exc.message, file=str(path), field="output.path") from None
     lines.append(f"results folder: {printable(out)}")
-    lines.append("not checked here: the plug-ins' own options and the space against the evaluator's inputs; "
-                 "`dse validate` without --no-plugins checks them (it imports the plug-ins)")
+    lines.append(
+        "not checked here: the plug-ins' own options and the space against the evaluator's inputs; "
+        "`dse validate` without --no-plugins checks them (it imports the plug-ins)"
+    )
     return lines
 
 
@@ -60,12 +78,18 @@ def _plugin(kind: str, name: str, *, file: str) -> str:
     group, field = GROUPS[kind]
     if ":" in name:
         module = name.partition(":")[0]
-        return (f"{printable(name)}: the module {printable(module)} would be imported (its code runs as it "
-                "is), from the installed packages or the current folder; not imported here")
+        return (
+            f"{printable(name)}: the module {printable(module)} would be imported (its code runs as it "
+            "is), from the installed packages or the current folder; not imported here"
+        )
     names = registered(group)
     if name not in names:
-        raise StudyError(f"unknown {kind} '{name}'{did_you_mean(name, names)}", file=file, field=field,
-                         allowed=", ".join(sorted(names)) + " (registered), or package.module:Class")
+        raise StudyError(
+            f"unknown {kind} '{name}'{did_you_mean(name, names)}",
+            file=file,
+            field=field,
+            allowed=", ".join(sorted(names)) + " (registered), or package.module:Class",
+        )
     return f"{printable(name)}, registered by an installed package ({printable(names[name])}); not imported here"
 
 

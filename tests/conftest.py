@@ -32,7 +32,10 @@ def toy_study(**overrides) -> dict:
     study = {
         "name": "toy",
         "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": [0, 4, 9], "shape": ["a", "b"]},
-        "objectives": [{"metric": "f1", "direction": "minimize"}, {"metric": "f2", "direction": "minimize"}],
+        "objectives": [
+            {"metric": "f1", "direction": "minimize"},
+            {"metric": "f2", "direction": "minimize"},
+        ],
         "evaluator": {"name": TOY},
         "search": {"algorithm": "exhaustive", "budget": 100, "seed": 3, "batch_size": 20},
         "execution": {"workers": 0, "chunk_size": 10},  # in this process: no cluster to start
@@ -56,8 +59,9 @@ def write_study(folder: Path, study: dict, name: str = "study.yaml") -> Path:
 INTERPRETER_ENV = ("PYTHON", "LC_", "LANG")
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run ``dse ARGS`` in this process (:func:`dse.cli.main`) in the folder ``cwd`` (default:
     the repository), with ``env`` added to the environment for the call (``COLUMNS=200``
     unless given) and its standard output and error captured, as :func:`run_cli_subprocess`
@@ -93,20 +97,29 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180,
                 os.environ[key] = value
     left = [p for p in multiprocessing.active_children() if p not in children]
     assert not left, f"dse {' '.join(map(str, args))} left child processes running: {left}"
-    running = [t for t in threading.enumerate() if t not in threads and t.is_alive() and not t.daemon]
+    running = [
+        t for t in threading.enumerate() if t not in threads and t.is_alive() and not t.daemon
+    ]
     assert not running, f"dse {' '.join(map(str, args))} left threads running: {running}"
-    return subprocess.CompletedProcess(["dse", *map(str, args)], code, stdout.getvalue(), stderr.getvalue())
+    return subprocess.CompletedProcess(
+        ["dse", *map(str, args)], code, stdout.getvalue(), stderr.getvalue()
+    )
 
 
-def run_cli_subprocess(*args: str, cwd: Path | None = None, timeout: float = 180,
-                       env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_cli_subprocess(
+    *args: str, cwd: Path | None = None, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run ``python -m dse ARGS`` as a program (``env`` adds variables); returns the completed
     process. For tests about signals, kills, process lifetimes, the interpreter's
     environment or the installed program; every other test calls :func:`run_cli`."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "dse", *args], cwd=cwd or REPO, env=env, capture_output=True,
-        text=True, timeout=timeout,
+        [sys.executable, "-m", "dse", *args],
+        cwd=cwd or REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -121,8 +134,10 @@ def rows_on_disk(out: Path) -> int:
 
 def log_rows(out: Path) -> pd.DataFrame:
     """Every row of a results folder's log, as written (a candidate written twice shows twice)."""
-    return pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))],
-                     ignore_index=True)
+    return pd.concat(
+        [pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))],
+        ignore_index=True,
+    )
 
 
 def front_of(out: Path, columns: tuple[str, ...] = ("x", "y", "shape", "f1", "f2")) -> pd.DataFrame:

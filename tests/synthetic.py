@@ -24,36 +24,85 @@ from dse.analytic.energy import power, transfer
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import gemm, hardware
 
-TRUTH = {"idle_w": 66.0, "a_compute": 0.92, "a_memory": 0.42, "a_waiting": 0.13, "a_parked": 0.09,
-         "v_floor": 0.82, "knee": 0.70, "matmul_eff_max": 0.74, "memory_eff": 0.79}
+TRUTH = {
+    "idle_w": 66.0,
+    "a_compute": 0.92,
+    "a_memory": 0.42,
+    "a_waiting": 0.13,
+    "a_parked": 0.09,
+    "v_floor": 0.82,
+    "knee": 0.70,
+    "matmul_eff_max": 0.74,
+    "memory_eff": 0.79,
+}
 CLOCKS = (1410.0, 1305.0, 1200.0, 1095.0, 990.0, 885.0, 780.0, 675.0)
 LAYOUTS = (
-    {"tensor_parallel": 1, "pipeline_parallel": 1, "micro_batch_size": 4, "global_batch_size": 256, "framework": "deepspeed"},
-    {"tensor_parallel": 2, "pipeline_parallel": 2, "micro_batch_size": 2, "global_batch_size": 64, "framework": "megatron"},
-    {"tensor_parallel": 8, "pipeline_parallel": 1, "micro_batch_size": 1, "global_batch_size": 32, "framework": "megatron",
-     "flash_attention": False},
-    {"tensor_parallel": 1, "pipeline_parallel": 4, "micro_batch_size": 1, "global_batch_size": 32, "framework": "megatron"},
+    {
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "micro_batch_size": 4,
+        "global_batch_size": 256,
+        "framework": "deepspeed",
+    },
+    {
+        "tensor_parallel": 2,
+        "pipeline_parallel": 2,
+        "micro_batch_size": 2,
+        "global_batch_size": 64,
+        "framework": "megatron",
+    },
+    {
+        "tensor_parallel": 8,
+        "pipeline_parallel": 1,
+        "micro_batch_size": 1,
+        "global_batch_size": 32,
+        "framework": "megatron",
+        "flash_attention": False,
+    },
+    {
+        "tensor_parallel": 1,
+        "pipeline_parallel": 4,
+        "micro_batch_size": 1,
+        "global_batch_size": 32,
+        "framework": "megatron",
+    },
 )
-
 
 
 def _roofline(hw, clock_ratio) -> gemm.Roofline:
     """The first part's 16-bit GEMM terms at ``clock_ratio`` (no memory bound needed)."""
-    return gemm.Roofline(peak_flops=hw.peak_flops[0], clock_ratio=clock_ratio, compute_units=hw.compute_units[0],
-                         eff_max=hw.matmul_eff_max[0], half_flops=hw.matmul_half_gflop[0] * 1e9,
-                         half_k=hw.matmul_half_k[0], hbm_bw_bps=np.nan)
+    return gemm.Roofline(
+        peak_flops=hw.peak_flops[0],
+        clock_ratio=clock_ratio,
+        compute_units=hw.compute_units[0],
+        eff_max=hw.matmul_eff_max[0],
+        half_flops=hw.matmul_half_gflop[0] * 1e9,
+        half_k=hw.matmul_half_k[0],
+        hbm_bw_bps=np.nan,
+    )
+
 
 def truth_profile(path: Path, truth: dict = TRUTH) -> Path:
     """A100-80GB with ``truth``'s numbers, as an accelerator profile at ``path``."""
     acc, _ = fit.base_accelerator("A100-80GB")
     for k, v in truth.items():
         fit.PARAMETERS[k].set(acc, v)
-    return profiles.dump({"format": profiles.FORMAT, "version": 1, "name": Path(path).stem, "base": "A100-80GB",
-                          "created": "synthetic", **acc}, path)
+    return profiles.dump(
+        {
+            "format": profiles.FORMAT,
+            "version": 1,
+            "name": Path(path).stem,
+            "base": "A100-80GB",
+            "created": "synthetic",
+            **acc,
+        },
+        path,
+    )
 
 
-def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: float = 8e9,
-                 caps=()) -> pd.DataFrame:
+def kernel_sweep(
+    profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: float = 8e9, caps=()
+) -> pd.DataFrame:
     """A ``dse profile``-style sweep: a bf16 GEMM, a memory copy and a blocked wait at each
     clock, an idle and a parked reading, and the GEMM under each power cap in ``caps`` (its
     clock not given: the highest whose power meets the cap), as the model predicts them
@@ -68,25 +117,69 @@ def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: f
         n = gemm_n
         t = gemm.compute_time(n, n, n, None, _roofline(hw, ratio[0]))
         e = power.phase_power_w(pw.a_compute[0], s, idle, tdp) * t
-        rows.append({"workload": "matmul-bf16", "kind": "compute", "clock_mhz": f, "time_s": t, "energy_j": e,
-                     "flops": 2.0 * n ** 3, "gemm_m": n, "gemm_n": n, "gemm_k": n})
+        rows.append(
+            {
+                "workload": "matmul-bf16",
+                "kind": "compute",
+                "clock_mhz": f,
+                "time_s": t,
+                "energy_j": e,
+                "flops": 2.0 * n**3,
+                "gemm_m": n,
+                "gemm_n": n,
+                "gemm_k": n,
+            }
+        )
         t = copy_bytes / (hw.hbm_bw_bps[0] * hw.memory_eff[0])
-        e = power.phase_power_w(pw.a_memory[0], s, idle, tdp) * t + transfer.hbm_energy_j(copy_bytes, pw.hbm_pj_per_byte[0])
-        rows.append({"workload": "copy", "kind": "memory", "clock_mhz": f, "time_s": t, "energy_j": e, "bytes": copy_bytes})
+        e = power.phase_power_w(pw.a_memory[0], s, idle, tdp) * t + transfer.hbm_energy_j(
+            copy_bytes, pw.hbm_pj_per_byte[0]
+        )
+        rows.append(
+            {
+                "workload": "copy",
+                "kind": "memory",
+                "clock_mhz": f,
+                "time_s": t,
+                "energy_j": e,
+                "bytes": copy_bytes,
+            }
+        )
         p = power.phase_power_w(pw.a_waiting[0], s, idle, tdp)
-        rows.append({"workload": "blocked", "kind": "blocked", "clock_mhz": f, "time_s": 2.0, "energy_j": p * 2.0})
+        rows.append(
+            {
+                "workload": "blocked",
+                "kind": "blocked",
+                "clock_mhz": f,
+                "time_s": 2.0,
+                "energy_j": p * 2.0,
+            }
+        )
     for cap in caps:
         lo, hi = hw.clock_min_mhz[0] / f_max, 1.0
         for _ in range(60):  # the highest clock whose GEMM power meets the cap
             mid = 0.5 * (lo + hi)
-            p = power.phase_power_w(pw.a_compute[0], power.dynamic_scale(np.array([mid]), pw.vf_x, pw.vf_v)[0],
-                                    idle, tdp)
+            p = power.phase_power_w(
+                pw.a_compute[0],
+                power.dynamic_scale(np.array([mid]), pw.vf_x, pw.vf_v)[0],
+                idle,
+                tdp,
+            )
             lo, hi = (mid, hi) if p <= cap else (lo, mid)
         t = gemm.compute_time(gemm_n, gemm_n, gemm_n, None, _roofline(hw, lo))
         s = power.dynamic_scale(np.array([lo]), pw.vf_x, pw.vf_v)[0]
-        rows.append({"workload": "matmul-bf16", "kind": "compute", "power_cap_w": cap, "time_s": t,
-                     "energy_j": power.phase_power_w(pw.a_compute[0], s, idle, tdp) * t, "flops": 2.0 * gemm_n ** 3,
-                     "gemm_m": gemm_n, "gemm_n": gemm_n, "gemm_k": gemm_n})
+        rows.append(
+            {
+                "workload": "matmul-bf16",
+                "kind": "compute",
+                "power_cap_w": cap,
+                "time_s": t,
+                "energy_j": power.phase_power_w(pw.a_compute[0], s, idle, tdp) * t,
+                "flops": 2.0 * gemm_n**3,
+                "gemm_m": gemm_n,
+                "gemm_n": gemm_n,
+                "gemm_k": gemm_n,
+            }
+        )
     rows.append({"workload": "idle", "kind": "idle", "time_s": 5.0, "energy_j": idle * 5.0})
     parked = power.parked_power_w(pw.a_parked[0], idle, tdp, np.nan)
     rows.append({"workload": "parked", "kind": "parked", "time_s": 5.0, "energy_j": parked * 5.0})
@@ -96,20 +189,31 @@ def kernel_sweep(profile: Path, clocks=CLOCKS, gemm_n: int = 8192, copy_bytes: f
     return out
 
 
-def training_runs(profile: Path, layouts=LAYOUTS, clocks=(1410.0, 1200.0, 1000.0, 800.0, 600.0)) -> pd.DataFrame:
+def training_runs(
+    profile: Path, layouts=LAYOUTS, clocks=(1410.0, 1200.0, 1000.0, 800.0, 600.0)
+) -> pd.DataFrame:
     """GPT-1.3B on 8 GPUs in ``layouts`` at ``clocks``: step time and average power per GPU
     from ``AnalyticEvaluator`` with the profile as the accelerator."""
-    rows = [{"model": "gpt-1.3b", "num_accelerators": 8, "precision": "bf16", "clock_mhz": f, **lay}
-            for lay, f in itertools.product(layouts, clocks)]
+    rows = [
+        {"model": "gpt-1.3b", "num_accelerators": 8, "precision": "bf16", "clock_mhz": f, **lay}
+        for lay, f in itertools.product(layouts, clocks)
+    ]
     cfg = pd.DataFrame(rows)
     out = AnalyticEvaluator().evaluate(cfg.assign(accelerator=str(profile)))
     assert out["feasible"].all(), list(out.loc[~out["feasible"], "reason"])
-    return cfg.assign(step_time_s=out["step_time_s"].to_numpy(),
-                      avg_power_w=out["avg_power_per_accelerator_w"].to_numpy())
+    return cfg.assign(
+        step_time_s=out["step_time_s"].to_numpy(),
+        avg_power_w=out["avg_power_per_accelerator_w"].to_numpy(),
+    )
 
 
-def telemetry(runs: pd.DataFrame, start: float = 1714564800.0, steps: int = 4, gpus: int = 2,
-              period_s: float = 0.5) -> tuple[pd.DataFrame, pd.DataFrame]:
+def telemetry(
+    runs: pd.DataFrame,
+    start: float = 1714564800.0,
+    steps: int = 4,
+    gpus: int = 2,
+    period_s: float = 0.5,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Steps with start and end stamps for ``runs`` (each run's steps back to back), and
     telemetry samples every ``period_s`` from a second before the first step to a second
     after the last: each sample reads the average power and SM clock of the run then on
@@ -120,7 +224,9 @@ def telemetry(runs: pd.DataFrame, start: float = 1714564800.0, steps: int = 4, g
         cfg = run.drop(["step_time_s", "avg_power_w"]).to_dict()
         first = t
         for _ in range(steps):
-            step_rows.append({**cfg, "step": len(step_rows), "start_time": t, "end_time": t + run["step_time_s"]})
+            step_rows.append(
+                {**cfg, "step": len(step_rows), "start_time": t, "end_time": t + run["step_time_s"]}
+            )
             t += run["step_time_s"]
         spans.append((first, t, run["avg_power_w"], run["clock_mhz"]))
     samples = []
@@ -128,20 +234,24 @@ def telemetry(runs: pd.DataFrame, start: float = 1714564800.0, steps: int = 4, g
         on = [s for s in spans if s[0] <= ts < s[1]]
         p, f = (on[0][2], on[0][3]) if on else (TRUTH["idle_w"], 210.0)
         for g in range(gpus):
-            samples.append({"time_s": ts, "gpu": g, "power_w": p, "clock_mhz": f, "temp_c": 30.0 + 0.1 * p})
+            samples.append(
+                {"time_s": ts, "gpu": g, "power_w": p, "clock_mhz": f, "temp_c": 30.0 + 0.1 * p}
+            )
     return pd.DataFrame(step_rows), pd.DataFrame(samples)
 
 
 def _iso(ts: float, fmt: str) -> str:
-    return pd.Timestamp(ts, unit="s").strftime(fmt)[: -3]
+    return pd.Timestamp(ts, unit="s").strftime(fmt)[:-3]
 
 
 def write_nvidia_smi(samples: pd.DataFrame, path: Path) -> Path:
     """``samples`` as ``nvidia-smi --query-gpu=timestamp,index,power.draw,clocks.sm,temperature.gpu --format=csv`` writes them."""
     lines = ["timestamp, index, power.draw [W], clocks.sm [MHz], temperature.gpu"]
     for r in samples.itertuples():
-        lines.append(f"{_iso(r.time_s, '%Y/%m/%d %H:%M:%S.%f')}, {r.gpu}, {r.power_w:.2f} W, {r.clock_mhz:.0f} MHz, "
-                     f"{r.temp_c:.0f}")
+        lines.append(
+            f"{_iso(r.time_s, '%Y/%m/%d %H:%M:%S.%f')}, {r.gpu}, {r.power_w:.2f} W, {r.clock_mhz:.0f} MHz, "
+            f"{r.temp_c:.0f}"
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -149,9 +259,13 @@ def write_nvidia_smi(samples: pd.DataFrame, path: Path) -> Path:
 def write_dcgm(samples: pd.DataFrame, path: Path) -> Path:
     """``samples`` as DCGM exporter text with each sample's timestamp (ms), GPU 0 only."""
     samples = samples[samples["gpu"] == 0]
-    lines = ["# synthetic: generated by tests/synthetic.py from the analytic model, not a measurement",
-             "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).", "# TYPE DCGM_FI_DEV_POWER_USAGE gauge",
-             "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).", "# TYPE DCGM_FI_DEV_SM_CLOCK gauge"]
+    lines = [
+        "# synthetic: generated by tests/synthetic.py from the analytic model, not a measurement",
+        "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).",
+        "# TYPE DCGM_FI_DEV_POWER_USAGE gauge",
+        "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).",
+        "# TYPE DCGM_FI_DEV_SM_CLOCK gauge",
+    ]
     for r in samples.itertuples():
         ms = int(round(r.time_s * 1000))
         labels = f'gpu="{r.gpu}",UUID="GPU-0000000{r.gpu}",device="nvidia{r.gpu}",modelName="NVIDIA A100-SXM4-80GB"'
@@ -178,7 +292,9 @@ def write_examples(folder: Path) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         truth = truth_profile(Path(tmp) / "truth.yaml")
-        (folder / "synthetic_kernels.csv").write_text(SYNTHETIC_NOTE + kernel_sweep(truth, caps=(200.0, 300.0)).to_csv(index=False))
+        (folder / "synthetic_kernels.csv").write_text(
+            SYNTHETIC_NOTE + kernel_sweep(truth, caps=(200.0, 300.0)).to_csv(index=False)
+        )
         runs = training_runs(truth, layouts=LAYOUTS[:2], clocks=(1410.0, 1100.0, 800.0))
         (folder / "synthetic_training.csv").write_text(SYNTHETIC_NOTE + runs.to_csv(index=False))
         steps, samples = telemetry(runs.iloc[[0, 2, 3, 5]])

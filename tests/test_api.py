@@ -26,23 +26,34 @@ def test_run_resume_and_open_results_in_process(tmp_path):
     np.testing.assert_allclose(np.sort(front["f2"].values), np.sort(1 - np.sqrt(front["x"].values)))
     assert results.study.name == "toy" and results.state().finished is True
     again = dse.resume(out)  # a finished run resumes to the same front, evaluating nothing
-    assert len(again.evaluations) == 66 and sorted(again.front["key"]) == sorted(result.front["key"])
+    assert len(again.evaluations) == 66 and sorted(again.front["key"]) == sorted(
+        result.front["key"]
+    )
 
 
 def test_load_study_checks_everything_run_checks(tmp_path):
-    path = write_study(tmp_path, toy_study(search={"algorithm": "nsga2", "options": {"pop_sise": 10}}))
+    path = write_study(
+        tmp_path, toy_study(search={"algorithm": "nsga2", "options": {"pop_sise": 10}})
+    )
     with pytest.raises(StudyError, match="search.options.pop_sise"):
         dse.load_study(path)
 
 
 def test_importing_dse_is_cheap_and_exports_the_plugin_contracts():
-    code = ("import sys, dse; print(sorted(m for m in ('pandas', 'xarray', 'dask', 'pymoo', 'optuna') "
-            "if m in sys.modules))")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+    code = (
+        "import sys, dse; print(sorted(m for m in ('pandas', 'xarray', 'dask', 'pymoo', 'optuna') "
+        "if m in sys.modules))"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+        == "[]"
+    )
     from dse.evaluators.base import Evaluator
     from dse.search.base import Problem, SearchDriver
 
-    assert dse.Evaluator is Evaluator and dse.SearchDriver is SearchDriver and dse.Problem is Problem
+    assert (
+        dse.Evaluator is Evaluator and dse.SearchDriver is SearchDriver and dse.Problem is Problem
+    )
 
 
 def test_a_study_changed_in_python_is_stored_as_it_runs(tmp_path):
@@ -51,14 +62,18 @@ def test_a_study_changed_in_python_is_stored_as_it_runs(tmp_path):
     from dse.study import Objective
 
     study = dse.load_study(write_study(tmp_path, toy_study()))
-    changed = study.model_copy(update={"objectives": [Objective(metric="f2"), Objective(metric="f1")]})
+    changed = study.model_copy(
+        update={"objectives": [Objective(metric="f2"), Objective(metric="f1")]}
+    )
     dse.run(changed, tmp_path / "changed")
     stored = dse.open_results(tmp_path / "changed").study
     assert [o.metric for o in stored.objectives] == ["f2", "f1"]
     dse.run(study, tmp_path / "same")  # unchanged: the file's own text, comments and all
     assert (tmp_path / "same" / "study.yaml").read_text() == study.source_text
     numpy = study.model_copy(update={"space": {**study.space, "y": [np.int64(0), np.int64(4)]}})
-    dse.run(numpy, tmp_path / "numpy")  # numbers a program computed with numpy are stored as numbers
+    dse.run(
+        numpy, tmp_path / "numpy"
+    )  # numbers a program computed with numpy are stored as numbers
     assert dse.open_results(tmp_path / "numpy").study.space["y"] == [0, 4]
 
 
@@ -66,11 +81,15 @@ def test_the_library_takes_a_mapping_and_refuses_what_it_cannot_use_in_one_error
     study = dse.load_study(toy_study())  # a mapping, as YAML would give
     assert study.name == "toy"
     for bad in (-1, 0.5, "two", True):
-        with pytest.raises(dse.StudyError, match="workers: expected a whole number of local worker processes"):
+        with pytest.raises(
+            dse.StudyError, match="workers: expected a whole number of local worker processes"
+        ):
             dse.run(study, tmp_path / "w", workers=bad)
     assert not (tmp_path / "w").exists()
-    with pytest.raises(dse.StudyError, match="expected a study: a file path, a mapping of its sections or a dse "
-                                             "Study, not int"):
+    with pytest.raises(
+        dse.StudyError,
+        match="expected a study: a file path, a mapping of its sections or a dse Study, not int",
+    ):
         dse.run(5)
     assert issubclass(dse.StudyError, dse.DseError) and issubclass(dse.StoreError, dse.DseError)
 
@@ -83,8 +102,12 @@ def test_resume_goes_on_on_the_profile_a_run_was_given(tmp_path):
 
     profile = tmp_path / "one.yaml"
     profile.write_text("workers: 1\nthreads_per_worker: 1\n")
-    study = dse.load_study(write_study(tmp_path, toy_study(execution={"workers": 0})))  # its file: no profile
-    dse.run(study.with_execution(profile=str(profile), scheduler=None, workers=None), tmp_path / "out")
+    study = dse.load_study(
+        write_study(tmp_path, toy_study(execution={"workers": 0}))
+    )  # its file: no profile
+    dse.run(
+        study.with_execution(profile=str(profile), scheduler=None, workers=None), tmp_path / "out"
+    )
     again = stored_study(dse.open_results(tmp_path / "out"))
     assert again.execution.profile == str(profile.resolve()) and again.execution.workers is None
     assert plan(again).execution.kind == "local" and plan(again).execution.workers == 1

@@ -18,15 +18,29 @@ PACKAGE = REPO / "dse"
 #: layer of each top-level module or package of dse, upstream first
 LAYERS = {
     "dse.errors": 0,
-    "dse.files": 1, "dse.tables": 1, "dse.plugins": 1, "dse.keyindex": 1, "dse.allocator": 1, "dse.signals": 1,
-    "dse.study": 2, "dse.records": 2,
+    "dse.files": 1,
+    "dse.tables": 1,
+    "dse.plugins": 1,
+    "dse.keyindex": 1,
+    "dse.allocator": 1,
+    "dse.signals": 1,
+    "dse.study": 2,
+    "dse.records": 2,
     "dse.space": 3,
     "dse.evaluators": 4,
-    "dse.analytic": 5, "dse.search": 5, "dse.execution": 5,
-    "dse.store": 6, "dse.pareto": 6, "dse.progress": 6,
-    "dse.datasets": 7, "dse.logrows": 7, "dse.preview": 7, "dse.trust": 7,
+    "dse.analytic": 5,
+    "dse.search": 5,
+    "dse.execution": 5,
+    "dse.store": 6,
+    "dse.pareto": 6,
+    "dse.progress": 6,
+    "dse.datasets": 7,
+    "dse.logrows": 7,
+    "dse.preview": 7,
+    "dse.trust": 7,
     "dse.checks": 8,
-    "dse.runner": 9, "dse.results": 9,
+    "dse.runner": 9,
+    "dse.results": 9,
     "dse.api": 10,
     "dse.outputs": 11,
     "dse.cli": 12,
@@ -74,10 +88,13 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_goes_upward_or_sideways():
-    wrong = [f"{module} imports {target} (layer {LAYERS[_unit(target)]} >= {LAYERS[_unit(module)]})"
-             for module in sorted(GRAPH) if module != "dse"
-             for target in sorted(GRAPH[module])
-             if _unit(target) != _unit(module) and LAYERS[_unit(target)] >= LAYERS[_unit(module)]]
+    wrong = [
+        f"{module} imports {target} (layer {LAYERS[_unit(target)]} >= {LAYERS[_unit(module)]})"
+        for module in sorted(GRAPH)
+        if module != "dse"
+        for target in sorted(GRAPH[module])
+        if _unit(target) != _unit(module) and LAYERS[_unit(target)] >= LAYERS[_unit(module)]
+    ]
     assert wrong == []
 
 
@@ -114,7 +131,11 @@ def test_no_import_cycles():
 
 
 def test_the_analytic_model_uses_only_the_plugin_contract():
-    allowed = {"dse.errors", "dse.evaluators.base", "dse.tables"}  # the contract, its errors, the CSV shape check
+    allowed = {
+        "dse.errors",
+        "dse.evaluators.base",
+        "dse.tables",
+    }  # the contract, its errors, the CSV shape check
     for module, targets in GRAPH.items():
         if _unit(module) == "dse.analytic":
             outside = {t for t in targets if _unit(t) != "dse.analytic"}
@@ -128,8 +149,16 @@ def test_the_study_schema_imports_no_other_pipeline_stage():
 def test_drivers_know_nothing_of_execution_and_the_store_nothing_of_drivers():
     for module, targets in GRAPH.items():
         if _unit(module) == "dse.search":
-            assert not {_unit(t) for t in targets} & {"dse.execution", "dse.store", "dse.evaluators"}, module
-    assert not {_unit(t) for t in GRAPH["dse.store"]} & {"dse.search", "dse.evaluators", "dse.analytic"}
+            assert not {_unit(t) for t in targets} & {
+                "dse.execution",
+                "dse.store",
+                "dse.evaluators",
+            }, module
+    assert not {_unit(t) for t in GRAPH["dse.store"]} & {
+        "dse.search",
+        "dse.evaluators",
+        "dse.analytic",
+    }
     assert "optuna" not in (PACKAGE / "store.py").read_text()
 
 
@@ -137,13 +166,20 @@ def test_drivers_know_nothing_of_execution_and_the_store_nothing_of_drivers():
 #: string key: where the input table (input name -> array) and the YAML data files (presets,
 #: hardware catalog and calibration, training stacks, power entries) become typed objects
 PHYSICS_BOUNDARY = {
-    "time/model.py": {"_evaluate", "_layout", "_network"},            # the input table
-    "time/workload.py": {"resolve_shape"},                             # models.yaml -> ModelShape
-    "time/hardware.py": {"_row_of", "calibration_for", "entry", "estimated_efficiencies", "fitted_on",
-                         "is_estimated", "mamf_efficiency"},           # hardware.yaml, calibration.yaml
-    "time/frameworks.py": {"_row"},                                    # frameworks.yaml -> Stack
+    "time/model.py": {"_evaluate", "_layout", "_network"},  # the input table
+    "time/workload.py": {"resolve_shape"},  # models.yaml -> ModelShape
+    "time/hardware.py": {
+        "_row_of",
+        "calibration_for",
+        "entry",
+        "estimated_efficiencies",
+        "fitted_on",
+        "is_estimated",
+        "mamf_efficiency",
+    },  # hardware.yaml, calibration.yaml
+    "time/frameworks.py": {"_row"},  # frameworks.yaml -> Stack
     "energy/power.py": {"entry", "cooling_path", "PowerParameters.of_entry"},  # power.yaml
-    "energy/model.py": {"EnergyInputs.of"},                            # the input table
+    "energy/model.py": {"EnergyInputs.of"},  # the input table
 }
 
 
@@ -156,8 +192,12 @@ def _string_key_reads(path: Path) -> list[tuple[str, int]]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 visit(child, [*scope, child.name])
                 continue
-            if (isinstance(child, ast.Subscript) and isinstance(child.ctx, ast.Load)
-                    and isinstance(child.slice, ast.Constant) and isinstance(child.slice.value, str)):
+            if (
+                isinstance(child, ast.Subscript)
+                and isinstance(child.ctx, ast.Load)
+                and isinstance(child.slice, ast.Constant)
+                and isinstance(child.slice.value, str)
+            ):
                 out.append((".".join(scope) or "<module>", child.lineno))
             visit(child, scope)
 
@@ -172,10 +212,12 @@ def test_the_physics_reads_no_model_quantity_by_string_key():
     for half in ("time", "energy"):
         for path in sorted((PACKAGE / "analytic" / half).rglob("*.py")):
             allowed = PHYSICS_BOUNDARY.get(f"{half}/{path.name}", set())
-            wrong += [f"{half}/{path.name}:{line} in {scope}" for scope, line in _string_key_reads(path)
-                      if scope not in allowed]
+            wrong += [
+                f"{half}/{path.name}:{line} in {scope}"
+                for scope, line in _string_key_reads(path)
+                if scope not in allowed
+            ]
     assert wrong == []
-
 
 
 def test_no_physics_function_takes_ten_loose_arguments():
@@ -184,7 +226,10 @@ def test_no_physics_function_takes_ten_loose_arguments():
         for path in sorted((PACKAGE / "analytic" / half).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.FunctionDef):
-                    args = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                    args = [
+                        a.arg
+                        for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)
+                    ]
                     args = [a for a in args if a not in ("self", "cls")]
                     if len(args) >= 10 and node.name != "of":  # a dataclass's named constructor
                         long.append(f"{half}/{path.name}: {node.name} ({len(args)})")

@@ -26,7 +26,9 @@ def quickstart(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("name", ["pareto.nc", "evaluations.nc"])
 def test_datasets_follow_cf(quickstart, name):
-    cf_units = pytest.importorskip("cf_units", reason='cf-units is not installed: pip install ".[test]"')
+    cf_units = pytest.importorskip(
+        "cf_units", reason='cf-units is not installed: pip install ".[test]"'
+    )
     with xr.open_dataset(quickstart / name) as ds:
         assert ds.attrs["Conventions"] == "CF-1.11"
         # the file's attributes describe the run, none of a variable's (they leaked once)
@@ -48,15 +50,31 @@ def test_datasets_follow_cf(quickstart, name):
 
 def test_parameters_are_coordinates_that_unstack_to_a_grid(quickstart):
     with xr.open_dataset(quickstart / "evaluations.nc") as ds:
-        params = ["accelerator", "num_accelerators", "global_batch_size", "clock_fraction", "tensor_parallel"]
+        params = [
+            "accelerator",
+            "num_accelerators",
+            "global_batch_size",
+            "clock_fraction",
+            "tensor_parallel",
+        ]
         assert set(params) <= set(ds.coords)
         grid = ds.set_index(candidate=params).unstack("candidate")
         assert grid["energy_to_train_j"].shape == (2, 4, 5, 5, 2)  # the whole enumerated space
-        one = grid["energy_to_train_j"].sel(accelerator="H100-SXM", num_accelerators=8,
-                                            global_batch_size=64, clock_fraction=0.7, tensor_parallel=1)
+        one = grid["energy_to_train_j"].sel(
+            accelerator="H100-SXM",
+            num_accelerators=8,
+            global_batch_size=64,
+            clock_fraction=0.7,
+            tensor_parallel=1,
+        )
         row = ds["energy_to_train_j"].where(
-            (ds.accelerator == "H100-SXM") & (ds.num_accelerators == 8) & (ds.global_batch_size == 64)
-            & (ds.clock_fraction == 0.7) & (ds.tensor_parallel == 1), drop=True)
+            (ds.accelerator == "H100-SXM")
+            & (ds.num_accelerators == 8)
+            & (ds.global_batch_size == 64)
+            & (ds.clock_fraction == 0.7)
+            & (ds.tensor_parallel == 1),
+            drop=True,
+        )
         assert float(one) == float(row.item())
 
 
@@ -113,13 +131,20 @@ def test_a_long_name_drops_bracketed_asides_not_the_words_after_them():
     from dse.datasets import short_name
 
     assert short_name("peak (busy-phase) power per accelerator") == (
-        "peak power per accelerator", "peak (busy-phase) power per accelerator")
-    assert short_name("accelerator static (idle) energy over the run")[0] == "accelerator static energy over the run"
+        "peak power per accelerator",
+        "peak (busy-phase) power per accelerator",
+    )
+    assert (
+        short_name("accelerator static (idle) energy over the run")[0]
+        == "accelerator static energy over the run"
+    )
     assert short_name("sharding stage: 1 optimizer state, 2 + gradients")[0] == "sharding stage"
     assert short_name("time to train") == ("time to train", "")
 
 
-def test_a_zarr_export_replaces_a_zarr_store_only_and_never_a_half_written_one(quickstart, tmp_path):
+def test_a_zarr_export_replaces_a_zarr_store_only_and_never_a_half_written_one(
+    quickstart, tmp_path
+):
     """A zarr store is a folder: exporting onto a folder that is not one (the user's, or the
     results folder itself) would have deleted what it held."""
     keep = tmp_path / "mine"
@@ -127,17 +152,24 @@ def test_a_zarr_export_replaces_a_zarr_store_only_and_never_a_half_written_one(q
     (keep / "thesis.txt").write_text("precious")
     for target in (keep, quickstart, tmp_path):
         proc = run_cli("export", str(quickstart), "-f", "zarr", "-o", str(target))
-        assert proc.returncode == 2 and "is a folder that is not a zarr store" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "is a folder that is not a zarr store" in proc.stderr, (
+            proc.stderr
+        )
     assert (keep / "thesis.txt").read_text() == "precious" and (quickstart / "state.json").is_file()
     store = tmp_path / "front.zarr"
     for _ in range(2):  # the second export replaces the first
         assert run_cli("export", str(quickstart), "-f", "zarr", "-o", str(store)).returncode == 0
     with xr.open_zarr(store) as ds, xr.open_dataset(quickstart / "pareto.nc") as front:
         assert ds.sizes["candidate"] == front.sizes["candidate"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["front.zarr", "mine"]  # no temporary folder left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "front.zarr",
+        "mine",
+    ]  # no temporary folder left
 
 
-def test_a_zarr_store_behind_a_link_is_refused_and_one_failing_midway_stays_whole(tmp_path, monkeypatch):
+def test_a_zarr_store_behind_a_link_is_refused_and_one_failing_midway_stays_whole(
+    tmp_path, monkeypatch
+):
     """A link at the store's name is refused, never written through (its target unchanged);
     a failure between moving the old store aside and putting the new one in place puts the
     old one back, and nothing is left beside it."""
@@ -164,7 +196,9 @@ def test_a_zarr_store_behind_a_link_is_refused_and_one_failing_midway_stays_whol
     real_replace = os.replace
 
     def second_rename_fails(src, dst):
-        if Path(dst) == store and Path(src).name == store.name:  # the new store, not the old one going back
+        if (
+            Path(dst) == store and Path(src).name == store.name
+        ):  # the new store, not the old one going back
             raise KeyboardInterrupt
         real_replace(src, dst)
 
@@ -175,12 +209,17 @@ def test_a_zarr_store_behind_a_link_is_refused_and_one_failing_midway_stays_whol
             monkeypatch.setattr(os, "replace", second_rename_fails)
     monkeypatch.undo()
     assert is_zarr_store(store) and (store / "second").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.zarr", "real.zarr"]  # nothing left beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "link.zarr",
+        "real.zarr",
+    ]  # nothing left beside
 
 
 def test_a_zarr_export_onto_a_file_is_refused(quickstart, tmp_path):
     mine = tmp_path / "notes.zarr"
     mine.write_text("mine")
     proc = run_cli("export", str(quickstart), "-f", "zarr", "-o", str(mine))
-    assert proc.returncode == 2 and "is a file, but a zarr store is a folder" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "is a file, but a zarr store is a folder" in proc.stderr, (
+        proc.stderr
+    )
     assert mine.read_text() == "mine"

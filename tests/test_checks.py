@@ -36,25 +36,53 @@ def _is_a_file(tmp_path):
 #: the scheduler, the evaluator's preview (name -> study, the output folder given or None)
 MOMENT_CASES = {
     "no candidate meets a constraint": (
-        lambda tmp: _quickstart(tmp, lambda d: d["constraints"].append("peak_junction_temp_c <= 1")), None),
+        lambda tmp: _quickstart(
+            tmp, lambda d: d["constraints"].append("peak_junction_temp_c <= 1")
+        ),
+        None,
+    ),
     "no candidate of the toy's space is feasible": (
-        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"), constraints=["f1 >= 2"])), None),
+        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"), constraints=["f1 >= 2"])),
+        None,
+    ),
     "a preview whose table breaks the contract": (
-        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"), evaluator={
-            "name": "tests.test_evaluators:_Misbehaving",
-            "options": {"how": "one-row-short", "preview_size": 1000}})), None),
+        lambda tmp: write_study(
+            tmp,
+            toy_study(
+                output=str(tmp / "out"),
+                evaluator={
+                    "name": "tests.test_evaluators:_Misbehaving",
+                    "options": {"how": "one-row-short", "preview_size": 1000},
+                },
+            ),
+        ),
+        None,
+    ),
     "an output folder that holds a run": (
-        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"))), _held),
+        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"))),
+        _held,
+    ),
     "the study's output folder is a file": (
-        lambda tmp: write_study(tmp, toy_study(output=str(_is_a_file(tmp)))), None),
+        lambda tmp: write_study(tmp, toy_study(output=str(_is_a_file(tmp)))),
+        None,
+    ),
     "a scheduler host that does not exist": (
-        lambda tmp: write_study(tmp, toy_study(output=str(tmp / "out"),
-                                               execution={"scheduler": "tcp://no-such-host.invalid:8786"})), None),
+        lambda tmp: write_study(
+            tmp,
+            toy_study(
+                output=str(tmp / "out"), execution={"scheduler": "tcp://no-such-host.invalid:8786"}
+            ),
+        ),
+        None,
+    ),
 }
 
 
 def _study_cases():
-    return {**{f"schema: {k}": v for k, v in CASES.items()}, **{f"plan: {k}": v for k, v in RUN_CASES.items()}}
+    return {
+        **{f"schema: {k}": v for k, v in CASES.items()},
+        **{f"plan: {k}": v for k, v in RUN_CASES.items()},
+    }
 
 
 def _library_refusal(path, output) -> str:
@@ -98,18 +126,33 @@ def test_the_library_refuses_what_validate_and_run_refuse_when_a_run_is_planned(
 def test_warnings_are_on_the_plan_and_the_command_line_prints_them(tmp_path):
     """A grid short of its end, a scheduler that does not answer: warnings on the plan of
     `dse.check_run`, printed by `dse validate` and told as `dse run` starts."""
-    path = _quickstart(tmp_path, lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0], "step": 0.15}))
+    path = _quickstart(
+        tmp_path, lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0], "step": 0.15})
+    )
     plan = dse.check_run(path, tmp_path / "out")
-    assert plan.warnings == (f"{path}: space.clock_fraction: the grid in steps of 0.15 from 0.6 ends at 0.9, "
-                             "short of 1",)
-    assert plan.output_dir == tmp_path / "out" and plan.preview.evaluated == 240 and plan.preview.whole_space
+    assert plan.warnings == (
+        f"{path}: space.clock_fraction: the grid in steps of 0.15 from 0.6 ends at 0.9, short of 1",
+    )
+    assert (
+        plan.output_dir == tmp_path / "out"
+        and plan.preview.evaluated == 240
+        and plan.preview.whole_space
+    )
     said = run_cli("validate", str(path), "-o", str(tmp_path / "out"))
     assert said.returncode == 0 and f"warning: {plan.warnings[0]}" in " ".join(said.stderr.split())
-    toy = write_study(tmp_path, toy_study(output=str(tmp_path / "toy"), space={
-        "x": {"range": [0.0, 0.95], "step": 0.1}, "y": [0], "shape": ["a"]}), "toy.yaml")
+    toy = write_study(
+        tmp_path,
+        toy_study(
+            output=str(tmp_path / "toy"),
+            space={"x": {"range": [0.0, 0.95], "step": 0.1}, "y": [0], "shape": ["a"]},
+        ),
+        "toy.yaml",
+    )
     ran = run_cli("run", str(toy), "--quiet")
     assert ran.returncode == 0, ran.stderr
-    assert f"warning: {toy}: space.x: the grid in steps of 0.1 from 0 ends at 0.9, short of 0.95" \
+    assert (
+        f"warning: {toy}: space.x: the grid in steps of 0.1 from 0 ends at 0.9, short of 0.95"
         in " ".join(ran.stderr.split())
+    )
     with pytest.warns(UserWarning, match="short of 0.95"):  # the library without a progress sink
         dse.run(toy, tmp_path / "toy2")

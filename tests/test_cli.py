@@ -13,10 +13,15 @@ from conftest import run_cli, toy_study, write_study
 def _process_state() -> dict:
     import optuna
 
-    return {"environ": dict(os.environ), "sigint": signal.getsignal(signal.SIGINT),
-            "sigterm": signal.getsignal(signal.SIGTERM), "sighup": signal.getsignal(signal.SIGHUP),
-            "root handlers": list(logging.getLogger().handlers), "optuna": optuna.logging.get_verbosity(),
-            "cwd": os.getcwd()}
+    return {
+        "environ": dict(os.environ),
+        "sigint": signal.getsignal(signal.SIGINT),
+        "sigterm": signal.getsignal(signal.SIGTERM),
+        "sighup": signal.getsignal(signal.SIGHUP),
+        "root handlers": list(logging.getLogger().handlers),
+        "optuna": optuna.logging.get_verbosity(),
+        "cwd": os.getcwd(),
+    }
 
 
 def test_main_keeps_nothing_between_calls_and_restores_the_process(tmp_path, capsys):
@@ -27,16 +32,26 @@ def test_main_keeps_nothing_between_calls_and_restores_the_process(tmp_path, cap
 
     before = _process_state()
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(output=str(out), search={"algorithm": "optuna-tpe", "budget": 20,
-                                                                     "batch_size": 10}))
-    assert main(["run", str(study), "-q"]) == 0  # a run that ended: Ctrl-C after it would leave code 0
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out), search={"algorithm": "optuna-tpe", "budget": 20, "batch_size": 10}
+        ),
+    )
+    assert (
+        main(["run", str(study), "-q"]) == 0
+    )  # a run that ended: Ctrl-C after it would leave code 0
     capsys.readouterr()
     assert _process_state() == before
     assert _CALL.get(None) is None  # the call's consoles and what it said are gone with it
-    assert main(["resume", str(tmp_path / "nowhere")]) == 2  # refused: nothing of the run above carried
+    assert (
+        main(["resume", str(tmp_path / "nowhere")]) == 2
+    )  # refused: nothing of the run above carried
     assert "error:" in capsys.readouterr().err
     assert main(["--version"]) == 0 and capsys.readouterr().out.startswith("dse ")
-    assert main([]) == 2 and "Usage" in capsys.readouterr().out  # `dse` alone: its help, as click ends it
+    assert (
+        main([]) == 2 and "Usage" in capsys.readouterr().out
+    )  # `dse` alone: its help, as click ends it
     assert main(["no-such-command"]) == 2 and "No such command" in capsys.readouterr().err
     assert _process_state() == before
 
@@ -47,4 +62,9 @@ def test_each_call_takes_the_width_and_streams_it_finds():
     narrow = run_cli("describe", "--search", "list", env={"COLUMNS": "60"})
     wide = run_cli("describe", "--search", "list", env={"COLUMNS": "180"})
     assert narrow.returncode == wide.returncode == 0
-    assert max(map(len, narrow.stdout.splitlines())) <= 60 < max(map(len, wide.stdout.splitlines())) <= 180
+    assert (
+        max(map(len, narrow.stdout.splitlines()))
+        <= 60
+        < max(map(len, wide.stdout.splitlines()))
+        <= 180
+    )

@@ -26,10 +26,14 @@ XS = np.round(np.arange(0, 1.0001, 0.1), 10)
 
 def _options(fmt: str = "csv", files: bool = False) -> dict:
     command = ["{python}", PROGRAM, fmt] + (["{input}", "{output}"] if files else [])
-    return {"command": command, "format": fmt, "input": "file" if files else "stdin",
-            "output": "file" if files else "stdout",
-            "inputs": {"x": {"minimum": 0, "maximum": 1}, "y": {"kind": "int", "minimum": 0}},
-            "metrics": {"f1": "1", "f2": {"unit": "1", "long_name": "second objective"}}}
+    return {
+        "command": command,
+        "format": fmt,
+        "input": "file" if files else "stdin",
+        "output": "file" if files else "stdout",
+        "inputs": {"x": {"minimum": 0, "maximum": 1}, "y": {"kind": "int", "minimum": 0}},
+        "metrics": {"f1": "1", "f2": {"unit": "1", "long_name": "second objective"}},
+    }
 
 
 def _study(tmp_path, ys, *, fmt="csv", files=False, timeout_s=None, workers=0) -> dict:
@@ -37,10 +41,13 @@ def _study(tmp_path, ys, *, fmt="csv", files=False, timeout_s=None, workers=0) -
     if timeout_s:
         evaluator["timeout_s"] = timeout_s
     return {
-        "name": "sim", "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": ys},
-        "objectives": [{"metric": "f1"}, {"metric": "f2"}], "evaluator": evaluator,
+        "name": "sim",
+        "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": ys},
+        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+        "evaluator": evaluator,
         "search": {"algorithm": "exhaustive", "budget": 100, "batch_size": 50},
-        "execution": {"workers": workers, "chunk_size": 8}, "output": str(tmp_path / "out"),
+        "execution": {"workers": workers, "chunk_size": 8},
+        "output": str(tmp_path / "out"),
     }
 
 
@@ -50,11 +57,15 @@ def _front(out) -> pd.DataFrame:
 
 
 def _log(out) -> pd.DataFrame:
-    return pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))],
-                     ignore_index=True)
+    return pd.concat(
+        [pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))],
+        ignore_index=True,
+    )
 
 
-@pytest.mark.parametrize("fmt,files", [("csv", False), ("json", True)], ids=["csv-stdin", "json-files"])
+@pytest.mark.parametrize(
+    "fmt,files", [("csv", False), ("json", True)], ids=["csv-stdin", "json-files"]
+)
 def test_a_study_on_an_external_program_finds_its_known_front(tmp_path, fmt, files):
     study = write_study(tmp_path, _study(tmp_path, [0, 4, 9], fmt=fmt, files=files))
     proc = run_cli("run", str(study), "--quiet")
@@ -75,10 +86,15 @@ def test_a_failing_candidate_fails_alone_with_the_programs_stderr(tmp_path):
     assert proc.returncode == 0, proc.stderr
     log = _log(tmp_path / "out")
     failed = log[log["status"] == "failed"]
-    assert sorted(failed["y"].unique()) == [13] and len(failed) == len(XS)  # every y = 13, nothing else
+    assert sorted(failed["y"].unique()) == [13] and len(failed) == len(
+        XS
+    )  # every y = 13, nothing else
     assert (log.loc[log["y"] == 0, "status"] == "ok").all()
     message = failed["error"].iloc[0]
-    assert "front_sim.py exited with code 3" in message and "front_sim: cannot simulate y=13" in message
+    assert (
+        "front_sim.py exited with code 3" in message
+        and "front_sim: cannot simulate y=13" in message
+    )
     assert list(_front(tmp_path / "out")["y"]) == [0] * len(XS)
 
 
@@ -111,9 +127,14 @@ def test_stopping_a_run_stops_the_program_it_is_waiting_for(tmp_path, workers):
     worker that closes."""
     pids = tmp_path / "pids"
     study = write_study(tmp_path, _study(tmp_path, [77], workers=workers))
-    proc = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet", "--no-dashboard"],
-                            cwd=REPO, env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet", "--no-dashboard"],
+        cwd=REPO,
+        env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -150,15 +171,21 @@ def test_a_second_run_on_a_running_cluster_still_runs_programs(tmp_path):
     workers go on and run the next run's programs."""
     from dask.distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
         for run in ("first", "second"):
             study = _study(tmp_path / run, [0, 4])
             study["execution"] = {"scheduler": cluster.scheduler_address, "chunk_size": 8}
             (tmp_path / run).mkdir()
-            proc = run_cli("run", str(write_study(tmp_path / run, study)), "--quiet", "--no-dashboard")
+            proc = run_cli(
+                "run", str(write_study(tmp_path / run, study)), "--quiet", "--no-dashboard"
+            )
             assert proc.returncode == 0, proc.stderr
             log = _log(tmp_path / run / "out")
-            assert len(log) == 22 and (log["status"] == "ok").all(), log.loc[log["status"] != "ok", "error"].head()
+            assert len(log) == 22 and (log["status"] == "ok").all(), log.loc[
+                log["status"] != "ok", "error"
+            ].head()
 
 
 def test_the_program_runs_on_dask_workers_too(tmp_path):
@@ -170,35 +197,94 @@ def test_the_program_runs_on_dask_workers_too(tmp_path):
     assert set(log.loc[log["status"] == "failed", "y"]) == {13}
 
 
-@pytest.mark.parametrize("change,field,expected", [
-    (lambda o: o.update(command=["/no/such/simulator"]), "evaluator.options.command", "program '/no/such/simulator' not found"),
-    (lambda o: o.update(format="xml"), "evaluator.options.format", "'csv' or 'json'"),
-    (lambda o: o["inputs"]["x"].update(kind="complex"), "evaluator.options.inputs.x.kind", "complex"),
-    (lambda o: o.update(metrics={}), "evaluator.options.metrics", "at least 1"),
-    (lambda o: o.update(speed=3), "evaluator.options", "unknown key 'speed'"),
-    (lambda o: o.update(command=[str(REPO / "tests" / "programs" / "front_sim.py"), "csv"]),
-     "evaluator.options.command", "is not executable"),
-    (lambda o: o.update(command=["{python}", "no_such_sim.py", "csv"]), "evaluator.options.command",
-     "script no_such_sim.py not found in the current folder"),
-    (lambda o: o.update(workdir="/no/such/folder"), "evaluator.options.workdir", "does not exist"),
-    (lambda o: o.update(output="file"), "evaluator.options", "output: file needs '{output}' in the command"),
-    (lambda o: o.update(command=o["command"] + ["{input}"]), "evaluator.options",
-     "the command has '{input}', which is a path only with input: file"),
-    (lambda o: o["inputs"]["x"].update(minimum=1, maximum=0), "evaluator.options.inputs.x",
-     "minimum (1) is above maximum (0)"),
-    (lambda o: o["inputs"]["y"].update(choices=["a", "b"]), "evaluator.options.inputs.y",
-     "choices: expected a number ('a' for a int input"),
-    (lambda o: o["inputs"]["x"].update(default=2), "evaluator.options.inputs.x", "default: value out of range"),
-    (lambda o: o["metrics"].update(feasible="1"), "evaluator.options.metrics", "'feasible' is not a metric"),
-    (lambda o: o["metrics"].update(kept="1"), "evaluator.options.metrics", "'kept' is not a metric"),
-    (lambda o: o["inputs"].update(batch={"kind": "int", "default": 1}), "evaluator.options.inputs",
-     "'batch' is not an input: dse writes"),
-    (lambda o: o["metrics"].update(x="1"), "evaluator.options", "'x' is both an input and a metric"),
-    (lambda o: o.update(command=["front_sim.py"], workdir=str(REPO / "tests" / "programs")),
-     "evaluator.options.command", "not found on PATH; a program in"),
-    (lambda o: o["inputs"].update(z={"kind": "str", "choices": ["a", "b"], "default": "c"}),
-     "evaluator.options.inputs.z", "default: 'c' is not one of the choices"),
-])
+@pytest.mark.parametrize(
+    "change,field,expected",
+    [
+        (
+            lambda o: o.update(command=["/no/such/simulator"]),
+            "evaluator.options.command",
+            "program '/no/such/simulator' not found",
+        ),
+        (lambda o: o.update(format="xml"), "evaluator.options.format", "'csv' or 'json'"),
+        (
+            lambda o: o["inputs"]["x"].update(kind="complex"),
+            "evaluator.options.inputs.x.kind",
+            "complex",
+        ),
+        (lambda o: o.update(metrics={}), "evaluator.options.metrics", "at least 1"),
+        (lambda o: o.update(speed=3), "evaluator.options", "unknown key 'speed'"),
+        (
+            lambda o: o.update(command=[str(REPO / "tests" / "programs" / "front_sim.py"), "csv"]),
+            "evaluator.options.command",
+            "is not executable",
+        ),
+        (
+            lambda o: o.update(command=["{python}", "no_such_sim.py", "csv"]),
+            "evaluator.options.command",
+            "script no_such_sim.py not found in the current folder",
+        ),
+        (
+            lambda o: o.update(workdir="/no/such/folder"),
+            "evaluator.options.workdir",
+            "does not exist",
+        ),
+        (
+            lambda o: o.update(output="file"),
+            "evaluator.options",
+            "output: file needs '{output}' in the command",
+        ),
+        (
+            lambda o: o.update(command=o["command"] + ["{input}"]),
+            "evaluator.options",
+            "the command has '{input}', which is a path only with input: file",
+        ),
+        (
+            lambda o: o["inputs"]["x"].update(minimum=1, maximum=0),
+            "evaluator.options.inputs.x",
+            "minimum (1) is above maximum (0)",
+        ),
+        (
+            lambda o: o["inputs"]["y"].update(choices=["a", "b"]),
+            "evaluator.options.inputs.y",
+            "choices: expected a number ('a' for a int input",
+        ),
+        (
+            lambda o: o["inputs"]["x"].update(default=2),
+            "evaluator.options.inputs.x",
+            "default: value out of range",
+        ),
+        (
+            lambda o: o["metrics"].update(feasible="1"),
+            "evaluator.options.metrics",
+            "'feasible' is not a metric",
+        ),
+        (
+            lambda o: o["metrics"].update(kept="1"),
+            "evaluator.options.metrics",
+            "'kept' is not a metric",
+        ),
+        (
+            lambda o: o["inputs"].update(batch={"kind": "int", "default": 1}),
+            "evaluator.options.inputs",
+            "'batch' is not an input: dse writes",
+        ),
+        (
+            lambda o: o["metrics"].update(x="1"),
+            "evaluator.options",
+            "'x' is both an input and a metric",
+        ),
+        (
+            lambda o: o.update(command=["front_sim.py"], workdir=str(REPO / "tests" / "programs")),
+            "evaluator.options.command",
+            "not found on PATH; a program in",
+        ),
+        (
+            lambda o: o["inputs"].update(z={"kind": "str", "choices": ["a", "b"], "default": "c"}),
+            "evaluator.options.inputs.z",
+            "default: 'c' is not one of the choices",
+        ),
+    ],
+)
 def test_bad_options_are_one_line_errors_at_validate(tmp_path, change, field, expected):
     options = _options()
     change(options)
@@ -233,7 +319,11 @@ def test_describe_shows_a_command_evaluator_as_a_study_configures_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "parameters of evaluator 'command'" in proc.stdout and "second objective" in proc.stdout
     proc = run_cli("describe", "-e", "command")
-    assert proc.returncode == 2 and "dse describe --study STUDY" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "dse describe --study STUDY" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_evaluate_runs_candidates_as_a_run_does_failures_and_time_limit_included(tmp_path):
@@ -242,24 +332,37 @@ def test_evaluate_runs_candidates_as_a_run_does_failures_and_time_limit_included
     path = write_study(tmp_path, _study(tmp_path, [0, 1], timeout_s=2))
     cands = tmp_path / "cands.csv"
     cands.write_text("x,y\n0.5,0\n0.5,13\n0.5,99\n0.2,1\n")
-    proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"), timeout=60)
+    proc = run_cli(
+        "evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"), timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert "2 failed: see the error column" in proc.stdout
     out = pd.read_csv(tmp_path / "out.csv")
     assert list(out["status"] == "ok") == [True, False, False, True]
     assert "exited with code 3" in out["error"][1] and "no result within 2 s" in out["error"][2]
     assert out["f1"][[0, 3]].notna().all()
-    cands.write_text("x,y\n0.5,13\n")  # nothing evaluated: a failure for scripts, the error kept in the file
-    proc = run_cli("evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"), timeout=60)
-    assert proc.returncode == 2 and "every candidate failed" in proc.stderr and "Traceback" not in proc.stderr
+    cands.write_text(
+        "x,y\n0.5,13\n"
+    )  # nothing evaluated: a failure for scripts, the error kept in the file
+    proc = run_cli(
+        "evaluate", str(path), "-c", str(cands), "-o", str(tmp_path / "out.csv"), timeout=60
+    )
+    assert (
+        proc.returncode == 2
+        and "every candidate failed" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
     assert pd.read_csv(tmp_path / "out.csv")["status"].tolist() == ["failed"]
 
 
-@pytest.mark.parametrize("output,expected", [
-    (b"f1,f2,feasible\n0.1,0.2,maybe\n", "wrote 'maybe' in the column feasible"),
-    (b"f1,f1,f2\n0.1,0.1,0.2\n", "wrote the column f1 twice"),
-    (b"f1,f2\nabc,0.2\n", "wrote 'abc' for the metric f1: not a number"),
-])
+@pytest.mark.parametrize(
+    "output,expected",
+    [
+        (b"f1,f2,feasible\n0.1,0.2,maybe\n", "wrote 'maybe' in the column feasible"),
+        (b"f1,f1,f2\n0.1,0.1,0.2\n", "wrote the column f1 twice"),
+        (b"f1,f2\nabc,0.2\n", "wrote 'abc' for the metric f1: not a number"),
+    ],
+)
 def test_what_a_program_writes_wrong_is_named_with_the_program_and_column(output, expected):
     from dse.evaluators.command import CommandEvaluator
 
@@ -278,9 +381,12 @@ def test_a_feasible_row_without_a_number_is_infeasible_with_a_reason():
     out = ev._read(b"f1,f1.std,f2,feasible\n0.1,0.01,0.2,\n0.2,0.01,0.3,True\n", 2)
     assert list(out["feasible"]) == [False, True]
     out = CommandEvaluator(**_options("json"))._read(
-        b'[{"f1": 0.1, "f2": 0.2, "feasible": " "}, {"f1": 0.2, "f2": 0.3, "feasible": null}]', 2)
+        b'[{"f1": 0.1, "f2": 0.2, "feasible": " "}, {"f1": 0.2, "f2": 0.3, "feasible": null}]', 2
+    )
     assert list(out["feasible"]) == [False, False]
-    with pytest.raises(ValueError, match="wrote the column f1 twice"):  # a byte-order mark does not hide it
+    with pytest.raises(
+        ValueError, match="wrote the column f1 twice"
+    ):  # a byte-order mark does not hide it
         ev._read("\ufefff1,f1,f2\n0.1,0.1,0.2\n".encode(), 1)
 
 
@@ -310,13 +416,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the program's processes")
-@pytest.mark.parametrize("script", [
-    "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; sleep 600",  # runs past its time-out
-    "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; printf 'f1,f2\\n0.1,0.2\\n'",  # answers, leaves a child
-    "echo $$ > {pids}; set -m; sleep 600 & echo $! >> {pids}; sleep 600",  # the child in a group of its own
-], ids=["hangs", "answers-and-leaves-a-child", "child-in-its-own-group"])
-def test_a_program_that_leaves_a_background_child_is_stopped_at_its_time_out_with_the_child(tmp_path, script):
+@pytest.mark.skipif(
+    not os.path.isdir("/proc"), reason="reads /proc to find the program's processes"
+)
+@pytest.mark.parametrize(
+    "script",
+    [
+        "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; sleep 600",  # runs past its time-out
+        "echo $$ > {pids}; sleep 600 & echo $! >> {pids}; printf 'f1,f2\\n0.1,0.2\\n'",  # answers, leaves a child
+        "echo $$ > {pids}; set -m; sleep 600 & echo $! >> {pids}; sleep 600",  # the child in a group of its own
+    ],
+    ids=["hangs", "answers-and-leaves-a-child", "child-in-its-own-group"],
+)
+def test_a_program_that_leaves_a_background_child_is_stopped_at_its_time_out_with_the_child(
+    tmp_path, script
+):
     """The time-out held whatever the program left behind: a background ``sleep 600`` kept
     its standard output open and the call waited for it (2 s became 66 s and 606 s). The
     program's whole session is killed at the time-out, and a child it leaves behind when it
@@ -346,40 +460,69 @@ def test_a_program_that_prints_too_much_fails_past_the_documented_limit(tmp_path
     from dse.evaluators.command import OUTPUT_LIMIT_MB, CommandEvaluator
 
     assert OUTPUT_LIMIT_MB == 64
-    options = {**_shell_options("cat > /dev/null; printf 'f1,f2\\n'; yes 0.1,0.2"), "output_limit_mb": 1}
+    options = {
+        **_shell_options("cat > /dev/null; printf 'f1,f2\\n'; yes 0.1,0.2"),
+        "output_limit_mb": 1,
+    }
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"wrote more than 1 MB to its standard output "
-                                           r"\(evaluator.options.output_limit_mb\); stopped"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"wrote more than 1 MB to its standard output "
+        r"\(evaluator.options.output_limit_mb\); stopped",
+    ):
         CommandEvaluator(**options).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}), timeout_s=30)
     assert time.monotonic() - start < 10
     # in a run, the candidate fails alone with that message (a failure row), the others go on
-    spec = EvaluatorSpec(name="command", options={**options, "command": [
-        "sh", "-c", "read h; read x y; case $x in 0.2*) yes 0.1,0.2;; esac; printf 'f1,f2\\n'; echo $h > /dev/null; "
-        "echo 0.5,0.5"]}, timeout_s=10)
+    spec = EvaluatorSpec(
+        name="command",
+        options={
+            **options,
+            "command": [
+                "sh",
+                "-c",
+                "read h; read x y; case $x in 0.2*) yes 0.1,0.2;; esac; printf 'f1,f2\\n'; echo $h > /dev/null; "
+                "echo 0.5,0.5",
+            ],
+        },
+        timeout_s=10,
+    )
     with make_executor(ExecutionPlan(workers=0, chunk_size=1), spec) as ex:
         out = ex.evaluate(pd.DataFrame({"x": [0.1, 0.2], "y": [0, 0]}))
     assert list(out["status"]) == ["ok", "failed"]
     assert "wrote more than 1 MB" in out.loc[1, "error"]
     # an output file is measured before it is read
     big = tmp_path / "big.csv"
-    options = {**_options(files=True), "command": ["sh", "-c", f"cp {big} $1", "sh", "{output}"], "input": "stdin"}
+    options = {
+        **_options(files=True),
+        "command": ["sh", "-c", f"cp {big} $1", "sh", "{output}"],
+        "input": "stdin",
+    }
     big.write_bytes(b"f1,f2\n" + b"0.1,0.2\n" * 200_000)
     with pytest.raises(RuntimeError, match=r"wrote 1.\d MB to metrics.csv, more than 1 MB"):
-        CommandEvaluator(**{**options, "output_limit_mb": 1}).evaluate(pd.DataFrame({"x": [0.1], "y": [0]}))
+        CommandEvaluator(**{**options, "output_limit_mb": 1}).evaluate(
+            pd.DataFrame({"x": [0.1], "y": [0]})
+        )
 
 
-def test_a_programs_reason_text_reaches_the_terminal_with_its_control_characters_escaped(tmp_path, capsys,
-                                                                                          monkeypatch):
+def test_a_programs_reason_text_reaches_the_terminal_with_its_control_characters_escaped(
+    tmp_path, capsys, monkeypatch
+):
     """status printed an evaluator's reason text raw: escape codes in it retitled the
     terminal or cleared the screen. Every control character is shown as its escape."""
     from dse.outputs.show import format_cell
 
-    awk = ("NR==1{print \"f1,f2,feasible,reason\"; next} "
-           "{if ($2>0) printf \"%s,1,false,\\033]0;pwned\\007bad\\033[2J\\n\", $1; else print $1\",0,true,\"}")
+    awk = (
+        'NR==1{print "f1,f2,feasible,reason"; next} '
+        '{if ($2>0) printf "%s,1,false,\\033]0;pwned\\007bad\\033[2J\\n", $1; else print $1",0,true,"}'
+    )
     study = _study(tmp_path, [0, 1])
     study["evaluator"]["options"]["command"] = ["awk", "-F,", awk]
     path = write_study(tmp_path, study)
-    for args in (("run", path, "--quiet"), ("status", tmp_path / "out"), ("show", tmp_path / "out")):
+    for args in (
+        ("run", path, "--quiet"),
+        ("status", tmp_path / "out"),
+        ("show", tmp_path / "out"),
+    ):
         proc = run_cli(*map(str, args))
         out, err = proc.stdout, proc.stderr
         assert proc.returncode == 0, err
@@ -397,10 +540,24 @@ def test_sigterm_stops_dse_evaluate_with_its_program_and_leaves_no_hidden_output
     cands.write_text("x,y\n0.5,77\n")
     out = tmp_path / "results"
     out.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "dse", "evaluate", str(study), "-c", str(cands),
-                             "-o", str(out / "evaluated.csv")], cwd=REPO,
-                            env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dse",
+            "evaluate",
+            str(study),
+            "-c",
+            str(cands),
+            "-o",
+            str(out / "evaluated.csv"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -33,7 +33,9 @@ def test_analytic_evaluator_is_registered_through_the_entry_point_group():
 
 
 def test_evaluator_by_module_and_attribute():
-    ev = load_evaluator(EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator", options={"delay_s": 0}))
+    ev = load_evaluator(
+        EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator", options={"delay_s": 0})
+    )
     assert ev.name == "toy" and ev.version
 
 
@@ -55,13 +57,15 @@ def test_every_declared_metric_and_input_has_a_unit_and_description():
 
 
 def _layouts() -> pd.DataFrame:
-    return pd.DataFrame({
-        "accelerator": ["H100-SXM", "A100-80GB", "H100-SXM", "H100-SXM"],
-        "num_accelerators": [64, 64, 64, 64],
-        "tensor_parallel": [1, 2, 3, 1],           # 3 does not divide 64
-        "global_batch_size": [512, 1024, 512, 512],
-        "clock_mhz": [1980, 1410, 1200, 1200],
-    })
+    return pd.DataFrame(
+        {
+            "accelerator": ["H100-SXM", "A100-80GB", "H100-SXM", "H100-SXM"],
+            "num_accelerators": [64, 64, 64, 64],
+            "tensor_parallel": [1, 2, 3, 1],  # 3 does not divide 64
+            "global_batch_size": [512, 1024, 512, 512],
+            "clock_mhz": [1980, 1410, 1200, 1200],
+        }
+    )
 
 
 def test_analytic_returns_every_metric_and_a_reason_for_infeasible_rows():
@@ -99,11 +103,19 @@ class _ReusesItsBuffer(ToyEvaluator):
             raise RuntimeError("x above 0.9")
         if len(type(self)._buffer) < len(x):
             type(self)._buffer = np.empty(4 * len(x))
-        f1 = type(self)._buffer[:len(x)]
+        f1 = type(self)._buffer[: len(x)]
         f1[:] = x
         n = len(x)
-        return pd.DataFrame({"f1": f1, "f2": 1.0 - x, "f_sum": np.ones(n), "feasible": np.ones(n, bool),
-                             "reason": [""] * n}, copy=False)
+        return pd.DataFrame(
+            {
+                "f1": f1,
+                "f2": 1.0 - x,
+                "f_sum": np.ones(n),
+                "feasible": np.ones(n, bool),
+                "reason": [""] * n,
+            },
+            copy=False,
+        )
 
 
 def test_an_evaluator_that_reuses_its_output_arrays_is_told_and_split_right(tmp_path):
@@ -120,9 +132,15 @@ def test_an_evaluator_that_reuses_its_output_arrays_is_told_and_split_right(tmp_
     p = plan(write_study(tmp_path, toy_study(evaluator={"name": name})))
     keys = np.arange(30, dtype=np.int64)
     x = p.space.from_indices(p.space.indices_of(keys))["x"].to_numpy()
-    finish = LogRows(p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error"))
-    chunks = [c.narrow for _, c in InProcessExecutor(p.study.evaluator, chunk_size=10)
-              .results(GridCandidates(p.space, keys), finish=finish)]
+    finish = LogRows(
+        p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error")
+    )
+    chunks = [
+        c.narrow
+        for _, c in InProcessExecutor(p.study.evaluator, chunk_size=10).results(
+            GridCandidates(p.space, keys), finish=finish
+        )
+    ]
     assert len(chunks) == 3
     for told in chunks:  # every chunk's f1 is its own candidates' x, not a later chunk's
         at = told.column("key").to_numpy()
@@ -146,16 +164,18 @@ def test_a_table_evaluated_in_blocks_is_the_table_evaluated_whole():
     where the clock search runs and blocks where it does not stitch to the same table."""
     rng = np.random.default_rng(7)
     n = 3000
-    cands = pd.DataFrame({
-        "accelerator": rng.choice(["A100-80GB", "H100-SXM", "MI300X"], n),
-        "num_accelerators": rng.choice([8, 64, 512], n),
-        "tensor_parallel": rng.choice([1, 2, 8], n),
-        "pipeline_parallel": rng.choice([1, 4], n),
-        "global_batch_size": rng.choice([256, 1024], n),
-        "clock_fraction": rng.uniform(0.5, 1.0, n),
-        "inlet_temp_c": rng.uniform(20.0, 50.0, n),
-        "power_cap_w": np.where(rng.random(n) < 0.3, rng.uniform(250.0, 700.0, n), np.nan),
-    })
+    cands = pd.DataFrame(
+        {
+            "accelerator": rng.choice(["A100-80GB", "H100-SXM", "MI300X"], n),
+            "num_accelerators": rng.choice([8, 64, 512], n),
+            "tensor_parallel": rng.choice([1, 2, 8], n),
+            "pipeline_parallel": rng.choice([1, 4], n),
+            "global_batch_size": rng.choice([256, 1024], n),
+            "clock_fraction": rng.uniform(0.5, 1.0, n),
+            "inlet_temp_c": rng.uniform(20.0, 50.0, n),
+            "power_cap_w": np.where(rng.random(n) < 0.3, rng.uniform(250.0, 700.0, n), np.nan),
+        }
+    )
     whole = AnalyticEvaluator()
     whole.block = n
     blocks = AnalyticEvaluator()
@@ -206,8 +226,11 @@ class _Tabled(ToyEvaluator):
 
 def test_a_misspelled_option_is_refused_even_where_the_options_model_would_ignore_it():
     spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_pth": "mine.csv"})
-    with pytest.raises(StudyError, match=r"evaluator\.options\.table_pth: unknown key 'table_pth' in "
-                                         r"evaluator\.options \(did you mean 'table_path'\?\); allowed: table_path"):
+    with pytest.raises(
+        StudyError,
+        match=r"evaluator\.options\.table_pth: unknown key 'table_pth' in "
+        r"evaluator\.options \(did you mean 'table_path'\?\); allowed: table_path",
+    ):
         load_evaluator(spec)
     spec = EvaluatorSpec(name="tests.test_evaluators:_Tabled", options={"table_path": "mine.csv"})
     assert load_evaluator(spec).table_path == "mine.csv"
@@ -222,7 +245,9 @@ def test_describe_lists_a_plugins_options_and_names_the_command_line_option():
     assert re.search(r"table_path\s*│\s*str\s*│\s*'runs.csv'", proc.stdout)
     proc = run_cli("describe", "-e", "analytc")
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: --evaluator: unknown evaluator 'analytc' (did you mean 'analytic'?)")
+    assert proc.stderr.startswith(
+        "error: --evaluator: unknown evaluator 'analytc' (did you mean 'analytic'?)"
+    )
 
 
 class _Scaled(ToyEvaluator):
@@ -234,7 +259,9 @@ class _Scaled(ToyEvaluator):
 
 
 def test_an_option_out_of_its_models_bounds_reads_as_dse_says_it():
-    with pytest.raises(StudyError, match=r"evaluator\.options\.scale: expected a value greater than 0 \(got -1\)"):
+    with pytest.raises(
+        StudyError, match=r"evaluator\.options\.scale: expected a value greater than 0 \(got -1\)"
+    ):
         load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_Scaled", options={"scale": -1}))
 
 
@@ -272,7 +299,9 @@ class _Misbehaving(ToyEvaluator):
             out["f1"] = out["f1"].astype(complex)
         elif self.how == "float16-metric":
             out["f1"] = out["f1"].astype(np.float16)
-        elif self.how == "inputs-echoed":  # the candidates' columns beside the metrics, and a key of its own
+        elif (
+            self.how == "inputs-echoed"
+        ):  # the candidates' columns beside the metrics, and a key of its own
             out = pd.concat([candidates, out], axis=1).assign(key=7, batch=99, note="hi")
         elif self.how == "number-reason":
             out["reason"] = 3.5
@@ -281,7 +310,8 @@ class _Misbehaving(ToyEvaluator):
             out["f1"] = big if big.all() or not big.any() else np.where(big, 1.0, np.nan)
         elif self.how == "int-where":  # integers, float where a value is missing (pandas' where)
             out["f1"] = pd.Series(np.round(candidates["x"].to_numpy() * 10).astype(np.int64)).where(
-                candidates["x"].to_numpy() < 0.7)
+                candidates["x"].to_numpy() < 0.7
+            )
         elif self.how == "raise":
             raise RuntimeError("simulator crashed")
         elif self.how == "exit" and (candidates["x"] > 0.5).any():
@@ -298,16 +328,22 @@ def _evaluate_with(how: str, cands: pd.DataFrame) -> pd.DataFrame:
     return evaluate_rows(EvaluatorRef.of(spec), cands)
 
 
-@pytest.mark.parametrize("how, message", [
-    ("text-feasible", "returned 'feasible' as str (e.g. 'yes'); it is true or false"),
-    ("text-metric", "returned metric 'f1' as str (e.g. 'lots'); a metric is a number"),
-    ("none-metric", "returned metric 'f2' as object (e.g. None); a metric is a number"),
-    ("one-row-short", "returned 7 rows for 8 candidates"),
-    ("nan-feasible", "returned 'feasible' as float64 (e.g. nan)"),
-    ("na-feasible", "returned 'feasible' as boolean (e.g. <NA>)"),
-    ("complex-metric", "returned metric 'f1' as complex128; a metric is a real number"),
-    ("number-reason", "returned 'reason' as float64 (e.g. 3.5); it is text, empty where the candidate is feasible"),
-])
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("text-feasible", "returned 'feasible' as str (e.g. 'yes'); it is true or false"),
+        ("text-metric", "returned metric 'f1' as str (e.g. 'lots'); a metric is a number"),
+        ("none-metric", "returned metric 'f2' as object (e.g. None); a metric is a number"),
+        ("one-row-short", "returned 7 rows for 8 candidates"),
+        ("nan-feasible", "returned 'feasible' as float64 (e.g. nan)"),
+        ("na-feasible", "returned 'feasible' as boolean (e.g. <NA>)"),
+        ("complex-metric", "returned metric 'f1' as complex128; a metric is a real number"),
+        (
+            "number-reason",
+            "returned 'reason' as float64 (e.g. 3.5); it is text, empty where the candidate is feasible",
+        ),
+    ],
+)
 def test_a_malformed_result_fails_the_call_with_its_own_message_not_row_by_row(how, message):
     cands = pd.DataFrame({"x": np.linspace(0.1, 0.8, 8), "y": 0, "shape": "a"})
     out = _evaluate_with(how, cands)
@@ -320,9 +356,15 @@ def test_numbers_a_plugin_gives_in_other_types_are_taken_as_such():
     cands = pd.DataFrame({"x": [0.25, 0.5], "y": 0, "shape": ["a", "b"]})
     for how in ("int-feasible", "object-feasible"):
         taken = _evaluate_with(how, cands)
-        assert taken["feasible"].dtype == bool and taken["feasible"].all() and (taken["status"] == "ok").all()
+        assert (
+            taken["feasible"].dtype == bool
+            and taken["feasible"].all()
+            and (taken["status"] == "ok").all()
+        )
     nullable = _evaluate_with("nullable-metric", cands)
-    assert nullable["f2"].dtype == np.float64 and np.isnan(nullable["f2"][0]) and nullable["f2"][1] > 0
+    assert (
+        nullable["f2"].dtype == np.float64 and np.isnan(nullable["f2"][0]) and nullable["f2"][1] > 0
+    )
     half = _evaluate_with("float16-metric", cands)  # the stores keep float64: netCDF has no float16
     assert half["f1"].dtype == np.float64 and (half["status"] == "ok").all()
 
@@ -335,8 +377,10 @@ def test_only_the_contracts_columns_are_taken():
     echoed = _evaluate_with("inputs-echoed", cands)
     assert (echoed["status"] == "ok").all()
     assert not {"x", "y", "shape", "key", "batch", "note"} & set(echoed.columns)
-    pd.testing.assert_frame_equal(echoed.drop(columns="elapsed_s", errors="ignore"),
-                                  plain.drop(columns="elapsed_s", errors="ignore"))
+    pd.testing.assert_frame_equal(
+        echoed.drop(columns="elapsed_s", errors="ignore"),
+        plain.drop(columns="elapsed_s", errors="ignore"),
+    )
 
 
 def test_an_evaluator_that_calls_sys_exit_fails_its_rows_not_the_run():
@@ -350,32 +394,51 @@ def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_pat
     from conftest import run_cli_subprocess, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(
-        output=str(out), space={"x": [0.25, 0.75], "y": [0], "shape": ["a"]},
-        evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "os-exit"}},
-        # grace_s: time for the nanny to bring a killed worker back; on a 2-core machine running
-        # the suite on both cores a restart has taken over 20 s
-        execution={"workers": 1, "grace_s": 60}))
-    proc = run_cli_subprocess("run", str(study), "--quiet", "--no-dashboard", timeout=400)  # ~8 worker restarts
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out),
+            space={"x": [0.25, 0.75], "y": [0], "shape": ["a"]},
+            evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "os-exit"}},
+            # grace_s: time for the nanny to bring a killed worker back; on a 2-core machine running
+            # the suite on both cores a restart has taken over 20 s
+            execution={"workers": 1, "grace_s": 60},
+        ),
+    )
+    proc = run_cli_subprocess(
+        "run", str(study), "--quiet", "--no-dashboard", timeout=400
+    )  # ~8 worker restarts
     assert proc.returncode == 0, proc.stderr
     with xr.open_dataset(out / "evaluations.nc") as ds:
         table = ds[["x", "status", "error"]].to_dataframe().sort_values("x")
     assert list(table["status"]) == ["ok", "failed"]
-    assert table["error"].iloc[1] == ("WorkerDied: every dask worker that evaluated this candidate died (an "
-                                      "evaluator that ends its process: os._exit, a crash in native code, running "
-                                      "out of memory)")
+    assert table["error"].iloc[1] == (
+        "WorkerDied: every dask worker that evaluated this candidate died (an "
+        "evaluator that ends its process: os._exit, a crash in native code, running "
+        "out of memory)"
+    )
 
 
 def test_a_run_stores_an_evaluator_that_echoes_its_inputs(tmp_path):
     from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(output=str(out), evaluator={
-        "name": "tests.test_evaluators:_Misbehaving", "options": {"how": "inputs-echoed"}}))
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out),
+            evaluator={
+                "name": "tests.test_evaluators:_Misbehaving",
+                "options": {"how": "inputs-echoed"},
+            },
+        ),
+    )
     proc = run_cli("run", str(study), "--quiet")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     with xr.open_dataset(out / "evaluations.nc") as ds:
-        assert ds.sizes["candidate"] == 66 and set(ds["x"].values.round(1)) == {round(0.1 * i, 1) for i in range(11)}
+        assert ds.sizes["candidate"] == 66 and set(ds["x"].values.round(1)) == {
+            round(0.1 * i, 1) for i in range(11)
+        }
 
 
 class _Reserved(ToyEvaluator):
@@ -459,19 +522,30 @@ def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(
     from conftest import run_cli_subprocess, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     with pytest.raises(StudyError) as info:
-        load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_NeedsAFile",
-                                     options={"table_path": str(tmp_path / "nosuch.csv")}))
+        load_evaluator(
+            EvaluatorSpec(
+                name="tests.test_evaluators:_NeedsAFile",
+                options={"table_path": str(tmp_path / "nosuch.csv")},
+            )
+        )
     assert info.value.field == "evaluator.options"
-    assert f"could not be built from its options: {tmp_path / 'nosuch.csv'}: No such file or directory" in str(info.value)
+    assert (
+        f"could not be built from its options: {tmp_path / 'nosuch.csv'}: No such file or directory"
+        in str(info.value)
+    )
     with pytest.raises(StudyError, match=r"reading its declarations raised KeyError: 'num_gpus'"):
         load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_InputsRaise"))
     (tmp_path / "broken_plugin.py").write_text("raise RuntimeError('no licence server')\n")
     study = write_study(tmp_path, toy_study(evaluator={"name": "broken_plugin:Evaluator"}))
     # a subprocess: the plug-in is found on the program's PYTHONPATH
-    proc = run_cli_subprocess("validate", str(study), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    proc = run_cli_subprocess(
+        "validate", str(study), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "evaluator.name: evaluator 'broken_plugin:Evaluator' failed while its module was imported: " \
-           "RuntimeError: no licence server" in proc.stderr
+    assert (
+        "evaluator.name: evaluator 'broken_plugin:Evaluator' failed while its module was imported: "
+        "RuntimeError: no licence server" in proc.stderr
+    )
 
 
 def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_path):
@@ -481,43 +555,79 @@ def test_validate_says_when_the_preview_fails_and_refuses_a_broken_contract(tmp_
     from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     def validate(how):
-        study = write_study(tmp_path, toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving",
-                                                           "options": {"how": how, "preview_size": 1000}}),
-                            name=f"{how}.yaml")
+        study = write_study(
+            tmp_path,
+            toy_study(
+                evaluator={
+                    "name": "tests.test_evaluators:_Misbehaving",
+                    "options": {"how": how, "preview_size": 1000},
+                }
+            ),
+            name=f"{how}.yaml",
+        )
         return run_cli("validate", str(study))
 
     raising = validate("raise")
     assert raising.returncode == 0, raising.stderr
-    assert "warning: the evaluator failed on the preview's 66 candidates (RuntimeError: simulator crashed)" \
+    assert (
+        "warning: the evaluator failed on the preview's 66 candidates (RuntimeError: simulator crashed)"
         in " ".join(raising.stderr.split())
+    )
     exiting = validate("exit")  # sys.exit() in the evaluator (for x > 0.5)
     assert exiting.returncode == 0 and "(SystemExit: 4)" in exiting.stderr, exiting.stderr
     text = validate("text-metric")  # a value: a run would fail only the calls with such rows
-    assert text.returncode == 0 and "returned metric 'f1' as str" in " ".join(text.stderr.split()), text.stderr
-    assert "a run fails every call whose table breaks the evaluator contract" in " ".join(text.stderr.split())
+    assert text.returncode == 0 and "returned metric 'f1' as str" in " ".join(
+        text.stderr.split()
+    ), text.stderr
+    assert "a run fails every call whose table breaks the evaluator contract" in " ".join(
+        text.stderr.split()
+    )
     short = validate("one-row-short")
     assert short.returncode == 2 and "Traceback" not in short.stderr
-    assert "broke the evaluator contract, so a run would fail every candidate: evaluator 'toy' returned 65 rows " \
-           "for 66 candidates" in " ".join(short.stderr.split())
+    assert (
+        "broke the evaluator contract, so a run would fail every candidate: evaluator 'toy' returned 65 rows "
+        "for 66 candidates" in " ".join(short.stderr.split())
+    )
 
 
-@pytest.mark.parametrize("cls, message", [
-    ("_NegativeChunk", "its class sets chunk_size = -3; allowed: None or a whole number >= 1"),
-    ("_TextChunk", "its class sets chunk_size = '4'; allowed: None or a whole number >= 1"),
-    ("_TextPreview", "its class sets preview_size = '1000'; allowed: a whole number >= 0"),
-    ("_EnforcesWithoutTimeout", "sets enforces_timeout = True, but its evaluate() takes no timeout_s argument"),
-    ("_UnknownExclusive", "names 'clock_fraction' in exclusive_inputs, which is not one of its inputs"),
-    ("_Reserved", "declares metric 'elapsed_s', a name dse writes itself"),
-    ("_Overlap", "declares 'x' both as an input and as a metric"),
-    ("_NoVersion", "evaluator class _NoVersion does not set `version`"),
-    ("_BadKind", "input 'n' of evaluator 'toy' has kind 'integer'; allowed: int, float, str, bool"),
-    ("_NoUnit", "metric 'm' of evaluator 'toy' has unit None; allowed: text ('1' for a pure number)"),
-    ("_NoDescription", "input 'n' of evaluator 'toy' has description None; allowed: text"),
-    ("_Abstract", "evaluator 'tests.test_evaluators:_Abstract' (tests.test_evaluators._Abstract) does not define "
-                  "evaluate, inputs, metrics (a bug of the evaluator's package)"),
-    ("_BadDefault", "input 'n' of evaluator 'toy': its default -5 breaks its own declaration: value out of range "
-                    "(allowed: an integer >= 1)"),
-])
+@pytest.mark.parametrize(
+    "cls, message",
+    [
+        ("_NegativeChunk", "its class sets chunk_size = -3; allowed: None or a whole number >= 1"),
+        ("_TextChunk", "its class sets chunk_size = '4'; allowed: None or a whole number >= 1"),
+        ("_TextPreview", "its class sets preview_size = '1000'; allowed: a whole number >= 0"),
+        (
+            "_EnforcesWithoutTimeout",
+            "sets enforces_timeout = True, but its evaluate() takes no timeout_s argument",
+        ),
+        (
+            "_UnknownExclusive",
+            "names 'clock_fraction' in exclusive_inputs, which is not one of its inputs",
+        ),
+        ("_Reserved", "declares metric 'elapsed_s', a name dse writes itself"),
+        ("_Overlap", "declares 'x' both as an input and as a metric"),
+        ("_NoVersion", "evaluator class _NoVersion does not set `version`"),
+        (
+            "_BadKind",
+            "input 'n' of evaluator 'toy' has kind 'integer'; allowed: int, float, str, bool",
+        ),
+        (
+            "_NoUnit",
+            "metric 'm' of evaluator 'toy' has unit None; allowed: text ('1' for a pure number)",
+        ),
+        ("_NoDescription", "input 'n' of evaluator 'toy' has description None; allowed: text"),
+        (
+            "_Abstract",
+            "evaluator 'tests.test_evaluators:_Abstract' (tests.test_evaluators._Abstract) does not define "
+            "evaluate, inputs, metrics (a bug of the evaluator's package)",
+        ),
+        (
+            "_BadDefault",
+            "input 'n' of evaluator 'toy': its default -5 breaks its own declaration: value out of range "
+            "(allowed: an integer >= 1)",
+        ),
+    ],
+)
 def test_a_plugin_that_declares_what_dse_cannot_store_is_refused_when_loaded(cls, message):
     with pytest.raises(StudyError, match=re.escape(message)):
         load_evaluator(EvaluatorSpec(name=f"tests.test_evaluators:{cls}"))
@@ -531,9 +641,13 @@ def test_an_integer_metric_is_float64_whatever_a_calls_values(tmp_path):
     from dse.api import run
 
     cands = pd.DataFrame({"x": [0.1, 0.2], "y": 0, "shape": "a"})
-    assert _evaluate_with("int-where", cands)["f1"].dtype == np.float64  # all there: floats all the same
-    study = toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "int-where"}},
-                      execution={"workers": 0, "chunk_size": 5})
+    assert (
+        _evaluate_with("int-where", cands)["f1"].dtype == np.float64
+    )  # all there: floats all the same
+    study = toy_study(
+        evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "int-where"}},
+        execution={"workers": 0, "chunk_size": 5},
+    )
     result = run(Study.model_validate(study), tmp_path / "out")
     table = result.evaluations
     assert len(table) == 66 and table["f1"].dtype == np.float64
@@ -566,11 +680,19 @@ def test_a_metric_bool_in_one_call_and_numbers_in_another_runs_and_a_flag_stays_
     from conftest import toy_study  # noqa: I001 - here: a run imports this module
     from dse.api import run
 
-    mixed = toy_study(evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "bool-or-float"}},
-                      execution={"workers": 0, "chunk_size": 3})
+    mixed = toy_study(
+        evaluator={
+            "name": "tests.test_evaluators:_Misbehaving",
+            "options": {"how": "bool-or-float"},
+        },
+        execution={"workers": 0, "chunk_size": 3},
+    )
     table = run(Study.model_validate(mixed), tmp_path / "mixed").evaluations
     assert len(table) == 66 and table["f1"].dtype == np.float64
-    flagged = toy_study(evaluator={"name": "tests.test_evaluators:_Flagged"}, execution={"workers": 0, "chunk_size": 5})
+    flagged = toy_study(
+        evaluator={"name": "tests.test_evaluators:_Flagged"},
+        execution={"workers": 0, "chunk_size": 5},
+    )
     table = run(Study.model_validate(flagged), tmp_path / "flag").evaluations
     assert table["big"].dtype == bool and (table["big"] == (table["x"] > 0.5)).all()
     cands = pd.DataFrame({"x": [0.25, 0.95], "y": 0, "shape": "a"})
@@ -579,4 +701,7 @@ def test_a_metric_bool_in_one_call_and_numbers_in_another_runs_and_a_flag_stays_
 
     out = evaluate_rows(EvaluatorRef.of(spec), cands)
     assert (out["status"] == "failed").all()
-    assert "returned flag 'big' (unit bool) as float64 (e.g. nan); a flag is true or false" in out["error"][0]
+    assert (
+        "returned flag 'big' (unit bool) as float64 (e.g. nan); a flag is true or false"
+        in out["error"][0]
+    )

@@ -69,7 +69,9 @@ def test_temporary_names_are_unpredictable_private_and_never_followed(tmp_path):
         tmp.write_text("{}")
     assert target.read_text() == "{}" and not target.is_symlink()
     assert _unchanged(sentinel, was)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["outside", "state.json", planted.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["outside", "state.json", planted.name]
+    )
 
 
 def test_a_link_inside_a_results_folder_on_the_way_to_a_file_is_refused(finished, tmp_path):
@@ -87,21 +89,27 @@ def test_a_link_inside_a_results_folder_on_the_way_to_a_file_is_refused(finished
     assert (outside / "new.txt").read_text() == "ok"
 
 
-@pytest.mark.parametrize("command,name", [
-    (("plot",), "pareto.png"),
-    (("report",), "report.html"),
-    (("export", "-f", "csv"), "pareto.csv"),
-    (("resume",), "pareto.nc"),  # written again by resume once missing
-    (("resume",), "progress.json"),
-])
-def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(finished, tmp_path, capsys,
-                                                                           monkeypatch, command, name):
+@pytest.mark.parametrize(
+    "command,name",
+    [
+        (("plot",), "pareto.png"),
+        (("report",), "report.html"),
+        (("export", "-f", "csv"), "pareto.csv"),
+        (("resume",), "pareto.nc"),  # written again by resume once missing
+        (("resume",), "progress.json"),
+    ],
+)
+def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(
+    finished, tmp_path, capsys, monkeypatch, command, name
+):
     """With a link planted inside a results folder, plot, report, export and resume each
     overwrote the file it pointed to (a fake ~/.bashrc got a parameter value, and bash ran it)."""
     sentinel, was = _sentinel(tmp_path / "outside")
     planted = finished / name
     if name == "progress.json":
-        (finished / "pareto.nc").unlink()  # resume has datasets to write, and its progress with them
+        (
+            finished / "pareto.nc"
+        ).unlink()  # resume has datasets to write, and its progress with them
     planted.unlink(missing_ok=True)
     planted.symlink_to(sentinel)
     code, _, err = _cli(capsys, monkeypatch, command[0], finished, *command[1:])
@@ -111,7 +119,9 @@ def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(finis
         assert code in (2, 1) and "Traceback" not in err and "symbolic link" in err, err
 
 
-def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(finished, tmp_path, capsys, monkeypatch):
+def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(
+    finished, tmp_path, capsys, monkeypatch
+):
     sentinel, was = _sentinel(tmp_path / "outside")
     link = tmp_path / "bashrc"
     link.symlink_to(sentinel)
@@ -121,8 +131,9 @@ def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(finished, tmp_
     assert _unchanged(sentinel, was)
 
 
-def test_overwrite_of_a_folder_whose_log_is_a_planted_link_empties_nothing_outside(finished, tmp_path, capsys,
-                                                                                  monkeypatch):
+def test_overwrite_of_a_folder_whose_log_is_a_planted_link_empties_nothing_outside(
+    finished, tmp_path, capsys, monkeypatch
+):
     outside = tmp_path / "outside"
     sentinel, was = _sentinel(outside)
     log = finished / "evaluations"
@@ -138,7 +149,9 @@ def test_overwrite_of_a_folder_whose_log_is_a_planted_link_empties_nothing_outsi
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a folder of another user takes root")
-def test_a_folder_another_user_made_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+def test_a_folder_another_user_made_is_refused_before_anything_is_written(
+    tmp_path, capsys, monkeypatch
+):
     """A folder pre-created, with links in it, by another local user made root's ``dse run``
     overwrite a root-only file."""
     sentinel, was = _sentinel(tmp_path / "outside")
@@ -150,7 +163,9 @@ def test_a_folder_another_user_made_is_refused_before_anything_is_written(tmp_pa
     study = write_study(tmp_path, toy_study(output=str(trap)))
     for command in (("validate", study), ("run", study, "--quiet")):
         code, _, err = _cli(capsys, monkeypatch, *command)
-        assert code == 2 and "belongs to another user (uid 4321)" in err and "Traceback" not in err, err
+        assert (
+            code == 2 and "belongs to another user (uid 4321)" in err and "Traceback" not in err
+        ), err
     assert _unchanged(sentinel, was)
     os.chown(trap, 0, 0)  # now root's own, but a folder of links, not a results folder
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet", "--overwrite")
@@ -158,46 +173,84 @@ def test_a_folder_another_user_made_is_refused_before_anything_is_written(tmp_pa
     assert _unchanged(sentinel, was)
 
 
-def test_output_at_the_root_at_home_or_in_a_foreign_folder_is_refused(tmp_path, capsys, monkeypatch):
+def test_output_at_the_root_at_home_or_in_a_foreign_folder_is_refused(
+    tmp_path, capsys, monkeypatch
+):
     """``output: /`` was accepted: dse run wrote a whole run into the file-system root."""
     home = tmp_path / "home"
     home.mkdir()
     (home / ".bashrc").write_text("# mine\n")
     monkeypatch.setenv("HOME", str(home))
-    for output, said in (("/", "is the file-system root"), (str(home), "is your home folder itself"),
-                         (str(tmp_path), "holds files but is not a dse results folder")):
+    for output, said in (
+        ("/", "is the file-system root"),
+        (str(home), "is your home folder itself"),
+        (str(tmp_path), "holds files but is not a dse results folder"),
+    ):
         study = write_study(tmp_path, toy_study(output=output), name="s.yaml")
         code, _, err = _cli(capsys, monkeypatch, "validate", study)
         assert code == 2 and said in err and "s.yaml" in err and "output.path" in err, err
         assert err.count("\n") == 1, err
-    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
-                        "-o", home, "--quiet")
+    code, _, err = _cli(
+        capsys,
+        monkeypatch,
+        "run",
+        write_study(tmp_path, toy_study(), name="t.yaml"),
+        "-o",
+        home,
+        "--quiet",
+    )
     assert code == 2 and "is your home folder itself" in err, err
     assert sorted(p.name for p in home.iterdir()) == [".bashrc"]
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
-                        "-o", shared, "--quiet")
+    code, _, err = _cli(
+        capsys,
+        monkeypatch,
+        "run",
+        write_study(tmp_path, toy_study(), name="t.yaml"),
+        "-o",
+        shared,
+        "--quiet",
+    )
     assert code == 2 and "is writable by every user" in err and not any(shared.iterdir()), err
     empty = tmp_path / "empty"
     empty.mkdir()
-    code, _, err = _cli(capsys, monkeypatch, "run", write_study(tmp_path, toy_study(), name="t.yaml"),
-                        "-o", empty, "--quiet")
+    code, _, err = _cli(
+        capsys,
+        monkeypatch,
+        "run",
+        write_study(tmp_path, toy_study(), name="t.yaml"),
+        "-o",
+        empty,
+        "--quiet",
+    )
     assert code == 0 and (empty / "meta.json").is_file(), err
 
 
-def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(tmp_path, capsys, monkeypatch):
+def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(
+    tmp_path, capsys, monkeypatch
+):
     """optuna appends to its journal by name: a link there would take every trial's write."""
     pytest.importorskip("optuna")
     sentinel, was = _sentinel(tmp_path / "outside")
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(output=str(out), search={"algorithm": "optuna-tpe", "budget": 20,
-                                                                      "batch_size": 10}))
-    (out / "evaluations").mkdir(parents=True)  # a run that never wrote a log: taken as a results folder
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out), search={"algorithm": "optuna-tpe", "budget": 20, "batch_size": 10}
+        ),
+    )
+    (out / "evaluations").mkdir(
+        parents=True
+    )  # a run that never wrote a log: taken as a results folder
     (out / "optuna.journal").symlink_to(sentinel)
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
-    assert code == 2 and "optuna.journal: cannot write: is a symbolic link" in err and "Traceback" not in err, err
+    assert (
+        code == 2
+        and "optuna.journal: cannot write: is a symbolic link" in err
+        and "Traceback" not in err
+    ), err
     assert _unchanged(sentinel, was)
 
 
@@ -214,7 +267,9 @@ def test_sigterm_while_evaluate_writes_leaves_no_hidden_output(tmp_path, monkeyp
 
     study = load_study(write_study(tmp_path, toy_study(output=str(tmp_path / "out"))))
     ev = load_evaluator(EvaluatorSpec(name=study.evaluator.name))
-    table = pd.DataFrame({"x": [0.1, 0.2], "y": [0, 4], "shape": ["a", "b"], "f1": [0.1, 0.2], "f2": [1.0, 2.0]})
+    table = pd.DataFrame(
+        {"x": [0.1, 0.2], "y": [0, 4], "shape": ["a", "b"], "f1": [0.1, 0.2], "f2": [1.0, 2.0]}
+    )
     real = pd.DataFrame.to_csv
 
     def killed_while_writing(self, *args, **kwargs):
@@ -230,30 +285,57 @@ def test_sigterm_while_evaluate_writes_leaves_no_hidden_output(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["study.yaml"]
 
 
-def test_validate_no_plugins_imports_no_plugin_and_says_what_the_study_would_run(tmp_path, capsys, monkeypatch):
+def test_validate_no_plugins_imports_no_plugin_and_says_what_the_study_would_run(
+    tmp_path, capsys, monkeypatch
+):
     """``dse validate`` imports a ``module:Class`` evaluator before checking it, so an
     untrusted study's import-time code ran; ``--no-plugins`` reads the study file only."""
     marker = tmp_path / "imported"
     (tmp_path / "evil_plugin.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), evaluator={"name": "evil_plugin:Evil"}))
+    study = write_study(
+        tmp_path, toy_study(output=str(tmp_path / "out"), evaluator={"name": "evil_plugin:Evil"})
+    )
     code, out, err = _cli(capsys, monkeypatch, "validate", study, "--no-plugins")
     assert code == 0, err
     assert "evil_plugin would be imported" in out and "not imported here" in out
     assert not marker.exists() and "evil_plugin" not in sys.modules
-    command = toy_study(output=str(tmp_path / "out2"), evaluator={"name": "command", "options": {
-        "command": ["rm", "-rf", "/tmp/x y"], "inputs": {"x": {}}, "metrics": {"f1": "1"}}})
-    code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, command, "c.yaml"), "--no-plugins")
+    command = toy_study(
+        output=str(tmp_path / "out2"),
+        evaluator={
+            "name": "command",
+            "options": {
+                "command": ["rm", "-rf", "/tmp/x y"],
+                "inputs": {"x": {}},
+                "metrics": {"f1": "1"},
+            },
+        },
+    )
+    code, out, err = _cli(
+        capsys, monkeypatch, "validate", write_study(tmp_path, command, "c.yaml"), "--no-plugins"
+    )
     assert code == 0 and "program: runs rm -rf '/tmp/x y' once per chunk" in out, err
-    for bad, said in (({"evaluator": {"name": "no-such-evaluator"}}, "evaluator.name: unknown evaluator"),
-                      ({"output": "/"}, "output.path: cannot write the results folder /: it is the file-system root")):
-        code, out, err = _cli(capsys, monkeypatch, "validate", write_study(tmp_path, toy_study(**bad), "b.yaml"),
-                              "--no-plugins")
+    for bad, said in (
+        ({"evaluator": {"name": "no-such-evaluator"}}, "evaluator.name: unknown evaluator"),
+        (
+            {"output": "/"},
+            "output.path: cannot write the results folder /: it is the file-system root",
+        ),
+    ):
+        code, out, err = _cli(
+            capsys,
+            monkeypatch,
+            "validate",
+            write_study(tmp_path, toy_study(**bad), "b.yaml"),
+            "--no-plugins",
+        )
         assert code == 2 and said in err and err.count("\n") == 1, err
 
 
-def test_overwrite_removes_a_private_temporary_folder_a_killed_writer_left(finished, tmp_path, capsys, monkeypatch):
+def test_overwrite_removes_a_private_temporary_folder_a_killed_writer_left(
+    finished, tmp_path, capsys, monkeypatch
+):
     """kill -9 during a write leaves the write's private folder (``.NAME.RANDOM.PID.tmp``)."""
     left = finished / "evaluations" / ".b000001-c00000.arrow.abc123.999999999.tmp"
     left.mkdir()
@@ -275,12 +357,36 @@ def test_a_table_too_large_to_read_whole_is_refused_in_one_line(tmp_path, capsys
         f.truncate(int(TABLE_LIMIT_MB * 1e6) + 1000)  # sparse: no disk used
     study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
     code, _, err = _cli(capsys, monkeypatch, "evaluate", study, "-c", big, "-o", tmp_path / "o.csv")
-    assert code == 2 and err.count("\n") == 1 and "more than the 50 MB a candidates file may be" in err, err
-    code, _, err = _cli(capsys, monkeypatch, "calibrate", big, "--accelerator", "A100-80GB", "-o",
-                        tmp_path / "p.yaml")
-    assert code == 0 or "more than the" not in err  # 50 MB is within the 100 MB a measurement file may be
+    assert (
+        code == 2 and err.count("\n") == 1 and "more than the 50 MB a candidates file may be" in err
+    ), err
+    code, _, err = _cli(
+        capsys,
+        monkeypatch,
+        "calibrate",
+        big,
+        "--accelerator",
+        "A100-80GB",
+        "-o",
+        tmp_path / "p.yaml",
+    )
+    assert (
+        code == 0 or "more than the" not in err
+    )  # 50 MB is within the 100 MB a measurement file may be
     with open(big, "r+b") as f:
         f.truncate(int(100e6) + 1000)
-    code, _, err = _cli(capsys, monkeypatch, "calibrate", big, "--accelerator", "A100-80GB", "-o",
-                        tmp_path / "p.yaml")
-    assert code == 2 and err.count("\n") == 1 and "more than the 100 MB a measurement file may be" in err, err
+    code, _, err = _cli(
+        capsys,
+        monkeypatch,
+        "calibrate",
+        big,
+        "--accelerator",
+        "A100-80GB",
+        "-o",
+        tmp_path / "p.yaml",
+    )
+    assert (
+        code == 2
+        and err.count("\n") == 1
+        and "more than the 100 MB a measurement file may be" in err
+    ), err

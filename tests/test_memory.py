@@ -30,7 +30,10 @@ def test_activations_follow_the_shape_of_attention_and_feed_forward():
 
     assert split("gpt3-175b") == (24.0, 24.0, 0.0)
     # Llama 3 70B: 64 query heads, 8 key-value heads of 128; SwiGLU of 28,672 (Llama Team 2024)
-    assert split("llama3-70b") == (*(2 * (8192 + 1024 + 1024 + 8192) / 8192 + 6 * 28672 / 8192,) * 2, 0.0)
+    assert split("llama3-70b") == (
+        *(2 * (8192 + 1024 + 1024 + 8192) / 8192 + 6 * 28672 / 8192,) * 2,
+        0.0,
+    )
     # DeepSeek-V3's MLA (128 heads of 192-wide queries and keys, 128-wide values; latents
     # 1,536 + 512 + 64; DeepSeek-AI 2024): the latents on every rank, the expanded heads only
     # without selective recomputation
@@ -52,21 +55,35 @@ def cfg(n=1, **kw):
 
 
 def test_does_not_fit_is_a_reason():
-    r = time_model.evaluate(cfg(model="gpt3-175b", accelerator="A100-80GB", num_accelerators=8,
-                                tensor_parallel=8, global_batch_size=8, recompute="full"))
+    r = time_model.evaluate(
+        cfg(
+            model="gpt3-175b",
+            accelerator="A100-80GB",
+            num_accelerators=8,
+            tensor_parallel=8,
+            global_batch_size=8,
+            recompute="full",
+        )
+    )
     assert r.reason[0] == "does not fit in accelerator memory"
     assert r.memory_per_accelerator_gb[0] > 80
 
 
 def test_zero_shards_optimizer_and_recompute_saves_memory():
-    base = dict(model="llama2-7b", accelerator="H100-SXM", num_accelerators=64, global_batch_size=512)
+    base = dict(
+        model="llama2-7b", accelerator="H100-SXM", num_accelerators=64, global_batch_size=512
+    )
     z0 = time_model.evaluate(cfg(**base, zero_stage=0))
     z1 = time_model.evaluate(cfg(**base, zero_stage=1))
     z3 = time_model.evaluate(cfg(**base, zero_stage=3))
     assert np.isclose(z1.optimizer_memory_gb[0] * 64, z0.optimizer_memory_gb[0])
     assert z3.weights_memory_gb[0] < z1.weights_memory_gb[0]
-    mem = {r: time_model.evaluate(cfg(**base, recompute=r, flash_attention=False)).activations_memory_gb[0]
-           for r in ("none", "selective", "full")}
+    mem = {
+        r: time_model.evaluate(
+            cfg(**base, recompute=r, flash_attention=False)
+        ).activations_memory_gb[0]
+        for r in ("none", "selective", "full")
+    }
     assert mem["none"] > mem["selective"] > mem["full"]
 
 
@@ -74,7 +91,9 @@ def test_capacity_is_read_in_gib_as_vendors_size_hbm():
     """An "80 GB" H100 holds 80 GiB (81,920 MiB in nvidia-smi): 85.9e9 bytes, not 80e9."""
     from dse.analytic.time import hardware
 
-    hw = hardware.lookup(np.array(["H100-SXM", "MI300X"], dtype=object), np.array(["bf16", "bf16"], dtype=object))
+    hw = hardware.lookup(
+        np.array(["H100-SXM", "MI300X"], dtype=object), np.array(["bf16", "bf16"], dtype=object)
+    )
     assert hw.hbm_capacity_bytes[0] == 80 * 2**30 and hw.hbm_capacity_bytes[1] == 192 * 2**30
 
 
@@ -87,13 +106,19 @@ def test_the_memory_outputs_are_in_the_unit_of_the_capacity_they_are_checked_aga
 
     rng = np.random.default_rng(3)
     n = 4000
-    table = pd.DataFrame({
-        "model": rng.choice(["llama2-7b", "llama2-13b", "llama3-70b", "gpt3-175b"], n),
-        "accelerator": rng.choice(["A100-80GB", "H100-SXM", "MI300X"], n),
-        "num_accelerators": 64, "tensor_parallel": rng.choice([1, 2, 4, 8], n),
-        "pipeline_parallel": rng.choice([1, 2, 4, 8], n), "micro_batch_size": rng.choice([1, 2, 4, 8], n),
-        "global_batch_size": 512, "recompute": rng.choice(["none", "selective", "full"], n),
-        "zero_stage": rng.choice([0, 1], n)})
+    table = pd.DataFrame(
+        {
+            "model": rng.choice(["llama2-7b", "llama2-13b", "llama3-70b", "gpt3-175b"], n),
+            "accelerator": rng.choice(["A100-80GB", "H100-SXM", "MI300X"], n),
+            "num_accelerators": 64,
+            "tensor_parallel": rng.choice([1, 2, 4, 8], n),
+            "pipeline_parallel": rng.choice([1, 2, 4, 8], n),
+            "micro_batch_size": rng.choice([1, 2, 4, 8], n),
+            "global_batch_size": 512,
+            "recompute": rng.choice(["none", "selective", "full"], n),
+            "zero_stage": rng.choice([0, 1], n),
+        }
+    )
     out = AnalyticEvaluator().evaluate(table)
     assert AnalyticEvaluator().metrics["memory_per_accelerator_gb"].unit == "GiB"
     capacity = {a: hardware.catalog()[a]["hbm_gb"] for a in ("A100-80GB", "H100-SXM", "MI300X")}

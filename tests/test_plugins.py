@@ -44,7 +44,7 @@ class SchafferEvaluator(Evaluator):
                              "reason": [""] * len(x)})
 '''
 
-PYPROJECT = '''
+PYPROJECT = """
 [build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -61,13 +61,13 @@ schaffer = "dse_example_plugins.schaffer:SchafferEvaluator"
 
 [tool.setuptools]
 packages = ["dse_example_plugins"]
-'''
+"""
 
 
 def docs_driver_example() -> str:
     """The Python block of docs/search.md's 'Writing a search driver' section."""
     text = (REPO / "docs" / "search.md").read_text()
-    section = text[text.index("## Writing a search driver"):]
+    section = text[text.index("## Writing a search driver") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -83,8 +83,22 @@ def plugin_site(tmp_path_factory) -> Path:
     (pkg / "dse_example_plugins" / "schaffer.py").write_text(textwrap.dedent(SCHAFFER))
     site = tmp / "site"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(pkg)], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(pkg),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert list(site.glob("dse_example_plugins-0.1.0.dist-info/entry_points.txt"))
     return site
@@ -92,8 +106,14 @@ def plugin_site(tmp_path_factory) -> Path:
 
 def _dse(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "dse", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "dse", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_the_documented_driver_is_short():
@@ -102,14 +122,24 @@ def test_the_documented_driver_is_short():
 
 def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, tmp_path):
     out = tmp_path / "out"
-    study = write_study(tmp_path, {
-        "name": "plugins",
-        "space": {"x": {"range": [-4.0, 6.0]}, "tag": ["a", "b"]},
-        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
-        "evaluator": {"name": "schaffer"},
-        "search": {"algorithm": "halton", "budget": 200, "batch_size": 50, "seed": 2,
-                   "options": {"scramble": True}},
-        "execution": {"workers": 0}, "output": str(out)})
+    study = write_study(
+        tmp_path,
+        {
+            "name": "plugins",
+            "space": {"x": {"range": [-4.0, 6.0]}, "tag": ["a", "b"]},
+            "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+            "evaluator": {"name": "schaffer"},
+            "search": {
+                "algorithm": "halton",
+                "budget": 200,
+                "batch_size": 50,
+                "seed": 2,
+                "options": {"scramble": True},
+            },
+            "execution": {"workers": 0},
+            "output": str(out),
+        },
+    )
     proc = _dse(plugin_site, "validate", str(study), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "search halton" in proc.stdout
@@ -133,11 +163,17 @@ def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, 
 
 
 def test_a_third_party_drivers_options_are_checked_by_its_own_model(plugin_site, tmp_path):
-    study = write_study(tmp_path, {
-        "name": "plugins", "space": {"x": {"range": [-4.0, 6.0]}},
-        "objectives": [{"metric": "f1"}, {"metric": "f2"}], "evaluator": {"name": "schaffer"},
-        "search": {"algorithm": "halton", "options": {"scramble": "banana"}},
-        "output": str(tmp_path / "out")})
+    study = write_study(
+        tmp_path,
+        {
+            "name": "plugins",
+            "space": {"x": {"range": [-4.0, 6.0]}},
+            "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+            "evaluator": {"name": "schaffer"},
+            "search": {"algorithm": "halton", "options": {"scramble": "banana"}},
+            "output": str(tmp_path / "out"),
+        },
+    )
     for command in ("validate", "run"):
         proc = _dse(plugin_site, command, str(study), cwd=tmp_path)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -146,12 +182,22 @@ def test_a_third_party_drivers_options_are_checked_by_its_own_model(plugin_site,
 
 
 def test_a_driver_named_by_module_and_class_needs_no_installation(plugin_site, tmp_path):
-    study = write_study(tmp_path, {
-        "name": "by-path", "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": [0, 1], "shape": ["a"]},
-        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
-        "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator"},
-        "search": {"algorithm": "dse_example_plugins.halton:HaltonDriver", "budget": 20, "batch_size": 10},
-        "execution": {"workers": 0}, "output": str(tmp_path / "out")})
+    study = write_study(
+        tmp_path,
+        {
+            "name": "by-path",
+            "space": {"x": {"range": [0.0, 1.0], "step": 0.1}, "y": [0, 1], "shape": ["a"]},
+            "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+            "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator"},
+            "search": {
+                "algorithm": "dse_example_plugins.halton:HaltonDriver",
+                "budget": 20,
+                "batch_size": 10,
+            },
+            "execution": {"workers": 0},
+            "output": str(tmp_path / "out"),
+        },
+    )
     env_site = plugin_site  # importable through PYTHONPATH, entry points not used
     proc = _dse(env_site, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -163,12 +209,22 @@ def test_a_name_two_installed_packages_register_is_refused_naming_both(tmp_path)
     info = site / "clash_plugins-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-plugins\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[dse.evaluators]\nanalytic = dse.evaluators.toy:ToyEvaluator\n")
+    (info / "entry_points.txt").write_text(
+        "[dse.evaluators]\nanalytic = dse.evaluators.toy:ToyEvaluator\n"
+    )
     for command in ("validate", "run"):
-        proc = _dse(site, command, str(REPO / "studies" / "quickstart.yaml"), "-o", str(tmp_path / "out"),
-                    cwd=tmp_path)
+        proc = _dse(
+            site,
+            command,
+            str(REPO / "studies" / "quickstart.yaml"),
+            "-o",
+            str(tmp_path / "out"),
+            cwd=tmp_path,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert "evaluator 'analytic' is registered by more than one installed package" in proc.stderr
+        assert (
+            "evaluator 'analytic' is registered by more than one installed package" in proc.stderr
+        )
         assert "clash-plugins (dse.evaluators.toy:ToyEvaluator)" in proc.stderr
         assert "dse (dse.analytic.evaluator:AnalyticEvaluator)" in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -207,22 +263,31 @@ class Broken(SearchDriver):
 '''
 
 
-@pytest.mark.parametrize("mode, message", [
-    ("out-of-range", "asked for x = 5.0, outside the space's range [0, 1]"),
-    ("raises", "ask() raised KeyError: 'no such thing' (at broken_driver.py:"),
-    ("no-column", "asked for candidates without ['y']"),
-    ("not-in-grid", "asked for y = 7, not one of the space's values (0, 1)"),
-    ("state", "state() returned what JSON cannot hold"),
-])
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("out-of-range", "asked for x = 5.0, outside the space's range [0, 1]"),
+        ("raises", "ask() raised KeyError: 'no such thing' (at broken_driver.py:"),
+        ("no-column", "asked for candidates without ['y']"),
+        ("not-in-grid", "asked for y = 7, not one of the space's values (0, 1)"),
+        ("state", "state() returned what JSON cannot hold"),
+    ],
+)
 def test_a_driver_that_breaks_its_contract_is_one_line_naming_it(tmp_path, mode, message):
     (tmp_path / "broken_driver.py").write_text(BROKEN_DRIVER + f"\nBroken.MODE = {mode!r}\n")
     out = tmp_path / "out"
-    study = write_study(tmp_path, {
-        "name": "broken", "space": {"x": {"range": [0.0, 1.0]}, "y": [0, 1], "shape": ["a"]},
-        "objectives": [{"metric": "f1"}, {"metric": "f2"}],
-        "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator"},
-        "search": {"algorithm": "broken_driver:Broken", "budget": 30},
-        "execution": {"workers": 0}, "output": str(out)})
+    study = write_study(
+        tmp_path,
+        {
+            "name": "broken",
+            "space": {"x": {"range": [0.0, 1.0]}, "y": [0, 1], "shape": ["a"]},
+            "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+            "evaluator": {"name": "dse.evaluators.toy:ToyEvaluator"},
+            "search": {"algorithm": "broken_driver:Broken", "budget": 30},
+            "execution": {"workers": 0},
+            "output": str(out),
+        },
+    )
     proc = _dse(tmp_path, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "search.algorithm: search driver 'broken_driver:Broken'" in proc.stderr

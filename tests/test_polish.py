@@ -26,14 +26,24 @@ from dse.study import Study
 # a 10,800-candidate corner of benchmarks/search-bench.yaml, three objectives: the exact
 # front (enumerated below, in well under a second) has about 140 points
 SMALL = {
-    "name": "small-3obj", "workload": {"model": "llama2-7b", "target_tokens": 1.0e12},
-    "space": {"accelerator": ["H100-SXM", "B200"], "num_accelerators": {"log": [8, 128], "base": 2},
-              "global_batch_size": {"log": [64, 1024], "base": 2},
-              "clock_mhz": {"range": [900, 1400], "step": 100}, "tensor_parallel": [1, 2, 4],
-              "pipeline_parallel": [1, 2], "micro_batch_size": [1, 2, 4], "recompute": ["none", "full"]},
+    "name": "small-3obj",
+    "workload": {"model": "llama2-7b", "target_tokens": 1.0e12},
+    "space": {
+        "accelerator": ["H100-SXM", "B200"],
+        "num_accelerators": {"log": [8, 128], "base": 2},
+        "global_batch_size": {"log": [64, 1024], "base": 2},
+        "clock_mhz": {"range": [900, 1400], "step": 100},
+        "tensor_parallel": [1, 2, 4],
+        "pipeline_parallel": [1, 2],
+        "micro_batch_size": [1, 2, 4],
+        "recompute": ["none", "full"],
+    },
     "fixed": {"cooling": "air", "scaleout_bw_gbs": 50},
-    "objectives": [{"metric": "energy_to_train_j"}, {"metric": "time_to_train_s"},
-                   {"metric": "facility_peak_power_w"}],
+    "objectives": [
+        {"metric": "energy_to_train_j"},
+        {"metric": "time_to_train_s"},
+        {"metric": "facility_peak_power_w"},
+    ],
     "constraints": ["peak_junction_temp_c <= 85", "memory_per_accelerator_gb <= 80"],
     "search": {"algorithm": "nsga2", "budget": 1620, "batch_size": 40},  # 15% of the space
     "execution": {"workers": 0},
@@ -56,8 +66,13 @@ def test_the_polish_finds_the_exact_front_of_a_small_three_objective_space():
     study = _with(SMALL)
     space = Space.from_study(study)
     every = space.from_indices(space.indices_of(np.arange(int(space.size))))
-    table = pd.concat([every, load_evaluator(study.evaluator).evaluate(space.with_fixed(every))
-                       .assign(status="ok")], axis=1)
+    table = pd.concat(
+        [
+            every,
+            load_evaluator(study.evaluator).evaluate(space.with_fixed(every)).assign(status="ok"),
+        ],
+        axis=1,
+    )
     F, G = objective_matrix(table, study), violation_matrix(table, study)
     ok = (G <= 0).all(axis=1) & np.isfinite(F).all(axis=1)
     exact = _front_keys(np.flatnonzero(ok), F, ok)
@@ -84,7 +99,11 @@ def test_the_polish_finds_the_exact_front_of_a_small_three_objective_space():
 
 def _drive(driver, study: Study, space: Space) -> tuple[list[pd.DataFrame], list[dict]]:
     """The ask/tell loop with the toy evaluator; the batches and the JSON state after each."""
-    ev, batches, states = ToyEvaluator(), [], [json.loads(json.dumps(driver.state(), allow_nan=False))]
+    ev, batches, states = (
+        ToyEvaluator(),
+        [],
+        [json.loads(json.dumps(driver.state(), allow_nan=False))],
+    )
     while not driver.done:
         batch = driver.ask().reset_index(drop=True)
         if len(batch) == 0:
@@ -98,10 +117,17 @@ def _drive(driver, study: Study, space: Space) -> tuple[list[pd.DataFrame], list
 
 
 def _toy(**search) -> Study:
-    return Study.model_validate(toy_study(
-        space={"x": {"range": [0.0, 1.0], "step": 0.05}, "y": list(range(10)), "shape": ["a", "b"]},
-        constraints=["f1 >= 0.3"], search={"algorithm": "nsga2", "budget": 300, "batch_size": 20,
-                                           "seed": 3, **search}))
+    return Study.model_validate(
+        toy_study(
+            space={
+                "x": {"range": [0.0, 1.0], "step": 0.05},
+                "y": list(range(10)),
+                "shape": ["a", "b"],
+            },
+            constraints=["f1 >= 0.3"],
+            search={"algorithm": "nsga2", "budget": 300, "batch_size": 20, "seed": 3, **search},
+        )
+    )
 
 
 def test_a_restored_polish_asks_what_the_uninterrupted_one_asks():
@@ -144,13 +170,23 @@ def test_a_state_saved_by_the_driver_alone_resumes_without_a_polish():
     assert resumed.attributes()["front"] == "approximate"
 
 
-@pytest.mark.parametrize("search,label,detail", [
-    ({"algorithm": "exhaustive", "budget": 420}, "exact", "every candidate"),
-    ({"algorithm": "nsga2", "budget": 300}, "polished", "local optimum"),
-    ({"algorithm": "random", "budget": 100}, "approximate", "no polish"),
-    ({"algorithm": "random", "budget": 100, "polish": {"search_share": 0.5, "batch_size": 10}},
-     "approximate", "before the polish reached a local optimum"),
-])
+@pytest.mark.parametrize(
+    "search,label,detail",
+    [
+        ({"algorithm": "exhaustive", "budget": 420}, "exact", "every candidate"),
+        ({"algorithm": "nsga2", "budget": 300}, "polished", "local optimum"),
+        ({"algorithm": "random", "budget": 100}, "approximate", "no polish"),
+        (
+            {
+                "algorithm": "random",
+                "budget": 100,
+                "polish": {"search_share": 0.5, "batch_size": 10},
+            },
+            "approximate",
+            "before the polish reached a local optimum",
+        ),
+    ],
+)
 def test_the_datasets_say_how_exact_the_front_is(tmp_path, search, label, detail):
     study = _toy(**search)
     result = Runner(plan_run(study), tmp_path / "out").start()
@@ -163,9 +199,13 @@ def test_the_datasets_say_how_exact_the_front_is(tmp_path, search, label, detail
 
 
 def test_the_polish_needs_a_discrete_space():
-    continuous = toy_study(space={"x": {"range": [0.0, 1.0]}, "y": [0, 1], "shape": ["a", "b"]},
-                           search={"algorithm": "nsga2", "budget": 100})
-    plan = plan_search(Study.model_validate(continuous), Space.from_study(Study.model_validate(continuous)))
+    continuous = toy_study(
+        space={"x": {"range": [0.0, 1.0]}, "y": [0, 1], "shape": ["a", "b"]},
+        search={"algorithm": "nsga2", "budget": 100},
+    )
+    plan = plan_search(
+        Study.model_validate(continuous), Space.from_study(Study.model_validate(continuous))
+    )
     assert plan.polish is None and "polish" not in plan.description  # the default is off there
     continuous["search"]["polish"] = True
     study = Study.model_validate(continuous)
@@ -187,9 +227,12 @@ def test_a_budget_in_time_lets_auto_enumerate_a_space_that_fits(tmp_path):
 def test_a_budget_in_time_that_enumeration_would_exceed_searches_then_polishes(tmp_path):
     """0.1 s per chunk of 5 candidates: the 420 candidates would take about 8 s, the budget
     is 3 s, so auto goes on with NSGA-II and the polish; `dse status` says so and why."""
-    study = toy_study(space={"x": {"range": [0.0, 1.0], "step": 0.05}, "y": list(range(10)), "shape": ["a", "b"]},
-                      search={"algorithm": "auto", "budget": "3 s", "batch_size": 20, "seed": 1},
-                      execution={"workers": 0, "chunk_size": 5}, output=str(tmp_path / "out"))
+    study = toy_study(
+        space={"x": {"range": [0.0, 1.0], "step": 0.05}, "y": list(range(10)), "shape": ["a", "b"]},
+        search={"algorithm": "auto", "budget": "3 s", "batch_size": 20, "seed": 1},
+        execution={"workers": 0, "chunk_size": 5},
+        output=str(tmp_path / "out"),
+    )
     study["evaluator"]["options"] = {"delay_s": 0.1}
     proc = run_cli("run", str(write_study(tmp_path, study)), "--quiet")
     assert proc.returncode == 0, proc.stderr
@@ -209,42 +252,76 @@ def test_a_budget_in_time_that_enumeration_would_exceed_searches_then_polishes(t
 
 
 def test_a_budget_in_time_ends_the_search_at_the_batch_that_crosses_it(tmp_path):
-    study = Study.model_validate(toy_study(
-        space={"x": {"range": [0.0, 1.0], "step": 0.01}, "y": list(range(10)), "shape": ["a", "b"]},
-        search={"algorithm": "nsga2", "budget": "1.5 s", "batch_size": 10, "polish": False},
-        evaluator={"name": "dse.evaluators.toy:ToyEvaluator", "options": {"delay_s": 0.05}},
-        execution={"workers": 0, "chunk_size": 10}))
+    study = Study.model_validate(
+        toy_study(
+            space={
+                "x": {"range": [0.0, 1.0], "step": 0.01},
+                "y": list(range(10)),
+                "shape": ["a", "b"],
+            },
+            search={"algorithm": "nsga2", "budget": "1.5 s", "batch_size": 10, "polish": False},
+            evaluator={"name": "dse.evaluators.toy:ToyEvaluator", "options": {"delay_s": 0.05}},
+            execution={"workers": 0, "chunk_size": 10},
+        )
+    )
     result = Runner(plan_run(study), tmp_path / "out").start()
     spent = sum(h.seconds for h in result.history)
-    assert 1.5 <= spent and sum(h.seconds for h in result.history[:-1]) < 1.5  # the last batch crossed it
+    assert (
+        1.5 <= spent and sum(h.seconds for h in result.history[:-1]) < 1.5
+    )  # the last batch crossed it
     assert 10 <= len(result.evaluations) < 2020
     with xr.open_dataset(tmp_path / "out" / "pareto.nc", engine="h5netcdf") as ds:
-        assert ds.attrs["front"] == "approximate" and "budget (1.5 s) was spent" in ds.attrs["front_detail"]
+        assert (
+            ds.attrs["front"] == "approximate"
+            and "budget (1.5 s) was spent" in ds.attrs["front_detail"]
+        )
 
 
-@pytest.mark.parametrize("budget,costs,chunks,choice", [
-    ("100 s", (0.001,), [10], "exhaustive"),  # 20,020 x 1 ms fit 100 s at once
-    ("100 s", (0.01, 0.002), [10, 40], "exhaustive"),  # overheads dominate the first chunk: measure a larger one
-    # still too slow when the allowance (10 s after the first chunk) runs out
-    ("100 s", (0.01, 0.008, 0.006, 0.006), [10, 40, 160, 640], "nsga2"),
-    ("100 s", (0.5,), [10], "nsga2"),  # far too slow: no second chunk (20 s, past the allowance)
-    # a short budget: the first chunk's start-up (3.7 ms each) would choose nsga2 for a space
-    # that enumerates in 2 s; the second chunk measures it
-    ("4 s", (0.0037, 0.0001), [10, 40], "exhaustive"),
-])
+@pytest.mark.parametrize(
+    "budget,costs,chunks,choice",
+    [
+        ("100 s", (0.001,), [10], "exhaustive"),  # 20,020 x 1 ms fit 100 s at once
+        (
+            "100 s",
+            (0.01, 0.002),
+            [10, 40],
+            "exhaustive",
+        ),  # overheads dominate the first chunk: measure a larger one
+        # still too slow when the allowance (10 s after the first chunk) runs out
+        ("100 s", (0.01, 0.008, 0.006, 0.006), [10, 40, 160, 640], "nsga2"),
+        (
+            "100 s",
+            (0.5,),
+            [10],
+            "nsga2",
+        ),  # far too slow: no second chunk (20 s, past the allowance)
+        # a short budget: the first chunk's start-up (3.7 ms each) would choose nsga2 for a space
+        # that enumerates in 2 s; the second chunk measures it
+        ("4 s", (0.0037, 0.0001), [10, 40], "exhaustive"),
+    ],
+)
 def test_auto_measures_growing_chunks_before_it_chooses(budget, costs, chunks, choice):
     """With a budget in time auto enumerates in chunks that grow while the measured cost
     says the rest might not fit, within 10% of the budget after the first chunk, then chooses."""
-    study = Study.model_validate(toy_study(
-        space={"x": {"range": [0.0, 1.0], "step": 0.001}, "y": list(range(10)), "shape": ["a", "b"]},
-        search={"algorithm": "auto", "budget": budget, "batch_size": 10}))
+    study = Study.model_validate(
+        toy_study(
+            space={
+                "x": {"range": [0.0, 1.0], "step": 0.001},
+                "y": list(range(10)),
+                "shape": ["a", "b"],
+            },
+            search={"algorithm": "auto", "budget": budget, "batch_size": 10},
+        )
+    )
     space = Space.from_study(study)
     driver = plan_search(study, space).build(None)
     auto, sizes = driver.inner, []
     for per in costs:
         batch = driver.ask().reset_index(drop=True)
         sizes.append(len(batch))
-        t = pd.concat([batch, ToyEvaluator().evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+        t = pd.concat(
+            [batch, ToyEvaluator().evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1
+        )
         driver.tell(batch, objective_matrix(t, study), violation_matrix(t, study))
         driver.observe_cost(per * len(batch), len(batch))
     assert sizes == chunks and auto.decided and auto.inner.name == choice
@@ -252,15 +329,24 @@ def test_auto_measures_growing_chunks_before_it_chooses(budget, costs, chunks, c
     assert ("within the" if choice == "exhaustive" else "more than the") in driver.explain()
     next_batch = driver.ask()
     # the rest of the space in exhaustive's batches (at most MIN_BATCH), or nsga2's population
-    assert len(next_batch) == (min(MIN_BATCH, int(space.size) - sum(sizes)) if choice == "exhaustive" else 10)
+    assert len(next_batch) == (
+        min(MIN_BATCH, int(space.size) - sum(sizes)) if choice == "exhaustive" else 10
+    )
 
 
 def test_rows_told_on_resume_without_their_time_do_not_make_auto_choose():
     """On resume the rows of a stopped batch are told with 0 s (they were evaluated before):
     taken as a cost they made 8,000 candidates of 60 ms look like 0.5 ms and chose exhaustive."""
-    study = Study.model_validate(toy_study(
-        space={"x": {"range": [0.0, 1.0], "step": 0.001}, "y": list(range(10)), "shape": ["a", "b"]},
-        search={"algorithm": "auto", "budget": "100 s", "batch_size": 10}))
+    study = Study.model_validate(
+        toy_study(
+            space={
+                "x": {"range": [0.0, 1.0], "step": 0.001},
+                "y": list(range(10)),
+                "shape": ["a", "b"],
+            },
+            search={"algorithm": "auto", "budget": "100 s", "batch_size": 10},
+        )
+    )
     driver = plan_search(study, Space.from_study(study)).build(None)
     driver.observe_cost(0.0, 20)
     assert not driver.inner.decided and driver.evaluated == 20

@@ -10,8 +10,23 @@ from dse.analytic.energy import power
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import hardware
 
-CATALOG = ("V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X", "GB200",
-           "MI325X", "MI355X", "TPU-v5e", "TPU-v5p", "TPU-v6e", "H800")
+CATALOG = (
+    "V100-SXM2",
+    "A100-40GB",
+    "A100-80GB",
+    "H100-SXM",
+    "H200",
+    "B200",
+    "MI250X",
+    "MI300X",
+    "GB200",
+    "MI325X",
+    "MI355X",
+    "TPU-v5e",
+    "TPU-v5p",
+    "TPU-v6e",
+    "H800",
+)
 
 
 def test_power_yaml_is_keyed_by_the_catalog_names_and_cites_sources():
@@ -21,7 +36,11 @@ def test_power_yaml_is_keyed_by_the_catalog_names_and_cites_sources():
     for name, entry in entries.items():
         assert entry.get("source"), name
     for cooling in ("air", "liquid"):
-        assert set(power.parameters()["cooling"][cooling]) == {"fast_fraction", "tau_fast_s", "tau_slow_s"}
+        assert set(power.parameters()["cooling"][cooling]) == {
+            "fast_fraction",
+            "tau_fast_s",
+            "tau_slow_s",
+        }
 
 
 def test_voltage_curve_is_flat_below_the_knee_and_reaches_one_at_f_max():
@@ -45,9 +64,12 @@ def test_compute_draws_more_than_memory_more_than_waiting_and_tdp_at_f_max():
     pw = power.lookup(np.array(["H100-SXM"], dtype=object))
     for ratio in (0.5, 0.8, 1.0):
         s = power.dynamic_scale(np.array([ratio]), pw.vf_x, pw.vf_v)
-        pc, pm, pwt = (power.phase_power_w(getattr(pw, f"a_{p}"), s, 80.0, 700.0)[0] for p in ("compute", "memory", "waiting"))
+        pc, pm, pwt = (
+            power.phase_power_w(getattr(pw, f"a_{p}"), s, 80.0, 700.0)[0]
+            for p in ("compute", "memory", "waiting")
+        )
         assert pc > pm > pwt > 80.0
-        assert pwt < 80.0 + 0.15 * 620.0          # blocking power near idle
+        assert pwt < 80.0 + 0.15 * 620.0  # blocking power near idle
     s1 = power.dynamic_scale(np.array([1.0]), pw.vf_x, pw.vf_v)
     assert power.phase_power_w(pw.a_compute, s1, 80.0, 700.0)[0] == pytest.approx(700.0)
 
@@ -60,11 +82,22 @@ def _evaluate(**cols) -> pd.DataFrame:
 
 def test_power_cap_lowers_the_clock_to_meet_it_and_slows_training():
     # micro-batches of 8: the GPUs, not their hosts, set the pace (docs/model.md, section 6)
-    free = _evaluate(accelerator="H100-SXM", num_accelerators=8, model="gpt-1.3b", micro_batch_size=8,
-                     power_cap_w=[np.nan])
+    free = _evaluate(
+        accelerator="H100-SXM",
+        num_accelerators=8,
+        model="gpt-1.3b",
+        micro_batch_size=8,
+        power_cap_w=[np.nan],
+    )
     p0 = float(free["peak_power_per_accelerator_w"][0])
     caps = [np.nan, 0.95 * p0, 0.85 * p0, 0.75 * p0]
-    r = _evaluate(accelerator="H100-SXM", num_accelerators=8, power_cap_w=caps, model="gpt-1.3b", micro_batch_size=8)
+    r = _evaluate(
+        accelerator="H100-SXM",
+        num_accelerators=8,
+        power_cap_w=caps,
+        model="gpt-1.3b",
+        micro_batch_size=8,
+    )
     assert not r["power_capped"][0] and r["power_capped"][1:].all()
     assert np.all(np.diff(r["effective_clock_mhz"]) < 0)
     assert np.all(r["peak_power_per_accelerator_w"][1:] <= np.array(caps[1:]) * 1.001)
@@ -90,4 +123,7 @@ def test_a_parked_accelerator_draws_the_measured_idle_with_context_power():
     assert parked[1] == pytest.approx(80.0, rel=0.05)
     blocked = power.phase_power_w(pw.a_waiting, 1.0, hw.idle_w, hw.tdp_w)
     assert (parked < blocked).all()
-    assert power.parked_power_w(pw.a_parked, hw.idle_w, hw.tdp_w, np.full(2, 300.0)).tolist() == [300.0, 300.0]
+    assert power.parked_power_w(pw.a_parked, hw.idle_w, hw.tdp_w, np.full(2, 300.0)).tolist() == [
+        300.0,
+        300.0,
+    ]

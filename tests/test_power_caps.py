@@ -25,14 +25,36 @@ CAP_FRACTIONS = np.round(np.arange(0.40, 1.0001, 0.05), 2)
 #: layouts of GPT-1.3B on 8 accelerators; the first ones broke the cap before the fix
 LAYOUTS = [
     {"flash_attention": False, "micro_batch_size": 8, "tensor_parallel": 1},
-    {"flash_attention": False, "micro_batch_size": 4, "tensor_parallel": 2, "sequence_parallel": True,
-     "framework": "megatron-core"},
-    {"flash_attention": False, "micro_batch_size": 16, "tensor_parallel": 8, "sequence_parallel": True,
-     "framework": "megatron-core", "recompute": "full"},
-    {"flash_attention": True, "micro_batch_size": 2, "pipeline_parallel": 2, "framework": "megatron"},
+    {
+        "flash_attention": False,
+        "micro_batch_size": 4,
+        "tensor_parallel": 2,
+        "sequence_parallel": True,
+        "framework": "megatron-core",
+    },
+    {
+        "flash_attention": False,
+        "micro_batch_size": 16,
+        "tensor_parallel": 8,
+        "sequence_parallel": True,
+        "framework": "megatron-core",
+        "recompute": "full",
+    },
+    {
+        "flash_attention": True,
+        "micro_batch_size": 2,
+        "pipeline_parallel": 2,
+        "framework": "megatron",
+    },
     {"flash_attention": True, "micro_batch_size": 1, "framework": "fsdp", "zero_stage": 3},
-    {"flash_attention": False, "micro_batch_size": 8, "pipeline_parallel": 4, "interleave": 2,
-     "framework": "megatron-core", "global_batch_size": 1024},
+    {
+        "flash_attention": False,
+        "micro_batch_size": 8,
+        "pipeline_parallel": 4,
+        "interleave": 2,
+        "framework": "megatron-core",
+        "global_batch_size": 1024,
+    },
 ]
 
 
@@ -43,9 +65,18 @@ def _precision(name: str) -> str:
 
 def _grid(name: str) -> pd.DataFrame:
     tdp = hardware.catalog()[name]["tdp_w"]
-    rows = [{"accelerator": name, "precision": _precision(name), "model": "gpt-1.3b", "num_accelerators": 8,
-             "global_batch_size": 512, **layout, "power_cap_w": float(frac * tdp)}
-            for layout, frac in itertools.product(LAYOUTS, CAP_FRACTIONS)]
+    rows = [
+        {
+            "accelerator": name,
+            "precision": _precision(name),
+            "model": "gpt-1.3b",
+            "num_accelerators": 8,
+            "global_batch_size": 512,
+            **layout,
+            "power_cap_w": float(frac * tdp),
+        }
+        for layout, frac in itertools.product(LAYOUTS, CAP_FRACTIONS)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -67,9 +98,13 @@ def test_a_cap_holds_whenever_the_lowest_clock_meets_it(name):
     held = time_ok & meets
     assert held.any()
     over = held & (busy > cap * (1 + LIMIT_RTOL))
-    assert not over.any(), (f"{name}: busy power above the cap at "
-                            f"{list(zip(cap[over].round(1), busy[over].round(2), clock[over].round(1), strict=True))}")
-    assert not (held & (reason == CAP_REASON)).any(), f"{name}: marked infeasible although f_min meets the cap"
+    assert not over.any(), (
+        f"{name}: busy power above the cap at "
+        f"{list(zip(cap[over].round(1), busy[over].round(2), clock[over].round(1), strict=True))}"
+    )
+    assert not (held & (reason == CAP_REASON)).any(), (
+        f"{name}: marked infeasible although f_min meets the cap"
+    )
     assert (capped["feasible"].to_numpy()[held]).all()
     assert (clock[held] >= f_min * (1 - 1e-9)).all()
 
@@ -84,22 +119,41 @@ def test_the_capped_design_the_issue_measured_stays_on_the_front():
     the fix the busy power ended at 331 W (5% above the cap) and the candidate was dropped
     with the cap reason while running at 1,558 MHz."""
     ev = AnalyticEvaluator()
-    row = pd.DataFrame([{"accelerator": "H100-SXM", "model": "gpt-1.3b", "num_accelerators": 8,
-                         "flash_attention": False, "micro_batch_size": 8, "power_cap_w": 315.0}])
+    row = pd.DataFrame(
+        [
+            {
+                "accelerator": "H100-SXM",
+                "model": "gpt-1.3b",
+                "num_accelerators": 8,
+                "flash_attention": False,
+                "micro_batch_size": 8,
+                "power_cap_w": 315.0,
+            }
+        ]
+    )
     r = ev.evaluate(row).iloc[0]
     assert r["feasible"] and r["power_capped"]
     assert r["peak_power_per_accelerator_w"] <= 315.0 * (1 + LIMIT_RTOL)
     assert 345.0 < r["effective_clock_mhz"] < 1980.0
     # the clock is the highest that meets the cap: 0.5% faster breaks it on the time model
-    faster = ev.evaluate(row.assign(power_cap_w=np.nan, clock_mhz=r["effective_clock_mhz"] * 1.005)).iloc[0]
+    faster = ev.evaluate(
+        row.assign(power_cap_w=np.nan, clock_mhz=r["effective_clock_mhz"] * 1.005)
+    ).iloc[0]
     assert faster["peak_power_per_accelerator_w"] > 315.0
 
 
 def test_the_thermal_reason_is_given_only_at_the_lowest_clock():
     ev = AnalyticEvaluator()
     inlets = np.arange(30.0, 80.1, 5.0)
-    df = pd.DataFrame({"accelerator": "H100-SXM", "model": "gpt-1.3b", "num_accelerators": 8,
-                       "cooling": "air", "inlet_temp_c": inlets})
+    df = pd.DataFrame(
+        {
+            "accelerator": "H100-SXM",
+            "model": "gpt-1.3b",
+            "num_accelerators": 8,
+            "cooling": "air",
+            "inlet_temp_c": inlets,
+        }
+    )
     r = ev.evaluate(df)
     hot = (r["reason"] == HOT_REASON).to_numpy()
     assert hot.any() and (~hot).any()

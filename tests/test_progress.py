@@ -25,23 +25,36 @@ def _slow_study(tmp_path, delay: float = 0.02, **evaluator_options):
 
 
 def test_dse_status_shows_a_run_in_progress_from_another_terminal(tmp_path):
-    study = _slow_study(tmp_path, 0.12, fail_above_x=0.85)  # about 8 s; x = 0.9 and 1.0 fail: 12 candidates
-    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    study = _slow_study(
+        tmp_path, 0.12, fail_above_x=0.85
+    )  # about 8 s; x = 0.9 and 1.0 fail: 12 candidates
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out = tmp_path / "out"
     deadline = time.monotonic() + 60
     while True:  # until the running process has written progress with a measured pace
         live = read_progress(out)
         if live and live.get("rate_per_s") and live.get("best"):
             break
-        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read() if run.poll() else "no progress"
+        assert run.poll() is None and time.monotonic() < deadline, (
+            run.stderr.read() if run.poll() else "no progress"
+        )
         time.sleep(0.1)
     status = run_cli("status", str(out))
     run.communicate(timeout=120)
     assert status.returncode == 0, status.stderr
     assert "running (process" in status.stdout
     assert "in progress:" in status.stdout and "of 66 candidates done" in status.stdout
-    assert "evaluations/s" in status.stdout and " left" in status.stdout and "best: f1 " in status.stdout
+    assert (
+        "evaluations/s" in status.stdout
+        and " left" in status.stdout
+        and "best: f1 " in status.stdout
+    )
     assert run.returncode == 0
     final = json.loads((out / "progress.json").read_text())
     assert final["state"] == "finished" and final["done"] == final["total"] == 66
@@ -62,11 +75,20 @@ def test_dse_status_shows_square_brackets_of_a_note_and_a_study_name_as_written(
     assert run_cli("run", str(study), "--quiet").returncode == 0
     # the folder as a run in progress leaves it: its lock and progress file name a live process (this one)
     me = os.getpid()
-    (out / "lock").write_text(json.dumps({"pid": me, "host": socket.gethostname(),
-                                          "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}))
+    (out / "lock").write_text(
+        json.dumps(
+            {
+                "pid": me,
+                "host": socket.gethostname(),
+                "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
+        )
+    )
     live = json.loads((out / "progress.json").read_text())
     note = 'dashboard off: it needs bokeh (pip install "dse[dashboard]")'
-    (out / "progress.json").write_text(json.dumps({**live, "state": "running", "pid": me, "note": note}))
+    (out / "progress.json").write_text(
+        json.dumps({**live, "state": "running", "pid": me, "note": note})
+    )
     status = run_cli("status", str(out))
     assert status.returncode == 0, status.stderr
     assert f"last note: {note}" in status.stdout, status.stdout
@@ -76,7 +98,9 @@ def test_dse_status_shows_square_brackets_of_a_note_and_a_study_name_as_written(
 def test_the_progress_display_shows_the_pace_and_the_best_values(tmp_path):
     proc = run_cli("run", str(_slow_study(tmp_path)), env={"COLUMNS": "220"})
     assert proc.returncode == 0, proc.stderr
-    assert "66/66" in proc.stderr and "evaluations/s" in proc.stderr and "0:00:00 left" in proc.stderr
+    assert (
+        "66/66" in proc.stderr and "evaluations/s" in proc.stderr and "0:00:00 left" in proc.stderr
+    )
     assert "failed 0" in proc.stderr and "best: f1 0 · f2 0" in proc.stderr
 
 
@@ -100,7 +124,9 @@ def test_the_reporter_measures_the_pace_and_the_time_left(tmp_path):
     report.advance(20, {"failed": 1, "best": {"f1": 0.5}}, evaluated=20)
     elapsed_s = time.monotonic() - before
     record = sink.events[-1][2]
-    assert 20 / elapsed_s <= record["rate_per_s"] <= 20 / 0.2  # 20 in what passed between start and advance
+    assert (
+        20 / elapsed_s <= record["rate_per_s"] <= 20 / 0.2
+    )  # 20 in what passed between start and advance
     assert record["eta_s"] == 80 / record["rate_per_s"]
     assert read_progress(tmp_path)["done"] == 20
     pace, best = progress_lines(record)
@@ -127,13 +153,24 @@ def test_a_narrow_terminal_keeps_the_count_and_cuts_the_long_lines():
     buf = io.StringIO()
     shown = RichProgress(Console(file=buf, width=60, force_terminal=True, color_system=None))
     shown.start(995_328, "big · exhaustive")
-    shown.advance(250_000, {"rate_per_s": 139_931.2, "left_s": 5.0, "failed": 0, "feasible": 272_996,
-                            "front_size": 21, "best": {"energy_to_train_j": 3.9e10, "time_to_train_s": 3.3e5}})
+    shown.advance(
+        250_000,
+        {
+            "rate_per_s": 139_931.2,
+            "left_s": 5.0,
+            "failed": 0,
+            "feasible": 272_996,
+            "front_size": 21,
+            "best": {"energy_to_train_j": 3.9e10, "time_to_train_s": 3.3e5},
+        },
+    )
     shown.bar.refresh()
     lines = [ln for ln in buf.getvalue().replace("\x1b[2K", "\n").splitlines() if ln.strip()]
     last = [ln for ln in lines if "big · exhaustive" in ln][-1]
     assert "250000/995328" in last, lines
-    assert any("evaluations/s" in ln for ln in lines) and any(ln.lstrip().startswith("best:") for ln in lines)
+    assert any("evaluations/s" in ln for ln in lines) and any(
+        ln.lstrip().startswith("best:") for ln in lines
+    )
     shown.stop()
 
 
@@ -149,8 +186,17 @@ def test_a_run_that_ends_below_its_budget_keeps_its_counts_on_the_last_line():
     buf = io.StringIO()
     shown = RichProgress(Console(file=buf, width=120, force_terminal=True, color_system=None))
     shown.start(2000, "study · nsga2")
-    shown.advance(369, {"rate_per_s": 1000.0, "left_s": 1.0, "failed": 2, "feasible": 300, "front_size": 21,
-                        "best": {"f1": 0.5}})
+    shown.advance(
+        369,
+        {
+            "rate_per_s": 1000.0,
+            "left_s": 1.0,
+            "failed": 2,
+            "feasible": 300,
+            "front_size": 21,
+            "best": {"f1": 0.5},
+        },
+    )
     shown.stop()
     final = buf.getvalue().replace("\x1b[2K", "\n").split("369/2000")[-1]
     assert "369/369" in final and "feasible 300" in final and "front 21" in final, final
@@ -162,26 +208,50 @@ def test_output_to_a_closed_stream_a_closed_pipe_or_an_ascii_terminal_is_no_trac
     import os
 
     out = tmp_path / "out"
-    assert run_cli("run", str(write_study(tmp_path, toy_study(output=str(out)))), "--quiet").returncode == 0
+    assert (
+        run_cli("run", str(write_study(tmp_path, toy_study(output=str(out)))), "--quiet").returncode
+        == 0
+    )
     dse = f"{sys.executable} -m dse"
-    closed = subprocess.run(["bash", "-c", f"{dse} status {out} >&-; echo rc=$?"], cwd=REPO, capture_output=True,
-                            text=True, timeout=120)
+    closed = subprocess.run(
+        ["bash", "-c", f"{dse} status {out} >&-; echo rc=$?"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "rc=0" in closed.stdout and "Traceback" not in closed.stderr, closed.stderr
     if sys.platform == "linux":  # a pipe of one page (F_SETPIPE_SZ), so that the output outlasts it
         import fcntl
 
         read_end, write_end = os.pipe()
         fcntl.fcntl(read_end, 1031, 4096)
-        reader = subprocess.Popen([sys.executable, "-m", "dse", "describe"], cwd=REPO,  # long
-                                  stdout=write_end, stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, "COLUMNS": "60"})
+        reader = subprocess.Popen(
+            [sys.executable, "-m", "dse", "describe"],
+            cwd=REPO,  # long
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "60"},
+        )
         os.close(write_end)
         with os.fdopen(read_end) as head:
             head.readline()  # then closed, as `head -1` does
         _, stderr = reader.communicate(timeout=120)
-        assert reader.returncode == 141 and stderr == "", stderr  # 128 + SIGPIPE, as a shell says it
+        assert reader.returncode == 141 and stderr == "", (
+            stderr
+        )  # 128 + SIGPIPE, as a shell says it
     # a subprocess: the interpreter's own encoding of its standard streams is what is tested
-    ascii_only = run_cli_subprocess("status", str(out), env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
-                                                  "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "",
-                                                  "COLUMNS": "40"})
+    ascii_only = run_cli_subprocess(
+        "status",
+        str(out),
+        env={
+            "LC_ALL": "C",
+            "LANG": "C",
+            "PYTHONUTF8": "0",
+            "PYTHONCOERCECLOCALE": "0",
+            "PYTHONIOENCODING": "",
+            "COLUMNS": "40",
+        },
+    )
     assert ascii_only.returncode == 0 and "Traceback" not in ascii_only.stderr, ascii_only.stderr

@@ -43,7 +43,9 @@ def test_a_run_writes_versioned_records_that_read_back_as_types(finished):
     state = store.load_state()
     assert isinstance(state, RunState) and state.finished and state.keep == "all"
     assert all(isinstance(r, BatchRecord) for r in state.history) and state.last.evaluations == 66
-    assert [r.batch for r in state.history] == list(range(len(state.history))) and state.batch == len(state.history)
+    assert [r.batch for r in state.history] == list(
+        range(len(state.history))
+    ) and state.batch == len(state.history)
     assert RunState.from_json(json.loads(json.dumps(state.to_json())), store.state_file) == state
     assert RunMeta.from_json(store.meta.to_json(), store.path / "meta.json") == store.meta
 
@@ -57,36 +59,78 @@ def test_records_written_before_they_were_typed_are_read_as_before(finished, tmp
             m.pop(key)
 
     _edit(out / "meta.json", legacy_meta)
-    for f in (out / "evaluations").iterdir():  # a folder of a dse before runs had ids: unstamped files
+    for f in (
+        out / "evaluations"
+    ).iterdir():  # a folder of a dse before runs had ids: unstamped files
         f.rename(f.with_name(f.name.rsplit("-", 1)[0] + f.suffix))
-    _edit(out / "state.json", lambda s: (s.pop("record_version"), s.pop("ruled_out"), s.pop("ruled_out_kinds"),
-                                         s.pop("keep"), [r.pop("asked") for r in s["history"]]))
+    _edit(
+        out / "state.json",
+        lambda s: (
+            s.pop("record_version"),
+            s.pop("ruled_out"),
+            s.pop("ruled_out_kinds"),
+            s.pop("keep"),
+            [r.pop("asked") for r in s["history"]],
+        ),
+    )
     (out / "pareto.nc").unlink()  # it carries the run_id the old meta has not
     (out / "evaluations.nc").unlink()
     results = dse.open_results(out)
-    assert results.meta.record_version == 1 and results.meta.run_id == "" and results.meta.owned_files == ()
+    assert (
+        results.meta.record_version == 1
+        and results.meta.run_id == ""
+        and results.meta.owned_files == ()
+    )
     state = results.state()
     assert state.record_version == 1 and state.ruled_out is None and state.keep == "all"
     assert state.history[0].asked == 0 and state.last.evaluations == 66
     assert len(results.log()) == 66
 
 
-@pytest.mark.parametrize(("file", "change", "expected"), [
-    ("meta.json", lambda m: m.update(input_files="x"),
-     "meta.json is damaged: input_files is not valid (got 'x'); allowed: a mapping of file paths"),
-    ("meta.json", lambda m: m.pop("run_id"), "meta.json is damaged: run_id is missing; allowed: the run's id"),
-    ("meta.json", lambda m: m.update(owned_files=[3]), "meta.json is damaged: owned_files is not valid (got [3])"),
-    ("meta.json", lambda m: m.update(record_version=RECORD_VERSION + 1), "which this dse does not read"),
-    ("state.json", lambda s: s["history"][0].update(seconds="fast"),
-     "state.json is damaged: history[0].seconds is not valid (got 'fast'); allowed: a number of seconds"),
-    ("state.json", lambda s: s.update(keep="some"),
-     "state.json is damaged: keep is not valid (got 'some'); allowed: all, feasible or front"),
-    ("state.json", lambda s: s.pop("finished"), "state.json is damaged: finished is missing"),
-    ("state.json", lambda s: s.update(hypervolume_frame={"ideal": "low"}),
-     "state.json is damaged: hypervolume_frame.ideal is not valid"),
-])
-def test_a_damaged_record_names_its_file_field_value_and_what_is_allowed(finished, tmp_path, file, change,
-                                                                         expected):
+@pytest.mark.parametrize(
+    ("file", "change", "expected"),
+    [
+        (
+            "meta.json",
+            lambda m: m.update(input_files="x"),
+            "meta.json is damaged: input_files is not valid (got 'x'); allowed: a mapping of file paths",
+        ),
+        (
+            "meta.json",
+            lambda m: m.pop("run_id"),
+            "meta.json is damaged: run_id is missing; allowed: the run's id",
+        ),
+        (
+            "meta.json",
+            lambda m: m.update(owned_files=[3]),
+            "meta.json is damaged: owned_files is not valid (got [3])",
+        ),
+        (
+            "meta.json",
+            lambda m: m.update(record_version=RECORD_VERSION + 1),
+            "which this dse does not read",
+        ),
+        (
+            "state.json",
+            lambda s: s["history"][0].update(seconds="fast"),
+            "state.json is damaged: history[0].seconds is not valid (got 'fast'); allowed: a number of seconds",
+        ),
+        (
+            "state.json",
+            lambda s: s.update(keep="some"),
+            "state.json is damaged: keep is not valid (got 'some'); allowed: all, feasible or front",
+        ),
+        ("state.json", lambda s: s.pop("finished"), "state.json is damaged: finished is missing"),
+        (
+            "state.json",
+            lambda s: s.update(hypervolume_frame={"ideal": "low"}),
+            "state.json is damaged: hypervolume_frame.ideal is not valid",
+        ),
+    ],
+)
+def test_a_damaged_record_names_its_file_field_value_and_what_is_allowed(
+    finished, tmp_path, file, change, expected
+):
     out = _copy(finished, tmp_path)
     _edit(out / file, change)
     with pytest.raises(StoreError) as caught:

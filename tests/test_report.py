@@ -69,7 +69,10 @@ def test_report_says_when_it_draws_a_sample(quickstart, tmp_path):
     assert run_cli("report", str(quickstart), "--sample", "50", "-o", str(page)).returncode == 0
     text = page.read_text()
     assert "uniform random sample of 50 of the 400 evaluations" in text
-    drawn = sum(int(n.replace(",", "")) for n in re.findall(r"(?:dominated|infeasible) \(sample\): ([\d,]+)", text))
+    drawn = sum(
+        int(n.replace(",", ""))
+        for n in re.findall(r"(?:dominated|infeasible) \(sample\): ([\d,]+)", text)
+    )
     assert 0 < drawn <= 50
 
 
@@ -82,13 +85,27 @@ def test_report_front_axes_fit_the_feasible_candidates_in_readable_units(quickst
     page = Report(open_results(quickstart))
     fig = page.front_figures()[0]
     feasible = page.dominated["energy_to_train_j"].to_numpy()
-    assert fig.layout.xaxis.title.text == "energy_to_train_j [GJ]" and fig.layout.xaxis.type == "linear"
+    assert (
+        fig.layout.xaxis.title.text == "energy_to_train_j [GJ]"
+        and fig.layout.xaxis.type == "linear"
+    )
     lo, hi = fig.layout.xaxis.range
     energies_gj = np.concatenate([feasible, page.front["energy_to_train_j"].to_numpy()]) / 1e9
     span = energies_gj.max() - energies_gj.min()
-    assert energies_gj.min() - 0.05 * span < lo < energies_gj.min() < energies_gj.max() < hi < energies_gj.max() + 0.05 * span
-    assert fig.layout.yaxis.title.text == "time_to_train_s [days]" and fig.layout.yaxis.type == "log"
-    symbols = [t.marker.symbol for t in fig.data if t.name.startswith("best ") and t.name != "best for η"]
+    assert (
+        energies_gj.min() - 0.05 * span
+        < lo
+        < energies_gj.min()
+        < energies_gj.max()
+        < hi
+        < energies_gj.max() + 0.05 * span
+    )
+    assert (
+        fig.layout.yaxis.title.text == "time_to_train_s [days]" and fig.layout.yaxis.type == "log"
+    )
+    symbols = [
+        t.marker.symbol for t in fig.data if t.name.startswith("best ") and t.name != "best for η"
+    ]
     assert len(symbols) == 2 and len(set(symbols)) == 2
     front = next(t for t in fig.data if t.name == "Pareto front")
     assert np.nanmax(front.x) < 1e3  # drawn in GJ
@@ -98,7 +115,9 @@ def test_report_front_axes_fit_the_feasible_candidates_in_readable_units(quickst
     bars = page.breakdown_figure()
     assert unit == "MJ" and bars.layout.yaxis.title.text == "energy to train [MJ]"
     knee = energy.to_numpy()[page.knee].sum() / 1e6
-    assert sum(t.y[0] for t in bars.data if t.legendgroup == "energy to train") == pytest.approx(knee)
+    assert sum(t.y[0] for t in bars.data if t.legendgroup == "energy to train") == pytest.approx(
+        knee
+    )
 
 
 def test_report_states_what_to_trust_and_lists_the_whole_front(tmp_path):
@@ -106,16 +125,21 @@ def test_report_states_what_to_trust_and_lists_the_whole_front(tmp_path):
     every front point is in a table, objectives first, in the figures' units."""
     study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
     study["space"]["accelerator"] = ["B200", "H100-SXM"]
-    study.update(execution={"workers": 0}, output=str(tmp_path / "out"),
-                 search={"algorithm": "random", "budget": 60, "seed": 1})
+    study.update(
+        execution={"workers": 0},
+        output=str(tmp_path / "out"),
+        search={"algorithm": "random", "budget": 60, "seed": 1},
+    )
     assert run_cli("run", str(write_study(tmp_path, study)), "--quiet").returncode == 0
     proc = run_cli("report", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "out" / "report.html").read_text()
     assert "The front is approximate" in page
-    assert re.search(r"\d+% of the front runs on accelerator B200, whose model numbers are estimated", page)
-    table = page[page.index('<table id="front">'):]
-    table = table[:table.index("</table>")]
+    assert re.search(
+        r"\d+% of the front runs on accelerator B200, whose model numbers are estimated", page
+    )
+    table = page[page.index('<table id="front">') :]
+    table = table[: table.index("</table>")]
     with xr.open_dataset(tmp_path / "out" / "pareto.nc") as front:
         n = int(front.sizes["candidate"])
     assert table.count("<tr>") == n + 1
@@ -134,18 +158,31 @@ def test_report_of_an_evaluator_without_breakdown(toy, tmp_path):
 
 # -- a real browser ---------------------------------------------------------------------------
 def _browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason='selenium is not installed: pip install ".[browser]"')
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason='selenium is not installed: pip install ".[browser]"'
+    )
     from selenium.webdriver.chrome.service import Service
 
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    binary = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     driver = shutil.which("chromedriver")
     if not binary or not driver:
-        pytest.skip("no Chromium and chromedriver on PATH (Debian packages chromium, chromium-driver; "
-                    ".ci/run installs them where apt-get is available)")
+        pytest.skip(
+            "no Chromium and chromedriver on PATH (Debian packages chromium, chromium-driver; "
+            ".ci/run installs them where apt-get is available)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
-                "--enable-unsafe-swiftshader"):  # parcoords draws with WebGL, in software here
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        "--enable-unsafe-swiftshader",
+    ):  # parcoords draws with WebGL, in software here
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(driver))
@@ -166,7 +203,9 @@ def test_report_in_a_real_browser(report, quickstart):
 
     run = open_results(quickstart)
     with xr.open_dataset(quickstart / "evaluations.nc") as ev:
-        drawn = int(np.isfinite(ev["energy_to_train_j"].values).sum())  # every evaluation with objectives
+        drawn = int(
+            np.isfinite(ev["energy_to_train_j"].values).sum()
+        )  # every evaluation with objectives
     w = weighting(run.front.to_dataframe(), run.study)
     driver = _browser()
     try:
@@ -180,19 +219,31 @@ def test_report_in_a_real_browser(report, quickstart):
         assert figures["hypervolume"]["points"] >= 1 and figures["constraints"]["bars"] == 1
 
         def choose(eta: float) -> tuple[int, float]:
-            driver.execute_script("const s = document.getElementById('eta'); s.value = arguments[0];"
-                                  "s.dispatchEvent(new Event('input'));", str(eta))
+            driver.execute_script(
+                "const s = document.getElementById('eta'); s.value = arguments[0];"
+                "s.dispatchEvent(new Event('input'));",
+                str(eta),
+            )
             row = int(driver.find_element("id", "eta-choice").get_attribute("data-row"))
-            x = driver.execute_script("const g = document.getElementById(arguments[0]);"
-                                      "return g._fullData[g._fullData.length - 1].x[0];", figures["front"]["id"])
+            x = driver.execute_script(
+                "const g = document.getElementById(arguments[0]);"
+                "return g._fullData[g._fullData.length - 1].x[0];",
+                figures["front"]["id"],
+            )
             return row, x
 
         (r0, x0), (r1, x1) = choose(0.0), choose(1.0)
         assert (r0, r1) == (w.best(0.0), w.best(1.0)) and r0 != r1  # the highlight follows η
         assert x0 != x1
-        assert x1 == pytest.approx(float(run.front["energy_to_train_j"].min()) / 1e9)  # η = 1: least energy, in GJ
-        fetched = driver.execute_script("return performance.getEntriesByType('resource').map(r => r.name);")
-        assert all(u.startswith(("file:", "data:", "blob:")) for u in fetched), fetched  # no network
+        assert x1 == pytest.approx(
+            float(run.front["energy_to_train_j"].min()) / 1e9
+        )  # η = 1: least energy, in GJ
+        fetched = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(r => r.name);"
+        )
+        assert all(u.startswith(("file:", "data:", "blob:")) for u in fetched), (
+            fetched
+        )  # no network
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         png = driver.get_screenshot_as_png()
@@ -212,10 +263,21 @@ def test_show_fits_80_columns_with_every_name_and_unit(quickstart):
     headers = [ln for ln in lines if ln.startswith("┃")]
     names = " ".join(headers[0::2])
     units = " ".join(headers[1::2])
-    for name in ("energy_to_train_j", "time_to_train_s", "peak_junction_temp_c", "memory_per_accelerator_gb",
-                 "accelerator", "num_accelerators", "global_batch_size", "clock_fraction", "tensor_parallel"):
+    for name in (
+        "energy_to_train_j",
+        "time_to_train_s",
+        "peak_junction_temp_c",
+        "memory_per_accelerator_gb",
+        "accelerator",
+        "num_accelerators",
+        "global_batch_size",
+        "clock_fraction",
+        "tensor_parallel",
+    ):
         assert re.search(rf"\b{name}\b", names), name
-    assert units.count("[") == 9 and all(u in units for u in ("[J]", "[s]", "[degC]", "[GiB]", "[sequences]", "[-]"))
+    assert units.count("[") == 9 and all(
+        u in units for u in ("[J]", "[s]", "[degC]", "[GiB]", "[sequences]", "[-]")
+    )
 
 
 def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):
@@ -225,8 +287,15 @@ def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):
     study = write_study(tmp_path, {**study, "output": str(tmp_path / "out")})
     for args in (("status", str(quickstart)), ("validate", str(study)), ("describe",)):
         narrow = run_cli(*args, env={"COLUMNS": "100"})
-        assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 100, (args, narrow.stdout)
-    for columns in ("", "0", "abc"):  # unset or not a width (0 made rich print nothing, errors included)
+        assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 100, (
+            args,
+            narrow.stdout,
+        )
+    for columns in (
+        "",
+        "0",
+        "abc",
+    ):  # unset or not a width (0 made rich print nothing, errors included)
         wide = run_cli("describe", env={"COLUMNS": columns})
         assert max(map(len, wide.stdout.splitlines())) == 160, columns
     proc = run_cli("show", str(tmp_path / "nowhere"), env={"COLUMNS": "0"})
@@ -242,7 +311,9 @@ def test_status_marks_the_batches_it_leaves_out(quickstart, tmp_path):
     proc = run_cli("status", str(out))
     assert proc.returncode == 0, proc.stderr
     shown = [int(m) for m in re.findall(r"^│\s+(\d+) │", proc.stdout, flags=re.M)]
-    assert shown == [*range(5), *range(15, 40)] and "(10 batches not shown)" in proc.stdout, proc.stdout
+    assert shown == [*range(5), *range(15, 40)] and "(10 batches not shown)" in proc.stdout, (
+        proc.stdout
+    )
 
 
 def test_show_sorts_by_any_column(toy):
@@ -251,20 +322,32 @@ def test_show_sorts_by_any_column(toy):
         assert proc.returncode == 0, proc.stderr
         header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("┃"))
         col = [c.strip() for c in header.strip("┃").split("┃")].index(key)
-        values = [float(ln.strip("│").split("│")[col]) for ln in proc.stdout.splitlines()
-                  if ln.startswith("│")]
+        values = [
+            float(ln.strip("│").split("│")[col])
+            for ln in proc.stdout.splitlines()
+            if ln.startswith("│")
+        ]
         assert len(values) == 11 and values == sorted(values, reverse=key == "x")
 
 
 def test_show_puts_the_best_of_a_maximised_objective_first(tmp_path):
     out = tmp_path / "out"
-    study = toy_study(output=str(out), objectives=[{"metric": "f1", "direction": "maximize"},
-                                                   {"metric": "f2", "direction": "maximize"}])
+    study = toy_study(
+        output=str(out),
+        objectives=[
+            {"metric": "f1", "direction": "maximize"},
+            {"metric": "f2", "direction": "maximize"},
+        ],
+    )
     assert run_cli("run", str(write_study(tmp_path, study)), "-q").returncode == 0
     for args, reverse in (([], True), (["--ascending"], False)):
         proc = run_cli("show", str(out), "--no-plot", *args, env={"COLUMNS": "200"})
         assert proc.returncode == 0 and ("(descending)" in proc.stdout) == reverse, proc.stderr
-        values = [float(ln.strip("│").split("│")[1]) for ln in proc.stdout.splitlines() if ln.startswith("│")]
+        values = [
+            float(ln.strip("│").split("│")[1])
+            for ln in proc.stdout.splitlines()
+            if ln.startswith("│")
+        ]
         assert len(values) > 3 and values == sorted(values, reverse=reverse)
 
 
@@ -298,7 +381,11 @@ def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, mon
         assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
         fig.canvas.draw()
         legend_top = fig.legends[0].get_window_extent().y1
-        assert all(legend_top <= ax.get_window_extent().y0 for ax in fig.axes if ax.get_label() != "<colorbar>")
+        assert all(
+            legend_top <= ax.get_window_extent().y0
+            for ax in fig.axes
+            if ax.get_label() != "<colorbar>"
+        )
         plt.close(fig)
         monkeypatch.setattr(plot, "SCATTER_LIMIT", 10_000)
         fig = plot.front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"])
@@ -331,8 +418,10 @@ def test_plot_shows_readable_units_and_four_objectives_in_rows_of_three(quicksta
         panels = [ax for ax in fig.axes if ax.get_visible()]
         assert len(panels) == 6 and len({round(ax.get_position().y0, 3) for ax in panels}) == 2
         first = panels[0]
-        assert first.get_xlabel().endswith("[GJ]") and first.get_ylabel().endswith("[days]"), \
-            (first.get_xlabel(), first.get_ylabel())
+        assert first.get_xlabel().endswith("[GJ]") and first.get_ylabel().endswith("[days]"), (
+            first.get_xlabel(),
+            first.get_ylabel(),
+        )
         energy_gj = run.front["energy_to_train_j"].values / 1e9
         drawn = np.concatenate([c.get_offsets()[:, 0] for c in first.collections])
         assert np.isin(np.round(energy_gj, 9), np.round(drawn, 9)).all()  # the front, in GJ
@@ -355,10 +444,15 @@ def test_plot_of_a_study_that_keeps_only_its_front_counts_every_evaluation(tmp_p
     with run.open_dataset(front=False) as ev:
         n, n_ok = whole_run_counts(run, ev)
         assert ev.sizes["candidate"] < n_ok < n == 400  # the dataset has the kept rows only
-        fig = front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"], counts=(n, n_ok))
+        fig = front_figure(
+            ev, run.front, ["energy_to_train_j", "time_to_train_s"], counts=(n, n_ok)
+        )
     title = fig._suptitle.get_text()
     plt.close(fig)
-    assert f"of {n:,} evaluations; {n_ok:,} feasible; only the front kept and drawn (output.keep: front)" in title, title
+    assert (
+        f"of {n:,} evaluations; {n_ok:,} feasible; only the front kept and drawn (output.keep: front)"
+        in title
+    ), title
 
 
 def test_scan_reads_in_slices_and_keeps_a_bounded_uniform_sample(quickstart):
@@ -373,7 +467,11 @@ def test_scan_reads_in_slices_and_keeps_a_bounded_uniform_sample(quickstart):
         s = scan(ev, objectives, columns=["key"], sample_size=100, study=run.study, chunk=64)
         assert s.n == 400 and s.n_ok == int(ev["meets_constraints"].sum())
         assert dict(s.infeasibility) == dict(infeasibility_summary(whole, run.study))
-        assert len(s.sample) == 100 and s.sample["_row"].is_unique and s.sample["_row"].is_monotonic_increasing
+        assert (
+            len(s.sample) == 100
+            and s.sample["_row"].is_unique
+            and s.sample["_row"].is_monotonic_increasing
+        )
         np.testing.assert_array_equal(s.sample["key"], ev["key"].values[s.sample["_row"]])
         again = scan(ev, objectives, columns=[], sample_size=100, chunk=400)
         assert again.lo == s.lo and again.hi == s.hi  # slicing changes nothing
@@ -387,12 +485,24 @@ def test_knee_best_and_weighting_on_a_known_front():
     from dse.outputs.selection import best_per_objective, breakdown, knee, weighting
     from dse.study import Study
 
-    study = Study.model_validate({"name": "k", "space": {"x": [1]}, "objectives": [
-        {"metric": "energy_to_train_j", "direction": "minimize"},
-        {"metric": "time_to_train_s", "direction": "minimize"}]})
-    front = pd.DataFrame({"energy_to_train_j": [0.0, 0.1, 0.3, 1.0], "time_to_train_s": [1.0, 0.3, 0.1, 0.0],
-                          "facility_peak_power_w": [1.0, 1.0, 1.0, 1.0],
-                          "energy_compute_j": [0.0, 0.05, 0.2, 0.5]})
+    study = Study.model_validate(
+        {
+            "name": "k",
+            "space": {"x": [1]},
+            "objectives": [
+                {"metric": "energy_to_train_j", "direction": "minimize"},
+                {"metric": "time_to_train_s", "direction": "minimize"},
+            ],
+        }
+    )
+    front = pd.DataFrame(
+        {
+            "energy_to_train_j": [0.0, 0.1, 0.3, 1.0],
+            "time_to_train_s": [1.0, 0.3, 0.1, 0.0],
+            "facility_peak_power_w": [1.0, 1.0, 1.0, 1.0],
+            "energy_compute_j": [0.0, 0.05, 0.2, 0.5],
+        }
+    )
     f = front[["energy_to_train_j", "time_to_train_s"]].to_numpy()
     assert knee(f) in (1, 2) and knee(np.array([[0.0, 1.0], [0.1, 0.2], [1.0, 0.0]])) == 1
     assert best_per_objective(front, study) == {"energy_to_train_j": 0, "time_to_train_s": 3}
@@ -411,7 +521,9 @@ def test_report_refuses_a_run_without_front(tmp_path):
 
 
 def test_report_page_data_is_valid_json(report):
-    data = re.search(r'<script type="application/json" id="dse-data">(.*?)</script>', report.read_text(), re.S)
+    data = re.search(
+        r'<script type="application/json" id="dse-data">(.*?)</script>', report.read_text(), re.S
+    )
     doc = json.loads(data.group(1))
     assert len(doc["a"]) == len(doc["text"]) == len(doc["fronts"][0]["x"]) > 0
 
@@ -431,12 +543,18 @@ def test_a_parameter_value_has_one_colour_in_the_picture_and_the_page(tmp_path):
     assert run_cli("run", str(write_study(tmp_path, study)), "--quiet").returncode == 0
     run = open_results(tmp_path / "out")
     page = Report(run)
-    html_colours = {t.name.split(" = ")[1]: t.marker.color for t in page.front_figures()[0].data
-                    if t.name.startswith("front: ")}
+    html_colours = {
+        t.name.split(" = ")[1]: t.marker.color
+        for t in page.front_figures()[0].data
+        if t.name.startswith("front: ")
+    }
     with run.open_dataset(front=False) as ev:
         fig = plot.front_figure(ev, run.front, page.objectives)
-    png_colours = {c.get_label().split(" = ")[1]: to_hex(c.get_facecolor()[0]) for c in fig.axes[0].collections
-                   if c.get_label().startswith("front: ")}
+    png_colours = {
+        c.get_label().split(" = ")[1]: to_hex(c.get_facecolor()[0])
+        for c in fig.axes[0].collections
+        if c.get_label().startswith("front: ")
+    }
     plt.close(fig)
     assert len(html_colours) == 2 and html_colours == png_colours, (html_colours, png_colours)
 
@@ -452,7 +570,7 @@ def test_a_one_objective_plot_shows_the_spread_and_the_best(quickstart):
     with run.open_dataset(front=False) as ev:
         fig = plot.front_figure(ev, run.front, ["energy_to_train_j"])
         feasible = int(ev["meets_constraints"].sum())
-    ax, = fig.axes
+    (ax,) = fig.axes
     assert ax.get_xlabel().endswith("[GJ]") and sum(p.get_height() for p in ax.patches) == feasible
     best = min(line.get_xdata()[0] for line in ax.lines)
     assert best == pytest.approx(float(run.front["energy_to_train_j"].min()) / 1e9)
@@ -470,8 +588,13 @@ def test_a_table_split_into_parts_names_each_part_on_one_line():
 
     buf = io.StringIO()
     table = pd.DataFrame({f"c{i}_" + "x" * 12: [1.0, 2.0] for i in range(2)})  # in two parts
-    print_tables(Console(file=buf, width=40), "Pareto front of training-stacks (17 points)", table,
-                 list(table.columns), {n: "[J]" for n in table.columns})
+    print_tables(
+        Console(file=buf, width=40),
+        "Pareto front of training-stacks (17 points)",
+        table,
+        list(table.columns),
+        {n: "[J]" for n in table.columns},
+    )
     lines = buf.getvalue().splitlines()
     parts = [ln for ln in lines if "(columns" in ln]
     assert len(parts) == 2 and all(re.search(r"\(columns \d of 2\)", ln) for ln in parts), lines

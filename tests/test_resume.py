@@ -29,7 +29,11 @@ from dse.store import ResultStore
 
 def _study(tmp_path: Path, algorithm: str, out: Path, delay_s: float, workers: int = 0) -> Path:
     study = toy_study(output=str(out))
-    study["space"] = {"x": {"range": [0.0, 1.0], "step": 0.05}, "y": [0, 1, 2, 3], "shape": ["a", "b"]}
+    study["space"] = {
+        "x": {"range": [0.0, 1.0], "step": 0.05},
+        "y": [0, 1, 2, 3],
+        "shape": ["a", "b"],
+    }
     study["search"] = {"algorithm": algorithm, "budget": 60, "seed": 11, "batch_size": 20}
     study["execution"] = {"workers": workers, "chunk_size": 5}
     study["evaluator"]["options"] = {"delay_s": delay_s}
@@ -41,8 +45,12 @@ def _study(tmp_path: Path, algorithm: str, out: Path, delay_s: float, workers: i
 
 def _start(study: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -58,12 +66,21 @@ def _wait_for_rows(out: Path, n: int, proc: subprocess.Popen, timeout: float = 6
     raise AssertionError(f"no {n} rows after {timeout} s")
 
 
-ALGORITHMS = [a for a in ("random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe") if a in available_drivers()]
+ALGORITHMS = [
+    a
+    for a in ("random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe")
+    if a in available_drivers()
+]
 
 
-@pytest.mark.parametrize("algorithm,workers", [(a, 0) for a in ALGORITHMS] + [("nsga2", 1)],
-                         ids=[*ALGORITHMS, "nsga2-on-dask"])
-def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_path, algorithm, workers):
+@pytest.mark.parametrize(
+    "algorithm,workers",
+    [(a, 0) for a in ALGORITHMS] + [("nsga2", 1)],
+    ids=[*ALGORITHMS, "nsga2-on-dask"],
+)
+def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
+    tmp_path, algorithm, workers
+):
     """Every driver in this process; one also on a dask cluster (worker processes in the group)."""
     reference = tmp_path / "reference"
     proc = run_cli("run", str(_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
@@ -74,16 +91,27 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     out = tmp_path / "interrupted"
     study = _study(tmp_path, algorithm, out, 0.3, workers)  # a group is written mid-batch (1 s)
     for rows in (1, 30):  # kill early, then again in a later batch
-        run = _start(study) if rows == 1 else subprocess.Popen(
-            [sys.executable, "-m", "dse", "resume", str(out), "--quiet"], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        run = (
+            _start(study)
+            if rows == 1
+            else subprocess.Popen(
+                [sys.executable, "-m", "dse", "resume", str(out), "--quiet"],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
         _wait_for_rows(out, rows, run)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
         assert len(log_rows(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
 
-    dead = out / "evaluations" / ".b000009-c00000.arrow.999999999.tmp"  # as a killed writer leaves one
+    dead = (
+        out / "evaluations" / ".b000009-c00000.arrow.999999999.tmp"
+    )  # as a killed writer leaves one
     dead.write_bytes(b"half a file")
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
@@ -105,6 +133,7 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
     """The front polish resumes from state.json: killed twice while it polishes (after a
     polish batch was saved, and again later), the resumed run asks what an uninterrupted one
     asks and ends on the same front, with the same label."""
+
     def study(out: Path, delay_s: float) -> Path:
         path = _study(tmp_path, "nsga2", out, delay_s)
         data = yaml.safe_load(path.read_text())
@@ -115,9 +144,18 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
     out = tmp_path / "interrupted"
     for polished in (5, 25):
-        run = _start(study(out, 0.15)) if polished == 5 else subprocess.Popen(
-            [sys.executable, "-m", "dse", "resume", str(out), "--quiet"], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        run = (
+            _start(study(out, 0.15))
+            if polished == 5
+            else subprocess.Popen(
+                [sys.executable, "-m", "dse", "resume", str(out), "--quiet"],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 60
         while _state(out).get("driver", {}).get("polish_asked", 0) < polished:
             assert run.poll() is None and time.monotonic() < deadline, "the polish never started"
@@ -129,20 +167,31 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
     rows = log_rows(out)
     assert rows["key"].is_unique and set(rows["key"]) == set(log_rows(reference)["key"])
     pd.testing.assert_frame_equal(front_of(out), front_of(reference))
-    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a, \
-            xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b:
-        assert a.attrs["front"] == b.attrs["front"] and a.attrs["polish_evaluations"] == b.attrs["polish_evaluations"]
+    with (
+        xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a,
+        xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b,
+    ):
+        assert (
+            a.attrs["front"] == b.attrs["front"]
+            and a.attrs["polish_evaluations"] == b.attrs["polish_evaluations"]
+        )
 
 
 def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
     """Rows a stopped batch wrote are in the log but not in the driver's saved count: on
     resume they are looked up, and were never counted, so the driver never saw the space
     used up and spent its whole budget asking for more, calling the front approximate."""
+
     def study(out: Path, delay_s: float) -> Path:
         path = _study(tmp_path, "nsga2", out, delay_s)
         data = yaml.safe_load(path.read_text())
-        data["space"]["x"] = {"range": [0.0, 1.0], "step": 0.1}  # 88 candidates: all asked, then done
-        data["search"].update(budget=400, batch_size=40)  # 8 chunks a batch: a group is written midway
+        data["space"]["x"] = {
+            "range": [0.0, 1.0],
+            "step": 0.1,
+        }  # 88 candidates: all asked, then done
+        data["search"].update(
+            budget=400, batch_size=40
+        )  # 8 chunks a batch: a group is written midway
         return write_study(tmp_path, data, name=f"{out.name}.yaml")
 
     reference = tmp_path / "reference"
@@ -150,34 +199,54 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
     out = tmp_path / "interrupted"
     run = _start(study(out, 0.3))  # a batch of 40 takes 2.4 s; a group is written after 1 s of it
     deadline = time.monotonic() + 60
-    while not (_state(out).get("history") and rows_on_disk(out) > _state(out)["history"][-1]["evaluations"]):
-        assert run.poll() is None and time.monotonic() < deadline, "no batch was caught half-written"
+    while not (
+        _state(out).get("history") and rows_on_disk(out) > _state(out)["history"][-1]["evaluations"]
+    ):
+        assert run.poll() is None and time.monotonic() < deadline, (
+            "no batch was caught half-written"
+        )
         time.sleep(0.02)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
-    status = run_cli("status", str(out), env={"COLUMNS": "400"})  # the counts say the log holds more
+    status = run_cli(
+        "status", str(out), env={"COLUMNS": "400"}
+    )  # the counts say the log holds more
     later = rows_on_disk(out) - _state(out)["history"][-1]["evaluations"]
-    assert f"as of the last batch told ({later} later evaluations are in the log: `dse resume` counts them)" \
-        in status.stdout, status.stdout
+    assert (
+        f"as of the last batch told ({later} later evaluations are in the log: `dse resume` counts them)"
+        in status.stdout
+    ), status.stdout
     assert run_cli("resume", str(out), "--quiet").returncode == 0
-    with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a, \
-            xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b:
+    with (
+        xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as a,
+        xr.open_dataset(reference / "pareto.nc", engine="h5netcdf") as b,
+    ):
         assert b.attrs["front"] == "exact" and a.attrs["front"] == "exact", a.attrs["front_detail"]
     assert _state(out)["driver"]["asked"] == _state(reference)["driver"]["asked"] == 88
 
 
-@pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"),
-                                            (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                            (signal.SIGHUP, 129, "terminated (SIGHUP)")],
-                         ids=["ctrl-c", "sigterm", "sighup"])
+@pytest.mark.parametrize(
+    "sig,code,said",
+    [
+        (signal.SIGINT, 130, "interrupted"),
+        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+        (signal.SIGHUP, 129, "terminated (SIGHUP)"),
+    ],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
 def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path, sig, code, said):
     """Ctrl-C, SIGTERM as a batch system sends at a job's wall time, or SIGHUP as a closed
     terminal or SSH session sends: what is evaluated stays, the datasets are written, the
     lock released, the hint to resume given (SIGHUP left the lock and no datasets before)."""
     out = tmp_path / "out"
     study = _study(tmp_path, "random", out, 0.2)
-    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for_rows(out, 5, run)
     run.send_signal(sig)
     _, stderr = run.communicate(timeout=60)
@@ -193,21 +262,42 @@ def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path
     assert log_rows(out)["key"].is_unique
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
-                         ids=["ctrl-c", "sigterm", "sighup"])
-def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_tracebacks(tmp_path, sig, code):
+@pytest.mark.parametrize(
+    "sig,code",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_tracebacks(
+    tmp_path, sig, code
+):
     """A terminal sends Ctrl-C's SIGINT to the whole process group, and a batch system its
     SIGTERM, the workers included: they leave the stopping to the run, so the user sees one
     message, not a traceback each (a forked worker kept the run's SIGTERM handler)."""
     out = tmp_path / "out"
-    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1)),
-                            "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dse",
+            "run",
+            str(_study(tmp_path, "random", out, 0.2, workers=1)),
+            "--quiet",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     _wait_for_rows(out, 5, run)
     os.killpg(run.pid, sig)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == code, stderr
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "Terminated" not in stderr, stderr
+    assert (
+        "Traceback" not in stderr
+        and "KeyboardInterrupt" not in stderr
+        and "Terminated" not in stderr
+    ), stderr
     assert f"dse resume {out}" in stderr
 
 
@@ -218,8 +308,14 @@ def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
     study = _study(tmp_path, "random", tmp_path / "out", 0.5, workers=1)
     for delay in (0.2, 0.4, 0.6):
         out = tmp_path / f"out-{delay}"
-        run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(study), "-o", str(out)], cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "dse", "run", str(study), "-o", str(out)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while not (out / "state.json").exists():  # saved just before the cluster starts
             assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
@@ -235,9 +331,14 @@ def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
 def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
     """Ctrl-C while the study is checked and the search built (typer made it a silent 130)."""
     out = tmp_path / "out"
-    run = subprocess.Popen([sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1))],
-                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1))],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert "study" in run.stderr.readline()  # the run's line: the search is built next
     os.killpg(run.pid, signal.SIGINT)
     _, stderr = run.communicate(timeout=60)
@@ -245,7 +346,8 @@ def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
 
 
 def test_a_signal_while_the_datasets_are_written_keeps_the_evaluations_and_says_resume_writes_them(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """Ctrl-C or SIGTERM while pareto.nc and evaluations.nc are written (seconds for 10^6
     evaluations): the run ends as interrupted, with the log whole, and resume writes them."""
     import dse
@@ -265,7 +367,11 @@ def test_a_signal_while_the_datasets_are_written_keeps_the_evaluations_and_says_
     monkeypatch.undo()
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
-    assert (out / "pareto.nc").exists() and (out / "evaluations.nc").exists() and len(log_rows(out)) == n
+    assert (
+        (out / "pareto.nc").exists()
+        and (out / "evaluations.nc").exists()
+        and len(log_rows(out)) == n
+    )
 
 
 def test_the_resume_hint_names_a_scheduler_given_on_the_command_line():
@@ -275,8 +381,10 @@ def test_the_resume_hint_names_a_scheduler_given_on_the_command_line():
     from dse.runner import resume_command
 
     assert resume_command("results/x", ExecutionPlan(workers=2)) == "dse resume results/x"
-    assert (resume_command("results/x", ExecutionPlan(workers=0, scheduler="tcp://head:8786"))
-            == "dse resume results/x --scheduler tcp://head:8786")
+    assert (
+        resume_command("results/x", ExecutionPlan(workers=0, scheduler="tcp://head:8786"))
+        == "dse resume results/x --scheduler tcp://head:8786"
+    )
 
 
 def test_resume_finds_the_cluster_profile_the_run_found_beside_its_study(tmp_path):
@@ -294,7 +402,9 @@ def test_resume_finds_the_cluster_profile_the_run_found_beside_its_study(tmp_pat
     assert run_cli("run", str(study), "--quiet").returncode == 0
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
-    assert json.loads((out / "meta.json").read_text())["profile_path"] == str(project / "workers" / "mysched.yaml")
+    assert json.loads((out / "meta.json").read_text())["profile_path"] == str(
+        project / "workers" / "mysched.yaml"
+    )
 
 
 def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_path):
@@ -303,8 +413,9 @@ def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_pat
     assert run_cli("run", str(study), "--quiet").returncode == 0
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (out / "lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(),
-                                              "started": "earlier"}))
+        (out / "lock").write_text(
+            json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "started": "earlier"})
+        )
         proc = run_cli("resume", str(out))
         assert proc.returncode == 2 and f"process {sleeper.pid}" in proc.stderr
         assert "resuming" not in proc.stderr and "had finished" not in proc.stderr  # it does not
@@ -317,8 +428,15 @@ def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_pat
     # a run killed with -9 left its lock, and a process started later took its number: stale too
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (out / "lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(),
-                                              "started": "2026-01-01T00:00:00+00:00"}))  # before the sleeper
+        (out / "lock").write_text(
+            json.dumps(
+                {
+                    "pid": sleeper.pid,
+                    "host": socket.gethostname(),
+                    "started": "2026-01-01T00:00:00+00:00",
+                }
+            )
+        )  # before the sleeper
         proc = run_cli("resume", str(out), "--quiet")
         assert proc.returncode == 0, proc.stderr
         assert not (out / "lock").exists()
@@ -356,20 +474,27 @@ def test_datasets_copied_in_from_another_run_are_refused(finished, other, tmp_pa
     assert proc.returncode == 0 and "was written by another run" in proc.stdout, proc.stdout
     for command in ("show", "export", "plot"):
         proc = run_cli(command, str(out))
-        assert proc.returncode == 2 and "was written by another run" in proc.stderr, (command, proc.stderr)
+        assert proc.returncode == 2 and "was written by another run" in proc.stderr, (
+            command,
+            proc.stderr,
+        )
     assert run_cli("resume", str(out), "--quiet").returncode == 0
     assert run_cli("show", str(out)).returncode == 0
 
 
-def test_a_log_file_copied_in_from_another_run_of_the_study_is_refused_by_every_command(finished, other, tmp_path):
+def test_a_log_file_copied_in_from_another_run_of_the_study_is_refused_by_every_command(
+    finished, other, tmp_path
+):
     """Same study, same columns: only the run stamp in its name tells the file apart; its
     rows would have joined this run's datasets (and resume would have taken them as done)."""
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     stranger = sorted((other / "evaluations").glob("*.arrow"))[0]
     every = ("status", "show", "export", "plot", "report", "resume")
-    for name, commands in ((stranger.name.replace("b000000-", "b999999-"), every),  # another stamp
-                           ("b999999-c00000.arrow", ("status", "resume"))):  # or none (the same check)
+    for name, commands in (
+        (stranger.name.replace("b000000-", "b999999-"), every),  # another stamp
+        ("b999999-c00000.arrow", ("status", "resume")),
+    ):  # or none (the same check)
         copied = out / "evaluations" / name
         shutil.copy(stranger, copied)
         said = set()
@@ -394,16 +519,33 @@ def test_leftover_temporary_files_are_ignored(finished, tmp_path):
     assert len(ResultStore.open(out).load_evaluations()) == n
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda p: (p / "meta.json").unlink(), "not a dse results folder"),
-    (lambda p: (p / "meta.json").write_text('{"format": "dse-res'), "unreadable or truncated"),
-    (lambda p: (p / "meta.json").write_text('{"format": "other"}'), "not written by dse"),
-    (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": 99}'), "newer than this dse"),
-    (lambda p: (p / "meta.json").write_text('{"format": "dse-results", "format_version": "1"}'), "unknown results format"),
-    (lambda p: (p / "study.yaml").unlink(), "study.yaml is missing"),
-    (lambda p: (p / "study.yaml").write_text((p / "study.yaml").read_text().replace("budget:", "budget: 9000 #")),
-     "study.yaml was changed after the run started"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda p: (p / "meta.json").unlink(), "not a dse results folder"),
+        (lambda p: (p / "meta.json").write_text('{"format": "dse-res'), "unreadable or truncated"),
+        (lambda p: (p / "meta.json").write_text('{"format": "other"}'), "not written by dse"),
+        (
+            lambda p: (p / "meta.json").write_text(
+                '{"format": "dse-results", "format_version": 99}'
+            ),
+            "newer than this dse",
+        ),
+        (
+            lambda p: (p / "meta.json").write_text(
+                '{"format": "dse-results", "format_version": "1"}'
+            ),
+            "unknown results format",
+        ),
+        (lambda p: (p / "study.yaml").unlink(), "study.yaml is missing"),
+        (
+            lambda p: (p / "study.yaml").write_text(
+                (p / "study.yaml").read_text().replace("budget:", "budget: 9000 #")
+            ),
+            "study.yaml was changed after the run started",
+        ),
+    ],
+)
 def test_damaged_or_foreign_folders_get_a_clear_error(finished, tmp_path, damage, message):
     out = _copy(finished, tmp_path)
     damage(out)
@@ -418,7 +560,9 @@ def test_damaged_datasets_evaluations_state_and_lock_are_clear_errors(finished, 
     (out / "pareto.nc").write_text("junk")
     for args in (("export", str(out), "-o", str(tmp_path / "x.csv")), ("plot", str(out))):
         proc = run_cli(*args)
-        assert proc.returncode == 2 and "is damaged" in proc.stderr and "Traceback" not in proc.stderr
+        assert (
+            proc.returncode == 2 and "is damaged" in proc.stderr and "Traceback" not in proc.stderr
+        )
 
     out = _copy(finished, tmp_path / "lock")
     (out / "lock").write_text(json.dumps({"pid": "abc", "host": socket.gethostname()}))
@@ -440,11 +584,16 @@ def test_a_log_file_of_another_study_is_refused_by_every_command(finished, tmp_p
     """A log file copied in from another study would put its rows into this run's datasets."""
     out = _copy(finished, tmp_path / "other-study")
     files = sorted((out / "evaluations").glob("*.arrow"))
-    name = files[0].name.replace("b000000-", "b999999-")  # with this run's stamp: only the columns tell
+    name = files[0].name.replace(
+        "b000000-", "b999999-"
+    )  # with this run's stamp: only the columns tell
     pd.read_feather(files[0]).rename(columns={"x": "z"}).to_feather(out / "evaluations" / name)
     said = {run_cli(c, str(out)).stderr.strip() for c in ("status", "show", "export", "resume")}
     assert len(said) == 1
-    assert f"{name} has no column for the study's parameters ['x']: it belongs to another study" in said.pop()
+    assert (
+        f"{name} has no column for the study's parameters ['x']: it belongs to another study"
+        in said.pop()
+    )
 
 
 def test_log_files_of_one_run_may_differ_in_other_columns(finished, tmp_path):
@@ -474,7 +623,10 @@ def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_pat
     text = study.read_text().replace("chunk_size: 5", "chunk_size: 5\n  grace_s: 1")
     study.write_text(text)
     proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
-    assert proc.returncode == 2 and "cannot reach tcp://127.0.0.1:9 within 1 s (execution.grace_s)" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "cannot reach tcp://127.0.0.1:9 within 1 s (execution.grace_s)" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
     (out / "report.html").write_text("the user's own page")  # dse wrote nothing from that run
     proc = run_cli("run", str(study), "--quiet")  # no --overwrite needed: nothing was evaluated
@@ -507,8 +659,12 @@ def test_a_results_folder_of_format_2_with_parquet_log_files_is_still_read(finis
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs POSIX file-size limits (RLIMIT_FSIZE)")
-@pytest.mark.parametrize("limit_bytes", [8_000, 20_000], ids=["log-write-fails", "dataset-write-fails"])
+@pytest.mark.skipif(
+    not hasattr(signal, "SIGXFSZ"), reason="needs POSIX file-size limits (RLIMIT_FSIZE)"
+)
+@pytest.mark.parametrize(
+    "limit_bytes", [8_000, 20_000], ids=["log-write-fails", "dataset-write-fails"]
+)
 def test_a_write_the_file_system_refuses_is_one_line_with_the_resume_hint(tmp_path, limit_bytes):
     """A file-size limit (as a full disk does: the write fails) in the middle of a run: one
     line naming the file, what is stored and how to go on, exit 2 (before: the netCDF
@@ -520,24 +676,38 @@ def test_a_write_the_file_system_refuses_is_one_line_with_the_resume_hint(tmp_pa
     study = write_study(tmp_path, toy_study(output=str(out)))
 
     def limited():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG) instead of the process
+        signal.signal(
+            signal.SIGXFSZ, signal.SIG_IGN
+        )  # the write fails (EFBIG) instead of the process
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    proc = subprocess.run([sys.executable, "-m", "dse", "run", str(study), "--quiet"], cwd=REPO, text=True,
-                          capture_output=True, preexec_fn=limited, timeout=180,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",  # no half-written .pyc
-                               "MPLCONFIGDIR": str(tmp_path / "mpl")})  # nor a font cache
+    proc = subprocess.run(
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        preexec_fn=limited,
+        timeout=180,
+        env={
+            **os.environ,
+            "PYTHONDONTWRITEBYTECODE": "1",  # no half-written .pyc
+            "MPLCONFIGDIR": str(tmp_path / "mpl"),
+        },
+    )  # nor a font cache
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"error: {out}") or line.startswith("error: the run is over, but writing its datasets "
-                                                                 f"failed: {out}"), line
+    assert line.startswith(f"error: {out}") or line.startswith(
+        f"error: the run is over, but writing its datasets failed: {out}"
+    ), line
     assert f"evaluations are stored in {out}: continue with `dse resume {out}`" in line, line
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     assert (out / "pareto.nc").exists() and len(log_rows(out).drop_duplicates("key")) == 66
 
 
-def test_a_ctrl_c_python_could_not_raise_is_kept_quiet_and_raised_at_the_next_safe_point(monkeypatch):
+def test_a_ctrl_c_python_could_not_raise_is_kept_quiet_and_raised_at_the_next_safe_point(
+    monkeypatch,
+):
     """Ctrl-C that came while Python ran a weakref callback printed "Exception ignored ...
     KeyboardInterrupt" and the run went on to the end, exit 0 (a new user's Ctrl-C while
     the datasets were written). It is kept, and the run raises it where it safely can."""

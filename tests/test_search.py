@@ -26,9 +26,10 @@ ALL = ["random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe"]
 
 
 def _study(**overrides) -> Study:
-    base = toy_study(space={"x": {"range": [0.0, 1.0], "step": 0.05}, "y": list(range(10)),
-                            "shape": ["a", "b"]},
-                     constraints=["f1 >= 0.3"])  # 21 x 10 x 2 = 420 candidates
+    base = toy_study(
+        space={"x": {"range": [0.0, 1.0], "step": 0.05}, "y": list(range(10)), "shape": ["a", "b"]},
+        constraints=["f1 >= 0.3"],
+    )  # 21 x 10 x 2 = 420 candidates
     for k, v in overrides.items():
         base[k] = {**base[k], **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
     return Study.model_validate(base)
@@ -57,8 +58,26 @@ def _front(table: pd.DataFrame, study: Study) -> set[str]:
     return set(candidate_keys(rows[nd], ["x", "y", "shape"]))
 
 
-TRUE_FRONT = {f"{x}|0|a" for x in ["0.3", "0.35", "0.4", "0.45", "0.5", "0.55", "0.6", "0.65", "0.7",
-                                    "0.75", "0.8", "0.85", "0.9", "0.95", "1"]}
+TRUE_FRONT = {
+    f"{x}|0|a"
+    for x in [
+        "0.3",
+        "0.35",
+        "0.4",
+        "0.45",
+        "0.5",
+        "0.55",
+        "0.6",
+        "0.65",
+        "0.7",
+        "0.75",
+        "0.8",
+        "0.85",
+        "0.9",
+        "0.95",
+        "1",
+    ]
+}
 
 
 def _driver(study: Study, tmp_path: Path | None = None):
@@ -75,7 +94,14 @@ def _inner(study: Study):
 
 
 def test_exhaustive_enumeration_gives_the_exact_front():
-    study = _study(search={"algorithm": "exhaustive", "budget": 420, "batch_size": 50, "options": {"chunk": 64}})
+    study = _study(
+        search={
+            "algorithm": "exhaustive",
+            "budget": 420,
+            "batch_size": 50,
+            "options": {"chunk": 64},
+        }
+    )
     driver, space = _driver(study)
     told = _drive(driver, study, space)
     assert len(told) == 420 and told["x"].nunique() == 21
@@ -83,12 +109,21 @@ def test_exhaustive_enumeration_gives_the_exact_front():
     assert _front(told, study) == TRUE_FRONT
 
 
-@pytest.mark.parametrize("algo,budget,polish", [("nsga2", 200, False), ("optuna-nsga2", 260, None),
-                                                ("optuna-tpe", 260, None), ("nsga2", 200, None)])
+@pytest.mark.parametrize(
+    "algo,budget,polish",
+    [
+        ("nsga2", 200, False),
+        ("optuna-nsga2", 260, None),
+        ("optuna-tpe", 260, None),
+        ("nsga2", 200, None),
+    ],
+)
 def test_search_drivers_find_the_known_front_without_repeats(algo, budget, polish):
     """Without a polish the budget buys distinct candidates; with it (nsga2's default) the run
     ends when the front is a local optimum, here the exact front, before the budget is spent."""
-    study = _study(search={"algorithm": algo, "budget": budget, "batch_size": 20, "seed": 4, "polish": polish})
+    study = _study(
+        search={"algorithm": algo, "budget": budget, "batch_size": 20, "seed": 4, "polish": polish}
+    )
     driver, space = _driver(study)
     told = _drive(driver, study, space)
     polished = polish is None and algo == "nsga2"
@@ -102,11 +137,15 @@ def test_random_search_respects_the_budget_and_finds_only_feasible_front_points(
     study = _study(search={"algorithm": "random", "budget": 300, "batch_size": 64})
     driver, space = _driver(study)
     told = _drive(driver, study, space)
-    assert len(told) == 300 and [len(b) for b in np.array_split(told, [64, 128, 192, 256])][-1] == 44
+    assert (
+        len(told) == 300 and [len(b) for b in np.array_split(told, [64, 128, 192, 256])][-1] == 44
+    )
     front = _front(told, study)
     parts = [k.split("|") for k in front]  # x|y|shape: only candidates meeting every constraint
     assert front and all(float(x) >= 0.3 and not (s == "b" and int(y) > 8) for x, y, s in parts)
-    assert len(front & TRUE_FRONT) >= 3  # about half the front is sampled at all: 1 - (419/420)**300
+    assert (
+        len(front & TRUE_FRONT) >= 3
+    )  # about half the front is sampled at all: 1 - (419/420)**300
     again, _ = _driver(study)
     pd.testing.assert_frame_equal(_drive(again, study, space), told)  # seeded
 
@@ -115,8 +154,10 @@ def test_random_search_respects_the_budget_and_finds_only_feasible_front_points(
 def test_mixed_continuous_space_with_infeasible_and_failed_rows(algo):
     """A real-valued x, evaluator infeasibility (shape b, y > 8), NaN objectives: the driver
     keeps going and what it finds on the front is feasible and near the true front."""
-    study = _study(space={"x": {"range": [0.0, 1.0]}, "y": list(range(10)), "shape": ["a", "b"]},
-                   search={"algorithm": algo, "budget": 240, "batch_size": 24, "seed": 1})
+    study = _study(
+        space={"x": {"range": [0.0, 1.0]}, "y": list(range(10)), "shape": ["a", "b"]},
+        search={"algorithm": algo, "budget": 240, "batch_size": 24, "seed": 1},
+    )
     driver, space = _driver(study)
     ev, n = ToyEvaluator(), 0
     found = []
@@ -130,7 +171,11 @@ def test_mixed_continuous_space_with_infeasible_and_failed_rows(algo):
         found.append(table.assign(failed=table["x"] > 0.97))
         n += len(batch)
     told = pd.concat(found, ignore_index=True)
-    assert n == 240 and told["x"].between(0, 1).all() and len(set(candidate_keys(told, space.names))) == 240
+    assert (
+        n == 240
+        and told["x"].between(0, 1).all()
+        and len(set(candidate_keys(told, space.names))) == 240
+    )
     ok = told[~told["failed"] & (told["x"] >= 0.3) & ~((told["shape"] == "b") & (told["y"] > 8))]
     f = objective_matrix(ok, study)
     front = ok[moocore.is_nondominated(f)]
@@ -140,9 +185,15 @@ def test_mixed_continuous_space_with_infeasible_and_failed_rows(algo):
 
 @pytest.mark.parametrize("algo", ALL)
 def test_state_is_json_and_a_restored_driver_asks_the_same_next_batches(algo, tmp_path):
-    study = _study(search={"algorithm": algo, "budget": 420 if algo == "exhaustive" else 300,
-                           "batch_size": 20, "seed": 7,
-                           "options": {"chunk": 20} if algo == "exhaustive" else {}})
+    study = _study(
+        search={
+            "algorithm": algo,
+            "budget": 420 if algo == "exhaustive" else 300,
+            "batch_size": 20,
+            "seed": 7,
+            "options": {"chunk": 20} if algo == "exhaustive" else {},
+        }
+    )
     first, space = _driver(study, tmp_path / "a")
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     _drive(first, study, space, batches=3)
@@ -156,11 +207,18 @@ def test_state_is_json_and_a_restored_driver_asks_the_same_next_batches(algo, tm
         a, b = resumed.ask(), reference.ask()
         pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
         for d, batch in ((resumed, a), (reference, b)):
-            t = pd.concat([batch.reset_index(drop=True),
-                           ToyEvaluator().evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+            t = pd.concat(
+                [
+                    batch.reset_index(drop=True),
+                    ToyEvaluator().evaluate(space.with_fixed(batch)).assign(status="ok"),
+                ],
+                axis=1,
+            )
             d.tell(batch, objective_matrix(t, study), violation_matrix(t, study))
     assert resumed.asked == reference.asked
-    assert resumed.asked == 100 or resumed.state()["phase"] == "polish"  # polish batches are smaller
+    assert (
+        resumed.asked == 100 or resumed.state()["phase"] == "polish"
+    )  # polish batches are smaller
 
 
 def test_optuna_keeps_its_trials_in_a_journal_in_the_results_folder(tmp_path):
@@ -172,7 +230,9 @@ def test_optuna_keeps_its_trials_in_a_journal_in_the_results_folder(tmp_path):
     stored = optuna.load_study(  # named after the dse study, as optuna-dashboard lists it
         study_name="toy",
         storage=optuna.storages.JournalStorage(
-            optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))))
+            optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))
+        ),
+    )
     assert stored.metric_names == ["f1", "f2"]
     trials = stored.get_trials()
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)  # no failed duplicates
@@ -199,8 +259,15 @@ def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():
         assert plan.build(None).inner.inner.name == chosen
         assert ("+ polish" in plan.description) == (chosen == "nsga2")
     assert plan_search(small, Space.from_study(small)).total == 420
-    assert {"auto", "random", "exhaustive", "nsga2", "optuna-nsga2", "optuna-tpe",
-            "optuna-gp"} <= set(available_drivers())
+    assert {
+        "auto",
+        "random",
+        "exhaustive",
+        "nsga2",
+        "optuna-nsga2",
+        "optuna-tpe",
+        "optuna-gp",
+    } <= set(available_drivers())
 
 
 def test_optuna_gp_says_what_is_missing():
@@ -220,12 +287,16 @@ def test_same_candidates_and_front_whatever_the_worker_count(tmp_path):
     results = []
     for workers in (1, 2):
         # NSGA-II for 40 evaluations, then the polish finds the whole front (a local optimum)
-        study = _study(search={"algorithm": "nsga2", "budget": 200, "batch_size": 40, "seed": 5},
-                       execution={"workers": workers, "chunk_size": 7})
+        study = _study(
+            search={"algorithm": "nsga2", "budget": 200, "batch_size": 40, "seed": 5},
+            execution={"workers": workers, "chunk_size": 7},
+        )
         out = tmp_path / f"w{workers}"
         res = Runner(plan_run(study), out).start()
         with xr.open_dataset(out / "pareto.nc", engine="h5netcdf") as ds:
-            front = sorted(candidate_keys(ds[["x", "y", "shape"]].to_dataframe(), ["x", "y", "shape"]))
+            front = sorted(
+                candidate_keys(ds[["x", "y", "shape"]].to_dataframe(), ["x", "y", "shape"])
+            )
             assert bool(ds["meets_constraints"].all()) and float(ds["f1"].min()) >= 0.3
         ev = res.evaluations.sort_values(["batch", "key"])
         results.append((ev[["batch", "key"]].to_numpy().tolist(), front, res.history))
@@ -263,16 +334,22 @@ def test_nsga2_state_is_bounded_plain_data_and_a_restored_run_ends_on_the_same_f
     assert all(s.keys() == states[0].keys() for s in states)
     for g, s in enumerate(states):
         assert s["generation"] == g and len(s["asked_candidates"]) == s["asked"] == 20 * g
-        assert len(s["population"]["X"]) == len(s["population"]["F"]) == len(s["population"]["G"]) \
+        assert (
+            len(s["population"]["X"])
+            == len(s["population"]["F"])
+            == len(s["population"]["G"])
             == (20 if g else 0)
-    rest = [len(json.dumps({k: v for k, v in s.items() if k != "asked_candidates"})) for s in states[1:]]
+        )
+    rest = [
+        len(json.dumps({k: v for k, v in s.items() if k != "asked_candidates"})) for s in states[1:]
+    ]
     assert max(rest) < 1.5 * min(rest)  # bounded: one population whatever the generation
 
     for cut in (0, 1, 7):  # before the first batch, after it, mid-run
         resumed, _ = _inner(study)
         resumed.restore(json.loads(json.dumps(states[cut])))
         rest_told = _drive(resumed, study, space)
-        pd.testing.assert_frame_equal(rest_told, told.iloc[20 * cut:].reset_index(drop=True))
+        pd.testing.assert_frame_equal(rest_told, told.iloc[20 * cut :].reset_index(drop=True))
         assert resumed.state() == states[-1]
     assert _front(told, study) == TRUE_FRONT
 
@@ -287,9 +364,18 @@ def test_nsga2_converts_a_state_saved_in_the_earlier_history_layout():
     f[:5] = np.nan  # failed rows are stored as null
     X = np.array(first.state()["asked_candidates"], float)
     rows = lambda a: [[None if not np.isfinite(v) else float(v) for v in r] for r in a]  # noqa: E731
-    old = {"driver": "nsga2", "asked": 80, "told": 80, "generation": 4, "exhausted": False, "pop_size": 20,
-           "batches": [{"X": X[i:i + 20].tolist(), "F": rows(f[i:i + 20]), "G": rows(g[i:i + 20])}
-                       for i in range(0, 80, 20)]}
+    old = {
+        "driver": "nsga2",
+        "asked": 80,
+        "told": 80,
+        "generation": 4,
+        "exhausted": False,
+        "pop_size": 20,
+        "batches": [
+            {"X": X[i : i + 20].tolist(), "F": rows(f[i : i + 20]), "G": rows(g[i : i + 20])}
+            for i in range(0, 80, 20)
+        ],
+    }
     resumed, _ = _inner(study)
     resumed.restore(json.loads(json.dumps(old)))
     state = resumed.state()
@@ -313,6 +399,7 @@ def test_optuna_takes_over_the_journal_lock_a_killed_run_left(tmp_path, monkeypa
     lock = Path("out/optuna.journal.lock")
     lock.symlink_to("out/optuna.journal")  # as optuna links it for a relative path: dangling
     assert not lock.exists()
+
     def waited_too_long(*_):
         raise TimeoutError("the journal lock was not taken over within 30 s")
 
@@ -330,42 +417,85 @@ def test_optuna_takes_over_the_journal_lock_a_killed_run_left(tmp_path, monkeypa
 
 def test_optuna_takes_a_seed_beyond_32_bits():
     """numpy's legacy seeding, which optuna's samplers use, takes seeds below 2^32 only."""
-    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20, "seed": 2**64 + 7})
+    study = _study(
+        search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20, "seed": 2**64 + 7}
+    )
     driver, space = _driver(study)
     assert len(_drive(driver, study, space, batches=1)) == 20
 
 
 def test_an_optuna_storage_that_cannot_be_opened_is_one_clear_error():
-    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
-                           "options": {"storage": "nonsense://x"}})
-    with pytest.raises(StudyError, match=r"search\.options\.storage: not a database URL optuna can open"):
+    study = _study(
+        search={
+            "algorithm": "optuna-tpe",
+            "budget": 40,
+            "batch_size": 20,
+            "options": {"storage": "nonsense://x"},
+        }
+    )
+    with pytest.raises(
+        StudyError, match=r"search\.options\.storage: not a database URL optuna can open"
+    ):
         plan_search(study, Space.from_study(study))
-    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
-                           "options": {"storage": "sqlite:////proc/no/such/folder/study.db"}})
-    with pytest.raises(StudyError, match=r"search\.options\.storage: the folder of the sqlite database "
-                                         r"/proc/no/such/folder/study.db does not exist"):
+    study = _study(
+        search={
+            "algorithm": "optuna-tpe",
+            "budget": 40,
+            "batch_size": 20,
+            "options": {"storage": "sqlite:////proc/no/such/folder/study.db"},
+        }
+    )
+    with pytest.raises(
+        StudyError,
+        match=r"search\.options\.storage: the folder of the sqlite database "
+        r"/proc/no/such/folder/study.db does not exist",
+    ):
         plan_search(study, Space.from_study(study))  # dse validate refuses it too
-    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20,
-                           "options": {"storage": "sqlite:////proc/study.db"}})  # a folder sqlite cannot write
+    study = _study(
+        search={
+            "algorithm": "optuna-tpe",
+            "budget": 40,
+            "batch_size": 20,
+            "options": {"storage": "sqlite:////proc/study.db"},
+        }
+    )  # a folder sqlite cannot write
     driver, _ = _driver(study)  # the database is opened with the first batch
-    with pytest.raises(StudyError, match=r"search\.options\.storage: cannot open the optuna storage sqlite:"):
+    with pytest.raises(
+        StudyError, match=r"search\.options\.storage: cannot open the optuna storage sqlite:"
+    ):
         driver.ask()
 
 
-def test_a_new_run_refuses_an_optuna_study_name_its_database_holds_before_touching_the_folder(tmp_path):
+def test_a_new_run_refuses_an_optuna_study_name_its_database_holds_before_touching_the_folder(
+    tmp_path,
+):
     from tests.conftest import run_cli, write_study
 
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(output=str(out), search={
-        "algorithm": "optuna-tpe", "budget": 10, "batch_size": 5,
-        "options": {"storage": f"sqlite:///{tmp_path / 'studies.db'}", "study_name": "mine"}}))
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out),
+            search={
+                "algorithm": "optuna-tpe",
+                "budget": 10,
+                "batch_size": 5,
+                "options": {
+                    "storage": f"sqlite:///{tmp_path / 'studies.db'}",
+                    "study_name": "mine",
+                },
+            },
+        ),
+    )
     assert run_cli("run", str(study), "-q").returncode == 0
     before = sorted(p.name for p in out.iterdir())
     for command in ("validate", "run"):
         proc = run_cli(command, str(study), "--overwrite", *(["-q"] if command == "run" else []))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert f"error: {study}: search.options.study_name: optuna study 'mine' already exists in sqlite:///" \
-               in proc.stderr, proc.stderr
+        assert (
+            f"error: {study}: search.options.study_name: optuna study 'mine' already exists in sqlite:///"
+            in proc.stderr
+        ), proc.stderr
     assert sorted(p.name for p in out.iterdir()) == before and (out / "pareto.nc").is_file()
     assert "evaluations 10" in run_cli("status", str(out)).stdout
 
@@ -374,11 +504,22 @@ def test_a_feasible_row_without_a_finite_objective_is_ruled_out_under_that_objec
     from dse.pareto import RunningFront, ruled_out, summarize
 
     study = Study.model_validate(toy_study(constraints=["f_sum <= 1.5"]))
-    table = pd.DataFrame({"f1": [0.1, np.nan, 0.3, 0.2], "f2": [0.9, 0.5, np.inf, 0.8],
-                          "f_sum": [1.0, 0.5, 1.2, 1.9], "feasible": True, "reason": "", "status": "ok",
-                          "error": ""})
-    assert ruled_out(table, study) == {"objective f1: no finite value": 1, "objective f2: no finite value": 1,
-                                       "constraint f_sum <= 1.5": 1}
+    table = pd.DataFrame(
+        {
+            "f1": [0.1, np.nan, 0.3, 0.2],
+            "f2": [0.9, 0.5, np.inf, 0.8],
+            "f_sum": [1.0, 0.5, 1.2, 1.9],
+            "feasible": True,
+            "reason": "",
+            "status": "ok",
+            "error": "",
+        }
+    )
+    assert ruled_out(table, study) == {
+        "objective f1: no finite value": 1,
+        "objective f2: no finite value": 1,
+        "constraint f_sum <= 1.5": 1,
+    }
     assert summarize(table, study).contenders.tolist() == [0]  # what a chunk offers the front
     front = RunningFront(study)
     assert front.update(table).tolist() == [True, False, False, False]
@@ -391,8 +532,11 @@ def test_optuna_can_ask_the_top_value_of_a_decimal_grid(algo, tmp_path):
 
     # 0.7 - 0.6 is 0.09999999999999998 in binary: as a step, optuna lowered the top to 0.9
     space = {"x": {"range": [0.6, 1.0], "step": 0.1}, "y": [0, 1], "shape": ["a"]}
-    study = Study.model_validate(toy_study(space=space, search={"algorithm": algo, "budget": 20, "batch_size": 10,
-                                                                 "seed": 5}))
+    study = Study.model_validate(
+        toy_study(
+            space=space, search={"algorithm": algo, "budget": 20, "batch_size": 10, "seed": 5}
+        )
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # optuna warns where it changes a distribution's range
         driver = plan_search(study, Space.from_study(study)).build(tmp_path)
@@ -406,9 +550,12 @@ def test_a_search_that_found_nothing_feasible_says_so_not_that_the_polish_ran_sh
     from tests.conftest import run_cli, write_study
 
     out = tmp_path / "out"
-    study = toy_study(output=str(out), constraints=["f1 <= -1"],  # no preview: the run meets it
-                      evaluator={"name": TOY, "options": {"preview": False}},
-                      search={"algorithm": "nsga2", "budget": 40, "batch_size": 20, "polish": {"enabled": True}})
+    study = toy_study(
+        output=str(out),
+        constraints=["f1 <= -1"],  # no preview: the run meets it
+        evaluator={"name": TOY, "options": {"preview": False}},
+        search={"algorithm": "nsga2", "budget": 40, "batch_size": 20, "polish": {"enabled": True}},
+    )
     proc = run_cli("run", str(write_study(tmp_path, study)), "-q")
     assert proc.returncode == 2 and "no feasible candidate" in proc.stderr, proc.stderr
     status = run_cli("status", str(out))
@@ -417,12 +564,16 @@ def test_a_search_that_found_nothing_feasible_says_so_not_that_the_polish_ran_sh
     assert "before the polish reached" not in status.stdout
 
 
-@pytest.mark.parametrize("search", [
-    {"algorithm": "optuna-tpe", "budget": 1000, "batch_size": 20},
-    {"algorithm": "random", "budget": 1000, "batch_size": 20},
-    {"algorithm": "random", "budget": "30 s", "batch_size": 4},
-    {"algorithm": "nsga2", "budget": 50, "batch_size": 8},
-], ids=["optuna-tpe", "random", "random-in-time", "nsga2"])
+@pytest.mark.parametrize(
+    "search",
+    [
+        {"algorithm": "optuna-tpe", "budget": 1000, "batch_size": 20},
+        {"algorithm": "random", "budget": 1000, "batch_size": 20},
+        {"algorithm": "random", "budget": "30 s", "batch_size": 4},
+        {"algorithm": "nsga2", "budget": 50, "batch_size": 8},
+    ],
+    ids=["optuna-tpe", "random", "random-in-time", "nsga2"],
+)
 def test_a_search_ends_when_every_candidate_of_the_space_is_evaluated(tmp_path, search):
     """A sampling driver would ask repeats until its budget (a budget in time: until the
     time is spent; it used to stop at the space's size in draws, repeats included); every
@@ -430,18 +581,28 @@ def test_a_search_ends_when_every_candidate_of_the_space_is_evaluated(tmp_path, 
     from tests.conftest import run_cli, write_study
 
     out = tmp_path / "out"
-    study = toy_study(output=str(out), space={"x": [0.1, 0.5, 0.9], "y": [0, 9], "shape": ["a", "b"]},
-                      search=search)  # 12 candidates
+    study = toy_study(
+        output=str(out),
+        space={"x": [0.1, 0.5, 0.9], "y": [0, 9], "shape": ["a", "b"]},
+        search=search,
+    )  # 12 candidates
     checked = run_cli("validate", str(write_study(tmp_path, study)))
-    assert "12 evaluations at most: the whole space" in " ".join(checked.stdout.split()), checked.stdout
+    assert "12 evaluations at most: the whole space" in " ".join(checked.stdout.split()), (
+        checked.stdout
+    )
     proc = run_cli("run", str(write_study(tmp_path, study)), "-q")
     assert proc.returncode == 0, proc.stderr
     state = json.loads((out / "state.json").read_text())
     assert state["finished"] is True
     assert sum(h["evaluations"] for h in state["history"][-1:]) == 12
-    assert len(state["history"]) <= 2 or search["algorithm"] != "optuna-tpe"  # no batches of repeats
+    assert (
+        len(state["history"]) <= 2 or search["algorithm"] != "optuna-tpe"
+    )  # no batches of repeats
     status = run_cli("status", str(out)).stdout
-    assert "finished" in status.splitlines()[0] and "front exact: every candidate of the space was evaluated" in status
+    assert (
+        "finished" in status.splitlines()[0]
+        and "front exact: every candidate of the space was evaluated" in status
+    )
     with xr.open_dataset(out / "pareto.nc") as ds:
         assert ds.attrs["front"] == "exact"
 
@@ -468,12 +629,24 @@ def test_a_plugin_driver_without_a_name_or_past_its_budget_is_one_line_naming_th
     from tests.conftest import run_cli, write_study
 
     for cls, command, expected in (
-            ("_NoName", "validate", "search.algorithm: search driver class _NoName does not set `name`"),
-            ("dse.search.base:SearchDriver", "validate", "does not set `name`"),
-            ("_TooMany", "run", "search driver 'tests.test_search:_TooMany' asked 1,000 candidates with 20 left "
-                                "of the budget of 20 evaluations")):  # dse's check, not the driver, raised
+        (
+            "_NoName",
+            "validate",
+            "search.algorithm: search driver class _NoName does not set `name`",
+        ),
+        ("dse.search.base:SearchDriver", "validate", "does not set `name`"),
+        (
+            "_TooMany",
+            "run",
+            "search driver 'tests.test_search:_TooMany' asked 1,000 candidates with 20 left "
+            "of the budget of 20 evaluations",
+        ),
+    ):  # dse's check, not the driver, raised
         name = cls if ":" in cls else f"tests.test_search:{cls}"
-        study = write_study(tmp_path, toy_study(output=str(tmp_path / "out"), search={"algorithm": name, "budget": 20}))
+        study = write_study(
+            tmp_path,
+            toy_study(output=str(tmp_path / "out"), search={"algorithm": name, "budget": 20}),
+        )
         proc = run_cli(command, str(study), "--overwrite")
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert f"error: {study}: " in proc.stderr and expected in proc.stderr, proc.stderr
@@ -481,7 +654,9 @@ def test_a_plugin_driver_without_a_name_or_past_its_budget_is_one_line_naming_th
 
 
 @pytest.mark.parametrize("algo", ["optuna-tpe", "optuna-nsga2"])
-def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_space(algo, tmp_path):
+def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_space(
+    algo, tmp_path
+):
     """66 candidates, a budget of 100: the samplers soon repeat themselves; each slot they
     cannot fill gets an unasked candidate, and the run ends when none is left, with the
     exact front (before: 80 asked, 14 of them repeats counted against the budget)."""
@@ -489,7 +664,9 @@ def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_
 
     # 66 = 3 batches of 22: the last candidate fills the last slot of a batch, and the driver
     # is done then, so that batch is handed to optuna too (the review found it left RUNNING)
-    study = Study.model_validate(toy_study(search={"algorithm": algo, "budget": 100, "seed": 5, "batch_size": 22}))
+    study = Study.model_validate(
+        toy_study(search={"algorithm": algo, "budget": 100, "seed": 5, "batch_size": 22})
+    )
     result = run(study, tmp_path / "out")
     table = result.evaluations
     keys = candidate_keys(table, ["x", "y", "shape"])
@@ -499,8 +676,12 @@ def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_
     assert state["driver"]["asked"] == 66  # the budget's last 34 are not spent on repeats
     import optuna
 
-    stored = optuna.load_study(study_name="toy", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(tmp_path / "out" / "optuna.journal"))))
+    stored = optuna.load_study(
+        study_name="toy",
+        storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(tmp_path / "out" / "optuna.journal"))
+        ),
+    )
     trials = stored.get_trials()
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)  # repeats completed too
     assert len([t for t in trials if "duplicate_of" not in t.user_attrs]) == 66
@@ -513,9 +694,19 @@ def test_an_optuna_run_stopped_before_its_first_batch_resumes(tmp_path):
     from tests.conftest import run_cli, write_study
 
     out = tmp_path / "out"
-    study = write_study(tmp_path, toy_study(output=str(out), search={"algorithm": "optuna-tpe", "budget": 30},
-                                            execution={"workers": None, "scheduler": "tcp://127.0.0.1:1", "grace_s": 1,
-                                                       "start_timeout_s": 1}))
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out),
+            search={"algorithm": "optuna-tpe", "budget": 30},
+            execution={
+                "workers": None,
+                "scheduler": "tcp://127.0.0.1:1",
+                "grace_s": 1,
+                "start_timeout_s": 1,
+            },
+        ),
+    )
     first = run_cli("run", str(study), "--quiet")
     assert first.returncode == 2 and "0 evaluations are stored" in first.stderr, first.stderr
     resumed = run_cli("resume", str(out), "--workers", "0", "--quiet")

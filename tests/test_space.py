@@ -62,14 +62,22 @@ def test_with_fixed_adds_constant_columns():
 
 
 def test_grid_positions_value_indices_and_neighbourhoods():
-    space = Space([expand("a", ["p", "q", "r"]), expand("n", [1, 2, 4, 8]), expand("on", [True, False]),
-                   expand("v", [0.5, 1.5])])
+    space = Space(
+        [
+            expand("a", ["p", "q", "r"]),
+            expand("n", [1, 2, 4, 8]),
+            expand("on", [True, False]),
+            expand("v", [0.5, 1.5]),
+        ]
+    )
     flat = np.arange(int(space.size))
     idx = space.indices_of(flat)
     assert (space.flat_index(idx) == flat).all()
     assert (space.value_indices(space.from_indices(idx)) == idx).all()
-    assert (space.value_indices(pd.DataFrame({"a": ["x"], "n": [3], "on": [True], "v": [0.5]})) ==
-            [[-1, -1, 0, 0]]).all()
+    assert (
+        space.value_indices(pd.DataFrame({"a": ["x"], "n": [3], "on": [True], "v": [0.5]}))
+        == [[-1, -1, 0, 0]]
+    ).all()
     one, two = space.moves(1), space.moves(2)
     # a categorical parameter moves to each other category, an ordered one a step either way
     assert len(one) == 2 + 2 + 1 + 2 and (np.count_nonzero(one, axis=1) == 1).all()
@@ -77,20 +85,32 @@ def test_grid_positions_value_indices_and_neighbourhoods():
     start = np.array([[0, 0, 1, 1]])  # p, 1, False, 1.5
     keys, valid = space.neighbours(start, one)
     got = space.from_indices(space.indices_of(keys[valid]))
-    assert sorted(map(tuple, got.to_numpy().tolist())) == sorted([
-        ("q", 1, False, 1.5), ("r", 1, False, 1.5), ("p", 2, False, 1.5), ("p", 1, True, 1.5),
-        ("p", 1, False, 0.5)])
+    assert sorted(map(tuple, got.to_numpy().tolist())) == sorted(
+        [
+            ("q", 1, False, 1.5),
+            ("r", 1, False, 1.5),
+            ("p", 2, False, 1.5),
+            ("p", 1, True, 1.5),
+            ("p", 1, False, 0.5),
+        ]
+    )
     assert (keys[~valid] == -1).all() and valid.sum() == 5  # n cannot step below 1, v above 1.5
 
 
 def test_keys_find_every_value_a_missing_text_value_none_and_the_caches_stay_home():
     import pickle
 
-    space = Space([expand("x", [float("nan"), 1.0]), expand("s", ["a", "b"]), expand("f", [True, False])])
+    space = Space(
+        [expand("x", [float("nan"), 1.0]), expand("s", ["a", "b"]), expand("f", [True, False])]
+    )
     table = space.from_indices(space.indices_of(np.arange(8)))
     assert (space.keys(table) == np.arange(8)).all()  # NaN is a value of x like any other
-    assert (space.value_indices(table.assign(s=[None, "a", "c", "b"] * 2))[:, 1] == [-1, 0, -1, 1] * 2).all()
+    assert (
+        space.value_indices(table.assign(s=[None, "a", "c", "b"] * 2))[:, 1] == [-1, 0, -1, 1] * 2
+    ).all()
     assert table["s"].tolist() == ["a", "a", "b", "b"] * 2 and table["f"].dtype == bool
-    copy = pickle.loads(pickle.dumps(space))  # what a worker gets with every chunk of grid positions
+    copy = pickle.loads(
+        pickle.dumps(space)
+    )  # what a worker gets with every chunk of grid positions
     assert "_value_columns" in space.__dict__ and "_value_columns" not in copy.__dict__
     assert copy.from_indices(copy.indices_of(np.arange(8))).equals(table)

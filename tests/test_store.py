@@ -26,12 +26,12 @@ def test_key_index_finds_every_added_key_and_nothing_else():
     keys = rng.choice(2**62, size=50_000, replace=False).astype(np.int64)
     index = KeyIndex()
     for lo in range(0, 50_000, 3_000):  # many adds: runs are merged as they grow
-        index.add(keys[lo:lo + 3_000], np.arange(lo, min(lo + 3_000, 50_000)))
+        index.add(keys[lo : lo + 3_000], np.arange(lo, min(lo + 3_000, 50_000)))
     assert len(index) == 50_000 and len(index._runs) <= 16
     probe = np.concatenate([keys[::7], rng.choice(2**62, size=1_000).astype(np.int64)])
     found = index.find(probe)
     np.testing.assert_array_equal(found[: len(keys[::7])], np.arange(0, 50_000, 7))
-    assert (found[len(keys[::7]):] == -1).sum() >= 999  # random keys are (almost surely) absent
+    assert (found[len(keys[::7]) :] == -1).sum() >= 999  # random keys are (almost surely) absent
 
 
 def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
@@ -50,7 +50,9 @@ def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_para
 def test_chunks_start_small_then_follow_the_measured_cost():
     sizer = ChunkSizer(workers=2, target_s=0.5, probe=8, max_rows=100_000)
     assert sizer.next(1_000_000) == 8
-    sizer.observe(8, 8 * 1e-4)  # 0.1 ms per candidate: 5,000 would be 0.5 s, but growth is at most 16x
+    sizer.observe(
+        8, 8 * 1e-4
+    )  # 0.1 ms per candidate: 5,000 would be 0.5 s, but growth is at most 16x
     assert sizer.next(1_000_000) == 128
     sizer.observe(128, 128 * 1e-4)
     assert sizer.next(1_000_000) == 2_041  # 16 x 128 = 2,048 at most: 490 equal tasks
@@ -87,15 +89,24 @@ def test_a_batch_is_cut_in_equal_tasks_a_multiple_of_the_workers():
     while left:
         sizes.append(sizer.next(left))
         left -= sizes[-1]
-    assert len(sizes) == 6 and sum(sizes) == 300_001 and max(sizes) - min(sizes) <= 1 and max(sizes) <= 65_536
-    assert sizer.next(3) == 2 and sizer.next(1) == 1 and sizer.next(0) == 0  # a tiny rest still goes to both workers
+    assert (
+        len(sizes) == 6
+        and sum(sizes) == 300_001
+        and max(sizes) - min(sizes) <= 1
+        and max(sizes) <= 65_536
+    )
+    assert (
+        sizer.next(3) == 2 and sizer.next(1) == 1 and sizer.next(0) == 0
+    )  # a tiny rest still goes to both workers
     assert ChunkSizer(fixed=64).next(1_000) == 64
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("log")
-    study = toy_study(output=str(tmp / "out"), search={"options": {"chunk": 20}})  # 4 batches, 4 files
+    study = toy_study(
+        output=str(tmp / "out"), search={"options": {"chunk": 20}}
+    )  # 4 batches, 4 files
     dse.run(dse.load_study(write_study(tmp, study)))
     return tmp / "out"
 
@@ -105,13 +116,22 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     out = tmp_path / keep
     study = toy_study(output={"path": str(out), "keep": keep}, search={"options": {"chunk": 20}})
     result = dse.run(dse.load_study(write_study(tmp_path, study)))
-    with xr.open_dataset(finished / "pareto.nc") as full, xr.open_dataset(out / "pareto.nc") as kept:
+    with (
+        xr.open_dataset(finished / "pareto.nc") as full,
+        xr.open_dataset(out / "pareto.nc") as kept,
+    ):
         assert sorted(full["key"].values) == sorted(kept["key"].values)
-    with xr.open_dataset(out / "evaluations.nc") as ev, xr.open_dataset(finished / "evaluations.nc") as full:
+    with (
+        xr.open_dataset(out / "evaluations.nc") as ev,
+        xr.open_dataset(finished / "evaluations.nc") as full,
+    ):
         assert ev.attrs["log_keeps"] == keep
         assert ev["y"].dtype == full["y"].dtype == np.int64  # not float: the cleared cells are gone
-        assert (ev["meets_constraints"].values.astype(bool).all() if keep == "feasible"
-                else ev.sizes["candidate"] >= 11)
+        assert (
+            ev["meets_constraints"].values.astype(bool).all()
+            if keep == "feasible"
+            else ev.sizes["candidate"] >= 11
+        )
         assert ev.sizes["candidate"] < 66
     assert result.counts["evaluations"] == 66  # every evaluation is counted and in the log
     log = pd.concat([pd.read_feather(f) for f in sorted((out / "evaluations").glob("*.arrow"))])
@@ -129,16 +149,23 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     with xr.open_dataset(finished / "evaluations.nc") as full:
         feasible = int(full["meets_constraints"].values.astype(bool).sum())
     page = re.sub(r"<[^>]+>", " ", (tmp_path / "r.html").read_text())
-    assert re.search(r"evaluations\s+66\s", page) and re.search(rf"within constraints\s+{feasible}\s", page), page[:2000]
+    assert re.search(r"evaluations\s+66\s", page) and re.search(
+        rf"within constraints\s+{feasible}\s", page
+    ), page[:2000]
     assert "counts and tallies below are of every evaluation" in page
     # export --all says what the run kept of the 66
     proc = run_cli("export", str(out), "--all", "-o", str(tmp_path / "all.csv"))
     exported = len(pd.read_csv(tmp_path / "all.csv"))
     assert exported < 66
-    assert proc.returncode == 0 and f"(output.keep: {keep}): {exported} of the 66 evaluated" in proc.stderr, proc.stderr
+    assert (
+        proc.returncode == 0
+        and f"(output.keep: {keep}): {exported} of the 66 evaluated" in proc.stderr
+    ), proc.stderr
     files = sorted((out / "evaluations").glob("*.arrow"))
     again = dse.resume(out)  # resume reads the narrow columns of dropped rows: nothing re-evaluated
-    assert again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.arrow")) == files
+    assert (
+        again.counts["evaluations"] == 66 and sorted((out / "evaluations").glob("*.arrow")) == files
+    )
 
 
 def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
@@ -153,21 +180,37 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     from dse.store import ResultStore
 
     p = plan(write_study(tmp_path, toy_study()))
-    finish = LogRows(p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error"))
+    finish = LogRows(
+        p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "status", "reason", "error")
+    )
     keys = np.arange(int(p.space.size), dtype=np.int64)
-    chunk, _ = evaluate_chunk(EvaluatorRef.of(p.study.evaluator), GridCandidates(p.space, keys), finish)
+    chunk, _ = evaluate_chunk(
+        EvaluatorRef.of(p.study.evaluator), GridCandidates(p.space, keys), finish
+    )
     buffers = []
     pickled = pickle.dumps(chunk, protocol=5, buffer_callback=buffers.append)
     assert any(b.raw().nbytes == chunk.data.size for b in buffers)  # the log bytes as they are
     assert len(pickled) < chunk.data.size
     back = pickle.loads(pickled, buffers=buffers)
-    assert back.table().equals(chunk.table()) and back.table().column("key").to_pylist() == keys.tolist()
-    store = ResultStore.create(tmp_path / "run", study_text="name: toy\n", study_name="toy", evaluator="toy",
-                               evaluator_version="1")
-    assert feather.read_table(store.write_group(0, back.data)).equals(chunk.table())  # a file takes it as bytes
+    assert (
+        back.table().equals(chunk.table())
+        and back.table().column("key").to_pylist() == keys.tolist()
+    )
+    store = ResultStore.create(
+        tmp_path / "run",
+        study_text="name: toy\n",
+        study_name="toy",
+        evaluator="toy",
+        evaluator_version="1",
+    )
+    assert feather.read_table(store.write_group(0, back.data)).equals(
+        chunk.table()
+    )  # a file takes it as bytes
 
 
-def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(finished, monkeypatch, tmp_path):
+def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(
+    finished, monkeypatch, tmp_path
+):
     results = dse.open_results(finished)
     plan = dse.api.plan(results.store.study_file)
     whole = tmp_path / "whole.nc"
@@ -180,11 +223,19 @@ def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(finis
     datasets.write_log_dataset(results.store, plan.study, plan.evaluator, plan.space, blocks)
     with xr.open_dataset(whole) as a, xr.open_dataset(blocks) as b:
         xr.testing.assert_identical(a, b)
-        assert b["reason"].dtype.kind in "OU" and "shape b with y > 8 is infeasible" in set(b["reason"].values)
+        assert b["reason"].dtype.kind in "OU" and "shape b with y > 8 is infeasible" in set(
+            b["reason"].values
+        )
 
 
-COMMANDS = [("status",), ("resume", "--quiet"), ("export", "-o", "{tmp}/x.csv"), ("plot", "-o", "{tmp}/x.png"),
-            ("report", "-o", "{tmp}/x.html"), ("show",)]
+COMMANDS = [
+    ("status",),
+    ("resume", "--quiet"),
+    ("export", "-o", "{tmp}/x.csv"),
+    ("plot", "-o", "{tmp}/x.png"),
+    ("report", "-o", "{tmp}/x.html"),
+    ("show",),
+]
 
 
 def test_a_folder_whose_log_is_gone_gets_one_message_from_every_command(finished, tmp_path):
@@ -205,10 +256,15 @@ def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     first = sorted((out / "evaluations").glob("*.arrow"))[0]
-    shutil.copy(first, out / "evaluations" / first.name.replace("b000000-", "b000099-"))  # rows the datasets lack
+    shutil.copy(
+        first, out / "evaluations" / first.name.replace("b000000-", "b000099-")
+    )  # rows the datasets lack
     for command, *args in COMMANDS[2:]:
         proc = run_cli(command, str(out), *(a.format(tmp=tmp_path) for a in args))
-        assert proc.returncode == 2 and "was written from 66 evaluations, but the log now holds" in proc.stderr
+        assert (
+            proc.returncode == 2
+            and "was written from 66 evaluations, but the log now holds" in proc.stderr
+        )
     assert run_cli("status", str(out)).returncode == 0
     assert run_cli("resume", str(out), "--quiet").returncode == 0  # rewrites the datasets
     assert run_cli("export", str(out), "-o", str(tmp_path / "y.csv")).returncode == 0
@@ -219,16 +275,27 @@ def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_n
 
     from dse.logrows import arrow_column
 
-    frame = pd.DataFrame({"f": [1.0, np.nan, np.inf], "i": [1, 2, 3], "b": [True, False, True],
-                          "s": pd.Series(["a", None, "c"], dtype="str"), "o": pd.Series([None, "x", np.nan], dtype=object)})
+    frame = pd.DataFrame(
+        {
+            "f": [1.0, np.nan, np.inf],
+            "i": [1, 2, 3],
+            "b": [True, False, True],
+            "s": pd.Series(["a", None, "c"], dtype="str"),
+            "o": pd.Series([None, "x", np.nan], dtype=object),
+        }
+    )
     converted = pa.Table.from_arrays([arrow_column(frame[c]) for c in frame], names=list(frame))
-    assert converted.equals(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None))
+    assert converted.equals(
+        pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+    )
     assert converted.column("f").null_count == 1 and converted.column("o").null_count == 2
     with pytest.raises(pa.ArrowInvalid, match="column 'note'"):
         arrow_column(pd.Series([1, "x"], name="note", dtype=object))
 
 
-def test_ctrl_c_while_the_log_writer_waits_finishes_its_writes_first(finished, tmp_path, monkeypatch):
+def test_ctrl_c_while_the_log_writer_waits_finishes_its_writes_first(
+    finished, tmp_path, monkeypatch
+):
     """A Ctrl-C (or SIGTERM) that arrives while a batch's log groups are being written is
     raised once they are all written: the datasets written next must see the whole log."""
     import _thread
@@ -284,8 +351,13 @@ def test_ctrl_c_as_the_log_writer_starts_its_thread_loses_no_write(tmp_path, mon
 
     from dse.store import LogWriter, ResultStore
 
-    store = ResultStore.create(tmp_path / "out", study_text="name: t\n", study_name="t", evaluator="toy",
-                               evaluator_version="1")
+    store = ResultStore.create(
+        tmp_path / "out",
+        study_text="name: t\n",
+        study_name="t",
+        evaluator="toy",
+        evaluator_version="1",
+    )
     writer = LogWriter(store, 0, rows=1)
     start, write = threading.Thread.start, store.write_group
 
@@ -300,8 +372,15 @@ def test_ctrl_c_as_the_log_writer_starts_its_thread_loses_no_write(tmp_path, mon
 
     monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
     monkeypatch.setattr(store, "write_group", slow_write)
-    table = pa.table({"key": np.arange(3, dtype=np.int64), "batch": np.zeros(3, np.int32), "status": ["ok"] * 3,
-                      "feasible": [True] * 3, "kept": [True] * 3})
+    table = pa.table(
+        {
+            "key": np.arange(3, dtype=np.int64),
+            "batch": np.zeros(3, np.int32),
+            "status": ["ok"] * 3,
+            "feasible": [True] * 3,
+            "kept": [True] * 3,
+        }
+    )
     try:
         writer.add(table)
     except KeyboardInterrupt:
@@ -353,8 +432,16 @@ def test_ctrl_c_while_a_dataset_is_written_stops_at_once_and_the_next_write_work
 
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C_WHILE_WRITING)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "big.nc")], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "big.nc")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stdout.splitlines() == ["interrupted tmp removed no out", "wrote after", "writer apart"], proc.stdout
+    assert proc.stdout.splitlines() == [
+        "interrupted tmp removed no out",
+        "wrote after",
+        "writer apart",
+    ], proc.stdout
     assert xr.open_dataset(tmp_path / "after.nc", engine="h5netcdf")["v0"].size == 10

@@ -17,7 +17,7 @@ NEW = ("moe-rack-scale.yaml", "long-context.yaml", "mixed-fleet-goodput.yaml")
 
 @pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])
 def test_every_example_study_validates(path):
-    checked = plan(dse.load_study(path), workers=0)   # what `dse validate` checks
+    checked = plan(dse.load_study(path), workers=0)  # what `dse validate` checks
     assert checked.search.total is None or checked.search.total > 0
 
 
@@ -26,4 +26,4 @@ def test_the_new_examples_run_in_process(name, tmp_path):
     study = dse.load_study(Path(__file__).resolve().parents[1] / "studies" / name)
     result = dse.run(study, tmp_path / "out", workers=0)
     front = dse.open_results(result.output_dir).front
-    assert front.sizes["candidate"] >= 2          # a real trade-off, not one dominating point
+    assert front.sizes["candidate"] >= 2  # a real trade-off, not one dominating point

@@ -36,78 +36,182 @@ def _broken(tmp_path, mutate) -> str:
 
 
 CASES = {
-    "unknown key": (lambda d: d["search"].update(algoritm="x"), "search.algoritm", "allowed: algorithm"),
+    "unknown key": (
+        lambda d: d["search"].update(algoritm="x"),
+        "search.algoritm",
+        "allowed: algorithm",
+    ),
     "wrong type": (lambda d: d["search"].update(budget="lots"), "search.budget", "'lots'"),
-    "budget in an unknown unit": (lambda d: d["search"].update(budget="10 parsecs"), "search.budget",
-                                  "or a duration (e.g. '90 s', '10 min', '2 h')"),
-    "budget of no time": (lambda d: d["search"].update(budget="0 min"), "search.budget", "longer than 0 s"),
-    "unknown polish key": (lambda d: d["search"].update(polish={"share": 0.5}), "search.polish.share",
-                           "allowed: enabled, search_share, batch_size"),
-    "empty range": (lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90}),
-                    "space.clock_mhz", "low <= high"),
-    "empty choices": (lambda d: d["space"].update(tensor_parallel=[]), "space.tensor_parallel", "empty"),
+    "budget in an unknown unit": (
+        lambda d: d["search"].update(budget="10 parsecs"),
+        "search.budget",
+        "or a duration (e.g. '90 s', '10 min', '2 h')",
+    ),
+    "budget of no time": (
+        lambda d: d["search"].update(budget="0 min"),
+        "search.budget",
+        "longer than 0 s",
+    ),
+    "unknown polish key": (
+        lambda d: d["search"].update(polish={"share": 0.5}),
+        "search.polish.share",
+        "allowed: enabled, search_share, batch_size",
+    ),
+    "empty range": (
+        lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90}),
+        "space.clock_mhz",
+        "low <= high",
+    ),
+    "empty choices": (
+        lambda d: d["space"].update(tensor_parallel=[]),
+        "space.tensor_parallel",
+        "empty",
+    ),
     "unknown preset": (lambda d: d["workload"].update(model="gpt-9"), "workload.model", "gpt-1.3b"),
-    "unknown accelerator": (lambda d: d["space"].update(accelerator=["A100"]), "space.accelerator", "H100-SXM"),
-    "unknown parameter": (lambda d: d["space"].update(tensor_paralel=[1]), "space.tensor_paralel", "tensor_parallel"),
-    "unknown objective metric": (lambda d: d["objectives"][1].update(metric="time_s"),
-                                 "objectives[1].metric", "time_to_train_s"),
-    "unknown constraint metric": (lambda d: d.update(constraints=["temp <= 85"]), "constraints[0]", "peak_junction_temp_c"),
-    "malformed constraint": (lambda d: d.update(constraints=["temp << 85"]), "constraints", "metric <= number"),
-    "log range without base": (lambda d: d["space"].update(global_batch_size={"log": [64, 1024]}),
-                               "space.global_batch_size", "'base'"),
-    "value out of range": (lambda d: d["space"].update(clock_fraction=[-5]), "space.clock_fraction", "-5"),
-    "alternative inputs": (lambda d: d["fixed"].update(clock_mhz=1200), "space.clock_fraction",
-                           "fixed.clock_mhz and space.clock_fraction are alternatives"),
-    "target twice": (lambda d: d["fixed"].update(target_loss=2.1), "fixed.target_loss",
-                     "workload.target_tokens and fixed.target_loss are alternatives"),
+    "unknown accelerator": (
+        lambda d: d["space"].update(accelerator=["A100"]),
+        "space.accelerator",
+        "H100-SXM",
+    ),
+    "unknown parameter": (
+        lambda d: d["space"].update(tensor_paralel=[1]),
+        "space.tensor_paralel",
+        "tensor_parallel",
+    ),
+    "unknown objective metric": (
+        lambda d: d["objectives"][1].update(metric="time_s"),
+        "objectives[1].metric",
+        "time_to_train_s",
+    ),
+    "unknown constraint metric": (
+        lambda d: d.update(constraints=["temp <= 85"]),
+        "constraints[0]",
+        "peak_junction_temp_c",
+    ),
+    "malformed constraint": (
+        lambda d: d.update(constraints=["temp << 85"]),
+        "constraints",
+        "metric <= number",
+    ),
+    "log range without base": (
+        lambda d: d["space"].update(global_batch_size={"log": [64, 1024]}),
+        "space.global_batch_size",
+        "'base'",
+    ),
+    "value out of range": (
+        lambda d: d["space"].update(clock_fraction=[-5]),
+        "space.clock_fraction",
+        "-5",
+    ),
+    "alternative inputs": (
+        lambda d: d["fixed"].update(clock_mhz=1200),
+        "space.clock_fraction",
+        "fixed.clock_mhz and space.clock_fraction are alternatives",
+    ),
+    "target twice": (
+        lambda d: d["fixed"].update(target_loss=2.1),
+        "fixed.target_loss",
+        "workload.target_tokens and fixed.target_loss are alternatives",
+    ),
     "set twice": (lambda d: d["fixed"].update(model="gpt-1.3b"), "fixed.model", "set twice"),
-    "repeated objective": (lambda d: d["objectives"].append({"metric": "energy_to_train_j"}),
-                           "objectives[2].metric", "objectives[0] already names this metric"),
-    "integer too large": (lambda d: d["space"].update(num_accelerators=[8, 1e300]), "space.num_accelerators",
-                          "integer too large"),
-    "endless timeout": (lambda d: d.update(evaluator={"timeout_s": float("inf")}), "evaluator.timeout_s",
-                        "finite"),
+    "repeated objective": (
+        lambda d: d["objectives"].append({"metric": "energy_to_train_j"}),
+        "objectives[2].metric",
+        "objectives[0] already names this metric",
+    ),
+    "integer too large": (
+        lambda d: d["space"].update(num_accelerators=[8, 1e300]),
+        "space.num_accelerators",
+        "integer too large",
+    ),
+    "endless timeout": (
+        lambda d: d.update(evaluator={"timeout_s": float("inf")}),
+        "evaluator.timeout_s",
+        "finite",
+    ),
     "name leaving results/": (lambda d: d.update(name=".."), "name", "not starting with '.'"),
-    "range of text": (lambda d: d["space"].update(clock_fraction={"range": ["a", "b"]}),
-                      "space.clock_fraction.range[0]", "expected a number (got 'a')"),
-    "section not a mapping": (lambda d: d.update(execution=5), "execution",
-                              "expected a mapping of settings (got 5); allowed: keys workers, scheduler"),
-    "bad constraint": (lambda d: d["constraints"].append("peak_power_per_accelerator_w < "), "constraints[2]",
-                       "'peak_power_per_accelerator_w < '"),
+    "range of text": (
+        lambda d: d["space"].update(clock_fraction={"range": ["a", "b"]}),
+        "space.clock_fraction.range[0]",
+        "expected a number (got 'a')",
+    ),
+    "section not a mapping": (
+        lambda d: d.update(execution=5),
+        "execution",
+        "expected a mapping of settings (got 5); allowed: keys workers, scheduler",
+    ),
+    "bad constraint": (
+        lambda d: d["constraints"].append("peak_power_per_accelerator_w < "),
+        "constraints[2]",
+        "'peak_power_per_accelerator_w < '",
+    ),
     "bad algorithm": (lambda d: d["search"].update(algorithm="nsga3"), "search.algorithm", "nsga2"),
-    "unknown evaluator": (lambda d: d.update(evaluator={"name": "foo"}), "evaluator.name", "analytic"),
+    "unknown evaluator": (
+        lambda d: d.update(evaluator={"name": "foo"}),
+        "evaluator.name",
+        "analytic",
+    ),
     "missing objectives": (lambda d: d.pop("objectives"), "objectives", "missing"),
-    "no objectives": (lambda d: d.update(objectives=[]), "objectives",
-                      "objectives: at least one objective is needed (got [])"),
-    "empty choices mapping": (lambda d: d["space"].update(tensor_parallel={"choices": []}),
-                              "space.tensor_parallel.choices", "choices: expected at least 1 item (got [])"),
-    "misspelt key": (lambda d: d["search"].update(algoritm="x"), "search.algoritm", "(did you mean 'algorithm'?)"),
-    "misspelt parameter": (lambda d: d["space"].update(Tensor_Parallel=[1]), "space.Tensor_Parallel",
-                           "(did you mean 'tensor_parallel'?)"),
-    "misspelt preset": (lambda d: d["workload"].update(model="gpt-1.3"), "workload.model",
-                        "(got 'gpt-1.3'; did you mean 'gpt-1.3b'?)"),
-    "misspelt metric": (lambda d: d["objectives"][1].update(metric="time_to_trian_s"), "objectives[1].metric",
-                        "(did you mean 'time_to_train_s'?)"),
+    "no objectives": (
+        lambda d: d.update(objectives=[]),
+        "objectives",
+        "objectives: at least one objective is needed (got [])",
+    ),
+    "empty choices mapping": (
+        lambda d: d["space"].update(tensor_parallel={"choices": []}),
+        "space.tensor_parallel.choices",
+        "choices: expected at least 1 item (got [])",
+    ),
+    "misspelt key": (
+        lambda d: d["search"].update(algoritm="x"),
+        "search.algoritm",
+        "(did you mean 'algorithm'?)",
+    ),
+    "misspelt parameter": (
+        lambda d: d["space"].update(Tensor_Parallel=[1]),
+        "space.Tensor_Parallel",
+        "(did you mean 'tensor_parallel'?)",
+    ),
+    "misspelt preset": (
+        lambda d: d["workload"].update(model="gpt-1.3"),
+        "workload.model",
+        "(got 'gpt-1.3'; did you mean 'gpt-1.3b'?)",
+    ),
+    "misspelt metric": (
+        lambda d: d["objectives"][1].update(metric="time_to_trian_s"),
+        "objectives[1].metric",
+        "(did you mean 'time_to_train_s'?)",
+    ),
 }
 
 
-
-
-@pytest.mark.parametrize("typed, meant", [
-    ("H100", ["H100-SXM"]), ("A100", ["A100-40GB", "A100-80GB"]), ("h100 sxm", ["H100-SXM"]),
-    ("GB300", []),                      # another real part, not a typo of GB200
-    ("llama3-7b", []),                  # not llama3-70b: the numbers differ
-    ("gpt-1.3", ["gpt-1.3b"]), ("tpe", ["optuna-tpe"]), ("optuna-tpee", ["optuna-tpe"]),
-    ("energy_j", []),                   # energy_idle_j and energy_host_j are as close: neither
-    ("energy_to_trian_j", ["energy_to_train_j"]),
-])
+@pytest.mark.parametrize(
+    "typed, meant",
+    [
+        ("H100", ["H100-SXM"]),
+        ("A100", ["A100-40GB", "A100-80GB"]),
+        ("h100 sxm", ["H100-SXM"]),
+        ("GB300", []),  # another real part, not a typo of GB200
+        ("llama3-7b", []),  # not llama3-70b: the numbers differ
+        ("gpt-1.3", ["gpt-1.3b"]),
+        ("tpe", ["optuna-tpe"]),
+        ("optuna-tpee", ["optuna-tpe"]),
+        ("energy_j", []),  # energy_idle_j and energy_host_j are as close: neither
+        ("energy_to_trian_j", ["energy_to_train_j"]),
+    ],
+)
 def test_suggestions_name_what_a_typo_means_or_nothing(typed, meant):
     from dse.analytic import declarations
     from dse.analytic.time import hardware, workload
     from dse.errors import closest
     from dse.search import available_drivers
 
-    choices = [*hardware.accelerator_names(), *workload.presets(), *available_drivers(), *declarations.METRICS]
+    choices = [
+        *hardware.accelerator_names(),
+        *workload.presets(),
+        *available_drivers(),
+        *declarations.METRICS,
+    ]
     assert closest(typed, choices) == meant
 
 
@@ -120,14 +224,19 @@ def test_unreadable_yaml_reports_the_line(tmp_path):
 
 def test_a_key_written_twice_is_an_error(tmp_path):
     path = tmp_path / "dup.yaml"
-    path.write_text((REPO / "studies" / "quickstart.yaml").read_text().replace(
-        "  tensor_parallel: [1, 2]", "  tensor_parallel: [1, 2]\n  accelerator: [B200]"))
+    path.write_text(
+        (REPO / "studies" / "quickstart.yaml")
+        .read_text()
+        .replace("  tensor_parallel: [1, 2]", "  tensor_parallel: [1, 2]\n  accelerator: [B200]")
+    )
     with pytest.raises(StudyError, match="key 'accelerator' appears twice"):
         load_study(path)
 
 
 def test_a_grid_too_fine_to_expand_is_refused_at_once(tmp_path):
-    path = _broken(tmp_path, lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0], "step": 1e-9}))
+    path = _broken(
+        tmp_path, lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0], "step": 1e-9})
+    )
     with pytest.raises(StudyError, match="at most 1,000,000 per parameter"):
         load_study(path)
 
@@ -140,13 +249,17 @@ def test_a_list_where_a_value_belongs_says_so(tmp_path):
 
 def test_parameter_in_space_and_fixed_is_rejected(tmp_path):
     study = toy_study(fixed={"x": 0.5})
-    with pytest.raises(StudyError, match=r"space\.x: 'x' is both searched \(space\.x\) and set \(fixed\.x\)") as e:
+    with pytest.raises(
+        StudyError, match=r"space\.x: 'x' is both searched \(space\.x\) and set \(fixed\.x\)"
+    ) as e:
         load_study(write_study(tmp_path, study))
     assert "source_text" not in str(e.value)  # the field, not the whole study, is named
 
 
 def test_cli_validate_prints_one_line_and_exits_2_on_a_broken_study(tmp_path):
-    path = _broken(tmp_path, lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90}))
+    path = _broken(
+        tmp_path, lambda d: d["space"].update(clock_mhz={"range": [1410, 960], "step": 90})
+    )
     proc = run_cli("validate", path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -159,12 +272,15 @@ def test_cli_validate_accepts_the_quickstart(tmp_path):
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout and "400 candidates" in proc.stdout
-    assert list(tmp_path.iterdir()) == []  # no results folder, and no folder left from asking the file system
+    assert (
+        list(tmp_path.iterdir()) == []
+    )  # no results folder, and no folder left from asking the file system
 
 
 def test_cli_validate_says_when_a_grid_stops_short_of_the_end_the_study_wrote(tmp_path):
     """{range: [0.6, 1.0], step: 0.15} has no 1.0 and {log: [64, 1000], base: 2} no 1000:
     the grid leaves the end out, which validate says (the study is still valid)."""
+
     def short(d):
         d["space"]["clock_fraction"] = {"range": [0.6, 1.0], "step": 0.15}
         d["space"]["global_batch_size"] = {"log": [64, 1000], "base": 2}
@@ -172,10 +288,17 @@ def test_cli_validate_says_when_a_grid_stops_short_of_the_end_the_study_wrote(tm
     proc = run_cli("validate", _broken(tmp_path, short), "-o", str(tmp_path / "out"))
     assert proc.returncode == 0 and "192 candidates" in proc.stdout, proc.stderr
     said = " ".join(proc.stderr.split())  # rich wraps long lines
-    assert "space.clock_fraction: the grid in steps of 0.15 from 0.6 ends at 0.9, short of 1" in said, said
-    assert "space.global_batch_size: the grid in powers of 2 from 64 ends at 512, short of 1000" in said, said
+    assert (
+        "space.clock_fraction: the grid in steps of 0.15 from 0.6 ends at 0.9, short of 1" in said
+    ), said
+    assert (
+        "space.global_batch_size: the grid in powers of 2 from 64 ends at 512, short of 1000"
+        in said
+    ), said
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(tmp_path / "out"))
-    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr  # its grids reach their ends
+    assert proc.returncode == 0 and "warning" not in proc.stderr, (
+        proc.stderr
+    )  # its grids reach their ends
 
 
 def test_cli_run_refuses_a_broken_study_without_traceback(tmp_path):
@@ -191,84 +314,189 @@ def test_cli_missing_study_file_exits_2():
 
 
 RUN_CASES = {
-    "mistyped option": (lambda d: d["search"].update(algorithm="nsga2", options={"crossover_probb": 0.5}),
-                        "search.options.crossover_probb", "crossover_prob"),
-    "option of the wrong type": (lambda d: d["search"].update(algorithm="nsga2", options={"crossover_prob": "banana"}),
-                                 "search.options.crossover_prob", "'banana'"),
-    "option out of range": (lambda d: d["search"].update(algorithm="nsga2", options={"crossover_prob": 1.5}),
-                            "search.options.crossover_prob", "1.5"),
+    "mistyped option": (
+        lambda d: d["search"].update(algorithm="nsga2", options={"crossover_probb": 0.5}),
+        "search.options.crossover_probb",
+        "crossover_prob",
+    ),
+    "option of the wrong type": (
+        lambda d: d["search"].update(algorithm="nsga2", options={"crossover_prob": "banana"}),
+        "search.options.crossover_prob",
+        "'banana'",
+    ),
+    "option out of range": (
+        lambda d: d["search"].update(algorithm="nsga2", options={"crossover_prob": 1.5}),
+        "search.options.crossover_prob",
+        "1.5",
+    ),
     "enumeration beyond the budget": (
-        lambda d: d["space"].update(num_accelerators={"range": [8, 100000], "step": 8},
-                                    global_batch_size={"range": [8, 100000], "step": 8}) or
-        d["search"].update(algorithm="exhaustive", budget=2000),
-        "search.budget", "would evaluate 3,125,000,000 candidates, more than the budget of 2,000"),
+        lambda d: (
+            d["space"].update(
+                num_accelerators={"range": [8, 100000], "step": 8},
+                global_batch_size={"range": [8, 100000], "step": 8},
+            )
+            or d["search"].update(algorithm="exhaustive", budget=2000)
+        ),
+        "search.budget",
+        "would evaluate 3,125,000,000 candidates, more than the budget of 2,000",
+    ),
     "polish over a continuous space": (
-        lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0]}) or d["search"].update(polish=True),
-        "search.polish", "needs a discrete space"),
+        lambda d: (
+            d["space"].update(clock_fraction={"range": [0.6, 1.0]})
+            or d["search"].update(polish=True)
+        ),
+        "search.polish",
+        "needs a discrete space",
+    ),
     "exhaustive over a continuous space": (
-        lambda d: d["space"].update(clock_fraction={"range": [0.6, 1.0]}) or d["search"].update(algorithm="exhaustive"),
-        "search.algorithm", "needs a discrete space"),
-    "too many local workers": (lambda d: d["execution"].update(workers=1000), "execution.workers",
-                               "1000 local worker processes on a machine with"),
-    "unknown cluster profile": (lambda d: d["execution"].update(profile="nope"), "execution.profile",
-                                "cluster profile 'nope' not found"),
-    "cluster profile path outside the tree": (lambda d: d["execution"].update(profile="../elsewhere/p.yaml"),
-                                              "execution.profile", "not found"),
-    "malformed scheduler address": (lambda d: d["execution"].update(scheduler="host"), "execution.scheduler",
-                                    "not a dask scheduler address"),
-    "unknown evaluator option": (lambda d: d.update(evaluator={"name": "analytic", "options": {"speed": 1}}),
-                                 "evaluator.options", "speed"),
-    "true as a batch size": (lambda d: d["search"].update(batch_size=True), "search.batch_size",
-                             "expected a number, not true or false"),
-    "false as a seed": (lambda d: d["search"].update(seed=False), "search.seed", "expected a number, not true or false"),
-    "true as a worker count": (lambda d: d["execution"].update(workers=True), "execution.workers",
-                               "expected a number, not true or false"),
+        lambda d: (
+            d["space"].update(clock_fraction={"range": [0.6, 1.0]})
+            or d["search"].update(algorithm="exhaustive")
+        ),
+        "search.algorithm",
+        "needs a discrete space",
+    ),
+    "too many local workers": (
+        lambda d: d["execution"].update(workers=1000),
+        "execution.workers",
+        "1000 local worker processes on a machine with",
+    ),
+    "unknown cluster profile": (
+        lambda d: d["execution"].update(profile="nope"),
+        "execution.profile",
+        "cluster profile 'nope' not found",
+    ),
+    "cluster profile path outside the tree": (
+        lambda d: d["execution"].update(profile="../elsewhere/p.yaml"),
+        "execution.profile",
+        "not found",
+    ),
+    "malformed scheduler address": (
+        lambda d: d["execution"].update(scheduler="host"),
+        "execution.scheduler",
+        "not a dask scheduler address",
+    ),
+    "unknown evaluator option": (
+        lambda d: d.update(evaluator={"name": "analytic", "options": {"speed": 1}}),
+        "evaluator.options",
+        "speed",
+    ),
+    "true as a batch size": (
+        lambda d: d["search"].update(batch_size=True),
+        "search.batch_size",
+        "expected a number, not true or false",
+    ),
+    "false as a seed": (
+        lambda d: d["search"].update(seed=False),
+        "search.seed",
+        "expected a number, not true or false",
+    ),
+    "true as a worker count": (
+        lambda d: d["execution"].update(workers=True),
+        "execution.workers",
+        "expected a number, not true or false",
+    ),
     # found by a review: tracebacks (OverflowError) or silently odd spaces before
-    "infinite range end": (lambda d: d["space"].update(clock_fraction={"range": [0.5, float("inf")]}),
-                           "space.clock_fraction", "expected finite numbers"),
-    "step too fine for a float": (lambda d: d["space"].update(clock_fraction={"range": [0.1, 1], "step": 1e-320}),
-                                  "space.clock_fraction", "this grid has inf values"),
-    "integer beyond a float in a list": (lambda d: d["space"].update(num_accelerators=[8, 10**400]),
-                                         "space.num_accelerators", "expected finite numbers"),
-    "integer beyond a float as a range end": (lambda d: d["space"].update(tensor_parallel={"range": [1, 10**400]}),
-                                              "space.tensor_parallel", "expected finite numbers"),
-    "integer beyond a float as a log end": (lambda d: d["space"].update(global_batch_size={"log": [1, 10**400],
-                                                                                          "base": 2}),
-                                            "space.global_batch_size", "expected finite numbers"),
-    "true as a range end": (lambda d: d["space"].update(tensor_parallel={"range": [True, 4]}),
-                            "space.tensor_parallel.range", "expected a number, not true or false"),
-    "true among integers": (lambda d: d["space"].update(tensor_parallel=[1, True]), "space.tensor_parallel",
-                            "expected a number (got True)"),
-    "continuous range of an integer": (lambda d: d["space"].update(global_batch_size={"range": [64.5, 512.0]}),
-                                       "space.global_batch_size", "expected an integer (got 64.5)"),
-    "value listed twice": (lambda d: d["space"].update(tensor_parallel=[1, 1, 2]), "space.tensor_parallel",
-                           "items 0 and 1 are both 1"),
-    "one accelerator in two spellings": (lambda d: d["space"].update(accelerator=["A100-80GB", "a100_80gb"]),
-                                         "space.accelerator", "items 0 and 1 are both 'A100-80GB'"),
-    "range not a pair": (lambda d: d["space"].update(tensor_parallel={"range": [1]}),
-                         "space.tensor_parallel.range", "expected [low, high]: a list of two numbers (got [1])"),
-    "constraint bound not a number": (lambda d: d.update(constraints=["mfu <= 1.2.3"]), "constraints[0]",
-                                      "a constraint is written 'metric <= number'"),
-    "constraint neither text nor mapping": (lambda d: d.update(constraints=[5]), "constraints[0]",
-                                            "or as a mapping {metric, op, bound}"),
-    "true as a driver option": (lambda d: d["search"].update(algorithm="nsga2", options={"pop_size": True}),
-                                "search.options.pop_size", "expected a number, not true or false"),
-    "scheduler port beyond 65535": (lambda d: d["execution"].update(scheduler="tcp://127.0.0.1:99999"),
-                                    "execution.scheduler", "no such port"),
-    "name ending in a newline": (lambda d: d.update(name="quickstart\n"), "name", "(got 'quickstart\\n')"),
+    "infinite range end": (
+        lambda d: d["space"].update(clock_fraction={"range": [0.5, float("inf")]}),
+        "space.clock_fraction",
+        "expected finite numbers",
+    ),
+    "step too fine for a float": (
+        lambda d: d["space"].update(clock_fraction={"range": [0.1, 1], "step": 1e-320}),
+        "space.clock_fraction",
+        "this grid has inf values",
+    ),
+    "integer beyond a float in a list": (
+        lambda d: d["space"].update(num_accelerators=[8, 10**400]),
+        "space.num_accelerators",
+        "expected finite numbers",
+    ),
+    "integer beyond a float as a range end": (
+        lambda d: d["space"].update(tensor_parallel={"range": [1, 10**400]}),
+        "space.tensor_parallel",
+        "expected finite numbers",
+    ),
+    "integer beyond a float as a log end": (
+        lambda d: d["space"].update(global_batch_size={"log": [1, 10**400], "base": 2}),
+        "space.global_batch_size",
+        "expected finite numbers",
+    ),
+    "true as a range end": (
+        lambda d: d["space"].update(tensor_parallel={"range": [True, 4]}),
+        "space.tensor_parallel.range",
+        "expected a number, not true or false",
+    ),
+    "true among integers": (
+        lambda d: d["space"].update(tensor_parallel=[1, True]),
+        "space.tensor_parallel",
+        "expected a number (got True)",
+    ),
+    "continuous range of an integer": (
+        lambda d: d["space"].update(global_batch_size={"range": [64.5, 512.0]}),
+        "space.global_batch_size",
+        "expected an integer (got 64.5)",
+    ),
+    "value listed twice": (
+        lambda d: d["space"].update(tensor_parallel=[1, 1, 2]),
+        "space.tensor_parallel",
+        "items 0 and 1 are both 1",
+    ),
+    "one accelerator in two spellings": (
+        lambda d: d["space"].update(accelerator=["A100-80GB", "a100_80gb"]),
+        "space.accelerator",
+        "items 0 and 1 are both 'A100-80GB'",
+    ),
+    "range not a pair": (
+        lambda d: d["space"].update(tensor_parallel={"range": [1]}),
+        "space.tensor_parallel.range",
+        "expected [low, high]: a list of two numbers (got [1])",
+    ),
+    "constraint bound not a number": (
+        lambda d: d.update(constraints=["mfu <= 1.2.3"]),
+        "constraints[0]",
+        "a constraint is written 'metric <= number'",
+    ),
+    "constraint neither text nor mapping": (
+        lambda d: d.update(constraints=[5]),
+        "constraints[0]",
+        "or as a mapping {metric, op, bound}",
+    ),
+    "true as a driver option": (
+        lambda d: d["search"].update(algorithm="nsga2", options={"pop_size": True}),
+        "search.options.pop_size",
+        "expected a number, not true or false",
+    ),
+    "scheduler port beyond 65535": (
+        lambda d: d["execution"].update(scheduler="tcp://127.0.0.1:99999"),
+        "execution.scheduler",
+        "no such port",
+    ),
+    "name ending in a newline": (
+        lambda d: d.update(name="quickstart\n"),
+        "name",
+        "(got 'quickstart\\n')",
+    ),
 }
 
 
 def test_whole_number_floats_of_an_integer_input_make_an_integer_grid(tmp_path):
     """``{range: [1.0, 4.0]}`` and ``{log: [64, 1024], base: 2.0}`` of integer inputs are
     the integer grids (before: float values, and a continuous range of fractions)."""
-    path = _broken(tmp_path, lambda d: d["space"].update(tensor_parallel={"range": [1.0, 4.0]},
-                                                         global_batch_size={"log": [64, 1024], "base": 2.0}))
+    path = _broken(
+        tmp_path,
+        lambda d: d["space"].update(
+            tensor_parallel={"range": [1.0, 4.0]},
+            global_batch_size={"log": [64, 1024], "base": 2.0},
+        ),
+    )
     from dse.api import plan
 
     space = plan(path).space
     values = {p.name: p.values for p in space.parameters}
-    assert values["tensor_parallel"] == (1, 2, 3, 4) and all(type(v) is int for v in values["tensor_parallel"])
+    assert values["tensor_parallel"] == (1, 2, 3, 4) and all(
+        type(v) is int for v in values["tensor_parallel"]
+    )
     assert values["global_batch_size"] == (64, 128, 256, 512, 1024)
     assert all(type(v) is int for v in values["global_batch_size"])
 
@@ -278,8 +506,12 @@ def test_yaml_merge_keys_are_read_as_yaml_reads_them(tmp_path):
     data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
     fixed = data.pop("fixed")
     path = tmp_path / "merge.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False)
-                    + "fixed:\n  <<: {" + ", ".join(f"{k}: {v}" for k, v in fixed.items()) + "}\n")
+    path.write_text(
+        yaml.safe_dump(data, sort_keys=False)
+        + "fixed:\n  <<: {"
+        + ", ".join(f"{k}: {v}" for k, v in fixed.items())
+        + "}\n"
+    )
     study = load_study(path)
     assert dict(study.fixed) == fixed
 
@@ -298,8 +530,9 @@ def test_invalid_study_names_file_field_and_allowed(tmp_path, case):
     assert expected in message
 
 
-@pytest.mark.parametrize("case", ["option of the wrong type", "enumeration beyond the budget",
-                                  "too many local workers"])
+@pytest.mark.parametrize(
+    "case", ["option of the wrong type", "enumeration beyond the budget", "too many local workers"]
+)
 def test_validate_and_run_refuse_alike_and_run_leaves_no_folder(tmp_path, case):
     mutate, field, expected = RUN_CASES[case]
     path = _broken(tmp_path, lambda d: mutate(d) or d.update(output=str(tmp_path / "out")))
@@ -319,7 +552,11 @@ def test_optuna_gp_without_its_extra_is_refused_by_validate(tmp_path):
         pytest.skip("torch is installed here, so optuna-gp is available")
     path = _broken(tmp_path, lambda d: d["search"].update(algorithm="optuna-gp"))
     proc = run_cli("validate", path)
-    assert proc.returncode == 2 and "needs torch" in proc.stderr and 'pip install "dse[gp]"' in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "needs torch" in proc.stderr
+        and 'pip install "dse[gp]"' in proc.stderr
+    )
 
 
 def test_names_in_another_spelling_are_the_catalog_s(tmp_path):
@@ -333,7 +570,9 @@ def test_names_in_another_spelling_are_the_catalog_s(tmp_path):
     p = plan(write_study(tmp_path, study))
     values = {q.name: q.values for q in p.space.parameters}
     assert values["accelerator"] == ("A100-80GB", "H100-SXM")
-    assert values["tensor_parallel"] == (1, 2) and all(type(v) is int for v in values["tensor_parallel"])
+    assert values["tensor_parallel"] == (1, 2) and all(
+        type(v) is int for v in values["tensor_parallel"]
+    )
     assert p.study.fixed_values["model"] == "gpt-1.3b"
 
 
@@ -341,9 +580,14 @@ def test_a_huge_value_is_shortened_in_the_message(tmp_path):
     """A YAML alias bomb (a few hundred bytes that expand to 10^9 items) is named, not printed."""
     levels = ['  l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     levels += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
-    text = (REPO / "studies" / "quickstart.yaml").read_text().replace(
-        "description: GPT 1.3B on 26B tokens - energy versus time over accelerators, batch size and clock",
-        "description:\n" + "\n".join(levels))
+    text = (
+        (REPO / "studies" / "quickstart.yaml")
+        .read_text()
+        .replace(
+            "description: GPT 1.3B on 26B tokens - energy versus time over accelerators, batch size and clock",
+            "description:\n" + "\n".join(levels),
+        )
+    )
     path = tmp_path / "bomb.yaml"
     path.write_text(text)
     proc = run_cli("validate", str(path))
@@ -362,14 +606,19 @@ def test_validate_refuses_the_results_folder_run_would_refuse(tmp_path):
     for command in ("validate", "run"):
         proc = run_cli(command, str(path), "-w", "0")
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
-        assert proc.stderr.startswith(f"error: {path}: output.path: cannot write the results folder {a_file}: "
-                                      "it is a file, not a folder"), proc.stderr
+        assert proc.stderr.startswith(
+            f"error: {path}: output.path: cannot write the results folder {a_file}: "
+            "it is a file, not a folder"
+        ), proc.stderr
     held = tmp_path / "held"
     (held / "evaluations").mkdir(parents=True)
     (held / "evaluations" / "chunk-000000.arrow").write_bytes(b"")
     proc = run_cli("validate", "studies/quickstart.yaml", "-o", str(held))
     assert proc.returncode == 2 and f"{held} already holds a run" in proc.stderr
-    assert run_cli("validate", "studies/quickstart.yaml", "-o", str(held), "--overwrite").returncode == 0
+    assert (
+        run_cli("validate", "studies/quickstart.yaml", "-o", str(held), "--overwrite").returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
@@ -378,11 +627,15 @@ def test_validate_refuses_a_results_folder_the_file_system_refuses_as_run_does(t
     permission check): validate says so as run does, with the same line."""
     messages = []
     for command in ("validate", "run"):
-        proc = run_cli(command, "studies/quickstart.yaml", "-w", "0", "-o", "/proc/dse-no-such-folder")
+        proc = run_cli(
+            command, "studies/quickstart.yaml", "-w", "0", "-o", "/proc/dse-no-such-folder"
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         messages.append(proc.stderr.strip())
     assert messages[0] == messages[1], messages
-    assert messages[0].startswith("error: cannot write the results folder /proc/dse-no-such-folder: "), messages
+    assert messages[0].startswith(
+        "error: cannot write the results folder /proc/dse-no-such-folder: "
+    ), messages
 
 
 def test_describe_takes_an_accelerator_in_another_spelling():
@@ -407,22 +660,31 @@ def test_describe_an_accelerator_gives_each_numbers_own_note_and_readable_values
         else:  # a wrapped cell goes on under its row
             rows[last] = [f"{a} {b}".strip() for a, b in zip(rows[last], cells[1:], strict=True)]
     value, source = rows["hardware.idle_w"]
-    assert value == "140" and source.startswith("B200 in the hardware catalog") and "assumed, not measured" in source
+    assert (
+        value == "140"
+        and source.startswith("B200 in the hardware catalog")
+        and "assumed, not measured" in source
+    )
     assert "assumed (not published)" in rows["hardware.clock_min_mhz"][1]
     assert rows["hardware.peak_tflops"][0] == "bf16 2250, fp16 2250, tf32 1100, fp8 4500"
     assert rows["calibration.matmul_eff_max"][0] == "0.7027"
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("export", "results/none", "--format", "xls"), "Invalid value for '--format' / '-f'"),
-    (("run", "--workers", "abc", "studies/quickstart.yaml"), "Invalid value for '--workers' / '-w'"),
-    (("nosuch",), "No such command 'nosuch'"),
-    (("validate",), "Missing argument 'study'"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("export", "results/none", "--format", "xls"), "Invalid value for '--format' / '-f'"),
+        (
+            ("run", "--workers", "abc", "studies/quickstart.yaml"),
+            "Invalid value for '--workers' / '-w'",
+        ),
+        (("nosuch",), "No such command 'nosuch'"),
+        (("validate",), "Missing argument 'study'"),
+    ],
+)
 def test_a_bad_command_line_is_one_line_too(args, expected):
     proc = run_cli(*args)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
     assert "--help` lists what is allowed" in lines[0]
-

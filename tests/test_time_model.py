@@ -10,16 +10,40 @@ from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import hardware, training
 from dse.analytic.time import model as time_model
 
-NAMES = ["V100-SXM2", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "MI250X", "MI300X", "GB200", "MI325X",
-         "MI355X", "TPU-v5e", "TPU-v5p", "TPU-v6e"]
+NAMES = [
+    "V100-SXM2",
+    "A100-40GB",
+    "A100-80GB",
+    "H100-SXM",
+    "H200",
+    "B200",
+    "MI250X",
+    "MI300X",
+    "GB200",
+    "MI325X",
+    "MI355X",
+    "TPU-v5e",
+    "TPU-v5p",
+    "TPU-v6e",
+]
 
 
 def test_catalog_complete():
     cat = hardware.catalog()
     assert set(NAMES) <= set(cat)
     for name in NAMES:
-        for f in ("peak_tflops", "hbm_bw_gbs", "hbm_gb", "clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w",
-                  "scaleup_bw_gbs", "scaleup_domain", "source"):
+        for f in (
+            "peak_tflops",
+            "hbm_bw_gbs",
+            "hbm_gb",
+            "clock_max_mhz",
+            "clock_min_mhz",
+            "tdp_w",
+            "idle_w",
+            "scaleup_bw_gbs",
+            "scaleup_domain",
+            "source",
+        ):
             assert cat[name][f] is not None
     assert cat["A100-80GB"]["peak_tflops"]["bf16"] == 312
     assert cat["H100-SXM"]["peak_tflops"]["bf16"] == 989
@@ -29,15 +53,36 @@ def test_interface_for_energy_model():
     r = time_model.evaluate(cfg(2, accelerator="A100-80GB"))
     for k in ("clock_max_mhz", "clock_min_mhz", "tdp_w", "idle_w", "peak_flops", "hbm_bw_bps"):
         assert getattr(r.hw, k).shape == (2,)
-    for k in ("compute_s", "memory_s", "layer_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s",
-              "step_s", "hbm_traffic_bytes", "scaleup_bytes", "scaleout_bytes"):
+    for k in (
+        "compute_s",
+        "memory_s",
+        "layer_comm_s",
+        "pp_comm_s",
+        "dp_comm_s",
+        "bubble_s",
+        "optimizer_s",
+        "step_s",
+        "hbm_traffic_bytes",
+        "scaleup_bytes",
+        "scaleout_bytes",
+    ):
         assert getattr(r.breakdown, k).shape == (2,)
     for m in declarations.TIME_METRICS:
         assert getattr(r, m.name).shape == (2,)
     assert list(r.reason) == ["", ""]
     b = r.breakdown
-    parts = sum(getattr(b, k) for k in ("compute_s", "memory_s", "layer_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
-                               "optimizer_s"))
+    parts = sum(
+        getattr(b, k)
+        for k in (
+            "compute_s",
+            "memory_s",
+            "layer_comm_s",
+            "pp_comm_s",
+            "dp_comm_s",
+            "bubble_s",
+            "optimizer_s",
+        )
+    )
     assert np.allclose(parts, b.step_s)
 
 
@@ -49,32 +94,71 @@ def test_compute_scales_with_clock_memory_does_not():
     # clock (roofline), moving its time from the memory slot to the compute slot
     assert lo.breakdown.compute_s[0] >= 2 * hi.breakdown.compute_s[0] * (1 - 1e-9)
     assert lo.breakdown.memory_s[0] <= hi.breakdown.memory_s[0] * (1 + 1e-9)
-    big = cfg(1, accelerator="A100-80GB", model="gpt3-175b", num_accelerators=1024, tensor_parallel=8,
-              pipeline_parallel=8, global_batch_size=1024, flash_attention=True)
+    big = cfg(
+        1,
+        accelerator="A100-80GB",
+        model="gpt3-175b",
+        num_accelerators=1024,
+        tensor_parallel=8,
+        pipeline_parallel=8,
+        global_batch_size=1024,
+        flash_attention=True,
+    )
     hi, lo = time_model.evaluate(big), time_model.evaluate(big, clock_mhz=np.array([705.0]))
     assert np.isclose(lo.breakdown.compute_s[0], 2 * hi.breakdown.compute_s[0], rtol=1e-3)
     assert np.isclose(lo.breakdown.memory_s[0], hi.breakdown.memory_s[0], rtol=2e-3)
 
 
-@pytest.mark.parametrize("kw, reason", [
-    (dict(num_accelerators=12, tensor_parallel=8), "tensor x context x pipeline parallel does not divide the accelerator count"),
-    (dict(tensor_parallel=3, num_accelerators=3), "tensor parallel degree does not divide the attention heads"),
-    (dict(pipeline_parallel=25, num_accelerators=25), "more pipeline stages than layers"),
-    (dict(pipeline_parallel=5, num_accelerators=40, interleave=2, global_batch_size=80, framework="megatron"),
-     "pipeline parallel x interleave does not divide the layers"),
-    (dict(global_batch_size=100, micro_batch_size=3), "data parallel x micro batch does not divide the global batch"),
-    (dict(accelerator="V100-SXM2", precision="bf16"), "precision not supported by the accelerator"),
-    (dict(clock_mhz=5000.0), "clock outside the accelerator's range"),
-    (dict(target_loss=1.0), "target loss unreachable at this model size (Chinchilla fit)"),
-])
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (
+            dict(num_accelerators=12, tensor_parallel=8),
+            "tensor x context x pipeline parallel does not divide the accelerator count",
+        ),
+        (
+            dict(tensor_parallel=3, num_accelerators=3),
+            "tensor parallel degree does not divide the attention heads",
+        ),
+        (dict(pipeline_parallel=25, num_accelerators=25), "more pipeline stages than layers"),
+        (
+            dict(
+                pipeline_parallel=5,
+                num_accelerators=40,
+                interleave=2,
+                global_batch_size=80,
+                framework="megatron",
+            ),
+            "pipeline parallel x interleave does not divide the layers",
+        ),
+        (
+            dict(global_batch_size=100, micro_batch_size=3),
+            "data parallel x micro batch does not divide the global batch",
+        ),
+        (
+            dict(accelerator="V100-SXM2", precision="bf16"),
+            "precision not supported by the accelerator",
+        ),
+        (dict(clock_mhz=5000.0), "clock outside the accelerator's range"),
+        (dict(target_loss=1.0), "target loss unreachable at this model size (Chinchilla fit)"),
+    ],
+)
 def test_infeasible_layouts_have_reasons(kw, reason):
     r = time_model.evaluate(cfg(1, **kw))
     assert r.reason[0] == reason
 
 
 def test_pipeline_bubble_and_interleave():
-    base = dict(model="gpt3-175b", accelerator="H100-SXM", num_accelerators=1024, tensor_parallel=8,
-                pipeline_parallel=16, global_batch_size=1024, sequence_parallel=True, framework="megatron")
+    base = dict(
+        model="gpt3-175b",
+        accelerator="H100-SXM",
+        num_accelerators=1024,
+        tensor_parallel=8,
+        pipeline_parallel=16,
+        global_batch_size=1024,
+        sequence_parallel=True,
+        framework="megatron",
+    )
     r1 = time_model.evaluate(cfg(1, **base))
     r2 = time_model.evaluate(cfg(1, **base, interleave=2))
     assert r1.reason[0] == "" and r2.reason[0] == ""
@@ -83,7 +167,9 @@ def test_pipeline_bubble_and_interleave():
 
 
 def test_scaleout_bandwidth_slows_data_parallel():
-    base = dict(model="llama2-7b", accelerator="H100-SXM", num_accelerators=256, global_batch_size=256)
+    base = dict(
+        model="llama2-7b", accelerator="H100-SXM", num_accelerators=256, global_batch_size=256
+    )
     fast = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=50.0))
     slow = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=1.0))
     assert slow.dp_comm_time_s[0] > fast.dp_comm_time_s[0]
@@ -92,21 +178,40 @@ def test_scaleout_bandwidth_slows_data_parallel():
 
 def test_training_length_laws():
     d = np.array([1e10])
-    assert np.isclose(training.tokens_to_target(d, np.array([0.0]), np.array([4e6]), np.array([4e6]))[0], 2e10)
+    assert np.isclose(
+        training.tokens_to_target(d, np.array([0.0]), np.array([4e6]), np.array([4e6]))[0], 2e10
+    )
     n = time_model.evaluate(cfg(1, model="chinchilla-70b")).parameters
     loss = training.chinchilla_loss(n, np.array([1.4e12]))
     assert np.isclose(training.chinchilla_tokens(n, loss)[0], 1.4e12, rtol=1e-6)
-    r = time_model.evaluate(cfg(1, model="chinchilla-70b", target_loss=float(loss[0]), b_noise_tokens=1e12,
-                                accelerator="H100-SXM", num_accelerators=64))
+    r = time_model.evaluate(
+        cfg(
+            1,
+            model="chinchilla-70b",
+            target_loss=float(loss[0]),
+            b_noise_tokens=1e12,
+            accelerator="H100-SXM",
+            num_accelerators=64,
+        )
+    )
     assert np.isclose(r.tokens_to_train[0], 1.4e12, rtol=0.01)
     # the Kaplan critical batch at that loss is millions of tokens
     assert 1e6 < training.critical_batch_tokens(loss)[0] < 1e8
 
 
-@pytest.mark.parametrize("model, tokens, batch", [("gpt3-175b", 300e9, 1536), ("llama3-405b", 15.6e12, 2048)])
+@pytest.mark.parametrize(
+    "model, tokens, batch", [("gpt3-175b", 300e9, 1536), ("llama3-405b", 15.6e12, 2048)]
+)
 def test_a_run_at_its_stated_batch_trains_exactly_its_tokens(model, tokens, batch):
-    base = dict(model=model, accelerator="H100-SXM", num_accelerators=8192, tensor_parallel=8,
-                pipeline_parallel=16, target_tokens=tokens, target_batch_size=batch)
+    base = dict(
+        model=model,
+        accelerator="H100-SXM",
+        num_accelerators=8192,
+        tensor_parallel=8,
+        pipeline_parallel=16,
+        target_tokens=tokens,
+        target_batch_size=batch,
+    )
     at = time_model.evaluate(cfg(1, global_batch_size=batch, **base))
     assert at.tokens_to_train[0] == pytest.approx(tokens, rel=1e-12)
     seq = {"gpt3-175b": 2048, "llama3-405b": 8192}[model]
@@ -123,14 +228,20 @@ def test_without_a_stated_batch_target_tokens_is_the_small_batch_limit():
     r = time_model.evaluate(cfg(1, **kw))
     assert r.tokens_to_train[0] == pytest.approx(2.6e10 * (1 + 512 * 2048 / 2e6))
     stated = time_model.evaluate(cfg(1, target_batch_size=256, **kw))
-    assert stated.tokens_to_train[0] == pytest.approx(2.6e10 * (1 + 512 * 2048 / 2e6) / (1 + 256 * 2048 / 2e6))
+    assert stated.tokens_to_train[0] == pytest.approx(
+        2.6e10 * (1 + 512 * 2048 / 2e6) / (1 + 256 * 2048 / 2e6)
+    )
 
 
 def test_evaluator_handles_many_candidates_and_strings():
     ev = AnalyticEvaluator()
-    df = pd.DataFrame({"accelerator": ["A100-80GB", "MI300X", "B200"] * 20000,
-                       "recompute": pd.Series(["full", "none", "selective"] * 20000, dtype="category"),
-                       "tensor_parallel": [1, 2, 8] * 20000})
+    df = pd.DataFrame(
+        {
+            "accelerator": ["A100-80GB", "MI300X", "B200"] * 20000,
+            "recompute": pd.Series(["full", "none", "selective"] * 20000, dtype="category"),
+            "tensor_parallel": [1, 2, 8] * 20000,
+        }
+    )
     out = ev.evaluate(df)
     assert len(out) == 60000
     assert out["feasible"].iloc[:3].tolist() == [True, True, True]
@@ -139,6 +250,7 @@ def test_evaluator_handles_many_candidates_and_strings():
 
 def test_divisibility_without_fmod_matches_the_remainder():
     from dse.analytic.time.parallelism import _floor_div, indivisible
+
     rng = np.random.default_rng(0)
     b = rng.integers(1, 4096, 200_000).astype(float)
     a = rng.integers(0, 2**40, 200_000).astype(float)
@@ -152,15 +264,20 @@ def test_divisibility_without_fmod_matches_the_remainder():
 
 def test_factorised_text_columns_give_the_same_results_as_object_arrays():
     from dse.analytic.columns import Factorised, factorise
+
     rng = np.random.default_rng(2)
     n = 500
     c = cfg(n, model="gpt-1.3b", accelerator="H100-SXM")
-    c["accelerator"] = rng.choice(np.array(["A100-80GB", "H100-SXM", "MI300X", "nope"], dtype=object), n)
+    c["accelerator"] = rng.choice(
+        np.array(["A100-80GB", "H100-SXM", "MI300X", "nope"], dtype=object), n
+    )
     c["model"] = rng.choice(np.array(["gpt-1.3b", "llama2-7b", "nope"], dtype=object), n)
     c["recompute"] = rng.choice(np.array(["none", "selective", "full"], dtype=object), n)
     c["tensor_parallel"] = rng.choice([1.0, 2.0, 4.0, 8.0], n)
-    coded = {k: Factorised(*factorise(v)) if isinstance(v, np.ndarray) and v.dtype == object else v
-             for k, v in c.items()}
+    coded = {
+        k: Factorised(*factorise(v)) if isinstance(v, np.ndarray) and v.dtype == object else v
+        for k, v in c.items()
+    }
     assert list(np.asarray(coded["accelerator"])) == list(c["accelerator"])
     a, b = time_model.evaluate(c), time_model.evaluate(coded)
     for k in declarations.TIME_METRICS:
@@ -177,7 +294,11 @@ def test_rows_with_flash_attention_do_not_depend_on_the_other_rows():
     only = {k: v[[0, 2]] for k, v in mixed.items()}
     a, b = time_model.evaluate(mixed), time_model.evaluate(only)
     for k in declarations.TIME_METRICS:
-        np.testing.assert_array_equal(getattr(a, k.name)[[0, 2]], getattr(b, k.name), err_msg=k.name)
+        np.testing.assert_array_equal(
+            getattr(a, k.name)[[0, 2]], getattr(b, k.name), err_msg=k.name
+        )
     for f in dataclasses.fields(b.breakdown):
-        np.testing.assert_array_equal(getattr(a.breakdown, f.name)[[0, 2]], getattr(b.breakdown, f.name), err_msg=f.name)
+        np.testing.assert_array_equal(
+            getattr(a.breakdown, f.name)[[0, 2]], getattr(b.breakdown, f.name), err_msg=f.name
+        )
     assert a.memory_time_s[1] != a.memory_time_s[0]

@@ -11,8 +11,14 @@ from dse.analytic.time import frameworks, hardware
 from dse.analytic.time import model as time_model
 from dse.analytic.time.collectives import exposed
 
-BASE = dict(model="llama2-7b", accelerator="H100-SXM", num_accelerators=64, global_batch_size=512,
-            micro_batch_size=2, recompute="selective")
+BASE = dict(
+    model="llama2-7b",
+    accelerator="H100-SXM",
+    num_accelerators=64,
+    global_batch_size=512,
+    micro_batch_size=2,
+    recompute="selective",
+)
 
 
 def run(**kw):
@@ -22,10 +28,24 @@ def run(**kw):
 
 
 def test_every_stack_documents_every_behaviour_with_a_source():
-    fields = {"description", "source", "zero_stages", "default_zero_stage", "grad_bytes", "tp_overlap",
-              "grad_overlap", "gather_overlap", "step_gather_overlap", "p2p_overlap", "fused_kernels",
-              "p2p_scatter_gather", "interleaved_schedule", "zero3_calls_per_layer", "per_rank_copies",
-              "moe_tp_needs_sp"}
+    fields = {
+        "description",
+        "source",
+        "zero_stages",
+        "default_zero_stage",
+        "grad_bytes",
+        "tp_overlap",
+        "grad_overlap",
+        "gather_overlap",
+        "step_gather_overlap",
+        "p2p_overlap",
+        "fused_kernels",
+        "p2p_scatter_gather",
+        "interleaved_schedule",
+        "zero3_calls_per_layer",
+        "per_rank_copies",
+        "moe_tp_needs_sp",
+    }
     assert {"megatron", "megatron-core", "deepspeed", "fsdp"} <= set(frameworks.catalog())
     for name, stack in frameworks.catalog().items():
         assert set(stack) == fields, name
@@ -36,29 +56,60 @@ def test_every_stack_documents_every_behaviour_with_a_source():
 def test_each_stack_shards_by_its_own_default():
     small = dict(model="gpt-1.3b")
     fsdp, ds = run(framework="fsdp", **small), run(framework="deepspeed", **small)
-    assert np.isclose(fsdp.weights_memory_gb[0] * 64, ds.weights_memory_gb[0], rtol=1e-9)  # FULL_SHARD
+    assert np.isclose(
+        fsdp.weights_memory_gb[0] * 64, ds.weights_memory_gb[0], rtol=1e-9
+    )  # FULL_SHARD
     zero0 = run(framework="deepspeed", zero_stage=0, **small)
     assert np.isclose(ds.optimizer_memory_gb[0] * 64, zero0.optimizer_memory_gb[0])  # ZeRO-1
 
 
-@pytest.mark.parametrize("kw, reason", [
-    (dict(framework="fsdp", zero_stage=1), "the training stack does not offer this sharding (ZeRO) stage"),
-    (dict(framework="megatron", zero_stage=3), "the training stack does not offer this sharding (ZeRO) stage"),
-    (dict(framework="deepspeed", pipeline_parallel=4, interleave=2, model="gpt3-175b", tensor_parallel=8,
-          num_accelerators=256), "the training stack has no interleaved pipeline schedule"),
-])
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (
+            dict(framework="fsdp", zero_stage=1),
+            "the training stack does not offer this sharding (ZeRO) stage",
+        ),
+        (
+            dict(framework="megatron", zero_stage=3),
+            "the training stack does not offer this sharding (ZeRO) stage",
+        ),
+        (
+            dict(
+                framework="deepspeed",
+                pipeline_parallel=4,
+                interleave=2,
+                model="gpt3-175b",
+                tensor_parallel=8,
+                num_accelerators=256,
+            ),
+            "the training stack has no interleaved pipeline schedule",
+        ),
+    ],
+)
 def test_what_a_stack_does_not_offer_is_infeasible(kw, reason):
     assert time_model.evaluate(cfg(1, **{**BASE, **kw})).reason[0] == reason
 
 
 def test_overlapped_communication_costs_only_its_tax_up_to_the_window():
     comm, window = np.array([1.0, 1.0, 3.0]), np.array([2.0, 2.0, 2.0])
-    np.testing.assert_allclose(exposed(comm, np.array([0.0, 1.0, 1.0]), window, 0.25), [1.0, 0.25, 1.5])
+    np.testing.assert_allclose(
+        exposed(comm, np.array([0.0, 1.0, 1.0]), window, 0.25), [1.0, 0.25, 1.5]
+    )
 
 
 def test_overlapping_stacks_expose_less_communication():
-    kw = dict(model="gpt3-175b", tensor_parallel=8, pipeline_parallel=8, num_accelerators=1024,
-              sequence_parallel=True, interleave=2, global_batch_size=1024, micro_batch_size=1, zero_stage=1)
+    kw = dict(
+        model="gpt3-175b",
+        tensor_parallel=8,
+        pipeline_parallel=8,
+        num_accelerators=1024,
+        sequence_parallel=True,
+        interleave=2,
+        global_batch_size=1024,
+        micro_batch_size=1,
+        zero_stage=1,
+    )
     sync, overlapped = run(framework="megatron", **kw), run(framework="megatron-core", **kw)
     assert overlapped.tp_comm_time_s[0] < sync.tp_comm_time_s[0]
     assert overlapped.pp_comm_time_s[0] < sync.pp_comm_time_s[0]
@@ -80,11 +131,20 @@ def test_sharded_weights_are_gathered_every_micro_batch():
 
 def test_a_study_can_sweep_the_framework():
     ev = AnalyticEvaluator()
-    table = pd.DataFrame({"framework": ["megatron", "megatron-core", "deepspeed", "fsdp"], "model": "llama2-7b",
-                          "accelerator": "A100-80GB", "num_accelerators": 64, "global_batch_size": 512})
+    table = pd.DataFrame(
+        {
+            "framework": ["megatron", "megatron-core", "deepspeed", "fsdp"],
+            "model": "llama2-7b",
+            "accelerator": "A100-80GB",
+            "num_accelerators": 64,
+            "global_batch_size": 512,
+        }
+    )
     out = ev.evaluate(table)
     assert out["feasible"].all()
-    assert out["step_time_s"].nunique() >= 3  # megatron and deepspeed agree here: same sharding, no overlap
+    assert (
+        out["step_time_s"].nunique() >= 3
+    )  # megatron and deepspeed agree here: same sharding, no overlap
 
 
 def test_fitted_and_estimated_accelerators():
@@ -94,9 +154,22 @@ def test_fitted_and_estimated_accelerators():
     assert "H800 (H100-SXM's: same die)" in attrs["analytic_efficiencies_fitted"]
     estimated = attrs["analytic_efficiencies_estimated"].split(", ")
     assert {"A100-80GB", "A100-40GB", "H100-SXM", "H800"} == set(fitted)
-    assert {"H200", "B200", "MI300X", "MI250X", "V100-SXM2", "GB200", "MI325X", "MI355X", "TPU-v5e", "TPU-v5p",
-            "TPU-v6e"} == set(estimated)
-    assert all(hardware.is_estimated(n) for n in estimated) and not any(hardware.is_estimated(n) for n in fitted)
+    assert {
+        "H200",
+        "B200",
+        "MI300X",
+        "MI250X",
+        "V100-SXM2",
+        "GB200",
+        "MI325X",
+        "MI355X",
+        "TPU-v5e",
+        "TPU-v5p",
+        "TPU-v6e",
+    } == set(estimated)
+    assert all(hardware.is_estimated(n) for n in estimated) and not any(
+        hardware.is_estimated(n) for n in fitted
+    )
 
 
 def test_h800_is_an_h100_with_a_narrower_nvlink():
@@ -104,24 +177,50 @@ def test_h800_is_an_h100_with_a_narrower_nvlink():
     h100, h800 = cat["H100-SXM"], cat["H800"]
     assert {k for k in h100 if h100[k] != h800[k]} == {"scaleup_bw_gbs", "source"}
     assert h800["scaleup_bw_gbs"] < h100["scaleup_bw_gbs"] / 2 and cal["H800"] == cal["H100-SXM"]
-    r = AnalyticEvaluator().evaluate(pd.DataFrame({"accelerator": ["H100-SXM", "H800"], "model": "llama3-70b",
-                                                   "num_accelerators": 64, "tensor_parallel": 8,
-                                                   "global_batch_size": 512, "micro_batch_size": 1}))
-    assert r["compute_time_s"][0] == r["compute_time_s"][1] and r["tp_comm_time_s"][1] > r["tp_comm_time_s"][0]
+    r = AnalyticEvaluator().evaluate(
+        pd.DataFrame(
+            {
+                "accelerator": ["H100-SXM", "H800"],
+                "model": "llama3-70b",
+                "num_accelerators": 64,
+                "tensor_parallel": 8,
+                "global_batch_size": 512,
+                "micro_batch_size": 1,
+            }
+        )
+    )
+    assert (
+        r["compute_time_s"][0] == r["compute_time_s"][1]
+        and r["tp_comm_time_s"][1] > r["tp_comm_time_s"][0]
+    )
 
 
 def test_estimated_efficiency_follows_the_published_matmul_benchmark():
     fitted = hardware.calibration()["fitted"]
-    ratio = np.mean([fitted[n]["matmul_eff_max"] / hardware.mamf_efficiency(n) for n in ("A100-80GB", "H100-SXM")])
+    ratio = np.mean(
+        [
+            fitted[n]["matmul_eff_max"] / hardware.mamf_efficiency(n)
+            for n in ("A100-80GB", "H100-SXM")
+        ]
+    )
     for name in ("B200", "MI300X", "H200"):
         est = hardware.calibration_for(name)
         assert est["matmul_eff_max"] == pytest.approx(hardware.mamf_efficiency(name) * ratio)
     # MI300X's published matmul efficiency (60% of its peak) is far below B200's (78%)
-    assert hardware.calibration_for("MI300X")["matmul_eff_max"] < hardware.calibration_for("B200")["matmul_eff_max"]
+    assert (
+        hardware.calibration_for("MI300X")["matmul_eff_max"]
+        < hardware.calibration_for("B200")["matmul_eff_max"]
+    )
 
 
 def test_context_parallelism_splits_the_sequence():
-    kw = dict(model="llama3-8b", num_accelerators=64, tensor_parallel=1, micro_batch_size=1, recompute="none")
+    kw = dict(
+        model="llama3-8b",
+        num_accelerators=64,
+        tensor_parallel=1,
+        micro_batch_size=1,
+        recompute="none",
+    )
     one, two = run(**kw), run(context_parallel=2, **kw)
     assert two.data_parallel[0] == one.data_parallel[0] / 2
     assert two.activations_memory_gb[0] < 0.6 * one.activations_memory_gb[0]
@@ -131,11 +230,21 @@ def test_context_parallelism_splits_the_sequence():
 
 
 def test_fp8_speeds_up_the_linear_layers_only():
-    kw = dict(model="llama3-70b", num_accelerators=64, tensor_parallel=8, pipeline_parallel=2,
-              sequence_parallel=True, micro_batch_size=1, global_batch_size=64)
+    kw = dict(
+        model="llama3-70b",
+        num_accelerators=64,
+        tensor_parallel=8,
+        pipeline_parallel=2,
+        sequence_parallel=True,
+        micro_batch_size=1,
+        global_batch_size=64,
+    )
     bf16, fp8 = run(**kw), run(precision="fp8", **kw)
     assert 1.2 < bf16.step_time_s[0] / fp8.step_time_s[0] < 2.0
-    a100 = run(**{**kw, "accelerator": "A100-80GB"}), run(**{**kw, "accelerator": "A100-80GB", "precision": "fp8"})
+    a100 = (
+        run(**{**kw, "accelerator": "A100-80GB"}),
+        run(**{**kw, "accelerator": "A100-80GB", "precision": "fp8"}),
+    )
     assert a100[1].step_time_s[0] >= a100[0].step_time_s[0]  # no fp8 units: only the casts cost
 
 
@@ -146,19 +255,29 @@ def test_mfu_stays_below_the_best_published_for_measured_parts():
     rng = np.random.default_rng(1)
     n = 60000
     pick = lambda xs: rng.choice(np.asarray(xs, dtype=object), n)  # noqa: E731
-    table = pd.DataFrame({
-        "model": pd.Series(pick(["gpt-1.3b", "llama2-7b", "llama3-8b", "llama2-13b", "llama3-70b", "gpt3-175b"]),
-                           dtype="str"),
-        "accelerator": pd.Series(pick(["A100-80GB", "H100-SXM"]), dtype="str"),
-        "framework": pd.Series(pick(frameworks.framework_names()), dtype="str"),
-        "precision": pd.Series(pick(["bf16", "bf16", "fp8"]), dtype="str"),
-        "num_accelerators": rng.choice([8, 16, 64, 256, 1024], n),
-        "tensor_parallel": rng.choice([1, 2, 4, 8], n), "pipeline_parallel": rng.choice([1, 2, 4, 8], n),
-        "micro_batch_size": rng.choice([1, 2, 4, 8, 16], n), "global_batch_size": rng.choice([512, 1024, 4096], n),
-        "recompute": pd.Series(pick(["none", "selective", "full"]), dtype="str"),
-        "sequence_parallel": rng.choice([False, True], n), "interleave": rng.choice([1, 2], n),
-        "flash_attention": rng.choice([False, True], n), "zero_stage": rng.choice([0, 1, 2, 3], n),
-    })
+    table = pd.DataFrame(
+        {
+            "model": pd.Series(
+                pick(
+                    ["gpt-1.3b", "llama2-7b", "llama3-8b", "llama2-13b", "llama3-70b", "gpt3-175b"]
+                ),
+                dtype="str",
+            ),
+            "accelerator": pd.Series(pick(["A100-80GB", "H100-SXM"]), dtype="str"),
+            "framework": pd.Series(pick(frameworks.framework_names()), dtype="str"),
+            "precision": pd.Series(pick(["bf16", "bf16", "fp8"]), dtype="str"),
+            "num_accelerators": rng.choice([8, 16, 64, 256, 1024], n),
+            "tensor_parallel": rng.choice([1, 2, 4, 8], n),
+            "pipeline_parallel": rng.choice([1, 2, 4, 8], n),
+            "micro_batch_size": rng.choice([1, 2, 4, 8, 16], n),
+            "global_batch_size": rng.choice([512, 1024, 4096], n),
+            "recompute": pd.Series(pick(["none", "selective", "full"]), dtype="str"),
+            "sequence_parallel": rng.choice([False, True], n),
+            "interleave": rng.choice([1, 2], n),
+            "flash_attention": rng.choice([False, True], n),
+            "zero_stage": rng.choice([0, 1, 2, 3], n),
+        }
+    )
     out = AnalyticEvaluator().evaluate(table)
     ok = out["feasible"].to_numpy()
     assert ok.sum() > 5000

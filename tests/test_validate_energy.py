@@ -14,7 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _perseus() -> Path:
     pkg = REPO / "dse" / "analytic" / "data" / "reference" / validate_energy.PERSEUS_FILE
-    return pkg if pkg.exists() else REPO.parent / "shared" / "reference" / validate_energy.PERSEUS_FILE
+    return (
+        pkg if pkg.exists() else REPO.parent / "shared" / "reference" / validate_energy.PERSEUS_FILE
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +39,18 @@ def test_energy_is_u_shaped_with_its_minimum_well_below_the_maximum_clock(report
     e = np.array([r["energy_predicted"] for r in report["rows"]])
     t = np.array([r["time_predicted"] for r in report["rows"]])
     i = int(np.argmin(e))
-    assert 0 < i < len(f) - 1                      # interior minimum: U shape
+    assert 0 < i < len(f) - 1  # interior minimum: U shape
     assert f[i] <= 0.85 * f.max()
-    assert e[i] == pytest.approx(0.73, abs=0.03)   # measured 0.73x at 1080 MHz ...
-    assert t[list(f).index(1080.0)] == pytest.approx(1.22, abs=0.03)   # ... for 1.22x the time
-    assert np.all(np.diff(t) > 0)                  # rows go down in clock: time rises
-    assert abs(report["energy_optimal_clock_predicted_mhz"] - report["energy_optimal_clock_measured_mhz"]) <= 60
+    assert e[i] == pytest.approx(0.73, abs=0.03)  # measured 0.73x at 1080 MHz ...
+    assert t[list(f).index(1080.0)] == pytest.approx(1.22, abs=0.03)  # ... for 1.22x the time
+    assert np.all(np.diff(t) > 0)  # rows go down in clock: time rises
+    assert (
+        abs(
+            report["energy_optimal_clock_predicted_mhz"]
+            - report["energy_optimal_clock_measured_mhz"]
+        )
+        <= 60
+    )
 
 
 def test_memory_bound_work_barely_slows_and_compute_bound_work_scales():
@@ -51,7 +59,7 @@ def test_memory_bound_work_barely_slows_and_compute_bound_work_scales():
     t_cmp, _ = validate_energy.stage_energy(f, compute_fraction=1.0)
     assert t_mem[-1] / t_mem[0] < 1.05
     assert t_cmp[-1] / t_cmp[0] == pytest.approx(1410 / 855)
-    assert e_mem[-1] < e_mem[0]                    # lower clock still saves core power
+    assert e_mem[-1] < e_mem[0]  # lower clock still saves core power
 
 
 def test_default_path_finds_the_table():

@@ -20,12 +20,27 @@ def report():
 
 
 def test_every_reference_table_reads_through_the_one_format(report):
-    assert {p.name for p in TABLES} == {"vtrain_multi_node.csv", "vtrain_single_node.csv",
-                                        "perseus_a100_gpt3_stage.csv", "published_throughput.csv",
-                                        "moe_published_throughput.csv"}
-    assert set(report) == {"vtrain-multi-node", "vtrain-single-node", "perseus", "llm-foundry", "nemo-24.07",
-                           "torchtitan", "megatron-bridge-25.09", "megatron-moe-modelzoo", "deepseek-v3-report"}
-    assert report["vtrain-multi-node"]["rows"] == 109 and report["vtrain-single-node"]["rows"] == 1440
+    assert {p.name for p in TABLES} == {
+        "vtrain_multi_node.csv",
+        "vtrain_single_node.csv",
+        "perseus_a100_gpt3_stage.csv",
+        "published_throughput.csv",
+        "moe_published_throughput.csv",
+    }
+    assert set(report) == {
+        "vtrain-multi-node",
+        "vtrain-single-node",
+        "perseus",
+        "llm-foundry",
+        "nemo-24.07",
+        "torchtitan",
+        "megatron-bridge-25.09",
+        "megatron-moe-modelzoo",
+        "deepseek-v3-report",
+    }
+    assert (
+        report["vtrain-multi-node"]["rows"] == 109 and report["vtrain-single-node"]["rows"] == 1440
+    )
     assert report["llm-foundry"]["rows"] == 14 and report["nemo-24.07"]["rows"] == 10
     for df in map(validation.read_table, TABLES):  # every row names its source
         assert (df["source"].str.len() > 0).all() and (df["citation"].str.len() > 0).all()
@@ -41,8 +56,12 @@ def test_in_sample_errors_stay_within_the_documented_figures(report):
 
 
 def test_infeasible_rows_are_reported_apart(tmp_path):
-    df = validation.read_table(REF / "published_throughput.csv").head(3).drop(columns=["_file", "_line"])
-    df.loc[2, "pipeline_parallel"] = "256"          # more stages than the 80 layers: cannot run
+    df = (
+        validation.read_table(REF / "published_throughput.csv")
+        .head(3)
+        .drop(columns=["_file", "_line"])
+    )
+    df.loc[2, "pipeline_parallel"] = "256"  # more stages than the 80 layers: cannot run
     df.loc[2, "num_accelerators"] = str(256 * 64)
     df.loc[2, "data_parallel"] = ""
     path = tmp_path / "t.csv"
@@ -57,7 +76,11 @@ def test_infeasible_rows_are_reported_apart(tmp_path):
 def test_json_report_of_a_source_without_a_prediction_is_strict_json(tmp_path, capsys):
     """Every row infeasible: no error to summarise; --json says null, never NaN (which
     strict JSON parsers refuse)."""
-    df = validation.read_table(REF / "published_throughput.csv").head(2).drop(columns=["_file", "_line"])
+    df = (
+        validation.read_table(REF / "published_throughput.csv")
+        .head(2)
+        .drop(columns=["_file", "_line"])
+    )
     df["pipeline_parallel"], df["num_accelerators"], df["data_parallel"] = "256", str(256 * 64), ""
     path = tmp_path / "t.csv"
     df.to_csv(path, index=False)
@@ -72,8 +95,15 @@ def test_json_report_of_a_source_without_a_prediction_is_strict_json(tmp_path, c
 def test_cli_prints_per_source_table_worst_and_infeasible_rows(capsys):
     assert validation.validate_model([*TABLES, *HELDOUT]) == 0
     text = capsys.readouterr().out
-    for token in ("source", "median", "vtrain-single-node", "narayanan21", "worst rows",
-                  "infeasible in the model", "does not fit in accelerator memory"):
+    for token in (
+        "source",
+        "median",
+        "vtrain-single-node",
+        "narayanan21",
+        "worst rows",
+        "infeasible in the model",
+        "does not fit in accelerator memory",
+    ):
         assert token in text
     assert validation.validate_model([REF / "perseus_a100_gpt3_stage.csv"], as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
@@ -95,9 +125,11 @@ def test_accelerator_names_ignore_case_spaces_and_hyphens(tmp_path):
 
 def test_vtrain_column_format_is_still_read(tmp_path):
     legacy = tmp_path / "legacy.csv"
-    legacy.write_text("# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
-                      "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n"
-                      "8,32,4,1024,16,24,1024,2,2,2,219.732754\n")
+    legacy.write_text(
+        "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+        "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n"
+        "8,32,4,1024,16,24,1024,2,2,2,219.732754\n"
+    )
     result = validation.predict(validation.read_table(legacy))
     assert result["source"].iloc[0] == "legacy"
     assert abs(result["error"].iloc[0]) < 0.3
@@ -110,25 +142,62 @@ def test_heldout_runs_read_and_mostly_predict():
     assert result["source"].nunique() >= 6
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda df: df.drop(columns="measured_value"), "missing columns"),
-    (lambda df: df.assign(tensor_paralel=1), "unknown column 'tensor_paralel'"),
-    (lambda df: df.assign(accelerator="TPU-v9"), r"line 2, column accelerator: unknown accelerator.*\(got 'TPU-v9'\)"),
-    (lambda df: df.assign(measured_quantity="joules"), "unknown measured quantity 'joules'"),
-    (lambda df: df.assign(hidden="wide"), "expected a number"),
-    (lambda df: df.assign(micro_batch_size=["1", "two"]), "line 3, column micro_batch_size: expected a number"),
-    (lambda df: df.assign(framework="jax"), r"line 2, column framework: unknown framework.*\(got 'jax'\)"),
-    (lambda df: df.assign(data_parallel=3), r"line 2, column data_parallel: tensor x context x data x pipeline parallelism = .* != num_accelerators"),
-    (lambda df: df.assign(measured_value=["inf", "1"]), r"line 2, column measured_value: expected a finite number"),
-    (lambda df: df.assign(measured_value=["1", ""]), r"line 3, column measured_value: expected a measurement"),
-    (lambda df: df.assign(measured_value=["-5", "1"]), r"expected a measurement: a positive, finite number"),
-    (lambda df: df.assign(measured_quantity="mfu", measured_value=["0.4", "45"]), r"line 3.*at most 1"),
-    (lambda df: df.assign(zero_stage=[7, 1]), r"line 2, column zero_stage: out of range; allowed: an integer from 0 to 3 \(got '7'\)"),
-    (lambda df: df.assign(num_accelerators=[-64, 64]), r"column num_accelerators: out of range"),
-    (lambda df: df.head(0), "the table has no rows"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda df: df.drop(columns="measured_value"), "missing columns"),
+        (lambda df: df.assign(tensor_paralel=1), "unknown column 'tensor_paralel'"),
+        (
+            lambda df: df.assign(accelerator="TPU-v9"),
+            r"line 2, column accelerator: unknown accelerator.*\(got 'TPU-v9'\)",
+        ),
+        (lambda df: df.assign(measured_quantity="joules"), "unknown measured quantity 'joules'"),
+        (lambda df: df.assign(hidden="wide"), "expected a number"),
+        (
+            lambda df: df.assign(micro_batch_size=["1", "two"]),
+            "line 3, column micro_batch_size: expected a number",
+        ),
+        (
+            lambda df: df.assign(framework="jax"),
+            r"line 2, column framework: unknown framework.*\(got 'jax'\)",
+        ),
+        (
+            lambda df: df.assign(data_parallel=3),
+            r"line 2, column data_parallel: tensor x context x data x pipeline parallelism = .* != num_accelerators",
+        ),
+        (
+            lambda df: df.assign(measured_value=["inf", "1"]),
+            r"line 2, column measured_value: expected a finite number",
+        ),
+        (
+            lambda df: df.assign(measured_value=["1", ""]),
+            r"line 3, column measured_value: expected a measurement",
+        ),
+        (
+            lambda df: df.assign(measured_value=["-5", "1"]),
+            r"expected a measurement: a positive, finite number",
+        ),
+        (
+            lambda df: df.assign(measured_quantity="mfu", measured_value=["0.4", "45"]),
+            r"line 3.*at most 1",
+        ),
+        (
+            lambda df: df.assign(zero_stage=[7, 1]),
+            r"line 2, column zero_stage: out of range; allowed: an integer from 0 to 3 \(got '7'\)",
+        ),
+        (
+            lambda df: df.assign(num_accelerators=[-64, 64]),
+            r"column num_accelerators: out of range",
+        ),
+        (lambda df: df.head(0), "the table has no rows"),
+    ],
+)
 def test_bad_tables_give_one_line_errors(tmp_path, edit, message):
-    df = validation.read_table(REF / "published_throughput.csv").head(2).drop(columns=["_file", "_line"])
+    df = (
+        validation.read_table(REF / "published_throughput.csv")
+        .head(2)
+        .drop(columns=["_file", "_line"])
+    )
     path = tmp_path / "bad.csv"
     edit(df).to_csv(path, index=False)
     with pytest.raises(DseError, match=message) as info:
@@ -150,16 +219,27 @@ def test_the_moe_check_is_reported_but_never_fitted(report):
     # skipped by benchmarks/fit_calibration.py and benchmarks/mfu_bounds.py
     assert validation.CHECK_TABLES == ("moe_published_throughput.csv",)
     import importlib.util
-    spec = importlib.util.spec_from_file_location("fit", Path(__file__).parents[1] / "benchmarks" / "fit_calibration.py")
+
+    spec = importlib.util.spec_from_file_location(
+        "fit", Path(__file__).parents[1] / "benchmarks" / "fit_calibration.py"
+    )
     fit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fit)
     fitted = {s.name for s in fit.load_sources(REF)}
-    assert fitted == {"vtrain-multi-node", "vtrain-single-node", "llm-foundry", "nemo-24.07", "torchtitan"}
+    assert fitted == {
+        "vtrain-multi-node",
+        "vtrain-single-node",
+        "llm-foundry",
+        "nemo-24.07",
+        "torchtitan",
+    }
     moe = report["megatron-bridge-25.09"]
     assert moe["rows"] == 9 and moe["predicted"] >= 8
     # the DeepEP rows of the Megatron MoE model zoo (Qwen3-235B, 256 H100) within 15%
     zoo = validation.predict(validation.read_table(REF / "moe_published_throughput.csv"))
-    zoo = zoo[zoo["id"].str.startswith("modelzoo-qwen3-235b-h100-256") & ~zoo["id"].str.endswith("ep8")]
+    zoo = zoo[
+        zoo["id"].str.startswith("modelzoo-qwen3-235b-h100-256") & ~zoo["id"].str.endswith("ep8")
+    ]
     assert (zoo["error"].abs() < 0.15).all()
 
 
@@ -177,16 +257,26 @@ def test_a_row_longer_than_the_header_a_repeated_column_or_a_folder_is_refused(t
         validation.read_table(tmp_path)
 
 
-def test_names_are_taken_in_any_spelling_a_study_takes_and_an_unknown_model_is_an_input_error(tmp_path):
+def test_names_are_taken_in_any_spelling_a_study_takes_and_an_unknown_model_is_an_input_error(
+    tmp_path,
+):
     df = validation.read_table(REF / "published_throughput.csv").drop(columns=["_file", "_line"])
     rows = df[(df["framework"] == "megatron-core") & (df["model"] == "llama3-8b")].head(2).copy()
-    shape = [c for c in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab") if c in rows.columns]
+    shape = [
+        c
+        for c in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
+        if c in rows.columns
+    ]
     rows[shape] = ""  # the preset's shape
     base = validation.predict(rows)["predicted"].to_numpy()
-    spelled = rows.assign(framework="Megatron Core", precision=rows["precision"].str.upper(), model="Llama3 8B")
+    spelled = rows.assign(
+        framework="Megatron Core", precision=rows["precision"].str.upper(), model="Llama3 8B"
+    )
     path = tmp_path / "spelled.csv"
     spelled.to_csv(path, index=False)
     np.testing.assert_allclose(validation.predict(validation.read_table(path))["predicted"], base)
     rows.assign(model="llama3-8x").to_csv(path, index=False)
-    with pytest.raises(DseError, match=r"line 2, column model: unknown model.*llama3-8b.*\(got 'llama3-8x'\)"):
+    with pytest.raises(
+        DseError, match=r"line 2, column model: unknown model.*llama3-8b.*\(got 'llama3-8x'\)"
+    ):
         validation.predict(validation.read_table(path))

@@ -64,5 +64,7 @@ def choice_codes(values, choices: tuple[str, ...]) -> np.ndarray:
     (:func:`dse.analytic.declarations.complete`), so -1 means "no value given" here.
     """
     codes, uniq = factorise(values)
-    table = np.array([choices.index(u) if isinstance(u, str) and u in choices else -1 for u in uniq] + [-1])
+    table = np.array(
+        [choices.index(u) if isinstance(u, str) and u in choices else -1 for u in uniq] + [-1]
+    )
     return table[codes].astype(float)

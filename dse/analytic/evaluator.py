@@ -75,7 +75,9 @@ class AnalyticEvaluator(Evaluator):
                     continue
                 prof = profiles.find(value)
                 if prof is not None:
-                    out[str(prof.path.resolve())] = hashlib.sha256(prof.path.read_bytes()).hexdigest()
+                    out[str(prof.path.resolve())] = hashlib.sha256(
+                        prof.path.read_bytes()
+                    ).hexdigest()
         return out
 
     def attributes(self) -> dict[str, str]:
@@ -89,10 +91,14 @@ class AnalyticEvaluator(Evaluator):
             return n if on is None else f"{n} ({on}'s: same die)"
 
         return {
-            "analytic_efficiencies_fitted": ", ".join(fitted(n) for n in names if not hardware.is_estimated(n)),
-            "analytic_efficiencies_estimated": ", ".join(n for n in names if hardware.is_estimated(n)),
+            "analytic_efficiencies_fitted": ", ".join(
+                fitted(n) for n in names if not hardware.is_estimated(n)
+            ),
+            "analytic_efficiencies_estimated": ", ".join(
+                n for n in names if hardware.is_estimated(n)
+            ),
             "analytic_efficiencies_note": "estimated: from the part's published matmul benchmark and the fitted "
-                                          "parts' ratios (docs/model.md, section 7), not fitted to training runs",
+            "parts' ratios (docs/model.md, section 7), not fitted to training runs",
             "analytic_frameworks": ", ".join(frameworks.framework_names()),
         }
 
@@ -111,12 +117,12 @@ class AnalyticEvaluator(Evaluator):
             return pd.DataFrame(model.evaluate(cfg), copy=False)
         out: dict[str, np.ndarray] = {}
         for i in range(0, n, self.block):
-            part = model.evaluate({k: v[i:i + self.block] for k, v in cfg.items()})
+            part = model.evaluate({k: v[i : i + self.block] for k, v in cfg.items()})
             if not out:  # one output array per metric, filled block by block
                 with _small_pages():
                     out = {k: np.empty(n, dtype=v.dtype) for k, v in part.items()}
             for k, v in part.items():
-                out[k][i:i + self.block] = v
+                out[k][i : i + self.block] = v
         # copy=False: the columns stay separate arrays (consolidating ~60 float columns into
         # one 2-D block would copy them all, ~1 s per million candidates)
         return pd.DataFrame(out, copy=False)
@@ -159,7 +165,9 @@ class AnalyticEvaluator(Evaluator):
             if col.dtype == bool or col.dtype.kind in "iuf":
                 cfg[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
             else:
-                cfg[name] = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+                cfg[name] = pd.to_numeric(col, errors="coerce").to_numpy(
+                    dtype=np.float64, na_value=np.nan
+                )
             if inp.default is not None:
                 missing = np.isnan(cfg[name])
                 if missing.any():

@@ -42,6 +42,7 @@ SPLIT_REASON = "a mixed fleet needs 1 to pipeline_parallel - 1 stages on the sec
 INTERLEAVE_REASON = "a mixed fleet runs a plain 1F1B pipeline (interleave 1)"
 EMPTY_REASON = "the split leaves a pipeline stage without layers"
 
+
 def mixed_rows(cfg) -> np.ndarray:
     """True for candidates with a second accelerator type."""
     col = cfg.get("second_accelerator")
@@ -55,19 +56,38 @@ def split_layers(layers, pp, pp_b, speed_a, speed_b, alpha) -> tuple[Stages, Sta
     ``W_i ∝ P_i^alpha``; the first part starts the pipeline with the input embedding, the
     second ends it with the output layer), and where the split leaves a stage empty."""
     pp_a = pp - pp_b
-    wa, wb = speed_a ** alpha, speed_b ** alpha
+    wa, wb = speed_a**alpha, speed_b**alpha
     x_a = layers * wa / (pp_a * wa + pp_b * wb)
-    l_a = np.clip(np.round(x_a), 1.0, np.maximum(np.floor((layers - pp_b) / np.maximum(pp_a, 1.0)), 1.0))
+    l_a = np.clip(
+        np.round(x_a), 1.0, np.maximum(np.floor((layers - pp_b) / np.maximum(pp_a, 1.0)), 1.0)
+    )
     rest = layers - pp_a * l_a
     q = np.floor(rest / np.maximum(pp_b, 1.0))
     extra = rest - q * pp_b
     one_b = pp_b == 1
     one = np.ones(np.shape(l_a))
-    a = Stages(first=l_a, middle=np.where(pp_a >= 3, l_a, 0.0), last=l_a, units=None, part=True, count=pp_a,
-               rank0=0.0 * one, embedding=one, output=0.0 * one)
-    b = Stages(first=np.where(one_b, rest, q + (extra >= 1)), middle=np.where(pp_b >= 3, q + (extra >= 2), 0.0),
-               last=np.where(one_b, rest, q), units=None, part=True, count=pp_b, rank0=pp_a, embedding=0.0 * one,
-               output=one)
+    a = Stages(
+        first=l_a,
+        middle=np.where(pp_a >= 3, l_a, 0.0),
+        last=l_a,
+        units=None,
+        part=True,
+        count=pp_a,
+        rank0=0.0 * one,
+        embedding=one,
+        output=0.0 * one,
+    )
+    b = Stages(
+        first=np.where(one_b, rest, q + (extra >= 1)),
+        middle=np.where(pp_b >= 3, q + (extra >= 2), 0.0),
+        last=np.where(one_b, rest, q),
+        units=None,
+        part=True,
+        count=pp_b,
+        rank0=pp_a,
+        embedding=0.0 * one,
+        output=one,
+    )
     return a, b, (l_a < 1) | (q < 1)
 
 
@@ -88,8 +108,14 @@ def _evaluate(cfg):
     second = Factorised(*factorise(cfg["second_accelerator"]))
     hw_a = hardware.lookup(cfg["accelerator"], cfg["precision"])
     hw_b = hardware.lookup(second, cfg["precision"])
-    stages_a, stages_b, empty = split_layers(shape.layers, pp, pp_b, hw_a.peak_flops * hw_a.matmul_eff_max,
-                         hw_b.peak_flops * hw_b.matmul_eff_max, _f(cfg, "split_alpha"))
+    stages_a, stages_b, empty = split_layers(
+        shape.layers,
+        pp,
+        pp_b,
+        hw_a.peak_flops * hw_a.matmul_eff_max,
+        hw_b.peak_flops * hw_b.matmul_eff_max,
+        _f(cfg, "split_alpha"),
+    )
     pp_a = stages_a.count
     cfg_a, cfg_b = dict(cfg), {**cfg, "accelerator": second}
     ta, tb = time_model.evaluate(cfg_a, part=stages_a), time_model.evaluate(cfg_b, part=stages_b)
@@ -97,8 +123,10 @@ def _evaluate(cfg):
     n_total = _f(cfg, "num_accelerators")
     n_a, n_b = n_total * pp_a / pp, n_total * pp_b / pp
     given = _f(cfg, "checkpoint_duration_s")
-    write = np.maximum(write_time_s(ta.memory, _f(cfg, "checkpoint_write_gbs"), given)[1],
-                       write_time_s(tb.memory, _f(cfg, "checkpoint_write_gbs"), given)[1])
+    write = np.maximum(
+        write_time_s(ta.memory, _f(cfg, "checkpoint_write_gbs"), given)[1],
+        write_time_s(tb.memory, _f(cfg, "checkpoint_write_gbs"), given)[1],
+    )
     rate = _f(cfg, "failures_per_accelerator_hour")
     for part, n_i in ((cfg_a, n_a), (cfg_b, n_b)):
         part["failures_per_accelerator_hour"] = rate * n_total / n_i
@@ -107,9 +135,12 @@ def _evaluate(cfg):
 
     def retimer(cfg_i, stages_i, n_i, other):
         def retime(clock_mhz, rows):
-            sub = time_model.evaluate(_rows.take_inputs(cfg_i, rows), clock_mhz, part=_rows.take(stages_i, rows))
+            sub = time_model.evaluate(
+                _rows.take_inputs(cfg_i, rows), clock_mhz, part=_rows.take(stages_i, rows)
+            )
             sub = replace(sub, num_accelerators=n_i[rows])
             return compose(sub, _rows.take(other, rows), pp[rows])[0]
+
         return retime
 
     # the first part's clock search against the second at its set clock, then the second's
@@ -153,9 +184,15 @@ def _at_step(r: TimeResult, step) -> TimeResult:
     breakdown = replace(b, bubble_s=wait, step_s=busy + wait)
     steps = r.steps_to_train
     tokens_iter = r.tokens_to_train / steps
-    return replace(r, breakdown=breakdown, step_time_s=breakdown.step_s, bubble_time_s=wait,
-                   time_to_train_s=steps * breakdown.step_s, time_to_train_days=steps * breakdown.step_s / 86400.0,
-                   tokens_per_s=tokens_iter / breakdown.step_s)
+    return replace(
+        r,
+        breakdown=breakdown,
+        step_time_s=breakdown.step_s,
+        bubble_time_s=wait,
+        time_to_train_s=steps * breakdown.step_s,
+        time_to_train_days=steps * breakdown.step_s / 86400.0,
+        tokens_per_s=tokens_iter / breakdown.step_s,
+    )
 
 
 def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
@@ -190,7 +227,9 @@ def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
         elif rule not in (declarations.SAME, declarations.FIRST_TYPE, declarations.JOB):
             raise ValueError(f"metric {name}: no mixed-fleet rule {rule!r}")
     # the job's own (JOB): from the combined metrics
-    out["mfu"] = ta.model_flops / (ta.step_time_s * (n_a * ta.hw.peak_flops + n_b * tb.hw.peak_flops))
+    out["mfu"] = ta.model_flops / (
+        ta.step_time_s * (n_a * ta.hw.peak_flops + n_b * tb.hw.peak_flops)
+    )
     time_s = out["time_to_train_s"]
     out["tokens_per_j"] = ma["tokens_to_train"] / energy
     out["energy_time_product_js"] = energy * time_s
@@ -208,7 +247,10 @@ def _reasons(cfg, empty, pp_b, ea, eb) -> np.ndarray:
         np.where((pp_b < 1) | (pp_b >= _f(cfg, "pipeline_parallel")), SPLIT_REASON, ""),
         np.where(_f(cfg, "interleave") > 1, INTERLEAVE_REASON, ""),
         np.where(empty, EMPTY_REASON, ""),
-        ea.timing.reason, ea.reason, eb.timing.reason, eb.reason,
+        ea.timing.reason,
+        ea.reason,
+        eb.timing.reason,
+        eb.reason,
     ]
     for reason in candidates:
         reason = np.asarray(reason, dtype=object)

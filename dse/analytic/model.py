@@ -13,7 +13,9 @@ from dse.analytic.time import model as time_model
 take_rows = _rows.take_inputs  # the inputs of the candidates ``rows`` only
 
 
-def merge_reasons(first: np.ndarray, then: np.ndarray, first_empty: np.ndarray | None = None) -> np.ndarray:
+def merge_reasons(
+    first: np.ndarray, then: np.ndarray, first_empty: np.ndarray | None = None
+) -> np.ndarray:
     """Per row, the first non-empty reason: ``first`` where it has one, else ``then``.
     ``first_empty``: where ``first`` is empty, when the caller knows it already."""
     out = np.array(first, dtype=object)

@@ -43,7 +43,9 @@ FOLDER = "accelerators"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # every number finite (.nan, .inf refused)
+    model_config = ConfigDict(
+        extra="forbid", allow_inf_nan=False
+    )  # every number finite (.nan, .inf refused)
 
 
 class HardwareEntry(_Strict):
@@ -68,13 +70,17 @@ class HardwareEntry(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> HardwareEntry:
         if self.memory_reserved_gb >= self.hbm_gb:
-            raise ValueError(f"memory_reserved_gb ({self.memory_reserved_gb:g}) must be below hbm_gb "
-                             f"({self.hbm_gb:g})")
+            raise ValueError(
+                f"memory_reserved_gb ({self.memory_reserved_gb:g}) must be below hbm_gb "
+                f"({self.hbm_gb:g})"
+            )
         for precision, mamf in (self.mamf_tflops or {}).items():
             peak = self.peak_tflops.get(precision)
             if mamf is not None and peak is not None and mamf > peak:
-                raise ValueError(f"mamf_tflops.{precision} ({mamf:g}) is above peak_tflops.{precision} ({peak:g}): "
-                                 "a measured matmul rate cannot beat the peak")
+                raise ValueError(
+                    f"mamf_tflops.{precision} ({mamf:g}) is above peak_tflops.{precision} ({peak:g}): "
+                    "a measured matmul rate cannot beat the peak"
+                )
         return self
 
 
@@ -90,13 +96,15 @@ class PowerEntry(_Strict):
 
     vf_curve: list[tuple[float, float]] = Field(min_length=2)
     activity: Activity
-    hbm_pj_per_byte: float = Field(ge=0, le=200)  # HBM2 ~31, DDR4 ~160 pJ/B: a higher value is a unit slip
+    hbm_pj_per_byte: float = Field(
+        ge=0, le=200
+    )  # HBM2 ~31, DDR4 ~160 pJ/B: a higher value is a unit slip
     r_air_k_per_w: float | None = Field(default=None, gt=0)
     r_liquid_k_per_w: float | None = Field(default=None, gt=0)
     slowdown_temp_c: float = Field(ge=30, le=150)  # junction degC (parts: 80-100)
     # absent from a profile written before they existed: data/power.yaml's defaults apply
-    leakage_share: float | None = Field(default=None, ge=0, le=1)      # of TDP
-    leakage_per_k: float | None = Field(default=None, ge=0, le=0.2)    # 1/K
+    leakage_share: float | None = Field(default=None, ge=0, le=1)  # of TDP
+    leakage_per_k: float | None = Field(default=None, ge=0, le=0.2)  # 1/K
     source: str = ""
 
     @field_validator("vf_curve")
@@ -109,8 +117,10 @@ class PowerEntry(_Strict):
             raise ValueError("voltages V/V_max must be positive")
         vs = [v for _, v in points]
         if any(b < a for a, b in zip(vs, vs[1:], strict=False)):
-            raise ValueError("voltages V/V_max must not fall as the clock rises (a higher clock needs at least "
-                             "the voltage of a lower one)")
+            raise ValueError(
+                "voltages V/V_max must not fall as the clock rises (a higher clock needs at least "
+                "the voltage of a lower one)"
+            )
         if points[-1][1] != 1.0:
             raise ValueError("the voltage at f_max is V_max: the last point's voltage must be 1.0")
         return points
@@ -210,8 +220,12 @@ def find(name: str) -> Profile | None:
     except DseError as exc:
         raise _shown(exc, path) from None
     if not is_path(name) and profile.name != name:
-        raise DseError(f"the profile is named '{profile.name}' but was looked up as '{name}' "
-                       f"(its file name)", file=str(path), field="name", value=profile.name)
+        raise DseError(
+            f"the profile is named '{profile.name}' but was looked up as '{name}' (its file name)",
+            file=str(path),
+            field="name",
+            value=profile.name,
+        )
     return profile
 
 
@@ -248,35 +262,72 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
     except yaml.YAMLError as exc:
         raise DseError(f"not valid YAML: {str(exc).splitlines()[0]}", file=path) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise DseError("not an accelerator profile", file=path, field="format",
-                       value=data.get("format") if isinstance(data, dict) else type(data).__name__,
-                       allowed=f"'{FORMAT}' (a file written by dse calibrate)")
+        raise DseError(
+            "not an accelerator profile",
+            file=path,
+            field="format",
+            value=data.get("format") if isinstance(data, dict) else type(data).__name__,
+            allowed=f"'{FORMAT}' (a file written by dse calibrate)",
+        )
     try:
         p = ProfileFile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
-        msg = "required field is missing" if err["type"] == "missing" else pydantic_message(err["msg"])
-        raise DseError(msg, file=path, field=field, value=None if err["type"] == "missing" else err.get("input"),
-                       has_value=err["type"] != "missing") from None
-    if p.hardware.clock_min_mhz > p.hardware.clock_max_mhz:  # equal: a part without clock control (TPUs)
-        raise DseError(f"the lowest clock is above the highest (clock_max_mhz {p.hardware.clock_max_mhz:g})",
-                       file=path, field="hardware.clock_min_mhz", value=p.hardware.clock_min_mhz)
+        msg = (
+            "required field is missing"
+            if err["type"] == "missing"
+            else pydantic_message(err["msg"])
+        )
+        raise DseError(
+            msg,
+            file=path,
+            field=field,
+            value=None if err["type"] == "missing" else err.get("input"),
+            has_value=err["type"] != "missing",
+        ) from None
+    if (
+        p.hardware.clock_min_mhz > p.hardware.clock_max_mhz
+    ):  # equal: a part without clock control (TPUs)
+        raise DseError(
+            f"the lowest clock is above the highest (clock_max_mhz {p.hardware.clock_max_mhz:g})",
+            file=path,
+            field="hardware.clock_min_mhz",
+            value=p.hardware.clock_min_mhz,
+        )
     if p.hardware.idle_w >= p.hardware.tdp_w:
-        raise DseError(f"idle power must be below the TDP (tdp_w {p.hardware.tdp_w:g})", file=path,
-                       field="hardware.idle_w", value=p.hardware.idle_w)
-    power = p.power.model_dump(exclude_none=True)  # a field left out takes data/power.yaml's default
+        raise DseError(
+            f"idle power must be below the TDP (tdp_w {p.hardware.tdp_w:g})",
+            file=path,
+            field="hardware.idle_w",
+            value=p.hardware.idle_w,
+        )
+    power = p.power.model_dump(
+        exclude_none=True
+    )  # a field left out takes data/power.yaml's default
     power["vf_curve"] = [list(pt) for pt in p.power.vf_curve]
-    return Profile(name=p.name, path=Path(path), base=p.base, hardware=p.hardware.model_dump(), power=power,
-                   calibration=p.calibration.model_dump(), sources=dict(p.sources), fit=dict(p.fit))
+    return Profile(
+        name=p.name,
+        path=Path(path),
+        base=p.base,
+        hardware=p.hardware.model_dump(),
+        power=power,
+        calibration=p.calibration.model_dump(),
+        sources=dict(p.sources),
+        fit=dict(p.fit),
+    )
 
 
 def dump(profile: dict, path: Path | str, header: str = "") -> Path:
     """Write a profile (the :class:`ProfileFile` fields as a dict) after checking it; returns the path."""
     ProfileFile.model_validate(profile)
     path = Path(path)
-    text = yaml.safe_dump(profile, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
-    tmp = path.with_name(f".{path.name}.tmp")  # whole or not at all: an earlier profile survives a crash
+    text = yaml.safe_dump(
+        profile, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True
+    )
+    tmp = path.with_name(
+        f".{path.name}.tmp"
+    )  # whole or not at all: an earlier profile survives a crash
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(header + text)
         f.flush()

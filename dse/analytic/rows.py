@@ -24,14 +24,25 @@ def put(base, rows: np.ndarray, sub, *, inplace: bool = False):
     ``inplace`` (for a ``base`` the caller owns): then its arrays take ``sub``'s values where
     their dtype can hold them, and only the others are copied."""
     if is_dataclass(base):
-        return replace(base, **{f.name: put(getattr(base, f.name), rows, getattr(sub, f.name), inplace=inplace)
-                                for f in fields(base)})
+        return replace(
+            base,
+            **{
+                f.name: put(getattr(base, f.name), rows, getattr(sub, f.name), inplace=inplace)
+                for f in fields(base)
+            },
+        )
     if isinstance(base, dict):
         return {k: put(v, rows, sub[k], inplace=inplace) for k, v in base.items()}
     if base is None:
         return None
     dtype = np.result_type(base, sub)
-    if inplace and isinstance(base, np.ndarray) and base.dtype == dtype and base.ndim and base.flags.writeable:
+    if (
+        inplace
+        and isinstance(base, np.ndarray)
+        and base.dtype == dtype
+        and base.ndim
+        and base.flags.writeable
+    ):
         base[rows] = sub
         return base
     out = np.array(base, dtype=dtype)

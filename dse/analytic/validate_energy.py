@@ -36,8 +36,8 @@ PERSEUS_FILE = "perseus_a100_gpt3_stage.csv"
 ACCELERATOR = "A100-80GB"
 # Fitted once by a grid search, minimax relative error over all rows (validate_energy.fit_perseus,
 # removed after its one use; in git history up to 3f2a01e):
-STAGE_COMPUTE_FRACTION = 0.76   # share of the stage's time at f_max that scales with 1/f
-HBM_EFFICIENCY = 0.7            # achieved share of peak HBM bandwidth in memory-bound kernels
+STAGE_COMPUTE_FRACTION = 0.76  # share of the stage's time at f_max that scales with 1/f
+HBM_EFFICIENCY = 0.7  # achieved share of peak HBM bandwidth in memory-bound kernels
 
 
 def perseus_path() -> Path:
@@ -57,24 +57,36 @@ def _hw(n: int, accelerator: str = ACCELERATOR) -> tuple[hardware.Hardware, powe
     return hardware.lookup(names, np.full(n, "bf16", dtype=object)), power.lookup(names)
 
 
-def stage_energy(clock_mhz, compute_fraction=STAGE_COMPUTE_FRACTION, vf_x=None, vf_v=None,
-                 accelerator: str = ACCELERATOR) -> tuple[np.ndarray, np.ndarray]:
+def stage_energy(
+    clock_mhz,
+    compute_fraction=STAGE_COMPUTE_FRACTION,
+    vf_x=None,
+    vf_v=None,
+    accelerator: str = ACCELERATOR,
+) -> tuple[np.ndarray, np.ndarray]:
     """(time, energy) of the stage at ``clock_mhz``, in units of its time at f_max.
 
     All arguments broadcast; ``vf_x``/``vf_v`` override the catalog's V-f points
     (shape (n, K)) for fitting.
     """
-    clock, c = np.broadcast_arrays(np.asarray(clock_mhz, dtype=float), np.asarray(compute_fraction, dtype=float))
+    clock, c = np.broadcast_arrays(
+        np.asarray(clock_mhz, dtype=float), np.asarray(compute_fraction, dtype=float)
+    )
     clock, c = clock.ravel(), c.ravel()
     n = clock.size
     hw, pw = _hw(n, accelerator)
     if vf_x is not None:
-        pw = replace(pw, vf_x=np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])),
-                     vf_v=np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1])))
+        pw = replace(
+            pw,
+            vf_x=np.broadcast_to(vf_x, (n, np.shape(vf_x)[-1])),
+            vf_v=np.broadcast_to(vf_v, (n, np.shape(vf_v)[-1])),
+        )
     fmax = hw.clock_max_mhz
     memory_s = 1.0 - c
     compute_s = c * fmax / clock
-    b = StepBreakdown.one_accelerator(compute_s, memory_s, memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY)
+    b = StepBreakdown.one_accelerator(
+        compute_s, memory_s, memory_s * hw.hbm_bw_bps * HBM_EFFICIENCY
+    )
     acc = accelerator_energy(b, clock / fmax, pw, hw.idle_w, hw.tdp_w, np.full(n, np.nan))
     return b.step_s, acc.total_j
 
@@ -84,14 +96,22 @@ def _table(path: Path) -> pd.DataFrame:
     and ``energy_j`` of the stage (forward + backward), from the validate-model format
     (``stage_time_s`` and ``stage_energy_j`` rows at ``clock_mhz``)."""
     df = pd.read_csv(path)
-    wide = df.pivot_table(index="clock_mhz", columns="measured_quantity", values="measured_value", aggfunc="first")
-    out = pd.DataFrame({"sm_clock_mhz": wide.index.to_numpy(dtype=float),
-                        "time_ms": wide["stage_time_s"].to_numpy(dtype=float) * 1e3,
-                        "energy_j": wide["stage_energy_j"].to_numpy(dtype=float)})
+    wide = df.pivot_table(
+        index="clock_mhz", columns="measured_quantity", values="measured_value", aggfunc="first"
+    )
+    out = pd.DataFrame(
+        {
+            "sm_clock_mhz": wide.index.to_numpy(dtype=float),
+            "time_ms": wide["stage_time_s"].to_numpy(dtype=float) * 1e3,
+            "energy_j": wide["stage_energy_j"].to_numpy(dtype=float),
+        }
+    )
     return out.sort_values("sm_clock_mhz", ascending=False).reset_index(drop=True)
 
 
-def relative_stage(sources, quantities, clock_mhz, measured, accelerators=None) -> tuple[np.ndarray, np.ndarray]:
+def relative_stage(
+    sources, quantities, clock_mhz, measured, accelerators=None
+) -> tuple[np.ndarray, np.ndarray]:
     """Predicted stage time or energy, in the measured row's unit: the model's ratio to the
     same source's (and quantity's) highest clock times the measurement there, and its error
     (validate-model's stage rows; the counter's scope is not stated, so only ratios are
@@ -101,7 +121,11 @@ def relative_stage(sources, quantities, clock_mhz, measured, accelerators=None) 
     keys = pd.Series(list(zip(sources, quantities, strict=True)))
     for _, idx in keys.groupby(keys).groups.items():
         i = np.asarray(idx)
-        acc = ACCELERATOR if accelerators is None or accelerators[i[0]] is None else str(accelerators[i[0]])
+        acc = (
+            ACCELERATOR
+            if accelerators is None or accelerators[i[0]] is None
+            else str(accelerators[i[0]])
+        )
         t, e = stage_energy(clock_mhz[i], accelerator=acc)
         model = t if quantities[i[0]] == "stage_time_s" else e
         top = int(np.argmax(clock_mhz[i]))
@@ -117,13 +141,30 @@ def time_model_compute_fraction() -> float | None:
         from dse.analytic.time import model as time_model
 
         ev = AnalyticEvaluator()
-        row = pd.DataFrame([{"model": "gpt3-175b", "accelerator": ACCELERATOR, "num_accelerators": 8,
-                             "tensor_parallel": 8, "pipeline_parallel": 1, "global_batch_size": 8,
-                             "micro_batch_size": 1, "recompute": "none", "flash_attention": False}])
+        row = pd.DataFrame(
+            [
+                {
+                    "model": "gpt3-175b",
+                    "accelerator": ACCELERATOR,
+                    "num_accelerators": 8,
+                    "tensor_parallel": 8,
+                    "pipeline_parallel": 1,
+                    "global_batch_size": 8,
+                    "micro_batch_size": 1,
+                    "recompute": "none",
+                    "flash_attention": False,
+                }
+            ]
+        )
         table = ev.with_defaults(row)
-        cfg = {name: (table[name].astype(str).to_numpy(dtype=object) if inp.kind == "str"
-                      else pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64))
-               for name, inp in ev.inputs.items()}
+        cfg = {
+            name: (
+                table[name].astype(str).to_numpy(dtype=object)
+                if inp.kind == "str"
+                else pd.to_numeric(table[name], errors="coerce").to_numpy(dtype=np.float64)
+            )
+            for name, inp in ev.inputs.items()
+        }
         with np.errstate(all="ignore"):
             b = time_model.evaluate(cfg).breakdown
         c, m = float(b.compute_s[0]), float(b.memory_s[0])
@@ -150,9 +191,15 @@ def perseus_report(path: Path | None = None) -> dict:
     err_t = rt_pred / rt_meas - 1.0
     err_e = re_pred / re_meas - 1.0
     rows = [
-        {"sm_clock_mhz": float(f[i]), "time_measured": float(rt_meas[i]), "time_predicted": float(rt_pred[i]),
-         "time_error": float(err_t[i]), "energy_measured": float(re_meas[i]),
-         "energy_predicted": float(re_pred[i]), "energy_error": float(err_e[i])}
+        {
+            "sm_clock_mhz": float(f[i]),
+            "time_measured": float(rt_meas[i]),
+            "time_predicted": float(rt_pred[i]),
+            "time_error": float(err_t[i]),
+            "energy_measured": float(re_meas[i]),
+            "energy_predicted": float(re_pred[i]),
+            "energy_error": float(err_e[i]),
+        }
         for i in range(len(f))
     ]
     pw = power.lookup(np.array([ACCELERATOR], dtype=object))

@@ -47,22 +47,59 @@ from dse.tables import check_shape
 CHECK_TABLES = ("moe_published_throughput.csv",)
 TIME_QUANTITIES = ("iteration_time_s", "tokens_per_s_per_gpu", "mfu")
 STAGE_QUANTITIES = ("stage_time_s", "stage_energy_j")
-BOOKKEEPING = ("id", "source", "citation", "notes", "data_parallel", "measured_quantity", "measured_value")
+BOOKKEEPING = (
+    "id",
+    "source",
+    "citation",
+    "notes",
+    "data_parallel",
+    "measured_quantity",
+    "measured_value",
+)
 REQUIRED = ("source", "measured_quantity", "measured_value")
-LAYOUT = ("num_accelerators", "global_batch_size", "micro_batch_size", "tensor_parallel", "pipeline_parallel")
+LAYOUT = (
+    "num_accelerators",
+    "global_batch_size",
+    "micro_batch_size",
+    "tensor_parallel",
+    "pipeline_parallel",
+)
 SHAPE = workload.SHAPE_FIELDS
-BOOLEAN = {"sequence_parallel", "flash_attention", "gated_mlp", "tied_embeddings", "moe_a2a_overlap"}
+BOOLEAN = {
+    "sequence_parallel",
+    "flash_attention",
+    "gated_mlp",
+    "tied_embeddings",
+    "moe_a2a_overlap",
+}
 
 #: the vTrain column format (the simulator's published validation tables) and its setup
 VTRAIN_COLUMNS = {
-    "# GPUs": "num_accelerators", "global batch": "global_batch_size", "micro batch": "micro_batch_size",
-    "hidden size": "hidden", "attention heads": "heads", "# layers": "layers", "sequence length": "seq_len",
-    "tensor parallelism": "tensor_parallel", "pipeline parallelism": "pipeline_parallel",
-    "data parallelism": "data_parallel", "feed_forward": "ffn_hidden",
+    "# GPUs": "num_accelerators",
+    "global batch": "global_batch_size",
+    "micro batch": "micro_batch_size",
+    "hidden size": "hidden",
+    "attention heads": "heads",
+    "# layers": "layers",
+    "sequence length": "seq_len",
+    "tensor parallelism": "tensor_parallel",
+    "pipeline parallelism": "pipeline_parallel",
+    "data parallelism": "data_parallel",
+    "feed_forward": "ffn_hidden",
 }
-VTRAIN_SETUP = {"framework": "deepspeed", "accelerator": "A100-80GB", "precision": "fp16", "recompute": "full",
-                "flash_attention": False, "vocab": 50257, "scaleout_bw_gbs": 12.5, "zero_stage": 1,
-                "gated_mlp": 0, "tied_embeddings": 1, "model": "custom"}
+VTRAIN_SETUP = {
+    "framework": "deepspeed",
+    "accelerator": "A100-80GB",
+    "precision": "fp16",
+    "recompute": "full",
+    "flash_attention": False,
+    "vocab": 50257,
+    "scaleout_bw_gbs": 12.5,
+    "zero_stage": 1,
+    "gated_mlp": 0,
+    "tied_embeddings": 1,
+    "model": "custom",
+}
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -82,22 +119,35 @@ def read_table(path: Path) -> pd.DataFrame:
     df.columns = [c.strip() for c in df.columns]
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
-        raise DseError(f"missing columns {missing}", file=str(path),
-                       allowed="the validate-model format: docs/model.md, section 9")
+        raise DseError(
+            f"missing columns {missing}",
+            file=str(path),
+            allowed="the validate-model format: docs/model.md, section 9",
+        )
     if len(df) == 0:
         raise DseError("the table has no rows (a header alone)", file=str(path))
     known = set(declarations.INPUTS) | set(SHAPE) | set(BOOKKEEPING)
     unknown = [c for c in df.columns if c not in known]
     if unknown:
-        raise DseError(f"unknown column {unknown[0]!r}{did_you_mean(unknown[0], known)}", file=str(path),
-                       allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 9)")
+        raise DseError(
+            f"unknown column {unknown[0]!r}{did_you_mean(unknown[0], known)}",
+            file=str(path),
+            allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 9)",
+        )
     quantities = set(TIME_QUANTITIES) | set(STAGE_QUANTITIES)
     bad = sorted(set(df["measured_quantity"].str.strip()) - quantities)
     if bad:
-        raise DseError(f"unknown measured quantity {bad[0]!r}", file=str(path), field="measured_quantity",
-                       allowed=", ".join(sorted(quantities)))
-    df = df.assign(measured_quantity=df["measured_quantity"].str.strip(), _file=path.name,
-                   _line=df.index.to_numpy() + 2)  # the row's line in the file, for messages
+        raise DseError(
+            f"unknown measured quantity {bad[0]!r}",
+            file=str(path),
+            field="measured_quantity",
+            allowed=", ".join(sorted(quantities)),
+        )
+    df = df.assign(
+        measured_quantity=df["measured_quantity"].str.strip(),
+        _file=path.name,
+        _line=df.index.to_numpy() + 2,
+    )  # the row's line in the file, for messages
     if "id" not in df.columns:
         df["id"] = [f"{path.stem}:{i + 2}" for i in range(len(df))]
     return df
@@ -127,7 +177,9 @@ def numbers(df: pd.DataFrame, col: str, file: str, unit: str = "") -> np.ndarray
     return vals.to_numpy(dtype=float)
 
 
-def _refuse_first(df: pd.DataFrame, col: str, file: str, text: pd.Series, bad: pd.Series, message: str) -> None:
+def _refuse_first(
+    df: pd.DataFrame, col: str, file: str, text: pd.Series, bad: pd.Series, message: str
+) -> None:
     """Raise ``message`` for the first ``bad`` cell of ``col``, naming its line in the file."""
     if not bad.any():
         return
@@ -166,34 +218,65 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
                 text = raw.map(lambda v, inp=inp: inp.canonical(v) if v else v)
             values = text.to_numpy(dtype=object)
             values[text.eq("").to_numpy()] = None
-            unknown = pd.Series([v is not None and bool(inp.choices) and v not in inp.choices for v in values],
-                                index=df.index)
+            unknown = pd.Series(
+                [v is not None and bool(inp.choices) and v not in inp.choices for v in values],
+                index=df.index,
+            )
             if col == "model":  # a label where the row gives its shape; else it must name a preset
-                shaped = pd.to_numeric(df["layers"], errors="coerce").notna() if "layers" in df.columns \
+                shaped = (
+                    pd.to_numeric(df["layers"], errors="coerce").notna()
+                    if "layers" in df.columns
                     else pd.Series(False, index=df.index)
+                )
                 unknown &= ~shaped
             if unknown.any():
                 first = str(raw[unknown].iloc[0])
                 hint = did_you_mean(first, inp.choices) if inp.choices else ""
-                _refuse_first(df, col, file, raw, unknown,
-                              f"unknown {col}{hint}; allowed: {', '.join(inp.choices)}"
-                              + (", or a label with the shape columns (layers, hidden, ...)" if col == "model" else ""))
+                _refuse_first(
+                    df,
+                    col,
+                    file,
+                    raw,
+                    unknown,
+                    f"unknown {col}{hint}; allowed: {', '.join(inp.choices)}"
+                    + (
+                        ", or a label with the shape columns (layers, hidden, ...)"
+                        if col == "model"
+                        else ""
+                    ),
+                )
             cfg[col] = values
         else:
             cfg[col] = _numeric(df, col, file)
-            if inp is not None and col not in BOOLEAN:  # within the input's declared range, as in a study
+            if (
+                inp is not None and col not in BOOLEAN
+            ):  # within the input's declared range, as in a study
                 v = cfg[col]
                 text = df[col].astype(str).str.strip()
                 lo = -np.inf if inp.minimum is None else inp.minimum
                 hi = np.inf if inp.maximum is None else inp.maximum
-                _refuse_first(df, col, file, text, pd.Series(np.isfinite(v) & ((v < lo) | (v > hi))),
-                              f"out of range; allowed: {inp._allowed()}")  # the value follows
+                _refuse_first(
+                    df,
+                    col,
+                    file,
+                    text,
+                    pd.Series(np.isfinite(v) & ((v < lo) | (v > hi))),
+                    f"out of range; allowed: {inp._allowed()}",
+                )  # the value follows
                 if inp.kind == "int":
-                    _refuse_first(df, col, file, text, pd.Series(np.isfinite(v) & (v != np.round(v))),
-                                  "expected an integer")
+                    _refuse_first(
+                        df,
+                        col,
+                        file,
+                        text,
+                        pd.Series(np.isfinite(v) & (v != np.round(v))),
+                        "expected an integer",
+                    )
     for col in LAYOUT:
         bad = pd.Series(~(np.isfinite(cfg[col]) & (cfg[col] > 0)))
-        _refuse_first(df, col, file, df[col].astype(str).str.strip(), bad, "expected a positive number")
+        _refuse_first(
+            df, col, file, df[col].astype(str).str.strip(), bad, "expected a positive number"
+        )
     if "data_parallel" in df.columns:
         dp = _numeric(df, "data_parallel", file)
         cp = cfg.get("context_parallel", np.ones(n))
@@ -202,10 +285,16 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
         bad = np.isfinite(dp) & (product != cfg["num_accelerators"])
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            _refuse_first(df, "data_parallel", file, df["data_parallel"].astype(str).str.strip(), pd.Series(bad),
-                          f"tensor x context x data x pipeline parallelism = {cfg['tensor_parallel'][i]:g} x "
-                          f"{cp[i]:g} x {dp[i]:g} x {cfg['pipeline_parallel'][i]:g} = {product[i]:g} != "
-                          f"num_accelerators {cfg['num_accelerators'][i]:g}")
+            _refuse_first(
+                df,
+                "data_parallel",
+                file,
+                df["data_parallel"].astype(str).str.strip(),
+                pd.Series(bad),
+                f"tensor x context x data x pipeline parallelism = {cfg['tensor_parallel'][i]:g} x "
+                f"{cp[i]:g} x {dp[i]:g} x {cfg['pipeline_parallel'][i]:g} = {product[i]:g} != "
+                f"num_accelerators {cfg['num_accelerators'][i]:g}",
+            )
     if "model" not in cfg:
         cfg["model"] = np.full(n, "custom", dtype=object)
     cfg["model"] = np.array([m if m is not None else "custom" for m in cfg["model"]], dtype=object)
@@ -226,13 +315,34 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
     text = df["measured_value"].astype(str).str.strip()
     # a measurement is a positive, finite number (an iteration time, a throughput, an MFU,
     # a stage's time or energy); an empty one would drop the row without a word
-    _refuse_first(df, "measured_value", file, text, pd.Series(~(np.isfinite(measured) & (measured > 0))),
-                  "expected a measurement: a positive, finite number")
+    _refuse_first(
+        df,
+        "measured_value",
+        file,
+        text,
+        pd.Series(~(np.isfinite(measured) & (measured > 0))),
+        "expected a measurement: a positive, finite number",
+    )
     mfu = (q == "mfu") & (measured > 1)
-    _refuse_first(df, "measured_value", file, text, pd.Series(mfu), "an MFU is a fraction of the peak, at most 1")
-    out = pd.DataFrame({"id": df["id"].to_numpy(dtype=object), "source": df["source"].to_numpy(dtype=object),
-                        "quantity": q, "measured": measured,
-                        "predicted": np.nan, "error": np.nan, "reason": ""})
+    _refuse_first(
+        df,
+        "measured_value",
+        file,
+        text,
+        pd.Series(mfu),
+        "an MFU is a fraction of the peak, at most 1",
+    )
+    out = pd.DataFrame(
+        {
+            "id": df["id"].to_numpy(dtype=object),
+            "source": df["source"].to_numpy(dtype=object),
+            "quantity": q,
+            "measured": measured,
+            "predicted": np.nan,
+            "error": np.nan,
+            "reason": "",
+        }
+    )
     timed = np.isin(q, TIME_QUANTITIES)
     if timed.any():
         rows = df[timed]
@@ -244,8 +354,12 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
         measured = out.loc[timed, "measured"].to_numpy(dtype=float)
         qt = q[timed]
         per_gpu = tokens / (step * cfg["num_accelerators"])
-        predicted = np.where(qt == "iteration_time_s", step, np.where(qt == "tokens_per_s_per_gpu", per_gpu, res.mfu))
-        ratio = np.where(qt == "iteration_time_s", step / measured, measured / predicted)  # predicted / measured time
+        predicted = np.where(
+            qt == "iteration_time_s", step, np.where(qt == "tokens_per_s_per_gpu", per_gpu, res.mfu)
+        )
+        ratio = np.where(
+            qt == "iteration_time_s", step / measured, measured / predicted
+        )  # predicted / measured time
         ok = res.reason_code == 0
         out.loc[timed, "predicted"] = predicted
         out.loc[timed, "error"] = np.where(ok, ratio - 1.0, np.nan)
@@ -254,13 +368,22 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
     if staged.any():
         from dse.analytic import validate_energy  # the energy side owns clock sweeps
 
-        clock = _numeric(df, "clock_mhz", file) if "clock_mhz" in df.columns else np.full(len(df), np.nan)
+        clock = (
+            _numeric(df, "clock_mhz", file)
+            if "clock_mhz" in df.columns
+            else np.full(len(df), np.nan)
+        )
         if not np.isfinite(clock[staged]).all():
             raise DseError("stage rows need clock_mhz", file=file, field="clock_mhz")
-        pred, err = validate_energy.relative_stage(out.loc[staged, "source"].to_numpy(dtype=object), q[staged],
-                                                   clock[staged], out.loc[staged, "measured"].to_numpy(dtype=float),
-                                                   df["accelerator"][staged].map(hardware.canonical_accelerator).to_numpy(dtype=object)
-                                                   if "accelerator" in df.columns else None)
+        pred, err = validate_energy.relative_stage(
+            out.loc[staged, "source"].to_numpy(dtype=object),
+            q[staged],
+            clock[staged],
+            out.loc[staged, "measured"].to_numpy(dtype=float),
+            df["accelerator"][staged].map(hardware.canonical_accelerator).to_numpy(dtype=object)
+            if "accelerator" in df.columns
+            else None,
+        )
         out.loc[staged, "predicted"] = pred
         out.loc[staged, "error"] = err
     return out
@@ -273,7 +396,8 @@ def summary(result: pd.DataFrame) -> dict:
     ok = np.isfinite(err)
     e = err[ok]
     return {
-        "rows": int(len(result)), "predicted": int(ok.sum()),
+        "rows": int(len(result)),
+        "predicted": int(ok.sum()),
         "infeasible": int((result["reason"] != "").sum()),
         "median_abs_error": float(np.median(e)) if len(e) else float("nan"),
         "mean_abs_error": float(e.mean()) if len(e) else float("nan"),
@@ -300,16 +424,25 @@ def report(result: pd.DataFrame, worst: int = 3) -> dict:
         out[str(source)] = {
             **summary(rows),
             "worst": [_row(r) for r in top.itertuples(index=False)],
-            "infeasible_rows": [_row(r) for r in rows[rows["reason"] != ""].itertuples(index=False)],
+            "infeasible_rows": [
+                _row(r) for r in rows[rows["reason"] != ""].itertuples(index=False)
+            ],
         }
     return out
 
 
 def _row(r) -> dict:
-    counted = bool(np.isfinite(r.error))  # an infeasible row's prediction is not shown, as in the text report
-    return {"id": r.id, "quantity": r.quantity, "measured": float(r.measured),
-            "predicted": float(r.predicted) if counted else None, "error": float(r.error) if counted else None,
-            "reason": r.reason}
+    counted = bool(
+        np.isfinite(r.error)
+    )  # an infeasible row's prediction is not shown, as in the text report
+    return {
+        "id": r.id,
+        "quantity": r.quantity,
+        "measured": float(r.measured),
+        "predicted": float(r.predicted) if counted else None,
+        "error": float(r.error) if counted else None,
+        "reason": r.reason,
+    }
 
 
 def validate_model(tables, as_json: bool = False, rows: bool = False, worst: int = 3) -> int:
@@ -317,7 +450,9 @@ def validate_model(tables, as_json: bool = False, rows: bool = False, worst: int
     row with ``rows``), and the infeasible rows apart; return an exit code (0)."""
     tables = [tables] if isinstance(tables, str | Path) else list(tables)
     if not tables:
-        raise DseError("no table given", allowed="one or more CSV files in the validate-model format")
+        raise DseError(
+            "no table given", allowed="one or more CSV files in the validate-model format"
+        )
     result = predict_tables(tables)
     rep = report(result, worst)
     if as_json:  # strict JSON: a number that is not finite (no prediction, no error) is null
@@ -342,24 +477,36 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
     """The text report: one line per source, then the worst and the infeasible rows."""
     lines = []
     if rows:
-        lines.append(f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note "
-                     "(error: of the iteration time the quantity implies, + too slow)")
+        lines.append(
+            f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note "
+            "(error: of the iteration time the quantity implies, + too slow)"
+        )
         for r in result.itertuples(index=False):
             counted = np.isfinite(r.error)  # an infeasible row's prediction is not shown or counted
             err = f"{_pct(r.error, sign=True):>8s}" if counted else f"{'-':>8s}"
             pred = f"{r.predicted:>10.4g}" if counted else f"{'-':>10s}"
-            lines.append(f"{str(r.id)[:40]:40s} {r.quantity:>22s} {r.measured:>10.4g} {pred} {err}  {r.reason}")
+            lines.append(
+                f"{str(r.id)[:40]:40s} {r.quantity:>22s} {r.measured:>10.4g} {pred} {err}  {r.reason}"
+            )
         lines.append("")
-    lines.append(f"{'source':22s} {'rows':>5s} {'predicted':>9s} {'infeasible':>10s} {'median':>7s} {'mean':>7s} {'max':>7s}")
+    lines.append(
+        f"{'source':22s} {'rows':>5s} {'predicted':>9s} {'infeasible':>10s} {'median':>7s} {'mean':>7s} {'max':>7s}"
+    )
     for source, s in rep.items():
-        lines.append(f"{source[:22]:22s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
-                     f"{_pct(s['median_abs_error'])} {_pct(s['mean_abs_error'])} {_pct(s['max_abs_error'])}")
+        lines.append(
+            f"{source[:22]:22s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
+            f"{_pct(s['median_abs_error'])} {_pct(s['mean_abs_error'])} {_pct(s['max_abs_error'])}"
+        )
     lines.append("")
-    lines.append("worst rows (error = predicted / measured - 1 of the iteration time, for a row that gives "
-                 "tokens/s or MFU the time it implies, so + is too slow; or of a stage's time or energy):")
+    lines.append(
+        "worst rows (error = predicted / measured - 1 of the iteration time, for a row that gives "
+        "tokens/s or MFU the time it implies, so + is too slow; or of a stage's time or energy):"
+    )
     for source, s in rep.items():
         for w in s["worst"]:
-            lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {_pct(w['error'], sign=True)}")
+            lines.append(
+                f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {_pct(w['error'], sign=True)}"
+            )
     infeasible = [(source, w) for source, s in rep.items() for w in s["infeasible_rows"]]
     if infeasible:
         lines.append("")

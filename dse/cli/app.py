@@ -115,18 +115,43 @@ out = _CallConsole("out")
 err = _CallConsole("err")
 
 StudyArg = Annotated[Path, typer.Argument(help="study file (YAML)", show_default=False)]
-ResultsArg = Annotated[Path, typer.Argument(help="results folder of a run, e.g. results/quickstart",
-                                            show_default=False)]
-WorkersOpt = Annotated[int | None, typer.Option("--workers", "-w", min=0,
-                                                help="local dask workers, 0 to evaluate in this process "
-                                                     "(default: the study's execution.workers)")]
-SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://host:8786")]
-ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", show_default=False,
-                                               help="a cluster profile (a name under workers/, or a path; "
-                                                    "`dse cluster NAME` shows it) instead of the study's execution")]
-DashboardOpt = Annotated[bool | None, typer.Option("--dashboard/--no-dashboard", show_default=False,
-                                                   help="the dask dashboard (default: the study's execution.dashboard, "
-                                                        "on where bokeh is installed)")]
+ResultsArg = Annotated[
+    Path,
+    typer.Argument(help="results folder of a run, e.g. results/quickstart", show_default=False),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        "-w",
+        min=0,
+        help="local dask workers, 0 to evaluate in this process "
+        "(default: the study's execution.workers)",
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://host:8786"),
+]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "-p",
+        show_default=False,
+        help="a cluster profile (a name under workers/, or a path; "
+        "`dse cluster NAME` shows it) instead of the study's execution",
+    ),
+]
+DashboardOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--dashboard/--no-dashboard",
+        show_default=False,
+        help="the dask dashboard (default: the study's execution.dashboard, "
+        "on where bokeh is installed)",
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -137,8 +162,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="print the version and exit")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
 ) -> None:
     """Search hardware, batch size, clock, topology and parallelism for the Pareto trade-off
     between energy, time, power and temperature of training a model."""
@@ -156,8 +185,12 @@ class RichProgress:
 
     def start(self, total: int | None, description: str) -> None:
         self.bar = _LinesBelow(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=self.console, transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
         )
         self.bar.start()
         self.task = self.bar.add_task(description, total=total, pace="", best="")
@@ -171,7 +204,9 @@ class RichProgress:
         self.bar.update(self.task, advance=n, pace=pace, best=best)
 
     def note(self, text: str) -> None:
-        (self.bar.console if self.bar is not None else self.console).print(escape(text), highlight=False)
+        (self.bar.console if self.bar is not None else self.console).print(
+            escape(text), highlight=False
+        )
 
     def stop(self) -> None:
         if self.bar is not None:
@@ -217,48 +252,91 @@ def _progress(quiet: bool):
 
 
 # -- commands -------------------------------------------------------------------------------------
-OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="results folder (default: the study's "
-                                                                      "output.path, else results/NAME with the study's name)")]
-OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="replace an existing run in the results folder")]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="results folder (default: the study's "
+        "output.path, else results/NAME with the study's name)",
+    ),
+]
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="replace an existing run in the results folder")
+]
 
 
 @app.command()
-def validate(study: StudyArg, workers: WorkersOpt = None, scheduler: SchedulerOpt = None,
-             profile: ProfileOpt = None, output: OutputOpt = None, overwrite: OverwriteOpt = False,
-             no_plugins: Annotated[bool, typer.Option("--no-plugins", help="read the study only: import no "
-                                                      "plug-in, start nothing (docs/security.md)")] = False) -> None:
+def validate(
+    study: StudyArg,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    profile: ProfileOpt = None,
+    output: OutputOpt = None,
+    overwrite: OverwriteOpt = False,
+    no_plugins: Annotated[
+        bool,
+        typer.Option(
+            "--no-plugins",
+            help="read the study only: import no plug-in, start nothing (docs/security.md)",
+        ),
+    ] = False,
+) -> None:
     """Check a study without running it: everything `dse run` refuses.
 
     Schema, parameters and values, metrics, search algorithm and options, budget, cluster
     settings and the results folder (give the same --output and --overwrite as to `dse run`)."""
-    if no_plugins:  # an untrusted study: dse.trust says what it would do, importing none of its code
+    if (
+        no_plugins
+    ):  # an untrusted study: dse.trust says what it would do, importing none of its code
         from dse.trust import check_without_plugins
 
-        out.print("\n".join(check_without_plugins(study, output, overwrite=overwrite)), markup=False, highlight=False)
+        out.print(
+            "\n".join(check_without_plugins(study, output, overwrite=overwrite)),
+            markup=False,
+            highlight=False,
+        )
         return
     from dse.api import check_run
 
-    p = check_run(_on_profile(study, profile), output, overwrite=overwrite, workers=workers, scheduler=scheduler,
-                  here=False)
+    p = check_run(
+        _on_profile(study, profile),
+        output,
+        overwrite=overwrite,
+        workers=workers,
+        scheduler=scheduler,
+        here=False,
+    )
     for warning in p.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
     s, space, seen = p.study, p.space, p.preview
     size = "continuous" if math.isinf(space.size) else _count(int(space.size), "candidate")
-    budget = f"budget {s.search.budget}" if p.search.total is None else \
-        f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
-    if space.indexable and (p.search.total is None or p.search.total > space.size):  # a search ends there
+    budget = (
+        f"budget {s.search.budget}"
+        if p.search.total is None
+        else f"{_count(p.search.total, 'evaluation')} (budget {s.search.budget})"
+    )
+    if space.indexable and (
+        p.search.total is None or p.search.total > space.size
+    ):  # a search ends there
         budget = f"{_count(int(space.size), 'evaluation')} at most: the whole space (budget {s.search.budget})"
     where = p.execution.describe()
     where = where if where.startswith("in ") else f"on {where}"
-    out.print(f"[green]ok[/green] {study}: study '{s.name}', {_count(len(space.parameters), 'parameter')} "
-              f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
-              f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}")
+    out.print(
+        f"[green]ok[/green] {study}: study '{s.name}', {_count(len(space.parameters), 'parameter')} "
+        f"({size}), search {p.search.description}, {budget}, evaluated {where}, "
+        f"objectives: {', '.join(f'{o.direction} {o.metric}' for o in s.objectives)}"
+    )
     if seen is None:
-        out.print(f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
-                  "effects); whether any candidate is feasible shows in the run")
+        out.print(
+            f"preview: none (evaluator '{p.evaluator.name}' does not allow one: it may be slow or have side "
+            "effects); whether any candidate is feasible shows in the run"
+        )
     elif seen.feasible and not seen.failed:
         noun = "candidate" if seen.whole_space else "sampled candidate"
-        out.print(f"preview: {seen.feasible:,} of {_count(seen.evaluated, noun)} feasible and within the constraints")
+        out.print(
+            f"preview: {seen.feasible:,} of {_count(seen.evaluated, noun)} feasible and within the constraints"
+        )
 
 
 @app.command()
@@ -269,18 +347,33 @@ def run(
     profile: ProfileOpt = None,
     output: OutputOpt = None,
     overwrite: OverwriteOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display (the run line and the front are still printed)")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="no progress display (the run line and the front are still printed)",
+        ),
+    ] = False,
     dashboard: DashboardOpt = None,
 ) -> None:
     """Run a study: search the design space on dask workers and write the Pareto set."""
     from dse import api
 
-    p = api.check_run(_on_profile(study, profile), output, overwrite=overwrite, workers=workers,
-                      scheduler=scheduler, dashboard=dashboard)
+    p = api.check_run(
+        _on_profile(study, profile),
+        output,
+        overwrite=overwrite,
+        workers=workers,
+        scheduler=scheduler,
+        dashboard=dashboard,
+    )
     _quiet_libraries(p)
     progress = _progress(quiet)
-    err.print(f"dse {__version__}: study [bold]{p.study.name}[/bold] → {p.output_dir} "
-              f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})")
+    err.print(
+        f"dse {__version__}: study [bold]{p.study.name}[/bold] → {p.output_dir} "
+        f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})"
+    )
     _finish(api.run(p, progress=progress), p)
 
 
@@ -290,7 +383,14 @@ def resume(
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     profile: ProfileOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display (the run line and the front are still printed)")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="no progress display (the run line and the front are still printed)",
+        ),
+    ] = False,
     dashboard: DashboardOpt = None,
 ) -> None:
     """Continue an interrupted run where it stopped: nothing is evaluated twice."""
@@ -298,17 +398,23 @@ def resume(
 
     stored = api.open_results(results)
     study = _on_profile(api.stored_study(stored), profile) if profile is not None else None
-    p = api.plan_resume(stored, study=study, workers=workers, scheduler=scheduler, dashboard=dashboard)
+    p = api.plan_resume(
+        stored, study=study, workers=workers, scheduler=scheduler, dashboard=dashboard
+    )
     _quiet_libraries(p)
     progress = _progress(quiet)
     stored.store.check_unlocked()  # another dse writing there: say so before "resuming"
     state = stored.state()
     if state.finished:
-        err.print(f"{p.study.name} in {results} had finished ({stored.log_rows} evaluations): nothing is left "
-                  "to evaluate; its datasets are checked and written again where needed")
+        err.print(
+            f"{p.study.name} in {results} had finished ({stored.log_rows} evaluations): nothing is left "
+            "to evaluate; its datasets are checked and written again where needed"
+        )
     else:
-        err.print(f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
-                  f"{state.batch} batches done; evaluating: {p.execution.describe()}")
+        err.print(
+            f"resuming {p.study.name} in {results}: {stored.log_rows} evaluations stored, "
+            f"{state.batch} batches done; evaluating: {p.execution.describe()}"
+        )
     _finish(api.resume(p, progress=progress), p)
 
 
@@ -364,34 +470,57 @@ def _finish(result, plan) -> None:
             signals.raise_lost_interrupt()
         except KeyboardInterrupt as exc:
             if not result.interrupted:  # the run is over and written: only the picture is missing
-                what, code = _stopped_by(getattr(exc, "signum", None))  # dse.runner.Terminated has one
-                err.print(f"[yellow]{what}[/yellow]: the run is complete ({n:,} evaluations, {len(result.front)} on "
-                          f"the front, in {result.output_dir}) but pareto.png was not drawn; `dse plot "
-                          f"{result.output_dir}` draws it, `dse show {result.output_dir}` prints the front")
+                what, code = _stopped_by(
+                    getattr(exc, "signum", None)
+                )  # dse.runner.Terminated has one
+                err.print(
+                    f"[yellow]{what}[/yellow]: the run is complete ({n:,} evaluations, {len(result.front)} on "
+                    f"the front, in {result.output_dir}) but pareto.png was not drawn; `dse plot "
+                    f"{result.output_dir}` draws it, `dse show {result.output_dir}` prints the front"
+                )
                 _call().interrupted = True
                 raise typer.Exit(code) from None
     if result.interrupted:
         what, code = _stopped_by(result.signum if result.terminated else None)
         if not result.datasets_written:
             what += " while pareto.nc and evaluations.nc were written (resume writes them)"
-        err.print(f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
-                  f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]")
+        err.print(
+            f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
+            f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]"
+        )
         _call().interrupted = True
         raise typer.Exit(code)
     if len(result.front) == 0:
-        lines = "; ".join(f"{r} ({_count(c, 'candidate')})" for r, c in result.ruled_out[:5]) or "no evaluations"
-        raise DseError(f"no feasible candidate among {n} evaluations: {lines}; they are kept in "
-                       f"{result.output_dir} (`dse status {result.output_dir}`)")
+        lines = (
+            "; ".join(f"{r} ({_count(c, 'candidate')})" for r, c in result.ruled_out[:5])
+            or "no evaluations"
+        )
+        raise DseError(
+            f"no feasible candidate among {n} evaluations: {lines}; they are kept in "
+            f"{result.output_dir} (`dse status {result.output_dir}`)"
+        )
     _print_front(result.front, plan)
     c, labels = result.counts, result.labels
-    front = f", {labels['front']}" + (f": {labels['front_detail']}" if labels.get("front_detail") else "") \
-        if labels.get("front") else ""
-    hv = f"; hypervolume {result.history[-1].hypervolume:.4f} (normalised frame)" if result.history else ""
-    out.print(f"{n:,} evaluations ({c.get('feasible', 0):,} feasible and within the constraints, "
-              f"{c.get('failed', 0):,} failed); {len(result.front):,} on the Pareto front{front}{hv}.",
-              highlight=False)
-    out.print(f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
-              f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}")
+    front = (
+        f", {labels['front']}"
+        + (f": {labels['front_detail']}" if labels.get("front_detail") else "")
+        if labels.get("front")
+        else ""
+    )
+    hv = (
+        f"; hypervolume {result.history[-1].hypervolume:.4f} (normalised frame)"
+        if result.history
+        else ""
+    )
+    out.print(
+        f"{n:,} evaluations ({c.get('feasible', 0):,} feasible and within the constraints, "
+        f"{c.get('failed', 0):,} failed); {len(result.front):,} on the Pareto front{front}{hv}.",
+        highlight=False,
+    )
+    out.print(
+        f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
+        f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}"
+    )
     _call().ended = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
 
 
@@ -402,18 +531,34 @@ def _print_front(front, plan, limit: int = 25) -> None:
     metric_cols = [o.metric for o in study.objectives]
     metric_cols += [c.metric for c in study.constraints if c.metric not in metric_cols]
     units = {n: f"[{ev.metrics[n].unit or '1'}]" for n in metric_cols}
-    units.update({n: "[-]" if ev.inputs[n].kind in ("str", "bool") else f"[{ev.inputs[n].unit or '1'}]"
-                  for n in space.names})
-    title = (f"Pareto front of {study.name} ({len(front)} points"
-             + (f", first {limit} shown" if len(front) > limit else "") + ")")
+    units.update(
+        {
+            n: "[-]" if ev.inputs[n].kind in ("str", "bool") else f"[{ev.inputs[n].unit or '1'}]"
+            for n in space.names
+        }
+    )
+    title = (
+        f"Pareto front of {study.name} ({len(front)} points"
+        + (f", first {limit} shown" if len(front) > limit else "")
+        + ")"
+    )
     print_tables(_call().out, title, front.head(limit), [*metric_cols, *space.names], units)
 
 
 @app.command()
 def evaluate(
     study: StudyArg,
-    candidates: Annotated[Path, typer.Option("--candidates", "-c", help="CSV with one candidate per row; columns named as the study's parameters")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="CSV to write: the candidates with every metric")],
+    candidates: Annotated[
+        Path,
+        typer.Option(
+            "--candidates",
+            "-c",
+            help="CSV with one candidate per row; columns named as the study's parameters",
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="CSV to write: the candidates with every metric")
+    ],
 ) -> None:
     """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
     from dse.api import plan
@@ -422,36 +567,63 @@ def evaluate(
 
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
-    _check_output_file(output, [candidates, study], "the candidates or the study", folder_exists=True)
+    _check_output_file(
+        output, [candidates, study], "the candidates or the study", folder_exists=True
+    )
     sidecar = sidecar_of(output)  # written beside the CSV
     if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
-        raise DseError(f"its description file {sidecar.name} would overwrite the candidates or the study",
-                       field="--output", value=str(output), allowed="another file name")
+        raise DseError(
+            f"its description file {sidecar.name} would overwrite the candidates or the study",
+            field="--output",
+            value=str(output),
+            allowed="another file name",
+        )
     # any file type but CSV (.parquet, .xlsx) is refused, as export refuses one it does not write;
     # no suffix, or a dot inside the name (gpt-1.3b), is CSV under that name
     suffix = output.suffix.lower()
     if suffix != ".csv" and (suffix in SUFFIX.values() or names_a_file_type(suffix)):
-        raise DseError(f"dse evaluate writes CSV, not {output.suffix}", field="--output", value=str(output),
-                       allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)")
+        raise DseError(
+            f"dse evaluate writes CSV, not {output.suffix}",
+            field="--output",
+            value=str(output),
+            allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)",
+        )
     table, defaulted, blanks = evaluate_csv(p, candidates)
     sidecar = write_evaluated(table, p.evaluator, output, s)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
     if defaulted:  # documented, but worth a word: a searched parameter took the evaluator's default
-        err.print(f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(defaulted)}: "
-                  "the evaluator's defaults were used", highlight=False)
+        err.print(
+            f"note: {candidates} has no column for the study's searched parameter(s) {', '.join(defaulted)}: "
+            "the evaluator's defaults were used",
+            highlight=False,
+        )
     if blanks:  # an empty cell of a searched parameter: its default, as written in OUTPUT
-        err.print(f"note: empty cells in {candidates} took the evaluator's defaults: "
-                  + ", ".join(f"{n} ({_count(k, 'row')}, {p.evaluator.inputs[n].default})" for n, k in blanks.items()),
-                  highlight=False)
-    if n_failed == len(table):  # nothing evaluated: a failure for scripts too (the errors are in the file)
-        raise DseError(f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}")
-    out.print(f"{_count(len(table), 'candidate')} evaluated ({n_ok:,} feasible and within the constraints"
-              + (f", {n_failed:,} failed: see the error column" if n_failed else "") + f") → {output} "
-              f"(units and descriptions in {sidecar.name})")
+        err.print(
+            f"note: empty cells in {candidates} took the evaluator's defaults: "
+            + ", ".join(
+                f"{n} ({_count(k, 'row')}, {p.evaluator.inputs[n].default})"
+                for n, k in blanks.items()
+            ),
+            highlight=False,
+        )
+    if n_failed == len(
+        table
+    ):  # nothing evaluated: a failure for scripts too (the errors are in the file)
+        raise DseError(
+            f"every candidate failed ({table['error'].iloc[0]}); the errors are in {output}"
+        )
+    out.print(
+        f"{_count(len(table), 'candidate')} evaluated ({n_ok:,} feasible and within the constraints"
+        + (f", {n_failed:,} failed: see the error column" if n_failed else "")
+        + f") → {output} "
+        f"(units and descriptions in {sidecar.name})"
+    )
 
 
-def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False) -> None:
+def _check_output_file(
+    output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False
+) -> None:
     """Refuse, before any work, an output file that would replace an input or is a folder
     (``folder_exists``: or whose folder is missing), or a device, pipe or socket."""
     from dse.outputs.target import refuse_standard_output
@@ -463,10 +635,16 @@ def _check_output_file(output: Path, inputs: list[Path], what: str, *, folder_ex
     if output.is_dir():
         raise DseError("is a folder; give a file name", field="--output", value=str(output))
     if any(output.resolve() == Path(i).resolve() for i in inputs):
-        raise DseError(f"would overwrite {what}", field="--output", value=str(output),
-                       allowed="another file name")
+        raise DseError(
+            f"would overwrite {what}",
+            field="--output",
+            value=str(output),
+            allowed="another file name",
+        )
     if folder_exists and not output.parent.is_dir():
-        raise DseError(f"the folder {output.parent} does not exist", field="--output", value=str(output))
+        raise DseError(
+            f"the folder {output.parent} does not exist", field="--output", value=str(output)
+        )
 
 
 class ExportFormat(StrEnum):
@@ -480,11 +658,33 @@ class ExportFormat(StrEnum):
 @app.command()
 def export(
     results: ResultsArg,
-    fmt: Annotated[ExportFormat | None, typer.Option(
-        "--format", "-f", case_sensitive=False, help="file format: csv, parquet, netcdf, zarr or json (default: the one --output's suffix names; without --output, csv)")] = None,
-    front: Annotated[bool, typer.Option("--front/--all", help="the Pareto set (default) or every evaluation the run kept (output.keep)")] = True,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default: pareto.FORMAT or evaluations.FORMAT in the results folder)")] = None,
-    units_row: Annotated[bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")] = False,
+    fmt: Annotated[
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            case_sensitive=False,
+            help="file format: csv, parquet, netcdf, zarr or json (default: the one --output's suffix names; without --output, csv)",
+        ),
+    ] = None,
+    front: Annotated[
+        bool,
+        typer.Option(
+            "--front/--all",
+            help="the Pareto set (default) or every evaluation the run kept (output.keep)",
+        ),
+    ] = True,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="file to write (default: pareto.FORMAT or evaluations.FORMAT in the results folder)",
+        ),
+    ] = None,
+    units_row: Annotated[
+        bool, typer.Option("--units-row", help="CSV: a second header row with each column's unit")
+    ] = False,
 ) -> None:
     """Export the Pareto set or every evaluation as CSV, Parquet, netCDF, zarr or JSON.
 
@@ -493,10 +693,16 @@ def export(
     from dse.outputs.export import export_results
     from dse.results import DATASETS
 
-    path = export_results(results, fmt.value if fmt else None, front=front, output=output, units_row=units_row)
-    if path.resolve() == (results / DATASETS[front]).resolve():  # netCDF: the run's own file, not written again
-        out.print(f"{path} already holds {'the Pareto set' if front else 'every evaluation'} in netCDF, as the run "
-                  "wrote it: nothing to write")
+    path = export_results(
+        results, fmt.value if fmt else None, front=front, output=output, units_row=units_row
+    )
+    if (
+        path.resolve() == (results / DATASETS[front]).resolve()
+    ):  # netCDF: the run's own file, not written again
+        out.print(
+            f"{path} already holds {'the Pareto set' if front else 'every evaluation'} in netCDF, as the run "
+            "wrote it: nothing to write"
+        )
     else:
         out.print(f"wrote {path}")
     if not front:  # a run that kept less than every evaluation says so (what was left out is gone)
@@ -509,14 +715,24 @@ def export(
                 evaluated = int(ds.attrs.get("evaluations", stored.log_rows))
                 exported = ds.sizes["candidate"]
             kept = "the front's" if policy == "front" else "the feasible"
-            err.print(f"note: the run kept {kept} evaluations only (output.keep: {policy}): "
-                      f"{exported:,} of the {evaluated:,} evaluated", highlight=False)
+            err.print(
+                f"note: the run kept {kept} evaluations only (output.keep: {policy}): "
+                f"{exported:,} of the {evaluated:,} evaluated",
+                highlight=False,
+            )
 
 
 @app.command()
 def plot(
     results: ResultsArg,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="figure to write: .png, .svg or .pdf (default: pareto.png in the results folder)")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="figure to write: .png, .svg or .pdf (default: pareto.png in the results folder)",
+        ),
+    ] = None,
 ) -> None:
     """Plot the Pareto front over every feasible evaluation, one panel per pair of objectives."""
     from dse.outputs.plot import plot_results
@@ -527,9 +743,26 @@ def plot(
 @app.command()
 def report(
     results: ResultsArg,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: report.html in the results folder)")] = None,
-    static: Annotated[bool, typer.Option("--static", help="also write the figures as PNG and SVG beside it (for papers)")] = False,
-    sample: Annotated[int, typer.Option("--sample", min=0, help="dominated and infeasible candidates drawn at most (a uniform random sample)")] = 10_000,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="HTML file to write (default: report.html in the results folder)"
+        ),
+    ] = None,
+    static: Annotated[
+        bool,
+        typer.Option(
+            "--static", help="also write the figures as PNG and SVG beside it (for papers)"
+        ),
+    ] = False,
+    sample: Annotated[
+        int,
+        typer.Option(
+            "--sample",
+            min=0,
+            help="dominated and infeasible candidates drawn at most (a uniform random sample)",
+        ),
+    ] = 10_000,
 ) -> None:
     """Write a self-contained HTML report of the trade-off (opens from disk, no network)."""
     from dse.outputs.report import report_results
@@ -541,10 +774,27 @@ def report(
 @app.command()
 def show(
     results: ResultsArg,
-    sort: Annotated[str | None, typer.Option("--sort", "-s", help="column to sort the front by (default: the first objective)")] = None,
-    descending: Annotated[bool | None, typer.Option("--descending/--ascending", help="sort from the largest or the smallest value (default: an objective's best first, else ascending)")] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort", "-s", help="column to sort the front by (default: the first objective)"
+        ),
+    ] = None,
+    descending: Annotated[
+        bool | None,
+        typer.Option(
+            "--descending/--ascending",
+            help="sort from the largest or the smallest value (default: an objective's best first, else ascending)",
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="rows shown at most")] = 50,
-    plot: Annotated[bool | None, typer.Option("--plot/--no-plot", help="a terminal plot of the front (default: when the terminal is wide enough)")] = None,
+    plot: Annotated[
+        bool | None,
+        typer.Option(
+            "--plot/--no-plot",
+            help="a terminal plot of the front (default: when the terminal is wide enough)",
+        ),
+    ] = None,
 ) -> None:
     """Print the Pareto front as a table with units, sorted by any column, and a small plot."""
     from dse.outputs.show import show_front
@@ -562,8 +812,12 @@ def status(results: ResultsArg) -> None:
 
 @app.command()
 def cluster(
-    profile: Annotated[str, typer.Argument(help="a profile under workers/ (name or path)", show_default=False)],
-    study: Annotated[Path | None, typer.Option("--study", help="look the profile up as this study would")] = None,
+    profile: Annotated[
+        str, typer.Argument(help="a profile under workers/ (name or path)", show_default=False)
+    ],
+    study: Annotated[
+        Path | None, typer.Option("--study", help="look the profile up as this study would")
+    ] = None,
 ) -> None:
     """Check a cluster profile and show what it would start; nothing is submitted.
 
@@ -586,9 +840,16 @@ def cluster(
     except DseError as exc:
         if exc.field != "execution.profile":  # a study's field: here the profile is an argument
             raise
-        raise DseError(exc.message, file=exc.file, value=exc.value, has_value=exc.has_value,
-                       allowed=exc.allowed) from None
-    shown = check_job(p) if p.kind == "cluster" else None  # before "ok": the class may refuse its options
+        raise DseError(
+            exc.message,
+            file=exc.file,
+            value=exc.value,
+            has_value=exc.has_value,
+            allowed=exc.allowed,
+        ) from None
+    shown = (
+        check_job(p) if p.kind == "cluster" else None
+    )  # before "ok": the class may refuse its options
     out.print(f"[green]ok[/green] {path}: evaluated on {escape(p.describe())}", highlight=False)
     if shown:
         out.print(f"{shown[0]}:")
@@ -597,9 +858,16 @@ def cluster(
 
 @app.command("validate-model")
 def validate_model(
-    tables: Annotated[list[Path], typer.Argument(
-        help="CSVs of measured runs in the validate-model format (docs/model.md, section 9)", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="print the per-source report as JSON")] = False,
+    tables: Annotated[
+        list[Path],
+        typer.Argument(
+            help="CSVs of measured runs in the validate-model format (docs/model.md, section 9)",
+            show_default=False,
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the per-source report as JSON")
+    ] = False,
     rows: Annotated[bool, typer.Option("--rows", help="also print every row's prediction")] = False,
     worst: Annotated[int, typer.Option("--worst", min=0, help="worst rows to list per source")] = 3,
 ) -> None:
@@ -614,16 +882,35 @@ def validate_model(
 
 @app.command()
 def describe(
-    evaluator: Annotated[str, typer.Option("--evaluator", "-e", help="evaluator name or module:attribute")] = "analytic",
-    search: Annotated[str | None, typer.Option(
-        "--search", "-s", help="describe this search algorithm's options instead "
-                               "('list': every registered algorithm)")] = None,
-    accelerator: Annotated[str | None, typer.Option(
-        "--accelerator", "-a", help="describe an accelerator instead: every number of a catalog part or an "
-                                    "accelerator profile (a .yaml path or a name) with where it came from")] = None,
-    study: Annotated[Path | None, typer.Option(
-        "--study", help="describe the evaluator of this study, built with the study's evaluator.options "
-                        "(an evaluator such as command takes its parameters from its options)")] = None,
+    evaluator: Annotated[
+        str, typer.Option("--evaluator", "-e", help="evaluator name or module:attribute")
+    ] = "analytic",
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            "-s",
+            help="describe this search algorithm's options instead "
+            "('list': every registered algorithm)",
+        ),
+    ] = None,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(
+            "--accelerator",
+            "-a",
+            help="describe an accelerator instead: every number of a catalog part or an "
+            "accelerator profile (a .yaml path or a name) with where it came from",
+        ),
+    ] = None,
+    study: Annotated[
+        Path | None,
+        typer.Option(
+            "--study",
+            help="describe the evaluator of this study, built with the study's evaluator.options "
+            "(an evaluator such as command takes its parameters from its options)",
+        ),
+    ] = None,
 ) -> None:
     """List parameters and metrics, search algorithms, or an accelerator's numbers.
 
@@ -632,10 +919,20 @@ def describe(
     from dse.evaluators import load_evaluator
     from dse.study import EvaluatorSpec
 
-    chosen = [o for o, given in (("--search", search is not None), ("--accelerator", accelerator is not None),
-                                 ("--study", study is not None), ("--evaluator", evaluator != "analytic")) if given]
+    chosen = [
+        o
+        for o, given in (
+            ("--search", search is not None),
+            ("--accelerator", accelerator is not None),
+            ("--study", study is not None),
+            ("--evaluator", evaluator != "analytic"),
+        )
+        if given
+    ]
     if len(chosen) > 1:
-        raise DseError(f"{' and '.join(chosen)} describe different things; give one", field=chosen[1])
+        raise DseError(
+            f"{' and '.join(chosen)} describe different things; give one", field=chosen[1]
+        )
     if search is not None:
         _describe_search(search)
         return
@@ -661,16 +958,25 @@ def describe(
                     exc.field = "--evaluator"
                     exc.args = (exc.render(),)
                 raise
-            raise DseError(f"evaluator '{evaluator}' cannot be built without options ({exc}); describe it as a "
-                           "study configures it: dse describe --study STUDY") from None
+            raise DseError(
+                f"evaluator '{evaluator}' cannot be built without options ({exc}); describe it as a "
+                "study configures it: dse describe --study STUDY"
+            ) from None
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
         t.add_column(col)
     attributes = ev.attributes()
-    estimated = {n.strip() for n in attributes.get("analytic_efficiencies_estimated", "").split(",") if n.strip()}
+    estimated = {
+        n.strip()
+        for n in attributes.get("analytic_efficiencies_estimated", "").split(",")
+        if n.strip()
+    }
     for inp in ev.inputs.values():
-        allowed = ", ".join(f"{c} (estimated)" if c in estimated else str(c) for c in inp.choices) \
-            if inp.choices else inp._allowed()
+        allowed = (
+            ", ".join(f"{c} (estimated)" if c in estimated else str(c) for c in inp.choices)
+            if inp.choices
+            else inp._allowed()
+        )
         unit = inp.unit or ("1" if inp.kind in ("int", "float") else "-")
         default = "(the model decides)" if inp.default is None else str(inp.default)
         t.add_row(inp.name, unit, default, allowed, inp.description)
@@ -694,21 +1000,59 @@ def describe(
 
 @app.command()
 def calibrate(
-    measurements: Annotated[list[Path], typer.Argument(
-        help="measurement files: sweep CSVs (dse profile writes them), validate-model tables, training steps CSVs, "
-             "nvidia-smi CSV logs and DCGM/Prometheus text (docs/calibration.md)", show_default=False)],
-    accelerator: Annotated[str, typer.Option("--accelerator", "-a", help="the part measured: a catalog name (or a "
-                                             "profile) whose other numbers the profile inherits")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="profile to write (YAML); in ./accelerators/ it is "
-                                         "found by name")],
-    holdout: Annotated[str, typer.Option("--holdout", help="rows left out of the fit and reported apart: clocks in "
-                                         "MHz, power caps in W (300W) or workload names, comma-separated")] = "",
-    only: Annotated[str, typer.Option("--fit", help="fit only these parameters (comma-separated; default: all "
-                                      "the measurements determine)")] = "",
-    fix: Annotated[str, typer.Option("--fix", help="keep these parameters at the base part's values")] = "",
-    cooling: Annotated[str, typer.Option("--cooling", help="cooling of the measured GPUs (the thermal resistance "
-                                         "fitted from temperatures is this one's): air or liquid")] = "air",
-    name: Annotated[str | None, typer.Option("--name", help="the profile's name (default: the file's stem)")] = None,
+    measurements: Annotated[
+        list[Path],
+        typer.Argument(
+            help="measurement files: sweep CSVs (dse profile writes them), validate-model tables, training steps CSVs, "
+            "nvidia-smi CSV logs and DCGM/Prometheus text (docs/calibration.md)",
+            show_default=False,
+        ),
+    ],
+    accelerator: Annotated[
+        str,
+        typer.Option(
+            "--accelerator",
+            "-a",
+            help="the part measured: a catalog name (or a "
+            "profile) whose other numbers the profile inherits",
+        ),
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", help="profile to write (YAML); in ./accelerators/ it is found by name"
+        ),
+    ],
+    holdout: Annotated[
+        str,
+        typer.Option(
+            "--holdout",
+            help="rows left out of the fit and reported apart: clocks in "
+            "MHz, power caps in W (300W) or workload names, comma-separated",
+        ),
+    ] = "",
+    only: Annotated[
+        str,
+        typer.Option(
+            "--fit",
+            help="fit only these parameters (comma-separated; default: all "
+            "the measurements determine)",
+        ),
+    ] = "",
+    fix: Annotated[
+        str, typer.Option("--fix", help="keep these parameters at the base part's values")
+    ] = "",
+    cooling: Annotated[
+        str,
+        typer.Option(
+            "--cooling",
+            help="cooling of the measured GPUs (the thermal resistance "
+            "fitted from temperatures is this one's): air or liquid",
+        ),
+    ] = "air",
+    name: Annotated[
+        str | None, typer.Option("--name", help="the profile's name (default: the file's stem)")
+    ] = None,
 ) -> None:
     """Fit one accelerator's parameters to your measurements and write its profile.
 
@@ -723,18 +1067,38 @@ def calibrate(
     def listed(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
 
-    run_fit(measurements, accelerator, output, holdout=listed(holdout), only=listed(only) or None, fix=listed(fix),
-            cooling=cooling, name=name, command="dse " + " ".join(_call().argv), console=_call().out)
+    run_fit(
+        measurements,
+        accelerator,
+        output,
+        holdout=listed(holdout),
+        only=listed(only) or None,
+        fix=listed(fix),
+        cooling=cooling,
+        name=name,
+        command="dse " + " ".join(_call().argv),
+        console=_call().out,
+    )
 
 
 @app.command()
 def profile(
-    output: Annotated[Path, typer.Option("--output", "-o", help="sweep CSV to write (dse calibrate reads it)")]
-    = Path("profile.csv"),
-    device: Annotated[int, typer.Option("--device", "-d", min=0, help="GPU index (as nvidia-smi numbers them)")] = 0,
-    seconds: Annotated[float, typer.Option("--seconds", min=0.5, help="seconds each measurement runs")] = 5.0,
-    append: Annotated[bool, typer.Option("--append", help="add the rows to an existing CSV (one per setting "
-                                         "you sweep with nvidia-smi)")] = False,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="sweep CSV to write (dse calibrate reads it)")
+    ] = Path("profile.csv"),
+    device: Annotated[
+        int, typer.Option("--device", "-d", min=0, help="GPU index (as nvidia-smi numbers them)")
+    ] = 0,
+    seconds: Annotated[
+        float, typer.Option("--seconds", min=0.5, help="seconds each measurement runs")
+    ] = 5.0,
+    append: Annotated[
+        bool,
+        typer.Option(
+            "--append",
+            help="add the rows to an existing CSV (one per setting you sweep with nvidia-smi)",
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's NVIDIA GPU at its current settings (for dse calibrate).
 
@@ -745,7 +1109,9 @@ def profile(
     from dse.analytic.calibration.measure import profile_gpu
 
     rows = profile_gpu(output, device=device, seconds=seconds, append=append, log=_call().err.print)
-    out.print(f"wrote {len(rows)} rows to {output}: dse calibrate {output} --accelerator NAME -o my-gpu.yaml")
+    out.print(
+        f"wrote {len(rows)} rows to {output}: dse calibrate {output} --accelerator NAME -o my-gpu.yaml"
+    )
 
 
 def _describe_search(name: str) -> None:
@@ -755,8 +1121,11 @@ def _describe_search(name: str) -> None:
     for n in names:
         cls = driver_class(n)
         doc = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".").replace("``", "")
-        _options_table(f"search algorithm '{n}': {doc}", cls.Options,
-                       "(none)" if n != "auto" else "(those of the algorithm it chooses)")
+        _options_table(
+            f"search algorithm '{n}': {doc}",
+            cls.Options,
+            "(none)" if n != "auto" else "(those of the algorithm it chooses)",
+        )
 
 
 def _options_table(title: str, model, empty: str = "(none)") -> None:
@@ -814,19 +1183,29 @@ def _run_command(call: _Call) -> int:
     err = call.err
     usage_error = typer.BadParameter.__mro__[1]  # click's UsageError, as typer vendors it
     try:
-        code = app(args=call.argv, prog_name="dse", standalone_mode=False)  # usage errors come here too
+        code = app(
+            args=call.argv, prog_name="dse", standalone_mode=False
+        )  # usage errors come here too
         if code == 130 and call.ended:  # Ctrl-C after the run's last line: it stands, exit code too
             code = 0
         elif code == 130 and not call.interrupted:  # typer makes Ctrl-C a silent Exit(130)
             err.print("interrupted")
         return code if isinstance(code, int) else 0  # a command's typer.Exit(code), else success
-    except usage_error as exc:  # a bad option value, an unknown option or command, a missing argument
-        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `dse` alone: its help
+    except (
+        usage_error
+    ) as exc:  # a bad option value, an unknown option or command, a missing argument
+        if (
+            type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None
+        ):  # `dse` alone: its help
             typer.echo(exc.ctx.get_help())
             return 2  # as click ends it
         command = exc.ctx.command_path if exc.ctx is not None else "dse"
-        err.print(f"[red]error:[/red] {escape(exc.format_message())} (`{escape(command)} --help` lists what is "
-                  "allowed)", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/red] {escape(exc.format_message())} (`{escape(command)} --help` lists what is "
+            "allowed)",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 2
     except typer.Abort:  # Ctrl-C outside a run (a run says itself what it kept)
         err.print("interrupted")
@@ -838,7 +1217,11 @@ def _run_command(call: _Call) -> int:
         _pipe_closed()
     except OSError as exc:  # the file system said no (unwritable output, full disk, damaged file)
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        err.print(f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 2
     except KeyboardInterrupt:
         if call.ended:  # after the run's last line: it stands, and so does its exit code

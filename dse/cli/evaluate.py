@@ -64,7 +64,11 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     (unless the evaluator has such an input) names the rows and is read as text."""
     if Path(path).is_dir():
         raise DseError("is a folder; give the candidates CSV file", file=str(path))
-    check_size(path, "candidates file", instead="split it, or search the space with `dse run`, which streams")
+    check_size(
+        path,
+        "candidates file",
+        instead="split it, or search the space with `dse run`, which streams",
+    )
     check_shape(path)  # a row longer than the header would shift its values under an index column
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
@@ -81,8 +85,11 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
         table[LABEL] = table[LABEL].astype(str)
     unknown = [c for c in table.columns if c not in inputs and not (label and c == LABEL)]
     if unknown:
-        raise DseError(f"unknown column(s) {unknown}{did_you_mean(unknown[0], inputs)}", file=str(path),
-                       allowed=", ".join(sorted(inputs)))
+        raise DseError(
+            f"unknown column(s) {unknown}{did_you_mean(unknown[0], inputs)}",
+            file=str(path),
+            allowed=", ".join(sorted(inputs)),
+        )
     for col in table.columns:
         if label and col == LABEL:
             continue
@@ -92,18 +99,29 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
             numeric = pd.to_numeric(values, errors="coerce")
             bad = values[numeric.isna() & values.notna()]
             if len(bad):
-                raise DseError(f"non-numeric value in row {bad.index[0] + 2}", file=str(path),
-                               field=col, value=bad.iloc[0], allowed=inp._allowed())
+                raise DseError(
+                    f"non-numeric value in row {bad.index[0] + 2}",
+                    file=str(path),
+                    field=col,
+                    value=bad.iloc[0],
+                    allowed=inp._allowed(),
+                )
             table[col] = numeric
         if inp.kind == "str":  # a100-80gb is A100-80GB, as in a study
-            table[col] = table[col].map(lambda v, inp=inp: inp.canonical(v) if isinstance(v, str) else v)
+            table[col] = table[col].map(
+                lambda v, inp=inp: inp.canonical(v) if isinstance(v, str) else v
+            )
         for v in pd.unique(table[col].dropna()):
-            v = inp.canonical(v.item() if isinstance(v, np.generic) else v)  # 8.0 of an integer input is 8
+            v = inp.canonical(
+                v.item() if isinstance(v, np.generic) else v
+            )  # 8.0 of an integer input is 8
             try:
                 inp.check(v, field=col)
             except StudyError as exc:
                 rows = np.flatnonzero((table[col] == v).to_numpy())
-                exc.field = f"row {int(table.index[rows[0]]) + 2}, column {col}" if len(rows) else col
+                exc.field = (
+                    f"row {int(table.index[rows[0]]) + 2}, column {col}" if len(rows) else col
+                )
                 raise exc.with_file(str(path)) from None
     return table
 
@@ -117,9 +135,12 @@ def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
         both = table[present].notna().sum(axis=1) > 1
         if both.any():
             row = int(both.index[np.flatnonzero(both.to_numpy())[0]])
-            raise DseError(f"row {row + 2} sets {' and '.join(present)}, which are alternatives: evaluator "
-                           f"'{ev.name}' uses only one of them (the study's fixed values count)", file=str(path),
-                           allowed=f"one of {', '.join(group)} per candidate")
+            raise DseError(
+                f"row {row + 2} sets {' and '.join(present)}, which are alternatives: evaluator "
+                f"'{ev.name}' uses only one of them (the study's fixed values count)",
+                file=str(path),
+                allowed=f"one of {', '.join(group)} per candidate",
+            )
 
 
 def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
@@ -137,19 +158,39 @@ def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], d
     table = read_candidates(path, ev)
     labels = table.pop(LABEL) if _has_label(table, ev) else None
     given = set(table.columns)
-    given |= {n for group in ev.exclusive_inputs if given & set(group) for n in group}  # an alternative was given
+    given |= {
+        n for group in ev.exclusive_inputs if given & set(group) for n in group
+    }  # an alternative was given
     # a searched parameter of one value is as good as fixed (docs/study-file.md)
-    single = {p.name: p.values[0] for p in plan.space.parameters if p.values is not None and len(p.values) == 1}
+    single = {
+        p.name: p.values[0]
+        for p in plan.space.parameters
+        if p.values is not None and len(p.values) == 1
+    }
     defaulted = [n for n in study.space if n not in given and n not in single]
-    blanks = {n: int(table[n].isna().sum()) for n in study.space
-              if n in table.columns and n not in single and ev.inputs[n].default is not None and table[n].isna().any()}
-    for k, v in {**single, **study.fixed_values}.items():  # missing columns and empty cells: the study's value
+    blanks = {
+        n: int(table[n].isna().sum())
+        for n in study.space
+        if n in table.columns
+        and n not in single
+        and ev.inputs[n].default is not None
+        and table[n].isna().any()
+    }
+    for k, v in {
+        **single,
+        **study.fixed_values,
+    }.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
     _check_alternatives(table, ev, path)
-    for name in defaulted:  # a searched parameter the file leaves out: its default, shown in OUT.csv
+    for (
+        name
+    ) in defaulted:  # a searched parameter the file leaves out: its default, shown in OUT.csv
         if ev.inputs[name].default is not None:
             table[name] = ev.inputs[name].default
-    for name, inp in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
+    for (
+        name,
+        inp,
+    ) in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
         if name in table.columns and inp.default is not None:
             table[name] = table[name].fillna(inp.default)
     # as a run evaluates: evaluator.timeout_s holds, and a failing candidate is isolated and
@@ -157,10 +198,18 @@ def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], d
     result = evaluate_rows(EvaluatorRef.of(study.evaluator), table.reset_index(drop=True))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full, study)
-    for name, inp in ev.inputs.items():  # an integer input as written (16, not 16.0) where every row has one
+    for (
+        name,
+        inp,
+    ) in ev.inputs.items():  # an integer input as written (16, not 16.0) where every row has one
         col = full.get(name)
-        if inp.kind == "int" and col is not None and col.dtype.kind == "f" and col.notna().all() \
-                and (col == col.round()).all():
+        if (
+            inp.kind == "int"
+            and col is not None
+            and col.dtype.kind == "f"
+            and col.notna().all()
+            and (col == col.round()).all()
+        ):
             full[name] = col.astype(np.int64)
     if labels is not None:
         full.insert(0, LABEL, labels.to_numpy())
@@ -178,30 +227,46 @@ def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path
 
     def values(name):
         col = table[name]
-        return col.to_numpy() if col.dtype.kind in "biuf" else col.astype(str).to_numpy(dtype=object)
+        return (
+            col.to_numpy() if col.dtype.kind in "biuf" else col.astype(str).to_numpy(dtype=object)
+        )
 
     data = {}
     for name in table.columns:
         v = values(name)
         if name in ev.inputs:
             inp = ev.inputs[name]
-            attrs = variable_attrs(inp.unit if inp.kind in ("int", "float") else "", inp.description, v, "parameter")
+            attrs = variable_attrs(
+                inp.unit if inp.kind in ("int", "float") else "", inp.description, v, "parameter"
+            )
         elif name in ev.metrics:
             m = ev.metrics[name]
             attrs = variable_attrs("" if m.unit == "bool" else m.unit, m.long_name, v, "metric")
         elif name in BOOKKEEPING:
             unit, long_name, description = BOOKKEEPING[name]
-            attrs = {**variable_attrs(unit or "", long_name, v, "bookkeeping"), "description": description}
+            attrs = {
+                **variable_attrs(unit or "", long_name, v, "bookkeeping"),
+                "description": description,
+            }
         elif name == LABEL:
-            attrs = {**variable_attrs("", "candidate label", v, "bookkeeping"),
-                     "description": "the row's name, from the candidates file"}
+            attrs = {
+                **variable_attrs("", "candidate label", v, "bookkeeping"),
+                "description": "the row's name, from the candidates file",
+            }
         elif name == "meets_constraints":
-            attrs = {**variable_attrs("", "meets constraints", v, "bookkeeping"),
-                     "description": "feasible according to the evaluator and meets every study constraint"}
+            attrs = {
+                **variable_attrs("", "meets constraints", v, "bookkeeping"),
+                "description": "feasible according to the evaluator and meets every study constraint",
+            }
         else:  # a column a plug-in returned without declaring it
             attrs = variable_attrs("", name, v, "metric")
         data[name] = xr.Variable("candidate", v, attrs)
-    ds = xr.Dataset(data, attrs={"title": f"dse evaluate: {study.name}",
-                                 "source": f"dse {__version__}, evaluator {ev.name} {ev.version}"})
+    ds = xr.Dataset(
+        data,
+        attrs={
+            "title": f"dse evaluate: {study.name}",
+            "source": f"dse {__version__}, evaluator {ev.name} {ev.version}",
+        },
+    )
     with ended_cleanly_by_signals():
         return write_csv(ds, [table], output, units_row=False)

@@ -17,8 +17,12 @@ def progress_lines(record: dict) -> tuple[str, str]:
     """The pace (evaluations per second, time left, failures) and the best value of each
     objective, as the progress display and ``dse status`` show them."""
     rate = record.get("rate_per_s")
-    pace = (f"{'?' if rate is None else f'{rate:,.1f}'} evaluations/s · {_duration(record.get('eta_s'))} left"
-            f" · failed {record.get('failed', 0)} · feasible {record.get('feasible', 0)}"
-            f" · front {record.get('front_size', 0)}")
-    best = " · ".join(f"{metric} {value:.4g}" for metric, value in (record.get("best") or {}).items())
+    pace = (
+        f"{'?' if rate is None else f'{rate:,.1f}'} evaluations/s · {_duration(record.get('eta_s'))} left"
+        f" · failed {record.get('failed', 0)} · feasible {record.get('feasible', 0)}"
+        f" · front {record.get('front_size', 0)}"
+    )
+    best = " · ".join(
+        f"{metric} {value:.4g}" for metric, value in (record.get("best") or {}).items()
+    )
     return pace, f"best: {best}" if best else "best: (no feasible candidate yet)"

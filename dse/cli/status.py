@@ -36,14 +36,27 @@ def show_status(results: Path, console: Console) -> None:
         status += f" (process {owner.pid} on {owner.host})"
     # free text (names, paths, notes, reasons) is escaped or printed with markup=False: '[dashboard]' is text
     # control characters escaped: a reason text or a name read from the folder moves no cursor
-    console.print(f"[bold]{escape(printable(meta.study))}[/bold] in {escape(printable(f'{store.path}: {status}'))}")
-    console.print(escape(printable(f"evaluator {meta.evaluator} {meta.evaluator_version}, "
-                                   f"search {state.algorithm}, created {meta.created}")))
-    keeps = {"all": "every evaluation", "feasible": "the feasible evaluations",
-             "front": "the evaluations on the front when evaluated"}[state.keep]
+    console.print(
+        f"[bold]{escape(printable(meta.study))}[/bold] in {escape(printable(f'{store.path}: {status}'))}"
+    )
+    console.print(
+        escape(
+            printable(
+                f"evaluator {meta.evaluator} {meta.evaluator_version}, "
+                f"search {state.algorithm}, created {meta.created}"
+            )
+        )
+    )
+    keeps = {
+        "all": "every evaluation",
+        "feasible": "the feasible evaluations",
+        "front": "the evaluations on the front when evaluated",
+    }[state.keep]
     in_flight = run.log_rows - n
-    console.print(f"evaluation log: {run.log_rows} rows in {len(store.log_files())} file(s), keeping {keeps} in full"
-                  + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else ""))
+    console.print(
+        f"evaluation log: {run.log_rows} rows in {len(store.log_files())} file(s), keeping {keeps} in full"
+        + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else "")
+    )
     phases = PhasesSummary.of(state.driver)
     if phases is not None:  # the search's phases (dse.search.phases): what it chose, where it is
         console.print(printable(f"search: {phases.explain}"), markup=False)
@@ -51,19 +64,26 @@ def show_status(results: Path, console: Console) -> None:
             front_label = "front so far (the run is going)"
         else:
             front_label = f"front {phases.front}: {phases.front_detail}"
-        console.print(f"phase {phases.phase}, {phases.polish_asked} polish evaluations, "
-                      f"{phases.spent_s:.1f} s run time; {front_label}", markup=False)
+        console.print(
+            f"phase {phases.phase}, {phases.polish_asked} polish evaluations, "
+            f"{phases.spent_s:.1f} s run time; {front_label}",
+            markup=False,
+        )
     as_of = ""
     if owner and last:
         as_of = f" as of batch {last.batch} (the last one told; the line 'in progress' is live)"
     if not owner and in_flight > 0:  # a run stopped mid-batch: those rows count when it resumes
-        as_of = (f" as of the last batch told ({in_flight} later evaluations are in the log: `dse resume` "
-                 "counts them)")
+        as_of = (
+            f" as of the last batch told ({in_flight} later evaluations are in the log: `dse resume` "
+            "counts them)"
+        )
     hv = "hypervolume - (no front yet)"
     if last and front_size:
         hv = f"hypervolume {last.hypervolume:.4f} (frame of the first batch's front, see docs/results.md)"
-    console.print(f"evaluations {n} (failed {failed}), feasible {feasible}, "
-                  f"front size {front_size}, {hv}{as_of}")
+    console.print(
+        f"evaluations {n} (failed {failed}), feasible {feasible}, "
+        f"front size {front_size}, {hv}{as_of}"
+    )
     if n > feasible and run.log_rows:  # what export, plot and report send the user here for
         reasons, kinds = state.ruled_out, state.ruled_out_kinds
         if reasons is None:  # a run saved before the state kept them: from the log
@@ -82,23 +102,44 @@ def show_status(results: Path, console: Console) -> None:
     if owner and live and live.get("pid") == owner.pid:
         age = time.time() - float(live.get("updated_unix", time.time()))
         # progress.json is written every 2 s, state.json every batch: never fewer than the batches told
-        done = f"{max(int(live.get('done', 0)), n):,}" + (f" of {live['total']:,}" if live.get("total") else "")
+        done = f"{max(int(live.get('done', 0)), n):,}" + (
+            f" of {live['total']:,}" if live.get("total") else ""
+        )
         pace, best = progress_lines(live)
-        console.print(f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)", highlight=False,
-                      markup=False)
+        console.print(
+            f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)",
+            highlight=False,
+            markup=False,
+        )
         console.print(printable(best), highlight=False, markup=False)
         if live.get("note"):
             console.print(printable(f"last note: {live['note']}"), highlight=False, markup=False)
     if history:
         t = Table(title="progress per batch")
-        for col, unit in (("batch", ""), ("evaluations", ""), ("feasible", ""), ("failed", ""),
-                          ("front_size", ""), ("hypervolume", ""), ("seconds", "s")):
-            t.add_column(escape(f"{col} [{unit}]") if unit else col, justify="right")  # [s] is not markup
+        for col, unit in (
+            ("batch", ""),
+            ("evaluations", ""),
+            ("feasible", ""),
+            ("failed", ""),
+            ("front_size", ""),
+            ("hypervolume", ""),
+            ("seconds", "s"),
+        ):
+            t.add_column(
+                escape(f"{col} [{unit}]") if unit else col, justify="right"
+            )  # [s] is not markup
         rows = history if len(history) <= 30 else [*history[:5], None, *history[-25:]]
         for r in rows:
             if r is None:  # the batches between the first five and the last 25
                 t.add_row("…", f"({len(history) - 30} batches not shown)", *[""] * 5)
                 continue
-            t.add_row(str(r.batch), str(r.evaluations), str(r.feasible), str(r.failed), str(r.front_size),
-                      f"{r.hypervolume:.4f}", f"{r.seconds:.2f}")
+            t.add_row(
+                str(r.batch),
+                str(r.evaluations),
+                str(r.feasible),
+                str(r.failed),
+                str(r.front_size),
+                f"{r.hypervolume:.4f}",
+                f"{r.seconds:.2f}",
+            )
         console.print(t)

@@ -16,8 +16,17 @@ from dse.evaluators.base import (
 )
 from dse.plugins import load_class, registered
 
-__all__ = ["GROUP", "ContractError", "Evaluator", "Input", "Metric", "available_evaluators", "check_result",
-           "evaluator_class", "load_evaluator"]
+__all__ = [
+    "GROUP",
+    "ContractError",
+    "Evaluator",
+    "Input",
+    "Metric",
+    "available_evaluators",
+    "check_result",
+    "evaluator_class",
+    "load_evaluator",
+]
 
 GROUP = "dse.evaluators"
 
@@ -44,13 +53,18 @@ def load_evaluator(spec: Any) -> Evaluator:
     cls = evaluator_class(spec.name)
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
     if missing:  # the class, not its options: Python would say "Can't instantiate abstract class"
-        raise StudyError(f"evaluator '{spec.name}' ({cls.__module__}.{cls.__qualname__}) does not define "
-                         f"{', '.join(missing)} (a bug of the evaluator's package)", field="evaluator.name")
+        raise StudyError(
+            f"evaluator '{spec.name}' ({cls.__module__}.{cls.__qualname__}) does not define "
+            f"{', '.join(missing)} (a bug of the evaluator's package)",
+            field="evaluator.name",
+        )
     options = dict(spec.options)
     if cls.Options is not None:
         from dse.study import validate_options
 
-        options = validate_options(cls.Options, options, prefix=("evaluator", "options")).model_dump()
+        options = validate_options(
+            cls.Options, options, prefix=("evaluator", "options")
+        ).model_dump()
     try:
         evaluator = cls(**options)
     except (TypeError, ValueError) as exc:
@@ -60,14 +74,21 @@ def load_evaluator(spec: Any) -> Evaluator:
     except Exception as exc:  # noqa: BLE001 - the constructor failed on these options (a file it reads...)
         what = getattr(exc, "strerror", None) and getattr(exc, "filename", None)
         text = f"{exc.filename}: {exc.strerror}" if what else f"{type(exc).__name__}: {exc}"
-        raise StudyError(f"evaluator '{spec.name}' could not be built from its options: {text}",
-                         field="evaluator.options") from None
+        raise StudyError(
+            f"evaluator '{spec.name}' could not be built from its options: {text}",
+            field="evaluator.options",
+        ) from None
     try:
         check_declarations(evaluator)
     except ValueError as exc:
-        raise StudyError(f"evaluator '{spec.name}': {exc} (a bug of the evaluator's package)",
-                         field="evaluator.name") from None
+        raise StudyError(
+            f"evaluator '{spec.name}': {exc} (a bug of the evaluator's package)",
+            field="evaluator.name",
+        ) from None
     except Exception as exc:  # noqa: BLE001 - e.g. its `inputs` property raised
-        raise StudyError(f"evaluator '{spec.name}': reading its declarations raised {type(exc).__name__}: {exc} "
-                         "(a bug of the evaluator's package)", field="evaluator.name") from None
+        raise StudyError(
+            f"evaluator '{spec.name}': reading its declarations raised {type(exc).__name__}: {exc} "
+            "(a bug of the evaluator's package)",
+            field="evaluator.name",
+        ) from None
     return evaluator

@@ -43,11 +43,20 @@ class Input:
         other spaces, hyphens or underscores (``a100-80gb`` for ``A100-80GB``) is that
         choice, when exactly one matches; a whole number written as a float (``8.0``) of an
         integer input is an int. Anything else is returned as it is (:meth:`check` judges it)."""
-        if self.kind == "str" and isinstance(value, str) and self.choices is not None and value not in self.choices:
+        if (
+            self.kind == "str"
+            and isinstance(value, str)
+            and self.choices is not None
+            and value not in self.choices
+        ):
             matches = [c for c in self.choices if isinstance(c, str) and _loose(c) == _loose(value)]
             return matches[0] if len(matches) == 1 else value
-        if (self.kind == "int" and isinstance(value, float) and value.is_integer()
-                and abs(value) <= MAX_EXACT_INT):
+        if (
+            self.kind == "int"
+            and isinstance(value, float)
+            and value.is_integer()
+            and abs(value) <= MAX_EXACT_INT
+        ):
             return int(value)
         return value
 
@@ -55,30 +64,50 @@ class Input:
         """Raise a :class:`StudyError` if ``value`` is not allowed for this input."""
         if self.kind == "str":
             if not isinstance(value, str):
-                raise StudyError("expected a text value", field=field, value=value,
-                                 allowed=self._allowed())
+                raise StudyError(
+                    "expected a text value", field=field, value=value, allowed=self._allowed()
+                )
             if self.choices is not None and value not in self.choices:
-                raise StudyError(f"unknown {self.name}", field=field, value=value, allowed=self._allowed(),
-                                 hint=suggestion(value, self.choices))
+                raise StudyError(
+                    f"unknown {self.name}",
+                    field=field,
+                    value=value,
+                    allowed=self._allowed(),
+                    hint=suggestion(value, self.choices),
+                )
             return
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise StudyError("expected true or false", field=field, value=value)
             return
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise StudyError("expected a number" + (f" in {self.unit}" if _shown_unit(self.unit) else ""),
-                             field=field, value=value, allowed=self._allowed())
+            raise StudyError(
+                "expected a number" + (f" in {self.unit}" if _shown_unit(self.unit) else ""),
+                field=field,
+                value=value,
+                allowed=self._allowed(),
+            )
         if not finite_number(value):  # also an integer too large for a float (10**400)
-            raise StudyError("expected a finite number", field=field, value=value, allowed=self._allowed())
+            raise StudyError(
+                "expected a finite number", field=field, value=value, allowed=self._allowed()
+            )
         if self.kind == "int" and not float(value).is_integer():
-            raise StudyError("expected an integer", field=field, value=value, allowed=self._allowed())
+            raise StudyError(
+                "expected an integer", field=field, value=value, allowed=self._allowed()
+            )
         if self.kind == "int" and abs(value) > MAX_EXACT_INT:
-            raise StudyError("integer too large", field=field, value=value,
-                             allowed=f"{self._allowed()} (at most 2^53)")
+            raise StudyError(
+                "integer too large",
+                field=field,
+                value=value,
+                allowed=f"{self._allowed()} (at most 2^53)",
+            )
         if (self.minimum is not None and value < self.minimum) or (
             self.maximum is not None and value > self.maximum
         ):
-            raise StudyError("value out of range", field=field, value=value, allowed=self._allowed())
+            raise StudyError(
+                "value out of range", field=field, value=value, allowed=self._allowed()
+            )
 
     def _allowed(self) -> str:
         if self.choices is not None:
@@ -99,7 +128,16 @@ class Input:
 MAX_EXACT_INT = 2**53
 
 #: how a text cell says true or false (tables of measurements, a program's output), lower case
-TRUTH = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False, "1.0": True, "0.0": False}
+TRUTH = {
+    "true": True,
+    "false": False,
+    "yes": True,
+    "no": False,
+    "1": True,
+    "0": False,
+    "1.0": True,
+    "0.0": False,
+}
 
 
 def _loose(text: str) -> str:
@@ -200,8 +238,18 @@ class Evaluator(ABC):
 
 #: column names dse itself writes beside an evaluator's (the results' bookkeeping, the
 #: datasets' dimension and constraint mask): no input or metric may take one
-RESERVED_NAMES = ("feasible", "reason", "status", "error", "elapsed_s", "batch", "key", "kept",
-                  "meets_constraints", "candidate")
+RESERVED_NAMES = (
+    "feasible",
+    "reason",
+    "status",
+    "error",
+    "elapsed_s",
+    "batch",
+    "key",
+    "kept",
+    "meets_constraints",
+    "candidate",
+)
 INPUT_KINDS = get_args(InputKind)
 
 
@@ -226,37 +274,53 @@ def check_declarations(evaluator: Evaluator) -> None:
     for attr in ("name", "version"):
         value = getattr(evaluator, attr, None)
         if not isinstance(value, str) or not value:
-            raise ValueError(f"evaluator class {cls} does not set `{attr}` (a text class attribute)")
+            raise ValueError(
+                f"evaluator class {cls} does not set `{attr}` (a text class attribute)"
+            )
     inputs, metrics = evaluator.inputs, evaluator.metrics
     for what, table, kind in (("inputs", inputs, Input), ("metrics", metrics, Metric)):
         if not isinstance(table, dict) or not all(isinstance(v, kind) for v in table.values()):
-            raise ValueError(f"`{what}` of evaluator '{evaluator.name}' is not a dict of {kind.__name__}")
+            raise ValueError(
+                f"`{what}` of evaluator '{evaluator.name}' is not a dict of {kind.__name__}"
+            )
         for name, decl in table.items():
             if name in RESERVED_NAMES:
-                raise ValueError(f"evaluator '{evaluator.name}' declares {what[:-1]} '{name}', a name dse "
-                                 f"writes itself (reserved: {', '.join(RESERVED_NAMES)})")
+                raise ValueError(
+                    f"evaluator '{evaluator.name}' declares {what[:-1]} '{name}', a name dse "
+                    f"writes itself (reserved: {', '.join(RESERVED_NAMES)})"
+                )
             if decl.name != name:
-                raise ValueError(f"evaluator '{evaluator.name}': {what} key '{name}' holds {kind.__name__} "
-                                 f"'{decl.name}'")
+                raise ValueError(
+                    f"evaluator '{evaluator.name}': {what} key '{name}' holds {kind.__name__} "
+                    f"'{decl.name}'"
+                )
             for text in ("unit", "description") if kind is Input else ("unit", "long_name"):
                 if not isinstance(getattr(decl, text), str):  # the datasets' attributes are text
-                    raise ValueError(f"{what[:-1]} '{name}' of evaluator '{evaluator.name}' has {text} "
-                                     f"{getattr(decl, text)!r}; allowed: text ('1' for a pure number)")
+                    raise ValueError(
+                        f"{what[:-1]} '{name}' of evaluator '{evaluator.name}' has {text} "
+                        f"{getattr(decl, text)!r}; allowed: text ('1' for a pure number)"
+                    )
     _check_class_settings(evaluator, inputs)
     both = sorted(set(inputs) & set(metrics))
     if both:
-        raise ValueError(f"evaluator '{evaluator.name}' declares '{both[0]}' both as an input and as a metric")
+        raise ValueError(
+            f"evaluator '{evaluator.name}' declares '{both[0]}' both as an input and as a metric"
+        )
     for name, inp in inputs.items():
         if inp.kind not in INPUT_KINDS:
-            raise ValueError(f"input '{name}' of evaluator '{evaluator.name}' has kind '{inp.kind}'; "
-                             f"allowed: {', '.join(INPUT_KINDS)}")
+            raise ValueError(
+                f"input '{name}' of evaluator '{evaluator.name}' has kind '{inp.kind}'; "
+                f"allowed: {', '.join(INPUT_KINDS)}"
+            )
         if inp.default is not None:
             try:
                 inp.check(inp.default, field=name)
             except StudyError as exc:
-                raise ValueError(f"input '{name}' of evaluator '{evaluator.name}': its default {inp.default!r} "
-                                 f"breaks its own declaration: {exc.message}"
-                                 + (f" (allowed: {exc.allowed})" if exc.allowed else "")) from None
+                raise ValueError(
+                    f"input '{name}' of evaluator '{evaluator.name}': its default {inp.default!r} "
+                    f"breaks its own declaration: {exc.message}"
+                    + (f" (allowed: {exc.allowed})" if exc.allowed else "")
+                ) from None
 
 
 def _check_class_settings(evaluator: Evaluator, inputs: dict[str, Input]) -> None:
@@ -271,27 +335,39 @@ def _check_class_settings(evaluator: Evaluator, inputs: dict[str, Input]) -> Non
 
     chunk = evaluator.chunk_size
     if chunk is not None and not (whole(chunk) and chunk >= 1):
-        raise ValueError(f"its class sets chunk_size = {chunk!r}; allowed: None or a whole number >= 1")
+        raise ValueError(
+            f"its class sets chunk_size = {chunk!r}; allowed: None or a whole number >= 1"
+        )
     if not (whole(evaluator.preview_size) and evaluator.preview_size >= 0):
-        raise ValueError(f"its class sets preview_size = {evaluator.preview_size!r}; allowed: a whole "
-                         "number >= 0")
+        raise ValueError(
+            f"its class sets preview_size = {evaluator.preview_size!r}; allowed: a whole "
+            "number >= 0"
+        )
     for attr in ("fork_safe", "enforces_timeout"):
         if not isinstance(getattr(evaluator, attr), bool | np.bool_):
-            raise ValueError(f"its class sets {attr} = {getattr(evaluator, attr)!r}; allowed: True or False")
+            raise ValueError(
+                f"its class sets {attr} = {getattr(evaluator, attr)!r}; allowed: True or False"
+            )
     if evaluator.enforces_timeout:
         params = inspect.signature(evaluator.evaluate).parameters
         takes = "timeout_s" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         if not takes:
-            raise ValueError("its class sets enforces_timeout = True, but its evaluate() takes no "
-                             "timeout_s argument")
+            raise ValueError(
+                "its class sets enforces_timeout = True, but its evaluate() takes no "
+                "timeout_s argument"
+            )
     for group in evaluator.exclusive_inputs:
         unknown = [g for g in group if g not in inputs]
         if unknown:
-            raise ValueError(f"its class names '{unknown[0]}' in exclusive_inputs, which is not one "
-                             "of its inputs")
+            raise ValueError(
+                f"its class names '{unknown[0]}' in exclusive_inputs, which is not one "
+                "of its inputs"
+            )
 
 
-def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
+def check_result(
+    evaluator: Evaluator, candidates: pd.DataFrame, result: pd.DataFrame
+) -> pd.DataFrame:
     """Enforce the contract on an evaluator's output (raising :class:`ContractError`):
     a DataFrame with one row per candidate, every metric, ``feasible`` and ``reason``;
     every metric a number (bool, integer or float; a missing value NaN), a flag (a metric
@@ -303,36 +379,52 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
     evaluator's next call copies them (an evaluator may reuse its output buffers)."""
     name = evaluator.name
     if not isinstance(result, pd.DataFrame):
-        raise ContractError(f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True)
+        raise ContractError(
+            f"evaluator '{name}' returned {type(result).__name__}, not a DataFrame", structural=True
+        )
     if len(result) != len(candidates):
-        raise ContractError(f"evaluator '{name}' returned {len(result)} rows for {len(candidates)} candidates", structural=True)
+        raise ContractError(
+            f"evaluator '{name}' returned {len(result)} rows for {len(candidates)} candidates",
+            structural=True,
+        )
     metrics = evaluator.metrics  # (a property may build it on every call)
     missing = [c for c in (*metrics, "feasible", "reason") if c not in result.columns]
     if missing:
         raise ContractError(f"evaluator '{name}' did not return {missing}", structural=True)
     if result.columns.duplicated().any():
-        raise ContractError(f"evaluator '{name}' returned column '{result.columns[result.columns.duplicated()][0]}' "
-                            "twice", structural=True)
+        raise ContractError(
+            f"evaluator '{name}' returned column '{result.columns[result.columns.duplicated()][0]}' "
+            "twice",
+            structural=True,
+        )
     # only what the contract asks for: other columns (the inputs echoed back, notes) are
     # not stored, and one named as a column dse writes itself would clash with it
     result = result[[*metrics, "feasible", "reason"]].reset_index(drop=True)
     for metric, declared in metrics.items():
         col = result[metric]
         if not pd.api.types.is_numeric_dtype(col.dtype):
-            raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype} "
-                                f"(e.g. {_example(col)}); a metric is a number (NaN where missing)")
+            raise ContractError(
+                f"evaluator '{name}' returned metric '{metric}' as {col.dtype} "
+                f"(e.g. {_example(col)}); a metric is a number (NaN where missing)"
+            )
         if getattr(col.dtype, "kind", "") == "c":
-            raise ContractError(f"evaluator '{name}' returned metric '{metric}' as {col.dtype}; a metric is a "
-                                "real number (NaN where missing)")
+            raise ContractError(
+                f"evaluator '{name}' returned metric '{metric}' as {col.dtype}; a metric is a "
+                "real number (NaN where missing)"
+            )
         if declared.unit == "bool":  # a flag: true or false in every call
             if col.dtype != bool:
                 values = col.to_numpy(dtype=float, na_value=np.nan)
                 if not np.isin(values, (0.0, 1.0)).all():
-                    raise ContractError(f"evaluator '{name}' returned flag '{metric}' (unit bool) as {col.dtype} "
-                                        f"(e.g. {_example(col, truth=True)}); a flag is true or false in every "
-                                        "call (a bool column, or 0 and 1)")
+                    raise ContractError(
+                        f"evaluator '{name}' returned flag '{metric}' (unit bool) as {col.dtype} "
+                        f"(e.g. {_example(col, truth=True)}); a flag is true or false in every "
+                        "call (a bool column, or 0 and 1)"
+                    )
                 result[metric] = values.astype(bool)
-        elif not isinstance(col.dtype, np.dtype):  # a nullable extension column: numpy floats, NaN for NA
+        elif not isinstance(
+            col.dtype, np.dtype
+        ):  # a nullable extension column: numpy floats, NaN for NA
             result[metric] = col.to_numpy(dtype=np.float64, na_value=np.nan)
         elif col.dtype.kind in "biu" or (col.dtype.kind == "f" and col.dtype.itemsize != 8):
             # float64, whatever the call's values: every chunk of the log has one type per metric
@@ -345,9 +437,11 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
             result["reason"] = ""
         else:
             first = reason.dropna().iloc[0]
-            raise ContractError(f"evaluator '{name}' returned 'reason' as {reason.dtype} (e.g. "
-                                f"{getattr(first, 'item', lambda: first)()!r}); it is text, empty where the "
-                                "candidate is feasible")
+            raise ContractError(
+                f"evaluator '{name}' returned 'reason' as {reason.dtype} (e.g. "
+                f"{getattr(first, 'item', lambda: first)()!r}); it is text, empty where the "
+                "candidate is feasible"
+            )
     feasible = result["feasible"]
     if feasible.dtype != bool:
         try:  # 0/1 numbers, or Python bools in an object column
@@ -355,8 +449,10 @@ def check_result(evaluator: Evaluator, candidates: pd.DataFrame, result: pd.Data
         except (TypeError, ValueError):
             values = None
         if values is None or not np.isin(values, (0.0, 1.0)).all():
-            raise ContractError(f"evaluator '{name}' returned 'feasible' as {feasible.dtype} (e.g. "
-                                f"{_example(feasible, truth=True)}); it is true or false (a bool column, or 0 and 1)")
+            raise ContractError(
+                f"evaluator '{name}' returned 'feasible' as {feasible.dtype} (e.g. "
+                f"{_example(feasible, truth=True)}); it is true or false (a bool column, or 0 and 1)"
+            )
         result["feasible"] = values.astype(bool)
     return result
 
@@ -367,7 +463,9 @@ def _example(col: pd.Series, *, truth: bool = False) -> str:
     for value in col.head(1000):
         if np.ndim(value) == 0 and pd.isna(value):
             return repr(value)
-        if truth and not (isinstance(value, bool | int | float | np.number | np.bool_) and value in (0, 1)):
+        if truth and not (
+            isinstance(value, bool | int | float | np.number | np.bool_) and value in (0, 1)
+        ):
             return repr(value)[:40]
         if not truth and not isinstance(value, bool | int | float | np.number):
             return repr(value)[:40]

@@ -79,16 +79,26 @@ class InputDecl(_Strict):
     def _consistent(self) -> InputDecl:
         if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
             raise ValueError(f"minimum ({self.minimum:g}) is above maximum ({self.maximum:g})")
-        if self.choices is not None and self.default is not None and self.default not in self.choices:
+        if (
+            self.choices is not None
+            and self.default is not None
+            and self.default not in self.choices
+        ):
             raise ValueError(f"default: {self.default!r} is not one of the choices {self.choices}")
         decl = Input("", self.kind, self.unit, "", None, None, self.minimum, self.maximum)
-        for what, values in (("choices", self.choices or []), ("default", [] if self.default is None else [self.default])):
+        for what, values in (
+            ("choices", self.choices or []),
+            ("default", [] if self.default is None else [self.default]),
+        ):
             for v in values:
                 try:
                     decl.check(v, field=what)
                 except StudyError as exc:
-                    raise ValueError(f"{what}: {exc.message} ({v!r} for a {self.kind} input"
-                                     + (f"; allowed: {exc.allowed}" if exc.allowed else "") + ")") from None
+                    raise ValueError(
+                        f"{what}: {exc.message} ({v!r} for a {self.kind} input"
+                        + (f"; allowed: {exc.allowed}" if exc.allowed else "")
+                        + ")"
+                    ) from None
         return self
 
 
@@ -100,18 +110,28 @@ class MetricDecl(_Strict):
 
 
 class CommandOptions(_Strict):
-    command: list[str] | str = Field(description="the program and its arguments; {input}, {output}, {python}")
+    command: list[str] | str = Field(
+        description="the program and its arguments; {input}, {output}, {python}"
+    )
     inputs: dict[str, InputDecl] = Field(min_length=1)
     metrics: dict[str, MetricDecl] = Field(min_length=1)
     format: Literal["csv", "json"] = "csv"
     input: Literal["stdin", "file"] = "stdin"
     output: Literal["stdout", "file"] = "stdout"
-    workdir: str | None = Field(default=None, description="the program's working folder (default: the current one)")
-    env: dict[str, str] = Field(default_factory=dict, description="environment variables added for the program")
+    workdir: str | None = Field(
+        default=None, description="the program's working folder (default: the current one)"
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="environment variables added for the program"
+    )
     version: str = Field(default="1", description="the program's version, stored with the results")
-    output_limit_mb: float = Field(default=OUTPUT_LIMIT_MB, gt=0, allow_inf_nan=False,
-                                   description="the most a call's answer may hold (MB of standard output, or of "
-                                               "the output file); a call past it fails")
+    output_limit_mb: float = Field(
+        default=OUTPUT_LIMIT_MB,
+        gt=0,
+        allow_inf_nan=False,
+        description="the most a call's answer may hold (MB of standard output, or of "
+        "the output file); a call past it fails",
+    )
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -119,8 +139,10 @@ class CommandOptions(_Strict):
         if isinstance(v, dict):
             reserved = [k for k in RESERVED_NAMES if k in v]
             if reserved:
-                raise ValueError(f"'{reserved[0]}' is not a metric: feasible and reason are the program's own "
-                                 f"columns, and dse writes {', '.join(n for n in RESERVED_NAMES if n not in ('feasible', 'reason'))} itself")
+                raise ValueError(
+                    f"'{reserved[0]}' is not a metric: feasible and reason are the program's own "
+                    f"columns, and dse writes {', '.join(n for n in RESERVED_NAMES if n not in ('feasible', 'reason'))} itself"
+                )
             return {k: {"unit": d} if isinstance(d, str) else d for k, d in v.items()}
         return v
 
@@ -129,7 +151,9 @@ class CommandOptions(_Strict):
     def _not_reserved(cls, v: dict) -> dict:
         reserved = [k for k in RESERVED_NAMES if k in v]
         if reserved:
-            raise ValueError(f"'{reserved[0]}' is not an input: dse writes {', '.join(RESERVED_NAMES)} itself")
+            raise ValueError(
+                f"'{reserved[0]}' is not an input: dse writes {', '.join(RESERVED_NAMES)} itself"
+            )
         return v
 
     @field_validator("command")
@@ -154,10 +178,14 @@ class CommandOptions(_Strict):
         for key in ("input", "output"):
             placeholder, mode = "{" + key + "}", getattr(self, key)
             if mode == "file" and placeholder not in text:
-                raise ValueError(f"{key}: file needs '{placeholder}' in the command (where the file's path goes)")
+                raise ValueError(
+                    f"{key}: file needs '{placeholder}' in the command (where the file's path goes)"
+                )
             if mode != "file" and placeholder in text:
-                raise ValueError(f"the command has '{placeholder}', which is a path only with {key}: file "
-                                 f"({key} is {mode})")
+                raise ValueError(
+                    f"the command has '{placeholder}', which is a path only with {key}: file "
+                    f"({key} is {mode})"
+                )
         return self
 
 
@@ -178,7 +206,11 @@ def worker_closing(worker=None) -> bool:
             worker = distributed.get_worker()
         except ValueError:
             return False
-    return getattr(getattr(worker, "status", None), "name", "") in ("closing", "closing_gracefully", "closed")
+    return getattr(getattr(worker, "status", None), "name", "") in (
+        "closing",
+        "closing_gracefully",
+        "closed",
+    )
 
 
 def kill_session(pid: int) -> None:
@@ -212,7 +244,9 @@ def _session_members(sid: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (name) ": state ppid pgrp session
+        fields = stat[
+            stat.rfind(b")") + 2 :
+        ].split()  # after "pid (name) ": state ppid pgrp session
         if len(fields) > 3 and fields[3] == str(sid).encode():
             members.append(int(entry))
     return members
@@ -227,8 +261,9 @@ class _Stopped(Exception):
     """Why a call's exchange with its program ended early: ``timeout`` or ``too_much``."""
 
 
-def _exchange(proc: subprocess.Popen, data: bytes | None, deadline: float | None,
-              limit_bytes: int) -> tuple[bytes, bytes]:
+def _exchange(
+    proc: subprocess.Popen, data: bytes | None, deadline: float | None, limit_bytes: int
+) -> tuple[bytes, bytes]:
     """Give ``data`` to the program's standard input and read its standard output (at most
     ``limit_bytes``) and error (the last :data:`STDERR_CHARS` kept) until the program has
     exited and closed both, without waiting past ``deadline`` (``time.monotonic``) nor more
@@ -259,7 +294,7 @@ def _exchange(proc: subprocess.Popen, data: bytes | None, deadline: float | None
             for key, _ in sel.select(wait):
                 if key.fileobj is proc.stdin:
                     try:
-                        sent = os.write(key.fd, pending[:1 << 16])
+                        sent = os.write(key.fd, pending[: 1 << 16])
                     except BlockingIOError:  # the pipe filled up since select said otherwise
                         sent = 0
                     except BrokenPipeError:  # it stopped reading: what it answers tells
@@ -279,7 +314,7 @@ def _exchange(proc: subprocess.Popen, data: bytes | None, deadline: float | None
                 else:
                     err += chunk
                     if len(err) > 4 * STDERR_CHARS:
-                        del err[:-2 * STDERR_CHARS]
+                        del err[: -2 * STDERR_CHARS]
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             proc.wait(remaining)  # it closed its output but may still run
@@ -315,38 +350,74 @@ class CommandEvaluator(Evaluator):
         super().__init__(**options)
         self.opts = opts
         self.version = opts.version
-        self.args = shlex.split(opts.command) if isinstance(opts.command, str) else list(opts.command)
+        self.args = (
+            shlex.split(opts.command) if isinstance(opts.command, str) else list(opts.command)
+        )
         self.args = [a.replace("{python}", sys.executable) for a in self.args]
         program = self.args[0]
         script = len(self.args) > 1 and Path(program).name.startswith("python")
         self.label = Path(self.args[1 if script else 0]).name  # how messages name the program
         if opts.workdir is not None and not Path(opts.workdir).is_dir():
-            raise StudyError(f"workdir {opts.workdir} is not a folder" if Path(opts.workdir).exists()
-                             else f"workdir {opts.workdir} does not exist", field="evaluator.options.workdir")
+            raise StudyError(
+                f"workdir {opts.workdir} is not a folder"
+                if Path(opts.workdir).exists()
+                else f"workdir {opts.workdir} does not exist",
+                field="evaluator.options.workdir",
+            )
         # checked as the program will be run: a bare name is looked up on PATH, a path from workdir
-        where = Path(opts.workdir) / program if opts.workdir and not Path(program).is_absolute() else Path(program)
+        where = (
+            Path(opts.workdir) / program
+            if opts.workdir and not Path(program).is_absolute()
+            else Path(program)
+        )
         if "/" not in program:
             if shutil.which(program) is None:
-                hint = f"; a program in {opts.workdir or 'the current folder'} is given as ./{program}" \
-                    if where.is_file() else ""
-                raise StudyError(f"program '{program}' not found on PATH{hint}", field="evaluator.options.command")
+                hint = (
+                    f"; a program in {opts.workdir or 'the current folder'} is given as ./{program}"
+                    if where.is_file()
+                    else ""
+                )
+                raise StudyError(
+                    f"program '{program}' not found on PATH{hint}",
+                    field="evaluator.options.command",
+                )
         elif not where.is_file():
-            raise StudyError(f"program '{program}' not found (not on PATH, not a file)",
-                             field="evaluator.options.command")
+            raise StudyError(
+                f"program '{program}' not found (not on PATH, not a file)",
+                field="evaluator.options.command",
+            )
         elif not os.access(where, os.X_OK):
-            raise StudyError(f"program '{program}' is not executable (chmod +x it, or run it through an "
-                             "interpreter: [\"{python}\", script.py])", field="evaluator.options.command")
-        if script and not Path(self.args[1]).is_absolute():  # {python} script.py: the script must be there
+            raise StudyError(
+                f"program '{program}' is not executable (chmod +x it, or run it through an "
+                'interpreter: ["{python}", script.py])',
+                field="evaluator.options.command",
+            )
+        if (
+            script and not Path(self.args[1]).is_absolute()
+        ):  # {python} script.py: the script must be there
             path = Path(opts.workdir or ".") / self.args[1]
             if not path.is_file() and not self.args[1].startswith("-"):
-                raise StudyError(f"script {self.args[1]} not found in {opts.workdir or 'the current folder'} "
-                                 "(the program runs in workdir)", field="evaluator.options.command")
+                raise StudyError(
+                    f"script {self.args[1]} not found in {opts.workdir or 'the current folder'} "
+                    "(the program runs in workdir)",
+                    field="evaluator.options.command",
+                )
 
     @property
     def inputs(self) -> dict[str, Input]:
-        return {n: Input(n, d.kind, d.unit, d.description, d.default,
-                         tuple(d.choices) if d.choices is not None else None, d.minimum, d.maximum)
-                for n, d in self.opts.inputs.items()}
+        return {
+            n: Input(
+                n,
+                d.kind,
+                d.unit,
+                d.description,
+                d.default,
+                tuple(d.choices) if d.choices is not None else None,
+                d.minimum,
+                d.maximum,
+            )
+            for n, d in self.opts.inputs.items()
+        }
 
     @property
     def metrics(self) -> dict[str, Metric]:
@@ -355,21 +426,29 @@ class CommandEvaluator(Evaluator):
     def evaluate(self, candidates: pd.DataFrame, timeout_s: float | None = None) -> pd.DataFrame:
         table = self.with_defaults(candidates)[list(self.opts.inputs)]
         with tempfile.TemporaryDirectory(prefix="dse-command-") as tmp:
-            files = {"input": Path(tmp) / f"candidates.{self.opts.format}",
-                     "output": Path(tmp) / f"metrics.{self.opts.format}"}
+            files = {
+                "input": Path(tmp) / f"candidates.{self.opts.format}",
+                "output": Path(tmp) / f"metrics.{self.opts.format}",
+            }
             data = self._write(table)
             if self.opts.input == "file":
                 files["input"].write_bytes(data)
-            args = [a.replace("{input}", str(files["input"])).replace("{output}", str(files["output"]))
-                    for a in self.args]
+            args = [
+                a.replace("{input}", str(files["input"])).replace("{output}", str(files["output"]))
+                for a in self.args
+            ]
             stdout = self._run(args, data if self.opts.input == "stdin" else None, timeout_s)
             if self.opts.output == "file":
                 if not files["output"].is_file():
-                    raise RuntimeError(f"{self.label} wrote no {files['output'].name} ('{{output}}' in the command)")
+                    raise RuntimeError(
+                        f"{self.label} wrote no {files['output'].name} ('{{output}}' in the command)"
+                    )
                 size_mb = files["output"].stat().st_size / 1e6
                 if size_mb > self.opts.output_limit_mb:
-                    raise RuntimeError(f"{self.label} wrote {size_mb:,.1f} MB to {files['output'].name}, more than "
-                                       f"{self.opts.output_limit_mb:g} MB (evaluator.options.output_limit_mb)")
+                    raise RuntimeError(
+                        f"{self.label} wrote {size_mb:,.1f} MB to {files['output'].name}, more than "
+                        f"{self.opts.output_limit_mb:g} MB (evaluator.options.output_limit_mb)"
+                    )
                 stdout = files["output"].read_bytes()
         return self._read(stdout, len(table))
 
@@ -381,9 +460,15 @@ class CommandEvaluator(Evaluator):
     def _run(self, args: list[str], data: bytes | None, timeout_s: float | None) -> bytes:
         if worker_closing():
             raise RuntimeError(f"{self.label} was stopped: the dask worker is closing")
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.opts.workdir,
-                                env={**os.environ, **self.opts.env}, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=self.opts.workdir,
+            env={**os.environ, **self.opts.env},
+            start_new_session=True,
+        )
         _RUNNING.add(proc.pid)
         if worker_closing():  # the worker began to close while this program started: stopped too
             _kill_group(proc)
@@ -396,10 +481,14 @@ class CommandEvaluator(Evaluator):
         except _Stopped as stop:
             _kill_group(proc)  # the program and whatever it started
             if stop.args[0] == "timeout":
-                raise TimeoutError(f"{self.label} gave no result within {timeout_s:g} s (evaluator.timeout_s)"
-                                   f"{_tail(stop.args[1])}") from None
-            raise RuntimeError(f"{self.label} wrote more than {limit:g} MB to its standard output "
-                               f"(evaluator.options.output_limit_mb); stopped{_tail(stop.args[1])}") from None
+                raise TimeoutError(
+                    f"{self.label} gave no result within {timeout_s:g} s (evaluator.timeout_s)"
+                    f"{_tail(stop.args[1])}"
+                ) from None
+            raise RuntimeError(
+                f"{self.label} wrote more than {limit:g} MB to its standard output "
+                f"(evaluator.options.output_limit_mb); stopped{_tail(stop.args[1])}"
+            ) from None
         except BaseException:  # the run stops (Ctrl-C, SIGTERM): its program must not outlive it
             _kill_group(proc)
             raise
@@ -417,9 +506,15 @@ class CommandEvaluator(Evaluator):
             else:
                 table = pd.DataFrame.from_records(json.loads(output or b"[]"))
         except (ValueError, pd.errors.ParserError) as exc:
-            raise ValueError(f"{self.label} wrote no readable {self.opts.format.upper()}: {exc}") from None
-        if self.opts.format == "csv":  # pandas renames a repeated column (f1, f1.1): look at the header itself
-            lines = [ln for ln in output.decode("utf-8-sig", errors="replace").splitlines() if ln.strip()]
+            raise ValueError(
+                f"{self.label} wrote no readable {self.opts.format.upper()}: {exc}"
+            ) from None
+        if (
+            self.opts.format == "csv"
+        ):  # pandas renames a repeated column (f1, f1.1): look at the header itself
+            lines = [
+                ln for ln in output.decode("utf-8-sig", errors="replace").splitlines() if ln.strip()
+            ]
             try:
                 header = next(csv.reader(lines[:1]), [])
             except csv.Error:
@@ -429,15 +524,22 @@ class CommandEvaluator(Evaluator):
                 raise ValueError(f"{self.label} wrote the column {twice[0]} twice")
         missing = [m for m in self.opts.metrics if m not in table]
         if missing:
-            raise ValueError(f"{self.label} did not write the metrics {missing} (it wrote {list(table.columns)})")
+            raise ValueError(
+                f"{self.label} did not write the metrics {missing} (it wrote {list(table.columns)})"
+            )
         if len(table) != n:
             raise ValueError(f"{self.label} wrote {len(table)} rows for {n} candidates")
         out = pd.DataFrame({m: self._numbers(table[m], m) for m in self.opts.metrics})
         feasible = table["feasible"] if "feasible" in table else pd.Series(True, index=table.index)
         out["feasible"] = [self._truth(v) for v in feasible]
-        reason = (table["reason"].astype(object).where(table["reason"].notna(), "").astype(str) if "reason" in table
-                  else pd.Series("", index=table.index))
-        out["reason"] = np.where(out["feasible"], "", reason.replace("", "infeasible (the program said so)"))
+        reason = (
+            table["reason"].astype(object).where(table["reason"].notna(), "").astype(str)
+            if "reason" in table
+            else pd.Series("", index=table.index)
+        )
+        out["reason"] = np.where(
+            out["feasible"], "", reason.replace("", "infeasible (the program said so)")
+        )
         # a feasible row without a number for a metric: the program could not compute it
         for m in self.opts.metrics:
             gap = out["feasible"].to_numpy() & ~np.isfinite(out[m].to_numpy())
@@ -449,7 +551,9 @@ class CommandEvaluator(Evaluator):
         values = pd.to_numeric(column, errors="coerce")
         bad = values.isna() & column.notna() & (column.astype(str).str.strip() != "")
         if bad.any():
-            raise ValueError(f"{self.label} wrote {column[bad].iloc[0]!r} for the metric {metric}: not a number")
+            raise ValueError(
+                f"{self.label} wrote {column[bad].iloc[0]!r} for the metric {metric}: not a number"
+            )
         return values.to_numpy(float)
 
     def _truth(self, value: Any) -> bool:
@@ -462,7 +566,9 @@ class CommandEvaluator(Evaluator):
             return False
         if text in TRUTH:
             return TRUTH[text]
-        raise ValueError(f"{self.label} wrote {value!r} in the column feasible (true or false expected)")
+        raise ValueError(
+            f"{self.label} wrote {value!r} in the column feasible (true or false expected)"
+        )
 
 
 def _plain(value: Any) -> Any:

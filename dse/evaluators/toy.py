@@ -30,13 +30,23 @@ class ToyEvaluator(Evaluator):
     fork_safe = True
     preview_size = 1000  # instant: the plan of a run (dse validate, dse run) evaluates the space
 
-    def __init__(self, delay_s: float = 0.0, fail_above_x: float | None = None,
-                 delay_per_candidate_s: float = 0.0, hang_above_x: float | None = None,
-                 preview: bool = True) -> None:
+    def __init__(
+        self,
+        delay_s: float = 0.0,
+        fail_above_x: float | None = None,
+        delay_per_candidate_s: float = 0.0,
+        hang_above_x: float | None = None,
+        preview: bool = True,
+    ) -> None:
         if delay_s < 0 or delay_per_candidate_s < 0:
             raise ValueError("delays must be >= 0")
-        super().__init__(delay_s=delay_s, fail_above_x=fail_above_x,
-                         delay_per_candidate_s=delay_per_candidate_s, hang_above_x=hang_above_x, preview=preview)
+        super().__init__(
+            delay_s=delay_s,
+            fail_above_x=fail_above_x,
+            delay_per_candidate_s=delay_per_candidate_s,
+            hang_above_x=hang_above_x,
+            preview=preview,
+        )
         self.hang_above_x = hang_above_x
         self.delay_s = float(delay_s)
         self.delay_per_candidate_s = float(delay_per_candidate_s)
@@ -47,9 +57,18 @@ class ToyEvaluator(Evaluator):
     @property
     def inputs(self) -> dict[str, Input]:
         return {
-            "x": Input("x", "float", "1", "position along the front", 0.5, minimum=0.0, maximum=1.0),
+            "x": Input(
+                "x", "float", "1", "position along the front", 0.5, minimum=0.0, maximum=1.0
+            ),
             "y": Input("y", "int", "1", "distance from the front", 0, minimum=0),
-            "shape": Input("shape", "str", "", "a: on the front, b: offset and partly infeasible", "a", ("a", "b")),
+            "shape": Input(
+                "shape",
+                "str",
+                "",
+                "a: on the front, b: offset and partly infeasible",
+                "a",
+                ("a", "b"),
+            ),
         }
 
     @property
@@ -74,8 +93,12 @@ class ToyEvaluator(Evaluator):
         f1 = x
         f2 = 1 - np.sqrt(x) + y / 10 + 0.05 * b
         infeasible = b & (y > 8)
-        return pd.DataFrame({
-            "f1": f1, "f2": f2, "f_sum": f1 + f2,
-            "feasible": ~infeasible,
-            "reason": np.where(infeasible, "shape b with y > 8 is infeasible", ""),
-        })
+        return pd.DataFrame(
+            {
+                "f1": f1,
+                "f2": f2,
+                "f_sum": f1 + f2,
+                "feasible": ~infeasible,
+                "reason": np.where(infeasible, "shape b with y > 8 is infeasible", ""),
+            }
+        )

@@ -20,12 +20,27 @@ from dse.execution.candidates import GridCandidates
 from dse.execution.plan import ExecutionPlan, plan_execution
 from dse.study import EvaluatorSpec
 
-__all__ = ["STATUS_FAILED", "STATUS_OK", "ClusterLost", "ExecutionPlan", "Executor", "GridCandidates", "WorkerMismatch",
-           "evaluate_chunk", "make_executor", "plan_execution"]
+__all__ = [
+    "STATUS_FAILED",
+    "STATUS_OK",
+    "ClusterLost",
+    "ExecutionPlan",
+    "Executor",
+    "GridCandidates",
+    "WorkerMismatch",
+    "evaluate_chunk",
+    "make_executor",
+    "plan_execution",
+]
 
 
-def make_executor(plan: ExecutionPlan, evaluator: EvaluatorSpec, *, preferred_chunk_size: int | None = None,
-                  notify: Callable[[str], None] | None = None) -> Executor:
+def make_executor(
+    plan: ExecutionPlan,
+    evaluator: EvaluatorSpec,
+    *,
+    preferred_chunk_size: int | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Executor:
     """The executor for a checked plan (a context manager: use it in a ``with`` block).
 
     Chunks are sized from the evaluator's measured cost unless the study fixes

@@ -93,11 +93,13 @@ def check_versions(ref: EvaluatorRef, where: str = "") -> None:
         raise WorkerMismatch(
             f"dask worker {where or mine['host']} runs dse {mine['dse']} with evaluator {ref.name} "
             f"{mine['evaluator']}, but this client runs dse {ref.dse_version} with {ref.evaluator_version}: "
-            "install the same versions on every worker (pip install the same dse and evaluator package)")
+            "install the same versions on every worker (pip install the same dse and evaluator package)"
+        )
 
 
-def evaluate_chunk(ref: EvaluatorRef, candidates: Candidates,
-                   finish: Finish | None = None) -> tuple[Any, float]:
+def evaluate_chunk(
+    ref: EvaluatorRef, candidates: Candidates, finish: Finish | None = None
+) -> tuple[Any, float]:
     """Run the evaluator on one chunk (its input table built here, where grid positions
     were sent): metrics plus ``status``, ``error``, ``elapsed_s`` (seconds per candidate),
     turned by ``finish(candidates, result)`` (run here, on the worker) into what is sent
@@ -123,12 +125,19 @@ def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
         result = check_result(ev, candidates, _call(ref, ev, candidates))
     except ContractError as exc:  # a malformed table: the evaluator's bug, not these rows'
         return failed_rows(len(candidates), str(exc), ref)
-    except (Exception, SystemExit) as exc:  # an evaluator bug, a time-out or its sys.exit() must not lose the rest
+    except (
+        Exception,
+        SystemExit,
+    ) as exc:  # an evaluator bug, a time-out or its sys.exit() must not lose the rest
         if len(candidates) <= 1:
-            message = str(exc) if isinstance(exc, EvaluatorFailed) else f"{type(exc).__name__}: {exc}"
+            message = (
+                str(exc) if isinstance(exc, EvaluatorFailed) else f"{type(exc).__name__}: {exc}"
+            )
             return failed_rows(len(candidates), message, ref)
         half = len(candidates) // 2
-        first = evaluate_rows(ref, candidates.iloc[:half]).copy()  # its own arrays before the evaluator runs again
+        first = evaluate_rows(
+            ref, candidates.iloc[:half]
+        ).copy()  # its own arrays before the evaluator runs again
         return pd.concat([first, evaluate_rows(ref, candidates.iloc[half:])], ignore_index=True)
     return result.assign(status=STATUS_OK, error="")
 
@@ -157,7 +166,9 @@ def failed_rows(n: int, message: str, ref: EvaluatorRef) -> pd.DataFrame:
     except Exception:
         metrics = []
     table = pd.DataFrame({m: np.full(n, np.nan) for m in metrics}, index=range(n))
-    return table.assign(feasible=False, reason="evaluation failed", status=STATUS_FAILED, error=message)
+    return table.assign(
+        feasible=False, reason="evaluation failed", status=STATUS_FAILED, error=message
+    )
 
 
 class ChunkSizer:
@@ -181,8 +192,15 @@ class ChunkSizer:
     #: how much larger than the largest measured task the next one may be
     GROWTH = 16
 
-    def __init__(self, *, fixed: int | None = None, workers: int = 1, target_s: float = 0.5,
-                 probe: int = 8, max_rows: int = 131_072) -> None:
+    def __init__(
+        self,
+        *,
+        fixed: int | None = None,
+        workers: int = 1,
+        target_s: float = 0.5,
+        probe: int = 8,
+        max_rows: int = 131_072,
+    ) -> None:
         self.fixed = fixed
         self.workers = max(workers, 1)
         self.target_s = target_s
@@ -190,7 +208,9 @@ class ChunkSizer:
         self.max_rows = max_rows
         self.cost_s: float | None = None  # seconds per candidate at the largest size measured
         self.measured = 0  # the largest task measured so far
-        self._plan: tuple[int, int, int] | None = None  # (remaining, task size, tasks) of the cut in use
+        self._plan: tuple[int, int, int] | None = (
+            None  # (remaining, task size, tasks) of the cut in use
+        )
 
     def observe(self, rows: int, seconds: float) -> None:
         """A task of ``rows`` candidates took ``seconds``. A task larger than any before sets
@@ -201,7 +221,9 @@ class ChunkSizer:
         fixed overhead per call overstates the cost)."""
         if rows <= 0 or not np.isfinite(seconds):
             return
-        if self.cost_s is not None and 2 * rows < min(self.measured, self.target_s / max(self.cost_s, 1e-9)):
+        if self.cost_s is not None and 2 * rows < min(
+            self.measured, self.target_s / max(self.cost_s, 1e-9)
+        ):
             return
         cost = seconds / rows
         if self.cost_s is None or rows > self.measured:
@@ -217,7 +239,14 @@ class ChunkSizer:
             return min(self.fixed, remaining)
         if self.cost_s is None:
             return min(self.probe, remaining)
-        size = max(1, min(int(self.target_s / max(self.cost_s, 1e-9)), self.GROWTH * self.measured, self.max_rows))
+        size = max(
+            1,
+            min(
+                int(self.target_s / max(self.cost_s, 1e-9)),
+                self.GROWTH * self.measured,
+                self.max_rows,
+            ),
+        )
         plan = self._plan
         # the cut in use goes on while the remainder is the one it left and the task size
         # it was made for still holds (within 2x: the measured cost varies a little)
@@ -237,8 +266,14 @@ class Executor(ABC):
     #: seconds of work per task the sizer aims at
     target_s = 0.5
 
-    def __init__(self, evaluator: EvaluatorSpec, *, chunk_size: int | None = None, workers: int = 1,
-                 notify: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        evaluator: EvaluatorSpec,
+        *,
+        chunk_size: int | None = None,
+        workers: int = 1,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
         self.evaluator = evaluator
         #: receives one line when something is worth telling (the dashboard, a lost cluster)
         self.notify: Callable[[str], None] = notify or (lambda text: None)
@@ -253,7 +288,9 @@ class Executor(ABC):
         return None
 
     @abstractmethod
-    def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+    def results(
+        self, candidates: Candidates, *, finish: Finish | None = None
+    ) -> Iterator[tuple[int, Any]]:
         """``(offset, result)`` for consecutive chunks of ``candidates`` (full evaluator
         inputs, or grid positions: :mod:`dse.execution.candidates`), as each finishes, in any order; every row is covered exactly once. The
         result is the chunk's metrics table, or what ``finish(chunk, metrics)`` made of it
@@ -262,7 +299,9 @@ class Executor(ABC):
     def _failed(self, chunk: Candidates, exc: BaseException, finish: Finish | None) -> Any:
         """A chunk lost beyond the executor's retries: failed rows, finished as usual."""
         chunk = frame(chunk)
-        rows = failed_rows(count(chunk), f"{type(exc).__name__}: {exc}", self.ref).assign(elapsed_s=0.0)
+        rows = failed_rows(count(chunk), f"{type(exc).__name__}: {exc}", self.ref).assign(
+            elapsed_s=0.0
+        )
         return rows if finish is None else finish(chunk, rows)
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:

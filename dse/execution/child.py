@@ -37,9 +37,12 @@ class ChildEvaluator:
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", "from dse.execution.child import main; main()"],
-                                     stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from dse.execution.child import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
         self.send = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
         self.recv = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
         self._ask(("build", self.name, self.options_yaml), BUILD_S, "building the evaluator")
@@ -51,10 +54,14 @@ class ChildEvaluator:
             status, payload = self.recv.recv() if answered else ("", None)
         except (EOFError, OSError):
             code = self.stop()
-            raise RuntimeError(f"the evaluator's process ended ({_ended(code)}) while {what}") from None
+            raise RuntimeError(
+                f"the evaluator's process ended ({_ended(code)}) while {what}"
+            ) from None
         if not answered:
             self.stop()
-            raise TimeoutError(f"{what} took longer than {limit_s:g} s (evaluator.timeout_s); stopped")
+            raise TimeoutError(
+                f"{what} took longer than {limit_s:g} s (evaluator.timeout_s); stopped"
+            )
         if status == "contract":
             from dse.evaluators import ContractError
 
@@ -67,7 +74,9 @@ class ChildEvaluator:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         n = len(candidates)
-        return self._ask(("evaluate", candidates), limit_s, f"evaluating {n} candidate{'s' * (n != 1)}")
+        return self._ask(
+            ("evaluate", candidates), limit_s, f"evaluating {n} candidate{'s' * (n != 1)}"
+        )
 
     def stop(self) -> int | None:
         """Kill the child and whatever it started; returns its exit code."""
@@ -124,7 +133,9 @@ def main() -> None:
             return
         try:
             if message[0] == "build":
-                ev = load_evaluator(EvaluatorSpec(name=message[1], options=yaml.safe_load(message[2]) or {}))
+                ev = load_evaluator(
+                    EvaluatorSpec(name=message[1], options=yaml.safe_load(message[2]) or {})
+                )
                 reply = ("ok", ev.version)
             else:
                 candidates = message[1]
@@ -134,4 +145,3 @@ def main() -> None:
         except Exception as exc:
             reply = ("error", f"{type(exc).__name__}: {exc}")
         out.send(reply)
-

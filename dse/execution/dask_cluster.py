@@ -122,10 +122,20 @@ def start_method(requested: str, fork_safe: bool, threads: int | None = None) ->
 class DaskExecutor(Executor):
     """A dask client on the cluster an :class:`ExecutionPlan` describes."""
 
-    def __init__(self, evaluator: EvaluatorSpec, plan: ExecutionPlan, *, chunk_size: int | None = None,
-                 notify: Callable[[str], None] | None = None) -> None:
-        super().__init__(evaluator, chunk_size=chunk_size, workers=max(plan.workers, 1) * plan.threads_per_worker,
-                         notify=notify)
+    def __init__(
+        self,
+        evaluator: EvaluatorSpec,
+        plan: ExecutionPlan,
+        *,
+        chunk_size: int | None = None,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(
+            evaluator,
+            chunk_size=chunk_size,
+            workers=max(plan.workers, 1) * plan.threads_per_worker,
+            notify=notify,
+        )
         self.plan = plan
         self.client = None
         self.cluster = None
@@ -134,13 +144,18 @@ class DaskExecutor(Executor):
         self._killed = 0  # chunks whose workers died while evaluating them (dask's KilledWorker)
         self._submissions: SubmissionErrors | None = None
         self._last_look = 0.0
-        self._plugin: str | None = None  # the name of dse's worker plug-in registered on the scheduler
+        self._plugin: str | None = (
+            None  # the name of dse's worker plug-in registered on the scheduler
+        )
 
     @property
     def where(self) -> str:
         p = self.plan
-        return p.scheduler or (f"the scheduler of {p.scheduler_file}" if p.scheduler_file else
-                               f"the {p.cluster or 'local'} cluster's scheduler")
+        return p.scheduler or (
+            f"the scheduler of {p.scheduler_file}"
+            if p.scheduler_file
+            else f"the {p.cluster or 'local'} cluster's scheduler"
+        )
 
     # -- starting and stopping -----------------------------------------------------------
     def __enter__(self) -> DaskExecutor:
@@ -153,7 +168,9 @@ class DaskExecutor(Executor):
             # a name of this run's: two runs on one scheduler each take off only their own
             self._plugin = f"dse-stop-programs-{os.getpid()}-{id(self):x}"
             self.client.register_plugin(StopPrograms(), name=self._plugin)
-            if self.plan.kind == "local":  # this process's own workers: Ctrl-C is the run's to handle
+            if (
+                self.plan.kind == "local"
+            ):  # this process's own workers: Ctrl-C is the run's to handle
                 self.client.register_plugin(LeaveSignalsToTheRun(), name="dse-leave-signals")
         except BaseException:
             self.__exit__()
@@ -174,17 +191,29 @@ class DaskExecutor(Executor):
             # the workers start (are forked) inside the constructor, before any task: a worker the
             # nanny restarts later is spawned, as a copy of this process by then would hold dead
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
-            with dask.config.set({"distributed.worker.multiprocessing-method":
-                                  start_method(p.start_method, self.ref.fork_safe)}), \
-                    signals.deferred(signal.SIGINT, signal.SIGTERM, *HANGUP):
+            with (
+                dask.config.set(
+                    {
+                        "distributed.worker.multiprocessing-method": start_method(
+                            p.start_method, self.ref.fork_safe
+                        )
+                    }
+                ),
+                signals.deferred(signal.SIGINT, signal.SIGTERM, *HANGUP),
+            ):
                 # forked workers keep a handler that only notes SIGINT and SIGTERM: Ctrl-C in a
                 # terminal, or a batch system's SIGTERM, reaches the whole process group, and each
                 # worker would print a traceback while this process stops the run; one that came
                 # while the workers started is handled here once they have
                 self.cluster = LocalCluster(
-                    n_workers=p.workers, threads_per_worker=p.threads_per_worker, processes=True,
-                    memory_limit=p.memory_limit, silence_logs=False, dashboard_address=address,
-                    scheduler_kwargs={"dashboard": dashboard})  # an HTTP server on a free port even without one
+                    n_workers=p.workers,
+                    threads_per_worker=p.threads_per_worker,
+                    processes=True,
+                    memory_limit=p.memory_limit,
+                    silence_logs=False,
+                    dashboard_address=address,
+                    scheduler_kwargs={"dashboard": dashboard},
+                )  # an HTTP server on a free port even without one
         elif p.kind == "cluster":
             self._submissions = SubmissionErrors().__enter__()  # until __exit__
             self.cluster = start_cluster(p)
@@ -193,17 +222,25 @@ class DaskExecutor(Executor):
             # which runs in this process, each chunk's bytes crossed the loopback twice
             # (10^6 candidates: 0.1-0.25 s between a batch's last task and the loop seeing it)
             direct = True if p.kind == "local" else None  # None: the client's default
-            self.client = self._client(lambda: Client(self.cluster, timeout=timeout, set_as_default=False,
-                                                      direct_to_workers=direct))
+            self.client = self._client(
+                lambda: Client(
+                    self.cluster, timeout=timeout, set_as_default=False, direct_to_workers=direct
+                )
+            )
         elif p.scheduler_file:
             self._wait_for_scheduler_file()
-            self.client = self._client(lambda: Client(scheduler_file=p.scheduler_file, timeout=timeout,
-                                                      set_as_default=False))
+            self.client = self._client(
+                lambda: Client(
+                    scheduler_file=p.scheduler_file, timeout=timeout, set_as_default=False
+                )
+            )
         else:
             unknown = unknown_host(p.scheduler)
             if unknown:  # a misspelt name: no point waiting out the grace period
                 raise ClusterLost(f"cannot reach {self.where}: {unknown}")
-            self.client = self._client(lambda: Client(p.scheduler, timeout=timeout, set_as_default=False))
+            self.client = self._client(
+                lambda: Client(p.scheduler, timeout=timeout, set_as_default=False)
+            )
 
     def _client(self, connect: Callable[[], Any]):
         """``connect()`` within the grace period: distributed bounds the TCP connection but not
@@ -220,17 +257,24 @@ class DaskExecutor(Executor):
         thread = threading.Thread(target=attempt, name="dse-connect", daemon=True)
         thread.start()
         thread.join(p.grace_s + CONNECT_SLACK_S)
-        hint = " (is it the dashboard's port? the scheduler's is 8786 by default)" if str(p.scheduler).endswith(
-            ":8787") else ""
+        hint = (
+            " (is it the dashboard's port? the scheduler's is 8786 by default)"
+            if str(p.scheduler).endswith(":8787")
+            else ""
+        )
         if thread.is_alive():
-            raise ClusterLost(f"{self.where} did not answer as a dask scheduler within {p.grace_s:g} s "
-                              f"(execution.grace_s){hint}")
+            raise ClusterLost(
+                f"{self.where} did not answer as a dask scheduler within {p.grace_s:g} s "
+                f"(execution.grace_s){hint}"
+            )
         if "error" in box:
             exc = box["error"]
             if isinstance(exc, KeyboardInterrupt):
                 raise exc
-            raise ClusterLost(f"cannot reach {self.where} within {p.grace_s:g} s (execution.grace_s): "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}") from None
+            raise ClusterLost(
+                f"cannot reach {self.where} within {p.grace_s:g} s (execution.grace_s): "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}"
+            ) from None
         return box["client"]
 
     def _wait_for_scheduler_file(self) -> None:
@@ -238,21 +282,29 @@ class DaskExecutor(Executor):
         from pathlib import Path
 
         path, timeout = Path(self.plan.scheduler_file), self.plan.start_timeout_s
-        self._wait_until(path.is_file, f"the scheduler file {path}",
-                         f"no scheduler file at {path} after {timeout:g} s (execution.start_timeout_s): is the "
-                         "scheduler started, and writing there?")
+        self._wait_until(
+            path.is_file,
+            f"the scheduler file {path}",
+            f"no scheduler file at {path} after {timeout:g} s (execution.start_timeout_s): is the "
+            "scheduler started, and writing there?",
+        )
 
     def _wait_for_workers(self) -> None:
         def joined() -> bool:
             refused = self._submissions.first if self._submissions is not None else None
             if refused:
-                raise ClusterLost(f"the batch system refused a job of {self.plan.cluster}: {refused} "
-                                  f"(the job's options: {self.plan.profile or 'the profile'})")
+                raise ClusterLost(
+                    f"the batch system refused a job of {self.plan.cluster}: {refused} "
+                    f"(the job's options: {self.plan.profile or 'the profile'})"
+                )
             return self._n_workers() > 0
 
-        self._wait_until(joined, f"dask workers to join {self.where}",
-                         f"no dask worker joined {self.where} within {self.plan.start_timeout_s:g} s "
-                         "(execution.start_timeout_s)")
+        self._wait_until(
+            joined,
+            f"dask workers to join {self.where}",
+            f"no dask worker joined {self.where} within {self.plan.start_timeout_s:g} s "
+            "(execution.start_timeout_s)",
+        )
 
     def _wait_until(self, ready: Callable[[], bool], what: str, timed_out: str) -> None:
         """Until ``ready()``, at most ``execution.start_timeout_s``: says once that it waits
@@ -274,24 +326,41 @@ class DaskExecutor(Executor):
         client, limit = self.client, self.plan.grace_s
         try:  # a bounded wait: a worker that failed to start (dse's plug-in, left on the scheduler by an
             # earlier run, cannot load where dse is missing) never answers, and Client.run waits forever
-            answers = client.sync(client._run, worker_versions, self.ref, on_error="return", callback_timeout=limit)
+            answers = client.sync(
+                client._run, worker_versions, self.ref, on_error="return", callback_timeout=limit
+            )
         except TimeoutError:
             raise WorkerMismatch(
                 f"the dask workers of {self.where} did not all answer dse's version check within {limit:g} s "
                 "(execution.grace_s): a worker may have failed to start, for example where its Python cannot "
-                "import dse (install dse, the client's version, in the Python the workers run)") from None
+                "import dse (install dse, the client's version, in the Python the workers run)"
+            ) from None
         for address, found in answers.items():
-            if isinstance(found, BaseException):  # e.g. the worker's Python cannot import dse at all
-                missing_dse = (isinstance(found, ImportError) or "No module named 'dse'" in str(found)
-                               or "ImportError" in str(found))  # dask may wrap it: Exception("ImportError(...)")
+            if isinstance(
+                found, BaseException
+            ):  # e.g. the worker's Python cannot import dse at all
+                missing_dse = (
+                    isinstance(found, ImportError)
+                    or "No module named 'dse'" in str(found)
+                    or "ImportError" in str(found)
+                )  # dask may wrap it: Exception("ImportError(...)")
                 raise WorkerMismatch(
                     f"dask worker {address} cannot run dse: {type(found).__name__}: {found}"
-                    + (": install dse (the client's version) in the Python the workers run" if missing_dse else ""))
-            if (found["dse"], found["evaluator"]) != (self.ref.dse_version, self.ref.evaluator_version):
+                    + (
+                        ": install dse (the client's version) in the Python the workers run"
+                        if missing_dse
+                        else ""
+                    )
+                )
+            if (found["dse"], found["evaluator"]) != (
+                self.ref.dse_version,
+                self.ref.evaluator_version,
+            ):
                 raise WorkerMismatch(
                     f"dask worker {address} on {found['host']} runs dse {found['dse']} with evaluator "
                     f"{self.ref.name} {found['evaluator']}, but this client runs dse {self.ref.dse_version} with "
-                    f"{self.ref.evaluator_version}: install the same versions on every worker")
+                    f"{self.ref.evaluator_version}: install the same versions on every worker"
+                )
 
     def _tell_dashboard(self) -> None:
         try:
@@ -305,9 +374,13 @@ class DaskExecutor(Executor):
             self.notify(f"dask dashboard: {link}")
 
     def __exit__(self, *exc) -> None:
-        if self.client is not None and self._plugin and self.plan.kind != "local":  # a cluster that outlives the run
+        if (
+            self.client is not None and self._plugin and self.plan.kind != "local"
+        ):  # a cluster that outlives the run
             try:  # workers that join it later (another run, another Python) do not load dse's plug-in
-                self.client.sync(self.client._unregister_worker_plugin, self._plugin, callback_timeout=5)
+                self.client.sync(
+                    self.client._unregister_worker_plugin, self._plugin, callback_timeout=5
+                )
             except Exception:  # noqa: BLE001 - the scheduler is gone
                 pass
             self._plugin = None
@@ -356,13 +429,21 @@ class DaskExecutor(Executor):
             self._trouble = (now, problem)
             self.notify(f"{problem}: waiting up to {self.plan.grace_s:g} s (execution.grace_s)")
         elif now - self._trouble[0] > self.plan.grace_s:
-            why = (f"; {self._killed} chunk{'s' * (self._killed != 1)} killed the workers that evaluated "
-                   "them before (an evaluator that ends its process: os._exit, a crash in native code, "
-                   "running out of memory)") if self._killed and self.client.status == "running" else ""
+            why = (
+                (
+                    f"; {self._killed} chunk{'s' * (self._killed != 1)} killed the workers that evaluated "
+                    "them before (an evaluator that ends its process: os._exit, a crash in native code, "
+                    "running out of memory)"
+                )
+                if self._killed and self.client.status == "running"
+                else ""
+            )
             raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s){why}")
 
     # -- evaluating ----------------------------------------------------------------------
-    def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+    def results(
+        self, candidates: Candidates, *, finish: Finish | None = None
+    ) -> Iterator[tuple[int, Any]]:
         """Keeps two tasks per worker thread in flight; each finished task frees a slot for
         the next chunk, sized by the latest cost measured. Chunks to submit again (cancelled by
         a lost connection) go first; a half of a chunk that killed workers runs alone, once
@@ -375,11 +456,17 @@ class DaskExecutor(Executor):
         finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
         try:
             while pending or again or suspects or offset < n:
-                while self.client.status == "running" and not any(alone for *_, alone in pending.values()):
+                while self.client.status == "running" and not any(
+                    alone for *_, alone in pending.values()
+                ):
                     suspect = bool(suspects) and not pending
                     if suspect:
                         lo, chunk = suspects.popleft()
-                    elif suspects or len(pending) >= 2 * self.sizer.workers or not (again or offset < n):
+                    elif (
+                        suspects
+                        or len(pending) >= 2 * self.sizer.workers
+                        or not (again or offset < n)
+                    ):
                         break
                     elif again:
                         lo, chunk = again.popleft()
@@ -413,7 +500,9 @@ class DaskExecutor(Executor):
                 done.append(finished.get_nowait())
         except queue.Empty:
             pass
-        done += [f for f in pending if f.done() and f not in done]  # a closed client calls no callback
+        done += [
+            f for f in pending if f.done() and f not in done
+        ]  # a closed client calls no callback
         return [f for f in dict.fromkeys(done) if f in pending]
 
     def _fetch(self, fut) -> Any:
@@ -428,8 +517,9 @@ class DaskExecutor(Executor):
             except TimeoutError:  # distributed's is the built-in one
                 self._watch()
 
-    def _outcome(self, fut, lo: int, chunk: Candidates, finish: Finish | None, again: deque,
-                 suspects: deque) -> Any:
+    def _outcome(
+        self, fut, lo: int, chunk: Candidates, finish: Finish | None, again: deque, suspects: deque
+    ) -> Any:
         """The chunk's result, or None when it was queued to be submitted again (``again``, or
         its halves in ``suspects`` when it killed workers)."""
         from distributed import KilledWorker
@@ -441,12 +531,18 @@ class DaskExecutor(Executor):
             if isinstance(exc, KilledWorker):
                 self._killed += 1
                 if count(chunk) > 1:
-                    half = count(chunk) // 2  # which candidate kills the workers? try each half apart
-                    suspects.extend([(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))])
+                    half = (
+                        count(chunk) // 2
+                    )  # which candidate kills the workers? try each half apart
+                    suspects.extend(
+                        [(lo, part(chunk, 0, half)), (lo + half, part(chunk, half, count(chunk)))]
+                    )
                     return None
                 # one line, the same for every such candidate (no task id)
-                exc = WorkerDied("every dask worker that evaluated this candidate died (an evaluator that "
-                                 "ends its process: os._exit, a crash in native code, running out of memory)")
+                exc = WorkerDied(
+                    "every dask worker that evaluated this candidate died (an evaluator that "
+                    "ends its process: os._exit, a crash in native code, running out of memory)"
+                )
             return self._failed(chunk, exc, finish)
         if fut.status == "finished":
             try:

@@ -21,11 +21,24 @@ from dse.execution.deployers import (
     missing,
 )
 
-__all__ = ["SubmissionErrors", "check_job", "check_profile", "check_submit", "cluster_options", "deployer",
-           "import_cluster", "install_hint", "missing", "preview", "start_cluster"]
+__all__ = [
+    "SubmissionErrors",
+    "check_job",
+    "check_profile",
+    "check_submit",
+    "cluster_options",
+    "deployer",
+    "import_cluster",
+    "install_hint",
+    "missing",
+    "preview",
+    "start_cluster",
+]
 
 
-def check_profile(profile: Any, path: str | None = None) -> tuple[str, str | None, dict | None, dict | None]:
+def check_profile(
+    profile: Any, path: str | None = None
+) -> tuple[str, str | None, dict | None, dict | None]:
     """Check a profile's ``deployer``, ``cluster``, ``options``, ``scale`` and ``adapt``
     without starting anything; returns the deployer's reference, the cluster class's import
     path and the keyword arguments of ``scale`` and ``adapt``."""
@@ -48,9 +61,13 @@ def check_submit(plan: Any) -> None:
     it, it logs a traceback for every job and no worker ever joins."""
     problem = deployer(plan).submit_problem()
     if problem:
-        raise StudyError(problem, file=plan.profile, field="cluster",
-                         allowed="run dse where jobs can be submitted (the cluster's login node), or another "
-                                 "profile; `dse cluster PROFILE` shows the job script without submitting it")
+        raise StudyError(
+            problem,
+            file=plan.profile,
+            field="cluster",
+            allowed="run dse where jobs can be submitted (the cluster's login node), or another "
+            "profile; `dse cluster PROFILE` shows the job script without submitting it",
+        )
 
 
 def start_cluster(plan: Any) -> Any:
@@ -62,8 +79,11 @@ def start_cluster(plan: Any) -> Any:
         raise
     except Exception as exc:  # the class refused its options or could not reach its system
         what = plan.cluster or plan.deployer
-        raise StudyError(f"cannot start {what}: {type(exc).__name__}: {' '.join(str(exc).split())}",
-                         file=plan.profile, field="cluster") from None
+        raise StudyError(
+            f"cannot start {what}: {type(exc).__name__}: {' '.join(str(exc).split())}",
+            file=plan.profile,
+            field="cluster",
+        ) from None
     if plan.scale:
         cluster.scale(**plan.scale)
     elif plan.adapt:
@@ -77,7 +97,13 @@ class SubmissionErrors:
     and the error would otherwise be three tracebacks and a wait for workers that never
     come). Such records are kept (``first``: the batch system's own message) and not printed."""
 
-    LOGGERS = ("tornado.application", "asyncio", "distributed.deploy.spec", "distributed", "dask_jobqueue")
+    LOGGERS = (
+        "tornado.application",
+        "asyncio",
+        "distributed.deploy.spec",
+        "distributed",
+        "dask_jobqueue",
+    )
     MARK = "Command exited with non-zero exit code"
 
     def __init__(self) -> None:
@@ -117,9 +143,12 @@ def check_job(plan: Any) -> tuple[str, str] | None:
     except StudyError:
         raise
     except Exception as exc:  # noqa: BLE001 - the class's own refusal, whatever its type
-        raise StudyError(f"{plan.cluster or plan.deployer} cannot write its job with these options: "
-                         f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=plan.profile,
-                         field="options") from None
+        raise StudyError(
+            f"{plan.cluster or plan.deployer} cannot write its job with these options: "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+            file=plan.profile,
+            field="options",
+        ) from None
 
 
 def preview(plan: Any) -> tuple[str, str] | None:

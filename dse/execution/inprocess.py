@@ -16,7 +16,9 @@ from dse.execution.candidates import Candidates, count, part
 class InProcessExecutor(Executor):
     target_s = 0.25  # no round trip to amortise: only keeps memory per chunk bounded
 
-    def results(self, candidates: Candidates, *, finish: Finish | None = None) -> Iterator[tuple[int, Any]]:
+    def results(
+        self, candidates: Candidates, *, finish: Finish | None = None
+    ) -> Iterator[tuple[int, Any]]:
         offset, n = 0, count(candidates)
         while offset < n:
             size = self.sizer.next(n - offset)

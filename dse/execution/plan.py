@@ -26,7 +26,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from dse.errors import StudyError
 from dse.study import ExecutionSpec, _Strict, raise_validation_error, yaml_problem
 
-_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
+_ADDRESS = re.compile(
+    r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$"
+)
 
 #: defaults of the grace periods (seconds), where neither study nor profile sets them
 GRACE_S = 60.0
@@ -42,7 +44,9 @@ class Scale(_Strict):
     @model_validator(mode="after")
     def _one(self) -> Scale:
         if (self.workers is None) == (self.jobs is None):
-            raise ValueError("scale takes exactly one of 'workers' or 'jobs' (or a number of workers)")
+            raise ValueError(
+                "scale takes exactly one of 'workers' or 'jobs' (or a number of workers)"
+            )
         return self
 
 
@@ -53,7 +57,9 @@ class Adapt(_Strict):
     maximum: int | None = Field(default=None, ge=1, description="workers at most")
     minimum_jobs: int | None = Field(default=None, ge=0, description="dask-jobqueue: jobs at least")
     maximum_jobs: int | None = Field(default=None, ge=1, description="dask-jobqueue: jobs at most")
-    target_duration: str | None = Field(default=None, description="time the queued work should take, e.g. '30s'")
+    target_duration: str | None = Field(
+        default=None, description="time the queued work should take, e.g. '30s'"
+    )
     wait_count: int | None = Field(default=None, ge=1)
     interval: str | None = Field(default=None, description="how often to re-plan, e.g. '1s'")
 
@@ -79,8 +85,10 @@ class Adapt(_Strict):
         workers = [k for k in ("minimum", "maximum") if getattr(self, k) is not None]
         jobs = [k for k in ("minimum_jobs", "maximum_jobs") if getattr(self, k) is not None]
         if workers and jobs:
-            raise ValueError(f"adapt bounds workers ({', '.join(workers)}) or batch jobs ({', '.join(jobs)}), "
-                             "not both")
+            raise ValueError(
+                f"adapt bounds workers ({', '.join(workers)}) or batch jobs ({', '.join(jobs)}), "
+                "not both"
+            )
         return self
 
 
@@ -90,14 +98,23 @@ class ClusterProfile(_Strict):
     ``scheduler_file``), or a dask cluster class (``cluster``, ``options``, ``scale``/``adapt``)."""
 
     description: str = ""
-    cluster: str | None = Field(default=None, description="import path of a dask cluster class, "
-                                                          "e.g. dask_jobqueue.SLURMCluster")
-    options: dict[str, Any] = Field(default_factory=dict, description="the cluster class's keyword arguments")
+    cluster: str | None = Field(
+        default=None,
+        description="import path of a dask cluster class, e.g. dask_jobqueue.SLURMCluster",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the cluster class's keyword arguments"
+    )
     scale: Scale | None = None
     adapt: Adapt | None = None
-    scheduler: str | None = Field(default=None, min_length=1, description="address of a running dask scheduler")
-    scheduler_file: str | None = Field(default=None, min_length=1, description="a running scheduler's file "
-                                                                                "(dask scheduler --scheduler-file)")
+    scheduler: str | None = Field(
+        default=None, min_length=1, description="address of a running dask scheduler"
+    )
+    scheduler_file: str | None = Field(
+        default=None,
+        min_length=1,
+        description="a running scheduler's file (dask scheduler --scheduler-file)",
+    )
     workers: int | None = Field(default=None, ge=0, description="local worker processes")
     threads_per_worker: int = Field(default=1, ge=1)
     memory_limit: str | int | float = "auto"
@@ -115,43 +132,68 @@ class ClusterProfile(_Strict):
         try:
             if isinstance(v, bool) or not isinstance(v, str | int | float):
                 raise TypeError
-            size = float(v) if not isinstance(v, str) or re.fullmatch(r"\s*[0-9.eE+-]+\s*", v) else parse_bytes(v)
+            size = (
+                float(v)
+                if not isinstance(v, str) or re.fullmatch(r"\s*[0-9.eE+-]+\s*", v)
+                else parse_bytes(v)
+            )
         except Exception:  # noqa: BLE001 - anything dask could not read either
             size = None
         if size is None or not (math.isfinite(size) and size >= 0):
-            raise ValueError("expected 'auto', 0 (no limit), a fraction of the memory, a number of bytes or a "
-                             "size such as '4GB'")
+            raise ValueError(
+                "expected 'auto', 0 (no limit), a fraction of the memory, a number of bytes or a "
+                "size such as '4GB'"
+            )
         if 1 < size < 2**20:  # dask reads 2.5 as 2 bytes: a worker restarted again and again
-            raise ValueError("expected a fraction of the memory (at most 1) or at least 1 MiB (a size such as "
-                             "'4GB'; a bare number is bytes)")
+            raise ValueError(
+                "expected a fraction of the memory (at most 1) or at least 1 MiB (a size such as "
+                "'4GB'; a bare number is bytes)"
+            )
         return v
 
     start_timeout_s: float | None = Field(default=None, gt=0)
-    deployer: str | None = Field(default=None, min_length=1,
-                                 description="what starts the cluster: a name registered in the entry-point group "
-                                             "dse.deployers, or package.module:Class (default: the one that "
-                                             "claims the cluster class, else 'dask')")
+    deployer: str | None = Field(
+        default=None,
+        min_length=1,
+        description="what starts the cluster: a name registered in the entry-point group "
+        "dse.deployers, or package.module:Class (default: the one that "
+        "claims the cluster class, else 'dask')",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _scale_as_number(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("scale"), int) and not isinstance(data["scale"], bool):
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("scale"), int)
+            and not isinstance(data["scale"], bool)
+        ):
             return {**data, "scale": {"workers": data["scale"]}}
         return data
 
     @model_validator(mode="after")
     def _one_kind(self) -> ClusterProfile:
-        kinds = [k for k in ("cluster", "deployer", "scheduler", "scheduler_file") if getattr(self, k) is not None]
+        kinds = [
+            k
+            for k in ("cluster", "deployer", "scheduler", "scheduler_file")
+            if getattr(self, k) is not None
+        ]
         if kinds[:2] == ["cluster", "deployer"]:  # a deployer of that class
             kinds = kinds[1:]
         if len(kinds) > 1:
-            raise ValueError(f"a profile names one of 'cluster', 'scheduler' or 'scheduler_file', not {kinds}")
+            raise ValueError(
+                f"a profile names one of 'cluster', 'scheduler' or 'scheduler_file', not {kinds}"
+            )
         local = sorted({"workers", "threads_per_worker", "memory_limit"} & self.model_fields_set)
         if kinds and local:
-            raise ValueError(f"{local} set the embedded local cluster; they do not go with '{kinds[0]}'")
+            raise ValueError(
+                f"{local} set the embedded local cluster; they do not go with '{kinds[0]}'"
+            )
         for key in ("options", "scale", "adapt"):
             if key in self.model_fields_set and self.cluster is None and self.deployer is None:
-                raise ValueError(f"'{key}' belongs to a 'cluster' class, and this profile names none")
+                raise ValueError(
+                    f"'{key}' belongs to a 'cluster' class, and this profile names none"
+                )
         if self.scale is not None and self.adapt is not None:
             raise ValueError("a profile takes 'scale' (a fixed size) or 'adapt' (bounds), not both")
         return self
@@ -170,12 +212,16 @@ class ExecutionPlan:
     profile: str | None = None  # the profile file used, if any
     scheduler_file: str | None = None
     cluster: str | None = None  # import path of a dask cluster class
-    deployer: str | None = None  # what starts it: a registered name or module:Class (dse.execution.deployers)
+    deployer: str | None = (
+        None  # what starts it: a registered name or module:Class (dse.execution.deployers)
+    )
     cluster_options: dict[str, Any] = field(default_factory=dict)
     scale: dict[str, int] | None = None  # keyword arguments of cluster.scale
     adapt: dict[str, Any] | None = None  # keyword arguments of cluster.adapt
     dashboard: bool = True
-    start_method: str = "auto"  # local workers: auto, fork, spawn or forkserver (dask_cluster.start_method)
+    start_method: str = (
+        "auto"  # local workers: auto, fork, spawn or forkserver (dask_cluster.start_method)
+    )
     grace_s: float = GRACE_S
     start_timeout_s: float = START_TIMEOUT_S
 
@@ -191,7 +237,7 @@ class ExecutionPlan:
         if self.cluster or self.deployer:
             size = ""
             if self.scale:
-                (unit, n), = self.scale.items()  # dask's scale(n=...) or scale(jobs=...)
+                ((unit, n),) = self.scale.items()  # dask's scale(n=...) or scale(jobs=...)
                 unit = {"n": "workers"}.get(unit, unit)
                 size = f", {n} {unit if n != 1 else unit.removesuffix('s')}"
             elif self.adapt:
@@ -236,9 +282,13 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
             return p
     folder = next((p for p in (Path(name), *tried) if p.is_dir()), None)
     what = f"is a folder ({folder}), not a profile file" if folder else "not found"
-    raise StudyError(f"cluster profile '{name}' {what}", field="execution.profile",
-                     allowed="a name of a file under workers/ (" + ", ".join(str(p) for p in tried)
-                             + ") or a path to one")
+    raise StudyError(
+        f"cluster profile '{name}' {what}",
+        field="execution.profile",
+        allowed="a name of a file under workers/ ("
+        + ", ".join(str(p) for p in tried)
+        + ") or a path to one",
+    )
 
 
 def load_profile(path: Path) -> ClusterProfile:
@@ -246,11 +296,15 @@ def load_profile(path: Path) -> ClusterProfile:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise StudyError(f"cluster profile {path} is not valid YAML{yaml_problem(exc)}",
-                         field="execution.profile") from None
+        raise StudyError(
+            f"cluster profile {path} is not valid YAML{yaml_problem(exc)}",
+            field="execution.profile",
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise StudyError(f"cannot read cluster profile {path}: {getattr(exc, 'strerror', None) or exc}",
-                         field="execution.profile") from None
+        raise StudyError(
+            f"cannot read cluster profile {path}: {getattr(exc, 'strerror', None) or exc}",
+            field="execution.profile",
+        ) from None
     if not isinstance(data, dict):
         raise StudyError("cluster profile must be a mapping of settings", file=str(path))
     try:
@@ -263,7 +317,9 @@ def load_profile(path: Path) -> ClusterProfile:
 def check_address(address: str, field: str) -> str:
     allowed = "tcp://HOST:PORT (or tls://, ucx://, ws://; the port is required, 1 to 65535)"
     if not _ADDRESS.match(address):
-        raise StudyError("not a dask scheduler address", field=field, value=address, allowed=allowed)
+        raise StudyError(
+            "not a dask scheduler address", field=field, value=address, allowed=allowed
+        )
     if not 1 <= int(address.rsplit(":", 1)[1]) <= 65535:
         raise StudyError("no such port", field=field, value=address, allowed=allowed)
     return address
@@ -274,9 +330,14 @@ def local_worker_limit() -> int:
     return os.cpu_count() or 1
 
 
-def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
-                   workers: int | None = None, scheduler: str | None = None,
-                   dashboard: bool | None = None) -> ExecutionPlan:
+def plan_execution(
+    spec: ExecutionSpec,
+    *,
+    study_path: str | Path | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard: bool | None = None,
+) -> ExecutionPlan:
     """Resolve the study's ``execution`` section with command-line overrides (``workers``,
     ``scheduler``, ``dashboard``); raises :class:`StudyError` for anything ``dse run`` could
     not use."""
@@ -286,21 +347,28 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
         profile = load_profile(profile_path)
     timing = {
         "grace_s": spec.grace_s or (profile and profile.grace_s) or GRACE_S,
-        "start_timeout_s": spec.start_timeout_s or (profile and profile.start_timeout_s) or START_TIMEOUT_S,
+        "start_timeout_s": spec.start_timeout_s
+        or (profile and profile.start_timeout_s)
+        or START_TIMEOUT_S,
         "dashboard": spec.dashboard if dashboard is None else dashboard,
         "start_method": spec.start_method,
         "chunk_size": spec.chunk_size,
         "profile": str(profile_path) if profile_path else None,
     }
-    address = scheduler or (spec.scheduler if workers is None else None)  # --workers: on this machine
+    address = scheduler or (
+        spec.scheduler if workers is None else None
+    )  # --workers: on this machine
     if address:
         check_address(address, "--scheduler" if scheduler else "execution.scheduler")
         if not scheduler and workers is None and spec.workers is not None:
-            raise StudyError(f"a count of local worker processes, but execution.scheduler ({spec.scheduler}) "
-                             "names a running cluster, whose workers are its own",
-                             field="execution.workers", value=spec.workers,
-                             allowed="one of execution.workers or execution.scheduler (or --workers N on the "
-                                     "command line to run on this machine instead)")
+            raise StudyError(
+                f"a count of local worker processes, but execution.scheduler ({spec.scheduler}) "
+                "names a running cluster, whose workers are its own",
+                field="execution.workers",
+                value=spec.workers,
+                allowed="one of execution.workers or execution.scheduler (or --workers N on the "
+                "command line to run on this machine instead)",
+            )
         return ExecutionPlan(workers=0, scheduler=address, **timing)
     if workers is None and profile is not None:  # --workers wins over a profile's cluster
         remote = profile.cluster or profile.deployer or profile.scheduler or profile.scheduler_file
@@ -308,9 +376,11 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
             raise StudyError(
                 f"a count of local worker processes, but profile '{spec.profile}' ({profile_path}) "
                 f"runs no local cluster: it names {remote}",
-                field="execution.workers", value=spec.workers,
+                field="execution.workers",
+                value=spec.workers,
                 allowed="leave execution.workers out (that cluster has its own workers), or --workers N on "
-                        "the command line to run on this machine instead")
+                "the command line to run on this machine instead",
+            )
         try:
             plan = _profile_plan(profile, profile_path, timing)
         except StudyError as exc:
@@ -318,25 +388,48 @@ def plan_execution(spec: ExecutionSpec, *, study_path: str | Path | None = None,
         if plan is not None:
             return plan
     # the command line, then the study's own value (as for every other setting), then the profile's
-    from_profile = workers is None and spec.workers is None and profile is not None and profile.workers is not None
-    n = workers if workers is not None else spec.workers if spec.workers is not None else (
-        profile.workers if from_profile else None)
+    from_profile = (
+        workers is None
+        and spec.workers is None
+        and profile is not None
+        and profile.workers is not None
+    )
+    n = (
+        workers
+        if workers is not None
+        else spec.workers
+        if spec.workers is not None
+        else (profile.workers if from_profile else None)
+    )
     limit = local_worker_limit()
     n = limit if n is None else n
     if n > limit:
-        where = "--workers" if workers is not None else ("workers" if from_profile else "execution.workers")
-        error = StudyError(f"{n} local worker processes on a machine with {limit} cores", field=where,
-                           value=n, allowed=f"0 (in this process) to {limit}, or a dask scheduler for more")
+        where = (
+            "--workers"
+            if workers is not None
+            else ("workers" if from_profile else "execution.workers")
+        )
+        error = StudyError(
+            f"{n} local worker processes on a machine with {limit} cores",
+            field=where,
+            value=n,
+            allowed=f"0 (in this process) to {limit}, or a dask scheduler for more",
+        )
         raise (error.with_file(str(profile_path)) if from_profile else error) from None
     return ExecutionPlan(
-        workers=n, threads_per_worker=profile.threads_per_worker if profile else 1,
-        memory_limit=profile.memory_limit if profile else "auto", **timing)
+        workers=n,
+        threads_per_worker=profile.threads_per_worker if profile else 1,
+        memory_limit=profile.memory_limit if profile else "auto",
+        **timing,
+    )
 
 
 def _profile_plan(profile: ClusterProfile, path: Path, timing: dict) -> ExecutionPlan | None:
     """The plan of a profile that names a scheduler or a cluster class (None: a local one)."""
     if profile.scheduler:
-        return ExecutionPlan(workers=0, scheduler=check_address(profile.scheduler, "scheduler"), **timing)
+        return ExecutionPlan(
+            workers=0, scheduler=check_address(profile.scheduler, "scheduler"), **timing
+        )
     if profile.scheduler_file:
         file = Path(profile.scheduler_file).expanduser()
         file = file if file.is_absolute() else path.resolve().parent / file
@@ -345,6 +438,13 @@ def _profile_plan(profile: ClusterProfile, path: Path, timing: dict) -> Executio
         from dse.execution.deploy import check_profile
 
         deployer, cluster, scale, adapt = check_profile(profile, str(path))
-        return ExecutionPlan(workers=0, cluster=cluster, deployer=deployer, cluster_options=dict(profile.options),
-                             scale=scale, adapt=adapt, **timing)
+        return ExecutionPlan(
+            workers=0,
+            cluster=cluster,
+            deployer=deployer,
+            cluster_options=dict(profile.options),
+            scale=scale,
+            adapt=adapt,
+            **timing,
+        )
     return None

@@ -36,9 +36,13 @@ class ClosingNoise:
     the run's own process and go only when the run stops, which says so itself; a worker
     printed these after the run's one-line message. ``LOGGERS``: where each is logged."""
 
-    LOGGERS = {"distributed.worker": ("Failed to communicate with scheduler during heartbeat",
-                                      "failed during get data with"),
-               "distributed.worker.state_machine": ("ended with CancelledError",)}
+    LOGGERS = {
+        "distributed.worker": (
+            "Failed to communicate with scheduler during heartbeat",
+            "failed during get data with",
+        ),
+        "distributed.worker.state_machine": ("ended with CancelledError",),
+    }
 
     def __init__(self, marks: tuple[str, ...]) -> None:
         self.marks = marks

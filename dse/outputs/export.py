@@ -44,17 +44,31 @@ def export_format(fmt: str | None, output: Path | None) -> str:
         # a suffix that reads as a file type (.xlsx, .tsv) but not one of ours is refused;
         # a dot inside a name (front-0.5, gpt-1.3b) is no suffix: CSV
         if named is None and names_a_file_type(suffix):
-            raise DseError(f"cannot tell the format from the output's suffix {Path(output).suffix}", field="--output",
-                           value=str(output), allowed=f"a file ending in {', '.join(SUFFIX.values())}, or --format")
+            raise DseError(
+                f"cannot tell the format from the output's suffix {Path(output).suffix}",
+                field="--output",
+                value=str(output),
+                allowed=f"a file ending in {', '.join(SUFFIX.values())}, or --format",
+            )
         return named or "csv"
     if named is not None and named != fmt:
-        raise DseError(f"--format {fmt} does not match the output's suffix {Path(output).suffix} ({named})",
-                       field="--output", value=str(output), allowed=f"a {SUFFIX.get(fmt, fmt)} file, or no --format")
+        raise DseError(
+            f"--format {fmt} does not match the output's suffix {Path(output).suffix} ({named})",
+            field="--output",
+            value=str(output),
+            allowed=f"a {SUFFIX.get(fmt, fmt)} file, or no --format",
+        )
     return fmt
 
 
-def export_results(results: Path, fmt: str | None, *, front: bool = True, output: Path | None = None,
-                   units_row: bool = False) -> Path:
+def export_results(
+    results: Path,
+    fmt: str | None,
+    *,
+    front: bool = True,
+    output: Path | None = None,
+    units_row: bool = False,
+) -> Path:
     """Write the dataset in ``fmt`` (None: from ``output``'s suffix, else CSV); returns the
     path written, or (netCDF onto the run's own ``pareto.nc`` or ``evaluations.nc``, the
     default) that file, checked and left as the run wrote it."""
@@ -68,9 +82,14 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
     default = Path(results) / f"{stem}{SUFFIX[fmt]}"
 
     def source():  # every evaluation is read slice by slice (a run may not fit in memory), the front whole
-        return contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)
+        return (
+            contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)
+        )
 
-    if fmt == "netcdf" and Path(output or default).resolve() == (Path(results) / DATASETS[front]).resolve():
+    if (
+        fmt == "netcdf"
+        and Path(output or default).resolve() == (Path(results) / DATASETS[front]).resolve()
+    ):
         with source():  # the run's own dataset is the export: checked as every export's source is, not rewritten
             return Path(output or default)
     output = output_path(output, default, run.path, may_be_folder=fmt == "zarr")
@@ -83,7 +102,9 @@ def export_results(results: Path, fmt: str | None, *, front: bool = True, output
         elif fmt == "netcdf":
             write_netcdf(ds, output)  # atomic, and a full disk said as one
         else:
-            with atomic_path(output) as tmp:  # whole or not at all, fsynced (as every file dse writes)
+            with atomic_path(
+                output
+            ) as tmp:  # whole or not at all, fsynced (as every file dse writes)
                 if fmt == "parquet":
                     write_parquet(ds, tables(ds), tmp)
                 else:
@@ -103,7 +124,9 @@ def tables(ds: xr.Dataset, rows: int | None = None) -> Iterator[pd.DataFrame]:
 def write_json(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -> None:
     """``{"attributes", "variables", "candidates": [one object per row]}``, the rows written
     as they come (no document of every row is built in memory)."""
-    head = json.dumps({"attributes": _attributes(ds), "variables": variables(ds)}, indent=1, allow_nan=False)
+    head = json.dumps(
+        {"attributes": _attributes(ds), "variables": variables(ds)}, indent=1, allow_nan=False
+    )
     with open(output, "w") as f:
         f.write(head[:-2] + ',\n "candidates": [')  # the object without its closing brace
         first = True
@@ -117,10 +140,12 @@ def write_json(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -> N
 def _json_records(table) -> list[dict]:
     """One JSON object per row; every float exactly as stored (Python's shortest repr that
     reads back to the same double: pandas' to_json keeps 10 digits), NaN and infinities null."""
+
     def plain(v):
         if isinstance(v, np.generic):
             v = v.item()
         return None if isinstance(v, float) and not np.isfinite(v) else v
+
     return [{k: plain(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
 
 
@@ -130,9 +155,16 @@ def variables(ds: xr.Dataset) -> dict[str, dict[str, str]]:
     for n in columns(ds):
         a = ds[n].attrs
         unit = a.get("units")
-        out[n] = {k: v for k, v in (("units", unit), ("display_units", unit and display_unit(ds[n])),
-                                    ("long_name", a.get("long_name", n)),
-                                    ("description", a.get("description"))) if v is not None}
+        out[n] = {
+            k: v
+            for k, v in (
+                ("units", unit),
+                ("display_units", unit and display_unit(ds[n])),
+                ("long_name", a.get("long_name", n)),
+                ("description", a.get("description")),
+            )
+            if v is not None
+        }
     return out
 
 
@@ -140,7 +172,9 @@ def _attributes(ds: xr.Dataset) -> dict:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in ds.attrs.items()}
 
 
-def write_csv(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path, *, units_row: bool) -> Path:
+def write_csv(
+    ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path, *, units_row: bool
+) -> Path:
     """Tables with the same columns as one CSV, optionally with a units row under the
     header, and its CSVW sidecar."""
     info = variables(ds)
@@ -151,22 +185,33 @@ def write_csv(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path, *, un
                 names = [str(c) for c in part.columns]
                 f.write(",".join(names) + "\n")
                 if units_row:
-                    f.write(",".join(ds[n].attrs.get("display_units", ds[n].attrs.get("units", ""))
-                                     for n in names) + "\n")
+                    f.write(
+                        ",".join(
+                            ds[n].attrs.get("display_units", ds[n].attrs.get("units", ""))
+                            for n in names
+                        )
+                        + "\n"
+                    )
             part.to_csv(f, index=False, header=False)
     types = {"b": "boolean", "i": "integer", "u": "integer", "f": "double"}
     columns_ = []
     for n in names:
-        col = {"name": n, "titles": n, "datatype": types.get(ds[n].dtype.kind, "string"),
-               "dc:title": info[n]["long_name"]}
+        col = {
+            "name": n,
+            "titles": n,
+            "datatype": types.get(ds[n].dtype.kind, "string"),
+            "dc:title": info[n]["long_name"],
+        }
         if "units" in info[n]:
             col["schema:unitText"] = ds[n].attrs.get("display_units", info[n]["units"])
         if "description" in info[n]:
             col["dc:description"] = info[n]["description"]
         columns_.append(col)
     sidecar = {
-        "@context": "http://www.w3.org/ns/csvw", "url": output.name,
-        "dc:title": ds.attrs.get("title", ""), "dc:source": ds.attrs.get("source", ""),
+        "@context": "http://www.w3.org/ns/csvw",
+        "url": output.name,
+        "dc:title": ds.attrs.get("title", ""),
+        "dc:source": ds.attrs.get("source", ""),
         "dialect": {"headerRowCount": 2 if units_row else 1},
         "tableSchema": {"columns": columns_},
     }
@@ -192,8 +237,10 @@ def write_parquet(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -
         for part in parts:
             if writer is None:
                 tbl = pa.Table.from_pandas(part, preserve_index=False)
-                fields = [f.with_metadata({k.encode(): str(v).encode() for k, v in info[f.name].items()})
-                          for f in tbl.schema]
+                fields = [
+                    f.with_metadata({k.encode(): str(v).encode() for k, v in info[f.name].items()})
+                    for f in tbl.schema
+                ]
                 meta = dict(tbl.schema.metadata or {})
                 meta[b"dse"] = json.dumps({"attributes": _attributes(ds)}).encode()
                 schema = pa.schema(fields, metadata=meta)

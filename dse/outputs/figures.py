@@ -24,8 +24,13 @@ def write_static(report, stem: Path) -> list[Path]:
         # the whole run's counts, which the report read from the log when the study keeps less
         counts = (report.scan.n, report.scan.n_ok) if report.kept != "all" else None
         figures = {"front": front_figure(ev, report.front_ds, report.objectives, counts=counts)}
-    figures.update({"breakdown": _breakdown(report, plt), "parallel": _parallel(report, plt),
-                    "hypervolume": _hypervolume(report, plt)})
+    figures.update(
+        {
+            "breakdown": _breakdown(report, plt),
+            "parallel": _parallel(report, plt),
+            "hypervolume": _hypervolume(report, plt),
+        }
+    )
     for name, fig in figures.items():
         if fig is not None:
             written += save_figure(fig, Path(f"{stem}-{name}.png"), FORMATS)
@@ -48,9 +53,13 @@ def _breakdown(report, plt):
             bottom += v
         ax.set_xticks(range(len(named)), list(named), rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(f"{title} [{shown}]")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside: on top it hid bars
+        ax.legend(
+            fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False
+        )  # beside: on top it hid bars
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"{report.study.name}: where the energy and time of selected front points go", fontsize=10)
+    fig.suptitle(
+        f"{report.study.name}: where the energy and time of selected front points go", fontsize=10
+    )
     fig.tight_layout()
     return fig
 
@@ -76,12 +85,16 @@ def _parallel(report, plt):
     z = np.column_stack(scaled)
     cmap = plt.get_cmap("viridis")
     for i in range(len(front)):
-        ax.plot(range(len(names)), z[i], color=cmap((colour[i] - colour.min()) / span), lw=1, alpha=0.8)
+        ax.plot(
+            range(len(names)), z[i], color=cmap((colour[i] - colour.min()) / span), lw=1, alpha=0.8
+        )
     for j, (lo, hi) in enumerate(ticks):
         ax.axvline(j, color="black", lw=0.6)
         ax.annotate(lo, (j, -0.04), ha="center", va="top", fontsize=7)
         ax.annotate(hi, (j, 1.04), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(names)), [report.label(n) for n in names], rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(
+        range(len(names)), [report.label(n) for n in names], rotation=20, ha="right", fontsize=8
+    )
     ax.set_yticks([])
     ax.set_ylim(-0.12, 1.12)
     ax.set_title(f"{report.study.name}: the front, coloured by {report.objectives[0]}", fontsize=9)
@@ -93,8 +106,12 @@ def _hypervolume(report, plt):
     if not report.history:
         return None
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    ax.plot([r.evaluations for r in report.history], [r.hypervolume for r in report.history],
-            marker="o", ms=3)
+    ax.plot(
+        [r.evaluations for r in report.history],
+        [r.hypervolume for r in report.history],
+        marker="o",
+        ms=3,
+    )
     ax.set_xlabel("evaluations")
     ax.set_ylabel("hypervolume (normalised frame)")
     ax.set_title(f"{report.study.name}: hypervolume against evaluations", fontsize=9)

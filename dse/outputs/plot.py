@@ -18,8 +18,18 @@ from dse.outputs.target import output_path
 SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
 #: the colours of a categorical parameter's values, in sorted order, in the PNG and the report
 #: alike (no red nor orange first: the report marks infeasible points red and its choice orange)
-COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e",
-           "#d62728", "#7f7f7f"]
+COLOURS = [
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#ff7f0e",
+    "#d62728",
+    "#7f7f7f",
+]
 
 
 def label(ds: xr.Dataset, name: str, unit: str | None = None) -> str:
@@ -41,8 +51,15 @@ def colour_parameter(front: xr.Dataset) -> str | None:
     return best
 
 
-def plot_front(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str], path: Path,
-               *, formats: tuple[str, ...] = ("png",), counts: tuple[int, int] | None = None) -> Path:
+def plot_front(
+    evaluations: xr.Dataset,
+    front: xr.Dataset,
+    objectives: list[str],
+    path: Path,
+    *,
+    formats: tuple[str, ...] = ("png",),
+    counts: tuple[int, int] | None = None,
+) -> Path:
     """The front over every feasible evaluation, one panel per pair of objectives, written
     atomically (``path`` with each suffix of ``formats``); see :func:`front_figure`."""
     import matplotlib.pyplot as plt
@@ -58,13 +75,20 @@ def save_figure(fig, path: Path, formats: tuple[str, ...] = ("png",)) -> list[Pa
     for fmt in formats:
         target = path.with_suffix(f".{fmt}")
         with atomic_path(target) as tmp:
-            fig.savefig(tmp, dpi=110, format=fmt, bbox_inches="tight", pad_inches=0.1)  # a wide legend is not cut
+            fig.savefig(
+                tmp, dpi=110, format=fmt, bbox_inches="tight", pad_inches=0.1
+            )  # a wide legend is not cut
         written.append(target)
     return written
 
 
-def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[str],
-                 *, counts: tuple[int, int] | None = None):
+def front_figure(
+    evaluations: xr.Dataset,
+    front: xr.Dataset,
+    objectives: list[str],
+    *,
+    counts: tuple[int, int] | None = None,
+):
     """Feasible evaluations (grey, or coloured by a categorical parameter) with the front on
     top, one panel per pair of objectives. Up to :data:`SCATTER_LIMIT` feasible evaluations
     are drawn point by point; beyond, as a density (2-D histogram), read in slices so that
@@ -77,9 +101,16 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
     import matplotlib.pyplot as plt
 
     colour_by = colour_parameter(front)
-    found = scan(evaluations, objectives, columns=[colour_by] if colour_by else [],
-                 sample_size=SCATTER_LIMIT, only_ok=True)
-    if len(objectives) == 1:  # no trade-off to draw: how the feasible values spread, the best marked
+    found = scan(
+        evaluations,
+        objectives,
+        columns=[colour_by] if colour_by else [],
+        sample_size=SCATTER_LIMIT,
+        only_ok=True,
+    )
+    if (
+        len(objectives) == 1
+    ):  # no trade-off to draw: how the feasible values spread, the best marked
         return _one_objective_figure(evaluations, front, objectives[0], found, counts)
     dense = not found.sampled_all
     points = found.sample
@@ -97,7 +128,10 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
         fr_group = front[colour_by].values.astype(str)
         groups = sorted(set(ev_group) | set(fr_group))
     colours = {g: COLOURS[i % len(COLOURS)] for i, g in enumerate(groups)}
-    shown = {name: readable_unit(display_unit(evaluations[name]), found, front, name) for name in objectives}
+    shown = {
+        name: readable_unit(display_unit(evaluations[name]), found, front, name)
+        for name in objectives
+    }
     for ax, (x, y) in zip(axes.flat, pairs, strict=False):
         (fx, _), (fy, _) = shown[x], shown[y]
         if (x, y) in hist:
@@ -107,28 +141,60 @@ def front_figure(evaluations: xr.Dataset, front: xr.Dataset, objectives: list[st
             if not dense:
                 m = ev_group == g
                 name = "feasible evaluations" if colour_by is None else f"{colour_by} = {g}"
-                ax.scatter(points[x].to_numpy()[m] / fx, points[y].to_numpy()[m] / fy, s=7, c=colours[g],
-                           alpha=0.25, linewidths=0, label=name, zorder=1)
+                ax.scatter(
+                    points[x].to_numpy()[m] / fx,
+                    points[y].to_numpy()[m] / fy,
+                    s=7,
+                    c=colours[g],
+                    alpha=0.25,
+                    linewidths=0,
+                    label=name,
+                    zorder=1,
+                )
             f = fr_group == g
             if f.any():
-                ax.scatter(front[x].values[f] / fx, front[y].values[f] / fy, s=30, zorder=3,
-                           c=colours[g] if not dense else "C3", edgecolors="black", linewidths=0.6,
-                           label="Pareto front" if colour_by is None or dense else f"front: {colour_by} = {g}")
+                ax.scatter(
+                    front[x].values[f] / fx,
+                    front[y].values[f] / fy,
+                    s=30,
+                    zorder=3,
+                    c=colours[g] if not dense else "C3",
+                    edgecolors="black",
+                    linewidths=0.6,
+                    label="Pareto front"
+                    if colour_by is None or dense
+                    else f"front: {colour_by} = {g}",
+                )
         if len(objectives) == 2:
             order = np.argsort(front[x].values)
-            ax.plot(front[x].values[order] / fx, front[y].values[order] / fy, c="black", lw=0.8, zorder=2)
+            ax.plot(
+                front[x].values[order] / fx,
+                front[y].values[order] / fy,
+                c="black",
+                lw=0.8,
+                zorder=2,
+            )
         _style_axes(ax, evaluations, found, x, y, shown[x][1], shown[y][1])
-    for ax in list(axes.flat)[len(pairs):]:
+    for ax in list(axes.flat)[len(pairs) :]:
         ax.set_visible(False)
     n, n_ok = counts if counts is not None else (found.n, found.n_ok)
     kept = str(evaluations.attrs.get("log_keeps", "all"))
     how = f"{n_ok:,} feasible" + (", drawn as a density" if dense else "")
     if counts is not None and kept != "all":
         how += f"; only the {'feasible ones' if kept == 'feasible' else 'front'} kept and drawn (output.keep: {kept})"
-    views = (f"\neach panel is a 2-D view of the {len(objectives)}-objective front: a front point that looks "
-             "dominated here is better in another objective") if len(objectives) > 2 else ""
-    fig.suptitle(f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
-                 f"of {n:,} evaluations; {how}){views}", fontsize=10)
+    views = (
+        (
+            f"\neach panel is a 2-D view of the {len(objectives)}-objective front: a front point that looks "
+            "dominated here is better in another objective"
+        )
+        if len(objectives) > 2
+        else ""
+    )
+    fig.suptitle(
+        f"{front.attrs.get('study_name', '')}: Pareto front ({front.sizes['candidate']:,} "
+        f"of {n:,} evaluations; {how}){views}",
+        fontsize=10,
+    )
     # one legend for every panel, below them: inside a panel it hid front points
     handles, labels = axes[0][0].get_legend_handles_labels()
     ncol = min(len(labels), 4 * ncols) or 1
@@ -152,10 +218,18 @@ def _one_objective_figure(evaluations: xr.Dataset, front: xr.Dataset, name: str,
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     log = found.log_scale(name)
     bins = np.geomspace(values.min(), values.max(), 41) if log and len(values) else 40
-    ax.hist(values, bins=bins, color=COLOURS[0], alpha=0.6,
-            label="feasible evaluations" + ("" if found.sampled_all else f" (a uniform sample of {len(values):,})"))
+    ax.hist(
+        values,
+        bins=bins,
+        color=COLOURS[0],
+        alpha=0.6,
+        label="feasible evaluations"
+        + ("" if found.sampled_all else f" (a uniform sample of {len(values):,})"),
+    )
     for i, best in enumerate(np.unique(front[name].values.astype(float)) / factor):
-        ax.axvline(best, color="#d62728", lw=1.5, label=None if i else f"best: {best:.4g} {unit}".rstrip())
+        ax.axvline(
+            best, color="#d62728", lw=1.5, label=None if i else f"best: {best:.4g} {unit}".rstrip()
+        )
     if log:
         ax.set_xscale("log")
     ax.set_xlabel(label(evaluations, name, unit))
@@ -163,8 +237,11 @@ def _one_objective_figure(evaluations: xr.Dataset, front: xr.Dataset, name: str,
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     n, n_ok = counts if counts is not None else (found.n, found.n_ok)
-    fig.suptitle(f"{front.attrs.get('study_name', '')}: one objective, best of {n_ok:,} feasible "
-                 f"({n:,} evaluations)", fontsize=10)
+    fig.suptitle(
+        f"{front.attrs.get('study_name', '')}: one objective, best of {n_ok:,} feasible "
+        f"({n:,} evaluations)",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 
@@ -175,8 +252,15 @@ def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
     from matplotlib.colors import LinearSegmentedColormap, LogNorm
 
     greys = LinearSegmentedColormap.from_list("density", ["#d0d0d0", "#000000"])  # 1 is visible
-    mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_equal(counts.T, 0), cmap=greys, zorder=1,
-                         norm=LogNorm(vmin=1, vmax=max(counts.max(), 2)), rasterized=True)
+    mesh = ax.pcolormesh(
+        x_edges,
+        y_edges,
+        np.ma.masked_equal(counts.T, 0),
+        cmap=greys,
+        zorder=1,
+        norm=LogNorm(vmin=1, vmax=max(counts.max(), 2)),
+        rasterized=True,
+    )
     fig.colorbar(mesh, ax=ax, label="feasible evaluations per cell", pad=0.01)
     ax.use_sticky_edges = False
     ax.margins(0.03)
@@ -193,7 +277,9 @@ def readable_unit(unit: str, found, front: xr.Dataset, name: str) -> tuple[float
     return readable(unit, max(values) if values else np.nan)
 
 
-def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, x_unit: str, y_unit: str) -> None:
+def _style_axes(
+    ax, evaluations: xr.Dataset, found, x: str, y: str, x_unit: str, y_unit: str
+) -> None:
     """Labels with the units shown, log scales where the scan chose them, and a grid."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -203,7 +289,9 @@ def _style_axes(ax, evaluations: xr.Dataset, found, x: str, y: str, x_unit: str,
         if found.log_scale(name):
             getattr(ax, f"set_{axis}scale")("log")
             along = getattr(ax, f"{axis}axis")
-            if found.hi[name] / found.lo_positive[name] < 300:  # under 2.5 decades: 1, 2, 5 x 10^k labelled
+            if (
+                found.hi[name] / found.lo_positive[name] < 300
+            ):  # under 2.5 decades: 1, 2, 5 x 10^k labelled
                 along.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
                 along.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             along.set_minor_formatter(NullFormatter())
@@ -218,10 +306,18 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
     objectives = [o.metric for o in run.study.objectives]
     front = run.feasible_front()
     keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
-    path, fmt = figure_path(output_path(output, run.path / "pareto.png", run.path), run.path / "pareto.png")
+    path, fmt = figure_path(
+        output_path(output, run.path / "pareto.png", run.path), run.path / "pareto.png"
+    )
     with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
-        return plot_front(evaluations, front, objectives, path, formats=(fmt,),
-                          counts=whole_run_counts(run, evaluations))
+        return plot_front(
+            evaluations,
+            front,
+            objectives,
+            path,
+            formats=(fmt,),
+            counts=whole_run_counts(run, evaluations),
+        )
 
 
 def whole_run_counts(run, evaluations: xr.Dataset) -> tuple[int, int] | None:
@@ -247,8 +343,14 @@ def figure_path(output: Path | None, default: Path) -> tuple[Path, str]:
     output = Path(output)
     suffix = output.suffix.lower().lstrip(".")
     if suffix in FIGURE_FORMATS:
-        return output.with_suffix(f".{suffix}"), suffix  # front.PNG is written (and named) front.png
+        return output.with_suffix(
+            f".{suffix}"
+        ), suffix  # front.PNG is written (and named) front.png
     if names_a_file_type(output.suffix):
-        raise DseError(f"cannot draw a .{suffix} file", field="--output", value=str(output),
-                       allowed=", ".join(f".{f}" for f in FIGURE_FORMATS))
+        raise DseError(
+            f"cannot draw a .{suffix} file",
+            field="--output",
+            value=str(output),
+            allowed=", ".join(f".{f}" for f in FIGURE_FORMATS),
+        )
     return output.with_name(output.name + ".png"), "png"  # a dot inside the name (front-0.5)

@@ -38,15 +38,28 @@ SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all o
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def report_results(results: Path, output: Path | None = None, *, sample_size: int = SAMPLE_SIZE,
-                   static: bool = False) -> list[Path]:
+def report_results(
+    results: Path,
+    output: Path | None = None,
+    *,
+    sample_size: int = SAMPLE_SIZE,
+    static: bool = False,
+) -> list[Path]:
     """Write ``report.html`` (and with ``static`` its figures as PNG and SVG beside it)."""
     run = open_results(results)
     page = Report(run, sample_size=sample_size)
     given, output = output, output_path(output, run.path / "report.html", run.path)
-    if given is not None and output.suffix.lower() not in (".html", ".htm") and names_a_file_type(output.suffix):
-        raise DseError(f"the report is an HTML page, not a {output.suffix} file", field="--output",
-                       value=str(given), allowed="a name ending in .html (dse plot draws .png, .svg or .pdf)")
+    if (
+        given is not None
+        and output.suffix.lower() not in (".html", ".htm")
+        and names_a_file_type(output.suffix)
+    ):
+        raise DseError(
+            f"the report is an HTML page, not a {output.suffix} file",
+            field="--output",
+            value=str(given),
+            allowed="a name ending in .html (dse plot draws .png, .svg or .pdf)",
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp:
         Path(tmp).write_text(page.html(), encoding="utf-8")
@@ -71,13 +84,19 @@ class Report:
         constraint_cols = [c.metric for c in self.study.constraints]
         with run.open_dataset(front=False) as ev:  # read in slices, never whole
             self.attrs = {n: dict(ev[n].attrs) for n in ev.variables}
-            self.scan: Scan = scan(ev, self.objectives, study=self.study, sample_size=sample_size,
-                                   columns=[*self.params, *constraint_cols, "key", "reason"])
+            self.scan: Scan = scan(
+                ev,
+                self.objectives,
+                study=self.study,
+                sample_size=sample_size,
+                columns=[*self.params, *constraint_cols, "key", "reason"],
+            )
             self.kept = str(ev.attrs.get("log_keeps", "all"))
         self.kept_rows = self.scan.n
         if self.kept != "all":  # the dataset holds the kept rows; the log, every row's verdict
             self.scan.n, self.scan.n_ok, self.scan.n_failed, self.scan.infeasibility = log_tallies(
-                run.store.log_files(), self.study)
+                run.store.log_files(), self.study
+            )
         self.history = run.state().history
         f = objective_matrix(self.front, self.study)
         self.knee = sel.knee(f)
@@ -87,11 +106,19 @@ class Report:
         self.time = sel.breakdown(self.front, sel.TIME_PARTS, sel.TIME_TOTAL)
         keys = set(self.front["key"].astype(str)) if "key" in self.front else set()
         s = self.scan.sample
-        ok = s["meets_constraints"].to_numpy(bool) if "meets_constraints" in s else np.ones(len(s), bool)
-        on_front = s["key"].astype(str).isin(keys).to_numpy() if "key" in s else np.zeros(len(s), bool)
+        ok = (
+            s["meets_constraints"].to_numpy(bool)
+            if "meets_constraints" in s
+            else np.ones(len(s), bool)
+        )
+        on_front = (
+            s["key"].astype(str).isin(keys).to_numpy() if "key" in s else np.zeros(len(s), bool)
+        )
         self.dominated, self.infeasible = s[ok & ~on_front], s[~ok]
         #: objective -> (divisor, unit) it is drawn in (:func:`~dse.outputs.scale.readable`)
-        self.shown = {m: readable_unit(self.unit(m), self.scan, self.front_ds, m) for m in self.objectives}
+        self.shown = {
+            m: readable_unit(self.unit(m), self.scan, self.front_ds, m) for m in self.objectives
+        }
 
     def _axis(self, name: str) -> dict:
         """A front figure's axis: title in the unit shown; range over the feasible candidates
@@ -138,14 +165,22 @@ class Report:
     def sampling_note(self) -> str:
         n, k = self.scan.n, len(self.scan.sample)
         if self.kept != "all":
-            which = "feasible evaluations" if self.kept == "feasible" else "evaluations on the front"
-            drawn = "all drawn" if self.scan.sampled_all else f"a uniform random sample of {k:,} drawn"
-            return (f"The study keeps only its {which} in full ({self.kept_rows:,} of {n:,}): {drawn}; the "
-                    "counts and tallies below are of every evaluation.")
+            which = (
+                "feasible evaluations" if self.kept == "feasible" else "evaluations on the front"
+            )
+            drawn = (
+                "all drawn" if self.scan.sampled_all else f"a uniform random sample of {k:,} drawn"
+            )
+            return (
+                f"The study keeps only its {which} in full ({self.kept_rows:,} of {n:,}): {drawn}; the "
+                "counts and tallies below are of every evaluation."
+            )
         if self.scan.sampled_all:
             return f"All {n:,} evaluations are drawn; every point of the front is drawn."
-        return (f"Every point of the front is drawn; the other candidates are a uniform random "
-                f"sample of {k:,} of the {n:,} evaluations (the counts and tallies below are exact).")
+        return (
+            f"Every point of the front is drawn; the other candidates are a uniform random "
+            f"sample of {k:,} of the {n:,} evaluations (the counts and tallies below are exact)."
+        )
 
     # -- figures -------------------------------------------------------------------------------
     def _hover(self, df: pd.DataFrame) -> list[str]:
@@ -162,48 +197,109 @@ class Report:
         import plotly.graph_objects as go
 
         pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0], self.objectives[0])]
-        groups = (sorted(set(self.front[self.colour_by].astype(str))) if self.colour_by else ["front"])
+        groups = (
+            sorted(set(self.front[self.colour_by].astype(str))) if self.colour_by else ["front"]
+        )
         # each value's colour as in pareto.png: its place among the values of the feasible candidates
-        every = sorted(set(groups) | set(self.dominated[self.colour_by].astype(str))) \
-            if self.colour_by and self.colour_by in self.dominated else groups
+        every = (
+            sorted(set(groups) | set(self.dominated[self.colour_by].astype(str)))
+            if self.colour_by and self.colour_by in self.dominated
+            else groups
+        )
         fhover = self._hover(self.front)
         figs = []
         for x, y in pairs:
             (fx, _), (fy, _) = self.shown[x], self.shown[y]
             fig = go.Figure()
-            for df, name, style in ((self.infeasible, "infeasible (sample)" if not self.scan.sampled_all else "infeasible",
-                                     dict(color="#d62728", symbol="x", size=5, opacity=0.25)),
-                                    (self.dominated, "dominated (sample)" if not self.scan.sampled_all else "dominated",
-                                     dict(color="#7f7f7f", size=5, opacity=0.3))):
+            for df, name, style in (
+                (
+                    self.infeasible,
+                    "infeasible (sample)" if not self.scan.sampled_all else "infeasible",
+                    dict(color="#d62728", symbol="x", size=5, opacity=0.25),
+                ),
+                (
+                    self.dominated,
+                    "dominated (sample)" if not self.scan.sampled_all else "dominated",
+                    dict(color="#7f7f7f", size=5, opacity=0.3),
+                ),
+            ):
                 d = df[np.isfinite(df[x].to_numpy(float)) & np.isfinite(df[y].to_numpy(float))]
-                fig.add_trace(go.Scatter(x=d[x] / fx, y=d[y] / fy, mode="markers", name=f"{name}: {len(d):,}",
-                                         marker=style, text=self._hover(d),
-                                         hovertemplate="%{text}<extra>" + name + "</extra>"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=d[x] / fx,
+                        y=d[y] / fy,
+                        mode="markers",
+                        name=f"{name}: {len(d):,}",
+                        marker=style,
+                        text=self._hover(d),
+                        hovertemplate="%{text}<extra>" + name + "</extra>",
+                    )
+                )
             for g in groups:
-                m = (self.front[self.colour_by].astype(str) == g).to_numpy() if self.colour_by else \
-                    np.ones(len(self.front), bool)
-                fig.add_trace(go.Scatter(
-                    x=self.front[x][m] / fx, y=self.front[y][m] / fy, mode="markers",
-                    name=f"front: {self.colour_by} = {g}" if self.colour_by else "Pareto front",
-                    marker=dict(size=9, color=COLOURS[every.index(g) % len(COLOURS)], line=dict(width=1, color="black")),
-                    text=[t for t, keep in zip(fhover, m, strict=True) if keep],
-                    hovertemplate="%{text}<extra>front</extra>"))
-            for name, idx, symbol in [("knee", self.knee, "star"),
-                                      *[(f"best {m}", i, BEST_SYMBOLS[k % len(BEST_SYMBOLS)])
-                                        for k, (m, i) in enumerate(self.best.items())]]:
-                fig.add_trace(go.Scatter(
-                    x=[self.front[x].iloc[idx] / fx], y=[self.front[y].iloc[idx] / fy], mode="markers", name=name,
-                    marker=dict(size=16, symbol=symbol, color="rgba(0,0,0,0)", line=dict(width=2, color="black")),
-                    text=[fhover[idx]], hovertemplate="%{text}<extra>" + name + "</extra>"))
+                m = (
+                    (self.front[self.colour_by].astype(str) == g).to_numpy()
+                    if self.colour_by
+                    else np.ones(len(self.front), bool)
+                )
+                fig.add_trace(
+                    go.Scatter(
+                        x=self.front[x][m] / fx,
+                        y=self.front[y][m] / fy,
+                        mode="markers",
+                        name=f"front: {self.colour_by} = {g}" if self.colour_by else "Pareto front",
+                        marker=dict(
+                            size=9,
+                            color=COLOURS[every.index(g) % len(COLOURS)],
+                            line=dict(width=1, color="black"),
+                        ),
+                        text=[t for t, keep in zip(fhover, m, strict=True) if keep],
+                        hovertemplate="%{text}<extra>front</extra>",
+                    )
+                )
+            for name, idx, symbol in [
+                ("knee", self.knee, "star"),
+                *[
+                    (f"best {m}", i, BEST_SYMBOLS[k % len(BEST_SYMBOLS)])
+                    for k, (m, i) in enumerate(self.best.items())
+                ],
+            ]:
+                fig.add_trace(
+                    go.Scatter(
+                        x=[self.front[x].iloc[idx] / fx],
+                        y=[self.front[y].iloc[idx] / fy],
+                        mode="markers",
+                        name=name,
+                        marker=dict(
+                            size=16,
+                            symbol=symbol,
+                            color="rgba(0,0,0,0)",
+                            line=dict(width=2, color="black"),
+                        ),
+                        text=[fhover[idx]],
+                        hovertemplate="%{text}<extra>" + name + "</extra>",
+                    )
+                )
             i = self.weighting.best(0.5)
-            fig.add_trace(go.Scatter(
-                x=[self.front[x].iloc[i] / fx], y=[self.front[y].iloc[i] / fy], mode="markers", name="best for η",
-                marker=dict(size=22, symbol="circle-open", color="#ff7f0e", line=dict(width=3)),
-                text=[fhover[i]], hovertemplate="%{text}<extra>best for η</extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[self.front[x].iloc[i] / fx],
+                    y=[self.front[y].iloc[i] / fy],
+                    mode="markers",
+                    name="best for η",
+                    marker=dict(size=22, symbol="circle-open", color="#ff7f0e", line=dict(width=3)),
+                    text=[fhover[i]],
+                    hovertemplate="%{text}<extra>best for η</extra>",
+                )
+            )
             fig.update_layout(
-                template="plotly_white", height=480, margin=dict(l=60, r=20, t=40, b=50),
-                title=f"{x} against {y}", legend=dict(font=dict(size=10)),
-                xaxis=self._axis(x), yaxis=self._axis(y))
+                template="plotly_white",
+                height=480,
+                margin=dict(l=60, r=20, t=40, b=50),
+                title=f"{x} against {y}",
+                legend=dict(font=dict(size=10)),
+                xaxis=self._axis(x),
+                yaxis=self._axis(y),
+            )
             figs.append(fig)
         return figs
 
@@ -219,21 +315,37 @@ class Report:
         fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[t for t, *_ in parts])
         for col, (title, table, factor, unit) in enumerate(parts, start=1):
             for k, comp in enumerate(table.columns):
-                fig.add_trace(go.Bar(x=names, y=table[comp].to_numpy()[rows] / factor, name=f"{comp}",
-                                     legendgroup=title, legendgrouptitle_text=title,
-                                     marker_color=COLOURS[k % len(COLOURS)],
-                                     hovertemplate="%{x}: %{y:.4g}<extra>" + comp + "</extra>"),
-                              row=1, col=col)
+                fig.add_trace(
+                    go.Bar(
+                        x=names,
+                        y=table[comp].to_numpy()[rows] / factor,
+                        name=f"{comp}",
+                        legendgroup=title,
+                        legendgrouptitle_text=title,
+                        marker_color=COLOURS[k % len(COLOURS)],
+                        hovertemplate="%{x}: %{y:.4g}<extra>" + comp + "</extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
             fig.update_yaxes(title_text=f"{title} [{unit}]", row=1, col=col)
-        fig.update_layout(template="plotly_white", barmode="stack", height=460,
-                          margin=dict(l=60, r=20, t=60, b=90), legend=dict(font=dict(size=10)))
+        fig.update_layout(
+            template="plotly_white",
+            barmode="stack",
+            height=460,
+            margin=dict(l=60, r=20, t=60, b=90),
+            legend=dict(font=dict(size=10)),
+        )
         return fig
 
     def breakdowns(self) -> list[tuple[str, pd.DataFrame, float, str]]:
         """``(title, components, divisor, unit)`` of the energy and time breakdowns the
         evaluator reports, in units readable for the largest total on the front."""
         out = []
-        for title, table, unit in (("energy to train", self.energy, "J"), ("time per iteration", self.time, "s")):
+        for title, table, unit in (
+            ("energy to train", self.energy, "J"),
+            ("time per iteration", self.time, "s"),
+        ):
             if table is not None:
                 largest = float(np.nanmax(table.to_numpy().sum(axis=1))) if len(table) else np.nan
                 factor, shown = readable(unit, largest)
@@ -249,15 +361,30 @@ class Report:
             if v.dtype.kind in "OUSb":
                 cats = sorted(set(v.astype(str)))
                 code = {c: i for i, c in enumerate(cats)}
-                dims.append(dict(label=name, values=[code[c] for c in v.astype(str)],
-                                 tickvals=list(range(len(cats))), ticktext=cats))
+                dims.append(
+                    dict(
+                        label=name,
+                        values=[code[c] for c in v.astype(str)],
+                        tickvals=list(range(len(cats))),
+                        ticktext=cats,
+                    )
+                )
             else:
                 dims.append(dict(label=self.label(name), values=v.to_numpy(float)))
         first = self.objectives[0]
-        fig = go.Figure(go.Parcoords(
-            dimensions=dims, labelangle=-25, labelside="top",  # tilted: side by side the long names overlapped
-            line=dict(color=self.front[first].to_numpy(float), colorscale="Viridis",
-                      showscale=True, colorbar=dict(title=first))))
+        fig = go.Figure(
+            go.Parcoords(
+                dimensions=dims,
+                labelangle=-25,
+                labelside="top",  # tilted: side by side the long names overlapped
+                line=dict(
+                    color=self.front[first].to_numpy(float),
+                    colorscale="Viridis",
+                    showscale=True,
+                    colorbar=dict(title=first),
+                ),
+            )
+        )
         fig.update_layout(template="plotly_white", height=500, margin=dict(l=80, r=80, t=110, b=40))
         return fig
 
@@ -267,14 +394,31 @@ class Report:
         if not self.history:
             return None
         h = self.history[:: max(1, len(self.history) // 2000)] + self.history[-1:]
-        fig = go.Figure(go.Scatter(x=[r.evaluations for r in h], y=[r.hypervolume for r in h],
-                                   mode="lines+markers", name="hypervolume",
-                                   hovertemplate="%{x:,} evaluations: %{y:.4f}<extra></extra>"))
-        fig.update_layout(template="plotly_white", height=360, margin=dict(l=60, r=20, t=40, b=50),
-                          xaxis_title="evaluations", yaxis_title="hypervolume (normalised frame)",
-                          title="hypervolume of the front against evaluations"
-                          + (" (one batch: the run evaluated everything at once)" if len(self.history) == 1 else ""))
-        fig.update_xaxes(rangemode="tozero")  # one batch: its point at its evaluations, not alone on 399-401
+        fig = go.Figure(
+            go.Scatter(
+                x=[r.evaluations for r in h],
+                y=[r.hypervolume for r in h],
+                mode="lines+markers",
+                name="hypervolume",
+                hovertemplate="%{x:,} evaluations: %{y:.4f}<extra></extra>",
+            )
+        )
+        fig.update_layout(
+            template="plotly_white",
+            height=360,
+            margin=dict(l=60, r=20, t=40, b=50),
+            xaxis_title="evaluations",
+            yaxis_title="hypervolume (normalised frame)",
+            title="hypervolume of the front against evaluations"
+            + (
+                " (one batch: the run evaluated everything at once)"
+                if len(self.history) == 1
+                else ""
+            ),
+        )
+        fig.update_xaxes(
+            rangemode="tozero"
+        )  # one batch: its point at its evaluations, not alone on 399-401
         return fig
 
     def constraints_figure(self):
@@ -283,11 +427,22 @@ class Report:
         reasons = self.scan.infeasibility
         if not reasons:
             return None
-        fig = go.Figure(go.Bar(y=[r for r, _ in reasons][::-1], x=[n for _, n in reasons][::-1],
-                               orientation="h", hovertemplate="%{y}: %{x:,} candidates<extra></extra>"))
-        fig.update_layout(template="plotly_white", height=120 + 40 * len(reasons),
-                          margin=dict(l=20, r=20, t=40, b=50), xaxis_title="candidates removed",
-                          yaxis=dict(automargin=True), title="what removed candidates")
+        fig = go.Figure(
+            go.Bar(
+                y=[r for r, _ in reasons][::-1],
+                x=[n for _, n in reasons][::-1],
+                orientation="h",
+                hovertemplate="%{y}: %{x:,} candidates<extra></extra>",
+            )
+        )
+        fig.update_layout(
+            template="plotly_white",
+            height=120 + 40 * len(reasons),
+            margin=dict(l=20, r=20, t=40, b=50),
+            xaxis_title="candidates removed",
+            yaxis=dict(automargin=True),
+            title="what removed candidates",
+        )
         return fig
 
     # -- the page ------------------------------------------------------------------------------
@@ -295,46 +450,83 @@ class Report:
         from plotly.offline import get_plotlyjs
 
         figures = [("front", f) for f in self.front_figures()]
-        for key, fig in (("breakdown", self.breakdown_figure()), ("parallel", self.parallel_figure()),
-                         ("hypervolume", self.hypervolume_figure()),
-                         ("constraints", self.constraints_figure())):
+        for key, fig in (
+            ("breakdown", self.breakdown_figure()),
+            ("parallel", self.parallel_figure()),
+            ("hypervolume", self.hypervolume_figure()),
+            ("constraints", self.constraints_figure()),
+        ):
             if fig is not None:
                 figures.append((key, fig))
         divs: dict[str, list[str]] = {}
         for n, (key, fig) in enumerate(figures):
-            div = fig.to_html(full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG,
-                              div_id=f"{key}-{n}", default_height=f"{fig.layout.height}px")
+            div = fig.to_html(
+                full_html=False,
+                include_plotlyjs=False,
+                config=PLOTLY_CONFIG,
+                div_id=f"{key}-{n}",
+                default_height=f"{fig.layout.height}px",
+            )
             divs.setdefault(key, []).append(div)
-        data = self._page_data([f"front-{n}" for n, (k, _) in enumerate(figures) if k == "front"],
-                               next((f"breakdown-{n}" for n, (k, _) in enumerate(figures)
-                                     if k == "breakdown"), None))
+        data = self._page_data(
+            [f"front-{n}" for n, (k, _) in enumerate(figures) if k == "front"],
+            next((f"breakdown-{n}" for n, (k, _) in enumerate(figures) if k == "breakdown"), None),
+        )
         return PAGE.format(
-            title=html.escape(f"dse report: {self.study.name}"), plotly=get_plotlyjs(),
-            summary=self._summary(), sampling=html.escape(self.sampling_note()),
-            fronts="\n".join(divs["front"]), formula=html.escape(self.weighting.formula),
-            choice=html.escape(self._choice_text(0.5)), choice_row=self.weighting.best(0.5),
-            selected=self._selected_table(), front_table=self._front_table(),
+            title=html.escape(f"dse report: {self.study.name}"),
+            plotly=get_plotlyjs(),
+            summary=self._summary(),
+            sampling=html.escape(self.sampling_note()),
+            fronts="\n".join(divs["front"]),
+            formula=html.escape(self.weighting.formula),
+            choice=html.escape(self._choice_text(0.5)),
+            choice_row=self.weighting.best(0.5),
+            selected=self._selected_table(),
+            front_table=self._front_table(),
             breakdown="\n".join(divs.get("breakdown", [])) or self._no_breakdown(),
             parallel="\n".join(divs["parallel"]),
-            hypervolume="\n".join(divs.get("hypervolume", [])) or "<p>No progress history in state.json.</p>",
+            hypervolume="\n".join(divs.get("hypervolume", []))
+            or "<p>No progress history in state.json.</p>",
             constraints=self._constraints_table() + "\n".join(divs.get("constraints", [])),
-            data=json.dumps(data).replace("</", "<\\/"), script=SCRIPT)
+            data=json.dumps(data).replace("</", "<\\/"),
+            script=SCRIPT,
+        )
 
     def _summary(self) -> str:
         s, a = self.scan, self.front_ds.attrs
         front = str(a.get("front", ""))
-        items = [("study", self.study.name + (f": {self.study.description}" if self.study.description else "")),
-                 ("software", str(a.get("source", f"evaluator {a.get('evaluator')} {a.get('evaluator_version')}"))),
-                 ("fixed", str(a.get("fixed", "")) or "none"),
-                 ("search space", "; ".join(f"{n}: {_values(v)}" for n, v in self.study.space.items())),
-                 ("search", str(a.get("search", self.run.state().algorithm))),
-                 ("front", f"{front}: {a.get('front_detail')}" if front and a.get("front_detail") else front or "?"),
-                 ("evaluations", f"{s.n:,}"),
-                 ("feasible and within constraints", f"{s.n_ok:,}"), ("failed", f"{s.n_failed:,}"),
-                 ("on the front", f"{len(self.front):,}"),
-                 ("objectives", ", ".join(f"{o.direction} {o.metric}" for o in self.study.objectives)),
-                 ("constraints", "; ".join(str(c) for c in self.study.constraints) or "none")]
-        listed = "<dl>" + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items) + "</dl>"
+        items = [
+            (
+                "study",
+                self.study.name + (f": {self.study.description}" if self.study.description else ""),
+            ),
+            (
+                "software",
+                str(
+                    a.get("source", f"evaluator {a.get('evaluator')} {a.get('evaluator_version')}")
+                ),
+            ),
+            ("fixed", str(a.get("fixed", "")) or "none"),
+            ("search space", "; ".join(f"{n}: {_values(v)}" for n, v in self.study.space.items())),
+            ("search", str(a.get("search", self.run.state().algorithm))),
+            (
+                "front",
+                f"{front}: {a.get('front_detail')}"
+                if front and a.get("front_detail")
+                else front or "?",
+            ),
+            ("evaluations", f"{s.n:,}"),
+            ("feasible and within constraints", f"{s.n_ok:,}"),
+            ("failed", f"{s.n_failed:,}"),
+            ("on the front", f"{len(self.front):,}"),
+            ("objectives", ", ".join(f"{o.direction} {o.metric}" for o in self.study.objectives)),
+            ("constraints", "; ".join(str(c) for c in self.study.constraints) or "none"),
+        ]
+        listed = (
+            "<dl>"
+            + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items)
+            + "</dl>"
+        )
         return listed + "".join(f'<p class="caveat">{html.escape(c)}</p>' for c in self.caveats())
 
     def caveats(self) -> list[str]:
@@ -343,8 +535,10 @@ class Report:
         listing values, e.g. the analytic evaluator's accelerators without measured runs)."""
         a, out = self.front_ds.attrs, []
         if a.get("front") == "approximate":
-            out.append(f"The front is approximate: {a.get('front_detail', 'the search did not prove it')}. "
-                       "A larger budget, or `dse resume` with one, may still change it.")
+            out.append(
+                f"The front is approximate: {a.get('front_detail', 'the search did not prove it')}. "
+                "A larger budget, or `dse resume` with one, may still change it."
+            )
         for key, listed in a.items():
             if not key.endswith("_estimated") or not isinstance(listed, str):
                 continue
@@ -354,15 +548,21 @@ class Report:
                 if found:
                     share = self.front[name].astype(str).isin(found).mean()
                     note = a.get(key.removesuffix("_estimated") + "_note", "")
-                    out.append(f"{share:.0%} of the front runs on {name} {', '.join(found)}, whose model numbers "
-                               f"are estimated, not fitted to measured runs" + (f" ({note})" if note else "") + ".")
+                    out.append(
+                        f"{share:.0%} of the front runs on {name} {', '.join(found)}, whose model numbers "
+                        f"are estimated, not fitted to measured runs"
+                        + (f" ({note})" if note else "")
+                        + "."
+                    )
         return out
 
     def _row_text(self, i: int) -> str:
         r = self.front.iloc[i]
         p = ", ".join(f"{n}={format_cell(r[n])}" for n in self.params)
-        o = ", ".join(f"{n} {format_cell(r[n] / self.shown[n][0])} {self.shown[n][1]}".rstrip()
-                      for n in self.objectives)
+        o = ", ".join(
+            f"{n} {format_cell(r[n] / self.shown[n][0])} {self.shown[n][1]}".rstrip()
+            for n in self.objectives
+        )
         return f"front #{i + 1}: {p}; {o}"  # numbered as `dse show` numbers the front (by the first objective)
 
     def _choice_text(self, eta: float) -> str:
@@ -375,52 +575,83 @@ class Report:
         cols = [*self.objectives, *self.params]
 
         def unit(c):
-            return f"[{self.shown[c][1]}]" if c in self.shown and self.shown[c][1] else self.unit_cell(c)
+            return (
+                f"[{self.shown[c][1]}]"
+                if c in self.shown and self.shown[c][1]
+                else self.unit_cell(c)
+            )
 
         def cell(c, v):
             return format_cell(v / self.shown[c][0] if c in self.shown else v)
 
         head = "".join(f"<th>{html.escape(c)}</th>" for c in first) + "".join(
-            f"<th>{html.escape(c)}<br><small>{html.escape(unit(c))}</small></th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(t)}</td>" for t in texts)
-                       + "".join(f"<td>{html.escape(cell(c, self.front[c].iloc[i]))}</td>" for c in cols) + "</tr>"
-                       for texts, i in rows)
+            f"<th>{html.escape(c)}<br><small>{html.escape(unit(c))}</small></th>" for c in cols
+        )
+        body = "".join(
+            "<tr>"
+            + "".join(f"<td>{html.escape(t)}</td>" for t in texts)
+            + "".join(f"<td>{html.escape(cell(c, self.front[c].iloc[i]))}</td>" for c in cols)
+            + "</tr>"
+            for texts, i in rows
+        )
         return f'<div class="wide"><table id="{table_id}"><tr>{head}</tr>{body}</table></div>'
 
     def _selected_table(self) -> str:
-        return self._table("selected", [([name, str(i + 1)], i) for name, i in self.selected().items()],
-                           ["candidate", "front #"])
+        return self._table(
+            "selected",
+            [([name, str(i + 1)], i) for name, i in self.selected().items()],
+            ["candidate", "front #"],
+        )
 
     def _front_table(self) -> str:
         """Every front point, numbered as `dse show` numbers them."""
-        return self._table("front", [([str(i + 1)], i) for i in range(len(self.front))], ["front #"])
+        return self._table(
+            "front", [([str(i + 1)], i) for i in range(len(self.front))], ["front #"]
+        )
 
     def _no_breakdown(self) -> str:
         metrics = [m for ms in (*sel.ENERGY_PARTS.values(), *sel.TIME_PARTS.values()) for m in ms]
-        return (f"<p>The evaluator '{html.escape(str(self.front_ds.attrs.get('evaluator')))}' reports "
-                f"no energy or time components ({html.escape(', '.join(metrics))}).</p>")
+        return (
+            f"<p>The evaluator '{html.escape(str(self.front_ds.attrs.get('evaluator')))}' reports "
+            f"no energy or time components ({html.escape(', '.join(metrics))}).</p>"
+        )
 
     def _constraints_table(self) -> str:
         s = self.scan
         if not s.infeasibility:
             return f"<p>No candidate was removed: all {s.n:,} evaluations are feasible.</p>"
-        rows = "".join(f"<tr><td>{html.escape(r)}</td><td>{n:,}</td><td>{100 * n / s.n:.1f} %</td></tr>"
-                       for r, n in s.infeasibility)
-        return ('<table id="constraints"><tr><th>removed by</th><th>candidates</th><th>of all</th></tr>'
-                f"{rows}</table><p><small>A candidate the evaluator rejected counts once, under its "
-                "reason; any other counts under every constraint it violates.</small></p>")
+        rows = "".join(
+            f"<tr><td>{html.escape(r)}</td><td>{n:,}</td><td>{100 * n / s.n:.1f} %</td></tr>"
+            for r, n in s.infeasibility
+        )
+        return (
+            '<table id="constraints"><tr><th>removed by</th><th>candidates</th><th>of all</th></tr>'
+            f"{rows}</table><p><small>A candidate the evaluator rejected counts once, under its "
+            "reason; any other counts under every constraint it violates.</small></p>"
+        )
 
     def _page_data(self, front_divs: list[str], breakdown_div: str | None) -> dict:
         pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0], self.objectives[0])]
         rows = list(self.selected().values())
-        comps = [[[_json_floats(table[c].to_numpy()[rows] / factor), _json_floats(table[c] / factor)]
-                  for c in table.columns] for _, table, factor, _ in self.breakdowns()]
+        comps = [
+            [
+                [_json_floats(table[c].to_numpy()[rows] / factor), _json_floats(table[c] / factor)]
+                for c in table.columns
+            ]
+            for _, table, factor, _ in self.breakdowns()
+        ]
         return {
-            "a": _json_floats(self.weighting.a), "b": _json_floats(self.weighting.b),
+            "a": _json_floats(self.weighting.a),
+            "b": _json_floats(self.weighting.b),
             "text": [self._row_text(i) for i in range(len(self.front))],
-            "fronts": [{"div": d, "x": _json_floats(self.front[x] / self.shown[x][0]),
-                        "y": _json_floats(self.front[y] / self.shown[y][0])}
-                       for d, (x, y) in zip(front_divs, pairs, strict=True)],
+            "fronts": [
+                {
+                    "div": d,
+                    "x": _json_floats(self.front[x] / self.shown[x][0]),
+                    "y": _json_floats(self.front[y] / self.shown[y][0]),
+                }
+                for d, (x, y) in zip(front_divs, pairs, strict=True)
+            ],
             "breakdown": {"div": breakdown_div, "components": comps},
         }
 
@@ -428,7 +659,11 @@ class Report:
 def _values(spec) -> str:
     """A search-space entry in a few words: a list of values, or its range."""
     if isinstance(spec, list):
-        return ", ".join(map(str, spec)) if len(spec) <= 8 else f"{len(spec)} values, {spec[0]} to {spec[-1]}"
+        return (
+            ", ".join(map(str, spec))
+            if len(spec) <= 8
+            else f"{len(spec)} values, {spec[0]} to {spec[-1]}"
+        )
     if hasattr(spec, "model_dump"):
         return ", ".join(f"{k} {v}" for k, v in spec.model_dump(exclude_none=True).items())
     return str(spec)
@@ -439,10 +674,17 @@ def _json_floats(values) -> list:
     return [None if not np.isfinite(x) else float(x) for x in v]
 
 
-
-
 #: the "best per objective" markers, one shape each (open, over the front's filled points)
-BEST_SYMBOLS = ["diamond", "square", "triangle-up", "triangle-down", "pentagon", "hexagon", "cross", "x"]
+BEST_SYMBOLS = [
+    "diamond",
+    "square",
+    "triangle-up",
+    "triangle-down",
+    "pentagon",
+    "hexagon",
+    "cross",
+    "x",
+]
 
 # The η slider: the best candidate for the weighting is recomputed in the page and the
 # "best for η" marker (the last trace of each front figure) and breakdown bar move to it.

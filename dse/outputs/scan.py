@@ -49,7 +49,9 @@ class Scan:
 
 def read(ds: xr.Dataset, names: list[str], sl: slice) -> pd.DataFrame:
     """Rows ``sl`` of the variables and coordinates ``names`` (only those are read)."""
-    return pd.DataFrame({n: np.asarray(ds.variables[n][sl].values) for n in names if n in ds.variables})
+    return pd.DataFrame(
+        {n: np.asarray(ds.variables[n][sl].values) for n in names if n in ds.variables}
+    )
 
 
 def slices(n: int, chunk: int = CHUNK):
@@ -57,8 +59,17 @@ def slices(n: int, chunk: int = CHUNK):
         yield slice(start, min(start + chunk, n))
 
 
-def scan(ds: xr.Dataset, objectives: list[str], *, columns: list[str], sample_size: int,
-         only_ok: bool = False, study: Study | None = None, seed: int = 0, chunk: int = CHUNK) -> Scan:
+def scan(
+    ds: xr.Dataset,
+    objectives: list[str],
+    *,
+    columns: list[str],
+    sample_size: int,
+    only_ok: bool = False,
+    study: Study | None = None,
+    seed: int = 0,
+    chunk: int = CHUNK,
+) -> Scan:
     """One pass: counts, objective ranges over the ok rows, a uniform sample of
     ``sample_size`` rows (of the ok rows with ``only_ok``) holding ``columns``, and, given
     the ``study``, what ruled candidates out (:func:`dse.pareto.infeasibility_summary`)."""
@@ -104,8 +115,9 @@ def scan(ds: xr.Dataset, objectives: list[str], *, columns: list[str], sample_si
     return out
 
 
-def density(ds: xr.Dataset, found: Scan, objectives: list[str], *, bins: int = 160,
-            chunk: int = CHUNK) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def density(
+    ds: xr.Dataset, found: Scan, objectives: list[str], *, bins: int = 160, chunk: int = CHUNK
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """2-D histograms of the ok rows for every pair of objectives (a second pass over two
     columns at a time); edges are logarithmic on log-scaled axes. ``{(x, y): (xe, ye, counts)}``."""
     edges = {}
@@ -124,8 +136,9 @@ def density(ds: xr.Dataset, found: Scan, objectives: list[str], *, bins: int = 1
         df = read(ds, names, sl)
         ok = df[OK].to_numpy(bool) if OK in df else np.ones(len(df), bool)
         for x, y in pairs:
-            h, _, _ = np.histogram2d(df[x].to_numpy(float)[ok], df[y].to_numpy(float)[ok],
-                                     bins=[edges[x], edges[y]])
+            h, _, _ = np.histogram2d(
+                df[x].to_numpy(float)[ok], df[y].to_numpy(float)[ok], bins=[edges[x], edges[y]]
+            )
             counts[(x, y)] += h
     return {p: (edges[p[0]], edges[p[1]], counts[p]) for p in pairs}
 
@@ -138,8 +151,18 @@ def log_tallies(files, study: Study) -> tuple[int, int, int, list[tuple[str, int
     from dse.pareto import tallies
     from dse.store import read_log_file
 
-    columns = list(dict.fromkeys([*(o.metric for o in study.objectives), *(c.metric for c in study.constraints),
-                                  "feasible", "status", "reason", "error"]))
+    columns = list(
+        dict.fromkeys(
+            [
+                *(o.metric for o in study.objectives),
+                *(c.metric for c in study.constraints),
+                "feasible",
+                "status",
+                "reason",
+                "error",
+            ]
+        )
+    )
     n = n_ok = n_failed = 0
     reasons: Counter = Counter()
     for f in files:

@@ -16,15 +16,27 @@ from dse.study import Study
 #: reports them (``dse describe``); any evaluator reporting metrics of these names gets the
 #: breakdown, the others get none. A component is the sum of its metrics.
 ENERGY_PARTS = {
-    "compute": ("energy_compute_j",), "memory": ("energy_memory_j",),
-    "communication": ("energy_network_j",), "bubble and waiting": ("energy_waiting_j",),
-    "idle": ("energy_idle_j",), "host": ("energy_host_j",), "cooling": ("energy_facility_overhead_j",),
+    "compute": ("energy_compute_j",),
+    "memory": ("energy_memory_j",),
+    "communication": ("energy_network_j",),
+    "bubble and waiting": ("energy_waiting_j",),
+    "idle": ("energy_idle_j",),
+    "host": ("energy_host_j",),
+    "cooling": ("energy_facility_overhead_j",),
 }
 ENERGY_TOTAL = "energy_to_train_j"
 TIME_PARTS = {
-    "compute": ("compute_time_s",), "memory": ("memory_time_s",),
-    "communication": ("tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s", "dp_comm_time_s"),
-    "bubble": ("bubble_time_s",), "optimizer": ("optimizer_time_s",),
+    "compute": ("compute_time_s",),
+    "memory": ("memory_time_s",),
+    "communication": (
+        "tp_comm_time_s",
+        "cp_comm_time_s",
+        "ep_comm_time_s",
+        "pp_comm_time_s",
+        "dp_comm_time_s",
+    ),
+    "bubble": ("bubble_time_s",),
+    "optimizer": ("optimizer_time_s",),
 }
 TIME_TOTAL = "step_time_s"
 ENERGY = "energy_to_train_j"
@@ -79,11 +91,17 @@ def weighting(front: pd.DataFrame, study: Study) -> Weighting:
     f = np.column_stack([f, f]) if f.shape[1] == 1 else f
     z = (f - f.min(axis=0)) / np.where(np.ptp(f, axis=0) > 0, np.ptp(f, axis=0), 1)
     names = [o.metric for o in study.objectives] * 2
-    return Weighting(z[:, 0], z[:, 1], f"η·{names[0]} + (1 − η)·{names[1]}, each scaled to "
-                     "[0, 1] over the front (no energy and time metrics)")
+    return Weighting(
+        z[:, 0],
+        z[:, 1],
+        f"η·{names[0]} + (1 − η)·{names[1]}, each scaled to "
+        "[0, 1] over the front (no energy and time metrics)",
+    )
 
 
-def breakdown(front: pd.DataFrame, parts: dict[str, tuple[str, ...]], total: str) -> pd.DataFrame | None:
+def breakdown(
+    front: pd.DataFrame, parts: dict[str, tuple[str, ...]], total: str
+) -> pd.DataFrame | None:
     """Components per candidate (columns in ``parts`` order, plus ``other`` when the parts
     fall short of ``total`` by more than 0.1 %); None when the front has none of them."""
     have = {k: [m for m in ms if m in front] for k, ms in parts.items()}

@@ -20,8 +20,15 @@ from dse.errors import DseError, did_you_mean, printable
 from dse.results import open_results
 
 
-def show_front(results: Path, console: Console, *, sort: str | None = None, descending: bool | None = None,
-               limit: int = 50, plot: bool | None = None) -> None:
+def show_front(
+    results: Path,
+    console: Console,
+    *,
+    sort: str | None = None,
+    descending: bool | None = None,
+    limit: int = 50,
+    plot: bool | None = None,
+) -> None:
     run = open_results(results)
     ds = run.feasible_front()
     study = run.study
@@ -35,17 +42,22 @@ def show_front(results: Path, console: Console, *, sort: str | None = None, desc
             if len(same) == 1:  # MFU for mfu
                 sort = same[0]
             else:
-                raise DseError(f"{run.path}: cannot sort by '{sort}': no such column in the Pareto set"
-                               f"{did_you_mean(sort, columns(ds))}", allowed=", ".join(columns(ds)))
+                raise DseError(
+                    f"{run.path}: cannot sort by '{sort}': no such column in the Pareto set"
+                    f"{did_you_mean(sort, columns(ds))}",
+                    allowed=", ".join(columns(ds)),
+                )
         shown = [sort, *[c for c in shown if c != sort]] if sort not in shown else shown
     key = sort or shown[0]
     if descending is None:  # an objective's best first: the largest of one maximised
         descending = any(o.metric == key and o.direction == "maximize" for o in study.objectives)
     front = front.sort_values(key, ascending=not descending, kind="stable", na_position="last")
     units = {c: unit_cell(ds[c]) for c in shown}
-    title = (f"Pareto front of {study.name}: {len(front)} points, sorted by {key}"
-             f"{' (descending)' if descending else ''}"
-             + (f", first {limit} shown" if len(front) > limit else ""))
+    title = (
+        f"Pareto front of {study.name}: {len(front)} points, sorted by {key}"
+        f"{' (descending)' if descending else ''}"
+        + (f", first {limit} shown" if len(front) > limit else "")
+    )
     print_tables(console, title, front.head(limit), shown, units, key)
     if plot or (plot is None and console.is_terminal and console.width >= 60):
         _plot(front, [o.metric for o in study.objectives], units, console)
@@ -60,8 +72,14 @@ def unit_cell(var) -> str:
     return f"[{unit}]"
 
 
-def print_tables(console: Console, title: str, rows: pd.DataFrame, names: list[str],
-                 units: dict[str, str], key: str | None = None) -> None:
+def print_tables(
+    console: Console,
+    title: str,
+    rows: pd.DataFrame,
+    names: list[str],
+    units: dict[str, str],
+    key: str | None = None,
+) -> None:
     """``rows`` as one table, or as several of whole columns when they do not fit the width."""
     cells = {c: [format_cell(v) for v in rows[c]] for c in names}
     index = [str(i + 1) for i in range(len(rows))]
@@ -83,8 +101,13 @@ def _width(name: str, unit: str, values: list[str]) -> int:
     return max([len(name), len(unit), *map(len, values)])
 
 
-def split_columns(names: list[str], units: dict[str, str], cells: dict[str, list[str]],
-                  index: list[str], width: int) -> list[list[str]]:
+def split_columns(
+    names: list[str],
+    units: dict[str, str],
+    cells: dict[str, list[str]],
+    index: list[str],
+    width: int,
+) -> list[list[str]]:
     """Whole columns per table so that each table fits ``width`` (a rich table with
     borders takes the cell widths plus 3 per column plus 1)."""
     first = _width("#", "", index) + 3 + 1
@@ -101,19 +124,32 @@ def split_columns(names: list[str], units: dict[str, str], cells: dict[str, list
     return groups
 
 
-def _table(title: str, names: list[str], units: dict[str, str], cells: dict[str, list[str]],
-           index: list[str], key: str | None) -> Table:
+def _table(
+    title: str,
+    names: list[str],
+    units: dict[str, str],
+    cells: dict[str, list[str]],
+    index: list[str],
+    key: str | None,
+) -> Table:
     t = Table(title=Text(printable(title)), title_justify="left")
     t.add_column("#\n", justify="right", no_wrap=True, style="dim")
     for n in names:  # Text, not markup: "[s]" is a unit here, not a style
-        t.add_column(Text(f"{printable(n)}\n{printable(units[n])}", justify="right"), justify="right", no_wrap=True,
-                     min_width=_width(n, units[n], cells[n]), style="cyan" if n == key else None)
+        t.add_column(
+            Text(f"{printable(n)}\n{printable(units[n])}", justify="right"),
+            justify="right",
+            no_wrap=True,
+            min_width=_width(n, units[n], cells[n]),
+            style="cyan" if n == key else None,
+        )
     for i, label in enumerate(index):
         t.add_row(label, *[Text(cells[n][i]) for n in names])
     return t
 
 
-def _plot(front: pd.DataFrame, objectives: list[str], units: dict[str, str], console: Console) -> None:
+def _plot(
+    front: pd.DataFrame, objectives: list[str], units: dict[str, str], console: Console
+) -> None:
     """A small scatter of the front over its first two objectives (plotext)."""
     import plotext as plt
 

@@ -19,7 +19,9 @@ from dse.store import ResultStore
 RUN_OWN = (*ResultStore.RUN_FILES, "study.yaml", "lock", "evaluations")
 
 
-def output_path(output: Path | str | None, default: Path, run_path: Path, *, may_be_folder: bool = False) -> Path:
+def output_path(
+    output: Path | str | None, default: Path, run_path: Path, *, may_be_folder: bool = False
+) -> Path:
     """``output`` (None: ``default``) checked as a place to write; ``may_be_folder``: the
     output is itself a folder (a zarr store), so an existing zarr store is replaced, not refused
     (any other folder is)."""
@@ -33,20 +35,34 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
     if why:
         raise DseError(why, field="--output", value=str(output))
     if output.is_dir() and not may_be_folder:
-        raise DseError("is a folder; give a file name", field="--output", value=str(output),
-                       allowed=f"a file path, e.g. {output / Path(default).name}")
+        raise DseError(
+            "is a folder; give a file name",
+            field="--output",
+            value=str(output),
+            allowed=f"a file path, e.g. {output / Path(default).name}",
+        )
     if may_be_folder and output.exists() and not output.is_dir():
-        raise DseError("is a file, but a zarr store is a folder: exporting there would replace the file",
-                       field="--output", value=str(output), allowed="a new path, or a zarr store to replace")
+        raise DseError(
+            "is a file, but a zarr store is a folder: exporting there would replace the file",
+            field="--output",
+            value=str(output),
+            allowed="a new path, or a zarr store to replace",
+        )
     if output.is_dir() and not is_zarr_store(output):  # a zarr store replaces what is there
-        raise DseError("is a folder that is not a zarr store: exporting there would replace everything in it",
-                       field="--output", value=str(output),
-                       allowed=f"a new path, or a zarr store to replace, e.g. {output / Path(default).name}")
+        raise DseError(
+            "is a folder that is not a zarr store: exporting there would replace everything in it",
+            field="--output",
+            value=str(output),
+            allowed=f"a new path, or a zarr store to replace, e.g. {output / Path(default).name}",
+        )
     for parent in output.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
-                raise DseError(f"cannot write there: {parent} is a file, not a folder", field="--output",
-                               value=str(output))
+                raise DseError(
+                    f"cannot write there: {parent} is a file, not a folder",
+                    field="--output",
+                    value=str(output),
+                )
             break
     _refuse_run_file(output, run_path)
     return output
@@ -55,8 +71,11 @@ def output_path(output: Path | str | None, default: Path, run_path: Path, *, may
 def refuse_standard_output(output: Path | str) -> None:
     """'-', the usual name of standard output: dse writes files (one named '-' would surprise)."""
     if str(output).strip() == "-":
-        raise DseError("is '-', but dse writes files, not standard output; give a file name",
-                       field="--output", value=str(output))
+        raise DseError(
+            "is '-', but dse writes files, not standard output; give a file name",
+            field="--output",
+            value=str(output),
+        )
 
 
 def _refuse_run_file(output: Path, run_path: Path) -> None:
@@ -71,6 +90,9 @@ def _refuse_run_file(output: Path, run_path: Path) -> None:
         pass
     first = target.relative_to(run).parts[0]
     if first in own:
-        raise DseError(f"is one of the run's own files ({first} in {run_path}); writing there would damage the run",
-                       field="--output", value=str(output),
-                       allowed="another file name, e.g. the default (leave --output out)")
+        raise DseError(
+            f"is one of the run's own files ({first} in {run_path}); writing there would damage the run",
+            field="--output",
+            value=str(output),
+            allowed="another file name, e.g. the default (leave --output out)",
+        )

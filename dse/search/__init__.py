@@ -22,8 +22,19 @@ from dse.search.phases import PhasedSearch
 from dse.space import Space
 from dse.study import PolishSpec, Study, validate_options
 
-__all__ = ["GROUP", "DriverOptions", "NoOptions", "Problem", "SearchDriver", "SearchPlan",
-           "available_drivers", "driver_class", "parse_options", "plan_search", "problem_of"]
+__all__ = [
+    "GROUP",
+    "DriverOptions",
+    "NoOptions",
+    "Problem",
+    "SearchDriver",
+    "SearchPlan",
+    "available_drivers",
+    "driver_class",
+    "parse_options",
+    "plan_search",
+    "problem_of",
+]
 
 GROUP = "dse.search"
 EVALUATOR_VERDICT = "evaluator_feasible"  # name of the last violation column
@@ -39,12 +50,20 @@ def driver_class(name: str) -> type[SearchDriver]:
     implements ``ask`` and ``tell``."""
     cls = load_class(GROUP, name, SearchDriver, field="search.algorithm", kind="search algorithm")
     if not isinstance(getattr(cls, "name", None), str) or not cls.name:
-        raise StudyError(f"search driver class {cls.__name__} does not set `name` (a text class attribute; a bug "
-                         "of the driver's package)", field="search.algorithm", value=name)
+        raise StudyError(
+            f"search driver class {cls.__name__} does not set `name` (a text class attribute; a bug "
+            "of the driver's package)",
+            field="search.algorithm",
+            value=name,
+        )
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
-        raise StudyError(f"search driver class {cls.__name__} does not implement {missing} (a bug of the driver's "
-                         "package)", field="search.algorithm", value=name)
+        raise StudyError(
+            f"search driver class {cls.__name__} does not implement {missing} (a bug of the driver's "
+            "package)",
+            field="search.algorithm",
+            value=name,
+        )
     return cls
 
 
@@ -67,9 +86,14 @@ def problem_of(study: Study, space: Space, work_dir: Path | None = None) -> Prob
     if budget is None:
         budget = UNBOUNDED
     return Problem(
-        space=space, objectives=tuple(o.metric for o in study.objectives),
+        space=space,
+        objectives=tuple(o.metric for o in study.objectives),
         constraints=(*(str(c) for c in study.constraints), EVALUATOR_VERDICT),
-        budget=budget, batch_size=s.batch_size, seed=s.seed, work_dir=work_dir, name=study.name,
+        budget=budget,
+        batch_size=s.batch_size,
+        seed=s.seed,
+        work_dir=work_dir,
+        name=study.name,
         time_budget_s=s.budget_s,
     )
 
@@ -110,24 +134,33 @@ def plan_search(study: Study, space: Space) -> SearchPlan:
             f"the budget of {problem.budget:,} (the space has {_count(space.size)} candidates)",
             field="search.budget",
             allowed=f"a budget of at least {total:,}, a smaller space, or a search that samples "
-                    "within the budget (auto, nsga2, optuna-tpe, random)")
+            "within the budget (auto, nsga2, optuna-tpe, random)",
+        )
     polish = _polish(study, cls, space, total)
     description = cls.describe(problem, options)
     if polish is not None:
         description += f" + polish (after {polish.search_share:.0%} of the budget)"
-    elif study.search.polish is not None and study.search.polish.enabled:  # asked for, and nothing to do
+    elif (
+        study.search.polish is not None and study.search.polish.enabled
+    ):  # asked for, and nothing to do
         description += " (no polish: the search evaluates every candidate of the space)"
     return SearchPlan(cls, options, problem, total, description, polish)
 
 
-def _polish(study: Study, cls: type[SearchDriver], space: Space, total: int | None) -> PolishSpec | None:
+def _polish(
+    study: Study, cls: type[SearchDriver], space: Space, total: int | None
+) -> PolishSpec | None:
     """The polish settings where the polish follows the search: on (by the study or the
     driver's default), a discrete space, and a search that does not ask every candidate."""
     spec = study.search.polish
     if spec is not None and spec.enabled and not space.indexable:
-        raise StudyError("the front polish needs a discrete space (every parameter a list or a "
-                         "range with a step)", field="search.polish", value=True,
-                         allowed="false, or steps for the continuous ranges")
+        raise StudyError(
+            "the front polish needs a discrete space (every parameter a list or a "
+            "range with a step)",
+            field="search.polish",
+            value=True,
+            allowed="false, or steps for the continuous ranges",
+        )
     if spec is None:
         spec = PolishSpec(enabled=cls.polish_default)
     whole = space.indexable and total is not None and total >= space.size

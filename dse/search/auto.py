@@ -69,12 +69,18 @@ class AutoDriver(SearchDriver):
     def describe(cls, problem: Problem, options: BaseModel) -> str:
         inner = cls.chosen(problem)
         if inner is None:
-            return (f"auto → exhaustive if the space ({int(problem.space.size):,} candidates) fits "
-                    f"{_duration(problem.time_budget_s)} at the cost measured on its first chunks, "
-                    "else nsga2")
-        why = ("the space fits the budget" if inner is ExhaustiveDriver
-               else "the space is continuous" if not problem.space.is_discrete
-               else "the space exceeds the budget")
+            return (
+                f"auto → exhaustive if the space ({int(problem.space.size):,} candidates) fits "
+                f"{_duration(problem.time_budget_s)} at the cost measured on its first chunks, "
+                "else nsga2"
+            )
+        why = (
+            "the space fits the budget"
+            if inner is ExhaustiveDriver
+            else "the space is continuous"
+            if not problem.space.is_discrete
+            else "the space exceeds the budget"
+        )
         return f"auto → {inner.describe(problem, options)} ({why})"
 
     def __init__(self, problem: Problem, options: BaseModel) -> None:
@@ -111,7 +117,9 @@ class AutoDriver(SearchDriver):
     def observe_cost(self, seconds: float, evaluated: int) -> None:
         self.spent_s += float(seconds)
         self.inner.observe_cost(seconds, evaluated)
-        if not self.decided and evaluated > 0 and seconds > 0:  # 0 s: rows evaluated before a resume
+        if (
+            not self.decided and evaluated > 0 and seconds > 0
+        ):  # 0 s: rows evaluated before a resume
             self._measured(seconds / evaluated, evaluated)
 
     def _measured(self, seconds_per_candidate: float, n: int) -> None:
@@ -126,9 +134,11 @@ class AutoDriver(SearchDriver):
         if not fits and grown > self.chunk and grown * seconds_per_candidate <= probe_left_s:
             self.chunk = self.inner.chunk = grown  # measure again on a larger chunk
             return
-        self.why = (f"{int(self.problem.space.size):,} candidates at {seconds_per_candidate * 1e3:.3g} ms each "
-                    f"(measured on a chunk of {n:,}) take about {_duration(need_s)}, "
-                    f"{'within' if fits else 'more than'} the {_duration(max(left_s, 0.0))} left of the budget")
+        self.why = (
+            f"{int(self.problem.space.size):,} candidates at {seconds_per_candidate * 1e3:.3g} ms each "
+            f"(measured on a chunk of {n:,}) take about {_duration(need_s)}, "
+            f"{'within' if fits else 'more than'} the {_duration(max(left_s, 0.0))} left of the budget"
+        )
         self.decided = True
         if fits:
             self.inner.chunk = default_chunk(self.problem)
@@ -146,19 +156,34 @@ class AutoDriver(SearchDriver):
         return f"auto → {self.inner.name} ({self.why})"
 
     def state(self) -> dict[str, Any]:
-        return {**self.inner.state(), "auto": {"choice": self.inner.name if self.decided else None,
-                                               "why": self.why, "offset": self.offset, "spent_s": self.spent_s,
-                                               "chunk": self.chunk, "warm_up_s": self.warm_up_s}}
+        return {
+            **self.inner.state(),
+            "auto": {
+                "choice": self.inner.name if self.decided else None,
+                "why": self.why,
+                "offset": self.offset,
+                "spent_s": self.spent_s,
+                "chunk": self.chunk,
+                "warm_up_s": self.warm_up_s,
+            },
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         auto = state.get("auto")  # absent in states saved before budgets in time
         if auto is not None:
             self.decided = auto["choice"] is not None
-            self.why, self.offset, self.spent_s = auto["why"], int(auto["offset"]), float(auto["spent_s"])
+            self.why, self.offset, self.spent_s = (
+                auto["why"],
+                int(auto["offset"]),
+                float(auto["spent_s"]),
+            )
             self.chunk = int(auto["chunk"])
             self.warm_up_s = auto.get("warm_up_s")  # absent in states saved before it was kept
-            self.inner = (NSGA2Driver(self.problem, self.options) if auto["choice"] == NSGA2Driver.name
-                          else self._enumeration())
+            self.inner = (
+                NSGA2Driver(self.problem, self.options)
+                if auto["choice"] == NSGA2Driver.name
+                else self._enumeration()
+            )
         self.inner.restore(state)
         self.asked, self.told = self.offset + self.inner.asked, self.offset + self.inner.told
 

@@ -70,7 +70,11 @@ class Problem:
 
     @property
     def budget_label(self) -> str:
-        return f"{self.time_budget_s:g} s" if self.time_budget_s is not None else f"{self.budget:,} evaluations"
+        return (
+            f"{self.time_budget_s:g} s"
+            if self.time_budget_s is not None
+            else f"{self.budget:,} evaluations"
+        )
 
     @property
     def n_objectives(self) -> int:
@@ -158,7 +162,9 @@ class SearchDriver(ABC):
         """The next batch of candidates (columns = the space's parameter names)."""
 
     @abstractmethod
-    def tell(self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray) -> None:
+    def tell(
+        self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray
+    ) -> None:
         """Results of the last batch, in ask order.
 
         ``objectives`` is ``(n, problem.n_objectives)``, every column minimised; rows that
@@ -210,4 +216,3 @@ def rng_from_state(state: dict[str, Any]) -> np.random.Generator:
     rng = np.random.default_rng()
     rng.bit_generator.state = state
     return rng
-

@@ -21,8 +21,9 @@ def default_chunk(problem: Problem) -> int:
 
 
 class ExhaustiveOptions(DriverOptions):
-    chunk: int | None = Field(default=None, ge=1,
-                              description="candidates per batch (default: max(batch_size, 250000))")
+    chunk: int | None = Field(
+        default=None, ge=1, description="candidates per batch (default: max(batch_size, 250000))"
+    )
 
 
 class ExhaustiveDriver(SearchDriver):
@@ -38,8 +39,10 @@ class ExhaustiveDriver(SearchDriver):
         if not problem.space.is_discrete:
             raise StudyError(
                 "exhaustive search needs a discrete space; give continuous ranges a 'step'",
-                field="search.algorithm", value="exhaustive",
-                allowed="a search that samples: auto, nsga2, optuna-nsga2, optuna-tpe, optuna-gp, random")
+                field="search.algorithm",
+                value="exhaustive",
+                allowed="a search that samples: auto, nsga2, optuna-nsga2, optuna-tpe, optuna-gp, random",
+            )
 
     @classmethod
     def total(cls, problem: Problem, options: ExhaustiveOptions) -> int:

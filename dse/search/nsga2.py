@@ -63,7 +63,9 @@ def _pymoo():
 
 def _seed(seed: int, generation: int, purpose: int) -> np.random.SeedSequence:
     """A stable seed for one purpose in one generation (independent of Python's hash())."""
-    return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(seed) >> 32, int(generation), purpose])
+    return np.random.SeedSequence(
+        [int(seed) & 0xFFFFFFFF, int(seed) >> 32, int(generation), purpose]
+    )
 
 
 PYMOO, TOP_UP = 0x6E7367, 0x746F70  # purposes: pymoo's random_state, the top-up sampler
@@ -84,7 +86,9 @@ class _Codec:
         self.discrete = np.array([p.values is not None for p in ps], bool)
         self.categorical = np.array([p.kind == "categorical" for p in ps], bool)
         self.xl = np.array([0.0 if p.values is not None else p.low for p in ps], float)
-        self.xu = np.array([len(p.values) - 1.0 if p.values is not None else p.high for p in ps], float)
+        self.xu = np.array(
+            [len(p.values) - 1.0 if p.values is not None else p.high for p in ps], float
+        )
         self.strides = space.strides if space.indexable else None
 
     @property
@@ -115,17 +119,30 @@ class _Codec:
             if p.values is None:
                 cols[p.name] = X[:, j]
             else:
-                cols[p.name] = _column(p, np.asarray(p.values, dtype=object)[X[:, j].astype(np.int64)])
+                cols[p.name] = _column(
+                    p, np.asarray(p.values, dtype=object)[X[:, j].astype(np.int64)]
+                )
         return pd.DataFrame(cols)
 
     def rows(self, X: np.ndarray) -> list[list[int | float]]:
         """Decision vectors as JSON-able rows: value indices as ints, reals as floats."""
-        return [[int(v) if d else float(v) for v, d in zip(row, self.discrete, strict=True)]
-                for row in np.atleast_2d(X)]
+        return [
+            [int(v) if d else float(v) for v, d in zip(row, self.discrete, strict=True)]
+            for row in np.atleast_2d(X)
+        ]
 
 
-def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.random.SeedSequence,
-           options: NSGA2Options, seen: set, population=None):
+def _build(
+    codec: _Codec,
+    *,
+    pop_size: int,
+    n_obj: int,
+    n_constr: int,
+    seed: np.random.SeedSequence,
+    options: NSGA2Options,
+    seen: set,
+    population=None,
+):
     """A fresh NSGA-II; ``population`` (evaluated) becomes its initial population.
 
     Long for one reason: pymoo's classes are subclassed here, in the function, because pymoo
@@ -136,8 +153,14 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
 
     class _Problem(Problem):
         def __init__(self) -> None:
-            super().__init__(n_var=codec.n_var, n_obj=n_obj, n_ieq_constr=n_constr,
-                             xl=codec.xl, xu=codec.xu, vtype=float)
+            super().__init__(
+                n_var=codec.n_var,
+                n_obj=n_obj,
+                n_ieq_constr=n_constr,
+                xl=codec.xl,
+                xu=codec.xu,
+                vtype=float,
+            )
 
         def _evaluate(self, x, out, *args, **kwargs):  # pragma: no cover - ask/tell only
             raise RuntimeError("dse evaluates candidates itself")
@@ -163,7 +186,9 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
             cat = np.flatnonzero(codec.categorical)
             if len(cat):
                 hit = random_state.random((len(X), len(cat))) < self.reset_prob
-                draw = random_state.integers(0, (codec.xu[cat] + 1).astype(np.int64), size=(len(X), len(cat)))
+                draw = random_state.integers(
+                    0, (codec.xu[cat] + 1).astype(np.int64), size=(len(X), len(cat))
+                )
                 X[:, cat] = np.where(hit, draw, X[:, cat])
             return X
 
@@ -201,15 +226,22 @@ def _build(codec: _Codec, *, pop_size: int, n_obj: int, n_constr: int, seed: np.
         pop_size=pop_size,
         sampling=_Sampling() if population is None else population,
         crossover=SBX(prob=options.crossover_prob, eta=options.crossover_eta, vtype=float),
-        mutation=_Mutation(PM(prob=1.0, eta=options.mutation_eta, vtype=float),
-                           reset_prob=(1.0 / codec.n_var if options.categorical_reset_prob is None
-                                       else options.categorical_reset_prob)),
+        mutation=_Mutation(
+            PM(prob=1.0, eta=options.mutation_eta, vtype=float),
+            reset_prob=(
+                1.0 / codec.n_var
+                if options.categorical_reset_prob is None
+                else options.categorical_reset_prob
+            ),
+        ),
         repair=_Repair(),
         eliminate_duplicates=no_repeats,
     )
     algorithm.mating.n_max_iterations = MATING_RETRIES
     algorithm.setup(_Problem(), termination=("n_gen", 10**9), seed=int(seed.generate_state(1)[0]))
-    if population is not None:  # the stored, evaluated population: pymoo ranks it, evaluates nothing
+    if (
+        population is not None
+    ):  # the stored, evaluated population: pymoo ranks it, evaluates nothing
         no_repeats.active = False
         initial = algorithm.ask()
         algorithm.tell(infills=initial)
@@ -225,12 +257,20 @@ def _population(X: np.ndarray, F: np.ndarray, G: np.ndarray):
 
 
 class NSGA2Options(DriverOptions):
-    pop_size: int | None = Field(default=None, ge=2, description="population size (default: search.batch_size)")
+    pop_size: int | None = Field(
+        default=None, ge=2, description="population size (default: search.batch_size)"
+    )
     crossover_prob: float = Field(default=0.9, ge=0, le=1, description="SBX crossover probability")
     crossover_eta: float = Field(default=5.0, gt=0, description="SBX distribution index")
-    mutation_eta: float = Field(default=5.0, gt=0, description="polynomial mutation distribution index")
+    mutation_eta: float = Field(
+        default=5.0, gt=0, description="polynomial mutation distribution index"
+    )
     categorical_reset_prob: float | None = Field(
-        default=None, ge=0, le=1, description="random reset of a categorical index per child (default: 1 / parameters)")
+        default=None,
+        ge=0,
+        le=1,
+        description="random reset of a categorical index per child (default: 1 / parameters)",
+    )
 
 
 class NSGA2Driver(SearchDriver):
@@ -251,7 +291,9 @@ class NSGA2Driver(SearchDriver):
         self._X = np.empty((0, n))
         self._F = np.empty((0, self.n_objectives))
         self._G = np.empty((0, self.n_constraints))
-        self._asked: list[list[int | float]] = []  # every decision vector asked (JSON rows), in ask order
+        self._asked: list[
+            list[int | float]
+        ] = []  # every decision vector asked (JSON rows), in ask order
         self._seen: set = set()  # their keys (Codec.keys)
         self._algorithm = None  # this generation's pymoo algorithm, between ask and tell
         self._pending: np.ndarray | None = None
@@ -264,9 +306,15 @@ class NSGA2Driver(SearchDriver):
     def ask(self) -> pd.DataFrame:
         want = min(self.pop_size, self.budget - self.asked)
         self._algorithm = _build(
-            self.codec, pop_size=self.pop_size, n_obj=self.n_objectives, n_constr=self.n_constraints,
-            seed=_seed(self.seed, self.generation, PYMOO), options=self.options, seen=self._seen,
-            population=_population(self._X, self._F, self._G) if len(self._X) else None)
+            self.codec,
+            pop_size=self.pop_size,
+            n_obj=self.n_objectives,
+            n_constr=self.n_constraints,
+            seed=_seed(self.seed, self.generation, PYMOO),
+            options=self.options,
+            seen=self._seen,
+            population=_population(self._X, self._F, self._G) if len(self._X) else None,
+        )
         pop = self._algorithm.ask()
         X = np.empty((0, self.codec.n_var)) if pop is None else self.codec.repair(pop.get("X"))
         X = X[:want]
@@ -327,16 +375,28 @@ class NSGA2Driver(SearchDriver):
     def state(self) -> dict[str, Any]:
         """JSON-able: the population (decision vectors; objectives and violations as pymoo
         saw them, failed rows at 1e30 with violation >= 1, so no NaN), the asked record."""
-        return {**super().state(), "version": STATE_VERSION, "seed": self.seed,
-                "generation": self.generation, "exhausted": self.exhausted, "pop_size": self.pop_size,
-                "population": {"X": self.codec.rows(self._X), "F": self._F.tolist(), "G": self._G.tolist()},
-                "asked_candidates": list(self._asked)}
+        return {
+            **super().state(),
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "generation": self.generation,
+            "exhausted": self.exhausted,
+            "pop_size": self.pop_size,
+            "population": {
+                "X": self.codec.rows(self._X),
+                "F": self._F.tolist(),
+                "G": self._G.tolist(),
+            },
+            "asked_candidates": list(self._asked),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("version") != STATE_VERSION and "batches" in state:
             state = self._from_history(state)
         if int(state["seed"]) != self.seed or int(state["pop_size"]) != self.pop_size:
-            raise RuntimeError("cannot restore the NSGA-II state: the seed or population size changed")
+            raise RuntimeError(
+                "cannot restore the NSGA-II state: the seed or population size changed"
+            )
         super().restore(state)
         n = self.codec.n_var
         self.generation = int(state["generation"])
@@ -356,23 +416,46 @@ class NSGA2Driver(SearchDriver):
         on from there; its next batches are not those the old driver would have asked."""
         n, batches = self.codec.n_var, old["batches"]
         X = np.array([row for b in batches for row in b["X"]], float).reshape(-1, n)
-        F = np.array([[np.nan if v is None else v for v in r] for b in batches for r in b["F"]],
-                     float).reshape(-1, self.n_objectives)
-        G = np.array([[np.nan if v is None else v for v in r] for b in batches for r in b["G"]],
-                     float).reshape(-1, self.n_constraints)
+        F = np.array(
+            [[np.nan if v is None else v for v in r] for b in batches for r in b["F"]], float
+        ).reshape(-1, self.n_objectives)
+        G = np.array(
+            [[np.nan if v is None else v for v in r] for b in batches for r in b["G"]], float
+        ).reshape(-1, self.n_constraints)
         F, G = _for_pymoo(F, G)
         if len(X):
-            algorithm = _build(self.codec, pop_size=self.pop_size, n_obj=self.n_objectives,
-                               n_constr=self.n_constraints, seed=_seed(self.seed, len(batches), PYMOO),
-                               options=self.options, seen=set())
-            pop = algorithm.survival.do(algorithm.problem, _population(X, F, G), n_survive=self.pop_size,
-                                        random_state=np.random.default_rng(_seed(self.seed, len(batches), PYMOO)))
+            algorithm = _build(
+                self.codec,
+                pop_size=self.pop_size,
+                n_obj=self.n_objectives,
+                n_constr=self.n_constraints,
+                seed=_seed(self.seed, len(batches), PYMOO),
+                options=self.options,
+                seen=set(),
+            )
+            pop = algorithm.survival.do(
+                algorithm.problem,
+                _population(X, F, G),
+                n_survive=self.pop_size,
+                random_state=np.random.default_rng(_seed(self.seed, len(batches), PYMOO)),
+            )
             X, F, G = pop.get("X"), pop.get("F"), pop.get("G")
-        return {"asked": int(old["asked"]), "told": int(old["told"]), "seed": self.seed,
-                "pop_size": int(old.get("pop_size", self.pop_size)), "generation": len(batches),
-                "exhausted": bool(old.get("exhausted", False)),
-                "population": {"X": self.codec.rows(X), "F": np.asarray(F).tolist(), "G": np.asarray(G).tolist()},
-                "asked_candidates": self.codec.rows(np.array([r for b in batches for r in b["X"]], float).reshape(-1, n))}
+        return {
+            "asked": int(old["asked"]),
+            "told": int(old["told"]),
+            "seed": self.seed,
+            "pop_size": int(old.get("pop_size", self.pop_size)),
+            "generation": len(batches),
+            "exhausted": bool(old.get("exhausted", False)),
+            "population": {
+                "X": self.codec.rows(X),
+                "F": np.asarray(F).tolist(),
+                "G": np.asarray(G).tolist(),
+            },
+            "asked_candidates": self.codec.rows(
+                np.array([r for b in batches for r in b["X"]], float).reshape(-1, n)
+            ),
+        }
 
 
 def _for_pymoo(F: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

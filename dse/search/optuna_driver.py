@@ -74,10 +74,17 @@ def _optuna():
 class OptunaOptions(DriverOptions):
     """Options every optuna driver takes."""
 
-    storage: str | None = Field(default=None, description="database URL (default: a journal file in the results folder)")
-    study_name: str | None = Field(default=None, min_length=1,
-                                   description="name of the optuna study in the storage (default: the dse study's name)")
-    max_resample: int = Field(default=2, ge=0, description="re-asks of a slot whose candidate was asked before")
+    storage: str | None = Field(
+        default=None, description="database URL (default: a journal file in the results folder)"
+    )
+    study_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="name of the optuna study in the storage (default: the dse study's name)",
+    )
+    max_resample: int = Field(
+        default=2, ge=0, description="re-asks of a slot whose candidate was asked before"
+    )
 
     @field_validator("storage")
     @classmethod
@@ -90,12 +97,16 @@ class OptunaOptions(DriverOptions):
             from sqlalchemy.engine import make_url
 
             dialect = make_url(v).get_dialect()
-            (getattr(dialect, "import_dbapi", None) or dialect.dbapi)()  # its driver (psycopg2, pymysql, ...)
+            (
+                getattr(dialect, "import_dbapi", None) or dialect.dbapi
+            )()  # its driver (psycopg2, pymysql, ...)
         except ImportError as exc:
             raise ValueError(f"the database driver is not installed ({exc})") from None
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy's ArgumentError, NoSuchModuleError, ...
-            raise ValueError(f"not a database URL optuna can open, such as sqlite:///study.db or "
-                             f"postgresql://user@host/db ({type(exc).__name__}: {exc})") from None
+            raise ValueError(
+                f"not a database URL optuna can open, such as sqlite:///study.db or "
+                f"postgresql://user@host/db ({type(exc).__name__}: {exc})"
+            ) from None
         return v
 
 
@@ -120,9 +131,12 @@ class _OptunaDriver(SearchDriver):
         """An sqlite database's folder exists (sqlite creates the file, not its folder)."""
         file = _sqlite_file(options.storage) if options.storage else None
         if file is not None and not file.absolute().parent.is_dir():
-            raise StudyError(f"the folder of the sqlite database {file} does not exist",
-                             field="search.options.storage", value=options.storage,
-                             allowed="an sqlite:/// URL in an existing folder, or another database URL")
+            raise StudyError(
+                f"the folder of the sqlite database {file} does not exist",
+                field="search.options.storage",
+                value=options.storage,
+                allowed="an sqlite:/// URL in an existing folder, or another database URL",
+            )
 
     @classmethod
     def check_fresh(cls, problem: Problem, options: OptunaOptions) -> None:
@@ -139,13 +153,19 @@ class _OptunaDriver(SearchDriver):
         try:
             names = optuna.study.get_all_study_names(storage=url)
         except Exception as exc:  # noqa: BLE001 - unreachable, unreadable, refuses the login, ...
-            raise StudyError(f"cannot open the optuna storage {url}: {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:300]}", field="search.options.storage") from None
+            raise StudyError(
+                f"cannot open the optuna storage {url}: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}",
+                field="search.options.storage",
+            ) from None
         if name in names:
-            raise StudyError(f"optuna study '{name}' already exists in {url}, so a new run cannot create it",
-                             field="search.options.study_name", value=name,
-                             allowed="another study_name; or delete the old one (optuna delete-study --study-name "
-                                     f"{name} --storage {url}); or continue its run with dse resume")
+            raise StudyError(
+                f"optuna study '{name}' already exists in {url}, so a new run cannot create it",
+                field="search.options.study_name",
+                value=name,
+                allowed="another study_name; or delete the old one (optuna delete-study --study-name "
+                f"{name} --storage {url}); or continue its run with dse resume",
+            )
 
     def __init__(self, problem: Problem, options: OptunaOptions) -> None:
         super().__init__(problem, options)
@@ -196,10 +216,14 @@ class _OptunaDriver(SearchDriver):
         stale = path.with_name(path.name + ".lock")
         if stale.is_symlink() or stale.exists():
             stale.unlink()
-        refuse_unsafe_write(path)  # optuna appends to it by name: a planted link would take the writes
+        refuse_unsafe_write(
+            path
+        )  # optuna appends to it by name: a planted link would take the writes
         import warnings
 
-        with warnings.catch_warnings():  # optuna warns that 1 s "might be too small": here it is meant
+        with (
+            warnings.catch_warnings()
+        ):  # optuna warns that 1 s "might be too small": here it is meant
             warnings.filterwarnings("ignore", message=".*grace_period.*", category=UserWarning)
             lock = JournalFileSymlinkLock(str(path), grace_period=1)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
@@ -212,8 +236,11 @@ class _OptunaDriver(SearchDriver):
         except Exception as exc:  # the database is unreachable, unwritable, refuses the login, ...
             if not self.options.storage:
                 raise
-            raise StudyError(f"cannot open the optuna storage {self.options.storage}: {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:300]}", field="search.options.storage") from None
+            raise StudyError(
+                f"cannot open the optuna storage {self.options.storage}: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}",
+                field="search.options.storage",
+            ) from None
 
     def _open_storage(self, *, create: bool):
         optuna = _optuna()
@@ -221,8 +248,12 @@ class _OptunaDriver(SearchDriver):
         directions = ["minimize"] * self.n_objectives
         if create:
             try:
-                study = optuna.create_study(storage=storage, study_name=self.study_name,
-                                            directions=directions, sampler=self.make_sampler(self.sampler_seed))
+                study = optuna.create_study(
+                    storage=storage,
+                    study_name=self.study_name,
+                    directions=directions,
+                    sampler=self.make_sampler(self.sampler_seed),
+                )
                 with warnings.catch_warnings():  # experimental since optuna 3.2, still so in 5
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     study.set_metric_names(list(self.problem.objectives))
@@ -230,9 +261,13 @@ class _OptunaDriver(SearchDriver):
             except optuna.exceptions.DuplicatedStudyError:
                 raise StudyError(
                     f"optuna study '{self.study_name}' already exists in {self.options.storage}",
-                    field="search.options.study_name") from None
-        return optuna.load_study(storage=storage, study_name=self.study_name,
-                                 sampler=self.make_sampler(self.sampler_seed))
+                    field="search.options.study_name",
+                ) from None
+        return optuna.load_study(
+            storage=storage,
+            study_name=self.study_name,
+            sampler=self.make_sampler(self.sampler_seed),
+        )
 
     @property
     def study(self):
@@ -324,7 +359,9 @@ class _OptunaDriver(SearchDriver):
                 self._pending.append(trial.number)
         self._seen.update(keys_now)
         self._unasked = None
-        if self.space.is_discrete and len(self._seen) >= self.space.size:  # the last candidate asked:
+        if (
+            self.space.is_discrete and len(self._seen) >= self.space.size
+        ):  # the last candidate asked:
             self.exhausted = True  # done now, so that tell() hands this batch to optuna
         self.asked += len(params)
         self.batch_no += 1
@@ -353,7 +390,8 @@ class _OptunaDriver(SearchDriver):
             trial = study.ask(dists)
             return trial, self._key(trial)
         study.sampler = optuna.samplers.RandomSampler(  # fill the slot at random
-            seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0]))
+            seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0])
+        )
         try:
             for attempt in range(50):
                 trial = study.ask(dists)
@@ -383,8 +421,13 @@ class _OptunaDriver(SearchDriver):
             for p, j in zip(space.parameters, row, strict=True):
                 v = p.values[int(j)]
                 d = dists[p.name]
-                params[p.name] = (int(v) if isinstance(d, IntDistribution)
-                                  else float(v) if isinstance(d, FloatDistribution) else v)
+                params[p.name] = (
+                    int(v)
+                    if isinstance(d, IntDistribution)
+                    else float(v)
+                    if isinstance(d, FloatDistribution)
+                    else v
+                )
             if candidate_keys(self._frame([params]), space.names)[0] not in keys_now:
                 return params
         return None
@@ -404,8 +447,10 @@ class _OptunaDriver(SearchDriver):
                 self._worst[j] = w if self._worst[j] is None else max(self._worst[j], w)
         fill = np.array([0.0 if w is None else w for w in self._worst])
         F = np.where(np.isfinite(F), F, fill)
-        self._untold = [{"trial": int(t), "f": F[i].tolist(), "g": G[i].tolist()}
-                        for i, t in enumerate(self._pending)]
+        self._untold = [
+            {"trial": int(t), "f": F[i].tolist(), "g": G[i].tolist()}
+            for i, t in enumerate(self._pending)
+        ]
         self._pending = []
         self.told += len(candidates)
         if self.done:  # no next ask: complete the optuna study now
@@ -413,9 +458,16 @@ class _OptunaDriver(SearchDriver):
 
     # -- plain-data state ----------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {**super().state(), "batch_no": self.batch_no, "study_name": self.study_name,
-                "untold": self._untold, "repeats": self._repeats, "worst": self._worst,
-                "seen": self._seen, "exhausted": self.exhausted}
+        return {
+            **super().state(),
+            "batch_no": self.batch_no,
+            "study_name": self.study_name,
+            "untold": self._untold,
+            "repeats": self._repeats,
+            "worst": self._worst,
+            "seen": self._seen,
+            "exhausted": self.exhausted,
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         optuna = _optuna()
@@ -434,7 +486,9 @@ class _OptunaDriver(SearchDriver):
         except KeyError:  # optuna's "Record does not exist": no study of that name in the storage
             if self.batch_no or self.asked:
                 raise
-            self._study = None  # stopped before its first ask (a cluster that never came): the first
+            self._study = (
+                None  # stopped before its first ask (a cluster that never came): the first
+            )
             return  # ask creates the optuna study, as in a new run
         self._flush()
         for t in self._study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
@@ -463,8 +517,15 @@ def _step(p) -> float | None:
 
 
 class OptunaNSGA2Options(OptunaOptions):
-    population_size: int | None = Field(default=None, ge=2, description="default: search.batch_size")
-    crossover_prob: float = Field(default=0.9, ge=0, le=1, description="probability that a child is a crossover of two parents")
+    population_size: int | None = Field(
+        default=None, ge=2, description="default: search.batch_size"
+    )
+    crossover_prob: float = Field(
+        default=0.9,
+        ge=0,
+        le=1,
+        description="probability that a child is a crossover of two parents",
+    )
     mutation_prob: float | None = Field(default=None, ge=0, le=1, description="default: optuna's")
 
 
@@ -478,9 +539,11 @@ class OptunaNSGA2Driver(_OptunaDriver):
         optuna = _optuna()
         o = self.options
         return optuna.samplers.NSGAIISampler(
-            population_size=o.population_size or self.batch_size, seed=seed,
-            mutation_prob=o.mutation_prob, crossover_prob=o.crossover_prob)
-
+            population_size=o.population_size or self.batch_size,
+            seed=seed,
+            mutation_prob=o.mutation_prob,
+            crossover_prob=o.crossover_prob,
+        )
 
     def _forget_in_flight(self, study) -> None:
         # NSGA-II caches a generation's parents when its first child is asked, in selection
@@ -489,19 +552,31 @@ class OptunaNSGA2Driver(_OptunaDriver):
         optuna = _optuna()
         cls = optuna.samplers.NSGAIISampler
         gen_key, prefix = cls._get_generation_key(), cls._get_parent_cache_key_prefix()
-        done = [t.system_attrs.get(gen_key, -1)
-                for t in study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.COMPLETE])]
+        done = [
+            t.system_attrs.get(gen_key, -1)
+            for t in study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.COMPLETE])
+        ]
         last = max(done, default=-1)
         for key, value in study._storage.get_study_system_attrs(study._study_id).items():
-            if key.startswith(prefix) and value is not None and int(key[len(prefix):]) > last:
+            if key.startswith(prefix) and value is not None and int(key[len(prefix) :]) > last:
                 study._storage.set_study_system_attr(study._study_id, key, None)
 
 
 class OptunaTPEOptions(OptunaOptions):
-    multivariate: bool = Field(default=True, description="model the parameters jointly (optuna's multivariate TPE)")
-    constant_liar: bool = Field(default=True, description="treat the batch's pending trials as bad, so a batch spreads out")
-    n_startup_trials: int | None = Field(default=None, ge=0, description="default: min(batch_size, 50)")
-    n_ei_candidates: int = Field(default=24, ge=1, description="candidates drawn per ask to pick the best expected improvement")
+    multivariate: bool = Field(
+        default=True, description="model the parameters jointly (optuna's multivariate TPE)"
+    )
+    constant_liar: bool = Field(
+        default=True, description="treat the batch's pending trials as bad, so a batch spreads out"
+    )
+    n_startup_trials: int | None = Field(
+        default=None, ge=0, description="default: min(batch_size, 50)"
+    )
+    n_ei_candidates: int = Field(
+        default=24,
+        ge=1,
+        description="candidates drawn per ask to pick the best expected improvement",
+    )
 
 
 class OptunaTPEDriver(_OptunaDriver):
@@ -516,10 +591,14 @@ class OptunaTPEDriver(_OptunaDriver):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.samplers.TPESampler(
-                seed=seed, multivariate=o.multivariate, constant_liar=o.constant_liar,
-                n_startup_trials=(min(self.batch_size, 50) if o.n_startup_trials is None
-                                  else o.n_startup_trials),
-                n_ei_candidates=o.n_ei_candidates)
+                seed=seed,
+                multivariate=o.multivariate,
+                constant_liar=o.constant_liar,
+                n_startup_trials=(
+                    min(self.batch_size, 50) if o.n_startup_trials is None else o.n_startup_trials
+                ),
+                n_ei_candidates=o.n_ei_candidates,
+            )
 
 
 class OptunaGPDriver(_OptunaDriver):
@@ -534,8 +613,10 @@ class OptunaGPDriver(_OptunaDriver):
         if missing:
             raise StudyError(
                 f"search algorithm 'optuna-gp' needs {' and '.join(missing)}, which "
-                f"{'is' if len(missing) == 1 else 'are'} not installed: pip install \"dse[gp]\"",
-                field="search.algorithm", value="optuna-gp")
+                f'{"is" if len(missing) == 1 else "are"} not installed: pip install "dse[gp]"',
+                field="search.algorithm",
+                value="optuna-gp",
+            )
 
     def make_sampler(self, seed: int):
         optuna = _optuna()

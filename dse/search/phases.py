@@ -37,6 +37,7 @@ VERSION = 1
 SEARCH, POLISH, DONE = "search", "polish", "done"
 POLISH_SEED = 0x706F6C  # purpose tag of the polish's random draws
 
+
 @dataclass(frozen=True)
 class PhasesSummary:
     """What ``dse status`` shows of a saved :class:`PhasedSearch` state: what the search
@@ -57,9 +58,14 @@ class PhasesSummary:
             return None
         labels = state.get("labels") if isinstance(state.get("labels"), dict) else {}
         try:
-            return cls(explain=state["explain"], phase=str(state.get("phase")),
-                       polish_asked=int(state.get("polish_asked", 0)), spent_s=float(state.get("spent_s", 0.0)),
-                       front=str(labels.get("front", "?")), front_detail=str(labels.get("front_detail", "")))
+            return cls(
+                explain=state["explain"],
+                phase=str(state.get("phase")),
+                polish_asked=int(state.get("polish_asked", 0)),
+                spent_s=float(state.get("spent_s", 0.0)),
+                front=str(labels.get("front", "?")),
+                front_detail=str(labels.get("front_detail", "")),
+            )
         except (TypeError, ValueError):
             return None
 
@@ -78,7 +84,9 @@ class PhasedSearch(SearchDriver):
         super().__init__(problem, inner.options)
         self.inner = inner
         self.owned_files = inner.owned_files
-        self.settings = polish if polish is not None and polish.enabled and problem.space.indexable else None
+        self.settings = (
+            polish if polish is not None and polish.enabled and problem.space.indexable else None
+        )
         self.front = FrontPolish(problem.space, problem.n_objectives) if self.settings else None
         self.phase = SEARCH
         self.spent_s = 0.0  # run time so far (sum of the batches' wall times)
@@ -131,7 +139,9 @@ class PhasedSearch(SearchDriver):
         if self._exhausted():
             self.phase = DONE
             return
-        if self.phase == SEARCH and self._search_over():  # nothing feasible found: nothing to polish
+        if (
+            self.phase == SEARCH and self._search_over()
+        ):  # nothing feasible found: nothing to polish
             self.phase = POLISH if self.polishing and len(self.front.front_keys) else DONE
         if self.phase == POLISH and not self._out_of_budget() and len(self._next_polish()) == 0:
             self.converged = True
@@ -150,9 +160,13 @@ class PhasedSearch(SearchDriver):
         if self.phase == SEARCH:
             batch = self.inner.ask()
             left = self.problem.budget - self.asked
-            if self.problem.time_budget_s is None and len(batch) > left:  # a plug-in's bug: the budget is a limit
-                raise AskedTooMany(f"asked {len(batch):,} candidates with {left:,} left of the budget of "
-                                 f"{self.problem.budget:,} evaluations (ask at most budget - asked)")
+            if (
+                self.problem.time_budget_s is None and len(batch) > left
+            ):  # a plug-in's bug: the budget is a limit
+                raise AskedTooMany(
+                    f"asked {len(batch):,} candidates with {left:,} left of the budget of "
+                    f"{self.problem.budget:,} evaluations (ask at most budget - asked)"
+                )
             if len(batch):
                 self._source = SEARCH
                 self.search_asked += len(batch)
@@ -168,7 +182,9 @@ class PhasedSearch(SearchDriver):
             return self.space.from_indices(self.space.indices_of(keys))
         return pd.DataFrame(columns=self.space.names)
 
-    def tell(self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray) -> None:
+    def tell(
+        self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray
+    ) -> None:
         if self._source == SEARCH:
             self.inner.tell(candidates, objectives, violations)
         self._source = None
@@ -190,7 +206,9 @@ class PhasedSearch(SearchDriver):
     def explain(self) -> str:
         text = self.inner.explain()
         if self.polishing:
-            text += f", then the front polish (after {self.settings.search_share:.0%} of the budget)"
+            text += (
+                f", then the front polish (after {self.settings.search_share:.0%} of the budget)"
+            )
         return text
 
     def attributes(self) -> dict[str, str | int | float]:
@@ -200,33 +218,63 @@ class PhasedSearch(SearchDriver):
             front, why = "exact", "every candidate of the space was evaluated"
         elif self.converged:
             front = "polished"
-            why = ("a local optimum: no candidate one or two moves (one index step along a parameter, "
-                   "or another category) from a front point is unevaluated")
-        elif self.polishing and self.polish_asked == 0 and (self.phase == DONE or self._out_of_budget()):
+            why = (
+                "a local optimum: no candidate one or two moves (one index step along a parameter, "
+                "or another category) from a front point is unevaluated"
+            )
+        elif (
+            self.polishing
+            and self.polish_asked == 0
+            and (self.phase == DONE or self._out_of_budget())
+        ):
             front = "approximate"
             why = f"the budget ({budget}) was spent in the search" + (
-                ", before the polish began" if len(self.front.front_keys) else
-                "; no feasible candidate was found, so there was nothing to polish")
+                ", before the polish began"
+                if len(self.front.front_keys)
+                else "; no feasible candidate was found, so there was nothing to polish"
+            )
         elif self.phase == DONE or self._out_of_budget():
             why = f"the budget ({budget}) was spent" + (
-                " before the polish reached a local optimum" if self.polishing else
-                "" if self.settings else "; no polish")
+                " before the polish reached a local optimum"
+                if self.polishing
+                else ""
+                if self.settings
+                else "; no polish"
+            )
             front = "approximate"
         else:
-            front, why = "approximate", "the run stopped before the search was over (dse resume goes on)"
-        return {"search": self.explain(), "front": front, "front_detail": why,
-                "polish_evaluations": self.polish_asked}
+            front, why = (
+                "approximate",
+                "the run stopped before the search was over (dse resume goes on)",
+            )
+        return {
+            "search": self.explain(),
+            "front": front,
+            "front_detail": why,
+            "polish_evaluations": self.polish_asked,
+        }
 
     # -- plain-data state ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """The inner driver's state, the phase and counters, the polish's record; and, for
         ``dse status``, what the search does (``explain``) and the front's label so far."""
         self._advance()  # a phase that is over is saved as over
-        return {**super().state(), "version": VERSION, "inner": self.inner.state(), "phase": self.phase,
-                "spent_s": self.spent_s, "evaluated": self.evaluated, "search_asked": self.search_asked,
-                "polish_asked": self.polish_asked, "converged": self.converged,
-                "polish": self.front.state() if self.front is not None and not self.inner.enumerates else None,
-                "explain": self.explain(), "labels": self.attributes()}
+        return {
+            **super().state(),
+            "version": VERSION,
+            "inner": self.inner.state(),
+            "phase": self.phase,
+            "spent_s": self.spent_s,
+            "evaluated": self.evaluated,
+            "search_asked": self.search_asked,
+            "polish_asked": self.polish_asked,
+            "converged": self.converged,
+            "polish": self.front.state()
+            if self.front is not None and not self.inner.enumerates
+            else None,
+            "explain": self.explain(),
+            "labels": self.attributes(),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("driver") != self.name:  # saved by the driver alone: resume it as started

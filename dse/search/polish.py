@@ -40,7 +40,9 @@ class FrontPolish:
         self.n_objectives = n_objectives
         moves = [space.moves(order) for order in ORDERS]
         self._moves = np.vstack(moves)
-        self._order = np.concatenate([np.full(len(m), o) for o, m in zip(ORDERS, moves, strict=True)])
+        self._order = np.concatenate(
+            [np.full(len(m), o) for o, m in zip(ORDERS, moves, strict=True)]
+        )
         self.evaluated = np.empty(0, np.int64)  # grid positions told, sorted
         self.front_keys = np.empty(0, np.int64)
         self.front_f = np.empty((0, n_objectives))
@@ -93,8 +95,12 @@ class FrontPolish:
         tries = (valid & seen).sum(axis=0).astype(float)
         # per move: how often it led from a front point to a front point, shrunk towards
         # the rate of all moves of its order (the prior of a move never tried), drawn
-        pooled = np.array([(hits[order == o].sum() + 1.0) / (tries[order == o].sum() + 2.0)
-                           for o in range(max(ORDERS) + 1)])[order]
+        pooled = np.array(
+            [
+                (hits[order == o].sum() + 1.0) / (tries[order == o].sum() + 2.0)
+                for o in range(max(ORDERS) + 1)
+            ]
+        )[order]
         rate = rng.beta(hits + PRIOR * pooled, tries - hits + PRIOR * (1 - pooled))
         keys = nb[open_]
         miss = np.log1p(-np.broadcast_to(rate, nb.shape)[open_])  # log P(not a front point)
@@ -104,8 +110,10 @@ class FrontPolish:
 
     # -- plain-data state ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"evaluated": self.evaluated.tolist(),
-                "front": {"keys": self.front_keys.tolist(), "F": self.front_f.tolist()}}
+        return {
+            "evaluated": self.evaluated.tolist(),
+            "front": {"keys": self.front_keys.tolist(), "F": self.front_f.tolist()},
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.evaluated = np.unique(np.asarray(state["evaluated"], np.int64))

@@ -37,8 +37,14 @@ def main() -> None:
                 f.write(f"{os.getpid()}\n")
             time.sleep(120)
         hot = y == 4 and x > 0.5
-        out.append({"f1": x, "f2": 1 - math.sqrt(x) + y / 10, "feasible": not hot,
-                    "reason": "too hot" if hot else ""})
+        out.append(
+            {
+                "f1": x,
+                "f2": 1 - math.sqrt(x) + y / 10,
+                "feasible": not hot,
+                "reason": "too hot" if hot else "",
+            }
+        )
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=["f1", "f2", "feasible", "reason"])

@@ -46,8 +46,11 @@ def summary(rows: pd.DataFrame) -> dict:
             err = part[f"{q}_err_pct"].to_numpy(dtype=float)
             err = np.abs(err[np.isfinite(err)])
             if len(err):
-                out[name][q.rsplit("_", 1)[0]] = {"rows": len(err), "median_abs_pct": round(float(np.median(err)), 3),
-                                                  "max_abs_pct": round(float(err.max()), 3)}
+                out[name][q.rsplit("_", 1)[0]] = {
+                    "rows": len(err),
+                    "median_abs_pct": round(float(np.median(err)), 3),
+                    "max_abs_pct": round(float(err.max()), 3),
+                }
     return out
 
 
@@ -56,19 +59,46 @@ def profile(result: FitResult, name: str, command: str = "") -> dict:
     acc = result.accelerator
     files = ", ".join(result.files)
     hardware = dict(acc["hardware"])
-    hardware["source"] = f"{result.base}: {hardware.get('source', '')}; refitted numbers: see sources".strip()
+    hardware["source"] = (
+        f"{result.base}: {hardware.get('source', '')}; refitted numbers: see sources".strip()
+    )
     power = dict(acc["power"])
     power["source"] = f"dse calibrate on {files}, the rest from {result.base} (see sources)"
-    params = {r["name"]: {"value": r["value"], "stderr": r["stderr"] if r["fitted"] else None, "unit": r["unit"],
-                          "base": r["base"], "fitted": bool(r["fitted"]), "note": r["note"]}
-              for r in result.parameters.to_dict("records")}
-    fit = {"command": command, "base": result.base, "files": result.files, "parameters": params,
-           "workloads": result.workloads.to_dict("records"), "thermal": result.thermal,
-           "errors": summary(result.rows), "notes": result.notes}
-    return _plain({"format": profiles.FORMAT, "version": profiles.VERSION, "name": name, "base": root_part(result.base),
-                   "created": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                   "hardware": hardware, "power": power, "calibration": dict(acc["calibration"]),
-                   "sources": dict(sorted(result.sources.items())), "fit": fit})
+    params = {
+        r["name"]: {
+            "value": r["value"],
+            "stderr": r["stderr"] if r["fitted"] else None,
+            "unit": r["unit"],
+            "base": r["base"],
+            "fitted": bool(r["fitted"]),
+            "note": r["note"],
+        }
+        for r in result.parameters.to_dict("records")
+    }
+    fit = {
+        "command": command,
+        "base": result.base,
+        "files": result.files,
+        "parameters": params,
+        "workloads": result.workloads.to_dict("records"),
+        "thermal": result.thermal,
+        "errors": summary(result.rows),
+        "notes": result.notes,
+    }
+    return _plain(
+        {
+            "format": profiles.FORMAT,
+            "version": profiles.VERSION,
+            "name": name,
+            "base": root_part(result.base),
+            "created": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "hardware": hardware,
+            "power": power,
+            "calibration": dict(acc["calibration"]),
+            "sources": dict(sorted(result.sources.items())),
+            "fit": fit,
+        }
+    )
 
 
 def root_part(base: str) -> str:
@@ -87,9 +117,11 @@ def root_part(base: str) -> str:
     return base
 
 
-HEADER = ("# dse accelerator profile (docs/calibration.md): a complete accelerator, usable in a study\n"
-          "# as accelerator: <this file's path>, or by name from ./accelerators/<name>.yaml.\n"
-          "# 'sources' says where each number came from; 'fit' records how it was fitted.\n")
+HEADER = (
+    "# dse accelerator profile (docs/calibration.md): a complete accelerator, usable in a study\n"
+    "# as accelerator: <this file's path>, or by name from ./accelerators/<name>.yaml.\n"
+    "# 'sources' says where each number came from; 'fit' records how it was fitted.\n"
+)
 
 
 def write(result: FitResult, path, name: str | None = None, command: str = ""):
@@ -118,7 +150,11 @@ def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
     if prof is None and name not in hardware.catalog():
         name = hardware.canonical_accelerator(name) or name  # a100-80gb: A100-80GB
     if prof is not None:
-        power = {"r_air_k_per_w": None, "r_liquid_k_per_w": None, **prof.power}  # shown even when left out
+        power = {
+            "r_air_k_per_w": None,
+            "r_liquid_k_per_w": None,
+            **prof.power,
+        }  # shown even when left out
         acc = {"hardware": prof.hardware, "power": power, "calibration": prof.calibration}
         sources = prof.sources
         title = f"accelerator profile {name} ({prof.path}; base {prof.base or 'none'})"
@@ -129,8 +165,10 @@ def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
     for section in ("hardware", "power", "calibration"):
         for key, value in _flat(section, acc[section]):
             src = sources.get(key) or sources.get(key.rsplit(".", 1)[0], "")
-            rise = {"power.r_air_k_per_w": thermal.AIR_RISE_AT_TDP_K,
-                    "power.r_liquid_k_per_w": thermal.LIQUID_RISE_AT_TDP_K}.get(key)
+            rise = {
+                "power.r_air_k_per_w": thermal.AIR_RISE_AT_TDP_K,
+                "power.r_liquid_k_per_w": thermal.LIQUID_RISE_AT_TDP_K,
+            }.get(key)
             tdp = acc["hardware"].get("tdp_w")
             if value is None and rise is not None and tdp:  # what the model uses instead
                 value, src = round(rise / tdp, 5), f"not given: {rise:g} K at the TDP ({tdp:g} W)"

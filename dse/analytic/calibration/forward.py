@@ -25,18 +25,30 @@ from dse.analytic.time.hardware import calibration as shipped_calibration
 from dse.analytic.time.step import StepBreakdown
 
 TRIAL_NAME = "calibration-trial"
-CAP_STEPS = 40  # bisection steps for the clock that meets a power cap (resolution 2^-40 of the range)
+CAP_STEPS = (
+    40  # bisection steps for the clock that meets a power cap (resolution 2^-40 of the range)
+)
 
 
 def profile_of(acc: dict, name: str = TRIAL_NAME) -> profiles.Profile:
-    return profiles.Profile(name=name, path=Path(name), base="", hardware=acc["hardware"],
-                            power=acc["power"], calibration=acc["calibration"], sources={}, fit={})
+    return profiles.Profile(
+        name=name,
+        path=Path(name),
+        base="",
+        hardware=acc["hardware"],
+        power=acc["power"],
+        calibration=acc["calibration"],
+        sources={},
+        fit={},
+    )
 
 
 def peak_flops(acc: dict, precision: np.ndarray) -> np.ndarray:
     """Dense peak FLOP/s per row at its precision (NaN where the part has no such units)."""
     peaks = acc["hardware"]["peak_tflops"]
-    return np.array([np.nan if peaks.get(p) is None else peaks[p] * 1e12 for p in precision], dtype=float)
+    return np.array(
+        [np.nan if peaks.get(p) is None else peaks[p] * 1e12 for p in precision], dtype=float
+    )
 
 
 def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,13 +61,22 @@ def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.n
     comp = kind == "compute"
     if comp.any():
         peak = peak_flops(acc, rows["precision"].to_numpy())
-        eff = cal["matmul_eff_max"] * np.where(rows["precision"].to_numpy() == "fp8", cal["fp8_matmul_ratio"], 1.0)
+        eff = cal["matmul_eff_max"] * np.where(
+            rows["precision"].to_numpy() == "fp8", cal["fp8_matmul_ratio"], 1.0
+        )
         m, nn, k = (rows[c].to_numpy(dtype=float) for c in ("gemm_m", "gemm_n", "gemm_k"))
         shaped = comp & np.isfinite(m + nn + k)
         with np.errstate(all="ignore"):
             sh = shipped_calibration()["shared"]
-            r = gemm.Roofline(peak_flops=peak, clock_ratio=ratio, compute_units=float(hw["compute_units"]), eff_max=eff,
-                              half_flops=sh["matmul_half_gflop"] * 1e9, half_k=sh["matmul_half_k"], hbm_bw_bps=np.nan)
+            r = gemm.Roofline(
+                peak_flops=peak,
+                clock_ratio=ratio,
+                compute_units=float(hw["compute_units"]),
+                eff_max=eff,
+                half_flops=sh["matmul_half_gflop"] * 1e9,
+                half_k=sh["matmul_half_k"],
+                hbm_bw_bps=np.nan,
+            )
             t_shape = gemm.compute_time(m, nn, k, None, r)
             t_flops = rows["flops"].to_numpy(dtype=float) / (peak * ratio * eff)
         t = np.where(shaped, t_shape, np.where(comp, t_flops, t))
@@ -68,7 +89,9 @@ def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.n
     return t, share
 
 
-def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_traffic_bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stage_energy(
+    acc: dict, ratio, t_max_s, compute_share, hbm_traffic_bytes
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, energy, busy power) of one GPU running a workload back to back at ``ratio``:
     clock-bound time ``t_max_s * compute_share / ratio``, memory-bound time
     ``t_max_s * (1 - compute_share)`` moving ``hbm_traffic_bytes``."""
@@ -77,14 +100,23 @@ def stage_energy(acc: dict, ratio, t_max_s, compute_share, hbm_traffic_bytes) ->
     hw = acc["hardware"]
     compute_s = t_max_s * compute_share / ratio
     memory_s = t_max_s * (1.0 - compute_share)
-    b = StepBreakdown.one_accelerator(np.broadcast_to(compute_s, n), np.broadcast_to(memory_s, n), hbm_traffic_bytes)
-    e = accelerator_energy(b, ratio, power.PowerParameters.of_entry(acc["power"], n), np.full(n, float(hw["idle_w"])), np.full(n, float(hw["tdp_w"])),
-                           np.full(n, np.nan))
+    b = StepBreakdown.one_accelerator(
+        np.broadcast_to(compute_s, n), np.broadcast_to(memory_s, n), hbm_traffic_bytes
+    )
+    e = accelerator_energy(
+        b,
+        ratio,
+        power.PowerParameters.of_entry(acc["power"], n),
+        np.full(n, float(hw["idle_w"])),
+        np.full(n, float(hw["tdp_w"])),
+        np.full(n, np.nan),
+    )
     return b.step_s, e.total_j, e.busy_w
 
 
-def predict(acc: dict, rows: pd.DataFrame, t_max_s: np.ndarray, compute_share: np.ndarray,
-            scope: np.ndarray) -> pd.DataFrame:
+def predict(
+    acc: dict, rows: pd.DataFrame, t_max_s: np.ndarray, compute_share: np.ndarray, scope: np.ndarray
+) -> pd.DataFrame:
     """Predicted ``time_s``, ``energy_j`` (over the counter's ``scope`` GPUs), ``power_w`` (the
     same scope) and ``clock_mhz`` for every row of ``rows``: kernels and stages, power states
     and whole training runs, each kind by its own helper."""
@@ -121,7 +153,7 @@ def _work_rows(acc: dict, r: pd.DataFrame, t_max_s: np.ndarray, compute_share: n
 
     def at(ratio):
         t_k, share_k = kernel_times(acc, r, ratio)
-        t1 = np.where(np.isfinite(t_k), t_k * ratio ** share_k, t_max_s)  # time at f_max
+        t1 = np.where(np.isfinite(t_k), t_k * ratio**share_k, t_max_s)  # time at f_max
         share = np.where(np.isfinite(share_k), share_k, compute_share)
         hbm = np.where(np.isfinite(given), given, t1 * (1.0 - share) * bw)
         return stage_energy(acc, ratio, t1, share, hbm)
@@ -139,7 +171,9 @@ def _work_rows(acc: dict, r: pd.DataFrame, t_max_s: np.ndarray, compute_share: n
     return t, e, f
 
 
-def _power_state_rows(acc: dict, rows: pd.DataFrame, kind: np.ndarray, scope: np.ndarray, out: dict) -> None:
+def _power_state_rows(
+    acc: dict, rows: pd.DataFrame, kind: np.ndarray, scope: np.ndarray, out: dict
+) -> None:
     """Fill ``out`` for the idle, parked and blocked rows: their power over the measuring
     window (which is the row's own time, not a prediction)."""
     hw = acc["hardware"]
@@ -149,9 +183,11 @@ def _power_state_rows(acc: dict, rows: pd.DataFrame, kind: np.ndarray, scope: np
     ratio = np.where(np.isfinite(clock), clock / float(hw["clock_max_mhz"]), 1.0)
     pw = power.PowerParameters.of_entry(acc["power"], n)
     dyn = power.dynamic_scale(ratio, pw.vf_x, pw.vf_v)
-    for k, p in (("idle", np.full(n, idle)),
-                 ("parked", power.parked_power_w(pw.a_parked, idle, tdp, np.full(n, np.nan))),
-                 ("blocked", power.phase_power_w(pw.a_waiting, dyn, idle, tdp))):
+    for k, p in (
+        ("idle", np.full(n, idle)),
+        ("parked", power.parked_power_w(pw.a_parked, idle, tdp, np.full(n, np.nan))),
+        ("blocked", power.phase_power_w(pw.a_waiting, dyn, idle, tdp)),
+    ):
         m = kind == k
         out["power_w"][m] = p[m] * scope[m]
         out["time_s"][m] = rows["time_s"].to_numpy(dtype=float)[m]
@@ -168,6 +204,8 @@ def training_runs(acc: dict, rows: pd.DataFrame) -> pd.DataFrame:
     table["checkpoint_interval_s"] = 0.0
     clock = rows["clock_mhz"].to_numpy(dtype=float)
     if "clock_mhz" in table.columns:  # telemetry's measured clock where the run set none
-        table["clock_mhz"] = np.where(np.isfinite(table["clock_mhz"].astype(float)), table["clock_mhz"], clock)
+        table["clock_mhz"] = np.where(
+            np.isfinite(table["clock_mhz"].astype(float)), table["clock_mhz"], clock
+        )
     with profiles.registered(profile_of(acc)):
         return AnalyticEvaluator().evaluate(table)

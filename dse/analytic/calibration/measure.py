@@ -27,10 +27,25 @@ from dse.analytic.calibration import nvml
 from dse.errors import DseError
 
 #: the sweep-format columns dse profile writes, in order
-COLUMNS = ("workload", "kind", "precision", "clock_mhz", "power_cap_w", "time_s", "energy_j", "temp_c", "gpus",
-           "flops", "gemm_m", "gemm_n", "gemm_k", "bytes", "notes")
-GEMM_N = 8192          # bf16 GEMM edge: 1.1 TFLOP per call, compute-bound on every part in the catalog
-COPY_BYTES = 2 ** 31   # 2 GiB copied per call (4 GiB of HBM traffic), far beyond any L2 cache
+COLUMNS = (
+    "workload",
+    "kind",
+    "precision",
+    "clock_mhz",
+    "power_cap_w",
+    "time_s",
+    "energy_j",
+    "temp_c",
+    "gpus",
+    "flops",
+    "gemm_m",
+    "gemm_n",
+    "gemm_k",
+    "bytes",
+    "notes",
+)
+GEMM_N = 8192  # bf16 GEMM edge: 1.1 TFLOP per call, compute-bound on every part in the catalog
+COPY_BYTES = 2**31  # 2 GiB copied per call (4 GiB of HBM traffic), far beyond any L2 cache
 SAMPLE_S = 0.02
 
 
@@ -40,8 +55,10 @@ def _torch():
     except ImportError:
         raise DseError(f"dse profile needs torch: {nvml.EXTRA}") from None
     if not torch.cuda.is_available():
-        raise DseError("no CUDA device for torch: dse profile runs its kernels through torch on an NVIDIA GPU "
-                       "(a CUDA build of torch and a driver)")
+        raise DseError(
+            "no CUDA device for torch: dse profile runs its kernels through torch on an NVIDIA GPU "
+            "(a CUDA build of torch and a driver)"
+        )
     return torch
 
 
@@ -54,7 +71,14 @@ class _Sampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.rows.append((time.perf_counter(), self.dev.power_w(), self.dev.sm_clock_mhz(), self.dev.temperature_c()))
+            self.rows.append(
+                (
+                    time.perf_counter(),
+                    self.dev.power_w(),
+                    self.dev.sm_clock_mhz(),
+                    self.dev.temperature_c(),
+                )
+            )
             self._stop.wait(SAMPLE_S)
 
     def __enter__(self) -> _Sampler:
@@ -70,15 +94,22 @@ class _Sampler:
         return float(vals.mean()) if len(vals) else np.nan
 
     def energy_j(self, t0: float, t1: float) -> float:
-        pts = np.array([(r[0], r[1]) for r in self.rows if r[1] is not None and t0 <= r[0] <= t1], dtype=float)
+        pts = np.array(
+            [(r[0], r[1]) for r in self.rows if r[1] is not None and t0 <= r[0] <= t1], dtype=float
+        )
         if len(pts) < 2:
             return np.nan
         area = float(np.sum(np.diff(pts[:, 0]) * (pts[1:, 1] + pts[:-1, 1]) / 2))  # trapezoids
         return area * (t1 - t0) / (pts[-1, 0] - pts[0, 0])
 
 
-def window(dev: nvml.Device, seconds: float, run: Callable[[], None] | None = None,
-           sync: Callable[[], None] | None = None, calls: int = 0) -> dict:
+def window(
+    dev: nvml.Device,
+    seconds: float,
+    run: Callable[[], None] | None = None,
+    sync: Callable[[], None] | None = None,
+    calls: int = 0,
+) -> dict:
     """Time, energy, mean SM clock and temperature of ``calls`` calls of ``run`` (or of
     ``seconds`` of waiting): the counter's difference where there is one, else the samples."""
     with _Sampler(dev) as sampler:
@@ -94,7 +125,12 @@ def window(dev: nvml.Device, seconds: float, run: Callable[[], None] | None = No
         t1, e1 = time.perf_counter(), dev.energy_j()
         time.sleep(2 * SAMPLE_S)
     energy = e1 - e0 if e0 is not None and e1 is not None and e1 > e0 else sampler.energy_j(t0, t1)
-    return {"elapsed_s": t1 - t0, "energy_j": energy, "clock_mhz": sampler.mean(2), "temp_c": sampler.mean(3)}
+    return {
+        "elapsed_s": t1 - t0,
+        "energy_j": energy,
+        "clock_mhz": sampler.mean(2),
+        "temp_c": sampler.mean(3),
+    }
 
 
 def _calls(run, sync, seconds: float) -> int:
@@ -109,8 +145,14 @@ def _calls(run, sync, seconds: float) -> int:
     return max(5, int(seconds / max((time.perf_counter() - t0) / 5, 1e-6)))
 
 
-def profile_gpu(output: Path, *, device: int = 0, seconds: float = 5.0, append: bool = False,
-                log: Callable[[str], None] = print) -> list[dict]:
+def profile_gpu(
+    output: Path,
+    *,
+    device: int = 0,
+    seconds: float = 5.0,
+    append: bool = False,
+    log: Callable[[str], None] = print,
+) -> list[dict]:
     """Measure GPU ``device`` as it is set now and write the rows to ``output``."""
     if append:
         _check_appendable(Path(output))  # before the minutes of measuring, not after
@@ -125,8 +167,16 @@ def profile_gpu(output: Path, *, device: int = 0, seconds: float = 5.0, append: 
         if others == 0:
             log(f"idle: {seconds:g} s on {dev.name} with no process on it")
             w = window(dev, seconds)
-            rows.append({**base, "workload": "idle", "kind": "idle", "time_s": w["elapsed_s"], "energy_j": w["energy_j"],
-                         "temp_c": w["temp_c"]})
+            rows.append(
+                {
+                    **base,
+                    "workload": "idle",
+                    "kind": "idle",
+                    "time_s": w["elapsed_s"],
+                    "energy_j": w["energy_j"],
+                    "temp_c": w["temp_c"],
+                }
+            )
         else:
             log(f"idle skipped: {others} other process(es) use GPU {device}")
         torch.cuda.set_device(device)
@@ -137,10 +187,20 @@ def profile_gpu(output: Path, *, device: int = 0, seconds: float = 5.0, append: 
         src = torch.empty(COPY_BYTES // 2, dtype=torch.bfloat16, device="cuda")
         dst = torch.empty_like(src)
         sync()
-        log(f"parked: {seconds:g} s holding a CUDA context and {(3 * GEMM_N ** 2 * 2 + 2 * COPY_BYTES) / 1e9:.1f} GB")
+        log(
+            f"parked: {seconds:g} s holding a CUDA context and {(3 * GEMM_N**2 * 2 + 2 * COPY_BYTES) / 1e9:.1f} GB"
+        )
         w = window(dev, seconds, sync=sync)
-        rows.append({**base, "workload": "parked", "kind": "parked", "time_s": w["elapsed_s"], "energy_j": w["energy_j"],
-                     "temp_c": w["temp_c"]})
+        rows.append(
+            {
+                **base,
+                "workload": "parked",
+                "kind": "parked",
+                "time_s": w["elapsed_s"],
+                "energy_j": w["energy_j"],
+                "temp_c": w["temp_c"],
+            }
+        )
 
         def gemm() -> None:
             torch.matmul(a, b, out=c)
@@ -149,14 +209,35 @@ def profile_gpu(output: Path, *, device: int = 0, seconds: float = 5.0, append: 
             dst.copy_(src)
 
         for name, kind, run, extra in (
-                (f"matmul-bf16-{GEMM_N}", "compute", gemm,
-                 {"precision": "bf16", "flops": 2.0 * GEMM_N ** 3, "gemm_m": GEMM_N, "gemm_n": GEMM_N, "gemm_k": GEMM_N}),
-                (f"copy-{COPY_BYTES >> 30}GiB", "memory", copy, {"bytes": 2.0 * COPY_BYTES})):
+            (
+                f"matmul-bf16-{GEMM_N}",
+                "compute",
+                gemm,
+                {
+                    "precision": "bf16",
+                    "flops": 2.0 * GEMM_N**3,
+                    "gemm_m": GEMM_N,
+                    "gemm_n": GEMM_N,
+                    "gemm_k": GEMM_N,
+                },
+            ),
+            (f"copy-{COPY_BYTES >> 30}GiB", "memory", copy, {"bytes": 2.0 * COPY_BYTES}),
+        ):
             n = _calls(run, sync, seconds)
             log(f"{name}: {n} calls")
             w = window(dev, seconds, run=run, sync=sync, calls=n)
-            rows.append({**base, **extra, "workload": name, "kind": kind, "clock_mhz": w["clock_mhz"],
-                         "time_s": w["elapsed_s"] / n, "energy_j": w["energy_j"] / n, "temp_c": w["temp_c"]})
+            rows.append(
+                {
+                    **base,
+                    **extra,
+                    "workload": name,
+                    "kind": kind,
+                    "clock_mhz": w["clock_mhz"],
+                    "time_s": w["elapsed_s"] / n,
+                    "energy_j": w["energy_j"] / n,
+                    "temp_c": w["temp_c"],
+                }
+            )
     finally:
         dev.close()
     write_rows(rows, output, append=append)
@@ -182,5 +263,8 @@ def _check_appendable(path: Path) -> None:
     if path.exists() and path.stat().st_size:
         head = path.read_text(errors="replace").splitlines()[0].split(",")
         if head != list(COLUMNS):
-            raise DseError("cannot append: the file's columns are not dse profile's", file=str(path),
-                           allowed=",".join(COLUMNS))
+            raise DseError(
+                "cannot append: the file's columns are not dse profile's",
+                file=str(path),
+                allowed=",".join(COLUMNS),
+            )

@@ -42,16 +42,18 @@ class Device:
             return None
 
     def power_w(self) -> float | None:
-        return self._read(self.nvml.nvmlDeviceGetPowerUsage, scale=1e-3)            # mW
+        return self._read(self.nvml.nvmlDeviceGetPowerUsage, scale=1e-3)  # mW
 
     def energy_j(self) -> float | None:
-        return self._read(self.nvml.nvmlDeviceGetTotalEnergyConsumption, scale=1e-3)  # mJ since the driver loaded
+        return self._read(
+            self.nvml.nvmlDeviceGetTotalEnergyConsumption, scale=1e-3
+        )  # mJ since the driver loaded
 
     def sm_clock_mhz(self) -> float | None:
         return self._read(self.nvml.nvmlDeviceGetClockInfo, self.nvml.NVML_CLOCK_SM)
 
     def power_limit_w(self) -> float | None:
-        return self._read(self.nvml.nvmlDeviceGetEnforcedPowerLimit, scale=1e-3)    # mW
+        return self._read(self.nvml.nvmlDeviceGetEnforcedPowerLimit, scale=1e-3)  # mW
 
     def temperature_c(self) -> float | None:
         return self._read(self.nvml.nvmlDeviceGetTemperature, self.nvml.NVML_TEMPERATURE_GPU)
@@ -75,14 +77,18 @@ def open_device(index: int = 0) -> Device:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        raise DseError(f"no NVIDIA GPU to profile: NVML did not start ({exc}); dse profile measures an NVIDIA GPU "
-                       "through its driver on the machine it runs on") from None
+        raise DseError(
+            f"no NVIDIA GPU to profile: NVML did not start ({exc}); dse profile measures an NVIDIA GPU "
+            "through its driver on the machine it runs on"
+        ) from None
     try:
         count = nvml.nvmlDeviceGetCount()
         if count == 0:
             raise DseError("no NVIDIA GPU to profile: NVML found none")
         if not 0 <= index < count:
-            raise DseError("no such GPU", field="--device", value=index, allowed=f"0 to {count - 1}")
+            raise DseError(
+                "no such GPU", field="--device", value=index, allowed=f"0 to {count - 1}"
+            )
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         name = nvml.nvmlDeviceGetName(handle)
         driver = nvml.nvmlSystemGetDriverVersion()
@@ -92,5 +98,5 @@ def open_device(index: int = 0) -> Device:
     except DseError:
         nvml.nvmlShutdown()
         raise
-    as_text = (lambda v: v.decode() if isinstance(v, bytes) else str(v))  # noqa: E731
+    as_text = lambda v: v.decode() if isinstance(v, bytes) else str(v)  # noqa: E731
     return Device(nvml=nvml, handle=handle, index=index, name=as_text(name), driver=as_text(driver))

@@ -27,16 +27,16 @@ REFERENCE_INLET_C = 30.0
 class Accelerators:
     """Per-candidate power and thermal parameters of the accelerators."""
 
-    clock_max_mhz: np.ndarray   # MHz
-    clock_min_mhz: np.ndarray   # MHz
-    idle_w: np.ndarray          # W, static power
-    tdp_w: np.ndarray           # W
-    pw: PowerParameters         # power.lookup(): activities, V-f curve, HBM pJ/B, slowdown temperature
-    floor_w: np.ndarray         # W, power floor while blocked (NaN: none)
-    inlet_c: np.ndarray         # degC, coolant / air inlet
-    liquid: np.ndarray          # bool, liquid cooling
+    clock_max_mhz: np.ndarray  # MHz
+    clock_min_mhz: np.ndarray  # MHz
+    idle_w: np.ndarray  # W, static power
+    tdp_w: np.ndarray  # W
+    pw: PowerParameters  # power.lookup(): activities, V-f curve, HBM pJ/B, slowdown temperature
+    floor_w: np.ndarray  # W, power floor while blocked (NaN: none)
+    inlet_c: np.ndarray  # degC, coolant / air inlet
+    liquid: np.ndarray  # bool, liquid cooling
     r_total_k_per_w: np.ndarray  # K/W, junction to inlet
-    cap_w: np.ndarray           # W, power limit (at most the TDP)
+    cap_w: np.ndarray  # W, power limit (at most the TDP)
     r_air_k_per_w: np.ndarray | None = None  # K/W, the part's air-cooled resistance (the reference)
 
     @property
@@ -72,16 +72,16 @@ def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
 class AcceleratorEnergy:
     """Energy per accelerator per iteration (J) by component, and the phase powers (W)."""
 
-    compute_j: np.ndarray   # compute-bound kernels, dynamic
-    memory_j: np.ndarray    # memory-bound kernels and the optimizer, dynamic, and the HBM traffic
-    idle_j: np.ndarray      # static power over the iteration (with the leakage change)
-    waiting_j: np.ndarray   # above static while blocked or waiting (and any power-floor lift)
+    compute_j: np.ndarray  # compute-bound kernels, dynamic
+    memory_j: np.ndarray  # memory-bound kernels and the optimizer, dynamic, and the HBM traffic
+    idle_j: np.ndarray  # static power over the iteration (with the leakage change)
+    waiting_j: np.ndarray  # above static while blocked or waiting (and any power-floor lift)
     total_j: np.ndarray
-    busy_w: np.ndarray      # mean power of the busy phase
-    wait_w: np.ndarray      # power while blocked
-    compute_w: np.ndarray   # power of compute-bound kernels
+    busy_w: np.ndarray  # mean power of the busy phase
+    wait_w: np.ndarray  # power while blocked
+    compute_w: np.ndarray  # power of compute-bound kernels
     times: PhaseTimes
-    static_w: np.ndarray    # static power in the iteration: idle, plus the leakage change
+    static_w: np.ndarray  # static power in the iteration: idle, plus the leakage change
 
 
 class StepEnergy:
@@ -138,12 +138,23 @@ class StepEnergy:
             static_w = idle_w + d_w
         else:
             static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
-        return AcceleratorEnergy(compute_j=e_compute, memory_j=e_memory, idle_j=e_idle, waiting_j=e_wait,
-                                 total_j=total, busy_w=p_busy, wait_w=p_wait, compute_w=p_compute, times=t,
-                                 static_w=static_w)
+        return AcceleratorEnergy(
+            compute_j=e_compute,
+            memory_j=e_memory,
+            idle_j=e_idle,
+            waiting_j=e_wait,
+            total_j=total,
+            busy_w=p_busy,
+            wait_w=p_wait,
+            compute_w=p_compute,
+            times=t,
+            static_w=static_w,
+        )
 
 
-def accelerator_energy(b, clock_ratio, pw: PowerParameters, idle_w, tdp_w, floor_w, leakage=None) -> AcceleratorEnergy:
+def accelerator_energy(
+    b, clock_ratio, pw: PowerParameters, idle_w, tdp_w, floor_w, leakage=None
+) -> AcceleratorEnergy:
     """Energy per accelerator per iteration by component, and the phase powers, for the
     step breakdown ``b`` at ``clock_ratio`` = f/f_max (:class:`StepEnergy` at one clock)."""
     return StepEnergy(b, pw, idle_w, tdp_w, floor_w, leakage).at(clock_ratio)
@@ -159,15 +170,27 @@ def static_power_w(acc: Accelerators, phase_w) -> tuple[np.ndarray, np.ndarray]:
     ``phase_w`` (a checkpoint write parked, a restart idle): the idle power plus
     :func:`leakage_change_w` at that phase's power (zero for the reference cooling)."""
     leak = acc.leakage
-    d_w = np.zeros(np.shape(phase_w)) if leak is None else leakage_change_w(np.asarray(phase_w, dtype=float), *leak)
+    d_w = (
+        np.zeros(np.shape(phase_w))
+        if leak is None
+        else leakage_change_w(np.asarray(phase_w, dtype=float), *leak)
+    )
     return acc.idle_w + d_w, d_w
 
 
-def energy_and_thermal(b, clock_mhz, acc: Accelerators) -> tuple[AcceleratorEnergy, thermal.ThermalResponse]:
+def energy_and_thermal(
+    b, clock_mhz, acc: Accelerators
+) -> tuple[AcceleratorEnergy, thermal.ThermalResponse]:
     """Accelerator energy and the junction temperature response (peak, trough, largest
     rate; :func:`.thermal.periodic_response`) of the breakdown ``b`` at ``clock_mhz``."""
     e = step_energy(b, acc).at(clock_mhz / acc.clock_max_mhz)
     t = e.times
-    th = thermal.periodic_response(e.busy_w, t.busy, e.wait_w, t.blocked, acc.inlet_c,
-                                   thermal.foster_terms(acc.liquid, acc.r_total_k_per_w))
+    th = thermal.periodic_response(
+        e.busy_w,
+        t.busy,
+        e.wait_w,
+        t.blocked,
+        acc.inlet_c,
+        thermal.foster_terms(acc.liquid, acc.r_total_k_per_w),
+    )
     return e, th

@@ -22,9 +22,9 @@ from dse.analytic.energy import transfer
 class Checkpoints:
     """Checkpoint phases per candidate (see :func:`checkpoint_phases`)."""
 
-    on: np.ndarray          # bool: a positive, finite interval
+    on: np.ndarray  # bool: a positive, finite interval
     interval_s: np.ndarray  # s of training between checkpoints
-    bytes: np.ndarray       # bytes each accelerator writes per checkpoint
+    bytes: np.ndarray  # bytes each accelerator writes per checkpoint
     duration_s: np.ndarray  # s one checkpoint blocks the job
     per_step_s: np.ndarray  # s of checkpoint time each iteration carries (0 where off)
 
@@ -43,7 +43,9 @@ def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Chec
     state_b, duration = write_time_s(memory, write_gbs, duration_s)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         per_step = np.where(on, step_s * duration / np.where(on, interval, 1.0), 0.0)
-    return Checkpoints(on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step)
+    return Checkpoints(
+        on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step
+    )
 
 
 def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]:
@@ -53,30 +55,40 @@ def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]
     write_bps = np.asarray(write_gbs, dtype=float) * 1e9
     given = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return state_b, np.where(np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan))
+        return state_b, np.where(
+            np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan)
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointEnergy:
     """Checkpoint energy per accelerator and iteration (J), by component."""
 
-    idle_j: np.ndarray     # the accelerator's static power while it writes
+    idle_j: np.ndarray  # the accelerator's static power while it writes
     waiting_j: np.ndarray  # its parked power above that
     network_j: np.ndarray  # NIC and switch static power, and the bytes over the scale-out fabric
-    host_j: np.ndarray     # the host's share
+    host_j: np.ndarray  # the host's share
 
 
-def checkpoint_energy(ck: Checkpoints, step_s, idle_w, p_parked, p_net_static, p_host,
-                      scaleout_pj_per_bit) -> CheckpointEnergy:
+def checkpoint_energy(
+    ck: Checkpoints, step_s, idle_w, p_parked, p_net_static, p_host, scaleout_pj_per_bit
+) -> CheckpointEnergy:
     """Checkpoint energy per accelerator and iteration (amortised over ``ck.per_step_s``),
     J by component: the accelerator parked at ``p_parked`` (its CUDA context held, no kernel
     running; ``idle`` and ``waiting`` above idle), host and network static power on, and the bytes over the scale-out fabric
     (``links``, in ``network``). Zero (not 0 x NaN) where checkpointing is off, so every
     other output is unchanged to the last bit."""
     on, t_ck = ck.on, ck.per_step_s
-    links = np.where(on, transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
-                     * step_s / np.where(on, ck.interval_s, 1.0), 0.0)
-    return CheckpointEnergy(idle_j=np.where(on, idle_w * t_ck, 0.0),
-                            waiting_j=np.where(on, (p_parked - idle_w) * t_ck, 0.0),
-                            network_j=np.where(on, p_net_static * t_ck, 0.0) + links,
-                            host_j=np.where(on, p_host * t_ck, 0.0))
+    links = np.where(
+        on,
+        transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
+        * step_s
+        / np.where(on, ck.interval_s, 1.0),
+        0.0,
+    )
+    return CheckpointEnergy(
+        idle_j=np.where(on, idle_w * t_ck, 0.0),
+        waiting_j=np.where(on, (p_parked - idle_w) * t_ck, 0.0),
+        network_j=np.where(on, p_net_static * t_ck, 0.0) + links,
+        host_j=np.where(on, p_host * t_ck, 0.0),
+    )

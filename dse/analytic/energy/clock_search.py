@@ -87,9 +87,13 @@ def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.
     cap_idx, hot_idx = np.flatnonzero(~cap_ok & finite), np.flatnonzero(~hot_ok & finite)
     idx = np.concatenate([cap_idx, hot_idx])
     if len(idx):
-        found = _bisect(LimitCheck(_rows.take(b, idx), _rows.take(acc, idx), clock[idx]),
-                        acc.clock_min_mhz[idx], clock[idx], np.arange(len(idx)) >= len(cap_idx))
-        f_cap[cap_idx], f_hot[hot_idx] = found[:len(cap_idx)], found[len(cap_idx):]
+        found = _bisect(
+            LimitCheck(_rows.take(b, idx), _rows.take(acc, idx), clock[idx]),
+            acc.clock_min_mhz[idx],
+            clock[idx],
+            np.arange(len(idx)) >= len(cap_idx),
+        )
+        f_cap[cap_idx], f_hot[hot_idx] = found[: len(cap_idx)], found[len(cap_idx) :]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
 
@@ -118,19 +122,23 @@ class Operating:
     accelerators run at, that clock, the energy and thermal response there, whether the
     cap or the slowdown temperature lowered it, and whether it is the lowest clock."""
 
-    perf: object            # TimeResult at ``clock_mhz``
+    perf: object  # TimeResult at ``clock_mhz``
     clock_mhz: np.ndarray
     energy: AcceleratorEnergy
     thermal: thermal.ThermalResponse
-    capped: np.ndarray      # bool: the cap lowered the clock
-    throttled: np.ndarray   # bool: the slowdown temperature lowered it below the cap's clock
-    at_min: np.ndarray      # bool: the clock is the accelerator's lowest
+    capped: np.ndarray  # bool: the cap lowered the clock
+    throttled: np.ndarray  # bool: the slowdown temperature lowered it below the cap's clock
+    at_min: np.ndarray  # bool: the clock is the accelerator's lowest
 
 
-def limits_ok(e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
+def limits_ok(
+    e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators
+) -> tuple[np.ndarray, np.ndarray]:
     """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`."""
-    return (~(e.busy_w > acc.cap_w * (1 + LIMIT_RTOL)),
-            ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)))
+    return (
+        ~(e.busy_w > acc.cap_w * (1 + LIMIT_RTOL)),
+        ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)),
+    )
 
 
 def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
@@ -157,8 +165,12 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
     owned = False  # perf, e and th are copies this function made (and may change in place)
     if len(rows):  # the first pass, on every row that breaks a limit at its set clock
-        new, c, t = operating_clock(_rows.take(perf.breakdown, rows), clock[rows], _rows.take(acc, rows),
-                                    ok=(cap_ok[rows], hot_ok[rows]))
+        new, c, t = operating_clock(
+            _rows.take(perf.breakdown, rows),
+            clock[rows],
+            _rows.take(acc, rows),
+            ok=(cap_ok[rows], hot_ok[rows]),
+        )
         capped[rows], throttled[rows] = c, t
         lower = new < clock[rows] * (1 - 1e-12)
         rows, new = rows[lower], new[lower]
@@ -173,8 +185,13 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
     cap_ok, hot_ok = limits_ok(e, th, acc)
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
     if len(rows):
-        sub = _search(_rows.take(perf, rows), _rows.take(acc, rows), lambda f, local: retime(f, rows[local]),
-                      _rows.take(e, rows), _rows.take(th, rows))
+        sub = _search(
+            _rows.take(perf, rows),
+            _rows.take(acc, rows),
+            lambda f, local: retime(f, rows[local]),
+            _rows.take(e, rows),
+            _rows.take(th, rows),
+        )
         moved = sub.clock_mhz < clock[rows]
         if moved.any():
             at = rows[moved]
@@ -184,8 +201,15 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
             clock[at] = sub.clock_mhz[moved]
         capped[rows] |= sub.capped
         throttled[rows] |= sub.throttled
-    return Operating(perf=perf, clock_mhz=clock, energy=e, thermal=th, capped=capped, throttled=throttled,
-                     at_min=clock <= lowest * (1 + 1e-12))
+    return Operating(
+        perf=perf,
+        clock_mhz=clock,
+        energy=e,
+        thermal=th,
+        capped=capped,
+        throttled=throttled,
+        at_min=clock <= lowest * (1 + 1e-12),
+    )
 
 
 def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
@@ -210,9 +234,12 @@ def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
         if not len(rows):
             break
         every = len(rows) == n
-        new, c, t = operating_clock(perf.breakdown if every else _rows.take(perf.breakdown, rows),
-                                    clock[rows], acc if every else _rows.take(acc, rows),
-                                    ok=(cap_ok[rows], hot_ok[rows]))
+        new, c, t = operating_clock(
+            perf.breakdown if every else _rows.take(perf.breakdown, rows),
+            clock[rows],
+            acc if every else _rows.take(acc, rows),
+            ok=(cap_ok[rows], hot_ok[rows]),
+        )
         capped[rows] |= c
         throttled[rows] |= t
         lower = new < clock[rows] * (1 - 1e-12)
@@ -220,12 +247,23 @@ def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
             break
         redo(rows[lower], new[lower])
     else:
-        _bisect_on_time_model(clock, lowest, finite, acc, retime, lambda: (perf, e, th), redo, capped, throttled)
-    return Operating(perf=perf, clock_mhz=clock, energy=e, thermal=th, capped=capped, throttled=throttled,
-                     at_min=clock <= lowest * (1 + 1e-12))
+        _bisect_on_time_model(
+            clock, lowest, finite, acc, retime, lambda: (perf, e, th), redo, capped, throttled
+        )
+    return Operating(
+        perf=perf,
+        clock_mhz=clock,
+        energy=e,
+        thermal=th,
+        capped=capped,
+        throttled=throttled,
+        at_min=clock <= lowest * (1 + 1e-12),
+    )
 
 
-def _bisect_on_time_model(clock, lowest, finite, acc, retime, current, redo, capped, throttled) -> None:
+def _bisect_on_time_model(
+    clock, lowest, finite, acc, retime, current, redo, capped, throttled
+) -> None:
     """The rows :func:`settle`'s passes left above a limit (a kernel changing its roofline
     regime just below the clock makes the passes creep): step down from the current clock
     in growing steps (0.1%, 0.4%, 1.6%, ... of it, at most to the lowest clock) on the

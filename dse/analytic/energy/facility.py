@@ -18,7 +18,9 @@ def host_power_w(host_power_w, accelerators_per_node) -> np.ndarray:
     return host_power_w / np.maximum(accelerators_per_node, 1.0)
 
 
-def network_static_power_w(nic_w, scaleup_switch_w, scaleout_switch_w, n, scaleup_size) -> np.ndarray:
+def network_static_power_w(
+    nic_w, scaleup_switch_w, scaleout_switch_w, n, scaleup_size
+) -> np.ndarray:
     """NIC and switch static power per accelerator; the scale-out switches count only for
     jobs beyond one scale-up domain."""
     return nic_w + scaleup_switch_w + np.where(n > scaleup_size, scaleout_switch_w, 0.0)
@@ -45,8 +47,9 @@ class FacilityPower:
     ramp_w_per_s: np.ndarray
 
 
-def facility_power_w(*, facility_j, time_s, n, p_busy, p_wait, p_other, overhead, low_phase,
-                     transition_s) -> FacilityPower:
+def facility_power_w(
+    *, facility_j, time_s, n, p_busy, p_wait, p_other, overhead, low_phase, transition_s
+) -> FacilityPower:
     """Facility power: ``avg`` (energy / time), ``peak`` (every accelerator busy, with its
     share of host and network power ``p_other``, scaled by the overhead), ``swing`` (the IT
     step between the busy and the blocked phase, synchronised over all ``n``

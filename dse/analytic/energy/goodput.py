@@ -33,11 +33,11 @@ import numpy as np
 class Goodput:
     """The expected run with interruptions (per candidate)."""
 
-    wall_s: np.ndarray           # expected wall time of the run
-    interruptions: np.ndarray    # expected interruptions over the run
-    restart_s: np.ndarray        # time spent restarting (accelerators idle)
-    rework_s: np.ndarray         # time spent redoing lost work (training as usual)
-    goodput: np.ndarray          # training time kept / wall time
+    wall_s: np.ndarray  # expected wall time of the run
+    interruptions: np.ndarray  # expected interruptions over the run
+    restart_s: np.ndarray  # time spent restarting (accelerators idle)
+    rework_s: np.ndarray  # time spent redoing lost work (training as usual)
+    goodput: np.ndarray  # training time kept / wall time
 
 
 def job_mtbf_s(failures_per_accelerator_hour, n) -> np.ndarray:
@@ -64,7 +64,9 @@ def checkpoint_interval_s(interval_in, delta_s, mtbf_s, step_s) -> np.ndarray:
     return np.where(np.isfinite(given), given, np.where(np.isfinite(mtbf_s), opt, 0.0))
 
 
-def expected_run(train_s, with_checkpoints_s, interval_s, delta_s, on, mtbf_s, restart_s) -> Goodput:
+def expected_run(
+    train_s, with_checkpoints_s, interval_s, delta_s, on, mtbf_s, restart_s
+) -> Goodput:
     """The expected run: ``train_s`` of training whose failure-free time with checkpoints is
     ``with_checkpoints_s``; ``on`` where checkpoints are taken every ``interval_s`` for
     ``delta_s``, else the whole run is one segment. Where no failures (``M`` inf) the wall
@@ -72,8 +74,13 @@ def expected_run(train_s, with_checkpoints_s, interval_s, delta_s, on, mtbf_s, r
     fails = np.isfinite(mtbf_s)
     if not fails.any():
         zero = np.zeros_like(np.asarray(train_s, dtype=float))
-        return Goodput(wall_s=with_checkpoints_s, interruptions=zero, restart_s=zero, rework_s=zero,
-                       goodput=_ratio(train_s, with_checkpoints_s))
+        return Goodput(
+            wall_s=with_checkpoints_s,
+            interruptions=zero,
+            restart_s=zero,
+            rework_s=zero,
+            goodput=_ratio(train_s, with_checkpoints_s),
+        )
     m = np.where(fails, mtbf_s, 1.0)
     tau = np.where(on, interval_s, train_s)
     delta = np.where(on, delta_s, 0.0)
@@ -83,8 +90,13 @@ def expected_run(train_s, with_checkpoints_s, interval_s, delta_s, on, mtbf_s, r
         interruptions = np.where(fails, wall / m, 0.0)
         restart = interruptions * restart_s
         rework = np.maximum(wall - with_checkpoints_s - restart, 0.0)
-    return Goodput(wall_s=wall, interruptions=interruptions, restart_s=restart, rework_s=rework,
-                   goodput=_ratio(train_s, wall))
+    return Goodput(
+        wall_s=wall,
+        interruptions=interruptions,
+        restart_s=restart,
+        rework_s=rework,
+        goodput=_ratio(train_s, wall),
+    )
 
 
 def _ratio(a, b) -> np.ndarray:

@@ -59,29 +59,29 @@ class EnergyInputs:
     numbers as float arrays."""
 
     accelerator: np.ndarray  # accelerator names (or a Factorised column of them)
-    cooling: np.ndarray      # cooling type names (air, liquid)
-    power_cap_w: np.ndarray                    # W, accelerator power limit (NaN: its TDP)
-    power_floor_w: np.ndarray                  # W, least power while blocked (NaN: none)
-    inlet_temp_c: np.ndarray                   # degC, coolant / air inlet
-    power_transition_s: np.ndarray             # s, time to step between phase powers
-    host_power_w: np.ndarray                   # W per node
-    accelerators_per_node: np.ndarray          # accelerators sharing a host
-    nic_power_w: np.ndarray                    # W per accelerator, scale-out NIC static
-    scaleup_switch_power_w: np.ndarray         # W per accelerator
-    scaleout_switch_power_w: np.ndarray        # W per accelerator (jobs beyond one scale-up domain)
-    scaleup_pj_per_bit: np.ndarray             # pJ/bit
-    scaleout_pj_per_bit: np.ndarray            # pJ/bit
-    pue: np.ndarray                            # facility power usage effectiveness
-    cooling_cop: np.ndarray                    # cooling plant COP (NaN: use pue)
-    energy_price_per_kwh: np.ndarray           # USD/kWh
-    accelerator_hour_price: np.ndarray         # USD/h
-    grid_carbon_kg_per_kwh: np.ndarray         # kg CO2e/kWh
-    checkpoint_interval_s: np.ndarray          # s (NaN: the Young/Daly optimum)
+    cooling: np.ndarray  # cooling type names (air, liquid)
+    power_cap_w: np.ndarray  # W, accelerator power limit (NaN: its TDP)
+    power_floor_w: np.ndarray  # W, least power while blocked (NaN: none)
+    inlet_temp_c: np.ndarray  # degC, coolant / air inlet
+    power_transition_s: np.ndarray  # s, time to step between phase powers
+    host_power_w: np.ndarray  # W per node
+    accelerators_per_node: np.ndarray  # accelerators sharing a host
+    nic_power_w: np.ndarray  # W per accelerator, scale-out NIC static
+    scaleup_switch_power_w: np.ndarray  # W per accelerator
+    scaleout_switch_power_w: np.ndarray  # W per accelerator (jobs beyond one scale-up domain)
+    scaleup_pj_per_bit: np.ndarray  # pJ/bit
+    scaleout_pj_per_bit: np.ndarray  # pJ/bit
+    pue: np.ndarray  # facility power usage effectiveness
+    cooling_cop: np.ndarray  # cooling plant COP (NaN: use pue)
+    energy_price_per_kwh: np.ndarray  # USD/kWh
+    accelerator_hour_price: np.ndarray  # USD/h
+    grid_carbon_kg_per_kwh: np.ndarray  # kg CO2e/kWh
+    checkpoint_interval_s: np.ndarray  # s (NaN: the Young/Daly optimum)
     failures_per_accelerator_hour: np.ndarray  # 1/h
-    restart_time_s: np.ndarray                 # s
-    checkpoint_write_gbs: np.ndarray           # GB/s per accelerator
-    checkpoint_duration_s: np.ndarray          # s (NaN: bytes / checkpoint_write_gbs)
-    data_entropy_bits_per_token: np.ndarray    # bit/token
+    restart_time_s: np.ndarray  # s
+    checkpoint_write_gbs: np.ndarray  # GB/s per accelerator
+    checkpoint_duration_s: np.ndarray  # s (NaN: bytes / checkpoint_write_gbs)
+    data_entropy_bits_per_token: np.ndarray  # bit/token
 
     @classmethod
     def of(cls, cfg: dict[str, np.ndarray]) -> EnergyInputs:
@@ -125,16 +125,24 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
     cap_in = x.power_cap_w
     cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.tdp_w)
     return Accelerators(
-        clock_max_mhz=hw.clock_max_mhz, clock_min_mhz=hw.clock_min_mhz, idle_w=hw.idle_w, tdp_w=hw.tdp_w,
+        clock_max_mhz=hw.clock_max_mhz,
+        clock_min_mhz=hw.clock_min_mhz,
+        idle_w=hw.idle_w,
+        tdp_w=hw.tdp_w,
         # the floor holds below the power limit: a board cannot be made to draw more than its cap
-        pw=pw, floor_w=np.minimum(x.power_floor_w, cap_w), inlet_c=x.inlet_temp_c, liquid=liquid,
+        pw=pw,
+        floor_w=np.minimum(x.power_floor_w, cap_w),
+        inlet_c=x.inlet_temp_c,
+        liquid=liquid,
         r_total_k_per_w=thermal.resistance_k_per_w(liquid, pw, hw.tdp_w),
         cap_w=cap_w,
-        r_air_k_per_w=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w))
+        r_air_k_per_w=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w),
+    )
 
 
-def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock, capped,
-             throttled) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _metrics(
+    x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock, capped, throttled
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Energy per component over the run, facility power, checkpoints, temperatures and
     economics from the per-iteration accelerator energy ``e`` and thermal response ``th``
     (metric name -> array), and the wall time to train (s)."""
@@ -144,19 +152,32 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
     p_host, p_net_static, e_links = _outside_accelerator(x, perf, step_s)
     e_net = e_links + p_net_static * step_s
     e_host = p_host * step_s
-    e_step_acc = e.total_j + e_net + e_host                # per accelerator, one iteration
+    e_step_acc = e.total_j + e_net + e_host  # per accelerator, one iteration
     overhead = facility.facility_overhead_factor(x.pue, x.cooling_cop)
     total_steps_n = steps * n
-    ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(x, perf, acc, step_s, p_host, p_net_static)
-    redo = gp.rework_s / (steps * (step_s + ck.per_step_s))   # share of the run done twice
+    ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(
+        x, perf, acc, step_s, p_host, p_net_static
+    )
+    redo = gp.rework_s / (steps * (step_s + ck.per_step_s))  # share of the run done twice
     # idle accelerators (at their own temperature's leakage), host, network static
     restart_w = n * np.array([static_power_w(acc, acc.idle_w)[0], p_host, p_net_static])
-    it_j = (e_step_acc + (ck_e.idle_j + ck_e.waiting_j + ck_e.network_j + ck_e.host_j)) * total_steps_n
+    it_j = (
+        e_step_acc + (ck_e.idle_j + ck_e.waiting_j + ck_e.network_j + ck_e.host_j)
+    ) * total_steps_n
     it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
     facility_j = it_j * (1.0 + overhead)
     time_to_train_s = gp.wall_s
-    fac = _facility_power(x, e, ck, p_parked, facility_j, time_to_train_s, n,
-                          p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan), overhead)
+    fac = _facility_power(
+        x,
+        e,
+        ck,
+        p_parked,
+        facility_j,
+        time_to_train_s,
+        n,
+        p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan),
+        overhead,
+    )
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / np.where(step_ck > 0, step_ck, np.nan)
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
@@ -180,7 +201,9 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
         "facility_power_swing_w": fac.swing_w,
         "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
         "checkpoint_time_s": np.where(ck.on, steps * ck.per_step_s, 0.0),
-        "checkpoint_overhead": np.where(ck.on, ck.per_step_s / np.where(step_ck > 0, step_ck, np.nan), 0.0),
+        "checkpoint_overhead": np.where(
+            ck.on, ck.per_step_s / np.where(step_ck > 0, step_ck, np.nan), 0.0
+        ),
         "checkpoint_period_s": ck.interval_s,
         "goodput": gp.goodput,
         "interruptions": gp.interruptions,
@@ -191,7 +214,9 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
         "power_capped": np.asarray(capped, dtype=bool),
         "throttled": np.asarray(throttled, dtype=bool),
         "peak_junction_temp_c": th.peak_c,
-        "mean_junction_temp_c": thermal.steady_junction_temp_c(mean_p, acc.inlet_c, acc.r_total_k_per_w),
+        "mean_junction_temp_c": thermal.steady_junction_temp_c(
+            mean_p, acc.inlet_c, acc.r_total_k_per_w
+        ),
         "junction_temp_swing_c": th.peak_c - th.min_c,
         "max_junction_temp_rate_c_per_s": th.max_rate_c_per_s,
     }
@@ -199,61 +224,100 @@ def _metrics(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, th, clock,
     return out, time_to_train_s
 
 
-def _checkpoints_and_interruptions(x: EnergyInputs, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static):
+def _checkpoints_and_interruptions(
+    x: EnergyInputs, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static
+):
     """The checkpoint phases (interval from the input or the job's failure rate), their
     energy per iteration and accelerator, the expected run with interruptions
     (:func:`.goodput.expected_run`) and the parked power of a checkpoint write."""
     steps, n = perf.steps_to_train, perf.num_accelerators
     mtbf_s = goodput.job_mtbf_s(x.failures_per_accelerator_hour, n)
-    _, ck_write_s = checkpoint.write_time_s(perf.memory, x.checkpoint_write_gbs, x.checkpoint_duration_s)
+    _, ck_write_s = checkpoint.write_time_s(
+        perf.memory, x.checkpoint_write_gbs, x.checkpoint_duration_s
+    )
     interval = goodput.checkpoint_interval_s(x.checkpoint_interval_s, ck_write_s, mtbf_s, step_s)
-    ck = checkpoint.checkpoint_phases(perf.memory, step_s, interval, x.checkpoint_write_gbs,
-                                      x.checkpoint_duration_s)
+    ck = checkpoint.checkpoint_phases(
+        perf.memory, step_s, interval, x.checkpoint_write_gbs, x.checkpoint_duration_s
+    )
     # a checkpoint write parks the accelerators (context held, no kernel): P_parked, not P_blocked
     p_parked = power.parked_power_w(acc.pw.a_parked, acc.idle_w, acc.tdp_w, acc.floor_w)
     static_w, d_w = static_power_w(acc, p_parked)  # the leakage change at the parked power
     p_parked = p_parked + d_w
-    ck_e = checkpoint.checkpoint_energy(ck, step_s, static_w, p_parked, p_net_static, p_host,
-                                        x.scaleout_pj_per_bit)
+    ck_e = checkpoint.checkpoint_energy(
+        ck, step_s, static_w, p_parked, p_net_static, p_host, x.scaleout_pj_per_bit
+    )
     # interruptions: lost work redone at the run's power, restarts with the accelerators idle
-    gp = goodput.expected_run(steps * step_s, steps * (step_s + ck.per_step_s), ck.interval_s, ck.duration_s, ck.on,
-                              mtbf_s, x.restart_time_s)
+    gp = goodput.expected_run(
+        steps * step_s,
+        steps * (step_s + ck.per_step_s),
+        ck.interval_s,
+        ck.duration_s,
+        ck.on,
+        mtbf_s,
+        x.restart_time_s,
+    )
     return ck, ck_e, gp, p_parked
 
 
-def _facility_power(x: EnergyInputs, e, ck, p_parked, facility_j, time_s, n, p_other, overhead) -> facility.FacilityPower:
+def _facility_power(
+    x: EnergyInputs, e, ck, p_parked, facility_j, time_s, n, p_other, overhead
+) -> facility.FacilityPower:
     """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`)."""
     t = e.times
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
     has_ck = ck.on & (ck.duration_s > 0)
-    p_low = np.where(has_ck, np.where(t.blocked > 0, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
+    p_low = np.where(
+        has_ck, np.where(t.blocked > 0, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w
+    )
     return facility.facility_power_w(
-        facility_j=facility_j, time_s=time_s, n=n, p_busy=e.busy_w, p_wait=p_low, p_other=p_other,
-        overhead=overhead, low_phase=(t.blocked > 0) | has_ck, transition_s=x.power_transition_s)
+        facility_j=facility_j,
+        time_s=time_s,
+        n=n,
+        p_busy=e.busy_w,
+        p_wait=p_low,
+        p_other=p_other,
+        overhead=overhead,
+        low_phase=(t.blocked > 0) | has_ck,
+        transition_s=x.power_transition_s,
+    )
 
 
-def _outside_accelerator(x: EnergyInputs, perf: TimeResult, step_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _outside_accelerator(
+    x: EnergyInputs, perf: TimeResult, step_s
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per accelerator: the host's share of a node's power (W), NIC and switch static
     power (W), and the link energy of one iteration's traffic (J)."""
     b = perf.breakdown
     p_host = facility.host_power_w(x.host_power_w, x.accelerators_per_node)
     p_net_static = facility.network_static_power_w(
-        x.nic_power_w, x.scaleup_switch_power_w, x.scaleout_switch_power_w,
-        perf.num_accelerators, perf.scaleup_size)
-    e_links = transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, x.scaleup_pj_per_bit,
-                                        x.scaleout_pj_per_bit)
+        x.nic_power_w,
+        x.scaleup_switch_power_w,
+        x.scaleout_switch_power_w,
+        perf.num_accelerators,
+        perf.scaleup_size,
+    )
+    e_links = transfer.network_energy_j(
+        b.scaleup_bytes, b.scaleout_bytes, x.scaleup_pj_per_bit, x.scaleout_pj_per_bit
+    )
     return p_host, p_net_static, e_links
 
 
-def _economics(x: EnergyInputs, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n) -> dict[str, np.ndarray]:
+def _economics(
+    x: EnergyInputs, perf: TimeResult, acc, e, facility_j, time_s, total_steps_n
+) -> dict[str, np.ndarray]:
     """Efficiency ratios, cost, carbon and the Landauer bound (``total_steps_n``: iterations
     run times accelerators, redone ones included)."""
     tokens = np.asarray(perf.tokens_to_train, dtype=float)
-    landauer = economics.landauer_bound_j(np.asarray(perf.parameters, dtype=float), tokens,
-                                          x.data_entropy_bits_per_token, acc.inlet_c + thermal.KELVIN)
-    cost = economics.cost_usd(perf.num_accelerators, time_s, facility_j, x.accelerator_hour_price,
-                              x.energy_price_per_kwh)
+    landauer = economics.landauer_bound_j(
+        np.asarray(perf.parameters, dtype=float),
+        tokens,
+        x.data_entropy_bits_per_token,
+        acc.inlet_c + thermal.KELVIN,
+    )
+    cost = economics.cost_usd(
+        perf.num_accelerators, time_s, facility_j, x.accelerator_hour_price, x.energy_price_per_kwh
+    )
     busy_work = (e.compute_j + e.memory_j + e.static_w * e.times.busy) * total_steps_n
     return {
         "tokens_per_j": tokens / facility_j,
@@ -266,4 +330,3 @@ def _economics(x: EnergyInputs, perf: TimeResult, acc, e, facility_j, time_s, to
         "landauer_bound_j": landauer,
         "landauer_ratio": facility_j / landauer,
     }
-

@@ -36,7 +36,9 @@ def phase_times(b) -> PhaseTimes:
     fine = b.layer_comm_s + b.pp_comm_s + host
     blocked = b.bubble_s + b.dp_comm_s
     busy = np.maximum(step - blocked, 0.0)
-    return PhaseTimes(step=step, compute=b.compute_s, memory=t_m, fine_wait=fine, blocked=blocked, busy=busy)
+    return PhaseTimes(
+        step=step, compute=b.compute_s, memory=t_m, fine_wait=fine, blocked=blocked, busy=busy
+    )
 
 
 class ClockScaling:
@@ -70,9 +72,17 @@ class ClockScaling:
         # longer compute first fills the time the GPU waited for its host (inside memory_s)
         filled = np.minimum(self.host_idle, np.maximum(new_c - t_c, 0.0))
         grown = new_c - t_c - filled
-        new_bubble = self.bubble * np.where(self.slot_positive, (self.slot + grown) / self.slot_divisor, 1.0)
+        new_bubble = self.bubble * np.where(
+            self.slot_positive, (self.slot + grown) / self.slot_divisor, 1.0
+        )
         step = self.step + grown + (new_bubble - self.bubble)
         blocked = new_bubble + self.dp_comm
         host = self.host_idle - filled
-        return PhaseTimes(step=step, compute=new_c, memory=(self.memory - filled) + self.optimizer - host,
-                          fine_wait=self.fine + host, blocked=blocked, busy=np.maximum(step - blocked, 0.0))
+        return PhaseTimes(
+            step=step,
+            compute=new_c,
+            memory=(self.memory - filled) + self.optimizer - host,
+            fine_wait=self.fine + host,
+            blocked=blocked,
+            busy=np.maximum(step - blocked, 0.0),
+        )

@@ -33,16 +33,19 @@ class CoolingPath:
     (``power.yaml``'s ``cooling`` section gives the estimates)."""
 
     fast_fraction: float  # the fast term's (die, interface, lid or plate base) share of R
-    tau_fast_s: float     # its time constant R_i C_i, s
-    tau_slow_s: float     # the heat sink's or cold plate's, s
+    tau_fast_s: float  # its time constant R_i C_i, s
+    tau_slow_s: float  # the heat sink's or cold plate's, s
 
 
 @cache
 def cooling_path(kind: str) -> CoolingPath:
     """The :class:`CoolingPath` of cooling type ``kind`` (air, liquid)."""
     c = parameters()["cooling"][kind]
-    return CoolingPath(fast_fraction=float(c["fast_fraction"]), tau_fast_s=float(c["tau_fast_s"]),
-                       tau_slow_s=float(c["tau_slow_s"]))
+    return CoolingPath(
+        fast_fraction=float(c["fast_fraction"]),
+        tau_fast_s=float(c["tau_fast_s"]),
+        tau_slow_s=float(c["tau_slow_s"]),
+    )
 
 
 def entry(name: str) -> dict:
@@ -72,18 +75,18 @@ class PowerParameters:
     entry of each, or its profile's; :func:`entry`): one value per candidate, the V-f curve
     one row of points per candidate."""
 
-    vf_x: np.ndarray             # (n, K) clock of the V-f points, f / f_max
-    vf_v: np.ndarray             # (n, K) voltage at those points, V / V_max
-    a_compute: np.ndarray        # 1, dynamic power of compute-bound kernels at f_max over (TDP - idle)
-    a_memory: np.ndarray         # 1, same for memory-bound kernels
-    a_waiting: np.ndarray        # 1, same for a rank blocked in a collective or a bubble
-    a_parked: np.ndarray         # 1, same for a context held with no kernel (checkpoint write)
+    vf_x: np.ndarray  # (n, K) clock of the V-f points, f / f_max
+    vf_v: np.ndarray  # (n, K) voltage at those points, V / V_max
+    a_compute: np.ndarray  # 1, dynamic power of compute-bound kernels at f_max over (TDP - idle)
+    a_memory: np.ndarray  # 1, same for memory-bound kernels
+    a_waiting: np.ndarray  # 1, same for a rank blocked in a collective or a bubble
+    a_parked: np.ndarray  # 1, same for a context held with no kernel (checkpoint write)
     hbm_pj_per_byte: np.ndarray  # pJ/B, HBM traffic energy
-    r_air_k_per_w: np.ndarray    # K/W, junction to inlet, air-cooled (NaN: not in the catalog)
+    r_air_k_per_w: np.ndarray  # K/W, junction to inlet, air-cooled (NaN: not in the catalog)
     r_liquid_k_per_w: np.ndarray  # K/W, junction to inlet, liquid-cooled (NaN: not in the catalog)
     slowdown_temp_c: np.ndarray  # degC, junction temperature at which the part throttles
-    leakage_share: np.ndarray    # 1, share of the TDP that is leakage at the reference cooling
-    leakage_per_k: np.ndarray    # 1/K, leakage growth per kelvin of junction temperature
+    leakage_share: np.ndarray  # 1, share of the TDP that is leakage at the reference cooling
+    leakage_per_k: np.ndarray  # 1/K, leakage growth per kelvin of junction temperature
 
     @classmethod
     def of_entry(cls, e: dict, n: int) -> PowerParameters:
@@ -95,18 +98,35 @@ class PowerParameters:
         def column(value) -> np.ndarray:
             return np.full(n, np.nan if value is None else float(value))
 
-        return cls(vf_x=np.broadcast_to(curve[:, 0], (n, len(curve))),
-                   vf_v=np.broadcast_to(curve[:, 1], (n, len(curve))),
-                   a_compute=column(a["compute"]), a_memory=column(a["memory"]), a_waiting=column(a["waiting"]),
-                   a_parked=column(a["parked"]), hbm_pj_per_byte=column(e["hbm_pj_per_byte"]),
-                   r_air_k_per_w=column(e.get("r_air_k_per_w")), r_liquid_k_per_w=column(e.get("r_liquid_k_per_w")),
-                   slowdown_temp_c=column(e.get("slowdown_temp_c")), leakage_share=column(e.get("leakage_share")),
-                   leakage_per_k=column(e.get("leakage_per_k")))
+        return cls(
+            vf_x=np.broadcast_to(curve[:, 0], (n, len(curve))),
+            vf_v=np.broadcast_to(curve[:, 1], (n, len(curve))),
+            a_compute=column(a["compute"]),
+            a_memory=column(a["memory"]),
+            a_waiting=column(a["waiting"]),
+            a_parked=column(a["parked"]),
+            hbm_pj_per_byte=column(e["hbm_pj_per_byte"]),
+            r_air_k_per_w=column(e.get("r_air_k_per_w")),
+            r_liquid_k_per_w=column(e.get("r_liquid_k_per_w")),
+            slowdown_temp_c=column(e.get("slowdown_temp_c")),
+            leakage_share=column(e.get("leakage_share")),
+            leakage_per_k=column(e.get("leakage_per_k")),
+        )
 
 
 #: the fields of :class:`PowerParameters` with one number per candidate
-_SCALAR_FIELDS = ("a_compute", "a_memory", "a_waiting", "a_parked", "hbm_pj_per_byte", "r_air_k_per_w",
-                  "r_liquid_k_per_w", "slowdown_temp_c", "leakage_share", "leakage_per_k")
+_SCALAR_FIELDS = (
+    "a_compute",
+    "a_memory",
+    "a_waiting",
+    "a_parked",
+    "hbm_pj_per_byte",
+    "r_air_k_per_w",
+    "r_liquid_k_per_w",
+    "slowdown_temp_c",
+    "leakage_share",
+    "leakage_per_k",
+)
 
 
 def _row(name: str) -> PowerParameters:
@@ -141,7 +161,9 @@ def lookup(names: np.ndarray) -> PowerParameters:
 
     xs = np.array([padded(r.vf_x) for r in rows])
     vs = np.array([padded(r.vf_v) for r in rows])
-    scalars = {f: np.array([getattr(r, f)[0] for r in rows], dtype=float)[inverse] for f in _SCALAR_FIELDS}
+    scalars = {
+        f: np.array([getattr(r, f)[0] for r in rows], dtype=float)[inverse] for f in _SCALAR_FIELDS
+    }
     # (n, K) in column-major order: each curve point's column is contiguous for the
     # per-segment passes of VoltageCurve
     return PowerParameters(vf_x=xs.T[:, inverse].T, vf_v=vs.T[:, inverse].T, **scalars)

@@ -37,14 +37,18 @@ AIR_RISE_AT_TDP_K = 52.0
 LIQUID_RISE_AT_TDP_K = 30.0
 
 
-def resistance_k_per_w(cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray) -> np.ndarray:
+def resistance_k_per_w(
+    cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray
+) -> np.ndarray:
     """Junction-to-inlet resistance per candidate (catalog value, else 52 K or 30 K per TDP).
 
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
     liquid = _is_liquid(cooling)
     r_air = np.where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
-    r_liq = np.where(np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w)
+    r_liq = np.where(
+        np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w
+    )
     return np.where(liquid, r_liq, r_air)
 
 
@@ -58,7 +62,9 @@ def foster_terms(cooling: np.ndarray, r_total: np.ndarray) -> list[tuple[np.ndar
     return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
 
 
-def steady_junction_temp_c(power_w: np.ndarray, inlet_c: np.ndarray, r_total: np.ndarray) -> np.ndarray:
+def steady_junction_temp_c(
+    power_w: np.ndarray, inlet_c: np.ndarray, r_total: np.ndarray
+) -> np.ndarray:
     """Steady-state junction temperature: T_j = T_inlet + R_ja * P."""
     return inlet_c + r_total * power_w
 
@@ -83,8 +89,8 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
 class ThermalResponse:
     """The junction's periodic response to one iteration's busy/blocked square wave."""
 
-    peak_c: np.ndarray            # degC, at the end of the busy phase
-    min_c: np.ndarray             # degC, at the end of the blocked phase
+    peak_c: np.ndarray  # degC, at the end of the busy phase
+    min_c: np.ndarray  # degC, at the end of the blocked phase
     max_rate_c_per_s: np.ndarray  # degC/s, largest |dT/dt| (at a phase switch)
 
 
@@ -98,7 +104,7 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse
     rate_up = np.zeros(np.shape(p_hi))
     rate_down = np.zeros(np.shape(p_hi))
     for r, tau in terms:
-        a = -np.expm1(-t_hi / tau)                     # 1 - e^{-t_hi/tau}
+        a = -np.expm1(-t_hi / tau)  # 1 - e^{-t_hi/tau}
         denom = np.maximum(-np.expm1(-period / tau), 1e-300)
         th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
         th_min = r * (p_lo + (p_hi - p_lo) * a * np.exp(-t_lo / tau) / denom)

@@ -14,6 +14,8 @@ def hbm_energy_j(hbm_traffic_bytes: np.ndarray, pj_per_byte: np.ndarray) -> np.n
     return hbm_traffic_bytes * pj_per_byte * 1e-12
 
 
-def network_energy_j(scaleup_bytes, scaleout_bytes, scaleup_pj_per_bit, scaleout_pj_per_bit) -> np.ndarray:
+def network_energy_j(
+    scaleup_bytes, scaleout_bytes, scaleup_pj_per_bit, scaleout_pj_per_bit
+) -> np.ndarray:
     """Energy of moving bytes over the two fabrics, per accelerator (dynamic link energy)."""
     return (scaleup_bytes * scaleup_pj_per_bit + scaleout_bytes * scaleout_pj_per_bit) * 8e-12

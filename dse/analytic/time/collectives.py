@@ -60,7 +60,9 @@ def exposed_in(comm_s, overlaps, window_s, tax):
 class Network:
     """Per-candidate network arrays: scale-up domain and scale-out fabric."""
 
-    def __init__(self, *, size, up_bw, up_lat, up_topo, out_bw, out_lat, out_fabric, eff, call_lat=0.0):
+    def __init__(
+        self, *, size, up_bw, up_lat, up_topo, out_bw, out_lat, out_fabric, eff, call_lat=0.0
+    ):
         self.size = np.maximum(size, 1)
         self.call_lat = call_lat  # fixed cost of one collective call (kernel launch, setup)
         self.up_bw, self.up_lat, self.up_topo = up_bw * eff, up_lat, up_topo
@@ -68,7 +70,9 @@ class Network:
         # fat tree: leaf-spine-leaf (two more switch hops than a rail-aligned leaf)
         self.out_lat = out_lat + np.where(out_fabric == 0, 2 * SWITCH_HOP_S, 0.0)
         self._ring, self._full, self._oring = up_topo == 1, up_topo == 2, out_fabric == 2
-        self._axes = np.where(up_topo == 3, 2.0, np.where(up_topo == 4, 3.0, 0.0))  # torus axes (0: none)
+        self._axes = np.where(
+            up_topo == 3, 2.0, np.where(up_topo == 4, 3.0, 0.0)
+        )  # torus axes (0: none)
         self._torus = self._axes > 0
         self._cache: dict = {}
         self._keep: list = []
@@ -103,7 +107,9 @@ class Network:
             out_lat = np.where(self._oring, out_lat * node_stride, out_lat)
         # NCCL's ring latency (see ring_latency): g - nn steps in the domains, nn - 1 across
         intra_steps = np.where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
-        ring_lat = intra_steps * self.up_lat + (nn - 1) * out_lat + np.where(g1 > 1, self.call_lat, 0.0)
+        ring_lat = (
+            intra_steps * self.up_lat + (nn - 1) * out_lat + np.where(g1 > 1, self.call_lat, 0.0)
+        )
         hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat)
         self._cache[key] = hit
         self._keep.append((g, stride))  # keep ids alive while cached
@@ -143,7 +149,9 @@ class Network:
 
     def p2p(self, nbytes, same_domain):
         """Point-to-point send of ``nbytes``."""
-        return np.where(same_domain, nbytes / self.up_bw + self.up_lat, nbytes / self.out_bw + self.out_lat)
+        return np.where(
+            same_domain, nbytes / self.up_bw + self.up_lat, nbytes / self.out_bw + self.out_lat
+        )
 
     def traffic(self, nbytes, g, stride, factor=2.0):
         """Bytes each accelerator sends on scale-up and scale-out links for a collective

@@ -18,9 +18,13 @@ BACKWARD_SHARE = 2.0 / 3.0
 class HeldStage:
     """The pipeline stage holding the most parameters, whose reduction ends the iteration."""
 
-    params: np.ndarray        # parameters per accelerator (its tensor-parallel share), routed experts apart
-    layers: np.ndarray        # the most layers on a stage
-    experts: tuple | None     # routed experts' (params per accelerator, expert-data-parallel ranks, stride); None: dense
+    params: (
+        np.ndarray
+    )  # parameters per accelerator (its tensor-parallel share), routed experts apart
+    layers: np.ndarray  # the most layers on a stage
+    experts: (
+        tuple | None
+    )  # routed experts' (params per accelerator, expert-data-parallel ranks, stride); None: dense
 
 
 def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) -> np.ndarray:
@@ -54,12 +58,16 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)
-    z0 = exposed(net.all_reduce(stack.grad_bytes * stage_params, dp, tp), stack.grad_overlap, backward, tax)
+    z0 = exposed(
+        net.all_reduce(stack.grad_bytes * stage_params, dp, tp), stack.grad_overlap, backward, tax
+    )
     z1 = exposed(rs, stack.grad_overlap, backward, tax) + gather_once
     z2 = m * exposed(rs, stack.grad_overlap, backward, tax) + gather_once
     if bool((zero >= 3).any()):  # per-call costs of the layer-by-layer collectives
         calls = np.maximum(layers * stack.zero3_calls_per_layer, 1.0)
-        per_call = (calls - 1.0) * net.ring_latency(dp, tp) + calls * stack.per_rank_copies * dp * launch_s
+        per_call = (calls - 1.0) * net.ring_latency(
+            dp, tp
+        ) + calls * stack.per_rank_copies * dp * launch_s
         ag, rs = ag + per_call, rs + per_call
     hideable = 2.0 * ag * stack.gather_overlap + rs * stack.grad_overlap
     z3 = m * (2.0 * ag + rs - (1.0 - tax) * np.minimum(hideable, mb_compute_s))
@@ -73,5 +81,8 @@ def volume_bytes(stage_params, zero, m, grad_bytes) -> np.ndarray:
     gradients of every micro-batch and the weights, 3 per micro-batch the gradients and the
     weights twice."""
     grads, weights = grad_bytes * stage_params, BYTES * stage_params
-    return np.where(zero >= 3, m * (grads + 2.0 * weights),
-                    np.where(zero >= 2, m * grads + weights, np.where(zero >= 1, grads + weights, 2.0 * grads)))
+    return np.where(
+        zero >= 3,
+        m * (grads + 2.0 * weights),
+        np.where(zero >= 2, m * grads + weights, np.where(zero >= 1, grads + weights, 2.0 * grads)),
+    )

@@ -47,17 +47,19 @@ class ExpertLayout:
     experts (every MoE term is then skipped and the dense model is unchanged)."""
 
     on: bool
-    frac: np.ndarray        # share of the layers with a MoE feed-forward block (0: dense)
-    ep: np.ndarray          # expert parallel degree
-    etp: np.ndarray         # expert tensor parallel degree
-    edp: np.ndarray         # expert data parallel degree t c D / (ETP EP)
-    cf: np.ndarray          # capacity factor (most loaded expert / mean)
-    overlap: np.ndarray     # 1: dispatch/combine overlapped with another micro-batch's compute
-    dedup: np.ndarray       # 1: one copy per destination domain over the fabric (DeepEP)
-    params: np.ndarray      # routed-expert parameters per (average) layer, whole model
+    frac: np.ndarray  # share of the layers with a MoE feed-forward block (0: dense)
+    ep: np.ndarray  # expert parallel degree
+    etp: np.ndarray  # expert tensor parallel degree
+    edp: np.ndarray  # expert data parallel degree t c D / (ETP EP)
+    cf: np.ndarray  # capacity factor (most loaded expert / mean)
+    overlap: np.ndarray  # 1: dispatch/combine overlapped with another micro-batch's compute
+    dedup: np.ndarray  # 1: one copy per destination domain over the fabric (DeepEP)
+    params: np.ndarray  # routed-expert parameters per (average) layer, whole model
 
 
-def layout(shape: ModelShape, ep, etp, cf, overlap, dedup, lay: Layout) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
+def layout(
+    shape: ModelShape, ep, etp, cf, overlap, dedup, lay: Layout
+) -> tuple[ExpertLayout, list[tuple[np.ndarray, str]]]:
     """The :class:`ExpertLayout` of the expert inputs (degrees ``ep`` and ``etp``, capacity
     factor, overlap and deduplicated-dispatch flags) on the layout ``lay``, and ``(mask,
     reason)`` for expert layouts that cannot run.
@@ -68,19 +70,42 @@ def layout(shape: ModelShape, ep, etp, cf, overlap, dedup, lay: Layout) -> tuple
     on = bool(moe.any())
     checks = [((ep > 1) & ~moe, "expert parallelism needs a mixture-of-experts model")]
     if not on:
-        return ExpertLayout(on=False, frac=None, ep=ep, etp=etp, edp=None, cf=cf, overlap=overlap, dedup=dedup,
-                            params=None), checks
+        return ExpertLayout(
+            on=False,
+            frac=None,
+            ep=ep,
+            etp=etp,
+            edp=None,
+            cf=cf,
+            overlap=overlap,
+            dedup=dedup,
+            params=None,
+        ), checks
     etp = np.where(np.isfinite(etp), etp, tp)
     group = tp * cp * dp
     checks += [
-        (moe & indivisible(shape.experts, ep), "expert parallel degree does not divide the experts"),
-        (moe & indivisible(group, etp * ep),
-         "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks"),
+        (
+            moe & indivisible(shape.experts, ep),
+            "expert parallel degree does not divide the experts",
+        ),
+        (
+            moe & indivisible(group, etp * ep),
+            "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks",
+        ),
         (moe & (shape.experts_per_token > shape.experts), "more experts per token than experts"),
     ]
     edp = np.maximum(np.floor(tp * cp * dp / np.maximum(etp * ep, 1.0)), 1.0)
-    return ExpertLayout(on=on, frac=workload.moe_fraction(shape), ep=ep, etp=etp, edp=edp, cf=cf,
-                        overlap=overlap, dedup=dedup, params=workload.expert_parameters(shape)), checks
+    return ExpertLayout(
+        on=on,
+        frac=workload.moe_fraction(shape),
+        ep=ep,
+        etp=etp,
+        edp=edp,
+        cf=cf,
+        overlap=overlap,
+        dedup=dedup,
+        params=workload.expert_parameters(shape),
+    ), checks
 
 
 def assignments(shape, ex: ExpertLayout, T, tp) -> np.ndarray:
@@ -116,7 +141,11 @@ def elementwise_bytes(shape, ex: ExpertLayout, tp, T, eager) -> np.ndarray:
     assignments of ``h``), and the activation (SwiGLU or GeLU, ``4 + 2g`` bytes per element,
     as the dense MLP's) on the routed and shared experts' ``f_e``-wide outputs."""
     a = assignments(shape, ex, T, tp)
-    act = (4.0 + 2.0 * shape.gated_mlp) * shape.expert_ffn_hidden * (a + T * shape.shared_experts / tp)
+    act = (
+        (4.0 + 2.0 * shape.gated_mlp)
+        * shape.expert_ffn_hidden
+        * (a + T * shape.shared_experts / tp)
+    )
     return (PERMUTE_BYTES * a * shape.hidden + act) * eager
 
 
@@ -128,8 +157,11 @@ def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
     the ``(4 + 2g) f_e / ETP`` activation bytes per row, plus the shared experts'."""
     a = assignments(shape, ex, T, tp)
     per_elem = 4.0 + 2.0 * shape.gated_mlp
-    kept = (BYTES * shape.hidden * a * ex.etp + per_elem * shape.expert_ffn_hidden * a
-            + per_elem * shape.shared_experts * shape.expert_ffn_hidden * T / tp)
+    kept = (
+        BYTES * shape.hidden * a * ex.etp
+        + per_elem * shape.expert_ffn_hidden * a
+        + per_elem * shape.shared_experts * shape.expert_ffn_hidden * T / tp
+    )
     return kept - per_elem * shape.ffn_hidden * T / tp
 
 
@@ -175,7 +207,9 @@ def partnered_share(m):
     return np.maximum(m - 1.0, 0.0) / np.maximum(m, 1.0)
 
 
-def comm_times(net, shape, ex: ExpertLayout, lay: Layout, T, full_recompute, window_s, tp_overlap, tax):
+def comm_times(
+    net, shape, ex: ExpertLayout, lay: Layout, T, full_recompute, window_s, tp_overlap, tax
+):
     """Exposed time of one (average) layer's expert communication per micro-batch: the
     all-to-alls over the EP group (stride ETP), overlapped with ``window_s`` of another
     micro-batch's compute where the study says so (Megatron-Core
@@ -187,23 +221,33 @@ def comm_times(net, shape, ex: ExpertLayout, lay: Layout, T, full_recompute, win
     tp, m = lay.tp, lay.micro_batches
     n_tp = collectives_per_layer(full_recompute)
     intra, inter = dispatch_shares(net, shape, ex)
-    a2a = a2a_per_layer(full_recompute) * net.all_to_all(a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter)
+    a2a = a2a_per_layer(full_recompute) * net.all_to_all(
+        a2a_bytes(shape, ex, T, tp), ex.ep, ex.etp, intra, inter
+    )
     # the partnered micro-batches hide what fits in their window, the others hide nothing
     share = partnered_share(m)
     hidden_a2a, left_s = exposed_in(a2a, ex.overlap, window_s, tax)
-    a2a, window_s = share * hidden_a2a + (1.0 - share) * a2a, share * left_s + (1.0 - share) * window_s
+    a2a, window_s = (
+        share * hidden_a2a + (1.0 - share) * a2a,
+        share * left_s + (1.0 - share) * window_s,
+    )
     gathered = a2a_bytes(shape, ex, T, tp) * ex.etp
     etp_s = np.where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
     etp_s = exposed(etp_s, tp_overlap, window_s, tax)
     return ex.frac * (a2a + etp_s)
 
 
-def link_bytes(net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute) -> tuple[np.ndarray, np.ndarray]:
+def link_bytes(
+    net, shape, ex: ExpertLayout, T, tp, n_tp, full_recompute
+) -> tuple[np.ndarray, np.ndarray]:
     """Scale-up and scale-out bytes one rank sends per micro-batch per (average) layer for
     its expert communication (all-to-alls and ETP collectives)."""
     vol = a2a_bytes(shape, ex, T, tp)
     up, out = net.all_to_all_traffic(vol, ex.ep, ex.etp, *dispatch_shares(net, shape, ex))
     n = a2a_per_layer(full_recompute)
     e_up, e_out = net.traffic(vol * ex.etp, ex.etp, 1.0)
-    e_up, e_out = np.where(ex.etp > 1, 0.5 * n_tp * e_up, 0.0), np.where(ex.etp > 1, 0.5 * n_tp * e_out, 0.0)
+    e_up, e_out = (
+        np.where(ex.etp > 1, 0.5 * n_tp * e_up, 0.0),
+        np.where(ex.etp > 1, 0.5 * n_tp * e_out, 0.0),
+    )
     return ex.frac * (n * up + e_up), ex.frac * (n * out + e_out)

@@ -12,9 +12,22 @@ import yaml
 from dse.analytic.columns import factorise
 
 #: the per-stack behaviours the time model reads, in :class:`Stack` order
-FIELDS = ("default_zero_stage", "zero_ok_mask", "grad_bytes", "tp_overlap", "grad_overlap", "gather_overlap",
-          "step_gather_overlap", "p2p_overlap", "fused_kernels", "p2p_scatter_gather", "interleaved_schedule",
-          "zero3_calls_per_layer", "per_rank_copies", "moe_tp_needs_sp")
+FIELDS = (
+    "default_zero_stage",
+    "zero_ok_mask",
+    "grad_bytes",
+    "tp_overlap",
+    "grad_overlap",
+    "gather_overlap",
+    "step_gather_overlap",
+    "p2p_overlap",
+    "fused_kernels",
+    "p2p_scatter_gather",
+    "interleaved_schedule",
+    "zero3_calls_per_layer",
+    "per_rank_copies",
+    "moe_tp_needs_sp",
+)
 
 
 @cache
@@ -64,8 +77,11 @@ def _row(name: str) -> tuple[float, ...]:
     st = catalog().get(name)
     if st is None:
         return (np.nan,) * len(FIELDS)
-    return (float(st["default_zero_stage"]), float(sum(1 << int(z) for z in st["zero_stages"])),
-            *(float(st[f]) for f in FIELDS[2:]))
+    return (
+        float(st["default_zero_stage"]),
+        float(sum(1 << int(z) for z in st["zero_stages"])),
+        *(float(st[f]) for f in FIELDS[2:]),
+    )
 
 
 def lookup(names) -> Stack:

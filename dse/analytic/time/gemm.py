@@ -18,13 +18,13 @@ TILE = 128.0  # GEMM output tile edge for wave quantisation (cuBLAS/CUTLASS defa
 class Roofline:
     """The per-candidate device terms every GEMM of a candidate shares (:func:`gemm`)."""
 
-    peak_flops: np.ndarray   # FLOP/s at the maximum clock
+    peak_flops: np.ndarray  # FLOP/s at the maximum clock
     clock_ratio: np.ndarray  # f / f_max
     compute_units: np.ndarray
-    eff_max: np.ndarray      # calibrated efficiency of a large GEMM
-    half_flops: np.ndarray   # FLOPs at which a GEMM reaches half of eff_max (fixed cost per kernel)
-    half_k: np.ndarray       # inner size at which a tile's K loop reaches half (prologue, epilogue)
-    hbm_bw_bps: np.ndarray   # achievable HBM bandwidth, B/s
+    eff_max: np.ndarray  # calibrated efficiency of a large GEMM
+    half_flops: np.ndarray  # FLOPs at which a GEMM reaches half of eff_max (fixed cost per kernel)
+    half_k: np.ndarray  # inner size at which a tile's K loop reaches half (prologue, epilogue)
+    hbm_bw_bps: np.ndarray  # achievable HBM bandwidth, B/s
 
 
 def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> Roofline:
@@ -37,10 +37,20 @@ def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> Roofline:
         peak, eff = hw.peak16_flops, hw.matmul_eff_max
     else:
         peak = hw.peak_flops
-        eff = hw.matmul_eff_max * np.where(hw.fp8 > 0, hw.fp8_matmul_ratio, 1.0) if hw.fp8.any() else hw.matmul_eff_max
-    return Roofline(peak_flops=peak, clock_ratio=clock_ratio, compute_units=hw.compute_units, eff_max=eff,
-                    half_flops=hw.matmul_half_gflop * 1e9, half_k=hw.matmul_half_k,
-                    hbm_bw_bps=hw.hbm_bw_bps * hw.memory_eff)
+        eff = (
+            hw.matmul_eff_max * np.where(hw.fp8 > 0, hw.fp8_matmul_ratio, 1.0)
+            if hw.fp8.any()
+            else hw.matmul_eff_max
+        )
+    return Roofline(
+        peak_flops=peak,
+        clock_ratio=clock_ratio,
+        compute_units=hw.compute_units,
+        eff_max=eff,
+        half_flops=hw.matmul_half_gflop * 1e9,
+        half_k=hw.matmul_half_k,
+        hbm_bw_bps=hw.hbm_bw_bps * hw.memory_eff,
+    )
 
 
 def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
@@ -62,7 +72,11 @@ def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
     ``ceil(m / TILE)`` when the caller has it (the token dimension is shared by most GEMMs).
     """
     t_c = compute_time(m, n, k, batch, r, m_tiles=m_tiles)
-    t_m = BYTES * (m * k + k * n + m * n) if batch is None else BYTES * batch * (m * k + k * n + m * n)
+    t_m = (
+        BYTES * (m * k + k * n + m * n)
+        if batch is None
+        else BYTES * batch * (m * k + k * n + m * n)
+    )
     t_m = t_m / r.hbm_bw_bps
     bound = t_c >= t_m
     return np.where(bound, t_c, 0.0), np.where(bound, 0.0, t_m)
@@ -78,4 +92,9 @@ def compute_time(m, n, k, batch, r: Roofline, *, m_tiles=None):
         tiles = tiles * batch
     waves_cu = np.ceil(tiles / cu) * cu
     # flops / (peak * ratio * eff_max * (tiles / waves_cu) * flops / (flops + half) * k / (k + half_k))
-    return (flops + r.half_flops) * waves_cu * (1.0 + r.half_k / k) / (tiles * r.peak_flops * r.clock_ratio * r.eff_max)
+    return (
+        (flops + r.half_flops)
+        * waves_cu
+        * (1.0 + r.half_k / k)
+        / (tiles * r.peak_flops * r.clock_ratio * r.eff_max)
+    )

@@ -17,8 +17,18 @@ from dse.errors import DseError
 #: fitted per accelerator (calibration.yaml ``fitted``; by :func:`estimated_efficiencies` elsewhere)
 ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")
 #: one value for every accelerator and stack (calibration.yaml ``shared``)
-SHARED_FIELDS = ("matmul_half_gflop", "matmul_half_k", "kernel_overhead_us", "host_dispatch_us", "collective_call_us", "collective_latency_us", "scaleout_latency_us",
-                 "attention_eff", "overlap_tax", "eager_elementwise_factor")
+SHARED_FIELDS = (
+    "matmul_half_gflop",
+    "matmul_half_k",
+    "kernel_overhead_us",
+    "host_dispatch_us",
+    "collective_call_us",
+    "collective_latency_us",
+    "scaleout_latency_us",
+    "attention_eff",
+    "overlap_tax",
+    "eager_elementwise_factor",
+)
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
 #: bytes per "GB" of an accelerator's memory capacity: vendors size HBM in GiB (an "80 GB" A100
 #: or H100 holds 80 GiB, 81,920 MiB in nvidia-smi; MI300X's "192 GB" is 192 GiB in rocm-smi),
@@ -39,10 +49,21 @@ def catalog_notes() -> dict[str, dict[str, str]]:
     notes: dict[str, dict[str, str]] = {}
     part = None
     for line in files("dse.analytic.data").joinpath("hardware.yaml").read_text().splitlines():
-        if line and not line[0].isspace() and not line.startswith("#") and line.rstrip().endswith(":"):
+        if (
+            line
+            and not line[0].isspace()
+            and not line.startswith("#")
+            and line.rstrip().endswith(":")
+        ):
             part = line.rstrip()[:-1]
             notes[part] = {}
-        elif part and line.startswith("  ") and not line.startswith("   ") and "#" in line and ":" in line:
+        elif (
+            part
+            and line.startswith("  ")
+            and not line.startswith("   ")
+            and "#" in line
+            and ":" in line
+        ):
             field, _, rest = line.strip().partition(":")
             comment = rest.partition(" #")[2].strip()
             if comment:
@@ -76,7 +97,9 @@ def estimated_efficiencies(name: str, fitted: dict[str, dict] | None = None) -> 
     ``collective_eff``: the mean over the fitted accelerators (same kernels, same NCCL).
     """
     fitted = calibration()["fitted"] if fitted is None else fitted
-    fits = list({id(v): (k, v) for k, v in fitted.items()}.values())  # a YAML alias (same die) counts once
+    fits = list(
+        {id(v): (k, v) for k, v in fitted.items()}.values()
+    )  # a YAML alias (same die) counts once
     ratios = [v["matmul_eff_max"] / mamf_efficiency(k) for k, v in fits if mamf_efficiency(k)]
     published = [e for e in (mamf_efficiency(k) for k in catalog()) if e is not None]
     own = mamf_efficiency(name)
@@ -89,9 +112,12 @@ def estimated_efficiencies(name: str, fitted: dict[str, dict] | None = None) -> 
         fp8 = float(np.mean(fp8_fits))
     else:
         fp8 = 1.0
-    return {"matmul_eff_max": min(eff, 0.95), "fp8_matmul_ratio": fp8,
-            "memory_eff": float(np.mean([v["memory_eff"] for _, v in fits])),
-            "collective_eff": float(np.mean([v["collective_eff"] for _, v in fits]))}
+    return {
+        "matmul_eff_max": min(eff, 0.95),
+        "fp8_matmul_ratio": fp8,
+        "memory_eff": float(np.mean([v["memory_eff"] for _, v in fits])),
+        "collective_eff": float(np.mean([v["collective_eff"] for _, v in fits])),
+    }
 
 
 def is_estimated(name: str) -> bool:
@@ -123,14 +149,31 @@ def accelerator_names() -> tuple[str, ...]:
 def canonical_accelerator(name) -> str | None:
     """The catalog name ``name`` means, ignoring case, spaces, hyphens and underscores
     (``a100-80gb``, ``H100 SXM``); None when it means none."""
+
     def key(text):
         return "".join(ch for ch in str(text).lower() if ch.isalnum())
+
     return {key(n): n for n in accelerator_names()}.get(key(name))
 
 
-FIELDS = ("peak_flops", "peak16_flops", "hbm_bw_bps", "hbm_capacity_bytes", "clock_max_mhz", "clock_min_mhz", "tdp_w",
-          "idle_w", "scaleup_bw_bps", "scaleup_topology", "scaleup_domain", "compute_units", "reserved_bytes",
-          "precision_ok", "fp8", *CALIBRATION_FIELDS)
+FIELDS = (
+    "peak_flops",
+    "peak16_flops",
+    "hbm_bw_bps",
+    "hbm_capacity_bytes",
+    "clock_max_mhz",
+    "clock_min_mhz",
+    "tdp_w",
+    "idle_w",
+    "scaleup_bw_bps",
+    "scaleup_topology",
+    "scaleup_domain",
+    "compute_units",
+    "reserved_bytes",
+    "precision_ok",
+    "fp8",
+    *CALIBRATION_FIELDS,
+)
 
 
 def entry(name: str) -> tuple[dict, dict] | None:
@@ -143,7 +186,10 @@ def entry(name: str) -> tuple[dict, dict] | None:
     if prof is None:
         return None
     # a field the catalog gained after the profile was written comes from its base part
-    return {**catalog().get(prof.base, {}), **prof.hardware}, {**calibration()["shared"], **prof.calibration}
+    return {**catalog().get(prof.base, {}), **prof.hardware}, {
+        **calibration()["shared"],
+        **prof.calibration,
+    }
 
 
 def _row(name: str, prec: str) -> tuple[float, ...]:

@@ -29,17 +29,19 @@ class LayerTime:
     """Time of one layer per micro-batch on one accelerator, forward + backward +
     recomputation (s), and the passes and element-wise bytes behind it."""
 
-    compute_s: np.ndarray        # clock-bound GEMM time
-    memory_s: np.ndarray         # memory-bound GEMM time and element-wise kernels
-    dense_gemm_s: np.ndarray     # time of the dense GEMMs, clock- or memory-bound, all passes (hides TP traffic)
-    attn_core_s: np.ndarray      # time of the attention core's products, all passes (hides CP traffic)
-    overhead_s: np.ndarray       # fixed per-kernel launch cost, all passes
-    host_s: np.ndarray           # host (CPU) dispatch time of the layer's kernels, all passes
-    dense_passes: np.ndarray     # passes over the dense part (3 or 4)
-    attn_passes: np.ndarray      # passes over the attention core (3 or 4)
-    full_recompute: np.ndarray   # bool: full activation recomputation
-    dense_ew_bytes: np.ndarray   # element-wise bytes of one forward pass, dense part
-    attn_ew_bytes: np.ndarray    # element-wise bytes of one forward pass, attention core
+    compute_s: np.ndarray  # clock-bound GEMM time
+    memory_s: np.ndarray  # memory-bound GEMM time and element-wise kernels
+    dense_gemm_s: (
+        np.ndarray
+    )  # time of the dense GEMMs, clock- or memory-bound, all passes (hides TP traffic)
+    attn_core_s: np.ndarray  # time of the attention core's products, all passes (hides CP traffic)
+    overhead_s: np.ndarray  # fixed per-kernel launch cost, all passes
+    host_s: np.ndarray  # host (CPU) dispatch time of the layer's kernels, all passes
+    dense_passes: np.ndarray  # passes over the dense part (3 or 4)
+    attn_passes: np.ndarray  # passes over the attention core (3 or 4)
+    full_recompute: np.ndarray  # bool: full activation recomputation
+    dense_ew_bytes: np.ndarray  # element-wise bytes of one forward pass, dense part
+    attn_ew_bytes: np.ndarray  # element-wise bytes of one forward pass, attention core
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +49,11 @@ class Kernels:
     """How one accelerator runs a micro-batch's kernels: the tokens it holds, the roofline
     terms of its GEMMs and how much more an unfused stack's element-wise kernels move."""
 
-    tokens: np.ndarray       # T = b s / cp, tokens per micro-batch on this accelerator
+    tokens: np.ndarray  # T = b s / cp, tokens per micro-batch on this accelerator
     token_tiles: np.ndarray  # ceil(T / TILE)
-    roofline: Roofline       # at the candidate's precision (the linear layers)
-    roofline16: Roofline     # at 16 bit (attention, output layer)
-    eager: np.ndarray        # 1 for fused kernels, the eager stack's byte factor otherwise
+    roofline: Roofline  # at the candidate's precision (the linear layers)
+    roofline16: Roofline  # at 16 bit (attention, output layer)
+    eager: np.ndarray  # 1 for fused kernels, the eager stack's byte factor otherwise
 
 
 def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple, tuple]:
@@ -77,7 +79,9 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     # causal training: the fused kernel skips the masked upper triangle, half the score blocks
     # (Dao 2023, FlashAttention-2, section 3.1.1); unfused attention computes all of them
     width = (qk + d) / 2.0 if any_mla else d  # the two products' mean inner width
-    fa_c = CAUSAL_SHARE * compute_time(s_q, s, width, 2.0 * b * a / tp, replace(g, eff_max=g.eff_max * attention_eff))
+    fa_c = CAUSAL_SHARE * compute_time(
+        s_q, s, width, 2.0 * b * a / tp, replace(g, eff_max=g.eff_max * attention_eff)
+    )
     # Q, K, V and O once: 4 T a d with as many key-value as query heads (and for GQA, whose
     # smaller K and V the count does not shrink); MLA's K and V are per head
     qkvo = a * d * 4.0
@@ -138,7 +142,9 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
     return c, m
 
 
-def elementwise_bytes(shape, lay: Layout, T, fp8, eager, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def elementwise_bytes(
+    shape, lay: Layout, T, fp8, eager, ex
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes of a layer's element-wise kernels, one forward pass of ``T`` tokens on one
     accelerator: ``(replicated, mlp, attention)``.
 
@@ -153,11 +159,19 @@ def elementwise_bytes(shape, lay: Layout, T, fp8, eager, ex) -> tuple[np.ndarray
     (:func:`~dse.analytic.time.experts.elementwise_bytes`).
     """
     h, s, a = shape.hidden, shape.seq_len, shape.heads
-    tp, cp, sp, b, flash = lay.tp, lay.cp, lay.sequence_parallel, lay.micro_batch, lay.flash_attention
+    tp, cp, sp, b, flash = (
+        lay.tp,
+        lay.cp,
+        lay.sequence_parallel,
+        lay.micro_batch,
+        lay.flash_attention,
+    )
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
     mlp_ew = (4.0 + 2.0 * shape.gated_mlp) * T * shape.ffn_hidden / tp * eager
     if ex.on:
-        mlp_ew = (1.0 - ex.frac) * mlp_ew + ex.frac * experts.elementwise_bytes(shape, ex, tp, T, eager)
+        mlp_ew = (1.0 - ex.frac) * mlp_ew + ex.frac * experts.elementwise_bytes(
+            shape, ex, tp, T, eager
+        )
     if fp8.any():
         rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp), 0.0)
     on = flash > 0
@@ -177,7 +191,13 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     forward's 2, so 2.5 forward passes (Dao 2023, FlashAttention-2, section 3.1.2).
     ``k``: the micro-batch's :class:`Kernels` on one accelerator; ``ex``: the
     :class:`~dse.analytic.time.experts.ExpertLayout`."""
-    tp, cp, b, recompute, flash = lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.flash_attention
+    tp, cp, b, recompute, flash = (
+        lay.tp,
+        lay.cp,
+        lay.micro_batch,
+        lay.recompute,
+        lay.flash_attention,
+    )
     T, T_tiles, g, g16, eager = k.tokens, k.token_tiles, k.roofline, k.roofline16, k.eager
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
     score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff)
@@ -195,11 +215,16 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
         memory_s=(dense_m + ew_dense_m) * dense_passes + (attn_m + ew_attn_m) * attn_passes,
         # the overlap windows are the kernels' whole time: a GEMM that turns memory-bound at a
         # higher clock still runs beside the traffic it hides
-        dense_gemm_s=(dense_c + dense_m) * dense_passes, attn_core_s=(attn_c + attn_m) * attn_passes,
+        dense_gemm_s=(dense_c + dense_m) * dense_passes,
+        attn_core_s=(attn_c + attn_m) * attn_passes,
         overhead_s=hw.kernel_overhead_us * 1e-6 * dense_passes,
         host_s=hw.host_dispatch_us * 1e-6 * dense_passes,
-        dense_passes=dense_passes, attn_passes=attn_passes, full_recompute=full,
-        dense_ew_bytes=rep + mlp_ew, attn_ew_bytes=attn_ew)
+        dense_passes=dense_passes,
+        attn_passes=attn_passes,
+        full_recompute=full,
+        dense_ew_bytes=rep + mlp_ew,
+        attn_ew_bytes=attn_ew,
+    )
 
 
 def output_layer(shape, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,9 @@ class MemoryBreakdown:
     checkpoint_bytes: np.ndarray
 
 
-def activation_bytes_per_layer(s, b, h, a, tp, sp, recompute, flash, split=(24.0, 24.0, 0.0)) -> np.ndarray:
+def activation_bytes_per_layer(
+    s, b, h, a, tp, sp, recompute, flash, split=(24.0, 24.0, 0.0)
+) -> np.ndarray:
     """Activation bytes one layer keeps for the backward pass, per micro-batch (16-bit).
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -68,14 +70,17 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not mla.any():
         return none, none, np.zeros_like(none)
     rq = shape.q_lora_rank
-    latents = np.where(mla, np.where(rq > 0, rq, 0.0) + shape.kv_lora_rank + shape.rope_head_dim, 0.0)
+    latents = np.where(
+        mla, np.where(rq > 0, rq, 0.0) + shape.kv_lora_rank + shape.rope_head_dim, 0.0
+    )
     # without a query rank the queries come straight from the layer's input: no query latent
     selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims.q) + dims.o) + mlp) / h, none)
     return none, selective, 2.0 * latents / h
 
 
-def _activation_variants(s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)) -> tuple[np.ndarray, np.ndarray,
-                                                                                     np.ndarray]:
+def _activation_variants(
+    s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`activation_bytes_per_layer` for no, selective and full recomputation
     (``split``: :func:`split_bytes_per_hidden`'s three parts)."""
     sbh = s * b * h
@@ -90,8 +95,11 @@ def _activation_variants(s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)) -> 
 def _shards(zero_stage, ranks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Divisors of the weights, gradients and optimizer state: ZeRO 1 shards the optimizer
     state over ``ranks``, 2 also the gradients, 3 also the weights."""
-    return (np.where(zero_stage >= 3, ranks, 1.0), np.where(zero_stage >= 2, ranks, 1.0),
-            np.where(zero_stage >= 1, ranks, 1.0))
+    return (
+        np.where(zero_stage >= 3, ranks, 1.0),
+        np.where(zero_stage >= 2, ranks, 1.0),
+        np.where(zero_stage >= 1, ranks, 1.0),
+    )
 
 
 def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
@@ -110,8 +118,9 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split):
     selective, 2 full); ``moe_act``: the mixture-of-experts layer's extra activations (kept
     unless fully recomputed), None when dense; ``split``: :func:`split_bytes_per_hidden`."""
     recompute = lay.recompute
-    none, selective, full = _activation_variants(s, b, shape.hidden, shape.heads, lay.tp, lay.sequence_parallel,
-                                                 lay.flash_attention, split)
+    none, selective, full = _activation_variants(
+        s, b, shape.hidden, shape.heads, lay.tp, lay.sequence_parallel, lay.flash_attention, split
+    )
     per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
     working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
     if moe_act is not None:
@@ -147,14 +156,22 @@ def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]
 class ExpertMemory:
     """What a mixture-of-experts layer adds to the memory (:func:`memory_breakdown`)."""
 
-    params_per_layer: np.ndarray   # routed-expert parameters per (average) layer, whole model
-    split: np.ndarray              # EP x ETP: ranks one layer's experts are split over
-    edp: np.ndarray                # expert-data-parallel ranks their state is sharded over
-    activation_bytes: np.ndarray   # bytes per layer and micro-batch (dispatched tokens, experts' activations)
+    params_per_layer: np.ndarray  # routed-expert parameters per (average) layer, whole model
+    split: np.ndarray  # EP x ETP: ranks one layer's experts are split over
+    edp: np.ndarray  # expert-data-parallel ranks their state is sharded over
+    activation_bytes: (
+        np.ndarray
+    )  # bytes per layer and micro-batch (dispatched tokens, experts' activations)
 
 
-def memory_breakdown(shape: ModelShape, lay: Layout, stages: Stages, counts: ParameterCounts,
-                     reserved_bytes: np.ndarray, experts: ExpertMemory | None = None) -> MemoryBreakdown:
+def memory_breakdown(
+    shape: ModelShape,
+    lay: Layout,
+    stages: Stages,
+    counts: ParameterCounts,
+    reserved_bytes: np.ndarray,
+    experts: ExpertMemory | None = None,
+) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
 
@@ -183,19 +200,28 @@ def memory_breakdown(shape: ModelShape, lay: Layout, stages: Stages, counts: Par
     # long by its docstring (the memory rules and sources); the code is ~35 lines
     tp, cp, pp, dp, v = lay.tp, lay.cp, lay.pp, lay.dp, lay.interleave
     seq_len, micro_batch, vocab = shape.seq_len, lay.micro_batch, shape.vocab
-    per_layer, working = _layer_activations(seq_len / cp, micro_batch, shape, lay,
-                                            None if experts is None else experts.activation_bytes,
-                                            split_bytes_per_hidden(shape))
+    per_layer, working = _layer_activations(
+        seq_len / cp,
+        micro_batch,
+        shape,
+        lay,
+        None if experts is None else experts.activation_bytes,
+        split_bytes_per_hidden(shape),
+    )
     if experts is not None:
         expert_params, expert_split, edp = experts.params_per_layer, experts.split, experts.edp
     logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
-    candidates = _stage_candidates(stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits)
+    candidates = _stage_candidates(
+        stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
+    )
     w_div, g_div, o_div = _shards(lay.zero_stage, dp * cp)
     state_per_param = 2.0 / w_div + 2.0 / g_div + 12.0 / o_div
     if experts is not None:
         ew_div, eg_div, eo_div = _shards(lay.zero_stage, edp)
         expert_state = 2.0 / ew_div + 2.0 / eg_div + 12.0 / eo_div
-    best = None  # (parameters, expert parameters, activations, total) of the most loaded stage so far
+    best = (
+        None  # (parameters, expert parameters, activations, total) of the most loaded stage so far
+    )
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
         chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
@@ -209,8 +235,10 @@ def memory_breakdown(shape: ModelShape, lay: Layout, stages: Stages, counts: Par
             best = (params, e_params, activations, total)
         else:
             more = total > best[3]
-            best = tuple(np.where(more, new, old) for new, old in zip((params, e_params, activations, total), best,
-                                                                      strict=True))
+            best = tuple(
+                np.where(more, new, old)
+                for new, old in zip((params, e_params, activations, total), best, strict=True)
+            )
     params, e_params, activations, total = best
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
     checkpoint = 14.0 * params / (dp * cp)  # (2 + 12) B per parameter over its dp x cp copies
@@ -220,6 +248,12 @@ def memory_breakdown(shape: ModelShape, lay: Layout, stages: Stages, counts: Par
         optimizer = optimizer + 12.0 * e_params / eo_div
         checkpoint = checkpoint + 14.0 * e_params / edp
     total = total + reserved_bytes
-    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=optimizer,
-                           activations_bytes=activations, reserved_bytes=reserved_bytes, total_bytes=total,
-                           checkpoint_bytes=checkpoint)
+    return MemoryBreakdown(
+        weights_bytes=weights,
+        gradients_bytes=grads,
+        optimizer_bytes=optimizer,
+        activations_bytes=activations,
+        reserved_bytes=reserved_bytes,
+        total_bytes=total,
+        checkpoint_bytes=checkpoint,
+    )

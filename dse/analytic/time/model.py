@@ -37,8 +37,11 @@ from dse.analytic.time.reasons import REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
 
 
-def evaluate(cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None,
-             part: parallelism.Stages | None = None) -> TimeResult:
+def evaluate(
+    cfg: dict[str, np.ndarray],
+    clock_mhz: np.ndarray | None = None,
+    part: parallelism.Stages | None = None,
+) -> TimeResult:
     """Time metrics for every candidate in ``cfg`` (input name -> array).
 
     ``clock_mhz`` overrides the study's clock (the energy model uses it for power caps
@@ -62,24 +65,42 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
     stack = frameworks.lookup(cfg["framework"])
     reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
-    reasons.flag(~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
-                 "unknown model preset and incomplete shape")
+    reasons.flag(
+        ~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
+        "unknown model preset and incomplete shape",
+    )
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
     lay = _layout(cfg, stack)
-    reasons.flag(~stack.offers(lay.zero_stage), "the training stack does not offer this sharding (ZeRO) stage")
-    reasons.flag((lay.interleave > 1) & (stack.interleaved_schedule == 0),
-                 "the training stack has no interleaved pipeline schedule")
+    reasons.flag(
+        ~stack.offers(lay.zero_stage),
+        "the training stack does not offer this sharding (ZeRO) stage",
+    )
+    reasons.flag(
+        (lay.interleave > 1) & (stack.interleaved_schedule == 0),
+        "the training stack has no interleaved pipeline schedule",
+    )
     stages = parallelism.pipeline_stages(shape.layers, lay.pp)
     checks = parallelism.infeasible(lay, stages, shape)
-    ex, expert_checks = experts.layout(shape, _f(cfg, "expert_parallel"), _f(cfg, "expert_tensor_parallel"),
-                                       _f(cfg, "capacity_factor"), _f(cfg, "moe_a2a_overlap"),
-                                       choice_codes(cfg["moe_dispatcher"], MOE_DISPATCHERS) == 1, lay)
+    ex, expert_checks = experts.layout(
+        shape,
+        _f(cfg, "expert_parallel"),
+        _f(cfg, "expert_tensor_parallel"),
+        _f(cfg, "capacity_factor"),
+        _f(cfg, "moe_a2a_overlap"),
+        choice_codes(cfg["moe_dispatcher"], MOE_DISPATCHERS) == 1,
+        lay,
+    )
     for mask, reason in (*checks, *expert_checks):
         reasons.flag(mask, reason)
     if ex.on:  # Megatron's argument check: MoE with tensor parallelism runs sequence-parallel
-        reasons.flag((ex.frac > 0) & (lay.tp > 1) & (lay.sequence_parallel == 0) & (stack.moe_tp_needs_sp == 1),
-                     "the training stack needs sequence parallelism for a mixture-of-experts model with tensor "
-                     "parallelism")
+        reasons.flag(
+            (ex.frac > 0)
+            & (lay.tp > 1)
+            & (lay.sequence_parallel == 0)
+            & (stack.moe_tp_needs_sp == 1),
+            "the training stack needs sequence parallelism for a mixture-of-experts model with tensor "
+            "parallelism",
+        )
     if part is not None:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
         stages = replace(part, units=stages.units)
     clock = _clock(cfg, hw, clock_mhz, reasons)
@@ -89,24 +110,44 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     if ex.on:
         T = lay.micro_batch * shape.seq_len / lay.cp
         moe_memory = memory.ExpertMemory(
-            params_per_layer=ex.params, split=ex.ep * ex.etp, edp=np.where(ex.frac > 0, ex.edp, 1.0),
-            activation_bytes=ex.frac * experts.activation_bytes(shape, ex, lay.tp, T))
+            params_per_layer=ex.params,
+            split=ex.ep * ex.etp,
+            edp=np.where(ex.frac > 0, ex.edp, 1.0),
+            activation_bytes=ex.frac * experts.activation_bytes(shape, ex, lay.tp, T),
+        )
     mem = memory.memory_breakdown(shape, lay, stages, counts, hw.reserved_bytes, moe_memory)
     reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
-    t = step.step_time(step.StepInputs(shape=shape, layout=lay, stages=stages, counts=counts, ex=ex, hw=hw,
-                                       stack=stack, net=net), clock / hw.clock_max_mhz)
+    t = step.step_time(
+        step.StepInputs(
+            shape=shape,
+            layout=lay,
+            stages=stages,
+            counts=counts,
+            ex=ex,
+            hw=hw,
+            stack=stack,
+            net=net,
+        ),
+        clock / hw.clock_max_mhz,
+    )
     params = workload.parameter_count(shape, counts.layer)
     active = workload.active_parameter_count(shape, counts.layer, params)
     # the training-length law takes the parameters a token uses (Chinchilla at N = N_active)
-    d_ref, b_noise = training.resolve_target(active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"),
-                                             _f(cfg, "b_noise_tokens"))
+    d_ref, b_noise = training.resolve_target(
+        active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"), _f(cfg, "b_noise_tokens")
+    )
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
     ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     codes = reasons.codes(n_rows)
-    run = _Run(steps=steps, tokens_per_step=tokens_iter, model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
-               parameters=params, active_parameters=active)
+    run = _Run(
+        steps=steps,
+        tokens_per_step=tokens_iter,
+        model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
+        parameters=params,
+        active_parameters=active,
+    )
     return _result(t, mem, hw, lay, clock, codes, net.size, run)
 
 
@@ -118,13 +159,21 @@ def _layout(cfg, stack) -> parallelism.Layout:
     tp = _f(cfg, "tensor_parallel")
     zero = _f(cfg, "zero_stage")
     return parallelism.Layout.of(
-        accelerators=_f(cfg, "num_accelerators"), tp=tp, cp=_f(cfg, "context_parallel"),
-        pp=_f(cfg, "pipeline_parallel"), global_batch=_f(cfg, "global_batch_size"),
-        micro_batch=_f(cfg, "micro_batch_size"), interleave=_f(cfg, "interleave"),
+        accelerators=_f(cfg, "num_accelerators"),
+        tp=tp,
+        cp=_f(cfg, "context_parallel"),
+        pp=_f(cfg, "pipeline_parallel"),
+        global_batch=_f(cfg, "global_batch_size"),
+        micro_batch=_f(cfg, "micro_batch_size"),
+        interleave=_f(cfg, "interleave"),
         sequence_parallel=np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
         zero_stage=np.where(np.isfinite(zero), zero, stack.default_zero_stage),
-        recompute=choice_codes(cfg["recompute"], memory.RECOMPUTE), flash_attention=_f(cfg, "flash_attention"),
-        cp_overlap=(choice_codes(cfg["context_parallel_algorithm"], CP_ALGORITHMS) != 1).astype(float))
+        recompute=choice_codes(cfg["recompute"], memory.RECOMPUTE),
+        flash_attention=_f(cfg, "flash_attention"),
+        cp_overlap=(choice_codes(cfg["context_parallel_algorithm"], CP_ALGORITHMS) != 1).astype(
+            float
+        ),
+    )
 
 
 def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
@@ -133,10 +182,15 @@ def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
     outside the accelerator's range, then clipped to it."""
     clock = _f(cfg, "clock_mhz") if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
     fraction = _f(cfg, "clock_fraction")
-    clock = np.where(np.isfinite(clock), clock,
-                     np.where(np.isfinite(fraction), fraction * hw.clock_max_mhz, hw.clock_max_mhz))
-    reasons.flag((clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9)),
-                 "clock outside the accelerator's range")
+    clock = np.where(
+        np.isfinite(clock),
+        clock,
+        np.where(np.isfinite(fraction), fraction * hw.clock_max_mhz, hw.clock_max_mhz),
+    )
+    reasons.flag(
+        (clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9)),
+        "clock outside the accelerator's range",
+    )
     return np.clip(clock, hw.clock_min_mhz, hw.clock_max_mhz)
 
 
@@ -153,20 +207,27 @@ def _network(cfg, hw) -> Network:
     up_topo = np.where(up_topo < 0, hw.scaleup_topology, up_topo)
     size = _f(cfg, "scaleup_size")
     size = np.where(np.isfinite(size), size, hw.scaleup_domain)
-    return Network(size=size, up_bw=up_bw, up_lat=up_lat, up_topo=up_topo,
-                   out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9, out_lat=out_lat,
-                   out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS), eff=hw.collective_eff,
-                   call_lat=hw.collective_call_us * 1e-6)
+    return Network(
+        size=size,
+        up_bw=up_bw,
+        up_lat=up_lat,
+        up_topo=up_topo,
+        out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9,
+        out_lat=out_lat,
+        out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
+        eff=hw.collective_eff,
+        call_lat=hw.collective_call_us * 1e-6,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class _Run:
     """The training run's length and size."""
 
-    steps: np.ndarray              # optimizer steps to the target
-    tokens_per_step: np.ndarray    # tokens per iteration
-    model_flops: np.ndarray        # model FLOPs per iteration
-    parameters: np.ndarray         # every parameter
+    steps: np.ndarray  # optimizer steps to the target
+    tokens_per_step: np.ndarray  # tokens per iteration
+    model_flops: np.ndarray  # model FLOPs per iteration
+    parameters: np.ndarray  # every parameter
     active_parameters: np.ndarray  # the parameters one token uses
 
 
@@ -177,17 +238,39 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
     time_to_train_s = steps * t.step_s
     n = lay.accelerators
     return TimeResult(
-        time_to_train_s=time_to_train_s, time_to_train_days=time_to_train_s / 86400.0,
-        step_time_s=t.step_s, compute_time_s=t.compute_s, memory_time_s=t.memory_s,
-        tp_comm_time_s=np.maximum(t.layer_comm_s - (t.cp_comm_s + t.ep_comm_s), 0.0), cp_comm_time_s=t.cp_comm_s,
-        ep_comm_time_s=t.ep_comm_s, pp_comm_time_s=t.pp_comm_s, dp_comm_time_s=t.dp_comm_s,
-        bubble_time_s=t.bubble_s, optimizer_time_s=t.optimizer_s, steps_to_train=steps,
-        tokens_to_train=steps * tokens_iter, tokens_per_s=tokens_iter / t.step_s,
+        time_to_train_s=time_to_train_s,
+        time_to_train_days=time_to_train_s / 86400.0,
+        step_time_s=t.step_s,
+        compute_time_s=t.compute_s,
+        memory_time_s=t.memory_s,
+        tp_comm_time_s=np.maximum(t.layer_comm_s - (t.cp_comm_s + t.ep_comm_s), 0.0),
+        cp_comm_time_s=t.cp_comm_s,
+        ep_comm_time_s=t.ep_comm_s,
+        pp_comm_time_s=t.pp_comm_s,
+        dp_comm_time_s=t.dp_comm_s,
+        bubble_time_s=t.bubble_s,
+        optimizer_time_s=t.optimizer_s,
+        steps_to_train=steps,
+        tokens_to_train=steps * tokens_iter,
+        tokens_per_s=tokens_iter / t.step_s,
         mfu=model_flops / (t.step_s * n * hw.peak_flops),
         # GiB, as the capacity (hardware.GIB) and as nvidia-smi and PyTorch count
-        memory_per_accelerator_gb=mem.total_bytes / hardware.GIB, weights_memory_gb=mem.weights_bytes / hardware.GIB,
-        gradients_memory_gb=mem.gradients_bytes / hardware.GIB, optimizer_memory_gb=mem.optimizer_bytes / hardware.GIB,
-        activations_memory_gb=mem.activations_bytes / hardware.GIB, parameters=params[0], active_parameters=params[1],
-        data_parallel=lay.dp, reason=REASON_TEXT[codes], reason_code=codes, hw=hw,
-        clock_mhz=clock, breakdown=t, memory=mem, num_accelerators=n, model_flops=model_flops,
-        micro_batches=lay.micro_batches, scaleup_size=scaleup_size)
+        memory_per_accelerator_gb=mem.total_bytes / hardware.GIB,
+        weights_memory_gb=mem.weights_bytes / hardware.GIB,
+        gradients_memory_gb=mem.gradients_bytes / hardware.GIB,
+        optimizer_memory_gb=mem.optimizer_bytes / hardware.GIB,
+        activations_memory_gb=mem.activations_bytes / hardware.GIB,
+        parameters=params[0],
+        active_parameters=params[1],
+        data_parallel=lay.dp,
+        reason=REASON_TEXT[codes],
+        reason_code=codes,
+        hw=hw,
+        clock_mhz=clock,
+        breakdown=t,
+        memory=mem,
+        num_accelerators=n,
+        model_flops=model_flops,
+        micro_batches=lay.micro_batches,
+        scaleup_size=scaleup_size,
+    )

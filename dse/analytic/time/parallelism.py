@@ -39,10 +39,10 @@ class Stages:
     ``first`` and ``last`` are the same stage.
     """
 
-    first: np.ndarray    # layers on the first stage (which holds the input embedding)
-    middle: np.ndarray   # layers on the most loaded middle stage (0 when pp < 3)
-    last: np.ndarray     # layers on the last stage (which holds the output layer)
-    units: np.ndarray    # placement units: L, or L + 2 when pp does not divide L
+    first: np.ndarray  # layers on the first stage (which holds the input embedding)
+    middle: np.ndarray  # layers on the most loaded middle stage (0 when pp < 3)
+    last: np.ndarray  # layers on the last stage (which holds the output layer)
+    units: np.ndarray  # placement units: L, or L + 2 when pp does not divide L
     # A *part* of a pipeline (a mixed fleet's stages on one accelerator type,
     # :mod:`dse.analytic.fleet`): ``count`` stages from pipeline rank ``rank0``, whose first
     # holds the input embedding where ``embedding`` is 1 and whose last holds the output
@@ -60,9 +60,9 @@ def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
     even = ~indivisible(layers, pp)
     units = np.where(even, layers, layers + 2.0)
     q = np.floor(units / pp)
-    extra = units - q * pp                                   # units left after q per stage
+    extra = units - q * pp  # units left after q per stage
     to_middle = np.minimum(extra, np.maximum(pp - 2.0, 0.0))  # middle stages take them first
-    rest = extra - to_middle                                 # then the first, then the last
+    rest = extra - to_middle  # then the first, then the last
     per_stage = layers / pp
     first = np.where(even, per_stage, q + (rest >= 1) - 1.0)
     last = np.where(even, per_stage, q + (rest >= 2) - 1.0)
@@ -91,32 +91,58 @@ class Layout:
     ranks share a micro-batch).
     """
 
-    accelerators: np.ndarray       # N, accelerators in the job
-    tp: np.ndarray                 # tensor-parallel degree
-    cp: np.ndarray                 # context-parallel degree
-    pp: np.ndarray                 # pipeline-parallel degree
-    dp: np.ndarray                 # data-parallel degree
-    global_batch: np.ndarray       # sequences per iteration
-    micro_batch: np.ndarray        # sequences per micro-batch
-    micro_batches: np.ndarray      # micro-batches per iteration on one replica
-    interleave: np.ndarray         # model chunks per pipeline stage (>= 1; 1 = 1F1B)
+    accelerators: np.ndarray  # N, accelerators in the job
+    tp: np.ndarray  # tensor-parallel degree
+    cp: np.ndarray  # context-parallel degree
+    pp: np.ndarray  # pipeline-parallel degree
+    dp: np.ndarray  # data-parallel degree
+    global_batch: np.ndarray  # sequences per iteration
+    micro_batch: np.ndarray  # sequences per micro-batch
+    micro_batches: np.ndarray  # micro-batches per iteration on one replica
+    interleave: np.ndarray  # model chunks per pipeline stage (>= 1; 1 = 1F1B)
     sequence_parallel: np.ndarray  # 1: sequence parallelism (only with tensor parallelism)
-    zero_stage: np.ndarray         # sharding (ZeRO) stage 0-3
-    recompute: np.ndarray          # activation recomputation, code into memory.RECOMPUTE
-    flash_attention: np.ndarray    # 1: fused attention kernel
-    cp_overlap: np.ndarray         # 1: the context-parallel exchange overlaps the attention (ring)
+    zero_stage: np.ndarray  # sharding (ZeRO) stage 0-3
+    recompute: np.ndarray  # activation recomputation, code into memory.RECOMPUTE
+    flash_attention: np.ndarray  # 1: fused attention kernel
+    cp_overlap: np.ndarray  # 1: the context-parallel exchange overlaps the attention (ring)
 
     @classmethod
-    def of(cls, *, accelerators, tp, cp, pp, global_batch, micro_batch, interleave, sequence_parallel, zero_stage,
-           recompute, flash_attention, cp_overlap) -> Layout:
+    def of(
+        cls,
+        *,
+        accelerators,
+        tp,
+        cp,
+        pp,
+        global_batch,
+        micro_batch,
+        interleave,
+        sequence_parallel,
+        zero_stage,
+        recompute,
+        flash_attention,
+        cp_overlap,
+    ) -> Layout:
         """The layout of these inputs, with its data-parallel degree and micro-batches."""
         model_parallel = np.maximum(tp * cp * pp, 1)
         dp = np.maximum(_floor_div(accelerators, model_parallel), 1)
         micro_batches = np.maximum(_floor_div(global_batch, np.maximum(dp * micro_batch, 1)), 1)
-        return cls(accelerators=accelerators, tp=tp, cp=cp, pp=pp, dp=dp, global_batch=global_batch,
-                   micro_batch=micro_batch, micro_batches=micro_batches, interleave=np.maximum(interleave, 1),
-                   sequence_parallel=sequence_parallel, zero_stage=zero_stage, recompute=recompute,
-                   flash_attention=flash_attention, cp_overlap=cp_overlap)
+        return cls(
+            accelerators=accelerators,
+            tp=tp,
+            cp=cp,
+            pp=pp,
+            dp=dp,
+            global_batch=global_batch,
+            micro_batch=micro_batch,
+            micro_batches=micro_batches,
+            interleave=np.maximum(interleave, 1),
+            sequence_parallel=sequence_parallel,
+            zero_stage=zero_stage,
+            recompute=recompute,
+            flash_attention=flash_attention,
+            cp_overlap=cp_overlap,
+        )
 
 
 def infeasible(lay: Layout, stages: Stages, shape) -> list[tuple[np.ndarray, str]]:
@@ -133,17 +159,38 @@ def infeasible(lay: Layout, stages: Stages, shape) -> list[tuple[np.ndarray, str
     model_parallel = np.maximum(tp * cp * pp, 1)
     seq_len = shape.seq_len
     return [
-        (indivisible(n, model_parallel), "tensor x context x pipeline parallel does not divide the accelerator count"),
-        (indivisible(shape.heads, tp), "tensor parallel degree does not divide the attention heads"),
-        (indivisible(shape.kv_heads, tp) & indivisible(tp, shape.kv_heads),
-         "tensor parallel degree and key-value heads do not divide each other"),
+        (
+            indivisible(n, model_parallel),
+            "tensor x context x pipeline parallel does not divide the accelerator count",
+        ),
+        (
+            indivisible(shape.heads, tp),
+            "tensor parallel degree does not divide the attention heads",
+        ),
+        (
+            indivisible(shape.kv_heads, tp) & indivisible(tp, shape.kv_heads),
+            "tensor parallel degree and key-value heads do not divide each other",
+        ),
         (pp > shape.layers, "more pipeline stages than layers"),
-        ((v > 1) & indivisible(stages.units, pp * v), "pipeline parallel x interleave does not divide the layers"),
-        (indivisible(lay.global_batch, lay.dp * lay.micro_batch), "data parallel x micro batch does not divide the global batch"),
+        (
+            (v > 1) & indivisible(stages.units, pp * v),
+            "pipeline parallel x interleave does not divide the layers",
+        ),
+        (
+            indivisible(lay.global_batch, lay.dp * lay.micro_batch),
+            "data parallel x micro batch does not divide the global batch",
+        ),
         ((v > 1) & (pp == 1), "interleaved schedule needs pipeline parallelism"),
-        ((v > 1) & indivisible(lay.micro_batches, pp),
-         "interleaved schedule needs micro-batches to be a multiple of the pipeline degree"),
-        ((lay.sequence_parallel > 0) & indivisible(seq_len, tp),
-         "sequence parallelism needs the tensor parallel degree to divide the sequence length"),
-        ((cp > 1) & indivisible(seq_len, 2 * cp), "context parallelism needs 2 x its degree to divide the sequence length"),
+        (
+            (v > 1) & indivisible(lay.micro_batches, pp),
+            "interleaved schedule needs micro-batches to be a multiple of the pipeline degree",
+        ),
+        (
+            (lay.sequence_parallel > 0) & indivisible(seq_len, tp),
+            "sequence parallelism needs the tensor parallel degree to divide the sequence length",
+        ),
+        (
+            (cp > 1) & indivisible(seq_len, 2 * cp),
+            "context parallelism needs 2 x its degree to divide the sequence length",
+        ),
     ]

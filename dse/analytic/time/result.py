@@ -13,11 +13,30 @@ from dse.analytic.time.step import StepBreakdown
 
 #: the public time metrics, in output order (the fields of :class:`TimeResult` they name)
 METRIC_FIELDS = (
-    "time_to_train_s", "time_to_train_days", "step_time_s", "compute_time_s", "memory_time_s",
-    "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s",
-    "optimizer_time_s", "steps_to_train", "tokens_to_train", "tokens_per_s", "mfu", "memory_per_accelerator_gb",
-    "weights_memory_gb", "gradients_memory_gb", "optimizer_memory_gb", "activations_memory_gb",
-    "parameters", "active_parameters", "data_parallel",
+    "time_to_train_s",
+    "time_to_train_days",
+    "step_time_s",
+    "compute_time_s",
+    "memory_time_s",
+    "tp_comm_time_s",
+    "cp_comm_time_s",
+    "ep_comm_time_s",
+    "pp_comm_time_s",
+    "dp_comm_time_s",
+    "bubble_time_s",
+    "optimizer_time_s",
+    "steps_to_train",
+    "tokens_to_train",
+    "tokens_per_s",
+    "mfu",
+    "memory_per_accelerator_gb",
+    "weights_memory_gb",
+    "gradients_memory_gb",
+    "optimizer_memory_gb",
+    "activations_memory_gb",
+    "parameters",
+    "active_parameters",
+    "data_parallel",
 )
 
 
@@ -32,40 +51,40 @@ class TimeResult:
     micro-batches per iteration and the scale-up domain size the network had.
     """
 
-    time_to_train_s: np.ndarray             # s, steps x step time (no checkpoints)
-    time_to_train_days: np.ndarray          # days
-    step_time_s: np.ndarray                 # s per iteration
-    compute_time_s: np.ndarray              # s per iteration
-    memory_time_s: np.ndarray               # s per iteration
-    tp_comm_time_s: np.ndarray              # s per iteration
-    cp_comm_time_s: np.ndarray              # s per iteration
-    ep_comm_time_s: np.ndarray              # s per iteration
-    pp_comm_time_s: np.ndarray              # s per iteration
-    dp_comm_time_s: np.ndarray              # s per iteration
-    bubble_time_s: np.ndarray               # s per iteration
-    optimizer_time_s: np.ndarray            # s per iteration
-    steps_to_train: np.ndarray              # optimizer steps
-    tokens_to_train: np.ndarray             # tokens
-    tokens_per_s: np.ndarray                # tokens/s
-    mfu: np.ndarray                         # 1
-    memory_per_accelerator_gb: np.ndarray   # GiB
-    weights_memory_gb: np.ndarray           # GiB
-    gradients_memory_gb: np.ndarray         # GiB
-    optimizer_memory_gb: np.ndarray         # GiB
-    activations_memory_gb: np.ndarray       # GiB
-    parameters: np.ndarray                  # 1, every parameter (all experts)
-    active_parameters: np.ndarray           # 1, the parameters one token uses (= parameters when dense)
-    data_parallel: np.ndarray               # 1
-    reason: np.ndarray                      # text, "" where feasible
-    reason_code: np.ndarray                 # int8 index into time.reasons.REASONS (0: feasible)
-    hw: Hardware                            # catalog and calibration arrays
-    clock_mhz: np.ndarray                   # MHz, the clock the step was timed at
-    breakdown: StepBreakdown                # s and bytes per iteration
-    memory: MemoryBreakdown                 # bytes per accelerator
-    num_accelerators: np.ndarray            # accelerators in the job
-    model_flops: np.ndarray                 # FLOP per iteration (no recomputation)
-    micro_batches: np.ndarray               # micro-batches per iteration and pipeline
-    scaleup_size: np.ndarray                # accelerators per scale-up domain (input or catalog)
+    time_to_train_s: np.ndarray  # s, steps x step time (no checkpoints)
+    time_to_train_days: np.ndarray  # days
+    step_time_s: np.ndarray  # s per iteration
+    compute_time_s: np.ndarray  # s per iteration
+    memory_time_s: np.ndarray  # s per iteration
+    tp_comm_time_s: np.ndarray  # s per iteration
+    cp_comm_time_s: np.ndarray  # s per iteration
+    ep_comm_time_s: np.ndarray  # s per iteration
+    pp_comm_time_s: np.ndarray  # s per iteration
+    dp_comm_time_s: np.ndarray  # s per iteration
+    bubble_time_s: np.ndarray  # s per iteration
+    optimizer_time_s: np.ndarray  # s per iteration
+    steps_to_train: np.ndarray  # optimizer steps
+    tokens_to_train: np.ndarray  # tokens
+    tokens_per_s: np.ndarray  # tokens/s
+    mfu: np.ndarray  # 1
+    memory_per_accelerator_gb: np.ndarray  # GiB
+    weights_memory_gb: np.ndarray  # GiB
+    gradients_memory_gb: np.ndarray  # GiB
+    optimizer_memory_gb: np.ndarray  # GiB
+    activations_memory_gb: np.ndarray  # GiB
+    parameters: np.ndarray  # 1, every parameter (all experts)
+    active_parameters: np.ndarray  # 1, the parameters one token uses (= parameters when dense)
+    data_parallel: np.ndarray  # 1
+    reason: np.ndarray  # text, "" where feasible
+    reason_code: np.ndarray  # int8 index into time.reasons.REASONS (0: feasible)
+    hw: Hardware  # catalog and calibration arrays
+    clock_mhz: np.ndarray  # MHz, the clock the step was timed at
+    breakdown: StepBreakdown  # s and bytes per iteration
+    memory: MemoryBreakdown  # bytes per accelerator
+    num_accelerators: np.ndarray  # accelerators in the job
+    model_flops: np.ndarray  # FLOP per iteration (no recomputation)
+    micro_batches: np.ndarray  # micro-batches per iteration and pipeline
+    scaleup_size: np.ndarray  # accelerators per scale-up domain (input or catalog)
 
     def metrics(self) -> dict[str, np.ndarray]:
         """The public time metrics by name, in output order."""
@@ -77,18 +96,37 @@ class TimeResult:
         fields depend on the inputs alone, so ``self``'s arrays serve (shared, not copied).
         ``self`` is not modified, unless ``inplace`` (for a result whose clock-dependent
         arrays the caller made, e.g. by an earlier ``with_rows``)."""
-        return replace(self, **{name: _rows.put(getattr(self, name), rows, getattr(sub, name), inplace=inplace)
-                                for name in CLOCK_FIELDS})
+        return replace(
+            self,
+            **{
+                name: _rows.put(getattr(self, name), rows, getattr(sub, name), inplace=inplace)
+                for name in CLOCK_FIELDS
+            },
+        )
 
 
-assert tuple(f.name for f in fields(TimeResult))[:len(METRIC_FIELDS)] == METRIC_FIELDS
+assert tuple(f.name for f in fields(TimeResult))[: len(METRIC_FIELDS)] == METRIC_FIELDS
 
 #: the fields of :class:`TimeResult` that change with the clock (the rest, catalog arrays,
 #: memory, parameters, layout, training length, depend on the inputs alone); the reasons
 #: are among them because a re-timed clock is in the accelerator's range
 CLOCK_FIELDS = (
-    "time_to_train_s", "time_to_train_days", "step_time_s", "compute_time_s", "memory_time_s",
-    "tp_comm_time_s", "cp_comm_time_s", "ep_comm_time_s", "pp_comm_time_s", "dp_comm_time_s", "bubble_time_s",
-    "optimizer_time_s", "tokens_per_s", "mfu", "reason", "reason_code", "clock_mhz", "breakdown",
+    "time_to_train_s",
+    "time_to_train_days",
+    "step_time_s",
+    "compute_time_s",
+    "memory_time_s",
+    "tp_comm_time_s",
+    "cp_comm_time_s",
+    "ep_comm_time_s",
+    "pp_comm_time_s",
+    "dp_comm_time_s",
+    "bubble_time_s",
+    "optimizer_time_s",
+    "tokens_per_s",
+    "mfu",
+    "reason",
+    "reason_code",
+    "clock_mhz",
+    "breakdown",
 )
-

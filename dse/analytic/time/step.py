@@ -44,34 +44,56 @@ class StepBreakdown:
     GPU's wait for its host, ``host_idle_s``) is part of ``memory_s``.
     """
 
-    compute_s: np.ndarray       # clock-bound GEMM time
-    memory_s: np.ndarray        # memory-bound kernels
-    layer_comm_s: np.ndarray    # exposed per-layer collectives: tensor-, context- and expert-parallel (all three)
-    pp_comm_s: np.ndarray       # pipeline point-to-point and tied-embedding all-reduce
-    dp_comm_s: np.ndarray       # exposed data-parallel communication
-    bubble_s: np.ndarray        # pipeline bubble
-    optimizer_s: np.ndarray     # optimizer step
-    step_s: np.ndarray          # iteration time
-    overhead_s: np.ndarray      # kernel launch overhead (inside memory_s)
+    compute_s: np.ndarray  # clock-bound GEMM time
+    memory_s: np.ndarray  # memory-bound kernels
+    layer_comm_s: (
+        np.ndarray
+    )  # exposed per-layer collectives: tensor-, context- and expert-parallel (all three)
+    pp_comm_s: np.ndarray  # pipeline point-to-point and tied-embedding all-reduce
+    dp_comm_s: np.ndarray  # exposed data-parallel communication
+    bubble_s: np.ndarray  # pipeline bubble
+    optimizer_s: np.ndarray  # optimizer step
+    step_s: np.ndarray  # iteration time
+    overhead_s: np.ndarray  # kernel launch overhead (inside memory_s)
     hbm_traffic_bytes: np.ndarray  # HBM traffic of the element-wise kernels, weights and optimizer
-    scaleup_bytes: np.ndarray   # bytes sent on scale-up links
+    scaleup_bytes: np.ndarray  # bytes sent on scale-up links
     scaleout_bytes: np.ndarray  # bytes sent on scale-out links
     # for composing pipeline parts (dse.analytic.fleet); None where a caller builds a breakdown itself
-    slot_s: np.ndarray | None = None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
-    work_s: np.ndarray | None = None  # one micro-batch on every stage of this pipeline (part), summed
-    host_idle_s: np.ndarray | None = None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
+    slot_s: np.ndarray | None = (
+        None  # one micro-batch on the pace stage (compute, memory, TP/CP/EP)
+    )
+    work_s: np.ndarray | None = (
+        None  # one micro-batch on every stage of this pipeline (part), summed
+    )
+    host_idle_s: np.ndarray | None = (
+        None  # GPU waiting for its host's dispatch (inside memory_s; clock-independent until compute fills it)
+    )
     cp_comm_s: np.ndarray | None = None  # the context-parallel exchange's share of layer_comm_s
-    ep_comm_s: np.ndarray | None = None  # the experts' dispatch, combine and expert-tensor collectives' share of layer_comm_s
+    ep_comm_s: np.ndarray | None = (
+        None  # the experts' dispatch, combine and expert-tensor collectives' share of layer_comm_s
+    )
 
     @classmethod
-    def one_accelerator(cls, compute_s: np.ndarray, memory_s: np.ndarray,
-                        hbm_traffic_bytes: np.ndarray) -> StepBreakdown:
+    def one_accelerator(
+        cls, compute_s: np.ndarray, memory_s: np.ndarray, hbm_traffic_bytes: np.ndarray
+    ) -> StepBreakdown:
         """Kernels back to back on one accelerator (a profiled stage or kernel): no
         communication, no bubble, no optimizer step."""
         zero = np.zeros(np.shape(compute_s))
-        return cls(compute_s=compute_s, memory_s=memory_s, layer_comm_s=zero, pp_comm_s=zero, dp_comm_s=zero,
-                   bubble_s=zero, optimizer_s=zero, step_s=compute_s + memory_s, overhead_s=zero,
-                   hbm_traffic_bytes=hbm_traffic_bytes, scaleup_bytes=zero, scaleout_bytes=zero)
+        return cls(
+            compute_s=compute_s,
+            memory_s=memory_s,
+            layer_comm_s=zero,
+            pp_comm_s=zero,
+            dp_comm_s=zero,
+            bubble_s=zero,
+            optimizer_s=zero,
+            step_s=compute_s + memory_s,
+            overhead_s=zero,
+            hbm_traffic_bytes=hbm_traffic_bytes,
+            scaleup_bytes=zero,
+            scaleout_bytes=zero,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +118,15 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     # stays ~60 lines: the phases in the order each feeds the next; each phase is one call
     shape, stages, ex, hw, stack, net = x.shape, x.stages, x.ex, x.hw, x.stack, x.net
     layout = x.layout
-    tp, cp, pp, dp, v, m, b = (layout.tp, layout.cp, layout.pp, layout.dp, layout.interleave, layout.micro_batches,
-                               layout.micro_batch)
+    tp, cp, pp, dp, v, m, b = (
+        layout.tp,
+        layout.cp,
+        layout.pp,
+        layout.dp,
+        layout.interleave,
+        layout.micro_batches,
+        layout.micro_batch,
+    )
     recompute, zero = layout.recompute, layout.zero_stage
     T = b * shape.seq_len / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
@@ -119,7 +148,8 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     one = count == 1
 
     (t_first, t_middle, t_last), (c_mb, m_mb, tp_mb, idle_mb, layers_mb) = _pace_stage(
-        stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp)
+        stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp
+    )
     compute_s, memory_s, layer_comm_s = m * c_mb, m * m_mb, m * tp_mb
     # the parts of layer_comm_s that are the context-parallel exchange and the experts' traffic (reported apart)
     no_share = np.zeros_like(layer_comm_s) if cp_layer is None or ep_layer is None else None
@@ -130,12 +160,19 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
         work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
         mean_stage = work / count
     else:
-        mean_stage = np.maximum(shape.layers * (lt.compute_s + lt_m + layer_comm) + out_c + out_m + out_tp,
-                                shape.layers * lt.host_s) / pp
+        mean_stage = (
+            np.maximum(
+                shape.layers * (lt.compute_s + lt_m + layer_comm) + out_c + out_m + out_tp,
+                shape.layers * lt.host_s,
+            )
+            / pp
+        )
         work = mean_stage * pp
     bubble_s = pipeline.bubble_time(pp, v, mean_stage)
 
-    dp_group = dp * cp if with_cp else dp  # gradients are reduced over the data- and context-parallel ranks
+    dp_group = (
+        dp * cp if with_cp else dp
+    )  # gradients are reduced over the data- and context-parallel ranks
     # the pipeline stays in one domain only when the job does (a mixed fleet's parts never share one)
     same = (tp * cp * pp * dp <= net.size) & (not stages.part)
     pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same, stack.p2p_scatter_gather)
@@ -146,26 +183,41 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     held = _stage_parameters(shape, stages, x.counts, one, tp, ex)
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
-    dp_s = data_parallel.dp_time(net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6)
+    dp_s = data_parallel.dp_time(
+        net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6
+    )
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
     optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
     step_s = compute_s + memory_s + layer_comm_s + pp_s + dp_s + bubble_s + optimizer_s
-    cp_volume = tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
+    cp_volume = (
+        tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
+    )
     scaleup, scaleout = _link_bytes(x, lt, act_bytes, T, n_tp, same, cp_volume, dp_group, held)
     weight_params = x.counts.layer / tp
     if ex.on:
         weight_params = weight_params + ex.params / (ex.ep * ex.etp)
     return StepBreakdown(
-        compute_s=compute_s, memory_s=memory_s, layer_comm_s=layer_comm_s, pp_comm_s=pp_s, dp_comm_s=dp_s,
-        bubble_s=bubble_s, optimizer_s=optimizer_s, step_s=step_s,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        layer_comm_s=layer_comm_s,
+        pp_comm_s=pp_s,
+        dp_comm_s=dp_s,
+        bubble_s=bubble_s,
+        optimizer_s=optimizer_s,
+        step_s=step_s,
         overhead_s=m * (busiest * lt.overhead_s + idle_mb),
         hbm_traffic_bytes=traffic.hbm_traffic_bytes(lt, busiest, m, opt_bytes, weight_params),
-        scaleup_bytes=scaleup, scaleout_bytes=scaleout, slot_s=c_mb + m_mb + tp_mb, work_s=work,
-        host_idle_s=m * idle_mb, cp_comm_s=cp_s, ep_comm_s=ep_s)
-
+        scaleup_bytes=scaleup,
+        scaleout_bytes=scaleout,
+        slot_s=c_mb + m_mb + tp_mb,
+        work_s=work,
+        host_idle_s=m * idle_mb,
+        cp_comm_s=cp_s,
+        ep_comm_s=ep_s,
+    )
 
 
 def _layer_comm(x: StepInputs, lt, act_bytes, T, n_tp, with_cp) -> tuple:
@@ -182,12 +234,17 @@ def _layer_comm(x: StepInputs, lt, act_bytes, T, n_tp, with_cp) -> tuple:
     layer_comm, window_s = exposed_in(layer_comm, stack.tp_overlap * (sp > 0), lt.dense_gemm_s, tax)
     cp_layer = ep_layer = None
     if with_cp:  # ring attention overlaps its exchange with the attention blocks by design
-        cp_layer = exposed(tensor_parallel.cp_time(net, shape, b, tp, cp, layout.recompute), layout.cp_overlap,
-                           lt.attn_core_s, tax)
+        cp_layer = exposed(
+            tensor_parallel.cp_time(net, shape, b, tp, cp, layout.recompute),
+            layout.cp_overlap,
+            lt.attn_core_s,
+            tax,
+        )
         layer_comm = layer_comm + cp_layer
     if ex.on:  # expert dispatch and combine, behind another micro-batch's GEMMs where overlapped
-        ep_layer = experts.comm_times(net, shape, ex, layout, T, lt.full_recompute, window_s,
-                                      stack.tp_overlap * (sp > 0), tax)
+        ep_layer = experts.comm_times(
+            net, shape, ex, layout, T, lt.full_recompute, window_s, stack.tp_overlap * (sp > 0), tax
+        )
         layer_comm = layer_comm + ep_layer
     return layer_comm, out_tp, cp_layer, ep_layer
 
@@ -197,16 +254,29 @@ def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group
     (:func:`~dse.analytic.time.traffic.link_bytes`, plus the experts' dispatch and their
     gradients' reduction). ``held``: :func:`_stage_parameters`."""
     net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
-    tp, pp, v, m, zero = layout.tp, layout.pp, layout.interleave, layout.micro_batches, layout.zero_stage
+    tp, pp, v, m, zero = (
+        layout.tp,
+        layout.pp,
+        layout.interleave,
+        layout.micro_batches,
+        layout.zero_stage,
+    )
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     sizes = traffic.CollectiveBytes(
-        activations=act_bytes, data_parallel=data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes),
-        pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather), context_parallel=cp_volume)
+        activations=act_bytes,
+        data_parallel=data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes),
+        pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather),
+        context_parallel=cp_volume,
+    )
     scaleup, scaleout = traffic.link_bytes(net, layout, dp_group, busiest, n_tp, same, sizes)
     if ex.on:
         e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lt.full_recompute)
-        ed_up, ed_out = net.traffic(data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
-                                    expert_dp[1], expert_dp[2], factor=1.0)
+        ed_up, ed_out = net.traffic(
+            data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
+            expert_dp[1],
+            expert_dp[2],
+            factor=1.0,
+        )
         scaleup = scaleup + m * busiest * e_up + ed_up
         scaleout = scaleout + m * busiest * e_out + ed_out
     return scaleup, scaleout
@@ -220,8 +290,11 @@ def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) 
     def stage(n_layers, with_output):
         """(compute, memory, TP) of one micro-batch on a stage; a GPU with less work than its
         host dispatches in ``n_layers * lt.host_s`` waits for it (in the memory slot)."""
-        c, mm, tt = (n_layers * lt.compute_s + with_output * out_c, n_layers * lt_m + with_output * out_m,
-                     n_layers * layer_comm + with_output * out_tp)
+        c, mm, tt = (
+            n_layers * lt.compute_s + with_output * out_c,
+            n_layers * lt_m + with_output * out_m,
+            n_layers * layer_comm + with_output * out_tp,
+        )
         idle = np.maximum(n_layers * lt.host_s - (c + mm + tt), 0.0)
         return c, mm + idle, tt, idle, n_layers
 
@@ -233,12 +306,16 @@ def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) 
     t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
-    pace = tuple(np.where(pace_first, f, np.where(pace_middle, mid, la))
-                 for f, mid, la in zip(first, middle, last, strict=True))
+    pace = tuple(
+        np.where(pace_first, f, np.where(pace_middle, mid, la))
+        for f, mid, la in zip(first, middle, last, strict=True)
+    )
     return (t_first, t_middle, t_last), pace
 
 
-def _stage_parameters(shape, stages, counts: ParameterCounts, one, tp, ex) -> data_parallel.HeldStage:
+def _stage_parameters(
+    shape, stages, counts: ParameterCounts, one, tp, ex
+) -> data_parallel.HeldStage:
     """Parameters per accelerator on the stage holding the most (the embedding stages or a
     middle one), the most layers on a stage, and the routed experts' share on that stage
     with its expert-data-parallel group and split (None when dense)."""
@@ -246,11 +323,24 @@ def _stage_parameters(shape, stages, counts: ParameterCounts, one, tp, ex) -> da
     layer_params, embed_params = counts.layer, counts.embedding
     if stages.part:
         emb_first, emb_last = parallelism.part_embeddings(vh, stages, shape.tied_embeddings)
-        stage_params = np.maximum(np.maximum(stages.first * layer_params + emb_first, stages.last * layer_params + emb_last),
-                                  stages.middle * layer_params) / tp
+        stage_params = (
+            np.maximum(
+                np.maximum(
+                    stages.first * layer_params + emb_first, stages.last * layer_params + emb_last
+                ),
+                stages.middle * layer_params,
+            )
+            / tp
+        )
     else:
-        stage_params = np.maximum(np.maximum(stages.first, stages.last) * layer_params + np.where(one, embed_params, vh),
-                                  stages.middle * layer_params) / tp
+        stage_params = (
+            np.maximum(
+                np.maximum(stages.first, stages.last) * layer_params
+                + np.where(one, embed_params, vh),
+                stages.middle * layer_params,
+            )
+            / tp
+        )
     busiest = np.maximum(np.maximum(stages.first, stages.last), stages.middle)
     expert_dp = None
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks

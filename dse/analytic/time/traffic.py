@@ -14,7 +14,9 @@ def hbm_traffic_bytes(layer, Ls, m, opt_bytes, rank_layer_params) -> np.ndarray:
     """HBM traffic per iteration: the element-wise kernels over every pass of the stage's
     ``Ls`` layers for ``m`` micro-batches, the optimizer step, and the 16-bit weights this
     rank holds per layer (``rank_layer_params``) read on each of the 3 passes."""
-    passes_bytes = (layer.dense_passes * layer.dense_ew_bytes + layer.attn_passes * layer.attn_ew_bytes) * Ls
+    passes_bytes = (
+        layer.dense_passes * layer.dense_ew_bytes + layer.attn_passes * layer.attn_ew_bytes
+    ) * Ls
     return m * passes_bytes + opt_bytes + 3.0 * m * BYTES * Ls * rank_layer_params
 
 
@@ -22,10 +24,14 @@ def hbm_traffic_bytes(layer, Ls, m, opt_bytes, rank_layer_params) -> np.ndarray:
 class CollectiveBytes:
     """Sizes (bytes) of the collectives one accelerator takes part in."""
 
-    activations: np.ndarray              # one tensor-parallel all-reduce: a micro-batch's activations
-    data_parallel: np.ndarray            # the data-parallel collectives per iteration (reduce-scattered or gathered)
-    pipeline: np.ndarray                 # the pipeline sends per iteration
-    context_parallel: np.ndarray | None  # the key/value exchange per iteration (None: no context parallelism)
+    activations: np.ndarray  # one tensor-parallel all-reduce: a micro-batch's activations
+    data_parallel: (
+        np.ndarray
+    )  # the data-parallel collectives per iteration (reduce-scattered or gathered)
+    pipeline: np.ndarray  # the pipeline sends per iteration
+    context_parallel: (
+        np.ndarray | None
+    )  # the key/value exchange per iteration (None: no context parallelism)
 
 
 def link_bytes(net, lay, dp, Ls, n_tp, same_domain, sizes: CollectiveBytes):
@@ -35,7 +41,12 @@ def link_bytes(net, lay, dp, Ls, n_tp, same_domain, sizes: CollectiveBytes):
     context-parallel key/value exchange and the pipeline sends (within one scale-up domain
     where ``same_domain``), on the fabric each crosses."""
     tp, m, cp = lay.tp, lay.micro_batches, lay.cp
-    act_bytes, dp_volume, p2p_bytes, cp_volume = sizes.activations, sizes.data_parallel, sizes.pipeline, sizes.context_parallel
+    act_bytes, dp_volume, p2p_bytes, cp_volume = (
+        sizes.activations,
+        sizes.data_parallel,
+        sizes.pipeline,
+        sizes.context_parallel,
+    )
     tp_up, tp_out = net.traffic(act_bytes, tp, 1)
     dp_up, dp_out = net.traffic(dp_volume, dp, tp, factor=1.0)
     cp_up, cp_out = (0.0, 0.0) if cp_volume is None else net.traffic(cp_volume, cp, tp, factor=1.0)

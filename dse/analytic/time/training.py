@@ -41,13 +41,13 @@ KAPLAN_ALPHA_B = 0.21
 
 def chinchilla_loss(params: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     c = CHINCHILLA
-    return c.E + c.A / params ** c.alpha + c.B / tokens ** c.beta
+    return c.E + c.A / params**c.alpha + c.B / tokens**c.beta
 
 
 def chinchilla_tokens(params: np.ndarray, target_loss: np.ndarray) -> np.ndarray:
     """Tokens ``D`` with ``L(N, D) = target_loss``; NaN where the loss is unreachable at N."""
     c = CHINCHILLA
-    gap = target_loss - c.E - c.A / params ** c.alpha
+    gap = target_loss - c.E - c.A / params**c.alpha
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(gap > 0, (c.B / gap) ** (1.0 / c.beta), np.nan)
 
@@ -57,17 +57,32 @@ def critical_batch_tokens(loss: np.ndarray) -> np.ndarray:
     return KAPLAN_B_STAR_TOKENS / np.maximum(loss, 1e-3) ** (1.0 / KAPLAN_ALPHA_B)
 
 
-def tokens_to_target(target_tokens: np.ndarray, ref_batch_tokens: np.ndarray, batch_tokens: np.ndarray,
-                     b_noise_tokens: np.ndarray) -> np.ndarray:
+def tokens_to_target(
+    target_tokens: np.ndarray,
+    ref_batch_tokens: np.ndarray,
+    batch_tokens: np.ndarray,
+    b_noise_tokens: np.ndarray,
+) -> np.ndarray:
     """Tokens needed at a batch of ``batch_tokens`` when ``target_tokens`` are needed at
     ``ref_batch_tokens`` (0: the small-batch limit): D_ref (1 + B/B_noise) / (1 + B_ref/B_noise)."""
-    return target_tokens * (1.0 + batch_tokens / b_noise_tokens) / (1.0 + ref_batch_tokens / b_noise_tokens)
+    return (
+        target_tokens
+        * (1.0 + batch_tokens / b_noise_tokens)
+        / (1.0 + ref_batch_tokens / b_noise_tokens)
+    )
 
 
-def steps_to_target(target_tokens: np.ndarray, ref_batch_tokens: np.ndarray, batch_tokens: np.ndarray,
-                    b_noise_tokens: np.ndarray) -> np.ndarray:
+def steps_to_target(
+    target_tokens: np.ndarray,
+    ref_batch_tokens: np.ndarray,
+    batch_tokens: np.ndarray,
+    b_noise_tokens: np.ndarray,
+) -> np.ndarray:
     """Optimizer steps: tokens needed / tokens per step (= S_min (1 + B_noise / B))."""
-    return tokens_to_target(target_tokens, ref_batch_tokens, batch_tokens, b_noise_tokens) / batch_tokens
+    return (
+        tokens_to_target(target_tokens, ref_batch_tokens, batch_tokens, b_noise_tokens)
+        / batch_tokens
+    )
 
 
 def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
@@ -75,7 +90,9 @@ def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
     tokens at the reference batch (from the target loss where one is given) and the noise
     scale (Kaplan's critical batch at the loss those tokens reach where not given)."""
     has_loss = np.isfinite(target_loss)
-    d_min = np.where(has_loss, chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)), target_tokens)
+    d_min = np.where(
+        has_loss, chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)), target_tokens
+    )
     loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
     b_noise = np.where(np.isfinite(b_noise_tokens), b_noise_tokens, critical_batch_tokens(loss))
     return d_min, b_noise

@@ -26,32 +26,58 @@ import yaml
 from dse.analytic.columns import factorise
 
 #: fields every preset states
-REQUIRED_SHAPE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "seq_len", "vocab",
-                         "gated_mlp", "tied_embeddings")
+REQUIRED_SHAPE_FIELDS = (
+    "layers",
+    "hidden",
+    "ffn_hidden",
+    "heads",
+    "kv_heads",
+    "seq_len",
+    "vocab",
+    "gated_mlp",
+    "tied_embeddings",
+)
 #: fields a preset states where they apply (mixture-of-experts, latent attention, a head
 #: width other than hidden / heads); absent: the defaults below
-OPTIONAL_SHAPE_FIELDS = ("head_dim", "experts", "experts_per_token", "shared_experts", "expert_ffn_hidden",
-                         "dense_layers", "q_lora_rank", "kv_lora_rank", "rope_head_dim")
+OPTIONAL_SHAPE_FIELDS = (
+    "head_dim",
+    "experts",
+    "experts_per_token",
+    "shared_experts",
+    "expert_ffn_hidden",
+    "dense_layers",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "rope_head_dim",
+)
 SHAPE_FIELDS = REQUIRED_SHAPE_FIELDS + OPTIONAL_SHAPE_FIELDS
 # Fields a shape needs when the preset or a custom model leaves them out. They are not
 # inputs where no Input declares them: the common GPT-2/-3 shape (ungated MLP, tied
 # embeddings; Radford et al. 2019, Brown et al. 2020), dense (no experts), standard
 # multi-head attention (no latent ranks). head_dim (hidden / heads), experts_per_token (1)
 # and expert_ffn_hidden (ffn_hidden) are filled in resolve_shape.
-_SHAPE_DEFAULTS = {"gated_mlp": 0.0, "tied_embeddings": 1.0, "experts": 0.0, "shared_experts": 0.0,
-                   "dense_layers": 0.0, "q_lora_rank": 0.0, "kv_lora_rank": 0.0, "rope_head_dim": 0.0}
+_SHAPE_DEFAULTS = {
+    "gated_mlp": 0.0,
+    "tied_embeddings": 1.0,
+    "experts": 0.0,
+    "shared_experts": 0.0,
+    "dense_layers": 0.0,
+    "q_lora_rank": 0.0,
+    "kv_lora_rank": 0.0,
+    "rope_head_dim": 0.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
 class AttentionDims:
     """Widths of one layer's attention projections (:func:`_attention_dims`), per candidate."""
 
-    q: np.ndarray   # all query heads
-    k: np.ndarray   # the key heads (MLA: every head, expanded from the latent)
-    v: np.ndarray   # the value heads (MLA: every head)
-    o: np.ndarray   # the output projection's input
+    q: np.ndarray  # all query heads
+    k: np.ndarray  # the key heads (MLA: every head, expanded from the latent)
+    v: np.ndarray  # the value heads (MLA: every head)
+    o: np.ndarray  # the output projection's input
     qk: np.ndarray  # score head width (MLA: + the decoupled RoPE width)
-    d: np.ndarray   # context head width
+    d: np.ndarray  # context head width
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,25 +85,25 @@ class ModelShape:
     """The transformer's shape per candidate (:func:`resolve_shape`): counts and widths as
     float arrays, flags (``gated_mlp``, ``tied_embeddings``) as 0/1."""
 
-    layers: np.ndarray             # decoder layers
-    hidden: np.ndarray             # model width h
-    ffn_hidden: np.ndarray         # dense feed-forward width f
-    heads: np.ndarray              # attention (query) heads a
-    kv_heads: np.ndarray           # key-value heads (grouped-query attention)
-    seq_len: np.ndarray            # tokens per sequence s
-    vocab: np.ndarray              # vocabulary size V
-    gated_mlp: np.ndarray          # 1: gated feed-forward (SwiGLU, three matrices)
-    tied_embeddings: np.ndarray    # 1: the output layer shares the input embedding
-    head_dim: np.ndarray           # attention head width d
-    experts: np.ndarray            # routed experts per MoE layer (0: dense)
+    layers: np.ndarray  # decoder layers
+    hidden: np.ndarray  # model width h
+    ffn_hidden: np.ndarray  # dense feed-forward width f
+    heads: np.ndarray  # attention (query) heads a
+    kv_heads: np.ndarray  # key-value heads (grouped-query attention)
+    seq_len: np.ndarray  # tokens per sequence s
+    vocab: np.ndarray  # vocabulary size V
+    gated_mlp: np.ndarray  # 1: gated feed-forward (SwiGLU, three matrices)
+    tied_embeddings: np.ndarray  # 1: the output layer shares the input embedding
+    head_dim: np.ndarray  # attention head width d
+    experts: np.ndarray  # routed experts per MoE layer (0: dense)
     experts_per_token: np.ndarray  # routed experts a token uses (top-k)
-    shared_experts: np.ndarray     # experts every token uses besides its top-k
+    shared_experts: np.ndarray  # experts every token uses besides its top-k
     expert_ffn_hidden: np.ndarray  # feed-forward width of one expert
-    dense_layers: np.ndarray       # layers of a MoE model with a dense feed-forward block
-    q_lora_rank: np.ndarray        # MLA query latent rank (0: none)
-    kv_lora_rank: np.ndarray       # MLA key-value latent rank (0: no MLA)
-    rope_head_dim: np.ndarray      # MLA decoupled RoPE width per head
-    attention: AttentionDims       # the attention projections' widths
+    dense_layers: np.ndarray  # layers of a MoE model with a dense feed-forward block
+    q_lora_rank: np.ndarray  # MLA query latent rank (0: none)
+    kv_lora_rank: np.ndarray  # MLA key-value latent rank (0: no MLA)
+    rope_head_dim: np.ndarray  # MLA decoupled RoPE width per head
+    attention: AttentionDims  # the attention projections' widths
 
 
 @cache
@@ -101,7 +127,9 @@ def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> ModelS
         values = [presets().get(str(m), {}).get(f, _SHAPE_DEFAULTS.get(f, np.nan)) for m in names]
         ov = overrides.get(f)
         if ov is None and len(set(values)) == 1 and not (codes < 0).any():
-            out[f] = np.broadcast_to(np.float64(values[0] if values[0] is not None else np.nan), (n,))
+            out[f] = np.broadcast_to(
+                np.float64(values[0] if values[0] is not None else np.nan), (n,)
+            )
             continue
         table = np.array(values + [np.nan], dtype=float)
         base = table[codes]
@@ -113,13 +141,20 @@ def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> ModelS
     out["ffn_hidden"] = _fill(out["ffn_hidden"], 4 * out["hidden"])
     out["kv_heads"] = _fill(out["kv_heads"], out["heads"])
     head_dim = out["head_dim"]
-    out["head_dim"] = out["hidden"] / out["heads"] if np.isnan(head_dim).all() else _fill(
-        head_dim, out["hidden"] / out["heads"])
+    out["head_dim"] = (
+        out["hidden"] / out["heads"]
+        if np.isnan(head_dim).all()
+        else _fill(head_dim, out["hidden"] / out["heads"])
+    )
     if (out["experts"] > 0).any():  # dense models never read the expert fields
         out["expert_ffn_hidden"] = _fill(out["expert_ffn_hidden"], out["ffn_hidden"])
         out["experts_per_token"] = _fill(out["experts_per_token"], np.ones(n))
-    return ModelShape(**out, attention=_attention_dims(*(out[f] for f in ("heads", "head_dim", "kv_heads", "kv_lora_rank",
-                                                                         "rope_head_dim"))))
+    return ModelShape(
+        **out,
+        attention=_attention_dims(
+            *(out[f] for f in ("heads", "head_dim", "kv_heads", "kv_lora_rank", "rope_head_dim"))
+        ),
+    )
 
 
 def _fill(values: np.ndarray, default: np.ndarray) -> np.ndarray:
@@ -155,7 +190,9 @@ def _attention_dims(heads, head_dim, kv_heads, kv_lora_rank, rope_head_dim) -> A
         return AttentionDims(q=q, k=kv, v=kv, o=q, qk=d, d=d)
     dr = rope_head_dim
     kv_heads = np.where(kv_lora_rank > 0, a, kv_heads)
-    return AttentionDims(q=a * (d + dr), k=kv_heads * (d + dr), v=kv_heads * d, o=a * d, qk=d + dr, d=d)
+    return AttentionDims(
+        q=a * (d + dr), k=kv_heads * (d + dr), v=kv_heads * d, o=a * d, qk=d + dr, d=d
+    )
 
 
 def attention_parameters(shape: ModelShape) -> np.ndarray:
@@ -185,7 +222,13 @@ def expert_parameters(shape: ModelShape) -> np.ndarray:
     dense model). They are sharded by expert parallelism; every other weight is not."""
     if not any_moe(shape):
         return np.zeros_like(shape.hidden)
-    return moe_fraction(shape) * shape.experts * _mlp_matrices(shape) * shape.hidden * shape.expert_ffn_hidden
+    return (
+        moe_fraction(shape)
+        * shape.experts
+        * _mlp_matrices(shape)
+        * shape.hidden
+        * shape.expert_ffn_hidden
+    )
 
 
 def layer_parameters(shape: ModelShape) -> np.ndarray:
@@ -199,7 +242,10 @@ def layer_parameters(shape: ModelShape) -> np.ndarray:
     if not any_moe(shape):
         return attn + mlp + 4 * h
     frac = moe_fraction(shape)
-    moe = h * shape.experts + shape.shared_experts * _mlp_matrices(shape) * h * shape.expert_ffn_hidden
+    moe = (
+        h * shape.experts
+        + shape.shared_experts * _mlp_matrices(shape) * h * shape.expert_ffn_hidden
+    )
     return attn + (1 - frac) * mlp + frac * moe + 4 * h
 
 
@@ -227,21 +273,34 @@ def parameter_count(shape: ModelShape, layer_params: np.ndarray | None = None) -
     layer_params = layer_parameters(shape) if layer_params is None else layer_params
     if not any_moe(shape):
         return shape.layers * layer_params + embedding_parameters(shape) + 2 * shape.hidden
-    return shape.layers * (layer_params + expert_parameters(shape)) + embedding_parameters(shape) + 2 * shape.hidden
+    return (
+        shape.layers * (layer_params + expert_parameters(shape))
+        + embedding_parameters(shape)
+        + 2 * shape.hidden
+    )
 
 
-def active_parameter_count(shape: ModelShape, layer_params: np.ndarray | None = None,
-                           total: np.ndarray | None = None) -> np.ndarray:
+def active_parameter_count(
+    shape: ModelShape, layer_params: np.ndarray | None = None, total: np.ndarray | None = None
+) -> np.ndarray:
     """Parameters one token uses: every parameter but the routed experts it is not sent
     to (``experts_per_token`` of ``experts`` per MoE layer); the total for a dense model
     (``total``: :func:`parameter_count` when the caller has it)."""
     if not any_moe(shape):
         return parameter_count(shape, layer_params) if total is None else total
     layer_params = layer_parameters(shape) if layer_params is None else layer_params
-    active_experts = (moe_fraction(shape) * shape.experts_per_token * _mlp_matrices(shape) * shape.hidden
-                      * shape.expert_ffn_hidden)
-    return (shape.layers * (layer_params + active_experts) + embedding_parameters(shape)
-            + 2 * shape.hidden)
+    active_experts = (
+        moe_fraction(shape)
+        * shape.experts_per_token
+        * _mlp_matrices(shape)
+        * shape.hidden
+        * shape.expert_ffn_hidden
+    )
+    return (
+        shape.layers * (layer_params + active_experts)
+        + embedding_parameters(shape)
+        + 2 * shape.hidden
+    )
 
 
 def layer_forward_flops_per_token(shape: ModelShape) -> np.ndarray:
@@ -260,12 +319,17 @@ def layer_forward_flops_per_token(shape: ModelShape) -> np.ndarray:
         matmul = 2 * (2 * h * q_dim + 2 * h * kv_dim + (2 + shape.gated_mlp) * h * ffn)
         return matmul + 4 * s * q_dim
     dims = shape.attention
-    attn_weights = attention_parameters(shape) - np.where(shape.kv_lora_rank > 0, 0.0,
-                                                          dims.q + 2 * dims.v + h)  # no biases
+    attn_weights = attention_parameters(shape) - np.where(
+        shape.kv_lora_rank > 0, 0.0, dims.q + 2 * dims.v + h
+    )  # no biases
     frac = moe_fraction(shape)
     dense_ffn = _mlp_matrices(shape) * h * ffn
-    moe_ffn = h * shape.experts + ((shape.experts_per_token + shape.shared_experts) * _mlp_matrices(shape)
-                                      * h * shape.expert_ffn_hidden)
+    moe_ffn = h * shape.experts + (
+        (shape.experts_per_token + shape.shared_experts)
+        * _mlp_matrices(shape)
+        * h
+        * shape.expert_ffn_hidden
+    )
     matmul = 2 * (attn_weights + (1 - frac) * dense_ffn + frac * moe_ffn)
     return matmul + 2 * s * shape.heads * (dims.qk + dims.d)
 

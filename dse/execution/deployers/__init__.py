@@ -20,8 +20,18 @@ GROUP = "dse.deployers"
 #: the deployer of a cluster class no other claims
 FALLBACK = "dask"
 
-__all__ = ["FALLBACK", "GROUP", "Deployer", "checked", "choose", "deployer_class", "import_cluster", "install_hint",
-           "make_deployer", "missing"]
+__all__ = [
+    "FALLBACK",
+    "GROUP",
+    "Deployer",
+    "checked",
+    "choose",
+    "deployer_class",
+    "import_cluster",
+    "install_hint",
+    "make_deployer",
+    "missing",
+]
 
 
 def deployer_class(name: str) -> type[Deployer]:
@@ -36,12 +46,17 @@ def choose(cluster: str | None, deployer: str | None) -> tuple[str, type[Deploye
     if deployer:
         return deployer, deployer_class(deployer)
     if not cluster:
-        raise StudyError("a profile names a 'cluster' class, a 'deployer', a 'scheduler' or a 'scheduler_file'",
-                         field="cluster")
+        raise StudyError(
+            "a profile names a 'cluster' class, a 'deployer', a 'scheduler' or a 'scheduler_file'",
+            field="cluster",
+        )
     names = sorted(n for n in registered(GROUP) if n != FALLBACK)
     if FALLBACK not in registered(GROUP):
-        raise StudyError(f"no cluster deployer '{FALLBACK}' is registered (entry-point group {GROUP}): dse's "
-                         "installation is incomplete; reinstall it (pip install -e .)", field="cluster")
+        raise StudyError(
+            f"no cluster deployer '{FALLBACK}' is registered (entry-point group {GROUP}): dse's "
+            "installation is incomplete; reinstall it (pip install -e .)",
+            field="cluster",
+        )
     classes = [(n, deployer_class(n)) for n in names]
     for name, cls in classes:
         if cls.claims(cluster):
@@ -53,13 +68,16 @@ def choose(cluster: str | None, deployer: str | None) -> tuple[str, type[Deploye
     return FALLBACK, deployer_class(FALLBACK)
 
 
-def make_deployer(reference: str, cluster: str | None, options: dict[str, Any],
-                  profile: str | None = None) -> Deployer:
+def make_deployer(
+    reference: str, cluster: str | None, options: dict[str, Any], profile: str | None = None
+) -> Deployer:
     """The deployer ``reference`` names (as :func:`choose` returned it), for a profile."""
     return deployer_class(reference)(cluster, options, profile)
 
 
-def checked(profile: Any, path: str | None = None) -> tuple[Deployer, str, dict | None, dict | None]:
+def checked(
+    profile: Any, path: str | None = None
+) -> tuple[Deployer, str, dict | None, dict | None]:
     """The deployer of a profile (a :class:`~dse.execution.plan.ClusterProfile`) with its
     options checked (its :attr:`~Deployer.Options` model, then :meth:`~Deployer.check`);
     returns it, its reference and the keyword arguments of ``scale`` and ``adapt``."""

@@ -53,8 +53,12 @@ def import_cluster(path: str) -> Any:
     ``package.module.Class`` or ``package.module:Class``."""
     module, _, attr = path.replace(":", ".").rpartition(".")
     if not module:
-        raise StudyError("not an import path of a dask cluster class", field="cluster", value=path,
-                         allowed="package.module.Class, e.g. dask_jobqueue.SLURMCluster")
+        raise StudyError(
+            "not an import path of a dask cluster class",
+            field="cluster",
+            value=path,
+            allowed="package.module.Class, e.g. dask_jobqueue.SLURMCluster",
+        )
     try:
         # dask-jobqueue (0.9) sets SIGINT -> sys.exit() when imported: a run then ended with
         # exit code 0, no "interrupted" and no datasets written
@@ -62,13 +66,23 @@ def import_cluster(path: str) -> Any:
             obj = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         name = exc.name or module
-        if name.split(".")[0] not in EXTRAS or not missing(name.split(".")[0]):  # a typo, not a missing extra
-            raise StudyError(f"cannot import the cluster class {path}: no module named '{name}' (a typo, or a "
-                             f"package to install)", field="cluster") from None
-        raise StudyError(f"the cluster class {path} needs {EXTRAS[name.split('.')[0]][0]}, "
-                         f"which is not installed: {install_hint(name, path)}", field="cluster") from None
+        if name.split(".")[0] not in EXTRAS or not missing(
+            name.split(".")[0]
+        ):  # a typo, not a missing extra
+            raise StudyError(
+                f"cannot import the cluster class {path}: no module named '{name}' (a typo, or a "
+                f"package to install)",
+                field="cluster",
+            ) from None
+        raise StudyError(
+            f"the cluster class {path} needs {EXTRAS[name.split('.')[0]][0]}, "
+            f"which is not installed: {install_hint(name, path)}",
+            field="cluster",
+        ) from None
     except (ImportError, AttributeError) as exc:
-        raise StudyError(f"cannot import the cluster class {path}: {exc}", field="cluster") from None
+        raise StudyError(
+            f"cannot import the cluster class {path}: {exc}", field="cluster"
+        ) from None
     if not callable(obj):
         raise StudyError(f"{path} is not a dask cluster class", field="cluster")
     return obj
@@ -117,7 +131,9 @@ class Deployer:
     #: a cluster class of its own when the profile names none (None: the profile must)
     default_cluster: ClassVar[str | None] = None
 
-    def __init__(self, cluster: str | None, options: dict[str, Any], profile: str | None = None) -> None:
+    def __init__(
+        self, cluster: str | None, options: dict[str, Any], profile: str | None = None
+    ) -> None:
         self.cluster = cluster or self.default_cluster
         self.options = dict(options)
         self.profile = profile
@@ -133,8 +149,11 @@ class Deployer:
     def cluster_class(self) -> Any:
         """The class (or function) that makes the cluster."""
         if not self.cluster:
-            raise StudyError(f"deployer '{self.name}' starts a class the profile names, and it names none",
-                             field="cluster", allowed="an import path such as dask.distributed.LocalCluster")
+            raise StudyError(
+                f"deployer '{self.name}' starts a class the profile names, and it names none",
+                field="cluster",
+                allowed="an import path such as dask.distributed.LocalCluster",
+            )
         return import_cluster(self.cluster)
 
     def accepted_options(self) -> set[str] | None:
@@ -156,14 +175,20 @@ class Deployer:
             allowed = self.accepted_options()
             for key in self.options:
                 if allowed is not None and key not in allowed:
-                    raise StudyError(f"unknown option '{key}' of {self.cluster}", field=f"options.{key}",
-                                     allowed=", ".join(sorted(allowed)))
+                    raise StudyError(
+                        f"unknown option '{key}' of {self.cluster}",
+                        field=f"options.{key}",
+                        allowed=", ".join(sorted(allowed)),
+                    )
         for section, kwargs in (("scale", scale), ("adapt", adapt)):
             jobs = [k for k in kwargs or {} if "jobs" in k]
             if jobs and not self.batch_jobs:
-                raise StudyError(f"'{jobs[0]}' counts batch jobs of a dask-jobqueue cluster, and "
-                                 f"{self.cluster or self.name} is none", field=f"{section}.{jobs[0]}",
-                                 allowed="workers" if section == "scale" else "minimum, maximum")
+                raise StudyError(
+                    f"'{jobs[0]}' counts batch jobs of a dask-jobqueue cluster, and "
+                    f"{self.cluster or self.name} is none",
+                    field=f"{section}.{jobs[0]}",
+                    allowed="workers" if section == "scale" else "minimum, maximum",
+                )
 
     def submit_problem(self) -> str | None:
         """Why no job could be submitted from here (a batch system's command not on PATH),
@@ -178,7 +203,10 @@ class Deployer:
         obj = self.cluster_class()
         takes = inspect.signature(obj.__init__ if isinstance(obj, type) else obj).parameters
         if not dashboard and "scheduler_options" in takes:
-            options["scheduler_options"] = {"dashboard": False, **(options.get("scheduler_options") or {})}
+            options["scheduler_options"] = {
+                "dashboard": False,
+                **(options.get("scheduler_options") or {}),
+            }
         return options
 
     def start(self, dashboard: bool) -> Any:

@@ -15,16 +15,22 @@ from dse.errors import StudyError
 from dse.execution.deployers.base import AnyOptions, Deployer, keywords
 
 #: dask-jobqueue's old option names and the ones that replaced them (dask-jobqueue 0.8)
-RENAMED_JOB_OPTIONS = {"env_extra": "job_script_prologue", "extra": "worker_extra_args",
-                       "job_extra": "job_extra_directives", "header_skip": "job_directives_skip",
-                       "project": "account"}
+RENAMED_JOB_OPTIONS = {
+    "env_extra": "job_script_prologue",
+    "extra": "worker_extra_args",
+    "job_extra": "job_extra_directives",
+    "header_skip": "job_directives_skip",
+    "project": "account",
+}
 #: a batch walltime: [days-]hours:minutes[:seconds], minutes and seconds below 60
 WALLTIME = re.compile(r"(\d+-)?\d{1,4}:[0-5]\d(:[0-5]\d)?")
 
-_LISTS = {"job_script_prologue": "a list of shell lines, such as ['source /opt/dse/.venv/bin/activate']",
-          "job_extra_directives": "a list of directives, such as ['--exclusive']",
-          "job_directives_skip": "a list of directive texts to leave out, such as ['--mem']",
-          "worker_extra_args": "a list of arguments, such as ['--lifetime', '55m']"}
+_LISTS = {
+    "job_script_prologue": "a list of shell lines, such as ['source /opt/dse/.venv/bin/activate']",
+    "job_extra_directives": "a list of directives, such as ['--exclusive']",
+    "job_directives_skip": "a list of directive texts to leave out, such as ['--mem']",
+    "worker_extra_args": "a list of arguments, such as ['--lifetime', '55m']",
+}
 _TEXTS = ("python", "queue", "account", "interface", "shebang", "local_directory", "log_directory")
 
 
@@ -66,7 +72,9 @@ class JobOptions(AnyOptions):
         if v is None:
             return v
         try:
-            ok = isinstance(v, str) and 0 < parse_bytes(v) < float("inf") and not v.strip().isdigit()
+            ok = (
+                isinstance(v, str) and 0 < parse_bytes(v) < float("inf") and not v.strip().isdigit()
+            )
         except Exception:  # noqa: BLE001 - a list, a mapping, an overflow: not a size
             ok = False
         if not ok:
@@ -77,8 +85,10 @@ class JobOptions(AnyOptions):
     @classmethod
     def _walltime(cls, v: Any) -> Any:
         if v is not None and not (isinstance(v, str) and WALLTIME.fullmatch(v.strip())):
-            raise ValueError("expected a walltime such as '02:00:00' (hours:minutes:seconds, or days-hours:"
-                             "minutes:seconds; a bare number is minutes to SLURM and seconds to PBS)")
+            raise ValueError(
+                "expected a walltime such as '02:00:00' (hours:minutes:seconds, or days-hours:"
+                "minutes:seconds; a bare number is minutes to SLURM and seconds to PBS)"
+            )
         return v
 
     @field_validator(*_LISTS, mode="before")
@@ -118,24 +128,39 @@ class JobQueueDeployer(Deployer):
         if job_cls is None:
             return keywords([obj.__init__])
         jobs = [c.__init__ for c in job_cls.__mro__ if "__init__" in vars(c) and c is not object]
-        own = {p.name for p in inspect.signature(obj.__init__).parameters.values()
-               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"}
+        own = {
+            p.name
+            for p in inspect.signature(obj.__init__).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        } - {"self"}
         rest = keywords(jobs)
         return None if rest is None else own | rest - {"scheduler", "name"}
 
     def check(self, scale: dict | None, adapt: dict | None) -> None:
         for key in self.options:  # dask-jobqueue still takes them, with a long warning
             if key in RENAMED_JOB_OPTIONS:
-                raise StudyError(f"option '{key}' of {self.cluster} was renamed", field=f"options.{key}",
-                                 allowed=RENAMED_JOB_OPTIONS[key])
-        if self.cluster and scale is None and adapt is None and not self.options.get("n_workers"):  # before its import
-            raise StudyError(f"{self.cluster} submits no job until told how many: give 'scale' (e.g. "
-                             "{jobs: 4}), 'adapt' (e.g. {maximum_jobs: 8}) or options.n_workers")
+                raise StudyError(
+                    f"option '{key}' of {self.cluster} was renamed",
+                    field=f"options.{key}",
+                    allowed=RENAMED_JOB_OPTIONS[key],
+                )
+        if (
+            self.cluster and scale is None and adapt is None and not self.options.get("n_workers")
+        ):  # before its import
+            raise StudyError(
+                f"{self.cluster} submits no job until told how many: give 'scale' (e.g. "
+                "{jobs: 4}), 'adapt' (e.g. {maximum_jobs: 8}) or options.n_workers"
+            )
         super().check(scale, adapt)
         cores, processes = self.options.get("cores"), self.options.get("processes")
         if isinstance(cores, int) and isinstance(processes, int) and processes > cores:
-            raise StudyError(f"{processes} worker processes per job on {cores} cores leave a worker without a "
-                             "thread", field="options.processes", value=processes, allowed=f"1 to {cores} (cores)")
+            raise StudyError(
+                f"{processes} worker processes per job on {cores} cores leave a worker without a "
+                "thread",
+                field="options.processes",
+                value=processes,
+                allowed=f"1 to {cores} (cores)",
+            )
 
     def submit_problem(self) -> str | None:
         """Without its submit command (``sbatch``, ``qsub``) on PATH, dask-jobqueue logs a
@@ -151,10 +176,16 @@ class JobQueueDeployer(Deployer):
         no job is submitted."""
         options = self.cluster_options(dashboard)
         options.pop("n_workers", None)  # it would submit jobs: nothing is, to show the script
-        options["scheduler_options"] = {"dashboard": False, "dashboard_address": "127.0.0.1:0",
-                                        **(options.get("scheduler_options") or {})}
+        options["scheduler_options"] = {
+            "dashboard": False,
+            "dashboard_address": "127.0.0.1:0",
+            **(options.get("scheduler_options") or {}),
+        }
         cluster = self.cluster_class()(**options)
         try:
-            return "job script (the scheduler's address is filled in at run time)", cluster.job_script()
+            return (
+                "job script (the scheduler's address is filled in at run time)",
+                cluster.job_script(),
+            )
         finally:
             cluster.close()

@@ -13,9 +13,16 @@ from pydantic import ConfigDict, field_validator
 from dse.execution.deployers.base import AnyOptions, Deployer
 
 #: KubeCluster's keyword arguments that shape its DaskCluster resource, and their dask config keys
-_KUBE = {"image": "image", "n_workers": "count.start", "resources": "resources", "env": "env",
-         "worker_command": "worker-command", "scheduler_service_type": "scheduler-service-type",
-         "idle_timeout": "idle-timeout", "jupyter": "scheduler-jupyter"}
+_KUBE = {
+    "image": "image",
+    "n_workers": "count.start",
+    "resources": "resources",
+    "env": "env",
+    "worker_command": "worker-command",
+    "scheduler_service_type": "scheduler-service-type",
+    "idle_timeout": "idle-timeout",
+    "jupyter": "scheduler-jupyter",
+}
 
 
 class KubeOptions(AnyOptions):
@@ -58,8 +65,13 @@ class KubernetesDeployer(Deployer):
         spec = options.get("custom_cluster_spec")
         if spec is None:
             name = dask.config.get("kubernetes.name", override_with=options.get("name"))
-            kwargs = {k: dask.config.get(f"kubernetes.{key}", override_with=options.get(k)) for k, key in _KUBE.items()}
+            kwargs = {
+                k: dask.config.get(f"kubernetes.{key}", override_with=options.get(k))
+                for k, key in _KUBE.items()
+            }
             if isinstance(kwargs["worker_command"], str):
                 kwargs["worker_command"] = kwargs["worker_command"].split(" ")
-            spec = make_cluster_spec(name=name.format(user=getpass.getuser(), uuid="preview", **os.environ), **kwargs)
+            spec = make_cluster_spec(
+                name=name.format(user=getpass.getuser(), uuid="preview", **os.environ), **kwargs
+            )
         return "DaskCluster resource", yaml.safe_dump(json.loads(json.dumps(spec)), sort_keys=False)

@@ -34,7 +34,9 @@ class SSHOptions(AnyOptions):
     @classmethod
     def _hosts(cls, v: Any) -> Any:
         if v is not None and not (isinstance(v, list) and v and all(isinstance(h, str) for h in v)):
-            raise ValueError("expected a list of hosts, the scheduler's first: [head, node1, node2]")
+            raise ValueError(
+                "expected a list of hosts, the scheduler's first: [head, node1, node2]"
+            )
         return v
 
 
@@ -50,19 +52,29 @@ class SSHDeployer(Deployer):
     def claims(cls, path: str, obj: Any | None = None) -> bool:
         if obj is not None:
             return qualified(obj) == SSH_CLUSTER
-        return path.replace(":", ".") in ("dask.distributed.SSHCluster", "distributed.SSHCluster", SSH_CLUSTER)
+        return path.replace(":", ".") in (
+            "dask.distributed.SSHCluster",
+            "distributed.SSHCluster",
+            SSH_CLUSTER,
+        )
 
     def cluster_class(self) -> Any:
         obj = super().cluster_class()
         if missing("asyncssh"):  # imported by SSHCluster only when called
-            raise StudyError(f"the cluster class {self.cluster} needs {EXTRAS['asyncssh'][0]}, which is not "
-                             f"installed: {install_hint('asyncssh', self.cluster or '')}", field="cluster")
+            raise StudyError(
+                f"the cluster class {self.cluster} needs {EXTRAS['asyncssh'][0]}, which is not "
+                f"installed: {install_hint('asyncssh', self.cluster or '')}",
+                field="cluster",
+            )
         return obj
 
     def accepted_options(self) -> set[str] | None:
         """``SSHCluster``'s own keywords and those of ``SpecCluster``, less what it gives the
         class itself."""
-        chain = [self.cluster_class(), getattr(importlib.import_module(SPEC_CLUSTER[0]), SPEC_CLUSTER[1]).__init__]
+        chain = [
+            self.cluster_class(),
+            getattr(importlib.import_module(SPEC_CLUSTER[0]), SPEC_CLUSTER[1]).__init__,
+        ]
         names = keywords(chain)
         return None if names is None else names - {"scheduler", "workers", "worker", "name"}
 
