@@ -1,4 +1,5 @@
-"""Durability: kill -9 and Ctrl-C of real `dse run` processes, then `dse resume`.
+"""Durability: kill -9 of real `dse run` processes, then `dse resume` (Ctrl-C and other
+signals: test_signals.py).
 
 Nothing already written is lost, nothing is evaluated twice, and with the same seed the
 final front equals the front of an uninterrupted run.
@@ -21,50 +22,11 @@ import pytest
 import xarray as xr
 import yaml
 
+from background import background_study, start_run, wait_for_rows
 from conftest import REPO, front_of, log_rows, rows_on_disk, run_cli, toy_study, write_study
 from dse.errors import StoreError
 from dse.search import available_drivers
 from dse.store import ResultStore
-
-
-def _study(tmp_path: Path, algorithm: str, out: Path, delay_s: float, workers: int = 0) -> Path:
-    study = toy_study(output=str(out))
-    study["space"] = {
-        "x": {"range": [0.0, 1.0], "step": 0.05},
-        "y": [0, 1, 2, 3],
-        "shape": ["a", "b"],
-    }
-    study["search"] = {"algorithm": algorithm, "budget": 60, "seed": 11, "batch_size": 20}
-    study["execution"] = {"workers": workers, "chunk_size": 5}
-    study["evaluator"]["options"] = {"delay_s": delay_s}
-    if algorithm == "exhaustive":
-        study["space"]["x"] = {"range": [0.0, 1.0], "step": 0.1}  # 88 candidates
-        study["search"]["budget"] = 88
-    return write_study(tmp_path, study, name=f"{out.name}.yaml")
-
-
-def _start(study: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _wait_for_rows(out: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
-    """Until at least ``n`` evaluations are in the log (written groups; ``.tmp`` files skipped)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if rows_on_disk(out) >= n:
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"run ended before {n} rows were written: {proc.stderr.read()}")
-        time.sleep(0.05)
-    raise AssertionError(f"no {n} rows after {timeout} s")
-
 
 ALGORITHMS = [
     a
@@ -83,16 +45,18 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
 ):
     """Every driver in this process; one also on a dask cluster (worker processes in the group)."""
     reference = tmp_path / "reference"
-    proc = run_cli("run", str(_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
+    proc = run_cli("run", str(background_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
     expected = front_of(reference)
     expected_keys = set(log_rows(reference)["key"])
 
     out = tmp_path / "interrupted"
-    study = _study(tmp_path, algorithm, out, 0.3, workers)  # a group is written mid-batch (1 s)
+    study = background_study(
+        tmp_path, algorithm, out, 0.3, workers
+    )  # a group is written mid-batch (1 s)
     for rows in (1, 30):  # kill early, then again in a later batch
         run = (
-            _start(study)
+            start_run(study)
             if rows == 1
             else subprocess.Popen(
                 [sys.executable, "-m", "dse", "resume", str(out), "--quiet"],
@@ -103,7 +67,7 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
                 start_new_session=True,
             )
         )
-        _wait_for_rows(out, rows, run)
+        wait_for_rows(out, rows, run)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
         assert len(log_rows(out)) >= rows
@@ -135,7 +99,7 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
     asks and ends on the same front, with the same label."""
 
     def study(out: Path, delay_s: float) -> Path:
-        path = _study(tmp_path, "nsga2", out, delay_s)
+        path = background_study(tmp_path, "nsga2", out, delay_s)
         data = yaml.safe_load(path.read_text())
         data["search"].update(budget=120, polish={"search_share": 0.3, "batch_size": 5})
         return write_study(tmp_path, data, name=f"{out.name}.yaml")
@@ -145,7 +109,7 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
     out = tmp_path / "interrupted"
     for polished in (5, 25):
         run = (
-            _start(study(out, 0.15))
+            start_run(study(out, 0.15))
             if polished == 5
             else subprocess.Popen(
                 [sys.executable, "-m", "dse", "resume", str(out), "--quiet"],
@@ -183,7 +147,7 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
     used up and spent its whole budget asking for more, calling the front approximate."""
 
     def study(out: Path, delay_s: float) -> Path:
-        path = _study(tmp_path, "nsga2", out, delay_s)
+        path = background_study(tmp_path, "nsga2", out, delay_s)
         data = yaml.safe_load(path.read_text())
         data["space"]["x"] = {
             "range": [0.0, 1.0],
@@ -197,7 +161,9 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
     reference = tmp_path / "reference"
     assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
     out = tmp_path / "interrupted"
-    run = _start(study(out, 0.3))  # a batch of 40 takes 2.4 s; a group is written after 1 s of it
+    run = start_run(
+        study(out, 0.3)
+    )  # a batch of 40 takes 2.4 s; a group is written after 1 s of it
     deadline = time.monotonic() + 60
     while not (
         _state(out).get("history") and rows_on_disk(out) > _state(out)["history"][-1]["evaluations"]
@@ -225,155 +191,6 @@ def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
     assert _state(out)["driver"]["asked"] == _state(reference)["driver"]["asked"] == 88
 
 
-@pytest.mark.parametrize(
-    "sig,code,said",
-    [
-        (signal.SIGINT, 130, "interrupted"),
-        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-        (signal.SIGHUP, 129, "terminated (SIGHUP)"),
-    ],
-    ids=["ctrl-c", "sigterm", "sighup"],
-)
-def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path, sig, code, said):
-    """Ctrl-C, SIGTERM as a batch system sends at a job's wall time, or SIGHUP as a closed
-    terminal or SSH session sends: what is evaluated stays, the datasets are written, the
-    lock released, the hint to resume given (SIGHUP left the lock and no datasets before)."""
-    out = tmp_path / "out"
-    study = _study(tmp_path, "random", out, 0.2)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    _wait_for_rows(out, 5, run)
-    run.send_signal(sig)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == code, stderr
-    assert said in stderr and f"dse resume {out}" in stderr and "Traceback" not in stderr
-    kept = len(log_rows(out))
-    assert kept >= 2 * 5 - 5  # at least the chunks seen before the signal
-    assert not (out / "lock").exists()
-    assert (out / "pareto.nc").exists()  # the partial front is written too
-    done = run_cli("resume", str(out), "--quiet")
-    assert done.returncode == 0, done.stderr
-    assert "evaluating: in this process" in done.stderr, done.stderr
-    assert log_rows(out)["key"].is_unique
-
-
-@pytest.mark.parametrize(
-    "sig,code",
-    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
-    ids=["ctrl-c", "sigterm", "sighup"],
-)
-def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_tracebacks(
-    tmp_path, sig, code
-):
-    """A terminal sends Ctrl-C's SIGINT to the whole process group, and a batch system its
-    SIGTERM, the workers included: they leave the stopping to the run, so the user sees one
-    message, not a traceback each (a forked worker kept the run's SIGTERM handler)."""
-    out = tmp_path / "out"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dse",
-            "run",
-            str(_study(tmp_path, "random", out, 0.2, workers=1)),
-            "--quiet",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    _wait_for_rows(out, 5, run)
-    os.killpg(run.pid, sig)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == code, stderr
-    assert (
-        "Traceback" not in stderr
-        and "KeyboardInterrupt" not in stderr
-        and "Terminated" not in stderr
-    ), stderr
-    assert f"dse resume {out}" in stderr
-
-
-def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
-    """The workers start with the run's signals noted, not ignored: a Ctrl-C pressed while
-    they start is handled once they have (ignored, the run went on to its end: on the
-    development machine a signal 0.4 and 0.6 s after state.json was written)."""
-    study = _study(tmp_path, "random", tmp_path / "out", 0.5, workers=1)
-    for delay in (0.2, 0.4, 0.6):
-        out = tmp_path / f"out-{delay}"
-        run = subprocess.Popen(
-            [sys.executable, "-m", "dse", "run", str(study), "-o", str(out)],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 60
-        while not (out / "state.json").exists():  # saved just before the cluster starts
-            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
-            time.sleep(0.005)
-        time.sleep(delay)
-        os.killpg(run.pid, signal.SIGINT)
-        _, stderr = run.communicate(timeout=60)
-        assert run.returncode == 130, (delay, stderr)
-        assert "Traceback" not in stderr and f"dse resume {out}" in stderr, stderr
-        assert rows_on_disk(out) < 60  # stopped, not run to its end
-
-
-def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
-    """Ctrl-C while the study is checked and the search built (typer made it a silent 130)."""
-    out = tmp_path / "out"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(_study(tmp_path, "random", out, 0.2, workers=1))],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert "study" in run.stderr.readline()  # the run's line: the search is built next
-    os.killpg(run.pid, signal.SIGINT)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr
-
-
-def test_a_signal_while_the_datasets_are_written_keeps_the_evaluations_and_says_resume_writes_them(
-    tmp_path, monkeypatch
-):
-    """Ctrl-C or SIGTERM while pareto.nc and evaluations.nc are written (seconds for 10^6
-    evaluations): the run ends as interrupted, with the log whole, and resume writes them."""
-    import dse
-    from dse.runner import Runner, Terminated
-
-    out = tmp_path / "out"
-    study = _study(tmp_path, "random", out, 0.0)
-
-    def stopped(self, store, run, attrs):
-        raise Terminated()
-
-    monkeypatch.setattr(Runner, "_write_outputs", stopped)
-    result = dse.run(study, workers=0)
-    assert result.interrupted and result.terminated and not result.datasets_written
-    n = result.counts["evaluations"]
-    assert not (out / "pareto.nc").exists() and len(log_rows(out)) == n > 0
-    monkeypatch.undo()
-    done = run_cli("resume", str(out), "--quiet")
-    assert done.returncode == 0, done.stderr
-    assert (
-        (out / "pareto.nc").exists()
-        and (out / "evaluations.nc").exists()
-        and len(log_rows(out)) == n
-    )
-
-
 def test_the_resume_hint_names_a_scheduler_given_on_the_command_line():
     """A scheduler given with --scheduler is not in the study: without it in the hint,
     `dse resume` would run on a local cluster."""
@@ -395,7 +212,7 @@ def test_resume_finds_the_cluster_profile_the_run_found_beside_its_study(tmp_pat
     (project / "workers" / "mysched.yaml").write_text("workers: 0\n")
     (project / "studies").mkdir()
     out = tmp_path / "out"
-    study = _study(project / "studies", "random", out, 0.0)
+    study = background_study(project / "studies", "random", out, 0.0)
     data = yaml.safe_load(study.read_text())
     data["execution"] = {"profile": "mysched", "chunk_size": 5}
     study.write_text(yaml.safe_dump(data))
@@ -409,7 +226,7 @@ def test_resume_finds_the_cluster_profile_the_run_found_beside_its_study(tmp_pat
 
 def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_path):
     out = tmp_path / "out"
-    study = _study(tmp_path, "random", out, 0.0)
+    study = background_study(tmp_path, "random", out, 0.0)
     assert run_cli("run", str(study), "--quiet").returncode == 0
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -449,7 +266,7 @@ def test_a_live_lock_blocks_a_second_writer_and_a_stale_one_is_recovered(tmp_pat
 def finished(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("finished")
     out = tmp / "out"
-    proc = run_cli("run", str(_study(tmp, "random", out, 0.0)), "--quiet")
+    proc = run_cli("run", str(background_study(tmp, "random", out, 0.0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -458,7 +275,7 @@ def finished(tmp_path_factory) -> Path:
 def other(tmp_path_factory) -> Path:
     """Another run of :func:`finished`'s study, with as many evaluations."""
     tmp = tmp_path_factory.mktemp("other")
-    proc = run_cli("run", str(_study(tmp, "random", tmp / "out", 0.0)), "--quiet")
+    proc = run_cli("run", str(background_study(tmp, "random", tmp / "out", 0.0)), "--quiet")
     assert proc.returncode == 0, proc.stderr
     return tmp / "out"
 
@@ -619,7 +436,7 @@ def test_a_damaged_log_file_says_what_can_be_done(finished, tmp_path):
 
 def test_a_run_that_never_started_leaves_a_folder_the_next_run_may_reuse(tmp_path):
     out = tmp_path / "out"
-    study = _study(tmp_path, "random", out, 0.0)
+    study = background_study(tmp_path, "random", out, 0.0)
     text = study.read_text().replace("chunk_size: 5", "chunk_size: 5\n  grace_s: 1")
     study.write_text(text)
     proc = run_cli("run", str(study), "--scheduler", "tcp://127.0.0.1:9", "--quiet")
@@ -703,44 +520,3 @@ def test_a_write_the_file_system_refuses_is_one_line_with_the_resume_hint(tmp_pa
     done = run_cli("resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     assert (out / "pareto.nc").exists() and len(log_rows(out).drop_duplicates("key")) == 66
-
-
-def test_a_ctrl_c_python_could_not_raise_is_kept_quiet_and_raised_at_the_next_safe_point(
-    monkeypatch,
-):
-    """Ctrl-C that came while Python ran a weakref callback printed "Exception ignored ...
-    KeyboardInterrupt" and the run went on to the end, exit 0 (a new user's Ctrl-C while
-    the datasets were written). It is kept, and the run raises it where it safely can."""
-    import weakref
-
-    from dse import signals
-
-    shown = []  # what Python's own hook (here, pytest's) would print
-    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: shown.append(unraisable.exc_type))
-    signals.keep_lost_interrupts()
-    hook = sys.unraisablehook
-    signals.keep_lost_interrupts()  # once is enough: a second call adds no second hook
-    assert sys.unraisablehook is hook
-
-    class Thing:
-        pass
-
-    def pressed(_ref):
-        raise KeyboardInterrupt
-
-    thing = Thing()
-    ref = weakref.ref(thing, pressed)
-    del thing  # the callback runs here; its exception cannot leave it
-    assert ref() is None and shown == []
-    with pytest.raises(KeyboardInterrupt):
-        signals.raise_lost_interrupt()
-    signals.raise_lost_interrupt()  # raised once
-
-    def failed(_ref):
-        raise ValueError("a real bug")
-
-    other = Thing()
-    ref = weakref.ref(other, failed)
-    del other  # any other exception is shown as before
-    assert shown == [ValueError]
-    signals.raise_lost_interrupt()
