@@ -3,6 +3,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dse.analytic import validation
@@ -280,3 +281,21 @@ def test_names_are_taken_in_any_spelling_a_study_takes_and_an_unknown_model_is_a
         DseError, match=r"line 2, column model: unknown model.*llama3-8b.*\(got 'llama3-8x'\)"
     ):
         validation.predict(validation.read_table(path))
+
+
+def test_each_row_is_timed_at_the_clock_its_power_cap_allows(tmp_path):
+    """A row's power_cap_w goes through the evaluator's own clock search: the same H100 row
+    at 200 W is slower than at 700 W (its TDP, the same as no cap), and an iteration time
+    measured at 700 W implies a larger error at 200 W."""
+    df = validation.read_table(REF / "published_throughput.csv").drop(columns=["_file", "_line"])
+    h100 = df[(df["accelerator"] == "H100-SXM") & (df["precision"] == "bf16")].head(1)
+    rows = pd.concat([h100] * 3, ignore_index=True)
+    rows["power_cap_w"] = ["200", "700", ""]
+    rows["id"] = ["200 W", "700 W", "no cap"]
+    path = tmp_path / "capped.csv"
+    rows.to_csv(path, index=False)
+    result = validation.predict(validation.read_table(path))
+    assert (result["reason"] == "").all()
+    t = result["error"].to_numpy() + 1.0  # predicted / measured time
+    assert t[0] > 1.1 * t[1]
+    assert t[1] == pytest.approx(t[2])

@@ -18,7 +18,10 @@ is a CSV with one measurement per row (docs/model.md, section 9):
   ``zero_stage``, ``flash_attention``, network inputs, ...) and the model shape
   (``model`` as a preset name or a label, ``layers``, ``hidden``, ``ffn_hidden``,
   ``heads``, ``kv_heads``, ``vocab``, ``seq_len``, ``gated_mlp``, ``tied_embeddings``).
-  An empty cell or a missing column takes the evaluator's declared default.
+  An empty cell or a missing column takes the evaluator's declared default. Time rows go
+  through the whole evaluator (:func:`dse.analytic.model.evaluate`), so a row's
+  ``power_cap_w`` sets the clock the energy half's clock search allows and the step is
+  timed at that clock, as in a study.
 
 Accelerator names are matched without regard to case, spaces, hyphens or underscores
 (``a100-80gb``, ``A100 80GB``). Tables in the vTrain column format (``# GPUs``, ``global
@@ -36,8 +39,8 @@ import numpy as np
 import pandas as pd
 
 from dse.analytic import declarations
+from dse.analytic import model as analytic_model
 from dse.analytic.time import hardware, workload
-from dse.analytic.time import model as time_model
 from dse.errors import DseError, did_you_mean
 from dse.evaluators.base import TRUTH
 from dse.tables import check_shape
@@ -347,23 +350,27 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
     if timed.any():
         rows = df[timed]
         cfg = table_to_config(rows.reset_index(drop=True), file=file)
+        # the whole evaluator, as a study runs it: a row's power_cap_w (and the part's TDP)
+        # sets the clock through the energy half's clock search, and the step is timed there
         with np.errstate(all="ignore"):
-            res = time_model.evaluate(cfg)
-        step = res.step_time_s
+            res = analytic_model.evaluate(cfg)
+        step = res["step_time_s"]
         tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg).seq_len
         measured = out.loc[timed, "measured"].to_numpy(dtype=float)
         qt = q[timed]
         per_gpu = tokens / (step * cfg["num_accelerators"])
         predicted = np.where(
-            qt == "iteration_time_s", step, np.where(qt == "tokens_per_s_per_gpu", per_gpu, res.mfu)
+            qt == "iteration_time_s",
+            step,
+            np.where(qt == "tokens_per_s_per_gpu", per_gpu, res["mfu"]),
         )
         ratio = np.where(
             qt == "iteration_time_s", step / measured, measured / predicted
         )  # predicted / measured time
-        ok = res.reason_code == 0
+        ok = np.asarray(res["feasible"], dtype=bool)
         out.loc[timed, "predicted"] = predicted
         out.loc[timed, "error"] = np.where(ok, ratio - 1.0, np.nan)
-        out.loc[timed, "reason"] = res.reason
+        out.loc[timed, "reason"] = np.where(ok, "", res["reason"])
     staged = np.isin(q, STAGE_QUANTITIES)
     if staged.any():
         from dse.analytic import validate_energy  # the energy side owns clock sweeps
