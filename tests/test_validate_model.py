@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from dse.analytic import validation
+from dse.analytic.energy import model as energy_model
 from dse.analytic.time import hardware
 from dse.errors import DseError
 
@@ -290,16 +291,18 @@ def test_each_row_is_timed_at_the_clock_its_power_cap_allows(tmp_path):
     measured at 700 W implies a larger error at 200 W."""
     df = validation.read_table(REF / "published_throughput.csv").drop(columns=["_file", "_line"])
     h100 = df[(df["accelerator"] == "H100-SXM") & (df["precision"] == "bf16")].head(1)
-    rows = pd.concat([h100] * 3, ignore_index=True)
-    rows["power_cap_w"] = ["200", "700", ""]
-    rows["id"] = ["200 W", "700 W", "no cap"]
+    rows = pd.concat([h100] * 4, ignore_index=True)
+    rows["power_cap_w"] = ["200", "700", "", "90"]
+    rows["id"] = ["200 W", "700 W", "no cap", "90 W"]
     path = tmp_path / "capped.csv"
     rows.to_csv(path, index=False)
     result = validation.predict(validation.read_table(path))
-    assert (result["reason"] == "").all()
+    assert (result["reason"].iloc[:3] == "").all()
     t = result["error"].to_numpy() + 1.0  # predicted / measured time
     assert t[0] > 1.1 * t[1]
     assert t[1] == pytest.approx(t[2])
+    # a cap below the draw at the lowest clock: refused with the evaluator's own reason
+    assert result["reason"].iloc[3] == energy_model.CAP_REASON and np.isnan(t[3])
 
 
 def test_node_power_at_the_wall_against_published_h100_node_measurements():
