@@ -22,6 +22,7 @@ COMPONENTS = (
     "energy_idle_j",
     "energy_waiting_j",
     "energy_host_j",
+    "energy_power_supply_j",
     "energy_facility_overhead_j",
 )
 
@@ -474,7 +475,8 @@ def test_checkpointing_adds_the_predicted_time_and_energy():
     assert p_parked == pytest.approx(121.7, abs=0.1)
     p_static = 800.0 / 8 + 25.0 + 25.0 + 30.0  # host share, NIC, scale-up and scale-out switches
     links = state_b * 8 * 25e-12 * n_ck
-    extra_it = 512 * ((p_parked + p_static) * ck["checkpoint_time_s"] + links)
+    wall = (1 + 0.08) / 0.96  # server fans and 80 PLUS Titanium supplies (the defaults)
+    extra_it = 512 * ((p_parked + p_static) * ck["checkpoint_time_s"] + links) * wall
     assert ck["it_energy_to_train_j"] - base["it_energy_to_train_j"] == pytest.approx(
         extra_it, rel=1e-6
     )
@@ -499,10 +501,10 @@ def test_checkpointing_adds_the_predicted_time_and_energy():
     # the swing steps down to the parked power, below the blocked power of the bubble
     p_blocked = 80.0 + 0.10 * (700.0 - 80.0)
     assert base["facility_power_swing_w"] == pytest.approx(
-        512 * (base["peak_power_per_accelerator_w"] - p_blocked)
+        512 * (base["peak_power_per_accelerator_w"] - p_blocked) * wall
     )
     assert ck["facility_power_swing_w"] == pytest.approx(
-        512 * (ck["peak_power_per_accelerator_w"] - p_parked)
+        512 * (ck["peak_power_per_accelerator_w"] - p_parked) * wall
     )
     total = sum(ck[c] for c in COMPONENTS)
     assert total == pytest.approx(ck["energy_to_train_j"], rel=1e-9)
@@ -538,7 +540,7 @@ def test_checkpoint_duration_override_and_the_checkpoint_as_a_low_phase():
     )
     p_parked = 80.0 + 0.0673 * (700.0 - 80.0)  # a checkpoint parks the accelerators
     assert r["facility_power_swing_w"][1] == pytest.approx(
-        8 * (r["peak_power_per_accelerator_w"][1] - p_parked)
+        8 * (r["peak_power_per_accelerator_w"][1] - p_parked) * (1 + 0.08) / 0.96
     )
     assert r["facility_power_ramp_w_per_s"][1] == pytest.approx(
         r["facility_power_swing_w"][1] / 0.01
@@ -624,3 +626,32 @@ def test_the_gpu_waiting_for_its_host_draws_waiting_power_not_memory_power():
     assert t.fine_wait[0] == pytest.approx(
         b.layer_comm_s[0] + b.pp_comm_s[0] + b.host_idle_s[0], rel=1e-12
     )
+
+
+def test_power_at_the_wall_adds_server_fans_and_power_supply_losses():
+    """The node's DC power (accelerators, host, NICs, switch shares) times (1 + fans) /
+    psu_efficiency is its power at the wall: fans in energy_host_j, the conversion loss in
+    energy_power_supply_j; 80 PLUS Titanium (0.96) by default, Platinum (0.94) costs more."""
+    kw = dict(accelerator="H100-SXM", num_accelerators=64, model="gpt-1.3b", pue=1.2)
+    dc = _evaluate(**kw, psu_efficiency=1.0, fan_power_fraction=0.0).iloc[0]
+    r = _evaluate(**kw, psu_efficiency=[0.96, 0.94], fan_power_fraction=0.08)
+    assert dc["energy_power_supply_j"] == 0
+    for i, eta in enumerate((0.96, 0.94)):
+        w = 1.08 / eta
+        assert r["it_energy_to_train_j"][i] == pytest.approx(w * dc["it_energy_to_train_j"])
+        assert r["energy_power_supply_j"][i] == pytest.approx(
+            (1 / eta - 1) * 1.08 * dc["it_energy_to_train_j"]
+        )
+        assert r["energy_host_j"][i] - dc["energy_host_j"] == pytest.approx(
+            0.08 * dc["it_energy_to_train_j"]
+        )
+        for m in ("node_peak_power_w", "node_avg_power_w", "facility_peak_power_w"):
+            assert r[m][i] == pytest.approx(w * dc[m]), m
+        assert r["energy_compute_j"][i] == dc["energy_compute_j"]  # the accelerators: unchanged
+    assert r["energy_to_train_j"][1] > r["energy_to_train_j"][0]
+    # one node at the wall: 8 accelerators' busy power plus their host, fans and supplies
+    assert dc["node_peak_power_w"] == pytest.approx(
+        dc["facility_peak_power_w"] / 1.2 / (64 / 8), rel=1e-12
+    )
+    assert dc["node_peak_power_w"] > 8 * dc["peak_power_per_accelerator_w"]
+    assert dc["node_avg_power_w"] <= dc["node_peak_power_w"]

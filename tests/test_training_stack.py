@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from test_memory import cfg
 
+from dse.analytic import declarations, model, validation
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import frameworks, hardware
 from dse.analytic.time import model as time_model
@@ -241,11 +242,48 @@ def test_fp8_speeds_up_the_linear_layers_only():
     )
     bf16, fp8 = run(**kw), run(precision="fp8", **kw)
     assert 1.2 < bf16.step_time_s[0] / fp8.step_time_s[0] < 2.0
-    a100 = (
-        run(**{**kw, "accelerator": "A100-80GB"}),
-        run(**{**kw, "accelerator": "A100-80GB", "precision": "fp8"}),
+
+
+@pytest.mark.parametrize(
+    "accelerator, reason",
+    [
+        ("A100-80GB", "no fp8 units on this accelerator"),
+        ("A100-40GB", "no fp8 units on this accelerator"),
+        ("MI250X", "no fp8 units on this accelerator"),
+        ("TPU-v5p", "no fp8 units on this accelerator"),
+        ("H100-SXM", ""),
+        ("MI300X", ""),
+    ],
+)
+def test_fp8_is_refused_by_one_catalog_rule_on_parts_without_fp8_units(accelerator, reason):
+    """fp8 is a candidate only where the catalog's peak_tflops.fp8 is a number (the part's
+    datasheet lists fp8 matrix units); null refuses it, the same rule for every vendor, in
+    the evaluator and in dse validate-model (which runs the same evaluator)."""
+    assert (hardware.catalog()[accelerator]["peak_tflops"]["fp8"] is None) == bool(reason)
+    kw = dict(model="gpt-1.3b", num_accelerators=8, global_batch_size=64, micro_batch_size=1)
+    r = time_model.evaluate(
+        cfg(1, **{**BASE, **kw, "accelerator": accelerator, "precision": "fp8"})
     )
-    assert a100[1].step_time_s[0] >= a100[0].step_time_s[0]  # no fp8 units: only the casts cost
+    assert r.reason[0] == reason
+    row = pd.DataFrame(
+        [
+            {
+                "id": accelerator,
+                "source": "t",
+                "measured_quantity": "iteration_time_s",
+                "measured_value": "1.0",
+                "accelerator": accelerator,
+                "precision": "fp8",
+                "tensor_parallel": "1",
+                "pipeline_parallel": "1",
+                **{k: str(v) for k, v in kw.items()},
+            }
+        ]
+    )
+    assert validation.predict(row)["reason"].iloc[0] == reason
+    one = {**BASE, **kw, "accelerator": accelerator, "precision": "fp8"}
+    out = model.evaluate(declarations.complete({k: np.array([v]) for k, v in one.items()}, 1))
+    assert out["reason"][0] == reason and bool(out["feasible"][0]) == (reason == "")
 
 
 def test_mfu_stays_below_the_best_published_for_measured_parts():

@@ -51,6 +51,12 @@ FAILURES_PER_ACCELERATOR_HOUR = 466.0 / (16384 * 54 * 24)
 #: cycle "can cost more than ten minutes" at 10,000-GPU scale (Wan et al. 2025, ByteRobust,
 #: SOSP '25, arXiv:2509.16293); Llama 3 publishes no figure.
 RESTART_TIME_S = 600.0
+#: Default power-supply efficiency (AC at the wall -> DC in the node): the 80 PLUS
+#: Titanium level for 230 V internal redundant supplies, 96% at 50% load (90/94/96/91% at
+#: 10/20/50/100%; Platinum 94% at 50%, 91% at 100%): CLEAResult, "80 PLUS Program"
+#: efficiency-level table (www.clearesult.com/80plus/program-details). A node's supplies
+#: share its load (N+N redundancy), so each runs near half load while it trains.
+PSU_EFFICIENCY = 0.96
 
 
 @dataclass(frozen=True)
@@ -694,6 +700,28 @@ ENERGY_INPUTS: list[Input] = [
         group="power",
     ),
     Input(
+        "fan_power_fraction",
+        "float",
+        "",
+        "server fan power as a fraction of the node's other DC power (the heat the fans move; "
+        "0 for a node without fans)",
+        0.08,
+        minimum=0,
+        maximum=1,
+        group="power",
+    ),
+    Input(
+        "psu_efficiency",
+        "float",
+        "",
+        "power-supply efficiency, AC at the wall to DC in the node (80 PLUS Titanium 0.96 at "
+        "50% load, Platinum 0.94; 1: power counted at the DC side)",
+        PSU_EFFICIENCY,
+        minimum=0.5,
+        maximum=1.0,
+        group="power",
+    ),
+    Input(
         "accelerators_per_node",
         "int",
         "",
@@ -877,7 +905,13 @@ ENERGY_METRICS: list[Metric] = [
         "accelerator energy above idle while blocked (bubble, exposed communication, checkpoints)",
         mixed_fleet=SUM,
     ),
-    Metric("energy_host_j", "J", "host energy (CPU, DRAM per node)", mixed_fleet=SUM),
+    Metric("energy_host_j", "J", "host energy (CPU, DRAM, storage, server fans)", mixed_fleet=SUM),
+    Metric(
+        "energy_power_supply_j",
+        "J",
+        "power-supply conversion loss (AC at the wall to DC in the node)",
+        mixed_fleet=SUM,
+    ),
     Metric(
         "energy_facility_overhead_j",
         "J",
@@ -898,6 +932,19 @@ ENERGY_METRICS: list[Metric] = [
     ),
     Metric("facility_avg_power_w", "W", "average facility power", mixed_fleet=SUM),
     Metric("facility_peak_power_w", "W", "peak facility power", mixed_fleet=SUM),
+    Metric(
+        "node_avg_power_w",
+        "W",
+        "average power of one node at the wall while it trains (its accelerators, host, fans, "
+        "NICs, switch shares and power-supply loss; no facility overhead)",
+        mixed_fleet=ACCELERATOR_MEAN,
+    ),
+    Metric(
+        "node_peak_power_w",
+        "W",
+        "peak (busy-phase) power of one node at the wall",
+        mixed_fleet=MAX,
+    ),
     Metric(
         "facility_power_swing_w",
         "W",

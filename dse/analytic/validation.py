@@ -10,7 +10,9 @@ is a CSV with one measurement per row (docs/model.md, section 9):
   FLOP count, :func:`~dse.analytic.time.workload.model_flops_per_iteration`). Clock-sweep
   quantities ``stage_time_s`` and ``stage_energy_j`` (one pipeline stage, forward +
   backward, at ``clock_mhz``) are compared relative to the same source's highest clock
-  (:mod:`dse.analytic.validate_energy`);
+  (:mod:`dse.analytic.validate_energy`). Power quantities ``node_avg_power_w`` and
+  ``node_peak_power_w``: one node's power at the wall while it trains (accelerators, host,
+  fans, NICs, switch shares, power-supply loss), the evaluator's metrics of those names;
 - the run: any input of the analytic evaluator (``framework``, ``accelerator``,
   ``precision``, the layout: ``num_accelerators``, ``global_batch_size``,
   ``micro_batch_size``, ``tensor_parallel``, ``context_parallel``,
@@ -18,13 +20,17 @@ is a CSV with one measurement per row (docs/model.md, section 9):
   ``zero_stage``, ``flash_attention``, network inputs, ...) and the model shape
   (``model`` as a preset name or a label, ``layers``, ``hidden``, ``ffn_hidden``,
   ``heads``, ``kv_heads``, ``vocab``, ``seq_len``, ``gated_mlp``, ``tied_embeddings``).
-  An empty cell or a missing column takes the evaluator's declared default.
+  An empty cell or a missing column takes the evaluator's declared default. Time rows go
+  through the whole evaluator (:func:`dse.analytic.model.evaluate`), so a row's
+  ``power_cap_w`` sets the clock the energy half's clock search allows and the step is
+  timed at that clock, as in a study.
 
 Accelerator names are matched without regard to case, spaces, hyphens or underscores
 (``a100-80gb``, ``A100 80GB``). Tables in the vTrain column format (``# GPUs``, ``global
 batch``, ..., ``iteration time (ms)``) are read too, with the vTrain setup as defaults.
-Every prediction error is expressed on the iteration time: predicted / measured - 1
-(throughput and MFU rows converted), so that its sign always means "too slow".
+Every time prediction error is expressed on the iteration time: predicted / measured - 1
+(throughput and MFU rows converted), so that its sign always means "too slow"; a node
+power error is on the power (+ too high).
 """
 
 from __future__ import annotations
@@ -36,16 +42,20 @@ import numpy as np
 import pandas as pd
 
 from dse.analytic import declarations
+from dse.analytic import model as analytic_model
 from dse.analytic.time import hardware, workload
-from dse.analytic.time import model as time_model
 from dse.errors import DseError, did_you_mean
 from dse.evaluators.base import TRUTH
 from dse.tables import check_shape
 
 #: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
 #: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput
-CHECK_TABLES = ("moe_published_throughput.csv",)
+#: and whole-node power measured at the wall (heldout/node_power.csv)
+CHECK_TABLES = ("moe_published_throughput.csv", "node_power.csv")
 TIME_QUANTITIES = ("iteration_time_s", "tokens_per_s_per_gpu", "mfu")
+#: power of one node at the wall (the evaluator's metrics of the same names); their error
+#: is on the power itself: predicted / measured - 1, + too high
+POWER_QUANTITIES = ("node_avg_power_w", "node_peak_power_w")
 STAGE_QUANTITIES = ("stage_time_s", "stage_energy_j")
 BOOKKEEPING = (
     "id",
@@ -134,7 +144,7 @@ def read_table(path: Path) -> pd.DataFrame:
             file=str(path),
             allowed="bookkeeping columns, model inputs and shape fields (docs/model.md, section 9)",
         )
-    quantities = set(TIME_QUANTITIES) | set(STAGE_QUANTITIES)
+    quantities = set(TIME_QUANTITIES) | set(STAGE_QUANTITIES) | set(POWER_QUANTITIES)
     bad = sorted(set(df["measured_quantity"].str.strip()) - quantities)
     if bad:
         raise DseError(
@@ -343,27 +353,34 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
             "reason": "",
         }
     )
-    timed = np.isin(q, TIME_QUANTITIES)
+    timed = np.isin(q, TIME_QUANTITIES + POWER_QUANTITIES)
     if timed.any():
         rows = df[timed]
         cfg = table_to_config(rows.reset_index(drop=True), file=file)
+        # the whole evaluator, as a study runs it: a row's power_cap_w (and the part's TDP)
+        # sets the clock through the energy half's clock search, and the step is timed there
         with np.errstate(all="ignore"):
-            res = time_model.evaluate(cfg)
-        step = res.step_time_s
+            res = analytic_model.evaluate(cfg)
+        step = res["step_time_s"]
         tokens = cfg["global_batch_size"] * workload.resolve_shape(cfg["model"], cfg).seq_len
         measured = out.loc[timed, "measured"].to_numpy(dtype=float)
         qt = q[timed]
         per_gpu = tokens / (step * cfg["num_accelerators"])
         predicted = np.where(
-            qt == "iteration_time_s", step, np.where(qt == "tokens_per_s_per_gpu", per_gpu, res.mfu)
+            qt == "iteration_time_s",
+            step,
+            np.where(qt == "tokens_per_s_per_gpu", per_gpu, res["mfu"]),
         )
+        power = np.isin(qt, POWER_QUANTITIES)
+        for name in POWER_QUANTITIES:
+            predicted = np.where(qt == name, res[name], predicted)
         ratio = np.where(
-            qt == "iteration_time_s", step / measured, measured / predicted
-        )  # predicted / measured time
-        ok = res.reason_code == 0
+            (qt == "iteration_time_s") | power, predicted / measured, measured / predicted
+        )  # predicted / measured time (or power)
+        ok = np.asarray(res["feasible"], dtype=bool)
         out.loc[timed, "predicted"] = predicted
         out.loc[timed, "error"] = np.where(ok, ratio - 1.0, np.nan)
-        out.loc[timed, "reason"] = res.reason
+        out.loc[timed, "reason"] = np.where(ok, "", res["reason"])
     staged = np.isin(q, STAGE_QUANTITIES)
     if staged.any():
         from dse.analytic import validate_energy  # the energy side owns clock sweeps
@@ -500,7 +517,8 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
     lines.append("")
     lines.append(
         "worst rows (error = predicted / measured - 1 of the iteration time, for a row that gives "
-        "tokens/s or MFU the time it implies, so + is too slow; or of a stage's time or energy):"
+        "tokens/s or MFU the time it implies, so + is too slow; or of a stage's time or energy, "
+        "or of a node's power at the wall, + too high):"
     )
     for source, s in rep.items():
         for w in s["worst"]:

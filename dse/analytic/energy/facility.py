@@ -1,5 +1,5 @@
-"""Power outside the accelerators and at the facility: host and network static power, the
-facility overhead (PUE or cooling COP), and facility power over the step (average, peak,
+"""Power outside the accelerators and at the facility: host and network static power, server
+fans and power-supply losses (the node at the wall), the facility overhead (PUE or cooling COP), and facility power over the step (average, peak,
 the busy/blocked swing and its ramp rate).
 
 Every function is vectorised over candidates; powers are watts per accelerator unless
@@ -16,6 +16,17 @@ import numpy as np
 def host_power_w(host_power_w, accelerators_per_node) -> np.ndarray:
     """A node's host power (CPUs, DRAM, storage, fans) shared by its accelerators."""
     return host_power_w / np.maximum(accelerators_per_node, 1.0)
+
+
+def wall_factor(fan_power_fraction, psu_efficiency) -> np.ndarray:
+    """Power at the wall per watt of DC power in the node (accelerators, host, NICs and
+    switch shares): the server fans draw ``fan_power_fraction`` on top (they move the heat of
+    that power; a first-order rule, fan power following the heat load), and the power
+    supplies deliver it all at ``psu_efficiency`` (AC at the wall to DC, 80 PLUS levels:
+    CLEAResult, 80 PLUS program): ``(1 + fans) / psu_efficiency``."""
+    return (1.0 + np.asarray(fan_power_fraction, dtype=float)) / np.asarray(
+        psu_efficiency, dtype=float
+    )
 
 
 def network_static_power_w(
@@ -54,7 +65,8 @@ def facility_power_w(
     share of host and network power ``p_other``, scaled by the overhead), ``swing`` (the IT
     step between the busy and the blocked phase, synchronised over all ``n``
     accelerators, where a low phase exists; the cooling plant does not follow sub-second
-    swings, so no overhead on it) and ``ramp`` (the swing over the transition time, W/s)."""
+    swings, so no overhead on it) and ``ramp`` (the swing over the transition time, W/s).
+    The powers are at the wall (the caller scales them by :func:`wall_factor`)."""
     avg = facility_j / np.where(time_s > 0, time_s, np.nan)
     peak = n * (p_busy + p_other) * (1.0 + overhead)
     swing = np.where(low_phase, n * np.maximum(p_busy - p_wait, 0.0), 0.0)

@@ -66,6 +66,8 @@ class EnergyInputs:
     power_transition_s: np.ndarray  # s, time to step between phase powers
     host_power_w: np.ndarray  # W per node
     accelerators_per_node: np.ndarray  # accelerators sharing a host
+    fan_power_fraction: np.ndarray  # server fans, fraction of the node's other DC power
+    psu_efficiency: np.ndarray  # power supplies, AC at the wall to DC
     nic_power_w: np.ndarray  # W per accelerator, scale-out NIC static
     scaleup_switch_power_w: np.ndarray  # W per accelerator
     scaleout_switch_power_w: np.ndarray  # W per accelerator (jobs beyond one scale-up domain)
@@ -164,7 +166,12 @@ def _metrics(
     it_j = (
         e_step_acc + (ck_e.idle_j + ck_e.waiting_j + ck_e.network_j + ck_e.host_j)
     ) * total_steps_n
-    it_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)
+    dc_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)  # DC side of the nodes
+    # at the wall: the server fans (with the host) and the power supplies' conversion loss
+    wall = facility.wall_factor(x.fan_power_fraction, x.psu_efficiency)
+    fans_j = dc_j * x.fan_power_fraction
+    it_j = dc_j * wall
+    psu_j = it_j - dc_j - fans_j
     facility_j = it_j * (1.0 + overhead)
     time_to_train_s = gp.wall_s
     fac = _facility_power(
@@ -179,6 +186,7 @@ def _metrics(
         overhead,
     )
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
+    nodes = n / np.maximum(x.accelerators_per_node, 1.0)  # a job's share of nodes
     mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / np.where(step_ck > 0, step_ck, np.nan)
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
@@ -186,18 +194,22 @@ def _metrics(
         "energy_to_train_mwh": facility_j / economics.J_PER_MWH,
         "it_energy_to_train_j": it_j,
         "it_energy_to_train_mwh": it_j / economics.J_PER_MWH,
-        "energy_per_step_j": e_step_acc * n * (1.0 + overhead),
+        "energy_per_step_j": e_step_acc * n * wall * (1.0 + overhead),
         "energy_compute_j": e.compute_j * runs,
         "energy_memory_j": e.memory_j * runs,
         "energy_network_j": (e_net + ck_e.network_j) * runs + gp.restart_s * restart_w[2],
         "energy_idle_j": (e.idle_j + ck_e.idle_j) * runs + gp.restart_s * restart_w[0],
         "energy_waiting_j": (e.waiting_j + ck_e.waiting_j) * runs,
-        "energy_host_j": (e_host + ck_e.host_j) * runs + gp.restart_s * restart_w[1],
+        "energy_host_j": (e_host + ck_e.host_j) * runs + gp.restart_s * restart_w[1] + fans_j,
+        "energy_power_supply_j": psu_j,
         "energy_facility_overhead_j": it_j * overhead,
         "avg_power_per_accelerator_w": mean_p,
         "peak_power_per_accelerator_w": e.busy_w,
         "facility_avg_power_w": fac.avg_w,
         "facility_peak_power_w": fac.peak_w,
+        # one node at the wall: the facility's IT power over its nodes (no facility overhead)
+        "node_avg_power_w": it_j / np.where(time_to_train_s > 0, time_to_train_s, np.nan) / nodes,
+        "node_peak_power_w": fac.peak_w / (1.0 + overhead) / nodes,
         "facility_power_swing_w": fac.swing_w,
         "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
         "checkpoint_time_s": np.where(ck.on, steps * ck.per_step_s, 0.0),
@@ -262,7 +274,9 @@ def _checkpoints_and_interruptions(
 def _facility_power(
     x: EnergyInputs, e, ck, p_parked, facility_j, time_s, n, p_other, overhead
 ) -> facility.FacilityPower:
-    """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`)."""
+    """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`),
+    the nodes' powers taken at the wall (:func:`.facility.wall_factor`)."""
+    wall = facility.wall_factor(x.fan_power_fraction, x.psu_efficiency)
     t = e.times
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
@@ -274,9 +288,9 @@ def _facility_power(
         facility_j=facility_j,
         time_s=time_s,
         n=n,
-        p_busy=e.busy_w,
-        p_wait=p_low,
-        p_other=p_other,
+        p_busy=e.busy_w * wall,  # at the wall: server fans and power-supply loss
+        p_wait=p_low * wall,
+        p_other=p_other * wall,
         overhead=overhead,
         low_phase=(t.blocked > 0) | has_ck,
         transition_s=x.power_transition_s,

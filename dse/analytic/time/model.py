@@ -69,6 +69,8 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         ~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
         "unknown model preset and incomplete shape",
     )
+    # one rule for every vendor: fp8 where the catalog's peak_tflops.fp8 is null is refused
+    reasons.flag((hw.precision_ok == 0) & (hw.fp8 > 0), "no fp8 units on this accelerator")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
     lay = _layout(cfg, stack)
     reasons.flag(

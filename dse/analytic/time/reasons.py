@@ -30,6 +30,7 @@ REASONS = (
     "expert x expert-tensor parallel does not divide the tensor x context x data-parallel ranks",
     "more experts per token than experts",
     "the training stack needs sequence parallelism for a mixture-of-experts model with tensor parallelism",
+    "no fp8 units on this accelerator",
 )
 REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 REASON_TEXT = np.array(REASONS, dtype=object)
