@@ -408,7 +408,7 @@ class Report:
             height=360,
             margin=dict(l=60, r=20, t=40, b=50),
             xaxis_title="evaluations",
-            yaxis_title="hypervolume (normalised frame)",
+            yaxis_title="hypervolume [1] (normalised to this run's first front)",
             title="hypervolume of the front against evaluations"
             + (
                 " (one batch: the run evaluated everything at once)"
