@@ -197,8 +197,18 @@ class RichProgress:
 
     def advance(self, n: int, record: dict) -> None:
         from dse.cli.pace import progress_lines
+        from dse.progress import clock_time
 
         if self.bar is None:
+            return
+        if record.get("phase"):  # the datasets written after the search: steps, time left
+            self.bar.update(
+                self.task,
+                advance=n,
+                total=record.get("total") or None,
+                pace=f"{record['phase']}, {clock_time(record.get('eta_s'))} left",
+                best="",
+            )
             return
         pace, best = progress_lines(record)
         self.bar.update(self.task, advance=n, pace=pace, best=best)
@@ -248,7 +258,13 @@ class _Notes:
 
 def _progress(quiet: bool):
     console = _call().err  # the console itself: a display thread has no call context
-    return _Notes(console) if quiet else RichProgress(console)
+    if quiet:
+        return _Notes(console)
+    if not console.is_terminal:  # a batch job's log, a pipe: plain lines every ~10 s or 10 %
+        from dse.progress import LineProgress
+
+        return LineProgress(lambda line: console.print(escape(line), highlight=False))
+    return RichProgress(console)
 
 
 # -- commands -------------------------------------------------------------------------------------
