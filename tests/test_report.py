@@ -288,6 +288,18 @@ def test_report_in_a_real_browser(report, quickstart):
             )
             return row, x
 
+        moves = [
+            driver.execute_script(
+                "const s = document.getElementById('eta'); s.value = arguments[0];"
+                "const t0 = performance.now(); s.dispatchEvent(new Event('input'));"
+                "return performance.now() - t0;",
+                str(eta / 20),
+            )
+            for eta in range(21)
+        ]
+        # one redraw per figure per move, none when the design stays (0.5-2.2 s a move before;
+        # 55-140 ms here in software rendering on a shared CPU): a generous bound, not flaky
+        assert max(moves) < 500, moves
         rows = [choose(eta / 20)[0] for eta in range(21)]
         assert run.front.sizes["candidate"] and len(set(rows)) >= 5  # η sweeps the front
         assert (

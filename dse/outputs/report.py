@@ -788,6 +788,8 @@ SCRIPT = """
     const eta = Number(slider.value), k = best(eta);
     out.textContent = eta.toFixed(2);
     choice.textContent = "\\u03b7 = " + eta.toFixed(2) + ": " + data.text[k];
+    if (String(k) === choice.dataset.row && update.done) return;  // the same design: nothing to redraw
+    update.done = true;
     choice.dataset.row = String(k);
     const against = document.getElementById("eta-against");
     if (k === data.knee) {
@@ -805,14 +807,14 @@ SCRIPT = """
       Plotly.restyle(div, {x: [[f.x[k]]], y: [[f.y[k]]], text: [[data.text[k]]]}, [div.data.length - 1]);
     }
     const b = data.breakdown;
-    if (b.div) {
-      const div = document.getElementById(b.div);
-      let t = 0;
+    if (b.div) {  // every bar trace in one restyle: one redraw per move, not one per trace
+      const ys = [], traces = [];
       for (const part of b.components) {
         for (const [fixed, values] of part) {
-          Plotly.restyle(div, {y: [fixed.concat([values[k]])]}, [t]); t++;
+          ys.push(fixed.concat([values[k]])); traces.push(traces.length);
         }
       }
+      Plotly.restyle(document.getElementById(b.div), {y: ys}, traces);
     }
   }
   slider.addEventListener("input", update);
