@@ -243,14 +243,14 @@ class LineProgress(ProgressSink):
         self.done = self._said_done = 0
         self.record: dict = {}
         self.started = self._said_at = clock()
-        self._open = False
+        self._open = self._open_running = False
 
     def start(self, total: int | None, description: str) -> None:
         self.total, self.description = total, description
         self.done = self._said_done = 0
         self.record = {}
         self.started = self._said_at = self.clock()
-        self._open = True
+        self._open = self._open_running = True
         self.write(f"progress: {description}: started" + (f", {total:,} to do" if total else ""))
 
     def advance(self, n: int, record: dict) -> None:
@@ -268,9 +268,15 @@ class LineProgress(ProgressSink):
 
     def stop(self) -> None:
         if self._open:
+            self._open_running = False
             if self.done != self._said_done or not self.done:  # the last count, said once
                 self._say(self.clock())
             self._open = False
+
+    def _no_mean_rate(self, now: float) -> bool:
+        """Whether no mean rate can stand in for an unmeasured one: while the run goes on (a
+        mean over the start-up is the estimate the pace avoids), or with no time elapsed."""
+        return self._open_running or now <= self.started or not self.done
 
     def _say(self, now: float) -> None:
         self._said_at, self._said_done = now, self.done
@@ -279,12 +285,16 @@ class LineProgress(ProgressSink):
         total = self.total
         of = f"{self.done:,}/{total:,}" if total else f"{self.done:,}"
         share = f" ({100 * self.done / total:.1f} %)" if total else ""
-        rate = r.get("rate_per_s")
+        rate, eta = r.get("rate_per_s"), r.get("eta_s")
+        if rate is None and not self._no_mean_rate(now):  # the run's mean, once it is over
+            rate = self.done / (now - self.started)
+        if total and self.done >= total:
+            eta = 0.0
         per_s = "?" if rate is None else f"{rate:,.1f}"
         what = "evaluations" if noun == "candidates" else noun
         line = (
             f"progress: {of} {noun} done{share}, {per_s} {what}/s, time left "
-            f"{clock_time(r.get('eta_s'))}, elapsed {clock_time(now - self.started)} (h:mm:ss)"
+            f"{clock_time(eta)}, elapsed {clock_time(now - self.started)} (h:mm:ss)"
         )
         if noun == "candidates":
             line += (
