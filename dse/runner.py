@@ -274,7 +274,8 @@ class Runner:
         written = True
         labels = driver.attributes()
         try:
-            front = self._write_outputs(store, run, labels)
+            with report.writing("writing evaluations.nc"):  # progress through the writes
+                front = self._write_outputs(store, run, labels)
         except (
             KeyboardInterrupt
         ) as exc:  # Ctrl-C or SIGTERM while the datasets are written: the log

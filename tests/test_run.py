@@ -356,10 +356,17 @@ def test_export_front_in_every_format(finished_run, tmp_path, fmt):
             assert ds.sizes["candidate"] == 11 and ds["f1"].attrs["units"] == "1"
     else:
         doc = json.loads(target.read_text())
-        assert len(doc["candidates"]) == 11 and doc["variables"]["f2"]["units"] == "1"
+        fields = {f["name"]: f for f in doc["schema"]["fields"]}
+        assert len(doc["data"]) == 11 and fields["f2"]["units"] == "1"
+        assert fields["elapsed_s"]["units"] == "s" and doc["attributes"]["study_name"] == "toy"
+        # pandas reads it back (JSON Table Schema), every value as stored
+        table = pd.read_json(target, orient="table", precise_float=True)
         with xr.open_dataset(finished_run / "pareto.nc", engine="h5netcdf") as ds:
             for name in ("f1", "f2", "x"):  # every double as stored, not rounded to 10 digits
-                assert [c[name] for c in doc["candidates"]] == ds[name].values.tolist()
+                assert [c[name] for c in doc["data"]] == ds[name].values.tolist()
+                assert table[name].tolist() == ds[name].values.tolist()
+            assert table["y"].dtype == np.int64 and table["feasible"].dtype == bool
+            assert table["shape"].tolist() == ds["shape"].values.astype(str).tolist()
 
 
 def test_export_takes_the_format_from_the_output_suffix_and_refuses_a_contradicting_one(
@@ -425,7 +432,7 @@ def test_every_evaluation_is_exported_slice_by_slice_as_one_table(
         table = pd.read_parquet(target)
         assert pq.ParquetFile(target).metadata.num_row_groups == 10
     else:
-        table = pd.DataFrame(json.loads(target.read_text())["candidates"])
+        table = pd.read_json(target, orient="table", precise_float=True)
     with xr.open_dataset(finished_run / "evaluations.nc", engine="h5netcdf") as ds:
         assert len(table) == ds.sizes["candidate"] == 66
         for name in ("f1", "f2", "x", "key"):

@@ -1,5 +1,5 @@
 """Command-line interface: ``dse run | resume | validate | evaluate | export | plot | report |
-show | status | describe | validate-model | calibrate | profile``.
+show | compare | status | describe | validate-model | calibrate | profile``.
 
 Every user error ends in one line on stderr naming the file, the field, the value and
 what is allowed, and exit code 2; never a Python traceback.
@@ -197,8 +197,18 @@ class RichProgress:
 
     def advance(self, n: int, record: dict) -> None:
         from dse.cli.pace import progress_lines
+        from dse.progress import clock_time
 
         if self.bar is None:
+            return
+        if record.get("phase"):  # the datasets written after the search: steps, time left
+            self.bar.update(
+                self.task,
+                advance=n,
+                total=record.get("total") or None,
+                pace=f"{record['phase']}, {clock_time(record.get('eta_s'))} left",
+                best="",
+            )
             return
         pace, best = progress_lines(record)
         self.bar.update(self.task, advance=n, pace=pace, best=best)
@@ -248,7 +258,13 @@ class _Notes:
 
 def _progress(quiet: bool):
     console = _call().err  # the console itself: a display thread has no call context
-    return _Notes(console) if quiet else RichProgress(console)
+    if quiet:
+        return _Notes(console)
+    if not console.is_terminal:  # a batch job's log, a pipe: plain lines every ~10 s or 10 %
+        from dse.progress import LineProgress
+
+        return LineProgress(lambda line: console.print(escape(line), highlight=False))
+    return RichProgress(console)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -508,7 +524,8 @@ def _finish(result, plan) -> None:
         else ""
     )
     hv = (
-        f"; hypervolume {result.history[-1].hypervolume:.4f} (normalised frame)"
+        f"; hypervolume {result.history[-1].hypervolume:.4f} (normalised to this run's "
+        "first front: not comparable across runs, `dse compare` puts runs in one frame)"
         if result.history
         else ""
     )
@@ -800,6 +817,58 @@ def show(
     from dse.outputs.show import show_front
 
     show_front(results, _call().out, sort=sort, descending=descending, limit=limit, plot=plot)
+
+
+@app.command()
+def compare(
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            help="results folders of two runs or more with the same objectives",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="figure of the fronts in one frame: .png, .svg or .pdf (default: compare.png here)",
+        ),
+    ] = None,
+) -> None:
+    """Compare runs: evaluations spent, front size, hypervolume in one common frame, which
+    run's front dominates which, and their fronts drawn in one frame."""
+    from dse.outputs.compare import compare_runs, labels, write_compare_figure
+    from dse.outputs.target import output_path
+
+    target = Path("compare.png") if output is None else output
+    for r in results:
+        output_path(target, target, r)  # never over one of the runs' own files
+    c = compare_runs(results)
+    names = labels(c)
+    table = Table(title="runs compared (hypervolume in the common frame below)")
+    table.add_column("run")
+    table.add_column(escape("evaluations [1]"), justify="right")
+    table.add_column(escape("front [points]"), justify="right")
+    table.add_column(escape("hypervolume, common frame [1]"), justify="right")
+    for name, run in zip(names, c.runs, strict=True):
+        table.add_row(
+            escape(name), f"{run.evaluations:,}", f"{run.front_size:,}", f"{run.hypervolume:.4f}"
+        )
+    out.print(table)
+    out.print(escape(c.frame()), highlight=False)
+    dom = Table(title="front points of the row's run dominated by the column's run's front")
+    dom.add_column("dominated ↓ by →")
+    for name in names:
+        dom.add_column(escape(name), justify="right")
+    for i, (name, run, row) in enumerate(zip(names, c.runs, c.dominated, strict=True)):
+        dom.add_row(
+            escape(name),
+            *("-" if i == k else f"{n} of {run.front_size}" for k, n in enumerate(row)),
+        )
+    out.print(dom)
+    out.print(f"wrote {write_compare_figure(c, target)}")
 
 
 @app.command()

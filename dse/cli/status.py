@@ -79,7 +79,7 @@ def show_status(results: Path, console: Console) -> None:
         )
     hv = "hypervolume - (no front yet)"
     if last and front_size:
-        hv = f"hypervolume {last.hypervolume:.4f} (frame of the first batch's front, see docs/results.md)"
+        hv = f"hypervolume {last.hypervolume:.4f} (normalised to this run's first front, see docs/results.md; `dse compare` puts runs in one frame)"
     console.print(
         f"evaluations {n} (failed {failed}), feasible {feasible}, "
         f"front size {front_size}, {hv}{as_of}"
@@ -122,7 +122,7 @@ def show_status(results: Path, console: Console) -> None:
             ("feasible", ""),
             ("failed", ""),
             ("front_size", ""),
-            ("hypervolume", ""),
+            ("hypervolume", "1, this run's frame"),
             ("seconds", "s"),
         ):
             t.add_column(

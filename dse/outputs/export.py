@@ -4,7 +4,8 @@ Units travel with every format: netCDF and zarr carry the dataset's CF attribute
 Parquet carries ``units`` and ``long_name`` in each field's Arrow metadata (and the
 dataset attributes in the schema's ``dse`` entry); CSV gets a CSV-on-the-Web sidecar
 ``<file>-metadata.json`` (column titles, units as ``schema:unitText``, descriptions) and,
-with ``units_row``, a second header row of units.
+with ``units_row``, a second header row of units; JSON is a JSON Table Schema document
+(``pandas.read_json(path, orient="table")``) with each field's units in the schema.
 """
 
 from __future__ import annotations
@@ -122,19 +123,51 @@ def tables(ds: xr.Dataset, rows: int | None = None) -> Iterator[pd.DataFrame]:
 
 
 def write_json(ds: xr.Dataset, parts: Iterable[pd.DataFrame], output: Path) -> None:
-    """``{"attributes", "variables", "candidates": [one object per row]}``, the rows written
-    as they come (no document of every row is built in memory)."""
+    """A JSON Table Schema document as ``pandas.read_json(path, orient="table")`` reads it:
+    ``{"schema": {"fields": [...], "pandas_version": ...}, "data": [one object per row],
+    "attributes": {...}}``. Each field carries its ``type`` and the variable's CF ``units``,
+    ``display_units``, ``long_name`` and ``description``; ``attributes`` holds the
+    dataset's (pandas ignores both). The rows are written as they come (no document of every
+    row is built in memory)."""
+    parts = iter(parts)
+    first_part = next(parts, None)
+    info = variables(ds)
+    fields = []
+    if first_part is not None:
+        for name in first_part.columns:
+            col = first_part[name]
+            field = {"name": str(name), "type": _table_type(col)}
+            field.update(info.get(str(name), {}))
+            fields.append(field)
     head = json.dumps(
-        {"attributes": _attributes(ds), "variables": variables(ds)}, indent=1, allow_nan=False
+        {"schema": {"fields": fields, "pandas_version": "1.4.0"}}, indent=1, allow_nan=False
     )
     with open(output, "w") as f:
-        f.write(head[:-2] + ',\n "candidates": [')  # the object without its closing brace
+        f.write(head[:-2] + ',\n "data": [')  # the object without its closing brace
         first = True
-        for part in parts:
+        for part in [first_part, *parts] if first_part is not None else []:
             for record in _json_records(part):
                 f.write(("\n  " if first else ",\n  ") + json.dumps(record, allow_nan=False))
                 first = False
-        f.write("\n ]\n}\n")
+        f.write(
+            "\n ],\n"
+            + ' "attributes": '
+            + json.dumps(_attributes(ds), allow_nan=False, default=str)
+            + "\n}\n"
+        )
+
+
+def _table_type(col: pd.Series) -> str:
+    """The JSON Table Schema type pandas reads a column back as: a column with missing
+    values that pandas would not hold as a number is ``any`` (object), as read."""
+    kind = col.dtype.kind
+    if kind == "b":
+        return "boolean"
+    if kind in "iu":
+        return "integer"
+    if kind == "f":
+        return "number"
+    return "any"
 
 
 def _json_records(table) -> list[dict]:

@@ -113,7 +113,7 @@ def _hypervolume(report, plt):
         ms=3,
     )
     ax.set_xlabel("evaluations")
-    ax.set_ylabel("hypervolume (normalised frame)")
+    ax.set_ylabel("hypervolume [1] (normalised to this run's first front)")
     ax.set_title(f"{report.study.name}: hypervolume against evaluations", fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()

@@ -35,6 +35,9 @@ from dse.pareto import objective_matrix
 from dse.results import Results, open_results
 
 SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all of a smaller run)
+#: the margin around the front in its figures' view, a share of the front's span per side
+#: (the front then spans 1 / (1 + 2 · 0.2) = 71 % of each axis)
+VIEW_MARGIN = 0.2
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
@@ -121,22 +124,19 @@ class Report:
         }
 
     def _axis(self, name: str) -> dict:
-        """A front figure's axis: title in the unit shown; range over the feasible candidates
-        and the front (infeasible ones far out would squeeze the front into a corner: they
-        stay drawn, outside the view, and plotly's autoscale button shows them)."""
+        """A front figure's axis: title in the unit shown, ranged to the front's
+        neighbourhood (its span and :data:`VIEW_MARGIN` of it on each side), so that the front
+        fills most of the plot; the dominated and infeasible candidates beyond stay drawn,
+        outside the view, and the figure's "all candidates" button shows them."""
         factor, unit = self.shown[name]
-        lo = [self.scan.lo.get(name, np.nan)]
-        hi = [self.scan.hi.get(name, np.nan)]
-        if name in self.front and len(self.front):
-            v = self.front[name].to_numpy(float)
-            lo.append(np.nanmin(v))
-            hi.append(np.nanmax(v))
-        lo, hi = np.nanmin(lo) / factor, np.nanmax(hi) / factor
+        v = self.front[name].to_numpy(float) / factor if name in self.front else np.empty(0, float)
+        v = v[np.isfinite(v)]
         log = self.scan.log_scale(name)
         axis = dict(title=f"{name} [{unit}]" if unit else name, type="log" if log else "linear")
-        if np.isfinite(lo) and np.isfinite(hi) and (not log or lo > 0):
+        if len(v) and (not log or v.min() > 0):
+            lo, hi = float(v.min()), float(v.max())
             a, b = (np.log10(lo), np.log10(hi)) if log else (lo, hi)
-            pad = 0.04 * (b - a) if b > a else (0.1 if log else max(abs(a) * 0.05, 1e-12))
+            pad = VIEW_MARGIN * (b - a) if b > a else (0.05 if log else max(abs(a) * 0.05, 1e-12))
             axis["range"] = [float(a - pad), float(b + pad)]
         return axis
 
@@ -291,14 +291,42 @@ class Report:
                     hovertemplate="%{text}<extra>best for η</extra>",
                 )
             )
+            xaxis, yaxis = self._axis(x), self._axis(y)
+            view = {
+                f"{k}.range": a["range"]
+                for k, a in (("xaxis", xaxis), ("yaxis", yaxis))
+                if "range" in a
+            }
             fig.update_layout(
                 template="plotly_white",
                 height=480,
-                margin=dict(l=60, r=20, t=40, b=50),
+                margin=dict(l=60, r=20, t=70, b=50),
                 title=f"{x} against {y}",
                 legend=dict(font=dict(size=10)),
-                xaxis=self._axis(x),
-                yaxis=self._axis(y),
+                xaxis=xaxis,
+                yaxis=yaxis,
+                updatemenus=[
+                    dict(
+                        type="buttons",
+                        direction="right",
+                        x=1,
+                        xanchor="right",
+                        y=1.02,
+                        yanchor="bottom",
+                        showactive=True,
+                        active=0,
+                        pad=dict(r=0, t=0),
+                        font=dict(size=11),
+                        buttons=[
+                            dict(label="front in view", method="relayout", args=[view]),
+                            dict(
+                                label="all candidates",
+                                method="relayout",
+                                args=[{"xaxis.autorange": True, "yaxis.autorange": True}],
+                            ),
+                        ],
+                    )
+                ],
             )
             figs.append(fig)
         return figs
@@ -408,7 +436,7 @@ class Report:
             height=360,
             margin=dict(l=60, r=20, t=40, b=50),
             xaxis_title="evaluations",
-            yaxis_title="hypervolume (normalised frame)",
+            yaxis_title="hypervolume [1] (normalised to this run's first front)",
             title="hypervolume of the front against evaluations"
             + (
                 " (one batch: the run evaluated everything at once)"
@@ -481,7 +509,10 @@ class Report:
             formula=html.escape(self.weighting.formula),
             choice=html.escape(self._choice_text(0.5)),
             choice_row=self.weighting.best(0.5),
+            against=html.escape(self._against_knee(self.weighting.best(0.5))),
             selected=self._selected_table(),
+            knee=html.escape(sel.KNEE_SENTENCE),
+            tradeoffs=self._tradeoff_table(),
             front_table=self._front_table(),
             breakdown="\n".join(divs.get("breakdown", [])) or self._no_breakdown(),
             parallel="\n".join(divs["parallel"]),
@@ -565,6 +596,18 @@ class Report:
         )
         return f"front #{i + 1}: {p}; {o}"  # numbered as `dse show` numbers the front (by the first objective)
 
+    def _against_knee(self, i: int) -> str:
+        """The best for η against the knee, per objective, in percent (as the page's script
+        says it when η moves)."""
+        if i == self.knee:
+            return "against the knee: the knee itself"
+        k = self.knee
+        parts = []
+        for m in self.objectives:
+            a, b = float(self.front[m].iloc[i]), float(self.front[m].iloc[k])
+            parts.append(f"{m} {_percent(100 * (a - b) / abs(b) if b else np.nan)}")
+        return "against the knee: " + ", ".join(parts)
+
     def _choice_text(self, eta: float) -> str:
         return f"η = {eta:.2f}: {self._row_text(self.weighting.best(eta))}"
 
@@ -601,6 +644,34 @@ class Report:
             "selected",
             [([name, str(i + 1)], i) for name, i in self.selected().items()],
             ["candidate", "front #"],
+        )
+
+    def tradeoffs(self) -> dict[tuple[str, str], dict[str, float]]:
+        """Each named design against each other one, per objective, in percent."""
+        return sel.tradeoffs(self.front, self.selected(), self.objectives)
+
+    def _tradeoff_table(self) -> str:
+        """Rows: a named design; columns: another; a cell: what the row's design gives and
+        takes against the column's, per objective, in percent (+: more of it)."""
+        names = list(self.selected())
+        t = self.tradeoffs()
+
+        def cell(a: str, b: str) -> str:
+            if a == b or self.selected()[a] == self.selected()[b]:
+                return "same design" if a != b else "–"
+            return "<br>".join(html.escape(f"{m} {_percent(v)}") for m, v in t[(a, b)].items())
+
+        head = "<th>against →</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names)
+        body = "".join(
+            f"<tr><td>{html.escape(a)}</td>"
+            + "".join(f"<td>{cell(a, b)}</td>" for b in names)
+            + "</tr>"
+            for a in names
+        )
+        return (
+            f'<div class="wide"><table id="tradeoffs"><tr>{head}</tr>{body}</table></div>'
+            "<p><small>Each cell: the row's design against the column's, per objective, as "
+            "100 · (row − column) / |column| [%]; + is more of the objective, − less (for an objective minimised, − is the gain).</small></p>"
         )
 
     def _front_table(self) -> str:
@@ -644,6 +715,10 @@ class Report:
             "a": _json_floats(self.weighting.a),
             "b": _json_floats(self.weighting.b),
             "text": [self._row_text(i) for i in range(len(self.front))],
+            "knee": self.knee,
+            "objectives": [
+                {"name": m, "values": _json_floats(self.front[m])} for m in self.objectives
+            ],
             "fronts": [
                 {
                     "div": d,
@@ -667,6 +742,13 @@ def _values(spec) -> str:
     if hasattr(spec, "model_dump"):
         return ", ".join(f"{k} {v}" for k, v in spec.model_dump(exclude_none=True).items())
     return str(spec)
+
+
+def _percent(v: float) -> str:
+    """A signed percentage, ``+12.3 %``, ``−4.0 %``; ``n/a`` where it has no value."""
+    if not np.isfinite(v):
+        return "n/a"
+    return f"{'+' if v >= 0 else '−'}{abs(v):.1f} %"
 
 
 def _json_floats(values) -> list:
@@ -706,20 +788,33 @@ SCRIPT = """
     const eta = Number(slider.value), k = best(eta);
     out.textContent = eta.toFixed(2);
     choice.textContent = "\\u03b7 = " + eta.toFixed(2) + ": " + data.text[k];
+    if (String(k) === choice.dataset.row && update.done) return;  // the same design: nothing to redraw
+    update.done = true;
     choice.dataset.row = String(k);
+    const against = document.getElementById("eta-against");
+    if (k === data.knee) {
+      against.textContent = "against the knee: the knee itself";
+    } else {
+      against.textContent = "against the knee: " + data.objectives.map(function (o) {
+        const a = o.values[k], b = o.values[data.knee];
+        if (a === null || b === null || b === 0) return o.name + " n/a";
+        const p = 100 * (a - b) / Math.abs(b);
+        return o.name + " " + (p >= 0 ? "+" : "\u2212") + Math.abs(p).toFixed(1) + " %";
+      }).join(", ");
+    }
     for (const f of data.fronts) {
       const div = document.getElementById(f.div);
       Plotly.restyle(div, {x: [[f.x[k]]], y: [[f.y[k]]], text: [[data.text[k]]]}, [div.data.length - 1]);
     }
     const b = data.breakdown;
-    if (b.div) {
-      const div = document.getElementById(b.div);
-      let t = 0;
+    if (b.div) {  // every bar trace in one restyle: one redraw per move, not one per trace
+      const ys = [], traces = [];
       for (const part of b.components) {
         for (const [fixed, values] of part) {
-          Plotly.restyle(div, {y: [fixed.concat([values[k]])]}, [t]); t++;
+          ys.push(fixed.concat([values[k]])); traces.push(traces.length);
         }
       }
+      Plotly.restyle(document.getElementById(b.div), {y: ys}, traces);
     }
   }
   slider.addEventListener("input", update);
@@ -753,10 +848,14 @@ th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 <input type="range" id="eta" min="0" max="1" step="0.01" value="0.5">
 <div><small>best for {formula}</small></div>
 <div id="eta-choice" data-row="{choice_row}">{choice}</div>
+<div id="eta-against"><small>{against}</small></div>
 </div>
 {fronts}
 <h2>Selected candidates</h2>
+<p id="knee-note">{knee}</p>
 {selected}
+<h3>What each one gives and takes against the others</h3>
+{tradeoffs}
 <h2>Every point of the front</h2>
 {front_table}
 <h2>Where the energy and time go</h2>

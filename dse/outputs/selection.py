@@ -77,26 +77,54 @@ class Weighting:
 
 
 def weighting(front: pd.DataFrame, study: Study) -> Weighting:
-    """η·energy + (1 − η)·P_max·time, both in joules, where P_max is the largest facility
-    peak power on the front (time is priced at the most power any choice draws). Without
-    energy and time metrics, the first two objectives scaled to [0, 1] over the front."""
+    """η·energy′ + (1 − η)·time′ over the front, each objective scaled to [0, 1] over the
+    front (0: its best value there, 1: its worst), so that η from 0 to 1 sweeps the whole
+    front, from the fastest point to the most frugal one (weighting the raw values, time
+    priced at the peak power, picked the fastest point for every η below 0.5). Without
+    energy and time metrics, the first two objectives, scaled alike."""
     if ENERGY in front and TIME in front:
-        e, t = front[ENERGY].to_numpy(float), front[TIME].to_numpy(float)
-        if PEAK_POWER in front:
-            p, what = float(np.nanmax(front[PEAK_POWER])), f"P_max = max {PEAK_POWER} on the front"
-        else:
-            p, what = float(np.nanmax(e / t)), "P_max = the largest average power on the front"
-        return Weighting(e, p * t, f"η·{ENERGY} + (1 − η)·P_max·{TIME}, {what} = {p:,.0f} W")
-    f = objective_matrix(front, study)
-    f = np.column_stack([f, f]) if f.shape[1] == 1 else f
-    z = (f - f.min(axis=0)) / np.where(np.ptp(f, axis=0) > 0, np.ptp(f, axis=0), 1)
-    names = [o.metric for o in study.objectives] * 2
+        f = np.column_stack([front[ENERGY].to_numpy(float), front[TIME].to_numpy(float)])
+        names = [ENERGY, TIME]
+    else:
+        f = objective_matrix(front, study)
+        f = np.column_stack([f, f]) if f.shape[1] == 1 else f[:, :2]
+        names = [o.metric for o in study.objectives] * 2
+    span = np.nanmax(f, axis=0) - np.nanmin(f, axis=0) if len(f) else np.ones(2)
+    z = (f - np.nanmin(f, axis=0)) / np.where(span > 0, span, 1)
     return Weighting(
         z[:, 0],
         z[:, 1],
-        f"η·{names[0]} + (1 − η)·{names[1]}, each scaled to "
-        "[0, 1] over the front (no energy and time metrics)",
+        f"η·{names[0]}′ + (1 − η)·{names[1]}′, each scaled to [0, 1] over the front (0 its "
+        f"best value there, 1 its worst): η = 1 picks the best {names[0]}, η = 0 the best "
+        f"{names[1]}",
     )
+
+
+#: what the knee is, in one sentence (the report says it beside the star)
+KNEE_SENTENCE = (
+    "The knee (★) is the front point farthest from the straight line (with more objectives, "
+    "the plane) through the best point of each objective, towards better values, each "
+    "objective scaled to [0, 1] over the front: the point where a further gain in one "
+    "objective starts to cost disproportionately more of another."
+)
+
+
+def tradeoffs(
+    front: pd.DataFrame, rows: dict[str, int], metrics: list[str]
+) -> dict[tuple[str, str], dict[str, float]]:
+    """What each named design gives and takes against each other one, in percent:
+    ``{(a, b): {metric: 100 · (a − b) / |b|}}`` (NaN where b's value is 0 or missing)."""
+    out = {}
+    for a, i in rows.items():
+        for b, j in rows.items():
+            if a == b:
+                continue
+            diff = {}
+            for m in metrics:
+                va, vb = float(front[m].iloc[i]), float(front[m].iloc[j])
+                diff[m] = 100 * (va - vb) / abs(vb) if vb != 0 and np.isfinite(vb) else np.nan
+            out[(a, b)] = diff
+    return out
 
 
 def breakdown(

@@ -1,0 +1,221 @@
+"""Runs side by side (``dse compare``): their fronts in one frame, the hypervolume of each
+in a common reference frame, which run's front points dominate which, evaluations spent.
+
+A run's own hypervolume (``dse run``'s summary, ``dse status``, the report) is measured in
+the frame of its first batch's front, so two runs' numbers are not comparable. Here every
+front is normalised over the union of the fronts compared: each objective (minimised;
+maximised ones negated) is mapped so that the best value of any run is 0 and the worst
+value plus 10 % of the range is 1, and the hypervolume is the share of the unit box
+dominated (0 to 1, dimensionless), reference point (1, ..., 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dse.errors import DseError
+
+#: the colours of the runs in the figure, one per run, in the order given
+RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    """One run in a comparison: ``f``: its feasible front's objective vectors (minimised,
+    one row per distinct point), ``hypervolume``: in the common frame (share of the box)."""
+
+    path: Path
+    name: str
+    evaluations: int
+    f: np.ndarray
+    hypervolume: float
+
+    @property
+    def front_size(self) -> int:
+        return len(self.f)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs compared in one frame. ``objectives``: ``(metric, direction)`` in the first
+    run's order; ``ideal``/``nadir``: the common frame (minimised objective values, in each
+    metric's stored unit, ``units``); ``dominated[i][j]``: points of run i's front
+    dominated by run j's front."""
+
+    objectives: list[tuple[str, str]]
+    units: list[str]
+    runs: list[ComparedRun]
+    ideal: np.ndarray
+    nadir: np.ndarray
+    dominated: list[list[int]]
+
+    def frame(self) -> str:
+        """The common frame in words, with each objective's range."""
+        parts = []
+        for (metric, direction), unit, lo, hi in zip(
+            self.objectives, self.units, self.ideal, self.nadir, strict=True
+        ):
+            sign = -1.0 if direction == "maximize" else 1.0
+            best, ref = sorted((sign * lo, sign * hi), reverse=direction == "maximize")
+            parts.append(
+                f"{metric} {best:.4g} → {ref:.4g}{' ' + unit if unit not in ('', '1') else ''}"
+            )
+        return (
+            "common frame: each objective normalised over the union of the fronts compared, "
+            "best value 0, worst + 10 % of the range 1 (reference point); hypervolume = share "
+            "of that box dominated [1]: " + "; ".join(parts)
+        )
+
+
+def dominated_by(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which rows of ``a`` (minimised objectives) some row of ``b`` dominates (no worse in
+    every objective, better in one)."""
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros(len(a), bool)
+    le = (b[None, :, :] <= a[:, None, :]).all(axis=2)
+    lt = (b[None, :, :] < a[:, None, :]).any(axis=2)
+    return (le & lt).any(axis=1)
+
+
+def compare_runs(paths: list[Path | str]) -> Comparison:
+    """Open each results folder and compare their fronts (one-line error when the runs do
+    not share their objectives, or one has no front)."""
+    from dse.pareto import HypervolumeTracker, objective_matrix
+    from dse.results import open_results
+
+    if len(paths) < 2:
+        raise DseError(
+            f"needs two runs or more to compare, got {len(paths)}",
+            field="RUN",
+            allowed="two or more results folders, e.g. dse compare results/a results/b",
+        )
+    opened = [open_results(p) for p in paths]
+    first = opened[0]
+    objectives = [(o.metric, o.direction) for o in first.study.objectives]
+    for run in opened[1:]:
+        theirs = [(o.metric, o.direction) for o in run.study.objectives]
+        if sorted(theirs) != sorted(objectives):
+            raise DseError(
+                f"{run.path} and {first.path} do not share their objectives "
+                f"({_words(theirs)} against {_words(objectives)}): their fronts cannot be compared"
+            )
+    fronts, units, names = [], [], []
+    for run in opened:
+        ds = run.feasible_front()
+        metrics = [m for m, _ in objectives]
+        table = ds[metrics].to_dataframe().reset_index(drop=True)
+        f = objective_matrix(table, run.study)
+        order = [[o.metric for o in run.study.objectives].index(m) for m in metrics]
+        f = f[:, order]
+        f = np.unique(f[np.isfinite(f).all(axis=1)], axis=0)
+        fronts.append(f)
+        if not units:
+            units = [str(ds[m].attrs.get("units", "")) for m in metrics]
+        names.append(run.study.name)
+    union = np.vstack(fronts)
+    ideal = union.min(axis=0)
+    span = union.max(axis=0) - ideal
+    span = np.where(span > 0, span, np.maximum(np.abs(ideal), 1.0))
+    nadir = ideal + 1.1 * span
+    runs = []
+    for run, name, f in zip(opened, names, fronts, strict=True):
+        hv = HypervolumeTracker(ideal.tolist(), nadir.tolist()).update(f)
+        runs.append(ComparedRun(run.path, name, run.state().evaluations, f, hv))
+    dominated = [[int(dominated_by(a.f, b.f).sum()) for b in runs] for a in runs]
+    return Comparison(objectives, units, runs, ideal, nadir, dominated)
+
+
+def _words(objectives: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{d} {m}" for m, d in objectives) or "none"
+
+
+def labels(comparison: Comparison) -> list[str]:
+    """A short distinct label per run: its folder's name (its path where two share one)."""
+    names = [r.path.name for r in comparison.runs]
+    return [
+        str(r.path) if names.count(n) > 1 else n
+        for r, n in zip(comparison.runs, names, strict=True)
+    ]
+
+
+def compare_figure(comparison: Comparison):
+    """Every run's front in one frame, one panel per pair of objectives, in the display
+    unit of the largest value shown (:func:`~dse.outputs.scale.readable`)."""
+    from itertools import combinations
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dse.outputs.scale import readable
+
+    m = len(comparison.objectives)
+    signs = np.array([-1.0 if d == "maximize" else 1.0 for _, d in comparison.objectives])
+    values = [r.f * signs for r in comparison.runs]  # back to the metrics' own sign
+    union = np.vstack(values)
+    shown = [
+        readable(unit, float(np.nanmax(np.abs(union[:, j]))))
+        for j, unit in enumerate(comparison.units)
+    ]
+    pairs = list(combinations(range(m), 2)) or [(0, 0)]
+    ncols = min(len(pairs), 3)
+    nrows = -(-len(pairs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.8 * nrows), squeeze=False)
+    names = labels(comparison)
+    for ax, (i, j) in zip(axes.flat, pairs, strict=False):
+        for k, (run, v) in enumerate(zip(comparison.runs, values, strict=True)):
+            colour = RUN_COLOURS[k % len(RUN_COLOURS)]
+            x = v[:, i] / shown[i][0]
+            y = v[:, j] / shown[j][0] if m > 1 else np.zeros(len(v)) + k
+            ax.scatter(
+                x,
+                y,
+                s=30,
+                c=colour,
+                edgecolors="black",
+                linewidths=0.5,
+                zorder=3,
+                label=f"{names[k]} ({run.front_size} points, {run.evaluations:,} evaluations, "
+                f"hypervolume {run.hypervolume:.3f})",
+            )
+            if m == 2:
+                order = np.argsort(x)
+                ax.plot(x[order], y[order], c=colour, lw=0.8, zorder=2)
+        ax.set_xlabel(_axis(comparison, i, shown[i][1]))
+        ax.set_ylabel(_axis(comparison, j, shown[j][1]) if m > 1 else "run")
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(pairs) :]:
+        ax.set_visible(False)
+    fig.suptitle(
+        "Pareto fronts in one frame; hypervolume in the common frame (normalised over the "
+        "union of the fronts)",
+        fontsize=10,
+    )
+    handles, texts = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, texts, loc="lower center", ncol=1, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, min((0.04 * len(texts) + 0.02) / nrows, 0.4), 1, 1))
+    return fig
+
+
+def _axis(comparison: Comparison, j: int, unit: str) -> str:
+    metric = comparison.objectives[j][0]
+    return f"{metric} [{unit}]" if unit else metric
+
+
+def write_compare_figure(comparison: Comparison, path: Path) -> Path:
+    """The figure written atomically at ``path`` (its suffix: png, svg or pdf)."""
+    import matplotlib.pyplot as plt
+
+    from dse.outputs.plot import figure_path, save_figure
+
+    target, fmt = figure_path(Path(path), Path(path))
+    fig = compare_figure(comparison)
+    try:
+        save_figure(fig, target, (fmt,))
+    finally:
+        plt.close(fig)
+    return target
