@@ -471,6 +471,13 @@ def main(argv=None) -> int | str:
             table("leave-one-source-out (fitted on the other sources, predicting this one)", loso)
         )
         print()
+        print(
+            table(
+                "leave-one-source-out, the 2024-26 tables alone",
+                {s.name: loso[s.name] for s in new},
+            )
+        )
+        print()
     print(signed_tables(x, new, "the 2024-26 tables"))
     print(signed_tables(x, sources, "every reference table"))
     held = errors(x, heldout)
