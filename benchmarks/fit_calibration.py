@@ -49,7 +49,19 @@ from dse.analytic.time import model as time_model
 REFERENCE = Path(str(files("dse.analytic.data").joinpath("reference")))
 HELDOUT = REFERENCE / "heldout"
 #: accelerator families with measurements: the parameters of the first name serve all
-FAMILIES = {"A100": ("A100-80GB", "A100-40GB"), "H100": ("H100-SXM", "H800")}
+FAMILIES = {
+    "A100": ("A100-80GB", "A100-40GB"),
+    "H100": ("H100-SXM", "H800", "H100-SXM-96GB"),
+    # the 2024-26 tables (NEW_TABLES): one MXU efficiency for TPU v5e and v5p (the same XLA
+    # compiler and MXU design; MaxText's own tables), one fp8 efficiency ratio for the
+    # Blackwell die (B200 and GB200: the same die, NeMo / Megatron-Bridge tables)
+    "TPU": ("TPU-v5e", "TPU-v5p"),
+    "Blackwell": ("B200", "GB200"),
+}
+#: the 2024-26 tables (issue 32): their parts' parameters (NEW_FAMILIES) are fitted on them
+#: in a second stage with every first-stage parameter held (the A100 / H100 fit unchanged)
+NEW_TABLES = ("maxtext_tpu.csv", "nemo_megatron_bridge.csv", "olmo_core.csv", "torchtitan.csv")
+NEW_FAMILIES = ("TPU", "Blackwell")
 SHARED = (
     "matmul_half_gflop",
     "matmul_half_k",
@@ -64,6 +76,8 @@ SHARED = (
 PER_ACCELERATOR = {
     "A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
     "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff"),
+    "TPU": ("matmul_eff_max",),  # bf16 only; no TPU matmul benchmark is published
+    "Blackwell": ("fp8_matmul_ratio",),  # every Blackwell row is fp8: its bf16 is not identified
 }
 # (prior value, prior scale, lower bound, upper bound, log-space prior); sources in docs/model.md, section 7
 PRIOR = {
@@ -153,11 +167,14 @@ def prior(name: str) -> tuple[float, float, float, float, bool]:
     mu, scale, lo, hi, log = PRIOR[param]
     if mu is None:  # from the published matmul benchmark of the family's first part
         part = FAMILIES[fam][0]
-        mu = (
-            hardware.mamf_efficiency(part)
-            if param == "matmul_eff_max"
-            else hardware.mamf_efficiency(part, "fp8") / hardware.mamf_efficiency(part)
-        )
+        if hardware.mamf_efficiency(part) is None:  # none published: the estimated rule,
+            mu, scale = hardware.estimated_efficiencies(part)[param], 3.0 * scale  # held weakly
+        else:
+            mu = (
+                hardware.mamf_efficiency(part)
+                if param == "matmul_eff_max"
+                else hardware.mamf_efficiency(part, "fp8") / hardware.mamf_efficiency(part)
+            )
     return mu, scale, lo, hi, log
 
 
@@ -169,9 +186,14 @@ def to_calibration(x) -> dict:
     fitted = {}
     for fam, parts in FAMILIES.items():
         own = {p: values[f"{fam}.{p}"] for p in PER_ACCELERATOR[fam]}
-        own.setdefault("fp8_matmul_ratio", 1.0)  # no fp8 units: fp8 runs at the 16-bit rate
         for part in parts:
-            fitted[part] = own
+            if fam in NEW_FAMILIES:  # the fields not fitted: the estimated rule's
+                rule = hardware.estimated_efficiencies(part)
+                fitted[part] = {
+                    k: own.get(k, round(rule[k], 4)) for k in hardware.ACCELERATOR_FIELDS
+                }
+            else:
+                fitted[part] = {**own, "fp8_matmul_ratio": own.get("fp8_matmul_ratio", 1.0)}
     return {"shared": shared, "fitted": fitted}
 
 
@@ -194,6 +216,7 @@ class Source:
 
     def __init__(self, name: str, rows: pd.DataFrame, file: str) -> None:
         self.name, self.rows = name, rows.reset_index(drop=True)
+        self.file = Path(file).name
         self.cfg = validation.table_to_config(self.rows, file=file)
         seq = workload.resolve_shape(self.cfg["model"], self.cfg).seq_len
         self.tokens = self.cfg["global_batch_size"] * seq
@@ -318,6 +341,59 @@ def scan(
     return "\n".join(lines)
 
 
+def fit_second(x, new: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
+    """The new parts' parameters (:data:`NEW_FAMILIES`) fitted on the ``new`` sources with
+    every other parameter held at ``x``'s value."""
+    keep = {
+        n: float(v)
+        for n, v in zip(names(), x, strict=True)
+        if n.rpartition(".")[0] not in NEW_FAMILIES
+    }
+    return fit(new, max_nfev, pinned=keep)
+
+
+def fit_staged(old: list[Source], new: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
+    """First the shared and A100 / H100 parameters on the ``old`` sources (the new parts'
+    held at their priors: no old row runs on them), then :func:`fit_second`."""
+    pin = {n: prior(n)[0] for n in names() if n.rpartition(".")[0] in NEW_FAMILIES}
+    x = fit(old, max_nfev, pinned=pin)
+    return fit_second(x, new, max_nfev) if new else x
+
+
+#: accelerator-count bins of the signed-error table (issue 32)
+COUNT_BINS = (
+    (0, 64, "<= 64"),
+    (65, 512, "65-512"),
+    (513, 2048, "513-2,048"),
+    (2049, 1e12, "> 2,048"),
+)
+
+
+def signed_tables(x, sources: list[Source], what: str) -> str:
+    """Signed error (predicted / measured time - 1; + too slow) by accelerator count and
+    by accelerator over ``sources``' feasible rows: rows, signed mean, median |error|."""
+    err = errors(x, sources)
+    e = np.concatenate([err[s.name] for s in sources])
+    n = np.concatenate([np.asarray(s.cfg["num_accelerators"], dtype=float) for s in sources])
+    acc = np.concatenate([np.asarray(s.cfg["accelerator"], dtype=object) for s in sources])
+    lines = [
+        f"signed error by accelerator count and by accelerator ({what}, in-sample)",
+        "| group | rows | signed mean | median abs |",
+        "|---|---:|---:|---:|",
+    ]
+
+    def row(label, mask):
+        v = e[mask & np.isfinite(e)] * 100
+        if len(v):
+            lines.append(f"| {label} | {len(v)} | {v.mean():+.1f}% | {np.median(np.abs(v)):.1f}% |")
+
+    for lo, hi, label in COUNT_BINS:
+        row(f"{label} accelerators", (n >= lo) & (n <= hi))
+    for name in dict.fromkeys(acc):
+        row(str(name), acc == name)
+    return "\n".join(lines) + "\n"
+
+
 def errors(x, sources: list[Source]) -> dict[str, np.ndarray]:
     """Per source: predicted / measured iteration time - 1 per feasible row."""
     with calibrated(x):
@@ -374,7 +450,9 @@ def main(argv=None) -> int | str:
     heldout = load_sources(HELDOUT)
     if not sources or not heldout:
         return f"no reference tables under {REFERENCE} or {HELDOUT} (is dse installed with its package data?)"
-    x = fit(sources, args.max_nfev)
+    new = [s for s in sources if s.file in NEW_TABLES]
+    old = [s for s in sources if s.file not in NEW_TABLES]
+    x = fit_staged(old, new, args.max_nfev)
     print("fitted on all sources (prior in brackets):")
     for n, v in zip(names(), x, strict=True):
         print(f"  {n:34s} {v:9.4g}   [{prior(n)[0]:.4g}]")
@@ -383,13 +461,25 @@ def main(argv=None) -> int | str:
     print()
     if not args.no_loso:
         loso = {}
-        for i, s in enumerate(sources):
-            xi = fit(sources[:i] + sources[i + 1 :], args.max_nfev)
+        for i, s in enumerate(old):  # the first stage's sources: refit without the source
+            xi = fit_staged(old[:i] + old[i + 1 :], new, args.max_nfev)
+            loso[s.name] = errors(xi, [s])[s.name]
+        for i, s in enumerate(new):  # the new parts' parameters refitted without the source
+            xi = fit_second(x, new[:i] + new[i + 1 :], args.max_nfev)
             loso[s.name] = errors(xi, [s])[s.name]
         print(
             table("leave-one-source-out (fitted on the other sources, predicting this one)", loso)
         )
         print()
+        print(
+            table(
+                "leave-one-source-out, the 2024-26 tables alone",
+                {s.name: loso[s.name] for s in new},
+            )
+        )
+        print()
+    print(signed_tables(x, new, "the 2024-26 tables"))
+    print(signed_tables(x, sources, "every reference table"))
     held = errors(x, heldout)
     print(table("held-out published runs (never fitted; in-sample parameters)", held))
     print()

@@ -127,3 +127,72 @@ def test_the_memory_outputs_are_in_the_unit_of_the_capacity_they_are_checked_aga
     fits = out["memory_per_accelerator_gb"].to_numpy() <= cap
     assert memory_only.sum() > 1000 and 0.1 < fits[memory_only].mean() < 0.9
     np.testing.assert_array_equal(out["feasible"].to_numpy()[memory_only], fits[memory_only])
+
+
+LLAMA8 = dict(
+    model="llama3-8b",
+    accelerator="H100-SXM",
+    num_accelerators=8,
+    global_batch_size=16,
+    micro_batch_size=2,
+    framework="megatron-core",
+)
+
+
+def test_op_level_recompute_keeps_less_than_selective_and_more_than_full():
+    """torchtitan's op-level SAC keeps every second matmul output (wq, wv, w1, w2), the SDPA
+    output and the block input: 2 (h + g h) + 2 (q + v + o + f) bytes per token (Llama 3 8B:
+    15.5 h), fewer than Korthikanti's selective, more than full recomputation."""
+    act = {
+        p: time_model.evaluate(cfg(**LLAMA8, recompute=p)).activations_memory_gb[0]
+        for p in ("selective", "op", "full", "minimal", "offload")
+    }
+    assert act["full"] < act["op"] < act["selective"]
+    assert act["full"] < act["minimal"] < act["selective"]
+    assert act["offload"] < act["minimal"]
+    from dse.analytic.time import workload
+
+    shape = workload.resolve_shape(np.array(["llama3-8b"], dtype=object), {})
+    (op_rep, op_split), _, _ = memory.policy_bytes_per_token(shape)
+    assert (op_rep + op_split)[0] / 4096 == pytest.approx(15.5)
+
+
+def test_transformer_engine_fp8_keeps_one_byte_gemm_inputs():
+    """megatron-core keeps fp8 GEMM inputs as 1-byte casts: h + f bytes per token and layer
+    fewer than bf16 (without recomputation); torchtitan (torchao Float8) keeps 16-bit."""
+    kw = dict(LLAMA8, recompute="none")
+    bf16 = time_model.evaluate(cfg(**kw, precision="bf16")).activations_memory_gb[0]
+    fp8 = time_model.evaluate(cfg(**kw, precision="fp8")).activations_memory_gb[0]
+    tokens, layers = 2 * 8192, 32
+    assert (bf16 - fp8) * 2**30 == pytest.approx(tokens * layers * (4096 + 14336), rel=1e-6)
+    tt = dict(kw, framework="torchtitan")
+    assert time_model.evaluate(cfg(**tt, precision="fp8")).activations_memory_gb[
+        0
+    ] == pytest.approx(time_model.evaluate(cfg(**tt, precision="bf16")).activations_memory_gb[0])
+
+
+def test_activation_offloading_keeps_the_rest_on_the_device():
+    kw = dict(LLAMA8, recompute="none")
+    act = [
+        time_model.evaluate(cfg(**kw, activation_offload_layers=n)).activations_memory_gb[0]
+        for n in (0, 16, 31)
+    ]
+    assert act[2] < act[1] < act[0]
+    assert act[1] < 0.6 * act[0]
+
+
+def test_the_loss_peak_follows_the_stack():
+    """torchtitan's eager fp32 cross entropy holds 12 B per logit, 4 B compiled; TE's fused
+    cross entropy (megatron-bridge) 2 B."""
+    kw = dict(LLAMA8, recompute="full", framework="torchtitan")
+    eager = time_model.evaluate(cfg(**kw)).activations_memory_gb[0]
+    compiled = time_model.evaluate(cfg(**kw, compiled_loss=True)).activations_memory_gb[0]
+    logits = 2 * 8192 * 128256
+    assert (eager - compiled) * 2**30 == pytest.approx(8 * logits * 1.10, rel=1e-6)
+
+
+def test_maxtext_shards_activations_over_the_tensor_axis():
+    kw = dict(LLAMA8, tensor_parallel=8, recompute="full", precision="bf16")
+    mt = time_model.evaluate(cfg(**{**kw, "framework": "maxtext"})).activations_memory_gb[0]
+    mc = time_model.evaluate(cfg(**kw)).activations_memory_gb[0]
+    assert mt < mc

@@ -331,8 +331,9 @@ def test_torus_collectives_and_tpu_parts():
         sequence_parallel=False,
     )
     assert r["feasible"][:2].all()
+    # TPU v5p's MXU efficiency is fitted on MaxText's tables (issue 32), shared with v5e
     assert (
-        hardware.is_estimated("TPU-v5p")
+        not hardware.is_estimated("TPU-v5p")
         and hardware.catalog()["TPU-v5p"]["scaleup_topology"] == "torus_3d"
     )
     # no user clock control on Cloud TPUs: a lower clock is infeasible

@@ -538,9 +538,30 @@ TIME_INPUTS: list[Input] = [
         "recompute",
         "str",
         "",
-        "activation recomputation",
+        "activation recomputation: none, selective (Korthikanti et al. 2022), full, op "
+        "(torchtitan op-level selective AC), minimal (MaxText remat_policy minimal), offload "
+        "(MaxText minimal_offloaded)",
         "selective",
         RECOMPUTE,
+        group="parallelism",
+    ),
+    Input(
+        "activation_offload_layers",
+        "int",
+        "",
+        "layers whose activations are offloaded to host memory (Megatron-Core "
+        "cpu_offloading_num_layers)",
+        0,
+        minimum=0,
+        group="parallelism",
+    ),
+    Input(
+        "compiled_loss",
+        "bool",
+        "",
+        "the loss is compiled (torch.compile of the cross entropy: 16-bit logits and gradient, "
+        "4 B per logit, where the stack's eager loss keeps more)",
+        False,
         group="parallelism",
     ),
 ]

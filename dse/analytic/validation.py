@@ -65,6 +65,9 @@ BOOKKEEPING = (
     "data_parallel",
     "measured_quantity",
     "measured_value",
+    # peak memory per accelerator the source publishes (GiB; torchtitan's reserved peak):
+    # validate-model reports the memory model's error on it
+    "published_peak_memory_gib",
 )
 REQUIRED = ("source", "measured_quantity", "measured_value")
 LAYOUT = (
@@ -81,7 +84,7 @@ BOOLEAN = {
     "gated_mlp",
     "tied_embeddings",
     "moe_a2a_overlap",
-}
+} | {name for name, inp in declarations.INPUTS.items() if inp.kind == "bool"}
 
 #: the vTrain column format (the simulator's published validation tables) and its setup
 VTRAIN_COLUMNS = {
@@ -318,7 +321,9 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
     """Per-row prediction for a measurement table (both kinds of quantity): ``id``,
     ``source``, ``quantity``, ``measured``, ``predicted`` (in the row's quantity),
     ``error`` (on the iteration time; relative to the highest clock for stage rows) and
-    ``reason`` (why the model finds the layout infeasible; such rows get no error)."""
+    ``reason`` (why the model finds the layout infeasible; such rows get no error),
+    ``memory_gib`` (the predicted memory per accelerator, GiB, also for a refused row) and
+    ``published_memory_gib`` (the source's peak memory where the table gives it)."""
     df = df.reset_index(drop=True)
     q = df["measured_quantity"].to_numpy(dtype=object)
     measured = numbers(df, "measured_value", file)
@@ -351,6 +356,12 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
             "predicted": np.nan,
             "error": np.nan,
             "reason": "",
+            "memory_gib": np.nan,
+            "published_memory_gib": (
+                numbers(df, "published_peak_memory_gib", file)
+                if "published_peak_memory_gib" in df.columns
+                else np.nan
+            ),
         }
     )
     timed = np.isin(q, TIME_QUANTITIES + POWER_QUANTITIES)
@@ -381,6 +392,7 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
         out.loc[timed, "predicted"] = predicted
         out.loc[timed, "error"] = np.where(ok, ratio - 1.0, np.nan)
         out.loc[timed, "reason"] = np.where(ok, "", res["reason"])
+        out.loc[timed, "memory_gib"] = res["memory_per_accelerator_gb"]
     staged = np.isin(q, STAGE_QUANTITIES)
     if staged.any():
         from dse.analytic import validate_energy  # the energy side owns clock sweeps
@@ -412,7 +424,7 @@ def summary(result: pd.DataFrame) -> dict:
     err = result["error"].abs().to_numpy(dtype=float)
     ok = np.isfinite(err)
     e = err[ok]
-    return {
+    out = {
         "rows": int(len(result)),
         "predicted": int(ok.sum()),
         "infeasible": int((result["reason"] != "").sum()),
@@ -420,6 +432,20 @@ def summary(result: pd.DataFrame) -> dict:
         "mean_abs_error": float(e.mean()) if len(e) else float("nan"),
         "max_abs_error": float(e.max()) if len(e) else float("nan"),
     }
+    if "published_memory_gib" in result.columns:
+        mem = memory_error(result).to_numpy(dtype=float)
+        mem = mem[np.isfinite(mem)]
+        if len(mem):
+            out["memory_rows"] = int(len(mem))
+            out["memory_median_abs_error"] = float(np.median(np.abs(mem)))
+            out["memory_min_error"] = float(mem.min())
+            out["memory_max_error"] = float(mem.max())
+    return out
+
+
+def memory_error(result: pd.DataFrame) -> pd.Series:
+    """Predicted / published peak memory - 1 per row (NaN where the source publishes none)."""
+    return result["memory_gib"] / result["published_memory_gib"] - 1.0
 
 
 def predict_tables(paths) -> pd.DataFrame:
@@ -525,6 +551,26 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
             lines.append(
                 f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {_pct(w['error'], sign=True)}"
             )
+    mem = [(source, s) for source, s in rep.items() if "memory_rows" in s]
+    if mem:
+        lines.append("")
+        lines.append(
+            "memory per accelerator vs the published peak (predicted / published - 1, every row "
+            "that publishes one, refused or not):"
+        )
+        for source, s in mem:
+            lines.append(
+                f"  {source[:22]:22s} {s['memory_rows']:>3d} rows  median |error| "
+                f"{_pct(s['memory_median_abs_error'])}  range {_pct(s['memory_min_error'], sign=True)}"
+                f" .. {_pct(s['memory_max_error'], sign=True)}"
+            )
+        if rows:
+            for r in result.itertuples(index=False):
+                if np.isfinite(r.published_memory_gib):
+                    lines.append(
+                        f"  {str(r.id)[:44]:44s} {r.memory_gib:7.1f} vs {r.published_memory_gib:7.1f} GiB"
+                        f" {_pct(r.memory_gib / r.published_memory_gib - 1.0, sign=True)}"
+                    )
     infeasible = [(source, w) for source, s in rep.items() for w in s["infeasible_rows"]]
     if infeasible:
         lines.append("")

@@ -27,6 +27,19 @@ class HeldStage:
     )  # routed experts' (params per accelerator, expert-data-parallel ranks, stride); None: dense
 
 
+def chunked(comm_s, overlaps, window_s, chunks, tax) -> np.ndarray:
+    """Exposed time of a collective issued in ``chunks`` equal buckets, each behind the
+    compute after it (``window_s`` in all): the last bucket has nothing after it and is
+    exposed whole, the others hide behind the window at ``tax`` per second overlapped
+    (Megatron-Core's distributed optimizer "exposes only one DP communication chunk"; with
+    pipeline parallelism the chunk is a virtual stage's layers: NVIDIA Megatron-Bridge
+    communication-overlap guide, docs.nvidia.com/nemo/megatron-bridge/latest/training/
+    communication-overlap.html)."""
+    last = comm_s / np.maximum(chunks, 1.0)
+    hidden = np.minimum((comm_s - last) * overlaps, window_s)
+    return comm_s - (1.0 - tax) * hidden
+
+
 def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) -> np.ndarray:
     """Exposed data-parallel communication per iteration (s) of the ``stage`` over ``dp``
     ranks of stride ``lay.tp`` (the layout's ZeRO stage and ``micro_batches``), and the
@@ -46,6 +59,15 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
     call paying the ring's latency (:meth:`~.collectives.Network.ring_latency`), and, for a
     stack whose collectives go through PyTorch's list API (``stack.per_rank_copies``), one
     copy per rank (``launch_s`` each).
+
+    ``stack.dp_chunk_overlap`` (Megatron-Core's distributed optimizer, ZeRO 0/1): the
+    reduction and the gather are issued per bucket (:func:`chunked`): ``v`` chunks when
+    interleaved, behind the other chunks' backward / forward of the last / first ``pp``
+    micro-batches (``pp (v - 1) / v`` micro-batch slots), else one bucket per layer behind
+    one micro-batch. ``stack.pp_gather_once`` (FSDP with a pipeline, torchtitan 9dec370
+    ``reshard_after_forward=False`` "to avoid per-microbatch all-gathers"; torch pipelining
+    reduces on the last backward only): ZeRO 3 gathers once and reduce-scatters once per
+    iteration.
     """
     stage_params, experts, layers = stage.params, stage.experts, stage.layers
     tp, zero, m = lay.tp, lay.zero_stage, lay.micro_batches
@@ -61,7 +83,21 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
     z0 = exposed(
         net.all_reduce(stack.grad_bytes * stage_params, dp, tp), stack.grad_overlap, backward, tax
     )
-    z1 = exposed(rs, stack.grad_overlap, backward, tax) + gather_once
+    rs_once = exposed(rs, stack.grad_overlap, backward, tax)
+    if bool((stack.dp_chunk_overlap > 0).any()):
+        v, pp = lay.interleave, lay.pp
+        chunks = np.where(v > 1, v, np.maximum(layers, 1.0))
+        window = np.where(v > 1, pp * (v - 1.0) / v, 1.0)
+        on = stack.dp_chunk_overlap > 0
+        ar = net.all_reduce(stack.grad_bytes * stage_params, dp, tp)
+        rs_once = np.where(
+            on, chunked(rs, stack.grad_overlap, window * backward, chunks, tax), rs_once
+        )
+        z0 = np.where(on, chunked(ar, stack.grad_overlap, window * backward, chunks, tax), z0)
+        gather_once = np.where(
+            on, chunked(ag, stack.step_gather_overlap, window * forward, chunks, tax), gather_once
+        )
+    z1 = rs_once + gather_once
     z2 = m * exposed(rs, stack.grad_overlap, backward, tax) + gather_once
     if bool((zero >= 3).any()):  # per-call costs of the layer-by-layer collectives
         calls = np.maximum(layers * stack.zero3_calls_per_layer, 1.0)
@@ -71,6 +107,13 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
         ag, rs = ag + per_call, rs + per_call
     hideable = 2.0 * ag * stack.gather_overlap + rs * stack.grad_overlap
     z3 = m * (2.0 * ag + rs - (1.0 - tax) * np.minimum(hideable, mb_compute_s))
+    once = (stack.pp_gather_once > 0) & (lay.pp > 1)
+    z3 = np.where(
+        once,
+        exposed(ag, stack.gather_overlap, forward, tax)
+        + exposed(rs, stack.grad_overlap, backward, tax),
+        z3,
+    )
     return np.where(zero >= 3, z3, np.where(zero >= 2, z2, np.where(zero >= 1, z1, z0)))
 
 

@@ -27,7 +27,28 @@ FIELDS = (
     "zero3_calls_per_layer",
     "per_rank_copies",
     "moe_tp_needs_sp",
+    "pp_gather_once",
+    "dp_chunk_overlap",
+    "loss_bytes_per_logit",
+    "fp8_activations",
+    "activations_tp_sharded",
+    "allocator_overhead",
+    "gathered_bytes_per_layer_param",
+    "pp_keeps_unsharded",
+    "pp_keeps_outputs",
 )
+#: fields a stack may omit, and their values then (the behaviour before they existed)
+OPTIONAL = {
+    "pp_gather_once": 0.0,
+    "dp_chunk_overlap": 0.0,
+    "loss_bytes_per_logit": 4.0,
+    "fp8_activations": 0.0,
+    "activations_tp_sharded": 0.0,
+    "allocator_overhead": 0.0,
+    "gathered_bytes_per_layer_param": 6.0,
+    "pp_keeps_unsharded": 0.0,
+    "pp_keeps_outputs": 0.0,
+}
 
 
 @cache
@@ -62,6 +83,15 @@ class Stack:
     zero3_calls_per_layer: np.ndarray
     per_rank_copies: np.ndarray
     moe_tp_needs_sp: np.ndarray
+    pp_gather_once: np.ndarray
+    dp_chunk_overlap: np.ndarray
+    loss_bytes_per_logit: np.ndarray
+    fp8_activations: np.ndarray
+    activations_tp_sharded: np.ndarray
+    allocator_overhead: np.ndarray
+    gathered_bytes_per_layer_param: np.ndarray
+    pp_keeps_unsharded: np.ndarray
+    pp_keeps_outputs: np.ndarray
 
     def offers(self, zero_stage: np.ndarray) -> np.ndarray:
         """True where the stack offers ``zero_stage`` (an integer-valued float array)."""
@@ -80,7 +110,7 @@ def _row(name: str) -> tuple[float, ...]:
     return (
         float(st["default_zero_stage"]),
         float(sum(1 << int(z) for z in st["zero_stages"])),
-        *(float(st[f]) for f in FIELDS[2:]),
+        *(float(st[f]) if f in st else OPTIONAL[f] for f in FIELDS[2:]),
     )
 
 

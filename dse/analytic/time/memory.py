@@ -9,7 +9,66 @@ import numpy as np
 from dse.analytic.time.parallelism import Layout, Stages, part_embeddings
 from dse.analytic.time.workload import ModelShape, ParameterCounts
 
-RECOMPUTE = ("none", "selective", "full")
+#: activation recomputation policies (the ``recompute`` input): Korthikanti et al. 2022's
+#: none / selective / full, torchtitan's op-level selective AC (``op``), MaxText's ``minimal``
+#: (weight-dot outputs saved) and ``minimal_offloaded`` (``offload``: the dots go to host)
+RECOMPUTE = ("none", "selective", "full", "op", "minimal", "offload")
+#: the recompute code the time model costs each policy at (op, minimal and offload
+#: recompute no more than Korthikanti's selective: costed as selective, docs/model.md)
+TIME_RECOMPUTE = np.array([0.0, 1.0, 2.0, 1.0, 1.0, 1.0])
+
+
+def time_recompute(policy: np.ndarray) -> np.ndarray:
+    """The time model's recompute code (0 none, 1 selective, 2 full) of a policy code
+    (index into :data:`RECOMPUTE`; -1, no value, stays -1)."""
+    return np.where(policy < 0, policy, TIME_RECOMPUTE.take(np.clip(policy, 0, 5).astype(int)))
+
+
+@dataclass(frozen=True, slots=True)
+class StackMemory:
+    """What the training stack and the run keep beyond the layout (``frameworks.yaml``'s
+    memory fields, docs/model.md section 4; per candidate).
+
+    ``policy``: recompute policy code (index into :data:`RECOMPUTE`);
+    ``fp8_activations``: 1 where Transformer Engine keeps fp8 GEMM inputs as 1-byte casts
+    (the stack does and the candidate trains in fp8); ``loss_bytes_per_logit``: the loss's
+    peak per logit element on the last stage; ``tp_sharded_activations``: 1 where every
+    saved activation is split over the tensor ranks (MaxText's logical axis rules);
+    ``allocator_overhead``: the caching allocator's reserve over live activations and
+    buffers; ``gathered_bytes_per_layer_param``: ZeRO-3 / FSDP unsharded buffers;
+    ``pp_keeps_unsharded``: FSDP with a pipeline keeps the stage's weights gathered and its
+    gradients unsharded; ``pp_keeps_outputs``: the last stage keeps every micro-batch's
+    16-bit output; ``offload_layers``: layers whose activations go to host memory;
+    ``dropout_masks``: bytes per token of dropout masks per layer (0 without dropout)."""
+
+    policy: np.ndarray
+    fp8_activations: np.ndarray
+    loss_bytes_per_logit: np.ndarray
+    tp_sharded_activations: np.ndarray
+    allocator_overhead: np.ndarray
+    gathered_bytes_per_layer_param: np.ndarray
+    pp_keeps_unsharded: np.ndarray
+    pp_keeps_outputs: np.ndarray
+    offload_layers: np.ndarray
+    dropout_masks: np.ndarray
+
+
+def default_stack_memory(lay) -> StackMemory:
+    """The memory facts of a plain stack: the layout's policy, 16-bit activations, fp32
+    logits, no offload, no allocator reserve (``fsdp``'s gathered buffers)."""
+    zero = np.zeros_like(lay.tp, dtype=float)
+    return StackMemory(
+        policy=lay.recompute,
+        fp8_activations=zero,
+        loss_bytes_per_logit=zero + 4.0,
+        tp_sharded_activations=zero,
+        allocator_overhead=zero,
+        gathered_bytes_per_layer_param=zero + 6.0,
+        pp_keeps_unsharded=zero,
+        pp_keeps_outputs=zero,
+        offload_layers=zero,
+        dropout_masks=zero + 2.0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +137,32 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return none, selective, 2.0 * latents / h
 
 
+def policy_bytes_per_token(shape) -> tuple[tuple, tuple, tuple]:
+    """Bytes per token one layer keeps for the op-level policies (16-bit tensors), as
+    (part replicated over the tensor ranks unless sequence-parallel, part split over them):
+
+    ``op`` (torchtitan's op-level selective AC: ``_save_list`` and ``_custom_policy`` in
+    torchtitan/models/llama3/parallelize_llama.py at e7c0cae, parallelisms/parallelize_llama.py
+    at 9dec370 the same): every ``aten.mm`` output except every second one per block (of wq,
+    wk, wv, wo, w1, w3, w2 it keeps wq, wv, w1, w2), the SDPA output and the block input:
+    ``2 (h + g h)`` replicated, ``2 (q + v + o + f)`` split.
+    ``minimal`` (MaxText ``remat_policy: minimal`` = jax ``checkpoint_dots_with_no_batch_dims``,
+    MaxText/layers/models.py at 04262f3c): the weight projections' outputs the backward needs
+    (q, k, v, the attention's output projection, the MLP's up and gate) and the scanned
+    layer's input: ``2 (2 h)`` replicated, ``2 (q + k + v + (1 + g) f)`` split.
+    ``te_fp8``: what Transformer Engine's fp8 GEMMs save against 16-bit when the GEMM inputs
+    are kept: the normalisations' outputs (``h``) and the down projection's input (``f``) as
+    1-byte casts (TE transformer_engine/pytorch/module/linear.py: ``saved_inputmat`` is the
+    quantized input)."""
+    dims = shape.attention
+    h, f, g = shape.hidden, shape.ffn_hidden, shape.gated_mlp
+    return (
+        (2.0 * (1.0 + g) * h, 2.0 * (dims.q + dims.v + dims.o + f)),
+        (4.0 * h, 2.0 * (dims.q + dims.k + dims.v + (1.0 + g) * f)),
+        (h, f),
+    )
+
+
 def _activation_variants(
     s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -112,20 +197,41 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     return np.minimum(chunks, m * v)
 
 
-def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split):
+def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem: StackMemory):
     """(activations one layer keeps per micro-batch of ``b`` sequences of ``s`` tokens, the
-    working set full recomputation adds) for the layout's recompute code (0 none, 1
-    selective, 2 full); ``moe_act``: the mixture-of-experts layer's extra activations (kept
-    unless fully recomputed), None when dense; ``split``: :func:`split_bytes_per_hidden`."""
-    recompute = lay.recompute
+    working set recomputation adds) for the policy code ``mem.policy`` (0 none, 1 selective,
+    2 full, 3 op, 4 minimal, 5 offload); ``moe_act``: the mixture-of-experts layer's extra
+    activations (kept unless fully recomputed), None when dense; ``split``:
+    :func:`split_bytes_per_hidden`. ``mem.fp8_activations`` removes the 1-byte savings of
+    Transformer Engine's fp8 GEMM inputs from the no and selective policies. The working set:
+    one layer's activations without recomputation less what the policy keeps (full, op,
+    minimal: recomputed in the backward), one ``minimal`` layer in transit (offload)."""
+    policy = mem.policy
+    sp = np.maximum(lay.sequence_parallel, mem.tp_sharded_activations * (lay.tp > 1))
     none, selective, full = _activation_variants(
-        s, b, shape.hidden, shape.heads, lay.tp, lay.sequence_parallel, lay.flash_attention, split
+        s, b, shape.hidden, shape.heads, lay.tp, sp, lay.flash_attention, split
     )
-    per_layer = np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
-    working = np.where(recompute == 2, none, 0.0)  # one layer's activations without recomputation
+    rep = np.where(sp > 0, lay.tp, 1.0)
+    op_tok, minimal_tok, fp8_tok = policy_bytes_per_token(shape)
+    tokens = s * b
+    saving = mem.fp8_activations * tokens * (fp8_tok[0] / rep + fp8_tok[1] / lay.tp)
+    none, selective = none - saving, selective - saving
+    op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp)
+    minimal = tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp)
+    per_layer = np.select(
+        [policy == 0, policy == 1, policy == 3, policy == 4], [none, selective, op, minimal], full
+    )  # full and offload keep the layer's input
+    working = np.maximum(
+        np.select(
+            [policy == 2, policy == 3, policy == 4, policy == 5],
+            [none, none - op, none - minimal, minimal],
+            0.0,
+        ),
+        0.0,
+    )
     if moe_act is not None:
-        per_layer = per_layer + np.where(recompute == 2, 0.0, moe_act)
-        working = working + np.where(recompute == 2, moe_act, 0.0)
+        per_layer = per_layer + np.where(policy == 2, 0.0, moe_act)
+        working = working + np.where(policy == 2, moe_act, 0.0)
     return per_layer, working
 
 
@@ -171,6 +277,7 @@ def memory_breakdown(
     counts: ParameterCounts,
     reserved_bytes: np.ndarray,
     experts: ExpertMemory | None = None,
+    stack_memory: StackMemory | None = None,
 ) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
@@ -197,20 +304,31 @@ def memory_breakdown(
     dispatched tokens and the experts' activations,
     :func:`~dse.analytic.time.experts.activation_bytes`) unless fully recomputed.
     """
-    # long by its docstring (the memory rules and sources); the code is ~35 lines
+    # long by its docstring (the memory rules and sources); the code is ~50 lines
     tp, cp, pp, dp, v = lay.tp, lay.cp, lay.pp, lay.dp, lay.interleave
     seq_len, micro_batch, vocab = shape.seq_len, lay.micro_batch, shape.vocab
+    mem = default_stack_memory(lay) if stack_memory is None else stack_memory
+    split = split_bytes_per_hidden(shape)
+    # trained without dropout (dropout_masks 0): no masks, the replicated 10 sbh is 8 sbh
+    split = (split[0], split[1], split[2] - (2.0 - mem.dropout_masks))
     per_layer, working = _layer_activations(
         seq_len / cp,
         micro_batch,
         shape,
         lay,
         None if experts is None else experts.activation_bytes,
-        split_bytes_per_hidden(shape),
+        split,
+        mem,
     )
     if experts is not None:
         expert_params, expert_split, edp = experts.params_per_layer, experts.split, experts.edp
-    logits = 4.0 * seq_len / cp * micro_batch * vocab / tp
+    logit_elems = seq_len / cp * micro_batch * vocab / tp
+    # the loss's peak (bytes per logit element, the stack's); a last stage that keeps every
+    # micro-batch's 16-bit output for the step's merge (torch.distributed.pipelining)
+    logits = mem.loss_bytes_per_logit * logit_elems + np.where(
+        (pp > 1) & (mem.pp_keeps_outputs > 0), 2.0 * logit_elems * lay.micro_batches, 0.0
+    )
+    offloaded = np.clip(mem.offload_layers / np.maximum(shape.layers, 1.0), 0.0, 1.0)
     candidates = _stage_candidates(
         stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
     )
@@ -225,7 +343,26 @@ def memory_breakdown(
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
         chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
-        activations = per_layer * layers / v * chunks + np.where(layers > 0, working, 0.0) + logit
+        # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
+        # leaves the device, one layer's worth stays in transit (double buffer)
+        kept = (1.0 - offloaded) + np.where(
+            offloaded > 0, v / np.maximum(layers * chunks, 1.0), 0.0
+        )
+        activations = per_layer * layers / v * chunks * np.minimum(kept, 1.0)
+        activations = activations + np.where(layers > 0, working, 0.0) + logit
+        # ZeRO-3 / FSDP: one layer's unsharded weights and gradients in flight (the gathered
+        # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
+        # the output embedding and its gradient when larger); FSDP with a pipeline kept
+        # unsharded (torchtitan): the stage's 16-bit weights and fp32 gradients, 6 B/param
+        gathered = np.where(
+            lay.zero_stage >= 3,
+            np.maximum(mem.gathered_bytes_per_layer_param * counts.layer, 4.0 * emb) / tp,
+            0.0,
+        )
+        gathered = np.where(
+            (lay.zero_stage >= 3) & (pp > 1) & (mem.pp_keeps_unsharded > 0), 6.0 * params, gathered
+        )
+        activations = (activations + gathered) * (1.0 + mem.allocator_overhead)
         total = params * state_per_param + activations
         e_params = 0.0
         if experts is not None:

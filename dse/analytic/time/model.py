@@ -72,7 +72,8 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     # one rule for every vendor: fp8 where the catalog's peak_tflops.fp8 is null is refused
     reasons.flag((hw.precision_ok == 0) & (hw.fp8 > 0), "no fp8 units on this accelerator")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
-    lay = _layout(cfg, stack)
+    policy = choice_codes(cfg["recompute"], memory.RECOMPUTE)
+    lay = _layout(cfg, stack, memory.time_recompute(policy))
     reasons.flag(
         ~stack.offers(lay.zero_stage),
         "the training stack does not offer this sharding (ZeRO) stage",
@@ -117,7 +118,15 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
             edp=np.where(ex.frac > 0, ex.edp, 1.0),
             activation_bytes=ex.frac * experts.activation_bytes(shape, ex, lay.tp, T),
         )
-    mem = memory.memory_breakdown(shape, lay, stages, counts, hw.reserved_bytes, moe_memory)
+    mem = memory.memory_breakdown(
+        shape,
+        lay,
+        stages,
+        counts,
+        hw.reserved_bytes,
+        moe_memory,
+        _stack_memory(cfg, stack, hw, shape, policy),
+    )
     reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
     net = _network(cfg, hw)
     t = step.step_time(
@@ -153,7 +162,30 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     return _result(t, mem, hw, lay, clock, codes, net.size, run)
 
 
-def _layout(cfg, stack) -> parallelism.Layout:
+def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
+    """The stack's and the run's memory facts (:class:`~.memory.StackMemory`): a compiled
+    loss keeps 4 B per logit (16-bit logits and gradient); Transformer Engine's 1-byte
+    activations only in fp8; ZeRO-3 buffers of one collective call's parameters; no dropout masks for the gated-MLP (Llama-family) presets,
+    which train with dropout 0."""
+    loss = np.where(_f(cfg, "compiled_loss") > 0, 4.0, stack.loss_bytes_per_logit)
+    return memory.StackMemory(
+        policy=policy,
+        fp8_activations=stack.fp8_activations * hw.fp8,
+        loss_bytes_per_logit=np.minimum(loss, stack.loss_bytes_per_logit),
+        tp_sharded_activations=stack.activations_tp_sharded,
+        allocator_overhead=stack.allocator_overhead,
+        # the unit gathered is one collective call's (a layer for FSDP, a weight matrix for
+        # DeepSpeed's ZeRO-3: zero3_calls_per_layer)
+        gathered_bytes_per_layer_param=stack.gathered_bytes_per_layer_param
+        / np.maximum(stack.zero3_calls_per_layer, 1.0),
+        pp_keeps_unsharded=stack.pp_keeps_unsharded,
+        pp_keeps_outputs=stack.pp_keeps_outputs,
+        offload_layers=np.nan_to_num(_f(cfg, "activation_offload_layers")),
+        dropout_masks=2.0 * (1.0 - shape.gated_mlp),
+    )
+
+
+def _layout(cfg, stack, recompute) -> parallelism.Layout:
     """The layout inputs as a :class:`~.parallelism.Layout`: sequence parallelism only with
     tensor parallelism, the ZeRO stage the stack's default where not given, the recompute
     code (index into ``memory.RECOMPUTE``), and whether the context-parallel exchange
@@ -170,7 +202,7 @@ def _layout(cfg, stack) -> parallelism.Layout:
         interleave=_f(cfg, "interleave"),
         sequence_parallel=np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
         zero_stage=np.where(np.isfinite(zero), zero, stack.default_zero_stage),
-        recompute=choice_codes(cfg["recompute"], memory.RECOMPUTE),
+        recompute=recompute,
         flash_attention=_f(cfg, "flash_attention"),
         cp_overlap=(choice_codes(cfg["context_parallel_algorithm"], CP_ALGORITHMS) != 1).astype(
             float

@@ -262,9 +262,11 @@ def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group
         layout.zero_stage,
     )
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
+    # FSDP with a pipeline that gathers once (pp_gather_once): one micro-batch's traffic
+    m_dp = np.where((stack.pp_gather_once > 0) & (pp > 1) & (zero >= 3), 1.0, m)
     sizes = traffic.CollectiveBytes(
         activations=act_bytes,
-        data_parallel=data_parallel.volume_bytes(stage_params, zero, m, stack.grad_bytes),
+        data_parallel=data_parallel.volume_bytes(stage_params, zero, m_dp, stack.grad_bytes),
         pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather),
         context_parallel=cp_volume,
     )
