@@ -119,6 +119,15 @@ def start_method(requested: str, fork_safe: bool, threads: int | None = None) ->
     return "fork" if sys.platform.startswith("linux") and fork_safe and alone else "spawn"
 
 
+def _left(answer: BaseException) -> bool:
+    """Whether a worker's answer to a call is that it went away (its connection closed), not
+    that it could not run the call (dask may hand the error on as text in an Exception)."""
+    text = f"{type(answer).__name__} {answer}"
+    return isinstance(answer, ConnectionError) or any(
+        name in text for name in ("CommClosedError", "StreamClosedError", "CommClosed")
+    )
+
+
 class DaskExecutor(Executor):
     """A dask client on the cluster an :class:`ExecutionPlan` describes."""
 
@@ -322,7 +331,31 @@ class DaskExecutor(Executor):
 
     def check_versions(self) -> None:
         """Every worker there is runs the client's dse and evaluator versions (a worker that
-        joins later is checked with its first chunk)."""
+        joins later is checked with its first chunk). A worker that leaves during the check
+        (its connection closes: killed, its machine gone) is no mismatch: the run goes on with
+        the others; when none answered, it waits ``execution.grace_s`` for a worker to join
+        (as for a worker lost later) and checks again."""
+        deadline = time.monotonic() + self.plan.grace_s
+        while True:
+            gone = self._check_versions_once()
+            if gone is None:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterLost(
+                    f"every dask worker of {self.where} left during dse's version check and "
+                    f"none joined within {self.plan.grace_s:g} s (execution.grace_s); the last: "
+                    f"{gone}"
+                )
+            self.notify(
+                f"dask worker left during dse's version check ({gone}): waiting for another"
+            )
+            time.sleep(POLL_S)  # (the scheduler may list the dead worker a moment longer)
+            while self._n_workers() == 0 and time.monotonic() <= deadline:
+                time.sleep(POLL_S)
+
+    def _check_versions_once(self) -> str | None:
+        """One version check of the workers there are: None when at least one answered with
+        the client's versions, else what happened to the last worker that left."""
         client, limit = self.client, self.plan.grace_s
         try:  # a bounded wait: a worker that failed to start (dse's plug-in, left on the scheduler by an
             # earlier run, cannot load where dse is missing) never answers, and Client.run waits forever
@@ -335,7 +368,13 @@ class DaskExecutor(Executor):
                 "(execution.grace_s): a worker may have failed to start, for example where its Python cannot "
                 "import dse (install dse, the client's version, in the Python the workers run)"
             ) from None
+        except OSError as exc:  # the scheduler or every worker went away during the check
+            return f"{type(exc).__name__}: {exc}"
+        gone, checked = None, 0
         for address, found in answers.items():
+            if isinstance(found, BaseException) and _left(found):
+                gone = f"{address}: {type(found).__name__}"
+                continue
             if isinstance(
                 found, BaseException
             ):  # e.g. the worker's Python cannot import dse at all
@@ -361,6 +400,14 @@ class DaskExecutor(Executor):
                     f"{self.ref.name} {found['evaluator']}, but this client runs dse {self.ref.dse_version} with "
                     f"{self.ref.evaluator_version}: install the same versions on every worker"
                 )
+            checked += 1
+        if checked:
+            if gone:
+                self.notify(
+                    f"dask worker left during dse's version check ({gone}); going on without it"
+                )
+            return None
+        return gone or "no worker answered"
 
     def _tell_dashboard(self) -> None:
         try:

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dse.errors import StudyError
 from dse.study import ExecutionSpec, _Strict, raise_validation_error, yaml_problem
+from dse.yamlfile import load_yaml
 
 _ADDRESS = re.compile(
     r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$"
@@ -294,7 +295,7 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
 def load_profile(path: Path) -> ClusterProfile:
     """Read and check a profile file (its schema; :func:`plan_execution` checks the rest)."""
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text(), numbers=False) or {}
     except yaml.YAMLError as exc:
         raise StudyError(
             f"cluster profile {path} is not valid YAML{yaml_problem(exc)}",
