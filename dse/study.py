@@ -322,6 +322,12 @@ class ExecutionSpec(_Strict):
         "Linux when the evaluator declares itself fork-safe and dse runs no "
         "other thread yet, else spawn)",
     )
+    tls: bool = Field(
+        default=True,
+        description="the local dask cluster's connections use TLS with credentials made for "
+        "the run alone, so that no other user of the machine can join it (false: plain TCP; "
+        "docs/security.md)",
+    )
     grace_s: float | None = Field(
         default=None,
         gt=0,

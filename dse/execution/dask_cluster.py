@@ -86,10 +86,46 @@ def unknown_host(address: str) -> str | None:
     return answer[0] if answer else None
 
 
-def free_port(port: int) -> bool:
-    with socket.socket() as s:
+def local_security(tls: bool):
+    """dask's security settings for a local cluster: TLS with a certificate and key made for
+    this run alone and held in memory (``Security.temporary``), so that only this process and
+    the workers it starts can join the scheduler or a worker; ``tls`` false: plain TCP, which
+    any local user can reach (``execution.tls: false``)."""
+    from distributed.security import Security
+
+    if not tls:
+        return Security()
+    if missing("cryptography"):
+        raise ClusterLost(
+            "the local dask cluster's TLS needs the cryptography package "
+            f"({install_hint('cryptography')}), or execution.tls: false for plain TCP"
+        )
+    return Security.temporary()
+
+
+def dashboard_problem(link: str, timeout_s: float = 2.0) -> str | None:
+    """Why the dashboard page ``link`` does not work from here, or None when it answers."""
+    import urllib.error
+    import urllib.request
+
+    if not link.startswith(("http://", "https://")):
+        return "not a web address"
+    try:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        with direct.open(link, timeout=timeout_s) as answer:
+            answer.read(1)
+    except urllib.error.HTTPError as exc:
+        hint = " (the scheduler's Python needs bokeh for a dashboard)" if exc.code == 404 else ""
+        return f"it answers HTTP {exc.code}{hint}"
+    except (OSError, ValueError) as exc:
+        return f"it does not answer ({getattr(exc, 'reason', None) or exc})"
+    return None
+
+
+def free_port(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
@@ -196,7 +232,9 @@ class DaskExecutor(Executor):
         timeout = f"{p.grace_s}s"
         if p.kind == "local":
             dashboard = p.dashboard and not missing("bokeh")
-            address = "127.0.0.1:8787" if dashboard and free_port(8787) else "127.0.0.1:0"
+            port = 8787 if dashboard and free_port(8787, p.host) else 0
+            address = f"{p.host}:{port}" if ":" not in p.host else f"[{p.host}]:{port}"
+            security = local_security(p.tls)
             # the workers start (are forked) inside the constructor, before any task: a worker the
             # nanny restarts later is spawned, as a copy of this process by then would hold dead
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
@@ -220,6 +258,9 @@ class DaskExecutor(Executor):
                     processes=True,
                     memory_limit=p.memory_limit,
                     silence_logs=False,
+                    host=p.host,  # the scheduler's, the nannies' and the workers' listeners
+                    protocol="tls://" if p.tls else "tcp://",
+                    security=security,
                     dashboard_address=address,
                     scheduler_kwargs={"dashboard": dashboard},
                 )  # an HTTP server on a free port even without one
@@ -417,8 +458,12 @@ class DaskExecutor(Executor):
         if self.plan.kind == "local" and self.plan.dashboard and missing("bokeh"):
             self.notify(f"dashboard off: it needs bokeh ({install_hint('bokeh')})")
         elif self.plan.dashboard and link and (self.plan.kind != "local" or not missing("bokeh")):
-            self.dashboard_link = link
-            self.notify(f"dask dashboard: {link}")
+            problem = dashboard_problem(link)
+            if problem:  # a scheduler without bokeh serves 404 at /status; a name it alone resolves
+                self.notify(f"no dask dashboard at {link}: {problem}")
+            else:
+                self.dashboard_link = link
+                self.notify(f"dask dashboard: {link}")
 
     def __exit__(self, *exc) -> None:
         if (
