@@ -27,13 +27,14 @@ from pydantic import (
 )
 
 from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
+from dse.yamlfile import load_yaml
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -94,9 +95,15 @@ def _numbers_only(annotation: Any) -> bool:
 
 Scalar = bool | int | float | str
 
+#: the longest wait a study may set, in seconds (~115 days: a wait of 1e300 s overflows a timer)
+MAX_WAIT_S = 1e7
+
 
 class RangeSpec(_Strict):
     """A linear range ``[low, high]``; with ``step`` a grid, without it a continuous interval."""
+
+    # (its ends are checked as finite with a message of its own)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
 
     range: tuple[int | float, int | float]
     step: int | float | None = Field(default=None, gt=0)
@@ -117,6 +124,9 @@ class RangeSpec(_Strict):
 
 class LogSpec(_Strict):
     """A logarithmic grid from ``low`` to ``high``: powers of ``base`` times low, or ``num`` points."""
+
+    # (its ends are checked as finite with a message of its own)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
 
     log: tuple[int | float, int | float]
     base: int | float | None = Field(default=None, gt=1)
@@ -184,6 +194,7 @@ class EvaluatorSpec(_Strict):
     timeout_s: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_WAIT_S,
         allow_inf_nan=False,
         description="seconds one candidate may take at most (a call on n candidates "
         "gets n times as long); a candidate over it fails, the run goes on",
@@ -311,15 +322,23 @@ class ExecutionSpec(_Strict):
         "Linux when the evaluator declares itself fork-safe and dse runs no "
         "other thread yet, else spawn)",
     )
+    tls: bool = Field(
+        default=True,
+        description="the local dask cluster's connections use TLS with credentials made for "
+        "the run alone, so that no other user of the machine can join it (false: plain TCP; "
+        "docs/security.md)",
+    )
     grace_s: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_WAIT_S,
         description="how long a run waits for an unreachable scheduler or, once it "
         "had workers, for a worker before it stops (default 60)",
     )
     start_timeout_s: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_WAIT_S,
         description="how long a run waits for its first worker (default 300; "
         "a batch queue may need longer)",
     )
@@ -410,7 +429,7 @@ class Study(_Strict):
             return self
         try:
             read = parse_study(
-                yaml.load(self.source_text, Loader=_StudyLoader),  # noqa: S506 - safe
+                load_yaml(self.source_text),
                 file=self.source_path or "<study>",
                 text=self.source_text,
             )
@@ -423,37 +442,6 @@ class Study(_Strict):
         if read is not None and read.model_dump(**keep) == self.model_dump(**keep):
             return self  # (numpy numbers a program put in compare equal to the file's)
         return self.model_copy(update={"source_text": ""})
-
-
-class _StudyLoader(yaml.SafeLoader):
-    """YAML 1.1 reads ``2.6e10`` as text; studies are full of such numbers, so read them as floats."""
-
-
-def _mapping_without_duplicates(
-    loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
-) -> dict:
-    """A mapping; a key written twice is an error (YAML would silently keep the last one)."""
-    seen: dict = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *anchor': merged by construct_mapping
-            continue
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key '{key}' appears twice in one mapping", key_node.start_mark
-            )
-        seen[key] = True
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StudyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
-)
-_StudyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
 
 
 # ---------------------------------------------------------------------------------------
@@ -730,7 +718,7 @@ def load_study(path: str | Path) -> Study:
     except (OSError, UnicodeDecodeError) as exc:
         raise StudyError(f"cannot read study file: {exc}", file=file) from None
     try:
-        data = yaml.load(text, Loader=_StudyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise StudyError(f"not valid YAML{yaml_problem(exc)}", file=file) from None
     return parse_study(data, file=file, text=text)

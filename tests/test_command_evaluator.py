@@ -273,6 +273,26 @@ def test_the_program_runs_on_dask_workers_too(tmp_path):
             "evaluator.options",
             "'x' is both an input and a metric",
         ),
+        (  # names the results' netCDF files cannot hold: refused before the run, not at its end
+            lambda o: o["metrics"].update({"energy/J": "J"}),
+            "evaluator.options.metrics",
+            "'energy/J': a name holds no '/'",
+        ),
+        (
+            lambda o: o["metrics"].update({"-loss": "1"}),
+            "evaluator.options.metrics",
+            "'-loss': a name starts with a letter",
+        ),
+        (
+            lambda o: o["metrics"].update({"m" * 300: "1"}),
+            "evaluator.options.metrics",
+            "at most 256 bytes",
+        ),
+        (
+            lambda o: o["inputs"].update({"z ": {"kind": "int", "default": 1}}),
+            "evaluator.options.inputs",
+            "does not end in a space",
+        ),
         (
             lambda o: o.update(command=["front_sim.py"], workdir=str(REPO / "tests" / "programs")),
             "evaluator.options.command",

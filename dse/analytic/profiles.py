@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError, pydantic_message
+from dse.yamlfile import load_yaml
 
 FORMAT = "dse-accelerator-profile"
 VERSION = 1
@@ -258,9 +259,17 @@ def load(path: Path | str) -> Profile:
 def _load(path: str, mtime_ns: int, size: int) -> Profile:
     del mtime_ns, size  # part of the cache key only
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text(), numbers=False)
     except yaml.YAMLError as exc:
         raise DseError(f"not valid YAML: {str(exc).splitlines()[0]}", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise DseError(
+            f"not a text file (byte {exc.start} is not UTF-8)",
+            file=path,
+            allowed="a UTF-8 YAML file written by dse calibrate",
+        ) from None
+    except OSError as exc:
+        raise DseError(f"cannot read the profile: {exc.strerror or exc}", file=path) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DseError(
             "not an accelerator profile",

@@ -70,6 +70,8 @@ BOOKKEEPING = (
     "published_peak_memory_gib",
 )
 REQUIRED = ("source", "measured_quantity", "measured_value")
+#: the columns naming the setup measured (a default would silently predict another one)
+SETUP = ("framework", "accelerator", "precision", "model")
 LAYOUT = (
     "num_accelerators",
     "global_batch_size",
@@ -139,6 +141,20 @@ def read_table(path: Path) -> pd.DataFrame:
         )
     if len(df) == 0:
         raise DseError("the table has no rows (a header alone)", file=str(path))
+    # what was measured on which stack and part: a default would predict another setup than
+    # the one measured, without a word
+    missing = [c for c in SETUP if c not in df.columns]
+    stages = df["measured_quantity"].str.strip().isin(STAGE_QUANTITIES)
+    if stages.any() and "clock_mhz" not in df.columns:
+        missing.append("clock_mhz")  # a clock sweep's rows: at which clock
+    if missing:
+        raise DseError(
+            f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+            file=str(path),
+            allowed="every table names the setup measured: "
+            + ", ".join(SETUP)
+            + " (and clock_mhz for stage rows; docs/model.md, section 9)",
+        )
     known = set(declarations.INPUTS) | set(SHAPE) | set(BOOKKEEPING)
     unknown = [c for c in df.columns if c not in known]
     if unknown:

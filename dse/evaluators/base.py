@@ -10,6 +10,7 @@ anything runs. It must be picklable and keep no global state: dask ships it to w
 
 from __future__ import annotations
 
+import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
@@ -251,6 +252,25 @@ RESERVED_NAMES = (
     "candidate",
 )
 INPUT_KINDS = get_args(InputKind)
+#: the longest column name the results' netCDF files can hold (NC_MAX_NAME, in UTF-8 bytes)
+MAX_NAME_BYTES = 256
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a column of the results (an input or a metric: a variable of
+    the netCDF files), or None. netCDF's rule: a letter, a digit or '_' first; no '/', no
+    control character, no trailing space; at most :data:`MAX_NAME_BYTES` bytes."""
+    if not isinstance(name, str) or not name:
+        return "a name must be a non-empty text"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"a name may hold at most {MAX_NAME_BYTES} bytes (netCDF's limit)"
+    if not (name[0].isalnum() or name[0] == "_"):
+        return "a name starts with a letter, a digit or '_' (netCDF's rule)"
+    if "/" in name or any(unicodedata.category(c) in ("Cc", "Cs") for c in name):
+        return "a name holds no '/' and no control character (netCDF's rule)"
+    if name != name.rstrip():
+        return "a name does not end in a space (netCDF's rule)"
+    return None
 
 
 class ContractError(ValueError):
@@ -284,6 +304,11 @@ def check_declarations(evaluator: Evaluator) -> None:
                 f"`{what}` of evaluator '{evaluator.name}' is not a dict of {kind.__name__}"
             )
         for name, decl in table.items():
+            problem = name_problem(name)
+            if problem:
+                raise ValueError(
+                    f"evaluator '{evaluator.name}' declares {what[:-1]} {name!r}: {problem}"
+                )
             if name in RESERVED_NAMES:
                 raise ValueError(
                     f"evaluator '{evaluator.name}' declares {what[:-1]} '{name}', a name dse "

@@ -47,7 +47,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dse.errors import StudyError
-from dse.evaluators.base import RESERVED_NAMES, TRUTH, Evaluator, Input, Metric
+from dse.evaluators.base import RESERVED_NAMES, TRUTH, Evaluator, Input, Metric, name_problem
 
 #: characters of the program's standard error kept in a failure's message
 STDERR_CHARS = 2000
@@ -102,6 +102,13 @@ class InputDecl(_Strict):
         return self
 
 
+def _names_netcdf_can_hold(names: dict) -> None:
+    for name in names:
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(f"{name!r}: {problem}")
+
+
 class MetricDecl(_Strict):
     """One metric the program writes (a text alone is its unit)."""
 
@@ -143,12 +150,14 @@ class CommandOptions(_Strict):
                     f"'{reserved[0]}' is not a metric: feasible and reason are the program's own "
                     f"columns, and dse writes {', '.join(n for n in RESERVED_NAMES if n not in ('feasible', 'reason'))} itself"
                 )
+            _names_netcdf_can_hold(v)
             return {k: {"unit": d} if isinstance(d, str) else d for k, d in v.items()}
         return v
 
     @field_validator("inputs", mode="after")
     @classmethod
     def _not_reserved(cls, v: dict) -> dict:
+        _names_netcdf_can_hold(v)
         reserved = [k for k in RESERVED_NAMES if k in v]
         if reserved:
             raise ValueError(

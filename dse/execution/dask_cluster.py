@@ -86,10 +86,46 @@ def unknown_host(address: str) -> str | None:
     return answer[0] if answer else None
 
 
-def free_port(port: int) -> bool:
-    with socket.socket() as s:
+def local_security(tls: bool):
+    """dask's security settings for a local cluster: TLS with a certificate and key made for
+    this run alone and held in memory (``Security.temporary``), so that only this process and
+    the workers it starts can join the scheduler or a worker; ``tls`` false: plain TCP, which
+    any local user can reach (``execution.tls: false``)."""
+    from distributed.security import Security
+
+    if not tls:
+        return Security()
+    if missing("cryptography"):
+        raise ClusterLost(
+            "the local dask cluster's TLS needs the cryptography package "
+            f"({install_hint('cryptography')}), or execution.tls: false for plain TCP"
+        )
+    return Security.temporary()
+
+
+def dashboard_problem(link: str, timeout_s: float = 2.0) -> str | None:
+    """Why the dashboard page ``link`` does not work from here, or None when it answers."""
+    import urllib.error
+    import urllib.request
+
+    if not link.startswith(("http://", "https://")):
+        return "not a web address"
+    try:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        with direct.open(link, timeout=timeout_s) as answer:
+            answer.read(1)
+    except urllib.error.HTTPError as exc:
+        hint = " (the scheduler's Python needs bokeh for a dashboard)" if exc.code == 404 else ""
+        return f"it answers HTTP {exc.code}{hint}"
+    except (OSError, ValueError) as exc:
+        return f"it does not answer ({getattr(exc, 'reason', None) or exc})"
+    return None
+
+
+def free_port(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
@@ -117,6 +153,15 @@ def start_method(requested: str, fork_safe: bool, threads: int | None = None) ->
         return configured
     alone = (threading.active_count() if threads is None else threads) == 1
     return "fork" if sys.platform.startswith("linux") and fork_safe and alone else "spawn"
+
+
+def _left(answer: BaseException) -> bool:
+    """Whether a worker's answer to a call is that it went away (its connection closed), not
+    that it could not run the call (dask may hand the error on as text in an Exception)."""
+    text = f"{type(answer).__name__} {answer}"
+    return isinstance(answer, ConnectionError) or any(
+        name in text for name in ("CommClosedError", "StreamClosedError", "CommClosed")
+    )
 
 
 class DaskExecutor(Executor):
@@ -187,7 +232,9 @@ class DaskExecutor(Executor):
         timeout = f"{p.grace_s}s"
         if p.kind == "local":
             dashboard = p.dashboard and not missing("bokeh")
-            address = "127.0.0.1:8787" if dashboard and free_port(8787) else "127.0.0.1:0"
+            port = 8787 if dashboard and free_port(8787, p.host) else 0
+            address = f"{p.host}:{port}" if ":" not in p.host else f"[{p.host}]:{port}"
+            security = local_security(p.tls)
             # the workers start (are forked) inside the constructor, before any task: a worker the
             # nanny restarts later is spawned, as a copy of this process by then would hold dead
             # copies of its threads (dask's offload pool: a message over 10 MiB would never go)
@@ -211,6 +258,9 @@ class DaskExecutor(Executor):
                     processes=True,
                     memory_limit=p.memory_limit,
                     silence_logs=False,
+                    host=p.host,  # the scheduler's, the nannies' and the workers' listeners
+                    protocol="tls://" if p.tls else "tcp://",
+                    security=security,
                     dashboard_address=address,
                     scheduler_kwargs={"dashboard": dashboard},
                 )  # an HTTP server on a free port even without one
@@ -322,7 +372,31 @@ class DaskExecutor(Executor):
 
     def check_versions(self) -> None:
         """Every worker there is runs the client's dse and evaluator versions (a worker that
-        joins later is checked with its first chunk)."""
+        joins later is checked with its first chunk). A worker that leaves during the check
+        (its connection closes: killed, its machine gone) is no mismatch: the run goes on with
+        the others; when none answered, it waits ``execution.grace_s`` for a worker to join
+        (as for a worker lost later) and checks again."""
+        deadline = time.monotonic() + self.plan.grace_s
+        while True:
+            gone = self._check_versions_once()
+            if gone is None:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterLost(
+                    f"every dask worker of {self.where} left during dse's version check and "
+                    f"none joined within {self.plan.grace_s:g} s (execution.grace_s); the last: "
+                    f"{gone}"
+                )
+            self.notify(
+                f"dask worker left during dse's version check ({gone}): waiting for another"
+            )
+            time.sleep(POLL_S)  # (the scheduler may list the dead worker a moment longer)
+            while self._n_workers() == 0 and time.monotonic() <= deadline:
+                time.sleep(POLL_S)
+
+    def _check_versions_once(self) -> str | None:
+        """One version check of the workers there are: None when at least one answered with
+        the client's versions, else what happened to the last worker that left."""
         client, limit = self.client, self.plan.grace_s
         try:  # a bounded wait: a worker that failed to start (dse's plug-in, left on the scheduler by an
             # earlier run, cannot load where dse is missing) never answers, and Client.run waits forever
@@ -335,7 +409,13 @@ class DaskExecutor(Executor):
                 "(execution.grace_s): a worker may have failed to start, for example where its Python cannot "
                 "import dse (install dse, the client's version, in the Python the workers run)"
             ) from None
+        except OSError as exc:  # the scheduler or every worker went away during the check
+            return f"{type(exc).__name__}: {exc}"
+        gone, checked = None, 0
         for address, found in answers.items():
+            if isinstance(found, BaseException) and _left(found):
+                gone = f"{address}: {type(found).__name__}"
+                continue
             if isinstance(
                 found, BaseException
             ):  # e.g. the worker's Python cannot import dse at all
@@ -361,6 +441,14 @@ class DaskExecutor(Executor):
                     f"{self.ref.name} {found['evaluator']}, but this client runs dse {self.ref.dse_version} with "
                     f"{self.ref.evaluator_version}: install the same versions on every worker"
                 )
+            checked += 1
+        if checked:
+            if gone:
+                self.notify(
+                    f"dask worker left during dse's version check ({gone}); going on without it"
+                )
+            return None
+        return gone or "no worker answered"
 
     def _tell_dashboard(self) -> None:
         try:
@@ -370,8 +458,12 @@ class DaskExecutor(Executor):
         if self.plan.kind == "local" and self.plan.dashboard and missing("bokeh"):
             self.notify(f"dashboard off: it needs bokeh ({install_hint('bokeh')})")
         elif self.plan.dashboard and link and (self.plan.kind != "local" or not missing("bokeh")):
-            self.dashboard_link = link
-            self.notify(f"dask dashboard: {link}")
+            problem = dashboard_problem(link)
+            if problem:  # a scheduler without bokeh serves 404 at /status; a name it alone resolves
+                self.notify(f"no dask dashboard at {link}: {problem}")
+            else:
+                self.dashboard_link = link
+                self.notify(f"dask dashboard: {link}")
 
     def __exit__(self, *exc) -> None:
         if (

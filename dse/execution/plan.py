@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dse.errors import StudyError
 from dse.study import ExecutionSpec, _Strict, raise_validation_error, yaml_problem
+from dse.yamlfile import load_yaml
 
 _ADDRESS = re.compile(
     r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$"
@@ -92,6 +93,10 @@ class Adapt(_Strict):
         return self
 
 
+#: where a local cluster listens unless its profile says otherwise
+LOOPBACK = "127.0.0.1"
+
+
 class ClusterProfile(_Strict):
     """A cluster profile ``workers/<name>.yaml``: one of a local cluster (``workers``,
     ``threads_per_worker``, ``memory_limit``), a running scheduler (``scheduler`` or
@@ -119,6 +124,12 @@ class ClusterProfile(_Strict):
     threads_per_worker: int = Field(default=1, ge=1)
     memory_limit: str | int | float = "auto"
     grace_s: float | None = Field(default=None, gt=0)
+    host: str = Field(
+        default=LOOPBACK,
+        min_length=1,
+        description="the address a local cluster's scheduler, workers and dashboard listen on "
+        "(default: the loopback, reachable from this machine only)",
+    )
 
     @field_validator("memory_limit", mode="before")
     @classmethod
@@ -184,7 +195,9 @@ class ClusterProfile(_Strict):
             raise ValueError(
                 f"a profile names one of 'cluster', 'scheduler' or 'scheduler_file', not {kinds}"
             )
-        local = sorted({"workers", "threads_per_worker", "memory_limit"} & self.model_fields_set)
+        local = sorted(
+            {"workers", "threads_per_worker", "memory_limit", "host"} & self.model_fields_set
+        )
         if kinds and local:
             raise ValueError(
                 f"{local} set the embedded local cluster; they do not go with '{kinds[0]}'"
@@ -224,6 +237,8 @@ class ExecutionPlan:
     )
     grace_s: float = GRACE_S
     start_timeout_s: float = START_TIMEOUT_S
+    tls: bool = True  # a local cluster: TLS with temporary credentials (execution.tls)
+    host: str = "127.0.0.1"  # what a local cluster's listeners bind to (a profile's host)
 
     @property
     def kind(self) -> str:
@@ -294,7 +309,7 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
 def load_profile(path: Path) -> ClusterProfile:
     """Read and check a profile file (its schema; :func:`plan_execution` checks the rest)."""
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text(), numbers=False) or {}
     except yaml.YAMLError as exc:
         raise StudyError(
             f"cluster profile {path} is not valid YAML{yaml_problem(exc)}",
@@ -354,6 +369,7 @@ def plan_execution(
         "start_method": spec.start_method,
         "chunk_size": spec.chunk_size,
         "profile": str(profile_path) if profile_path else None,
+        "tls": spec.tls,
     }
     address = scheduler or (
         spec.scheduler if workers is None else None
@@ -420,6 +436,7 @@ def plan_execution(
         workers=n,
         threads_per_worker=profile.threads_per_worker if profile else 1,
         memory_limit=profile.memory_limit if profile else "auto",
+        host=profile.host if profile else LOOPBACK,
         **timing,
     )
 

@@ -1,0 +1,82 @@
+"""The one way dse reads a YAML file it was handed (a study, an accelerator profile, a cluster
+profile): safe constructors only, a key written twice in one mapping refused (YAML would
+silently keep the last one), and nesting bounded (a document nested a thousand levels deep
+would otherwise end in Python's RecursionError). Every problem is a :class:`yaml.YAMLError`,
+so a caller turns it into its one-line refusal as it does a syntax error."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+#: the deepest nesting of mappings and lists a file dse reads may have (a study is ~6 deep)
+MAX_DEPTH = 64
+
+
+class StrictLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses duplicate keys and nesting deeper than :data:`MAX_DEPTH`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_DEPTH} levels (allowed: at most {MAX_DEPTH})",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _mapping_without_duplicates(
+    loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict:
+    """A mapping; a key written twice is an error (YAML would silently keep the last one)."""
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *anchor': merged by construct_mapping
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key (a list): construct_mapping refuses it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key '{key}' appears twice in one mapping", key_node.start_mark
+            )
+        seen[key] = True
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
+)
+
+
+class NumbersLoader(StrictLoader):
+    """:class:`StrictLoader` that also reads ``2.6e10`` as a number (YAML 1.1 reads it as text;
+    studies are full of such numbers)."""
+
+
+NumbersLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load_yaml(text: str, *, numbers: bool = True) -> Any:
+    """The document in ``text``; raises :class:`yaml.YAMLError` on a syntax error, a duplicate
+    key or nesting deeper than :data:`MAX_DEPTH`."""
+    try:
+        return yaml.load(text, Loader=NumbersLoader if numbers else StrictLoader)  # noqa: S506
+    except RecursionError:  # (bounded above; kept for a deep chain of aliases)
+        raise yaml.YAMLError(f"nested too deeply (allowed: at most {MAX_DEPTH} levels)") from None

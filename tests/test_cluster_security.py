@@ -1,0 +1,80 @@
+"""The local dask cluster is authenticated (issue 33): TLS with credentials made for the run,
+every listener on the loopback unless a profile says otherwise, and a dashboard address that
+is printed only when it answers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+from distributed.security import Security
+
+from conftest import TOY, run_cli, toy_study, write_study
+from dse.execution.dask_cluster import DaskExecutor, dashboard_problem
+from dse.execution.plan import ExecutionPlan, plan_execution
+from dse.study import EvaluatorSpec, ExecutionSpec
+
+
+def _executor(plan: ExecutionPlan, notes: list | None = None) -> DaskExecutor:
+    return DaskExecutor(
+        EvaluatorSpec(name=TOY), plan, notify=(notes.append if notes is not None else None)
+    )
+
+
+def _refused(address: str, **client_options) -> None:
+    """A client with other credentials, or none, cannot connect to ``address``."""
+    with pytest.raises((OSError, TypeError, ValueError)):
+        Client(address, timeout="3s", set_as_default=False, **client_options).close()
+
+
+def test_a_local_cluster_speaks_tls_on_the_loopback_and_refuses_strangers():
+    with _executor(ExecutionPlan(workers=1, dashboard=False)) as ex:
+        scheduler = ex.client.scheduler.address
+        workers = list(ex.client.scheduler_info()["workers"])
+        assert scheduler.startswith("tls://127.0.0.1:"), scheduler
+        assert workers and all(w.startswith("tls://127.0.0.1:") for w in workers), workers
+        out = ex.evaluate(pd.DataFrame({"x": [0.1], "y": 0, "shape": "a"}))
+        assert list(out["status"]) == ["ok"]  # this run's own client is let in
+        # another user of the machine: credentials of their own, or none at all
+        _refused(scheduler, security=Security.temporary())
+        _refused(scheduler)
+        _refused(workers[0], security=Security.temporary())
+
+
+def test_execution_tls_false_is_plain_tcp(tmp_path):
+    study = toy_study(output=str(tmp_path / "out"))
+    study["execution"] = {"workers": 1, "tls": False, "dashboard": False}
+    import dse
+
+    plan = plan_execution(dse.load_study(write_study(tmp_path, study)).execution)
+    assert plan.tls is False
+    with _executor(plan) as ex:
+        assert ex.client.scheduler.address.startswith("tcp://127.0.0.1:")
+
+
+def test_a_profile_sets_the_address_a_local_cluster_listens_on(tmp_path):
+    (tmp_path / "here.yaml").write_text("workers: 1\n")
+    (tmp_path / "there.yaml").write_text("workers: 1\nhost: 0.0.0.0\n")
+    assert plan_execution(ExecutionSpec(profile=str(tmp_path / "here.yaml"))).host == "127.0.0.1"
+    assert plan_execution(ExecutionSpec(profile=str(tmp_path / "there.yaml"))).host == "0.0.0.0"
+
+
+def test_a_dashboard_that_does_not_answer_is_not_printed_as_one(tmp_path):
+    """A scheduler without a dashboard (no bokeh there) answers 404 at /status: ``--scheduler``
+    says so instead of printing an address that does not work."""
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address="127.0.0.1:0",
+        scheduler_kwargs={"dashboard": False},  # its HTTP server serves /health, no pages
+    ) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            link = client.dashboard_link
+        assert "HTTP 404" in dashboard_problem(link)
+        study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+        proc = run_cli("run", study, "--scheduler", cluster.scheduler_address, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert f"no dask dashboard at {link}: it answers HTTP 404" in proc.stderr, proc.stderr
+    assert "dask dashboard: http" not in proc.stderr
+    assert "does not answer" in dashboard_problem("http://127.0.0.1:9/status", timeout_s=1)
