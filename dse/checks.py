@@ -193,7 +193,12 @@ def check_distinct(study: Study) -> None:
     """No value is listed twice for one parameter (after the canonical spelling: ``h100_sxm``
     and ``H100 SXM`` are one accelerator); true and 1 are not the same value here."""
     for name, s in study.space.items():
-        values = s if isinstance(s, list) else s.choices if isinstance(s, ChoicesSpec) else []
+        if isinstance(s, list):
+            values = s
+        elif isinstance(s, ChoicesSpec):
+            values = s.choices
+        else:
+            values = []
         seen: dict = {}
         for i, v in enumerate(values):
             key = (type(v) is bool, v)

@@ -181,13 +181,12 @@ class Runner:
         recorded, now = store.meta.input_files, self._input_files()
         changed = sorted(f for f in {*recorded, *now} if recorded.get(f) != now.get(f))
         if changed:
-            what = (
-                "changed"
-                if changed[0] in recorded and changed[0] in now
-                else "is gone"
-                if changed[0] in recorded
-                else "is new"
-            )
+            if changed[0] not in recorded:
+                what = "is new"
+            elif changed[0] not in now:
+                what = "is gone"
+            else:
+                what = "changed"
             raise DseError(
                 f"{self.output_dir} was evaluated with another version of {changed[0]} (the file {what} since "
                 "the run started): resuming would mix two models; restore the file, or start a new run "
@@ -250,13 +249,12 @@ class Runner:
         except OSError as exc:  # the file system said no (a full disk): what is stored stays too
             lost = _said(exc)
         finally:
-            report.stop(
-                "finished"
-                if driver.done
-                else "interrupted"
-                if interrupted is not None
-                else "stopped"
-            )
+            if driver.done:
+                report.stop("finished")
+            elif interrupted is not None:
+                report.stop("interrupted")
+            else:
+                report.stop("stopped")
             # the workers shut down while the datasets are written (a cluster takes a second)
             closing = (
                 threading.Thread(target=executor.__exit__, args=(None, None, None), daemon=True)

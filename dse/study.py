@@ -517,13 +517,11 @@ def _branches(errors: list[dict], loc: tuple) -> set[str]:
     tags (``int``, ``str``, ...) and ``list`` for a ``list[...]`` branch."""
 
     def tag(p):
-        return (
-            "list"
-            if isinstance(p, str) and p.startswith("list[")
-            else p
-            if p in _BRANCH_TAGS
-            else None
-        )
+        if isinstance(p, str) and p.startswith("list["):
+            return "list"
+        if p in _BRANCH_TAGS:
+            return p
+        return None
 
     def base(lc):
         return tuple(p for p in lc if tag(p) is None)
@@ -646,13 +644,12 @@ def _parse_space(space: Any, file: str) -> Any:
                 spec = cls.model_validate(spec)
             except ValidationError as exc:
                 raise_validation_error(exc, file=file, prefix=("space", name), model=cls)
-        values = (
-            spec
-            if isinstance(spec, list)
-            else spec.choices
-            if isinstance(spec, ChoicesSpec)
-            else [spec]
-        )
+        if isinstance(spec, list):
+            values = spec
+        elif isinstance(spec, ChoicesSpec):
+            values = spec.choices
+        else:
+            values = [spec]
         for x in values:
             if isinstance(x, int | float) and not isinstance(x, bool) and not finite_number(x):
                 raise StudyError("expected finite numbers", file=file, field=field, value=x)

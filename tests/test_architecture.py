@@ -236,3 +236,15 @@ def test_no_physics_function_takes_ten_loose_arguments():
                     if len(args) >= 10 and node.name != "of":  # a dataclass's named constructor
                         long.append(f"{half}/{path.name}: {node.name} ({len(args)})")
     assert long == []
+
+
+def test_no_conditional_expression_is_chained():
+    """``a if c else b if d else e`` hides a branch: write it out as if/elif (issue 31)."""
+    chained = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.IfExp) and (
+                isinstance(node.body, ast.IfExp) or isinstance(node.orelse, ast.IfExp)
+            ):
+                chained.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not chained, chained

@@ -188,7 +188,7 @@ CASES = {
 @pytest.mark.parametrize(
     "typed, meant",
     [
-        ("H100", ["H100-SXM"]),
+        ("H100", ["H100-SXM", "H100-SXM-96GB"]),
         ("A100", ["A100-40GB", "A100-80GB"]),
         ("h100 sxm", ["H100-SXM"]),
         ("GB300", []),  # another real part, not a typo of GB200

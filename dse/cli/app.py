@@ -1229,7 +1229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # a closed pipe (_pipe_closed), a command's own exit
         if isinstance(exc.code, str):
             call.err.print(escape(exc.code), highlight=False)
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, int):
+            return exc.code
+        return 0 if exc.code is None else 1
     finally:
         if dask_logging is None:
             os.environ.pop("DASK_LOGGING__DISTRIBUTED", None)

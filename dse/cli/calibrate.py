@@ -159,9 +159,16 @@ def _parameters(result: fit.FitResult, console: Console) -> None:
             _num(p["base"]),
             _num(p["value"]) if fitted else "",
             _num(p["stderr"], 2) if fitted else "",
-            p["note"] if p["note"] else ("" if fitted else "inherited"),
+            _note(p["note"], fitted),
         )
     console.print(t)
+
+
+def _note(note: str, fitted: bool) -> str:
+    """A parameter's note; one the fit did not move and that has none is "inherited"."""
+    if note:
+        return note
+    return "" if fitted else "inherited"
 
 
 def _errors(result: fit.FitResult, console: Console) -> None:

@@ -410,21 +410,23 @@ def plan_execution(
         and profile is not None
         and profile.workers is not None
     )
-    n = (
-        workers
-        if workers is not None
-        else spec.workers
-        if spec.workers is not None
-        else (profile.workers if from_profile else None)
-    )
+    if workers is not None:  # --workers
+        n = workers
+    elif spec.workers is not None:  # execution.workers
+        n = spec.workers
+    elif from_profile:  # the local cluster profile's workers
+        n = profile.workers
+    else:
+        n = None
     limit = local_worker_limit()
     n = limit if n is None else n
     if n > limit:
-        where = (
-            "--workers"
-            if workers is not None
-            else ("workers" if from_profile else "execution.workers")
-        )
+        if workers is not None:
+            where = "--workers"
+        elif from_profile:
+            where = "workers"
+        else:
+            where = "execution.workers"
         error = StudyError(
             f"{n} local worker processes on a machine with {limit} cores",
             field=where,

@@ -136,7 +136,12 @@ class Report:
         if len(v) and (not log or v.min() > 0):
             lo, hi = float(v.min()), float(v.max())
             a, b = (np.log10(lo), np.log10(hi)) if log else (lo, hi)
-            pad = VIEW_MARGIN * (b - a) if b > a else (0.05 if log else max(abs(a) * 0.05, 1e-12))
+            if b > a:
+                pad = VIEW_MARGIN * (b - a)
+            elif log:
+                pad = 0.05  # a decade's twentieth either side of a single value
+            else:
+                pad = max(abs(a) * 0.05, 1e-12)
             axis["range"] = [float(a - pad), float(b + pad)]
         return axis
 

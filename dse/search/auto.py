@@ -74,13 +74,12 @@ class AutoDriver(SearchDriver):
                 f"{_duration(problem.time_budget_s)} at the cost measured on its first chunks, "
                 "else nsga2"
             )
-        why = (
-            "the space fits the budget"
-            if inner is ExhaustiveDriver
-            else "the space is continuous"
-            if not problem.space.is_discrete
-            else "the space exceeds the budget"
-        )
+        if inner is ExhaustiveDriver:
+            why = "the space fits the budget"
+        elif not problem.space.is_discrete:
+            why = "the space is continuous"
+        else:
+            why = "the space exceeds the budget"
         return f"auto → {inner.describe(problem, options)} ({why})"
 
     def __init__(self, problem: Problem, options: BaseModel) -> None:

@@ -421,13 +421,12 @@ class _OptunaDriver(SearchDriver):
             for p, j in zip(space.parameters, row, strict=True):
                 v = p.values[int(j)]
                 d = dists[p.name]
-                params[p.name] = (
-                    int(v)
-                    if isinstance(d, IntDistribution)
-                    else float(v)
-                    if isinstance(d, FloatDistribution)
-                    else v
-                )
+                if isinstance(d, IntDistribution):
+                    params[p.name] = int(v)
+                elif isinstance(d, FloatDistribution):
+                    params[p.name] = float(v)
+                else:
+                    params[p.name] = v
             if candidate_keys(self._frame([params]), space.names)[0] not in keys_now:
                 return params
         return None

@@ -234,13 +234,11 @@ class PhasedSearch(SearchDriver):
                 else "; no feasible candidate was found, so there was nothing to polish"
             )
         elif self.phase == DONE or self._out_of_budget():
-            why = f"the budget ({budget}) was spent" + (
-                " before the polish reached a local optimum"
-                if self.polishing
-                else ""
-                if self.settings
-                else "; no polish"
-            )
+            why = f"the budget ({budget}) was spent"
+            if self.polishing:
+                why += " before the polish reached a local optimum"
+            elif not self.settings:
+                why += "; no polish"
             front = "approximate"
         else:
             front, why = (
