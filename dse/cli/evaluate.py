@@ -182,26 +182,24 @@ def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], d
     }.items():  # missing columns and empty cells: the study's value
         table[k] = table[k].fillna(v) if k in table.columns else v
     _check_alternatives(table, ev, path)
-    for (
-        name
-    ) in defaulted:  # a searched parameter the file leaves out: its default, shown in OUT.csv
+    # a searched parameter the file leaves out: its default, shown in OUT.csv
+    for name in defaulted:
         if ev.inputs[name].default is not None:
             table[name] = ev.inputs[name].default
-    for (
-        name,
-        inp,
-    ) in ev.inputs.items():  # then the evaluator's default, so OUT.csv shows what was used
+    # then the evaluator's default, so OUT.csv shows what was used
+    for name, inp in ev.inputs.items():
         if name in table.columns and inp.default is not None:
-            table[name] = table[name].fillna(inp.default)
+            column = table[name]
+            if isinstance(inp.default, str) and column.dtype.kind == "f":
+                column = column.astype(object)  # a text column left empty reads as floats
+            table[name] = column.fillna(inp.default)
     # as a run evaluates: evaluator.timeout_s holds, and a failing candidate is isolated and
     # recorded (status, error) instead of stopping the command
     result = evaluate_rows(EvaluatorRef.of(study.evaluator), table.reset_index(drop=True))
     full = pd.concat([table.reset_index(drop=True), result], axis=1)
     full["meets_constraints"] = feasible_mask(full, study)
-    for (
-        name,
-        inp,
-    ) in ev.inputs.items():  # an integer input as written (16, not 16.0) where every row has one
+    # an integer input as written (16, not 16.0) where every row has one
+    for name, inp in ev.inputs.items():
         col = full.get(name)
         if (
             inp.kind == "int"
