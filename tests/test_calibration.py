@@ -853,3 +853,26 @@ def test_resume_refuses_a_run_whose_accelerator_profile_changed(tmp_path):
     ), proc.stderr
     (tmp_path / "mine.yaml").write_text(original)
     assert run_cli("resume", "out", "--quiet", cwd=tmp_path).returncode == 0
+
+
+def test_a_profile_and_a_sweep_are_never_written_through_a_planted_link(tmp_path):
+    """``profiles.dump`` wrote through a predictable ``.NAME.tmp`` opened by name, and the
+    sweep writer appended through whatever was at its path: a link planted there sent the
+    write elsewhere. Both write through dse.files now: a link is refused, its target untouched."""
+    from dse.analytic.calibration.measure import write_rows
+
+    acc, _ = fit.base_accelerator("A100-80GB")
+    doc = {"format": profiles.FORMAT, "version": 1, "name": "p", **acc}
+    outside = tmp_path / "outside"
+    outside.write_text("secret\n")
+    profile, sweep = tmp_path / "p.yaml", tmp_path / "sweep.csv"
+    for target in (profile, sweep, tmp_path / ".p.yaml.tmp"):
+        target.symlink_to(outside)
+    with pytest.raises(OSError, match="link"):
+        profiles.dump(doc, profile)
+    with pytest.raises(OSError, match="link"):
+        write_rows([], sweep)
+    assert outside.read_text() == "secret\n" and profile.is_symlink() and sweep.is_symlink()
+    profile.unlink()
+    profiles.dump(doc, profile)  # the planted .p.yaml.tmp no longer matters
+    assert outside.read_text() == "secret\n" and not profile.is_symlink()

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError, pydantic_message
+from dse.files import atomic_write_text
 from dse.yamlfile import load_yaml
 
 FORMAT = "dse-accelerator-profile"
@@ -334,12 +335,6 @@ def dump(profile: dict, path: Path | str, header: str = "") -> Path:
     text = yaml.safe_dump(
         profile, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True
     )
-    tmp = path.with_name(
-        f".{path.name}.tmp"
-    )  # whole or not at all: an earlier profile survives a crash
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(header + text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    # whole or not at all (an earlier profile survives a crash), never through a link
+    atomic_write_text(path, header + text)
     return path

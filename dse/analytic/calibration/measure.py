@@ -25,6 +25,7 @@ import pandas as pd
 
 from dse.analytic.calibration import nvml
 from dse.errors import DseError
+from dse.files import atomic_write_text
 
 #: the sweep-format columns dse profile writes, in order
 COLUMNS = (
@@ -252,9 +253,12 @@ def write_rows(rows: list[dict], path: Path, *, append: bool = False) -> Path:
     if append:
         _check_appendable(path)
     if append and path.exists() and path.stat().st_size:
-        table.to_csv(path, mode="a", header=False, index=False, float_format="%.6g")
+        text = path.read_text(encoding="utf-8") + table.to_csv(
+            header=False, index=False, float_format="%.6g"
+        )
     else:
-        table.to_csv(path, index=False, float_format="%.6g")
+        text = table.to_csv(index=False, float_format="%.6g")
+    atomic_write_text(path, text)  # whole or not at all, never through a link
     return path
 
 
