@@ -130,6 +130,19 @@ class Operating:
     throttled: np.ndarray  # bool: the slowdown temperature lowered it below the cap's clock
     at_min: np.ndarray  # bool: the clock is the accelerator's lowest
 
+    @classmethod
+    def found(cls, perf, clock_mhz, energy, thermal_response, capped, throttled, lowest_mhz):
+        """The point a search ended at; ``at_min`` from its clock and the lowest one."""
+        return cls(
+            perf=perf,
+            clock_mhz=clock_mhz,
+            energy=energy,
+            thermal=thermal_response,
+            capped=capped,
+            throttled=throttled,
+            at_min=clock_mhz <= lowest_mhz * (1 + 1e-12),
+        )
+
 
 def limits_ok(
     e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators
@@ -201,15 +214,7 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
             clock[at] = sub.clock_mhz[moved]
         capped[rows] |= sub.capped
         throttled[rows] |= sub.throttled
-    return Operating(
-        perf=perf,
-        clock_mhz=clock,
-        energy=e,
-        thermal=th,
-        capped=capped,
-        throttled=throttled,
-        at_min=clock <= lowest * (1 + 1e-12),
-    )
+    return Operating.found(perf, clock, e, th, capped, throttled, lowest)
 
 
 def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
@@ -250,15 +255,7 @@ def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
         _bisect_on_time_model(
             clock, lowest, finite, acc, retime, lambda: (perf, e, th), redo, capped, throttled
         )
-    return Operating(
-        perf=perf,
-        clock_mhz=clock,
-        energy=e,
-        thermal=th,
-        capped=capped,
-        throttled=throttled,
-        at_min=clock <= lowest * (1 + 1e-12),
-    )
+    return Operating.found(perf, clock, e, th, capped, throttled, lowest)
 
 
 def _bisect_on_time_model(
