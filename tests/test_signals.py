@@ -209,3 +209,58 @@ def test_a_ctrl_c_python_could_not_raise_is_kept_quiet_and_raised_at_the_next_sa
     del other  # any other exception is shown as before
     assert shown == [ValueError]
     signals.raise_lost_interrupt()
+
+
+def _hold_pipes(pid: int) -> list[int]:
+    """Open a write end of every pipe process ``pid`` holds (through ``/proc``): the way a
+    worker forked while its sibling's keep-alive pipe was open holds that pipe."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(path).startswith("pipe:"):
+                held.append(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass  # closed meanwhile, or a read end without a reader
+    return held
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers and /proc: Linux")
+def test_forked_workers_leave_when_the_run_is_killed_even_if_their_keep_alive_pipes_stay_open(
+    tmp_path,
+):
+    """kill -9 of the run alone (not its process group): its forked workers go within a few
+    seconds. dask's own watch (a pipe the run holds) is held open here from outside, as a
+    sibling forked at the same moment holds it; before, the workers stayed for good."""
+    psutil = pytest.importorskip("psutil")
+    out = tmp_path / "out"
+    study = background_study(tmp_path, "random", out, 0.2, workers=2)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    held: list[int] = []
+    workers: list = []
+    try:
+        wait_for_rows(out, 5, run)
+        workers = psutil.Process(run.pid).children(recursive=True)
+        assert len(workers) >= 2
+        held = _hold_pipes(run.pid)
+        assert held
+        run.kill()
+        run.wait(timeout=30)
+        _, alive = psutil.wait_procs(workers, timeout=10)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        for fd in held:
+            os.close(fd)
+        for proc in workers:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if run.poll() is None:
+            run.kill()

@@ -228,6 +228,8 @@ class DaskExecutor(Executor):
         import dask
         from dask.distributed import Client, LocalCluster
 
+        from dse.execution.worker_plugin import ForkedWorkersFollowTheRun
+
         p = self.plan
         timeout = f"{p.grace_s}s"
         if p.kind == "local":
@@ -247,6 +249,7 @@ class DaskExecutor(Executor):
                     }
                 ),
                 signals.deferred(signal.SIGINT, signal.SIGTERM, *HANGUP),
+                ForkedWorkersFollowTheRun(),
             ):
                 # forked workers keep a handler that only notes SIGINT and SIGTERM: Ctrl-C in a
                 # terminal, or a batch system's SIGTERM, reaches the whole process group, and each
