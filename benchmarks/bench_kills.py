@@ -9,7 +9,7 @@ workers that outlived it). At the end the log is compared with an uninterrupted 
 run of the same study: evaluations lost (must be 0), evaluations repeated (must be 0),
 identical Pareto front, processes left over all kills (must be 0).
 
-    python benchmarks/bench_kills.py [--kills 40] [--candidates 8000] [--cost-ms 5] [--seed 0]
+    python benchmarks/bench_kills.py [--kills 40] [--candidates 24000] [--cost-ms 5] [--seed 0]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def start(folder: Path, args: list[str]) -> subprocess.Popen:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=40)
-    ap.add_argument("--candidates", type=int, default=8000)
+    ap.add_argument("--candidates", type=int, default=24000)
     ap.add_argument("--cost-ms", type=float, default=5.0, help="evaluation time per candidate")
     ap.add_argument("--max-delay-s", type=float, default=12.0, help="latest kill after a start")
     ap.add_argument("--seed", type=int, default=0)
