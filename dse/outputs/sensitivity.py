@@ -108,6 +108,20 @@ class Breakdown:
 
 
 @dataclass(frozen=True)
+class Local:
+    """What :func:`local` finds at one design."""
+
+    elasticity: pd.DataFrame  # numeric knob x metric: d ln M / d ln x, ranked
+    alternatives: pd.DataFrame  # (knob, value) x metric: relative change [1]
+    alternatives_ok: pd.Series  # (knob, value) -> meets the study
+    knobs: tuple[Knob, ...]
+    breakdowns: tuple[Breakdown, ...]
+    base: pd.Series  # metric -> value at the design
+    evaluations: int
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class GlobalIndices:
     """Sobol' indices of ``ln M`` (or of M where it is not always positive) over the space."""
 
@@ -376,11 +390,10 @@ def local(
     *,
     step: float = STEP,
     extra: tuple[str, ...] = (),
-) -> tuple[
-    pd.DataFrame, pd.DataFrame, pd.Series, list[Knob], list[Breakdown], pd.Series, int, list[str]
-]:
-    """The design's elasticities (see the module's docstring): ``(elasticity, alternatives,
-    alternatives_ok, knobs, breakdowns, base, evaluations, notes)``."""
+) -> Local:
+    """The elasticities of a design given directly (see the module's docstring):
+    ``design`` holds a value for every parameter of ``space`` and for each name of
+    ``extra`` (a real-valued input moved too)."""
     plan, notes = _plan(design, space, ev, step, list(extra))
     result = _evaluate(ev, space, pd.DataFrame(plan.rows))
     table = pd.concat([pd.DataFrame(plan.rows), result.reset_index(drop=True)], axis=1)
@@ -429,7 +442,7 @@ def local(
             whole = float(delta.sum())
             share = delta / whole * e if abs(whole) > 1e-12 * abs(t0) else delta / t0
             contributions[title][knob.name] = pd.Series(share, index=comp.columns)
-    order = pd.DataFrame.from_dict(elastic, orient="index", columns=metrics)
+    order = _ranked(pd.DataFrame.from_dict(elastic, orient="index", columns=metrics), objectives)
     breakdowns = [
         Breakdown(
             title,
@@ -445,15 +458,15 @@ def local(
     alt = pd.DataFrame.from_dict(alternatives, orient="index", columns=metrics)
     if len(alt):
         alt.index = pd.MultiIndex.from_tuples(alt.index, names=["knob", "value"])
-    return (
+    return Local(
         order,
         alt,
         pd.Series(alt_ok, dtype=bool),
-        knobs,
-        breakdowns,
+        tuple(knobs),
+        tuple(breakdowns),
         base,
         len(plan.rows),
-        notes,
+        tuple(notes),
     )
 
 
@@ -580,9 +593,8 @@ def sensitivity(
             if n in ev.inputs and ev.inputs[n].kind == "float" and n not in design
         )
         design.update({n: _plain(space.fixed[n]) for n in extra})
-    elastic, alt, alt_ok, knobs, breakdowns, base, n, notes = local(
-        ev, space, study, design, step=step, extra=extra
-    )
+    found = local(ev, space, study, design, step=step, extra=extra)
+    base, notes = found.base, list(found.notes)
     stored = {m: float(front[m].iloc[row]) for m in base.index if m in front}
     for m, v in stored.items():
         now = float(base[m])
@@ -595,10 +607,9 @@ def sensitivity(
         global_samples = GLOBAL_SAMPLES if ev.preview_size > 0 else 0
     g = global_indices(ev, space, study, int(global_samples), seed=seed)
     units = {m: ev.metrics[m].unit if m in ev.metrics else "" for m in base.index}
-    units.update({k.name: k.unit for k in knobs})
-    ranked = _ranked(elastic, [o.metric for o in study.objectives])
-    order = {name: i for i, name in enumerate(ranked.index)}
-    knobs = sorted(knobs, key=lambda k: (k.kind == "categorical", order.get(k.name, 0)))
+    units.update({k.name: k.unit for k in found.knobs})
+    order = {name: i for i, name in enumerate(found.elasticity.index)}
+    knobs = sorted(found.knobs, key=lambda k: (k.kind == "categorical", order.get(k.name, 0)))
     key = int(front["key"].iloc[row]) if "key" in front else None
     return Sensitivity(
         study=study.name,
@@ -610,11 +621,11 @@ def sensitivity(
         units=units,
         base=base,
         knobs=tuple(knobs),
-        elasticity=ranked,
-        alternatives=alt,
-        alternatives_ok=alt_ok,
-        breakdowns=tuple(breakdowns),
-        evaluations=n + (g.evaluations if g is not None else 0),
+        elasticity=found.elasticity,
+        alternatives=found.alternatives,
+        alternatives_ok=found.alternatives_ok,
+        breakdowns=found.breakdowns,
+        evaluations=found.evaluations + (g.evaluations if g is not None else 0),
         seconds=time.perf_counter() - start,
         step=step,
         notes=tuple(notes),
