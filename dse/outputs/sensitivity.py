@@ -79,6 +79,9 @@ TIME_PARTS = {
     "bubble": sel.TIME_PARTS["bubble"],
     "optimizer": sel.TIME_PARTS["optimizer"],
 }
+#: an elasticity below this is the differences' rounding (float64 over a step of 0.1 %:
+#: about 1e-13), shown as 0
+NOISE = 1e-9
 #: what ``--at`` takes besides a key
 NAMED = ("knee", "best-energy", "best-time", "best-<objective metric>")
 
@@ -368,7 +371,8 @@ def _elasticity(v0: float, values: np.ndarray, knob: Knob, weights: list[float])
     if not np.isfinite(v0) or not np.all(np.isfinite(values)) or v0 == 0:
         return float("nan")
     if knob.kind == "continuous":
-        return float((weights[0] * v0 + values @ np.asarray(weights[1:])) / v0)
+        e = float((weights[0] * v0 + values @ np.asarray(weights[1:])) / v0)
+        return 0.0 if abs(e) < NOISE else e
     x = float(knob.value)
     pts = [(float(t), float(v)) for t, v in zip(knob.tried, values, strict=True)]
     if len(pts) == 2:
@@ -678,7 +682,10 @@ def _quantity(value: float, unit: str) -> str:
 
 
 def _signed(value: float, digits: str = ".3f") -> str:
-    return "n/a" if not np.isfinite(value) else f"{value:+{digits}}"
+    if not np.isfinite(value):
+        return "n/a"
+    shown = f"{value:+{digits}}"
+    return shown.replace("-", "+") if float(shown) == 0 else shown  # no "-0.000"
 
 
 def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
@@ -716,13 +723,13 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
     if len(s.elasticity):
         methods = {k.name: k.method for k in s.knobs}
         t = table(
-            "elasticities d ln(metric) / d ln(knob): % change of the metric per +1 % of the "
-            "knob, ranked by the largest over the objectives"
+            "elasticities of the objectives, d ln(objective) / d ln(knob): % change per +1 % of "
+            "the knob, ranked by the largest"
         )
-        t.add_column("#", justify="right", style="dim")
+        t.add_column("#", justify="right", style="dim", no_wrap=True)
         t.add_column("knob", no_wrap=True)
-        t.add_column("how", min_width=12)
-        for m in s.metrics:
+        t.add_column("how", min_width=14)
+        for m in s.objectives:
             column(t, f"{m}\n[1]")
         change = s.change_per_percent()
         for m in s.objectives:
@@ -732,7 +739,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                 str(i),
                 Text(printable(knob)),
                 Text(printable(methods[knob])),
-                *(_signed(float(s.elasticity.loc[knob, m])) for m in s.metrics),
+                *(_signed(float(s.elasticity.loc[knob, m])) for m in s.objectives),
                 *(
                     ("+" if change.loc[knob, m] > 0 else "")
                     + _quantity(float(change.loc[knob, m]), s.units[m])
@@ -740,6 +747,25 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                 ),
             )
         console.print(t)
+        constrained = [m for m in s.metrics if m not in s.objectives]
+        if constrained:
+            t = table("elasticities of the constrained metrics, d ln(metric) / d ln(knob)")
+            t.add_column("knob", no_wrap=True)
+            for m in constrained:
+                column(t, f"{m}\n[1]")
+            for m in constrained:
+                column(t, f"+1 % knob:\nΔ {m}")
+            for knob in s.elasticity.index:
+                t.add_row(
+                    Text(printable(knob)),
+                    *(_signed(float(s.elasticity.loc[knob, m])) for m in constrained),
+                    *(
+                        ("+" if change.loc[knob, m] > 0 else "")
+                        + _quantity(float(change.loc[knob, m]), s.units[m])
+                        for m in constrained
+                    ),
+                )
+            console.print(t)
 
     if len(s.alternatives):
         t = table(
