@@ -131,7 +131,8 @@ def test_command_prints_tables_with_units(quickstart):
     text = proc.stdout
     for expected in (
         "the design at knee (key",
-        "elasticities d ln(metric) / d ln(knob)",
+        "elasticities of the objectives, d ln(objective) / d ln(knob)",
+        "elasticities of the constrained metrics",
         "central ±0.1 %",
         "energy to train (energy_to_train_j)",
         "S1 of ln energy_to_train_j",
