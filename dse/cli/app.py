@@ -1,5 +1,5 @@
 """Command-line interface: ``dse run | resume | validate | evaluate | export | plot | report |
-show | compare | status | describe | validate-model | calibrate | profile``.
+show | sensitivity | compare | status | describe | validate-model | calibrate | profile``.
 
 Every user error ends in one line on stderr naming the file, the field, the value and
 what is allowed, and exit code 2; never a Python traceback.
