@@ -193,3 +193,15 @@ def test_report_has_a_tornado_of_the_knee(quickstart):
     ]
     html = page.html()
     assert "What moves the knee" in html and "tornado-" in html
+
+
+def test_a_folder_that_is_no_run_is_refused_in_one_line(tmp_path):
+    proc = run_cli("sensitivity", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert str(tmp_path) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bad_step_is_refused_in_one_line(quickstart):
+    proc = run_cli("sensitivity", str(quickstart), "--step", "0.5")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert "--step" in proc.stderr and "0.5" in proc.stderr

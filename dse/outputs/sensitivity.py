@@ -654,7 +654,7 @@ def at_the_knee(run: Results) -> tuple[Sensitivity | None, str]:
                 f"{run.path}` does."
             )
         return sensitivity(run, "knee", global_samples=0), ""
-    except DseError as exc:
+    except (DseError, KeyError, ValueError) as exc:  # the page stands without this section
         return None, f"The sensitivity at the knee could not be computed: {exc}"
 
 
