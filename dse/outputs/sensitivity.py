@@ -24,7 +24,8 @@ points, so that each knob's elasticity splits into what each component contribut
 contributions add up to the elasticity of the total).
 
 **Global.** Variance-based (Sobol') indices over the study's whole space, computed with
-SALib (Saltelli's scheme, Jansen's estimators; ``calc_second_order=False``): first-order
+SALib (Saltelli's sampling scheme; Saltelli et al. 2010's first-order and Jansen 1999's
+total-effect estimators, as SALib implements them; ``calc_second_order=False``): first-order
 ``S1`` (the share of the variance of ``ln M`` a knob explains alone) and total ``ST`` (alone
 and with the others), each knob drawn uniformly over its values (a range without step:
 uniformly over the interval). ``N`` base samples cost ``N·(k + 2)`` evaluations for ``k``
