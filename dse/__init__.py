@@ -7,6 +7,7 @@ The public API (imported on first use, so ``import dse`` stays cheap)::
     dse.run(study, output_dir=None)       # search it; returns a RunResult
     dse.resume(results_dir)               # continue an interrupted run
     dse.open_results(results_dir)         # the datasets of a run
+    dse.sensitivity(results_dir, at="knee") # elasticities of the objectives to each knob
     dse.Evaluator, dse.Input, dse.Metric  # the evaluator plug-in contract
     dse.SearchDriver, dse.Problem         # the search-driver plug-in contract
     dse.DriverOptions                     # the base of a driver's options model
@@ -23,6 +24,7 @@ _EXPORTS = {
     "run": "dse.api",
     "resume": "dse.api",
     "open_results": "dse.api",
+    "sensitivity": "dse.outputs.sensitivity",
     "Evaluator": "dse.evaluators.base",
     "Input": "dse.evaluators.base",
     "Metric": "dse.evaluators.base",

@@ -4,6 +4,7 @@
 >>> study = dse.load_study("studies/quickstart.yaml")
 >>> result = dse.run(study, workers=0, overwrite=True)  # in this process; replaces an earlier run
 >>> dse.open_results(result.output_dir).front    # the Pareto set as an xarray Dataset
+>>> dse.sensitivity(result.output_dir, at="knee")  # elasticities to each knob (dse.outputs.sensitivity)
 
 ``run`` and ``resume`` check what ``dse validate`` checks and refuse what it refuses, with
 the same message; :func:`check_run` returns that checked plan without running it (its

@@ -267,11 +267,21 @@ def test_report_in_a_real_browser(report, quickstart):
     try:
         driver.get(report.as_uri())
         figures = {f["id"].split("-")[0]: f for f in driver.execute_script(FIGURES)}
-        assert set(figures) == {"front", "breakdown", "parallel", "hypervolume", "constraints"}
+        assert set(figures) == {
+            "front",
+            "breakdown",
+            "tornado",
+            "parallel",
+            "hypervolume",
+            "constraints",
+        }
         # the front figure: every drawn evaluation and the 4 markers (knee, best x2, best for η)
         assert figures["front"]["points"] == drawn + 4
         assert figures["breakdown"]["bars"] == figures["breakdown"]["traces"] * 4 > 0
         assert figures["parallel"]["axes"] == 5 + 2  # parameters and objectives
+        # the knee's elasticities: one bar per objective and numeric knob (the accelerator
+        # type, a text knob, has none)
+        assert figures["tornado"]["traces"] == 2 and figures["tornado"]["bars"] == 2 * 4
         assert figures["hypervolume"]["points"] >= 1 and figures["constraints"]["bars"] == 1
 
         def choose(eta: float) -> tuple[int, float]:

@@ -1,5 +1,5 @@
 """Command-line interface: ``dse run | resume | validate | evaluate | export | plot | report |
-show | compare | status | describe | validate-model | calibrate | profile``.
+show | sensitivity | compare | status | describe | validate-model | calibrate | profile``.
 
 Every user error ends in one line on stderr naming the file, the field, the value and
 what is allowed, and exit code 2; never a Python traceback.
@@ -817,6 +817,60 @@ def show(
     from dse.outputs.show import show_front
 
     show_front(results, _call().out, sort=sort, descending=descending, limit=limit, plot=plot)
+
+
+@app.command()
+def sensitivity(
+    results: ResultsArg,
+    at: Annotated[
+        str,
+        typer.Option(
+            "--at",
+            "-a",
+            help="the design: knee, best-energy, best-time, best-METRIC (an objective), "
+            "or a front candidate's key (`dse export`'s key column)",
+        ),
+    ] = "knee",
+    global_samples: Annotated[
+        int | None,
+        typer.Option(
+            "--global",
+            "-g",
+            min=0,
+            show_default=False,
+            help="evaluations of the variance-based (Sobol') indices over the whole space, "
+            "at least; 0: none (default: 10,000 where the evaluator is cheap, i.e. allows a "
+            "preview, else none)",
+        ),
+    ] = None,
+    step: Annotated[
+        float,
+        typer.Option(
+            "--step", help="relative step of the central differences on a real-valued knob"
+        ),
+    ] = 1e-3,
+    fixed: Annotated[
+        bool,
+        typer.Option(
+            "--fixed/--no-fixed",
+            help="the study's fixed real-valued inputs (bandwidths, PUE, ...) are knobs too",
+        ),
+    ] = False,
+    top: Annotated[
+        int, typer.Option("--top", "-n", min=1, help="knobs shown in the breakdown tables")
+    ] = 5,
+) -> None:
+    """Marginal efficiency of one design of a run's front: the elasticity of each objective
+    (and constrained metric) to each knob, d ln E / d ln x and d ln T / d ln x, from the
+    study's evaluator run again in this process (central differences on a real-valued
+    knob, an arc elasticity between the study's neighbouring values of a whole-number one,
+    the change to each other value of a text one), ranked; the energy and time breakdown
+    that explains them; and variance-based indices over the whole space."""
+    from dse.outputs.sensitivity import print_sensitivity
+    from dse.outputs.sensitivity import sensitivity as analyse
+
+    result = analyse(results, at, global_samples=global_samples, step=step, include_fixed=fixed)
+    print_sensitivity(result, _call().out, top=top)
 
 
 @app.command()

@@ -5,7 +5,9 @@ pair of objectives over the other candidates (dominated and infeasible ones fade
 details), the knee and the best candidate per objective, the best for η·energy +
 (1 − η)·P_max·time with η on a slider, the energy and time breakdown of those candidates,
 parallel coordinates of the front over parameters and objectives, hypervolume against
-evaluations, and which constraints removed how many candidates.
+evaluations, which constraints removed how many candidates, and a tornado chart of the
+elasticities of the objectives to each knob at the knee (:mod:`dse.outputs.sensitivity`;
+where the evaluator is cheap enough to be run again for the page).
 
 Bounded for any run size: every front point is drawn; the other candidates are a uniform
 random sample of at most ``sample_size`` (the page says which), and counts and the
@@ -29,6 +31,7 @@ from dse.outputs import selection as sel
 from dse.outputs.plot import COLOURS, colour_parameter, readable_unit
 from dse.outputs.scale import readable
 from dse.outputs.scan import Scan, log_tallies, scan
+from dse.outputs.sensitivity import Sensitivity, at_the_knee
 from dse.outputs.show import format_cell
 from dse.outputs.target import output_path
 from dse.pareto import objective_matrix
@@ -118,6 +121,9 @@ class Report:
             s["key"].astype(str).isin(keys).to_numpy() if "key" in s else np.zeros(len(s), bool)
         )
         self.dominated, self.infeasible = s[ok & ~on_front], s[~ok]
+        #: the elasticities at the knee, or why the page has none
+        self.sensitivity: Sensitivity | None
+        self.sensitivity, self.no_sensitivity = at_the_knee(run)
         #: objective -> (divisor, unit) it is drawn in (:func:`~dse.outputs.scale.readable`)
         self.shown = {
             m: readable_unit(self.unit(m), self.scan, self.front_ds, m) for m in self.objectives
@@ -385,6 +391,57 @@ class Report:
                 out.append((title, table, factor, shown))
         return out
 
+    def tornado_figure(self):
+        """The elasticities of the objectives to each numeric knob at the knee, largest at
+        the top (a tornado chart); None without them."""
+        import plotly.graph_objects as go
+
+        sens = self.sensitivity
+        if sens is None or not len(sens.elasticity):
+            return None
+        knobs = sens.ranking()[::-1]  # plotly draws the first category at the bottom
+        methods = {k.name: k.method for k in sens.knobs}
+        fig = go.Figure()
+        for k, metric in enumerate(sens.objectives):
+            values = sens.elasticity.loc[knobs, metric].to_numpy(float)
+            fig.add_trace(
+                go.Bar(
+                    y=knobs,
+                    x=values,
+                    orientation="h",
+                    name=f"d ln {metric} / d ln knob",
+                    marker_color=COLOURS[k % len(COLOURS)],
+                    customdata=[methods[n] for n in knobs],
+                    hovertemplate="%{y}: %{x:+.3f} (%{customdata})<extra>" + metric + "</extra>",
+                )
+            )
+        fig.update_layout(
+            template="plotly_white",
+            barmode="group",
+            height=160 + 48 * len(knobs),
+            margin=dict(l=160, r=20, t=40, b=60),
+            xaxis_title="elasticity [1]: % change of the objective per +1 % of the knob",
+            legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        )
+        fig.add_vline(x=0, line_width=1, line_color="#444")
+        return fig
+
+    def _sensitivity_note(self) -> str:
+        sens = self.sensitivity
+        if sens is None:
+            return f"<p>{html.escape(self.no_sensitivity)}</p>"
+        text = (
+            f"The knee (candidate key {sens.key}) evaluated again by the study's evaluator with "
+            "each knob moved, the others held: a real-valued knob by a central difference of "
+            f"±{100 * sens.step:.3g} % (on ln x), a whole-number one between the study's "
+            "neighbouring values (an arc elasticity), ranked by the largest over the "
+            f"objectives. `dse sensitivity {self.run.path}` prints them with the breakdown "
+            "that explains them, the text knobs' alternatives and variance-based indices over "
+            "the whole space."
+        )
+        notes = "".join(f"<p><small>{html.escape(n)}</small></p>" for n in sens.notes)
+        return f"<p>{html.escape(text)}</p>{notes}"
+
     def parallel_figure(self):
         import plotly.graph_objects as go
 
@@ -485,6 +542,7 @@ class Report:
         figures = [("front", f) for f in self.front_figures()]
         for key, fig in (
             ("breakdown", self.breakdown_figure()),
+            ("tornado", self.tornado_figure()),
             ("parallel", self.parallel_figure()),
             ("hypervolume", self.hypervolume_figure()),
             ("constraints", self.constraints_figure()),
@@ -520,6 +578,7 @@ class Report:
             tradeoffs=self._tradeoff_table(),
             front_table=self._front_table(),
             breakdown="\n".join(divs.get("breakdown", [])) or self._no_breakdown(),
+            sensitivity=self._sensitivity_note() + "\n".join(divs.get("tornado", [])),
             parallel="\n".join(divs["parallel"]),
             hypervolume="\n".join(divs.get("hypervolume", []))
             or "<p>No progress history in state.json.</p>",
@@ -865,6 +924,8 @@ th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 {front_table}
 <h2>Where the energy and time go</h2>
 {breakdown}
+<h2>What moves the knee: elasticities of the objectives</h2>
+{sensitivity}
 <h2>Parallel coordinates of the front</h2>
 {parallel}
 <h2>Progress</h2>
