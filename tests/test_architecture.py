@@ -181,7 +181,12 @@ PHYSICS_BOUNDARY = {
         "mamf_efficiency",
     },  # hardware.yaml, calibration.yaml
     "time/frameworks.py": {"_row"},  # frameworks.yaml -> Stack
-    "energy/power.py": {"entry", "cooling_path", "PowerParameters.of_entry"},  # power.yaml
+    "energy/power.py": {
+        "entry",
+        "cooling_path",
+        "link_vf_curve",
+        "PowerParameters.of_entry",
+    },  # power.yaml
     "energy/model.py": {"EnergyInputs.of"},  # the input table
 }
 

@@ -11,8 +11,14 @@ import dse
 from dse.api import plan
 
 STUDIES = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
-#: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput inputs
-NEW = ("moe-rack-scale.yaml", "long-context.yaml", "mixed-fleet-goodput.yaml")
+#: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput
+#: inputs, and the AstraWattch case study (network link clock, idle and waiting power)
+NEW = (
+    "moe-rack-scale.yaml",
+    "long-context.yaml",
+    "mixed-fleet-goodput.yaml",
+    "astrawattch-case-study.yaml",
+)
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])

@@ -38,6 +38,10 @@ _FRAMEWORKS = framework_names()
 # scale-out 25 pJ/bit).
 SCALEUP_PJ_PER_BIT = 2.0
 SCALEOUT_PJ_PER_BIT = 25.0
+#: Lowest link clock fraction (scale-up and scale-out voltage-frequency scaling): the lowest
+#: point of the links' V-f curve (dse/analytic/data/power.yaml, ``links``), below which no
+#: supply is estimated.
+LINK_CLOCK_FRACTION_MIN = 0.25
 #: Default checkpoint write bandwidth per accelerator (GB/s): the Llama 3 405B run's
 #: storage (Tectonic, 7,500 SSD servers) sustains 2 TB/s for up to 16,384 H100s
 #: (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.1): 2000 / 16384 GB/s.
@@ -399,6 +403,30 @@ TIME_INPUTS: list[Input] = [
         group="network",
     ),
     Input(
+        "scaleup_clock_fraction",
+        "float",
+        "1",
+        "scale-up link clock as a fraction of nominal (voltage-frequency scaling): the "
+        "bandwidth follows the clock, the energy per bit the square of the link voltage on "
+        "power.yaml's links V-f curve (0.64 at 0.5; an estimate, docs/model-energy.md)",
+        1.0,
+        minimum=LINK_CLOCK_FRACTION_MIN,
+        maximum=1.0,
+        group="network",
+    ),
+    Input(
+        "scaleout_clock_fraction",
+        "float",
+        "1",
+        "scale-out link clock as a fraction of nominal (voltage-frequency scaling): the "
+        "bandwidth follows the clock, the energy per bit the square of the link voltage on "
+        "power.yaml's links V-f curve (0.64 at 0.5; an estimate, docs/model-energy.md)",
+        1.0,
+        minimum=LINK_CLOCK_FRACTION_MIN,
+        maximum=1.0,
+        group="network",
+    ),
+    Input(
         "framework",
         "str",
         "",
@@ -685,6 +713,27 @@ ENERGY_INPUTS: list[Input] = [
         group="hardware",
     ),
     Input(
+        "idle_power_w",
+        "float",
+        "W",
+        "accelerator static (idle) power, overrides the catalog's (hardware.yaml idle_w: "
+        "H100 80 W); with a mixed fleet, both types'",
+        None,
+        minimum=0,
+        group="power",
+    ),
+    Input(
+        "waiting_power_w",
+        "float",
+        "W",
+        "power of an accelerator blocked in a collective or a pipeline bubble at its maximum "
+        "clock, at least idle_power_w (default: the catalog's, idle + 0.10 x (TDP - idle): "
+        "H100 142 W; power.yaml activity.waiting); it scales with the clock as the dynamic power",
+        None,
+        minimum=0,
+        group="power",
+    ),
+    Input(
         "power_cap_w",
         "float",
         "W",
@@ -795,6 +844,46 @@ ENERGY_INPUTS: list[Input] = [
         SCALEOUT_PJ_PER_BIT,
         minimum=0,
         group="network",
+    ),
+    Input(
+        "thermal_resistance_k_per_w",
+        "float",
+        "K/W",
+        "junction-to-inlet thermal resistance of the cooling (default: the catalog's, else "
+        "52 K / TDP air, 30 K / TDP liquid; power.yaml)",
+        None,
+        minimum=1e-6,
+        group="thermal",
+    ),
+    Input(
+        "thermal_tau_fast_s",
+        "float",
+        "s",
+        "time constant of the die, interface and lid or plate base (default: power.yaml's "
+        "cooling path, 0.02 s)",
+        None,
+        minimum=1e-6,
+        group="thermal",
+    ),
+    Input(
+        "thermal_tau_slow_s",
+        "float",
+        "s",
+        "time constant of the heat sink or cold plate (default: power.yaml's cooling path, "
+        "25 s air, 3 s liquid)",
+        None,
+        minimum=1e-6,
+        group="thermal",
+    ),
+    Input(
+        "heat_capacity_j_per_k",
+        "float",
+        "J/K",
+        "heat capacity of the heat sink or cold plate; sets thermal_tau_slow_s = C x its "
+        "share of the resistance (air: ~500 J/K for a ~1 kg heat sink; power.yaml)",
+        None,
+        minimum=1e-6,
+        group="thermal",
     ),
     Input(
         "pue",
@@ -913,6 +1002,20 @@ ENERGY_METRICS: list[Metric] = [
     Metric("energy_memory_j", "J", "energy of memory-bound work and HBM traffic", mixed_fleet=SUM),
     Metric(
         "energy_network_j", "J", "network energy (per-bit links, NICs, switches)", mixed_fleet=SUM
+    ),
+    Metric(
+        "energy_scaleup_links_j",
+        "J",
+        "scale-up link energy of the bytes moved (part of energy_network_j; energy per bit at "
+        "scaleup_clock_fraction)",
+        mixed_fleet=SUM,
+    ),
+    Metric(
+        "energy_scaleout_links_j",
+        "J",
+        "scale-out link energy of the bytes moved, checkpoints' included (part of "
+        "energy_network_j; energy per bit at scaleout_clock_fraction)",
+        mixed_fleet=SUM,
     ),
     Metric(
         "energy_idle_j",

@@ -42,12 +42,17 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.13.0"
+    version = "0.14.0"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
     preview_size = 4096  # ~20 ms: dse validate warns when no sampled candidate is feasible
-    #: clock_mhz wins over clock_fraction; target_loss over target_tokens (docs/model.md)
-    exclusive_inputs = (("clock_mhz", "clock_fraction"), ("target_tokens", "target_loss"))
+    #: clock_mhz wins over clock_fraction; target_loss over target_tokens (docs/model.md);
+    #: thermal_tau_slow_s over heat_capacity_j_per_k (docs/model-energy.md)
+    exclusive_inputs = (
+        ("clock_mhz", "clock_fraction"),
+        ("target_tokens", "target_loss"),
+        ("thermal_tau_slow_s", "heat_capacity_j_per_k"),
+    )
 
     def __init__(self, **options) -> None:
         unknown = set(options)

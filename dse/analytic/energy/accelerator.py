@@ -38,6 +38,15 @@ class Accelerators:
     r_total_k_per_w: np.ndarray  # K/W, junction to inlet
     cap_w: np.ndarray  # W, power limit (at most the TDP)
     r_air_k_per_w: np.ndarray | None = None  # K/W, the part's air-cooled resistance (the reference)
+    tau_fast_s: np.ndarray | None = None  # s, the fast Foster term's (NaN or None: the cooling's)
+    tau_slow_s: np.ndarray | None = None  # s, the slow term's (NaN or None: the cooling's)
+
+    @property
+    def foster(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The junction's two Foster terms (:func:`.thermal.foster_terms`)."""
+        return thermal.foster_terms(
+            self.liquid, self.r_total_k_per_w, self.tau_fast_s, self.tau_slow_s
+        )
 
     @property
     def leakage(self) -> tuple | None:
@@ -191,6 +200,6 @@ def energy_and_thermal(
         e.wait_w,
         t.blocked,
         acc.inlet_c,
-        thermal.foster_terms(acc.liquid, acc.r_total_k_per_w),
+        acc.foster,
     )
     return e, th

@@ -68,6 +68,7 @@ class CheckpointEnergy:
     waiting_j: np.ndarray  # its parked power above that
     network_j: np.ndarray  # NIC and switch static power, and the bytes over the scale-out fabric
     host_j: np.ndarray  # the host's share
+    links_j: np.ndarray  # the bytes over the scale-out fabric alone (part of network_j)
 
 
 def checkpoint_energy(
@@ -91,4 +92,5 @@ def checkpoint_energy(
         waiting_j=np.where(on, (p_parked - idle_w) * t_ck, 0.0),
         network_j=np.where(on, p_net_static * t_ck, 0.0) + links,
         host_j=np.where(on, p_host * t_ck, 0.0),
+        links_j=links,
     )

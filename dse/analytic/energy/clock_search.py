@@ -53,7 +53,7 @@ class LimitCheck:
         self.cap_limit_w = acc.cap_w * (1 + BISECTION_RTOL)
         self.hot_limit_c = acc.pw.slowdown_temp_c + BISECTION_RTOL
         self.inlet_c = np.asarray(acc.inlet_c, dtype=float)
-        self.terms = thermal.foster_terms(acc.liquid, acc.r_total_k_per_w)
+        self.terms = acc.foster
 
     def __call__(self, clock, *, hot: bool = True):
         """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""

@@ -14,7 +14,7 @@ the checkpoint phases (:mod:`.checkpoint`) and the work and restarts interruptio
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -39,6 +39,8 @@ Retime = Callable[[np.ndarray, np.ndarray], TimeResult]
 CAP_REASON = "power cap below the accelerator's draw at its lowest clock"
 HOT_REASON = "junction above the slowdown temperature even at the lowest clock"
 FAIL_REASON = "interruptions outpace the run (no checkpoints: each restarts it from the start)"
+WAIT_REASON = "waiting_power_w below the accelerator's idle power"
+IDLE_REASON = "idle power at or above the accelerator's TDP"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,14 @@ class EnergyInputs:
     checkpoint_write_gbs: np.ndarray  # GB/s per accelerator
     checkpoint_duration_s: np.ndarray  # s (NaN: bytes / checkpoint_write_gbs)
     data_entropy_bits_per_token: np.ndarray  # bit/token
+    scaleup_clock_fraction: np.ndarray  # 1, scale-up link clock over nominal
+    scaleout_clock_fraction: np.ndarray  # 1, scale-out link clock over nominal
+    idle_power_w: np.ndarray  # W, accelerator static power (NaN: the catalog's)
+    waiting_power_w: np.ndarray  # W, blocked at the maximum clock (NaN: the catalog's activity)
+    thermal_resistance_k_per_w: np.ndarray  # K/W, junction to inlet (NaN: catalog or rule)
+    thermal_tau_fast_s: np.ndarray  # s, die and interface term (NaN: the cooling path's)
+    thermal_tau_slow_s: np.ndarray  # s, heat sink or cold plate term (NaN: the cooling path's)
+    heat_capacity_j_per_k: np.ndarray  # J/K, heat sink or cold plate (NaN: from the time constant)
 
     @classmethod
     def of(cls, cfg: dict[str, np.ndarray]) -> EnergyInputs:
@@ -111,6 +121,9 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     reasons = np.full(len(clock), "", dtype=object)
     reasons[~hot_ok & op.at_min] = HOT_REASON
     reasons[~cap_ok & op.at_min] = CAP_REASON
+    stated = _power_reasons(x, acc)  # inputs that cannot hold win over the limits
+    if stated is not None:
+        reasons = np.where(stated != "", stated, reasons)
     metrics, wall_s = _metrics(x, perf, acc, e, th, clock, capped, throttled)
     endless = (reasons == "") & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
     reasons[endless] = FAIL_REASON
@@ -119,27 +132,79 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
 
 def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
     """The candidates' power and thermal parameters: catalog (``power.yaml``), cooling,
-    inlet, power floor, and the cap (the input, at most the TDP)."""
+    inlet, power floor, and the cap (the input, at most the TDP); the idle and waiting
+    powers, the thermal resistance and time constants where the inputs give them
+    (:func:`_power_inputs`, :func:`_thermal_inputs`)."""
     hw = perf.hw
     cooling = x.cooling
     liquid = Factorised(*factorise(cooling)).map(lambda c: c == "liquid", dtype=bool)
-    pw = power.lookup(x.accelerator)
+    idle_w, pw = _power_inputs(x, hw.idle_w, hw.tdp_w, power.lookup(x.accelerator))
     cap_in = x.power_cap_w
     cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.tdp_w)
+    r_total = thermal.resistance_k_per_w(liquid, pw, hw.tdp_w)
+    if np.isfinite(x.thermal_resistance_k_per_w).any():
+        r_total = np.where(
+            np.isfinite(x.thermal_resistance_k_per_w), x.thermal_resistance_k_per_w, r_total
+        )
+    tau_fast, tau_slow = _thermal_inputs(x, liquid, r_total)
     return Accelerators(
         clock_max_mhz=hw.clock_max_mhz,
         clock_min_mhz=hw.clock_min_mhz,
-        idle_w=hw.idle_w,
+        idle_w=idle_w,
         tdp_w=hw.tdp_w,
         # the floor holds below the power limit: a board cannot be made to draw more than its cap
         pw=pw,
         floor_w=np.minimum(x.power_floor_w, cap_w),
         inlet_c=x.inlet_temp_c,
         liquid=liquid,
-        r_total_k_per_w=thermal.resistance_k_per_w(liquid, pw, hw.tdp_w),
+        r_total_k_per_w=r_total,
         cap_w=cap_w,
         r_air_k_per_w=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w),
+        tau_fast_s=tau_fast,
+        tau_slow_s=tau_slow,
     )
+
+
+def _power_inputs(
+    x: EnergyInputs, catalog_idle_w, tdp_w, pw: power.PowerParameters
+) -> tuple[np.ndarray, power.PowerParameters]:
+    """The idle power (``idle_power_w``, else the catalog's) and the power parameters with the
+    waiting activity that gives ``waiting_power_w`` at the maximum clock,
+    a_w = (P_wait - P_idle) / (TDP - P_idle) (else the catalog's activity, on the idle power
+    used). A waiting power below the idle power is held at it (the candidate is marked by
+    :func:`_power_reasons`). The catalog's arrays, unchanged, where neither input is given."""
+    idle_in, wait_in = x.idle_power_w, x.waiting_power_w
+    given_idle, given_wait = np.isfinite(idle_in), np.isfinite(wait_in)
+    idle_w = np.where(given_idle, idle_in, catalog_idle_w) if given_idle.any() else catalog_idle_w
+    if not given_wait.any():
+        return idle_w, pw
+    span_w = tdp_w - idle_w
+    a_wait = np.maximum(wait_in - idle_w, 0.0) / np.where(span_w > 0, span_w, np.inf)
+    return idle_w, replace(pw, a_waiting=np.where(given_wait, a_wait, pw.a_waiting))
+
+
+def _power_reasons(x: EnergyInputs, acc: Accelerators) -> np.ndarray | None:
+    """Why the idle and waiting power inputs cannot hold for a candidate ("" where they do;
+    None where no candidate gives either)."""
+    given_wait, given_idle = np.isfinite(x.waiting_power_w), np.isfinite(x.idle_power_w)
+    if not (given_wait.any() or given_idle.any()):
+        return None
+    out = np.full(len(acc.idle_w), "", dtype=object)
+    out[given_wait & (x.waiting_power_w < acc.idle_w)] = WAIT_REASON
+    out[given_idle & (acc.idle_w >= acc.tdp_w)] = IDLE_REASON
+    return out
+
+
+def _thermal_inputs(x: EnergyInputs, liquid, r_total) -> tuple:
+    """The Foster terms' time constants from the inputs (``thermal_tau_fast_s``,
+    ``thermal_tau_slow_s``, or ``heat_capacity_j_per_k`` times the slow term's resistance),
+    NaN where the cooling path's (``power.yaml``) hold; ``(None, None)`` where no row gives one."""
+    tau_fast, tau_slow, cap = x.thermal_tau_fast_s, x.thermal_tau_slow_s, x.heat_capacity_j_per_k
+    if not (np.isfinite(tau_fast).any() or np.isfinite(tau_slow).any() or np.isfinite(cap).any()):
+        return None, None
+    fast_fraction = thermal.foster_terms(liquid, np.ones(len(liquid)))[0][0]
+    from_capacity = cap * r_total * (1.0 - fast_fraction)  # tau = R_slow C
+    return tau_fast, np.where(np.isfinite(tau_slow), tau_slow, from_capacity)
 
 
 def _metrics(
@@ -151,14 +216,16 @@ def _metrics(
     steps, n = perf.steps_to_train, perf.num_accelerators
     t = e.times
     step_s = t.step
-    p_host, p_net_static, e_links = _outside_accelerator(x, perf, step_s)
+    links = _links(x, perf)
+    p_host, p_net_static = _outside_accelerator(x, perf)
+    e_links = links.total_j
     e_net = e_links + p_net_static * step_s
     e_host = p_host * step_s
     e_step_acc = e.total_j + e_net + e_host  # per accelerator, one iteration
     overhead = facility.facility_overhead_factor(x.pue, x.cooling_cop)
     total_steps_n = steps * n
     ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(
-        x, perf, acc, step_s, p_host, p_net_static
+        x, perf, acc, step_s, p_host, p_net_static, links.scaleout_pj_per_bit
     )
     redo = gp.rework_s / (steps * (step_s + ck.per_step_s))  # share of the run done twice
     # idle accelerators (at their own temperature's leakage), host, network static
@@ -198,6 +265,8 @@ def _metrics(
         "energy_compute_j": e.compute_j * runs,
         "energy_memory_j": e.memory_j * runs,
         "energy_network_j": (e_net + ck_e.network_j) * runs + gp.restart_s * restart_w[2],
+        "energy_scaleup_links_j": links.scaleup_j * runs,
+        "energy_scaleout_links_j": (links.scaleout_j + ck_e.links_j) * runs,
         "energy_idle_j": (e.idle_j + ck_e.idle_j) * runs + gp.restart_s * restart_w[0],
         "energy_waiting_j": (e.waiting_j + ck_e.waiting_j) * runs,
         "energy_host_j": (e_host + ck_e.host_j) * runs + gp.restart_s * restart_w[1] + fans_j,
@@ -237,11 +306,12 @@ def _metrics(
 
 
 def _checkpoints_and_interruptions(
-    x: EnergyInputs, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static
+    x: EnergyInputs, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static, out_pj
 ):
     """The checkpoint phases (interval from the input or the job's failure rate), their
-    energy per iteration and accelerator, the expected run with interruptions
-    (:func:`.goodput.expected_run`) and the parked power of a checkpoint write."""
+    energy per iteration and accelerator (the bytes over the scale-out fabric at ``out_pj``
+    pJ/bit), the expected run with interruptions (:func:`.goodput.expected_run`) and the
+    parked power of a checkpoint write."""
     steps, n = perf.steps_to_train, perf.num_accelerators
     mtbf_s = goodput.job_mtbf_s(x.failures_per_accelerator_hour, n)
     _, ck_write_s = checkpoint.write_time_s(
@@ -256,7 +326,7 @@ def _checkpoints_and_interruptions(
     static_w, d_w = static_power_w(acc, p_parked)  # the leakage change at the parked power
     p_parked = p_parked + d_w
     ck_e = checkpoint.checkpoint_energy(
-        ck, step_s, static_w, p_parked, p_net_static, p_host, x.scaleout_pj_per_bit
+        ck, step_s, static_w, p_parked, p_net_static, p_host, out_pj
     )
     # interruptions: lost work redone at the run's power, restarts with the accelerators idle
     gp = goodput.expected_run(
@@ -297,12 +367,9 @@ def _facility_power(
     )
 
 
-def _outside_accelerator(
-    x: EnergyInputs, perf: TimeResult, step_s
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per accelerator: the host's share of a node's power (W), NIC and switch static
-    power (W), and the link energy of one iteration's traffic (J)."""
-    b = perf.breakdown
+def _outside_accelerator(x: EnergyInputs, perf: TimeResult) -> tuple[np.ndarray, np.ndarray]:
+    """Per accelerator: the host's share of a node's power (W) and the NIC and switch static
+    power (W)."""
     p_host = facility.host_power_w(x.host_power_w, x.accelerators_per_node)
     p_net_static = facility.network_static_power_w(
         x.nic_power_w,
@@ -311,10 +378,35 @@ def _outside_accelerator(
         perf.num_accelerators,
         perf.scaleup_size,
     )
-    e_links = transfer.network_energy_j(
-        b.scaleup_bytes, b.scaleout_bytes, x.scaleup_pj_per_bit, x.scaleout_pj_per_bit
+    return p_host, p_net_static
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """The fabrics' energy per bit at their link clocks and the link energy of one
+    iteration's traffic, per accelerator."""
+
+    scaleup_pj_per_bit: np.ndarray  # pJ/bit, at scaleup_clock_fraction
+    scaleout_pj_per_bit: np.ndarray  # pJ/bit, at scaleout_clock_fraction
+    scaleup_j: np.ndarray  # J, one iteration's scale-up bytes
+    scaleout_j: np.ndarray  # J, one iteration's scale-out bytes
+    total_j: np.ndarray  # J, both (summed before the unit conversion, as transfer computes it)
+
+
+def _links(x: EnergyInputs, perf: TimeResult) -> Links:
+    """Each fabric's energy per bit at its link clock, the input's times (V(f)/V(f_nom))^2
+    (:func:`.power.link_energy_scale`; the bandwidth the time model used followed the same
+    clock), and the energy of the iteration's bytes over it."""
+    b = perf.breakdown
+    up_pj = x.scaleup_pj_per_bit * power.link_energy_scale(x.scaleup_clock_fraction)
+    out_pj = x.scaleout_pj_per_bit * power.link_energy_scale(x.scaleout_clock_fraction)
+    return Links(
+        scaleup_pj_per_bit=up_pj,
+        scaleout_pj_per_bit=out_pj,
+        scaleup_j=transfer.network_energy_j(b.scaleup_bytes, 0.0, up_pj, 0.0),
+        scaleout_j=transfer.network_energy_j(0.0, b.scaleout_bytes, 0.0, out_pj),
+        total_j=transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, up_pj, out_pj),
     )
-    return p_host, p_net_static, e_links
 
 
 def _economics(

@@ -48,6 +48,23 @@ def cooling_path(kind: str) -> CoolingPath:
     )
 
 
+@cache
+def link_vf_curve() -> tuple[np.ndarray, np.ndarray]:
+    """The network links' V-f curve (``power.yaml``'s ``links``): the clock points
+    f / f_nominal and the supply V / V(f_nominal) there."""
+    curve = np.asarray(parameters()["links"]["vf_curve"], dtype=float)
+    return curve[:, 0], curve[:, 1]
+
+
+def link_energy_scale(clock_fraction: np.ndarray) -> np.ndarray:
+    """Energy per bit of a link at ``clock_fraction`` of its nominal clock over its energy
+    per bit at the nominal clock: (V(f) / V(f_nominal))^2 on :func:`link_vf_curve`
+    (docs/model-energy.md, "Network links"); exactly 1 at the nominal clock."""
+    x, v = link_vf_curve()
+    ratio = np.interp(np.asarray(clock_fraction, dtype=float), x, v) / np.interp(1.0, x, v)
+    return ratio * ratio
+
+
 def entry(name: str) -> dict:
     """The power entry of accelerator ``name``: the defaults updated by its catalog entry or
     by its profile's (:mod:`dse.analytic.profiles`); the defaults alone for an unknown name."""

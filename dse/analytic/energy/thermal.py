@@ -52,13 +52,20 @@ def resistance_k_per_w(
     return np.where(liquid, r_liq, r_air)
 
 
-def foster_terms(cooling: np.ndarray, r_total: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The two (R_i, tau_i) terms of the network for each candidate's cooling type."""
+def foster_terms(
+    cooling: np.ndarray, r_total: np.ndarray, tau_fast_s=None, tau_slow_s=None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The two (R_i, tau_i) terms of the network for each candidate's cooling type; a
+    finite ``tau_fast_s``/``tau_slow_s`` (the inputs) replaces that term's time constant."""
     air, cold_plate = power.cooling_path("air"), power.cooling_path("liquid")
     liquid = _is_liquid(cooling)
     frac = np.where(liquid, cold_plate.fast_fraction, air.fast_fraction)
     tau_fast = np.where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
     tau_slow = np.where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
+    if tau_fast_s is not None:
+        tau_fast = np.where(np.isfinite(tau_fast_s), tau_fast_s, tau_fast)
+    if tau_slow_s is not None:
+        tau_slow = np.where(np.isfinite(tau_slow_s), tau_slow_s, tau_slow)
     return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
 
 

@@ -230,9 +230,14 @@ def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
 
 def _network(cfg, hw) -> Network:
     """The candidate's network: the inputs where given (finite), else the catalog's
-    scale-up domain size, bandwidth and topology and the calibrated latencies."""
+    scale-up domain size, bandwidth and topology and the calibrated latencies. Each
+    fabric's bandwidth follows its link clock (``scaleup_clock_fraction``,
+    ``scaleout_clock_fraction``: voltage-frequency scaling, docs/model-energy.md); the
+    latencies do not."""
     up_bw = _f(cfg, "scaleup_bw_gbs") * 1e9
-    up_bw = np.where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps)
+    up_bw = np.where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * _f(
+        cfg, "scaleup_clock_fraction"
+    )
     up_lat = _f(cfg, "scaleup_latency_us")
     up_lat = np.where(np.isfinite(up_lat), up_lat, hw.collective_latency_us) * 1e-6
     out_lat = _f(cfg, "scaleout_latency_us")
@@ -246,7 +251,7 @@ def _network(cfg, hw) -> Network:
         up_bw=up_bw,
         up_lat=up_lat,
         up_topo=up_topo,
-        out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9,
+        out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9 * _f(cfg, "scaleout_clock_fraction"),
         out_lat=out_lat,
         out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
         eff=hw.collective_eff,
