@@ -264,7 +264,7 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
     ``ValueError`` with a one-line reason (``OSError`` where the file cannot be read)."""
     rel = Path(name)
     if not name or rel.is_absolute() or name.startswith("~"):
-        raise ValueError("not a path relative to the study's folder")
+        raise ValueError("is not a path relative to the study's folder")
     if ".." in rel.parts:
         raise ValueError("leads out of the study's folder ('..'); keep the file beside the study")
     here = Path(folder)
@@ -272,8 +272,8 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
         here = here / part
         if here.is_symlink():
             raise ValueError(
-                f"{here} is a symbolic link; dse reads a file a study names through real "
-                "folders only (copy the file beside the study)"
+                f"passes through a symbolic link ({here}); dse reads a file a study names "
+                "through real folders only (copy the file beside the study)"
             )
     fd = os.open(here, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as f:
