@@ -276,10 +276,10 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
                 "through real folders only (copy the file beside the study)"
             )
     fd = os.open(here, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device, a pipe
+        os.close(fd)
+        raise ValueError("is not a regular file")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("is not a regular file")
         data = f.read(limit_bytes + 1)
     if len(data) > limit_bytes:
         raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")

@@ -750,9 +750,7 @@ def _parse_bundles(name: str, spec: dict, file: str) -> BundlesSpec:
     if not raw:
         raise StudyError("no bundles: at least one is needed", file=where, field=at(), value=raw)
     if len(raw) > MAX_BUNDLES:
-        raise StudyError(
-            f"{len(raw):,} bundles; at most {MAX_BUNDLES:,}", file=where, field=at()
-        )
+        raise StudyError(f"{len(raw):,} bundles; at most {MAX_BUNDLES:,}", file=where, field=at())
     bundles: dict[str, dict[str, Scalar]] = {}
     first = None
     for bundle, inputs in raw.items():
