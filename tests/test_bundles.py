@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import dse
-from conftest import REPO, run_cli, toy_study, write_study
+from conftest import run_cli, toy_study, write_study
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import DseError, StudyError
 from dse.progress import ProgressSink
