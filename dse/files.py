@@ -256,36 +256,6 @@ def remove_path(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
-    """The bytes of the file ``name`` (a relative path) inside ``folder``, read as a file a
-    study names is: an absolute path, a ``..`` component, a symbolic link at the file or at
-    any folder below ``folder`` on the way to it (which could lead anywhere), something that
-    is no regular file and a file of more than ``limit_bytes`` bytes are refused. Raises
-    ``ValueError`` with a one-line reason (``OSError`` where the file cannot be read)."""
-    rel = Path(name)
-    if not name or rel.is_absolute() or name.startswith("~"):
-        raise ValueError("is not a path relative to the study's folder")
-    if ".." in rel.parts:
-        raise ValueError("leads out of the study's folder ('..'); keep the file beside the study")
-    here = Path(folder)
-    for part in rel.parts:
-        here = here / part
-        if here.is_symlink():
-            raise ValueError(
-                f"passes through a symbolic link ({here}); dse reads a file a study names "
-                "through real folders only (copy the file beside the study)"
-            )
-    fd = os.open(here, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device, a pipe
-        os.close(fd)
-        raise ValueError("is not a regular file")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(limit_bytes + 1)
-    if len(data) > limit_bytes:
-        raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
-    return data
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
     with atomic_path(path) as tmp:
