@@ -74,10 +74,12 @@ def test_a_bundles_inputs_reach_the_evaluator(tmp_path):
 
 
 def _toy_bundles(tmp_path, algorithm: str, **search) -> dict:
-    """The toy's space with y and shape set together by a bundle: 'best' is the front's."""
+    """The toy's space with y and shape set together by a bundle: 'best' is the front's.
+    ``random`` searches a continuous x (a space of no grid: the inputs are built from the
+    asked table, not from grid positions)."""
     study = toy_study(output=str(tmp_path / algorithm), search={"algorithm": algorithm, **search})
     study["space"] = {  # (toy_study merges a space into its own)
-        "x": {"range": [0.0, 1.0], "step": 0.1},
+        "x": {"range": [0.0, 1.0]} if algorithm == "random" else {"range": [0.0, 1.0], "step": 0.1},
         "kind": {
             "bundles": {
                 "best": {"y": 0, "shape": "a"},
