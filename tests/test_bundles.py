@@ -112,7 +112,9 @@ def test_every_search_driver_searches_a_bundle_parameter(tmp_path, algorithm, se
     expected = 1 - np.sqrt(log["x"]) + y / 10 + 0.05 * shape_b
     np.testing.assert_allclose(log.loc[ok, "f2"], expected[ok], rtol=1e-9)
     assert (log.loc[log["kind"] == "worst", "feasible"] == False).all()  # noqa: E712 - y 9, shape b
-    assert set(result.front["kind"]) == {"best"}
+    assert "best" in set(result.front["kind"])
+    if algorithm == "exhaustive":  # the exact front: y 0 and shape a
+        assert set(result.front["kind"]) == {"best"}
 
 
 def _catalog_study(tmp_path) -> tuple:
