@@ -732,16 +732,18 @@ def _parse_bundles(name: str, spec: dict, file: str) -> BundlesSpec:
         catalog, raw = _read_catalog(raw, file, field)
     where = catalog or file
 
-    def at(bundle: str = "", key: str = "") -> str:
+    def at(bundle: str = "", key: str = "") -> str | None:
         tail = ".".join(p for p in (bundle, key) if p)
         if catalog:
-            return tail or "(the catalog)"
+            return tail or None
         return f"{field}.bundles" + (f".{tail}" if tail else "")
 
     if not isinstance(raw, dict):
         raise StudyError(
-            "expected a mapping of named bundles ({name: {input: value, ...}}) or the path "
-            "of a catalog file beside the study that holds one",
+            "a catalog of bundles is a mapping of named bundles ({name: {input: value, ...}})"
+            if catalog
+            else "expected a mapping of named bundles ({name: {input: value, ...}}) or the "
+            "path of a catalog file beside the study that holds one",
             file=where,
             field=at(),
             value=raw,
