@@ -212,7 +212,7 @@ def test_a_catalog_outside_the_study_or_missing_is_refused(tmp_path, make, expec
     assert f"{path}: space.fabric.bundles: " in line and expected in line
 
 
-def test_a_catalog_through_a_link_too_large_or_broken_is_refused(tmp_path):
+def test_a_catalog_through_a_link_a_pipe_too_large_or_broken_is_refused(tmp_path):
     path, folder = _catalog_study(tmp_path)
     real = tmp_path / "elsewhere"
     real.mkdir()
@@ -222,6 +222,9 @@ def test_a_catalog_through_a_link_too_large_or_broken_is_refused(tmp_path):
     assert "passes through a symbolic link" in _refusal(tmp_path, path)
     (folder / "catalogs").unlink()
     (folder / "catalogs").mkdir()
+    os.mkfifo(folder / "catalogs" / "fabrics.yaml")  # a pipe: refused, not waited on
+    assert "is not a regular file" in _refusal(tmp_path, path)
+    (folder / "catalogs" / "fabrics.yaml").unlink()
     big = folder / "catalogs" / "fabrics.yaml"
     big.write_text("# " + "x" * 1_000_001 + "\n")
     assert "is larger than the 1,000,000 bytes" in _refusal(tmp_path, path)
