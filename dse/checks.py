@@ -22,12 +22,13 @@ from urllib.parse import urlsplit
 
 from dse.errors import DseError, StoreError, StudyError, counted, did_you_mean
 from dse.evaluators import Evaluator, load_evaluator
+from dse.evaluators.base import RESERVED_NAMES, name_problem
 from dse.execution import ExecutionPlan, plan_execution
 from dse.preview import Preview, preview
 from dse.search import SearchPlan, plan_search
 from dse.space import Space, short_of_its_end
 from dse.store import ResultStore
-from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
+from dse.study import BundlesSpec, ChoicesSpec, LogSpec, RangeSpec, Study
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,29 @@ def check_sections(study: Study) -> None:
                     "give it in one place",
                     field=f"space.{name}",
                 )
+    set_by: dict[str, str] = {}  # input -> the bundle parameter that sets it
+    for name, spec in study.bundles.items():
+        for key in spec.keys:
+            elsewhere = [
+                f"{section}.{key}"
+                for section, params in (
+                    ("space", study.space),
+                    ("fixed", study.fixed),
+                    ("workload", study.workload),
+                )
+                if key in params
+            ]
+            if key in set_by:
+                elsewhere.insert(0, f"the bundles of space.{set_by[key]}")
+            if elsewhere:
+                file, field = spec.where(name, spec.names[0], key)
+                raise StudyError(
+                    f"'{key}' is set both by the bundles of space.{name} and by {elsewhere[0]}; "
+                    "give it in one place (a bundle's inputs are set by it alone)",
+                    file=file,
+                    field=field,
+                )
+            set_by[key] = name
     for name in study.fixed:
         if name in study.workload:
             raise StudyError(
@@ -122,8 +146,22 @@ def check_parameters(study: Study, evaluator: Evaluator) -> None:
     """Every parameter the study names is an input of the evaluator, and of each group of
     alternative inputs (:attr:`~dse.evaluators.Evaluator.exclusive_inputs`) it sets one."""
     inputs = evaluator.inputs
+    bundles = study.bundles
+    for name, spec in bundles.items():
+        check_bundle_name(name, evaluator)
+        for bundle, values in spec.bundles.items():
+            for key in values:
+                if key not in inputs:
+                    file, field = spec.where(name, bundle, key)
+                    raise StudyError(
+                        f"unknown input '{key}' in bundle '{bundle}' of space.{name} for "
+                        f"evaluator '{evaluator.name}'{did_you_mean(key, inputs)}",
+                        file=file,
+                        field=field,
+                        allowed=", ".join(sorted(inputs)),
+                    )
     for section, params in (
-        ("space", study.space),
+        ("space", {n: s for n, s in study.space.items() if n not in bundles}),
         ("fixed", study.fixed),
         ("workload", study.workload),
     ):
@@ -135,17 +173,47 @@ def check_parameters(study: Study, evaluator: Evaluator) -> None:
                     field=f"{section}.{name}",
                     allowed=", ".join(sorted(inputs)),
                 )
-    given = set(study.space) | set(study.fixed) | set(study.workload)
+    in_bundles = {key: name for name, spec in bundles.items() for key in spec.keys}
+    given = set(study.space) | set(study.fixed) | set(study.workload) | set(in_bundles)
     for group in evaluator.exclusive_inputs:
         both = [name for name in group if name in given]
         if len(both) > 1:
-            where = [f"{_section_of(study, n)}.{n}" for n in both]
+            where = [
+                f"the bundles of space.{in_bundles[n]} ({n})"
+                if n in in_bundles
+                else f"{_section_of(study, n)}.{n}"
+                for n in both
+            ]
             raise StudyError(
                 f"{' and '.join(where)} are alternatives: evaluator '{evaluator.name}' uses only "
                 "one of them; set one",
                 field=where[-1],
                 allowed=f"one of {', '.join(group)}",
             )
+
+
+def check_bundle_name(name: str, evaluator: Evaluator) -> None:
+    """A bundle parameter's name names a column of bundle names in the results, beside the
+    inputs and metrics: it must be a name the results can hold and none of theirs."""
+    field = f"space.{name}"
+    why = name_problem(name)
+    if why:
+        raise StudyError(why, field=field, value=name)
+    if name in evaluator.inputs:
+        raise StudyError(
+            f"'{name}' is an input of evaluator '{evaluator.name}': a bundle parameter's values "
+            "are bundle names, not that input's values; name the parameter otherwise "
+            f"(e.g. '{name}_choice')",
+            field=field,
+            allowed="a name that is no input, metric or column dse writes",
+        )
+    if name in evaluator.metrics or name in RESERVED_NAMES:
+        raise StudyError(
+            f"'{name}' names a {'metric' if name in evaluator.metrics else 'column dse writes'}"
+            " in the results; name the bundle parameter otherwise",
+            field=field,
+            allowed="a name that is no input, metric or column dse writes",
+        )
 
 
 def canonical_values(study: Study, evaluator: Evaluator) -> Study:
@@ -170,6 +238,12 @@ def canonical_values(study: Study, evaluator: Evaluator) -> Study:
         if isinstance(s, LogSpec):
             base = None if s.base is None else one(name, s.base)
             return s.model_copy(update={"log": tuple(one(name, v) for v in s.log), "base": base})
+        if isinstance(s, BundlesSpec):  # each bundle's values, as their inputs spell them
+            bundles = {
+                b: {k: one(k, v) if k in inputs else v for k, v in values.items()}
+                for b, values in s.bundles.items()
+            }
+            return s.model_copy(update={"bundles": bundles})
         return one(name, s)
 
     return study.model_copy(
@@ -187,6 +261,14 @@ def check_values(study: Study, evaluator: Evaluator) -> None:
     for section, params in (("fixed", study.fixed), ("workload", study.workload)):
         for name, value in params.items():
             inputs[name].check(value, field=f"{section}.{name}")
+    for name, spec in study.bundles.items():
+        for bundle, values in spec.bundles.items():
+            for key, value in values.items():
+                file, field = spec.where(name, bundle, key)
+                try:
+                    inputs[key].check(value, field=field)
+                except StudyError as exc:
+                    raise exc.with_file(file) if file else exc from None
 
 
 def check_distinct(study: Study) -> None:
@@ -216,6 +298,8 @@ def check_space_values(space: Space, evaluator: Evaluator) -> None:
     and an integer input is not searched over a continuous range."""
     inputs = evaluator.inputs
     for param in space.parameters:
+        if param.name in space.bundles:  # bundle names (their inputs: check_values)
+            continue
         inp = inputs[param.name]
         values = param.values if param.values is not None else (param.low, param.high)
         for v in values:

@@ -140,12 +140,15 @@ def to_dataset(
         if name in table:
             inp = inputs.get(name)
             values = _column_values(table[name])
+            if name in space.bundles:  # a bundle's name: what it sets is in the study attribute
+                keys = ", ".join(next(iter(space.bundles[name].values())))
+                described = f"bundle of inputs ({keys})"
+            else:
+                described = inp.description if inp else name
             coords[name] = (
                 "candidate",
                 values,
-                variable_attrs(
-                    inp.unit if inp else "", inp.description if inp else name, values, "parameter"
-                ),
+                variable_attrs(inp.unit if inp else "", described, values, "parameter"),
             )
     data_vars = {}
     for name, m in metrics.items():

@@ -165,9 +165,7 @@ class Runner:
 
     def _input_files(self) -> dict[str, str]:
         """The files the evaluator reads for this study's values, with their checksums."""
-        values = {p.name: tuple(p.values) for p in self.space.parameters if p.values is not None}
-        values.update({name: (value,) for name, value in self.study.fixed_values.items()})
-        return self.evaluator.input_files(values)
+        return self.evaluator.input_files(self.space.input_values())
 
     def resume(self) -> RunResult:
         store = ResultStore.open(self.output_dir)

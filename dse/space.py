@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import StudyError
-from dse.study import ChoicesSpec, LogSpec, RangeSpec, Study
+from dse.study import BundlesSpec, ChoicesSpec, LogSpec, RangeSpec, Study
 
 Kind = Literal["categorical", "integer", "real"]
 MAX_VALUES = 1_000_000  # values of one parameter; a finer grid is a typo, or should be continuous
@@ -62,6 +62,8 @@ class Parameter:
 
 def expand(name: str, spec: Any) -> Parameter:
     """Turn one study entry of ``space`` into a :class:`Parameter`."""
+    if isinstance(spec, BundlesSpec):  # its values are the bundles' names
+        return Parameter(name, "categorical", tuple(spec.names))
     if isinstance(spec, ChoicesSpec):
         spec = spec.choices
     if isinstance(spec, RangeSpec):
@@ -122,14 +124,23 @@ def short_of_its_end(spec: Any, parameter: Parameter) -> str | None:
 
 @dataclass
 class Space:
-    """The searchable parameters plus the fixed values every candidate shares."""
+    """The searchable parameters plus the fixed values every candidate shares.
+
+    ``bundles``: for each bundle parameter (a categorical parameter whose values name
+    bundles of inputs, :class:`~dse.study.BundlesSpec`), each bundle's inputs; the
+    evaluator's table (:meth:`with_fixed`) has them beside the bundle's name."""
 
     parameters: list[Parameter]
     fixed: dict[str, Any] = field(default_factory=dict)
+    bundles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def from_study(cls, study: Study) -> Space:
-        return cls([expand(n, s) for n, s in study.space.items()], dict(study.fixed_values))
+        return cls(
+            [expand(n, s) for n, s in study.space.items()],
+            dict(study.fixed_values),
+            {n: dict(s.bundles) for n, s in study.bundles.items()},
+        )
 
     # -- shape ---------------------------------------------------------------------------
     @property
@@ -309,12 +320,53 @@ class Space:
         return cache[p.name]
 
     def with_fixed(self, candidates: pd.DataFrame) -> pd.DataFrame:
-        """The full evaluator input: candidate columns plus the fixed values."""
+        """The full evaluator input: candidate columns, the inputs of each row's bundles
+        (beside the bundle's name, a column the evaluator does not read) and the fixed
+        values."""
         out = candidates.copy()
+        for name, table in self.bundles.items():
+            if name in out.columns:
+                for key, column in bundle_columns(table, out[name]).items():
+                    out[key] = column
         for k, v in self.fixed.items():
             if k not in out.columns:
                 out[k] = v
         return out
+
+    def input_values(self) -> dict[str, tuple]:
+        """Each evaluator input's values in this space: a discrete parameter's, a bundle's
+        inputs' and the fixed ones (what an evaluator's ``input_files`` is asked about)."""
+        values = {
+            p.name: tuple(p.values)
+            for p in self.parameters
+            if p.values is not None and p.name not in self.bundles
+        }
+        for table in self.bundles.values():
+            for bundle in table.values():
+                for key, value in bundle.items():
+                    values[key] = (*values.get(key, ()), value)
+        values.update({name: (value,) for name, value in self.fixed.items()})
+        return values
+
+
+def bundle_columns(table: dict[str, dict[str, Any]], names: pd.Series) -> dict[str, np.ndarray]:
+    """The input columns of rows whose bundle is ``names`` (bundle names of ``table``), each
+    of one type (integers, floats, booleans or texts, as the bundles' values are)."""
+    codes = pd.Index(list(table)).get_indexer(pd.Index(names))
+    if (codes < 0).any():
+        bad = names.iloc[int(np.flatnonzero(codes < 0)[0])]
+        raise ValueError(f"{bad!r} is not one of the bundles {', '.join(table)}")
+    keys = next(iter(table.values()))
+    columns = {}
+    for key in keys:
+        values = [bundle[key] for bundle in table.values()]
+        kind = Parameter(key, "categorical", tuple(values))
+        if all(_is_int(v) for v in values):
+            kind = Parameter(key, "integer", tuple(values))
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            kind = Parameter(key, "real", tuple(values))
+        columns[key] = _column(kind, np.asarray(values, dtype=object)).take(codes)
+    return columns
 
 
 def _column(p: Parameter, values: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
-from dse.yamlfile import load_yaml
+from dse.yamlfile import load_yaml, read_inside
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
@@ -152,6 +152,43 @@ class LogSpec(_Strict):
 
 class ChoicesSpec(_Strict):
     choices: list[Scalar] = Field(min_length=1)
+
+
+#: a bundle's name: a value of its parameter in the results (a letter or digit first)
+_BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+#: the most bytes a catalog of bundles may hold, and the most bundles one parameter may have
+CATALOG_LIMIT_BYTES = 1_000_000
+MAX_BUNDLES = 10_000
+
+
+class BundlesSpec(_Strict):
+    """A parameter whose values are the names of bundles of inputs: choosing one sets each
+    input its bundle names (a fabric: bandwidth, latency and energy per bit together).
+    Written ``{bundles: {name: {input: value, ...}, ...}}`` or ``{bundles: CATALOG.yaml}``
+    (a file beside the study holding that mapping), optionally with ``choices``: the
+    names to search, in that order; :func:`_parse_bundles` reads and checks both forms."""
+
+    bundles: dict[str, dict[str, Scalar]]
+    #: the catalog file the bundles were read from ("" when written in the study), for
+    #: messages; not part of the study (its copy in a results folder holds the bundles)
+    catalog: str = Field(default="", exclude=True, repr=False)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.bundles)
+
+    @property
+    def keys(self) -> list[str]:
+        """The inputs every bundle sets."""
+        return list(next(iter(self.bundles.values())))
+
+    def where(self, parameter: str, bundle: str, key: str | None = None) -> tuple[str | None, str]:
+        """(file, field) that names ``bundle`` (its input ``key``) in a message: the catalog
+        file and ``bundle.key``, or None (the study) and ``space.PARAMETER.bundles.bundle.key``."""
+        tail = bundle + (f".{key}" if key else "")
+        if self.catalog:
+            return self.catalog, tail
+        return None, f"space.{parameter}.bundles.{tail}"
 
 
 class Objective(_Strict):
@@ -361,7 +398,7 @@ class Study(_Strict):
     name: str
     description: str = ""
     workload: dict[str, Scalar] = Field(default_factory=dict)
-    space: dict[str, list[Scalar] | RangeSpec | LogSpec | ChoicesSpec | Scalar]
+    space: dict[str, list[Scalar] | RangeSpec | LogSpec | ChoicesSpec | BundlesSpec | Scalar]
     fixed: dict[str, Scalar] = Field(default_factory=dict)
     objectives: list[Objective] = Field(min_length=1)
     constraints: list[Constraint] = Field(default_factory=list)
@@ -404,6 +441,11 @@ class Study(_Strict):
         return {**self.workload, **self.fixed}
 
     @property
+    def bundles(self) -> dict[str, BundlesSpec]:
+        """The bundle parameters of the space, by name."""
+        return {n: s for n, s in self.space.items() if isinstance(s, BundlesSpec)}
+
+    @property
     def output_dir(self) -> Path:
         return Path(self.output.path) if self.output.path else Path("results") / self.name
 
@@ -413,12 +455,18 @@ class Study(_Strict):
         return self.model_copy(update={"execution": self.execution.model_copy(update=changes)})
 
     def to_yaml(self) -> str:
-        """The study as it was written (the source text), or a canonical dump."""
-        if self.source_text:
+        """The study as it was written (the source text), or a canonical dump; one whose
+        bundles come from a catalog file is dumped with them written in (a results folder's
+        ``study.yaml`` then stands alone: resume, show and export need no catalog)."""
+        catalogs = sorted({s.catalog for s in self.bundles.values() if s.catalog})
+        if self.source_text and not catalogs:
             return self.source_text
-        return yaml.safe_dump(
+        text = yaml.safe_dump(
             _plain(self.model_dump(exclude_none=True, warnings=False)), sort_keys=False
         )
+        if catalogs:
+            text = f"# written by dse with the bundles of {', '.join(catalogs)} copied in\n" + text
+        return text
 
     def without_stale_source(self) -> Study:
         """This study, without its source text where that no longer says what the study is
@@ -455,7 +503,7 @@ def _field_path(loc: tuple) -> str:
         if isinstance(p, int):
             parts.append(f"[{p}]")
         elif isinstance(p, str) and (
-            p in (*_BRANCH_TAGS, "RangeSpec", "LogSpec", "ChoicesSpec")
+            p in (*_BRANCH_TAGS, "RangeSpec", "LogSpec", "ChoicesSpec", "BundlesSpec")
             or p.startswith(("list[", "function-", "union["))
         ):
             continue  # pydantic's union-branch tags carry no meaning for the user
@@ -581,7 +629,10 @@ def raise_validation_error(
         and path.count(".") == 1
         and (_is_union_branch(err["loc"]) or err["type"].endswith("_type"))
     ):
-        msg = "expected a list of single values, a single value, or a mapping with 'range', 'log' or 'choices'"
+        msg = (
+            "expected a list of single values, a single value, or a mapping with 'range', "
+            "'log', 'choices' or 'bundles'"
+        )
         allowed = None
     elif _is_union_branch(err["loc"]):  # pydantic names one arbitrary branch of a union
         if branches and branches <= {"int", "float"}:
@@ -627,6 +678,9 @@ def _parse_space(space: Any, file: str) -> Any:
     parsed = {}
     for name, spec in space.items():
         field = f"space.{name}"
+        if isinstance(spec, dict) and "bundles" in spec:
+            parsed[name] = _parse_bundles(name, spec, file)
+            continue
         if isinstance(spec, list) and not spec:
             raise StudyError("empty list of choices", file=file, field=field, value=spec)
         if isinstance(spec, dict):
@@ -634,7 +688,8 @@ def _parse_space(space: Any, file: str) -> Any:
             if len(forms) != 1:
                 raise StudyError(
                     "a parameter is a list of choices, a single value, or a mapping with exactly "
-                    "one of 'range' (with optional 'step'), 'log' (with 'base' or 'num') or 'choices'",
+                    "one of 'range' (with optional 'step'), 'log' (with 'base' or 'num'), "
+                    "'choices' or 'bundles'",
                     file=file,
                     field=field,
                     value=spec,
@@ -655,6 +710,162 @@ def _parse_space(space: Any, file: str) -> Any:
                 raise StudyError("expected finite numbers", file=file, field=field, value=x)
         parsed[name] = spec
     return parsed
+
+
+def _parse_bundles(name: str, spec: dict, file: str) -> BundlesSpec:
+    """A bundle parameter's entry, ``{bundles: MAPPING or CATALOG, choices: [...]}``, read
+    (the catalog from beside the study) and checked as far as the schema goes: named
+    bundles, each a mapping of input names to single values, all setting the same inputs.
+    Whether those are the evaluator's inputs, and their values allowed, :mod:`dse.checks`
+    decides."""
+    field = f"space.{name}"
+    unknown = [k for k in spec if k not in ("bundles", "choices")]
+    if unknown:
+        raise StudyError(
+            f"unknown key '{unknown[0]}' in {field}",
+            file=file,
+            field=f"{field}.{unknown[0]}",
+            allowed="bundles, choices",
+        )
+    raw, catalog = spec["bundles"], ""
+    if isinstance(raw, str):
+        catalog, raw = _read_catalog(raw, file, field)
+    where = catalog or file
+
+    def at(bundle: str = "", key: str = "") -> str | None:
+        tail = ".".join(p for p in (bundle, key) if p)
+        if catalog:
+            return tail or None
+        return f"{field}.bundles" + (f".{tail}" if tail else "")
+
+    if not isinstance(raw, dict):
+        raise StudyError(
+            "a catalog of bundles is a mapping of named bundles ({name: {input: value, ...}})"
+            if catalog
+            else "expected a mapping of named bundles ({name: {input: value, ...}}) or the "
+            "path of a catalog file beside the study that holds one",
+            file=where,
+            field=at(),
+            value=raw,
+        )
+    if not raw:
+        raise StudyError("no bundles: at least one is needed", file=where, field=at(), value=raw)
+    if len(raw) > MAX_BUNDLES:
+        raise StudyError(f"{len(raw):,} bundles; at most {MAX_BUNDLES:,}", file=where, field=at())
+    bundles: dict[str, dict[str, Scalar]] = {}
+    first = None
+    for bundle, inputs in raw.items():
+        if not isinstance(bundle, str) or not _BUNDLE_NAME_RE.fullmatch(bundle):
+            raise StudyError(
+                "a bundle's name is a text of 1 to 64 letters, digits, '_', '-', '.' and '+', "
+                "beginning with a letter or digit",
+                file=where,
+                field=at(),
+                value=bundle,
+            )
+        if not isinstance(inputs, dict) or not inputs:
+            raise StudyError(
+                "a bundle is a mapping of at least one input to its value",
+                file=where,
+                field=at(bundle),
+                value=inputs,
+            )
+        for key, value in inputs.items():
+            if not isinstance(key, str):
+                raise StudyError(
+                    "an input's name is a text", file=where, field=at(bundle), value=key
+                )
+            if not isinstance(value, bool | int | float | str) or (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and not finite_number(value)
+            ):
+                raise StudyError(
+                    "expected a single value",
+                    file=where,
+                    field=at(bundle, key),
+                    value=value,
+                    allowed="a finite number, a text, or true/false",
+                )
+        if first is None:
+            first = (bundle, list(inputs))
+        elif set(inputs) != set(first[1]):
+            extra = sorted(set(inputs) - set(first[1]))
+            lacking = sorted(set(first[1]) - set(inputs))
+            said = (
+                f"sets {', '.join(extra)}, which bundle '{first[0]}' does not"
+                if extra
+                else f"does not set {', '.join(lacking)}, which bundle '{first[0]}' sets"
+            )
+            raise StudyError(
+                f"bundle '{bundle}' {said}: every bundle sets the same inputs (write the "
+                "evaluator's default where a bundle keeps it)",
+                file=where,
+                field=at(bundle),
+                allowed=", ".join(first[1]),
+            )
+        bundles[bundle] = {k: inputs[k] for k in first[1]}  # one order of inputs
+    chosen = spec.get("choices")
+    if chosen is not None:
+        if not isinstance(chosen, list) or not chosen:
+            raise StudyError(
+                "expected a list of bundle names (at least one)",
+                file=file,
+                field=f"{field}.choices",
+                value=chosen,
+            )
+        for i, pick in enumerate(chosen):
+            if not isinstance(pick, str) or pick not in bundles:
+                raise StudyError(
+                    f"no bundle of that name{did_you_mean(pick, bundles)}",
+                    file=file,
+                    field=f"{field}.choices[{i}]",
+                    value=pick,
+                    allowed=", ".join(bundles),
+                )
+            if chosen.index(pick) != i:
+                raise StudyError(
+                    f"items {chosen.index(pick)} and {i} name the same bundle",
+                    file=file,
+                    field=f"{field}.choices",
+                    value=pick,
+                    allowed="each bundle once",
+                )
+        bundles = {pick: bundles[pick] for pick in chosen}
+    return BundlesSpec(bundles=bundles, catalog=catalog)
+
+
+def _read_catalog(path: str, file: str, field: str) -> tuple[str, Any]:
+    """(the catalog's path as messages name it, its document): a YAML file of bundles
+    beside the study (relative to the study's folder; the working folder for a study given
+    as a mapping), read as every file a study names is (dse.files.read_inside)."""
+    real = not (file.startswith("<") and file.endswith(">"))
+    folder = Path(file).parent if real else Path.cwd()
+    shown = str(folder / path) if real else path
+    try:
+        data = read_inside(folder, path, limit_bytes=CATALOG_LIMIT_BYTES)
+    except ValueError as exc:
+        raise StudyError(
+            f"catalog of bundles {path!r} {exc}",
+            file=file,
+            field=f"{field}.bundles",
+            value=path,
+            allowed="a YAML file in the study's folder or below it, named relative to it",
+        ) from None
+    except OSError as exc:
+        raise StudyError(
+            f"cannot read the catalog of bundles: {exc.strerror or exc}",
+            file=file,
+            field=f"{field}.bundles",
+            value=path,
+            allowed="a YAML file in the study's folder or below it, named relative to it",
+        ) from None
+    try:
+        return shown, load_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise StudyError("catalog of bundles is not UTF-8 text", file=shown) from None
+    except yaml.YAMLError as exc:
+        raise StudyError(f"not valid YAML{yaml_problem(exc)}", file=shown) from None
 
 
 def parse_study(data: Any, *, file: str = "<study>", text: str = "") -> Study:

@@ -42,6 +42,12 @@ def check_without_plugins(
         ("search algorithm", study.search.algorithm),
     ):
         lines.append(f"{kind}: {_plugin(kind, name, file=str(path))}")
+    for name, spec in study.bundles.items():
+        if spec.catalog:
+            lines.append(
+                f"catalog of bundles: {printable(spec.catalog)} (read and checked as the study is: "
+                f"the bundles of space.{printable(name)})"
+            )
     command = _command(study)
     if command:
         lines.append(

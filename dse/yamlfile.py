@@ -2,11 +2,16 @@
 profile): safe constructors only, a key written twice in one mapping refused (YAML would
 silently keep the last one), and nesting bounded (a document nested a thousand levels deep
 would otherwise end in Python's RecursionError). Every problem is a :class:`yaml.YAMLError`,
-so a caller turns it into its one-line refusal as it does a syntax error."""
+so a caller turns it into its one-line refusal as it does a syntax error. A file a study names
+(a catalog of bundles) is read by :func:`read_inside`: beside the study, through real
+folders only, and bounded in size."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -80,3 +85,33 @@ def load_yaml(text: str, *, numbers: bool = True) -> Any:
         return yaml.load(text, Loader=NumbersLoader if numbers else StrictLoader)  # noqa: S506
     except RecursionError:  # (bounded above; kept for a deep chain of aliases)
         raise yaml.YAMLError(f"nested too deeply (allowed: at most {MAX_DEPTH} levels)") from None
+
+
+def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
+    """The bytes of the file ``name`` (a relative path) inside ``folder``, read as a file a
+    study names is: an absolute path, a ``..`` component, a symbolic link at the file or at
+    any folder below ``folder`` on the way to it (which could lead anywhere), something that
+    is no regular file and a file of more than ``limit_bytes`` bytes are refused. Raises
+    ``ValueError`` with a one-line reason (``OSError`` where the file cannot be read)."""
+    rel = Path(name)
+    if not name or rel.is_absolute() or name.startswith("~"):
+        raise ValueError("is not a path relative to the study's folder")
+    if ".." in rel.parts:
+        raise ValueError("leads out of the study's folder ('..'); keep the file beside the study")
+    here = Path(folder)
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink():
+            raise ValueError(
+                f"passes through a symbolic link ({here}); dse reads a file a study names "
+                "through real folders only (copy the file beside the study)"
+            )
+    fd = os.open(here, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device, a pipe
+        os.close(fd)
+        raise ValueError("is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
+    return data

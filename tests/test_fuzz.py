@@ -98,6 +98,7 @@ class Harness:
         self.outside = sorted(p.name for p in tmp_path.parent.iterdir())
         self.repo = self._repo_state()
         self.calls = 0
+        self.accepted = 0
 
     @staticmethod
     def _repo_state() -> str:
@@ -218,6 +219,31 @@ def test_fuzz_studies(harness):
             if isinstance(study.get("output"), str):
                 harness("study resume", "resume", study["output"], "--quiet")
     harness.check()
+
+
+def test_fuzz_bundles(harness):
+    """Bundle parameters: the study's bundles mutated, and a catalog file's text mutated."""
+    rng = random.Random(SEED)
+    bundles = {"best": {"y": 0, "shape": "a"}, "worst": {"y": 9, "shape": "b"}}
+    base = toy_study(output="out")
+    base["space"] = {"x": {"range": [0.0, 1.0], "step": 0.25}, "kind": {"bundles": bundles}}
+    (harness.work / "catalogs").mkdir()
+    catalog = harness.work / "catalogs" / "kinds.yaml"
+    for i in range(30):
+        path = harness.work / f"b{i}.yaml"
+        text = yaml.safe_dump(bundles, sort_keys=False)
+        if i % 3 == 2 or i == 1:  # the bundles in a catalog, its text mutated (first: not)
+            catalog.write_bytes(_mutate_text(rng, text) if i > 1 else text.encode())
+            study = {**base, "space": {**base["space"], "kind": {"bundles": "catalogs/kinds.yaml"}}}
+        else:  # (first: not mutated)
+            study = _mutate_study(rng, base) if i else dict(base)
+        study["output"] = f"out{i}"
+        path.write_text(yaml.safe_dump(study, sort_keys=False, allow_unicode=True))
+        if harness("bundles", "validate", path) == 0 and i < 6:
+            harness("bundles run", "run", path, "--quiet")
+            harness.accepted += 1
+    harness.check()
+    assert harness.accepted >= 2  # the study and the catalog as written ran
 
 
 # -- accelerator profiles -----------------------------------------------------------------

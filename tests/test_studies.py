@@ -12,12 +12,13 @@ from dse.api import plan
 
 STUDIES = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
 #: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput
-#: inputs, and the AstraWattch case study (network link clock, idle and waiting power)
+#: inputs, the AstraWattch case study (network link clock, idle and waiting power) and bundles
 NEW = (
     "moe-rack-scale.yaml",
     "long-context.yaml",
     "mixed-fleet-goodput.yaml",
     "astrawattch-case-study.yaml",
+    "fabric-and-cooling-bundles.yaml",  # bundles of inputs, one set from a catalog file
 )
 
 

@@ -182,6 +182,65 @@ CASES = {
         "objectives[1].metric",
         "(did you mean 'time_to_train_s'?)",
     ),
+    # bundle parameters (space.NAME: {bundles: ...}): their form
+    "bundle of no inputs": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {}}}),
+        "space.fabric.bundles.ib",
+        "a bundle is a mapping of at least one input to its value (got {})",
+    ),
+    "no bundles": (
+        lambda d: d["space"].update(fabric={"bundles": {}}),
+        "space.fabric.bundles",
+        "no bundles: at least one is needed",
+    ),
+    "bundle name not a name": (
+        lambda d: d["space"].update(fabric={"bundles": {"-ib": {"scaleout_pj_per_bit": 25}}}),
+        "space.fabric.bundles",
+        "a bundle's name is a text of 1 to 64 letters, digits",
+    ),
+    "bundle name a number": (
+        lambda d: d["space"].update(fabric={"bundles": {400: {"scaleout_pj_per_bit": 25}}}),
+        "space.fabric.bundles",
+        "(got 400)",
+    ),
+    "bundles setting other inputs": (
+        lambda d: d["space"].update(
+            fabric={
+                "bundles": {
+                    "ib": {"scaleout_pj_per_bit": 25, "scaleout_latency_us": 5},
+                    "roce": {"scaleout_pj_per_bit": 25},
+                }
+            }
+        ),
+        "space.fabric.bundles.roce",
+        "does not set scaleout_latency_us, which bundle 'ib' sets: every bundle sets the same inputs",
+    ),
+    "bundle value not a single value": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"scaleout_pj_per_bit": [1, 2]}}}),
+        "space.fabric.bundles.ib.scaleout_pj_per_bit",
+        "expected a single value (got [1, 2])",
+    ),
+    "bundle value not finite": (
+        lambda d: d["space"].update(
+            fabric={"bundles": {"ib": {"scaleout_pj_per_bit": float("nan")}}}
+        ),
+        "space.fabric.bundles.ib.scaleout_pj_per_bit",
+        "expected a single value",
+    ),
+    "bundle choice that is none": (
+        lambda d: d["space"].update(
+            fabric={"bundles": {"ib": {"scaleout_pj_per_bit": 25}}, "choices": ["roce"]}
+        ),
+        "space.fabric.choices[0]",
+        "no bundle of that name (got 'roce'); allowed: ib",
+    ),
+    "bundles beside another form": (
+        lambda d: d["space"].update(
+            fabric={"bundles": {"ib": {"scaleout_pj_per_bit": 25}}, "step": 1}
+        ),
+        "space.fabric.step",
+        "unknown key 'step' in space.fabric; allowed: bundles, choices",
+    ),
 }
 
 
@@ -476,6 +535,55 @@ RUN_CASES = {
         lambda d: d.update(name="quickstart\n"),
         "name",
         "(got 'quickstart\\n')",
+    ),
+    # bundle parameters (space.NAME: {bundles: ...}): checked against the evaluator
+    "unknown input in a bundle": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"scaleout_latncy_us": 5}}}),
+        "space.fabric.bundles.ib.scaleout_latncy_us",
+        "unknown input 'scaleout_latncy_us' in bundle 'ib' of space.fabric",
+    ),
+    "bundle value out of range": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"scaleout_latency_us": -5}}}),
+        "space.fabric.bundles.ib.scaleout_latency_us",
+        "value out of range (got -5)",
+    ),
+    "bundle input also fixed": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"scaleout_bw_gbs": 25}}}),
+        "space.fabric.bundles.ib.scaleout_bw_gbs",
+        "set both by the bundles of space.fabric and by fixed.scaleout_bw_gbs",
+    ),
+    "bundle input also searched": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"clock_fraction": 0.5}}}),
+        "space.fabric.bundles.ib.clock_fraction",
+        "set both by the bundles of space.fabric and by space.clock_fraction",
+    ),
+    "bundle input set by two bundle parameters": (
+        lambda d: d["space"].update(
+            fabric={"bundles": {"ib": {"scaleout_pj_per_bit": 25}}},
+            net={"bundles": {"x": {"scaleout_pj_per_bit": 3}}},
+        ),
+        "space.net.bundles.x.scaleout_pj_per_bit",
+        "set both by the bundles of space.net and by the bundles of space.fabric",
+    ),
+    "bundle input an alternative of a searched one": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"clock_mhz": 1000}}}),
+        "space.clock_fraction",
+        "the bundles of space.fabric (clock_mhz) and space.clock_fraction are alternatives",
+    ),
+    "bundle parameter named as an input": (
+        lambda d: d["space"].update(pue={"bundles": {"ib": {"scaleout_pj_per_bit": 25}}}),
+        "space.pue",
+        "'pue' is an input of evaluator 'analytic'",
+    ),
+    "bundle parameter named as a metric": (
+        lambda d: d["space"].update(mfu={"bundles": {"ib": {"scaleout_pj_per_bit": 25}}}),
+        "space.mfu",
+        "'mfu' names a metric in the results",
+    ),
+    "unknown text in a bundle": (
+        lambda d: d["space"].update(fabric={"bundles": {"ib": {"scaleout_fabric": "token-ring"}}}),
+        "space.fabric.bundles.ib.scaleout_fabric",
+        "unknown scaleout_fabric (got 'token-ring')",
     ),
 }
 

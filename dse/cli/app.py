@@ -550,7 +550,9 @@ def _print_front(front, plan, limit: int = 25) -> None:
     units = {n: f"[{ev.metrics[n].unit or '1'}]" for n in metric_cols}
     units.update(
         {
-            n: "[-]" if ev.inputs[n].kind in ("str", "bool") else f"[{ev.inputs[n].unit or '1'}]"
+            n: "[-]"
+            if n in space.bundles or ev.inputs[n].kind in ("str", "bool")
+            else f"[{ev.inputs[n].unit or '1'}]"
             for n in space.names
         }
     )

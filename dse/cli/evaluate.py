@@ -17,6 +17,7 @@ from dse.evaluators import Evaluator
 from dse.execution.base import EvaluatorRef, evaluate_rows
 from dse.pareto import feasible_mask
 from dse.signals import handling
+from dse.space import bundle_columns
 from dse.study import Study
 from dse.tables import check_shape, check_size
 
@@ -58,10 +59,15 @@ def _has_label(table: pd.DataFrame, ev: Evaluator) -> bool:
     return LABEL in table.columns and LABEL not in ev.inputs and LABEL not in ev.metrics
 
 
-def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
+def read_candidates(
+    path: Path, ev: Evaluator, bundles: dict[str, dict] | None = None
+) -> pd.DataFrame:
     """Read a candidates CSV and check its columns and values against the evaluator's inputs
     (text values in the evaluator's spelling, as a study's are); a :data:`LABEL` column
-    (unless the evaluator has such an input) names the rows and is read as text."""
+    (unless the evaluator has such an input) names the rows and is read as text; a column
+    named as one of the study's bundle parameters (``bundles``: each one's bundles) holds
+    bundle names."""
+    bundles = bundles or {}
     if Path(path).is_dir():
         raise DseError("is a folder; give the candidates CSV file", file=str(path))
     check_size(
@@ -83,7 +89,11 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     label = _has_label(table, ev)
     if label:
         table[LABEL] = table[LABEL].astype(str)
-    unknown = [c for c in table.columns if c not in inputs and not (label and c == LABEL)]
+    unknown = [
+        c
+        for c in table.columns
+        if c not in inputs and c not in bundles and not (label and c == LABEL)
+    ]
     if unknown:
         raise DseError(
             f"unknown column(s) {unknown}{did_you_mean(unknown[0], inputs)}",
@@ -92,6 +102,9 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
         )
     for col in table.columns:
         if label and col == LABEL:
+            continue
+        if col in bundles:
+            _check_bundle_column(table, col, bundles[col], path)
             continue
         inp = inputs[col]
         values = table[col]
@@ -126,6 +139,21 @@ def read_candidates(path: Path, ev: Evaluator) -> pd.DataFrame:
     return table
 
 
+def _check_bundle_column(table: pd.DataFrame, col: str, bundles: dict, path: Path) -> None:
+    """A bundle parameter's column: a bundle's name in every row."""
+    names = table[col]
+    bad = ~names.isin(list(bundles))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DseError(
+            f"not a bundle of {col}",
+            file=str(path),
+            field=f"row {int(table.index[row]) + 2}, column {col}",
+            value=names.iloc[row],
+            allowed=", ".join(bundles),
+        )
+
+
 def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
     """No row sets two alternative inputs (the evaluator would ignore one of them)."""
     for group in ev.exclusive_inputs:
@@ -143,6 +171,30 @@ def _check_alternatives(table: pd.DataFrame, ev, path: Path) -> None:
             )
 
 
+def _with_bundles(table: pd.DataFrame, bundles: dict[str, dict], path: Path) -> pd.DataFrame:
+    """``table`` with the inputs of each row's bundles (a bundle parameter of one bundle is
+    that bundle where the file has no column for it); an input both a bundle and a column
+    of the file set is refused."""
+    table = table.copy()
+    for name, named in bundles.items():
+        if name not in table.columns and len(named) == 1:
+            table[name] = next(iter(named))
+        if name not in table.columns:
+            continue
+        keys = list(next(iter(named.values())))
+        both = [key for key in keys if key in table.columns]
+        if both:
+            raise DseError(
+                f"{both[0]} is set both by its column and by the bundles of {name}; "
+                "give one of them",
+                file=str(path),
+                field=both[0],
+            )
+        for key, column in bundle_columns(named, table[name]).items():
+            table[key] = column
+    return table
+
+
 def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
     """The candidates with the study's fixed values filled in, every metric, and
     ``meets_constraints`` (feasible and within the study's constraints); the study's
@@ -154,9 +206,10 @@ def evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], di
 
 
 def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
-    study, ev = plan.study, plan.evaluator
-    table = read_candidates(path, ev)
+    study, ev, bundles = plan.study, plan.evaluator, plan.space.bundles
+    table = read_candidates(path, ev, bundles)
     labels = table.pop(LABEL) if _has_label(table, ev) else None
+    table = _with_bundles(table, bundles, path)
     given = set(table.columns)
     given |= {
         n for group in ev.exclusive_inputs if given & set(group) for n in group
@@ -173,6 +226,7 @@ def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], d
         for n in study.space
         if n in table.columns
         and n not in single
+        and n not in bundles
         and ev.inputs[n].default is not None
         and table[n].isna().any()
     }
@@ -184,7 +238,7 @@ def _evaluate_csv(plan: RunPlan, path: Path) -> tuple[pd.DataFrame, list[str], d
     _check_alternatives(table, ev, path)
     # a searched parameter the file leaves out: its default, shown in OUT.csv
     for name in defaulted:
-        if ev.inputs[name].default is not None:
+        if name not in bundles and ev.inputs[name].default is not None:
             table[name] = ev.inputs[name].default
     # then the evaluator's default, so OUT.csv shows what was used
     for name, inp in ev.inputs.items():
@@ -237,6 +291,9 @@ def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path
             attrs = variable_attrs(
                 inp.unit if inp.kind in ("int", "float") else "", inp.description, v, "parameter"
             )
+        elif name in study.bundles:
+            keys = ", ".join(study.bundles[name].keys)
+            attrs = variable_attrs("", f"bundle of inputs ({keys})", v, "parameter")
         elif name in ev.metrics:
             m = ev.metrics[name]
             attrs = variable_attrs("" if m.unit == "bool" else m.unit, m.long_name, v, "metric")

@@ -36,6 +36,7 @@ from dse.outputs.show import format_cell
 from dse.outputs.target import output_path
 from dse.pareto import objective_matrix
 from dse.results import Results, open_results
+from dse.study import BundlesSpec
 
 SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all of a smaller run)
 #: the margin around the front in its figures' view, a share of the front's span per side
@@ -796,7 +797,13 @@ class Report:
 
 
 def _values(spec) -> str:
-    """A search-space entry in a few words: a list of values, or its range."""
+    """A search-space entry in a few words: a list of values, its range, or its bundles
+    with the inputs each sets."""
+    if isinstance(spec, BundlesSpec):
+        return " | ".join(
+            f"{name} ({', '.join(f'{k} {v}' for k, v in inputs.items())})"
+            for name, inputs in spec.bundles.items()
+        )
     if isinstance(spec, list):
         return (
             ", ".join(map(str, spec))
