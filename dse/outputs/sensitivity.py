@@ -50,7 +50,7 @@ from dse.datasets import to_table
 from dse.errors import DseError
 from dse.evaluators import Evaluator, check_result, load_evaluator
 from dse.outputs import selection as sel
-from dse.pareto import feasible_mask, objective_matrix
+from dse.pareto import feasible_mask, infeasibility_summary, objective_matrix
 from dse.results import Results, open_results
 from dse.space import Space
 from dse.study import Study
@@ -66,6 +66,38 @@ ENERGY_PARTS = {
     "power supply": ("energy_power_supply_j",),
     "cooling": sel.ENERGY_PARTS["cooling"],
 }
+#: the links' energy (bytes x pJ/bit at the link clock) of each fabric, where the evaluator
+#: reports it (the analytic evaluator does: docs/model-energy.md, section 2b)
+LINK_ENERGY = {
+    "scale-up links": "energy_scaleup_links_j",
+    "scale-out links": "energy_scaleout_links_j",
+}
+#: the rest of the network's energy (NICs' and switches' static power): ``energy_network_j``
+#: minus the links', a column computed here
+NETWORK_REST = "energy_network_rest_j"
+#: :data:`ENERGY_PARTS` with its communication split into the links of each fabric and the
+#: rest of the network, for an evaluator that reports the links' energy
+SPLIT_ENERGY_PARTS: dict[str, tuple[str, ...]] = {}
+for _name, _metrics in ENERGY_PARTS.items():
+    if _name == "communication":
+        SPLIT_ENERGY_PARTS.update({k: (m,) for k, m in LINK_ENERGY.items()})
+        SPLIT_ENERGY_PARTS["network, other (NICs, switches)"] = (NETWORK_REST,)
+    else:
+        SPLIT_ENERGY_PARTS[_name] = _metrics
+
+
+def energy_parts(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
+    """The components of the energy to train for ``table``: :data:`SPLIT_ENERGY_PARTS`
+    (``table`` with the rest of the network's energy added as a column) where the evaluator
+    reports the links' energy and the network's, else :data:`ENERGY_PARTS`."""
+    network = sel.ENERGY_PARTS["communication"][0]
+    links = list(LINK_ENERGY.values())
+    if network not in table or not all(m in table for m in links):
+        return table, ENERGY_PARTS
+    rest = table[network].to_numpy(float) - table[links].to_numpy(float).sum(axis=1)
+    return table.assign(**{NETWORK_REST: rest}), SPLIT_ENERGY_PARTS
+
+
 #: the time breakdown of :mod:`dse.outputs.selection`, communication per collective
 #: (tensor, context and expert parallel usually stay within the scale-up domain, data and
 #: pipeline parallel cross the scale-out network)
@@ -232,7 +264,10 @@ def pick(front: pd.DataFrame, study: Study, at: str | int) -> int:
     text = str(at).strip()
     objectives = [o.metric for o in study.objectives]
     best = sel.best_per_objective(front, study)
-    aliases = {"best-energy": sel.ENERGY, "best-time": sel.TIME}
+    aliases = {
+        alias: next((m for m in objectives if m.startswith(stem)), stem)
+        for alias, stem in (("best-energy", "energy_to_train"), ("best-time", "time_to_train"))
+    }
     if text == "knee":
         return sel.knee(objective_matrix(front, study))
     if text.startswith("best-"):
@@ -250,10 +285,90 @@ def pick(front: pd.DataFrame, study: Study, at: str | int) -> int:
         field="--at",
         value=text,
         allowed="knee"
-        + (", best-energy" if sel.ENERGY in objectives else "")
-        + (", best-time" if sel.TIME in objectives else "")
+        + (", best-energy" if aliases["best-energy"] in objectives else "")
+        + (", best-time" if aliases["best-time"] in objectives else "")
         + f", {', '.join(f'best-{m}' for m in objectives)}"
         + (f", or a front candidate's key ({shown})" if keys else ""),
+    )
+
+
+def _same(value: Any, raw: Any) -> bool:
+    """Whether ``raw`` (a value, or from the command line its text) names ``value``."""
+    if str(value).lower() == str(raw).strip().lower():
+        return True
+    numeric = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+    if not numeric or isinstance(raw, bool):
+        return False
+    try:
+        return float(raw) == float(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _matches(column: pd.Series, p, raw: Any) -> tuple[np.ndarray, Any]:
+    """Rows of ``column`` (parameter ``p``'s values) equal to ``raw``, and the value; None
+    for a value the study does not offer."""
+    if p.values is not None:
+        same = [v for v in p.values if _same(v, raw)]
+        if not same:
+            return np.zeros(len(column), bool), None
+        return (column == same[0]).to_numpy(bool), same[0]
+    try:
+        x = float(raw)
+    except (TypeError, ValueError):
+        return np.zeros(len(column), bool), None
+    if not p.low <= x <= p.high:
+        return np.zeros(len(column), bool), None
+    return np.isclose(column.to_numpy(float), x, rtol=1e-12, atol=0), x
+
+
+def front_where(run: Results, where: dict[str, Any]) -> pd.DataFrame:
+    """The Pareto front of the run's feasible evaluations whose knobs take the values
+    ``where`` names (``{parameter: value}``; from the command line the value's text): the
+    best designs of one layout, say, when the run's front holds none of it."""
+    from moocore import is_nondominated
+
+    study = run.study
+    params = {p.name: p for p in Space.from_study(study).parameters}
+    table = to_table(run.evaluations)
+    chosen = np.ones(len(table), bool)
+    for name, raw in where.items():
+        p = params.get(name)
+        if p is None or name not in table:
+            raise DseError(
+                "not a parameter of the study's space",
+                field="--where",
+                value=f"{name}={raw}",
+                allowed="NAME=VALUE with NAME one of " + ", ".join(params),
+            )
+        rows, value = _matches(table[name], p, raw)
+        if value is None:
+            offered = (
+                ", ".join(map(str, p.values))
+                if p.values is not None
+                else f"a number from {p.low:g} to {p.high:g}"
+            )
+            raise DseError(
+                f"not a value of {name} in the study",
+                field="--where",
+                value=f"{name}={raw}",
+                allowed=offered,
+            )
+        chosen &= rows
+    ok = chosen & feasible_mask(table, study)
+    if not ok.any():
+        said = ", ".join(f"{k}={v}" for k, v in where.items())
+        why = "; ".join(f"{r} ({n})" for r, n in infeasibility_summary(table[chosen], study))
+        raise DseError(
+            f"{run.path}: no feasible evaluation with {said} ({int(chosen.sum())} kept with "
+            f"these values{', ruled out: ' + why if why else ''}; `dse export {run.path} "
+            "--all` writes them with their metrics)",
+            field="--where",
+            value=said,
+        )
+    sub = table[ok].reset_index(drop=True)
+    return sub[is_nondominated(objective_matrix(sub, study), keep_weakly=True)].reset_index(
+        drop=True
     )
 
 
@@ -413,10 +528,11 @@ def local(
             + ": its elasticities describe the evaluator there all the same"
         )
     base = table[metrics].iloc[0].astype(float)
+    table, energy = energy_parts(table)
     parts = [
         (title, total, unit, sel.breakdown(table, p, total))
         for title, p, total, unit in (
-            ("energy to train", ENERGY_PARTS, sel.ENERGY_TOTAL, "J"),
+            ("energy to train", energy, sel.ENERGY_TOTAL, "J"),
             ("time per iteration", TIME_PARTS, sel.TIME_TOTAL, "s"),
         )
         if total in table
@@ -573,20 +689,23 @@ def sensitivity(
     step: float = STEP,
     include_fixed: bool = False,
     seed: int = 0,
+    where: dict[str, Any] | None = None,
 ) -> Sensitivity:
     """The sensitivity of one design of a finished run's front (see the module's docstring).
 
     ``at``: ``knee``, ``best-energy``, ``best-time``, ``best-<objective metric>``, or a
     front candidate's key. ``global_samples``: evaluations of the global indices at least
     (0: none; None: :data:`GLOBAL_SAMPLES` where the evaluator is cheap, else none).
-    ``include_fixed``: the study's fixed real-valued inputs are knobs too."""
+    ``include_fixed``: the study's fixed real-valued inputs are knobs too. ``where``
+    (``{parameter: value}``): ``at`` is taken on the front of the run's feasible evaluations
+    with these values instead (:func:`front_where`)."""
     if not (isinstance(step, int | float) and 0 < step <= 0.1):
         raise DseError(
             "expected a relative step", field="--step", value=step, allowed="0 < step <= 0.1"
         )
     start = time.perf_counter()
     run = results if isinstance(results, Results) else open_results(results)
-    front = to_table(run.feasible_front())
+    front = to_table(run.feasible_front()) if not where else front_where(run, where)
     ev, space, study = evaluator_and_space(run.study)
     row = pick(front, run.study, at)
     design = {p.name: _plain(front[p.name].iloc[row]) for p in space.parameters}
@@ -618,7 +737,7 @@ def sensitivity(
     key = int(front["key"].iloc[row]) if "key" in front else None
     return Sensitivity(
         study=study.name,
-        at=str(at),
+        at=str(at) + (" where " + ", ".join(f"{k}={v}" for k, v in where.items()) if where else ""),
         key=key,
         design=design,
         metrics=tuple(base.index),
