@@ -2,7 +2,8 @@
 ``dse.sensitivity``, the tornado chart of ``dse report``).
 
 **Local.** The design (the knee, the best per objective, or a front candidate named by its
-key) is evaluated again by the study's evaluator, in this process, with each knob of the
+key; with ``where``, of the front of the run's feasible evaluations whose knobs take given
+values: one layout's best designs) is evaluated again by the study's evaluator, in this process, with each knob of the
 study moved while the others stay put; from the differences comes the elasticity of each
 objective (and each constrained metric) to each knob, ``d ln M / d ln x``: the percentage
 change of M per 1 % of x. How a knob is moved depends on what the evaluator accepts:
