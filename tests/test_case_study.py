@@ -72,16 +72,79 @@ def test_with_zero3_across_the_ring_the_scaleout_clock_is_a_lever(case_study, mi
     )
 
 
-@pytest.mark.parametrize("at", ["knee", "best-energy"])
-def test_with_the_pipeline_across_the_ring_the_scaleout_clock_is_worth_nothing(case_study, at):
-    s = dse.sensitivity(case_study, at, global_samples=0, where=PP4)
-    assert s.design["pipeline_parallel"] == 4
+@pytest.mark.parametrize(
+    ("at", "where"),
+    [
+        ("knee", PP4),
+        ("best-energy", PP4),
+        ("best-energy", {"pipeline_parallel": 1, "zero_stage": 1}),
+    ],
+)
+def test_where_the_ring_carries_little_its_clock_is_worth_nothing(case_study, at, where):
+    s = dse.sensitivity(case_study, at, global_samples=0, where=where)
+    assert {k: s.design[k] for k in where} == where
     assert abs(s.elasticity.loc[KNOB, ENERGY]) < NOTHING
     assert abs(s.elasticity.loc[KNOB, TIME]) < NOTHING
     step = _step(s)
-    assert step.parts["pipeline-parallel comm."] / step.parts.sum() < 0.01  # the stages' sends
+    ring = step.parts[["pipeline-parallel comm.", "data-parallel comm."]].sum()
+    assert ring / step.parts.sum() < 0.01  # the stages' sends, or one gradient reduction
     # the GPU clock moves energy and time by far more at the same design
     assert abs(s.elasticity.loc["clock_fraction", TIME]) > 10 * NOTHING
+
+
+def _ratio(s: sens.Sensitivity) -> float:
+    """The per-second components' part of the scale-out clock's elasticity of the energy over
+    the links' part (the page's "rest / links")."""
+    parts = _energy(s).contributions.loc[KNOB]
+    return -(parts.sum() - parts["scale-out links"]) / parts["scale-out links"]
+
+
+def test_a_slower_ring_never_saves_energy_and_the_ratio_is_the_hardwares(case_study):
+    """At full GPU clock, in every layout: a faster ring saves energy (its opposite, slowing
+    the ring for its links' energy, never pays), and the rest's part over the links' is
+    the same wherever the ring's traffic is exposed (DeepSpeed overlaps none of it)."""
+    layouts = [
+        PP4,
+        {"pipeline_parallel": 1, "zero_stage": 1},
+        ZERO3,
+        {**ZERO3, "micro_batch_size": 1},
+    ]
+    ratios = []
+    for where in layouts:
+        s = dse.sensitivity(
+            case_study, "best-energy", global_samples=0, where={**where, "clock_fraction": 1.0}
+        )
+        assert s.elasticity.loc[KNOB, ENERGY] < 0
+        ratios.append(_ratio(s))
+    assert min(ratios) > 1 and max(ratios) / min(ratios) < 1.05
+
+
+def test_overlap_weakens_the_lever():
+    """FSDP's ZeRO-3 prefetches the gathers (docs/model.md, section 5): at the same design the
+    ring's clock is worth less than with DeepSpeed's, and the rest's part over the links'
+    falls with the exposed share of the transfers."""
+    found = {}
+    for framework in ("deepspeed", "fsdp"):
+        spec = dse.load_study(STUDY).model_dump()
+        spec["fixed"]["framework"] = framework
+        spec["space"]["zero_stage"] = [3]
+        ev, space, study = sens.evaluator_and_space(dse.load_study(spec))
+        design = {
+            "pipeline_parallel": 1,
+            "zero_stage": 3,
+            "micro_batch_size": 4,
+            "clock_fraction": 1.0,
+            "scaleout_clock_fraction": 1.0,
+        }
+        found[framework] = sens.local(ev, space, study, design)
+    e = {k: v.elasticity.loc[KNOB, ENERGY] for k, v in found.items()}
+    assert e["deepspeed"] < e["fsdp"] < -LEVER  # still a lever, a smaller one
+
+    def ratio(loc):
+        parts = loc.breakdowns[0].contributions.loc[KNOB]
+        return -(parts.sum() - parts["scale-out links"]) / parts["scale-out links"]
+
+    assert ratio(found["fsdp"]) < 0.5 * ratio(found["deepspeed"])
 
 
 def test_the_network_energy_splits_into_its_links_and_the_rest(case_study):

@@ -609,12 +609,12 @@ def global_indices(
 ) -> GlobalIndices | None:
     """Sobol' indices of the objectives over ``space`` from at least ``evaluations``
     evaluations (None when the space has no knob of more than one value)."""
-    from SALib.analyze import sobol as analyze
-    from SALib.sample import sobol as sample
-
     knobs = [p for p in space.parameters if p.values is None or len(p.values) > 1]
     if not knobs or evaluations <= 0:
         return None
+    from SALib.analyze import sobol as analyze  # ~1.7 s the first time: only when needed
+    from SALib.sample import sobol as sample
+
     start = time.perf_counter()
     k = len(knobs)
     base_n = 1 << max(1, math.ceil(math.log2(max(evaluations, 1) / (k + 2))))
