@@ -92,6 +92,20 @@ def test_where_the_ring_carries_little_its_clock_is_worth_nothing(case_study, at
     assert abs(s.elasticity.loc["clock_fraction", TIME]) > 10 * NOTHING
 
 
+def test_with_the_pipeline_across_the_ring_the_network_lever_is_nvlink(case_study):
+    where = {**PP4, "clock_fraction": 1.0}
+    s = dse.sensitivity(
+        case_study, "best-energy", global_samples=0, where=where, include_fixed=True
+    )
+    up, out = s.elasticity.loc["scaleup_clock_fraction"], s.elasticity.loc[KNOB]
+    assert up[ENERGY] < -LEVER and up[TIME] < -LEVER
+    assert abs(up[ENERGY]) > 10 * abs(out[ENERGY])
+    # the links' own energy is worth nothing: energy per bit of either fabric
+    assert (
+        abs(s.elasticity.loc[["scaleup_pj_per_bit", "scaleout_pj_per_bit"], ENERGY]).max() < NOTHING
+    )
+
+
 def _ratio(s: sens.Sensitivity) -> float:
     """The per-second components' part of the scale-out clock's elasticity of the energy over
     the links' part (the page's "rest / links")."""
