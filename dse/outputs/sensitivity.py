@@ -301,7 +301,7 @@ def _same(value: Any, raw: Any) -> bool:
     if not numeric or isinstance(raw, bool):
         return False
     try:
-        return float(raw) == float(value)
+        return math.isclose(float(raw), float(value), rel_tol=1e-9)
     except (TypeError, ValueError):
         return False
 
@@ -313,6 +313,8 @@ def _matches(column: pd.Series, p, raw: Any) -> tuple[np.ndarray, Any]:
         same = [v for v in p.values if _same(v, raw)]
         if not same:
             return np.zeros(len(column), bool), None
+        if isinstance(same[0], float):  # as the study's grid spelled it, or within rounding
+            return np.isclose(column.to_numpy(float), same[0], rtol=1e-9, atol=0), same[0]
         return (column == same[0]).to_numpy(bool), same[0]
     try:
         x = float(raw)
@@ -323,14 +325,15 @@ def _matches(column: pd.Series, p, raw: Any) -> tuple[np.ndarray, Any]:
     return np.isclose(column.to_numpy(float), x, rtol=1e-12, atol=0), x
 
 
-def front_where(run: Results, where: dict[str, Any]) -> pd.DataFrame:
+def front_where(run: Results, where: dict[str, Any], space: Space | None = None) -> pd.DataFrame:
     """The Pareto front of the run's feasible evaluations whose knobs take the values
     ``where`` names (``{parameter: value}``; from the command line the value's text): the
-    best designs of one layout, say, when the run's front holds none of it."""
+    best designs of one layout, say, when the run's front holds none of it. ``space``: the
+    study's, its values as the evaluator spells them (:func:`evaluator_and_space`)."""
     from moocore import is_nondominated
 
     study = run.study
-    params = {p.name: p for p in Space.from_study(study).parameters}
+    params = {p.name: p for p in (space or Space.from_study(study)).parameters}
     table = to_table(run.evaluations)
     chosen = np.ones(len(table), bool)
     for name, raw in where.items():
@@ -706,8 +709,10 @@ def sensitivity(
         )
     start = time.perf_counter()
     run = results if isinstance(results, Results) else open_results(results)
-    front = to_table(run.feasible_front()) if not where else front_where(run, where)
+    front = None if where else to_table(run.feasible_front())
     ev, space, study = evaluator_and_space(run.study)
+    if where:
+        front = front_where(run, where, space)
     row = pick(front, run.study, at)
     design = {p.name: _plain(front[p.name].iloc[row]) for p in space.parameters}
     extra = ()
