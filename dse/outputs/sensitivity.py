@@ -3,10 +3,11 @@
 
 **Local.** The design (the knee, the best per objective, or a front candidate named by its
 key; with ``where``, of the front of the run's feasible evaluations whose knobs take given
-values: one layout's best designs) is evaluated again by the study's evaluator, in this process, with each knob of the
-study moved while the others stay put; from the differences comes the elasticity of each
-objective (and each constrained metric) to each knob, ``d ln M / d ln x``: the percentage
-change of M per 1 % of x. How a knob is moved depends on what the evaluator accepts:
+values: one layout's best designs) is evaluated again by the study's evaluator, in this
+process, with each knob of the study moved while the others stay put; from the differences
+comes the elasticity of each objective (and each constrained metric) to each knob,
+``d ln M / d ln x``: the percentage change of M per 1 % of x. How a knob is moved depends
+on what the evaluator accepts:
 
 * a real-valued input (``float``): a central difference on ``ln x``, ``x·e^(±h)`` with the
   relative step ``h`` (default 0.1 %), even where the study lists only some values (the
@@ -53,7 +54,7 @@ from dse.evaluators import Evaluator, check_result, load_evaluator
 from dse.outputs import selection as sel
 from dse.pareto import feasible_mask, infeasibility_summary, objective_matrix
 from dse.results import Results, open_results
-from dse.space import Space
+from dse.space import Parameter, Space
 from dse.study import Study
 
 #: the relative step of the central differences: x·e^(±h)
@@ -306,7 +307,7 @@ def _same(value: Any, raw: Any) -> bool:
         return False
 
 
-def _matches(column: pd.Series, p, raw: Any) -> tuple[np.ndarray, Any]:
+def _matches(column: pd.Series, p: Parameter, raw: Any) -> tuple[np.ndarray, Any]:
     """Rows of ``column`` (parameter ``p``'s values) equal to ``raw``, and the value; None
     for a value the study does not offer."""
     if p.values is not None:
