@@ -861,6 +861,15 @@ def sensitivity(
     top: Annotated[
         int, typer.Option("--top", "-n", min=1, help="knobs shown in the breakdown tables")
     ] = 5,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where",
+            "-w",
+            help="NAME=VALUE, repeatable: take --at on the front of the run's feasible "
+            "evaluations with these knob values (one layout, say) instead of the run's front",
+        ),
+    ] = None,
 ) -> None:
     """Marginal efficiency of one design of a run's front: the elasticity of each objective
     (and constrained metric) to each knob, d ln E / d ln x and d ln T / d ln x, from the
@@ -871,7 +880,22 @@ def sensitivity(
     from dse.outputs.sensitivity import print_sensitivity
     from dse.outputs.sensitivity import sensitivity as analyse
 
-    result = analyse(results, at, global_samples=global_samples, step=step, include_fixed=fixed)
+    chosen = {}
+    for item in where or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise DseError(
+                "expected NAME=VALUE", field="--where", value=item, allowed="e.g. zero_stage=3"
+            )
+        chosen[name.strip()] = value.strip()
+    result = analyse(
+        results,
+        at,
+        global_samples=global_samples,
+        step=step,
+        include_fixed=fixed,
+        where=chosen or None,
+    )
     print_sensitivity(result, _call().out, top=top)
 
 

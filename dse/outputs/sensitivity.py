@@ -2,10 +2,12 @@
 ``dse.sensitivity``, the tornado chart of ``dse report``).
 
 **Local.** The design (the knee, the best per objective, or a front candidate named by its
-key) is evaluated again by the study's evaluator, in this process, with each knob of the
-study moved while the others stay put; from the differences comes the elasticity of each
-objective (and each constrained metric) to each knob, ``d ln M / d ln x``: the percentage
-change of M per 1 % of x. How a knob is moved depends on what the evaluator accepts:
+key; with ``where``, of the front of the run's feasible evaluations whose knobs take given
+values: one layout's best designs) is evaluated again by the study's evaluator, in this
+process, with each knob of the study moved while the others stay put; from the differences
+comes the elasticity of each objective (and each constrained metric) to each knob,
+``d ln M / d ln x``: the percentage change of M per 1 % of x. How a knob is moved depends
+on what the evaluator accepts:
 
 * a real-valued input (``float``): a central difference on ``ln x``, ``x·e^(±h)`` with the
   relative step ``h`` (default 0.1 %), even where the study lists only some values (the
@@ -50,9 +52,9 @@ from dse.datasets import to_table
 from dse.errors import DseError
 from dse.evaluators import Evaluator, check_result, load_evaluator
 from dse.outputs import selection as sel
-from dse.pareto import feasible_mask, objective_matrix
+from dse.pareto import feasible_mask, infeasibility_summary, objective_matrix
 from dse.results import Results, open_results
-from dse.space import Space
+from dse.space import Parameter, Space
 from dse.study import Study
 
 #: the relative step of the central differences: x·e^(±h)
@@ -66,6 +68,38 @@ ENERGY_PARTS = {
     "power supply": ("energy_power_supply_j",),
     "cooling": sel.ENERGY_PARTS["cooling"],
 }
+#: the links' energy (bytes x pJ/bit at the link clock) of each fabric, where the evaluator
+#: reports it (the analytic evaluator does: docs/model-energy.md, section 2b)
+LINK_ENERGY = {
+    "scale-up links": "energy_scaleup_links_j",
+    "scale-out links": "energy_scaleout_links_j",
+}
+#: the rest of the network's energy (NICs' and switches' static power): ``energy_network_j``
+#: minus the links', a column computed here
+NETWORK_REST = "energy_network_rest_j"
+#: :data:`ENERGY_PARTS` with its communication split into the links of each fabric and the
+#: rest of the network, for an evaluator that reports the links' energy
+SPLIT_ENERGY_PARTS: dict[str, tuple[str, ...]] = {}
+for _name, _metrics in ENERGY_PARTS.items():
+    if _name == "communication":
+        SPLIT_ENERGY_PARTS.update({k: (m,) for k, m in LINK_ENERGY.items()})
+        SPLIT_ENERGY_PARTS["network, other (NICs, switches)"] = (NETWORK_REST,)
+    else:
+        SPLIT_ENERGY_PARTS[_name] = _metrics
+
+
+def energy_parts(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
+    """The components of the energy to train for ``table``: :data:`SPLIT_ENERGY_PARTS`
+    (``table`` with the rest of the network's energy added as a column) where the evaluator
+    reports the links' energy and the network's, else :data:`ENERGY_PARTS`."""
+    network = sel.ENERGY_PARTS["communication"][0]
+    links = list(LINK_ENERGY.values())
+    if network not in table or not all(m in table for m in links):
+        return table, ENERGY_PARTS
+    rest = table[network].to_numpy(float) - table[links].to_numpy(float).sum(axis=1)
+    return table.assign(**{NETWORK_REST: rest}), SPLIT_ENERGY_PARTS
+
+
 #: the time breakdown of :mod:`dse.outputs.selection`, communication per collective
 #: (tensor, context and expert parallel usually stay within the scale-up domain, data and
 #: pipeline parallel cross the scale-out network)
@@ -232,7 +266,10 @@ def pick(front: pd.DataFrame, study: Study, at: str | int) -> int:
     text = str(at).strip()
     objectives = [o.metric for o in study.objectives]
     best = sel.best_per_objective(front, study)
-    aliases = {"best-energy": sel.ENERGY, "best-time": sel.TIME}
+    aliases = {
+        alias: next((m for m in objectives if m.startswith(stem)), stem)
+        for alias, stem in (("best-energy", "energy_to_train"), ("best-time", "time_to_train"))
+    }
     if text == "knee":
         return sel.knee(objective_matrix(front, study))
     if text.startswith("best-"):
@@ -250,10 +287,93 @@ def pick(front: pd.DataFrame, study: Study, at: str | int) -> int:
         field="--at",
         value=text,
         allowed="knee"
-        + (", best-energy" if sel.ENERGY in objectives else "")
-        + (", best-time" if sel.TIME in objectives else "")
+        + (", best-energy" if aliases["best-energy"] in objectives else "")
+        + (", best-time" if aliases["best-time"] in objectives else "")
         + f", {', '.join(f'best-{m}' for m in objectives)}"
         + (f", or a front candidate's key ({shown})" if keys else ""),
+    )
+
+
+def _same(value: Any, raw: Any) -> bool:
+    """Whether ``raw`` (a value, or from the command line its text) names ``value``."""
+    if str(value).lower() == str(raw).strip().lower():
+        return True
+    numeric = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+    if not numeric or isinstance(raw, bool):
+        return False
+    try:
+        return math.isclose(float(raw), float(value), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return False
+
+
+def _matches(column: pd.Series, p: Parameter, raw: Any) -> tuple[np.ndarray, Any]:
+    """Rows of ``column`` (parameter ``p``'s values) equal to ``raw``, and the value; None
+    for a value the study does not offer."""
+    if p.values is not None:
+        same = [v for v in p.values if _same(v, raw)]
+        if not same:
+            return np.zeros(len(column), bool), None
+        if isinstance(same[0], float):  # as the study's grid spelled it, or within rounding
+            return np.isclose(column.to_numpy(float), same[0], rtol=1e-9, atol=0), same[0]
+        return (column == same[0]).to_numpy(bool), same[0]
+    try:
+        x = float(raw)
+    except (TypeError, ValueError):
+        return np.zeros(len(column), bool), None
+    if not p.low <= x <= p.high:
+        return np.zeros(len(column), bool), None
+    return np.isclose(column.to_numpy(float), x, rtol=1e-12, atol=0), x
+
+
+def front_where(run: Results, where: dict[str, Any], space: Space | None = None) -> pd.DataFrame:
+    """The Pareto front of the run's feasible evaluations whose knobs take the values
+    ``where`` names (``{parameter: value}``; from the command line the value's text): the
+    best designs of one layout, say, when the run's front holds none of it. ``space``: the
+    study's, its values as the evaluator spells them (:func:`evaluator_and_space`)."""
+    from moocore import is_nondominated
+
+    study = run.study
+    params = {p.name: p for p in (space or Space.from_study(study)).parameters}
+    table = to_table(run.evaluations)
+    chosen = np.ones(len(table), bool)
+    for name, raw in where.items():
+        p = params.get(name)
+        if p is None or name not in table:
+            raise DseError(
+                "not a parameter of the study's space",
+                field="--where",
+                value=f"{name}={raw}",
+                allowed="NAME=VALUE with NAME one of " + ", ".join(params),
+            )
+        rows, value = _matches(table[name], p, raw)
+        if value is None:
+            offered = (
+                ", ".join(map(str, p.values))
+                if p.values is not None
+                else f"a number from {p.low:g} to {p.high:g}"
+            )
+            raise DseError(
+                f"not a value of {name} in the study",
+                field="--where",
+                value=f"{name}={raw}",
+                allowed=offered,
+            )
+        chosen &= rows
+    ok = chosen & feasible_mask(table, study)
+    if not ok.any():
+        said = ", ".join(f"{k}={v}" for k, v in where.items())
+        why = "; ".join(f"{r} ({n})" for r, n in infeasibility_summary(table[chosen], study))
+        raise DseError(
+            f"{run.path}: no feasible evaluation with {said} ({int(chosen.sum())} kept with "
+            f"these values{', ruled out: ' + why if why else ''}; `dse export {run.path} "
+            "--all` writes them with their metrics)",
+            field="--where",
+            value=said,
+        )
+    sub = table[ok].reset_index(drop=True)
+    return sub[is_nondominated(objective_matrix(sub, study), keep_weakly=True)].reset_index(
+        drop=True
     )
 
 
@@ -413,10 +533,11 @@ def local(
             + ": its elasticities describe the evaluator there all the same"
         )
     base = table[metrics].iloc[0].astype(float)
+    table, energy = energy_parts(table)
     parts = [
         (title, total, unit, sel.breakdown(table, p, total))
         for title, p, total, unit in (
-            ("energy to train", ENERGY_PARTS, sel.ENERGY_TOTAL, "J"),
+            ("energy to train", energy, sel.ENERGY_TOTAL, "J"),
             ("time per iteration", TIME_PARTS, sel.TIME_TOTAL, "s"),
         )
         if total in table
@@ -492,12 +613,12 @@ def global_indices(
 ) -> GlobalIndices | None:
     """Sobol' indices of the objectives over ``space`` from at least ``evaluations``
     evaluations (None when the space has no knob of more than one value)."""
-    from SALib.analyze import sobol as analyze
-    from SALib.sample import sobol as sample
-
     knobs = [p for p in space.parameters if p.values is None or len(p.values) > 1]
     if not knobs or evaluations <= 0:
         return None
+    from SALib.analyze import sobol as analyze  # ~1.7 s the first time: only when needed
+    from SALib.sample import sobol as sample
+
     start = time.perf_counter()
     k = len(knobs)
     base_n = 1 << max(1, math.ceil(math.log2(max(evaluations, 1) / (k + 2))))
@@ -573,21 +694,26 @@ def sensitivity(
     step: float = STEP,
     include_fixed: bool = False,
     seed: int = 0,
+    where: dict[str, Any] | None = None,
 ) -> Sensitivity:
     """The sensitivity of one design of a finished run's front (see the module's docstring).
 
     ``at``: ``knee``, ``best-energy``, ``best-time``, ``best-<objective metric>``, or a
     front candidate's key. ``global_samples``: evaluations of the global indices at least
     (0: none; None: :data:`GLOBAL_SAMPLES` where the evaluator is cheap, else none).
-    ``include_fixed``: the study's fixed real-valued inputs are knobs too."""
+    ``include_fixed``: the study's fixed real-valued inputs are knobs too. ``where``
+    (``{parameter: value}``): ``at`` is taken on the front of the run's feasible evaluations
+    with these values instead (:func:`front_where`)."""
     if not (isinstance(step, int | float) and 0 < step <= 0.1):
         raise DseError(
             "expected a relative step", field="--step", value=step, allowed="0 < step <= 0.1"
         )
     start = time.perf_counter()
     run = results if isinstance(results, Results) else open_results(results)
-    front = to_table(run.feasible_front())
+    front = None if where else to_table(run.feasible_front())
     ev, space, study = evaluator_and_space(run.study)
+    if where:
+        front = front_where(run, where, space)
     row = pick(front, run.study, at)
     design = {p.name: _plain(front[p.name].iloc[row]) for p in space.parameters}
     extra = ()
@@ -618,7 +744,7 @@ def sensitivity(
     key = int(front["key"].iloc[row]) if "key" in front else None
     return Sensitivity(
         study=study.name,
-        at=str(at),
+        at=str(at) + (" where " + ", ".join(f"{k}={v}" for k, v in where.items()) if where else ""),
         key=key,
         design=design,
         metrics=tuple(base.index),
