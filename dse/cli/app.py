@@ -479,7 +479,9 @@ def _finish(result, plan) -> None:
     from dse.runner import resume_command
 
     n = result.counts.get("evaluations", 0)
-    if len(result.front) and result.datasets_written:
+    # an interrupted run is not drawn: Ctrl-C asks to stop now (matplotlib takes seconds to
+    # start), and `dse resume` draws the finished front
+    if len(result.front) and result.datasets_written and not result.interrupted:
         try:
             signals.raise_lost_interrupt()  # a Ctrl-C Python could not raise while the datasets were written
             plot_results(result.output_dir)
