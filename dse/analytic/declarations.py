@@ -634,6 +634,13 @@ TIME_METRICS: list[Metric] = [
     Metric("optimizer_time_s", "s", "optimizer step per iteration", mixed_fleet=PACE),
     Metric("steps_to_train", "steps", "optimizer steps to reach the target", mixed_fleet=SAME),
     Metric("tokens_to_train", "tokens", "tokens needed to reach the target", mixed_fleet=SAME),
+    Metric(
+        "min_tokens_to_train",
+        "tokens",
+        "tokens the target needs at the small-batch limit (E_min, McCandlish et al. 2018): the "
+        "information the target requires, whatever the batch; tokens_to_train / this = 1 + B/B_noise",
+        mixed_fleet=SAME,
+    ),
     Metric("tokens_per_s", "tokens/s", "training throughput", mixed_fleet=SAME),
     Metric(
         "mfu",
@@ -1053,12 +1060,20 @@ ENERGY_METRICS: list[Metric] = [
         mixed_fleet=ENERGY_MEAN,
     ),
     Metric(
-        "energy_efficiency_index", "1", "MFU x Landauer bound / facility energy", mixed_fleet=JOB
+        "energy_efficiency_index",
+        "1",
+        "useful utilisation (model FLOPs of the E_min tokens over the time to train, of the peak) x Landauer bound / facility energy",
+        mixed_fleet=JOB,
     ),
     Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)", mixed_fleet=SUM),
     Metric("energy_cost_usd", "USD", "electricity cost", mixed_fleet=SUM),
     Metric("carbon_kg", "kg", "operational emissions (CO2e)", mixed_fleet=SUM),
-    Metric("landauer_bound_j", "J", "Landauer bound k_B T ln2 N_params H_data", mixed_fleet=SAME),
+    Metric(
+        "landauer_bound_j",
+        "J",
+        "Landauer bound k_B T ln2 N_params H_data, H_data = min_tokens_to_train x data_entropy_bits_per_token",
+        mixed_fleet=SAME,
+    ),
     Metric("landauer_ratio", "1", "facility energy / Landauer bound", mixed_fleet=JOB),
 ]
 

@@ -323,11 +323,16 @@ def _economics(
     """Efficiency ratios, cost, carbon and the Landauer bound (``total_steps_n``: iterations
     run times accelerators, redone ones included)."""
     tokens = np.asarray(perf.tokens_to_train, dtype=float)
+    min_tokens = np.asarray(perf.min_tokens_to_train, dtype=float)
+    # the information the target needs (E_min tokens), not the tokens this batch consumes
     landauer = economics.landauer_bound_j(
         np.asarray(perf.parameters, dtype=float),
-        tokens,
+        min_tokens,
         x.data_entropy_bits_per_token,
         acc.inlet_c + thermal.KELVIN,
+    )
+    useful = economics.useful_utilisation(
+        np.asarray(perf.mfu, dtype=float), min_tokens, tokens, perf.time_to_train_s, time_s
     )
     cost = economics.cost_usd(
         perf.num_accelerators, time_s, facility_j, x.accelerator_hour_price, x.energy_price_per_kwh
@@ -337,7 +342,7 @@ def _economics(
         "tokens_per_j": tokens / facility_j,
         "energy_time_product_js": facility_j * time_s,
         "energy_utilisation_factor": busy_work / facility_j,
-        "energy_efficiency_index": np.asarray(perf.mfu, dtype=float) * landauer / facility_j,
+        "energy_efficiency_index": economics.efficiency_index(useful, landauer, facility_j),
         "cost_usd": cost.total_usd,
         "energy_cost_usd": cost.energy_usd,
         "carbon_kg": economics.carbon_kg(facility_j, x.grid_carbon_kg_per_kwh),
