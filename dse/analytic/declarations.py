@@ -1062,7 +1062,7 @@ ENERGY_METRICS: list[Metric] = [
     Metric(
         "energy_efficiency_index",
         "1",
-        "useful utilisation (model FLOPs of the E_min tokens over the time to train, of the peak) x Landauer bound / facility energy",
+        "useful utilisation x Landauer bound / facility energy (useful utilisation: the model FLOPs of min_tokens_to_train over the time to train, of the peak)",
         mixed_fleet=JOB,
     ),
     Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)", mixed_fleet=SUM),
@@ -1071,7 +1071,7 @@ ENERGY_METRICS: list[Metric] = [
     Metric(
         "landauer_bound_j",
         "J",
-        "Landauer bound k_B T ln2 N_params H_data, H_data = min_tokens_to_train x data_entropy_bits_per_token",
+        "Landauer bound k_B T ln2 N_params H_data (H_data = min_tokens_to_train x data_entropy_bits_per_token)",
         mixed_fleet=SAME,
     ),
     Metric("landauer_ratio", "1", "facility energy / Landauer bound", mixed_fleet=JOB),
