@@ -12,7 +12,12 @@ from dse.api import plan
 
 STUDIES = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
 #: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput inputs
-NEW = ("moe-rack-scale.yaml", "long-context.yaml", "mixed-fleet-goodput.yaml")
+NEW = (
+    "moe-rack-scale.yaml",
+    "long-context.yaml",
+    "mixed-fleet-goodput.yaml",
+    "perseus-clock-plan.yaml",
+)
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])

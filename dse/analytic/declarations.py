@@ -16,6 +16,7 @@ import numpy as np
 
 from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
+from dse.analytic.energy.stage_plan import CLOCK_PLANS
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
     MOE_DISPATCHERS,
@@ -701,6 +702,16 @@ ENERGY_INPUTS: list[Input] = [
         group="power",
     ),
     Input(
+        "clock_plan",
+        "str",
+        "",
+        "clocks of a pipeline's stages: one for every stage, or planned per stage (each stage at the "
+        "lowest-energy clock that keeps the iteration time; Perseus, Chung et al. SOSP 2024)",
+        "one",
+        CLOCK_PLANS,
+        group="power",
+    ),
+    Input(
         "power_floor_w",
         "float",
         "W",
@@ -1092,6 +1103,7 @@ CODED_CHOICES = (
     "cooling",
     "context_parallel_algorithm",
     "moe_dispatcher",
+    "clock_plan",
 )
 
 
