@@ -17,6 +17,7 @@ NEW = (
     "long-context.yaml",
     "mixed-fleet-goodput.yaml",
     "perseus-clock-plan.yaml",
+    "gpt3-batch-ramp.yaml",
 )
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy.stage_plan import CLOCK_PLANS
+from dse.analytic.schedule import BATCH_SCHEDULES
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
     MOE_DISPATCHERS,
@@ -251,6 +252,45 @@ TIME_INPUTS: list[Input] = [
         "target loss; overrides target_tokens through the Chinchilla fit L(N, D)",
         None,
         minimum=0.01,
+        group="workload",
+    ),
+    Input(
+        "batch_schedule",
+        "str",
+        "",
+        "global batch over the run: constant, or a ramp from batch_ramp_start_size to global_batch_size "
+        "over batch_ramp_tokens, linear or in steps (the layout stays; the gradient accumulation changes)",
+        "constant",
+        BATCH_SCHEDULES,
+        group="workload",
+    ),
+    Input(
+        "batch_ramp_start_size",
+        "int",
+        "sequences",
+        "batch at the start of a ramp (default: one micro-batch per data-parallel replica)",
+        None,
+        minimum=1,
+        group="workload",
+    ),
+    Input(
+        "batch_ramp_tokens",
+        "float",
+        "tokens",
+        "tokens a ramp runs over (default: 4e9, GPT-3's shortest ramp, Brown et al. 2020, section 2.3)",
+        4.0e9,
+        minimum=0,
+        maximum=1e16,
+        group="workload",
+    ),
+    Input(
+        "batch_ramp_steps",
+        "int",
+        "",
+        "phases of a ramp, of equal tokens (default 8: our discretisation; linear: the ramp at each phase's middle)",
+        8,
+        minimum=1,
+        maximum=64,
         group="workload",
     ),
     Input(
@@ -1104,6 +1144,7 @@ CODED_CHOICES = (
     "context_parallel_algorithm",
     "moe_dispatcher",
     "clock_plan",
+    "batch_schedule",
 )
 
 
