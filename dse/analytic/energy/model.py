@@ -132,7 +132,7 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
 def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
     """``e`` with the energy a per-stage clock plan (``clock_plan: per_stage``) saves at the
     same iteration time taken off the candidates that plan (a whole plain 1F1B pipeline of
-    2 or more stages, feasible); :func:`.stage_plan.candidate_saving_j` emulates each
+    2 or more stages, feasible); :func:`.stage_plan.steady_state_saving_j` plans each
     candidate's pipeline from its stages' micro-batch times. The saving is dynamic energy
     (the static power over the same iteration is unchanged): taken off the compute energy."""
     b = perf.breakdown
@@ -152,28 +152,24 @@ def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock)
         )
         slot = b.compute_s[rows] + b.memory_s[rows] + b.layer_comm_s[rows]
         share = np.where(slot > 0, b.compute_s[rows] / np.where(slot > 0, slot, 1.0), 0.0)
-        saving[rows] = stage_plan.candidate_saving_j(
-            slots,
-            perf.micro_batches[rows],
-            share,
-            clock[rows],
-            _pass_curve(acc, rows, clock[rows], share),
+        saving[rows] = stage_plan.steady_state_saving_j(
+            slots, perf.micro_batches[rows], _pass_curve(acc, rows, clock[rows], share)
         )
     saving = np.minimum(saving, e.compute_j)
     return replace(e, compute_j=e.compute_j - saving, total_j=e.total_j - saving)
 
 
 def _pass_curve(acc: Accelerators, rows, clock_mhz, share):
-    """``curve_of(local_rows)`` for :func:`.stage_plan.candidate_saving_j`: a pass (clock-bound
+    """``curve_of()`` for :func:`.stage_plan.steady_state_saving_j`: a pass (clock-bound
     share ``share`` at ``clock_mhz``) at :data:`.stage_plan.PLAN_CLOCKS` clocks from its own
     down to :data:`.stage_plan.PLAN_LOWEST` of the maximum (at least the accelerator's
     lowest): its time factor, its energy per second of work at its clock (the energy
     model's accelerator power, static power included) and the blocked power."""
     g = stage_plan.PLAN_CLOCKS
 
-    def curve_of(local):
-        at = rows[local]
-        f0, c = clock_mhz[local], share[local]
+    def curve_of():
+        at = rows
+        f0, c = clock_mhz, share
         low = np.maximum(acc.clock_min_mhz[at], stage_plan.PLAN_LOWEST * acc.clock_max_mhz[at])
         low = np.minimum(low, f0)
         grid = f0[:, None] - (f0 - low)[:, None] * np.linspace(0.0, 1.0, g)[None, :]

@@ -21,8 +21,11 @@ The planner (:func:`planned_frontier`): for every target time (the one-clock pla
 start from the one-clock plan that meets it and lower each stage in turn to the
 lowest-energy clock of the grid that keeps the emulated iteration within the target, over
 a few passes; energy never rises, so the planned frontier is never above the one-clock
-one. Perseus plans every forward and backward pass separately (its frontier lies below a
-per-stage plan's); docs/model-energy.md, section 7a, compares the two.
+one. Perseus plans every forward and backward pass separately; docs/model-energy.md,
+section 7a, compares the frontiers.
+
+The evaluator (``clock_plan: per_stage``) uses the closed form of the plan at the
+candidate's iteration time (:func:`steady_state_saving_j`), checked on the emulation.
 """
 
 from __future__ import annotations
@@ -36,14 +39,8 @@ import numpy as np
 CLOCK_PLANS = ("one", "per_stage")
 #: clocks a candidate's plan chooses from: this many, from its clock down to 0.6 of the
 #: maximum (below the A100 and H100 energy-optimal clocks, ~0.74 f_max; docs/model-energy.md)
-PLAN_CLOCKS = 12
+PLAN_CLOCKS = 24
 PLAN_LOWEST = 0.6
-#: micro-batches emulated per candidate at most (times the stages); a longer steady state
-#: repeats the same passes, and its saving is scaled to the candidate's micro-batches
-EMULATED_MICRO_BATCHES_PER_STAGE = 3
-#: a pass's backward time over its forward's (backward ~2x the forward's FLOPs; Perseus's
-#: GPT-3 stage: 92.95 / 50.16 ms = 1.85)
-BACKWARD_OVER_FORWARD = 2.0
 #: coordinate-descent passes over the stages (a third changed nothing on the Perseus pipeline)
 PASSES = 2
 
@@ -139,8 +136,9 @@ def _order(stages: int, micro_batches: int) -> tuple[tuple[int, int, int], ...]:
 class _Schedule:
     """The passes of a 1F1B iteration in dependency order: per pass its stage, whether it
     is a backward, its micro-batch, the index of the pass it waits for (-1: none besides
-    its stage's previous pass) and its group (``stage * 4 + phase``; phases: warm-up
-    forward, steady forward, steady backward, cool-down backward)."""
+    its stage's previous pass) and its group (``stage * 4 + phase``; phases: 0 warm-up
+    forwards, 1 steady-state forwards and backwards (one clock: they alternate), 3
+    cool-down backwards; 2 unused)."""
 
     stage: np.ndarray
     backward: np.ndarray
@@ -160,7 +158,7 @@ def _schedule(stages: int, micro_batches: int) -> _Schedule:
             phase = 0 if k < warm else 1
         else:
             dep.append(pos[(s + 1, 1, k)] if s < stages - 1 else pos[(s, 0, k)])
-            phase = 2 if k < micro_batches - warm else 3
+            phase = 1 if k < micro_batches - warm else 3  # steady: with its forwards
         group.append(4 * s + phase)
     return _Schedule(
         stage=np.array([op[0] for op in order]),
@@ -285,33 +283,29 @@ def planned_frontier(work: StageWork, curve: StageCurve, granularity: str = "sta
     return Frontier(time_s=t[0], energy_j=e[0], clock_mhz=curve.clock_mhz[per_stage])
 
 
-def candidate_saving_j(slots_s, micro_batches, compute_share, clock_mhz, curve_of) -> np.ndarray:
+def steady_state_saving_j(slots_s, micro_batches, curve_of) -> np.ndarray:
     """Energy (J per accelerator per iteration) a per-stage plan saves on candidates'
-    pipelines at their one-clock iteration time.
+    pipelines at their one-clock iteration time, in closed form: in 1F1B's steady state a
+    stage lighter than the pace stage waits for it every slot, so its steady-state passes
+    (``M - (P - 1 - s)`` forwards and as many backwards on stage ``s``) run at the
+    lowest-energy clock of the grid at which a slot's work still fits the pace stage's slot
+    (its waits shrink to match); the warm-up and cool-down passes, on the critical path,
+    keep the clock. What :func:`plan` finds on the emulated schedule, without emulating it
+    (``tests/test_stage_plan.py`` compares the two).
 
-    ``slots_s``: (R, P) one micro-batch's time per stage at ``clock_mhz`` (the candidates'
-    clocks); ``micro_batches`` (R,); ``compute_share`` (R,): the clock-bound share of a pass;
-    ``curve_of(clock_grid_mhz)`` -> (time factor, energy J/s, blocked W), each (R, G), of a
-    pass at the grid's clocks relative to ``clock_mhz``. Candidates with the same number of
-    stages are planned together; at most ``EMULATED_MICRO_BATCHES_PER_STAGE * P``
-    micro-batches are emulated and the saving scaled to the candidate's."""
+    ``slots_s``: (R, P) one micro-batch's time per stage at the candidates' clocks;
+    ``micro_batches`` (R,); ``curve_of()`` -> (time factor, energy J/s, blocked W), each
+    (R, G), of a pass at a grid of clocks from the candidate's (index 0) down."""
+    tf, e_per_s, blocked = curve_of()
     r_rows, stages = slots_s.shape
+    pace = slots_s.max(axis=1)
     m = np.asarray(micro_batches, dtype=float)
-    m_emul = int(min(max(m.max(), 1.0), EMULATED_MICRO_BATCHES_PER_STAGE * stages))
     out = np.zeros(r_rows)
-    groups = np.maximum(np.minimum(m, m_emul), 1).astype(int)
-    for mb in np.unique(groups):
-        rows = np.flatnonzero(groups == mb)
-        fwd = slots_s[rows] / (1.0 + BACKWARD_OVER_FORWARD)
-        work = StageWork(
-            forward_s=fwd, backward_s=fwd * BACKWARD_OVER_FORWARD, micro_batches=int(mb)
-        )
-        tf, e_per_s, blocked = curve_of(rows)
-        curve = StageCurve(
-            clock_mhz=np.zeros(tf.shape), time_factor=tf, energy_j_per_s=e_per_s, blocked_w=blocked
-        )
-        start = np.zeros((len(rows), 4 * stages), dtype=np.int64)
-        t0, e0 = evaluate_plans(work, curve, start[:, None, :], "phase")
-        _, e1 = plan(work, curve, start, t0[:, 0], "phase")
-        out[rows] = (e0[:, 0] - e1) / stages * (m[rows] / mb)
-    return np.maximum(out, 0.0)
+    for s in range(stages):
+        t = slots_s[:, s][:, None]
+        steady = np.maximum(m - (stages - 1 - s), 0.0)
+        fits = t * tf <= pace[:, None] * (1 + 1e-12)
+        slot_j = e_per_s * t + blocked * np.maximum(pace[:, None] - t * tf, 0.0)
+        best = np.where(fits, slot_j, np.inf).min(axis=1)
+        out += steady * np.maximum(slot_j[:, 0] - best, 0.0)
+    return out / stages
