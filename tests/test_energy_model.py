@@ -131,12 +131,68 @@ def test_cost_carbon_and_landauer():
         * (30 + 273.15)
         * np.log(2)
         * r["parameters"][0]
-        * r["tokens_to_train"][0]
+        * r["min_tokens_to_train"][0]
         * 3.0
     )
     assert r["landauer_bound_j"][0] == pytest.approx(bound)
     assert 1e6 < r["landauer_ratio"][0] < 1e14
     assert 0 < r["energy_utilisation_factor"][0] < 1
+
+
+# one job (Llama 2 7B on 1,024 H100s, TP 8) at batches from below to far above its
+# critical batch, one target loss: 2.6e10 tokens stated at 512 sequences
+WASTE_SWEEP = dict(
+    model="llama2-7b",
+    accelerator="H100-SXM",
+    num_accelerators=1024,
+    tensor_parallel=8,
+    sequence_parallel=True,
+    micro_batch_size=1,
+    target_batch_size=512,
+    global_batch_size=[128, 256, 512, 1024, 2048, 4096, 16384],
+)
+
+
+def test_efficiency_metrics_do_not_reward_wasted_tokens():
+    """The Landauer ratio and the efficiency index are taken against the tokens the target
+    needs (E_min), which no batch changes: a run that consumes more tokens for the same loss
+    and spends at least as much energy (and time) on them never scores better (issue 35:
+    they used to improve from batch 512 to 16,384 while the energy grew several-fold)."""
+    r = _evaluate(**WASTE_SWEEP)
+    assert r["feasible"].all()
+    tokens, energy = r["tokens_to_train"].to_numpy(), r["energy_to_train_j"].to_numpy()
+    time_s = r["time_to_train_s"].to_numpy()
+    ratio, eei = r["landauer_ratio"].to_numpy(), r["energy_efficiency_index"].to_numpy()
+    # the bound is the target's: the same at every batch, below every batch's tokens
+    assert np.ptp(r["landauer_bound_j"]) == 0.0
+    assert np.ptp(r["min_tokens_to_train"]) == 0.0
+    assert (r["min_tokens_to_train"] < tokens).all()
+    assert tokens[-1] > 10 * tokens[0]  # the sweep does waste tokens
+    wasteful = 0
+    for i in range(len(r)):
+        for j in range(len(r)):
+            if tokens[i] > tokens[j] and energy[i] >= energy[j]:
+                wasteful += 1
+                assert ratio[i] >= ratio[j]
+                if time_s[i] >= time_s[j]:
+                    assert eei[i] <= eei[j]
+    assert wasteful >= 10
+    best = int(np.argmin(energy))
+    assert ratio[-1] > ratio[best] and eei[-1] < eei[best]
+    # on one job size and accelerator: the ratio ranks as the energy, the index as 1 / ETP
+    np.testing.assert_allclose(ratio / energy, ratio[0] / energy[0], rtol=1e-9)
+    etp = r["energy_time_product_js"].to_numpy()
+    np.testing.assert_allclose(eei * etp, eei[0] * etp[0], rtol=1e-9)
+    assert int(np.argmax(eei)) == int(np.argmin(etp))
+
+
+def test_rate_metrics_see_the_batch_not_the_target():
+    """MFU and tokens per joule are rates of the hardware: they count every consumed token,
+    so they keep rising with the batch past the point where the run to the target gets
+    dearer (documented in docs/model-energy.md, section 5a)."""
+    r = _evaluate(**WASTE_SWEEP)
+    assert np.all(np.diff(r["mfu"]) > 0) and np.all(np.diff(r["tokens_per_j"]) > 0)
+    assert r["energy_to_train_j"].iloc[-1] > r["energy_to_train_j"].min()
 
 
 def test_power_swing_and_ramp_and_the_power_floor():

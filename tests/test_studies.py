@@ -12,13 +12,16 @@ from dse.api import plan
 
 STUDIES = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
 #: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput
-#: inputs, the AstraWattch case study (network link clock, idle and waiting power) and bundles
+#: inputs, the AstraWattch case study (network link clock, idle and waiting power), bundles,
+#: per-stage clock plans and batch-size ramps
 NEW = (
     "moe-rack-scale.yaml",
     "long-context.yaml",
     "mixed-fleet-goodput.yaml",
     "astrawattch-case-study.yaml",
     "fabric-and-cooling-bundles.yaml",  # bundles of inputs, one set from a catalog file
+    "perseus-clock-plan.yaml",
+    "gpt3-batch-ramp.yaml",
 )
 
 

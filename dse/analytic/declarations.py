@@ -16,6 +16,8 @@ import numpy as np
 
 from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
+from dse.analytic.energy.stage_plan import CLOCK_PLANS
+from dse.analytic.schedule import BATCH_SCHEDULES
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
     MOE_DISPATCHERS,
@@ -254,6 +256,45 @@ TIME_INPUTS: list[Input] = [
         "target loss; overrides target_tokens through the Chinchilla fit L(N, D)",
         None,
         minimum=0.01,
+        group="workload",
+    ),
+    Input(
+        "batch_schedule",
+        "str",
+        "",
+        "global batch over the run: constant, or a ramp from batch_ramp_start_size to global_batch_size "
+        "over batch_ramp_tokens, linear or in steps (the layout stays; the gradient accumulation changes)",
+        "constant",
+        BATCH_SCHEDULES,
+        group="workload",
+    ),
+    Input(
+        "batch_ramp_start_size",
+        "int",
+        "sequences",
+        "batch at the start of a ramp (default: one micro-batch per data-parallel replica)",
+        None,
+        minimum=1,
+        group="workload",
+    ),
+    Input(
+        "batch_ramp_tokens",
+        "float",
+        "tokens",
+        "tokens a ramp runs over (default: 4e9, GPT-3's shortest ramp, Brown et al. 2020, section 2.3)",
+        4.0e9,
+        minimum=0,
+        maximum=1e16,
+        group="workload",
+    ),
+    Input(
+        "batch_ramp_steps",
+        "int",
+        "",
+        "phases of a ramp, of equal tokens (default 8: our discretisation; linear: the ramp at each phase's middle)",
+        8,
+        minimum=1,
+        maximum=64,
         group="workload",
     ),
     Input(
@@ -662,6 +703,13 @@ TIME_METRICS: list[Metric] = [
     Metric("optimizer_time_s", "s", "optimizer step per iteration", mixed_fleet=PACE),
     Metric("steps_to_train", "steps", "optimizer steps to reach the target", mixed_fleet=SAME),
     Metric("tokens_to_train", "tokens", "tokens needed to reach the target", mixed_fleet=SAME),
+    Metric(
+        "min_tokens_to_train",
+        "tokens",
+        "tokens the target needs at the small-batch limit (E_min, McCandlish et al. 2018): the "
+        "information the target requires, whatever the batch; tokens_to_train / this = 1 + B/B_noise",
+        mixed_fleet=SAME,
+    ),
     Metric("tokens_per_s", "tokens/s", "training throughput", mixed_fleet=SAME),
     Metric(
         "mfu",
@@ -740,6 +788,16 @@ ENERGY_INPUTS: list[Input] = [
         "accelerator power limit (default: its TDP); the clock falls to meet it",
         None,
         minimum=1,
+        group="power",
+    ),
+    Input(
+        "clock_plan",
+        "str",
+        "",
+        "clocks of a pipeline's stages: one for every stage, or planned per stage (each stage at the "
+        "lowest-energy clock that keeps the iteration time; Perseus, Chung et al. SOSP 2024)",
+        "one",
+        CLOCK_PLANS,
         group="power",
     ),
     Input(
@@ -1156,12 +1214,20 @@ ENERGY_METRICS: list[Metric] = [
         mixed_fleet=ENERGY_MEAN,
     ),
     Metric(
-        "energy_efficiency_index", "1", "MFU x Landauer bound / facility energy", mixed_fleet=JOB
+        "energy_efficiency_index",
+        "1",
+        "useful utilisation x Landauer bound / facility energy (useful utilisation: the model FLOPs of min_tokens_to_train over the time to train, of the peak)",
+        mixed_fleet=JOB,
     ),
     Metric("cost_usd", "USD", "training cost (accelerator-hours and energy)", mixed_fleet=SUM),
     Metric("energy_cost_usd", "USD", "electricity cost", mixed_fleet=SUM),
     Metric("carbon_kg", "kg", "operational emissions (CO2e)", mixed_fleet=SUM),
-    Metric("landauer_bound_j", "J", "Landauer bound k_B T ln2 N_params H_data", mixed_fleet=SAME),
+    Metric(
+        "landauer_bound_j",
+        "J",
+        "Landauer bound k_B T ln2 N_params H_data (H_data = min_tokens_to_train x data_entropy_bits_per_token)",
+        mixed_fleet=SAME,
+    ),
     Metric("landauer_ratio", "1", "facility energy / Landauer bound", mixed_fleet=JOB),
 ]
 
@@ -1180,6 +1246,8 @@ CODED_CHOICES = (
     "cooling",
     "context_parallel_algorithm",
     "moe_dispatcher",
+    "clock_plan",
+    "batch_schedule",
 )
 
 

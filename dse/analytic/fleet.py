@@ -29,6 +29,7 @@ import numpy as np
 from dse.analytic import declarations
 from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, factorise
+from dse.analytic.energy import economics
 from dse.analytic.energy import model as energy_model
 from dse.analytic.energy.checkpoint import write_time_s
 from dse.analytic.time import hardware, workload
@@ -233,7 +234,12 @@ def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
     time_s = out["time_to_train_s"]
     out["tokens_per_j"] = ma["tokens_to_train"] / energy
     out["energy_time_product_js"] = energy * time_s
-    out["energy_efficiency_index"] = out["mfu"] * ma["landauer_bound_j"] / energy
+    useful = economics.useful_utilisation(
+        out["mfu"], ma["min_tokens_to_train"], ma["tokens_to_train"], ta.time_to_train_s, time_s
+    )
+    out["energy_efficiency_index"] = economics.efficiency_index(
+        useful, ma["landauer_bound_j"], energy
+    )
     out["landauer_ratio"] = energy / ma["landauer_bound_j"]
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.analytic import fleet
+from dse.analytic import fleet, schedule
 from dse.analytic import rows as _rows
 from dse.analytic.energy import model as energy_model
 from dse.analytic.time import model as time_model
@@ -26,25 +26,33 @@ def merge_reasons(
 
 def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """All metrics plus ``feasible`` and ``reason`` for the candidates in ``cfg`` (every
-    declared input present: :func:`dse.analytic.declarations.complete`)."""
+    declared input present: :func:`dse.analytic.declarations.complete`). Candidates whose job
+    is split over two accelerator types go to :mod:`.fleet`, those whose batch ramps to
+    :mod:`.schedule` (on one type), the rest are evaluated here."""
     mixed = fleet.mixed_rows(cfg)
-    if not mixed.any():
+    ramp = schedule.ramp_rows(cfg) & ~mixed
+    if not mixed.any() and not ramp.any():
         return _evaluate_one_type(cfg)
-    rows = np.flatnonzero(mixed)
-    sub = fleet.evaluate(take_rows(cfg, rows))
-    if len(rows) == len(mixed):
-        return sub
-    return _merge(_evaluate_one_type(take_rows(cfg, np.flatnonzero(~mixed))), sub, mixed)
+    groups = [
+        (mixed, fleet.evaluate),
+        (ramp, lambda c: schedule.evaluate(c, _evaluate_one_type)),
+        (~mixed & ~ramp, _evaluate_one_type),
+    ]
+    parts = [(m, fn(take_rows(cfg, np.flatnonzero(m)))) for m, fn in groups if m.any()]
+    if len(parts) == 1:
+        return parts[0][1]
+    return _merge(parts, len(mixed))
 
 
-def _merge(single: dict, mixed_out: dict, mixed: np.ndarray) -> dict:
-    """One output table from the single-type rows and the mixed-fleet rows."""
+def _merge(parts: list[tuple[np.ndarray, dict]], n: int) -> dict:
+    """One output table from the groups' tables (each for the rows of its mask)."""
     out = {}
-    for k, v in single.items():
-        w = mixed_out[k]
-        col = np.empty(len(mixed), dtype=np.result_type(v, w) if v.dtype != object else object)
-        col[~mixed] = v
-        col[mixed] = w
+    for k in parts[0][1]:
+        cols = [p[k] for _, p in parts]
+        dtype = object if any(c.dtype == object for c in cols) else np.result_type(*cols)
+        col = np.empty(n, dtype=dtype)
+        for (mask, _), c in zip(parts, cols, strict=True):
+            col[mask] = c
         out[k] = col
     return out
 

@@ -221,3 +221,79 @@ def perseus_report(path: Path | None = None) -> dict:
         },
         "time_model_compute_fraction": time_model_compute_fraction(),
     }
+
+
+# Perseus's GPT-3 175B pipeline on A100 SXM (ml-energy/zeus, sosp24_data/emulation/
+# stage_profile/gpt3-175b+a100_sxm_bf16.csv at 1410 MHz): 8 stages, stages 0-6 50.16 ms
+# forward and 92.95 ms backward per micro-batch, the last stage (output layer and loss)
+# 54.03 and 98.86 ms; 12 micro-batches (iteration_time_energy/a100_sxm/gpt3-175b_bf16_mb12.csv).
+PERSEUS_STAGES = 8
+PERSEUS_MICRO_BATCHES = 12
+PERSEUS_FORWARD_S = (0.05016,) * 7 + (0.05403,)
+PERSEUS_BACKWARD_S = (0.09295,) * 7 + (0.09886,)
+# Its published iteration-time/energy frontier (same repository, ..._mb12.csv): the fastest
+# point 2.818 s and 6,212.8 J, the minimum-energy point 3.186 s and 5,656.1 J.
+PERSEUS_FASTEST = (2.818, 6212.8)
+PERSEUS_LEAST_ENERGY = (3.186, 5656.1)
+#: the clock grid of a plan: A100's 15 MHz steps from 1410 MHz down to 855 MHz (Perseus's range)
+PERSEUS_CLOCKS_MHZ = np.arange(1410.0, 854.0, -15.0)
+
+
+def stage_curve(clock_mhz, accelerator: str = ACCELERATOR):
+    """:class:`~dse.analytic.energy.stage_plan.StageCurve` of a pass of the Perseus stage
+    (:func:`stage_energy`: the fitted clock-bound share, the catalog's power) on the grid
+    ``clock_mhz``, with the accelerator's power while blocked in a pipeline bubble
+    (P_idle + a_waiting (TDP - P_idle) s(f), the energy model's)."""
+    from dse.analytic.energy.stage_plan import StageCurve
+
+    clock = np.asarray(clock_mhz, dtype=float)
+    t, e = stage_energy(clock, accelerator=accelerator)
+    hw, pw = _hw(len(clock), accelerator)
+    ratio = clock / hw.clock_max_mhz
+    blocked = power.phase_power_w(
+        pw.a_waiting, power.dynamic_scale(ratio, pw.vf_x, pw.vf_v), hw.idle_w, hw.tdp_w
+    )
+    return StageCurve(clock_mhz=clock, time_factor=t, energy_j_per_s=e / t[0], blocked_w=blocked)
+
+
+def perseus_frontier_report(clock_mhz=None, granularities=("stage", "phase")) -> dict:
+    """The model's one-clock and planned frontiers (a clock per stage, or per stage and
+    phase: :func:`~dse.analytic.energy.stage_plan.planned_frontier`) on Perseus's GPT-3 175B
+    A100 pipeline against the published frontier: the minimum-energy point's energy and time
+    relative to the fastest point's (the counter's scope is not stated, so only ratios).
+    ``clock_mhz``: the plans' clock grid (default :data:`PERSEUS_CLOCKS_MHZ`)."""
+    from dse.analytic.energy import stage_plan
+
+    work = stage_plan.StageWork(
+        forward_s=np.array(PERSEUS_FORWARD_S),
+        backward_s=np.array(PERSEUS_BACKWARD_S),
+        micro_batches=PERSEUS_MICRO_BATCHES,
+    )
+    curve = stage_curve(PERSEUS_CLOCKS_MHZ if clock_mhz is None else clock_mhz)
+    one = stage_plan.one_clock_frontier(work, curve)
+    planned = {g: stage_plan.planned_frontier(work, curve, g) for g in granularities}
+
+    def summary(fr):
+        fast, low = fr.fastest(), fr.least_energy()
+        return {
+            "fastest_time_s": float(fr.time_s[fast]),
+            "fastest_energy_j": float(fr.energy_j[fast]),
+            "least_energy_time_s": float(fr.time_s[low]),
+            "least_energy_j": float(fr.energy_j[low]),
+            "time_change": float(fr.time_s[low] / fr.time_s[fast] - 1.0),
+            "energy_change": float(fr.energy_j[low] / fr.energy_j[fast] - 1.0),
+            "least_energy_clocks_mhz": fr.clock_mhz[low].tolist(),
+            "fastest_clocks_mhz": fr.clock_mhz[fast].tolist(),
+        }
+
+    (t0, e0), (t1, e1) = PERSEUS_FASTEST, PERSEUS_LEAST_ENERGY
+    return {
+        "published": {"time_change": t1 / t0 - 1.0, "energy_change": e1 / e0 - 1.0},
+        "one_clock": summary(one),
+        **{f"planned_{g}": summary(fr) for g, fr in planned.items()},
+        "planned_never_above": {
+            g: bool(np.all(fr.energy_at_j(one.time_s) <= one.energy_j * (1 + 1e-12)))
+            for g, fr in planned.items()
+        },
+        "frontiers": {"one_clock": one, **{f"planned_{g}": fr for g, fr in planned.items()}},
+    }

@@ -18,7 +18,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from dse.analytic.columns import Factorised, factorise
+from dse.analytic import rows as _rows
+from dse.analytic.columns import Factorised, choice_codes, factorise
 from dse.analytic.energy import (
     checkpoint,
     clock_search,
@@ -26,11 +27,13 @@ from dse.analytic.energy import (
     facility,
     goodput,
     power,
+    stage_plan,
     thermal,
     transfer,
 )
-from dse.analytic.energy.accelerator import Accelerators, static_power_w
+from dse.analytic.energy.accelerator import Accelerators, accelerator_energy, static_power_w
 from dse.analytic.time.result import TimeResult
+from dse.analytic.time.step import StepBreakdown
 
 #: ``retime(clock_mhz, rows)``: the time model for the candidates ``rows`` (an index array)
 #: only, at ``clock_mhz`` (one clock per row in ``rows``)
@@ -62,6 +65,7 @@ class EnergyInputs:
 
     accelerator: np.ndarray  # accelerator names (or a Factorised column of them)
     cooling: np.ndarray  # cooling type names (air, liquid)
+    clock_plan: np.ndarray  # one, per_stage (stage_plan.CLOCK_PLANS)
     power_cap_w: np.ndarray  # W, accelerator power limit (NaN: its TDP)
     power_floor_w: np.ndarray  # W, least power while blocked (NaN: none)
     inlet_temp_c: np.ndarray  # degC, coolant / air inlet
@@ -94,12 +98,19 @@ class EnergyInputs:
     thermal_tau_fast_s: np.ndarray  # s, die and interface term (NaN: the cooling path's)
     thermal_tau_slow_s: np.ndarray  # s, heat sink or cold plate term (NaN: the cooling path's)
     heat_capacity_j_per_k: np.ndarray  # J/K, heat sink or cold plate (NaN: from the time constant)
+    pipeline_parallel: np.ndarray  # pipeline stages (a per-stage clock plan emulates them)
+    interleave: np.ndarray  # virtual stages per accelerator (a plan needs plain 1F1B: 1)
 
     @classmethod
     def of(cls, cfg: dict[str, np.ndarray]) -> EnergyInputs:
         """The inputs of the table ``cfg`` (input name -> array)."""
-        numbers = {f.name: np.asarray(cfg[f.name], dtype=float) for f in fields(cls)[2:]}
-        return cls(accelerator=cfg["accelerator"], cooling=cfg["cooling"], **numbers)
+        numbers = {f.name: np.asarray(cfg[f.name], dtype=float) for f in fields(cls)[3:]}
+        return cls(
+            accelerator=cfg["accelerator"],
+            cooling=cfg["cooling"],
+            clock_plan=cfg["clock_plan"],
+            **numbers,
+        )
 
 
 def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> EnergyResult:
@@ -113,6 +124,7 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     # step (clock_search.settle); only rows whose clock falls are re-timed
     op = clock_search.settle(perf, acc, retime)
     perf, clock, e, th = op.perf, op.clock_mhz, op.energy, op.thermal
+    e = _stage_plans(x, perf, acc, e, clock)
     capped, throttled = op.capped, op.throttled
     # A limit the lowest clock still breaks cannot be met: mark the candidate (the caller
     # merges these after the time model's reasons, which win). settle() leaves a row above
@@ -128,6 +140,72 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     endless = (reasons == "") & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
     reasons[endless] = FAIL_REASON
     return EnergyResult(metrics=metrics, reason=reasons, timing=perf)
+
+
+def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
+    """``e`` with the energy a per-stage clock plan (``clock_plan: per_stage``) saves at the
+    same iteration time taken off the candidates that plan (a whole plain 1F1B pipeline of
+    2 or more stages, feasible); :func:`.stage_plan.steady_state_saving_j` plans each
+    candidate's pipeline from its stages' micro-batch times. The saving is dynamic energy
+    (the static power over the same iteration is unchanged): taken off the compute energy."""
+    b = perf.breakdown
+    if b.first_slot_s is None:
+        return e
+    planned = choice_codes(x.clock_plan, stage_plan.CLOCK_PLANS) == 1
+    if not planned.any():
+        return e
+    pp = x.pipeline_parallel
+    ok = planned & (pp >= 2) & (x.interleave <= 1)
+    ok &= (perf.reason_code == 0) & np.isfinite(b.step_s)
+    saving = np.zeros(len(pp))
+    for p in np.unique(pp[ok]).astype(int):
+        rows = np.flatnonzero(ok & (pp == p))
+        slots = np.column_stack(
+            [b.first_slot_s[rows]] + [b.middle_slot_s[rows]] * (p - 2) + [b.last_slot_s[rows]]
+        )
+        slot = b.compute_s[rows] + b.memory_s[rows] + b.layer_comm_s[rows]
+        share = np.where(slot > 0, b.compute_s[rows] / np.where(slot > 0, slot, 1.0), 0.0)
+        saving[rows] = stage_plan.steady_state_saving_j(
+            slots, perf.micro_batches[rows], _pass_curve(acc, rows, clock[rows], share)
+        )
+    saving = np.minimum(saving, e.compute_j)
+    return replace(e, compute_j=e.compute_j - saving, total_j=e.total_j - saving)
+
+
+def _pass_curve(acc: Accelerators, rows, clock_mhz, share):
+    """``curve_of()`` for :func:`.stage_plan.steady_state_saving_j`: a pass (clock-bound
+    share ``share`` at ``clock_mhz``) at :data:`.stage_plan.PLAN_CLOCKS` clocks from its own
+    down to :data:`.stage_plan.PLAN_LOWEST` of the maximum (at least the accelerator's
+    lowest): its time factor, its energy per second of work at its clock (the energy
+    model's accelerator power, static power included) and the blocked power."""
+    g = stage_plan.PLAN_CLOCKS
+
+    def curve_of():
+        at = rows
+        f0, c = clock_mhz, share
+        low = np.maximum(acc.clock_min_mhz[at], stage_plan.PLAN_LOWEST * acc.clock_max_mhz[at])
+        low = np.minimum(low, f0)
+        grid = f0[:, None] - (f0 - low)[:, None] * np.linspace(0.0, 1.0, g)[None, :]
+        tf = c[:, None] * f0[:, None] / grid + (1.0 - c[:, None])
+        flat = np.repeat(at, g)
+        sub = _rows.take(acc, flat)
+        b = StepBreakdown.one_accelerator(
+            (c[:, None] * f0[:, None] / grid).ravel(),
+            np.repeat(1.0 - c, g),
+            np.zeros(len(flat)),
+        )
+        en = accelerator_energy(
+            b,
+            grid.ravel() / sub.clock_max_mhz,
+            sub.pw,
+            sub.idle_w,
+            sub.tdp_w,
+            sub.floor_w,
+            sub.leakage,
+        )
+        return tf, en.total_j.reshape(-1, g), en.wait_w.reshape(-1, g)
+
+    return curve_of
 
 
 def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
@@ -415,11 +493,16 @@ def _economics(
     """Efficiency ratios, cost, carbon and the Landauer bound (``total_steps_n``: iterations
     run times accelerators, redone ones included)."""
     tokens = np.asarray(perf.tokens_to_train, dtype=float)
+    min_tokens = np.asarray(perf.min_tokens_to_train, dtype=float)
+    # the information the target needs (E_min tokens), not the tokens this batch consumes
     landauer = economics.landauer_bound_j(
         np.asarray(perf.parameters, dtype=float),
-        tokens,
+        min_tokens,
         x.data_entropy_bits_per_token,
         acc.inlet_c + thermal.KELVIN,
+    )
+    useful = economics.useful_utilisation(
+        np.asarray(perf.mfu, dtype=float), min_tokens, tokens, perf.time_to_train_s, time_s
     )
     cost = economics.cost_usd(
         perf.num_accelerators, time_s, facility_j, x.accelerator_hour_price, x.energy_price_per_kwh
@@ -429,7 +512,7 @@ def _economics(
         "tokens_per_j": tokens / facility_j,
         "energy_time_product_js": facility_j * time_s,
         "energy_utilisation_factor": busy_work / facility_j,
-        "energy_efficiency_index": np.asarray(perf.mfu, dtype=float) * landauer / facility_j,
+        "energy_efficiency_index": economics.efficiency_index(useful, landauer, facility_j),
         "cost_usd": cost.total_usd,
         "energy_cost_usd": cost.energy_usd,
         "carbon_kg": economics.carbon_kg(facility_j, x.grid_carbon_kg_per_kwh),

@@ -151,10 +151,12 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
     ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
+    min_tokens = training.tokens_to_target(d_ref, ref_batch_tokens, 0.0, b_noise)
     codes = reasons.codes(n_rows)
     run = _Run(
         steps=steps,
         tokens_per_step=tokens_iter,
+        min_tokens=min_tokens,
         model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
         parameters=params,
         active_parameters=active,
@@ -265,6 +267,7 @@ class _Run:
 
     steps: np.ndarray  # optimizer steps to the target
     tokens_per_step: np.ndarray  # tokens per iteration
+    min_tokens: np.ndarray  # tokens to the target at the small-batch limit (E_min)
     model_flops: np.ndarray  # model FLOPs per iteration
     parameters: np.ndarray  # every parameter
     active_parameters: np.ndarray  # the parameters one token uses
@@ -291,6 +294,7 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
         optimizer_time_s=t.optimizer_s,
         steps_to_train=steps,
         tokens_to_train=steps * tokens_iter,
+        min_tokens_to_train=run.min_tokens,
         tokens_per_s=tokens_iter / t.step_s,
         mfu=model_flops / (t.step_s * n * hw.peak_flops),
         # GiB, as the capacity (hardware.GIB) and as nvidia-smi and PyTorch count

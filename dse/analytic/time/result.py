@@ -27,6 +27,7 @@ METRIC_FIELDS = (
     "optimizer_time_s",
     "steps_to_train",
     "tokens_to_train",
+    "min_tokens_to_train",
     "tokens_per_s",
     "mfu",
     "memory_per_accelerator_gb",
@@ -65,6 +66,7 @@ class TimeResult:
     optimizer_time_s: np.ndarray  # s per iteration
     steps_to_train: np.ndarray  # optimizer steps
     tokens_to_train: np.ndarray  # tokens
+    min_tokens_to_train: np.ndarray  # tokens, E_min: the target's tokens at the small-batch limit
     tokens_per_s: np.ndarray  # tokens/s
     mfu: np.ndarray  # 1
     memory_per_accelerator_gb: np.ndarray  # GiB

@@ -72,6 +72,11 @@ class StepBreakdown:
     ep_comm_s: np.ndarray | None = (
         None  # the experts' dispatch, combine and expert-tensor collectives' share of layer_comm_s
     )
+    # one micro-batch (compute, memory, TP) on the first, the most loaded middle and the last
+    # stage of a whole pipeline (a per-stage clock plan emulates them; None for a part)
+    first_slot_s: np.ndarray | None = None
+    middle_slot_s: np.ndarray | None = None
+    last_slot_s: np.ndarray | None = None
 
     @classmethod
     def one_accelerator(
@@ -217,6 +222,9 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
         host_idle_s=m * idle_mb,
         cp_comm_s=cp_s,
         ep_comm_s=ep_s,
+        first_slot_s=None if stages.part else t_first,
+        middle_slot_s=None if stages.part else np.broadcast_to(t_middle, np.shape(t_first)),
+        last_slot_s=None if stages.part else t_last,
     )
 
 

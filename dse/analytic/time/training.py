@@ -96,3 +96,84 @@ def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
     loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
     b_noise = np.where(np.isfinite(b_noise_tokens), b_noise_tokens, critical_batch_tokens(loss))
     return d_min, b_noise
+
+
+#: the loss of an untrained model, about ln(vocabulary) (a uniform guess over GPT-2/3's
+#: 50,257 tokens: 10.8 nats); the loss along a run never starts above it
+UNTRAINED_LOSS = float(np.log(50257.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What the target needs, for integrating the critical-batch law over a run whose batch
+    changes: ``e_min`` (tokens at the small-batch limit), the tokens ``d_ref`` the target
+    takes at the reference batch and the loss there, the noise scale at the target
+    (tokens) and the parameters a token uses."""
+
+    e_min: np.ndarray
+    d_ref: np.ndarray
+    loss_target: np.ndarray
+    b_noise_target: np.ndarray
+    params: np.ndarray
+
+    def noise_scale(self, u: np.ndarray) -> np.ndarray:
+        """B_noise (tokens) after ``u`` tokens of small-batch-limit progress: Kaplan et al.
+        2020's ``B_crit ∝ L^(-1/alpha_B)`` scaled to the target's noise scale, at the loss the
+        run has reached (the Chinchilla fit at ``u d_ref / e_min`` tokens, at most
+        :data:`UNTRAINED_LOSS`): the noise scale grows as the loss falls."""
+        u = np.asarray(u, dtype=float)
+
+        def col(a):  # a per-candidate array against u's (R,) or (R, n)
+            return np.reshape(a, np.shape(a) + (1,) * (u.ndim - 1))
+
+        tokens = np.maximum(u * col(self.d_ref / self.e_min), 1.0)
+        loss = np.minimum(chinchilla_loss(col(self.params), tokens), UNTRAINED_LOSS)
+        return col(self.b_noise_target) * (loss / col(self.loss_target)) ** (-1.0 / KAPLAN_ALPHA_B)
+
+
+def progress_of(params, target_tokens, target_loss, b_noise_tokens, ref_batch_tokens) -> Progress:
+    """:class:`Progress` of the target as :func:`resolve_target` states it."""
+    d_ref, b_noise = resolve_target(params, target_tokens, target_loss, b_noise_tokens)
+    loss = chinchilla_loss(params, np.maximum(d_ref, 1.0))
+    e_min = tokens_to_target(d_ref, ref_batch_tokens, 0.0, b_noise)
+    return Progress(
+        e_min=e_min, d_ref=d_ref, loss_target=loss, b_noise_target=b_noise, params=params
+    )
+
+
+#: integration steps per phase of a schedule (midpoint rule in consumed tokens), and over the
+#: last phase (in progress)
+PHASE_SUBSTEPS = 16
+FINAL_SUBSTEPS = 64
+
+
+def phase_tokens(p: Progress, batch_tokens: np.ndarray, phase_tokens_: np.ndarray) -> np.ndarray:
+    """Tokens each phase of a schedule consumes (shape (R, K+1)): phases ``k < K`` of
+    ``phase_tokens_[:, k]`` tokens at ``batch_tokens[:, k]`` (the ramp), cut where the
+    target is reached, then the last phase at ``batch_tokens[:, K]`` until it is. Progress
+    ``du = dD / (1 + B / B_noise(u))`` (McCandlish et al. 2018: ``E = E_min (1 + B/B_noise)``
+    per unit of progress), with the noise scale growing as the loss falls."""
+    r_rows, k_ramp = phase_tokens_.shape
+    u = np.zeros(r_rows)
+    out = np.zeros((r_rows, k_ramp + 1))
+    for k in range(k_ramp):
+        d = phase_tokens_[:, k] / PHASE_SUBSTEPS
+        used = np.zeros(r_rows)
+        for _ in range(PHASE_SUBSTEPS):
+            left = np.maximum(p.e_min - u, 0.0)
+            mid = u + 0.5 * d / (1.0 + batch_tokens[:, k] / p.noise_scale(u))
+            du = d / (1.0 + batch_tokens[:, k] / p.noise_scale(mid))
+            frac = np.where(du > left, left / np.where(du > 0, du, 1.0), 1.0)
+            u = u + du * frac
+            used = used + d * frac
+        out[:, k] = used
+    # the last phase: D = integral of (1 + B / B_noise(u)) du from u to e_min
+    grid = (
+        u[:, None]
+        + (np.maximum(p.e_min - u, 0.0))[:, None]
+        * ((np.arange(FINAL_SUBSTEPS) + 0.5) / FINAL_SUBSTEPS)[None, :]
+    )
+    rest = np.maximum(p.e_min - u, 0.0) / FINAL_SUBSTEPS
+    b_last = batch_tokens[:, k_ramp][:, None]
+    out[:, k_ramp] = rest * (1.0 + b_last / p.noise_scale(grid)).sum(axis=1)
+    return out

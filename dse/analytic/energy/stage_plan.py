@@ -1,0 +1,311 @@
+"""Per-stage clock plans for a pipeline (Perseus: Chung et al., "Perseus: Reducing Energy
+Bloat in Large Model Training", SOSP 2024).
+
+In a 1F1B pipeline (Narayanan et al. 2021) not every stage is on the critical path all the
+time: a stage lighter than the pace stage waits for it every slot, and the warm-up and
+cool-down leave gaps. A stage off the critical path can run at a lower clock and fill the
+gap it would have waited in, for less energy at the same iteration time. A **one-clock**
+plan runs every stage at the same clock; a **per-stage** plan gives each stage its own
+clock, the lowest-energy one that keeps the iteration within a target time.
+
+The schedule is emulated exactly: every forward and backward pass of every micro-batch on
+every stage, in 1F1B order (stage ``s`` runs ``min(P - s - 1, M)`` warm-up forwards, then
+alternates one forward and one backward, then the cool-down backwards), a forward after
+the previous stage's, a backward after the next stage's; the iteration ends with the first
+stage's last backward. Vectorised over plans (rows): one pass over the ``2 P M`` passes.
+
+Energy of a stage: its passes' energy at its clock (:class:`StageCurve`, from the energy
+model's accelerator power) plus its blocked power for the rest of the iteration.
+
+The planner (:func:`planned_frontier`): for every target time (the one-clock plan's times),
+start from the one-clock plan that meets it and lower each stage in turn to the
+lowest-energy clock of the grid that keeps the emulated iteration within the target, over
+a few passes; energy never rises, so the planned frontier is never above the one-clock
+one. Perseus plans every forward and backward pass separately; docs/model-energy.md,
+section 7a, compares the frontiers.
+
+The evaluator (``clock_plan: per_stage``) uses the closed form of the plan at the
+candidate's iteration time (:func:`steady_state_saving_j`), checked on the emulation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+#: the ``clock_plan`` input's choices
+CLOCK_PLANS = ("one", "per_stage")
+#: clocks a candidate's plan chooses from: this many, from its clock down to 0.6 of the
+#: maximum (below the A100 and H100 energy-optimal clocks, ~0.74 f_max; docs/model-energy.md)
+PLAN_CLOCKS = 24
+PLAN_LOWEST = 0.6
+#: coordinate-descent passes over the stages (a third changed nothing on the Perseus pipeline)
+PASSES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class StageWork:
+    """The pipeline's passes: per stage (shape (P,)), one micro-batch's forward and
+    backward time at the maximum clock (s), and the micro-batches per iteration."""
+
+    forward_s: np.ndarray
+    backward_s: np.ndarray
+    micro_batches: int
+
+
+@dataclass(frozen=True, slots=True)
+class StageCurve:
+    """A pass at each clock of a grid (shape (C,), highest first): its time as a multiple
+    of its time at the maximum clock, its energy per second of work at the maximum clock
+    (J/s, i.e. W at f_max), and the accelerator's power while blocked at that clock (W)."""
+
+    clock_mhz: np.ndarray
+    time_factor: np.ndarray
+    energy_j_per_s: np.ndarray
+    blocked_w: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Frontier:
+    """Plans of iteration time against energy: per plan, the iteration time (s), the
+    pipeline's energy per iteration (J, every stage's accelerator) and each stage's clock
+    (MHz, shape (plans, P))."""
+
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    clock_mhz: np.ndarray
+
+    def fastest(self) -> int:
+        """Index of the fastest plan (the least energy among equally fast ones)."""
+        t = self.time_s
+        fast = np.flatnonzero(t <= t.min() * (1 + 1e-9))
+        return int(fast[np.argmin(self.energy_j[fast])])
+
+    def least_energy(self) -> int:
+        """Index of the minimum-energy plan."""
+        return int(np.argmin(self.energy_j))
+
+    def energy_at_j(self, time_s: np.ndarray) -> np.ndarray:
+        """The least energy of a plan no slower than each of ``time_s`` (inf where none is)."""
+        order = np.argsort(self.time_s)
+        best = np.minimum.accumulate(self.energy_j[order])
+        i = np.searchsorted(self.time_s[order], np.asarray(time_s) * (1 + 1e-9), side="right")
+        return np.where(i > 0, best[np.maximum(i - 1, 0)], np.inf)
+
+
+@cache
+def _order(stages: int, micro_batches: int) -> tuple[tuple[int, int, int], ...]:
+    """The passes ``(stage, 0 forward / 1 backward, micro-batch)`` in an order where each
+    comes after its dependencies and after the previous pass on its stage (1F1B)."""
+    lists = []
+    for s in range(stages):
+        warm = min(stages - s - 1, micro_batches)
+        ops = [(s, 0, k) for k in range(warm)]
+        for i in range(micro_batches - warm):
+            ops += [(s, 0, warm + i), (s, 1, i)]
+        ops += [(s, 1, k) for k in range(micro_batches - warm, micro_batches)]
+        lists.append(ops)
+    done_f = np.zeros((stages, micro_batches), dtype=bool)
+    done_b = np.zeros((stages, micro_batches), dtype=bool)
+    nxt = [0] * stages
+    out: list[tuple[int, int, int]] = []
+    total = 2 * stages * micro_batches
+    while len(out) < total:
+        moved = False
+        for s in range(stages):
+            while nxt[s] < len(lists[s]):
+                _, kind, k = lists[s][nxt[s]]
+                if kind == 0:
+                    ready = s == 0 or done_f[s - 1, k]
+                else:
+                    ready = done_b[s + 1, k] if s < stages - 1 else done_f[s, k]
+                if not ready:
+                    break
+                (done_f if kind == 0 else done_b)[s, k] = True
+                out.append(lists[s][nxt[s]])
+                nxt[s] += 1
+                moved = True
+        if not moved:  # cannot happen for 1F1B; guards the loop
+            raise RuntimeError("1F1B order has a cycle")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Schedule:
+    """The passes of a 1F1B iteration in dependency order: per pass its stage, whether it
+    is a backward, its micro-batch, the index of the pass it waits for (-1: none besides
+    its stage's previous pass) and its group (``stage * 4 + phase``; phases: 0 warm-up
+    forwards, 1 steady-state forwards and backwards (one clock: they alternate), 3
+    cool-down backwards; 2 unused)."""
+
+    stage: np.ndarray
+    backward: np.ndarray
+    dep: np.ndarray
+    group: np.ndarray
+
+
+@cache
+def _schedule(stages: int, micro_batches: int) -> _Schedule:
+    order = _order(stages, micro_batches)
+    pos = {op: i for i, op in enumerate(order)}
+    dep, group = [], []
+    for s, kind, k in order:
+        warm = min(stages - s - 1, micro_batches)
+        if kind == 0:
+            dep.append(pos[(s - 1, 0, k)] if s > 0 else -1)
+            phase = 0 if k < warm else 1
+        else:
+            dep.append(pos[(s + 1, 1, k)] if s < stages - 1 else pos[(s, 0, k)])
+            phase = 1 if k < micro_batches - warm else 3  # steady: with its forwards
+        group.append(4 * s + phase)
+    return _Schedule(
+        stage=np.array([op[0] for op in order]),
+        backward=np.array([op[1] for op in order], dtype=bool),
+        dep=np.array(dep),
+        group=np.array(group),
+    )
+
+
+def iteration_time_s(duration_s: np.ndarray, sched: _Schedule, stages: int) -> np.ndarray:
+    """The 1F1B iteration time (s, shape (K,)) of ``K`` plans given every pass's duration
+    (shape (K, passes), in the schedule's order)."""
+    k_rows = duration_s.shape[0]
+    free = np.zeros((k_rows, stages))
+    end = np.zeros((k_rows, len(sched.stage)))
+    for i, (s, d) in enumerate(zip(sched.stage.tolist(), sched.dep.tolist(), strict=True)):
+        start = free[:, s] if d < 0 else np.maximum(free[:, s], end[:, d])
+        end[:, i] = start + duration_s[:, i]
+        free[:, s] = end[:, i]
+    return free.max(axis=1)
+
+
+#: plan granularities: one clock per stage, or one per stage and phase of the 1F1B schedule
+GRANULARITIES = ("stage", "phase")
+
+
+def _groups(work: StageWork, granularity: str) -> tuple[_Schedule, np.ndarray, int]:
+    """The schedule, each pass's plan variable and the number of variables."""
+    stages = np.shape(work.forward_s)[-1]
+    sched = _schedule(stages, work.micro_batches)
+    if granularity == "stage":
+        return sched, sched.stage, stages
+    return sched, sched.group, 4 * stages
+
+
+def evaluate_plans(
+    work: StageWork, curve: StageCurve, clock_index: np.ndarray, granularity="stage"
+):
+    """(iteration time s, energy J), each of shape (R, n), of plans given as each plan
+    variable's index into the clock grid, shape (R, n, variables) (a variable is a stage, or a
+    stage's phase: ``granularity``). ``work``'s arrays are (P,) or one row per plan row (R, P),
+    ``curve``'s (C,) or (R, C)."""
+    sched, var, _ = _groups(work, granularity)
+    r_rows, n, _ = clock_index.shape
+    stages = np.shape(work.forward_s)[-1]
+    fwd = np.broadcast_to(np.asarray(work.forward_s, dtype=float), (r_rows, stages))
+    bwd = np.broadcast_to(np.asarray(work.backward_s, dtype=float), (r_rows, stages))
+    base = np.where(sched.backward, bwd[:, sched.stage], fwd[:, sched.stage])[:, None, :]
+    idx = clock_index[:, :, var]  # (R, n, passes)
+
+    def at(values):  # a curve's values at each pass's planned clock, (R, n, passes)
+        v = np.asarray(values, dtype=float)
+        if v.ndim == 1:
+            return v[idx]
+        return np.take_along_axis(v[:, None, :], idx.reshape(r_rows, 1, -1), axis=2).reshape(
+            idx.shape
+        )
+
+    dur = base * at(curve.time_factor)
+    time_s = iteration_time_s(dur.reshape(r_rows * n, -1), sched, stages).reshape(r_rows, n)
+    energy = (at(curve.energy_j_per_s) * base).sum(axis=2)
+    # blocked: each stage's idle time at the power of its highest planned clock (the clock
+    # it holds while it waits; the most blocked power of its plan, a conservative choice)
+    blocked_w = at(curve.blocked_w)
+    for s in range(stages):
+        on = sched.stage == s
+        busy = dur[:, :, on].sum(axis=2)
+        energy = energy + blocked_w[:, :, on].max(axis=2) * np.maximum(time_s - busy, 0.0)
+    return time_s, energy
+
+
+def plan(
+    work: StageWork, curve: StageCurve, start: np.ndarray, target_s: np.ndarray, granularity="stage"
+):
+    """Plans (R, variables: grid indices) from ``start`` within ``target_s`` (R,): each
+    variable in turn set to the lowest-energy clock of the grid that keeps the emulated
+    iteration within its target (:data:`PASSES` passes); with the energy of each (R,).
+    Energy never rises from ``start``'s."""
+    _, var, n_var = _groups(work, granularity)
+    n_clocks = np.shape(curve.clock_mhz)[-1]
+    current = np.array(start, dtype=np.int64)
+    r_rows = current.shape[0]
+    _, energy = evaluate_plans(work, curve, current[:, None, :], granularity)
+    energy = energy[:, 0]
+    limit = np.asarray(target_s, dtype=float) * (1 + 1e-9)
+    choices = np.arange(n_clocks)
+    rows = np.arange(r_rows)
+    for _ in range(PASSES):
+        for v in np.unique(var):
+            trial = np.repeat(current[:, None, :], n_clocks, axis=1)  # (R, clocks, variables)
+            trial[:, :, v] = choices[None, :]
+            t, e = evaluate_plans(work, curve, trial, granularity)
+            e = np.where(t <= limit[:, None], e, np.inf)
+            best = np.argmin(e, axis=1)
+            better = e[rows, best] < energy
+            current[better, v] = best[better]
+            energy = np.where(better, e[rows, best], energy)
+    return current, energy
+
+
+def one_clock_frontier(work: StageWork, curve: StageCurve) -> Frontier:
+    """Every stage at the same clock, for every clock of the grid (``curve`` of shape (C,))."""
+    stages = np.shape(work.forward_s)[-1]
+    idx = np.repeat(np.arange(len(curve.clock_mhz))[:, None], stages, axis=1)
+    t, e = evaluate_plans(work, curve, idx[None])
+    return Frontier(time_s=t[0], energy_j=e[0], clock_mhz=curve.clock_mhz[idx])
+
+
+def planned_frontier(work: StageWork, curve: StageCurve, granularity: str = "stage") -> Frontier:
+    """A clock per stage (``granularity`` "stage") or per stage and phase ("phase") for each
+    of the one-clock plans' times as the target, planned from that one-clock plan
+    (:func:`plan`; the phases from the per-stage plan): never above the one-clock frontier. ``clock_mhz`` holds each stage's
+    lowest planned clock."""
+    stages, n_clocks = len(work.forward_s), len(curve.clock_mhz)
+    one = one_clock_frontier(work, curve)
+    start = np.repeat(np.arange(n_clocks)[:, None], stages, axis=1)
+    best, _ = plan(work, curve, start, one.time_s, "stage")
+    if granularity == "phase":  # from the per-stage plan, each stage's phases apart
+        best, _ = plan(work, curve, np.repeat(best, 4, axis=1), one.time_s, "phase")
+    t, e = evaluate_plans(work, curve, best[None], granularity)
+    per_stage = best if granularity == "stage" else best.reshape(n_clocks, stages, 4).max(axis=2)
+    return Frontier(time_s=t[0], energy_j=e[0], clock_mhz=curve.clock_mhz[per_stage])
+
+
+def steady_state_saving_j(slots_s, micro_batches, curve_of) -> np.ndarray:
+    """Energy (J per accelerator per iteration) a per-stage plan saves on candidates'
+    pipelines at their one-clock iteration time, in closed form: in 1F1B's steady state a
+    stage lighter than the pace stage waits for it every slot, so its steady-state passes
+    (``M - (P - 1 - s)`` forwards and as many backwards on stage ``s``) run at the
+    lowest-energy clock of the grid at which a slot's work still fits the pace stage's slot
+    (its waits shrink to match); the warm-up and cool-down passes, on the critical path,
+    keep the clock. What :func:`plan` finds on the emulated schedule, without emulating it
+    (``tests/test_stage_plan.py`` compares the two).
+
+    ``slots_s``: (R, P) one micro-batch's time per stage at the candidates' clocks;
+    ``micro_batches`` (R,); ``curve_of()`` -> (time factor, energy J/s, blocked W), each
+    (R, G), of a pass at a grid of clocks from the candidate's (index 0) down."""
+    tf, e_per_s, blocked = curve_of()
+    r_rows, stages = slots_s.shape
+    pace = slots_s.max(axis=1)
+    m = np.asarray(micro_batches, dtype=float)
+    out = np.zeros(r_rows)
+    for s in range(stages):
+        t = slots_s[:, s][:, None]
+        steady = np.maximum(m - (stages - 1 - s), 0.0)
+        fits = t * tf <= pace[:, None] * (1 + 1e-12)
+        slot_j = e_per_s * t + blocked * np.maximum(pace[:, None] - t * tf, 0.0)
+        best = np.where(fits, slot_j, np.inf).min(axis=1)
+        out += steady * np.maximum(slot_j[:, 0] - best, 0.0)
+    return out / stages
