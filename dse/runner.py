@@ -7,7 +7,8 @@ when the batch's rows are all written is the driver told. After every batch the 
 plain-data state and the progress record (evaluations, feasible count, front size,
 hypervolume) are saved. Memory does not grow with the evaluations (apart from the key
 index): the log is on disk, the front in memory. At the end ``pareto.nc`` is written from
-the front and ``evaluations.nc`` streamed from the log; drawing them is the caller's.
+the front; the log is the only copy of every evaluation (read lazily by
+:mod:`dse.results`); drawing them is the caller's.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import pyarrow.compute as pc
 
 from dse import signals
 from dse.checks import RunPlan
-from dse.datasets import to_dataset, write_log_dataset, write_netcdf
+from dse.datasets import to_dataset, write_netcdf
 from dse.errors import DseError
 from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
+from dse.files import remove_path
 from dse.keyindex import KeyIndex
 from dse.logrows import LogRows
 from dse.pareto import (
@@ -62,9 +64,7 @@ class RunResult:
         False  # interrupted by SIGTERM (a batch system's end of the wall time) or SIGHUP
     )
     signum: int = 0  # that signal
-    datasets_written: bool = (
-        True  # False: interrupted while pareto.nc and evaluations.nc were written
-    )
+    datasets_written: bool = True  # False: interrupted while pareto.nc was written
     labels: dict = field(
         default_factory=dict
     )  # the search's: front (exact, polished, approximate) and why
@@ -263,16 +263,10 @@ class Runner:
             )
             if closing is not None:
                 closing.start()
-        if run.front.evaluations >= SAY_WRITING and hasattr(
-            self.progress, "note"
-        ):  # a few seconds per 10^6
-            self.progress.note(
-                f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations"
-            )
         written = True
         labels = driver.attributes()
         try:
-            with report.writing("writing evaluations.nc"):  # progress through the writes
+            with report.writing("writing pareto.nc"):  # progress through the writes
                 front = self._write_outputs(store, run, labels)
         except (
             KeyboardInterrupt
@@ -536,9 +530,12 @@ class Runner:
     def _write_outputs(
         self, store: ResultStore, run: _LoopState, search_attrs: dict
     ) -> pd.DataFrame:
-        """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log, with
-        the search's attributes (what the front is: exact, polished or approximate)."""
+        """``pareto.nc`` from the running front, with the search's attributes (what the front
+        is: exact, polished or approximate) and the log's size (readers of every evaluation
+        read the log itself: :mod:`dse.results`). An ``evaluations.nc`` a run of an earlier
+        dse wrote here is removed (it would be stale)."""
         front = run.front.sorted_rows()
+        remove_path(store.path / "evaluations.nc")
         if run.front.evaluations == 0:
             return front
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
@@ -549,9 +546,6 @@ class Runner:
             "log_keeps": self.study.output.keep,  # see dse.results
             **({"run_id": store.meta.run_id} if store.meta.run_id else {}),
         }
-        write_log_dataset(
-            store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs
-        )
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")
         return front
@@ -586,9 +580,6 @@ def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
 
 #: reasons for ruling candidates out that state.json keeps (the most frequent)
 RULED_OUT_KEPT = 20
-
-#: evaluations from which the end of a run says that it writes the datasets (seconds of work)
-SAY_WRITING = 100_000
 
 
 def _said(exc: OSError) -> str:
