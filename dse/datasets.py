@@ -357,6 +357,7 @@ def log_dataset(
     *,
     text: str = "bytes",
     keep: list[str] | None = None,
+    template: xr.Dataset | None = None,
 ) -> xr.Dataset:
     """The evaluation log's shown rows as a lazy (dask-backed) Dataset, one chunk per group of
     log files (:data:`BLOCK_ROWS`), with the variables and attributes of :func:`to_dataset`
@@ -369,20 +370,28 @@ def log_dataset(
     xarray writes them chunk by chunk without loading the whole column first. ``text="str"``:
     they are Python strings, as a netCDF file read back gives them (what every command
     reads). ``keep``: the variables to make (the others are left out; coordinates too).
+    ``template``: a dataset of the same variables (the run's ``pareto.nc``, whose rows are
+    log rows) that gives them their attributes instead of ``evaluator``, which may then be
+    None (a plug-in evaluator need not be installed where its results are read).
     """
     import dask
     import dask.array as da
 
     files = store.log_files()
     masks, widths = _log_layout(store, widths=text == "bytes")
-    blocks = _blocks([int(m.sum()) for m in masks], BLOCK_ROWS)
+    # bytes (written): blocks of BLOCK_ROWS; str (read on indexing): a block per file, the
+    # last one read kept per variable (a reader's consecutive slices decode each file once)
+    blocks = _blocks([int(m.sum()) for m in masks], BLOCK_ROWS if text == "bytes" else 1)
     sizes = [sum(int(masks[i].sum()) for i in block) for block in blocks]
     nonempty = [b for b, n in enumerate(sizes) if n]
     if not nonempty:
         return to_dataset(pd.DataFrame(), study, evaluator, space, kind="evaluations")
-    first = next(i for i, m in enumerate(masks) if m.any())
-    one = store.read_file(files[first]).filter(masks[first]).slice(0, 1).drop_columns(["kept"])
-    template = to_dataset(one.to_pandas(), study, evaluator, space, kind="evaluations")
+    if template is None:
+        first = next(i for i, m in enumerate(masks) if m.any())
+        one = store.read_file(files[first]).filter(masks[first]).slice(0, 1)
+        template = to_dataset(
+            one.drop_columns(["kept"]).to_pandas(), study, evaluator, space, kind="evaluations"
+        )
     block_of = {b: blocks[b] for b in nonempty}
 
     def read(b: int, names: list[str]):
@@ -412,23 +421,57 @@ def log_dataset(
             dtype, attrs = np.dtype(f"S{widths.get(name, 1)}"), {**var.attrs, "_Encoding": "utf-8"}
         else:
             dtype, attrs = var.dtype, var.attrs
-        data[name] = xr.Variable(
-            var.dims,
-            da.concatenate(
+        if text == "bytes":  # dask chunks: written block by block (synchronously: see the writer)
+            array = da.concatenate(
                 [
                     da.from_delayed(
                         dask.delayed(values, pure=True)(b, name), shape=(sizes[b],), dtype=dtype
                     )
                     for b in nonempty
                 ]
-            ),
-            attrs,
-        )
+            )
+        else:  # read on indexing, only the blocks a slice touches (no dask threads)
+            array = xr.core.indexing.LazilyIndexedArray(
+                _LogColumn(name, dtype, [sizes[b] for b in nonempty], nonempty, values)
+            )
+        data[name] = xr.Variable(var.dims, array, attrs)
     coords = {n: data.pop(n) for n in list(data) if n in template.coords}
     ds = xr.Dataset(data, coords={**coords, "candidate": np.arange(sum(sizes))})
     ds["candidate"].attrs.update(template["candidate"].attrs)
     ds.attrs.update(template.attrs)
     return ds
+
+
+class _LogColumn(xr.backends.BackendArray):
+    """One variable of :func:`log_dataset` read lazily, as a netCDF backend serves one: an
+    index reads the column from the log blocks it touches (a block: consecutive log files)."""
+
+    def __init__(self, name, dtype, sizes, blocks, values) -> None:
+        self.name, self.dtype, self.blocks, self._values = name, np.dtype(dtype), blocks, values
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.shape = (int(self.starts[-1]),)
+        self._last: tuple[int, np.ndarray] | None = None
+
+    def values(self, block: int) -> np.ndarray:
+        if self._last is None or self._last[0] != block:
+            self._last = (block, self._values(block, self.name))
+        return self._last[1]
+
+    def __getitem__(self, key):
+        return xr.core.indexing.explicit_indexing_adapter(
+            key, self.shape, xr.core.indexing.IndexingSupport.OUTER, self._read
+        )
+
+    def _read(self, key: tuple) -> np.ndarray:
+        (k,) = key
+        rows = np.arange(self.shape[0])[k]
+        if rows.size == 0:
+            return np.empty(rows.shape, self.dtype)
+        first = int(np.searchsorted(self.starts, rows.min(), side="right")) - 1
+        last = int(np.searchsorted(self.starts, rows.max(), side="right")) - 1
+        parts = [self.values(self.blocks[b]) for b in range(first, last + 1)]
+        values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return values[rows - self.starts[first]]
 
 
 def _block_columns(store, files: list, masks: list[np.ndarray], names: list[str]):

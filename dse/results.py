@@ -89,14 +89,27 @@ class Results:
         fixed-width UTF-8, as a netCDF file is best written), with ``pareto.nc``'s
         attributes: served when the front is."""
         if not front:
-            with self.open_dataset(front=True, keep=[]) as pareto:
-                attrs = dict(pareto.attrs)
             from dse.datasets import log_dataset
 
+            with self.open_dataset(front=True) as pareto:
+                attrs = dict(pareto.attrs)
+                # the front's rows are log rows: its variables are the log's (with their
+                # attributes); an empty front has none, and the evaluator tells them
+                template = (
+                    pareto.isel(candidate=slice(0, 1)).load() if pareto.sizes["candidate"] else None
+                )
             ds = log_dataset(
-                self.store, self.study, self.evaluator, self.space, text=text, keep=keep
+                self.store,
+                self.study,
+                self.evaluator if template is None else None,
+                self.space,
+                text=text,
+                keep=keep,
+                template=template,
             )
-            return ds.assign_attrs({**attrs, **{k: ds.attrs[k] for k in ("title", "kind")}})
+            return ds.assign_attrs(
+                {**attrs, "title": f"dse evaluations: {self.study.name}", "kind": "evaluations"}
+            )
         path = self.path / DATASETS[front]
         if not path.is_file():
             owner = self.store.live_lock_owner()
