@@ -319,24 +319,25 @@ class Runner:
         batch = self._asked(driver)
         if len(batch) == 0:
             return False
-        try:
-            keys = self.space.keys(batch)
-        except ValueError as exc:  # a value that is not one of a discrete parameter's
-            raise self._driver_error(f"asked for {exc}") from None
+        keys = self._keys(driver, batch)
         locs = run.index.find(keys)
         _, first = np.unique(keys, return_index=True)
         todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
-        fg = self._evaluate(executor, store, run, batch, todo, keys[todo])
-        known = np.flatnonzero(locs >= 0)
-        if len(known):
-            fg = pd.concat(
-                [fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
-                ignore_index=True,
-            )
-        rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
-        self._call(
-            driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study)
-        )
+        told = driver.tells_values  # an enumeration reads no values: none are gathered
+        fg = self._evaluate(executor, store, run, batch, todo, keys[todo], told=told)
+        if told:
+            known = np.flatnonzero(locs >= 0)
+            if len(known):
+                fg = pd.concat(
+                    [fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
+                    ignore_index=True,
+                )
+            rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
+            objectives, violations = objective_matrix(rows, study), violation_matrix(rows, study)
+        else:
+            objectives = np.full((len(batch), driver.problem.n_objectives), np.nan)
+            violations = np.full((len(batch), driver.problem.n_constraints), np.nan)
+        self._call(driver, "tell", batch, objectives, violations)
         seconds = time.perf_counter() - started
         driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
@@ -347,6 +348,19 @@ class Runner:
             len(batch) - len(todo), {**record.to_json(), **self._live(run)}
         )  # the rest came per chunk
         return True
+
+    def _keys(self, driver: SearchDriver, batch: pd.DataFrame) -> np.ndarray:
+        """The batch's keys: the grid positions dse's own drivers made it from, else computed
+        from its values (a discrete parameter's value that is not one of its values is the
+        driver's error)."""
+        if self.space.indexable and self._own_driver:
+            keys = driver.asked_keys()
+            if keys is not None and len(keys) == len(batch):
+                return np.asarray(keys, dtype=np.int64)
+        try:
+            return self.space.keys(batch)
+        except ValueError as exc:  # a value that is not one of a discrete parameter's
+            raise self._driver_error(f"asked for {exc}") from None
 
     def _asked(self, driver: SearchDriver) -> pd.DataFrame:
         """The driver's next batch, checked: a table with every parameter of the space, each
@@ -441,13 +455,16 @@ class Runner:
         batch: pd.DataFrame,
         todo: np.ndarray,
         keys: np.ndarray,
-    ) -> pd.DataFrame:
+        *,
+        told: bool = True,
+    ) -> pd.DataFrame | None:
         """Evaluate the rows ``todo`` of ``batch`` (``keys`` their keys); each finished chunk
         comes back as log rows (built on the worker), updates the front and tallies, and goes
         to the log writer, whose groups are all durable when this returns. The key index
-        learns the rows' places. Returns the told columns of every row."""
+        learns the rows' places. Returns the told columns of every row (``told``; else the
+        workers send none back and this returns None)."""
         if len(todo) == 0:
-            return pd.DataFrame(columns=["key", *self._fg_columns])
+            return pd.DataFrame(columns=["key", *self._fg_columns]) if told else None
         if self.space.indexable:  # the workers build the inputs from the grid positions
             inputs = GridCandidates(self.space, keys)
         else:
@@ -455,24 +472,31 @@ class Runner:
                 pd.Index(keys, dtype=np.int64), axis=0
             )
         writer = store.writer(run.batch_no)
-        told = []
+        told_columns = []
         try:
             finish = LogRows(
-                self.study, tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:])
+                self.study,
+                tuple(self.space.names),
+                run.batch_no,
+                tuple(self._narrow_columns[1:]),
+                told=told,
             )
             for _, chunk in executor.results(inputs, finish=finish):
                 joined = run.front.fold(chunk.summary, chunk.contender_rows)
                 on_front = np.zeros(len(chunk), bool)
                 on_front[chunk.summary.contenders[joined]] = True
                 writer.add(self._keep(chunk, on_front))
-                told.append(chunk.narrow.select(["key", *self._fg_columns]))
+                if told:
+                    told_columns.append(chunk.narrow.select(["key", *self._fg_columns]))
                 self._report.advance(len(chunk), self._live(run), evaluated=len(chunk))
                 signals.raise_lost_interrupt()
         finally:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:
             run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
-        return pa.concat_tables(told, promote_options="permissive").to_pandas()
+        if not told:
+            return None
+        return pa.concat_tables(told_columns, promote_options="permissive").to_pandas()
 
     @cached_property
     def _narrow_columns(self) -> list[str]:
