@@ -7,8 +7,10 @@ Layout of ``results/<name>/``::
     evaluations/           the evaluation log: one Parquet file per written group, never modified
     state.json             the search driver's plain-data state and the progress history
     lock                   present while a run writes here (pid, host, start time)
-    evaluations.nc         every evaluation as an xarray Dataset   (derived, rewritten)
     pareto.nc              the Pareto set as an xarray Dataset      (derived, rewritten)
+
+The log is the only copy of every evaluation at rest (dse.results reads it lazily as a
+Dataset); an ``evaluations.nc`` written by an earlier dse is removed by the next run.
 
 Durability: every file is written to a temporary name, flushed and fsynced, then renamed
 into place (rename is atomic on POSIX), and the folder is fsynced. A log file exists
