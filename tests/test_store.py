@@ -465,3 +465,15 @@ def test_every_evaluation_is_read_from_the_log_as_the_dataset_written_from_it(fi
         assert ev.attrs["kind"] == "evaluations" and ev.attrs["log_rows"] == results.log_rows
     with results.open_dataset(front=False, keep=["f1"]) as only:
         assert list(only.data_vars) == ["f1"]
+
+
+def test_an_evaluations_nc_an_earlier_dse_wrote_is_removed_by_the_next_run(finished, tmp_path):
+    """A folder of a dse before issue 37 holds a second copy, evaluations.nc: resume (which
+    writes pareto.nc again) removes it, so no stale copy stays beside the log."""
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    (out / "evaluations.nc").write_bytes(b"an old copy")
+    again = dse.resume(out)
+    assert again.counts["evaluations"] == 66 and not (out / "evaluations.nc").exists()
+    with dse.open_results(out).open_dataset(front=False, keep=["f1"]) as ev:
+        assert ev.sizes["candidate"] == 66 and list(ev.data_vars) == ["f1"]
