@@ -1,18 +1,15 @@
 """Plots and reports at scale: `dse plot` and `dse report` on synthetic runs of 10^5 to 10^7
 evaluations, with wall time and the peak RSS of the command's process.
 
-A real quickstart results folder is made first (in-process run), then its ``evaluations.nc``
-is replaced by a synthetic one of N rows written in chunks of 10^6 (the quickstart's
-parameters, objectives with a trade-off, constraint metrics, ``meets_constraints``,
-``status``, ``reason``, ``key``; chunked HDF5 with text as UTF-8 character arrays, as the
-run writes it) and ``pareto.nc`` by its
+A real quickstart results folder is made first (in-process run), then its evaluation log
+(``evaluations/``, the only copy of every evaluation, which plot and report read) is
+replaced by a synthetic one of N rows in log files of 65,536 rows (as the run's writer groups them) (the quickstart's
+parameters, objectives with a trade-off, constraint metrics, ``feasible``, ``status``,
+``reason``, ``key``, LZ4-compressed Arrow IPC as the run writes it) and ``pareto.nc`` by its
 exact front. Then each command runs in its own process, sampled every 20 ms for RSS.
 
     python benchmarks/bench_outputs.py                 # 10^5, 10^6, 10^7
     python benchmarks/bench_outputs.py --sizes 100000  # quicker
-
-It writes the synthetic file with h5netcdf (installed with the test extra:
-``pip install -e ".[test]"``), variable by variable in chunks, which xarray cannot do.
 """
 
 from __future__ import annotations
@@ -30,15 +27,9 @@ import pandas as pd
 import psutil
 import yaml
 
-try:
-    import h5netcdf
-except ImportError:  # the test extra installs it
-    raise SystemExit(
-        'bench_outputs.py writes its synthetic runs with h5netcdf: pip install -e ".[test]"'
-    ) from None
-
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 1_000_000
+LOG_FILE_ROWS = 65_536  # the run's log writer groups rows into files of at least this many
 PARAMS = {
     "accelerator": ["A100-80GB", "H100-SXM"],
     "num_accelerators": [8, 16, 32, 64],
@@ -87,90 +78,39 @@ def chunk_table(start: int, n: int, rng: np.random.Generator) -> pd.DataFrame:
 
 
 def write_synthetic(run: Path, n: int) -> int:
-    """Replace the run's datasets by N synthetic evaluations and their exact front."""
+    """Replace the run's log by N synthetic evaluations, and pareto.nc by their exact front."""
     import moocore
-    import xarray as xr
+    import pyarrow as pa
 
     from dse.api import plan
     from dse.datasets import to_dataset, write_netcdf
+    from dse.store import ResultStore, encode
 
     p = plan(run / "study.yaml")
-    template = to_dataset(
-        chunk_table(0, 10, np.random.default_rng(0)),
-        p.study,
-        p.evaluator,
-        p.space,
-        kind="evaluations",
-    )
+    store = ResultStore.open(run)
+    for f in store.log_files():
+        f.unlink()
+    store._files = None
     rng = np.random.default_rng(1)
     front = pd.DataFrame()
-    path = run / "evaluations.nc"
-    with h5netcdf.File(path, "w") as f:
-        f.dimensions["candidate"] = n
-        f.attrs.update(template.attrs)
-        coords = " ".join(c for c in template.coords if c != "candidate")
-        widths = {}
-        for name, var in template.variables.items():
-            kind = var.dtype.kind
-            if kind in "OUS":  # text as the run writes it: fixed-width UTF-8, read back as strings
-                widths[name] = max(
-                    len(str(v).encode())
-                    for vals in (
-                        PARAMS.get(name, []),
-                        ["data parallel x micro batch does not divide the global batch", "ok"],
-                    )
-                    for v in vals
-                )
-            if kind in "OUS":  # a character array with a string dimension, as xarray writes text
-                dim = f"string{widths[name]}"
-                if dim not in f.dimensions:
-                    f.dimensions[dim] = widths[name]
-                v = f.create_variable(
-                    name, ("candidate", dim), dtype="S1", chunks=(min(n, 1 << 18), widths[name])
-                )
-            else:
-                v = f.create_variable(
-                    name,
-                    ("candidate",),
-                    dtype=np.int8 if kind == "b" else var.dtype,
-                    chunks=(min(n, 1 << 18),),
-                )
-            attrs = {k: val for k, val in var.attrs.items()}
-            if kind == "b":
-                attrs["dtype"] = "bool"
-            if kind in "OUS":
-                attrs["_Encoding"] = "utf-8"
-            if name not in template.coords:
-                attrs["coordinates"] = coords
-            v.attrs.update(attrs)
-        for start in range(0, n, CHUNK):
-            t = chunk_table(start, min(CHUNK, n - start), rng)
-            t["candidate"] = np.arange(start, start + len(t))
-            sl = slice(start, start + len(t))
-            for name in template.variables:
-                col = t[name].to_numpy()
-                f.variables[name][sl] = (
-                    col.astype(np.int8)
-                    if col.dtype.kind == "b"
-                    else (
-                        np.char.encode(col.astype(str))
-                        .astype(f"S{widths[name]}")
-                        .view("S1")
-                        .reshape(len(col), -1)
-                        if name in widths
-                        else col
-                    )
-                )
-            ok = t[t["meets_constraints"]]
-            cand = pd.concat([front, ok], ignore_index=True)
-            F = cand[["energy_to_train_j", "time_to_train_s"]].to_numpy()
-            front = cand[moocore.is_nondominated(F, keep_weakly=True)].reset_index(drop=True)
-    front = front.drop(columns="candidate").sort_values("energy_to_train_j").reset_index(drop=True)
+    for start in range(0, n, CHUNK):
+        t = chunk_table(start, min(CHUNK, n - start), rng)
+        ok = t[t["meets_constraints"]]
+        cand = pd.concat([front, ok], ignore_index=True)
+        F = cand[["energy_to_train_j", "time_to_train_s"]].to_numpy()
+        front = cand[moocore.is_nondominated(F, keep_weakly=True)].reset_index(drop=True)
+        log = t.drop(columns="meets_constraints").assign(batch=np.int32(0), kept=True)
+        table = pa.Table.from_pandas(log, preserve_index=False)
+        for at in range(0, len(log), LOG_FILE_ROWS):  # groups as the run's log writer makes them
+            store.write_group(0, encode(table.slice(at, LOG_FILE_ROWS)))
+    front = front.drop(columns="meets_constraints")
+    front = front.sort_values("energy_to_train_j").reset_index(drop=True)
+    attrs = {"log_rows": n, "log_keeps": "all", "evaluations": n, "run_id": store.meta.run_id}
     write_netcdf(
-        to_dataset(front, p.study, p.evaluator, p.space, kind="pareto set"), run / "pareto.nc"
+        to_dataset(front, p.study, p.evaluator, p.space, kind="pareto set").assign_attrs(attrs),
+        run / "pareto.nc",
     )
-    with xr.open_dataset(path) as check:
-        assert check.sizes["candidate"] == n and "accelerator" in check.coords
+    assert ResultStore.open(run).check_log() == n
     return len(front)
 
 
@@ -209,7 +149,7 @@ def main() -> None:
             t0 = time.perf_counter()
             front = write_synthetic(run, n)
             made = time.perf_counter() - t0
-            size = (run / "evaluations.nc").stat().st_size / 2**20
+            size = sum(f.stat().st_size for f in (run / "evaluations").iterdir()) / 2**20
             plot = measure(["plot", str(run), "-o", str(run / "pareto.png")])
             report = measure(["report", str(run)])
             html = (run / "report.html").stat().st_size / 2**20

@@ -13,9 +13,19 @@ the worker count, and the peak resident memory of the process tree (sampled ever
 0.1 s with psutil). With ``--slow`` it also runs a study of a 50 ms-per-candidate
 evaluator on 1 and then 2 workers and prints the speed-up.
 
+The driver's cost (issue 37): the CPU time of the main process (the ``dse`` program
+itself: the search loop, the log writer, the datasets; its own ``getrusage(RUSAGE_SELF)``
+taken as it exits) is told apart from that of the rest of the process tree (the dask
+workers and their nannies). Between two sizes the difference of each, divided by the
+difference of the candidates, is the marginal CPU per candidate (start-up, cluster and
+fixed costs drop out); their ratio says at how many workers the main process would be
+saturated (one core of it per candidate for workers x worker CPU). ``--profile-main FILE``
+writes a cProfile of the main process of the largest size.
+
 Targets (issue 11): 10^7 in at most 5 minutes with at most 4 GB peak RSS on 2 cores;
 at least 70 % of evaluator throughput x workers at 10^6; 2 workers at least 1.8 x one on
-the slow evaluator.
+the slow evaluator. Issue 37: the main process's marginal CPU per candidate at most 3 %
+of the workers'; the results folder at most 250 bytes per evaluated candidate.
 """
 
 from __future__ import annotations
@@ -78,11 +88,47 @@ def in_process_rate(study_file: Path, limit: int = 400_000) -> float:
     return n / (time.process_time() - t0)
 
 
-def measure(cmd: list[str]) -> dict:
-    """Run ``cmd``; wall time, CPU time of the tree, peak RSS of the tree."""
+#: the ``dse`` program as ``python -m dse`` runs it, saying its own CPU time as it exits
+#: (the program ends with ``os._exit``: no atexit hook would run)
+LAUNCHER = """
+import json, os, resource, sys
+out, profile, sys.argv = sys.argv[1], sys.argv[2], ["dse", *sys.argv[3:]]
+real_exit = os._exit
+if profile:
+    import cProfile
+    profiler = cProfile.Profile()
+    profiler.enable()
+def _exit(code):
+    if profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    with open(out, "w") as f:
+        json.dump({"cpu_s": me.ru_utime + me.ru_stime}, f)
+    real_exit(code)
+os._exit = _exit
+from dse.cli.app import console
+console()
+"""
+
+
+def dse_command(args: list[str], cpu_file: Path, profile: str = "") -> list[str]:
+    """``python -m dse ARGS`` that writes its own CPU time to ``cpu_file`` as it exits."""
+    return [sys.executable, "-c", LAUNCHER, str(cpu_file), profile, *args]
+
+
+def measure(cmd: list[str], cpu_file: Path | None = None) -> dict:
+    """Run ``cmd``; wall time, CPU time of the tree, peak RSS of the tree, and (``cpu_file``:
+    where the launcher wrote it) the main process's own CPU time and the rest's."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH", "")])
+        ),
+    }
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = 0
     while proc.poll() is None:
         try:
@@ -96,7 +142,16 @@ def measure(cmd: list[str]) -> dict:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": peak / 1e9}
+    out = {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": peak / 1e9}
+    if cpu_file is not None:
+        out["main_cpu_s"] = json.loads(cpu_file.read_text())["cpu_s"]
+        out["workers_cpu_s"] = cpu - out["main_cpu_s"]
+    return out
+
+
+def folder_bytes(path: Path) -> int:
+    """Bytes of every file under ``path``."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def slow_speedup(tmp: Path) -> list[tuple[float, float]]:
@@ -136,6 +191,12 @@ def main() -> None:
         action="store_true",
         help="also the 1-versus-2-worker speed-up of a slow evaluator",
     )
+    ap.add_argument(
+        "--profile-main",
+        default="",
+        metavar="FILE",
+        help="write a cProfile of the main process of the largest size to FILE",
+    )
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="dse-bench-") as tmp_name:
@@ -148,9 +209,19 @@ def main() -> None:
             path.write_text(yaml.safe_dump(study, sort_keys=False))
             n = study["search"]["budget"]
             rate = in_process_rate(path)
-            m = measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])
+            cpu_file = tmp / f"cpu-{size:.0e}.json"
+            profile = str(Path(args.profile_main).resolve()) if args.profile_main else ""
+            m = measure(
+                dse_command(
+                    ["run", str(path), "--quiet", "--overwrite"],
+                    cpu_file,
+                    profile if size == max(args.sizes) else "",
+                ),
+                cpu_file,
+            )
             history = json.loads((out / "state.json").read_text())["history"]
             m["loop_s"] = sum(h["seconds"] for h in history)  # ask -> evaluate -> store -> tell
+            m["folder_bytes"] = folder_bytes(out)
             e2e = n / m["wall_s"]
             rows.append((n, m, e2e, e2e / (rate * args.workers), rate))
             print(f"  {n:>11,} candidates: {m['wall_s']:.1f} s", flush=True)
@@ -158,22 +229,37 @@ def main() -> None:
             f"\nexhaustive runs, analytic evaluator, {args.workers} workers, {os.cpu_count()} cores\n"
         )
         print(
-            f"| candidates | wall [s] | CPU [s] | candidates/s | / (in-process x {args.workers}) | "
-            f"search loop [s] | loop candidates/s | loop / (in-process x {args.workers}) | "
-            "in-process [candidates/s] | peak RSS [GB] |"
+            f"| candidates | wall [s] | CPU [s] | main CPU [s] | workers CPU [s] | candidates/s | "
+            f"/ (in-process x {args.workers}) | search loop [s] | loop candidates/s | "
+            f"loop / (in-process x {args.workers}) | in-process [candidates/s] | peak RSS [GB] | "
+            "results folder [bytes/candidate] |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n, m, e2e, ratio, rate in rows:
             loop = n / m["loop_s"]
             print(
-                f"| {n:,} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {e2e:,.0f} | {ratio:.0%} | "
+                f"| {n:,} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['main_cpu_s']:.1f} | "
+                f"{m['workers_cpu_s']:.1f} | {e2e:,.0f} | {ratio:.0%} | "
                 f"{m['loop_s']:.1f} | {loop:,.0f} | {loop / (rate * args.workers):.0%} | {rate:,.0f} | "
-                f"{m['peak_rss_gb']:.2f} |"
+                f"{m['peak_rss_gb']:.2f} | {m['folder_bytes'] / n:,.0f} |"
             )
         print(
             "\nwall: the whole command (start-up, cluster, search loop, datasets, plot); search loop: "
-            "the batches' ask-evaluate-store-tell time from state.json"
+            "the batches' ask-evaluate-store-tell time from state.json; main: the dse process "
+            "itself, workers: the rest of its process tree"
         )
+        for (n1, m1, *_), (n2, m2, *_) in zip(rows, rows[1:], strict=False):
+            dn = n2 - n1
+            main_us = (m2["main_cpu_s"] - m1["main_cpu_s"]) / dn * 1e6
+            workers_us = (m2["workers_cpu_s"] - m1["workers_cpu_s"]) / dn * 1e6
+            ratio = main_us / workers_us if workers_us > 0 else float("inf")
+            saturated = 1 / ratio if ratio > 0 else float("inf")
+            print(
+                f"\nmarginal CPU per candidate between {n1:,} and {n2:,}: main process "
+                f"{main_us:.3f} us, workers {workers_us:.3f} us, main / workers {ratio:.1%} "
+                f"(target <= 3%): the main process saturates at about {saturated:,.0f} "
+                f"workers ({1e6 / main_us if main_us > 0 else float('inf'):,.0f} candidates/s)"
+            )
         if args.slow:
             (w1, l1), (w2, l2) = slow_speedup(tmp)
             print(

@@ -270,19 +270,19 @@ def _to_netcdf_apart(ds: xr.Dataset, path) -> None:
     os.replace(own, path)
 
 
-def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
+def _log_layout(store, *, widths: bool = True) -> tuple[list[np.ndarray], dict[str, int]]:
     """Per log file, the rows a dataset shows (kept by the study's policy, and the first
-    time the candidate was written: a re-asked batch may store one twice), and the longest
-    UTF-8 value (bytes) of every text column, read from the log's narrow columns."""
+    time the candidate was written: a re-asked batch may store one twice), and (``widths``)
+    the longest UTF-8 value (bytes) of every text column, read from the log's narrow columns."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from dse.keyindex import KeyIndex
     from dse.store import log_file_schema
 
-    seen, masks, widths = KeyIndex(), [], {}
+    seen, masks, longest = KeyIndex(), [], {}
     files = store.log_files()
-    schema = log_file_schema(files[0]) if files else None
+    schema = log_file_schema(files[0]) if files and widths else None
     text = (
         [
             f.name
@@ -308,8 +308,8 @@ def _log_layout(store) -> tuple[list[np.ndarray], dict[str, int]]:
                 or pa.types.is_dictionary(col.type)
             ):
                 n = pc.max(pc.binary_length(col.cast(pa.string()))).as_py() or 0
-                widths[name] = max(widths.get(name, 1), n)
-    return masks, widths
+                longest[name] = max(longest.get(name, 1), n)
+    return masks, longest
 
 
 def _text_as_bytes(ds: xr.Dataset) -> xr.Dataset:
@@ -325,58 +325,6 @@ def _text_as_bytes(ds: xr.Dataset) -> xr.Dataset:
             out[name] = xr.Variable(
                 var.dims, _fixed_bytes(var.values, width), {**var.attrs, "_Encoding": "utf-8"}
             )
-    return out
-
-
-def _chunk_values(
-    table, template: xr.Dataset, widths: dict[str, int], study: Study
-) -> dict[str, np.ndarray]:
-    """The values of every variable of ``template`` (but ``candidate``) for the log rows in
-    ``table`` (Arrow), as :func:`to_dataset` makes them, text as fixed-width UTF-8 bytes: a
-    column without nulls is converted from Arrow directly (text through its dictionary),
-    one with nulls (cells a study does not keep) through pandas, as to_dataset does."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    out = {}
-    for name, var in template.variables.items():
-        if name in ("candidate", "meets_constraints"):
-            continue
-        col = table.column(name)
-        text = var.dtype.kind == "O"
-        if col.null_count or not (
-            text
-            or pa.types.is_integer(col.type)
-            or pa.types.is_floating(col.type)
-            or pa.types.is_boolean(col.type)
-        ):
-            values = _column_values(col.to_pandas())
-            out[name] = _fixed_bytes(values, widths.get(name, 1)) if text else values
-        elif text:
-            coded = pc.dictionary_encode(
-                col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
-            )
-            coded = coded.combine_chunks()  # a block is never empty (log_dataset skips empty ones)
-            words = np.array(
-                [w.encode() for w in coded.dictionary.to_pylist()], dtype=f"S{widths.get(name, 1)}"
-            )
-            out[name] = words[coded.indices.to_numpy(zero_copy_only=False)]
-        else:
-            out[name] = col.to_numpy()
-    if "meets_constraints" in template.variables:
-        needed = [
-            n
-            for n in (
-                "feasible",
-                "status",
-                *(o.metric for o in study.objectives),
-                *(c.metric for c in study.constraints),
-            )
-            if n in table.column_names
-        ]
-        out["meets_constraints"] = feasible_mask(
-            table.select(list(dict.fromkeys(needed))).to_pandas(), study
-        )
     return out
 
 
@@ -404,73 +352,176 @@ def _blocks(sizes: list[int], rows: int) -> list[list[int]]:
     return blocks + ([current] if current else [])
 
 
-def log_dataset(store, study: Study, evaluator: Evaluator, space: Space) -> xr.Dataset:
+def log_dataset(
+    store,
+    study: Study,
+    evaluator: Evaluator,
+    space: Space,
+    *,
+    text: str = "bytes",
+    keep: list[str] | None = None,
+    template: xr.Dataset | None = None,
+) -> xr.Dataset:
     """The evaluation log's shown rows as a lazy (dask-backed) Dataset, one chunk per group of
-    log files (:data:`BLOCK_ROWS`), with the variables and attributes of :func:`to_dataset` (which builds each chunk):
-    nothing is read until it is computed or written.
+    log files (:data:`BLOCK_ROWS`), with the variables and attributes of :func:`to_dataset`
+    (which builds a one-row template): nothing is read until it is computed or written, and
+    a variable's chunk reads only its own column of the log's files (their other columns are
+    not decompressed).
 
-    Text variables are fixed-width UTF-8 bytes marked ``_Encoding: utf-8`` (netCDF char
-    arrays that xarray reads back as strings): unlike variable-length strings, xarray
-    writes them chunk by chunk without loading the whole column first.
+    ``text="bytes"``: text variables are fixed-width UTF-8 bytes marked ``_Encoding: utf-8``
+    (netCDF char arrays that xarray reads back as strings): unlike variable-length strings,
+    xarray writes them chunk by chunk without loading the whole column first. ``text="str"``:
+    they are Python strings, as a netCDF file read back gives them (what every command
+    reads). ``keep``: the variables to make (the others are left out; coordinates too).
+    ``template``: a dataset of the same variables (the run's ``pareto.nc``, whose rows are
+    log rows) that gives them their attributes instead of ``evaluator``, which may then be
+    None (a plug-in evaluator need not be installed where its results are read).
     """
     import dask
     import dask.array as da
-    import pyarrow as pa
 
     files = store.log_files()
-    masks, widths = _log_layout(store)
-    blocks = _blocks([int(m.sum()) for m in masks], BLOCK_ROWS)
+    masks, widths = _log_layout(store, widths=text == "bytes")
+    # bytes (written): blocks of BLOCK_ROWS; str (read on indexing): a block per file, the
+    # last one read kept per variable (a reader's consecutive slices decode each file once)
+    blocks = _blocks([int(m.sum()) for m in masks], BLOCK_ROWS if text == "bytes" else 1)
     sizes = [sum(int(masks[i].sum()) for i in block) for block in blocks]
-
-    def rows(b: int) -> pa.Table:
-        tables = [
-            store.read_file(files[i]) for i in blocks[b]
-        ]  # a file whose rows are all shown is not copied
-        tables = [
-            t.drop_columns(["kept"])
-            if masks[i].all()
-            else t.filter(masks[i]).drop_columns(["kept"])
-            for t, i in zip(tables, blocks[b], strict=True)
-        ]
-        return pa.concat_tables(tables, promote_options="permissive")
-
     nonempty = [b for b, n in enumerate(sizes) if n]
     if not nonempty:
         return to_dataset(pd.DataFrame(), study, evaluator, space, kind="evaluations")
-    template = to_dataset(
-        rows(nonempty[0]).slice(0, 1).to_pandas(), study, evaluator, space, kind="evaluations"
-    )
+    if template is None:
+        first = next(i for i, m in enumerate(masks) if m.any())
+        one = store.read_file(files[first]).filter(masks[first]).slice(0, 1)
+        template = to_dataset(
+            one.drop_columns(["kept"]).to_pandas(), study, evaluator, space, kind="evaluations"
+        )
+    block_of = {b: blocks[b] for b in nonempty}
 
-    def chunk(b: int) -> dict[str, np.ndarray]:
-        return _chunk_values(rows(b), template, widths, study)
+    def read(b: int, names: list[str]):
+        return _block_columns(
+            store, [files[i] for i in block_of[b]], [masks[i] for i in block_of[b]], names
+        )
 
-    parts = {i: dask.delayed(chunk)(i) for i in nonempty}
+    def values(b: int, name: str) -> np.ndarray:
+        if name == "meets_constraints":
+            needed = [
+                "feasible",
+                "status",
+                *(o.metric for o in study.objectives),
+                *(c.metric for c in study.constraints),
+            ]
+            return feasible_mask(read(b, list(dict.fromkeys(needed))).to_pandas(), study)
+        var = template.variables[name]
+        col = read(b, [name]).column(name)
+        return _variable_values(col, var.dtype.kind == "O", text, widths.get(name, 1))
+
     data = {}
     for name, var in template.variables.items():
-        if name == "candidate":
+        if name == "candidate" or (keep is not None and name not in keep):
             continue
-        text = var.dtype.kind == "O"
-        dtype = np.dtype(f"S{widths.get(name, 1)}") if text else var.dtype
-        attrs = {**var.attrs, "_Encoding": "utf-8"} if text else var.attrs
-        data[name] = xr.Variable(
-            var.dims,
-            da.concatenate(
+        is_text = var.dtype.kind == "O"
+        if is_text and text == "bytes":
+            dtype, attrs = np.dtype(f"S{widths.get(name, 1)}"), {**var.attrs, "_Encoding": "utf-8"}
+        else:
+            dtype, attrs = var.dtype, var.attrs
+        if text == "bytes":  # dask chunks: written block by block (synchronously: see the writer)
+            array = da.concatenate(
                 [
                     da.from_delayed(
-                        dask.delayed(lambda d, n=name: d[n])(parts[i]),
-                        shape=(sizes[i],),
-                        dtype=dtype,
+                        dask.delayed(values, pure=True)(b, name), shape=(sizes[b],), dtype=dtype
                     )
-                    for i in nonempty
+                    for b in nonempty
                 ]
-            ),
-            attrs,
-        )
+            )
+        else:  # read on indexing, only the blocks a slice touches (no dask threads)
+            array = xr.core.indexing.LazilyIndexedArray(
+                _LogColumn(name, dtype, [sizes[b] for b in nonempty], nonempty, values)
+            )
+        data[name] = xr.Variable(var.dims, array, attrs)
     coords = {n: data.pop(n) for n in list(data) if n in template.coords}
     ds = xr.Dataset(data, coords={**coords, "candidate": np.arange(sum(sizes))})
     ds["candidate"].attrs.update(template["candidate"].attrs)
     ds.attrs.update(template.attrs)
     return ds
+
+
+class _LogColumn(xr.backends.BackendArray):
+    """One variable of :func:`log_dataset` read lazily, as a netCDF backend serves one: an
+    index reads the column from the log blocks it touches (a block: consecutive log files)."""
+
+    def __init__(self, name, dtype, sizes, blocks, values) -> None:
+        self.name, self.dtype, self.blocks, self._values = name, np.dtype(dtype), blocks, values
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.shape = (int(self.starts[-1]),)
+        self._last: tuple[int, np.ndarray] | None = None
+
+    def values(self, block: int) -> np.ndarray:
+        if self._last is None or self._last[0] != block:
+            self._last = (block, self._values(block, self.name))
+        return self._last[1]
+
+    def __getitem__(self, key):
+        return xr.core.indexing.explicit_indexing_adapter(
+            key, self.shape, xr.core.indexing.IndexingSupport.OUTER, self._read
+        )
+
+    def _read(self, key: tuple) -> np.ndarray:
+        (k,) = key
+        rows = np.arange(self.shape[0])[k]
+        if rows.size == 0:
+            return np.empty(rows.shape, self.dtype)
+        first = int(np.searchsorted(self.starts, rows.min(), side="right")) - 1
+        last = int(np.searchsorted(self.starts, rows.max(), side="right")) - 1
+        parts = [self.values(self.blocks[b]) for b in range(first, last + 1)]
+        values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return values[rows - self.starts[first]]
+
+
+def _block_columns(store, files: list, masks: list[np.ndarray], names: list[str]):
+    """The shown rows (``masks``) of ``names`` in ``files``, one table; a column a file lacks
+    (a chunk that failed whole has only the declared metrics) is null there."""
+    import pyarrow as pa
+
+    tables = []
+    for path, mask in zip(files, masks, strict=True):
+        t = store.read_file(path, names)
+        t = t if mask.all() else t.filter(mask)
+        for name in names:
+            if name not in t.column_names:
+                t = t.append_column(name, pa.nulls(t.num_rows))
+        tables.append(t.select(names))
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _variable_values(col, is_text: bool, text: str, width: int) -> np.ndarray:
+    """A log column's values as :func:`to_dataset` makes them (text as fixed-width UTF-8
+    bytes, ``text="bytes"``, or Python strings): a column without nulls is converted from
+    Arrow directly (text through its dictionary), one with nulls (cells a study does not
+    keep) through pandas, as to_dataset does."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    as_bytes = is_text and text == "bytes"
+    if col.null_count or not (
+        is_text
+        or pa.types.is_integer(col.type)
+        or pa.types.is_floating(col.type)
+        or pa.types.is_boolean(col.type)
+    ):
+        values = _column_values(col.to_pandas())
+        return _fixed_bytes(values, width) if as_bytes else values
+    if is_text:
+        coded = pc.dictionary_encode(
+            col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+        ).combine_chunks()  # a block is never empty (log_dataset skips empty ones)
+        words = coded.dictionary.to_pylist()
+        words = (
+            np.array([w.encode() for w in words], dtype=f"S{width}")
+            if as_bytes
+            else np.array(words, dtype=object)
+        )
+        return words[coded.indices.to_numpy(zero_copy_only=False)]
+    return col.to_numpy()
 
 
 #: logs of at most this many rows are written in one piece (no dask graph to build)

@@ -25,12 +25,15 @@ from dse.study import Study
 class LogRows:
     """The log rows of a chunk: the candidate's ``key`` (the chunk's index), the ``batch``,
     the searched ``parameters``, every result column, and ``kept`` (True: the runner clears
-    it, and the cells it does not keep, where the study keeps less)."""
+    it, and the cells it does not keep, where the study keeps less). ``narrow``: the
+    columns the chunk's summary is made of, sent back decoded when ``told`` (the search
+    driver reads them); else only the key goes back with the encoded rows."""
 
     study: Study
     parameters: tuple[str, ...]
     batch: int
     narrow: tuple[str, ...] = ()
+    told: bool = True
 
     def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
         n = len(candidates)
@@ -47,13 +50,12 @@ class LogRows:
         ]
         names = ["key", "batch", *self.parameters, *(str(name) for name in result.columns), "kept"]
         table = pa.Table.from_arrays(columns, names=names)
-        # the told columns, copied (take): the table shares the evaluator's arrays, which an
-        # evaluator may reuse for its next call while this chunk waits to be told
-        narrow = table.select([c for c in ("key", *self.narrow) if c in names]).take(
-            pa.array(np.arange(n))
-        )
+        narrow = table.select([c for c in ("key", *self.narrow) if c in names])
         summary = summarize(narrow.to_pandas(), self.study)
-        return LogChunk(encode(table), narrow, table.take(pa.array(summary.contenders)), summary)
+        # the columns sent back, copied (take): the table shares the evaluator's arrays, which
+        # an evaluator may reuse for its next call while this chunk waits to be told
+        sent = (narrow if self.told else narrow.select(["key"])).take(pa.array(np.arange(n)))
+        return LogChunk(encode(table), sent, table.take(pa.array(summary.contenders)), summary)
 
 
 def arrow_column(column: pd.Series) -> pa.Array:

@@ -175,6 +175,11 @@ class RunningFront:
             return np.zeros(0, bool)
         nd = moocore.is_nondominated(np.vstack([self.f, chunk.f]), keep_weakly=True)
         old, new = nd[: len(self.f)], nd[len(self.f) :]
+        if not new.any():  # most chunks of a long run: no rows to convert, nothing to concat
+            if not old.all():
+                self.rows = self.rows[old].reset_index(drop=True)
+                self.f = self.f[old]
+            return new
         joining = rows(new).reset_index(drop=True)
         self.rows = (
             pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining

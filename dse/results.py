@@ -4,10 +4,13 @@ Every command that reads a run (``status``, ``resume``, ``export``, ``plot``, ``
 ``show``) opens it through :func:`open_results`, so each sees the same integrity check
 and, for a damaged folder, the same one-line message: the folder's marker and format,
 ``study.yaml``, every log file's footer and columns (no data read), ``state.json``, and
-that the log holds at least the evaluations the state records. A dataset (``pareto.nc``,
-``evaluations.nc``) is served only when it was written from the log as it is now (its
-``log_rows`` attribute): a run killed before it rewrote them, or still going, is told so
-instead of serving stale numbers.
+that the log holds at least the evaluations the state records. ``pareto.nc`` is served
+only when it was written from the log as it is now (its ``log_rows`` attribute): a run
+killed before it rewrote it, or still going, is told so instead of serving stale numbers.
+Every evaluation is read from the log itself (``evaluations/``, the only copy at rest), as
+a lazy Dataset with the variables and attributes ``evaluations.nc`` had (dse before issue
+37 wrote that second copy after every run); it is served under the same condition as the
+front, whose attributes (the search's labels, ``log_rows``, ``log_keeps``) it carries.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from dse.records import RunMeta, RunState
 from dse.store import ResultStore
 from dse.study import Study, load_study
 
-DATASETS = {True: "pareto.nc", False: "evaluations.nc"}
+#: the run's datasets at rest: the front (every evaluation is read from the log)
+DATASETS = {True: "pareto.nc"}
 #: chunk cache per variable when a dataset is read (HDF5's default; see open_dataset)
 READ_CHUNK_CACHE_BYTES = 1 << 20
 
@@ -70,15 +74,42 @@ class Results:
         return self.store.load_evaluations()
 
     def dataset(self, *, front: bool) -> xr.Dataset:
-        """``pareto.nc`` (``front=True``) or ``evaluations.nc``, loaded into memory."""
+        """``pareto.nc`` (``front=True``) or every evaluation, loaded into memory."""
         with self.open_dataset(front=front) as ds:
-            return self._checked(ds.load, front)
+            return self._checked(ds.load, front) if front else ds.load()
 
-    def open_dataset(self, *, front: bool, keep: list[str] | None = None) -> xr.Dataset:
+    def open_dataset(
+        self, *, front: bool, keep: list[str] | None = None, text: str = "str"
+    ) -> xr.Dataset:
         """The dataset opened lazily: a variable is read when indexed or loaded, so a caller
         can read a run of any size slice by slice (close it, or use it in a ``with``).
         ``keep`` names the variables to open (the others are dropped unread: a text
-        variable is decoded whole when it is opened)."""
+        variable is decoded whole when it is opened). Every evaluation (``front=False``)
+        is read from the log (:func:`dse.datasets.log_dataset`; ``text="bytes"``: text as
+        fixed-width UTF-8, as a netCDF file is best written), with ``pareto.nc``'s
+        attributes: served when the front is."""
+        if not front:
+            from dse.datasets import log_dataset
+
+            with self.open_dataset(front=True) as pareto:
+                attrs = dict(pareto.attrs)
+                # the front's rows are log rows: its variables are the log's (with their
+                # attributes); an empty front has none, and the evaluator tells them
+                template = (
+                    pareto.isel(candidate=slice(0, 1)).load() if pareto.sizes["candidate"] else None
+                )
+            ds = log_dataset(
+                self.store,
+                self.study,
+                self.evaluator if template is None else None,
+                self.space,
+                text=text,
+                keep=keep,
+                template=template,
+            )
+            return ds.assign_attrs(
+                {**attrs, "title": f"dse evaluations: {self.study.name}", "kind": "evaluations"}
+            )
         path = self.path / DATASETS[front]
         if not path.is_file():
             owner = self.store.live_lock_owner()
@@ -142,19 +173,34 @@ class Results:
         return ds
 
     def datasets_state(self) -> str:
-        """One line on ``pareto.nc`` and ``evaluations.nc``: written from the log as it is
-        now, or what export, plot, report and show would say of them (no data is read)."""
-        for front in (True, False):
-            try:
-                if not (self.path / DATASETS[front]).is_file():
-                    return (
-                        f"{DATASETS[front]} is missing; `dse resume {self.path}` writes it from the "
-                        "stored evaluations"
-                    )
-                self.open_dataset(front=front, keep=[]).close()
-            except DseError as exc:
-                return str(exc)
-        return "pareto.nc and evaluations.nc written from the log as it is"
+        """One line on ``pareto.nc`` (every evaluation is read from the log, served when the
+        front is): written from the log as it is now, or what export, plot, report and show
+        would say of it (no data is read)."""
+        try:
+            if not (self.path / DATASETS[True]).is_file():
+                return (
+                    f"{DATASETS[True]} is missing; `dse resume {self.path}` writes it from the "
+                    "stored evaluations"
+                )
+            self.open_dataset(front=True, keep=[]).close()
+        except DseError as exc:
+            return str(exc)
+        return "pareto.nc written from the log as it is; every evaluation read from the log"
+
+    @cached_property
+    def space(self):
+        """The study's space (what the datasets' coordinates are)."""
+        from dse.space import Space
+
+        return Space.from_study(self.study)
+
+    @cached_property
+    def evaluator(self):
+        """The study's evaluator (its inputs' and metrics' units and descriptions name the
+        datasets' variables): built only to read every evaluation."""
+        from dse.evaluators import load_evaluator
+
+        return load_evaluator(self.study.evaluator)
 
     @property
     def front(self) -> xr.Dataset:

@@ -7,7 +7,8 @@ when the batch's rows are all written is the driver told. After every batch the 
 plain-data state and the progress record (evaluations, feasible count, front size,
 hypervolume) are saved. Memory does not grow with the evaluations (apart from the key
 index): the log is on disk, the front in memory. At the end ``pareto.nc`` is written from
-the front and ``evaluations.nc`` streamed from the log; drawing them is the caller's.
+the front; the log is the only copy of every evaluation (read lazily by
+:mod:`dse.results`); drawing them is the caller's.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import pyarrow.compute as pc
 
 from dse import signals
 from dse.checks import RunPlan
-from dse.datasets import to_dataset, write_log_dataset, write_netcdf
+from dse.datasets import to_dataset, write_netcdf
 from dse.errors import DseError
 from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
+from dse.files import remove_path
 from dse.keyindex import KeyIndex
 from dse.logrows import LogRows
 from dse.pareto import (
@@ -62,9 +64,7 @@ class RunResult:
         False  # interrupted by SIGTERM (a batch system's end of the wall time) or SIGHUP
     )
     signum: int = 0  # that signal
-    datasets_written: bool = (
-        True  # False: interrupted while pareto.nc and evaluations.nc were written
-    )
+    datasets_written: bool = True  # False: interrupted while pareto.nc was written
     labels: dict = field(
         default_factory=dict
     )  # the search's: front (exact, polished, approximate) and why
@@ -261,16 +261,10 @@ class Runner:
             )
             if closing is not None:
                 closing.start()
-        if run.front.evaluations >= SAY_WRITING and hasattr(
-            self.progress, "note"
-        ):  # a few seconds per 10^6
-            self.progress.note(
-                f"writing evaluations.nc and pareto.nc from {run.front.evaluations:,} evaluations"
-            )
         written = True
         labels = driver.attributes()
         try:
-            with report.writing("writing evaluations.nc"):  # progress through the writes
+            with report.writing("writing pareto.nc"):  # progress through the writes
                 front = self._write_outputs(store, run, labels)
         except (
             KeyboardInterrupt
@@ -323,24 +317,25 @@ class Runner:
         batch = self._asked(driver)
         if len(batch) == 0:
             return False
-        try:
-            keys = self.space.keys(batch)
-        except ValueError as exc:  # a value that is not one of a discrete parameter's
-            raise self._driver_error(f"asked for {exc}") from None
+        keys = self._keys(driver, batch)
         locs = run.index.find(keys)
         _, first = np.unique(keys, return_index=True)
         todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
-        fg = self._evaluate(executor, store, run, batch, todo, keys[todo])
-        known = np.flatnonzero(locs >= 0)
-        if len(known):
-            fg = pd.concat(
-                [fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
-                ignore_index=True,
-            )
-        rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
-        self._call(
-            driver, "tell", batch, objective_matrix(rows, study), violation_matrix(rows, study)
-        )
+        told = driver.tells_values  # an enumeration reads no values: none are gathered
+        fg = self._evaluate(executor, store, run, batch, todo, keys[todo], told=told)
+        if told:
+            known = np.flatnonzero(locs >= 0)
+            if len(known):
+                fg = pd.concat(
+                    [fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
+                    ignore_index=True,
+                )
+            rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
+            objectives, violations = objective_matrix(rows, study), violation_matrix(rows, study)
+        else:
+            objectives = np.full((len(batch), driver.problem.n_objectives), np.nan)
+            violations = np.full((len(batch), driver.problem.n_constraints), np.nan)
+        self._call(driver, "tell", batch, objectives, violations)
         seconds = time.perf_counter() - started
         driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
@@ -351,6 +346,19 @@ class Runner:
             len(batch) - len(todo), {**record.to_json(), **self._live(run)}
         )  # the rest came per chunk
         return True
+
+    def _keys(self, driver: SearchDriver, batch: pd.DataFrame) -> np.ndarray:
+        """The batch's keys: the grid positions dse's own drivers made it from, else computed
+        from its values (a discrete parameter's value that is not one of its values is the
+        driver's error)."""
+        if self.space.indexable and self._own_driver:
+            keys = driver.asked_keys()
+            if keys is not None and len(keys) == len(batch):
+                return np.asarray(keys, dtype=np.int64)
+        try:
+            return self.space.keys(batch)
+        except ValueError as exc:  # a value that is not one of a discrete parameter's
+            raise self._driver_error(f"asked for {exc}") from None
 
     def _asked(self, driver: SearchDriver) -> pd.DataFrame:
         """The driver's next batch, checked: a table with every parameter of the space, each
@@ -445,13 +453,16 @@ class Runner:
         batch: pd.DataFrame,
         todo: np.ndarray,
         keys: np.ndarray,
-    ) -> pd.DataFrame:
+        *,
+        told: bool = True,
+    ) -> pd.DataFrame | None:
         """Evaluate the rows ``todo`` of ``batch`` (``keys`` their keys); each finished chunk
         comes back as log rows (built on the worker), updates the front and tallies, and goes
         to the log writer, whose groups are all durable when this returns. The key index
-        learns the rows' places. Returns the told columns of every row."""
+        learns the rows' places. Returns the told columns of every row (``told``; else the
+        workers send none back and this returns None)."""
         if len(todo) == 0:
-            return pd.DataFrame(columns=["key", *self._fg_columns])
+            return pd.DataFrame(columns=["key", *self._fg_columns]) if told else None
         if self.space.indexable:  # the workers build the inputs from the grid positions
             inputs = GridCandidates(self.space, keys)
         else:
@@ -459,24 +470,31 @@ class Runner:
                 pd.Index(keys, dtype=np.int64), axis=0
             )
         writer = store.writer(run.batch_no)
-        told = []
+        told_columns = []
         try:
             finish = LogRows(
-                self.study, tuple(self.space.names), run.batch_no, tuple(self._narrow_columns[1:])
+                self.study,
+                tuple(self.space.names),
+                run.batch_no,
+                tuple(self._narrow_columns[1:]),
+                told=told,
             )
             for _, chunk in executor.results(inputs, finish=finish):
                 joined = run.front.fold(chunk.summary, chunk.contender_rows)
                 on_front = np.zeros(len(chunk), bool)
                 on_front[chunk.summary.contenders[joined]] = True
                 writer.add(self._keep(chunk, on_front))
-                told.append(chunk.narrow.select(["key", *self._fg_columns]))
+                if told:
+                    told_columns.append(chunk.narrow.select(["key", *self._fg_columns]))
                 self._report.advance(len(chunk), self._live(run), evaluated=len(chunk))
                 signals.raise_lost_interrupt()
         finally:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:
             run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
-        return pa.concat_tables(told, promote_options="permissive").to_pandas()
+        if not told:
+            return None
+        return pa.concat_tables(told_columns, promote_options="permissive").to_pandas()
 
     @cached_property
     def _narrow_columns(self) -> list[str]:
@@ -534,9 +552,12 @@ class Runner:
     def _write_outputs(
         self, store: ResultStore, run: _LoopState, search_attrs: dict
     ) -> pd.DataFrame:
-        """``pareto.nc`` from the running front, ``evaluations.nc`` streamed from the log, with
-        the search's attributes (what the front is: exact, polished or approximate)."""
+        """``pareto.nc`` from the running front, with the search's attributes (what the front
+        is: exact, polished or approximate) and the log's size (readers of every evaluation
+        read the log itself: :mod:`dse.results`). An ``evaluations.nc`` a run of an earlier
+        dse wrote here is removed (it would be stale)."""
         front = run.front.sorted_rows()
+        remove_path(store.path / "evaluations.nc")
         if run.front.evaluations == 0:
             return front
         front = front.drop(columns=[c for c in ("kept", "_loc") if c in front])
@@ -547,9 +568,6 @@ class Runner:
             "log_keeps": self.study.output.keep,  # see dse.results
             **({"run_id": store.meta.run_id} if store.meta.run_id else {}),
         }
-        write_log_dataset(
-            store, self.study, self.evaluator, self.space, store.path / "evaluations.nc", attrs
-        )
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")
         return front
@@ -584,9 +602,6 @@ def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
 
 #: reasons for ruling candidates out that state.json keeps (the most frequent)
 RULED_OUT_KEPT = 20
-
-#: evaluations from which the end of a run says that it writes the datasets (seconds of work)
-SAY_WRITING = 100_000
 
 
 def _said(exc: OSError) -> str:

@@ -21,6 +21,7 @@ from dse.analytic.energy import power
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.cli import main
 from dse.errors import DseError
+from dse.results import open_results
 from synthetic import (
     TRUTH,
     kernel_sweep,
@@ -534,9 +535,8 @@ def test_a_profile_is_an_accelerator_a_study_uses_by_path_and_by_name(tmp_path):
     assert proc.returncode == 0, proc.stderr
     proc = run_cli("run", str(path), "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    import xarray as xr
 
-    ds = xr.open_dataset(tmp_path / "results" / study["name"] / "evaluations.nc")
+    ds = open_results(tmp_path / "results" / study["name"]).open_dataset(front=False)
     df = ds.to_dataframe().reset_index()
     by = df.groupby("accelerator")["energy_to_train_j"].median()
     assert set(by.index) == {"A100-80GB", "my-a100.yaml", "my-a100"}

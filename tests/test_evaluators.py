@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pydantic
 import pytest
-import xarray as xr
 
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.errors import StudyError
@@ -24,6 +23,7 @@ from dse.evaluators import (
     load_evaluator,
 )
 from dse.evaluators.toy import ToyEvaluator
+from dse.results import open_results
 from dse.study import EvaluatorSpec, Study
 
 
@@ -409,7 +409,7 @@ def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_pat
         "run", str(study), "--quiet", "--no-dashboard", timeout=400
     )  # ~8 worker restarts
     assert proc.returncode == 0, proc.stderr
-    with xr.open_dataset(out / "evaluations.nc") as ds:
+    with open_results(out).open_dataset(front=False) as ds:
         table = ds[["x", "status", "error"]].to_dataframe().sort_values("x")
     assert list(table["status"]) == ["ok", "failed"]
     assert table["error"].iloc[1] == (
@@ -435,7 +435,7 @@ def test_a_run_stores_an_evaluator_that_echoes_its_inputs(tmp_path):
     )
     proc = run_cli("run", str(study), "--quiet")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    with xr.open_dataset(out / "evaluations.nc") as ds:
+    with open_results(out).open_dataset(front=False) as ds:
         assert ds.sizes["candidate"] == 66 and set(ds["x"].values.round(1)) == {
             round(0.1 * i, 1) for i in range(11)
         }

@@ -16,6 +16,7 @@ import pytest
 import xarray as xr
 
 from conftest import REPO, write_study
+from dse.results import open_results
 
 SCHAFFER = '''
 """Schaffer's problem N.1: f1 = x^2, f2 = (x - 2)^2; the front is 0 <= x <= 2."""
@@ -145,7 +146,7 @@ def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, 
     assert "search halton" in proc.stdout
     proc = _dse(plugin_site, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+    with open_results(out).open_dataset(front=False) as ev:
         x = ev["x"].values
         assert ev.sizes["candidate"] == 200 and ev.attrs["evaluator"] == "schaffer"
         # space-filling: every tenth of the interval holds 20 +- 4 of the 200 points

@@ -313,22 +313,17 @@ def test_a_slow_start_does_not_make_the_first_estimate_long():
         assert pace.rate() == pytest.approx(1000, rel=0.01)
 
 
-def test_progress_goes_on_through_the_dataset_writes(tmp_path, monkeypatch):
-    """The datasets written in blocks (as a large log is) count as a phase of their own: the
-    plain lines say it, with tasks done of the total."""
-    from dse import datasets
+def test_a_run_ends_with_its_search_no_second_copy_of_the_evaluations_to_write(tmp_path):
+    """Every evaluation stays in the log alone (issue 37): after the search's last line no
+    phase writes them again; pareto.nc is written, evaluations.nc is not."""
     from dse.progress import LINE
 
-    monkeypatch.setattr(datasets, "EAGER_ROWS", 10)  # the chunked (dask) path of a large log
-    monkeypatch.setattr(datasets, "BLOCK_ROWS", 20)
     proc = run_cli("run", str(_slow_study(tmp_path, 0.0)))
     assert proc.returncode == 0, proc.stderr
-    writes = [
-        LINE.search(x)
-        for x in proc.stderr.splitlines()
-        if x.startswith("progress: writing") and "tasks done" in x
-    ]
-    assert writes and all(writes), proc.stderr
-    last = writes[-1].groupdict()
-    assert last["noun"] == "tasks" and last["done"] == last["total"] and int(last["total"]) > 1
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("progress:")]
+    assert lines and "evaluations.nc" not in proc.stderr, proc.stderr
+    last = LINE.search(lines[-1]).groupdict()
+    assert last["done"] == last["total"] and last["noun"] == "candidates", lines[-1]
+    assert (tmp_path / "out" / "pareto.nc").exists()
+    assert not (tmp_path / "out" / "evaluations.nc").exists()
     assert json.loads((tmp_path / "out" / "progress.json").read_text())["state"] == "finished"

@@ -74,7 +74,6 @@ def test_records_written_before_they_were_typed_are_read_as_before(finished, tmp
         ),
     )
     (out / "pareto.nc").unlink()  # it carries the run_id the old meta has not
-    (out / "evaluations.nc").unlink()
     results = dse.open_results(out)
     assert (
         results.meta.record_version == 1

@@ -258,7 +258,7 @@ def test_report_in_a_real_browser(report, quickstart):
     from dse.results import open_results
 
     run = open_results(quickstart)
-    with xr.open_dataset(quickstart / "evaluations.nc") as ev:
+    with open_results(quickstart).open_dataset(front=False) as ev:
         drawn = int(
             np.isfinite(ev["energy_to_train_j"].values).sum()
         )  # every evaluation with objectives

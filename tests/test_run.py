@@ -13,6 +13,7 @@ import xarray as xr
 import yaml
 
 from conftest import REPO, TOY, run_cli, run_cli_subprocess, toy_study, write_study
+from dse.results import open_results
 
 
 def test_run_writes_the_exact_toy_front_with_units_and_the_study(tmp_path):
@@ -33,7 +34,7 @@ def test_run_writes_the_exact_toy_front_with_units_and_the_study(tmp_path):
         assert yaml.safe_load(ds.attrs["study"])["name"] == "toy"
         assert ds.attrs["evaluator"] == "toy" and ds.attrs["evaluator_version"] == "1.0.0"
         assert ds["shape"].dtype.kind in "OU"  # categorical parameters are strings
-    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+    with open_results(out).open_dataset(front=False) as ev:
         assert ev.sizes["candidate"] == 66
         infeasible = ev["feasible"].values == 0
         assert infeasible.sum() == 11  # shape b with y = 9
@@ -106,7 +107,7 @@ def test_failing_evaluator_rows_are_recorded_not_lost(tmp_path):
     study["evaluator"]["options"] = {"fail_above_x": 0.85}
     proc = run_cli("run", str(write_study(tmp_path, study)))
     assert proc.returncode == 0, proc.stderr
-    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+    with open_results(out).open_dataset(front=False) as ev:
         status = ev["status"].values.astype(str)
         assert ev.sizes["candidate"] == 66 and (status == "failed").any() and (status == "ok").any()
         assert "toy failure" in " ".join(ev["error"].values.astype(str))
@@ -433,7 +434,7 @@ def test_every_evaluation_is_exported_slice_by_slice_as_one_table(
         assert pq.ParquetFile(target).metadata.num_row_groups == 10
     else:
         table = pd.read_json(target, orient="table", precise_float=True)
-    with xr.open_dataset(finished_run / "evaluations.nc", engine="h5netcdf") as ds:
+    with open_results(finished_run).open_dataset(front=False) as ds:
         assert len(table) == ds.sizes["candidate"] == 66
         for name in ("f1", "f2", "x", "key"):
             np.testing.assert_array_equal(table[name].to_numpy(), ds[name].values, err_msg=name)
@@ -592,7 +593,7 @@ def test_a_run_where_every_evaluation_fails_says_why_and_keeps_the_datasets(tmp_
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "no feasible candidate among 66 evaluations" in proc.stderr
     assert "evaluation failed: RuntimeError: toy failure" in proc.stderr
-    with xr.open_dataset(out / "evaluations.nc", engine="h5netcdf") as ev:
+    with open_results(out).open_dataset(front=False) as ev:
         assert ev.sizes["candidate"] == 66 and np.isnan(ev["f1"].values).all()
 
 
@@ -803,7 +804,7 @@ def test_the_run_ends_saying_how_good_its_front_is(tmp_path):
     proc = run_cli("run", str(write_study(tmp_path, toy_study(output=str(tmp_path / "out")))))
     assert proc.returncode == 0, proc.stderr
     said = " ".join(proc.stdout.split())
-    with xr.open_dataset(tmp_path / "out" / "evaluations.nc") as ev:
+    with open_results(tmp_path / "out").open_dataset(front=False) as ev:
         feasible = int(ev["meets_constraints"].sum())
     assert f"66 evaluations ({feasible} feasible and within the constraints, 0 failed)" in said, (
         said

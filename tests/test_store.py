@@ -18,6 +18,7 @@ from dse import datasets
 from dse.errors import StoreError
 from dse.execution.base import ChunkSizer
 from dse.keyindex import KeyIndex
+from dse.results import open_results
 from dse.space import Parameter, Space, expand
 
 
@@ -122,8 +123,8 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     ):
         assert sorted(full["key"].values) == sorted(kept["key"].values)
     with (
-        xr.open_dataset(out / "evaluations.nc") as ev,
-        xr.open_dataset(finished / "evaluations.nc") as full,
+        open_results(out).open_dataset(front=False) as ev,
+        open_results(finished).open_dataset(front=False) as full,
     ):
         assert ev.attrs["log_keeps"] == keep
         assert ev["y"].dtype == full["y"].dtype == np.int64  # not float: the cleared cells are gone
@@ -146,7 +147,7 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     assert {"feasible": "the feasible evaluations", "front": "on the front"}[keep] in proc.stdout
     # the report counts every evaluation and what ruled candidates out, not the kept rows
     assert run_cli("report", str(out), "-o", str(tmp_path / "r.html")).returncode == 0
-    with xr.open_dataset(finished / "evaluations.nc") as full:
+    with open_results(finished).open_dataset(front=False) as full:
         feasible = int(full["meets_constraints"].values.astype(bool).sum())
     page = re.sub(r"<[^>]+>", " ", (tmp_path / "r.html").read_text())
     assert re.search(r"evaluations\s+66\s", page) and re.search(
@@ -445,3 +446,34 @@ def test_ctrl_c_while_a_dataset_is_written_stops_at_once_and_the_next_write_work
         "writer apart",
     ], proc.stdout
     assert xr.open_dataset(tmp_path / "after.nc", engine="h5netcdf")["v0"].size == 10
+
+
+def test_every_evaluation_is_read_from_the_log_as_the_dataset_written_from_it(finished, tmp_path):
+    """No second copy at rest (issue 37): the run leaves no evaluations.nc, and the lazily
+    read log (strings, attributes from pareto.nc) equals the netCDF written from it."""
+    assert not (finished / "evaluations.nc").exists()
+    results = dse.open_results(finished)
+    plan = dse.api.plan(results.store.study_file)
+    whole = tmp_path / "whole.nc"
+    datasets.write_log_dataset(results.store, plan.study, plan.evaluator, plan.space, whole)
+    with xr.open_dataset(whole) as a, results.open_dataset(front=False) as lazy:
+        assert not lazy["f1"].variable._in_memory  # nothing read yet
+        ev = lazy.load()
+        xr.testing.assert_equal(a.load(), ev)
+        for name in a.variables:
+            assert str(a[name].attrs) == str(ev[name].attrs), name
+        assert ev.attrs["kind"] == "evaluations" and ev.attrs["log_rows"] == results.log_rows
+    with results.open_dataset(front=False, keep=["f1"]) as only:
+        assert list(only.data_vars) == ["f1"]
+
+
+def test_an_evaluations_nc_an_earlier_dse_wrote_is_removed_by_the_next_run(finished, tmp_path):
+    """A folder of a dse before issue 37 holds a second copy, evaluations.nc: resume (which
+    writes pareto.nc again) removes it, so no stale copy stays beside the log."""
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    (out / "evaluations.nc").write_bytes(b"an old copy")
+    again = dse.resume(out)
+    assert again.counts["evaluations"] == 66 and not (out / "evaluations.nc").exists()
+    with dse.open_results(out).open_dataset(front=False, keep=["f1"]) as ev:
+        assert ev.sizes["candidate"] == 66 and list(ev.data_vars) == ["f1"]

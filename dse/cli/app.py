@@ -501,7 +501,7 @@ def _finish(result, plan) -> None:
     if result.interrupted:
         what, code = _stopped_by(result.signum if result.terminated else None)
         if not result.datasets_written:
-            what += " while pareto.nc and evaluations.nc were written (resume writes them)"
+            what += " while pareto.nc was written (resume writes it)"
         err.print(
             f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
             f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]"
@@ -538,7 +538,8 @@ def _finish(result, plan) -> None:
     )
     out.print(
         f"Pareto set: {result.output_dir / 'pareto.nc'}   all evaluations: "
-        f"{result.output_dir / 'evaluations.nc'}   plot: {result.output_dir / 'pareto.png'}"
+        f"{result.output_dir / 'evaluations'} (`dse export --all`)   plot: "
+        f"{result.output_dir / 'pareto.png'}"
     )
     _call().ended = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
 
@@ -718,7 +719,7 @@ def export(
         results, fmt.value if fmt else None, front=front, output=output, units_row=units_row
     )
     if (
-        path.resolve() == (results / DATASETS[front]).resolve()
+        front and path.resolve() == (results / DATASETS[front]).resolve()
     ):  # netCDF: the run's own file, not written again
         out.print(
             f"{path} already holds {'the Pareto set' if front else 'every evaluation'} in netCDF, as the run "

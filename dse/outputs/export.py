@@ -71,8 +71,9 @@ def export_results(
     units_row: bool = False,
 ) -> Path:
     """Write the dataset in ``fmt`` (None: from ``output``'s suffix, else CSV); returns the
-    path written, or (netCDF onto the run's own ``pareto.nc`` or ``evaluations.nc``, the
-    default) that file, checked and left as the run wrote it."""
+    path written, or (netCDF onto the run's own ``pareto.nc``, the default) that file,
+    checked and left as the run wrote it. Every evaluation is read from the log (the only
+    copy at rest) and written block by block."""
     fmt = export_format(fmt, output)
     if fmt not in SUFFIX:
         raise DseError(f"unknown export format '{fmt}'", allowed=", ".join(SUFFIX))
@@ -83,12 +84,14 @@ def export_results(
     default = Path(results) / f"{stem}{SUFFIX[fmt]}"
 
     def source():  # every evaluation is read slice by slice (a run may not fit in memory), the front whole
-        return (
-            contextlib.nullcontext(run.feasible_front()) if front else run.open_dataset(front=False)
-        )
+        if front:
+            return contextlib.nullcontext(run.feasible_front())
+        # netCDF takes text best as fixed-width UTF-8 (written block by block)
+        return run.open_dataset(front=False, text="bytes" if fmt == "netcdf" else "str")
 
     if (
         fmt == "netcdf"
+        and front
         and Path(output or default).resolve() == (Path(results) / DATASETS[front]).resolve()
     ):
         with source():  # the run's own dataset is the export: checked as every export's source is, not rewritten

@@ -299,7 +299,7 @@ def _style_axes(
 
 
 def plot_results(results: Path, output: Path | None = None) -> Path:
-    """Plot a results folder's front (reads ``pareto.nc`` and ``evaluations.nc``)."""
+    """Plot a results folder's front (reads ``pareto.nc`` and every evaluation from the log)."""
     from dse.results import open_results
 
     run = open_results(results)

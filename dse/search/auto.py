@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
@@ -103,6 +104,13 @@ class AutoDriver(SearchDriver):
     @property
     def enumerates(self) -> bool:  # type: ignore[override]
         return self.inner.enumerates
+
+    @property
+    def tells_values(self) -> bool:  # type: ignore[override]
+        return self.inner.tells_values
+
+    def asked_keys(self) -> np.ndarray | None:
+        return self.inner.asked_keys()
 
     def ask(self) -> pd.DataFrame:
         batch = self.inner.ask()

@@ -109,6 +109,9 @@ class SearchDriver(ABC):
     enumerates: ClassVar[bool] = False
     #: whether the front polish follows this driver's search unless the study says otherwise
     polish_default: ClassVar[bool] = False
+    #: whether :meth:`tell` reads the objectives and violations; a driver that does not (an
+    #: enumeration) is told NaN arrays of their shape, and the runner gathers no values
+    tells_values: ClassVar[bool] = True
 
     def __init__(self, problem: Problem, options: BaseModel) -> None:
         """Set up; write nothing yet (the results folder may still be cleared after this)."""
@@ -171,6 +174,13 @@ class SearchDriver(ABC):
         failed or are infeasible may hold NaN. ``violations`` is ``(n, problem.n_constraints)``
         with the G <= 0 convention: a row is feasible when all are <= 0.
         """
+
+    def asked_keys(self) -> np.ndarray | None:
+        """The grid positions (:meth:`dse.space.Space.keys`) of the batch just asked, when the
+        driver made the batch from them: the runner then computes no keys. Default None.
+        Taken from dse's own drivers only (a wrong key files results under another
+        candidate)."""
+        return None
 
     def observe_cost(self, seconds: float, evaluated: int) -> None:
         """The wall time of the batch just told (asking, looking up, evaluating, storing) and

@@ -33,6 +33,7 @@ class ExhaustiveDriver(SearchDriver):
     name = "exhaustive"
     Options = ExhaustiveOptions
     enumerates = True
+    tells_values = False  # every candidate is asked whatever the results
 
     @classmethod
     def check(cls, problem: Problem, options: ExhaustiveOptions) -> None:
@@ -52,13 +53,18 @@ class ExhaustiveDriver(SearchDriver):
         super().__init__(problem, options)
         self.chunk = options.chunk or default_chunk(problem)
         self.size = int(problem.space.size)
+        self._keys: np.ndarray | None = None  # the grid positions of the batch just asked
 
     def ask(self) -> pd.DataFrame:
         space = self.problem.space
         hi = min(self.asked + self.chunk, self.size)
-        batch = space.from_indices(space.indices_of(np.arange(self.asked, hi)))
+        self._keys = np.arange(self.asked, hi, dtype=np.int64)
+        batch = space.from_indices(space.indices_of(self._keys))
         self.asked = hi
         return batch
+
+    def asked_keys(self) -> np.ndarray | None:
+        return self._keys
 
     def tell(self, candidates, objectives, violations) -> None:
         self.told += len(candidates)

@@ -95,6 +95,7 @@ class PhasedSearch(SearchDriver):
         self.polish_asked = 0
         self.converged = False  # the polish ran out of neighbours: a local optimum
         self._source: str | None = None  # the phase that asked the batch in flight
+        self._polish_keys: np.ndarray | None = None  # the grid positions the polish asked
         self._proposal: np.ndarray | None = None  # the polish's next batch (derived, not state)
 
     # -- budget and phases -------------------------------------------------------------
@@ -177,10 +178,23 @@ class PhasedSearch(SearchDriver):
         if self.phase == POLISH:
             keys = self._next_polish()
             self._source = POLISH
+            self._polish_keys = keys
             self.polish_asked += len(keys)
             self.asked += len(keys)
             return self.space.from_indices(self.space.indices_of(keys))
         return pd.DataFrame(columns=self.space.names)
+
+    @property
+    def tells_values(self) -> bool:  # type: ignore[override]
+        """The study's driver reads them, or the polish follows its search (it keeps a front)."""
+        return self.inner.tells_values or (self.front is not None and not self.inner.enumerates)
+
+    def asked_keys(self) -> np.ndarray | None:
+        if self._source == POLISH:
+            return self._polish_keys
+        if self._source == SEARCH and type(self.inner).__module__.startswith("dse."):
+            return self.inner.asked_keys()
+        return None
 
     def tell(
         self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray
