@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dse.pareto import summarize
 from dse.store import LogChunk, encode
@@ -55,7 +56,49 @@ class LogRows:
         # the columns sent back, copied (take): the table shares the evaluator's arrays, which
         # an evaluator may reuse for its next call while this chunk waits to be told
         sent = (narrow if self.told else narrow.select(["key"])).take(pa.array(np.arange(n)))
-        return LogChunk(encode(table), sent, table.take(pa.array(summary.contenders)), summary)
+        contender_rows = table.take(pa.array(summary.contenders))
+        return LogChunk(encode(self._kept(table, summary)), sent, contender_rows, summary)
+
+    def _kept(self, table: pa.Table, summary) -> pa.Table:
+        """The rows as the study's ``output.keep`` stores them: every row's key, batch, verdict
+        and told metrics; the other cells only of the feasible rows (``feasible``) or of the
+        chunk's own non-dominated feasible rows (``front``: only those can be on the front;
+        the front's rows, the run's own, are among them). Done here, on the worker: the main
+        process appends the bytes as they came."""
+        keep = self.study.output.keep
+        if keep == "all":
+            return table
+        kept = summary.ok.copy() if keep == "feasible" else np.zeros(table.num_rows, bool)
+        if keep == "front":
+            kept[summary.contenders] = True
+        stays = {"key", "batch", *self.narrow}
+        columns = []
+        for name in table.column_names:
+            col = table.column(name)
+            if name == "kept":
+                col = pa.array(kept)
+            elif name not in stays:
+                col = blank(col, kept)
+            columns.append(col)
+        return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def blank(col: pa.ChunkedArray | pa.Array, kept: np.ndarray) -> pa.Array:
+    """``col`` with the cells of rows not ``kept`` null (the column keeps its type). A numeric
+    column's dropped values are also zeroed: a null only masks its slot, and the value left
+    under the mask would be stored and compressed as before (the log would not shrink)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if (
+        pa.types.is_floating(col.type)
+        or pa.types.is_integer(col.type)
+        or pa.types.is_boolean(col.type)
+    ):
+        null = ~kept | col.is_null().to_numpy(zero_copy_only=False)
+        values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(
+            zero_copy_only=False
+        )
+        return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
+    return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))
 
 
 def arrow_column(column: pd.Series) -> pa.Array:

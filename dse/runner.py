@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dse import signals
 from dse.checks import RunPlan
@@ -45,7 +44,7 @@ from dse.progress import ProgressReporter, ProgressSink
 from dse.records import BatchRecord, HypervolumeFrame, RunState
 from dse.search import SearchDriver
 from dse.search.phases import AskedTooMany
-from dse.store import LogChunk, ResultStore, location
+from dse.store import ResultStore, location
 from dse.study import Study
 
 
@@ -480,10 +479,8 @@ class Runner:
                 told=told,
             )
             for _, chunk in executor.results(inputs, finish=finish):
-                joined = run.front.fold(chunk.summary, chunk.contender_rows)
-                on_front = np.zeros(len(chunk), bool)
-                on_front[chunk.summary.contenders[joined]] = True
-                writer.add(self._keep(chunk, on_front))
+                run.front.fold(chunk.summary, chunk.contender_rows)
+                writer.add(chunk)  # as the study keeps them: the worker blanked what it drops
                 if told:
                     told_columns.append(chunk.narrow.select(["key", *self._fg_columns]))
                 self._report.advance(len(chunk), self._live(run), evaluated=len(chunk))
@@ -500,24 +497,6 @@ class Runner:
     def _narrow_columns(self) -> list[str]:
         """The columns the front, the tallies and the driver need."""
         return ["key", *self._fg_columns, "reason", "error"]
-
-    def _keep(self, chunk: LogChunk, on_front: np.ndarray) -> LogChunk | pa.Table:
-        """Log rows as the study's ``keep`` policy stores them: every row's key, verdict and
-        told metrics; the other cells only of the rows it keeps."""
-        keep = self.study.output.keep
-        if keep == "all":
-            return chunk
-        table = chunk.table()
-        kept = chunk.summary.ok if keep == "feasible" else on_front
-        mask = pa.array(kept)
-        for name in table.column_names:
-            col = table.column(name)
-            if name == "kept":
-                col = mask
-            elif name not in self._narrow_columns and name != "batch":
-                col = _blank(col, kept)
-            table = table.set_column(table.schema.get_field_index(name), name, col)
-        return table
 
     def _live(self, run: _LoopState) -> dict:
         """The counts and the best value of each objective so far (the front's extremes)."""
@@ -580,24 +559,6 @@ def resume_command(path, execution) -> str:
     return f"dse resume {path}" + (
         f" --scheduler {execution.scheduler}" if execution.scheduler else ""
     )
-
-
-def _blank(col: pa.ChunkedArray, kept: np.ndarray) -> pa.Array:
-    """``col`` with the cells of rows not ``kept`` null (the column keeps its type). A numeric
-    column's dropped values are also zeroed: a null only masks its slot, and the value left
-    under the mask would be stored and compressed as before (the log would not shrink)."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if (
-        pa.types.is_floating(col.type)
-        or pa.types.is_integer(col.type)
-        or pa.types.is_boolean(col.type)
-    ):
-        null = ~kept | col.is_null().to_numpy(zero_copy_only=False)
-        values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(
-            zero_copy_only=False
-        )
-        return pa.array(np.where(null, np.zeros(1, values.dtype), values), type=col.type, mask=null)
-    return pc.if_else(pa.array(kept), col, pa.scalar(None, col.type))
 
 
 #: reasons for ruling candidates out that state.json keeps (the most frequent)

@@ -388,7 +388,8 @@ class OutputSpec(_Strict):
     keep: Literal["all", "feasible", "front"] = Field(
         default="all",
         description="rows the log keeps in full: every evaluation, the feasible "
-        "ones, or those on the front when evaluated",
+        "ones, or those non-dominated within the chunk they were evaluated in (the only "
+        "rows that can be on the front)",
     )
 
 
