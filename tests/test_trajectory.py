@@ -134,7 +134,7 @@ def test_dse_evaluate_writes_the_trajectories(tmp_path):
         "--points", "7",
     )  # fmt: skip
     assert said.returncode == 0, said.stderr
-    assert f"trajectories (7 points each) → {traj}" in said.stdout
+    assert f"trajectories (7 points each) → {traj}" in " ".join(said.stdout.split())
     table, evaluated = pd.read_csv(traj), pd.read_csv(out)
     assert list(table.columns[:2]) == ["candidate", "id"]
     assert {"tokens", "loss_nats", "batch_sequences", "time_s", "energy_j"} <= set(table.columns)
