@@ -126,16 +126,28 @@ def evaluate(cfg, run: Callable[[dict], dict]) -> dict[str, np.ndarray]:
 
 def _evaluate(cfg, run):
     ph = run_phases(cfg, run)
-    return _combine(ph.results, ph.progress.e_min)
+    out = _combine(ph.results, ph.progress.e_min)
+    # the target's own reason (a loss unreachable at this size, as the run at the final batch
+    # says), which the phases, each given its tokens, do not see: no run, no totals
+    unreachable = ~np.isfinite(ph.progress.e_min)
+    if unreachable.any():
+        out["feasible"] = out["feasible"] & ~unreachable
+        fill = unreachable & (out["reason"] == "")
+        out["reason"][fill] = np.asarray(ph.final["reason"], dtype=object)[fill]
+        for name in (*ADDED, "tokens_per_j", "energy_time_product_js", "facility_avg_power_w"):
+            out[name] = np.where(unreachable, np.nan, out[name])
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class Phases:
-    """A schedule's phases: each one's metrics (``results``, K+1 tables), its batch
+    """A schedule's phases: each one's metrics (``results``, K+1 tables), the run at the
+    final batch to the target (``final``, section 8's closed form), each phase's batch
     (``batches``, sequences, (R, K+1)), the target's :class:`~.time.training.Progress` and
     the integration's :class:`~.time.training.ProgressPath`."""
 
     results: list[dict]
+    final: dict
     batches: np.ndarray
     progress: training.Progress
     path: training.ProgressPath
@@ -167,7 +179,7 @@ def run_phases(cfg, run: Callable[[dict], dict]) -> Phases:
             "target_loss": nan,
         }
         phases.append(run(phase))
-    return Phases(phases, batches, progress, path)
+    return Phases(phases, final, batches, progress, path)
 
 
 def _combine(phases: list[dict], e_min: np.ndarray) -> dict[str, np.ndarray]:
