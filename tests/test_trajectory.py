@@ -112,6 +112,16 @@ def test_a_ramp_starts_at_a_small_batch_and_gains_loss_early(evaluated):
     )
 
 
+def test_a_clock_plan_keeps_the_loss_per_token_and_saves_energy_all_along():
+    rows = [{**GPT3, **TOKENS, "clock_plan": plan} for plan in ("one", "per_stage")]
+    traj = AnalyticEvaluator().trajectory(pd.DataFrame(rows), 21)
+    one, planned = (traj[traj["candidate"] == i].reset_index(drop=True) for i in (0, 1))
+    for col in ("tokens", "loss_nats", "batch_sequences"):
+        np.testing.assert_allclose(planned[col], one[col], rtol=1e-12)
+    np.testing.assert_allclose(planned["time_s"], one["time_s"], rtol=1e-9)
+    assert (planned["energy_j"][1:] < one["energy_j"][1:]).all()
+
+
 def test_only_evaluators_with_the_hook_give_a_trajectory():
     toy = load_evaluator(EvaluatorSpec(name=TOY))
     assert not has_trajectory(toy) and has_trajectory(AnalyticEvaluator())
