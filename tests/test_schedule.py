@@ -97,3 +97,18 @@ def test_ramp_rows_mixed_with_constant_rows_evaluate_as_alone():
         alone = _evaluate([row])
         for name in ("tokens_to_train", "time_to_train_s", "energy_to_train_j", "reason"):
             assert together[name][i] == alone[name][0]
+
+
+def test_a_ramp_to_an_unreachable_loss_is_infeasible_as_a_constant_batch_is():
+    rows = [
+        {"target_loss": 1.7, "batch_schedule": s, "batch_ramp_tokens": 4e9}
+        for s in ("constant", "linear")
+    ]
+    result = AnalyticEvaluator().evaluate(
+        pd.DataFrame(
+            [{**{k: v for k, v in GPT3.items() if k != "target_tokens"}, **r} for r in rows]
+        )
+    )
+    assert not result["feasible"].any()
+    assert (result["reason"] == "target loss unreachable at this model size (Chinchilla fit)").all()
+    assert result["tokens_to_train"].isna().all() and result["energy_to_train_j"].isna().all()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from dse.analytic import declarations, model, profiles
+from dse.analytic import declarations, model, profiles, trajectory
 from dse.analytic.columns import Factorised
 from dse.analytic.time import frameworks, hardware
 from dse.evaluators.base import Evaluator, Input, Metric
@@ -42,7 +42,7 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.15.0"
+    version = "0.15.1"
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
     preview_size = 4096  # ~20 ms: dse validate warns when no sampled candidate is feasible
@@ -131,6 +131,14 @@ class AnalyticEvaluator(Evaluator):
         # copy=False: the columns stay separate arrays (consolidating ~60 float columns into
         # one 2-D block would copy them all, ~1 s per million candidates)
         return pd.DataFrame(out, copy=False)
+
+    def trajectory(self, candidates: pd.DataFrame, points: int) -> pd.DataFrame:
+        """Each candidate's run at ``points`` token counts from 0 to its ``tokens_to_train``:
+        the loss reached, the batch, and the time and energy spent so far (columns and units:
+        :data:`dse.analytic.trajectory.COLUMNS`; docs/model.md, section 8b)."""
+        if isinstance(points, bool) or not isinstance(points, int | np.integer) or points < 2:
+            raise ValueError(f"points is a whole number of at least 2, got {points!r}")
+        return pd.DataFrame(trajectory.trajectory(self.to_arrays(candidates), int(points)))
 
     def to_arrays(self, candidates: pd.DataFrame) -> dict[str, np.ndarray | Factorised]:
         """Input name -> numpy array; a text column becomes a :class:`Factorised` column

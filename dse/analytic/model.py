@@ -44,6 +44,12 @@ def evaluate(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return _merge(parts, len(mixed))
 
 
+def ramp_phases(cfg: dict[str, np.ndarray]) -> schedule.Phases:
+    """The phases of candidates whose batch ramps (on one accelerator type), each evaluated
+    as :func:`evaluate` evaluates them (:func:`.schedule.run_phases`)."""
+    return schedule.run_phases(cfg, _evaluate_one_type)
+
+
 def _merge(parts: list[tuple[np.ndarray, dict]], n: int) -> dict:
     """One output table from the groups' tables (each for the rows of its mask)."""
     out = {}

@@ -20,6 +20,7 @@ time, power, checkpoints, interruptions), and the phases are added up.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -124,6 +125,36 @@ def evaluate(cfg, run: Callable[[dict], dict]) -> dict[str, np.ndarray]:
 
 
 def _evaluate(cfg, run):
+    ph = run_phases(cfg, run)
+    out = _combine(ph.results, ph.progress.e_min)
+    # the target's own reason (a loss unreachable at this size, as the run at the final batch
+    # says), which the phases, each given its tokens, do not see: no run, no totals
+    unreachable = ~np.isfinite(ph.progress.e_min)
+    if unreachable.any():
+        out["feasible"] = out["feasible"] & ~unreachable
+        fill = unreachable & (out["reason"] == "")
+        out["reason"][fill] = np.asarray(ph.final["reason"], dtype=object)[fill]
+        for name in (*ADDED, "tokens_per_j", "energy_time_product_js", "facility_avg_power_w"):
+            out[name] = np.where(unreachable, np.nan, out[name])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Phases:
+    """A schedule's phases: each one's metrics (``results``, K+1 tables), the run at the
+    final batch to the target (``final``, section 8's closed form), each phase's batch
+    (``batches``, sequences, (R, K+1)), the target's :class:`~.time.training.Progress` and
+    the integration's :class:`~.time.training.ProgressPath`."""
+
+    results: list[dict]
+    final: dict
+    batches: np.ndarray
+    progress: training.Progress
+    path: training.ProgressPath
+
+
+def run_phases(cfg, run: Callable[[dict], dict]) -> Phases:
+    """The phases of candidates that ramp their batch, each evaluated by ``run``."""
     final = run(cfg)
     seq = final["tokens_to_train"] / (final["steps_to_train"] * _f(cfg, "global_batch_size"))
     ref = np.nan_to_num(_f(cfg, "target_batch_size") * seq, nan=0.0)
@@ -135,7 +166,8 @@ def _evaluate(cfg, run):
         ref,
     )
     batches, ramp_tokens = phase_batches(cfg, np.asarray(final["data_parallel"], dtype=float))
-    tokens = training.phase_tokens(progress, batches * seq[:, None], ramp_tokens)
+    path = training.progress_path(progress, batches * seq[:, None], ramp_tokens)
+    tokens = path.tokens
     phases = []
     nan = np.full(len(seq), np.nan)
     for k in range(batches.shape[1]):
@@ -147,7 +179,7 @@ def _evaluate(cfg, run):
             "target_loss": nan,
         }
         phases.append(run(phase))
-    return _combine(phases, progress.e_min)
+    return Phases(phases, final, batches, progress, path)
 
 
 def _combine(phases: list[dict], e_min: np.ndarray) -> dict[str, np.ndarray]:

@@ -581,11 +581,32 @@ def evaluate(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="CSV to write: the candidates with every metric")
     ],
+    trajectory: Annotated[
+        Path | None,
+        typer.Option(
+            "--trajectory",
+            help="CSV to write as well: each candidate's run from its start to its end, at "
+            "--points moments: tokens consumed, the loss reached (nats per token), the batch, "
+            "time (s) and energy (J) so far (the units end each column's name; docs/model.md, "
+            "section 8b). Evaluators that give trajectories only (analytic)",
+        ),
+    ] = None,
+    points: Annotated[
+        int,
+        typer.Option(
+            "--points",
+            min=2,
+            max=100_000,
+            help="moments per candidate in --trajectory, evenly spaced in tokens from 0 to "
+            "the run's end (2 to 100,000)",
+        ),
+    ] = 50,
 ) -> None:
     """Evaluate given candidates (CSV) and write every metric (CSV), without searching."""
     from dse.api import plan
-    from dse.cli.evaluate import evaluate_csv, write_evaluated
-    from dse.outputs.export import SUFFIX, sidecar_of
+    from dse.cli.evaluate import evaluate_csv, write_evaluated, write_trajectory
+    from dse.evaluators import has_trajectory
+    from dse.outputs.export import sidecar_of
 
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
@@ -593,6 +614,23 @@ def evaluate(
         output, [candidates, study], "the candidates or the study", folder_exists=True
     )
     sidecar = sidecar_of(output)  # written beside the CSV
+    if trajectory is not None:
+        if not has_trajectory(p.evaluator):
+            raise DseError(
+                f"evaluator '{p.evaluator.name}' gives no trajectory (its class has no "
+                "trajectory() method, docs/evaluators.md)",
+                field="--trajectory",
+                value=str(trajectory),
+                allowed="an evaluator that gives one (analytic), or no --trajectory",
+            )
+        _check_output_file(
+            trajectory,
+            [candidates, study, output, sidecar],
+            "the candidates, the study or --output's files",
+            folder_exists=True,
+            field="--trajectory",
+        )
+        _check_csv_suffix(trajectory, "--trajectory")
     if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
         raise DseError(
             f"its description file {sidecar.name} would overwrite the candidates or the study",
@@ -600,18 +638,11 @@ def evaluate(
             value=str(output),
             allowed="another file name",
         )
-    # any file type but CSV (.parquet, .xlsx) is refused, as export refuses one it does not write;
-    # no suffix, or a dot inside the name (gpt-1.3b), is CSV under that name
-    suffix = output.suffix.lower()
-    if suffix != ".csv" and (suffix in SUFFIX.values() or names_a_file_type(suffix)):
-        raise DseError(
-            f"dse evaluate writes CSV, not {output.suffix}",
-            field="--output",
-            value=str(output),
-            allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)",
-        )
+    _check_csv_suffix(output, "--output")
     table, defaulted, blanks = evaluate_csv(p, candidates)
     sidecar = write_evaluated(table, p.evaluator, output, s)
+    if trajectory is not None:
+        write_trajectory(table, p.evaluator, trajectory, points)
     n_ok = int(table["meets_constraints"].sum())
     n_failed = int((table["status"] != "ok").sum())
     if defaulted:  # documented, but worth a word: a searched parameter took the evaluator's default
@@ -640,11 +671,32 @@ def evaluate(
         + (f", {n_failed:,} failed: see the error column" if n_failed else "")
         + f") → {output} "
         f"(units and descriptions in {sidecar.name})"
+        + (f"; trajectories ({points:,} points each) → {trajectory}" if trajectory else "")
     )
 
 
+def _check_csv_suffix(output: Path, field: str) -> None:
+    """Any file type but CSV (.parquet, .xlsx) is refused, as export refuses one it does not
+    write; no suffix, or a dot inside the name (gpt-1.3b), is CSV under that name."""
+    from dse.outputs.export import SUFFIX
+
+    suffix = output.suffix.lower()
+    if suffix != ".csv" and (suffix in SUFFIX.values() or names_a_file_type(suffix)):
+        raise DseError(
+            f"dse evaluate writes CSV, not {output.suffix}",
+            field=field,
+            value=str(output),
+            allowed="a .csv file (dse export writes Parquet, netCDF, zarr or JSON from a run)",
+        )
+
+
 def _check_output_file(
-    output: Path, inputs: list[Path], what: str, *, folder_exists: bool = False
+    output: Path,
+    inputs: list[Path],
+    what: str,
+    *,
+    folder_exists: bool = False,
+    field: str = "--output",
 ) -> None:
     """Refuse, before any work, an output file that would replace an input or is a folder
     (``folder_exists``: or whose folder is missing), or a device, pipe or socket."""
@@ -653,20 +705,18 @@ def _check_output_file(
     refuse_standard_output(output)
     why = not_a_file(output)
     if why:
-        raise DseError(why, field="--output", value=str(output))
+        raise DseError(why, field=field, value=str(output))
     if output.is_dir():
-        raise DseError("is a folder; give a file name", field="--output", value=str(output))
+        raise DseError("is a folder; give a file name", field=field, value=str(output))
     if any(output.resolve() == Path(i).resolve() for i in inputs):
         raise DseError(
             f"would overwrite {what}",
-            field="--output",
+            field=field,
             value=str(output),
             allowed="another file name",
         )
     if folder_exists and not output.parent.is_dir():
-        raise DseError(
-            f"the folder {output.parent} does not exist", field="--output", value=str(output)
-        )
+        raise DseError(f"the folder {output.parent} does not exist", field=field, value=str(output))
 
 
 class ExportFormat(StrEnum):

@@ -325,3 +325,26 @@ def write_evaluated(table: pd.DataFrame, ev, output: Path, study: Study) -> Path
     )
     with ended_cleanly_by_signals():
         return write_csv(ds, [table], output, units_row=False)
+
+
+def write_trajectory(table: pd.DataFrame, ev: Evaluator, output: Path, points: int) -> None:
+    """``output``: the evaluator's trajectory (:meth:`~dse.evaluators.Evaluator.trajectory`)
+    of every candidate of ``table`` (:func:`evaluate_csv`'s), ``points`` rows each, with the
+    rows' :data:`LABEL` beside ``candidate`` where the candidates file names them."""
+    from dse.files import atomic_path
+
+    inputs = table[[c for c in table.columns if c in ev.inputs]]
+    with ended_cleanly_by_signals():
+        try:
+            out = ev.trajectory(inputs, points)
+        except (ValueError, ArithmeticError, TypeError, KeyError) as exc:
+            raise DseError(
+                f"evaluator '{ev.name}' could not give the trajectory: {exc}",
+                field="--trajectory",
+                value=str(output),
+            ) from None
+        if LABEL in table.columns and "candidate" in out.columns:
+            labels = table[LABEL].to_numpy()[out["candidate"].to_numpy(dtype=int)]
+            out.insert(int(out.columns.get_loc("candidate")) + 1, LABEL, labels)
+        with atomic_path(output) as tmp, open(tmp, "w", newline="") as f:
+            out.to_csv(f, index=False)

@@ -13,6 +13,7 @@ from dse.evaluators.base import (
     Metric,
     check_declarations,
     check_result,
+    has_trajectory,
 )
 from dse.plugins import load_class, registered
 
@@ -25,6 +26,7 @@ __all__ = [
     "available_evaluators",
     "check_result",
     "evaluator_class",
+    "has_trajectory",
     "load_evaluator",
 ]
 

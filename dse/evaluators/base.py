@@ -228,6 +228,17 @@ class Evaluator(ABC):
         del values
         return {}
 
+    def trajectory(self, candidates: pd.DataFrame, points: int) -> pd.DataFrame:
+        """Optional: how each candidate's run gets to its result, at ``points`` (at least 2)
+        moments from its start to its end (``dse evaluate --trajectory``): a table of
+        ``points`` rows per candidate, in the candidates' order, with a ``candidate`` column
+        (the row's position in ``candidates``, from 0) and numeric columns whose names carry
+        their units (``tokens``, ``loss_nats``, ``time_s``, ``energy_j``). Default: the
+        evaluator gives none (:func:`has_trajectory` is false) and this raises
+        ``NotImplementedError``."""
+        del candidates, points
+        raise NotImplementedError(f"evaluator '{self.name}' gives no trajectory")
+
     def with_defaults(self, candidates: pd.DataFrame) -> pd.DataFrame:
         """``candidates`` with every missing input column filled by its default."""
         out = candidates.reset_index(drop=True).copy()
@@ -235,6 +246,11 @@ class Evaluator(ABC):
             if name not in out.columns:
                 out[name] = np.nan if inp.default is None else inp.default
         return out
+
+
+def has_trajectory(evaluator: Evaluator) -> bool:
+    """Whether ``evaluator``'s class implements the optional :meth:`Evaluator.trajectory`."""
+    return type(evaluator).trajectory is not Evaluator.trajectory
 
 
 #: column names dse itself writes beside an evaluator's (the results' bookkeeping, the

@@ -147,33 +147,63 @@ PHASE_SUBSTEPS = 16
 FINAL_SUBSTEPS = 64
 
 
+@dataclass(frozen=True, slots=True)
+class ProgressPath:
+    """A schedule's integration (:func:`progress_path`): the tokens each phase consumes,
+    ``tokens`` (R, K+1), and the points the integration passed through, for reading the
+    progress at any consumed token: through each ramp phase, its consumed tokens and the
+    progress reached, ``ramp_d`` and ``ramp_u`` (R, K, PHASE_SUBSTEPS + 1; the phase's own
+    tokens from 0); through the last phase, ``final_d`` and ``final_u`` (R,
+    FINAL_SUBSTEPS + 1)."""
+
+    tokens: np.ndarray
+    ramp_d: np.ndarray
+    ramp_u: np.ndarray
+    final_d: np.ndarray
+    final_u: np.ndarray
+
+
 def phase_tokens(p: Progress, batch_tokens: np.ndarray, phase_tokens_: np.ndarray) -> np.ndarray:
     """Tokens each phase of a schedule consumes (shape (R, K+1)): phases ``k < K`` of
     ``phase_tokens_[:, k]`` tokens at ``batch_tokens[:, k]`` (the ramp), cut where the
     target is reached, then the last phase at ``batch_tokens[:, K]`` until it is. Progress
     ``du = dD / (1 + B / B_noise(u))`` (McCandlish et al. 2018: ``E = E_min (1 + B/B_noise)``
     per unit of progress), with the noise scale growing as the loss falls."""
+    return progress_path(p, batch_tokens, phase_tokens_).tokens
+
+
+def progress_path(p: Progress, batch_tokens: np.ndarray, phase_tokens_: np.ndarray) -> ProgressPath:
+    """:func:`phase_tokens`, with the points its integration passed through."""
     r_rows, k_ramp = phase_tokens_.shape
     u = np.zeros(r_rows)
     out = np.zeros((r_rows, k_ramp + 1))
+    ramp_d = np.zeros((r_rows, k_ramp, PHASE_SUBSTEPS + 1))
+    ramp_u = np.zeros((r_rows, k_ramp, PHASE_SUBSTEPS + 1))
     for k in range(k_ramp):
         d = phase_tokens_[:, k] / PHASE_SUBSTEPS
         used = np.zeros(r_rows)
-        for _ in range(PHASE_SUBSTEPS):
+        ramp_u[:, k, 0] = u
+        for i in range(PHASE_SUBSTEPS):
             left = np.maximum(p.e_min - u, 0.0)
             mid = u + 0.5 * d / (1.0 + batch_tokens[:, k] / p.noise_scale(u))
             du = d / (1.0 + batch_tokens[:, k] / p.noise_scale(mid))
             frac = np.where(du > left, left / np.where(du > 0, du, 1.0), 1.0)
             u = u + du * frac
             used = used + d * frac
+            ramp_d[:, k, i + 1] = used
+            ramp_u[:, k, i + 1] = u
         out[:, k] = used
     # the last phase: D = integral of (1 + B / B_noise(u)) du from u to e_min
+    rest_u = np.maximum(p.e_min - u, 0.0)
     grid = (
-        u[:, None]
-        + (np.maximum(p.e_min - u, 0.0))[:, None]
-        * ((np.arange(FINAL_SUBSTEPS) + 0.5) / FINAL_SUBSTEPS)[None, :]
+        u[:, None] + rest_u[:, None] * ((np.arange(FINAL_SUBSTEPS) + 0.5) / FINAL_SUBSTEPS)[None, :]
     )
-    rest = np.maximum(p.e_min - u, 0.0) / FINAL_SUBSTEPS
+    rest = rest_u / FINAL_SUBSTEPS
     b_last = batch_tokens[:, k_ramp][:, None]
+    cells = rest[:, None] * (1.0 + b_last / p.noise_scale(grid))
     out[:, k_ramp] = rest * (1.0 + b_last / p.noise_scale(grid)).sum(axis=1)
-    return out
+    final_d = np.column_stack([np.zeros(r_rows), np.cumsum(cells, axis=1)])
+    final_u = (
+        u[:, None] + rest_u[:, None] * (np.arange(FINAL_SUBSTEPS + 1) / FINAL_SUBSTEPS)[None, :]
+    )
+    return ProgressPath(out, ramp_d, ramp_u, final_d, final_u)
