@@ -394,3 +394,25 @@ def test_fsdp_with_a_pipeline_gathers_once_in_torchtitan():
     fsdp, tt = run(framework="fsdp", **kw), run(framework="torchtitan", **kw)
     assert tt.dp_comm_time_s[0] < fsdp.dp_comm_time_s[0] / 4
     assert tt.memory_per_accelerator_gb[0] > fsdp.memory_per_accelerator_gb[0]
+
+
+def test_maxtext_overlaps_its_tensor_parallel_collectives_as_sequence_parallel():
+    """MaxText splits every activation over the tensor axis (activations_tp_sharded): its
+    tensor-parallel collectives are all-gather / reduce-scatter pairs that XLA overlaps,
+    whether or not a table says sequence_parallel; a stack without that sharding needs it."""
+    kw = dict(
+        model="llama2-13b",
+        accelerator="TPU-v5p",
+        num_accelerators=64,
+        tensor_parallel=4,
+        global_batch_size=256,
+        micro_batch_size=4,
+        precision="bf16",
+        zero_stage=3,
+    )
+    plain = run(framework="maxtext", sequence_parallel=False, **kw)
+    sp = run(framework="maxtext", sequence_parallel=True, **kw)
+    assert plain.tp_comm_time_s[0] == pytest.approx(sp.tp_comm_time_s[0], rel=1e-12)
+    mc_plain = run(framework="megatron-core", **{**kw, "zero_stage": 1}, sequence_parallel=False)
+    mc_sp = run(framework="megatron-core", **{**kw, "zero_stage": 1}, sequence_parallel=True)
+    assert mc_plain.tp_comm_time_s[0] > mc_sp.tp_comm_time_s[0]

@@ -227,7 +227,11 @@ def _layer_comm(x: StepInputs, lt, act_bytes, T, n_tp, with_cp) -> tuple:
     context-parallel and expert parts of the layer's (None without context parallelism or
     experts)."""
     net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
-    b, tp, cp, sp = layout.micro_batch, layout.tp, layout.cp, layout.sequence_parallel
+    b, tp, cp = layout.micro_batch, layout.tp, layout.cp
+    # a stack that splits every activation over the tensor ranks (MaxText's logical axis
+    # rules, frameworks.yaml activations_tp_sharded) runs its tensor-parallel collectives as
+    # all-gather / reduce-scatter pairs, sequence parallelism in all but name: overlappable
+    sp = np.maximum(layout.sequence_parallel, stack.activations_tp_sharded * (tp > 1))
     tax = x.hw.overlap_tax
     layer_comm, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
