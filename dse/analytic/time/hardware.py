@@ -173,6 +173,7 @@ FIELDS = (
     "reserved_bytes",
     "precision_ok",
     "fp8",
+    "fa2_peak_fraction",
     *CALIBRATION_FIELDS,
 )
 
@@ -236,6 +237,8 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         hw["memory_reserved_gb"] * GIB,
         0.0 if peak is None else 1.0,
         1.0 if prec == "fp8" else 0.0,
+        # FlashAttention-2's ceiling on the part (share of the 16-bit peak; none: inf)
+        float(hw.get("fa2_peak_fraction") or np.inf),
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -260,7 +263,9 @@ class Hardware:
     default power limit, the TDP unless the catalog gives a lower one), ``idle_w``,
     ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
     :data:`SCALEUP_TOPOLOGIES`), ``scaleup_domain`` (accelerators per scale-up domain),
-    ``compute_units``, ``reserved_bytes``; from the
+    ``compute_units``, ``reserved_bytes``, ``fa2_peak_fraction`` (the share of the 16-bit
+    peak FlashAttention-2 reaches on the part, where it is published below what the fitted
+    attention efficiency gives; inf elsewhere); from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
     """
@@ -281,6 +286,7 @@ class Hardware:
     reserved_bytes: np.ndarray
     precision_ok: np.ndarray
     fp8: np.ndarray
+    fa2_peak_fraction: np.ndarray
     matmul_eff_max: np.ndarray
     fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray

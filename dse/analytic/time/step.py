@@ -133,7 +133,9 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager))
+    # FlashAttention-2 (the stack's kernel) on a part it was not written for: its published ceiling
+    attn_cap = np.where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
+    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager, attn_cap))
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
