@@ -42,6 +42,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
+from dse.analytic import model as analytic_model
 from dse.analytic import validation
 from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
@@ -222,22 +223,37 @@ class Source:
         self.tokens = self.cfg["global_batch_size"] * seq
         self.quantity = self.rows["measured_quantity"].to_numpy(dtype=object)
         self.measured = pd.to_numeric(self.rows["measured_value"]).to_numpy(dtype=float)
+        # a row run under a power limit (its power_cap_w, or a part whose board limit is
+        # below its die's full-clock draw) is timed at the clock the limit allows: the whole
+        # evaluator, as validate-model and a study time it; the rest by the time model alone
+        # (the same step at the maximum clock, faster)
+        parts = hardware.catalog()
+        limited = [
+            parts.get(a, {}).get("power_limit_w", np.inf) < parts.get(a, {}).get("tdp_w", 0.0)
+            for a in self.cfg["accelerator"]
+        ]
+        self.capped = bool(np.isfinite(self.cfg["power_cap_w"]).any() or any(limited))
 
     def log_ratio(self) -> np.ndarray:
         """log(predicted / measured iteration time) per row (NaN where infeasible)."""
         with np.errstate(all="ignore"):
-            r = time_model.evaluate(self.cfg)
-            step = r.step_time_s
+            if self.capped:
+                res = analytic_model.evaluate(self.cfg)
+                step, mfu = res["step_time_s"], res["mfu"]
+                ok = np.asarray(res["feasible"], dtype=bool)
+            else:
+                r = time_model.evaluate(self.cfg)
+                step, mfu, ok = r.step_time_s, r.mfu, r.reason_code == 0
             measured_step = np.where(
                 self.quantity == "iteration_time_s",
                 self.measured,
                 np.where(
                     self.quantity == "tokens_per_s_per_gpu",
                     self.tokens / (self.measured * self.cfg["num_accelerators"]),
-                    step * r.mfu / self.measured,
+                    step * mfu / self.measured,
                 ),
             )
-            return np.where(r.reason_code == 0, np.log(step / measured_step), np.nan)
+            return np.where(ok, np.log(step / measured_step), np.nan)
 
 
 def load_sources(folder: Path) -> list[Source]:

@@ -161,3 +161,35 @@ def test_the_thermal_reason_is_given_only_at_the_lowest_clock():
     slowdown = 87.0
     assert (r["peak_junction_temp_c"].to_numpy()[hot] > slowdown).all()
     assert (r["peak_junction_temp_c"].to_numpy()[~hot] <= slowdown * (1 + LIMIT_RTOL)).all()
+
+
+def test_a_board_sold_below_its_die_s_draw_is_held_to_its_limit():
+    """torchtitan's H100s (H100-SXM-96GB) are the 700 W GH100 die at a default 500 W limit:
+    without a cap the run is held to 500 W and clocks down where the same candidate on an
+    H100 SXM draws more at full clock; an input cap above the limit does not lift it, one
+    below lowers it further."""
+    ev = AnalyticEvaluator()
+    row = {
+        "model": "gpt-1.3b",
+        "num_accelerators": 8,
+        "flash_attention": True,
+        "micro_batch_size": 8,
+    }
+    cat = hardware.catalog()["H100-SXM-96GB"]
+    assert cat["power_limit_w"] == 500 < cat["tdp_w"] == hardware.catalog()["H100-SXM"]["tdp_w"]
+    df = pd.DataFrame(
+        [
+            {**row, "accelerator": "H100-SXM"},
+            {**row, "accelerator": "H100-SXM-96GB"},
+            {**row, "accelerator": "H100-SXM-96GB", "power_cap_w": 700.0},
+            {**row, "accelerator": "H100-SXM-96GB", "power_cap_w": 400.0},
+        ]
+    )
+    r = ev.evaluate(df)
+    busy = r["peak_power_per_accelerator_w"].to_numpy()
+    clock = r["effective_clock_mhz"].to_numpy()
+    assert r["feasible"].all()
+    assert busy[0] > 500.0 and clock[0] == 1980.0  # the SXM part at full clock
+    assert (busy[1:3] <= 500.0 * (1 + LIMIT_RTOL)).all() and r["power_capped"].iloc[1]
+    assert clock[1] < clock[0] and clock[2] == pytest.approx(clock[1])
+    assert busy[3] <= 400.0 * (1 + LIMIT_RTOL) and clock[3] < clock[1]

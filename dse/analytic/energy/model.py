@@ -210,16 +210,19 @@ def _pass_curve(acc: Accelerators, rows, clock_mhz, share):
 
 def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
     """The candidates' power and thermal parameters: catalog (``power.yaml``), cooling,
-    inlet, power floor, and the cap (the input, at most the TDP); the idle and waiting
-    powers, the thermal resistance and time constants where the inputs give them
+    inlet, power floor, and the cap (the input, at most the board's power limit: the TDP
+    unless the catalog gives a lower ``power_limit_w``); the idle and waiting powers, the thermal resistance and time constants where the inputs give them
     (:func:`_power_inputs`, :func:`_thermal_inputs`)."""
     hw = perf.hw
     cooling = x.cooling
     liquid = Factorised(*factorise(cooling)).map(lambda c: c == "liquid", dtype=bool)
     idle_w, pw = _power_inputs(x, hw.idle_w, hw.tdp_w, power.lookup(x.accelerator))
     cap_in = x.power_cap_w
-    cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.tdp_w)
-    r_total = thermal.resistance_k_per_w(liquid, pw, hw.tdp_w)
+    # the board's default limit (below the die's full-clock draw on a part sold at a lower
+    # limit, e.g. torchtitan's 500 W H100s) caps every run; an input cap can only lower it
+    cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.power_limit_w)
+    # cooling is sized for the board's limit
+    r_total = thermal.resistance_k_per_w(liquid, pw, hw.power_limit_w)
     if np.isfinite(x.thermal_resistance_k_per_w).any():
         r_total = np.where(
             np.isfinite(x.thermal_resistance_k_per_w), x.thermal_resistance_k_per_w, r_total
@@ -237,7 +240,9 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         liquid=liquid,
         r_total_k_per_w=r_total,
         cap_w=cap_w,
-        r_air_k_per_w=thermal.resistance_k_per_w(np.zeros(len(liquid), dtype=bool), pw, hw.tdp_w),
+        r_air_k_per_w=thermal.resistance_k_per_w(
+            np.zeros(len(liquid), dtype=bool), pw, hw.power_limit_w
+        ),
         tau_fast_s=tau_fast,
         tau_slow_s=tau_slow,
     )

@@ -36,6 +36,7 @@ FIELDS = (
     "gathered_bytes_per_layer_param",
     "pp_keeps_unsharded",
     "pp_keeps_outputs",
+    "fa2_attention",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
 OPTIONAL = {
@@ -48,6 +49,7 @@ OPTIONAL = {
     "gathered_bytes_per_layer_param": 6.0,
     "pp_keeps_unsharded": 0.0,
     "pp_keeps_outputs": 0.0,
+    "fa2_attention": 0.0,
 }
 
 
@@ -92,6 +94,7 @@ class Stack:
     gathered_bytes_per_layer_param: np.ndarray
     pp_keeps_unsharded: np.ndarray
     pp_keeps_outputs: np.ndarray
+    fa2_attention: np.ndarray
 
     def offers(self, zero_stage: np.ndarray) -> np.ndarray:
         """True where the stack offers ``zero_stage`` (an integer-valued float array)."""

@@ -164,6 +164,7 @@ FIELDS = (
     "clock_max_mhz",
     "clock_min_mhz",
     "tdp_w",
+    "power_limit_w",
     "idle_w",
     "scaleup_bw_bps",
     "scaleup_topology",
@@ -172,6 +173,7 @@ FIELDS = (
     "reserved_bytes",
     "precision_ok",
     "fp8",
+    "fa2_peak_fraction",
     *CALIBRATION_FIELDS,
 )
 
@@ -225,6 +227,8 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         hw["clock_max_mhz"],
         hw["clock_min_mhz"],
         hw["tdp_w"],
+        # a board limited below its die's full-clock draw (default: the TDP)
+        hw.get("power_limit_w", hw["tdp_w"]),
         hw["idle_w"],
         hw["scaleup_bw_gbs"] * 1e9,
         SCALEUP_TOPOLOGIES.index(hw["scaleup_topology"]),
@@ -233,6 +237,8 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         hw["memory_reserved_gb"] * GIB,
         0.0 if peak is None else 1.0,
         1.0 if prec == "fp8" else 0.0,
+        # FlashAttention-2's ceiling on the part (share of the 16-bit peak; none: inf)
+        float(hw.get("fa2_peak_fraction") or np.inf),
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -252,10 +258,14 @@ class Hardware:
     precision; NaN where unsupported, with ``precision_ok`` 0), ``peak16_flops`` (the 16-bit
     peak that attention and the output layer run at; the precision's own peak for tf32),
     ``fp8`` (1 for fp8 candidates), ``hbm_bw_bps`` (B/s),
-    ``hbm_capacity_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w``, ``idle_w``,
+    ``hbm_capacity_bytes``, ``clock_max_mhz``, ``clock_min_mhz``, ``tdp_w`` (the draw of compute-bound
+    work at the maximum clock: the power model's scale), ``power_limit_w`` (the board's
+    default power limit, the TDP unless the catalog gives a lower one), ``idle_w``,
     ``scaleup_bw_bps`` (B/s per direction), ``scaleup_topology`` (index into
     :data:`SCALEUP_TOPOLOGIES`), ``scaleup_domain`` (accelerators per scale-up domain),
-    ``compute_units``, ``reserved_bytes``; from the
+    ``compute_units``, ``reserved_bytes``, ``fa2_peak_fraction`` (the share of the 16-bit
+    peak FlashAttention-2 reaches on the part, where it is published below what the fitted
+    attention efficiency gives; inf elsewhere); from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
     """
@@ -267,6 +277,7 @@ class Hardware:
     clock_max_mhz: np.ndarray
     clock_min_mhz: np.ndarray
     tdp_w: np.ndarray
+    power_limit_w: np.ndarray
     idle_w: np.ndarray
     scaleup_bw_bps: np.ndarray
     scaleup_topology: np.ndarray
@@ -275,6 +286,7 @@ class Hardware:
     reserved_bytes: np.ndarray
     precision_ok: np.ndarray
     fp8: np.ndarray
+    fa2_peak_fraction: np.ndarray
     matmul_eff_max: np.ndarray
     fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray

@@ -54,16 +54,21 @@ class Kernels:
     roofline: Roofline  # at the candidate's precision (the linear layers)
     roofline16: Roofline  # at 16 bit (attention, output layer)
     eager: np.ndarray  # 1 for fused kernels, the eager stack's byte factor otherwise
+    # the highest share of the 16-bit peak the stack's fused attention reaches on the part
+    # (FlashAttention-2 on Hopper; inf: the fitted attention efficiency alone)
+    attention_cap: np.ndarray
 
 
-def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple, tuple]:
+def attention_core(shape, tp, cp, b, T, flash, g, attention_eff, cap) -> tuple[tuple, tuple]:
     """Forward time of the attention core ``softmax(QK^T) V``: ``(score, ctx)``, each a
     ``(compute_s, memory_s)`` pair (``g``: the 16-bit roofline terms).
 
     Unfused: scores and context as two batched GEMMs (``b a / t`` heads of ``s/cp x s x d``).
     FlashAttention (Dao et al. 2022): scores never reach HBM; one fused kernel over the
     unmasked (causal: lower) half of the scores (Q, K, V, O traffic only) at
-    ``attention_eff`` of a large GEMM's efficiency, counted as one batched GEMM in ``score``.
+    ``attention_eff`` of a large GEMM's efficiency, at most ``cap`` of the peak (a kernel
+    not written for the part: FlashAttention-2 on Hopper), counted as one batched GEMM in
+    ``score``.
     """
     s, a, d = shape.seq_len, shape.heads, shape.head_dim
     mla = shape.kv_lora_rank > 0
@@ -80,7 +85,11 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff) -> tuple[tuple,
     # (Dao 2023, FlashAttention-2, section 3.1.1); unfused attention computes all of them
     width = (qk + d) / 2.0 if any_mla else d  # the two products' mean inner width
     fa_c = CAUSAL_SHARE * compute_time(
-        s_q, s, width, 2.0 * b * a / tp, replace(g, eff_max=g.eff_max * attention_eff)
+        s_q,
+        s,
+        width,
+        2.0 * b * a / tp,
+        replace(g, eff_max=np.minimum(g.eff_max * attention_eff, cap)),
     )
     # Q, K, V and O once: 4 T a d with as many key-value as query heads (and for GQA, whose
     # smaller K and V the count does not shrink); MLA's K and V are per head
@@ -200,7 +209,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     )
     T, T_tiles, g, g16, eager = k.tokens, k.token_tiles, k.roofline, k.roofline16, k.eager
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
-    score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff)
+    score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff, k.attention_cap)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = hw.hbm_bw_bps * hw.memory_eff
     rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex)

@@ -138,7 +138,9 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
-    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager))
+    # FlashAttention-2 (the stack's kernel) on a part it was not written for: its published ceiling
+    attn_cap = np.where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
+    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager, attn_cap))
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
@@ -235,7 +237,11 @@ def _layer_comm(x: StepInputs, lt, act_bytes, T, n_tp, with_cp) -> tuple:
     context-parallel and expert parts of the layer's (None without context parallelism or
     experts)."""
     net, shape, ex, stack, layout = x.net, x.shape, x.ex, x.stack, x.layout
-    b, tp, cp, sp = layout.micro_batch, layout.tp, layout.cp, layout.sequence_parallel
+    b, tp, cp = layout.micro_batch, layout.tp, layout.cp
+    # a stack that splits every activation over the tensor ranks (MaxText's logical axis
+    # rules, frameworks.yaml activations_tp_sharded) runs its tensor-parallel collectives as
+    # all-gather / reduce-scatter pairs, sequence parallelism in all but name: overlappable
+    sp = np.maximum(layout.sequence_parallel, stack.activations_tp_sharded * (tp > 1))
     tax = x.hw.overlap_tax
     layer_comm, out_tp = tensor_parallel.tp_times(net, act_bytes, T, tp, n_tp)
     # the dense GEMMs are one window: what the TP traffic hides there, the experts' cannot
