@@ -336,9 +336,12 @@ def _damage(rng: random.Random, folder: Path, bait: Path) -> None:
         target.symlink_to(bait)  # a link planted where dse reads and writes
     else:
         meta = folder / rng.choice(("meta.json", "state.json", "progress.json"))
-        if not meta.is_file():
+        if meta.is_symlink() or not meta.is_file():
+            return  # gone, or a link an earlier damage planted (this test writes through none)
+        try:
+            data = json.loads(meta.read_bytes())
+        except ValueError:  # an earlier damage left no JSON to damage
             return
-        data = json.loads(meta.read_text())
         keys = list(data) if isinstance(data, dict) else []
         if keys:
             key = rng.choice(keys)
