@@ -23,9 +23,9 @@ import yaml
 from conftest import REPO, run_cli, toy_study, write_study
 
 SEED = 33
-#: how many times the suite's corpus (275 generated inputs) to make: ``DSE_FUZZ_SCALE=4 pytest
-#: tests/test_fuzz.py`` repeats the issue's trial of 907 bad inputs with 1,100 (the seed fixes
-#: the first 275 of them)
+#: how many times the suite's corpus (305 generated inputs) to make: ``DSE_FUZZ_SCALE=4 pytest
+#: tests/test_fuzz.py`` repeats the issue's trial of 907 bad inputs with 1,220 (the seed fixes
+#: the first 305 of them)
 SCALE = max(int(os.environ.get("DSE_FUZZ_SCALE", "1")), 1)
 #: seconds one call may take (a hang fails the test instead of holding the suite)
 BOUND_S = 30
@@ -229,7 +229,7 @@ def test_fuzz_bundles(harness):
     base["space"] = {"x": {"range": [0.0, 1.0], "step": 0.25}, "kind": {"bundles": bundles}}
     (harness.work / "catalogs").mkdir()
     catalog = harness.work / "catalogs" / "kinds.yaml"
-    for i in range(30):
+    for i in range(30 * SCALE):
         path = harness.work / f"b{i}.yaml"
         text = yaml.safe_dump(bundles, sort_keys=False)
         if i % 3 == 2 or i == 1:  # the bundles in a catalog, its text mutated (first: not)
