@@ -71,6 +71,8 @@ class LogRows:
         kept = summary.ok.copy() if keep == "feasible" else np.zeros(table.num_rows, bool)
         if keep == "front":
             kept[summary.contenders] = True
+        if kept.all():  # nothing dropped: the rows as they are, without a copy
+            return table
         stays = {"key", "batch", *self.narrow}
         columns = []
         for name in table.column_names:
