@@ -86,15 +86,25 @@ class LogRows:
 
 
 def blank(col: pa.ChunkedArray | pa.Array, kept: np.ndarray) -> pa.Array:
-    """``col`` with the cells of rows not ``kept`` null (the column keeps its type). A numeric
-    column's dropped values are also zeroed: a null only masks its slot, and the value left
-    under the mask would be stored and compressed as before (the log would not shrink)."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if (
+    """``col`` with the cells of rows not ``kept`` null (the column keeps its type). Where at
+    least half of the rows are dropped (``keep: front``), a numeric column's dropped values
+    are also zeroed: a null only masks its slot, and the value left under the mask would be
+    stored and compressed as before (the log would not shrink). Where fewer are
+    (``keep: feasible``), the values stay under a new validity mask and are not copied:
+    a copy of every column of the chunk, on the worker, raised the run's peak memory above
+    ``keep: all``'s, to save little."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    numeric = (
         pa.types.is_floating(col.type)
         or pa.types.is_integer(col.type)
         or pa.types.is_boolean(col.type)
-    ):
+    )
+    if numeric and col.offset == 0 and np.count_nonzero(kept) * 2 > len(kept):
+        valid = kept if col.null_count == 0 else kept & col.is_valid().to_numpy(False)
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(col.type, len(col), [bitmap, col.buffers()[1]])
+    if numeric:
         null = ~kept | col.is_null().to_numpy(zero_copy_only=False)
         values = col.fill_null(False if pa.types.is_boolean(col.type) else 0).to_numpy(
             zero_copy_only=False
