@@ -25,6 +25,42 @@ os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 TOY = "dse.evaluators.toy:ToyEvaluator"
 
+# The local dask clusters the tests start in this process take their worker processes from a
+# fork server: this process runs threads (pytest's, dask's), so dse's start_method "auto"
+# would spawn every worker as a fresh interpreter importing dse, dask and pandas again (about
+# 2.5 CPU-s for a cluster of two, most of a small test's time); the fork server imports them
+# once and forks each worker from that clean, single-threaded copy (a user's dask setting
+# other than spawn wins over "auto", as docs/cluster.md says). The programs the tests start
+# (`dse run` as a subprocess) keep dse's own choice, and test_executor's fork probe tests
+# fork and spawn in a fresh process.
+FORKSERVER_PRELOAD = [
+    "distributed",
+    "dse.execution.base",
+    "dse.execution.worker_plugin",
+    "dse.evaluators.toy",
+    "dse.evaluators.command",
+]
+
+
+def _use_a_fork_server() -> None:
+    import dask
+
+    multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+
+
+_use_a_fork_server()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server_started_clean():
+    """The fork server started (in the background) before any test changes the environment:
+    its children, the workers, inherit the environment it started with, not the test's."""
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    yield
+
 
 def toy_study(**overrides) -> dict:
     """A small study on the toy evaluator: 11 x-values x 3 y-values x 2 shapes = 66 candidates,
