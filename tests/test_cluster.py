@@ -539,13 +539,14 @@ def _kill_started_through(port: int) -> None:
 
 def test_a_study_runs_on_workers_started_over_ssh(tmp_path, sshd, reference):
     """dask's SSHCluster (the ssh profile's class) logs into 127.0.0.1 through a real sshd and
-    starts the scheduler and two workers there."""
+    starts the scheduler and a worker there (the first host runs the scheduler, each other
+    host a worker)."""
     port, key = sshd
     profile = tmp_path / "ssh.yaml"
     profile.write_text(
         "cluster: dask.distributed.SSHCluster\n"
         "options:\n"
-        "  hosts: [127.0.0.1, 127.0.0.1, 127.0.0.1]\n"
+        "  hosts: [127.0.0.1, 127.0.0.1]\n"
         f"  connect_options: {{port: {port}, client_keys: ['{key}'], known_hosts: null, username: {os.environ.get('USER') or 'root'}}}\n"
         "  worker_options: {nthreads: 1}\n"
         "  scheduler_options: {port: 0, dashboard_address: '127.0.0.1:0'}\n"
