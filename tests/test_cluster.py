@@ -120,17 +120,22 @@ def processes(tmp_path):
     cluster.close()
 
 
+#: the size of :func:`_study`'s space: 11 x-values, 4 y-values, 2 shapes
+CANDIDATES = 88
+
+
 def _study(
     tmp_path: Path, out: Path, *, execution: dict, delay: float = 0.02, evaluator: str | None = None
 ) -> Path:
-    """168 candidates (exhaustive), chunks of 4, each candidate ``delay`` seconds."""
+    """:data:`CANDIDATES` candidates (exhaustive, two batches), chunks of 4, each candidate
+    ``delay`` seconds."""
     study = toy_study(output=str(out))
     study["space"] = {
-        "x": {"range": [0.0, 1.0], "step": 0.05},
+        "x": {"range": [0.0, 1.0], "step": 0.1},
         "y": [0, 1, 2, 3],
         "shape": ["a", "b"],
     }
-    study["search"] = {"algorithm": "exhaustive", "budget": 168, "batch_size": 60}
+    study["search"] = {"algorithm": "exhaustive", "budget": CANDIDATES, "batch_size": 60}
     study["execution"] = {"chunk_size": 4, "dashboard": False, **execution}
     study["evaluator"] = {
         "name": evaluator or study["evaluator"]["name"],
@@ -197,7 +202,7 @@ def test_a_worker_killed_mid_run_loses_and_repeats_nothing(tmp_path, processes, 
     killed_at = rows_on_disk(out)
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr
-    assert killed_at < 168, "the run was over before the kill"
+    assert killed_at < CANDIDATES, "the run was over before the kill"
     _complete_and_equal(out, reference)
 
 
@@ -216,7 +221,7 @@ def _stopped_run(tmp_path: Path, processes: LocalProcesses, kill) -> tuple[Path,
     assert run.returncode == 2 and "Traceback" not in stderr, stderr
     assert f"continue with `dse resume {out}`" in stderr
     stored = log_rows(out)
-    assert 20 <= len(stored) < 168 and stored["key"].is_unique
+    assert 20 <= len(stored) < CANDIDATES and stored["key"].is_unique
     return out, stderr, time.monotonic() - gone
 
 
@@ -438,7 +443,9 @@ def test_a_batch_profile_where_jobs_cannot_be_submitted_is_refused_at_once(tmp_p
         f"{profile}: cluster: {said}" in proc.stderr.splitlines()[-1]
         and proc.stderr.count("\n") <= 2
     )
-    assert (out / "pareto.nc").exists() and rows_on_disk(out) == 168  # the earlier run is untouched
+    assert (out / "pareto.nc").exists() and rows_on_disk(
+        out
+    ) == CANDIDATES  # the earlier run is untouched
     shown = run_cli("cluster", str(profile), env=nowhere)
     assert shown.returncode == 0 and "#SBATCH" in shown.stdout, shown.stderr
 
