@@ -24,7 +24,6 @@ from conftest import (
     log_rows,
     rows_on_disk,
     run_cli,
-    run_cli_subprocess,
     toy_study,
     write_study,
 )
@@ -269,7 +268,7 @@ class Versioned(ToyEvaluator):
 """
 
 
-def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes):
+def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes, monkeypatch):
     """The client imports the plug-in at version 1.0, the worker at 2.0 (two installations)."""
     for version in ("1.0", "2.0"):
         (tmp_path / f"v{version}").mkdir()
@@ -281,10 +280,12 @@ def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes)
     study = _study(
         tmp_path, out, execution=_profile(processes), evaluator="versioned_eval:Versioned"
     )
-    # a subprocess: the client imports its evaluator from its own PYTHONPATH
-    proc = run_cli_subprocess(
-        "run", str(study), "--quiet", env={"PYTHONPATH": str(tmp_path / "v1.0")}
-    )
+    # the client (this process) imports its evaluator from a folder of its own on sys.path
+    monkeypatch.syspath_prepend(str(tmp_path / "v1.0"))
+    try:
+        proc = run_cli("run", str(study), "--quiet")
+    finally:
+        sys.modules.pop("versioned_eval", None)  # another test's would be another version
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert (
         "runs dse 0.1.0 with evaluator versioned_eval:Versioned 2.0, but this client runs dse 0.1.0 with 1.0"
