@@ -52,6 +52,30 @@ def _use_a_fork_server() -> None:
 _use_a_fork_server()
 
 
+#: the files whose tests take longest (summed, on 2 cores), longest first. pytest-xdist hands
+#: out whole files (pyproject: --dist loadfile) in the order collected (--no-loadscope-reorder;
+#: its default order, most tests first, left these files with few but slow tests to the end,
+#: where one worker ran them while the other had finished): slow files first, and the short
+#: ones at the end let both workers finish together
+SLOW_FILES = (
+    "test_resume.py",
+    "test_cluster.py",
+    "test_signals.py",
+    "test_search.py",
+    "test_executor.py",
+    "test_command_evaluator.py",
+    "test_evaluators.py",
+    "test_fuzz.py",
+    "test_progress.py",
+    "test_store.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _fork_server_started_clean():
     """The fork server started (in the background) before any test changes the environment:
