@@ -25,6 +25,66 @@ os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 TOY = "dse.evaluators.toy:ToyEvaluator"
 
+# The local dask clusters the tests start in this process take their worker processes from a
+# fork server: this process runs threads (pytest's, dask's), so dse's start_method "auto"
+# would spawn every worker as a fresh interpreter importing dse, dask and pandas again (about
+# 2.5 CPU-s for a cluster of two, most of a small test's time); the fork server imports them
+# once and forks each worker from that clean, single-threaded copy (a user's dask setting
+# other than spawn wins over "auto", as docs/cluster.md says). The programs the tests start
+# (`dse run` as a subprocess) keep dse's own choice, and test_executor's fork probe tests
+# fork and spawn in a fresh process.
+FORKSERVER_PRELOAD = [
+    "distributed",
+    "dse.execution.base",
+    "dse.execution.worker_plugin",
+    "dse.evaluators.toy",
+    "dse.evaluators.command",
+]
+
+
+def _use_a_fork_server() -> None:
+    import dask
+
+    multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+
+
+_use_a_fork_server()
+
+
+#: the files whose tests take longest (summed, on 2 cores), longest first. pytest-xdist hands
+#: out whole files (pyproject: --dist loadfile) in the order collected (--no-loadscope-reorder;
+#: its default order, most tests first, left these files with few but slow tests to the end,
+#: where one worker ran them while the other had finished): slow files first, and the short
+#: ones at the end let both workers finish together
+SLOW_FILES = (
+    "test_resume.py",
+    "test_cluster.py",
+    "test_signals.py",
+    "test_search.py",
+    "test_executor.py",
+    "test_command_evaluator.py",
+    "test_evaluators.py",
+    "test_fuzz.py",
+    "test_progress.py",
+    "test_store.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server_started_clean():
+    """The fork server started (in the background) before any test changes the environment:
+    its children, the workers, inherit the environment it started with, not the test's."""
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    yield
+
 
 def toy_study(**overrides) -> dict:
     """A small study on the toy evaluator: 11 x-values x 3 y-values x 2 shapes = 66 candidates,

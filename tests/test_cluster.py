@@ -24,7 +24,6 @@ from conftest import (
     log_rows,
     rows_on_disk,
     run_cli,
-    run_cli_subprocess,
     toy_study,
     write_study,
 )
@@ -120,17 +119,22 @@ def processes(tmp_path):
     cluster.close()
 
 
+#: the size of :func:`_study`'s space: 11 x-values, 4 y-values, 2 shapes
+CANDIDATES = 88
+
+
 def _study(
     tmp_path: Path, out: Path, *, execution: dict, delay: float = 0.02, evaluator: str | None = None
 ) -> Path:
-    """168 candidates (exhaustive), chunks of 4, each candidate ``delay`` seconds."""
+    """:data:`CANDIDATES` candidates (exhaustive, two batches), chunks of 4, each candidate
+    ``delay`` seconds."""
     study = toy_study(output=str(out))
     study["space"] = {
-        "x": {"range": [0.0, 1.0], "step": 0.05},
+        "x": {"range": [0.0, 1.0], "step": 0.1},
         "y": [0, 1, 2, 3],
         "shape": ["a", "b"],
     }
-    study["search"] = {"algorithm": "exhaustive", "budget": 168, "batch_size": 60}
+    study["search"] = {"algorithm": "exhaustive", "budget": CANDIDATES, "batch_size": 60}
     study["execution"] = {"chunk_size": 4, "dashboard": False, **execution}
     study["evaluator"] = {
         "name": evaluator or study["evaluator"]["name"],
@@ -197,7 +201,7 @@ def test_a_worker_killed_mid_run_loses_and_repeats_nothing(tmp_path, processes, 
     killed_at = rows_on_disk(out)
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr
-    assert killed_at < 168, "the run was over before the kill"
+    assert killed_at < CANDIDATES, "the run was over before the kill"
     _complete_and_equal(out, reference)
 
 
@@ -216,7 +220,7 @@ def _stopped_run(tmp_path: Path, processes: LocalProcesses, kill) -> tuple[Path,
     assert run.returncode == 2 and "Traceback" not in stderr, stderr
     assert f"continue with `dse resume {out}`" in stderr
     stored = log_rows(out)
-    assert 20 <= len(stored) < 168 and stored["key"].is_unique
+    assert 20 <= len(stored) < CANDIDATES and stored["key"].is_unique
     return out, stderr, time.monotonic() - gone
 
 
@@ -264,7 +268,7 @@ class Versioned(ToyEvaluator):
 """
 
 
-def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes):
+def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes, monkeypatch):
     """The client imports the plug-in at version 1.0, the worker at 2.0 (two installations)."""
     for version in ("1.0", "2.0"):
         (tmp_path / f"v{version}").mkdir()
@@ -276,10 +280,12 @@ def test_a_worker_with_another_evaluator_version_is_refused(tmp_path, processes)
     study = _study(
         tmp_path, out, execution=_profile(processes), evaluator="versioned_eval:Versioned"
     )
-    # a subprocess: the client imports its evaluator from its own PYTHONPATH
-    proc = run_cli_subprocess(
-        "run", str(study), "--quiet", env={"PYTHONPATH": str(tmp_path / "v1.0")}
-    )
+    # the client (this process) imports its evaluator from a folder of its own on sys.path
+    monkeypatch.syspath_prepend(str(tmp_path / "v1.0"))
+    try:
+        proc = run_cli("run", str(study), "--quiet")
+    finally:
+        sys.modules.pop("versioned_eval", None)  # another test's would be another version
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert (
         "runs dse 0.1.0 with evaluator versioned_eval:Versioned 2.0, but this client runs dse 0.1.0 with 1.0"
@@ -438,7 +444,9 @@ def test_a_batch_profile_where_jobs_cannot_be_submitted_is_refused_at_once(tmp_p
         f"{profile}: cluster: {said}" in proc.stderr.splitlines()[-1]
         and proc.stderr.count("\n") <= 2
     )
-    assert (out / "pareto.nc").exists() and rows_on_disk(out) == 168  # the earlier run is untouched
+    assert (out / "pareto.nc").exists() and rows_on_disk(
+        out
+    ) == CANDIDATES  # the earlier run is untouched
     shown = run_cli("cluster", str(profile), env=nowhere)
     assert shown.returncode == 0 and "#SBATCH" in shown.stdout, shown.stderr
 
@@ -539,13 +547,14 @@ def _kill_started_through(port: int) -> None:
 
 def test_a_study_runs_on_workers_started_over_ssh(tmp_path, sshd, reference):
     """dask's SSHCluster (the ssh profile's class) logs into 127.0.0.1 through a real sshd and
-    starts the scheduler and two workers there."""
+    starts the scheduler and a worker there (the first host runs the scheduler, each other
+    host a worker)."""
     port, key = sshd
     profile = tmp_path / "ssh.yaml"
     profile.write_text(
         "cluster: dask.distributed.SSHCluster\n"
         "options:\n"
-        "  hosts: [127.0.0.1, 127.0.0.1, 127.0.0.1]\n"
+        "  hosts: [127.0.0.1, 127.0.0.1]\n"
         f"  connect_options: {{port: {port}, client_keys: ['{key}'], known_hosts: null, username: {os.environ.get('USER') or 'root'}}}\n"
         "  worker_options: {nthreads: 1}\n"
         "  scheduler_options: {port: 0, dashboard_address: '127.0.0.1:0'}\n"

@@ -142,14 +142,7 @@ def test_stopping_a_run_stops_the_program_it_is_waiting_for(tmp_path, workers):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "terminated (SIGTERM)" in err, err
-    time.sleep(1.0)
-    running = []
-    for pid in map(int, pids.read_text().split()):
-        try:
-            os.kill(pid, 0)
-            running.append(pid)
-        except ProcessLookupError:
-            pass
+    running = _still_running(pids, within_s=1.0)
     for pid in running:  # do not leave them behind whatever the outcome
         os.kill(pid, signal.SIGKILL)
     assert not running, f"programs still running after the run stopped: {running}"
@@ -428,6 +421,16 @@ def _shell_options(script: str) -> dict:
     return {**_options(), "command": ["sh", "-c", script]}
 
 
+def _still_running(pids, within_s: float) -> list[int]:
+    """The processes listed in the file ``pids`` that have not ended within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        running = [pid for pid in map(int, pids.read_text().split()) if _alive(pid)]
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.05)
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -585,8 +588,7 @@ def test_sigterm_stops_dse_evaluate_with_its_program_and_leaves_no_hidden_output
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err, err
-    time.sleep(0.5)
-    running = [pid for pid in map(int, pids.read_text().split()) if _alive(pid)]
+    running = _still_running(pids, within_s=0.5)
     for pid in running:
         os.kill(pid, signal.SIGKILL)
     assert not running and list(out.iterdir()) == []

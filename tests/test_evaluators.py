@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -518,8 +519,10 @@ class _NeedsAFile(ToyEvaluator):
         open(table_path).close()
 
 
-def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(tmp_path):
-    from conftest import run_cli_subprocess, toy_study, write_study  # noqa: I001 - here: a run imports this module
+def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(
+    tmp_path, monkeypatch
+):
+    from conftest import run_cli, toy_study, write_study  # noqa: I001 - here: a run imports this module
 
     with pytest.raises(StudyError) as info:
         load_evaluator(
@@ -537,10 +540,11 @@ def test_an_evaluator_that_cannot_be_built_or_read_is_one_line_naming_the_field(
         load_evaluator(EvaluatorSpec(name="tests.test_evaluators:_InputsRaise"))
     (tmp_path / "broken_plugin.py").write_text("raise RuntimeError('no licence server')\n")
     study = write_study(tmp_path, toy_study(evaluator={"name": "broken_plugin:Evaluator"}))
-    # a subprocess: the plug-in is found on the program's PYTHONPATH
-    proc = run_cli_subprocess(
-        "validate", str(study), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}
-    )
+    # the plug-in is found on sys.path (as a program finds it on its PYTHONPATH); its module,
+    # which raises, is never in sys.modules
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = run_cli("validate", str(study), cwd=tmp_path)
+    assert "broken_plugin" not in sys.modules
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert (
         "evaluator.name: evaluator 'broken_plugin:Evaluator' failed while its module was imported: "

@@ -4,7 +4,6 @@ found through their entry points by a real `dse run`, without editing dse."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import REPO, write_study
+from conftest import REPO, run_cli, write_study
 from dse.results import open_results
 
 SCHAFFER = '''
@@ -105,23 +104,33 @@ def plugin_site(tmp_path_factory) -> Path:
     return site
 
 
-def _dse(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "dse", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+@pytest.fixture
+def dse_with(monkeypatch):
+    """``dse_with(folder, *args, cwd=...)``: `dse ARGS` in this process with ``folder`` first on
+    ``sys.path``, as ``PYTHONPATH=folder`` puts it first for the program: its packages' entry
+    points and modules are found there. Modules imported from it are forgotten after the test
+    (another test's folder holds another module of the same name)."""
+    before = set(sys.modules)
+    folders: list[str] = []
+
+    def dse(folder: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+        if str(folder) not in folders:
+            folders.append(str(folder))
+            monkeypatch.syspath_prepend(str(folder))
+        return run_cli(*args, cwd=cwd)
+
+    yield dse
+    for name in set(sys.modules) - before:
+        where = getattr(sys.modules[name], "__file__", None) or ""
+        if any(where.startswith(folder) for folder in folders):
+            del sys.modules[name]
 
 
 def test_the_documented_driver_is_short():
     assert len(docs_driver_example().splitlines()) < 60
 
 
-def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, tmp_path):
+def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, tmp_path, dse_with):
     out = tmp_path / "out"
     study = write_study(
         tmp_path,
@@ -141,10 +150,10 @@ def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, 
             "output": str(out),
         },
     )
-    proc = _dse(plugin_site, "validate", str(study), cwd=tmp_path)
+    proc = dse_with(plugin_site, "validate", str(study), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "search halton" in proc.stdout
-    proc = _dse(plugin_site, "run", str(study), "--quiet", cwd=tmp_path)
+    proc = dse_with(plugin_site, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with open_results(out).open_dataset(front=False) as ev:
         x = ev["x"].values
@@ -159,11 +168,13 @@ def test_an_installed_third_party_driver_and_evaluator_run_a_study(plugin_site, 
     inside = x[(x >= 0) & (x <= 2)]
     assert len(inside) >= 30 and set(inside) <= set(xf) and len(xf) <= len(inside) + 2
     assert xf.min() > -0.2 and xf.max() < 2.2
-    proc = _dse(plugin_site, "describe", "--evaluator", "schaffer", cwd=tmp_path)
+    proc = dse_with(plugin_site, "describe", "--evaluator", "schaffer", cwd=tmp_path)
     assert proc.returncode == 0 and "(x - 2) squared" in proc.stdout
 
 
-def test_a_third_party_drivers_options_are_checked_by_its_own_model(plugin_site, tmp_path):
+def test_a_third_party_drivers_options_are_checked_by_its_own_model(
+    plugin_site, tmp_path, dse_with
+):
     study = write_study(
         tmp_path,
         {
@@ -176,13 +187,13 @@ def test_a_third_party_drivers_options_are_checked_by_its_own_model(plugin_site,
         },
     )
     for command in ("validate", "run"):
-        proc = _dse(plugin_site, command, str(study), cwd=tmp_path)
+        proc = dse_with(plugin_site, command, str(study), cwd=tmp_path)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert "search.options.scramble" in proc.stderr and "'banana'" in proc.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_a_driver_named_by_module_and_class_needs_no_installation(plugin_site, tmp_path):
+def test_a_driver_named_by_module_and_class_needs_no_installation(plugin_site, tmp_path, dse_with):
     study = write_study(
         tmp_path,
         {
@@ -199,12 +210,12 @@ def test_a_driver_named_by_module_and_class_needs_no_installation(plugin_site, t
             "output": str(tmp_path / "out"),
         },
     )
-    env_site = plugin_site  # importable through PYTHONPATH, entry points not used
-    proc = _dse(env_site, "run", str(study), "--quiet", cwd=tmp_path)
+    env_site = plugin_site  # importable through sys.path, entry points not used
+    proc = dse_with(env_site, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 
 
-def test_a_name_two_installed_packages_register_is_refused_naming_both(tmp_path):
+def test_a_name_two_installed_packages_register_is_refused_naming_both(tmp_path, dse_with):
     # a package (its metadata as pip leaves it) that registers the built-in's name again
     site = tmp_path / "site"
     info = site / "clash_plugins-0.1.dist-info"
@@ -214,7 +225,7 @@ def test_a_name_two_installed_packages_register_is_refused_naming_both(tmp_path)
         "[dse.evaluators]\nanalytic = dse.evaluators.toy:ToyEvaluator\n"
     )
     for command in ("validate", "run"):
-        proc = _dse(
+        proc = dse_with(
             site,
             command,
             str(REPO / "studies" / "quickstart.yaml"),
@@ -274,7 +285,7 @@ class Broken(SearchDriver):
         ("state", "state() returned what JSON cannot hold"),
     ],
 )
-def test_a_driver_that_breaks_its_contract_is_one_line_naming_it(tmp_path, mode, message):
+def test_a_driver_that_breaks_its_contract_is_one_line_naming_it(tmp_path, mode, message, dse_with):
     (tmp_path / "broken_driver.py").write_text(BROKEN_DRIVER + f"\nBroken.MODE = {mode!r}\n")
     out = tmp_path / "out"
     study = write_study(
@@ -289,10 +300,10 @@ def test_a_driver_that_breaks_its_contract_is_one_line_naming_it(tmp_path, mode,
             "output": str(out),
         },
     )
-    proc = _dse(tmp_path, "run", str(study), "--quiet", cwd=tmp_path)
+    proc = dse_with(tmp_path, "run", str(study), "--quiet", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "search.algorithm: search driver 'broken_driver:Broken'" in proc.stderr
     assert message in proc.stderr, proc.stderr
     if mode != "state":  # the first batch was evaluated and stays stored
-        status = _dse(tmp_path, "status", str(out), cwd=tmp_path)
+        status = dse_with(tmp_path, "status", str(out), cwd=tmp_path)
         assert "evaluations 10" in status.stdout.replace(":", ""), status.stdout

@@ -26,8 +26,8 @@ def _slow_study(tmp_path, delay: float = 0.02, **evaluator_options):
 
 def test_dse_status_shows_a_run_in_progress_from_another_terminal(tmp_path):
     study = _slow_study(
-        tmp_path, 0.12, fail_above_x=0.85
-    )  # about 8 s; x = 0.9 and 1.0 fail: 12 candidates
+        tmp_path, 0.06, fail_above_x=0.85
+    )  # about 4 s; x = 0.9 and 1.0 fail: 12 candidates
     run = subprocess.Popen(
         [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
         cwd=REPO,

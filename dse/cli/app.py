@@ -7,6 +7,7 @@ what is allowed, and exit code 2; never a Python traceback.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -1382,12 +1383,21 @@ def _optuna_verbosity() -> int | None:
     return sys.modules["optuna"].logging.get_verbosity()
 
 
+@functools.cache
+def _command():
+    """The click command typer builds from :data:`app`, built once per process: building it
+    reads every command's signature (about 16 ms), which each in-process call of :func:`main`
+    paid again. (``app()`` builds it anew and installs typer's exception hook, which with
+    ``pretty_exceptions_enable=False`` hands every exception to Python's own.)"""
+    return typer.main.get_command(app)
+
+
 def _run_command(call: _Call) -> int:
     """:func:`main`'s command, user errors turned into one line and an exit code."""
     err = call.err
     usage_error = typer.BadParameter.__mro__[1]  # click's UsageError, as typer vendors it
     try:
-        code = app(
+        code = _command().main(
             args=call.argv, prog_name="dse", standalone_mode=False
         )  # usage errors come here too
         if code == 130 and call.ended:  # Ctrl-C after the run's last line: it stands, exit code too
