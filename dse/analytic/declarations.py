@@ -1071,8 +1071,8 @@ ENERGY_METRICS: list[Metric] = [
     Metric(
         "energy_scaleout_links_j",
         "J",
-        "scale-out link energy of the bytes moved, checkpoints' included (part of "
-        "energy_network_j; energy per bit at scaleout_clock_fraction)",
+        "scale-out link energy of the bytes moved (part of energy_network_j; checkpoints' "
+        "bytes included; energy per bit at scaleout_clock_fraction)",
         mixed_fleet=SUM,
     ),
     Metric(
