@@ -215,3 +215,29 @@ def front_of(out: Path, columns: tuple[str, ...] = ("x", "y", "shape", "f1", "f2
 @pytest.fixture
 def toy_study_file(tmp_path: Path) -> Path:
     return write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+
+
+#: GPT-3 175B on 1,024 A100s, TP 8 x PP 8 with sequence parallelism: 16 replicas, so 16
+#: sequences (32k tokens) are one micro-batch each, at its 1,536-sequence batch (Brown et al.
+#: 2020; Narayanan et al. 2021's layout) - the schedule, trajectory and clock-plan tests' run
+GPT3_A100 = dict(
+    model="gpt3-175b",
+    accelerator="A100-80GB",
+    num_accelerators=1024,
+    tensor_parallel=8,
+    pipeline_parallel=8,
+    sequence_parallel=True,
+    micro_batch_size=1,
+    global_batch_size=1536,
+)
+
+
+def run_quickstart(tmp: Path) -> Path:
+    """The quickstart study (analytic evaluator, 400 candidates) run in this process into
+    ``tmp/out``."""
+    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    study["execution"] = {"workers": 0}
+    out = tmp / "out"
+    proc = run_cli("run", str(write_study(tmp, {**study, "output": str(out)})), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return out

@@ -13,19 +13,13 @@ import pytest
 import xarray as xr
 import yaml
 
-from conftest import REPO, run_cli, toy_study, write_study
+from conftest import REPO, run_cli, run_quickstart, toy_study, write_study
 
 
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory) -> Path:
     """The quickstart study (analytic evaluator, 400 candidates), evaluated in-process."""
-    tmp = tmp_path_factory.mktemp("quickstart")
-    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
-    study["execution"] = {"workers": 0}
-    out = tmp / "out"
-    proc = run_cli("run", str(write_study(tmp, {**study, "output": str(out)})), "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    return out
+    return run_quickstart(tmp_path_factory.mktemp("quickstart"))
 
 
 @pytest.fixture(scope="module")

@@ -7,23 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import GPT3_A100
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import training
 
-# GPT-3 175B on 1,024 A100s, TP 8 x PP 8: 16 replicas, so 16 sequences (32k tokens) is one
-# micro-batch each; 300B tokens stated at its 1,536-sequence batch (Brown et al. 2020)
-GPT3 = dict(
-    model="gpt3-175b",
-    accelerator="A100-80GB",
-    num_accelerators=1024,
-    tensor_parallel=8,
-    pipeline_parallel=8,
-    sequence_parallel=True,
-    micro_batch_size=1,
-    global_batch_size=1536,
-    target_tokens=3e11,
-    target_batch_size=1536,
-)
+# GPT-3 175B at its 1,536-sequence batch, 300B tokens stated there (Brown et al. 2020)
+GPT3 = {**GPT3_A100, "target_tokens": 3e11, "target_batch_size": 1536}
 
 
 def _evaluate(rows) -> pd.DataFrame:

@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 import dse
-from conftest import REPO, run_cli, toy_study, write_study
+from conftest import run_cli, run_quickstart, toy_study, write_study
 from dse.checks import canonical_values
 from dse.evaluators import load_evaluator
 from dse.results import open_results
@@ -24,13 +23,7 @@ from dse.space import Space
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory) -> Path:
     """The quickstart study (analytic evaluator, 400 candidates), evaluated in-process."""
-    tmp = tmp_path_factory.mktemp("quickstart")
-    study = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
-    study["execution"] = {"workers": 0}
-    out = tmp / "out"
-    proc = run_cli("run", str(write_study(tmp, {**study, "output": str(out)})), "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    return out
+    return run_quickstart(tmp_path_factory.mktemp("quickstart"))
 
 
 def _evaluator(results: Path):

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import GPT3_A100
 from dse.analytic import validate_energy
 from dse.analytic.energy import stage_plan
 from dse.analytic.evaluator import AnalyticEvaluator
@@ -105,19 +106,7 @@ def test_perseus_least_energy_point_within_3_points():
 
 
 def _gpt3(plan, clock_fraction, **extra):
-    row = dict(
-        model="gpt3-175b",
-        accelerator="A100-80GB",
-        num_accelerators=1024,
-        tensor_parallel=8,
-        pipeline_parallel=8,
-        sequence_parallel=True,
-        global_batch_size=1536,
-        micro_batch_size=1,
-        clock_fraction=clock_fraction,
-        clock_plan=plan,
-    )
-    return {**row, **extra}
+    return {**GPT3_A100, "clock_fraction": clock_fraction, "clock_plan": plan, **extra}
 
 
 def test_clock_plan_input_saves_energy_at_the_same_time():

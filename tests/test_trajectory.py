@@ -7,25 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import GPT3_A100
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import training
 from dse.evaluators import has_trajectory, load_evaluator
 from dse.study import EvaluatorSpec
 from tests.conftest import TOY, run_cli, toy_study, write_study
 
-# GPT-3 175B on 1,024 A100s (studies/gpt3-batch-ramp.yaml's layout): TP 8 x PP 8, 16 replicas
-GPT3 = dict(
-    model="gpt3-175b",
-    accelerator="A100-80GB",
-    num_accelerators=1024,
-    tensor_parallel=8,
-    pipeline_parallel=8,
-    sequence_parallel=True,
-    micro_batch_size=1,
-    global_batch_size=1536,
-    target_batch_size=1536,
-    batch_ramp_start_size=16,
-)
+# GPT-3 175B on 1,024 A100s (studies/gpt3-batch-ramp.yaml's layout)
+GPT3 = {**GPT3_A100, "target_batch_size": 1536, "batch_ramp_start_size": 16}
 TOKENS = dict(target_tokens=3e11)
 ROWS = [
     {**TOKENS, "batch_schedule": "constant"},
