@@ -845,17 +845,14 @@ def _read_catalog(path: str, file: str, field: str) -> tuple[str, Any]:
     shown = str(folder / path) if real else path
     try:
         data = read_inside(folder, path, limit_bytes=CATALOG_LIMIT_BYTES)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
+        said = (
+            f"catalog of bundles {path!r} {exc}"
+            if isinstance(exc, ValueError)
+            else f"cannot read the catalog of bundles: {exc.strerror or exc}"
+        )
         raise StudyError(
-            f"catalog of bundles {path!r} {exc}",
-            file=file,
-            field=f"{field}.bundles",
-            value=path,
-            allowed="a YAML file in the study's folder or below it, named relative to it",
-        ) from None
-    except OSError as exc:
-        raise StudyError(
-            f"cannot read the catalog of bundles: {exc.strerror or exc}",
+            said,
             file=file,
             field=f"{field}.bundles",
             value=path,

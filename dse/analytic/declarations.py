@@ -65,6 +65,23 @@ RESTART_TIME_S = 600.0
 PSU_EFFICIENCY = 0.96
 
 
+def _link_clock(fabric: str) -> Input:
+    """The ``scaleup``/``scaleout`` link clock input (voltage-frequency scaling of a fabric)."""
+    return Input(
+        f"{fabric}_clock_fraction",
+        "float",
+        "1",
+        f"{fabric[:5]}-{fabric[5:]} link clock as a fraction of nominal (voltage-frequency "
+        "scaling): the bandwidth follows the clock, the energy per bit the square of the link "
+        "voltage on power.yaml's links V-f curve (0.64 at 0.5; an estimate, "
+        "docs/model-energy.md)",
+        1.0,
+        minimum=LINK_CLOCK_FRACTION_MIN,
+        maximum=1.0,
+        group="network",
+    )
+
+
 @dataclass(frozen=True)
 class AcceleratorInput(Input):
     """The ``accelerator`` input: a catalog name, or an accelerator profile written by
@@ -443,30 +460,7 @@ TIME_INPUTS: list[Input] = [
         minimum=0,
         group="network",
     ),
-    Input(
-        "scaleup_clock_fraction",
-        "float",
-        "1",
-        "scale-up link clock as a fraction of nominal (voltage-frequency scaling): the "
-        "bandwidth follows the clock, the energy per bit the square of the link voltage on "
-        "power.yaml's links V-f curve (0.64 at 0.5; an estimate, docs/model-energy.md)",
-        1.0,
-        minimum=LINK_CLOCK_FRACTION_MIN,
-        maximum=1.0,
-        group="network",
-    ),
-    Input(
-        "scaleout_clock_fraction",
-        "float",
-        "1",
-        "scale-out link clock as a fraction of nominal (voltage-frequency scaling): the "
-        "bandwidth follows the clock, the energy per bit the square of the link voltage on "
-        "power.yaml's links V-f curve (0.64 at 0.5; an estimate, docs/model-energy.md)",
-        1.0,
-        minimum=LINK_CLOCK_FRACTION_MIN,
-        maximum=1.0,
-        group="network",
-    ),
+    *(_link_clock(fabric) for fabric in ("scaleup", "scaleout")),
     Input(
         "framework",
         "str",
