@@ -63,7 +63,7 @@ def chunk_table(start: int, n: int, rng: np.random.Generator) -> pd.DataFrame:
         time_to_train_s=time_s,
         energy_to_train_j=energy,
         peak_junction_temp_c=temp,
-        memory_per_accelerator_gb=mem,
+        memory_per_accelerator_gib=mem,
         feasible=~rejected,
         reason=np.where(
             rejected, "data parallel x micro batch does not divide the global batch", ""

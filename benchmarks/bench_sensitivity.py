@@ -43,7 +43,7 @@ STUDY = {
         {"metric": "energy_to_train_j", "direction": "minimize"},
         {"metric": "time_to_train_s", "direction": "minimize"},
     ],
-    "constraints": ["memory_per_accelerator_gb <= 80", "peak_junction_temp_c <= 90"],
+    "constraints": ["memory_per_accelerator_gib <= 80", "peak_junction_temp_c <= 90"],
     "search": {"algorithm": "random", "budget": 1000, "seed": 1},
     "execution": {"workers": 0},
 }

@@ -231,3 +231,23 @@ def test_a_zarr_export_onto_a_file_is_refused(quickstart, tmp_path):
         proc.stderr
     )
     assert mine.read_text() == "mine"
+
+
+def test_a_metric_or_input_name_says_the_unit_it_holds():
+    """GiB is ``_gib`` (``memory_per_accelerator_gb`` held GiB), a ``_gb`` name holds GB, a
+    ``_j`` name J, a ``_s`` name s, a ``_w`` name W: a name's unit suffix matches its unit."""
+    from dse.analytic.evaluator import AnalyticEvaluator
+
+    suffixes = {"_gib": "GiB", "_gb": "GB", "_j": "J", "_w": "W", "_mwh": "MWh", "_c": "degC"}
+    evaluator = AnalyticEvaluator()
+    wrong = []
+    items = [*evaluator.metrics.values(), *evaluator.inputs.values()]
+    assert len(items) > 150
+    for item in items:
+        for suffix, expected in suffixes.items():
+            per = item.name.endswith(f"_per{suffix}")  # tokens_per_j: a rate, not a J
+            if item.name.endswith(suffix) and not per and item.unit != expected:
+                wrong.append(f"{item.name} [{item.unit}]")
+        if item.unit == "GiB" and not item.name.endswith("_gib"):
+            wrong.append(f"{item.name} [{item.unit}]")
+    assert not wrong, wrong

@@ -510,7 +510,7 @@ def test_checkpointing_adds_the_predicted_time_and_energy():
     # ZeRO-1: each rank holds its shard of the optimizer state and a copy of the weights,
     # whose write the data-parallel ranks share (each tensor is written once)
     state_b = (
-        base["weights_memory_gb"] / base["data_parallel"] + base["optimizer_memory_gb"]
+        base["weights_memory_gib"] / base["data_parallel"] + base["optimizer_memory_gib"]
     ) * 2**30  # GiB
     t_one = state_b / 1e9  # seconds per checkpoint at 1 GB/s
     n_ck = base["time_to_train_s"] / interval

@@ -66,7 +66,7 @@ def test_does_not_fit_is_a_reason():
         )
     )
     assert r.reason[0] == "does not fit in accelerator memory"
-    assert r.memory_per_accelerator_gb[0] > 80
+    assert r.memory_per_accelerator_gib[0] > 80
 
 
 def test_zero_shards_optimizer_and_recompute_saves_memory():
@@ -76,12 +76,12 @@ def test_zero_shards_optimizer_and_recompute_saves_memory():
     z0 = time_model.evaluate(cfg(**base, zero_stage=0))
     z1 = time_model.evaluate(cfg(**base, zero_stage=1))
     z3 = time_model.evaluate(cfg(**base, zero_stage=3))
-    assert np.isclose(z1.optimizer_memory_gb[0] * 64, z0.optimizer_memory_gb[0])
-    assert z3.weights_memory_gb[0] < z1.weights_memory_gb[0]
+    assert np.isclose(z1.optimizer_memory_gib[0] * 64, z0.optimizer_memory_gib[0])
+    assert z3.weights_memory_gib[0] < z1.weights_memory_gib[0]
     mem = {
         r: time_model.evaluate(
             cfg(**base, recompute=r, flash_attention=False)
-        ).activations_memory_gb[0]
+        ).activations_memory_gib[0]
         for r in ("none", "selective", "full")
     }
     assert mem["none"] > mem["selective"] > mem["full"]
@@ -98,8 +98,8 @@ def test_capacity_is_read_in_gib_as_vendors_size_hbm():
 
 
 def test_the_memory_outputs_are_in_the_unit_of_the_capacity_they_are_checked_against():
-    """A candidate fits exactly when memory_per_accelerator_gb <= the part's hbm_gb (both
-    GiB): a study's `memory_per_accelerator_gb <= 80` is "fits an 80 GB card" (in 10^9 B, a
+    """A candidate fits exactly when memory_per_accelerator_gib <= the part's hbm_gb (both
+    GiB): a study's `memory_per_accelerator_gib <= 80` is "fits an 80 GB card" (in 10^9 B, a
     candidate of 85 GB was feasible on an H100 and the constraint refused it)."""
     from dse.analytic.evaluator import AnalyticEvaluator
     from dse.analytic.time import hardware
@@ -120,11 +120,11 @@ def test_the_memory_outputs_are_in_the_unit_of_the_capacity_they_are_checked_aga
         }
     )
     out = AnalyticEvaluator().evaluate(table)
-    assert AnalyticEvaluator().metrics["memory_per_accelerator_gb"].unit == "GiB"
+    assert AnalyticEvaluator().metrics["memory_per_accelerator_gib"].unit == "GiB"
     capacity = {a: hardware.catalog()[a]["hbm_gb"] for a in ("A100-80GB", "H100-SXM", "MI300X")}
     cap = table["accelerator"].map(capacity).to_numpy()
     memory_only = out["reason"].isin(["", "does not fit in accelerator memory"]).to_numpy()
-    fits = out["memory_per_accelerator_gb"].to_numpy() <= cap
+    fits = out["memory_per_accelerator_gib"].to_numpy() <= cap
     assert memory_only.sum() > 1000 and 0.1 < fits[memory_only].mean() < 0.9
     np.testing.assert_array_equal(out["feasible"].to_numpy()[memory_only], fits[memory_only])
 
@@ -144,7 +144,7 @@ def test_op_level_recompute_keeps_less_than_selective_and_more_than_full():
     output and the block input: 2 (h + g h) + 2 (q + v + o + f) bytes per token (Llama 3 8B:
     15.5 h), fewer than Korthikanti's selective, more than full recomputation."""
     act = {
-        p: time_model.evaluate(cfg(**LLAMA8, recompute=p)).activations_memory_gb[0]
+        p: time_model.evaluate(cfg(**LLAMA8, recompute=p)).activations_memory_gib[0]
         for p in ("selective", "op", "full", "minimal", "offload")
     }
     assert act["full"] < act["op"] < act["selective"]
@@ -161,20 +161,20 @@ def test_transformer_engine_fp8_keeps_one_byte_gemm_inputs():
     """megatron-core keeps fp8 GEMM inputs as 1-byte casts: h + f bytes per token and layer
     fewer than bf16 (without recomputation); torchtitan (torchao Float8) keeps 16-bit."""
     kw = dict(LLAMA8, recompute="none")
-    bf16 = time_model.evaluate(cfg(**kw, precision="bf16")).activations_memory_gb[0]
-    fp8 = time_model.evaluate(cfg(**kw, precision="fp8")).activations_memory_gb[0]
+    bf16 = time_model.evaluate(cfg(**kw, precision="bf16")).activations_memory_gib[0]
+    fp8 = time_model.evaluate(cfg(**kw, precision="fp8")).activations_memory_gib[0]
     tokens, layers = 2 * 8192, 32
     assert (bf16 - fp8) * 2**30 == pytest.approx(tokens * layers * (4096 + 14336), rel=1e-6)
     tt = dict(kw, framework="torchtitan")
-    assert time_model.evaluate(cfg(**tt, precision="fp8")).activations_memory_gb[
+    assert time_model.evaluate(cfg(**tt, precision="fp8")).activations_memory_gib[
         0
-    ] == pytest.approx(time_model.evaluate(cfg(**tt, precision="bf16")).activations_memory_gb[0])
+    ] == pytest.approx(time_model.evaluate(cfg(**tt, precision="bf16")).activations_memory_gib[0])
 
 
 def test_activation_offloading_keeps_the_rest_on_the_device():
     kw = dict(LLAMA8, recompute="none")
     act = [
-        time_model.evaluate(cfg(**kw, activation_offload_layers=n)).activations_memory_gb[0]
+        time_model.evaluate(cfg(**kw, activation_offload_layers=n)).activations_memory_gib[0]
         for n in (0, 16, 31)
     ]
     assert act[2] < act[1] < act[0]
@@ -185,14 +185,14 @@ def test_the_loss_peak_follows_the_stack():
     """torchtitan's eager fp32 cross entropy holds 12 B per logit, 4 B compiled; TE's fused
     cross entropy (megatron-bridge) 2 B."""
     kw = dict(LLAMA8, recompute="full", framework="torchtitan")
-    eager = time_model.evaluate(cfg(**kw)).activations_memory_gb[0]
-    compiled = time_model.evaluate(cfg(**kw, compiled_loss=True)).activations_memory_gb[0]
+    eager = time_model.evaluate(cfg(**kw)).activations_memory_gib[0]
+    compiled = time_model.evaluate(cfg(**kw, compiled_loss=True)).activations_memory_gib[0]
     logits = 2 * 8192 * 128256
     assert (eager - compiled) * 2**30 == pytest.approx(8 * logits * 1.10, rel=1e-6)
 
 
 def test_maxtext_shards_activations_over_the_tensor_axis():
     kw = dict(LLAMA8, tensor_parallel=8, recompute="full", precision="bf16")
-    mt = time_model.evaluate(cfg(**{**kw, "framework": "maxtext"})).activations_memory_gb[0]
-    mc = time_model.evaluate(cfg(**kw)).activations_memory_gb[0]
+    mt = time_model.evaluate(cfg(**{**kw, "framework": "maxtext"})).activations_memory_gib[0]
+    mc = time_model.evaluate(cfg(**kw)).activations_memory_gib[0]
     assert mt < mc

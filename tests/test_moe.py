@@ -141,10 +141,10 @@ def test_expert_parallelism_shards_the_experts_and_pays_an_all_to_all():
     )
     assert r["feasible"].all()
     # expert weights and their optimizer state split EP ways (dense weights are not)
-    assert r["weights_memory_gb"][0] > r["weights_memory_gb"][1] > r["weights_memory_gb"][2]
+    assert r["weights_memory_gib"][0] > r["weights_memory_gib"][1] > r["weights_memory_gib"][2]
     # ZeRO-1 shards the optimizer state over the expert-data-parallel ranks: EP x EDP = the
     # 16 data-parallel ranks either way, so the optimizer state per rank does not change
-    assert r["optimizer_memory_gb"][1] == pytest.approx(r["optimizer_memory_gb"][0], rel=1e-9)
+    assert r["optimizer_memory_gib"][1] == pytest.approx(r["optimizer_memory_gib"][0], rel=1e-9)
     # EP 8 over two domains of 4: half the dispatch crosses InfiniBand
     assert r["ep_comm_time_s"][3] > 2 * r["ep_comm_time_s"][2] > 0
     assert r["ep_comm_time_s"][0] == pytest.approx(0.0, abs=1e-12)
@@ -369,7 +369,7 @@ def test_long_context_attention_and_context_parallelism():
     ]
     assert per_token[2] - per_token[1] == pytest.approx(4 * (131072 - 32768) * 4096, rel=1e-9)
     # FlashAttention keeps no s x s scores: activations per token stay flat as s grows with c
-    act = r["activations_memory_gb"] / (np.array(seqs) / np.array([1, 4, 8]))
+    act = r["activations_memory_gib"] / (np.array(seqs) / np.array([1, 4, 8]))
     assert act.max() / act.min() < 1.05
     ring, gather = run(
         **kw, seq_len=131072, context_parallel=8, context_parallel_algorithm=["ring", "all_gather"]

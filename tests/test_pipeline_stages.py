@@ -107,7 +107,7 @@ def test_memory_is_checked_on_the_most_loaded_stage():
     )
     r = time_model.evaluate(cfg(1, **kw))
     logits_gb = 4.0 * 4096 * 8 * 256000 / 2**30
-    assert r.activations_memory_gb[0] > logits_gb
+    assert r.activations_memory_gib[0] > logits_gb
     assert (
-        r.memory_per_accelerator_gb[0] > logits_gb + 2048 * 256000 * 16 / 2**30
+        r.memory_per_accelerator_gib[0] > logits_gb + 2048 * 256000 * 16 / 2**30
     )  # and the output layer's state

@@ -44,7 +44,7 @@ SMALL = {
         {"metric": "time_to_train_s"},
         {"metric": "facility_peak_power_w"},
     ],
-    "constraints": ["peak_junction_temp_c <= 85", "memory_per_accelerator_gb <= 80"],
+    "constraints": ["peak_junction_temp_c <= 85", "memory_per_accelerator_gib <= 80"],
     "search": {"algorithm": "nsga2", "budget": 1620, "batch_size": 40},  # 15% of the space
     "execution": {"workers": 0},
 }

@@ -348,7 +348,7 @@ def test_show_fits_80_columns_with_every_name_and_unit(quickstart):
         "energy_to_train_j",
         "time_to_train_s",
         "peak_junction_temp_c",
-        "memory_per_accelerator_gb",
+        "memory_per_accelerator_gib",
         "accelerator",
         "num_accelerators",
         "global_batch_size",

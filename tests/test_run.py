@@ -735,7 +735,7 @@ def test_an_output_that_would_replace_an_input_is_refused_before_any_work(finish
 
 def test_validate_refuses_a_space_with_no_feasible_candidate_as_run_would_end(tmp_path):
     data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
-    data["constraints"] = ["memory_per_accelerator_gb <= 1"]
+    data["constraints"] = ["memory_per_accelerator_gib <= 1"]
     data["output"] = str(tmp_path / "out")
     study = write_study(tmp_path, data)
     for command in ("validate", "run"):
@@ -743,7 +743,7 @@ def test_validate_refuses_a_space_with_no_feasible_candidate_as_run_would_end(tm
             command, str(study), *(["-q", "-w", "0"] if command == "run" else ["--overwrite"])
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert "constraint memory_per_accelerator_gb <= 1" in proc.stderr
+        assert "constraint memory_per_accelerator_gib <= 1" in proc.stderr
     assert (
         "none of the space's 400 candidates is feasible"
         in run_cli("validate", str(study), "--overwrite").stderr

@@ -69,10 +69,10 @@ def test_each_stack_shards_by_its_own_default():
     small = dict(model="gpt-1.3b")
     fsdp, ds = run(framework="fsdp", **small), run(framework="deepspeed", **small)
     assert np.isclose(
-        fsdp.weights_memory_gb[0] * 64, ds.weights_memory_gb[0], rtol=1e-9
+        fsdp.weights_memory_gib[0] * 64, ds.weights_memory_gib[0], rtol=1e-9
     )  # FULL_SHARD
     zero0 = run(framework="deepspeed", zero_stage=0, **small)
-    assert np.isclose(ds.optimizer_memory_gb[0] * 64, zero0.optimizer_memory_gb[0])  # ZeRO-1
+    assert np.isclose(ds.optimizer_memory_gib[0] * 64, zero0.optimizer_memory_gib[0])  # ZeRO-1
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_context_parallelism_splits_the_sequence():
     )
     one, two = run(**kw), run(context_parallel=2, **kw)
     assert two.data_parallel[0] == one.data_parallel[0] / 2
-    assert two.activations_memory_gb[0] < 0.6 * one.activations_memory_gb[0]
+    assert two.activations_memory_gib[0] < 0.6 * one.activations_memory_gib[0]
     assert two.cp_comm_time_s[0] > 0 == one.cp_comm_time_s[0] == two.tp_comm_time_s[0]
     bad = time_model.evaluate(cfg(1, **{**BASE, **kw, "context_parallel": 2, "seq_len": 4098}))
     assert bad.reason[0] == "context parallelism needs 2 x its degree to divide the sequence length"
@@ -393,7 +393,7 @@ def test_fsdp_with_a_pipeline_gathers_once_in_torchtitan():
     )
     fsdp, tt = run(framework="fsdp", **kw), run(framework="torchtitan", **kw)
     assert tt.dp_comm_time_s[0] < fsdp.dp_comm_time_s[0] / 4
-    assert tt.memory_per_accelerator_gb[0] > fsdp.memory_per_accelerator_gb[0]
+    assert tt.memory_per_accelerator_gib[0] > fsdp.memory_per_accelerator_gib[0]
 
 
 def test_flashattention2_runs_at_its_published_ceiling_on_hopper_only():

@@ -713,17 +713,17 @@ TIME_METRICS: list[Metric] = [
         mixed_fleet=JOB,
     ),
     # GiB (2^30 B), the unit of a part's capacity ("80 GB" H100: 80 GiB) and of nvidia-smi and
-    # PyTorch: `memory_per_accelerator_gb <= 80` is "fits an 80 GB card"
+    # PyTorch: `memory_per_accelerator_gib <= 80` is "fits an 80 GB card"
     Metric(
-        "memory_per_accelerator_gb",
+        "memory_per_accelerator_gib",
         "GiB",
         "memory per accelerator on the most loaded pipeline stage (a mixed fleet: the fuller type's)",
         mixed_fleet=MAX,
     ),
-    Metric("weights_memory_gb", "GiB", "weights per accelerator", mixed_fleet=FULLER),
-    Metric("gradients_memory_gb", "GiB", "gradients per accelerator", mixed_fleet=FULLER),
-    Metric("optimizer_memory_gb", "GiB", "optimizer state per accelerator", mixed_fleet=FULLER),
-    Metric("activations_memory_gb", "GiB", "activations per accelerator", mixed_fleet=FULLER),
+    Metric("weights_memory_gib", "GiB", "weights per accelerator", mixed_fleet=FULLER),
+    Metric("gradients_memory_gib", "GiB", "gradients per accelerator", mixed_fleet=FULLER),
+    Metric("optimizer_memory_gib", "GiB", "optimizer state per accelerator", mixed_fleet=FULLER),
+    Metric("activations_memory_gib", "GiB", "activations per accelerator", mixed_fleet=FULLER),
     Metric("parameters", "1", "model parameters (every expert)", mixed_fleet=SAME),
     Metric(
         "active_parameters",

@@ -202,7 +202,7 @@ def _combine(ea, eb, n_a, n_b) -> dict[str, np.ndarray]:
     ta, tb = ea.timing, eb.timing
     ma, mb = {**ta.metrics(), **ea.metrics}, {**tb.metrics(), **eb.metrics}
     b_paces = tb.breakdown.slot_s > ta.breakdown.slot_s
-    b_fuller = mb["memory_per_accelerator_gb"] > ma["memory_per_accelerator_gb"]
+    b_fuller = mb["memory_per_accelerator_gib"] > ma["memory_per_accelerator_gib"]
     n = n_a + n_b
     energy = ma["energy_to_train_j"] + mb["energy_to_train_j"]
     out = dict(ma)

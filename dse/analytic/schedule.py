@@ -57,7 +57,7 @@ ADDED = (
 )
 #: the largest over the phases (peaks and limits)
 LARGEST = (
-    "memory_per_accelerator_gb",
+    "memory_per_accelerator_gib",
     "peak_power_per_accelerator_w",
     "node_peak_power_w",
     "facility_peak_power_w",

@@ -408,7 +408,7 @@ def predict(df: pd.DataFrame, *, file: str = "") -> pd.DataFrame:
         out.loc[timed, "predicted"] = predicted
         out.loc[timed, "error"] = np.where(ok, ratio - 1.0, np.nan)
         out.loc[timed, "reason"] = np.where(ok, "", res["reason"])
-        out.loc[timed, "memory_gib"] = res["memory_per_accelerator_gb"]
+        out.loc[timed, "memory_gib"] = res["memory_per_accelerator_gib"]
     staged = np.isin(q, STAGE_QUANTITIES)
     if staged.any():
         from dse.analytic import validate_energy  # the energy side owns clock sweeps

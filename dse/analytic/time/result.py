@@ -30,11 +30,11 @@ METRIC_FIELDS = (
     "min_tokens_to_train",
     "tokens_per_s",
     "mfu",
-    "memory_per_accelerator_gb",
-    "weights_memory_gb",
-    "gradients_memory_gb",
-    "optimizer_memory_gb",
-    "activations_memory_gb",
+    "memory_per_accelerator_gib",
+    "weights_memory_gib",
+    "gradients_memory_gib",
+    "optimizer_memory_gib",
+    "activations_memory_gib",
     "parameters",
     "active_parameters",
     "data_parallel",
@@ -69,11 +69,11 @@ class TimeResult:
     min_tokens_to_train: np.ndarray  # tokens, E_min: the target's tokens at the small-batch limit
     tokens_per_s: np.ndarray  # tokens/s
     mfu: np.ndarray  # 1
-    memory_per_accelerator_gb: np.ndarray  # GiB
-    weights_memory_gb: np.ndarray  # GiB
-    gradients_memory_gb: np.ndarray  # GiB
-    optimizer_memory_gb: np.ndarray  # GiB
-    activations_memory_gb: np.ndarray  # GiB
+    memory_per_accelerator_gib: np.ndarray  # GiB
+    weights_memory_gib: np.ndarray  # GiB
+    gradients_memory_gib: np.ndarray  # GiB
+    optimizer_memory_gib: np.ndarray  # GiB
+    activations_memory_gib: np.ndarray  # GiB
     parameters: np.ndarray  # 1, every parameter (all experts)
     active_parameters: np.ndarray  # 1, the parameters one token uses (= parameters when dense)
     data_parallel: np.ndarray  # 1
