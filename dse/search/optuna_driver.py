@@ -330,8 +330,10 @@ class _OptunaDriver(SearchDriver):
         if t is None or t.state != optuna.trial.TrialState.RUNNING:
             return
         trial = optuna.trial.Trial(study, t._trial_id)
+        already = t.constraints or {}  # a run killed while it told this trial set some of them
         for name, value in zip(self.problem.constraints, g, strict=True):
-            trial.set_constraint(name, float(value))
+            if name not in already:
+                trial.set_constraint(name, float(value))
         if duplicate_of is not None:
             trial.set_user_attr("duplicate_of", duplicate_of)
         study.tell(trial, f)
