@@ -71,14 +71,6 @@ SLOW_FILES = (
 )
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto``: a worker per core and one more. The signal, kill and cluster tests spend
-    much of their time waiting on the programs and workers they start (rows to appear, a
-    grace period, a nanny's restart); the extra worker runs tests meanwhile (2 cores: 1,117
-    tests in 2:43 with three workers, 3:32 with two)."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_collection_modifyitems(config, items) -> None:
     rank = {name: i for i, name in enumerate(SLOW_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable

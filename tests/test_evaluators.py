@@ -401,9 +401,10 @@ def test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line(tmp_pat
             output=str(out),
             space={"x": [0.25, 0.75], "y": [0], "shape": ["a"]},
             evaluator={"name": "tests.test_evaluators:_Misbehaving", "options": {"how": "os-exit"}},
-            # grace_s: time for the nanny to bring a killed worker back; on a 2-core machine running
-            # the suite on both cores a restart has taken over 20 s
-            execution={"workers": 1, "grace_s": 60},
+            # grace_s: time for the nanny to bring a killed worker back (a fresh interpreter);
+            # on a 2-core machine running the suite on both cores a restart has taken over
+            # 60 s: the run waits that long with no worker before it stops
+            execution={"workers": 1, "grace_s": 240},
         ),
     )
     proc = run_cli_subprocess(
