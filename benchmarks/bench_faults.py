@@ -56,6 +56,20 @@ def study(folder: Path, name: str, execution: dict, candidates: int, cost_s: flo
     return path
 
 
+def run_reference(folder: Path, candidates: int) -> Path:
+    """The undisturbed run the disturbed one is compared with: the same study evaluated in
+    the run's own process, without a cost per candidate, in ``folder/reference``."""
+    reference = study(folder, "reference", {"workers": 0}, candidates, 0.0)
+    subprocess.run(
+        [sys.executable, "-m", "dse", "run", str(reference), "--quiet"],
+        check=True,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return folder / "reference"
+
+
 def spawn(folder: Path, name: str, args: list[str]) -> subprocess.Popen:
     log = open(folder / f"{name}.log", "ab")
     return subprocess.Popen(
@@ -97,14 +111,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     folder = Path(tempfile.mkdtemp(prefix="dse-bench-faults-"))
     cost_s = args.cost_ms / 1000
-    reference = study(folder, "reference", {"workers": 0}, args.candidates, 0.0)
-    subprocess.run(
-        [sys.executable, "-m", "dse", "run", str(reference), "--quiet"],
-        check=True,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    run_reference(folder, args.candidates)
 
     file = folder / "scheduler.json"
     procs = [

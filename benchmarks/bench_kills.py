@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import psutil
-from bench_faults import ENV, front, log_keys, study
+from bench_faults import ENV, front, log_keys, run_reference, study
 
 
 def session_processes(sid: int) -> list[psutil.Process]:
@@ -62,14 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(args.seed)
     folder = Path(tempfile.mkdtemp(prefix="dse-bench-kills-"))
-    reference = study(folder, "reference", {"workers": 0}, args.candidates, 0.0)
-    subprocess.run(
-        [sys.executable, "-m", "dse", "run", str(reference), "--quiet"],
-        check=True,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    run_reference(folder, args.candidates)
     spec = study(
         folder, "killed", {"workers": 2, "tls": True}, args.candidates, args.cost_ms / 1000
     )

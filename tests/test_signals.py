@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from background import background_study, wait_for_rows
+from background import background_study, start_run, wait_for_rows
 from conftest import REPO, log_rows, rows_on_disk, run_cli
 
 
@@ -235,13 +235,7 @@ def test_forked_workers_leave_when_the_run_is_killed_even_if_their_keep_alive_pi
     psutil = pytest.importorskip("psutil")
     out = tmp_path / "out"
     study = background_study(tmp_path, "random", out, 0.2, workers=2)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    run = start_run(study)
     held: list[int] = []
     workers: list = []
     try:
