@@ -280,7 +280,9 @@ TIME_INPUTS: list[Input] = [
         "str",
         "",
         "global batch over the run: constant, or a ramp from batch_ramp_start_size to global_batch_size "
-        "over batch_ramp_tokens, linear or in steps (the layout stays; the gradient accumulation changes)",
+        "over batch_ramp_tokens, linear or in steps, or critical: critical_batch_multiple x the critical "
+        "batch at the loss reached, between batch_ramp_start_size and global_batch_size "
+        "(the layout stays; the gradient accumulation changes)",
         "constant",
         BATCH_SCHEDULES,
         group="workload",
@@ -289,7 +291,7 @@ TIME_INPUTS: list[Input] = [
         "batch_ramp_start_size",
         "int",
         "sequences",
-        "batch at the start of a ramp (default: one micro-batch per data-parallel replica)",
+        "batch at the start of a ramp, the smallest of a critical schedule (default: one micro-batch per data-parallel replica)",
         None,
         minimum=1,
         group="workload",
@@ -308,12 +310,25 @@ TIME_INPUTS: list[Input] = [
         "batch_ramp_steps",
         "int",
         "",
-        "phases of a ramp, of equal tokens (default 8: our discretisation; linear: the ramp at each phase's middle)",
+        "phases of a ramp, of equal tokens (default 8: our discretisation; linear: the ramp at each phase's middle); "
+        "critical: batch levels below global_batch_size, geometric from batch_ramp_start_size",
         8,
         minimum=1,
         maximum=64,
         group="workload",
     ),
+    Input(
+        "critical_batch_multiple",
+        "float",
+        "1",
+        "batch_schedule critical: the batch as a multiple of the critical batch B_crit(L) (Kaplan et al. 2020, "
+        "eq. 5.3; scaled to b_noise_tokens where given); 1: B_crit, at which a run takes twice the fewest "
+        "tokens and twice the fewest steps (McCandlish et al. 2018)",
+        1.0,
+        minimum=0.01,
+        maximum=100.0,
+        group="workload",
+    ),  # 0.01-100: our bounds, four decades around the critical batch
     Input(
         "b_noise_tokens",
         "float",

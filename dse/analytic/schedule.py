@@ -28,7 +28,9 @@ from dse.analytic.columns import choice_codes
 from dse.analytic.time import training
 
 #: the ``batch_schedule`` input's choices
-BATCH_SCHEDULES = ("constant", "linear", "steps")
+BATCH_SCHEDULES = ("constant", "linear", "steps", "critical")
+#: the code of ``critical`` (the batch follows a multiple of the critical batch)
+CRITICAL = BATCH_SCHEDULES.index("critical")
 
 #: metrics added over the phases (extensive: the run's totals)
 ADDED = (
@@ -82,7 +84,7 @@ ANY = ("power_capped", "throttled")
 
 
 def ramp_rows(cfg) -> np.ndarray:
-    """True for candidates whose batch ramps (``batch_schedule`` linear or steps)."""
+    """True for candidates whose batch changes (``batch_schedule`` linear, steps or critical)."""
     col = cfg.get("batch_schedule")
     if col is None:
         return np.zeros(len(cfg["accelerator"]), dtype=bool)
@@ -98,23 +100,54 @@ def phase_batches(cfg, replicas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``global_batch_size``), and the tokens each ramp phase consumes, (R, K); ``K`` the most
     phases of any candidate (a candidate with fewer has empty phases at its final batch).
     ``replicas``: data-parallel replicas; a phase's batch is a multiple of their
-    micro-batches, at least one each."""
+    micro-batches, at least one each. A ``critical`` schedule's phases are the levels of
+    :func:`critical_levels` (their tokens, 0 here, follow from the loss:
+    :func:`critical_ends`)."""
     final = _f(cfg, "global_batch_size")
     unit = np.maximum(replicas * _f(cfg, "micro_batch_size"), 1.0)
     start = _f(cfg, "batch_ramp_start_size")
     start = np.where(np.isfinite(start), start, unit)
     steps = np.maximum(np.nan_to_num(_f(cfg, "batch_ramp_steps"), nan=1.0), 1.0)
     k_max = int(steps.max()) if len(steps) else 1
-    linear = choice_codes(cfg["batch_schedule"], BATCH_SCHEDULES) == 1
+    codes = choice_codes(cfg["batch_schedule"], BATCH_SCHEDULES)
+    linear = codes == 1
+    critical = codes == CRITICAL
     k = np.arange(k_max)[None, :]
     at = np.where(linear[:, None], k + 0.5, k) / steps[:, None]
     batch = start[:, None] + (final - start)[:, None] * np.minimum(at, 1.0)
+    batch = np.where(critical[:, None], critical_levels(start, final, at), batch)
     batch = np.maximum(np.round(batch / unit[:, None]), 1.0) * unit[:, None]
+    batch = np.where(critical[:, None], np.minimum(batch, final[:, None]), batch)
     inside = k < steps[:, None]
     batch = np.where(inside, batch, final[:, None])
-    ramp = _f(cfg, "batch_ramp_tokens")
+    ramp = np.where(critical, 0.0, _f(cfg, "batch_ramp_tokens"))
     tokens = np.where(inside, (ramp / steps)[:, None], 0.0)
     return np.column_stack([batch, final]), tokens
+
+
+def critical_levels(smallest: np.ndarray, final: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The batch levels of a ``critical`` schedule at ``at`` (k / batch_ramp_steps, (R, K)):
+    geometric from ``smallest`` (at most ``final``) to ``final``, before rounding to whole
+    micro-batches per replica."""
+    low = np.minimum(smallest, final)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return low[:, None] * (final / low)[:, None] ** np.minimum(at, 1.0)
+
+
+def critical_ends(
+    multiple: np.ndarray, progress: training.Progress, batch_tokens: np.ndarray, steps: np.ndarray
+) -> np.ndarray:
+    """Where each phase ``k < K`` of a ``critical`` schedule ends, in progress (small-batch-
+    limit tokens, (R, K)): where ``critical_batch_multiple`` times the critical batch
+    (the noise scale at the loss reached, :meth:`~.time.training.Progress.noise_scale`)
+    passes the geometric mean of the phase's batch and the next's, so that each phase runs
+    the level nearest (in ratio) to the multiple of the critical batch; phases past a
+    candidate's ``batch_ramp_steps`` are empty. ``multiple``: ``critical_batch_multiple``;
+    ``batch_tokens``: (R, K+1)."""
+    switch = np.sqrt(batch_tokens[:, :-1] * batch_tokens[:, 1:]) / multiple[:, None]
+    ends = training.progress_at_noise_scale(progress, switch)
+    ends = np.where(np.arange(ends.shape[1])[None, :] < steps[:, None], ends, 0.0)
+    return np.minimum(np.maximum.accumulate(ends, axis=1), progress.e_min[:, None])
 
 
 def evaluate(cfg, run: Callable[[dict], dict]) -> dict[str, np.ndarray]:
@@ -166,7 +199,7 @@ def run_phases(cfg, run: Callable[[dict], dict]) -> Phases:
         ref,
     )
     batches, ramp_tokens = phase_batches(cfg, np.asarray(final["data_parallel"], dtype=float))
-    path = training.progress_path(progress, batches * seq[:, None], ramp_tokens)
+    path = _path(cfg, progress, batches * seq[:, None], ramp_tokens)
     tokens = path.tokens
     phases = []
     nan = np.full(len(seq), np.nan)
@@ -180,6 +213,41 @@ def run_phases(cfg, run: Callable[[dict], dict]) -> Phases:
         }
         phases.append(run(phase))
     return Phases(phases, final, batches, progress, path)
+
+
+def _path(cfg, progress, batch_tokens, ramp_tokens) -> training.ProgressPath:
+    """The integration of every row's schedule: ramps by their tokens
+    (:func:`~.time.training.progress_path`), ``critical`` rows by the progress where each
+    phase ends (:func:`~.time.training.progress_path_to`)."""
+    critical = choice_codes(cfg["batch_schedule"], BATCH_SCHEDULES) == CRITICAL
+    if not critical.any():
+        return training.progress_path(progress, batch_tokens, ramp_tokens)
+    steps = np.maximum(np.nan_to_num(_f(cfg, "batch_ramp_steps"), nan=1.0), 1.0)
+    multiple = _f(cfg, "critical_batch_multiple")
+    ramp_rows_, crit_rows = np.flatnonzero(~critical), np.flatnonzero(critical)
+    ramp_p, crit_p = _progress_rows(progress, ramp_rows_), _progress_rows(progress, crit_rows)
+    ramped = training.progress_path(ramp_p, batch_tokens[ramp_rows_], ramp_tokens[ramp_rows_])
+    ends = critical_ends(multiple[crit_rows], crit_p, batch_tokens[crit_rows], steps[crit_rows])
+    followed = training.progress_path_to(crit_p, batch_tokens[crit_rows], ends)
+    fields = ("tokens", "ramp_d", "ramp_u", "final_d", "final_u")
+    merged = {}
+    for name in fields:
+        a, b = getattr(ramped, name), getattr(followed, name)
+        col = np.empty((len(critical), *a.shape[1:]))
+        col[ramp_rows_], col[crit_rows] = a, b
+        merged[name] = col
+    return training.ProgressPath(**merged)
+
+
+def _progress_rows(p: training.Progress, rows: np.ndarray) -> training.Progress:
+    """The candidates ``rows`` of ``p``."""
+    return training.Progress(
+        e_min=p.e_min[rows],
+        d_ref=p.d_ref[rows],
+        loss_target=p.loss_target[rows],
+        b_noise_target=p.b_noise_target[rows],
+        params=p.params[rows],
+    )
 
 
 def _combine(phases: list[dict], e_min: np.ndarray) -> dict[str, np.ndarray]:

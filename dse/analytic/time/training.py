@@ -141,10 +141,22 @@ def progress_of(params, target_tokens, target_loss, b_noise_tokens, ref_batch_to
     )
 
 
-#: integration steps per phase of a schedule (midpoint rule in consumed tokens), and over the
-#: last phase (in progress)
+#: integration steps per phase of a schedule (midpoint rule), and over the last phase (in
+#: progress)
 PHASE_SUBSTEPS = 16
 FINAL_SUBSTEPS = 64
+#: the integration's cells over a phase have their edges at ``(i / n)^GRADING`` of its
+#: length: fine at its start, where the loss and the noise scale change fastest (the loss of
+#: a run falls from the untrained 10.8 nats to about 4 over its first ~1e8 tokens, the noise
+#: scale from ~3k to ~2e5 tokens). Against a reference of 4e5 geometric cells, GPT-3 175B's
+#: 3.1M-token batch run to its target (evaluator 0.18.0): 64 equal cells missed 1.8% of its
+#: tokens, 64 graded cells miss 0.03% (at 0.8M tokens: 0.6% against 0.01%)
+GRADING = 4
+
+
+def _edges(n: int) -> np.ndarray:
+    """The edges of ``n`` graded cells over a phase, as fractions of its length."""
+    return (np.arange(n + 1) / n) ** GRADING
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,11 +191,12 @@ def progress_path(p: Progress, batch_tokens: np.ndarray, phase_tokens_: np.ndarr
     out = np.zeros((r_rows, k_ramp + 1))
     ramp_d = np.zeros((r_rows, k_ramp, PHASE_SUBSTEPS + 1))
     ramp_u = np.zeros((r_rows, k_ramp, PHASE_SUBSTEPS + 1))
+    widths = np.diff(_edges(PHASE_SUBSTEPS))
     for k in range(k_ramp):
-        d = phase_tokens_[:, k] / PHASE_SUBSTEPS
         used = np.zeros(r_rows)
         ramp_u[:, k, 0] = u
         for i in range(PHASE_SUBSTEPS):
+            d = phase_tokens_[:, k] * widths[i]
             left = np.maximum(p.e_min - u, 0.0)
             mid = u + 0.5 * d / (1.0 + batch_tokens[:, k] / p.noise_scale(u))
             du = d / (1.0 + batch_tokens[:, k] / p.noise_scale(mid))
@@ -194,16 +207,57 @@ def progress_path(p: Progress, batch_tokens: np.ndarray, phase_tokens_: np.ndarr
             ramp_u[:, k, i + 1] = u
         out[:, k] = used
     # the last phase: D = integral of (1 + B / B_noise(u)) du from u to e_min
-    rest_u = np.maximum(p.e_min - u, 0.0)
-    grid = (
-        u[:, None] + rest_u[:, None] * ((np.arange(FINAL_SUBSTEPS) + 0.5) / FINAL_SUBSTEPS)[None, :]
-    )
-    rest = rest_u / FINAL_SUBSTEPS
-    b_last = batch_tokens[:, k_ramp][:, None]
-    cells = rest[:, None] * (1.0 + b_last / p.noise_scale(grid))
-    out[:, k_ramp] = rest * (1.0 + b_last / p.noise_scale(grid)).sum(axis=1)
-    final_d = np.column_stack([np.zeros(r_rows), np.cumsum(cells, axis=1)])
-    final_u = (
-        u[:, None] + rest_u[:, None] * (np.arange(FINAL_SUBSTEPS + 1) / FINAL_SUBSTEPS)[None, :]
-    )
+    final_d, final_u = _through_progress(p, batch_tokens[:, k_ramp], u, p.e_min, FINAL_SUBSTEPS)
+    out[:, k_ramp] = final_d[:, -1]
     return ProgressPath(out, ramp_d, ramp_u, final_d, final_u)
+
+
+def _through_progress(p: Progress, batch_tokens, u_from, u_to, n: int):
+    """A phase at ``batch_tokens`` from progress ``u_from`` to ``u_to`` (nothing where
+    ``u_to <= u_from``): the tokens consumed and the progress at the edges of its ``n``
+    graded cells, (R, n + 1) each, ``D = integral of (1 + B / B_noise(u)) du`` (midpoint rule)."""
+    span = np.maximum(u_to - u_from, 0.0)
+    edges = u_from[:, None] + span[:, None] * _edges(n)[None, :]
+    mids = 0.5 * (edges[:, 1:] + edges[:, :-1])
+    cells = np.diff(edges, axis=1) * (1.0 + batch_tokens[:, None] / p.noise_scale(mids))
+    return np.column_stack([np.zeros(len(span)), np.cumsum(cells, axis=1)]), edges
+
+
+def progress_path_to(p: Progress, batch_tokens: np.ndarray, phase_end: np.ndarray) -> ProgressPath:
+    """A schedule whose phases ``k < K`` end at progress ``phase_end[:, k]`` (small-batch-limit
+    tokens, non-decreasing; cut at the target's ``e_min``) instead of after a number of
+    tokens: phase ``k`` at ``batch_tokens[:, k]``, the last one until the target. Each phase
+    is integrated in progress as :func:`progress_path` integrates its last phase; the same
+    :class:`ProgressPath`."""
+    r_rows, k_ramp = phase_end.shape
+    out = np.zeros((r_rows, k_ramp + 1))
+    ramp_d = np.zeros((r_rows, k_ramp, PHASE_SUBSTEPS + 1))
+    ramp_u = np.zeros((r_rows, k_ramp, PHASE_SUBSTEPS + 1))
+    u = np.zeros(r_rows)
+    for k in range(k_ramp):
+        end = np.clip(phase_end[:, k], u, p.e_min)
+        ramp_d[:, k], ramp_u[:, k] = _through_progress(
+            p, batch_tokens[:, k], u, end, PHASE_SUBSTEPS
+        )
+        out[:, k] = ramp_d[:, k, -1]
+        u = end
+    final_d, final_u = _through_progress(p, batch_tokens[:, k_ramp], u, p.e_min, FINAL_SUBSTEPS)
+    out[:, k_ramp] = final_d[:, -1]
+    return ProgressPath(out, ramp_d, ramp_u, final_d, final_u)
+
+
+def progress_at_noise_scale(p: Progress, b_noise_tokens: np.ndarray) -> np.ndarray:
+    """The progress (small-batch-limit tokens) at which :meth:`Progress.noise_scale` reaches
+    ``b_noise_tokens`` ((R,) or (R, n)): the loss ``L_target (B / B_noise,target)^(-alpha_B)``
+    inverted through the Chinchilla fit; 0 where the noise scale is there from the start
+    (at or above the untrained loss), ``inf`` where the model size never reaches it."""
+    b = np.asarray(b_noise_tokens, dtype=float)
+
+    def col(a):
+        return np.reshape(a, np.shape(a) + (1,) * (b.ndim - 1))
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        loss = col(p.loss_target) * (b / col(p.b_noise_target)) ** (-KAPLAN_ALPHA_B)
+        tokens = chinchilla_tokens(col(p.params), loss)
+        u = np.where(np.isfinite(tokens), tokens, np.inf) * col(p.e_min / p.d_ref)
+    return np.where(loss >= UNTRAINED_LOSS, 0.0, u)
