@@ -13,7 +13,7 @@ from dse.api import plan
 STUDIES = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
 #: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput
 #: inputs, the AstraWattch case study (network link clock, idle and waiting power), bundles,
-#: per-stage clock plans and batch-size ramps
+#: per-stage clock plans, batch-size ramps and the critical batch followed
 NEW = (
     "moe-rack-scale.yaml",
     "long-context.yaml",
@@ -22,6 +22,7 @@ NEW = (
     "fabric-and-cooling-bundles.yaml",  # bundles of inputs, one set from a catalog file
     "perseus-clock-plan.yaml",
     "gpt3-batch-ramp.yaml",
+    "gpt3-critical-batch.yaml",  # the batch following the critical batch as the loss falls
 )
 
 

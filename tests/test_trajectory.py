@@ -30,6 +30,9 @@ ROWS = [
         "second_accelerator": "H100-SXM",
         "second_pipeline_stages": 4,
     },  # a mixed fleet: one batch
+    # the batch following the critical batch (levels from one micro-batch per replica)
+    {**TOKENS, "batch_schedule": "critical", "critical_batch_multiple": 0.5},
+    {"target_loss": 2.05, "batch_schedule": "critical", "batch_ramp_steps": 3},
 ]
 POINTS = 41
 
@@ -86,7 +89,7 @@ def test_a_ramp_starts_at_a_small_batch_and_gains_loss_early(evaluated):
     batch = {i: run["batch_sequences"].to_numpy() for i, run in runs.items()}
     for i in (0, 1, 5, 6):  # constant batches (ramp 0 tokens: the same batch throughout)
         assert np.all(batch[i] == candidates["global_batch_size"][i])
-    for i in (2, 3, 4):
+    for i in (2, 3, 4, 7, 8):  # ramps, and the critical batch followed
         assert batch[i][0] < 200 and batch[i][-1] == 1536
         assert np.all(np.diff(batch[i]) >= 0)
         assert runs[i]["batch_tokens"][0] == batch[i][0] * 2048  # GPT-3's sequence length
@@ -170,3 +173,15 @@ def test_a_plug_in_without_the_hook_is_refused_in_one_line(tmp_path):
     lines = said.stderr.strip().splitlines()
     assert len(lines) == 1 and "gives no trajectory" in lines[0], said.stderr
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "t.csv").exists()
+
+
+def test_following_the_critical_batch_reaches_every_loss_with_fewer_tokens(evaluated):
+    _, _, traj = evaluated
+    runs = {i: run for i, run in traj.groupby("candidate")}
+    for followed, constant in ((7, 1),):  # the critical batch followed up to 1,536, and 1,536
+        for loss in (4.0, 3.0, 2.5, 2.2, 2.1, 2.01):
+
+            def tokens_at(run, loss=loss):
+                return np.interp(-loss, -run["loss_nats"], run["tokens"])
+
+            assert tokens_at(runs[followed]) < tokens_at(runs[constant]), loss

@@ -142,11 +142,13 @@ def critical_ends(
     (the noise scale at the loss reached, :meth:`~.time.training.Progress.noise_scale`)
     passes the geometric mean of the phase's batch and the next's, so that each phase runs
     the level nearest (in ratio) to the multiple of the critical batch; phases past a
-    candidate's ``batch_ramp_steps`` are empty. ``multiple``: ``critical_batch_multiple``;
+    candidate's ``batch_ramp_steps``, and one whose level the next repeats, are empty. ``multiple``: ``critical_batch_multiple``;
     ``batch_tokens``: (R, K+1)."""
     switch = np.sqrt(batch_tokens[:, :-1] * batch_tokens[:, 1:]) / multiple[:, None]
     ends = training.progress_at_noise_scale(progress, switch)
-    ends = np.where(np.arange(ends.shape[1])[None, :] < steps[:, None], ends, 0.0)
+    # a phase whose level is the next one's (rounding) or past the candidate's levels is empty
+    grows = batch_tokens[:, :-1] < batch_tokens[:, 1:]
+    ends = np.where((np.arange(ends.shape[1])[None, :] < steps[:, None]) & grows, ends, 0.0)
     return np.minimum(np.maximum.accumulate(ends, axis=1), progress.e_min[:, None])
 
 
@@ -159,7 +161,7 @@ def evaluate(cfg, run: Callable[[dict], dict]) -> dict[str, np.ndarray]:
 
 def _evaluate(cfg, run):
     ph = run_phases(cfg, run)
-    out = _combine(ph.results, ph.progress.e_min)
+    out = _combine(ph.results, ph.progress.e_min, ph.path.tokens > 0)
     # the target's own reason (a loss unreachable at this size, as the run at the final batch
     # says), which the phases, each given its tokens, do not see: no run, no totals
     unreachable = ~np.isfinite(ph.progress.e_min)
@@ -233,6 +235,11 @@ def _path(cfg, progress, batch_tokens, ramp_tokens) -> training.ProgressPath:
     merged = {}
     for name in fields:
         a, b = getattr(ramped, name), getattr(followed, name)
+        if a.ndim == 3:  # the phases' points: a ramp's fewer repeat their last (no progress)
+            width = max(a.shape[2], b.shape[2])
+            a, b = (
+                np.pad(x, ((0, 0), (0, 0), (0, width - x.shape[2])), mode="edge") for x in (a, b)
+            )
         col = np.empty((len(critical), *a.shape[1:]))
         col[ramp_rows_], col[crit_rows] = a, b
         merged[name] = col
@@ -250,25 +257,43 @@ def _progress_rows(p: training.Progress, rows: np.ndarray) -> training.Progress:
     )
 
 
-def _combine(phases: list[dict], e_min: np.ndarray) -> dict[str, np.ndarray]:
+def _combine(phases: list[dict], e_min: np.ndarray, used: np.ndarray) -> dict[str, np.ndarray]:
     """The run's metrics from its phases' (the rules above), the efficiency ratios
-    recomputed for the whole run against the target's ``e_min``."""
+    recomputed for the whole run against the target's ``e_min``. ``used`` (R, K+1): the
+    phases that consume tokens; an empty one (evaluated as a run of one token) adds nothing,
+    so a candidate's result does not depend on how many phases its neighbours have."""
     last = phases[-1]
     out = dict(last)
-    time_k = np.array([p["time_to_train_s"] for p in phases])
+    on = [used[:, k] for k in range(len(phases))]
+    time_k = np.array(
+        [np.where(w, p["time_to_train_s"], 0.0) for p, w in zip(phases, on, strict=True)]
+    )
     total_t = time_k.sum(axis=0)
     for name in ADDED:
-        out[name] = np.sum([p[name] for p in phases], axis=0)
-    for name in LARGEST:
-        out[name] = np.max([p[name] for p in phases], axis=0)
+        out[name] = np.sum(
+            [np.where(w, p[name], 0.0) for p, w in zip(phases, on, strict=True)], axis=0
+        )
+    for name in LARGEST:  # over the phases run (the last one's where none is)
+        run_max = np.max(
+            [np.where(w, p[name], -np.inf) for p, w in zip(phases, on, strict=True)], axis=0
+        )
+        out[name] = np.where(np.isfinite(run_max), run_max, last[name])
     for name in TIME_MEANS:
         out[name] = np.sum([p[name] * t for p, t in zip(phases, time_k, strict=True)], axis=0)
         out[name] = out[name] / total_t
     for name in ANY:
-        out[name] = np.any([p[name] for p in phases], axis=0)
+        out[name] = np.any(
+            [np.asarray(p[name], dtype=bool) & w for p, w in zip(phases, on, strict=True)], axis=0
+        )
     energy = out["energy_to_train_j"]
     out["energy_utilisation_factor"] = (
-        np.sum([p["energy_utilisation_factor"] * p["energy_to_train_j"] for p in phases], axis=0)
+        np.sum(
+            [
+                np.where(w, p["energy_utilisation_factor"] * p["energy_to_train_j"], 0.0)
+                for p, w in zip(phases, on, strict=True)
+            ],
+            axis=0,
+        )
         / energy
     )
     out["facility_avg_power_w"] = energy / total_t

@@ -105,7 +105,7 @@ def _constant(totals, batch: np.ndarray, i: int) -> Knots:
 def _ramped(phases: schedule.Phases, j: int, totals, i: int) -> Knots:
     """Row ``j`` of a schedule's phases (row ``i`` of the run's ``totals``): through each
     phase, the integration's points, with the tokens, time and energy the phase's evaluation
-    took (an empty phase, evaluated as one token, adds its token without progress)."""
+    took (an empty phase adds nothing, as in the run's totals)."""
     path, results = phases.path, phases.results
     e_min = float(phases.progress.e_min[j])
     tokens, share, time_s, energy_j = [0.0], [0.0], [0.0], [0.0]
@@ -117,18 +117,16 @@ def _ramped(phases: schedule.Phases, j: int, totals, i: int) -> Knots:
             d, u = path.ramp_d[j, k, 1:], path.ramp_u[j, k, 1:]
         else:
             d, u = path.final_d[j, 1:], path.final_u[j, 1:]
-        if consumed > 0:
-            frac = d / consumed
-        else:
-            frac, u = np.ones(1), np.full(1, share[-1] * e_min)
+        if consumed <= 0:  # an empty phase: no tokens, time or energy (the run's totals)
+            continue
+        frac = d / consumed
         t0, s0, e0 = tokens[-1], time_s[-1], energy_j[-1]
         tokens.extend(t0 + frac * float(res["tokens_to_train"][j]))
         time_s.extend(s0 + frac * float(res["time_to_train_s"][j]))
         energy_j.extend(e0 + frac * float(res["energy_to_train_j"][j]))
         share.extend(u / e_min)
-        if consumed > 0:
-            ends.append(tokens[-1])
-            batches.append(float(phases.batches[j, k]))
+        ends.append(tokens[-1])
+        batches.append(float(phases.batches[j, k]))
     if not ends or not np.isfinite(e_min):  # no run (the target unreachable)
         nan = np.full(1, np.nan)
         return Knots(nan, nan, nan, nan, nan, nan)
