@@ -1,14 +1,18 @@
-"""Batch-size schedules: a run whose global batch ramps up over its first tokens (docs/model.md,
-section 8a).
+"""Batch-size schedules: a run whose global batch ramps up over its first tokens, or follows the
+critical batch as the loss falls (docs/model.md, section 8a).
 
 ``batch_schedule`` ``constant`` (the default) trains at ``global_batch_size`` throughout
 (:mod:`.time.training`'s closed form). ``linear`` and ``steps`` ramp the batch from
 ``batch_ramp_start_size`` to ``global_batch_size`` over the first ``batch_ramp_tokens``
 consumed tokens, in ``batch_ramp_steps`` phases of equal tokens (``steps``: the batch
 at the start of each step, as Megatron-LM's ``--rampup-batch-size`` raises it; ``linear``:
-the linear ramp taken at each phase's middle). The layout stays: each phase's batch is a
-whole number of micro-batches per data-parallel replica (at least one), so a phase changes
-the gradient accumulation only.
+the linear ramp taken at each phase's middle). ``critical`` follows
+``critical_batch_multiple`` times the critical batch at the loss reached (Kaplan et al. 2020's
+law, the model's noise scale), in ``batch_ramp_steps`` geometric levels from
+``batch_ramp_start_size`` up to ``global_batch_size``, each phase ending at the progress where
+the multiple passes the geometric mean of its level and the next. The layout stays: each
+phase's batch is a whole number of micro-batches per data-parallel replica (at least one),
+so a phase changes the gradient accumulation only.
 
 Tokens: the progress the target needs (its tokens at the small-batch limit, ``E_min``) is
 integrated over the schedule, each phase's tokens counting ``1 / (1 + B / B_noise)``, with
