@@ -221,32 +221,102 @@ def test_state_is_json_and_a_restored_driver_asks_the_same_next_batches(algo, tm
     )  # polish batches are smaller
 
 
-def test_optuna_keeps_its_trials_in_a_journal_in_the_results_folder(tmp_path):
-    import optuna
+def _dashboard_study(storage) -> dict | None:
+    """What optuna-dashboard's own server answers for the journal's only study (its
+    ``/api/studies/<id>`` JSON, called through its WSGI app); None without optuna-dashboard."""
+    import io
 
-    study = _study(search={"algorithm": "optuna-tpe", "budget": 40, "batch_size": 20})
-    driver, space = _driver(study, tmp_path)
-    _drive(driver, study, space)
-    stored = optuna.load_study(  # named after the dse study, as optuna-dashboard lists it
-        study_name="toy",
-        storage=optuna.storages.JournalStorage(
-            optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))
-        ),
+    try:
+        from optuna_dashboard._app import create_app
+    except ImportError:
+        return None
+    app = create_app(storage)
+
+    def get(path: str) -> dict:
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": path,
+            "QUERY_STRING": "",
+            "SERVER_NAME": "localhost",
+            "SERVER_PORT": "80",
+            "wsgi.input": io.BytesIO(),
+            "wsgi.url_scheme": "http",
+        }
+        status: list[str] = []
+        body = b"".join(app(environ, lambda s, h, *_: status.append(s)))
+        assert status[0].startswith("200"), (path, status, body[:300])
+        return json.loads(body)
+
+    (summary,) = get("/api/studies")["study_summaries"]
+    return get(f"/api/studies/{summary['study_id']}")
+
+
+def test_optuna_journal_holds_each_evaluation_once_with_named_constraints_and_grid_values(
+    tmp_path,
+):
+    """The journal as optuna and optuna-dashboard read it: a complete trial per distinct
+    evaluation (repeats failed, naming the trial they repeat), constraints in the list the
+    dashboard reads and by name, infeasible trials dominated (out of "Best Trials"), and the
+    grid's own parameter values (0.15, not 0.15000000000000002)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    # 8 x 2 = 16 candidates, all asked: the sampler repeats itself near the end
+    study = _study(
+        space={"x": {"range": [0.2, 0.55], "step": 0.05}, "y": [0], "shape": ["a", "b"]},
+        search={"algorithm": "optuna-tpe", "budget": 16, "batch_size": 8, "seed": 2},
     )
-    assert stored.metric_names == ["f1", "f2"]
+    driver, space = _driver(study, tmp_path)
+    told = _drive(driver, study, space)
+    names = [str(c) for c in study.constraints] + [EVALUATOR_VERDICT]
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))
+    )
+    stored = optuna.load_study(study_name="toy", storage=storage)  # the dse study's name
+    assert stored.metric_names == ["f1", "f2"] and stored.user_attrs["constraints"] == names
     trials = stored.get_trials()
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)  # no failed duplicates
-    first = [t for t in trials if "duplicate_of" not in t.user_attrs]
-    assert len(first) == 40 and all(len(t.values) == 2 for t in trials)
-    assert all(set(t.constraints) == {"f1 >= 0.3", EVALUATOR_VERDICT} for t in trials)
-    # real parameter values: x on its 0.05 grid, y an integer of the space, shape a category
-    for t in trials:
-        assert t.params["y"] in range(10) and t.params["shape"] in ("a", "b")
-        assert abs(t.params["x"] * 20 - round(t.params["x"] * 20)) < 1e-9
-    for t in trials:  # a repeat carries the result of the trial it repeats
-        if "duplicate_of" in t.user_attrs:
-            orig = trials[t.user_attrs["duplicate_of"]]
-            assert orig.params == t.params and orig.values == t.values
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(complete) + len(failed) == len(trials) and failed  # repeats happened, and only
+    keys = candidate_keys(pd.DataFrame([t.params for t in complete]), space.names)
+    assert len(keys) == len(set(keys)) == len(set(candidate_keys(told, space.names))) == 16
+    for t in failed:  # a repeat names a complete trial with the same parameters
+        first = trials[t.user_attrs["duplicate_of"]]
+        assert first.state == TrialState.COMPLETE and first.params == t.params
+    # constraints: optuna's list (what the dashboard reads), and each by name
+    told_keys = candidate_keys(told, space.names)
+    rows = dict(zip(told_keys, violation_matrix(told, study).tolist(), strict=True))
+    values = dict(zip(told_keys, objective_matrix(told, study).tolist(), strict=True))
+    for t, key in zip(complete, keys, strict=True):
+        assert t.system_attrs["constraints"] == rows[key]
+        assert list(t.constraints.values()) == rows[key]  # optuna reads it, each once
+        assert [t.user_attrs[f"constraint: {n}"] for n in names] == rows[key]
+        feasible = max(rows[key]) <= 0
+        assert (t.values == values[key]) == feasible  # an infeasible trial: the worst values
+        if not feasible:
+            assert [t.user_attrs[m] for m in ("f1", "f2")] == values[key]
+    assert any(max(r) > 0 for r in rows.values())  # some infeasible ones
+    # exact grid values: the study's decimals, where optuna's 0.2 + k * 0.05 is not one
+    written = {f"{0.2 + k * 0.05:.2f}".rstrip("0") for k in range(8)}
+    noisy = {repr(0.2 + k * 0.05) for k in range(8)} - written  # 0.30000000000000004, ...
+    assert noisy and {repr(t.params["x"]) for t in complete} == written
+    assert all(repr(t.params["x"]) in written for t in trials)
+    best = {k for t, k in zip(complete, keys, strict=True) if t in stored.best_trials}
+    assert best == _front(told, study)  # optuna's best trials: dse's front
+
+    dashboard = _dashboard_study(storage)
+    if dashboard is None:
+        pytest.skip("optuna-dashboard is not installed (pip install 'dse[optuna-dashboard]')")
+    states = [t["state"] for t in dashboard["trials"]]
+    assert states.count("Complete") == 16 and states.count("Fail") == len(failed)
+    assert all(t["constraints"] for t in dashboard["trials"] if t["state"] == "Complete")
+    shown = {t["number"] for t in dashboard["best_trials"]}
+    assert shown == {t.number for t in complete if t in stored.best_trials}  # "Best Trials"
+    assert all(max(t["constraints"]) <= 0 for t in dashboard["best_trials"])
+    shown_x = {p["param_external_value"] for t in dashboard["trials"] for p in t["params"]}
+    assert written <= shown_x and not noisy & shown_x
+    attrs = {a["key"] for a in dashboard["union_user_attrs"]}
+    assert {f"constraint: {n}" for n in names} | {"duplicate_of"} <= attrs
 
 
 def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():
@@ -683,8 +753,12 @@ def test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_
         ),
     )
     trials = stored.get_trials()
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)  # repeats completed too
-    assert len([t for t in trials if "duplicate_of" not in t.user_attrs]) == 66
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 66 and not any("duplicate_of" in t.user_attrs for t in complete)
+    assert all(  # the rest are repeats, failed
+        "duplicate_of" in t.user_attrs for t in trials if t.state == optuna.trial.TrialState.FAIL
+    )
+    assert len(trials) == 66 + sum(t.state == optuna.trial.TrialState.FAIL for t in trials)
 
 
 def test_an_optuna_run_stopped_before_its_first_batch_resumes(tmp_path):

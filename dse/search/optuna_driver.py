@@ -3,11 +3,31 @@
 Parameters carry their real values, so that ``optuna-dashboard`` shows what was evaluated:
 an evenly spaced discrete parameter is an integer or float distribution with that step
 (samplers exploit the order), any other discrete one a categorical distribution over its
-values, a continuous one a float distribution. Every objective is minimised and named after
-its metric (:meth:`optuna.study.Study.set_metric_names`). Study constraints and evaluator
-infeasibility go in by name through :meth:`optuna.trial.Trial.set_constraint` (optuna 5;
-G <= 0 is feasible), so infeasible trials are dominated by every feasible one; their
-objective values, which must be finite, are replaced by the worst value told so far.
+values, a continuous one a float distribution. A stepped float is the space's own value
+(0.85, not optuna's ``low + k * step`` = 0.8500000000000001): the sampler is wrapped so that
+what it draws is snapped to the grid before optuna stores it. Every objective is minimised
+and named after its metric (:meth:`optuna.study.Study.set_metric_names`).
+
+Constraints (G <= 0 is feasible: one per study constraint, value minus bound, then the
+evaluator's verdict) are written as optuna's list, the trial system attribute
+``constraints``: optuna 5 reads it (``trial.constraints`` keys "0", "1", ...; its samplers
+count feasibility and violations from it) and optuna-dashboard 0.21 reads only that
+format (not optuna 5's ``constraints:<name>`` keys), to grey out infeasible trials in its
+plots. Their names are the study's user attribute ``constraints`` (the list's order), and
+every trial carries each value by name too, as the user attribute ``constraint: <name>``,
+which the dashboard lists with the trial and can sort its table by. Not both optuna
+formats: a trial with both has every constraint twice (summed violations doubled, and the
+GP sampler would model each twice).
+
+Infeasible trials are told with the worst value of each objective told so far, so that
+they are dominated by the feasible ones: optuna-dashboard's "Best Trials" is the
+non-dominated complete trials, constraints ignored (optuna-dashboard issue #772), unlike
+optuna's :attr:`~optuna.study.Study.best_trials`. Their objective values as evaluated are
+the user attributes named after the metrics. The NSGA-II and TPE samplers rank infeasible
+trials by their violations alone, so this changes nothing they do; the GP sampler fits its
+objective models to every complete trial, and sees an infeasible region as a plateau of
+the worst values. Objective values that are not finite (a failed evaluation) get the same
+worst values.
 
 Storage: optuna's own durable storage. By default a journal file ``optuna.journal`` in the
 results folder (:class:`optuna.storages.journal.JournalFileBackend`); ``search.options.storage``
@@ -27,22 +47,28 @@ the slot is filled by a candidate nobody has asked: on a discrete space of at mo
 with :meth:`optuna.study.Study.enqueue_trial`, and when that list is empty the search is
 over (``done``: every candidate asked, however large the budget); on a larger or
 continuous space a seeded random sampler draws up to 50 times, and the slot takes the
-repeat if none is new (looked up, not evaluated, but counted against the budget). The
-duplicate trial is not failed: it is completed with the result of the trial it repeats
-(user attribute ``duplicate_of``) when the batch's results are handed over, as optuna's
-FAQ advises for repeated parameters.
+repeat if none is new (looked up, not evaluated, but counted against the budget). A trial
+that repeats an earlier one is told ``FAIL`` with the user attribute ``duplicate_of`` (the
+number of the trial it repeats) when the batch's results are handed over, so the complete
+trials are the distinct evaluations, each once (optuna-dashboard counted 485 trials for
+400 evaluations when repeats were completed with their first trial's result). Not
+``PRUNED``: the TPE sampler takes pruned trials as bad ones, which would contradict the
+repeated trial's result; every sampler ignores failed trials, and what the repeat would
+teach is in the trial it repeats. Until then the repeat is a running trial, which the
+constant liar of TPE treats as bad, so the rest of the batch moves away from it.
 
 Resume guarantee: :meth:`tell` does not write to optuna; the results are kept in the
 driver's plain-data state and handed to optuna at the start of the next :meth:`ask`. On
 :meth:`restore`, the study is reloaded from the storage, results in the state that the
 storage lacks are told, and trials asked but never told (a crash in flight) are marked
-failed. The storage then holds exactly the completed trials an uninterrupted run had, and
-the next batch, sampled with the same per-batch seed, is the same: a resumed run gives the
+failed (user attribute ``stopped_in_flight``). The storage then holds exactly the completed
+trials an uninterrupted run had, and the next batch, sampled with the same per-batch seed, is the same: a resumed run gives the
 same candidates and the same front as an uninterrupted one.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import warnings
 from decimal import Decimal
@@ -63,12 +89,60 @@ from dse.space import _column, candidate_keys
 #: that the slot gets an unasked candidate and the search ends when none is left
 LISTED_MAX = 100_000
 UNSEEN_SEED = 0x0E5EE  # mixed into the seed of the draw from the unasked candidates
+#: optuna's trial system attribute for a list of constraint values (its format before 5.0,
+#: still read by optuna 5, and the only one optuna-dashboard 0.21 reads)
+CONSTRAINTS_ATTR = "constraints"
+#: the prefix of optuna 5's named constraint keys, which journals of dse <= 0.1 hold
+NAMED_CONSTRAINT_PREFIX = "constraints:"
 
 
 def _optuna():
     import optuna
 
     return optuna
+
+
+@functools.cache
+def _on_the_grid_class():
+    """The sampler wrapper's class (built on first use: ``import dse`` does not import optuna)."""
+    optuna = _optuna()
+
+    class OnTheGrid(optuna.samplers.BaseSampler):
+        """``inner``, with every value it draws for a stepped float parameter replaced by the
+        nearest value of the space's grid (``grids``: name -> the values, as the space holds
+        them), so that optuna stores 0.85 where the sampler computed 0.65 + 4 * 0.05."""
+
+        def __init__(self, inner, grids: dict[str, tuple[float, ...]]) -> None:
+            self.inner = inner
+            self._grids = {k: (np.asarray(v, float), v) for k, v in grids.items()}
+
+        def _snap(self, name: str, value):
+            grid = self._grids.get(name)
+            if grid is None or not isinstance(value, float):
+                return value
+            return grid[1][int(np.abs(grid[0] - value).argmin())]
+
+        def infer_relative_search_space(self, study, trial):
+            return self.inner.infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study, trial, search_space):
+            params = self.inner.sample_relative(study, trial, search_space)
+            return {k: self._snap(k, v) for k, v in params.items()}
+
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            value = self.inner.sample_independent(study, trial, param_name, param_distribution)
+            return self._snap(param_name, value)
+
+        def before_trial(self, study, trial) -> None:
+            self.inner.before_trial(study, trial)
+
+        def after_trial(self, study, trial, state, values) -> None:
+            self.inner.after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:
+            self.inner.reseed_rng()
+
+    return OnTheGrid
 
 
 class OptunaOptions(DriverOptions):
@@ -176,6 +250,8 @@ class _OptunaDriver(SearchDriver):
         self._pending: list[int] = []  # trial numbers of the batch in flight
         self._untold: list[dict[str, Any]] = []  # results not yet handed to optuna
         self._repeats: list[list[int]] = []  # [duplicate trial, the trial it repeats], not yet told
+        self._taken: dict[int, int] = {}  # a repeat the batch took (its slot found nothing new)
+        self._named_constraints = False  # a journal of dse <= 0.1: optuna 5's named keys
         self._seen: dict[str, int] = {}  # candidate key -> the trial that asked it first
         self._worst: list[float | None] = [None] * self.n_objectives
         self.exhausted = False  # every candidate of a listed space has been asked
@@ -193,6 +269,15 @@ class _OptunaDriver(SearchDriver):
 
     def make_sampler(self, seed: int):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _sampler(self, seed: int, inner=None):
+        """The sampler (``make_sampler(seed)`` unless ``inner`` is given) on the space's grid."""
+        grids = {
+            p.name: tuple(float(v) for v in p.values)
+            for p in self.space.parameters
+            if p.values is not None and p.kind == "real" and _step(p) is not None
+        }
+        return _on_the_grid_class()(inner or self.make_sampler(seed), grids)
 
     def _batch_seed(self) -> int:
         return int(np.random.SeedSequence([self.seed, self.batch_no]).generate_state(1)[0])
@@ -252,11 +337,12 @@ class _OptunaDriver(SearchDriver):
                     storage=storage,
                     study_name=self.study_name,
                     directions=directions,
-                    sampler=self.make_sampler(self.sampler_seed),
+                    sampler=self._sampler(self.sampler_seed),
                 )
                 with warnings.catch_warnings():  # experimental since optuna 3.2, still so in 5
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     study.set_metric_names(list(self.problem.objectives))
+                study.set_user_attr(CONSTRAINTS_ATTR, list(self.problem.constraints))
                 return study
             except optuna.exceptions.DuplicatedStudyError:
                 raise StudyError(
@@ -266,7 +352,7 @@ class _OptunaDriver(SearchDriver):
         return optuna.load_study(
             storage=storage,
             study_name=self.study_name,
-            sampler=self.make_sampler(self.sampler_seed),
+            sampler=self._sampler(self.sampler_seed),
         )
 
     @property
@@ -307,46 +393,64 @@ class _OptunaDriver(SearchDriver):
 
     # -- ask / tell --------------------------------------------------------------------------
     def _flush(self) -> None:
-        """Hand the results kept in the state to optuna (skipping trials already finished)."""
-        optuna = _optuna()
+        """Hand the results kept in the state to optuna (skipping trials already finished):
+        each result completes its trial, each repeat is failed, naming the trial it repeats."""
         study = self.study
-        if not self._untold:
+        if not self._untold and not self._repeats:
             return
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-        results = {r["trial"]: r for r in self._untold}
-        for number, r in results.items():
-            self._complete(study, trials.get(number), r["f"], r["g"])
-        for dup, orig in self._repeats:  # a repeated candidate gets the result of its first trial
-            first = results.get(orig)
-            t = trials.get(orig)
-            if first is None and t is not None and t.state == optuna.trial.TrialState.COMPLETE:
-                first = {"f": t.values, "g": [t.constraints[c] for c in self.problem.constraints]}
-            if first is not None:
-                self._complete(study, trials.get(dup), first["f"], first["g"], duplicate_of=orig)
+        for r in self._untold:
+            if r.get("duplicate_of") is None:
+                self._complete(study, trials.get(r["trial"]), r)
+            else:  # a repeat its slot took: looked up, not evaluated
+                self._fail(study, trials.get(r["trial"]), duplicate_of=int(r["duplicate_of"]))
+        for dup, orig in self._repeats:
+            self._fail(study, trials.get(dup), duplicate_of=orig)
         self._untold, self._repeats = [], []
 
-    def _complete(self, study, t, f, g, duplicate_of: int | None = None) -> None:
+    def _running(self, study, t):
+        """The live trial of ``t`` if it still runs (None: finished, or never asked)."""
         optuna = _optuna()
         if t is None or t.state != optuna.trial.TrialState.RUNNING:
+            return None
+        return optuna.trial.Trial(study, t._trial_id)
+
+    def _complete(self, study, t, r: dict[str, Any]) -> None:
+        trial = self._running(study, t)
+        if trial is None:
             return
-        trial = optuna.trial.Trial(study, t._trial_id)
-        already = t.constraints or {}  # a run killed while it told this trial set some of them
+        g = [float(v) for v in r["g"]]
+        if self._named_constraints:  # a journal of dse <= 0.1: its format, not a second one
+            already = t.constraints or {}  # a run killed while telling it set some of them
+            for name, value in zip(self.problem.constraints, g, strict=True):
+                if name not in already:
+                    trial.set_constraint(name, value)
+        else:  # one write (a killed run's partial one is overwritten)
+            study._storage.set_trial_system_attr(t._trial_id, CONSTRAINTS_ATTR, g)
         for name, value in zip(self.problem.constraints, g, strict=True):
-            if name not in already:
-                trial.set_constraint(name, float(value))
-        if duplicate_of is not None:
-            trial.set_user_attr("duplicate_of", duplicate_of)
-        study.tell(trial, f)
+            trial.set_user_attr(f"constraint: {name}", value)
+        for name, value in zip(self.problem.objectives, r.get("evaluated") or [], strict=False):
+            trial.set_user_attr(name, value)  # an infeasible trial's values as evaluated
+        study.tell(trial, r["f"])
+
+    def _fail(self, study, t, **attrs: Any) -> None:
+        trial = self._running(study, t)
+        if trial is None:
+            return
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, state=_optuna().trial.TrialState.FAIL)
 
     def ask(self) -> pd.DataFrame:
         optuna = _optuna()
         self._flush()
         study = self.study
-        study.sampler = self.make_sampler(self._batch_seed())
+        study.sampler = self._sampler(self._batch_seed())
         dists = self._distributions()
         n = min(self.batch_size, self.budget - self.asked)
         params: list[dict[str, Any]] = []
         self._pending = []
+        self._taken = {}
         self._unasked = None
         keys_now: dict[str, int] = {}
         with warnings.catch_warnings():
@@ -356,7 +460,11 @@ class _OptunaDriver(SearchDriver):
                 if trial is None:  # every candidate of the space has been asked
                     self.exhausted = True
                     break
-                keys_now[key] = trial.number
+                first = self._seen.get(key, keys_now.get(key))
+                if first is None:
+                    keys_now[key] = trial.number
+                else:  # the repeat a slot took when nothing new was found
+                    self._taken[trial.number] = first
                 params.append(trial.params)
                 self._pending.append(trial.number)
         self._seen.update(keys_now)
@@ -391,8 +499,13 @@ class _OptunaDriver(SearchDriver):
             study.enqueue_trial(params)
             trial = study.ask(dists)
             return trial, self._key(trial)
-        study.sampler = optuna.samplers.RandomSampler(  # fill the slot at random
-            seed=int(np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0])
+        study.sampler = self._sampler(  # fill the slot at random
+            0,
+            optuna.samplers.RandomSampler(
+                seed=int(
+                    np.random.SeedSequence([self.seed, self.batch_no, slot]).generate_state(1)[0]
+                )
+            ),
         )
         try:
             for attempt in range(50):
@@ -403,7 +516,7 @@ class _OptunaDriver(SearchDriver):
                     return trial, key
                 self._repeats.append([trial.number, first])
         finally:
-            study.sampler = self.make_sampler((self._batch_seed() + slot + 1) % 2**32)
+            study.sampler = self._sampler((self._batch_seed() + slot + 1) % 2**32)
 
     def _next_unasked(self, dists, keys_now: dict[str, int]) -> dict[str, Any] | None:
         """The next candidate of this batch's seeded draw from the unasked ones, as optuna
@@ -447,12 +560,17 @@ class _OptunaDriver(SearchDriver):
                 w = float(col.max())
                 self._worst[j] = w if self._worst[j] is None else max(self._worst[j], w)
         fill = np.array([0.0 if w is None else w for w in self._worst])
-        F = np.where(np.isfinite(F), F, fill)
-        self._untold = [
-            {"trial": int(t), "f": F[i].tolist(), "g": G[i].tolist()}
-            for i, t in enumerate(self._pending)
-        ]
-        self._pending = []
+        infeasible = (G > 0).any(axis=1)
+        told = np.where(np.isfinite(F) & ~infeasible[:, None], F, fill)
+        self._untold = []
+        for i, t in enumerate(self._pending):
+            r: dict[str, Any] = {"trial": int(t), "f": told[i].tolist(), "g": G[i].tolist()}
+            if infeasible[i]:  # as evaluated (None: not finite)
+                r["evaluated"] = [float(v) if np.isfinite(v) else None for v in F[i]]
+            if int(t) in self._taken:
+                r["duplicate_of"] = self._taken[int(t)]
+            self._untold.append(r)
+        self._pending, self._taken = [], {}
         self.told += len(candidates)
         if self.done:  # no next ask: complete the optuna study now
             self._flush()
@@ -491,9 +609,14 @@ class _OptunaDriver(SearchDriver):
                 None  # stopped before its first ask (a cluster that never came): the first
             )
             return  # ask creates the optuna study, as in a new run
+        self._named_constraints = any(
+            k.startswith(NAMED_CONSTRAINT_PREFIX)
+            for t in self._study.get_trials(deepcopy=False)
+            for k in t.system_attrs
+        )
         self._flush()
         for t in self._study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
-            self._study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            self._fail(self._study, t, stopped_in_flight=True)
         self._forget_in_flight(self._study)
 
     def _forget_in_flight(self, study) -> None:
