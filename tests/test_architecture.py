@@ -25,6 +25,7 @@ LAYERS = {
     "dse.keyindex": 1,
     "dse.allocator": 1,
     "dse.signals": 1,
+    "dse.units": 1,
     "dse.study": 2,
     "dse.records": 2,
     "dse.space": 3,

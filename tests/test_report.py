@@ -477,7 +477,7 @@ def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, mon
 def test_plot_axes_read_in_readable_units():
     """Joules up to 3e11 read in GJ, seconds up to 6.5e4 in hours: ticks like "120 GJ" and
     "18 h", not an offset of 1e11 J; units without larger ones are left as they are."""
-    from dse.outputs.scale import readable
+    from dse.units import readable
 
     assert readable("J", 3.1e11) == (1e9, "GJ") and readable("J", 999.0) == (1.0, "J")
     assert readable("W", 6.3e4) == (1e3, "kW") and readable("s", 6.5e4) == (3600.0, "h")

@@ -143,7 +143,7 @@ def labels(comparison: Comparison) -> list[str]:
 
 def compare_figure(comparison: Comparison):
     """Every run's front in one frame, one panel per pair of objectives, in the display
-    unit of the largest value shown (:func:`~dse.outputs.scale.readable`)."""
+    unit of the largest value shown (:func:`~dse.units.readable`)."""
     from itertools import combinations
 
     import matplotlib
@@ -151,7 +151,7 @@ def compare_figure(comparison: Comparison):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dse.outputs.scale import readable
+    from dse.units import readable
 
     m = len(comparison.objectives)
     signs = np.array([-1.0 if d == "maximize" else 1.0 for _, d in comparison.objectives])

@@ -11,7 +11,7 @@ import xarray as xr
 from dse.datasets import display_unit
 from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
-from dse.outputs.scale import readable
+from dse.units import readable
 from dse.outputs.scan import density, scan
 from dse.outputs.target import output_path
 
@@ -34,7 +34,7 @@ COLOURS = [
 
 def label(ds: xr.Dataset, name: str, unit: str | None = None) -> str:
     """``long name [unit]`` of a variable (no brackets when dimensionless or text); ``unit``:
-    the unit it is shown in, when not its own (:func:`~dse.outputs.scale.readable`)."""
+    the unit it is shown in, when not its own (:func:`~dse.units.readable`)."""
     unit = display_unit(ds[name]) if unit is None else unit
     long_name = ds[name].attrs.get("long_name", name)
     return f"{long_name} [{unit}]" if unit else long_name
@@ -269,7 +269,7 @@ def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
 def readable_unit(unit: str, found, front: xr.Dataset, name: str) -> tuple[float, str]:
     """``(divisor, unit)`` to draw ``name`` (in ``unit``) in: readable for the largest absolute
     value drawn, the feasible evaluations' (``found``, a scan) and the front's; the PNG and
-    the report alike (:func:`~dse.outputs.scale.readable`)."""
+    the report alike (:func:`~dse.units.readable`)."""
     values = [abs(found.hi.get(name, np.nan)), abs(found.lo.get(name, np.nan))]
     if name in front and front.sizes["candidate"]:
         values.append(float(np.nanmax(np.abs(front[name].values.astype(float)))))

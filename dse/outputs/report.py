@@ -29,7 +29,7 @@ from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
 from dse.outputs import selection as sel
 from dse.outputs.plot import COLOURS, colour_parameter, readable_unit
-from dse.outputs.scale import readable
+from dse.units import readable
 from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.sensitivity import Sensitivity, at_the_knee
 from dse.outputs.show import format_cell
@@ -125,7 +125,7 @@ class Report:
         #: the elasticities at the knee, or why the page has none
         self.sensitivity: Sensitivity | None
         self.sensitivity, self.no_sensitivity = at_the_knee(run)
-        #: objective -> (divisor, unit) it is drawn in (:func:`~dse.outputs.scale.readable`)
+        #: objective -> (divisor, unit) it is drawn in (:func:`~dse.units.readable`)
         self.shown = {
             m: readable_unit(self.unit(m), self.scan, self.front_ds, m) for m in self.objectives
         }

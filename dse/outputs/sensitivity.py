@@ -799,7 +799,7 @@ def _plain(v: Any) -> Any:
 # -- the terminal -------------------------------------------------------------------------------
 def _quantity(value: float, unit: str) -> str:
     """``value`` in a readable unit (J → MJ, s → h), with its unit."""
-    from dse.outputs.scale import readable
+    from dse.units import readable
 
     if not np.isfinite(value):
         return "n/a"
