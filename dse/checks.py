@@ -338,8 +338,8 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
         stored = metrics[con.metric].unit
         if con.unit is not None and UNITS[con.unit][0] != canonical(stored):
             raise StudyError(
-                f"constraint '{con}': {con.unit} is not a unit of {con.metric}, which is in "
-                f"{stored or 'no unit'}",
+                f"constraint '{con}': {con.unit} is not a unit of {con.metric}, which "
+                f"{_in(stored)}",
                 field=f"constraints[{i}]",
                 allowed=_units_of(stored),
             )
@@ -354,7 +354,7 @@ def check_metrics(study: Study, evaluator: Evaluator) -> None:
         stored = metrics[metric].unit
         if factor(stored, unit) is None:
             raise StudyError(
-                f"{metric} is in {stored or 'no unit'}: it cannot be shown in {unit}",
+                f"{metric} {_in(stored)}: it cannot be shown in {unit}",
                 field=field,
                 value=unit,
                 allowed=_units_of(stored),
@@ -365,6 +365,10 @@ def _allowed(name: str, evaluator: Evaluator, allowed: str) -> str | None:
     """Every metric, for a name that is none; nothing for a removed one (its message names
     the replacement)."""
     return None if name in evaluator.removed_metrics else allowed
+
+
+def _in(stored: str) -> str:
+    return "has no unit" if stored in ("", "1") else f"is in {stored}"
 
 
 def _units_of(stored: str) -> str:

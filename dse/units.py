@@ -122,21 +122,3 @@ def quantity(value: float, unit: str, wanted: str | None = None) -> str:
         return f"{value} {unit}".rstrip()
     f, u = shown(unit, abs(value), wanted)
     return f"{value / f:.4g} {u if u not in ('1', 'bool') else ''}".rstrip()
-
-
-def log_tick_labels(lo: float, hi: float) -> list[tuple[float, str]]:
-    """``(value, label)`` ticks of a log axis from ``lo`` to ``hi`` (both > 0): the decades
-    and, where the range spans fewer than three, the 2x and 5x between them, each labelled
-    with its whole value (``0.08``, never the bare mantissa ``8``)."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0 or hi <= 0:
-        return []
-    lo, hi = min(lo, hi), max(lo, hi)
-    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    steps = (1, 2, 5) if last - first < 3 else (1,)
-    ticks = []
-    for e in range(first, last + 1):
-        for m in steps:
-            v = m * 10.0**e
-            if lo <= v * (1 + 1e-9) and v <= hi * (1 + 1e-9):
-                ticks.append((v, f"{v:.4g}"))
-    return ticks
