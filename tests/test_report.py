@@ -357,8 +357,10 @@ def test_show_fits_80_columns_with_every_name_and_unit(quickstart):
     ):
         assert re.search(rf"\b{name}\b", names), name
     assert units.count("[") == 9 and all(
-        u in units for u in ("[J]", "[s]", "[degC]", "[GiB]", "[sequences]", "[-]")
+        u in units for u in ("[degC]", "[GiB]", "[sequences]", "[-]")
     )
+    # energy and time in a unit readable for their size (dse/units.py), not raw J and s
+    assert re.search(r"\[(k|M|G|T|P)?J\]", units) and re.search(r"\[(s|min|h|days)\]", units)
 
 
 def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):

@@ -529,7 +529,7 @@ RUN_CASES = {
     "constraint neither text nor mapping": (
         lambda d: d.update(constraints=[5]),
         "constraints[0]",
-        "or as a mapping {metric, op, bound}",
+        "or as a mapping {metric, op, bound, unit}",
     ),
     "true as a driver option": (
         lambda d: d["search"].update(algorithm="nsga2", options={"pop_size": True}),
