@@ -154,3 +154,51 @@ def test_the_front_figure_and_report_axes_use_the_unit_named(wanted):
     front = xr.Dataset({"energy_to_train_j": ("candidate", np.array([3.5e10]))})
     factor, unit = readable_unit("J", found, front, "energy_to_train_j", wanted)
     assert unit == (wanted or "GJ") and factor == pytest.approx(3.6e9 if wanted else 1e9)
+
+
+@pytest.fixture(scope="module")
+def shown_run(tmp_path_factory):
+    """A small run whose study shows energy in MWh and time in days."""
+    import dse
+
+    study = _study(
+        space={"num_accelerators": [32, 64, 128], "global_batch_size": [256, 512]},
+        constraints=["time_to_train_s <= 30 days"],
+        display_units={"energy_to_train_j": "MWh", "time_to_train_s": "days"},
+    )
+    out = tmp_path_factory.mktemp("units") / "run"
+    dse.run(study, out, workers=0)
+    return out
+
+
+def test_a_run_with_display_units_stores_si_and_its_report_shows_them(shown_run):
+    import dse
+    from dse.outputs.report import Report
+
+    run = dse.open_results(shown_run)
+    front = run.front
+    assert front["energy_to_train_j"].attrs["units"] == "J"
+    assert 0 < float(front["time_to_train_s"].max()) <= 30 * 86_400.0  # the bound, in seconds
+    page = Report(run)
+    assert page.shown["energy_to_train_j"] == (pytest.approx(3.6e9), "MWh")
+    assert page.shown["time_to_train_s"] == (86_400.0, "days")
+    assert page._axis("energy_to_train_j")["title"] == "energy_to_train_j [MWh]"
+    assert [(title, unit) for title, _, _, unit in page.breakdowns()][0] == (
+        "energy to train",
+        "MWh",
+    )
+
+
+def test_show_and_compare_use_the_display_units(shown_run):
+    import io
+
+    from rich.console import Console
+
+    from dse.outputs.compare import compare_runs
+    from dse.outputs.show import show_front
+
+    buf = io.StringIO()
+    show_front(shown_run, Console(file=buf, width=200), plot=False)
+    assert "[MWh]" in buf.getvalue() and "[days]" in buf.getvalue()
+    frame = compare_runs([shown_run, shown_run]).frame()
+    assert "MWh" in frame and "days" in frame
