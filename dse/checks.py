@@ -386,7 +386,7 @@ def _unknown_metric(
         return f"unknown metric {what}{did_you_mean(name, evaluator.metrics)}"
     metric, unit = removed
     if con is not None:
-        how = f"write '{con.metric.replace(name, metric)} {con.op} {con.bound:g} {unit}'"
+        how = f"write '{metric} {con.op} {con.bound:g} {unit}'"
     else:
         how = f"use {metric} (shown in {unit} with `display_units: {{{metric}: {unit}}}`)"
     return (
