@@ -28,7 +28,8 @@ from dse.preview import Preview, preview
 from dse.search import SearchPlan, plan_search
 from dse.space import Space, short_of_its_end
 from dse.store import ResultStore
-from dse.study import BundlesSpec, ChoicesSpec, LogSpec, RangeSpec, Study
+from dse.study import BundlesSpec, ChoicesSpec, Constraint, LogSpec, RangeSpec, Study
+from dse.units import UNITS, canonical, factor, kinds_of
 
 
 @dataclass(frozen=True)
@@ -314,24 +315,84 @@ def check_space_values(space: Space, evaluator: Evaluator) -> None:
 
 
 def check_metrics(study: Study, evaluator: Evaluator) -> None:
-    """Objectives and constraints name metrics the evaluator reports."""
+    """Objectives, constraints and ``display_units`` name metrics the evaluator reports; a
+    constraint's unit and a display unit are of the metric's kind (:mod:`dse.units`)."""
     metrics = evaluator.metrics
     allowed = ", ".join(sorted(metrics))
     for i, obj in enumerate(study.objectives):
         if obj.metric not in metrics:
             raise StudyError(
-                f"unknown metric '{obj.metric}'{did_you_mean(obj.metric, metrics)}",
+                _unknown_metric(obj.metric, evaluator, f"'{obj.metric}'"),
                 field=f"objectives[{i}].metric",
-                allowed=allowed,
+                allowed=_allowed(obj.metric, evaluator, allowed),
             )
     for i, con in enumerate(study.constraints):
         if con.metric not in metrics:
             raise StudyError(
-                f"unknown metric '{con.metric}' in constraint '{con}'"
-                f"{did_you_mean(con.metric, metrics)}",
+                _unknown_metric(
+                    con.metric, evaluator, f"'{con.metric}' in constraint '{con}'", con
+                ),
                 field=f"constraints[{i}]",
-                allowed=allowed,
+                allowed=_allowed(con.metric, evaluator, allowed),
             )
+        stored = metrics[con.metric].unit
+        if con.unit is not None and UNITS[con.unit][0] != canonical(stored):
+            raise StudyError(
+                f"constraint '{con}': {con.unit} is not a unit of {con.metric}, which "
+                f"{_in(stored)}",
+                field=f"constraints[{i}]",
+                allowed=_units_of(stored),
+            )
+    for metric, unit in study.display_units.items():
+        field = f"display_units.{metric}"
+        if metric not in metrics:
+            raise StudyError(
+                _unknown_metric(metric, evaluator, f"'{metric}'"),
+                field=field,
+                allowed=_allowed(metric, evaluator, allowed),
+            )
+        stored = metrics[metric].unit
+        if factor(stored, unit) is None:
+            raise StudyError(
+                f"{metric} {_in(stored)}: it cannot be shown in {unit}",
+                field=field,
+                value=unit,
+                allowed=_units_of(stored),
+            )
+
+
+def _allowed(name: str, evaluator: Evaluator, allowed: str) -> str | None:
+    """Every metric, for a name that is none; nothing for a removed one (its message names
+    the replacement)."""
+    return None if name in evaluator.removed_metrics else allowed
+
+
+def _in(stored: str) -> str:
+    return "has no unit" if stored in ("", "1") else f"is in {stored}"
+
+
+def _units_of(stored: str) -> str:
+    kinds = kinds_of(stored)
+    return ", ".join(kinds) if kinds else f"no other unit than the metric's own ({stored or '1'})"
+
+
+def _unknown_metric(
+    name: str, evaluator: Evaluator, what: str, con: Constraint | None = None
+) -> str:
+    """The message for a metric the evaluator does not report: a metric an earlier version
+    reported names its replacement and how to keep the removed one's unit."""
+    removed = evaluator.removed_metrics.get(name)
+    if removed is None:
+        return f"unknown metric {what}{did_you_mean(name, evaluator.metrics)}"
+    metric, unit = removed
+    if con is not None:
+        how = f"write '{metric} {con.op} {con.bound:g} {unit}'"
+    else:
+        how = f"use {metric} (shown in {unit} with `display_units: {{{metric}: {unit}}}`)"
+    return (
+        f"metric {what} was removed in evaluator '{evaluator.name}' {evaluator.version} "
+        f"(each quantity is stored once, in its SI unit): {how}"
+    )
 
 
 # -- what a run needs of this machine and this moment ---------------------------------------------

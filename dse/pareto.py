@@ -38,7 +38,7 @@ def violation_matrix(table: pd.DataFrame, study: Study) -> np.ndarray:
             if con.metric in table
             else np.full(n, np.nan)
         )
-        g = v - con.bound if con.op in ("<=", "<") else con.bound - v
+        g = v - con.limit if con.op in ("<=", "<") else con.limit - v
         if con.op in ("<", ">"):
             g = np.where(g == 0, 1e-12, g)
         cols.append(np.where(np.isfinite(g), g, FAILED_VIOLATION))

@@ -498,6 +498,19 @@ class Runner:
         """The columns the front, the tallies and the driver need."""
         return ["key", *self._fg_columns, "reason", "error"]
 
+    @cached_property
+    def _best_units(self) -> dict[str, list]:
+        """Each objective's stored unit and the unit the study shows it in (None: readable,
+        :mod:`dse.units`), for the progress lines."""
+        metrics = self.evaluator.metrics
+        return {
+            o.metric: [
+                metrics[o.metric].unit if o.metric in metrics else "",
+                self.study.display_units.get(o.metric),
+            ]
+            for o in self.study.objectives
+        }
+
     def _live(self, run: _LoopState) -> dict:
         """The counts and the best value of each objective so far (the front's extremes)."""
         f = run.front
@@ -511,6 +524,7 @@ class Runner:
             "failed": f.failed,
             "front_size": len(f.f),
             "best": best,
+            "best_units": self._best_units,
         }
 
     def _record(self, run: _LoopState, asked: int, evaluated: int, seconds: float) -> BatchRecord:

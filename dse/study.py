@@ -27,10 +27,13 @@ from pydantic import (
 )
 
 from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
+from dse.units import UNITS, canonical, unit_problem
 from dse.yamlfile import load_yaml, read_inside
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
-_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+_CONSTRAINT_RE = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*([A-Za-z]+)?\s*$"
+)
 
 
 class _Strict(BaseModel):
@@ -197,11 +200,16 @@ class Objective(_Strict):
 
 
 class Constraint(_Strict):
-    """An inequality on a metric, written ``"metric <= value"`` in the study."""
+    """An inequality on a metric, written ``"metric <= value"`` in the study, the value in
+    the metric's own unit or followed by a unit of its kind (``energy_to_train_j <= 50 MWh``;
+    :mod:`dse.units`): :attr:`limit` is the bound in the unit the metric is stored in."""
 
     metric: str
     op: Literal["<=", ">=", "<", ">"]
     bound: float = Field(allow_inf_nan=False)
+    unit: str | None = Field(
+        default=None, description="the unit the bound is written in (default: the metric's)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -211,18 +219,33 @@ class Constraint(_Strict):
             bound = _number(m[3]) if m else None
             if bound is None:
                 raise ValueError(
-                    "a constraint is written 'metric <= number' (operators: <=, >=, <, >)"
+                    "a constraint is written 'metric <= number', optionally with a unit "
+                    "('energy_to_train_j <= 50 MWh'; operators: <=, >=, <, >)"
                 )
-            return {"metric": m[1], "op": m[2], "bound": bound}
+            return {"metric": m[1], "op": m[2], "bound": bound, "unit": m[4]}
         if not isinstance(v, dict):
             raise ValueError(
                 "a constraint is written 'metric <= number' (operators: <=, >=, <, >), "
-                "or as a mapping {metric, op, bound}"
+                "or as a mapping {metric, op, bound, unit}"
             )
         return v
 
+    @field_validator("unit")
+    @classmethod
+    def _known_unit(cls, v: str | None) -> str | None:
+        why = None if v is None else unit_problem(v)
+        if why:
+            raise ValueError(why)
+        return None if v is None else canonical(v)
+
+    @property
+    def limit(self) -> float:
+        """The bound in the unit the metric is stored in (the SI unit of the bound's kind;
+        ``dse.checks`` refuses a unit of another kind than the metric's)."""
+        return self.bound if self.unit is None else self.bound * UNITS[self.unit][1]
+
     def __str__(self) -> str:
-        return f"{self.metric} {self.op} {self.bound:g}"
+        return f"{self.metric} {self.op} {self.bound:g}{' ' + self.unit if self.unit else ''}"
 
 
 class EvaluatorSpec(_Strict):
@@ -403,6 +426,11 @@ class Study(_Strict):
     fixed: dict[str, Scalar] = Field(default_factory=dict)
     objectives: list[Objective] = Field(min_length=1)
     constraints: list[Constraint] = Field(default_factory=list)
+    display_units: dict[str, str] = Field(
+        default_factory=dict,
+        description="metric -> the unit it is shown in (report, figures, show, progress); "
+        "its values are stored and exported in their own unit (dse.units)",
+    )
     evaluator: EvaluatorSpec = Field(default_factory=EvaluatorSpec)
     search: SearchSpec = Field(default_factory=SearchSpec)
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
@@ -424,6 +452,15 @@ class Study(_Strict):
     @classmethod
     def _output_path(cls, v: Any) -> Any:
         return {"path": v} if isinstance(v, str) else v
+
+    @field_validator("display_units")
+    @classmethod
+    def _known_units(cls, v: dict[str, str]) -> dict[str, str]:
+        for metric, unit in v.items():
+            why = unit_problem(unit)
+            if why:
+                raise ValueError(f"{metric}: {why}")
+        return {metric: canonical(unit) for metric, unit in v.items()}
 
     @field_validator("space")
     @classmethod

@@ -25,6 +25,7 @@ LAYERS = {
     "dse.keyindex": 1,
     "dse.allocator": 1,
     "dse.signals": 1,
+    "dse.units": 1,
     "dse.study": 2,
     "dse.records": 2,
     "dse.space": 3,
@@ -146,7 +147,9 @@ def test_the_analytic_model_uses_only_the_plugin_contract():
 
 
 def test_the_study_schema_imports_no_other_pipeline_stage():
-    assert GRAPH["dse.study"] <= {"dse.errors", "dse.yamlfile"}
+    # dse.units: the table of units a study may name (display_units, a bound's unit), a leaf
+    assert GRAPH["dse.study"] <= {"dse.errors", "dse.yamlfile", "dse.units"}
+    assert GRAPH["dse.units"] == set()
 
 
 def test_drivers_know_nothing_of_execution_and_the_store_nothing_of_drivers():

@@ -22,7 +22,7 @@ STUDY = REPO / "studies" / "astrawattch-case-study.yaml"
 #: the page's thresholds: a lever is worth having when +10 % of it moves the energy to train
 #: by more than 0.5 % (|elasticity| > 0.05), and worth nothing below 0.1 % (< 0.01)
 LEVER, NOTHING = 0.05, 0.01
-ENERGY, TIME = "energy_to_train_mwh", "time_to_train_days"
+ENERGY, TIME = "energy_to_train_j", "time_to_train_s"
 KNOB = "scaleout_clock_fraction"
 ZERO3 = {"pipeline_parallel": 1, "zero_stage": 3}
 PP4 = {"pipeline_parallel": 4}
@@ -184,7 +184,7 @@ def test_an_evaluator_without_the_links_energy_keeps_one_communication_part():
     assert added[sens.NETWORK_REST].tolist() == [2.0]
 
 
-def test_best_energy_names_an_objective_in_mwh(case_study):
+def test_best_energy_names_the_energy_objective(case_study):
     s = dse.sensitivity(case_study, "best-energy", global_samples=0)
     front = dse.open_results(case_study).front
     assert s.key == int(front["key"].values[front[ENERGY].values.argmin()])

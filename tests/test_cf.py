@@ -49,8 +49,10 @@ def test_datasets_follow_cf(quickstart, name, tmp_path):
             else:  # text and flags carry no units
                 assert "units" not in var.attrs, n
         assert ds["clock_fraction"].attrs["units"] == "1"
-        assert ds["energy_to_train_mwh"].attrs["units"] == "MW h"
-        assert ds["energy_to_train_mwh"].attrs["display_units"] == "MWh"
+        assert ds["energy_to_train_j"].attrs["units"] == "J"  # SI, once (no _mwh copy)
+        assert "energy_to_train_mwh" not in ds and "time_to_train_days" not in ds
+        assert ds["memory_per_accelerator_gib"].attrs["units"] == "1073741824 byte"
+        assert ds["memory_per_accelerator_gib"].attrs["display_units"] == "GiB"
         assert ds["tokens_per_s"].attrs["units"] == "s-1"
         assert "description" in ds["clock_fraction"].attrs
         assert ds["power_capped"].attrs["flag_meanings"] == "false true"
@@ -92,9 +94,10 @@ def test_parquet_fields_carry_units_and_names(quickstart, tmp_path):
     target = tmp_path / "front.parquet"
     assert run_cli("export", str(quickstart), "-f", "parquet", "-o", str(target)).returncode == 0
     schema = pq.read_schema(target)
-    meta = schema.field("energy_to_train_mwh").metadata
-    assert meta[b"units"] == b"MW h" and meta[b"display_units"] == b"MWh"
-    assert meta[b"long_name"] == b"facility energy to train"
+    meta = schema.field("energy_to_train_j").metadata
+    assert meta[b"units"] == b"J" and meta[b"long_name"] == b"facility energy to train"
+    meta = schema.field("memory_per_accelerator_gib").metadata
+    assert meta[b"units"] == b"1073741824 byte" and meta[b"display_units"] == b"GiB"
     assert b"units" not in schema.field("accelerator").metadata
     assert json.loads(schema.metadata[b"dse"])["attributes"]["study_name"] == "quickstart"
     with xr.open_dataset(quickstart / "pareto.nc") as front:
@@ -108,7 +111,7 @@ def test_csv_has_a_units_sidecar_and_optionally_a_units_row(quickstart, tmp_path
     assert run_cli("export", str(quickstart), "-f", "csv", "-o", str(target), *args).returncode == 0
     sidecar = json.loads((tmp_path / "front.csv-metadata.json").read_text())
     cols = {c["name"]: c for c in sidecar["tableSchema"]["columns"]}
-    assert cols["time_to_train_days"]["schema:unitText"] == "days"
+    assert cols["time_to_train_s"]["schema:unitText"] == "s"
     assert cols["global_batch_size"]["schema:unitText"] == "sequences"
     assert "schema:unitText" not in cols["accelerator"]
     assert sidecar["dialect"]["headerRowCount"] == (2 if units_row else 1)

@@ -357,8 +357,10 @@ def test_show_fits_80_columns_with_every_name_and_unit(quickstart):
     ):
         assert re.search(rf"\b{name}\b", names), name
     assert units.count("[") == 9 and all(
-        u in units for u in ("[J]", "[s]", "[degC]", "[GiB]", "[sequences]", "[-]")
+        u in units for u in ("[degC]", "[GiB]", "[sequences]", "[-]")
     )
+    # energy and time in a unit readable for their size (dse/units.py), not raw J and s
+    assert re.search(r"\[(k|M|G|T|P)?J\]", units) and re.search(r"\[(s|min|h|days)\]", units)
 
 
 def test_piped_output_keeps_to_columns_where_set(quickstart, tmp_path):
@@ -477,7 +479,7 @@ def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, mon
 def test_plot_axes_read_in_readable_units():
     """Joules up to 3e11 read in GJ, seconds up to 6.5e4 in hours: ticks like "120 GJ" and
     "18 h", not an offset of 1e11 J; units without larger ones are left as they are."""
-    from dse.outputs.scale import readable
+    from dse.units import readable
 
     assert readable("J", 3.1e11) == (1e9, "GJ") and readable("J", 999.0) == (1.0, "J")
     assert readable("W", 6.3e4) == (1e3, "kW") and readable("s", 6.5e4) == (3600.0, "h")

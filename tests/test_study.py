@@ -36,6 +36,16 @@ def _broken(tmp_path, mutate) -> str:
 
 
 CASES = {
+    "a display unit no one knows": (
+        lambda d: d.update(display_units={"energy_to_train_j": "furlongs"}),
+        "display_units",
+        "energy_to_train_j: unknown unit 'furlongs'; known: J, kJ",
+    ),
+    "a bound in a unit no one knows": (
+        lambda d: d["constraints"].append("energy_to_train_j <= 5 parsecs"),
+        "constraints",
+        "unknown unit 'parsecs'",
+    ),
     "unknown key": (
         lambda d: d["search"].update(algoritm="x"),
         "search.algoritm",
@@ -519,7 +529,7 @@ RUN_CASES = {
     "constraint neither text nor mapping": (
         lambda d: d.update(constraints=[5]),
         "constraints[0]",
-        "or as a mapping {metric, op, bound}",
+        "or as a mapping {metric, op, bound, unit}",
     ),
     "true as a driver option": (
         lambda d: d["search"].update(algorithm="nsga2", options={"pop_size": True}),
@@ -584,6 +594,39 @@ RUN_CASES = {
         lambda d: d["space"].update(fabric={"bundles": {"ib": {"scaleout_fabric": "token-ring"}}}),
         "space.fabric.bundles.ib.scaleout_fabric",
         "unknown scaleout_fabric (got 'token-ring')",
+    ),
+    # each quantity is stored once, in its SI unit (analytic 0.19): a study naming a removed
+    # copy is told its replacement and how to keep the copy's unit
+    "a removed metric as an objective": (
+        lambda d: d["objectives"][0].update(metric="energy_to_train_mwh"),
+        "objectives[0].metric",
+        "was removed in evaluator 'analytic' 0.19.0 (each quantity is stored once, in its SI "
+        "unit): use energy_to_train_j (shown in MWh with `display_units: {energy_to_train_j: MWh}`)",
+    ),
+    "a removed metric in a constraint": (
+        lambda d: d["constraints"].append("time_to_train_days <= 60"),
+        "constraints[2]",
+        "write 'time_to_train_s <= 60 days'",
+    ),
+    "a removed metric given a display unit": (
+        lambda d: d.update(display_units={"it_energy_to_train_mwh": "MWh"}),
+        "display_units.it_energy_to_train_mwh",
+        "use it_energy_to_train_j (shown in MWh",
+    ),
+    "a bound in a unit of another kind": (
+        lambda d: d["constraints"].append("energy_to_train_j <= 5 days"),
+        "constraints[2]",
+        "days is not a unit of energy_to_train_j, which is in J; allowed: J, kJ, MJ",
+    ),
+    "a display unit of another kind": (
+        lambda d: d.update(display_units={"time_to_train_s": "MWh"}),
+        "display_units.time_to_train_s",
+        "time_to_train_s is in s: it cannot be shown in MWh (got 'MWh'); allowed: ms, s, min, h, days",
+    ),
+    "a display unit of a unitless metric": (
+        lambda d: d.update(display_units={"mfu": "h"}),
+        "display_units.mfu",
+        "allowed: no other unit than the metric's own (1)",
     ),
 }
 

@@ -676,7 +676,6 @@ MIXED_FLEET_RULES = (
 
 TIME_METRICS: list[Metric] = [
     Metric("time_to_train_s", "s", "time to train", mixed_fleet=MAX),
-    Metric("time_to_train_days", "days", "time to train", mixed_fleet=MAX),
     Metric("step_time_s", "s", "iteration time", mixed_fleet=SAME),
     Metric("compute_time_s", "s", "compute-bound time per iteration", mixed_fleet=PACE),
     Metric("memory_time_s", "s", "memory-bound time per iteration", mixed_fleet=PACE),
@@ -1056,9 +1055,7 @@ ENERGY_INPUTS: list[Input] = [
 
 ENERGY_METRICS: list[Metric] = [
     Metric("energy_to_train_j", "J", "facility energy to train", mixed_fleet=SUM),
-    Metric("energy_to_train_mwh", "MWh", "facility energy to train", mixed_fleet=SUM),
     Metric("it_energy_to_train_j", "J", "IT energy to train", mixed_fleet=SUM),
-    Metric("it_energy_to_train_mwh", "MWh", "IT energy to train", mixed_fleet=SUM),
     Metric("energy_per_step_j", "J", "facility energy per iteration", mixed_fleet=SUM),
     Metric(
         "energy_compute_j",
@@ -1239,6 +1236,15 @@ ENERGY_METRICS: list[Metric] = [
     ),
     Metric("landauer_ratio", "1", "facility energy / Landauer bound", mixed_fleet=JOB),
 ]
+
+#: metrics of evaluator versions before 0.19, each a copy of another in a unit of its own:
+#: ``{name: (the metric stored instead, the unit the copy was in)}`` (a study naming one is
+#: told to show the SI metric in that unit with ``display_units``)
+REMOVED_METRICS: dict[str, tuple[str, str]] = {
+    "time_to_train_days": ("time_to_train_s", "days"),
+    "energy_to_train_mwh": ("energy_to_train_j", "MWh"),
+    "it_energy_to_train_mwh": ("it_energy_to_train_j", "MWh"),
+}
 
 INPUTS: dict[str, Input] = {i.name: i for i in (*TIME_INPUTS, *ENERGY_INPUTS)}
 METRICS: dict[str, Metric] = {m.name: m for m in (*TIME_METRICS, *ENERGY_METRICS, *FLEET_METRICS)}

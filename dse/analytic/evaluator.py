@@ -42,7 +42,7 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.18.0"
+    version = "0.19.0"  # 0.18: batch_schedule critical; 0.19: each quantity once, in its SI unit (no _mwh, _days copies)
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
     preview_size = 4096  # ~20 ms: dse validate warns when no sampled candidate is feasible
@@ -53,6 +53,7 @@ class AnalyticEvaluator(Evaluator):
         ("target_tokens", "target_loss"),
         ("thermal_tau_slow_s", "heat_capacity_j_per_k"),
     )
+    removed_metrics = declarations.REMOVED_METRICS
 
     def __init__(self, **options) -> None:
         unknown = set(options)

@@ -191,7 +191,6 @@ def _at_step(r: TimeResult, step) -> TimeResult:
         step_time_s=breakdown.step_s,
         bubble_time_s=wait,
         time_to_train_s=steps * breakdown.step_s,
-        time_to_train_days=steps * breakdown.step_s / 86400.0,
         tokens_per_s=tokens_iter / breakdown.step_s,
     )
 

@@ -39,16 +39,13 @@ CRITICAL = BATCH_SCHEDULES.index("critical")
 #: metrics added over the phases (extensive: the run's totals)
 ADDED = (
     "time_to_train_s",
-    "time_to_train_days",
     "steps_to_train",
     "tokens_to_train",
     "checkpoint_time_s",
     "interruptions",
     "lost_time_s",
     "energy_to_train_j",
-    "energy_to_train_mwh",
     "it_energy_to_train_j",
-    "it_energy_to_train_mwh",
     "energy_compute_j",
     "energy_memory_j",
     "energy_network_j",

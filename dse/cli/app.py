@@ -546,26 +546,28 @@ def _finish(result, plan) -> None:
 
 
 def _print_front(front, plan, limit: int = 25) -> None:
-    from dse.outputs.show import print_tables
+    from dse.outputs.show import in_display_units, print_tables
 
     study, ev, space = plan.study, plan.evaluator, plan.space
     metric_cols = [o.metric for o in study.objectives]
     metric_cols += [c.metric for c in study.constraints if c.metric not in metric_cols]
-    units = {n: f"[{ev.metrics[n].unit or '1'}]" for n in metric_cols}
-    units.update(
+    stored = {n: ev.metrics[n].unit or "1" for n in metric_cols}
+    stored.update(
         {
-            n: "[-]"
+            n: None
             if n in space.bundles or ev.inputs[n].kind in ("str", "bool")
-            else f"[{ev.inputs[n].unit or '1'}]"
+            else ev.inputs[n].unit or "1"
             for n in space.names
         }
     )
+    names = [*metric_cols, *space.names]
+    rows, units = in_display_units(front.head(limit), names, stored, study.display_units)
     title = (
         f"Pareto front of {study.name} ({len(front)} points"
         + (f", first {limit} shown" if len(front) > limit else "")
         + ")"
     )
-    print_tables(_call().out, title, front.head(limit), [*metric_cols, *space.names], units)
+    print_tables(_call().out, title, rows, names, units)
 
 
 @app.command()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from dse.units import quantity
+
 
 def _duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
@@ -22,7 +24,9 @@ def progress_lines(record: dict) -> tuple[str, str]:
         f" · failed {record.get('failed', 0)} · feasible {record.get('feasible', 0)}"
         f" · front {record.get('front_size', 0)}"
     )
+    units = record.get("best_units") or {}  # metric -> [stored unit, the study's display unit]
     best = " · ".join(
-        f"{metric} {value:.4g}" for metric, value in (record.get("best") or {}).items()
+        f"{metric} {quantity(value, *units.get(metric, ['']))}"
+        for metric, value in (record.get("best") or {}).items()
     )
     return pace, f"best: {best}" if best else "best: (no feasible candidate yet)"

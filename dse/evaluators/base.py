@@ -199,6 +199,10 @@ class Evaluator(ABC):
     #: or as a fraction of the maximum): a study may set at most one input of each group,
     #: since setting two would leave one without effect
     exclusive_inputs: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    #: metrics an earlier version reported and this one does not: ``{name: (the metric that
+    #: replaces it, the unit the removed one was in)}``. A study naming one is refused with
+    #: the replacement and how to keep that unit (``display_units``, a bound's unit)
+    removed_metrics: ClassVar[dict[str, tuple[str, str]]] = {}
 
     def __init__(self, **options: Any) -> None:
         self.options = options

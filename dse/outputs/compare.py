@@ -11,12 +11,14 @@ dominated (0 to 1, dimensionless), reference point (1, ..., 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from dse.datasets import unit_label
 from dse.errors import DseError
+from dse.units import shown
 
 #: the colours of the runs in the figure, one per run, in the order given
 RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
@@ -43,7 +45,8 @@ class Comparison:
     """Runs compared in one frame. ``objectives``: ``(metric, direction)`` in the first
     run's order; ``ideal``/``nadir``: the common frame (minimised objective values, in each
     metric's stored unit, ``units``); ``dominated[i][j]``: points of run i's front
-    dominated by run j's front."""
+    dominated by run j's front; ``display_units``: the first run's study's (metric -> the
+    unit it is shown in)."""
 
     objectives: list[tuple[str, str]]
     units: list[str]
@@ -51,6 +54,7 @@ class Comparison:
     ideal: np.ndarray
     nadir: np.ndarray
     dominated: list[list[int]]
+    display_units: dict[str, str] = field(default_factory=dict)
 
     def frame(self) -> str:
         """The common frame in words, with each objective's range."""
@@ -60,8 +64,12 @@ class Comparison:
         ):
             sign = -1.0 if direction == "maximize" else 1.0
             best, ref = sorted((sign * lo, sign * hi), reverse=direction == "maximize")
+            factor, shown_unit = shown(
+                unit, max(abs(best), abs(ref)), self.display_units.get(metric)
+            )
             parts.append(
-                f"{metric} {best:.4g} → {ref:.4g}{' ' + unit if unit not in ('', '1') else ''}"
+                f"{metric} {best / factor:.4g} → {ref / factor:.4g}"
+                + (f" {shown_unit}" if shown_unit not in ("", "1") else "")
             )
         return (
             "common frame: each objective normalised over the union of the fronts compared, "
@@ -113,7 +121,7 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
         f = np.unique(f[np.isfinite(f).all(axis=1)], axis=0)
         fronts.append(f)
         if not units:
-            units = [str(ds[m].attrs.get("units", "")) for m in metrics]
+            units = [unit_label(ds[m].attrs) for m in metrics]
         names.append(run.study.name)
     union = np.vstack(fronts)
     ideal = union.min(axis=0)
@@ -125,7 +133,9 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
         hv = HypervolumeTracker(ideal.tolist(), nadir.tolist()).update(f)
         runs.append(ComparedRun(run.path, name, run.state().evaluations, f, hv))
     dominated = [[int(dominated_by(a.f, b.f).sum()) for b in runs] for a in runs]
-    return Comparison(objectives, units, runs, ideal, nadir, dominated)
+    return Comparison(
+        objectives, units, runs, ideal, nadir, dominated, dict(first.study.display_units)
+    )
 
 
 def _words(objectives: list[tuple[str, str]]) -> str:
@@ -143,7 +153,8 @@ def labels(comparison: Comparison) -> list[str]:
 
 def compare_figure(comparison: Comparison):
     """Every run's front in one frame, one panel per pair of objectives, in the display
-    unit of the largest value shown (:func:`~dse.outputs.scale.readable`)."""
+    unit the first run's study names (``display_units``) or one readable for the largest value
+    shown (:func:`~dse.units.shown`)."""
     from itertools import combinations
 
     import matplotlib
@@ -151,14 +162,16 @@ def compare_figure(comparison: Comparison):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dse.outputs.scale import readable
-
     m = len(comparison.objectives)
     signs = np.array([-1.0 if d == "maximize" else 1.0 for _, d in comparison.objectives])
     values = [r.f * signs for r in comparison.runs]  # back to the metrics' own sign
     union = np.vstack(values)
-    shown = [
-        readable(unit, float(np.nanmax(np.abs(union[:, j]))))
+    scales = [
+        shown(
+            unit,
+            float(np.nanmax(np.abs(union[:, j]))),
+            comparison.display_units.get(comparison.objectives[j][0]),
+        )
         for j, unit in enumerate(comparison.units)
     ]
     pairs = list(combinations(range(m), 2)) or [(0, 0)]
@@ -169,8 +182,8 @@ def compare_figure(comparison: Comparison):
     for ax, (i, j) in zip(axes.flat, pairs, strict=False):
         for k, (run, v) in enumerate(zip(comparison.runs, values, strict=True)):
             colour = RUN_COLOURS[k % len(RUN_COLOURS)]
-            x = v[:, i] / shown[i][0]
-            y = v[:, j] / shown[j][0] if m > 1 else np.zeros(len(v)) + k
+            x = v[:, i] / scales[i][0]
+            y = v[:, j] / scales[j][0] if m > 1 else np.zeros(len(v)) + k
             ax.scatter(
                 x,
                 y,
@@ -185,8 +198,8 @@ def compare_figure(comparison: Comparison):
             if m == 2:
                 order = np.argsort(x)
                 ax.plot(x[order], y[order], c=colour, lw=0.8, zorder=2)
-        ax.set_xlabel(_axis(comparison, i, shown[i][1]))
-        ax.set_ylabel(_axis(comparison, j, shown[j][1]) if m > 1 else "run")
+        ax.set_xlabel(_axis(comparison, i, scales[i][1]))
+        ax.set_ylabel(_axis(comparison, j, scales[j][1]) if m > 1 else "run")
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(pairs) :]:
         ax.set_visible(False)

@@ -23,7 +23,15 @@ def write_static(report, stem: Path) -> list[Path]:
     with report.run.open_dataset(front=False) as ev:
         # the whole run's counts, which the report read from the log when the study keeps less
         counts = (report.scan.n, report.scan.n_ok) if report.kept != "all" else None
-        figures = {"front": front_figure(ev, report.front_ds, report.objectives, counts=counts)}
+        figures = {
+            "front": front_figure(
+                ev,
+                report.front_ds,
+                report.objectives,
+                counts=counts,
+                wanted=report.study.display_units,
+            )
+        }
     figures.update(
         {
             "breakdown": _breakdown(report, plt),
@@ -78,7 +86,7 @@ def _parallel(report, plt):
             z = np.array([cats.index(c) for c in v.astype(str)], float) / max(len(cats) - 1, 1)
             ticks.append((cats[0], cats[-1]))
         else:
-            x = v.to_numpy(float)
+            x = v.to_numpy(float) / report.scale(name)[0]  # in the unit its label names
             z = (x - x.min()) / (np.ptp(x) or 1.0)
             ticks.append((f"{x.min():.3g}", f"{x.max():.3g}"))
         scaled.append(z)

@@ -11,9 +11,9 @@ import xarray as xr
 from dse.datasets import display_unit
 from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
-from dse.outputs.scale import readable
 from dse.outputs.scan import density, scan
 from dse.outputs.target import output_path
+from dse.units import shown
 
 SCATTER_LIMIT = 50_000  # feasible evaluations drawn point by point; above, as a density
 #: the colours of a categorical parameter's values, in sorted order, in the PNG and the report
@@ -34,7 +34,7 @@ COLOURS = [
 
 def label(ds: xr.Dataset, name: str, unit: str | None = None) -> str:
     """``long name [unit]`` of a variable (no brackets when dimensionless or text); ``unit``:
-    the unit it is shown in, when not its own (:func:`~dse.outputs.scale.readable`)."""
+    the unit it is shown in, when not its own (:func:`~dse.units.readable`)."""
     unit = display_unit(ds[name]) if unit is None else unit
     long_name = ds[name].attrs.get("long_name", name)
     return f"{long_name} [{unit}]" if unit else long_name
@@ -59,12 +59,13 @@ def plot_front(
     *,
     formats: tuple[str, ...] = ("png",),
     counts: tuple[int, int] | None = None,
+    wanted: dict[str, str] | None = None,
 ) -> Path:
     """The front over every feasible evaluation, one panel per pair of objectives, written
     atomically (``path`` with each suffix of ``formats``); see :func:`front_figure`."""
     import matplotlib.pyplot as plt
 
-    fig = front_figure(evaluations, front, objectives, counts=counts)
+    fig = front_figure(evaluations, front, objectives, counts=counts, wanted=wanted)
     save_figure(fig, Path(path), formats)
     plt.close(fig)
     return Path(path)
@@ -88,18 +89,22 @@ def front_figure(
     objectives: list[str],
     *,
     counts: tuple[int, int] | None = None,
+    wanted: dict[str, str] | None = None,
 ):
     """Feasible evaluations (grey, or coloured by a categorical parameter) with the front on
     top, one panel per pair of objectives. Up to :data:`SCATTER_LIMIT` feasible evaluations
     are drawn point by point; beyond, as a density (2-D histogram), read in slices so that
     time and memory stay bounded whatever the run's size. The front is always exact.
     ``counts``: (evaluations, feasible) of the whole run, when ``evaluations`` holds only the
-    rows the study keeps (``output.keep``; :func:`dse.outputs.scan.log_tallies`)."""
+    rows the study keeps (``output.keep``; :func:`dse.outputs.scan.log_tallies`).
+    ``wanted``: the unit each objective is drawn in (the study's ``display_units``; an
+    objective without one is drawn in a unit readable for its values)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    wanted = wanted or {}
     colour_by = colour_parameter(front)
     found = scan(
         evaluations,
@@ -111,7 +116,7 @@ def front_figure(
     if (
         len(objectives) == 1
     ):  # no trade-off to draw: how the feasible values spread, the best marked
-        return _one_objective_figure(evaluations, front, objectives[0], found, counts)
+        return _one_objective_figure(evaluations, front, objectives[0], found, counts, wanted)
     dense = not found.sampled_all
     points = found.sample
     hist = density(evaluations, found, objectives) if dense else {}
@@ -128,12 +133,12 @@ def front_figure(
         fr_group = front[colour_by].values.astype(str)
         groups = sorted(set(ev_group) | set(fr_group))
     colours = {g: COLOURS[i % len(COLOURS)] for i, g in enumerate(groups)}
-    shown = {
-        name: readable_unit(display_unit(evaluations[name]), found, front, name)
+    units = {
+        name: readable_unit(display_unit(evaluations[name]), found, front, name, wanted.get(name))
         for name in objectives
     }
     for ax, (x, y) in zip(axes.flat, pairs, strict=False):
-        (fx, _), (fy, _) = shown[x], shown[y]
+        (fx, _), (fy, _) = units[x], units[y]
         if (x, y) in hist:
             x_edges, y_edges, cells = hist[(x, y)]
             _draw_density(fig, ax, x_edges / fx, y_edges / fy, cells)
@@ -174,7 +179,7 @@ def front_figure(
                 lw=0.8,
                 zorder=2,
             )
-        _style_axes(ax, evaluations, found, x, y, shown[x][1], shown[y][1])
+        _style_axes(ax, evaluations, found, x, y, units[x][1], units[y][1])
     for ax in list(axes.flat)[len(pairs) :]:
         ax.set_visible(False)
     n, n_ok = counts if counts is not None else (found.n, found.n_ok)
@@ -207,12 +212,16 @@ def front_figure(
     return fig
 
 
-def _one_objective_figure(evaluations: xr.Dataset, front: xr.Dataset, name: str, found, counts):
+def _one_objective_figure(
+    evaluations: xr.Dataset, front: xr.Dataset, name: str, found, counts, wanted: dict[str, str]
+):
     """A histogram of the feasible evaluations' objective (all of them, or the scan's uniform
     sample beyond :data:`SCATTER_LIMIT`) with the best value marked."""
     import matplotlib.pyplot as plt
 
-    factor, unit = readable_unit(display_unit(evaluations[name]), found, front, name)
+    factor, unit = readable_unit(
+        display_unit(evaluations[name]), found, front, name, wanted.get(name)
+    )
     values = found.sample[name].to_numpy(float) / factor if name in found.sample else np.empty(0)
     values = values[np.isfinite(values)]
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
@@ -232,6 +241,7 @@ def _one_objective_figure(evaluations: xr.Dataset, front: xr.Dataset, name: str,
         )
     if log:
         ax.set_xscale("log")
+        _log_ticks(ax.xaxis, found.hi[name] / found.lo_positive[name])
     ax.set_xlabel(label(evaluations, name, unit))
     ax.set_ylabel("feasible evaluations")
     ax.grid(True, alpha=0.3)
@@ -266,36 +276,43 @@ def _draw_density(fig, ax, x_edges, y_edges, counts) -> None:
     ax.margins(0.03)
 
 
-def readable_unit(unit: str, found, front: xr.Dataset, name: str) -> tuple[float, str]:
-    """``(divisor, unit)`` to draw ``name`` (in ``unit``) in: readable for the largest absolute
-    value drawn, the feasible evaluations' (``found``, a scan) and the front's; the PNG and
-    the report alike (:func:`~dse.outputs.scale.readable`)."""
+def readable_unit(
+    unit: str, found, front: xr.Dataset, name: str, wanted: str | None = None
+) -> tuple[float, str]:
+    """``(divisor, unit)`` to draw ``name`` (in ``unit``) in: ``wanted`` (the study's
+    ``display_units``) when given, else readable for the largest absolute value drawn, the
+    feasible evaluations' (``found``, a scan) and the front's; the PNG and the report alike
+    (:func:`~dse.units.shown`)."""
     values = [abs(found.hi.get(name, np.nan)), abs(found.lo.get(name, np.nan))]
     if name in front and front.sizes["candidate"]:
         values.append(float(np.nanmax(np.abs(front[name].values.astype(float)))))
     values = [v for v in values if np.isfinite(v)]
-    return readable(unit, max(values) if values else np.nan)
+    return shown(unit, max(values) if values else np.nan, wanted)
 
 
 def _style_axes(
     ax, evaluations: xr.Dataset, found, x: str, y: str, x_unit: str, y_unit: str
 ) -> None:
     """Labels with the units shown, log scales where the scan chose them, and a grid."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     ax.set_xlabel(label(evaluations, x, x_unit))
     ax.set_ylabel(label(evaluations, y, y_unit))
     for axis, name in (("x", x), ("y", y)):
         if found.log_scale(name):
             getattr(ax, f"set_{axis}scale")("log")
-            along = getattr(ax, f"{axis}axis")
-            if (
-                found.hi[name] / found.lo_positive[name] < 300
-            ):  # under 2.5 decades: 1, 2, 5 x 10^k labelled
-                along.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-                along.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            along.set_minor_formatter(NullFormatter())
+            _log_ticks(getattr(ax, f"{axis}axis"), found.hi[name] / found.lo_positive[name])
     ax.grid(True, alpha=0.3)
+
+
+def _log_ticks(along, span: float) -> None:
+    """A log axis's labels: under 2.5 decades (``span``: largest / smallest value), 1, 2 and
+    5 x 10^k, each a whole value (0.05, never a bare mantissa 5); beyond, the decades;
+    minor ticks unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    if span < 300:
+        along.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        along.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    along.set_minor_formatter(NullFormatter())
 
 
 def plot_results(results: Path, output: Path | None = None) -> Path:
@@ -317,6 +334,7 @@ def plot_results(results: Path, output: Path | None = None) -> Path:
             path,
             formats=(fmt,),
             counts=whole_run_counts(run, evaluations),
+            wanted=run.study.display_units,
         )
 
 

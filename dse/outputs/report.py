@@ -29,7 +29,6 @@ from dse.errors import DseError
 from dse.files import atomic_path, names_a_file_type
 from dse.outputs import selection as sel
 from dse.outputs.plot import COLOURS, colour_parameter, readable_unit
-from dse.outputs.scale import readable
 from dse.outputs.scan import Scan, log_tallies, scan
 from dse.outputs.sensitivity import Sensitivity, at_the_knee
 from dse.outputs.show import format_cell
@@ -37,6 +36,7 @@ from dse.outputs.target import output_path
 from dse.pareto import objective_matrix
 from dse.results import Results, open_results
 from dse.study import BundlesSpec
+from dse.units import shown
 
 SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all of a smaller run)
 #: the margin around the front in its figures' view, a share of the front's span per side
@@ -125,9 +125,13 @@ class Report:
         #: the elasticities at the knee, or why the page has none
         self.sensitivity: Sensitivity | None
         self.sensitivity, self.no_sensitivity = at_the_knee(run)
-        #: objective -> (divisor, unit) it is drawn in (:func:`~dse.outputs.scale.readable`)
+        #: objective -> (divisor, unit) it is drawn in: the study's ``display_units``, else
+        #: readable for its values (:func:`~dse.units.shown`)
         self.shown = {
-            m: readable_unit(self.unit(m), self.scan, self.front_ds, m) for m in self.objectives
+            m: readable_unit(
+                self.unit(m), self.scan, self.front_ds, m, self.study.display_units.get(m)
+            )
+            for m in self.objectives
         }
 
     def _axis(self, name: str) -> dict:
@@ -140,6 +144,8 @@ class Report:
         v = v[np.isfinite(v)]
         log = self.scan.log_scale(name)
         axis = dict(title=f"{name} [{unit}]" if unit else name, type="log" if log else "linear")
+        if log:  # 0.09, 0.08 between the decades, not the bare digits 9, 8
+            axis["minorloglabels"] = "complete"
         if len(v) and (not log or v.min() > 0):
             lo, hi = float(v.min()), float(v.max())
             a, b = (np.log10(lo), np.log10(hi)) if log else (lo, hi)
@@ -164,8 +170,18 @@ class Report:
         col = self.front[name] if name in self.front else None
         return "[1]" if col is not None and col.dtype.kind in "iuf" else "[-]"
 
+    def scale(self, name: str) -> tuple[float, str]:
+        """``(divisor, unit)`` a column is shown in: an objective's as the figures draw it,
+        another number's in the study's ``display_units`` or readable for the front's values."""
+        if name in self.shown:
+            return self.shown[name]
+        col = self.front[name] if name in self.front else None
+        numeric = col is not None and col.dtype.kind in "iuf" and len(col) > 0
+        largest = float(np.nanmax(np.abs(col.to_numpy(float)))) if numeric else np.nan
+        return shown(self.unit(name), largest, self.study.display_units.get(name))
+
     def label(self, name: str) -> str:
-        u = self.unit(name)
+        u = self.scale(name)[1]
         return f"{name} [{u}]" if u else name
 
     def selected(self) -> dict[str, int]:
@@ -382,14 +398,14 @@ class Report:
         """``(title, components, divisor, unit)`` of the energy and time breakdowns the
         evaluator reports, in units readable for the largest total on the front."""
         out = []
-        for title, table, unit in (
-            ("energy to train", self.energy, "J"),
-            ("time per iteration", self.time, "s"),
+        for title, table, unit, total in (
+            ("energy to train", self.energy, "J", sel.ENERGY_TOTAL),
+            ("time per iteration", self.time, "s", sel.TIME_TOTAL),
         ):
             if table is not None:
                 largest = float(np.nanmax(table.to_numpy().sum(axis=1))) if len(table) else np.nan
-                factor, shown = readable(unit, largest)
-                out.append((title, table, factor, shown))
+                factor, name = shown(unit, largest, self.study.display_units.get(total))
+                out.append((title, table, factor, name))
         return out
 
     def tornado_figure(self):
@@ -461,7 +477,9 @@ class Report:
                     )
                 )
             else:
-                dims.append(dict(label=self.label(name), values=v.to_numpy(float)))
+                dims.append(
+                    dict(label=self.label(name), values=v.to_numpy(float) / self.scale(name)[0])
+                )
         first = self.objectives[0]
         fig = go.Figure(
             go.Parcoords(

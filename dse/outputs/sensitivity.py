@@ -198,6 +198,7 @@ class Sensitivity:
     notes: tuple[str, ...] = ()
     global_indices: GlobalIndices | None = None
     stored: dict[str, float] = field(default_factory=dict)  # metric -> value the run stored
+    display_units: dict[str, str] = field(default_factory=dict)  # the study's: metric -> unit
 
     def ranking(self, metric: str | None = None) -> list[str]:
         """The numeric knobs, largest ``|elasticity|`` first: of ``metric``, or (None) the
@@ -762,6 +763,7 @@ def sensitivity(
         notes=tuple(notes),
         global_indices=g,
         stored=stored,
+        display_units=dict(study.display_units),
     )
 
 
@@ -797,15 +799,12 @@ def _plain(v: Any) -> Any:
 
 
 # -- the terminal -------------------------------------------------------------------------------
-def _quantity(value: float, unit: str) -> str:
-    """``value`` in a readable unit (J → MJ, s → h), with its unit."""
-    from dse.outputs.scale import readable
+def _quantity(value: float, unit: str, wanted: str | None = None) -> str:
+    """``value`` in ``wanted`` (the study's display unit) or a readable unit (J → MJ, s → h),
+    with its unit (:func:`dse.units.quantity`)."""
+    from dse.units import quantity
 
-    if not np.isfinite(value):
-        return "n/a"
-    factor, shown = readable(unit, abs(value))
-    shown = "" if shown in ("", "1") else f" {shown}"
-    return f"{value / factor:.4g}{shown}"
+    return quantity(value, unit, wanted) if np.isfinite(value) else "n/a"
 
 
 def _signed(value: float, digits: str = ".3f") -> str:
@@ -844,7 +843,10 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
         shown = _quantity(float(v), unit) if isinstance(v, int | float) else str(v)
         t.add_row(Text(printable(name)), Text(printable(shown)))
     for m in s.metrics:
-        t.add_row(Text(printable(m), style="cyan"), Text(_quantity(float(s.base[m]), s.units[m])))
+        t.add_row(
+            Text(printable(m), style="cyan"),
+            Text(_quantity(float(s.base[m]), s.units[m], s.display_units.get(m))),
+        )
     console.print(t)
 
     if len(s.elasticity):
@@ -869,7 +871,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                 *(_signed(float(s.elasticity.loc[knob, m])) for m in s.objectives),
                 *(
                     ("+" if change.loc[knob, m] > 0 else "")
-                    + _quantity(float(change.loc[knob, m]), s.units[m])
+                    + _quantity(float(change.loc[knob, m]), s.units[m], s.display_units.get(m))
                     for m in s.objectives
                 ),
             )
@@ -888,7 +890,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                     *(_signed(float(s.elasticity.loc[knob, m])) for m in constrained),
                     *(
                         ("+" if change.loc[knob, m] > 0 else "")
-                        + _quantity(float(change.loc[knob, m]), s.units[m])
+                        + _quantity(float(change.loc[knob, m]), s.units[m], s.display_units.get(m))
                         for m in constrained
                     ),
                 )
@@ -928,13 +930,13 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
         for comp, value in b.parts.items():
             t.add_row(
                 Text(printable(comp)),
-                _quantity(float(value), b.unit),
+                _quantity(float(value), b.unit, s.display_units.get(b.total)),
                 f"{100 * value / total:.1f}" if total else "n/a",
                 *(_signed(float(b.contributions.loc[k, comp])) for k in knobs),
             )
         t.add_row(
             Text("elasticity of the total", style="bold"),
-            _quantity(total, b.unit),
+            _quantity(total, b.unit, s.display_units.get(b.total)),
             "100.0",
             *(_signed(float(b.elasticity[k])) for k in knobs),
         )

@@ -18,6 +18,7 @@ from rich.text import Text
 from dse.datasets import columns, to_table
 from dse.errors import DseError, did_you_mean, printable
 from dse.results import open_results
+from dse.units import shown as shown_in
 
 
 def show_front(
@@ -52,7 +53,9 @@ def show_front(
     if descending is None:  # an objective's best first: the largest of one maximised
         descending = any(o.metric == key and o.direction == "maximize" for o in study.objectives)
     front = front.sort_values(key, ascending=not descending, kind="stable", na_position="last")
-    units = {c: unit_cell(ds[c]) for c in shown}
+    front, units = in_display_units(
+        front, shown, {c: stored_unit(ds[c]) for c in shown}, study.display_units
+    )
     title = (
         f"Pareto front of {study.name}: {len(front)} points, sorted by {key}"
         f"{' (descending)' if descending else ''}"
@@ -63,13 +66,39 @@ def show_front(
         _plot(front, [o.metric for o in study.objectives], units, console)
 
 
-def unit_cell(var) -> str:
-    """The unit line under a column name: ``[unit]``, ``[1]`` when dimensionless, ``[-]``
-    for text and flags."""
+def stored_unit(var) -> str | None:
+    """The unit a variable's values are in (``"1"`` when dimensionless), None for text and
+    flags."""
     if var.dtype.kind not in "iuf":
-        return "[-]"
-    unit = var.attrs.get("display_units") or var.attrs.get("units") or "1"
-    return f"[{unit}]"
+        return None
+    return var.attrs.get("display_units") or var.attrs.get("units") or "1"
+
+
+def in_display_units(
+    rows: pd.DataFrame,
+    names: list[str],
+    stored: dict[str, str | None],
+    wanted: dict[str, str],
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """``rows`` with each numeric column of ``names`` in the unit it is shown in (``wanted``:
+    the study's ``display_units``; else readable for its largest value, :func:`dse.units.shown`)
+    and the unit line under each name: ``[unit]``, ``[1]`` when dimensionless, ``[-]`` for
+    text and flags (``stored``: the unit of each column, None for text and flags)."""
+    rows, cells = rows.copy(), {}
+    for name in names:
+        unit = stored.get(name)
+        if unit is None or name not in rows or rows[name].dtype.kind not in "iuf":
+            cells[name] = "[-]"
+            continue
+        values = rows[name].to_numpy(float)
+        finite = np.abs(values[np.isfinite(values)])
+        factor, shown = shown_in(
+            unit, float(finite.max()) if len(finite) else np.nan, wanted.get(name)
+        )
+        if factor != 1.0:
+            rows[name] = values / factor
+        cells[name] = f"[{shown or '1'}]"
+    return rows, cells
 
 
 def print_tables(

@@ -11,7 +11,6 @@ import numpy as np
 
 BOLTZMANN_J_PER_K = 1.380649e-23
 J_PER_KWH = 3.6e6
-J_PER_MWH = 3.6e9
 
 
 def landauer_bound_j(n_params, tokens, bits_per_token, temperature_k) -> np.ndarray:

@@ -341,9 +341,7 @@ def _metrics(
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
-        "energy_to_train_mwh": facility_j / economics.J_PER_MWH,
         "it_energy_to_train_j": it_j,
-        "it_energy_to_train_mwh": it_j / economics.J_PER_MWH,
         "energy_per_step_j": e_step_acc * n * wall * (1.0 + overhead),
         "energy_compute_j": e.compute_j * runs,
         "energy_memory_j": e.memory_j * runs,
@@ -373,7 +371,6 @@ def _metrics(
         "interruptions": gp.interruptions,
         "lost_time_s": gp.restart_s + gp.rework_s,
         "time_to_train_s": time_to_train_s,
-        "time_to_train_days": time_to_train_s / 86400.0,
         "effective_clock_mhz": clock,
         "power_capped": np.asarray(capped, dtype=bool),
         "throttled": np.asarray(throttled, dtype=bool),

@@ -281,7 +281,6 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
     n = lay.accelerators
     return TimeResult(
         time_to_train_s=time_to_train_s,
-        time_to_train_days=time_to_train_s / 86400.0,
         step_time_s=t.step_s,
         compute_time_s=t.compute_s,
         memory_time_s=t.memory_s,

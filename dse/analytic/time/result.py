@@ -14,7 +14,6 @@ from dse.analytic.time.step import StepBreakdown
 #: the public time metrics, in output order (the fields of :class:`TimeResult` they name)
 METRIC_FIELDS = (
     "time_to_train_s",
-    "time_to_train_days",
     "step_time_s",
     "compute_time_s",
     "memory_time_s",
@@ -53,7 +52,6 @@ class TimeResult:
     """
 
     time_to_train_s: np.ndarray  # s, steps x step time (no checkpoints)
-    time_to_train_days: np.ndarray  # days
     step_time_s: np.ndarray  # s per iteration
     compute_time_s: np.ndarray  # s per iteration
     memory_time_s: np.ndarray  # s per iteration
@@ -114,7 +112,6 @@ assert tuple(f.name for f in fields(TimeResult))[: len(METRIC_FIELDS)] == METRIC
 #: are among them because a re-timed clock is in the accelerator's range
 CLOCK_FIELDS = (
     "time_to_train_s",
-    "time_to_train_days",
     "step_time_s",
     "compute_time_s",
     "memory_time_s",
