@@ -61,6 +61,9 @@ def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd) -> None:
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
+    import dask
+
+    dask.config.refresh()  # the DASK_* variables of this program, as a new interpreter reads them
     sys.argv = ["dse", *args]
     from dse.cli import console
 
