@@ -13,9 +13,12 @@ interpreter (:func:`conftest.run_cli_subprocess`)."""
 
 from __future__ import annotations
 
+import importlib
 import io
+import logging
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -58,12 +61,15 @@ def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd) -> None:
         errors="backslashreplace",
         line_buffering=True,
     )
+    # a program started from a terminal: Ctrl-C raises KeyboardInterrupt, SIGTERM and SIGHUP
+    # end it (the fork server may have started while a run held them ignored or deferred)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    os.chdir(cwd)
+    _dask_as_the_program_configures_it(env)
     os.environ.clear()
     os.environ.update(env)
-    os.chdir(cwd)
-    import dask
-
-    dask.config.refresh()  # the DASK_* variables of this program, as a new interpreter reads them
     sys.argv = ["dse", *args]
     from dse.cli import console
 
@@ -77,6 +83,22 @@ def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+def _dask_as_the_program_configures_it(env: dict[str, str]) -> None:
+    """dask's configuration and distributed's logging as the program has them when it first
+    imports dask: from its own ``DASK_*`` variables, with the logging level dse's ``main``
+    sets before that import (``DASK_LOGGING__DISTRIBUTED``, unless the user set one); the
+    fork server imported both with its own environment."""
+    import dask
+
+    os.environ.clear()
+    os.environ.update({"DASK_LOGGING__DISTRIBUTED": "warning", **env})
+    dask.config.refresh()
+    logging_config = importlib.import_module("distributed.config")
+    for name in ("distributed", "distributed.client", "distributed.gc", "bokeh", "tornado"):
+        logging.getLogger(name).handlers.clear()  # bound to the fork server's stderr
+    logging_config.initialize_logging(dask.config.config)
 
 
 class Program:
