@@ -1,13 +1,12 @@
-"""Runs of `dse run` as real programs, to be killed or signalled mid-run (test_resume, test_signals)."""
+"""Runs of `dse run` as real programs (tests/programs.py), to be killed or signalled mid-run (test_resume, test_signals)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, rows_on_disk, toy_study, write_study
+from conftest import rows_on_disk, toy_study, write_study
+from programs import Program, start_program
 
 
 def background_study(
@@ -29,19 +28,17 @@ def background_study(
     return write_study(tmp_path, study, name=f"{out.name}.yaml")
 
 
-def start_run(study: Path) -> subprocess.Popen:
+def start_run(study: Path) -> Program:
     """``dse run STUDY --quiet`` as a program in a session of its own (signals reach it alone)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    return start_program("run", study, "--quiet", new_session=True)
 
 
-def wait_for_rows(out: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+def start_resume(out: Path) -> Program:
+    """``dse resume OUT --quiet`` as a program in a session of its own."""
+    return start_program("resume", out, "--quiet", new_session=True)
+
+
+def wait_for_rows(out: Path, n: int, proc: Program, timeout: float = 60) -> None:
     """Until at least ``n`` evaluations are in the log (written groups; ``.tmp`` files skipped)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -39,6 +39,12 @@ FORKSERVER_PRELOAD = [
     "dse.execution.worker_plugin",
     "dse.evaluators.toy",
     "dse.evaluators.command",
+    # the `dse` programs the kill and signal tests start (tests/programs.py) fork from it too
+    "dse.cli.app",
+    "dse.runner",
+    "dse.checks",
+    "dse.datasets",
+    "programs",
 ]
 
 

@@ -29,6 +29,7 @@ from conftest import (
 )
 from dse.execution.base import EvaluatorRef, WorkerMismatch, check_versions
 from dse.execution.deploy import missing
+from programs import Program, start_program
 
 ENV = {**os.environ, "DASK_LOGGING__DISTRIBUTED": "warning"}
 
@@ -159,18 +160,11 @@ def reference(tmp_path_factory):
     return set(log_rows(out)["key"]), front_of(out)
 
 
-def _start_run(study: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "dse", *args, str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def _start_run(study: Path, *args: str) -> Program:
+    return start_program(*args, str(study), "--quiet", new_session=True)
 
 
-def _wait_for_rows(out: Path, n: int, run: subprocess.Popen, timeout: float = 90) -> None:
+def _wait_for_rows(out: Path, n: int, run: Program, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while rows_on_disk(out) < n:
         assert run.poll() is None, (

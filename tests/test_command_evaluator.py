@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -19,6 +18,7 @@ from conftest import REPO, run_cli, write_study
 from dse.evaluators import load_evaluator
 from dse.execution import ExecutionPlan, make_executor
 from dse.study import EvaluatorSpec
+from programs import start_program
 
 PROGRAM = str(REPO / "tests" / "programs" / "front_sim.py")
 XS = np.round(np.arange(0, 1.0001, 0.1), 10)
@@ -127,13 +127,8 @@ def test_stopping_a_run_stops_the_program_it_is_waiting_for(tmp_path, workers):
     worker that closes."""
     pids = tmp_path / "pids"
     study = write_study(tmp_path, _study(tmp_path, [77], workers=workers))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet", "--no-dashboard"],
-        cwd=REPO,
-        env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_program(
+        "run", str(study), "--quiet", "--no-dashboard", env={"FRONT_SIM_PIDS": str(pids)}
     )
     deadline = time.monotonic() + 60
     while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
@@ -563,23 +558,14 @@ def test_sigterm_stops_dse_evaluate_with_its_program_and_leaves_no_hidden_output
     cands.write_text("x,y\n0.5,77\n")
     out = tmp_path / "results"
     out.mkdir()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dse",
-            "evaluate",
-            str(study),
-            "-c",
-            str(cands),
-            "-o",
-            str(out / "evaluated.csv"),
-        ],
-        cwd=REPO,
-        env={**os.environ, "FRONT_SIM_PIDS": str(pids)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_program(
+        "evaluate",
+        str(study),
+        "-c",
+        str(cands),
+        "-o",
+        str(out / "evaluated.csv"),
+        env={"FRONT_SIM_PIDS": str(pids)},
     )
     deadline = time.monotonic() + 60
     while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:

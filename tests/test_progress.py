@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO, run_cli, run_cli_subprocess, toy_study, write_study
 from dse.cli.pace import progress_lines
 from dse.progress import Pace, ProgressReporter, ProgressSink, read_progress
+from programs import start_program
 
 
 def _slow_study(tmp_path, delay: float = 0.02, **evaluator_options):
@@ -28,13 +29,7 @@ def test_dse_status_shows_a_run_in_progress_from_another_terminal(tmp_path):
     study = _slow_study(
         tmp_path, 0.06, fail_above_x=0.85
     )  # about 4 s; x = 0.9 and 1.0 fail: 12 candidates
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    run = start_program("run", str(study), "--quiet")
     out = tmp_path / "out"
     deadline = time.monotonic() + 60
     while True:  # until the running process has written progress with a measured pace

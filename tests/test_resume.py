@@ -22,7 +22,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from background import background_study, start_run, wait_for_rows
+from background import background_study, start_resume, start_run, wait_for_rows
 from conftest import REPO, front_of, log_rows, rows_on_disk, run_cli, toy_study, write_study
 from dse.errors import StoreError
 from dse.search import available_drivers
@@ -55,18 +55,7 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
         tmp_path, algorithm, out, 0.3, workers
     )  # a group is written mid-batch (1 s)
     for rows in (1, 30):  # kill early, then again in a later batch
-        run = (
-            start_run(study)
-            if rows == 1
-            else subprocess.Popen(
-                [sys.executable, "-m", "dse", "resume", str(out), "--quiet"],
-                cwd=REPO,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-        )
+        run = start_run(study) if rows == 1 else start_resume(out)
         wait_for_rows(out, rows, run)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
@@ -108,18 +97,7 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
     out = tmp_path / "interrupted"
     for polished in (5, 25):
-        run = (
-            start_run(study(out, 0.15))
-            if polished == 5
-            else subprocess.Popen(
-                [sys.executable, "-m", "dse", "resume", str(out), "--quiet"],
-                cwd=REPO,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-        )
+        run = start_run(study(out, 0.15)) if polished == 5 else start_resume(out)
         deadline = time.monotonic() + 60
         while _state(out).get("driver", {}).get("polish_asked", 0) < polished:
             assert run.poll() is None and time.monotonic() < deadline, "the polish never started"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
 
 from background import background_study, start_run, wait_for_rows
-from conftest import REPO, log_rows, rows_on_disk, run_cli
+from conftest import log_rows, rows_on_disk, run_cli
+from programs import start_program
 
 
 @pytest.mark.parametrize(
@@ -30,13 +30,7 @@ def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path
     lock released, the hint to resume given (SIGHUP left the lock and no datasets before)."""
     out = tmp_path / "out"
     study = background_study(tmp_path, "random", out, 0.2)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "dse", "run", str(study), "--quiet"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    run = start_program("run", str(study), "--quiet")
     wait_for_rows(out, 5, run)
     run.send_signal(sig)
     _, stderr = run.communicate(timeout=60)
@@ -64,20 +58,11 @@ def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_
     SIGTERM, the workers included: they leave the stopping to the run, so the user sees one
     message, not a traceback each (a forked worker kept the run's SIGTERM handler)."""
     out = tmp_path / "out"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dse",
-            "run",
-            str(background_study(tmp_path, "random", out, 0.2, workers=1)),
-            "--quiet",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    run = start_program(
+        "run",
+        str(background_study(tmp_path, "random", out, 0.2, workers=1)),
+        "--quiet",
+        new_session=True,
     )
     wait_for_rows(out, 5, run)
     os.killpg(run.pid, sig)
@@ -98,14 +83,7 @@ def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
     study = background_study(tmp_path, "random", tmp_path / "out", 0.5, workers=1)
     for delay in (0.2, 0.4, 0.6):
         out = tmp_path / f"out-{delay}"
-        run = subprocess.Popen(
-            [sys.executable, "-m", "dse", "run", str(study), "-o", str(out)],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        run = start_program("run", str(study), "-o", str(out), new_session=True)
         deadline = time.monotonic() + 60
         while not (out / "state.json").exists():  # saved just before the cluster starts
             assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
@@ -121,19 +99,8 @@ def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
 def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
     """Ctrl-C while the study is checked and the search built (typer made it a silent 130)."""
     out = tmp_path / "out"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dse",
-            "run",
-            str(background_study(tmp_path, "random", out, 0.2, workers=1)),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    run = start_program(
+        "run", str(background_study(tmp_path, "random", out, 0.2, workers=1)), new_session=True
     )
     assert "study" in run.stderr.readline()  # the run's line: the search is built next
     os.killpg(run.pid, signal.SIGINT)

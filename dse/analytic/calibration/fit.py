@@ -378,7 +378,7 @@ class _Problem:
         self.rows, self.fit_mask, self.acc0 = rows, fit_mask, acc0
         self.names = list(names)
         kind = rows["kind"].to_numpy()
-        t_k, _ = forward.kernel_times(acc0, rows, np.ones(len(rows)))
+        t_k, _ = forward.kernel_times(acc0, forward.KernelRows.of(rows), np.ones(len(rows)))
         needs_t = np.isin(kind, ("compute", "memory", "stage")) & ~np.isfinite(t_k)
         self.t_work = sorted(set(rows.loc[needs_t, "workload"]))
         self.c_work = sorted(set(rows.loc[kind == "stage", "workload"]))

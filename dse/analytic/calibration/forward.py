@@ -12,6 +12,7 @@ efficiencies) and the energy counter's scope ``scope`` (GPUs it covers) are give
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,20 +52,44 @@ def peak_flops(acc: dict, precision: np.ndarray) -> np.ndarray:
     )
 
 
-def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class KernelRows:
+    """The columns of kernel and stage rows the time model reads, as arrays: read from the
+    table once, not at every clock the fit or a power cap's bisection tries."""
+
+    kind: np.ndarray
+    precision: np.ndarray
+    gemm_m: np.ndarray
+    gemm_n: np.ndarray
+    gemm_k: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> KernelRows:
+        return cls(
+            kind=rows["kind"].to_numpy(),
+            precision=rows["precision"].to_numpy(),
+            **{
+                c: rows[c].to_numpy(dtype=float)
+                for c in ("gemm_m", "gemm_n", "gemm_k", "flops", "bytes")
+            },
+        )
+
+
+def kernel_times(acc: dict, rows: KernelRows, ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(time at ``ratio`` = f/f_max, clock-bound share) of compute rows with a GEMM shape or
     FLOPs and memory rows with bytes, from the efficiencies; NaN where neither is known."""
     hw, cal = acc["hardware"], acc["calibration"]
-    n = len(rows)
+    n = len(rows.kind)
     t, share = np.full(n, np.nan), np.full(n, np.nan)
-    kind = rows["kind"].to_numpy()
-    comp = kind == "compute"
+    comp = rows.kind == "compute"
     if comp.any():
-        peak = peak_flops(acc, rows["precision"].to_numpy())
+        peak = peak_flops(acc, rows.precision)
         eff = cal["matmul_eff_max"] * np.where(
-            rows["precision"].to_numpy() == "fp8", cal["fp8_matmul_ratio"], 1.0
+            rows.precision == "fp8", cal["fp8_matmul_ratio"], 1.0
         )
-        m, nn, k = (rows[c].to_numpy(dtype=float) for c in ("gemm_m", "gemm_n", "gemm_k"))
+        m, nn, k = rows.gemm_m, rows.gemm_n, rows.gemm_k
         shaped = comp & np.isfinite(m + nn + k)
         with np.errstate(all="ignore"):
             sh = shipped_calibration()["shared"]
@@ -78,13 +103,13 @@ def kernel_times(acc: dict, rows: pd.DataFrame, ratio: np.ndarray) -> tuple[np.n
                 hbm_bw_bps=np.nan,
             )
             t_shape = gemm.compute_time(m, nn, k, None, r)
-            t_flops = rows["flops"].to_numpy(dtype=float) / (peak * ratio * eff)
+            t_flops = rows.flops / (peak * ratio * eff)
         t = np.where(shaped, t_shape, np.where(comp, t_flops, t))
         share = np.where(comp, 1.0, share)
-    mem = kind == "memory"
+    mem = rows.kind == "memory"
     if mem.any():
         bw = hw["hbm_bw_gbs"] * 1e9 * cal["memory_eff"]
-        t = np.where(mem, rows["bytes"].to_numpy(dtype=float) / bw, t)
+        t = np.where(mem, rows.bytes / bw, t)
         share = np.where(mem, 0.0, share)
     return t, share
 
@@ -148,11 +173,12 @@ def _work_rows(acc: dict, r: pd.DataFrame, t_max_s: np.ndarray, compute_share: n
     f_max, f_min = float(hw["clock_max_mhz"]), float(hw["clock_min_mhz"])
     cap = r["power_cap_w"].to_numpy(dtype=float)
     f = r["clock_mhz"].to_numpy(dtype=float)
-    given = r["bytes"].to_numpy(dtype=float)
+    kernels = KernelRows.of(r)
+    given = kernels.bytes
     bw = hw["hbm_bw_gbs"] * 1e9 * acc["calibration"]["memory_eff"]
 
     def at(ratio):
-        t_k, share_k = kernel_times(acc, r, ratio)
+        t_k, share_k = kernel_times(acc, kernels, ratio)
         t1 = np.where(np.isfinite(t_k), t_k * ratio**share_k, t_max_s)  # time at f_max
         share = np.where(np.isfinite(share_k), share_k, compute_share)
         hbm = np.where(np.isfinite(given), given, t1 * (1.0 - share) * bw)
