@@ -18,6 +18,7 @@ import io
 import logging
 import multiprocessing
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -44,8 +45,9 @@ def _inherited(dup) -> _Fd:
     return _Fd(dup.detach())
 
 
-def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd) -> None:
-    """The child: the program's own start, in the state a new interpreter would give it."""
+def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd, module: str | None) -> None:
+    """The child: the program's own start, in the state a new interpreter would give it
+    (``module``: ``python -m MODULE ARGS`` instead of ``dse ARGS``)."""
     if new_session:
         os.setsid()
     for fd, target in ((stdout.fd, 1), (stderr.fd, 2)):
@@ -67,14 +69,19 @@ def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     os.chdir(cwd)
-    _dask_as_the_program_configures_it(env)
+    _dask_as_the_program_configures_it(env, dse=module is None)
     os.environ.clear()
     os.environ.update(env)
-    sys.argv = ["dse", *args]
-    from dse.cli import console
-
     try:
-        console()  # ends the process with the command's exit code
+        if module is None:
+            from dse.cli import console
+
+            sys.argv = ["dse", *args]
+            console()  # ends the process with the command's exit code
+        else:
+            sys.argv = [module, *args]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
     except SystemExit as stop:
         code = stop.code
     except BaseException:  # noqa: BLE001 - what the interpreter prints, and its exit code
@@ -85,15 +92,15 @@ def _program(args, cwd, env, new_session, stdout: _Fd, stderr: _Fd) -> None:
     os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
-def _dask_as_the_program_configures_it(env: dict[str, str]) -> None:
+def _dask_as_the_program_configures_it(env: dict[str, str], dse: bool) -> None:
     """dask's configuration and distributed's logging as the program has them when it first
-    imports dask: from its own ``DASK_*`` variables, with the logging level dse's ``main``
-    sets before that import (``DASK_LOGGING__DISTRIBUTED``, unless the user set one); the
-    fork server imported both with its own environment."""
+    imports dask: from its own ``DASK_*`` variables, for ``dse`` with the logging level its
+    ``main`` sets before that import (``DASK_LOGGING__DISTRIBUTED``, unless the user set
+    one); the fork server imported both with its own environment."""
     import dask
 
     os.environ.clear()
-    os.environ.update({"DASK_LOGGING__DISTRIBUTED": "warning", **env})
+    os.environ.update({"DASK_LOGGING__DISTRIBUTED": "warning", **env} if dse else env)
     dask.config.refresh()
     logging_config = importlib.import_module("distributed.config")
     for name in ("distributed", "distributed.client", "distributed.gc", "bokeh", "tornado"):
@@ -104,8 +111,8 @@ def _dask_as_the_program_configures_it(env: dict[str, str]) -> None:
 class Program:
     """The part of :class:`subprocess.Popen` the tests use, for a forked ``dse``."""
 
-    def __init__(self, args: list[str], process, stdout, stderr) -> None:
-        self.args = ["dse", *args]
+    def __init__(self, command: list[str], args: list[str], process, stdout, stderr) -> None:
+        self.args = [*(["python", "-m", *command] if command else ["dse"]), *args]
         self._process = process
         self.pid: int = process.pid
         self.stdout = stdout
@@ -143,6 +150,7 @@ class Program:
         readers = [
             threading.Thread(target=read, args=(name, stream), daemon=True)
             for name, stream in (("stdout", self.stdout), ("stderr", self.stderr))
+            if stream is not None
         ]
         for reader in readers:
             reader.start()
@@ -151,9 +159,10 @@ class Program:
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout)
         self.wait(timeout)
-        self.stdout.close()
-        self.stderr.close()
-        return texts["stdout"], texts["stderr"]
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        return texts.get("stdout"), texts.get("stderr")
 
 
 def start_program(
@@ -161,24 +170,34 @@ def start_program(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
     new_session: bool = False,
+    module: str | None = None,
+    log: Path | None = None,
 ) -> Program:
-    """``dse ARGS`` started as a program (``env`` added to this process's environment;
-    ``new_session``: a session and process group of its own, as ``start_new_session``)."""
+    """``dse ARGS`` (or ``python -m MODULE ARGS``) started as a program (``env`` added to
+    this process's environment; ``new_session``: a session and process group of its own,
+    as ``start_new_session``); its output on two pipes, or both streams appended to ``log``."""
     args = [str(a) for a in args]
     env = {**os.environ, **(env or {})}
-    pipes = [os.pipe(), os.pipe()]
+    if log is None:
+        pipes = [os.pipe(), os.pipe()]
+        ends = [write_end for _, write_end in pipes]
+    else:
+        pipes = []
+        ends = [os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)] * 2
     process = _FORK_SERVER.Process(
         target=_program,
-        args=(args, str(cwd or REPO), env, new_session, _Fd(pipes[0][1]), _Fd(pipes[1][1])),
+        args=(args, str(cwd or REPO), env, new_session, _Fd(ends[0]), _Fd(ends[1]), module),
         daemon=False,
     )
     try:
         process.start()
     finally:
-        for _, write_end in pipes:
-            os.close(write_end)
-    stdout, stderr = (open(read_end, encoding="utf-8") for read_end, _ in pipes)
-    return Program(args, process, stdout, stderr)
+        for fd in set(ends):
+            os.close(fd)
+    stdout, stderr = (
+        (open(read_end, encoding="utf-8") for read_end, _ in pipes) if pipes else (None, None)
+    )
+    return Program([module] if module else [], args, process, stdout, stderr)
 
 
 def run_program(

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from conftest import (
+    INTERPRETER_ENV,
     REPO,
     front_of,
     log_rows,
@@ -40,57 +41,50 @@ class LocalProcesses:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.file = folder / "scheduler.json"
-        self.scheduler: subprocess.Popen | None = None
-        self.workers: dict[str, subprocess.Popen] = {}
+        self.scheduler: Program | None = None
+        self.workers: dict[str, Program | subprocess.Popen] = {}
 
     def start_scheduler(self) -> None:
         self.file.unlink(missing_ok=True)
-        self.scheduler = self._spawn(
+        self.scheduler = self._start(
             "scheduler",
-            [
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--scheduler-file",
-                str(self.file),
-                "--no-dashboard",
-            ],
+            "distributed.cli.dask_scheduler",
+            ["--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(self.file)]
+            + ["--no-dashboard"],
         )
 
     def start_worker(self, name: str, env: dict | None = None) -> None:
-        self.workers[name] = self._spawn(
+        self.workers[name] = self._start(
             name,
-            [
-                "-m",
-                "distributed.cli.dask_worker",
-                "--scheduler-file",
-                str(self.file),
-                "--host",
-                "127.0.0.1",
-                "--nthreads",
-                "1",
-                "--no-nanny",
-                "--no-dashboard",
-                "--name",
-                name,
-                "--death-timeout",
-                "60",
-            ],
+            "distributed.cli.dask_worker",
+            ["--scheduler-file", str(self.file), "--host", "127.0.0.1", "--nthreads", "1"]
+            + ["--no-nanny", "--no-dashboard", "--name", name, "--death-timeout", "60"],
             env,
         )
 
-    def _spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
-        log = open(self.folder / f"{name}.log", "ab")
-        return subprocess.Popen(
-            [sys.executable, *args],
+    def _start(
+        self, name: str, module: str, args: list[str], env: dict | None = None
+    ) -> Program | subprocess.Popen:
+        """``python -m MODULE ARGS`` in a session of its own, its output in ``NAME.log``:
+        forked from the tests' fork server (which has imported distributed), or a new
+        interpreter where ``env`` changes what the interpreter imports (``PYTHONPATH``)."""
+        if any(key.startswith(INTERPRETER_ENV) for key in env or {}):
+            with open(self.folder / f"{name}.log", "ab") as log:
+                return subprocess.Popen(
+                    [sys.executable, "-m", module, *args],
+                    cwd=self.folder,
+                    stdout=log,
+                    stderr=log,
+                    env={**ENV, **env},
+                    start_new_session=True,
+                )
+        return start_program(
+            *args,
+            module=module,
             cwd=self.folder,
-            stdout=log,
-            stderr=log,
             env={**ENV, **(env or {})},
-            start_new_session=True,
+            new_session=True,
+            log=self.folder / f"{name}.log",
         )
 
     def wait_for(self, n_workers: int, timeout: float = 60) -> None:
@@ -103,8 +97,11 @@ class LocalProcesses:
         with Client(scheduler_file=str(self.file), timeout="30s", set_as_default=False) as client:
             client.wait_for_workers(n_workers, timeout=timeout)
 
-    def kill(self, proc: subprocess.Popen) -> None:
-        os.killpg(proc.pid, signal.SIGKILL)
+    def kill(self, proc: Program | subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # gone already (and reaped by the fork server: no zombie)
+            pass
         proc.wait()
 
     def close(self) -> None:
