@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from itertools import combinations
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -43,6 +45,10 @@ SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all o
 #: (the front then spans 1 / (1 + 2 · 0.2) = 71 % of each axis)
 VIEW_MARGIN = 0.2
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+#: plotly.js's own basic partial bundle (scatter, bar and pie traces: all the page draws),
+#: 1.2 MB against the 4.8 MB of the whole bundle plotly.py ships; kept unmodified with its
+#: licence and where it comes from in ``vendor/README.md``
+BASIC_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-basic.min.js"
 
 
 def report_results(
@@ -460,42 +466,183 @@ class Report:
         return f"<p>{html.escape(text)}</p>{notes}"
 
     def parallel_figure(self):
+        """Parallel coordinates of the front, drawn with scatter lines (the page's plotly.js
+        bundle has no ``parcoords``): an evenly spaced vertical axis per parameter and
+        objective, each design a polyline through its values scaled to [0, 1] on each axis,
+        the axis's own ticks written beside it in the unit the tables use; the designs coloured
+        by the first objective, the knee and the best per objective on top (in the symbols of
+        the front figures); a point's hover gives its design's values with units."""
         import plotly.graph_objects as go
+        from plotly.colors import sample_colorscale
 
-        dims = []
-        for name in [*self.params, *self.objectives]:
-            v = self.front[name]
-            if v.dtype.kind in "OUSb":
-                cats = sorted(set(v.astype(str)))
-                code = {c: i for i, c in enumerate(cats)}
-                dims.append(
-                    dict(
-                        label=name,
-                        values=[code[c] for c in v.astype(str)],
-                        tickvals=list(range(len(cats))),
-                        ticktext=cats,
-                    )
-                )
-            else:
-                dims.append(
-                    dict(label=self.label(name), values=v.to_numpy(float) / self.scale(name)[0])
-                )
+        axes = [self._parallel_axis(n) for n in [*self.params, *self.objectives]]
+        n, d = len(self.front), len(axes)
+        x = list(range(d))
+        y = np.column_stack([a.scaled for a in axes]) if axes else np.empty((n, 0))
+        hover = self._hover(self.front)
         first = self.objectives[0]
-        fig = go.Figure(
-            go.Parcoords(
-                dimensions=dims,
-                labelangle=-25,
-                labelside="top",  # tilted: side by side the long names overlapped
-                line=dict(
-                    color=self.front[first].to_numpy(float),
+        factor, _ = self.scale(first)
+        colour = self.front[first].to_numpy(float) / factor
+        ok = np.isfinite(colour)
+        lo, hi = (float(colour[ok].min()), float(colour[ok].max())) if ok.any() else (0.0, 1.0)
+        t = np.where(ok, (colour - lo) / (hi - lo) if hi > lo else 0.5, 0.0)
+        colours = sample_colorscale("Viridis", t.tolist()) if n else []
+        fig = go.Figure()
+        for i in range(n):  # one trace a design: its hover text is written once, not per point
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_json_floats(np.round(y[i], 5)),
+                    mode="lines+markers",
+                    line=dict(color=colours[i], width=1.2),
+                    marker=dict(size=4, color=colours[i]),
+                    opacity=0.7,
+                    name=f"front #{i + 1}",
+                    showlegend=False,
+                    text=f"front #{i + 1}<br>{hover[i]}",
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+        named = [
+            ("knee", self.knee, "star", "#000000"),
+            *[
+                (
+                    f"best {m}",
+                    i,
+                    BEST_SYMBOLS[k % len(BEST_SYMBOLS)],
+                    HIGHLIGHT_COLOURS[k % len(HIGHLIGHT_COLOURS)],
+                )
+                for k, (m, i) in enumerate(self.best.items())
+            ],
+        ]
+        for name, i, symbol, col in named:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_json_floats(np.round(y[i], 5)),
+                    mode="lines+markers",
+                    line=dict(color=col, width=3.5),
+                    marker=dict(
+                        size=11, symbol=symbol, color=col, line=dict(width=1, color="white")
+                    ),
+                    name=name,
+                    legendgroup="highlighted",
+                    text=f"{name}: front #{i + 1}<br>{hover[i]}",
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+        # the colour scale of the first objective (an invisible point carries its colour bar)
+        fig.add_trace(
+            go.Scatter(
+                x=[0],
+                y=[0],
+                mode="markers",
+                marker=dict(
+                    size=0.1,
+                    opacity=0,
+                    color=[lo],
+                    cmin=lo,
+                    cmax=hi,
                     colorscale="Viridis",
                     showscale=True,
-                    colorbar=dict(title=first),
+                    colorbar=dict(title=dict(text=self.label(first), side="right"), len=0.8),
                 ),
+                hoverinfo="skip",
+                showlegend=False,
+                name="colour scale",
             )
         )
-        fig.update_layout(template="plotly_white", height=500, margin=dict(l=80, r=80, t=110, b=40))
+        shapes, notes = [], []
+        for k, a in enumerate(axes):
+            shapes.append(
+                dict(
+                    type="line",
+                    name="axis",
+                    xref="x",
+                    yref="y",
+                    x0=k,
+                    x1=k,
+                    y0=0,
+                    y1=1,
+                    layer="below",
+                    line=dict(color="#444", width=1),
+                )
+            )
+            notes.append(
+                dict(
+                    x=k,
+                    y=1.04,
+                    xref="x",
+                    yref="y",
+                    text=html.escape(a.title),
+                    showarrow=False,
+                    textangle=-25,
+                    xanchor="left",
+                    yanchor="bottom",
+                    font=dict(size=12),
+                )
+            )
+            for pos, label in a.ticks:
+                notes.append(
+                    dict(
+                        x=k,
+                        y=pos,
+                        xref="x",
+                        yref="y",
+                        text=html.escape(label),
+                        showarrow=False,
+                        xanchor="right",
+                        xshift=-9,
+                        bgcolor="rgba(255,255,255,0.75)",  # over the lines that pass
+                        font=dict(size=10, color="#444"),
+                    )
+                )
+        fig.update_layout(
+            template="plotly_white",
+            height=520,
+            margin=dict(l=80, r=40, t=130, b=40),
+            xaxis=dict(visible=False, range=[-0.6, max(d - 1, 0) + 0.3], fixedrange=True),
+            yaxis=dict(visible=False, range=[-0.05, 1.04], fixedrange=True),
+            shapes=shapes,
+            annotations=notes,
+            hovermode="closest",
+            legend=dict(orientation="h", y=-0.02, yanchor="top", font=dict(size=11)),
+        )
         return fig
+
+    def _parallel_axis(self, name: str) -> ParallelAxis:
+        """One axis of the parallel coordinates: the front's values of ``name`` scaled to
+        [0, 1] (text in sorted order, evenly spaced), and its ticks as ``(place, label)``
+        in the unit the tables use (the values themselves where there are few)."""
+        v = self.front[name]
+        if v.dtype.kind in "OUSb":
+            cats = sorted(set(v.astype(str)))
+            span = max(len(cats) - 1, 1)
+            place = {c: (i / span if len(cats) > 1 else 0.5) for i, c in enumerate(cats)}
+            return ParallelAxis(
+                name, np.array([place[c] for c in v.astype(str)]), [(place[c], c) for c in cats]
+            )
+        factor, unit = self.scale(name)
+        values = v.to_numpy(float) / factor
+        title = f"{name} [{unit}]" if unit else name
+        finite = values[np.isfinite(values)]
+        if not len(finite):
+            return ParallelAxis(title, np.full(len(values), np.nan), [])
+        lo, hi = float(finite.min()), float(finite.max())
+        if hi <= lo:
+            return ParallelAxis(
+                title, np.where(np.isfinite(values), 0.5, np.nan), [(0.5, _tick(lo))]
+            )
+        distinct = np.unique(finite)
+        if len(distinct) <= 6:
+            ticks = distinct
+        else:
+            from matplotlib.ticker import MaxNLocator
+
+            ticks = MaxNLocator(nbins=5).tick_values(lo, hi)
+            ticks = ticks[(ticks >= lo - 1e-9 * (hi - lo)) & (ticks <= hi + 1e-9 * (hi - lo))]
+        scaled = (values - lo) / (hi - lo)
+        return ParallelAxis(title, scaled, [(float((t - lo) / (hi - lo)), _tick(t)) for t in ticks])
 
     def hypervolume_figure(self):
         import plotly.graph_objects as go
@@ -556,8 +703,6 @@ class Report:
 
     # -- the page ------------------------------------------------------------------------------
     def html(self) -> str:
-        from plotly.offline import get_plotlyjs
-
         figures = [("front", f) for f in self.front_figures()]
         for key, fig in (
             ("breakdown", self.breakdown_figure()),
@@ -582,9 +727,11 @@ class Report:
             [f"front-{n}" for n, (k, _) in enumerate(figures) if k == "front"],
             next((f"breakdown-{n}" for n, (k, _) in enumerate(figures) if k == "breakdown"), None),
         )
+        plotly_js, bundle_note = plotly_bundle()
         return PAGE.format(
             title=html.escape(f"dse report: {self.study.name}"),
-            plotly=get_plotlyjs(),
+            plotly=plotly_js,
+            bundle_note=html.escape(bundle_note),
             summary=self._summary(),
             sampling=html.escape(self.sampling_note()),
             fronts="\n".join(divs["front"]),
@@ -814,6 +961,46 @@ class Report:
         }
 
 
+class ParallelAxis(NamedTuple):
+    """An axis of the parallel coordinates: its title, the front's values scaled to [0, 1]
+    on it, and its ticks as ``(place in [0, 1], label)``."""
+
+    title: str
+    scaled: np.ndarray
+    ticks: list[tuple[float, str]]
+
+
+def _tick(value: float) -> str:
+    """A tick label: four significant digits, no exponent for everyday sizes."""
+    return f"{float(value):.4g}"
+
+
+def plotly_bundle() -> tuple[str, str]:
+    """``(plotly.js, a note for the page's footer)``: the basic bundle kept with dse where
+    it is the plotly.js version plotly.py draws for, else the whole bundle plotly.py ships
+    (so that a plotly upgrade makes the page larger, never broken)."""
+    import plotly
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+    wanted = get_plotlyjs_version()
+    try:
+        basic = BASIC_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        basic = ""
+    found = re.search(r"plotly\.js \(basic - minified\) v(\S+)", basic[:400])
+    if found and found[1] == wanted:
+        return (
+            basic,
+            f"Drawn with plotly.js {wanted} (its basic bundle: scatter, bar and pie), embedded in this page.",
+        )
+    have = f"is plotly.js {found[1]}" if found else "is missing"
+    return get_plotlyjs(), (
+        f"Drawn with the whole plotly.js {wanted} bundle (about 4.8 MB) embedded in this page: the "
+        f"basic bundle kept with dse (dse/outputs/vendor) {have}, not the {wanted} that plotly "
+        f"{plotly.__version__} draws for; refresh it as dse/outputs/vendor/README.md says."
+    )
+
+
 def _values(spec) -> str:
     """A search-space entry in a few words: a list of values, its range, or its bundles
     with the inputs each sets."""
@@ -844,6 +1031,9 @@ def _json_floats(values) -> list:
     v = np.asarray(values, float)
     return [None if not np.isfinite(x) else float(x) for x in v]
 
+
+#: the colours of the best per objective in the parallel coordinates (the knee is black)
+HIGHLIGHT_COLOURS = ["#d62728", "#ff7f0e", "#e377c2", "#8c564b", "#17becf"]
 
 #: the "best per objective" markers, one shape each (open, over the front's filled points)
 BEST_SYMBOLS = [
@@ -957,6 +1147,7 @@ th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 {hypervolume}
 <h2>Constraints</h2>
 {constraints}
+<footer><p id="plotly-bundle"><small>{bundle_note}</small></p></footer>
 <script type="application/json" id="dse-data">{data}</script>
 <script>{script}</script>
 </body></html>
