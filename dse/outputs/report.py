@@ -16,6 +16,7 @@ infeasibility tallies are read from the evaluations slice by slice (:mod:`dse.ou
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -365,6 +366,33 @@ class Report:
             figs.append(fig)
         return figs
 
+    def _point_table(self) -> PointTable:
+        """The candidates the front figures draw (the front, then the infeasible and dominated
+        ones drawn), each once for all figures: a figure of each pair of objectives names
+        its points by row (:meth:`PointTable.strip`), the page's script fills them in."""
+        parts = [
+            ("front", self.front),
+            ("infeasible", self.infeasible),
+            ("dominated", self.dominated),
+        ]
+        rows = pd.concat([df for _, df in parts], ignore_index=True)
+        part = np.concatenate([np.full(len(df), name, object) for name, df in parts])
+        columns = []
+        for c in [*self.params, *self.objectives]:
+            if c not in rows:
+                continue
+            v = rows[c].to_numpy()
+            factor, u = self.shown.get(c, (1.0, self.unit(c)))
+            if c in self.shown:  # an objective: its values in the unit shown, as float32
+                columns.append({"name": c, "unit": u, "values": _packed(v.astype(float) / factor)})
+                continue
+            text = [f"{x / factor:.4g}" for x in v] if v.dtype.kind == "f" else [str(x) for x in v]
+            labels, codes = np.unique(np.asarray(text, dtype=object), return_inverse=True)
+            columns.append(
+                {"name": c, "unit": u, "labels": labels.tolist(), "codes": _packed(codes)}
+            )
+        return PointTable(rows, part, columns, self.colour_by)
+
     def breakdown_figure(self):
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
@@ -473,7 +501,7 @@ class Report:
         by the first objective, the knee and the best per objective on top (in the symbols of
         the front figures); a point's hover gives its design's values with units."""
         import plotly.graph_objects as go
-        from plotly.colors import sample_colorscale
+        from plotly.colors import sample_colorscale, unlabel_rgb
 
         axes = [self._parallel_axis(n) for n in [*self.params, *self.objectives]]
         n, d = len(self.front), len(axes)
@@ -486,16 +514,17 @@ class Report:
         ok = np.isfinite(colour)
         lo, hi = (float(colour[ok].min()), float(colour[ok].max())) if ok.any() else (0.0, 1.0)
         t = np.where(ok, (colour - lo) / (hi - lo) if hi > lo else 0.5, 0.0)
-        colours = sample_colorscale("Viridis", t.tolist()) if n else []
+        colours = [  # as #rrggbb: shorter than rgb(r, g, b)
+            "#{:02x}{:02x}{:02x}".format(*(round(v) for v in unlabel_rgb(c)))
+            for c in (sample_colorscale("Viridis", t.tolist()) if n else [])
+        ]
         fig = go.Figure()
         for i in range(n):  # one trace a design: its hover text is written once, not per point
             fig.add_trace(
-                go.Scatter(
-                    x=x,
+                go.Scatter(  # x: 0, 1, ... (plotly's x0 = 0, dx = 1), written once per figure
                     y=_json_floats(np.round(y[i], 5)),
-                    mode="lines+markers",
+                    mode="lines",
                     line=dict(color=colours[i], width=1.2),
-                    marker=dict(size=4, color=colours[i]),
                     opacity=0.7,
                     name=f"front #{i + 1}",
                     showlegend=False,
@@ -703,6 +732,7 @@ class Report:
 
     # -- the page ------------------------------------------------------------------------------
     def html(self) -> str:
+        pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0],) * 2]
         figures = [("front", f) for f in self.front_figures()]
         for key, fig in (
             ("breakdown", self.breakdown_figure()),
@@ -713,20 +743,36 @@ class Report:
         ):
             if fig is not None:
                 figures.append((key, fig))
+        from plotly.io.json import to_json_plotly
+
+        points, drawn, parallel = self._point_table(), [], None
         divs: dict[str, list[str]] = {}
+        specs = []
         for n, (key, fig) in enumerate(figures):
-            div = fig.to_html(
-                full_html=False,
-                include_plotlyjs=False,
-                config=PLOTLY_CONFIG,
-                div_id=f"{key}-{n}",
-                default_height=f"{fig.layout.height}px",
+            div = f"{key}-{n}"
+            if key == "front":  # the points' values and hover texts come from the page's table
+                fig, traces = points.strip(fig, *pairs[n])
+                drawn.append({"div": div, "traces": traces})
+            elif key == "parallel":  # a design's hover text: its row of the table (the front first)
+                fig, traces = points.strip_parallel(fig)
+                parallel = {"div": div, "traces": traces}
+            fig.layout.template = {}  # the page's one template, set by its script
+            specs.append(f'{{"div": "{div}", "figure": {fig.to_json(validate=False)}}}')
+            divs.setdefault(key, []).append(
+                f'<div id="{div}" class="plotly-graph-div" '
+                f'style="height:{fig.layout.height}px; width:100%;"></div>'
             )
-            divs.setdefault(key, []).append(div)
+        # plotly's JSON writes <, > and / as \u escapes: safe inside a <script> element
+        figures_json = (
+            f'{{"config": {to_json_plotly(PLOTLY_CONFIG)}, '
+            f'"template": {to_json_plotly(_template().to_plotly_json())}, '
+            f'"figures": [{", ".join(specs)}]}}'
+        )
         data = self._page_data(
             [f"front-{n}" for n, (k, _) in enumerate(figures) if k == "front"],
             next((f"breakdown-{n}" for n, (k, _) in enumerate(figures) if k == "breakdown"), None),
         )
+        data.update(points=points.columns, drawn=drawn, parallel=parallel)
         plotly_js, bundle_note = plotly_bundle()
         return PAGE.format(
             title=html.escape(f"dse report: {self.study.name}"),
@@ -750,6 +796,7 @@ class Report:
             or "<p>No progress history in state.json.</p>",
             constraints=self._constraints_table() + "\n".join(divs.get("constraints", [])),
             data=json.dumps(data).replace("</", "<\\/"),
+            figures=figures_json,
             script=SCRIPT,
         )
 
@@ -936,7 +983,10 @@ class Report:
         rows = list(self.selected().values())
         comps = [
             [
-                [_json_floats(table[c].to_numpy()[rows] / factor), _json_floats(table[c] / factor)]
+                [
+                    _json_floats(table[c].to_numpy()[rows] / factor, 8),
+                    _json_floats(table[c] / factor, 8),
+                ]
                 for c in table.columns
             ]
             for _, table, factor, _ in self.breakdowns()
@@ -947,18 +997,108 @@ class Report:
             "text": [self._row_text(i) for i in range(len(self.front))],
             "knee": self.knee,
             "objectives": [
-                {"name": m, "values": _json_floats(self.front[m])} for m in self.objectives
+                {"name": m, "values": _json_floats(self.front[m], 8)} for m in self.objectives
             ],
             "fronts": [
                 {
                     "div": d,
-                    "x": _json_floats(self.front[x] / self.shown[x][0]),
-                    "y": _json_floats(self.front[y] / self.shown[y][0]),
+                    "x": _json_floats(self.front[x] / self.shown[x][0], 8),
+                    "y": _json_floats(self.front[y] / self.shown[y][0], 8),
                 }
                 for d, (x, y) in zip(front_divs, pairs, strict=True)
             ],
             "breakdown": {"div": breakdown_div, "components": comps},
         }
+
+
+class PointTable(NamedTuple):
+    """The front figures' candidates once for all figures (:meth:`Report._point_table`):
+    ``columns`` as the page's data holds them (an objective by its values in the unit shown,
+    any other column by its distinct labels and each row's code)."""
+
+    rows: pd.DataFrame
+    part: np.ndarray  # "front", "infeasible" or "dominated", per row
+    columns: list[dict]
+    colour_by: str | None
+
+    def strip(self, fig, x: str, y: str) -> tuple[object, list[dict]]:
+        """A front figure without the values and hover texts of its candidates' traces, and
+        for each such trace what the page's script fills it with: the objectives ``x``
+        and ``y`` at its rows (``[start, stop)`` ranges of the table)."""
+        import plotly.graph_objects as go
+
+        fig = go.Figure(fig)
+        names = [c["name"] for c in self.columns]
+        traces = []
+        for i, t in enumerate(fig.data):
+            kind = t.name.split(" ")[0].split(":")[0]
+            if kind in ("infeasible", "dominated"):
+                mask = self.part == kind
+            elif t.name == "Pareto front" or t.name.startswith("front: "):
+                mask = self.part == "front"
+                if t.name.startswith("front: ") and self.colour_by:
+                    g = t.name.split(" = ", 1)[1]
+                    mask = mask & (self.rows[self.colour_by].astype(str) == g).to_numpy()
+            else:
+                continue
+            if kind in ("infeasible", "dominated"):  # drawn where both objectives are numbers
+                for c in (x, y):
+                    mask = mask & np.isfinite(self.rows[c].to_numpy(float))
+            traces.append(
+                {"trace": i, "x": names.index(x), "y": names.index(y), "rows": _ranges(mask)}
+            )
+            t.update(x=[], y=[], text=None)
+        return fig, traces
+
+    def strip_parallel(self, fig) -> tuple[object, list[list[int]]]:
+        """The parallel coordinates without their designs' hover texts, and for each such
+        trace its row of the table (a front design's row is its place on the front)."""
+        import plotly.graph_objects as go
+
+        fig, traces = go.Figure(fig), []
+        for i, t in enumerate(fig.data):
+            if t.name.startswith("front #"):
+                traces.append([i, int(t.name.removeprefix("front #")) - 1])
+                t.text = None
+        return fig, traces
+
+
+def _ranges(mask: np.ndarray) -> list[list[int]]:
+    """The ``[start, stop)`` runs where ``mask`` holds."""
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1)
+    starts = np.concatenate([[idx[0]], idx[breaks + 1]])
+    stops = np.concatenate([idx[breaks], [idx[-1]]]) + 1
+    return [[int(a), int(b)] for a, b in zip(starts, stops, strict=True)]
+
+
+def _packed(values: np.ndarray) -> dict:
+    """A column of the page's table, little-endian and base64-encoded (a third to a half of
+    its size as JSON numbers): real numbers as float32 (seven significant digits: the
+    figures and their four-digit hover texts, rounded again from these, read as the tables
+    in all but rare ties; NaN for none), codes as the smallest unsigned integers that hold them."""
+    v = np.asarray(values)
+    if v.dtype.kind == "f":
+        dtype = "<f4"
+    else:
+        top = int(v.max()) if len(v) else 0
+        dtype = "<u1" if top < 2**8 else "<u2" if top < 2**16 else "<u4"
+    return {"dtype": dtype[1:], "b64": base64.b64encode(v.astype(dtype).tobytes()).decode("ascii")}
+
+
+def _template():
+    """The page's figures' template: plotly_white's layout and its scatter, bar and pie
+    defaults (its defaults for the other trace types are bytes each figure carried for
+    nothing)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    white = pio.templates["plotly_white"]
+    return go.layout.Template(
+        layout=white.layout, data={k: getattr(white.data, k) for k in ("scatter", "bar", "pie")}
+    )
 
 
 class ParallelAxis(NamedTuple):
@@ -1027,9 +1167,13 @@ def _percent(v: float) -> str:
     return f"{'+' if v >= 0 else '−'}{abs(v):.1f} %"
 
 
-def _json_floats(values) -> list:
+def _json_floats(values, digits: int | None = None) -> list:
+    """Numbers for the page's JSON, None where there is none; with ``digits``, to that many
+    significant digits (what a figure or a percentage needs, and fewer bytes)."""
     v = np.asarray(values, float)
-    return [None if not np.isfinite(x) else float(x) for x in v]
+    if digits is None:
+        return [None if not np.isfinite(x) else float(x) for x in v]
+    return [None if not np.isfinite(x) else float(f"{x:.{digits}g}") for x in v]
 
 
 #: the colours of the best per objective in the parallel coordinates (the knee is black)
@@ -1096,6 +1240,61 @@ SCRIPT = """
       Plotly.restyle(document.getElementById(b.div), {y: ys}, traces);
     }
   }
+  // the front figures' candidates: one table for all figures (objectives in the unit
+  // shown, other columns as labels), each figure's traces naming their rows
+  function g4(v) {  // Python's format(v, ".4g")
+    if (v === null) return "nan";
+    if (v === 0) return "0";
+    const e = Math.floor(Math.log10(Math.abs(Number(v.toPrecision(4)))));
+    if (e < -4 || e >= 4) {
+      const [m, x] = v.toExponential(3).split("e"), n = Number(x);
+      return m.replace(/\\.?0+$/, "") + "e" + (n < 0 ? "-" : "+") + String(Math.abs(n)).padStart(2, "0");
+    }
+    return String(Number(v.toPrecision(4)));
+  }
+  function unpack(p) {  // a packed column: little-endian float32 or unsigned integers
+    const s = atob(p.b64), bytes = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i++) bytes[i] = s.charCodeAt(i);
+    const v = new DataView(bytes.buffer), size = Number(p.dtype.slice(1));
+    const get = {f4: (i) => v.getFloat32(i, true), u1: (i) => v.getUint8(i),
+                 u2: (i) => v.getUint16(i, true), u4: (i) => v.getUint32(i, true)}[p.dtype];
+    const out = new Array(bytes.length / size);
+    for (let i = 0; i < out.length; i++) {
+      const x = get(i * size);
+      out[i] = Number.isNaN(x) ? null : x;
+    }
+    return out;
+  }
+  const cols = data.points.map(function (c) {
+    return c.values ? {name: c.name, unit: c.unit, values: unpack(c.values)}
+                    : {name: c.name, unit: c.unit, labels: c.labels, codes: unpack(c.codes)};
+  });
+  function hover(i) { return cols.map(function (c) { return cell(c, i); }).join("<br>"); }
+  function cell(c, i) {
+    const t = c.values ? g4(c.values[i]) : c.labels[c.codes[i]];
+    return c.name + ": " + t + (c.unit ? " " + c.unit : "");
+  }
+  // every figure: drawn here, after its candidates are filled in from the table
+  const figs = JSON.parse(document.getElementById("dse-figures").textContent), byDiv = {};
+  for (const f of figs.figures) byDiv[f.div] = f.figure;
+  for (const f of data.drawn) {
+    const traces = byDiv[f.div].data;
+    for (const t of f.traces) {
+      const x = [], y = [], text = [], cx = cols[t.x].values, cy = cols[t.y].values;
+      for (const [a, b] of t.rows) {
+        for (let i = a; i < b; i++) { x.push(cx[i]); y.push(cy[i]); text.push(hover(i)); }
+      }
+      Object.assign(traces[t.trace], {x: x, y: y, text: text});
+    }
+  }
+  if (data.parallel) {  // each design's line of the parallel coordinates: its row on the front
+    const traces = byDiv[data.parallel.div].data;
+    for (const [t, i] of data.parallel.traces) traces[t].text = "front #" + (i + 1) + "<br>" + hover(i);
+  }
+  for (const f of figs.figures) {
+    f.figure.layout.template = figs.template;
+    Plotly.newPlot(f.div, f.figure.data, f.figure.layout, figs.config);
+  }
   slider.addEventListener("input", update);
   update();
 })();
@@ -1149,6 +1348,7 @@ th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 {constraints}
 <footer><p id="plotly-bundle"><small>{bundle_note}</small></p></footer>
 <script type="application/json" id="dse-data">{data}</script>
+<script type="application/json" id="dse-figures">{figures}</script>
 <script>{script}</script>
 </body></html>
 """
