@@ -1,6 +1,7 @@
 """``dse report``: one self-contained HTML page of a run's trade-off.
 
-The page embeds plotly.js (no network needed to open it) and shows: the front for each
+The page embeds plotly.js (no network needed to open it: plotly.js's basic bundle kept in
+``vendor/``, :func:`plotly_bundle`) and shows: the front for each
 pair of objectives over the other candidates (dominated and infeasible ones faded, hover
 details), the knee and the best candidate per objective, the best for η·energy +
 (1 − η)·P_max·time with η on a slider, the energy and time breakdown of those candidates,
@@ -12,6 +13,9 @@ where the evaluator is cheap enough to be run again for the page).
 Bounded for any run size: every front point is drawn; the other candidates are a uniform
 random sample of at most ``sample_size`` (the page says which), and counts and the
 infeasibility tallies are read from the evaluations slice by slice (:mod:`dse.outputs.scan`).
+The figures travel as one JSON document that the page's script draws, the drawn candidates
+as one table for every front figure (:class:`PointTable`): a copy of each candidate's hover
+text per figure made pages of several megabytes.
 """
 
 from __future__ import annotations
