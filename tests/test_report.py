@@ -163,6 +163,70 @@ def test_report_shows_the_front_in_view_with_a_way_to_see_all(quickstart):
         assert faded and all(t.marker.opacity <= 0.3 for t in faded)
 
 
+def test_parallel_coordinates_are_lines_across_axes_in_the_tables_units(quickstart):
+    """plotly.js's basic bundle has no parcoords: each front design is a line across an axis
+    per parameter and objective, its values scaled to [0, 1] on each, the axis's ticks in the
+    unit the tables use; the knee and the best per objective drawn again on top."""
+    from dse.outputs.report import Report
+    from dse.results import open_results
+
+    page = Report(open_results(quickstart))
+    fig = page.parallel_figure()
+    assert {t.type for t in fig.data} == {"scatter"}
+    designs = [t for t in fig.data if t.name.startswith("front #")]
+    assert len(designs) == len(page.front)
+    y = np.array([t.y for t in designs], float)  # a row per design, a column per axis
+    names = [*page.params, *page.objectives]
+    assert y.shape == (len(page.front), len(names)) and np.nanmin(y) >= 0 and np.nanmax(y) <= 1
+    titles = [a.text for a in fig.layout.annotations if a.textangle == -25]
+    assert titles[-2:] == ["energy_to_train_j [GJ]", "time_to_train_s [days]"]
+    assert len(titles) == len(names) == len(fig.layout.shapes)
+    k = names.index("energy_to_train_j")  # its ticks, in GJ, where those values lie
+    gj = page.front["energy_to_train_j"].to_numpy() / 1e9
+    ticks = [
+        (a.y, float(a.text)) for a in fig.layout.annotations if a.x == k and a.textangle != -25
+    ]
+    assert len(ticks) >= 3
+    for place, value in ticks:
+        assert gj.min() + place * (gj.max() - gj.min()) == pytest.approx(value, rel=1e-3)
+    np.testing.assert_allclose(y[:, k], (gj - gj.min()) / (gj.max() - gj.min()), atol=1e-5)
+    on_top = fig.data[len(designs) : len(designs) + 3]
+    assert [t.name for t in on_top] == ["knee", "best energy_to_train_j", "best time_to_train_s"]
+    assert list(on_top[0].y) == list(designs[page.knee].y)
+    assert "energy_to_train_j: " in on_top[0].text and " GJ" in on_top[0].text
+
+
+def test_the_page_holds_each_drawn_candidate_once_for_every_front_figure(quickstart):
+    """Each front figure carried a copy of every drawn candidate's hover text (3 figures of
+    1.3 MB each for three objectives): the page's table holds them once, and each figure's
+    traces name their rows of it."""
+    import base64
+
+    from dse.outputs.report import Report
+    from dse.results import open_results
+
+    page = Report(open_results(quickstart))
+    table = page._point_table()
+    energy = next(c for c in table.columns if c["name"] == "energy_to_train_j")
+    assert energy["unit"] == "GJ" and energy["values"]["dtype"] == "f4"
+    values = np.frombuffer(base64.b64decode(energy["values"]["b64"]), "<f4")
+    np.testing.assert_allclose(values, table.rows["energy_to_train_j"] / 1e9, rtol=1e-6)
+    accelerator = next(c for c in table.columns if c["name"] == "accelerator")
+    codes = np.frombuffer(base64.b64decode(accelerator["codes"]["b64"]), "<u1")
+    assert [accelerator["labels"][i] for i in codes] == table.rows["accelerator"].tolist()
+    fig = page.front_figures()[0]
+    stripped, traces = table.strip(fig, "energy_to_train_j", "time_to_train_s")
+    for t in traces:  # the rows named are the points the figure draws, in order
+        rows = np.concatenate([np.arange(a, b) for a, b in t["rows"]])
+        np.testing.assert_allclose(values[rows], fig.data[t["trace"]].x, rtol=1e-6)
+        assert len(stripped.data[t["trace"]].x) == 0
+    assert {fig.data[t["trace"]].name.split(":")[0] for t in traces} >= {
+        "Pareto front",
+        "dominated",
+        "infeasible",
+    }
+
+
 def test_eta_sweeps_the_whole_front_and_the_page_explains_the_knee(quickstart, tmp_path):
     """η weighs the objectives scaled to [0, 1] over the front: from 0 to 1 its choice runs
     from the best time to the best energy through the knee (it picked the fastest point for

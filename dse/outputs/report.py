@@ -1088,7 +1088,7 @@ def _packed(values: np.ndarray) -> dict:
         dtype = "<f4"
     else:
         top = int(v.max()) if len(v) else 0
-        dtype = "<u1" if top < 2**8 else "<u2" if top < 2**16 else "<u4"
+        dtype = next(f"<u{n}" for n in (1, 2, 4) if top < 2 ** (8 * n) or n == 4)
     return {"dtype": dtype[1:], "b64": base64.b64encode(v.astype(dtype).tobytes()).decode("ascii")}
 
 
