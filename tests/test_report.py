@@ -334,6 +334,10 @@ def _browser():
     return webdriver.Chrome(options=options, service=Service(driver))
 
 
+MOVE = """const done = arguments[arguments.length - 1], s = document.getElementById('eta');
+s.value = arguments[0]; const t0 = performance.now(); s.dispatchEvent(new Event('input'));
+s.pending.then(() => done([performance.now() - t0, document.getElementById('eta-choice').dataset.row]));"""
+
 FIGURES = """return [...document.querySelectorAll('.plotly-graph-div')].map(g => ({
   id: g.id, traces: g._fullData.length, points: g.querySelectorAll('.scatterlayer .point').length,
   bars: g.querySelectorAll('.barlayer .point').length,
@@ -384,13 +388,14 @@ def test_report_in_a_real_browser(report, quickstart):
         assert figures["tornado"]["traces"] == 2 and figures["tornado"]["bars"] == 2 * 4
         assert figures["hypervolume"]["points"] >= 1 and figures["constraints"]["bars"] == 1
 
+        def move(eta: float) -> tuple[float, int]:
+            """Move the slider: how long until every figure it changes is drawn [ms], and
+            the design chosen."""
+            ms, row = driver.execute_async_script(MOVE, str(eta))
+            return ms, int(row)
+
         def choose(eta: float) -> tuple[int, float]:
-            driver.execute_script(
-                "const s = document.getElementById('eta'); s.value = arguments[0];"
-                "s.dispatchEvent(new Event('input'));",
-                str(eta),
-            )
-            row = int(driver.find_element("id", "eta-choice").get_attribute("data-row"))
+            row = move(eta)[1]
             x = driver.execute_script(
                 "const g = document.getElementById(arguments[0]);"
                 "return g._fullData[g._fullData.length - 1].x[0];",
@@ -398,27 +403,15 @@ def test_report_in_a_real_browser(report, quickstart):
             )
             return row, x
 
-        for eta in range(21):  # every slider position redraws without a console error
-            driver.execute_script(
-                "const s = document.getElementById('eta'); s.value = arguments[0];"
-                "s.dispatchEvent(new Event('input'));",
-                str(eta / 20),
-            )
-        # a move to another design: one redraw of each figure it changes; the target is
-        # 100 ms (benchmarks/bench_report.py measures it on a quiet machine): asserted here
-        # with room for a machine busy with other tests
-        moves_ms = [
-            driver.execute_script(
-                "const s = document.getElementById('eta'); s.value = arguments[0];"
-                "const t0 = performance.now(); s.dispatchEvent(new Event('input'));"
-                "return performance.now() - t0;",
-                str(eta / 20),
-            )
-            for eta in range(21)
+        # every slider position redraws without a console error; a move to another design
+        # updates each figure it changes once: the target is 100 ms (benchmarks/
+        # bench_report.py measures it on a quiet machine), asserted here for the median move
+        # to another design, with room for a machine busy with other tests
+        moves = [move(eta / 20) for eta in range(21)]
+        changed = [
+            ms for (ms, row), (_, before) in zip(moves[1:], moves, strict=False) if row != before
         ]
-        assert np.median(moves_ms) <= 100 and max(moves_ms) <= 1000, (
-            moves_ms
-        )  # most keep the design
+        assert len(changed) >= 4 and np.median(changed) <= 100 and max(changed) <= 1000, moves
         rows = [choose(eta / 20)[0] for eta in range(21)]
         assert run.front.sizes["candidate"] and len(set(rows)) >= 5  # η sweeps the front
         assert (
