@@ -1,6 +1,7 @@
 """``dse report``: one self-contained HTML page of a run's trade-off.
 
-The page embeds plotly.js (no network needed to open it) and shows: the front for each
+The page embeds plotly.js (no network needed to open it: plotly.js's basic bundle kept in
+``vendor/``, :func:`plotly_bundle`) and shows: the front for each
 pair of objectives over the other candidates (dominated and infeasible ones faded, hover
 details), the knee and the best candidate per objective, the best for η·energy +
 (1 − η)·P_max·time with η on a slider, the energy and time breakdown of those candidates,
@@ -12,14 +13,20 @@ where the evaluator is cheap enough to be run again for the page).
 Bounded for any run size: every front point is drawn; the other candidates are a uniform
 random sample of at most ``sample_size`` (the page says which), and counts and the
 infeasibility tallies are read from the evaluations slice by slice (:mod:`dse.outputs.scan`).
+The figures travel as one JSON document that the page's script draws, the drawn candidates
+as one table for every front figure (:class:`PointTable`): a copy of each candidate's hover
+text per figure made pages of several megabytes.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
+import re
 from itertools import combinations
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -43,6 +50,10 @@ SAMPLE_SIZE = 10_000  # dominated and infeasible candidates drawn at most (all o
 #: (the front then spans 1 / (1 + 2 · 0.2) = 71 % of each axis)
 VIEW_MARGIN = 0.2
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+#: plotly.js's own basic partial bundle (scatter, bar and pie traces: all the page draws),
+#: 1.2 MB against the 4.8 MB of the whole bundle plotly.py ships; kept unmodified with its
+#: licence and where it comes from in ``vendor/README.md``
+BASIC_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-basic.min.js"
 
 
 def report_results(
@@ -359,6 +370,33 @@ class Report:
             figs.append(fig)
         return figs
 
+    def _point_table(self) -> PointTable:
+        """The candidates the front figures draw (the front, then the infeasible and dominated
+        ones drawn), each once for all figures: a figure of each pair of objectives names
+        its points by row (:meth:`PointTable.strip`), the page's script fills them in."""
+        parts = [
+            ("front", self.front),
+            ("infeasible", self.infeasible),
+            ("dominated", self.dominated),
+        ]
+        rows = pd.concat([df for _, df in parts], ignore_index=True)
+        part = np.concatenate([np.full(len(df), name, object) for name, df in parts])
+        columns = []
+        for c in [*self.params, *self.objectives]:
+            if c not in rows:
+                continue
+            v = rows[c].to_numpy()
+            factor, u = self.shown.get(c, (1.0, self.unit(c)))
+            if c in self.shown:  # an objective: its values in the unit shown, as float32
+                columns.append({"name": c, "unit": u, "values": _packed(v.astype(float) / factor)})
+                continue
+            text = [f"{x / factor:.4g}" for x in v] if v.dtype.kind == "f" else [str(x) for x in v]
+            labels, codes = np.unique(np.asarray(text, dtype=object), return_inverse=True)
+            columns.append(
+                {"name": c, "unit": u, "labels": labels.tolist(), "codes": _packed(codes)}
+            )
+        return PointTable(rows, part, columns, self.colour_by)
+
     def breakdown_figure(self):
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
@@ -460,42 +498,184 @@ class Report:
         return f"<p>{html.escape(text)}</p>{notes}"
 
     def parallel_figure(self):
+        """Parallel coordinates of the front, drawn with scatter lines (the page's plotly.js
+        bundle has no ``parcoords``): an evenly spaced vertical axis per parameter and
+        objective, each design a polyline through its values scaled to [0, 1] on each axis,
+        the axis's own ticks written beside it in the unit the tables use; the designs coloured
+        by the first objective, the knee and the best per objective on top (in the symbols of
+        the front figures); a point's hover gives its design's values with units."""
         import plotly.graph_objects as go
+        from plotly.colors import sample_colorscale, unlabel_rgb
 
-        dims = []
-        for name in [*self.params, *self.objectives]:
-            v = self.front[name]
-            if v.dtype.kind in "OUSb":
-                cats = sorted(set(v.astype(str)))
-                code = {c: i for i, c in enumerate(cats)}
-                dims.append(
-                    dict(
-                        label=name,
-                        values=[code[c] for c in v.astype(str)],
-                        tickvals=list(range(len(cats))),
-                        ticktext=cats,
-                    )
-                )
-            else:
-                dims.append(
-                    dict(label=self.label(name), values=v.to_numpy(float) / self.scale(name)[0])
-                )
+        axes = [self._parallel_axis(n) for n in [*self.params, *self.objectives]]
+        n, d = len(self.front), len(axes)
+        x = list(range(d))
+        y = np.column_stack([a.scaled for a in axes]) if axes else np.empty((n, 0))
+        hover = self._hover(self.front)
         first = self.objectives[0]
-        fig = go.Figure(
-            go.Parcoords(
-                dimensions=dims,
-                labelangle=-25,
-                labelside="top",  # tilted: side by side the long names overlapped
-                line=dict(
-                    color=self.front[first].to_numpy(float),
+        factor, _ = self.scale(first)
+        colour = self.front[first].to_numpy(float) / factor
+        ok = np.isfinite(colour)
+        lo, hi = (float(colour[ok].min()), float(colour[ok].max())) if ok.any() else (0.0, 1.0)
+        t = np.where(ok, (colour - lo) / (hi - lo) if hi > lo else 0.5, 0.0)
+        colours = [  # as #rrggbb: shorter than rgb(r, g, b)
+            "#{:02x}{:02x}{:02x}".format(*(round(v) for v in unlabel_rgb(c)))
+            for c in (sample_colorscale("Viridis", t.tolist()) if n else [])
+        ]
+        fig = go.Figure()
+        for i in range(n):  # one trace a design: its hover text is written once, not per point
+            fig.add_trace(
+                go.Scatter(  # x: 0, 1, ... (plotly's x0 = 0, dx = 1), written once per figure
+                    y=_json_floats(np.round(y[i], 5)),
+                    mode="lines",
+                    line=dict(color=colours[i], width=1.2),
+                    opacity=0.7,
+                    name=f"front #{i + 1}",
+                    showlegend=False,
+                    text=f"front #{i + 1}<br>{hover[i]}",
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+        named = [
+            ("knee", self.knee, "star", "#000000"),
+            *[
+                (
+                    f"best {m}",
+                    i,
+                    BEST_SYMBOLS[k % len(BEST_SYMBOLS)],
+                    HIGHLIGHT_COLOURS[k % len(HIGHLIGHT_COLOURS)],
+                )
+                for k, (m, i) in enumerate(self.best.items())
+            ],
+        ]
+        for name, i, symbol, col in named:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_json_floats(np.round(y[i], 5)),
+                    mode="lines+markers",
+                    line=dict(color=col, width=3.5),
+                    marker=dict(
+                        size=11, symbol=symbol, color=col, line=dict(width=1, color="white")
+                    ),
+                    name=name,
+                    legendgroup="highlighted",
+                    text=f"{name}: front #{i + 1}<br>{hover[i]}",
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+        # the colour scale of the first objective (an invisible point carries its colour bar)
+        fig.add_trace(
+            go.Scatter(
+                x=[0],
+                y=[0],
+                mode="markers",
+                marker=dict(
+                    size=0.1,
+                    opacity=0,
+                    color=[lo],
+                    cmin=lo,
+                    cmax=hi,
                     colorscale="Viridis",
                     showscale=True,
-                    colorbar=dict(title=first),
+                    colorbar=dict(title=dict(text=self.label(first), side="right"), len=0.8),
                 ),
+                hoverinfo="skip",
+                showlegend=False,
+                name="colour scale",
             )
         )
-        fig.update_layout(template="plotly_white", height=500, margin=dict(l=80, r=80, t=110, b=40))
+        shapes, notes = [], []
+        for k, a in enumerate(axes):
+            shapes.append(
+                dict(
+                    type="line",
+                    name="axis",
+                    xref="x",
+                    yref="y",
+                    x0=k,
+                    x1=k,
+                    y0=0,
+                    y1=1,
+                    layer="below",
+                    line=dict(color="#444", width=1),
+                )
+            )
+            notes.append(
+                dict(
+                    x=k,
+                    y=1.04,
+                    xref="x",
+                    yref="y",
+                    text=html.escape(a.title),
+                    showarrow=False,
+                    textangle=-25,
+                    xanchor="left",
+                    yanchor="bottom",
+                    font=dict(size=12),
+                )
+            )
+            for pos, label in a.ticks:
+                notes.append(
+                    dict(
+                        x=k,
+                        y=pos,
+                        xref="x",
+                        yref="y",
+                        text=html.escape(label),
+                        showarrow=False,
+                        xanchor="right",
+                        xshift=-9,
+                        bgcolor="rgba(255,255,255,0.75)",  # over the lines that pass
+                        font=dict(size=10, color="#444"),
+                    )
+                )
+        fig.update_layout(
+            template="plotly_white",
+            height=520,
+            margin=dict(l=80, r=40, t=130, b=40),
+            xaxis=dict(visible=False, range=[-0.6, max(d - 1, 0) + 0.3], fixedrange=True),
+            yaxis=dict(visible=False, range=[-0.05, 1.04], fixedrange=True),
+            shapes=shapes,
+            annotations=notes,
+            hovermode="closest",
+            legend=dict(orientation="h", y=-0.02, yanchor="top", font=dict(size=11)),
+        )
         return fig
+
+    def _parallel_axis(self, name: str) -> ParallelAxis:
+        """One axis of the parallel coordinates: the front's values of ``name`` scaled to
+        [0, 1] (text in sorted order, evenly spaced), and its ticks as ``(place, label)``
+        in the unit the tables use (the values themselves where there are few)."""
+        v = self.front[name]
+        if v.dtype.kind in "OUSb":
+            cats = sorted(set(v.astype(str)))
+            span = max(len(cats) - 1, 1)
+            place = {c: (i / span if len(cats) > 1 else 0.5) for i, c in enumerate(cats)}
+            return ParallelAxis(
+                name, np.array([place[c] for c in v.astype(str)]), [(place[c], c) for c in cats]
+            )
+        factor, unit = self.scale(name)
+        values = v.to_numpy(float) / factor
+        title = f"{name} [{unit}]" if unit else name
+        finite = values[np.isfinite(values)]
+        if not len(finite):
+            return ParallelAxis(title, np.full(len(values), np.nan), [])
+        lo, hi = float(finite.min()), float(finite.max())
+        if hi <= lo:
+            return ParallelAxis(
+                title, np.where(np.isfinite(values), 0.5, np.nan), [(0.5, _tick(lo))]
+            )
+        distinct = np.unique(finite)
+        if len(distinct) <= 6:
+            ticks = distinct
+        else:
+            from matplotlib.ticker import MaxNLocator
+
+            ticks = MaxNLocator(nbins=5).tick_values(lo, hi)
+            ticks = ticks[(ticks >= lo - 1e-9 * (hi - lo)) & (ticks <= hi + 1e-9 * (hi - lo))]
+        scaled = (values - lo) / (hi - lo)
+        return ParallelAxis(title, scaled, [(float((t - lo) / (hi - lo)), _tick(t)) for t in ticks])
 
     def hypervolume_figure(self):
         import plotly.graph_objects as go
@@ -556,8 +736,7 @@ class Report:
 
     # -- the page ------------------------------------------------------------------------------
     def html(self) -> str:
-        from plotly.offline import get_plotlyjs
-
+        pairs = list(combinations(self.objectives, 2)) or [(self.objectives[0],) * 2]
         figures = [("front", f) for f in self.front_figures()]
         for key, fig in (
             ("breakdown", self.breakdown_figure()),
@@ -568,23 +747,41 @@ class Report:
         ):
             if fig is not None:
                 figures.append((key, fig))
+        from plotly.io.json import to_json_plotly
+
+        points, drawn, parallel = self._point_table(), [], None
         divs: dict[str, list[str]] = {}
+        specs = []
         for n, (key, fig) in enumerate(figures):
-            div = fig.to_html(
-                full_html=False,
-                include_plotlyjs=False,
-                config=PLOTLY_CONFIG,
-                div_id=f"{key}-{n}",
-                default_height=f"{fig.layout.height}px",
+            div = f"{key}-{n}"
+            if key == "front":  # the points' values and hover texts come from the page's table
+                fig, traces = points.strip(fig, *pairs[n])
+                drawn.append({"div": div, "traces": traces})
+            elif key == "parallel":  # a design's hover text: its row of the table (the front first)
+                fig, traces = points.strip_parallel(fig)
+                parallel = {"div": div, "traces": traces}
+            fig.layout.template = {}  # the page's one template, set by its script
+            specs.append(f'{{"div": "{div}", "figure": {fig.to_json(validate=False)}}}')
+            divs.setdefault(key, []).append(
+                f'<div id="{div}" class="plotly-graph-div" '
+                f'style="height:{fig.layout.height}px; width:100%;"></div>'
             )
-            divs.setdefault(key, []).append(div)
+        # plotly's JSON writes <, > and / as \u escapes: safe inside a <script> element
+        figures_json = (
+            f'{{"config": {to_json_plotly(PLOTLY_CONFIG)}, '
+            f'"template": {to_json_plotly(_template().to_plotly_json())}, '
+            f'"figures": [{", ".join(specs)}]}}'
+        )
         data = self._page_data(
             [f"front-{n}" for n, (k, _) in enumerate(figures) if k == "front"],
             next((f"breakdown-{n}" for n, (k, _) in enumerate(figures) if k == "breakdown"), None),
         )
+        data.update(points=points.columns, drawn=drawn, parallel=parallel)
+        plotly_js, bundle_note = plotly_bundle()
         return PAGE.format(
             title=html.escape(f"dse report: {self.study.name}"),
-            plotly=get_plotlyjs(),
+            plotly=plotly_js,
+            bundle_note=html.escape(bundle_note),
             summary=self._summary(),
             sampling=html.escape(self.sampling_note()),
             fronts="\n".join(divs["front"]),
@@ -603,6 +800,7 @@ class Report:
             or "<p>No progress history in state.json.</p>",
             constraints=self._constraints_table() + "\n".join(divs.get("constraints", [])),
             data=json.dumps(data).replace("</", "<\\/"),
+            figures=figures_json,
             script=SCRIPT,
         )
 
@@ -789,7 +987,10 @@ class Report:
         rows = list(self.selected().values())
         comps = [
             [
-                [_json_floats(table[c].to_numpy()[rows] / factor), _json_floats(table[c] / factor)]
+                [
+                    _json_floats(table[c].to_numpy()[rows] / factor, 8),
+                    _json_floats(table[c] / factor, 8),
+                ]
                 for c in table.columns
             ]
             for _, table, factor, _ in self.breakdowns()
@@ -800,18 +1001,148 @@ class Report:
             "text": [self._row_text(i) for i in range(len(self.front))],
             "knee": self.knee,
             "objectives": [
-                {"name": m, "values": _json_floats(self.front[m])} for m in self.objectives
+                {"name": m, "values": _json_floats(self.front[m], 8)} for m in self.objectives
             ],
             "fronts": [
                 {
                     "div": d,
-                    "x": _json_floats(self.front[x] / self.shown[x][0]),
-                    "y": _json_floats(self.front[y] / self.shown[y][0]),
+                    "x": _json_floats(self.front[x] / self.shown[x][0], 8),
+                    "y": _json_floats(self.front[y] / self.shown[y][0], 8),
                 }
                 for d, (x, y) in zip(front_divs, pairs, strict=True)
             ],
             "breakdown": {"div": breakdown_div, "components": comps},
         }
+
+
+class PointTable(NamedTuple):
+    """The front figures' candidates once for all figures (:meth:`Report._point_table`):
+    ``columns`` as the page's data holds them (an objective by its values in the unit shown,
+    any other column by its distinct labels and each row's code)."""
+
+    rows: pd.DataFrame
+    part: np.ndarray  # "front", "infeasible" or "dominated", per row
+    columns: list[dict]
+    colour_by: str | None
+
+    def strip(self, fig, x: str, y: str) -> tuple[object, list[dict]]:
+        """A front figure without the values and hover texts of its candidates' traces, and
+        for each such trace what the page's script fills it with: the objectives ``x``
+        and ``y`` at its rows (``[start, stop)`` ranges of the table)."""
+        import plotly.graph_objects as go
+
+        fig = go.Figure(fig)
+        names = [c["name"] for c in self.columns]
+        traces = []
+        for i, t in enumerate(fig.data):
+            kind = t.name.split(" ")[0].split(":")[0]
+            if kind in ("infeasible", "dominated"):
+                mask = self.part == kind
+            elif t.name == "Pareto front" or t.name.startswith("front: "):
+                mask = self.part == "front"
+                if t.name.startswith("front: ") and self.colour_by:
+                    g = t.name.split(" = ", 1)[1]
+                    mask = mask & (self.rows[self.colour_by].astype(str) == g).to_numpy()
+            else:
+                continue
+            if kind in ("infeasible", "dominated"):  # drawn where both objectives are numbers
+                for c in (x, y):
+                    mask = mask & np.isfinite(self.rows[c].to_numpy(float))
+            traces.append(
+                {"trace": i, "x": names.index(x), "y": names.index(y), "rows": _ranges(mask)}
+            )
+            t.update(x=[], y=[], text=None)
+        return fig, traces
+
+    def strip_parallel(self, fig) -> tuple[object, list[list[int]]]:
+        """The parallel coordinates without their designs' hover texts, and for each such
+        trace its row of the table (a front design's row is its place on the front)."""
+        import plotly.graph_objects as go
+
+        fig, traces = go.Figure(fig), []
+        for i, t in enumerate(fig.data):
+            if t.name.startswith("front #"):
+                traces.append([i, int(t.name.removeprefix("front #")) - 1])
+                t.text = None
+        return fig, traces
+
+
+def _ranges(mask: np.ndarray) -> list[list[int]]:
+    """The ``[start, stop)`` runs where ``mask`` holds."""
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1)
+    starts = np.concatenate([[idx[0]], idx[breaks + 1]])
+    stops = np.concatenate([idx[breaks], [idx[-1]]]) + 1
+    return [[int(a), int(b)] for a, b in zip(starts, stops, strict=True)]
+
+
+def _packed(values: np.ndarray) -> dict:
+    """A column of the page's table, little-endian and base64-encoded (a third to a half of
+    its size as JSON numbers): real numbers as float32 (seven significant digits: the
+    figures and their four-digit hover texts, rounded again from these, read as the tables
+    in all but rare ties; NaN for none), codes as the smallest unsigned integers that hold them."""
+    v = np.asarray(values)
+    if v.dtype.kind == "f":
+        dtype = "<f4"
+    else:
+        top = int(v.max()) if len(v) else 0
+        dtype = next(f"<u{n}" for n in (1, 2, 4) if top < 2 ** (8 * n) or n == 4)
+    return {"dtype": dtype[1:], "b64": base64.b64encode(v.astype(dtype).tobytes()).decode("ascii")}
+
+
+def _template():
+    """The page's figures' template: plotly_white's layout and its scatter, bar and pie
+    defaults (its defaults for the other trace types are bytes each figure carried for
+    nothing)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    white = pio.templates["plotly_white"]
+    return go.layout.Template(
+        layout=white.layout, data={k: getattr(white.data, k) for k in ("scatter", "bar", "pie")}
+    )
+
+
+class ParallelAxis(NamedTuple):
+    """An axis of the parallel coordinates: its title, the front's values scaled to [0, 1]
+    on it, and its ticks as ``(place in [0, 1], label)``."""
+
+    title: str
+    scaled: np.ndarray
+    ticks: list[tuple[float, str]]
+
+
+def _tick(value: float) -> str:
+    """A tick label: four significant digits, no exponent for everyday sizes."""
+    return f"{float(value):.4g}"
+
+
+def plotly_bundle() -> tuple[str, str]:
+    """``(plotly.js, a note for the page's footer)``: the basic bundle kept with dse where
+    it is the plotly.js version plotly.py draws for, else the whole bundle plotly.py ships
+    (so that a plotly upgrade makes the page larger, never broken)."""
+    import plotly
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+    wanted = get_plotlyjs_version()
+    try:
+        basic = BASIC_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        basic = ""
+    found = re.search(r"plotly\.js \(basic - minified\) v(\S+)", basic[:400])
+    if found and found[1] == wanted:
+        return (
+            basic,
+            f"Drawn with plotly.js {wanted} (its basic bundle: scatter, bar and pie), embedded in this page.",
+        )
+    have = f"is plotly.js {found[1]}" if found else "is missing"
+    return get_plotlyjs(), (
+        f"Drawn with the whole plotly.js {wanted} bundle (about 4.8 MB) embedded in this page: the "
+        f"basic bundle kept with dse (dse/outputs/vendor) {have}, not the {wanted} that plotly "
+        f"{plotly.__version__} draws for; refresh it as dse/outputs/vendor/README.md says."
+    )
 
 
 def _values(spec) -> str:
@@ -840,10 +1171,17 @@ def _percent(v: float) -> str:
     return f"{'+' if v >= 0 else '−'}{abs(v):.1f} %"
 
 
-def _json_floats(values) -> list:
+def _json_floats(values, digits: int | None = None) -> list:
+    """Numbers for the page's JSON, None where there is none; with ``digits``, to that many
+    significant digits (what a figure or a percentage needs, and fewer bytes)."""
     v = np.asarray(values, float)
-    return [None if not np.isfinite(x) else float(x) for x in v]
+    if digits is None:
+        return [None if not np.isfinite(x) else float(x) for x in v]
+    return [None if not np.isfinite(x) else float(f"{x:.{digits}g}") for x in v]
 
+
+#: the colours of the best per objective in the parallel coordinates (the knee is black)
+HIGHLIGHT_COLOURS = ["#d62728", "#ff7f0e", "#e377c2", "#8c564b", "#17becf"]
 
 #: the "best per objective" markers, one shape each (open, over the front's filled points)
 BEST_SYMBOLS = [
@@ -873,12 +1211,23 @@ SCRIPT = """
     }
     return k;
   }
-  function update() {
+  // a move: one update of each figure it changes, as an animation without transition or
+  // redraw (plotly recomputes and draws only the traces given: about a third of the time a
+  // restyle takes, which redraws the whole figure); the first drawing, a restyle.
+  // slider.pending resolves once the figures are drawn.
+  const QUICK = {transition: {duration: 0}, frame: {duration: 0, redraw: false}, mode: "immediate"};
+  function redraw(div, traces, updates, first) {
+    if (!first) return Plotly.animate(div, {data: updates, traces: traces}, QUICK);
+    const r = {};
+    for (const key of Object.keys(updates[0])) r[key] = updates.map(function (u) { return u[key]; });
+    return Plotly.restyle(div, r, traces);
+  }
+  function update(first) {
     const eta = Number(slider.value), k = best(eta);
     out.textContent = eta.toFixed(2);
     choice.textContent = "\\u03b7 = " + eta.toFixed(2) + ": " + data.text[k];
-    if (String(k) === choice.dataset.row && update.done) return;  // the same design: nothing to redraw
-    update.done = true;
+    slider.pending = Promise.resolve();
+    if (String(k) === choice.dataset.row && !first) return;  // the same design: nothing to redraw
     choice.dataset.row = String(k);
     const against = document.getElementById("eta-against");
     if (k === data.knee) {
@@ -891,23 +1240,81 @@ SCRIPT = """
         return o.name + " " + (p >= 0 ? "+" : "\u2212") + Math.abs(p).toFixed(1) + " %";
       }).join(", ");
     }
-    for (const f of data.fronts) {
+    const drawn = [];
+    for (const f of data.fronts) {  // the "best for \\u03b7" marker: each figure's last trace
       const div = document.getElementById(f.div);
-      Plotly.restyle(div, {x: [[f.x[k]]], y: [[f.y[k]]], text: [[data.text[k]]]}, [div.data.length - 1]);
+      drawn.push(redraw(div, [div.data.length - 1],
+                        [{x: [f.x[k]], y: [f.y[k]], text: [data.text[k]]}], first));
     }
     const b = data.breakdown;
-    if (b.div) {  // every bar trace in one restyle: one redraw per move, not one per trace
+    if (b.div) {  // every bar trace in one update: one redraw per move, not one per trace
       const ys = [], traces = [];
       for (const part of b.components) {
         for (const [fixed, values] of part) {
-          ys.push(fixed.concat([values[k]])); traces.push(traces.length);
+          ys.push({y: fixed.concat([values[k]])}); traces.push(traces.length);
         }
       }
-      Plotly.restyle(document.getElementById(b.div), {y: ys}, traces);
+      drawn.push(redraw(document.getElementById(b.div), traces, ys, first));
+    }
+    slider.pending = Promise.all(drawn);
+  }
+  // the front figures' candidates: one table for all figures (objectives in the unit
+  // shown, other columns as labels), each figure's traces naming their rows
+  function g4(v) {  // Python's format(v, ".4g")
+    if (v === null) return "nan";
+    if (v === 0) return "0";
+    const e = Math.floor(Math.log10(Math.abs(Number(v.toPrecision(4)))));
+    if (e < -4 || e >= 4) {
+      const [m, x] = v.toExponential(3).split("e"), n = Number(x);
+      return m.replace(/\\.?0+$/, "") + "e" + (n < 0 ? "-" : "+") + String(Math.abs(n)).padStart(2, "0");
+    }
+    return String(Number(v.toPrecision(4)));
+  }
+  function unpack(p) {  // a packed column: little-endian float32 or unsigned integers
+    const s = atob(p.b64), bytes = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i++) bytes[i] = s.charCodeAt(i);
+    const v = new DataView(bytes.buffer), size = Number(p.dtype.slice(1));
+    const get = {f4: (i) => v.getFloat32(i, true), u1: (i) => v.getUint8(i),
+                 u2: (i) => v.getUint16(i, true), u4: (i) => v.getUint32(i, true)}[p.dtype];
+    const out = new Array(bytes.length / size);
+    for (let i = 0; i < out.length; i++) {
+      const x = get(i * size);
+      out[i] = Number.isNaN(x) ? null : x;
+    }
+    return out;
+  }
+  const cols = data.points.map(function (c) {
+    return c.values ? {name: c.name, unit: c.unit, values: unpack(c.values)}
+                    : {name: c.name, unit: c.unit, labels: c.labels, codes: unpack(c.codes)};
+  });
+  function hover(i) { return cols.map(function (c) { return cell(c, i); }).join("<br>"); }
+  function cell(c, i) {
+    const t = c.values ? g4(c.values[i]) : c.labels[c.codes[i]];
+    return c.name + ": " + t + (c.unit ? " " + c.unit : "");
+  }
+  // every figure: drawn here, after its candidates are filled in from the table
+  const figs = JSON.parse(document.getElementById("dse-figures").textContent), byDiv = {};
+  for (const f of figs.figures) byDiv[f.div] = f.figure;
+  for (const f of data.drawn) {
+    const traces = byDiv[f.div].data;
+    for (const t of f.traces) {
+      const x = [], y = [], text = [], cx = cols[t.x].values, cy = cols[t.y].values;
+      for (const [a, b] of t.rows) {
+        for (let i = a; i < b; i++) { x.push(cx[i]); y.push(cy[i]); text.push(hover(i)); }
+      }
+      Object.assign(traces[t.trace], {x: x, y: y, text: text});
     }
   }
-  slider.addEventListener("input", update);
-  update();
+  if (data.parallel) {  // each design's line of the parallel coordinates: its row on the front
+    const traces = byDiv[data.parallel.div].data;
+    for (const [t, i] of data.parallel.traces) traces[t].text = "front #" + (i + 1) + "<br>" + hover(i);
+  }
+  for (const f of figs.figures) {
+    f.figure.layout.template = figs.template;
+    Plotly.newPlot(f.div, f.figure.data, f.figure.layout, figs.config);
+  }
+  slider.addEventListener("input", function () { update(false); });
+  update(true);
 })();
 """
 
@@ -957,7 +1364,9 @@ th {{ background: #f5f5f5; }} td:first-child {{ text-align: left; }}
 {hypervolume}
 <h2>Constraints</h2>
 {constraints}
+<footer><p id="plotly-bundle"><small>{bundle_note}</small></p></footer>
 <script type="application/json" id="dse-data">{data}</script>
+<script type="application/json" id="dse-figures">{figures}</script>
 <script>{script}</script>
 </body></html>
 """
