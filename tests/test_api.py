@@ -31,6 +31,23 @@ def test_run_resume_and_open_results_in_process(tmp_path):
     )
 
 
+def test_prepare_runs_in_a_thread_of_its_own_while_the_run_goes_on(tmp_path):
+    """``prepare`` (``dse run`` imports its plotting there) is called once the executor has
+    started, in a background thread, and the run ends as it does without it."""
+    import threading
+
+    called = []
+    path = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    result = dse.run(
+        path, workers=0, prepare=lambda: called.append(threading.current_thread().name)
+    )
+    assert len(result.evaluations) == 66 and len(result.front) == 11
+    for thread in threading.enumerate():
+        if thread.name == "dse-import-ahead":
+            thread.join(30)
+    assert called == ["dse-import-ahead"]
+
+
 def test_load_study_checks_everything_run_checks(tmp_path):
     path = write_study(
         tmp_path, toy_study(search={"algorithm": "nsga2", "options": {"pop_sise": 10}})
