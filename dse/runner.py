@@ -236,6 +236,11 @@ class Runner:
                     preferred_chunk_size=self.evaluator.chunk_size,
                 )
                 executor = started.__enter__()
+                seen = self.plan.preview
+                if seen is not None and seen.seconds > 0 and not seen.failed:
+                    # the cost the preview measured sizes the first tasks: a fast evaluator's
+                    # small batch is one task per worker, not a dozen small probing ones
+                    executor.sizer.observe(seen.evaluated, seen.seconds)
                 # the workers are started (a local cluster's forked): a thread of ours is safe now
                 _import_ahead(END_IMPORTS, self.prepare)
             report.start(
