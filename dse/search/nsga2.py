@@ -24,18 +24,18 @@ population and one batch of rows, whatever the generation (the whole record, rew
 into ``state.json`` every generation, made a late generation cost several times an early
 one: ``benchmarks/bench_nsga2_cost.py``). Rows appended for a batch whose state was not
 saved (a killed run) are cut off on restore. Without a folder (library use) the record is
-in the state itself, as a list. :meth:`ask` builds a
-fresh pymoo NSGA-II for the generation, seeded from ``(seed, generation)`` through numpy's
-``SeedSequence``, hands it the stored population as an already evaluated initial population
-(pymoo ranks it; nothing is evaluated) and asks it for offspring; the top-up candidates
+in the state itself, as a list. :meth:`ask` builds a fresh pymoo NSGA-II for the
+generation, seeded from ``(seed, generation)`` through numpy's ``SeedSequence``, hands it
+the stored population as an already evaluated initial population (pymoo ranks it; nothing
+is evaluated) and asks it for offspring; the top-up candidates
 come from a generator seeded the same way. :meth:`tell` lets pymoo's rank-and-crowding
 survival pick the next population out of parents and offspring and stores it as plain
 numbers. :meth:`state` is that data and :meth:`restore` only loads it, so a resumed run
 executes exactly the code of an uninterrupted one and asks the same next batch: with the
 same seed and pymoo version the final front is the same. No ask/tell history is replayed
-and the state does not grow with the generations. After a pymoo upgrade a saved state still resumes (it holds no pymoo
-objects); the following batches are then those the new pymoo draws from the same data,
-which need not be the old version's.
+and the state does not grow with the generations. After a pymoo upgrade a saved state
+still resumes (it holds no pymoo objects); the following batches are then those the new
+pymoo draws from the same data, which need not be the old version's.
 """
 
 from __future__ import annotations
