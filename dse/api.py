@@ -15,19 +15,40 @@ print these plans.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from numbers import Integral
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dse.checks import RunPlan, check_new_run, check_resume, plan_run
 from dse.errors import StudyError
 from dse.progress import ProgressSink
-from dse.results import Results, open_results
 from dse.runner import Runner, RunResult
 from dse.study import Study, parse_study
 from dse.study import load_study as _load_schema
+
+if TYPE_CHECKING:
+    from dse.results import Results
+
+
+def __getattr__(name: str):
+    """:class:`dse.results.Results`, imported on first use (as every use of :mod:`dse.results`
+    here): xarray (about 0.3 s of CPU) is then imported while a run waits on its workers, not
+    before the run starts (:func:`dse.runner._import_ahead`)."""
+    if name == "Results":
+        from dse.results import Results
+
+        return Results
+    raise AttributeError(f"module 'dse.api' has no attribute {name!r}")
+
+
+def open_results(path: str | Path) -> Results:
+    """Open a results folder written by ``dse run`` (raises a one-line error otherwise)."""
+    from dse.results import open_results as opened
+
+    return opened(path)
+
 
 __all__ = [
     "Results",
@@ -120,10 +141,13 @@ def run(
     scheduler: str | None = None,
     dashboard: bool | None = None,
     progress: ProgressSink | None = None,
+    prepare: Callable[[], object] | None = None,
 ) -> RunResult:
     """Run a study into ``output_dir`` (default: the study's output folder), checked as
     :func:`check_run` checks it, or run a plan :func:`check_run` returned. The plan's
-    warnings go to ``progress.note`` as the run starts."""
+    warnings go to ``progress.note`` as the run starts. ``prepare``: called in a background
+    thread once the workers have started, to make ready what the caller does after the run
+    (``dse run`` imports its plotting there)."""
     if isinstance(study, RunPlan):
         p = (
             study
@@ -140,7 +164,7 @@ def run(
             dashboard=dashboard,
         )
     _note_warnings(p, progress)
-    return Runner(p, p.output_dir, progress=progress).start(overwrite=p.overwrite)
+    return Runner(p, p.output_dir, progress=progress, prepare=prepare).start(overwrite=p.overwrite)
 
 
 def plan_resume(
@@ -155,6 +179,8 @@ def plan_resume(
     opened): its stored study (:func:`stored_study`; ``study``: that study changed, e.g. to
     run on another cluster profile), checked as a new run's is, its cluster and scheduler
     as they are now."""
+    from dse.results import Results, open_results
+
     stored = (
         results if isinstance(results, Results) else open_results(results)
     )  # the integrity check
@@ -171,15 +197,16 @@ def resume(
     scheduler: str | None = None,
     dashboard: bool | None = None,
     progress: ProgressSink | None = None,
+    prepare: Callable[[], object] | None = None,
 ) -> RunResult:
     """Continue an interrupted run (a results folder, or the plan :func:`plan_resume`
-    returned): nothing already stored is evaluated again."""
+    returned): nothing already stored is evaluated again. ``prepare``: as for :func:`run`."""
     if isinstance(results_dir, RunPlan):
         p = results_dir
     else:
         p = plan_resume(results_dir, workers=workers, scheduler=scheduler, dashboard=dashboard)
     _note_warnings(p, progress)
-    return Runner(p, p.output_dir, progress=progress).resume()
+    return Runner(p, p.output_dir, progress=progress, prepare=prepare).resume()
 
 
 def _note_warnings(p: RunPlan, progress: ProgressSink | None) -> None:

@@ -264,6 +264,29 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
 
 
+def append_durably(path: Path, data: bytes, *, keep: int | None = None) -> None:
+    """Append ``data`` to the file ``path`` (created when missing) and fsync it; ``keep``:
+    first cut the file to its first ``keep`` bytes (0: a new file's content). Appended bytes
+    are durable when this returns, so a record written after them (a state saved
+    atomically) may count on them; bytes appended after the last such record are what
+    ``keep`` cuts off when the record is read back. Never through a link (O_NOFOLLOW)."""
+    refuse_unsafe_write(path)
+    new = not os.path.lexists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        if keep is not None:
+            os.ftruncate(fd, keep)
+        os.lseek(fd, 0, os.SEEK_END)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(Path(path).parent)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 

@@ -11,6 +11,7 @@ it costs a fraction of a second (the analytic evaluator: 4,096 candidates in ~20
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,9 @@ class Preview:
     failed: str = ""  # why the evaluator's call failed ("" when it did not)
     contract: bool = False  # it failed by the form of its table (every call would)
     breach: bool = False  # its table broke the contract (a call that does fails whole)
+    #: the wall time of the evaluator's call (0 when it failed): the run's first tasks are
+    #: sized from it (:meth:`dse.execution.base.ChunkSizer.observe`) instead of probing
+    seconds: float = 0.0
 
 
 def preview(ev: Evaluator, space: Space, study: Study) -> Preview | None:
@@ -50,6 +54,7 @@ def preview(ev: Evaluator, space: Space, study: Study) -> Preview | None:
         else space.sample(np.random.default_rng(SEED), n)
     )
     table = space.with_fixed(candidates)
+    started = time.perf_counter()
     try:
         result = check_result(ev, table, ev.evaluate(table))
     except ContractError as exc:  # a value may break it for some candidates only: then a warning
@@ -58,5 +63,12 @@ def preview(ev: Evaluator, space: Space, study: Study) -> Preview | None:
         )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a run splits failing calls, keeps the rows that work
         return Preview(len(table), 0, whole, [], failed=f"{type(exc).__name__}: {exc}")
+    seconds = time.perf_counter() - started
     ok = feasible_mask(result, study)
-    return Preview(len(table), int(ok.sum()), whole, infeasibility_summary(result[~ok], study))
+    return Preview(
+        len(table),
+        int(ok.sum()),
+        whole,
+        infeasibility_summary(result[~ok], study),
+        seconds=seconds,
+    )

@@ -14,10 +14,12 @@ the front; the log is the only copy of every evaluation (read lazily by
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,7 +30,6 @@ import pyarrow as pa
 
 from dse import signals
 from dse.checks import RunPlan
-from dse.datasets import to_dataset, write_netcdf
 from dse.errors import DseError
 from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
 from dse.files import remove_path
@@ -124,9 +125,17 @@ class Runner:
     """Runs a checked study (:func:`dse.checks.plan_run`) into a results folder."""
 
     def __init__(
-        self, plan: RunPlan, output_dir: Path, *, progress: ProgressSink | None = None
+        self,
+        plan: RunPlan,
+        output_dir: Path,
+        *,
+        progress: ProgressSink | None = None,
+        prepare: Callable[[], object] | None = None,
     ) -> None:
+        """``prepare``: what the caller does after the run, made ready while the run waits on
+        its workers (see :func:`_import_ahead`); the command line imports its plotting there."""
         self.plan = plan
+        self.prepare = prepare
         self.study = plan.study
         self.space = plan.space
         self.evaluator = plan.evaluator
@@ -227,6 +236,13 @@ class Runner:
                     preferred_chunk_size=self.evaluator.chunk_size,
                 )
                 executor = started.__enter__()
+                seen = self.plan.preview
+                if seen is not None and seen.seconds > 0 and not seen.failed:
+                    # the cost the preview measured sizes the first tasks: a fast evaluator's
+                    # small batch is one task per worker, not a dozen small probing ones
+                    executor.sizer.observe(seen.evaluated, seen.seconds)
+                # the workers are started (a local cluster's forked): a thread of ours is safe now
+                _import_ahead(END_IMPORTS, self.prepare)
             report.start(
                 f"{study.name} · {self.algorithm}",
                 min(driver.asked, total or driver.asked),
@@ -561,9 +577,40 @@ class Runner:
             "log_keeps": self.study.output.keep,  # see dse.results
             **({"run_id": store.meta.run_id} if store.meta.run_id else {}),
         }
+        from dse.datasets import to_dataset, write_netcdf  # xarray: imported ahead (END_IMPORTS)
+
         front_ds = to_dataset(front, self.study, self.evaluator, self.space, kind="pareto set")
         write_netcdf(front_ds.assign_attrs(attrs), store.path / "pareto.nc")
         return front
+
+
+#: what writing ``pareto.nc`` imports on its first use: xarray (about 0.3 s of CPU), which
+#: looks ``dask.array`` up for its type checks whenever dask is installed (with scipy, about
+#: 0.3 s more), and the netCDF library
+END_IMPORTS = ("dse.datasets", "dask.array", "netCDF4")
+
+
+def _import_ahead(modules: tuple[str, ...], then: Callable[[], object] | None = None) -> None:
+    """Import ``modules``, then call ``then``, in a background thread: while the first batch is
+    evaluated this process mostly waits on its workers, and the imports the run's end needs
+    (and the caller's: matplotlib for the plot) take seconds of CPU. Nothing is imported that
+    the run's end would not import; one that fails is left to fail where it is needed, with
+    the message it gives there. Started only once a local cluster's workers are forked: a
+    fork while this thread held an import lock would leave the worker stuck on it."""
+
+    def work() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - imported again where it is needed
+                pass
+        if then is not None:
+            try:
+                then()
+            except Exception:  # noqa: BLE001 - done again where it is needed
+                pass
+
+    threading.Thread(target=work, name="dse-import-ahead", daemon=True).start()
 
 
 def resume_command(path, execution) -> str:

@@ -31,6 +31,47 @@ def test_run_resume_and_open_results_in_process(tmp_path):
     )
 
 
+def test_prepare_runs_in_a_thread_of_its_own_while_the_run_goes_on(tmp_path):
+    """``prepare`` (``dse run`` imports its plotting there) is called once the executor has
+    started, in a background thread, and the run ends as it does without it."""
+    import threading
+
+    called = []
+    path = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    result = dse.run(
+        path, workers=0, prepare=lambda: called.append(threading.current_thread().name)
+    )
+    assert len(result.evaluations) == 66 and len(result.front) == 11
+    for thread in threading.enumerate():
+        if thread.name == "dse-import-ahead":
+            thread.join(30)
+    assert called == ["dse-import-ahead"]
+
+
+def test_the_first_tasks_are_sized_from_the_cost_the_preview_measured(tmp_path, monkeypatch):
+    """The toy evaluator allows a preview (the whole space of 66 candidates, evaluated in this
+    process as the run is checked): the run's first task is sized from its cost, the whole
+    batch in one task for the one in-process worker, not a probing task of 8 (and 7 more
+    tasks growing from it)."""
+    from dse.execution.base import ChunkSizer
+
+    sizes = []
+    real_next = ChunkSizer.next
+
+    def next_size(self, remaining):
+        sizes.append(real_next(self, remaining))
+        return sizes[-1]
+
+    monkeypatch.setattr(ChunkSizer, "next", next_size)
+    study = toy_study(output=str(tmp_path / "out"), search={"batch_size": 100})
+    del study["execution"]["chunk_size"]  # the sizer's choice
+    plan = dse.check_run(write_study(tmp_path, study), workers=0)
+    assert plan.preview.evaluated == 66 and plan.preview.seconds > 0
+    result = dse.run(plan)
+    assert len(result.evaluations) == 66 and len(result.front) == 11
+    assert sizes[0] == 66
+
+
 def test_load_study_checks_everything_run_checks(tmp_path):
     path = write_study(
         tmp_path, toy_study(search={"algorithm": "nsga2", "options": {"pop_sise": 10}})

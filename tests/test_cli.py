@@ -68,3 +68,44 @@ def test_each_call_takes_the_width_and_streams_it_finds():
         < max(map(len, wide.stdout.splitlines()))
         <= 180
     )
+
+
+def test_the_forked_drawing_child_draws_the_picture_this_process_draws(tmp_path):
+    """``dse run`` has pareto.png drawn by a child forked before the cluster starts
+    (dse.cli.drawing): the same bytes as drawn here. (``threads=1``: the test runner may hold
+    threads of its own; the child only imports and draws.)"""
+    import dse
+    from dse.cli.drawing import Drawer
+    from dse.outputs.plot import plot_results
+
+    out = tmp_path / "out"
+    dse.run(write_study(tmp_path, toy_study(output=str(out))))
+    reference = plot_results(out, tmp_path / "here.png")
+    drawer = Drawer.start(threads=1)
+    assert drawer is not None
+    try:
+        assert drawer.draw(out)
+    finally:
+        drawer.close(stop=True)
+    assert (out / "pareto.png").read_bytes() == reference.read_bytes()
+
+
+def test_a_drawing_child_that_fails_says_so_and_one_not_asked_is_stopped(tmp_path):
+    """A child that cannot draw answers no (the command then draws in its own process, which
+    says why, as before); one never asked is stopped and reaped."""
+    from dse.cli.drawing import Drawer
+
+    failing = Drawer.start(threads=1)
+    assert failing is not None and not failing.draw(tmp_path / "no-run-here")
+    failing.close()
+    idle = Drawer.start(threads=1)
+    assert idle is not None and Drawer.start(threads=2) is None
+    pid = idle.pid
+    idle.close(stop=True)
+    assert idle.pid == 0
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        raise AssertionError("the child was not reaped")
+    except ChildProcessError:
+        pass
+    assert not (tmp_path / "no-run-here").exists()

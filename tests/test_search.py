@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import moocore
@@ -12,12 +13,13 @@ import pytest
 import xarray as xr
 
 from dse.checks import plan_run
-from dse.errors import StudyError
+from dse.errors import StoreError, StudyError
 from dse.evaluators.toy import ToyEvaluator
 from dse.pareto import objective_matrix, violation_matrix
 from dse.search import EVALUATOR_VERDICT, available_drivers, plan_search
 from dse.search.auto import AutoDriver
 from dse.search.base import SearchDriver
+from dse.search.nsga2 import ASKED_FILE
 from dse.space import Space, candidate_keys
 from dse.study import Study
 from tests.conftest import TOY, toy_study
@@ -422,6 +424,67 @@ def test_nsga2_state_is_bounded_plain_data_and_a_restored_run_ends_on_the_same_f
         pd.testing.assert_frame_equal(rest_told, told.iloc[20 * cut :].reset_index(drop=True))
         assert resumed.state() == states[-1]
     assert _front(told, study) == TRUE_FRONT
+
+
+def _inner_in(study: Study, folder: Path):
+    """The study's driver alone, keeping its files in ``folder`` (as in a results folder)."""
+    space = Space.from_study(study)
+    plan = plan_search(study, space)
+    return plan.driver_cls(replace(plan.problem, work_dir=folder), plan.options), space
+
+
+def test_nsga2_in_a_results_folder_saves_a_state_of_constant_size_and_resumes_from_it(tmp_path):
+    """In a results folder the asked record is appended to nsga2-asked.f64 and the state only
+    counts its rows: every saved state has the size of one population, late as early. A
+    restore from any saved state asks what the uninterrupted run asks, also when the file
+    holds rows of a batch whose state was never saved (a run killed between the two)."""
+    study = _study(search={"algorithm": "nsga2", "budget": 300, "batch_size": 20, "seed": 3})
+    plain, space = _inner(study)  # the same search without a folder: its record in the state
+    told_plain = _drive(plain, study, space)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / ASKED_FILE).write_bytes(b"stale bytes of an earlier run")
+    reference, _ = _inner_in(study, folder)
+    states, told, files = [json.loads(json.dumps(reference.state()))], [], []
+    files.append((folder / ASKED_FILE).read_bytes())
+    while not reference.done:
+        told.append(_drive(reference, study, space, batches=1))
+        states.append(json.loads(json.dumps(reference.state(), allow_nan=False)))
+        files.append((folder / ASKED_FILE).read_bytes())
+    told = pd.concat(told, ignore_index=True)
+    pd.testing.assert_frame_equal(told, told_plain)  # the record's place changes nothing asked
+    assert files[0] == b""  # a new run's file starts empty
+    assert all("asked_candidates" not in s and s["asked_file"] == ASKED_FILE for s in states)
+    sizes = [len(json.dumps(s)) for s in states[1:]]
+    assert max(sizes) < 1.2 * min(sizes)  # one population whatever the generation
+    asked = np.frombuffer(files[-1], "<f8").reshape(-1, 3)
+    assert len(asked) == states[-1]["asked_rows"] == 300
+    assert len(set(candidate_keys(told, space.names))) == 300
+
+    for cut in (0, 1, 7):
+        # the killed run had appended the next batch's rows, but not saved its state
+        (folder / ASKED_FILE).write_bytes(files[cut + 1] if cut + 1 < len(files) else files[cut])
+        resumed, _ = _inner_in(study, folder)
+        resumed.restore(json.loads(json.dumps(states[cut])))
+        rest_told = _drive(resumed, study, space)
+        pd.testing.assert_frame_equal(rest_told, told.iloc[20 * cut :].reset_index(drop=True))
+        assert resumed.state() == states[-1]
+        assert (folder / ASKED_FILE).read_bytes() == files[-1]
+
+    # a state from before the file (its record a list) resumes, and the file is written anew
+    (folder / ASKED_FILE).unlink()
+    listed, _ = _inner_in(study, folder)
+    old = {**states[7], "asked_candidates": asked[: states[7]["asked_rows"]].tolist()}
+    del old["asked_file"], old["asked_rows"]
+    listed.restore(old)
+    pd.testing.assert_frame_equal(
+        _drive(listed, study, space), told.iloc[140:].reset_index(drop=True)
+    )
+    assert listed.state() == states[-1] and (folder / ASKED_FILE).read_bytes() == files[-1]
+
+    (folder / ASKED_FILE).write_bytes(files[3])  # shorter than the state says: damaged
+    with pytest.raises(StoreError, match="holds 60 of the 140 candidates"):
+        _inner_in(study, folder)[0].restore(states[7])
 
 
 def test_nsga2_converts_a_state_saved_in_the_earlier_history_layout():

@@ -181,7 +181,8 @@ class ChunkSizer:
     100,000 candidates on 2 workers with tasks of at most 65,536 are 2 tasks of 50,000, not
     65,536 and 34,464 (one worker idle for a third of the batch).
     Until a cost is measured the tasks are small (``probe`` rows), which is cheap for a
-    fast evaluator and right for a slow one; then a task grows at most ``GROWTH``-fold over
+    fast evaluator and right for a slow one (a run whose evaluator allows a preview starts
+    with the cost the preview measured, :attr:`dse.preview.Preview.seconds`); then a task grows at most ``GROWTH``-fold over
     the largest measured one (a cut in progress keeps its task size while the cost it was
     made for holds within 2x), so that each step measures the cost again before the next
     (the cost per candidate of a small task includes the call's fixed overhead and

@@ -89,7 +89,12 @@ class AutoDriver(SearchDriver):
         self.decided = chosen is not None
         self.chunk = problem.batch_size  # the measuring chunk (a budget in time)
         self.inner: SearchDriver = chosen(problem, options) if chosen else self._enumeration()
-        self.owned_files = self.inner.owned_files
+        # undecided, it may turn to NSGA-II while running: its files are declared from the start
+        self.owned_files = (
+            self.inner.owned_files
+            if chosen
+            else tuple(dict.fromkeys((*self.inner.owned_files, *NSGA2Driver.owned_files)))
+        )
         self.why = ""  # the reason for a choice made while running
         self.offset = 0  # candidates asked before the current inner driver took over
         self.spent_s = 0.0

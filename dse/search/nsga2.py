@@ -17,34 +17,47 @@ generation costs the same late in a run as early.
 
 Resume: every generation starts from plain data, in an uninterrupted run too. The driver
 keeps only the generation counter, the current (surviving) population as numbers, the
-decision vectors asked so far (for the duplicate check) and the seed. :meth:`ask` builds a
-fresh pymoo NSGA-II for the generation, seeded from ``(seed, generation)`` through numpy's
-``SeedSequence``, hands it the stored population as an already evaluated initial population
-(pymoo ranks it; nothing is evaluated) and asks it for offspring; the top-up candidates
+decision vectors asked so far (for the duplicate check) and the seed. In a results folder
+the asked vectors are appended to :data:`ASKED_FILE` (raw float64 rows) when the state is
+saved, and the state names how many rows of it are its own: a saved state costs one
+population and one batch of rows, whatever the generation (the whole record, rewritten
+into ``state.json`` every generation, made a late generation cost several times an early
+one: ``benchmarks/bench_nsga2_cost.py``). Rows appended for a batch whose state was not
+saved (a killed run) are cut off on restore. Without a folder (library use) the record is
+in the state itself, as a list. :meth:`ask` builds a fresh pymoo NSGA-II for the
+generation, seeded from ``(seed, generation)`` through numpy's ``SeedSequence``, hands it
+the stored population as an already evaluated initial population (pymoo ranks it; nothing
+is evaluated) and asks it for offspring; the top-up candidates
 come from a generator seeded the same way. :meth:`tell` lets pymoo's rank-and-crowding
 survival pick the next population out of parents and offspring and stores it as plain
 numbers. :meth:`state` is that data and :meth:`restore` only loads it, so a resumed run
 executes exactly the code of an uninterrupted one and asks the same next batch: with the
 same seed and pymoo version the final front is the same. No ask/tell history is replayed
-and the state does not grow with the generations (apart from the record of asked
-candidates). After a pymoo upgrade a saved state still resumes (it holds no pymoo
-objects); the following batches are then those the new pymoo draws from the same data,
-which need not be the old version's.
+and the state does not grow with the generations. After a pymoo upgrade a saved state
+still resumes (it holds no pymoo objects); the following batches are then those the new
+pymoo draws from the same data, which need not be the old version's.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from dse.errors import StoreError
+from dse.files import append_durably
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column
 
 BAD = 1e30  # objective value given to rows without finite objectives (they are infeasible)
 STATE_VERSION = 2  # 2: population as plain data; earlier states (ask/tell history) are converted
+#: every decision vector asked, in ask order, as little-endian float64 rows (one value per
+#: parameter: a value index, or the value of a continuous parameter); the state says how
+#: many rows are its own (``asked_rows``)
+ASKED_FILE = "nsga2-asked.f64"
 
 
 def _pymoo():
@@ -279,6 +292,7 @@ class NSGA2Driver(SearchDriver):
     name = "nsga2"
     Options = NSGA2Options
     polish_default = True
+    owned_files = (ASKED_FILE,)
 
     def __init__(self, problem: Problem, options: NSGA2Options) -> None:
         super().__init__(problem, options)
@@ -291,10 +305,11 @@ class NSGA2Driver(SearchDriver):
         self._X = np.empty((0, n))
         self._F = np.empty((0, self.n_objectives))
         self._G = np.empty((0, self.n_constraints))
-        self._asked: list[
-            list[int | float]
-        ] = []  # every decision vector asked (JSON rows), in ask order
-        self._seen: set = set()  # their keys (Codec.keys)
+        # the decision vectors asked and not yet in ASKED_FILE (all of them without a folder)
+        self._unsaved: list[np.ndarray] = []
+        self._saved = 0  # rows of ASKED_FILE that are this run's
+        self._cut: int | None = 0  # ASKED_FILE's bytes to keep before the next append
+        self._seen: set = set()  # the keys (Codec.keys) of every vector asked
         self._algorithm = None  # this generation's pymoo algorithm, between ask and tell
         self._pending: np.ndarray | None = None
 
@@ -321,7 +336,7 @@ class NSGA2Driver(SearchDriver):
         if len(X) < want:
             X = np.vstack([X, self._top_up(X, want - len(X))])
         self._pending = X
-        self._asked.extend(self.codec.rows(X))
+        self._unsaved.append(np.array(X, float))
         self._seen.update(self.codec.keys(X))
         self.asked += len(X)
         if len(X) == 0:
@@ -374,7 +389,9 @@ class NSGA2Driver(SearchDriver):
     # -- plain-data state ---------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """JSON-able: the population (decision vectors; objectives and violations as pymoo
-        saw them, failed rows at 1e30 with violation >= 1, so no NaN), the asked record."""
+        saw them, failed rows at 1e30 with violation >= 1, so no NaN), the asked record: in
+        a results folder the number of rows of :data:`ASKED_FILE`, the rows asked since the
+        last call appended to it (durably, before the runner saves this state)."""
         return {
             **super().state(),
             "version": STATE_VERSION,
@@ -387,8 +404,45 @@ class NSGA2Driver(SearchDriver):
                 "F": self._F.tolist(),
                 "G": self._G.tolist(),
             },
-            "asked_candidates": list(self._asked),
+            **self._asked_record(),
         }
+
+    def _asked_record(self) -> dict[str, Any]:
+        n = self.codec.n_var
+        new = np.vstack(self._unsaved) if self._unsaved else np.empty((0, n))
+        if self.problem.work_dir is None:
+            return {"asked_candidates": self.codec.rows(new)}
+        if len(new) or self._cut is not None:
+            data = np.ascontiguousarray(new, dtype="<f8").tobytes()
+            append_durably(self._asked_path, data, keep=self._cut)
+            self._saved += len(new)
+            self._unsaved, self._cut = [], None
+        return {"asked_file": ASKED_FILE, "asked_rows": self._saved}
+
+    @property
+    def _asked_path(self):
+        return Path(self.problem.work_dir) / ASKED_FILE
+
+    def _read_asked(self, rows: int) -> np.ndarray:
+        """The first ``rows`` rows of :data:`ASKED_FILE` (a state names how many are its own)."""
+        n, path = self.codec.n_var, self._asked_path if self.problem.work_dir else None
+        want = rows * n * 8
+        try:
+            if path is None:
+                raise FileNotFoundError("no results folder")
+            with open(path, "rb") as f:
+                data = f.read(want)
+        except OSError as exc:
+            raise StoreError(
+                f"the NSGA-II state names {rows:,} asked candidates in {ASKED_FILE}, which "
+                f"cannot be read ({exc.strerror or exc}): start a new run"
+            ) from None
+        if len(data) < want:
+            raise StoreError(
+                f"{path} holds {len(data) // (8 * n):,} of the {rows:,} candidates the NSGA-II "
+                "state says were asked (the file is damaged): start a new run"
+            )
+        return np.frombuffer(data, dtype="<f8").reshape(rows, n).astype(float)
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("version") != STATE_VERSION and "batches" in state:
@@ -405,8 +459,14 @@ class NSGA2Driver(SearchDriver):
         self._X = np.array(pop["X"], float).reshape(-1, n)
         self._F = np.array(pop["F"], float).reshape(-1, self.n_objectives)
         self._G = np.array(pop["G"], float).reshape(-1, self.n_constraints)
-        asked = np.array(state["asked_candidates"], float).reshape(-1, n)
-        self._asked = self.codec.rows(asked)
+        if "asked_candidates" in state:  # without a folder, or saved by dse before ASKED_FILE
+            asked = np.array(state["asked_candidates"], float).reshape(-1, n)
+            # in a folder, ASKED_FILE is written anew from these at the next save
+            self._unsaved, self._saved, self._cut = [asked], 0, 0
+        else:
+            asked = self._read_asked(int(state["asked_rows"]))
+            # rows after these were asked in a batch whose state was not saved: cut off
+            self._unsaved, self._saved, self._cut = [], len(asked), asked.nbytes
         self._seen = set(self.codec.keys(asked)) if len(asked) else set()
         self._algorithm = self._pending = None
 
