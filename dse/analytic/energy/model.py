@@ -245,7 +245,7 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         ),
         tau_fast_s=tau_fast,
         tau_slow_s=tau_slow,
-    )
+    ).derived()
 
 
 def _power_inputs(
