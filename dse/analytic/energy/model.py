@@ -145,9 +145,7 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     metrics, wall_s = _metrics(x, perf, acc, e, th, clock, capped, throttled)
     endless = (codes == 0) & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
     codes[endless] = _FAIL
-    return EnergyResult(
-        metrics=metrics, reason=REASON_TEXT[codes], timing=perf, reason_code=codes
-    )
+    return EnergyResult(metrics=metrics, reason=REASON_TEXT[codes], timing=perf, reason_code=codes)
 
 
 def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
