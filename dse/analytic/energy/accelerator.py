@@ -120,8 +120,11 @@ def leakage_change_w(mean_w, inlet_excess_k, r_excess_k_per_w, leak_w, per_k) ->
 def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
     """:func:`leakage_change_w` at an iteration's mean power ``total_j / step_s`` (0 for an
     empty step); ``leakage``: :attr:`Accelerators.leakage`."""
-    d_w = leakage_change_w(total_j / np.where(step_s > 0, step_s, np.nan), *leakage)
-    return np.where(step_s > 0, d_w, 0.0)
+    timed = step_s > 0
+    if timed.all():  # the usual case: no selection to make
+        return leakage_change_w(total_j / step_s, *leakage)
+    d_w = leakage_change_w(total_j / np.where(timed, step_s, np.nan), *leakage)
+    return np.where(timed, d_w, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +180,12 @@ class StepEnergy:
         e_idle = idle_w * t.step
         e_wait_fine = (p_wait - idle_w) * t.fine_wait
         e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
-        busy = np.where(t.busy > 0, t.busy, np.nan)
+        has_busy = t.busy > 0
+        every = bool(has_busy.all())  # the usual case: no selection to make
+        busy = t.busy if every else np.where(has_busy, t.busy, np.nan)
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
-        p_busy = np.where(t.busy > 0, p_busy, p_wait)
+        if not every:
+            p_busy = np.where(has_busy, p_busy, p_wait)
         # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
         lift = np.maximum(floor - p_busy, 0.0)
         p_busy = p_busy + lift

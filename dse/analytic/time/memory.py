@@ -193,7 +193,11 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunks (Megatron-LM's warm-up count, which
     reproduces Korthikanti et al. 2022's ``pp (1 + (pp - 1) / (pp v))`` stages' worth on the
     first rank); never more than the ``m v`` chunks of the iteration."""
-    chunks = np.where(v > 1, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
+    interleaved = v > 1
+    if interleaved.any():
+        chunks = np.where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
+    else:  # plain 1F1B everywhere
+        chunks = pp - rank
     return np.minimum(chunks, m * v)
 
 
