@@ -302,3 +302,18 @@ def test_rows_with_flash_attention_do_not_depend_on_the_other_rows():
             getattr(a.breakdown, f.name)[[0, 2]], getattr(b.breakdown, f.name), err_msg=f.name
         )
     assert a.memory_time_s[1] != a.memory_time_s[0]
+
+
+def test_where_or_zero_is_np_where_to_the_bit():
+    """The multiplication shortcut gives np.where's bits, the sign of zero included, and
+    falls back to np.where for values it cannot multiply (NaN, inf, negative, -0.0)."""
+    from dse.analytic.rows import where_or_zero
+
+    rng = np.random.default_rng(3)
+    mask = rng.random(1000) < 0.5
+    plain = rng.uniform(0.0, 5.0, 1000)
+    plain[::7] = 0.0
+    for x in (plain, np.where(mask, np.nan, 1.0), np.full(1000, np.inf), -plain, -0.0 * plain):
+        got, want = where_or_zero(mask, x), np.where(mask, x, 0.0)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))

@@ -14,12 +14,18 @@ take_rows = _rows.take_inputs  # the inputs of the candidates ``rows`` only
 
 
 def merge_reasons(
-    first: np.ndarray, then: np.ndarray, first_empty: np.ndarray | None = None
+    first: np.ndarray,
+    then: np.ndarray,
+    first_empty: np.ndarray | None = None,
+    then_given: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per row, the first non-empty reason: ``first`` where it has one, else ``then``.
-    ``first_empty``: where ``first`` is empty, when the caller knows it already."""
+    ``first_empty``: where ``first`` is empty, ``then_given``: where ``then`` is not, when
+    the caller knows them already."""
     out = np.array(first, dtype=object)
-    fill = (out == "" if first_empty is None else first_empty) & (then != "")
+    fill = (out == "" if first_empty is None else first_empty) & (
+        then != "" if then_given is None else then_given
+    )
     out[fill] = then[fill]
     return out
 
@@ -76,7 +82,10 @@ def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     time_ok = perf.reason_code == 0  # no time-side reason (integer codes: no string compares)
     out = energy.timing.metrics()
     out.update(energy.metrics)
-    out["feasible"] = time_ok & (energy.reason == "")
-    out["reason"] = merge_reasons(perf.reason, energy.reason, first_empty=time_ok)
+    energy_ok = energy.reason_code == 0
+    out["feasible"] = time_ok & energy_ok
+    out["reason"] = merge_reasons(
+        perf.reason, energy.reason, first_empty=time_ok, then_given=~energy_ok
+    )
     out["second_accelerators"] = np.zeros(len(time_ok))
     return out

@@ -54,3 +54,15 @@ def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.nd
     """The inputs (name -> array, or a scalar shared by every row) of the candidates
     ``rows`` (an index array) only."""
     return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+
+
+def where_or_zero(mask: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.where(mask, x, 0.0)``, bit for bit, for a float array ``x``: ``x * mask`` where
+    every value of ``x`` is finite and not negative (no sign bit: -0.0 would stay -0.0),
+    which holds for times and bytes, else ``np.where``. With a mask that varies from row to
+    row, ``np.where`` branches on every element (~5x the time of a multiplication)."""
+    x = np.asarray(x)
+    if x.dtype == np.float64 and np.shape(mask) == x.shape:
+        if np.isfinite(x).all() and not np.signbit(x).any():
+            return x * mask
+    return np.where(mask, x, 0.0)

@@ -10,7 +10,7 @@ temperature (:func:`leakage_change_w`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,8 +24,31 @@ REFERENCE_INLET_C = 30.0
 
 
 @dataclass(frozen=True, slots=True)
+class Foster:
+    """The junction's two Foster terms per candidate (:func:`.thermal.foster_terms`)."""
+
+    r_fast_k_per_w: np.ndarray  # K/W
+    tau_fast_s: np.ndarray  # s
+    r_slow_k_per_w: np.ndarray  # K/W
+    tau_slow_s: np.ndarray  # s
+
+
+@dataclass(frozen=True, slots=True)
+class Leakage:
+    """:func:`leakage_change_w`'s parameters per candidate."""
+
+    inlet_excess_k: np.ndarray  # K, inlet above the reference
+    r_excess_k_per_w: np.ndarray  # K/W, resistance above the part's air-cooled one
+    leak_w: np.ndarray  # W, leakage at the reference
+    per_k: np.ndarray  # 1/K, its growth
+
+
+@dataclass(frozen=True, slots=True)
 class Accelerators:
-    """Per-candidate power and thermal parameters of the accelerators."""
+    """Per-candidate power and thermal parameters of the accelerators.
+
+    ``terms`` and ``leak``: the Foster terms and the leakage parameters computed once
+    (:meth:`derived`; picked with the rows like every other field), else derived on each use."""
 
     clock_max_mhz: np.ndarray  # MHz
     clock_min_mhz: np.ndarray  # MHz
@@ -40,10 +63,26 @@ class Accelerators:
     r_air_k_per_w: np.ndarray | None = None  # K/W, the part's air-cooled resistance (the reference)
     tau_fast_s: np.ndarray | None = None  # s, the fast Foster term's (NaN or None: the cooling's)
     tau_slow_s: np.ndarray | None = None  # s, the slow term's (NaN or None: the cooling's)
+    terms: Foster | None = None  # the Foster terms, once computed
+    leak: Leakage | None = None  # the leakage parameters, once computed (None: not, or none)
+
+    def derived(self) -> Accelerators:
+        """This with its Foster terms and leakage parameters computed once (the energy model
+        and the clock search use them many times)."""
+        (r_fast, tau_fast), (r_slow, tau_slow) = self.foster
+        leak = self._leakage()
+        return replace(
+            self,
+            terms=Foster(r_fast, tau_fast, r_slow, tau_slow),
+            leak=None if leak is None else Leakage(*leak),
+        )
 
     @property
     def foster(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The junction's two Foster terms (:func:`.thermal.foster_terms`)."""
+        t = self.terms
+        if t is not None:
+            return [(t.r_fast_k_per_w, t.tau_fast_s), (t.r_slow_k_per_w, t.tau_slow_s)]
         return thermal.foster_terms(
             self.liquid, self.r_total_k_per_w, self.tau_fast_s, self.tau_slow_s
         )
@@ -52,6 +91,14 @@ class Accelerators:
     def leakage(self) -> tuple | None:
         """:func:`leakage_change_w`'s parameters, None where every candidate is cooled as the
         reference (air at the reference inlet: no change)."""
+        lk = self.leak
+        if lk is None:
+            return None if self.terms is not None else self._leakage()
+        if not (lk.inlet_excess_k.any() or lk.r_excess_k_per_w.any()):  # rows picked: none left
+            return None
+        return lk.inlet_excess_k, lk.r_excess_k_per_w, lk.leak_w, lk.per_k
+
+    def _leakage(self) -> tuple | None:
         if self.r_air_k_per_w is None:
             return None
         inlet = np.asarray(self.inlet_c, dtype=float) - REFERENCE_INLET_C
@@ -73,8 +120,11 @@ def leakage_change_w(mean_w, inlet_excess_k, r_excess_k_per_w, leak_w, per_k) ->
 def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
     """:func:`leakage_change_w` at an iteration's mean power ``total_j / step_s`` (0 for an
     empty step); ``leakage``: :attr:`Accelerators.leakage`."""
-    d_w = leakage_change_w(total_j / np.where(step_s > 0, step_s, np.nan), *leakage)
-    return np.where(step_s > 0, d_w, 0.0)
+    timed = step_s > 0
+    if timed.all():  # the usual case: no selection to make
+        return leakage_change_w(total_j / step_s, *leakage)
+    d_w = leakage_change_w(total_j / np.where(timed, step_s, np.nan), *leakage)
+    return np.where(timed, d_w, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +180,12 @@ class StepEnergy:
         e_idle = idle_w * t.step
         e_wait_fine = (p_wait - idle_w) * t.fine_wait
         e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
-        busy = np.where(t.busy > 0, t.busy, np.nan)
+        has_busy = t.busy > 0
+        every = bool(has_busy.all())  # the usual case: no selection to make
+        busy = t.busy if every else np.where(has_busy, t.busy, np.nan)
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
-        p_busy = np.where(t.busy > 0, p_busy, p_wait)
+        if not every:
+            p_busy = np.where(has_busy, p_busy, p_wait)
         # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
         lift = np.maximum(floor - p_busy, 0.0)
         p_busy = p_busy + lift

@@ -54,9 +54,11 @@ class LimitCheck:
         self.hot_limit_c = acc.pw.slowdown_temp_c + BISECTION_RTOL
         self.inlet_c = np.asarray(acc.inlet_c, dtype=float)
         self.terms = acc.foster
+        self._picked: tuple | None = None  # (rows, their inlet, terms, limit): _thermal_at
 
-    def __call__(self, clock, *, hot: bool = True):
-        """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None)."""
+    def __call__(self, clock, *, hot: bool = True, rows: np.ndarray | None = None):
+        """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None);
+        ``rows`` (an index array): the thermal part of those rows only (hot_ok for them)."""
         t = self.scaling.times(clock)
         e = self.energy.at(clock / self.clock_max_mhz, t)
         cap_ok = ~(e.busy_w > self.cap_limit_w)
@@ -64,10 +66,28 @@ class LimitCheck:
             return cap_ok, None
         # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
         # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
-        t_hi = np.fmax(t.busy, 0.0)
-        t_lo = np.fmax(t.blocked, 0.0)
-        peak_c = thermal.peak_junction_c(e.busy_w, t_hi, e.wait_w, t_lo, self.inlet_c, self.terms)
-        return cap_ok, ~(peak_c > self.hot_limit_c)
+        t_hi, t_lo, p_hi, p_lo = t.busy, t.blocked, e.busy_w, e.wait_w
+        inlet_c, terms, limit_c = self.inlet_c, self.terms, self.hot_limit_c
+        if rows is not None:  # the same arithmetic, row by row, on the rows asked for
+            inlet_c, terms, limit_c = self._thermal_at(rows)
+            t_hi, t_lo, p_hi, p_lo = t_hi[rows], t_lo[rows], p_hi[rows], p_lo[rows]
+        peak_c = thermal.peak_junction_c(
+            p_hi, np.fmax(t_hi, 0.0), p_lo, np.fmax(t_lo, 0.0), inlet_c, terms
+        )
+        return cap_ok, ~(peak_c > limit_c)
+
+    def _thermal_at(self, rows: np.ndarray) -> tuple:
+        """(inlet, Foster terms, slowdown limit) of ``rows``, picked once per index array."""
+        cached = self._picked
+        if cached is None or cached[0] is not rows:
+
+            def at(x):
+                return x[rows] if np.ndim(x) else x
+
+            picked = (at(self.inlet_c), [(at(r), at(tau)) for r, tau in self.terms])
+            cached = (rows, *picked, at(self.hot_limit_c))
+            self._picked = cached
+        return cached[1:]
 
 
 def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -102,13 +122,16 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
     """The highest clock in [lo, hi] passing ``check``'s cap part, or where ``hot`` (a
     bool per row) its thermal part, to (hi - lo) / 2^BISECTION_STEPS; ``lo`` where none does."""
     any_hot, all_hot = bool(hot.any()), bool(hot.all())
+    # the thermal part only on the rows that search the temperature's clock
+    hot_rows = np.flatnonzero(hot) if any_hot and not all_hot else None
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        cap_ok, hot_ok = check(mid, hot=any_hot)
+        cap_ok, hot_ok = check(mid, hot=any_hot, rows=hot_rows)
         if all_hot:
             ok = hot_ok
         elif any_hot:
-            ok = np.where(hot, hot_ok, cap_ok)
+            ok = cap_ok.copy()
+            ok[hot_rows] = hot_ok
         else:
             ok = cap_ok
         lo = np.where(ok, mid, lo)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where_or_zero
+
 
 def host_power_w(host_power_w, accelerators_per_node) -> np.ndarray:
     """A node's host power (CPUs, DRAM, storage, fans) shared by its accelerators."""
@@ -34,7 +36,7 @@ def network_static_power_w(
 ) -> np.ndarray:
     """NIC and switch static power per accelerator; the scale-out switches count only for
     jobs beyond one scale-up domain."""
-    return nic_w + scaleup_switch_w + np.where(n > scaleup_size, scaleout_switch_w, 0.0)
+    return nic_w + scaleup_switch_w + where_or_zero(n > scaleup_size, scaleout_switch_w)
 
 
 def facility_overhead_factor(pue: np.ndarray, cooling_cop: np.ndarray) -> np.ndarray:
@@ -69,5 +71,5 @@ def facility_power_w(
     The powers are at the wall (the caller scales them by :func:`wall_factor`)."""
     avg = facility_j / np.where(time_s > 0, time_s, np.nan)
     peak = n * (p_busy + p_other) * (1.0 + overhead)
-    swing = np.where(low_phase, n * np.maximum(p_busy - p_wait, 0.0), 0.0)
+    swing = where_or_zero(low_phase, n * np.maximum(p_busy - p_wait, 0.0))
     return FacilityPower(avg_w=avg, peak_w=peak, swing_w=swing, ramp_w_per_s=swing / transition_s)

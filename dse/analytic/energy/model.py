@@ -44,17 +44,23 @@ HOT_REASON = "junction above the slowdown temperature even at the lowest clock"
 FAIL_REASON = "interruptions outpace the run (no checkpoints: each restarts it from the start)"
 WAIT_REASON = "waiting_power_w below the accelerator's idle power"
 IDLE_REASON = "idle power at or above the accelerator's TDP"
+#: the energy half's reasons by the integer code it marks rows with (0: none)
+REASONS = ("", HOT_REASON, CAP_REASON, WAIT_REASON, IDLE_REASON, FAIL_REASON)
+REASON_TEXT = np.array(REASONS, dtype=object)
+_HOT, _CAP, _WAIT, _IDLE, _FAIL = range(1, len(REASONS))
 
 
 @dataclass(frozen=True, slots=True)
 class EnergyResult:
     """The energy half's answer: its metric columns (with ``time_to_train_s``/``_days``
-    including checkpoints), its infeasibility reasons ("" where none) and the time result
-    at the operating clock (``perf`` re-timed where the clock fell)."""
+    including checkpoints), its infeasibility reasons ("" where none; ``reason_code``: their
+    index into :data:`REASONS`, 0 where none) and the time result at the operating clock
+    (``perf`` re-timed where the clock fell)."""
 
     metrics: dict[str, np.ndarray]
     reason: np.ndarray
     timing: TimeResult
+    reason_code: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,16 +136,16 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     # merges these after the time model's reasons, which win). settle() leaves a row above
     # a limit only at its lowest clock, so each reason is true of the row it marks.
     cap_ok, hot_ok = clock_search.limits_ok(e, th, acc)
-    reasons = np.full(len(clock), "", dtype=object)
-    reasons[~hot_ok & op.at_min] = HOT_REASON
-    reasons[~cap_ok & op.at_min] = CAP_REASON
+    codes = np.zeros(len(clock), dtype=np.int8)  # integer codes: no string compares per row
+    codes[~hot_ok & op.at_min] = _HOT
+    codes[~cap_ok & op.at_min] = _CAP
     stated = _power_reasons(x, acc)  # inputs that cannot hold win over the limits
     if stated is not None:
-        reasons = np.where(stated != "", stated, reasons)
+        codes = np.where(stated != 0, stated, codes)
     metrics, wall_s = _metrics(x, perf, acc, e, th, clock, capped, throttled)
-    endless = (reasons == "") & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
-    reasons[endless] = FAIL_REASON
-    return EnergyResult(metrics=metrics, reason=reasons, timing=perf)
+    endless = (codes == 0) & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
+    codes[endless] = _FAIL
+    return EnergyResult(metrics=metrics, reason=REASON_TEXT[codes], timing=perf, reason_code=codes)
 
 
 def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
@@ -245,7 +251,7 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         ),
         tau_fast_s=tau_fast,
         tau_slow_s=tau_slow,
-    )
+    ).derived()
 
 
 def _power_inputs(
@@ -267,14 +273,14 @@ def _power_inputs(
 
 
 def _power_reasons(x: EnergyInputs, acc: Accelerators) -> np.ndarray | None:
-    """Why the idle and waiting power inputs cannot hold for a candidate ("" where they do;
-    None where no candidate gives either)."""
+    """Why the idle and waiting power inputs cannot hold for a candidate, as codes into
+    :data:`REASONS` (0 where they do; None where no candidate gives either)."""
     given_wait, given_idle = np.isfinite(x.waiting_power_w), np.isfinite(x.idle_power_w)
     if not (given_wait.any() or given_idle.any()):
         return None
-    out = np.full(len(acc.idle_w), "", dtype=object)
-    out[given_wait & (x.waiting_power_w < acc.idle_w)] = WAIT_REASON
-    out[given_idle & (acc.idle_w >= acc.tdp_w)] = IDLE_REASON
+    out = np.zeros(len(acc.idle_w), dtype=np.int8)
+    out[given_wait & (x.waiting_power_w < acc.idle_w)] = _WAIT
+    out[given_idle & (acc.idle_w >= acc.tdp_w)] = _IDLE
     return out
 
 

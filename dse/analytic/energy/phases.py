@@ -57,7 +57,10 @@ class ClockScaling:
         self.compute = b.compute_s
         self.slot = b.compute_s + b.memory_s + b.layer_comm_s
         self.slot_positive = self.slot > 0
-        self.slot_divisor = np.where(self.slot_positive, self.slot, 1.0)
+        self.every_slot = bool(self.slot_positive.all())  # then no selection to make
+        self.slot_divisor = (
+            self.slot if self.every_slot else np.where(self.slot_positive, self.slot, 1.0)
+        )
         self.host_idle = np.zeros_like(self.step) if b.host_idle_s is None else b.host_idle_s
         self.bubble, self.dp_comm = b.bubble_s, b.dp_comm_s
         self.memory, self.optimizer = b.memory_s, b.optimizer_s
@@ -72,9 +75,10 @@ class ClockScaling:
         # longer compute first fills the time the GPU waited for its host (inside memory_s)
         filled = np.minimum(self.host_idle, np.maximum(new_c - t_c, 0.0))
         grown = new_c - t_c - filled
-        new_bubble = self.bubble * np.where(
-            self.slot_positive, (self.slot + grown) / self.slot_divisor, 1.0
-        )
+        scale = (self.slot + grown) / self.slot_divisor
+        if not self.every_slot:
+            scale = np.where(self.slot_positive, scale, 1.0)
+        new_bubble = self.bubble * scale
         step = self.step + grown + (new_bubble - self.bubble)
         blocked = new_bubble + self.dp_comm
         host = self.host_idle - filled

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.energy import power
+from dse.analytic.rows import where_or_zero
 
 KELVIN = 273.15
 
@@ -122,5 +123,5 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse
         lo = lo + th_min
         rate_up = rate_up + (r * p_hi - th_min) / tau
         rate_down = rate_down + (r * p_lo - th_max) / tau
-    rate = np.where(t_lo > 0, np.maximum(np.abs(rate_up), np.abs(rate_down)), 0.0)
+    rate = where_or_zero(t_lo > 0, np.maximum(np.abs(rate_up), np.abs(rate_down)))
     return ThermalResponse(peak_c=hi, min_c=lo, max_rate_c_per_s=rate)

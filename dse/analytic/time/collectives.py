@@ -79,7 +79,8 @@ class Network:
 
     def split(self, g, stride):
         """Members per domain ``k``, domains spanned ``nn``, and the bandwidths the group sees
-        (memoised per (g, stride) array pair: each group is costed several times)."""
+        (memoised per (g, stride) array pair: each group is costed several times), the ring's
+        latency and one call's fixed cost."""
         key = (id(g), id(stride))
         hit = self._cache.get(key)
         if hit is not None:
@@ -107,10 +108,9 @@ class Network:
             out_lat = np.where(self._oring, out_lat * node_stride, out_lat)
         # NCCL's ring latency (see ring_latency): g - nn steps in the domains, nn - 1 across
         intra_steps = np.where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
-        ring_lat = (
-            intra_steps * self.up_lat + (nn - 1) * out_lat + np.where(g1 > 1, self.call_lat, 0.0)
-        )
-        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat)
+        call = np.where(g1 > 1, self.call_lat, 0.0)  # one call's fixed cost (none for g = 1)
+        ring_lat = intra_steps * self.up_lat + (nn - 1) * out_lat + call
+        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat, call)
         self._cache[key] = hit
         self._keep.append((g, stride))  # keep ids alive while cached
         return hit
@@ -130,7 +130,7 @@ class Network:
     def reduce_scatter(self, nbytes, g, stride):
         """Reduce-scatter of an ``nbytes`` buffer (all-gather costs the same): bandwidth-
         optimal transfer plus the ring's latency (:meth:`ring_latency`)."""
-        _, k, nn, up_bw, out_bw, _, _, ring_lat = self.split(g, stride)
+        _, k, nn, up_bw, out_bw, _, _, ring_lat, _ = self.split(g, stride)
         return self._transfer(nbytes, k, nn, up_bw, out_bw) + ring_lat
 
     all_gather = reduce_scatter
@@ -140,8 +140,7 @@ class Network:
         lower of NCCL's two algorithms: the ring's ``2 (g - 1)`` steps, or the double binary
         tree's ``2 ((k-1) up_lat + log2(nn) out_lat)`` (NCCL >= 2.4 picks by its predicted time;
         ``src/graph/tuning.cc``), plus one call. Inside one domain both are ``2 (k-1)`` steps."""
-        g1, k, nn, up_bw, out_bw, out_lat, steps, ring_lat = self.split(g, stride)
-        call = np.where(g1 > 1, self.call_lat, 0.0)
+        g1, k, nn, up_bw, out_bw, out_lat, steps, ring_lat, call = self.split(g, stride)
         lat = 2.0 * ring_lat - call
         if bool((nn > 1).any()):
             lat = np.minimum(lat, 2.0 * (steps * self.up_lat + np.log2(nn) * out_lat) + call)
@@ -180,7 +179,7 @@ class Network:
         sets the time; plus one call, one step latency in the domain and one across.
         ``intra_share`` / ``inter_share`` replace the two shares (a dispatcher that sends
         one copy per destination domain and forwards it inside, :mod:`.experts`)."""
-        g1, k, nn, up_bw, out_bw, out_lat, *_ = self.split(g, stride)
+        g1, k, nn, up_bw, out_bw, out_lat, *_, call = self.split(g, stride)
         intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
         inter_share = (g1 - k) / g1 if inter_share is None else inter_share
         intra = intra_share * nbytes / up_bw
@@ -193,7 +192,7 @@ class Network:
             intra = np.where((self._ring | self._torus) & (k > 1), np.maximum(intra, bisect), intra)
         inter = inter_share * nbytes / out_bw
         lat = np.where(k > 1, self.up_lat, 0.0) + np.where(nn > 1, out_lat, 0.0)
-        return np.maximum(intra, inter) + lat + np.where(g1 > 1, self.call_lat, 0.0)
+        return np.maximum(intra, inter) + lat + call
 
     def all_to_all_traffic(self, nbytes, g, stride, intra_share=None, inter_share=None):
         """Bytes each member sends on scale-up and scale-out links in :meth:`all_to_all`."""

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where_or_zero
+
 BYTES = 2.0  # 16-bit activations, weights and gradients (mixed precision)
 TILE = 128.0  # GEMM output tile edge for wave quantisation (cuBLAS/CUTLASS default class)
 
@@ -79,7 +81,7 @@ def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
     )
     t_m = t_m / r.hbm_bw_bps
     bound = t_c >= t_m
-    return np.where(bound, t_c, 0.0), np.where(bound, 0.0, t_m)
+    return where_or_zero(bound, t_c), where_or_zero(~bound, t_m)
 
 
 def compute_time(m, n, k, batch, r: Roofline, *, m_tiles=None):

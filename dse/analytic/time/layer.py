@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dse.analytic.rows import where_or_zero
 from dse.analytic.time import experts
 from dse.analytic.time.gemm import BYTES, Roofline, compute_time, gemm
 from dse.analytic.time.parallelism import Layout
@@ -98,7 +99,7 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff, cap) -> tuple[t
         qkvo = np.where(mla, dims.q + dims.k + dims.v + dims.o, qkvo)
     fa_m = BYTES * T * qkvo / tp / g.hbm_bw_bps
     fa_bound = fa_c >= fa_m
-    fused = (np.where(fa_bound, fa_c, 0.0), np.where(fa_bound, 0.0, fa_m))
+    fused = (where_or_zero(fa_bound, fa_c), where_or_zero(~fa_bound, fa_m))
     if all_flash:
         no_time = np.zeros_like(fa_c)
         return fused, (no_time, no_time)

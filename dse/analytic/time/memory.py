@@ -193,7 +193,11 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunks (Megatron-LM's warm-up count, which
     reproduces Korthikanti et al. 2022's ``pp (1 + (pp - 1) / (pp v))`` stages' worth on the
     first rank); never more than the ``m v`` chunks of the iteration."""
-    chunks = np.where(v > 1, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
+    interleaved = v > 1
+    if interleaved.any():
+        chunks = np.where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
+    else:  # plain 1F1B everywhere
+        chunks = pp - rank
     return np.minimum(chunks, m * v)
 
 
@@ -329,6 +333,7 @@ def memory_breakdown(
         (pp > 1) & (mem.pp_keeps_outputs > 0), 2.0 * logit_elems * lay.micro_batches, 0.0
     )
     offloaded = np.clip(mem.offload_layers / np.maximum(shape.layers, 1.0), 0.0, 1.0)
+    offloading = bool((offloaded != 0).any())  # NaN counts: it propagates as before
     candidates = _stage_candidates(
         stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
     )
@@ -345,10 +350,12 @@ def memory_breakdown(
         chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
         # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
         # leaves the device, one layer's worth stays in transit (double buffer)
-        kept = (1.0 - offloaded) + np.where(
-            offloaded > 0, v / np.maximum(layers * chunks, 1.0), 0.0
-        )
-        activations = per_layer * layers / v * chunks * np.minimum(kept, 1.0)
+        activations = per_layer * layers / v * chunks
+        if offloading:  # else every row keeps all (a factor of exactly 1)
+            kept = (1.0 - offloaded) + np.where(
+                offloaded > 0, v / np.maximum(layers * chunks, 1.0), 0.0
+            )
+            activations = activations * np.minimum(kept, 1.0)
         activations = activations + np.where(layers > 0, working, 0.0) + logit
         # ZeRO-3 / FSDP: one layer's unsharded weights and gradients in flight (the gathered
         # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
@@ -359,9 +366,9 @@ def memory_breakdown(
             np.maximum(mem.gathered_bytes_per_layer_param * counts.layer, 4.0 * emb) / tp,
             0.0,
         )
-        gathered = np.where(
-            (lay.zero_stage >= 3) & (pp > 1) & (mem.pp_keeps_unsharded > 0), 6.0 * params, gathered
-        )
+        unsharded = (lay.zero_stage >= 3) & (pp > 1) & (mem.pp_keeps_unsharded > 0)
+        if unsharded.any():
+            gathered = np.where(unsharded, 6.0 * params, gathered)
         activations = (activations + gathered) * (1.0 + mem.allocator_overhead)
         total = params * state_per_param + activations
         e_params = 0.0
@@ -373,7 +380,8 @@ def memory_breakdown(
         else:
             more = total > best[3]
             best = tuple(
-                np.where(more, new, old)
+                # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
+                new if new is old else np.where(more, new, old)
                 for new, old in zip((params, e_params, activations, total), best, strict=True)
             )
     params, e_params, activations, total = best

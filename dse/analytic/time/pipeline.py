@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic.rows import where_or_zero
 from dse.analytic.time.gemm import BYTES
 
 
@@ -14,7 +15,7 @@ def p2p_time(net, act_bytes, tp, pp, v, m, same_domain, scatter_gather) -> np.nd
     tensor ranks (Narayanan et al. 2021, section 4.1), else of ``act_bytes``; inside one
     scale-up domain only when the whole job is (``same_domain``)."""
     p2p = net.p2p(act_bytes / np.where(scatter_gather > 0, tp, 1.0), same_domain)
-    return np.where(pp > 1, 2.0 * v * (m + pp - 1) * p2p, 0.0)
+    return where_or_zero(pp > 1, 2.0 * v * (m + pp - 1) * p2p)
 
 
 def tied_embedding_time(net, shape, tp, pp, dp) -> np.ndarray:
@@ -22,7 +23,7 @@ def tied_embedding_time(net, shape, tp, pp, dp) -> np.ndarray:
     (``V h / tp`` 16-bit values) once per iteration."""
     emb_grad = BYTES * shape.vocab * shape.hidden / tp
     tied = (shape.tied_embeddings > 0) & (pp > 1)
-    return np.where(tied, net.all_reduce(emb_grad, 2.0 * np.ones_like(tp), tp * dp * (pp - 1)), 0.0)
+    return where_or_zero(tied, net.all_reduce(emb_grad, 2.0 * np.ones_like(tp), tp * dp * (pp - 1)))
 
 
 def bubble_time(pp, v, per_micro_batch_s) -> np.ndarray:
@@ -32,4 +33,4 @@ def bubble_time(pp, v, per_micro_batch_s) -> np.ndarray:
 
 def p2p_bytes(act_bytes, tp, pp, v, m, scatter_gather) -> np.ndarray:
     """Bytes each accelerator sends point-to-point per iteration."""
-    return np.where(pp > 1, 2.0 * v * m * act_bytes / np.where(scatter_gather > 0, tp, 1.0), 0.0)
+    return where_or_zero(pp > 1, 2.0 * v * m * act_bytes / np.where(scatter_gather > 0, tp, 1.0))

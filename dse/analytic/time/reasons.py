@@ -49,5 +49,12 @@ class Reasons:
         """Reason code per row (0: feasible): later flags first, so earlier ones overwrite."""
         codes = np.zeros(n_rows, dtype=np.int8)
         for mask, code in reversed(self.flags):
-            codes = np.where(mask, np.int8(code), codes)
+            mask = np.broadcast_to(np.asarray(mask, dtype=bool), codes.shape)
+            flagged = np.count_nonzero(mask)
+            if not flagged:  # most flags mark no row of a block
+                continue
+            if flagged * 16 < n_rows:  # a few rows: set in place
+                codes[mask] = code
+            else:  # many: one pass over the block
+                codes = np.where(mask, np.int8(code), codes)
         return codes

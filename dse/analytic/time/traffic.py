@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where_or_zero
 from dse.analytic.time.gemm import BYTES
 
 
@@ -51,6 +52,6 @@ def link_bytes(net, lay, dp, Ls, n_tp, same_domain, sizes: CollectiveBytes):
     dp_up, dp_out = net.traffic(dp_volume, dp, tp, factor=1.0)
     cp_up, cp_out = (0.0, 0.0) if cp_volume is None else net.traffic(cp_volume, cp, tp, factor=1.0)
     n_tp_total = m * (Ls * n_tp + 1.0)
-    scaleup = n_tp_total * tp_up + dp_up + cp_up + np.where(same_domain, p2p_bytes, 0.0)
-    scaleout = n_tp_total * tp_out + dp_out + cp_out + np.where(same_domain, 0.0, p2p_bytes)
+    scaleup = n_tp_total * tp_up + dp_up + cp_up + where_or_zero(same_domain, p2p_bytes)
+    scaleout = n_tp_total * tp_out + dp_out + cp_out + where_or_zero(~same_domain, p2p_bytes)
     return scaleup, scaleout

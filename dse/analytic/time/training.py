@@ -90,10 +90,16 @@ def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
     tokens at the reference batch (from the target loss where one is given) and the noise
     scale (Kaplan's critical batch at the loss those tokens reach where not given)."""
     has_loss = np.isfinite(target_loss)
-    d_min = np.where(
-        has_loss, chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)), target_tokens
-    )
-    loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
+    if not has_loss.any():  # no target loss given (the usual case): no power laws to invert
+        d_min = np.where(has_loss, 0.0, target_tokens)  # the tokens given, as an array
+        loss = chinchilla_loss(params, np.maximum(d_min, 1.0))
+    else:
+        d_min = np.where(
+            has_loss,
+            chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)),
+            target_tokens,
+        )
+        loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
     b_noise = np.where(np.isfinite(b_noise_tokens), b_noise_tokens, critical_batch_tokens(loss))
     return d_min, b_noise
 

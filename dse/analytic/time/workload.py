@@ -122,11 +122,17 @@ def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> ModelS
     """
     codes, names = factorise(model)
     n = len(codes)
+    missing = bool((codes < 0).any())
     out = {}
     for f in SHAPE_FIELDS:
         values = [presets().get(str(m), {}).get(f, _SHAPE_DEFAULTS.get(f, np.nan)) for m in names]
         ov = overrides.get(f)
-        if ov is None and len(set(values)) == 1 and not (codes < 0).any():
+        if ov is not None:
+            ov = np.asarray(ov, dtype=float)
+            given = np.isfinite(ov)
+            if not given.any():  # no row overrides the field (the usual case): the preset's
+                ov = None
+        if ov is None and len(set(values)) == 1 and not missing:
             out[f] = np.broadcast_to(
                 np.float64(values[0] if values[0] is not None else np.nan), (n,)
             )
@@ -136,8 +142,7 @@ def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> ModelS
         if ov is None:
             out[f] = base
         else:
-            ov = np.asarray(ov, dtype=float)
-            out[f] = np.where(np.isfinite(ov), ov, base)
+            out[f] = np.where(given, ov, base)
     out["ffn_hidden"] = _fill(out["ffn_hidden"], 4 * out["hidden"])
     out["kv_heads"] = _fill(out["kv_heads"], out["heads"])
     head_dim = out["head_dim"]
