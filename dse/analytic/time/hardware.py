@@ -156,6 +156,30 @@ def canonical_accelerator(name) -> str | None:
     return {key(n): n for n in accelerator_names()}.get(key(name))
 
 
+def _training_stack(name: str) -> str | None:
+    """The catalog ``training_stack`` of part ``name`` (or of a profile's base part); None
+    where it has none or is unknown (``dse validate`` reports an unknown part)."""
+    try:
+        found = entry(name)
+    except (DseError, OSError):
+        return None
+    return None if found is None else found[0].get("training_stack")
+
+
+def training_stacks(names) -> np.ndarray | None:
+    """Per candidate, the one training stack its part is trained with (catalog
+    ``training_stack``: a TPU is trained only through XLA, the ``maxtext`` stack), None where
+    the part leaves the stack to the ``framework`` input; None for the whole column when no
+    part in it names one (one catalog lookup per distinct name)."""
+    codes, uniq = factorise(names)
+    own = [_training_stack(str(u)) for u in uniq]
+    if not any(own):
+        return None
+    table = np.empty(len(own) + 1, dtype=object)
+    table[:-1] = own
+    return table[np.where(np.asarray(codes) < 0, len(own), codes)]
+
+
 FIELDS = (
     "peak_flops",
     "peak16_flops",

@@ -63,7 +63,7 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
-    stack = frameworks.lookup(cfg["framework"])
+    stack = frameworks.lookup(_stack_names(cfg))
     reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
     reasons.flag(
         ~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
@@ -73,6 +73,8 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     reasons.flag((hw.precision_ok == 0) & (hw.fp8 > 0), "no fp8 units on this accelerator")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
     policy = choice_codes(cfg["recompute"], memory.RECOMPUTE)
+    # `selective` is the stack's own selective policy (frameworks.yaml selective_policy)
+    policy = np.where(policy == 1, stack.selective_policy, policy)
     lay = _layout(cfg, stack, memory.time_recompute(policy))
     reasons.flag(
         ~stack.offers(lay.zero_stage),
@@ -162,6 +164,16 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         active_parameters=active,
     )
     return _result(t, mem, hw, lay, clock, codes, net.size, run)
+
+
+def _stack_names(cfg) -> np.ndarray:
+    """The training stack each candidate is evaluated with: the ``framework`` input, or where
+    the catalog says its part is trained with one stack only (``training_stack``: a TPU is
+    trained through XLA, the ``maxtext`` stack), that stack (docs/model.md, section 5)."""
+    own = hardware.training_stacks(cfg["accelerator"])
+    if own is None:
+        return cfg["framework"]
+    return np.where(own != None, own, np.asarray(cfg["framework"], dtype=object))  # noqa: E711
 
 
 def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
