@@ -63,7 +63,7 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
-    stack = frameworks.lookup(_stack_names(cfg))
+    stack = frameworks.lookup(_stack_names(cfg["accelerator"], cfg["framework"]))
     reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
     reasons.flag(
         ~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
@@ -166,14 +166,14 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     return _result(t, mem, hw, lay, clock, codes, net.size, run)
 
 
-def _stack_names(cfg) -> np.ndarray:
-    """The training stack each candidate is evaluated with: the ``framework`` input, or where
+def _stack_names(accelerator, framework) -> np.ndarray:
+    """The training stack each candidate is evaluated with: its ``framework``, or where
     the catalog says its part is trained with one stack only (``training_stack``: a TPU is
     trained through XLA, the ``maxtext`` stack), that stack (docs/model.md, section 5)."""
-    own = hardware.training_stacks(cfg["accelerator"])
+    own = hardware.training_stacks(accelerator)
     if own is None:
-        return cfg["framework"]
-    return np.where(own != None, own, np.asarray(cfg["framework"], dtype=object))  # noqa: E711
+        return framework
+    return np.where(own != None, own, np.asarray(framework, dtype=object))  # noqa: E711
 
 
 def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
