@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dse.analytic.columns import choice_codes
+from dse.analytic.columns import Factorised, choice_codes, factorise
 from dse.analytic.time import (
     experts,
     frameworks,
@@ -166,14 +166,17 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     return _result(t, mem, hw, lay, clock, codes, net.size, run)
 
 
-def _stack_names(accelerator, framework) -> np.ndarray:
+def _stack_names(accelerator, framework) -> Factorised:
     """The training stack each candidate is evaluated with: its ``framework``, or where
     the catalog says its part is trained with one stack only (``training_stack``: a TPU is
     trained through XLA, the ``maxtext`` stack), that stack (docs/model.md, section 5)."""
     own = hardware.training_stacks(accelerator)
     if own is None:
         return framework
-    return np.where(own != None, own, np.asarray(framework, dtype=object))  # noqa: E711
+    own_codes, own_names = own
+    fw_codes, fw_names = factorise(framework)
+    codes = np.where(own_codes >= 0, own_codes + len(fw_names), fw_codes)
+    return Factorised(codes, [*fw_names, *own_names])
 
 
 def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
