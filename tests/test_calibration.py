@@ -876,3 +876,19 @@ def test_a_profile_and_a_sweep_are_never_written_through_a_planted_link(tmp_path
     profile.unlink()
     profiles.dump(doc, profile)  # the planted .p.yaml.tmp no longer matters
     assert outside.read_text() == "secret\n" and not profile.is_symlink()
+
+
+def test_a_profile_keeps_its_parts_one_training_stack_and_refuses_an_unknown_one(tmp_path):
+    """A profile based on a TPU keeps the catalog's ``training_stack`` (maxtext); a stack
+    name the catalog does not have is refused with the field and what is allowed."""
+    acc, _ = fit.base_accelerator("TPU-v5e")
+    acc["power"]["vf_curve"] = [list(p) for p in acc["power"]["vf_curve"]]
+    path = tmp_path / "my-tpu.yaml"
+    profiles.dump({"format": profiles.FORMAT, "version": 1, "name": "my-tpu", **acc}, path)
+    assert profiles.load(path).hardware["training_stack"] == "maxtext"
+    path.write_text(
+        path.read_text().replace("training_stack: maxtext", "training_stack: jax-magic")
+    )
+    with pytest.raises(DseError, match="training_stack") as err:
+        profiles.load(path)
+    assert "maxtext" in str(err.value)

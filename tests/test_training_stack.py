@@ -447,6 +447,102 @@ def test_maxtext_overlaps_its_tensor_parallel_collectives_as_sequence_parallel()
     plain = run(framework="maxtext", sequence_parallel=False, **kw)
     sp = run(framework="maxtext", sequence_parallel=True, **kw)
     assert plain.tp_comm_time_s[0] == pytest.approx(sp.tp_comm_time_s[0], rel=1e-12)
-    mc_plain = run(framework="megatron-core", **{**kw, "zero_stage": 1}, sequence_parallel=False)
-    mc_sp = run(framework="megatron-core", **{**kw, "zero_stage": 1}, sequence_parallel=True)
+    # (on a GPU: on a TPU every stack label is evaluated as MaxText, the part's one stack)
+    gpu = {**kw, "accelerator": "H100-SXM", "zero_stage": 1}
+    mc_plain = run(framework="megatron-core", **gpu, sequence_parallel=False)
+    mc_sp = run(framework="megatron-core", **gpu, sequence_parallel=True)
     assert mc_plain.tp_comm_time_s[0] > mc_sp.tp_comm_time_s[0]
+
+
+TPU_ROW = dict(
+    model="llama2-13b",
+    accelerator="TPU-v5p",
+    num_accelerators=64,
+    tensor_parallel=4,
+    global_batch_size=384,
+    micro_batch_size=24,
+    precision="bf16",
+    zero_stage=3,
+    seq_len=2048,
+)
+
+
+def test_a_tpu_is_evaluated_with_its_one_stack_whatever_framework_names():
+    """A TPU trains only through XLA (catalog ``training_stack: maxtext``): a candidate
+    labelled with another stack (the shared tables write MaxText's sharding as ``fsdp``) is
+    the MaxText candidate, time and memory; on a GPU the label still chooses the stack."""
+    assert hardware.catalog()["TPU-v5p"]["training_stack"] == "maxtext"
+    assert "training_stack" not in hardware.catalog()["H100-SXM"]
+    own = run(framework="maxtext", **TPU_ROW)
+    for label in ("fsdp", "megatron-core"):
+        other = run(framework=label, **TPU_ROW)
+        assert other.step_time_s[0] == pytest.approx(own.step_time_s[0], rel=1e-12)
+        assert other.memory.total_bytes[0] == pytest.approx(own.memory.total_bytes[0], rel=1e-12)
+    gpu = {**TPU_ROW, "accelerator": "H100-SXM"}
+    assert run(framework="fsdp", **gpu).memory.total_bytes[0] != pytest.approx(
+        run(framework="maxtext", **gpu).memory.total_bytes[0], rel=1e-6
+    )
+
+
+def test_selective_is_each_stacks_own_selective_policy():
+    """``recompute: selective`` keeps what the stack's selective keeps (frameworks.yaml
+    ``selective_policy``): MaxText's ``minimal``, PyTorch's op-level SAC for fsdp and
+    torchtitan, Korthikanti's for the Megatron stacks; the time is costed as selective
+    for all of them."""
+    gpu = {**TPU_ROW, "accelerator": "H100-SXM", "micro_batch_size": 4, "global_batch_size": 64}
+    for stack, policy in (("maxtext", "minimal"), ("fsdp", "op"), ("torchtitan", "op")):
+        row = TPU_ROW if stack == "maxtext" else gpu
+        sel, own = (run(framework=stack, recompute=r, **row) for r in ("selective", policy))
+        assert sel.memory.total_bytes[0] == pytest.approx(own.memory.total_bytes[0], rel=1e-12)
+        assert sel.step_time_s[0] == pytest.approx(own.step_time_s[0], rel=1e-12)
+        # the stack's selective is not the no-recompute count (FlashAttention made Korthikanti's
+        # selective keep what none keeps)
+        none = run(framework=stack, recompute="none", **row)
+        assert sel.memory.activations_bytes[0] < none.memory.activations_bytes[0]
+    mc = {**gpu, "zero_stage": 1, "sequence_parallel": True}
+    korthikanti = run(framework="megatron-core", recompute="selective", **mc)
+    op = run(framework="megatron-core", recompute="op", **mc)
+    assert korthikanti.memory.activations_bytes[0] > op.memory.activations_bytes[0]
+
+
+def test_a_layout_that_cannot_fit_is_still_refused_on_its_stack():
+    """The rules change which stack and policy a label means, not the limit: a 70B model at
+    micro-batch 8 with MaxText's selective (``minimal``) on 16 GB TPU v5e chips, and PyTorch
+    FSDP without recomputation for Llama 3 70B on 64 GB200s (the shared tables' Megatron-FSDP
+    rows typed as ``fsdp``), still do not fit."""
+    r = time_model.evaluate(
+        cfg(
+            1,
+            **{
+                **BASE,
+                "model": "llama3-70b",
+                "accelerator": "TPU-v5e",
+                "framework": "fsdp",
+                "num_accelerators": 256,
+                "tensor_parallel": 16,
+                "global_batch_size": 256,
+                "micro_batch_size": 16,
+                "zero_stage": 3,
+            },
+        )
+    )
+    assert r.reason[0] == "does not fit in accelerator memory"
+    r = time_model.evaluate(
+        cfg(
+            1,
+            **{
+                **BASE,
+                "model": "llama3-70b",
+                "accelerator": "GB200",
+                "framework": "fsdp",
+                "precision": "fp8",
+                "num_accelerators": 64,
+                "tensor_parallel": 1,
+                "global_batch_size": 128,
+                "micro_batch_size": 2,
+                "recompute": "none",
+                "zero_stage": 3,
+            },
+        )
+    )
+    assert r.reason[0] == "does not fit in accelerator memory"

@@ -616,7 +616,8 @@ TIME_INPUTS: list[Input] = [
         "recompute",
         "str",
         "",
-        "activation recomputation: none, selective (Korthikanti et al. 2022), full, op "
+        "activation recomputation: none, selective (the stack's own: Korthikanti et al. 2022 "
+        "for Megatron and DeepSpeed, op for fsdp and torchtitan, minimal for maxtext), full, op "
         "(torchtitan op-level selective AC), minimal (MaxText remat_policy minimal), offload "
         "(MaxText minimal_offloaded)",
         "selective",

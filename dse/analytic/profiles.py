@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dse.analytic.time import frameworks
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError, pydantic_message
 from dse.files import atomic_write_text
@@ -67,10 +68,18 @@ class HardwareEntry(_Strict):
     mamf_tflops: dict[str, Annotated[float, Field(gt=0)] | None] | None = None
     memory_reserved_gb: float = Field(ge=0)
     scaleup_domain: int = Field(ge=1, description="accelerators in one scale-up domain")
+    #: the one training stack the part is trained with (a TPU: maxtext), whatever `framework` names
+    training_stack: str | None = None
     source: str = ""
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareEntry:
+        stacks = frameworks.framework_names()
+        if self.training_stack is not None and self.training_stack not in stacks:
+            raise ValueError(
+                f"training_stack '{self.training_stack}' is not a training stack (allowed: "
+                f"{', '.join(stacks)})"
+            )
         if self.memory_reserved_gb >= self.hbm_gb:
             raise ValueError(
                 f"memory_reserved_gb ({self.memory_reserved_gb:g}) must be below hbm_gb "

@@ -10,6 +10,7 @@ import numpy as np
 import yaml
 
 from dse.analytic.columns import factorise
+from dse.analytic.time.memory import RECOMPUTE
 
 #: the per-stack behaviours the time model reads, in :class:`Stack` order
 FIELDS = (
@@ -37,6 +38,7 @@ FIELDS = (
     "pp_keeps_unsharded",
     "pp_keeps_outputs",
     "fa2_attention",
+    "selective_policy",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
 OPTIONAL = {
@@ -50,6 +52,7 @@ OPTIONAL = {
     "pp_keeps_unsharded": 0.0,
     "pp_keeps_outputs": 0.0,
     "fa2_attention": 0.0,
+    "selective_policy": "selective",
 }
 
 
@@ -95,6 +98,8 @@ class Stack:
     pp_keeps_unsharded: np.ndarray
     pp_keeps_outputs: np.ndarray
     fa2_attention: np.ndarray
+    #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means
+    selective_policy: np.ndarray
 
     def offers(self, zero_stage: np.ndarray) -> np.ndarray:
         """True where the stack offers ``zero_stage`` (an integer-valued float array)."""
@@ -113,7 +118,8 @@ def _row(name: str) -> tuple[float, ...]:
     return (
         float(st["default_zero_stage"]),
         float(sum(1 << int(z) for z in st["zero_stages"])),
-        *(float(st[f]) if f in st else OPTIONAL[f] for f in FIELDS[2:]),
+        *(float(st[f]) if f in st else OPTIONAL[f] for f in FIELDS[2:-1]),
+        float(RECOMPUTE.index(st.get("selective_policy", OPTIONAL["selective_policy"]))),
     )
 
 

@@ -156,6 +156,30 @@ def canonical_accelerator(name) -> str | None:
     return {key(n): n for n in accelerator_names()}.get(key(name))
 
 
+def _training_stack(name: str) -> str | None:
+    """The catalog ``training_stack`` of part ``name`` (or of a profile's base part); None
+    where it has none or is unknown (``dse validate`` reports an unknown part)."""
+    try:
+        found = entry(name)
+    except (DseError, OSError):
+        return None
+    return None if found is None else found[0].get("training_stack")
+
+
+def training_stacks(names) -> tuple[np.ndarray, list[str]] | None:
+    """Per candidate, the one training stack its part is trained with (catalog
+    ``training_stack``: a TPU is trained only through XLA, the ``maxtext`` stack), as codes
+    into a list of stack names (-1 where the part leaves the stack to the ``framework``
+    input); None when no part in the column names one (one lookup per distinct name)."""
+    codes, uniq = factorise(names)
+    own = [_training_stack(str(u)) for u in uniq]
+    if not any(own):
+        return None
+    stacks = sorted({o for o in own if o})
+    table = np.array([stacks.index(o) if o else -1 for o in own] + [-1], dtype=np.int64)
+    return table[np.where(np.asarray(codes) < 0, len(own), codes)], stacks
+
+
 FIELDS = (
     "peak_flops",
     "peak16_flops",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dse.analytic.columns import choice_codes
+from dse.analytic.columns import Factorised, choice_codes, factorise
 from dse.analytic.time import (
     experts,
     frameworks,
@@ -63,7 +63,7 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
-    stack = frameworks.lookup(cfg["framework"])
+    stack = frameworks.lookup(_stack_names(cfg["accelerator"], cfg["framework"]))
     reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
     reasons.flag(
         ~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
@@ -73,6 +73,8 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     reasons.flag((hw.precision_ok == 0) & (hw.fp8 > 0), "no fp8 units on this accelerator")
     reasons.flag(hw.precision_ok == 0, "precision not supported by the accelerator")
     policy = choice_codes(cfg["recompute"], memory.RECOMPUTE)
+    # `selective` is the stack's own selective policy (frameworks.yaml selective_policy)
+    policy = np.where(policy == 1, stack.selective_policy, policy)
     lay = _layout(cfg, stack, memory.time_recompute(policy))
     reasons.flag(
         ~stack.offers(lay.zero_stage),
@@ -162,6 +164,19 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         active_parameters=active,
     )
     return _result(t, mem, hw, lay, clock, codes, net.size, run)
+
+
+def _stack_names(accelerator, framework) -> Factorised:
+    """The training stack each candidate is evaluated with: its ``framework``, or where
+    the catalog says its part is trained with one stack only (``training_stack``: a TPU is
+    trained through XLA, the ``maxtext`` stack), that stack (docs/model.md, section 5)."""
+    own = hardware.training_stacks(accelerator)
+    if own is None:
+        return framework
+    own_codes, own_names = own
+    fw_codes, fw_names = factorise(framework)
+    codes = np.where(own_codes >= 0, own_codes + len(fw_names), fw_codes)
+    return Factorised(codes, [*fw_names, *own_names])
 
 
 def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
