@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run_cli, toy_study, write_study
+from dse.analytic.evaluator import AnalyticEvaluator
 from dse.api import load_study
 from dse.errors import StudyError
 from dse.space import Space
@@ -600,8 +601,9 @@ RUN_CASES = {
     "a removed metric as an objective": (
         lambda d: d["objectives"][0].update(metric="energy_to_train_mwh"),
         "objectives[0].metric",
-        "was removed in evaluator 'analytic' 0.19.0 (each quantity is stored once, in its SI "
-        "unit): use energy_to_train_j (shown in MWh with `display_units: {energy_to_train_j: MWh}`)",
+        f"was removed in evaluator 'analytic' {AnalyticEvaluator.version} (each quantity is "
+        "stored once, in its SI unit): use energy_to_train_j (shown in MWh with "
+        "`display_units: {energy_to_train_j: MWh}`)",
     ),
     "a removed metric in a constraint": (
         lambda d: d["constraints"].append("time_to_train_days <= 60"),
