@@ -91,6 +91,8 @@ class _Call:
 
 #: the call of main() in progress (set and reset by main: nothing is carried between calls)
 _CALL: ContextVar[_Call] = ContextVar("dse_cli_call")
+#: whether main() runs as the ``dse`` program (:func:`console`), which may fork a drawing child
+_AS_PROGRAM: ContextVar[bool] = ContextVar("dse_cli_as_program", default=False)
 
 
 def _call() -> _Call:
@@ -475,12 +477,14 @@ def _stopped_by(signum: int | None) -> tuple[str, int]:
 
 
 def _run_and_finish(run, plan) -> None:
-    """``run(prepare)`` (a run or a resume), then :func:`_finish`; the front is drawn by a
-    child forked now, before the cluster starts (:mod:`dse.cli.drawing`), or where none
-    can be, in this process with matplotlib imported while the run waits on its workers."""
+    """``run(prepare)`` (a run or a resume), then :func:`_finish`; in the ``dse`` program the
+    front is drawn by a child forked now, before the cluster starts (:mod:`dse.cli.drawing`);
+    where none can be, and in an in-process call of :func:`main` (a process that draws again
+    and again keeps matplotlib imported: a child would import it anew for every run), in
+    this process with matplotlib imported while the run waits on its workers."""
     from dse.cli.drawing import Drawer
 
-    drawer = Drawer.start()
+    drawer = Drawer.start() if _AS_PROGRAM.get() else None
     try:
         _finish(run(None if drawer is not None else _plotting_ready), plan, drawer)
     finally:
@@ -1494,6 +1498,7 @@ def console() -> None:
     arrow_on_system_heap()  # before anything imports pyarrow (dse.allocator imports nothing)
     signals.keep_lost_interrupts()  # a run raises them where it safely can
     _usable_streams()
+    _AS_PROGRAM.set(True)
     code = main()
     # the command is over and has said how it ended: a Ctrl-C now has nothing left to stop
     # (one that came here printed an "Exception ignored" traceback from a library's teardown)
