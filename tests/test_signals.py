@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
 from background import background_study, start_run, wait_for_rows
-from conftest import log_rows, rows_on_disk, run_cli
+from conftest import REPO, log_rows, rows_on_disk, run_cli
 from programs import start_program
 
 
@@ -99,8 +100,16 @@ def test_ctrl_c_while_the_local_cluster_starts_stops_the_run(tmp_path):
 def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
     """Ctrl-C while the study is checked and the search built (typer made it a silent 130)."""
     out = tmp_path / "out"
-    run = start_program(
-        "run", str(background_study(tmp_path, "random", out, 0.2, workers=1)), new_session=True
+    # a new interpreter: its run line comes while it still imports what checks the study (a
+    # program forked with dse imported is past that at once, into the cluster's start)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dse", "run"]
+        + [str(background_study(tmp_path, "random", out, 0.2, workers=1))],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert "study" in run.stderr.readline()  # the run's line: the search is built next
     os.killpg(run.pid, signal.SIGINT)
