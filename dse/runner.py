@@ -279,8 +279,14 @@ class Runner:
         written = True
         labels = driver.attributes()
         try:
-            with report.writing("writing pareto.nc"):  # progress through the writes
-                front = self._write_outputs(store, run, labels)
+            if interrupted is not None and executor is None:
+                # stopped before the executor started: this run evaluated nothing, so what is
+                # on disk is still true (resume writes the datasets), and writing now would
+                # import libraries that a Ctrl-C in the middle of their import left broken
+                front = run.front.sorted_rows()
+            else:
+                with report.writing("writing pareto.nc"):  # progress through the writes
+                    front = self._write_outputs(store, run, labels)
         except (
             KeyboardInterrupt
         ) as exc:  # Ctrl-C or SIGTERM while the datasets are written: the log

@@ -117,6 +117,36 @@ def test_ctrl_c_before_the_search_begins_says_so(tmp_path):
     assert run.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr
 
 
+def test_a_ctrl_c_before_the_executor_started_writes_nothing_and_resume_goes_on(
+    tmp_path, monkeypatch
+):
+    """Ctrl-C while the cluster starts (here: while the executor is made): this run evaluated
+    nothing, so it writes no datasets (writing imported dask again, which a Ctrl-C in the
+    middle of its import had left broken: a NameError traceback, once in 20 runs) and says
+    how to resume; the resume runs to the end."""
+    import dse
+    from dse import runner
+
+    out = tmp_path / "out"
+    study = background_study(tmp_path, "random", out, 0.0)
+
+    def pressed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def never(*args, **kwargs):
+        raise AssertionError("the datasets were written after a Ctrl-C before any evaluation")
+
+    monkeypatch.setattr(runner, "make_executor", pressed)
+    monkeypatch.setattr(runner.Runner, "_write_outputs", never)
+    result = dse.run(study, workers=0)
+    assert result.interrupted and result.counts["evaluations"] == 0
+    assert not (out / "pareto.nc").exists() and not (out / "lock").exists()
+    monkeypatch.undo()
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert (out / "pareto.nc").exists() and log_rows(out)["key"].is_unique
+
+
 def test_a_signal_while_the_datasets_are_written_keeps_the_evaluations_and_says_resume_writes_them(
     tmp_path, monkeypatch
 ):
