@@ -91,8 +91,6 @@ class _Call:
 
 #: the call of main() in progress (set and reset by main: nothing is carried between calls)
 _CALL: ContextVar[_Call] = ContextVar("dse_cli_call")
-#: whether main() runs as the ``dse`` program (:func:`console`), which may fork a drawing child
-_AS_PROGRAM: ContextVar[bool] = ContextVar("dse_cli_as_program", default=False)
 
 
 def _call() -> _Call:
@@ -477,19 +475,12 @@ def _stopped_by(signum: int | None) -> tuple[str, int]:
 
 
 def _run_and_finish(run, plan) -> None:
-    """``run(prepare)`` (a run or a resume), then :func:`_finish`; in the ``dse`` program the
-    front is drawn by a child forked now, before the cluster starts (:mod:`dse.cli.drawing`);
-    where none can be, and in an in-process call of :func:`main` (a process that draws again
-    and again keeps matplotlib imported: a child would import it anew for every run), in
-    this process with matplotlib imported while the run waits on its workers."""
-    from dse.cli.drawing import Drawer
-
-    drawer = Drawer.start() if _AS_PROGRAM.get() else None
-    try:
-        _finish(run(None if drawer is not None else _plotting_ready), plan, drawer)
-    finally:
-        if drawer is not None:
-            drawer.close(stop=True)  # drawn already, or not to be drawn
+    """``run(prepare)`` (a run or a resume), then :func:`_finish`; matplotlib is imported
+    while the run waits on its workers, so that the front is drawn sooner at the end. (A
+    child forked before the cluster started, to draw there, was tried and removed: under load
+    a Ctrl-C during the cluster's start then left dask's IO loop unstarted for 10 s and ended
+    in a traceback, in 8 of 12 tries.)"""
+    _finish(run(_plotting_ready), plan)
 
 
 def _plotting_ready() -> None:
@@ -503,9 +494,8 @@ def _plotting_ready() -> None:
     import dse.outputs.plot  # noqa: F401
 
 
-def _finish(result, plan, drawer=None) -> None:
-    """Draw the front (``drawer``: by that child, :mod:`dse.cli.drawing`), print it, and end
-    with the right exit code."""
+def _finish(result, plan) -> None:
+    """Draw the front, print it, and end with the right exit code."""
     from dse.runner import resume_command
 
     n = result.counts.get("evaluations", 0)
@@ -514,7 +504,7 @@ def _finish(result, plan, drawer=None) -> None:
     if len(result.front) and result.datasets_written and not result.interrupted:
         try:
             signals.raise_lost_interrupt()  # a Ctrl-C Python could not raise while the datasets were written
-            _draw(result.output_dir, drawer)
+            _draw(result.output_dir)
             signals.raise_lost_interrupt()
         except KeyboardInterrupt as exc:
             if not result.interrupted:  # the run is over and written: only the picture is missing
@@ -574,11 +564,8 @@ def _finish(result, plan, drawer=None) -> None:
     _call().ended = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
 
 
-def _draw(results: Path, drawer) -> None:
-    """``pareto.png`` of ``results``: by the drawing child where it draws it, else here (where
-    a failure says what it says, as it always did)."""
-    if drawer is not None and drawer.draw(results):
-        return
+def _draw(results: Path) -> None:
+    """``pareto.png`` of ``results``."""
     from dse.outputs.plot import plot_results
 
     plot_results(results)
@@ -1498,7 +1485,6 @@ def console() -> None:
     arrow_on_system_heap()  # before anything imports pyarrow (dse.allocator imports nothing)
     signals.keep_lost_interrupts()  # a run raises them where it safely can
     _usable_streams()
-    _AS_PROGRAM.set(True)
     code = main()
     # the command is over and has said how it ended: a Ctrl-C now has nothing left to stop
     # (one that came here printed an "Exception ignored" traceback from a library's teardown)
