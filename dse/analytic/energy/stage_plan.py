@@ -309,3 +309,167 @@ def steady_state_saving_j(slots_s, micro_batches, curve_of) -> np.ndarray:
         best = np.where(fits, slot_j, np.inf).min(axis=1)
         out += steady * np.maximum(slot_j[:, 0] - best, 0.0)
     return out / stages
+
+
+# --- a clock per pass (Perseus's plan) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PassCosts:
+    """Each pass's choices as a convex piecewise-linear cost: per pass (shape (N,), in the
+    schedule's order) its shortest and longest duration (s), and the cost lines (shape
+    (N, K): slope J/s, intercept J; padded with copies) whose maximum is its effective
+    energy ``e(d) - P_blocked d`` (J) at duration ``d``; with each stage's blocked power (W)."""
+
+    shortest_s: np.ndarray
+    longest_s: np.ndarray
+    slope_j_per_s: np.ndarray
+    intercept_j: np.ndarray
+    blocked_w: np.ndarray
+
+
+def _lower_hull(t: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lower convex hull's vertices of points (t, c), t ascending (Andrew's monotone chain)."""
+    order = np.lexsort((c, t))
+    hull: list[int] = []
+    for i in order.tolist():
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (t[b] - t[a]) * (c[i] - c[a]) - (c[b] - c[a]) * (t[i] - t[a]) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return t[hull], c[hull]
+
+
+def pass_costs(work: StageWork, curve: StageCurve) -> PassCosts:
+    """Per pass of the 1F1B schedule: its clocks from the highest of ``curve`` (1-D) down to
+    the pass's lowest-energy clock (the clocks no other is both faster and cheaper than:
+    below it a pass is slower for more energy; Perseus keeps the same set, its profile's
+    Pareto-optimal frequencies), with its energy less the blocked power over its duration
+    (the blocked power a stage draws while it waits: the curve's highest, that of the top
+    clock, held while blocked; Perseus counts one measured blocking power the same way).
+    Between two clocks a pass can run part at each (a clock change within the pass), so its
+    cost is the lower convex hull of its clocks' points."""
+    sched = _schedule(len(work.forward_s), work.micro_batches)
+    blocked_w = float(np.max(curve.blocked_w))
+    lowest = int(np.argmin(curve.energy_j_per_s))  # the same for every pass (a common curve)
+    tf, e_per_s = curve.time_factor[: lowest + 1], curve.energy_j_per_s[: lowest + 1]
+    kinds: dict[tuple[float, ...], tuple[float, float, np.ndarray, np.ndarray]] = {}
+    rows = []
+    for s, b in zip(sched.stage.tolist(), sched.backward.tolist(), strict=True):
+        base = float(work.backward_s[s] if b else work.forward_s[s])
+        if (base,) not in kinds:
+            t = base * tf
+            ht, hc = _lower_hull(t, e_per_s * base - blocked_w * t)
+            slope = np.diff(hc) / np.diff(ht) if len(ht) > 1 else np.zeros(1)
+            icpt = hc[:-1] - slope * ht[:-1] if len(ht) > 1 else hc[:1]
+            kinds[(base,)] = (float(t.min()), float(t.max()), slope, icpt)
+        rows.append(kinds[(base,)])
+    k = max(len(r[2]) for r in rows)
+
+    def padded(i):  # repeat a pass's last line: the same maximum
+        return np.array([np.pad(r[i], (0, k - len(r[i])), mode="edge") for r in rows])
+
+    return PassCosts(
+        shortest_s=np.array([r[0] for r in rows]),
+        longest_s=np.array([r[1] for r in rows]),
+        slope_j_per_s=padded(2),
+        intercept_j=padded(3),
+        blocked_w=np.full(len(work.forward_s), blocked_w),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PassPlan:
+    """A plan with a duration for every pass (s, shape (N,), the schedule's order): the
+    iteration time it is planned for (s) and the pipeline's energy per iteration (J)."""
+
+    time_s: float
+    energy_j: float
+    duration_s: np.ndarray
+
+
+def plan_passes(work: StageWork, costs: PassCosts, target_s: float | None) -> PassPlan:
+    """The least-energy duration of every pass whose 1F1B iteration ends within
+    ``target_s`` (None: at whatever time needs the least energy), exactly, as a linear
+    program: minimise the passes' effective energy plus every stage's blocked power over the
+    whole iteration, subject to each pass starting after its stage's previous pass and the
+    pass it depends on. The energy is the passes' own plus the blocked power over each
+    stage's waits (the same as :func:`evaluate_plans` counts, at a constant blocked power)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    stages = len(work.forward_s)
+    sched = _schedule(stages, work.micro_batches)
+    n = len(sched.stage)
+    # variables: start (n), duration (n), effective energy (n), iteration time (1)
+    x_d, x_z, x_t = n, 2 * n, 3 * n
+    rows, cols, vals, rhs = [], [], [], []
+
+    def block(coefs, bound):  # one row per element of the index arrays
+        base = sum(len(b) for b in rhs)
+        for c, v in coefs:
+            rows.append(base + np.arange(len(c)))
+            cols.append(np.asarray(c))
+            vals.append(np.broadcast_to(np.asarray(v, dtype=float), np.shape(c)))
+        rhs.append(np.broadcast_to(np.asarray(bound, dtype=float), np.shape(coefs[0][0])))
+
+    idx = np.arange(n)
+    prev = np.full(n, -1)
+    last = {}
+    for i, s in enumerate(sched.stage.tolist()):
+        prev[i] = last.get(s, -1)
+        last[s] = i
+    for before in (prev, sched.dep):  # start_i >= start_j + duration_j
+        i = idx[before >= 0]
+        j = before[before >= 0]
+        block([(j, 1.0), (x_d + j, 1.0), (i, -1.0)], 0.0)
+    block([(idx, 1.0), (x_d + idx, 1.0), (np.full(n, x_t), -1.0)], 0.0)  # within T
+    for k in range(costs.slope_j_per_s.shape[1]):  # z_i >= slope d_i + intercept
+        block([(x_d + idx, costs.slope_j_per_s[:, k]), (x_z + idx, -1.0)], -costs.intercept_j[:, k])
+    a = coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(sum(len(b) for b in rhs), 3 * n + 1),
+    )
+    cost = np.zeros(3 * n + 1)
+    cost[x_z : x_z + n] = 1.0
+    cost[x_t] = float(np.sum(costs.blocked_w))
+    t_bound = (0.0, None) if target_s is None else (target_s, target_s)
+    bounds = (
+        [(0.0, None)] * n
+        + list(zip(costs.shortest_s.tolist(), costs.longest_s.tolist(), strict=True))
+        + [(None, None)] * n
+        + [t_bound]
+    )
+    res = linprog(cost, A_ub=a.tocsr(), b_ub=np.concatenate(rhs), bounds=bounds, method="highs")
+    if res.status != 0:
+        raise ValueError(f"no plan within {target_s} s: {res.message}")
+    return PassPlan(
+        time_s=float(res.x[x_t]), energy_j=float(res.fun), duration_s=res.x[x_d : x_d + n]
+    )
+
+
+def pass_frontier(work: StageWork, curve: StageCurve, targets_s: np.ndarray) -> Frontier:
+    """A duration per pass (:func:`plan_passes`) for each of ``targets_s`` shorter than the
+    least-energy plan's time, and that plan: the frontier of a clock per pass. ``clock_mhz``
+    holds each stage's lowest clock (its slowest pass's time factor on ``curve``; a pass
+    between two clocks runs part at each)."""
+    costs = pass_costs(work, curve)
+    least = plan_passes(work, costs, None)
+    plans = [plan_passes(work, costs, float(t)) for t in np.sort(targets_s) if t < least.time_s]
+    plans.append(least)
+    sched = _schedule(len(work.forward_s), work.micro_batches)
+    base = np.where(sched.backward, work.backward_s[sched.stage], work.forward_s[sched.stage])
+    clocks = []
+    for p in plans:
+        factor = p.duration_s / base
+        slowest = np.array([factor[sched.stage == s].max() for s in range(len(work.forward_s))])
+        # the curve's time factor rises as the clock falls (ascending, as np.interp needs)
+        clocks.append(np.interp(slowest, curve.time_factor, curve.clock_mhz))
+    return Frontier(
+        time_s=np.array([p.time_s for p in plans]),
+        energy_j=np.array([p.energy_j for p in plans]),
+        clock_mhz=np.array(clocks),
+    )
