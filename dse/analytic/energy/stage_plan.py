@@ -21,8 +21,11 @@ The planner (:func:`planned_frontier`): for every target time (the one-clock pla
 start from the one-clock plan that meets it and lower each stage in turn to the
 lowest-energy clock of the grid that keeps the emulated iteration within the target, over
 a few passes; energy never rises, so the planned frontier is never above the one-clock
-one. Perseus plans every forward and backward pass separately; docs/model-energy.md,
-section 7a, compares the frontiers.
+one. Perseus plans every forward and backward pass separately: :func:`plan_passes` does
+so exactly, as a linear program over every pass's duration (:func:`pass_costs`: each pass's
+clocks as a convex cost, the waits at one blocked power, Perseus's accounting), and
+:func:`pass_frontier` traces its frontier; docs/model-energy.md, section 7a, compares the
+frontiers with Perseus's published one.
 
 The evaluator (``clock_plan: per_stage``) uses the closed form of the plan at the
 candidate's iteration time (:func:`steady_state_saving_j`), checked on the emulation.
