@@ -348,9 +348,8 @@ def _lower_hull(t: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def pass_costs(work: StageWork, curve: StageCurve) -> PassCosts:
     """Per pass of the 1F1B schedule: its clocks from the highest of ``curve`` (1-D) down to
-    the pass's lowest-energy clock (the clocks no other is both faster and cheaper than:
-    below it a pass is slower for more energy; Perseus keeps the same set, its profile's
-    Pareto-optimal frequencies), with its energy less the blocked power over its duration
+    the pass's lowest-energy clock (below it a pass is slower for more energy; Perseus keeps
+    the same set, its profile's Pareto-optimal frequencies), with its energy less the blocked power over its duration
     (the blocked power a stage draws while it waits: the curve's highest, that of the top
     clock, held while blocked; Perseus counts one measured blocking power the same way).
     Between two clocks a pass can run part at each (a clock change within the pass), so its
@@ -359,17 +358,17 @@ def pass_costs(work: StageWork, curve: StageCurve) -> PassCosts:
     blocked_w = float(np.max(curve.blocked_w))
     lowest = int(np.argmin(curve.energy_j_per_s))  # the same for every pass (a common curve)
     tf, e_per_s = curve.time_factor[: lowest + 1], curve.energy_j_per_s[: lowest + 1]
-    kinds: dict[tuple[float, ...], tuple[float, float, np.ndarray, np.ndarray]] = {}
+    kinds: dict[float, tuple[float, float, np.ndarray, np.ndarray]] = {}
     rows = []
     for s, b in zip(sched.stage.tolist(), sched.backward.tolist(), strict=True):
         base = float(work.backward_s[s] if b else work.forward_s[s])
-        if (base,) not in kinds:
+        if base not in kinds:
             t = base * tf
             ht, hc = _lower_hull(t, e_per_s * base - blocked_w * t)
             slope = np.diff(hc) / np.diff(ht) if len(ht) > 1 else np.zeros(1)
             icpt = hc[:-1] - slope * ht[:-1] if len(ht) > 1 else hc[:1]
-            kinds[(base,)] = (float(t.min()), float(t.max()), slope, icpt)
-        rows.append(kinds[(base,)])
+            kinds[base] = (float(t.min()), float(t.max()), slope, icpt)
+        rows.append(kinds[base])
     k = max(len(r[2]) for r in rows)
 
     def padded(i):  # repeat a pass's last line: the same maximum
