@@ -136,6 +136,7 @@ LLAMA8 = dict(
     global_batch_size=16,
     micro_batch_size=2,
     framework="megatron-core",
+    activation_offload="off",  # the formulas without offloading (auto would fit the 80 GB part)
 )
 
 
