@@ -226,3 +226,29 @@ def test_bad_activation_offload_value_is_refused_with_its_choices(tmp_path):
     bad.write_text(text.replace("fixed:\n", "fixed:\n  activation_offload: sometimes\n", 1))
     with pytest.raises(DseError, match="activation_offload.*allowed: auto, off"):
         plan_run(load_study(bad), workers=0)
+
+
+def test_torchtitan_sequence_parallel_saves_the_gathered_linear_inputs():
+    """torchtitan's DTensor plan all-gathers the attention's and the MLP's inputs before the
+    column-parallel linears, which save the gathered tensor: 2 h (w - 2/t) bytes per token
+    and layer more than Megatron's shard, w = 2 in 16 bits, 1 with Float8 (gathered in fp8)."""
+    kw = dict(
+        model="llama3-70b",
+        accelerator="H100-SXM-96GB",
+        num_accelerators=64,
+        tensor_parallel=8,
+        sequence_parallel=True,
+        global_batch_size=8,
+        micro_batch_size=1,
+        recompute="none",
+        framework="torchtitan",
+        activation_offload="off",
+    )
+    act = {
+        p: time_model.evaluate(cfg(**kw, precision=p)).memory.activations_bytes[0]
+        for p in ("bf16", "fp8")
+    }
+    tokens, layers, h, reserve = 8192, 80, 8192, 1.10  # torchtitan's allocator reserve
+    assert act["bf16"] - act["fp8"] == pytest.approx(layers * tokens * 2 * h * reserve, rel=1e-9)
+    mc = time_model.evaluate(cfg(**{**kw, "framework": "megatron-core"}, precision="bf16"))
+    assert mc.memory.activations_bytes[0] < act["bf16"]  # Megatron keeps the shard

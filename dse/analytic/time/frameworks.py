@@ -41,6 +41,7 @@ FIELDS = (
     "activation_offload",
     "offload_policy",
     "offload_plain_only",
+    "sp_saves_gathered_inputs",
     "selective_policy",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
@@ -58,6 +59,7 @@ OPTIONAL = {
     "activation_offload": 0.0,
     "offload_policy": 0.0,
     "offload_plain_only": 0.0,
+    "sp_saves_gathered_inputs": 0.0,
     "selective_policy": "selective",
 }
 
@@ -112,6 +114,9 @@ class Stack:
     offload_policy: np.ndarray
     #: 1: offloading only without recomputation and without pipeline parallelism (Megatron-Core)
     offload_plain_only: np.ndarray
+    #: 1: with sequence parallelism the column-parallel linears save their all-gathered
+    #: input (PyTorch DTensor plans: PrepareModuleInput Shard(1) -> Replicate())
+    sp_saves_gathered_inputs: np.ndarray
     #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means
     selective_policy: np.ndarray
 

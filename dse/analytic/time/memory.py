@@ -45,6 +45,9 @@ class StackMemory:
     ``auto_offload``: 1 where the stack may offload more layers, just enough to fit
     (``activation_offload: auto``), up to ``layers - 1`` (the last layer's activations are
     used at once by the backward: Megatron-Core offloads at most ``num_layers - 1``);
+    ``sp_gathered_bytes``: bytes per element at which a DTensor sequence-parallel stack saves
+    the all-gathered inputs of the attention's and the MLP's column-parallel linears (0: it
+    keeps the shard, as Megatron);
     ``dropout_masks``: bytes per token of dropout masks per layer (0 without dropout)."""
 
     policy: np.ndarray
@@ -58,6 +61,7 @@ class StackMemory:
     offload_layers: np.ndarray
     dropout_masks: np.ndarray
     auto_offload: np.ndarray | float = 0.0
+    sp_gathered_bytes: np.ndarray | float = 0.0
 
 
 def default_stack_memory(lay) -> StackMemory:
@@ -233,6 +237,16 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     tokens = s * b
     saving = mem.fp8_activations * tokens * (fp8_tok[0] / rep + fp8_tok[1] / lay.tp)
     none, selective = none - saving, selective - saving
+    # PyTorch's DTensor sequence parallelism (torchtitan's plan) all-gathers the attention's
+    # and the MLP's inputs before their column-parallel linears, which save the gathered
+    # tensor (at ``sp_gathered_bytes`` per element) where Megatron keeps a 2-byte shard and
+    # gathers it again in the backward: 2 h (w - 2/t) bytes per token more
+    if np.any(mem.sp_gathered_bytes > 0):
+        gathered = (mem.sp_gathered_bytes > 0) & (sp > 0) & (lay.tp > 1)
+        extra = np.where(
+            gathered, tokens * 2.0 * shape.hidden * (mem.sp_gathered_bytes - 2.0 / lay.tp), 0.0
+        )
+        none, selective = none + extra, selective + extra
     op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp)
     minimal = tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp)
     per_layer = np.select(

@@ -227,6 +227,9 @@ def _stack_memory(cfg, stack, hw, shape, policy, auto=False) -> memory.StackMemo
         pp_keeps_outputs=stack.pp_keeps_outputs,
         offload_layers=np.nan_to_num(_f(cfg, "activation_offload_layers")),
         dropout_masks=2.0 * (1.0 - shape.gated_mlp),
+        # the gathered sequence-parallel inputs torchtitan's linears save: 16-bit, or the
+        # Float8 tensor torchao's Float8ColwiseParallel gathers (1 B) in fp8
+        sp_gathered_bytes=stack.sp_saves_gathered_inputs * (2.0 - hw.fp8),
         # whole-layer offloading where the stack has it (Megatron-Core: not with
         # recomputation nor with pipeline parallelism)
         auto_offload=(
