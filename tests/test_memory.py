@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -136,6 +138,7 @@ LLAMA8 = dict(
     global_batch_size=16,
     micro_batch_size=2,
     framework="megatron-core",
+    activation_offload="off",  # the formulas without offloading (auto would fit the 80 GB part)
 )
 
 
@@ -196,3 +199,56 @@ def test_maxtext_shards_activations_over_the_tensor_axis():
     mt = time_model.evaluate(cfg(**{**kw, "framework": "maxtext"})).activations_memory_gib[0]
     mc = time_model.evaluate(cfg(**kw)).activations_memory_gib[0]
     assert mt < mc
+
+
+def test_offload_copies_hide_behind_compute_until_the_link_is_too_slow():
+    """Activation offloading's copies run asynchronously: the forward's behind a third of a
+    micro-batch's busy time, the backward's behind two thirds; only the excess is exposed."""
+    from dse.analytic.time.step import offload_time
+
+    link = 64e9
+    busy = np.array([3.0, 3.0, 3.0])
+    sent = np.array([0.0, 64e9 * 0.5, 64e9 * 1.5])  # 0 s, 0.5 s and 1.5 s each way
+    exposed = offload_time(sent, link, busy)
+    assert exposed[0] == 0.0 and exposed[1] == 0.0
+    assert exposed[2] == pytest.approx(1.5 - 1.0)  # forward window 1 s, backward 2 s
+    assert offload_time(np.array([1e9]), 0.0, np.array([1.0]))[0] == np.inf  # no link
+
+
+def test_bad_activation_offload_value_is_refused_with_its_choices(tmp_path):
+    """dse validate and dse run refuse the same bad value (one check, plan_run)."""
+    from dse.checks import plan_run
+    from dse.errors import DseError
+    from dse.study import load_study
+
+    text = (Path(__file__).parent.parent / "studies" / "quickstart.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("fixed:\n", "fixed:\n  activation_offload: sometimes\n", 1))
+    with pytest.raises(DseError, match="activation_offload.*allowed: auto, off"):
+        plan_run(load_study(bad), workers=0)
+
+
+def test_torchtitan_sequence_parallel_saves_the_gathered_linear_inputs():
+    """torchtitan's DTensor plan all-gathers the attention's and the MLP's inputs before the
+    column-parallel linears, which save the gathered tensor: 2 h (w - 2/t) bytes per token
+    and layer more than Megatron's shard, w = 2 in 16 bits, 1 with Float8 (gathered in fp8)."""
+    kw = dict(
+        model="llama3-70b",
+        accelerator="H100-SXM-96GB",
+        num_accelerators=64,
+        tensor_parallel=8,
+        sequence_parallel=True,
+        global_batch_size=8,
+        micro_batch_size=1,
+        recompute="none",
+        framework="torchtitan",
+        activation_offload="off",
+    )
+    act = {
+        p: time_model.evaluate(cfg(**kw, precision=p)).memory.activations_bytes[0]
+        for p in ("bf16", "fp8")
+    }
+    tokens, layers, h, reserve = 8192, 80, 8192, 1.10  # torchtitan's allocator reserve
+    assert act["bf16"] - act["fp8"] == pytest.approx(layers * tokens * 2 * h * reserve, rel=1e-9)
+    mc = time_model.evaluate(cfg(**{**kw, "framework": "megatron-core"}, precision="bf16"))
+    assert mc.memory.activations_bytes[0] < act["bf16"]  # Megatron keeps the shard

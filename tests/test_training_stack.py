@@ -542,7 +542,54 @@ def test_a_layout_that_cannot_fit_is_still_refused_on_its_stack():
                 "micro_batch_size": 2,
                 "recompute": "none",
                 "zero_stage": 3,
+                "activation_offload": "off",
             },
         )
     )
     assert r.reason[0] == "does not fit in accelerator memory"
+
+
+GB200_70B = {
+    **BASE,
+    "model": "llama3-70b",
+    "accelerator": "GB200",
+    "framework": "fsdp",
+    "precision": "fp8",
+    "num_accelerators": 64,
+    "tensor_parallel": 1,
+    "global_batch_size": 128,
+    "micro_batch_size": 2,
+    "recompute": "none",
+    "zero_stage": 3,
+}
+
+
+def test_auto_offload_fits_just_enough_layers_and_memory_stays_a_limit():
+    """``activation_offload: auto`` (the default) lets a stack that offloads move just enough
+    whole layers to host memory to fit (the Megatron-FSDP GB200 rows the shared tables type
+    as ``fsdp``); one layer fewer would not fit. A layout whose offloaded activations exceed
+    the host's memory, or whose state alone exceeds the part, is still refused."""
+    r = time_model.evaluate(cfg(1, **GB200_70B))
+    assert r.reason[0] == ""
+    layers = r.memory.offload_layers[0]
+    assert 0 < layers < 80 and layers == int(layers)
+    cap = r.hw.hbm_capacity_bytes[0]
+    assert r.memory.total_bytes[0] <= cap
+    fewer = time_model.evaluate(
+        cfg(1, **GB200_70B, activation_offload="off", activation_offload_layers=layers - 1)
+    )
+    assert fewer.memory.total_bytes[0] > cap
+    assert 0 < r.memory.host_bytes[0] <= r.hw.host_memory_bytes[0]
+    # four times the micro-batch: more than the host holds
+    big = time_model.evaluate(
+        cfg(1, **{**GB200_70B, "micro_batch_size": 8, "global_batch_size": 512})
+    )
+    assert big.reason[0] in (
+        "offloaded activations do not fit in host memory",
+        "does not fit in accelerator memory",
+    )
+    # a part without host fields in the catalog (A100) offloads nothing
+    a100 = time_model.evaluate(
+        cfg(1, **{**GB200_70B, "accelerator": "A100-80GB", "precision": "bf16"})
+    )
+    assert a100.reason[0] == "does not fit in accelerator memory"

@@ -26,7 +26,7 @@ from dse.analytic.time.collectives import (
 )
 from dse.analytic.time.frameworks import framework_names
 from dse.analytic.time.hardware import accelerator_names
-from dse.analytic.time.memory import RECOMPUTE
+from dse.analytic.time.memory import ACTIVATION_OFFLOAD, RECOMPUTE
 from dse.analytic.time.result import METRIC_FIELDS
 from dse.analytic.time.workload import presets
 from dse.errors import DseError, StudyError
@@ -622,6 +622,19 @@ TIME_INPUTS: list[Input] = [
         "(MaxText minimal_offloaded)",
         "selective",
         RECOMPUTE,
+        group="parallelism",
+    ),
+    Input(
+        "activation_offload",
+        "str",
+        "",
+        "activation offloading to host memory: auto (a stack that offloads, on a part whose "
+        "host link and host memory the catalog gives, offloads just enough layers to fit: "
+        "Megatron-Core / Transformer Engine CPU offloading, PyTorch side-stream offloading, "
+        "MaxText minimal -> minimal_offloaded; docs/model.md section 3) or off (only "
+        "activation_offload_layers)",
+        "auto",
+        ACTIVATION_OFFLOAD,
         group="parallelism",
     ),
     Input(
@@ -1261,6 +1274,7 @@ CODED_CHOICES = (
     "scaleout_fabric",
     "cooling",
     "context_parallel_algorithm",
+    "activation_offload",
     "moe_dispatcher",
     "clock_plan",
     "batch_schedule",

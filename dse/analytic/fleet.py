@@ -180,7 +180,9 @@ def compose(a: TimeResult, b: TimeResult, pp) -> tuple[TimeResult, TimeResult]:
 def _at_step(r: TimeResult, step) -> TimeResult:
     """``r`` at the job's iteration ``step``: the part waits (``bubble_s``) for the rest."""
     b = r.breakdown
-    busy = b.compute_s + b.memory_s + b.layer_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
+    busy = (
+        b.compute_s + b.memory_s + b.layer_comm_s + b.pp_comm_s + b.dp_comm_s + b.optimizer_s
+    ) + b.offload_s
     wait = np.maximum(step - busy, 0.0)
     breakdown = replace(b, bubble_s=wait, step_s=busy + wait)
     steps = r.steps_to_train

@@ -68,6 +68,10 @@ class HardwareEntry(_Strict):
     mamf_tflops: dict[str, Annotated[float, Field(gt=0)] | None] | None = None
     memory_reserved_gb: float = Field(ge=0)
     scaleup_domain: int = Field(ge=1, description="accelerators in one scale-up domain")
+    #: the host link per direction (GB/s) and host memory per accelerator (GiB) activation
+    #: offloading uses; unset: no offloading on the part
+    host_link_gbs: float | None = Field(default=None, gt=0)
+    host_memory_gb: float | None = Field(default=None, gt=0)
     #: the one training stack the part is trained with (a TPU: maxtext), whatever `framework` names
     training_stack: str | None = None
     source: str = ""

@@ -33,7 +33,8 @@ def phase_times(b) -> PhaseTimes:
     # the host wait is inside memory_s in the time model; the GPU idles through it
     host = 0.0 if b.host_idle_s is None else b.host_idle_s
     t_m = b.memory_s + b.optimizer_s - host
-    fine = b.layer_comm_s + b.pp_comm_s + host
+    # exposed offloading copies: the GPU waits on a link, as for a layer's collectives
+    fine = b.layer_comm_s + b.pp_comm_s + b.offload_s + host
     blocked = b.bubble_s + b.dp_comm_s
     busy = np.maximum(step - blocked, 0.0)
     return PhaseTimes(
@@ -64,7 +65,7 @@ class ClockScaling:
         self.host_idle = np.zeros_like(self.step) if b.host_idle_s is None else b.host_idle_s
         self.bubble, self.dp_comm = b.bubble_s, b.dp_comm_s
         self.memory, self.optimizer = b.memory_s, b.optimizer_s
-        self.fine = b.layer_comm_s + b.pp_comm_s
+        self.fine = b.layer_comm_s + b.pp_comm_s + b.offload_s
         self.clock_from = clock_from
 
     def times(self, clock_mhz: np.ndarray) -> PhaseTimes:

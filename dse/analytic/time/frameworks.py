@@ -38,6 +38,10 @@ FIELDS = (
     "pp_keeps_unsharded",
     "pp_keeps_outputs",
     "fa2_attention",
+    "activation_offload",
+    "offload_policy",
+    "offload_plain_only",
+    "sp_saves_gathered_inputs",
     "selective_policy",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
@@ -52,6 +56,10 @@ OPTIONAL = {
     "pp_keeps_unsharded": 0.0,
     "pp_keeps_outputs": 0.0,
     "fa2_attention": 0.0,
+    "activation_offload": 0.0,
+    "offload_policy": 0.0,
+    "offload_plain_only": 0.0,
+    "sp_saves_gathered_inputs": 0.0,
     "selective_policy": "selective",
 }
 
@@ -98,6 +106,17 @@ class Stack:
     pp_keeps_unsharded: np.ndarray
     pp_keeps_outputs: np.ndarray
     fa2_attention: np.ndarray
+    #: 1: the stack offloads whole layers' activations to host memory, asynchronously
+    #: (Megatron-Core / Transformer Engine CPU offloading; PyTorch side-stream offloading)
+    activation_offload: np.ndarray
+    #: 1: the stack offloads through a recompute policy (MaxText ``minimal`` ->
+    #: ``minimal_offloaded``, the ``offload`` policy)
+    offload_policy: np.ndarray
+    #: 1: offloading only without recomputation and without pipeline parallelism (Megatron-Core)
+    offload_plain_only: np.ndarray
+    #: 1: with sequence parallelism the column-parallel linears save their all-gathered
+    #: input (PyTorch DTensor plans: PrepareModuleInput Shard(1) -> Replicate())
+    sp_saves_gathered_inputs: np.ndarray
     #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means
     selective_policy: np.ndarray
 

@@ -198,6 +198,8 @@ FIELDS = (
     "precision_ok",
     "fp8",
     "fa2_peak_fraction",
+    "host_link_bps",
+    "host_memory_bytes",
     *CALIBRATION_FIELDS,
 )
 
@@ -263,6 +265,10 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         1.0 if prec == "fp8" else 0.0,
         # FlashAttention-2's ceiling on the part (share of the 16-bit peak; none: inf)
         float(hw.get("fa2_peak_fraction") or np.inf),
+        # the host link (per direction) and host memory per accelerator activation
+        # offloading uses (catalog host_link_gbs, host_memory_gb; 0: not given, no offloading)
+        float(hw.get("host_link_gbs") or 0.0) * 1e9,
+        float(hw.get("host_memory_gb") or 0.0) * GIB,
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -289,7 +295,9 @@ class Hardware:
     :data:`SCALEUP_TOPOLOGIES`), ``scaleup_domain`` (accelerators per scale-up domain),
     ``compute_units``, ``reserved_bytes``, ``fa2_peak_fraction`` (the share of the 16-bit
     peak FlashAttention-2 reaches on the part, where it is published below what the fitted
-    attention efficiency gives; inf elsewhere); from the
+    attention efficiency gives; inf elsewhere), ``host_link_bps`` (B/s per direction between
+    the accelerator and its host's memory) and ``host_memory_bytes`` (host memory per
+    accelerator; both 0 where the catalog gives none: no activation offloading); from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
     """
@@ -311,6 +319,8 @@ class Hardware:
     precision_ok: np.ndarray
     fp8: np.ndarray
     fa2_peak_fraction: np.ndarray
+    host_link_bps: np.ndarray
+    host_memory_bytes: np.ndarray
     matmul_eff_max: np.ndarray
     fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray

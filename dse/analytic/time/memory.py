@@ -13,6 +13,9 @@ from dse.analytic.time.workload import ModelShape, ParameterCounts
 #: none / selective / full, torchtitan's op-level selective AC (``op``), MaxText's ``minimal``
 #: (weight-dot outputs saved) and ``minimal_offloaded`` (``offload``: the dots go to host)
 RECOMPUTE = ("none", "selective", "full", "op", "minimal", "offload")
+#: the ``activation_offload`` input: ``auto``, a stack that offloads does so for just enough
+#: layers to fit (docs/model.md, section 3); ``off``, only ``activation_offload_layers``
+ACTIVATION_OFFLOAD = ("auto", "off")
 #: the recompute code the time model costs each policy at (op, minimal and offload
 #: recompute no more than Korthikanti's selective: costed as selective, docs/model.md)
 TIME_RECOMPUTE = np.array([0.0, 1.0, 2.0, 1.0, 1.0, 1.0])
@@ -39,6 +42,12 @@ class StackMemory:
     ``pp_keeps_unsharded``: FSDP with a pipeline keeps the stage's weights gathered and its
     gradients unsharded; ``pp_keeps_outputs``: the last stage keeps every micro-batch's
     16-bit output; ``offload_layers``: layers whose activations go to host memory;
+    ``auto_offload``: 1 where the stack may offload more layers, just enough to fit
+    (``activation_offload: auto``), up to ``layers - 1`` (the last layer's activations are
+    used at once by the backward: Megatron-Core offloads at most ``num_layers - 1``);
+    ``sp_gathered_bytes``: bytes per element at which a DTensor sequence-parallel stack saves
+    the all-gathered inputs of the attention's and the MLP's column-parallel linears (0: it
+    keeps the shard, as Megatron);
     ``dropout_masks``: bytes per token of dropout masks per layer (0 without dropout)."""
 
     policy: np.ndarray
@@ -51,6 +60,8 @@ class StackMemory:
     pp_keeps_outputs: np.ndarray
     offload_layers: np.ndarray
     dropout_masks: np.ndarray
+    auto_offload: np.ndarray | float = 0.0
+    sp_gathered_bytes: np.ndarray | float = 0.0
 
 
 def default_stack_memory(lay) -> StackMemory:
@@ -84,6 +95,12 @@ class MemoryBreakdown:
     #: this accelerator's share of the training state a checkpoint writes: weights and
     #: optimizer state, each tensor once, its write spread over the ranks holding a copy
     checkpoint_bytes: np.ndarray
+    #: activation offloading on that stage: layers offloaded (of the model's), the bytes
+    #: held in host memory at the peak, and the bytes each micro-batch sends to the host in
+    #: its forward (and fetches back in its backward)
+    offload_layers: np.ndarray | float = 0.0
+    host_bytes: np.ndarray | float = 0.0
+    offload_bytes_per_micro_batch: np.ndarray | float = 0.0
 
 
 def activation_bytes_per_layer(
@@ -220,6 +237,16 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     tokens = s * b
     saving = mem.fp8_activations * tokens * (fp8_tok[0] / rep + fp8_tok[1] / lay.tp)
     none, selective = none - saving, selective - saving
+    # PyTorch's DTensor sequence parallelism (torchtitan's plan) all-gathers the attention's
+    # and the MLP's inputs before their column-parallel linears, which save the gathered
+    # tensor (at ``sp_gathered_bytes`` per element) where Megatron keeps a 2-byte shard and
+    # gathers it again in the backward: 2 h (w - 2/t) bytes per token more
+    if np.any(mem.sp_gathered_bytes > 0):
+        gathered = (mem.sp_gathered_bytes > 0) & (sp > 0) & (lay.tp > 1)
+        extra = np.where(
+            gathered, tokens * 2.0 * shape.hidden * (mem.sp_gathered_bytes - 2.0 / lay.tp), 0.0
+        )
+        none, selective = none + extra, selective + extra
     op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp)
     minimal = tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp)
     per_layer = np.select(
@@ -236,7 +263,8 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     if moe_act is not None:
         per_layer = per_layer + np.where(policy == 2, 0.0, moe_act)
         working = working + np.where(policy == 2, moe_act, 0.0)
-    return per_layer, working
+    # what the offload policy sends to the host per layer: the saved dots (``minimal``)
+    return per_layer, working, np.where(policy == 5, minimal, 0.0)
 
 
 def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]:
@@ -263,6 +291,66 @@ def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]
 
 
 @dataclass(frozen=True, slots=True)
+class _StageParts:
+    """One candidate stage's memory before offloading (:func:`memory_breakdown`): its
+    parameters (and routed-expert parameters) per rank, their training state, the
+    activations of its layers in flight, the rest (recompute working set, logits, ZeRO-3
+    buffers), the in-flight share one layer in transit keeps, its layers and chunks."""
+
+    params: np.ndarray
+    e_params: np.ndarray | float
+    state: np.ndarray
+    in_flight: np.ndarray
+    other: np.ndarray
+    transit: np.ndarray
+    layers: np.ndarray
+    chunks: np.ndarray
+
+
+def _pick(more, new: _StageParts, old: _StageParts) -> _StageParts:
+    """Per candidate, ``new``'s parts where ``more`` and ``old``'s elsewhere."""
+    return _StageParts(
+        *(
+            # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
+            a if np.isscalar(a) and np.isscalar(b) and a == b else np.where(more, a, b)
+            for a, b in zip(
+                (getattr(new, f) for f in _StageParts.__slots__),
+                (getattr(old, f) for f in _StageParts.__slots__),
+                strict=True,
+            )
+        )
+    )
+
+
+def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarray:
+    """The share of the model's layers ``activation_offload: auto`` offloads: the fewest
+    whole layers (of ``layers``) for which every candidate stage fits in ``room_bytes``
+    (the capacity less the reserve), at most ``layers - 1``; 0 where the stage fits
+    without offloading or the stack may not offload (``mem.auto_offload``).
+
+    A stage keeping ``1 - x + transit`` of its in-flight activations ``A`` (the rest,
+    ``O``, and the state ``S`` stay) fits when ``S + (A (1 - x + transit) + O)(1 + r) <=
+    room``: ``x >= 1 + transit - (room - S - O (1 + r)) / (A (1 + r))``."""
+    grow = 1.0 + mem.allocator_overhead
+    need = np.zeros_like(np.asarray(layers, dtype=float))
+    for part in parts:
+        fits = part.state + (part.in_flight + part.other) * grow <= room_bytes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = (
+                1.0
+                + part.transit
+                - (room_bytes - part.state - part.other * grow) / (part.in_flight * grow)
+            )
+        share = np.where(fits | ~np.isfinite(share), 0.0, share)
+        need = np.maximum(need, share)
+    whole = np.ceil(need * layers - 1e-9)
+    most = np.maximum(layers - 1.0, 0.0)
+    return np.where(
+        (mem.auto_offload > 0) & (need > 0), np.minimum(whole, most) / np.maximum(layers, 1.0), 0.0
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ExpertMemory:
     """What a mixture-of-experts layer adds to the memory (:func:`memory_breakdown`)."""
 
@@ -282,6 +370,7 @@ def memory_breakdown(
     reserved_bytes: np.ndarray,
     experts: ExpertMemory | None = None,
     stack_memory: StackMemory | None = None,
+    capacity_bytes: np.ndarray | None = None,
 ) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
@@ -315,7 +404,7 @@ def memory_breakdown(
     split = split_bytes_per_hidden(shape)
     # trained without dropout (dropout_masks 0): no masks, the replicated 10 sbh is 8 sbh
     split = (split[0], split[1], split[2] - (2.0 - mem.dropout_masks))
-    per_layer, working = _layer_activations(
+    per_layer, working, policy_offload = _layer_activations(
         seq_len / cp,
         micro_batch,
         shape,
@@ -332,8 +421,6 @@ def memory_breakdown(
     logits = mem.loss_bytes_per_logit * logit_elems + np.where(
         (pp > 1) & (mem.pp_keeps_outputs > 0), 2.0 * logit_elems * lay.micro_batches, 0.0
     )
-    offloaded = np.clip(mem.offload_layers / np.maximum(shape.layers, 1.0), 0.0, 1.0)
-    offloading = bool((offloaded != 0).any())  # NaN counts: it propagates as before
     candidates = _stage_candidates(
         stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
     )
@@ -342,21 +429,10 @@ def memory_breakdown(
     if experts is not None:
         ew_div, eg_div, eo_div = _shards(lay.zero_stage, edp)
         expert_state = 2.0 / ew_div + 2.0 / eg_div + 12.0 / eo_div
-    best = (
-        None  # (parameters, expert parameters, activations, total) of the most loaded stage so far
-    )
+    stage_parts = []  # per candidate stage: its parts, before any offloading
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
         chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
-        # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
-        # leaves the device, one layer's worth stays in transit (double buffer)
-        activations = per_layer * layers / v * chunks
-        if offloading:  # else every row keeps all (a factor of exactly 1)
-            kept = (1.0 - offloaded) + np.where(
-                offloaded > 0, v / np.maximum(layers * chunks, 1.0), 0.0
-            )
-            activations = activations * np.minimum(kept, 1.0)
-        activations = activations + np.where(layers > 0, working, 0.0) + logit
         # ZeRO-3 / FSDP: one layer's unsharded weights and gradients in flight (the gathered
         # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
@@ -369,22 +445,53 @@ def memory_breakdown(
         unsharded = (lay.zero_stage >= 3) & (pp > 1) & (mem.pp_keeps_unsharded > 0)
         if unsharded.any():
             gathered = np.where(unsharded, 6.0 * params, gathered)
-        activations = (activations + gathered) * (1.0 + mem.allocator_overhead)
-        total = params * state_per_param + activations
         e_params = 0.0
+        state = params * state_per_param
         if experts is not None:
             e_params = layers * expert_params / expert_split
-            total = total + e_params * expert_state
-        if best is None:
-            best = (params, e_params, activations, total)
-        else:
-            more = total > best[3]
-            best = tuple(
-                # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
-                new if new is old else np.where(more, new, old)
-                for new, old in zip((params, e_params, activations, total), best, strict=True)
+            state = state + e_params * expert_state
+        stage_parts.append(
+            _StageParts(
+                params=params,
+                e_params=e_params,
+                state=state,
+                in_flight=per_layer * layers / v * chunks,
+                other=np.where(layers > 0, working, 0.0) + logit + gathered,
+                transit=v / np.maximum(layers * chunks, 1.0),
+                layers=layers,
+                chunks=chunks,
             )
-    params, e_params, activations, total = best
+        )
+    offloaded = np.clip(mem.offload_layers / np.maximum(shape.layers, 1.0), 0.0, 1.0)
+    if capacity_bytes is not None and np.any(mem.auto_offload > 0):
+        offloaded = np.maximum(
+            offloaded,
+            _auto_offload_share(stage_parts, shape.layers, mem, capacity_bytes - reserved_bytes),
+        )
+    best = None  # (stage parts, activations, total, offloaded bytes on the device's stage)
+    for part in stage_parts:
+        # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
+        # leaves the device, one layer's worth stays in transit (double buffer)
+        kept = np.minimum((1.0 - offloaded) + np.where(offloaded > 0, part.transit, 0.0), 1.0)
+        activations = (part.in_flight * kept + part.other) * (1.0 + mem.allocator_overhead)
+        total = part.state + activations
+        if best is None:
+            best = (part, activations, total)
+        else:
+            more = total > best[2]
+            best = (
+                _pick(more, part, best[0]),
+                np.where(more, activations, best[1]),
+                np.where(more, total, best[2]),
+            )
+    part, activations, total = best
+    params, e_params = part.params, part.e_params
+    # host memory: the offloaded share of the layers in flight (or the offload policy's dots)
+    host = part.in_flight * (
+        1.0 - np.minimum((1.0 - offloaded) + np.where(offloaded > 0, part.transit, 0.0), 1.0)
+    )
+    host = host + policy_offload * part.layers / v * part.chunks
+    sent = (per_layer * offloaded + policy_offload) * part.layers  # per micro-batch, each way
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
     checkpoint = 14.0 * params / (dp * cp)  # (2 + 12) B per parameter over its dp x cp copies
     if experts is not None:
@@ -401,4 +508,7 @@ def memory_breakdown(
         reserved_bytes=reserved_bytes,
         total_bytes=total,
         checkpoint_bytes=checkpoint,
+        offload_layers=offloaded * shape.layers,
+        host_bytes=host,
+        offload_bytes_per_micro_batch=sent,
     )

@@ -120,16 +120,13 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
             edp=np.where(ex.frac > 0, ex.edp, 1.0),
             activation_bytes=ex.frac * experts.activation_bytes(shape, ex, lay.tp, T),
         )
-    mem = memory.memory_breakdown(
-        shape,
-        lay,
-        stages,
-        counts,
-        hw.reserved_bytes,
-        moe_memory,
-        _stack_memory(cfg, stack, hw, shape, policy),
-    )
+    offload_auto = choice_codes(cfg["activation_offload"], memory.ACTIVATION_OFFLOAD) == 0
+    mem = _memory(cfg, (stack, hw, shape, lay, stages, counts), policy, moe_memory, offload_auto)
     reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
+    reasons.flag(
+        mem.host_bytes > hw.host_memory_bytes,
+        "offloaded activations do not fit in host memory",
+    )
     net = _network(cfg, hw)
     t = step.step_time(
         step.StepInputs(
@@ -141,6 +138,7 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
             hw=hw,
             stack=stack,
             net=net,
+            offload_bytes=mem.offload_bytes_per_micro_batch,
         ),
         clock / hw.clock_max_mhz,
     )
@@ -179,7 +177,37 @@ def _stack_names(accelerator, framework) -> Factorised:
     return Factorised(codes, [*fw_names, *own_names])
 
 
-def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
+def _memory(cfg, setup, policy, moe_memory, offload_auto) -> memory.MemoryBreakdown:
+    """The memory breakdown (:func:`~.memory.memory_breakdown`) with activation offloading as
+    the ``activation_offload`` input and the stack allow (docs/model.md, section 3): with
+    ``auto``, a stack that offloads whole layers offloads just enough to fit, and one that
+    offloads through its recompute policy (MaxText) takes its offloaded policy
+    (``minimal`` -> ``offload``) where ``minimal`` does not fit; only on a part whose host
+    link and host memory the catalog gives."""
+    stack, hw, shape, lay, stages, counts = setup
+    auto = offload_auto & (hw.host_link_bps > 0) & (hw.host_memory_bytes > 0)
+
+    def breakdown(policy):
+        return memory.memory_breakdown(
+            shape,
+            lay,
+            stages,
+            counts,
+            hw.reserved_bytes,
+            moe_memory,
+            _stack_memory(cfg, stack, hw, shape, policy, auto),
+            hw.hbm_capacity_bytes,
+        )
+
+    mem = breakdown(policy)
+    switch = auto & (stack.offload_policy > 0) & (policy == 4)
+    switch &= mem.total_bytes > hw.hbm_capacity_bytes
+    if switch.any():  # MaxText: remat_policy minimal -> minimal_offloaded where it does not fit
+        mem = breakdown(np.where(switch, 5, policy))
+    return mem
+
+
+def _stack_memory(cfg, stack, hw, shape, policy, auto=False) -> memory.StackMemory:
     """The stack's and the run's memory facts (:class:`~.memory.StackMemory`): a compiled
     loss keeps 4 B per logit (16-bit logits and gradient); Transformer Engine's 1-byte
     activations only in fp8; ZeRO-3 buffers of one collective call's parameters; no dropout masks for the gated-MLP (Llama-family) presets,
@@ -199,6 +227,19 @@ def _stack_memory(cfg, stack, hw, shape, policy) -> memory.StackMemory:
         pp_keeps_outputs=stack.pp_keeps_outputs,
         offload_layers=np.nan_to_num(_f(cfg, "activation_offload_layers")),
         dropout_masks=2.0 * (1.0 - shape.gated_mlp),
+        # the gathered sequence-parallel inputs torchtitan's linears save: 16-bit, or the
+        # Float8 tensor torchao's Float8ColwiseParallel gathers (1 B) in fp8
+        sp_gathered_bytes=stack.sp_saves_gathered_inputs * (2.0 - hw.fp8),
+        # whole-layer offloading where the stack has it (Megatron-Core: not with
+        # recomputation nor with pipeline parallelism)
+        auto_offload=(
+            auto
+            & (stack.activation_offload > 0)
+            & (
+                (stack.offload_plain_only == 0)
+                | ((policy == 0) & (_f(cfg, "pipeline_parallel") == 1))
+            )
+        ).astype(float),
     )
 
 

@@ -31,6 +31,7 @@ REASONS = (
     "more experts per token than experts",
     "the training stack needs sequence parallelism for a mixture-of-experts model with tensor parallelism",
     "no fp8 units on this accelerator",
+    "offloaded activations do not fit in host memory",
 )
 REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 REASON_TEXT = np.array(REASONS, dtype=object)

@@ -40,7 +40,7 @@ from dse.analytic.time.workload import ModelShape, ParameterCounts
 class StepBreakdown:
     """Per-iteration time (seconds) by phase and per-accelerator traffic (bytes).
 
-    ``step_s`` is the sum of the seven phases; ``overhead_s`` (kernel launch cost and the
+    ``step_s`` is the sum of the seven phases and the exposed offloading copies (``offload_s``); ``overhead_s`` (kernel launch cost and the
     GPU's wait for its host, ``host_idle_s``) is part of ``memory_s``.
     """
 
@@ -77,6 +77,8 @@ class StepBreakdown:
     first_slot_s: np.ndarray | None = None
     middle_slot_s: np.ndarray | None = None
     last_slot_s: np.ndarray | None = None
+    #: exposed activation-offloading copies to and from host memory (:func:`offload_time`)
+    offload_s: np.ndarray | float = 0.0
 
     @classmethod
     def one_accelerator(
@@ -115,6 +117,23 @@ class StepInputs:
     hw: Hardware
     stack: Stack
     net: Network
+    #: activation offloading: bytes one micro-batch sends to host memory in its forward and
+    #: fetches back in its backward, on the device's stage (MemoryBreakdown)
+    offload_bytes: np.ndarray | float = 0.0
+
+
+def offload_time(offload_bytes, host_link_bps, mb_busy_s) -> np.ndarray:
+    """Exposed time of activation offloading per micro-batch: the stacks that offload copy
+    asynchronously (Transformer Engine's CPU offload, XLA's host offload, side-stream
+    copies), the forward's copies to the host behind the forward's kernels (a third of the
+    micro-batch's compute and memory time, the backward being twice the forward) and the
+    backward's fetches behind the backward's two thirds; what does not fit is exposed. The
+    link is full duplex (one direction each way)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        copy_s = np.where(offload_bytes > 0, offload_bytes / host_link_bps, 0.0)
+    return np.maximum(copy_s - mb_busy_s / 3.0, 0.0) + np.maximum(
+        copy_s - 2.0 * mb_busy_s / 3.0, 0.0
+    )
 
 
 def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
@@ -198,7 +217,8 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
     optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
 
-    step_s = compute_s + memory_s + layer_comm_s + pp_s + dp_s + bubble_s + optimizer_s
+    offload_s = m * offload_time(x.offload_bytes, hw.host_link_bps, mb_compute)
+    step_s = compute_s + memory_s + layer_comm_s + pp_s + dp_s + bubble_s + optimizer_s + offload_s
     cp_volume = (
         tensor_parallel.cp_bytes(shape, b, tp, cp, recompute) * m * busiest if with_cp else None
     )
@@ -227,6 +247,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
         first_slot_s=None if stages.part else t_first,
         middle_slot_s=None if stages.part else np.broadcast_to(t_middle, np.shape(t_first)),
         last_slot_s=None if stages.part else t_last,
+        offload_s=offload_s,
     )
 
 
