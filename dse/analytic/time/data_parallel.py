@@ -40,9 +40,10 @@ def chunked(comm_s, overlaps, window_s, chunks, tax) -> np.ndarray:
     return comm_s - (1.0 - tax) * hidden
 
 
-def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) -> np.ndarray:
+def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, fp8) -> np.ndarray:
     """Exposed data-parallel communication per iteration (s) of the ``stage`` over ``dp``
-    ranks of stride ``lay.tp`` (the layout's ZeRO stage and ``micro_batches``), and the
+    ranks of stride ``lay.tp`` (the layout's ZeRO stage and ``micro_batches``; ``fp8``: 1
+    where the candidate trains in fp8), and the
     routed experts' parameters over their expert-data-parallel ranks, reduced in the same
     buckets (their times add).
 
@@ -71,12 +72,15 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
     """
     stage_params, experts, layers = stage.params, stage.experts, stage.layers
     tp, zero, m = lay.tp, lay.zero_stage, lay.micro_batches
+    # weights gathered in 16 bits, or in fp8 where an fp8 run's stack gathers fp8 weights
+    # (Megatron-Core fp8_param_gather, torchao enable_fsdp_float8_all_gather)
+    wb = np.where((stack.fp8_param_gather > 0) & (fp8 > 0), 1.0, BYTES)
     rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
-    ag = net.all_gather(BYTES * stage_params, dp, tp)
+    ag = net.all_gather(wb * stage_params, dp, tp)
     if experts is not None:
         params, ranks, stride = experts
         rs = rs + net.reduce_scatter(stack.grad_bytes * params, ranks, stride)
-        ag = ag + net.all_gather(BYTES * params, ranks, stride)
+        ag = ag + net.all_gather(wb * params, ranks, stride)
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)

@@ -38,6 +38,7 @@ FIELDS = (
     "pp_keeps_unsharded",
     "pp_keeps_outputs",
     "fa2_attention",
+    "fp8_param_gather",
     "selective_policy",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
@@ -52,6 +53,7 @@ OPTIONAL = {
     "pp_keeps_unsharded": 0.0,
     "pp_keeps_outputs": 0.0,
     "fa2_attention": 0.0,
+    "fp8_param_gather": 0.0,
     "selective_policy": "selective",
 }
 
@@ -98,6 +100,8 @@ class Stack:
     pp_keeps_unsharded: np.ndarray
     pp_keeps_outputs: np.ndarray
     fa2_attention: np.ndarray
+    #: 1: fp8 training all-gathers the weights in fp8 (1 byte per weight)
+    fp8_param_gather: np.ndarray
     #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means
     selective_policy: np.ndarray
 

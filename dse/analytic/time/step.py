@@ -191,7 +191,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
     dp_s = data_parallel.dp_time(
-        net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6
+        net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6, hw.fp8
     )
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
