@@ -8,7 +8,7 @@ from test_memory import cfg
 
 from dse.analytic import declarations, model, validation
 from dse.analytic.evaluator import AnalyticEvaluator
-from dse.analytic.time import frameworks, hardware
+from dse.analytic.time import frameworks, hardware, layer, workload
 from dse.analytic.time import model as time_model
 from dse.analytic.time.collectives import exposed
 
@@ -129,7 +129,9 @@ def test_overlapping_stacks_expose_less_communication():
 
 
 def test_eager_kernels_move_more_bytes_than_fused_ones():
-    fused, eager = run(framework="deepspeed", zero_stage=3), run(framework="fsdp", zero_stage=3)
+    # full recomputation on both: each stack's own `selective` recomputes different work
+    kw = {"zero_stage": 3, "recompute": "full"}
+    fused, eager = run(framework="deepspeed", **kw), run(framework="fsdp", **kw)
     assert eager.memory_time_s[0] > fused.memory_time_s[0]
     assert eager.compute_time_s[0] == pytest.approx(fused.compute_time_s[0])
 
@@ -593,3 +595,35 @@ def test_auto_offload_fits_just_enough_layers_and_memory_stays_a_limit():
         cfg(1, **{**GB200_70B, "accelerator": "A100-80GB", "precision": "bf16"})
     )
     assert a100.reason[0] == "does not fit in accelerator memory"
+
+
+def test_fp8_runs_gather_their_weights_in_fp8_where_the_stack_or_the_run_says_so():
+    kw = {"framework": "torchtitan", "zero_stage": 3, "recompute": "full"}
+    plain = run(precision="fp8", **kw)
+    fp8_gather = run(precision="fp8", fp8_param_gather=True, **kw)
+    # half the bytes in each weight all-gather: less data-parallel time, the same kernels
+    assert fp8_gather.dp_comm_time_s[0] < plain.dp_comm_time_s[0]
+    assert fp8_gather.compute_time_s[0] == pytest.approx(plain.compute_time_s[0])
+    # a 16-bit run gathers 16-bit weights whatever the flag says
+    bf16 = run(precision="bf16", **kw)
+    assert run(precision="bf16", fp8_param_gather=True, **kw).dp_comm_time_s[0] == pytest.approx(
+        bf16.dp_comm_time_s[0]
+    )
+    # the Megatron-Bridge recipes gather fp8 weights always (fp8_param_gather in the catalog)
+    assert frameworks.catalog()["megatron-bridge"]["fp8_param_gather"] == 1
+    mb = {"framework": "megatron-bridge", "precision": "fp8", "recompute": "full"}
+    assert run(fp8_param_gather=True, **mb).dp_comm_time_s[0] == pytest.approx(
+        run(**mb).dp_comm_time_s[0]
+    )
+
+
+def test_op_level_checkpointing_recomputes_every_second_matmul_not_the_attention():
+    kw = {"framework": "torchtitan", "precision": "bf16"}
+    none, op, full = (run(recompute=r, **kw) for r in ("none", "op", "full"))
+    assert none.compute_time_s[0] < op.compute_time_s[0] < full.compute_time_s[0]
+    # Llama 2 7B (MHA, gated MLP): wk and wo of the four h x h projections, w3 of the three
+    # h x f matrices (torchtitan _apply_ac_to_transformer_block: every second mm recomputed)
+    h, f = 4096.0, 11008.0
+    share = (2 * h * h + h * f) / (4 * h * h + 3 * h * f)
+    shape = workload.resolve_shape(np.array(["llama2-7b"]), cfg(1, **BASE))
+    assert layer.op_recompute_share(shape)[0] == pytest.approx(share)

@@ -656,6 +656,15 @@ TIME_INPUTS: list[Input] = [
         False,
         group="parallelism",
     ),
+    Input(
+        "fp8_param_gather",
+        "bool",
+        "",
+        "an fp8 run all-gathers its weights in fp8, 1 B per weight (torchao "
+        "enable_fsdp_float8_all_gather; the Megatron-Core stacks do it always: fp8_param_gather)",
+        False,
+        group="parallelism",
+    ),
 ]
 
 # How a mixed fleet's job takes each metric from its two parts' (``Metric.mixed_fleet``,

@@ -40,9 +40,17 @@ def chunked(comm_s, overlaps, window_s, chunks, tax) -> np.ndarray:
     return comm_s - (1.0 - tax) * hidden
 
 
-def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) -> np.ndarray:
+def weight_bytes(stack, fp8) -> np.ndarray:
+    """Bytes per weight in the data-parallel all-gathers: 16 bits, or 1 where an fp8 run's
+    stack gathers fp8 weights (Megatron-Core ``fp8_param_gather``, torchao
+    ``enable_fsdp_float8_all_gather``: ``stack.fp8_param_gather``)."""
+    return np.where((stack.fp8_param_gather > 0) & (fp8 > 0), 1.0, BYTES)
+
+
+def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, fp8) -> np.ndarray:
     """Exposed data-parallel communication per iteration (s) of the ``stage`` over ``dp``
-    ranks of stride ``lay.tp`` (the layout's ZeRO stage and ``micro_batches``), and the
+    ranks of stride ``lay.tp`` (the layout's ZeRO stage and ``micro_batches``; ``fp8``: 1
+    where the candidate trains in fp8), and the
     routed experts' parameters over their expert-data-parallel ranks, reduced in the same
     buckets (their times add).
 
@@ -71,12 +79,13 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
     """
     stage_params, experts, layers = stage.params, stage.experts, stage.layers
     tp, zero, m = lay.tp, lay.zero_stage, lay.micro_batches
+    wb = weight_bytes(stack, fp8)
     rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
-    ag = net.all_gather(BYTES * stage_params, dp, tp)
+    ag = net.all_gather(wb * stage_params, dp, tp)
     if experts is not None:
         params, ranks, stride = experts
         rs = rs + net.reduce_scatter(stack.grad_bytes * params, ranks, stride)
-        ag = ag + net.all_gather(BYTES * params, ranks, stride)
+        ag = ag + net.all_gather(wb * params, ranks, stride)
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)
@@ -117,13 +126,13 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s) 
     return np.where(zero >= 3, z3, np.where(zero >= 2, z2, np.where(zero >= 1, z1, z0)))
 
 
-def volume_bytes(stage_params, zero, m, grad_bytes) -> np.ndarray:
+def volume_bytes(stage_params, zero, m, grad_bytes, weight_bytes=BYTES) -> np.ndarray:
     """Bytes per iteration the data-parallel collectives reduce-scatter or all-gather
     (the collective size, as :meth:`~dse.analytic.time.collectives.Network.traffic` takes it):
     ZeRO 0 an all-reduce (2 x the gradients), 1 the gradients and the weights, 2 the
     gradients of every micro-batch and the weights, 3 per micro-batch the gradients and the
-    weights twice."""
-    grads, weights = grad_bytes * stage_params, BYTES * stage_params
+    weights twice (``weight_bytes`` per weight: :func:`weight_bytes`)."""
+    grads, weights = grad_bytes * stage_params, weight_bytes * stage_params
     return np.where(
         zero >= 3,
         m * (grads + 2.0 * weights),

@@ -42,6 +42,7 @@ FIELDS = (
     "offload_policy",
     "offload_plain_only",
     "sp_saves_gathered_inputs",
+    "fp8_param_gather",
     "selective_policy",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
@@ -60,6 +61,7 @@ OPTIONAL = {
     "offload_policy": 0.0,
     "offload_plain_only": 0.0,
     "sp_saves_gathered_inputs": 0.0,
+    "fp8_param_gather": 0.0,
     "selective_policy": "selective",
 }
 
@@ -117,6 +119,8 @@ class Stack:
     #: 1: with sequence parallelism the column-parallel linears save their all-gathered
     #: input (PyTorch DTensor plans: PrepareModuleInput Shard(1) -> Replicate())
     sp_saves_gathered_inputs: np.ndarray
+    #: 1: fp8 training all-gathers the weights in fp8 (1 byte per weight)
+    fp8_param_gather: np.ndarray
     #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means
     selective_policy: np.ndarray
 

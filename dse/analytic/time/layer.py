@@ -126,6 +126,22 @@ def dense_gemms(shape, tp, T, T_tiles, g, ex) -> tuple[np.ndarray, np.ndarray]:
     return attn_c + mlp_c, attn_m + mlp_m
 
 
+def op_recompute_share(shape) -> np.ndarray:
+    """Share of a dense block's forward GEMM FLOPs that torchtitan's op-level selective
+    activation checkpointing recomputes: the output of every second ``mm`` of the block is
+    not saved (torchtitan 9dec370 ``parallelisms/parallelize_llama.py``
+    ``_apply_ac_to_transformer_block``, ``selective_ac_option = 'op'``: ``_save_list`` holds
+    ``aten.mm`` and the SDPA kernels, and a ``mm`` whose count in the block is even is
+    recomputed). In a block's forward order wq, wk, wv, wo, w1, w3, w2 (gated MLP; w1, w2
+    ungated) that is wk, wo and w3 (wk and wo ungated); about 36% of a Llama 3 8B block's."""
+    h, f = shape.hidden, shape.ffn_hidden
+    dims = shape.attention
+    gated = shape.gated_mlp > 0
+    total = h * (dims.q + dims.k + dims.v + dims.o) + np.where(gated, 3.0, 2.0) * h * f
+    redone = h * (dims.k + dims.o) + np.where(gated, h * f, 0.0)
+    return redone / total
+
+
 def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndarray]:
     """Forward ``(compute_s, memory_s)`` of the attention's projections: QKV (grouped
     key-value heads) and the output projection, or with MLA (DeepSeek-V2/V3) the query and
@@ -218,11 +234,18 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     ew_attn_m = attn_ew / hbm
     full = recompute == 2
     sel = recompute == 1
-    dense_passes = 3.0 + full
+    # torchtitan's op-level selective AC (recompute code 3): every second matmul of a block
+    # re-run (op_recompute_share of its GEMMs) and every element-wise op, the attention
+    # kernel's output saved (not recomputed)
+    op = recompute == 3
+    dense_passes = 3.0 + full + np.where(op, op_recompute_share(shape), 0.0)
+    ew_passes = 3.0 + (full | op)
     attn_passes = np.where(flash > 0, 3.5, 3.0) + (full | sel)
     return LayerTime(
         compute_s=dense_c * dense_passes + attn_c * attn_passes,
-        memory_s=(dense_m + ew_dense_m) * dense_passes + (attn_m + ew_attn_m) * attn_passes,
+        memory_s=dense_m * dense_passes
+        + ew_dense_m * ew_passes
+        + (attn_m + ew_attn_m) * attn_passes,
         # the overlap windows are the kernels' whole time: a GEMM that turns memory-bound at a
         # higher clock still runs beside the traffic it hides
         dense_gemm_s=(dense_c + dense_m) * dense_passes,

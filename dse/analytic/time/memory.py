@@ -16,8 +16,9 @@ RECOMPUTE = ("none", "selective", "full", "op", "minimal", "offload")
 #: the ``activation_offload`` input: ``auto``, a stack that offloads does so for just enough
 #: layers to fit (docs/model.md, section 3); ``off``, only ``activation_offload_layers``
 ACTIVATION_OFFLOAD = ("auto", "off")
-#: the recompute code the time model costs each policy at (op, minimal and offload
-#: recompute no more than Korthikanti's selective: costed as selective, docs/model.md)
+#: the recompute code the time model costs each policy at (minimal and offload recompute
+#: no more than Korthikanti's selective: costed as selective, docs/model.md; ``op`` is
+#: costed as what it recomputes, code 3, by the time model itself: time/model.py)
 TIME_RECOMPUTE = np.array([0.0, 1.0, 2.0, 1.0, 1.0, 1.0])
 
 

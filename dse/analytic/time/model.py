@@ -64,6 +64,11 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     shape = workload.resolve_shape(cfg["model"], cfg)
     hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
     stack = frameworks.lookup(_stack_names(cfg["accelerator"], cfg["framework"]))
+    # the run's fp8_param_gather input turns the stack's fp8 weight gather on (torchao's
+    # enable_fsdp_float8_all_gather is a flag of the run, not of torchtitan)
+    stack = replace(
+        stack, fp8_param_gather=np.maximum(stack.fp8_param_gather, _f(cfg, "fp8_param_gather"))
+    )
     reasons.flag(~np.isfinite(hw.hbm_capacity_bytes), "unknown accelerator")
     reasons.flag(
         ~np.isfinite(shape.layers + shape.hidden + shape.heads + shape.seq_len + shape.vocab),
@@ -75,7 +80,9 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     policy = choice_codes(cfg["recompute"], memory.RECOMPUTE)
     # `selective` is the stack's own selective policy (frameworks.yaml selective_policy)
     policy = np.where(policy == 1, stack.selective_policy, policy)
-    lay = _layout(cfg, stack, memory.time_recompute(policy))
+    # torchtitan's op-level AC is timed as what it recomputes (layer.op_recompute_share): code 3
+    op = policy == memory.RECOMPUTE.index("op")
+    lay = _layout(cfg, stack, np.where(op, 3.0, memory.time_recompute(policy)))
     reasons.flag(
         ~stack.offers(lay.zero_stage),
         "the training stack does not offer this sharding (ZeRO) stage",

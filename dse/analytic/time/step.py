@@ -210,7 +210,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
     dp_s = data_parallel.dp_time(
-        net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6
+        net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6, hw.fp8
     )
     opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
     if ex.on:
@@ -299,9 +299,10 @@ def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     # FSDP with a pipeline that gathers once (pp_gather_once): one micro-batch's traffic
     m_dp = np.where((stack.pp_gather_once > 0) & (pp > 1) & (zero >= 3), 1.0, m)
+    wb = data_parallel.weight_bytes(stack, x.hw.fp8)  # fp8 weight gathers where the stack does
     sizes = traffic.CollectiveBytes(
         activations=act_bytes,
-        data_parallel=data_parallel.volume_bytes(stage_params, zero, m_dp, stack.grad_bytes),
+        data_parallel=data_parallel.volume_bytes(stage_params, zero, m_dp, stack.grad_bytes, wb),
         pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather),
         context_parallel=cp_volume,
     )
@@ -309,7 +310,7 @@ def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group
     if ex.on:
         e_up, e_out = experts.link_bytes(net, shape, ex, T, tp, n_tp, lt.full_recompute)
         ed_up, ed_out = net.traffic(
-            data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes),
+            data_parallel.volume_bytes(expert_dp[0], zero, m, stack.grad_bytes, wb),
             expert_dp[1],
             expert_dp[2],
             factor=1.0,
