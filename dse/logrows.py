@@ -10,7 +10,7 @@ the main process neither decodes nor re-encodes a chunk, nor sorts its rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -57,7 +57,9 @@ class LogRows:
         # an evaluator may reuse for its next call while this chunk waits to be told
         sent = (narrow if self.told else narrow.select(["key"])).take(pa.array(np.arange(n)))
         contender_rows = table.take(pa.array(summary.contenders))
-        return LogChunk(encode(self._kept(table, summary)), sent, contender_rows, summary)
+        data = encode(self._kept(table, summary))
+        # the run's front reads the tallies and the contenders only: no flag per row goes back
+        return LogChunk(data, sent, contender_rows, replace(summary, ok=np.zeros(0, bool)))
 
     def _kept(self, table: pa.Table, summary) -> pa.Table:
         """The rows as the study's ``output.keep`` stores them: every row's key, batch, verdict

@@ -335,10 +335,14 @@ class Runner:
         study = self.study
         started = time.perf_counter()
         signals.raise_lost_interrupt()  # a Ctrl-C that Python could not raise where it came
-        batch = self._asked(driver)
-        if len(batch) == 0:
-            return False
-        keys = self._keys(driver, batch)
+        keys = self._asked_keys(driver)
+        if keys is not None:  # grid positions only: the workers make the values
+            batch = pd.DataFrame(index=pd.RangeIndex(len(keys)))
+        else:
+            batch = self._asked(driver)
+            if len(batch) == 0:
+                return False
+            keys = self._keys(driver, batch)
         locs = run.index.find(keys)
         _, first = np.unique(keys, return_index=True)
         todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
@@ -380,6 +384,14 @@ class Runner:
             return self.space.keys(batch)
         except ValueError as exc:  # a value that is not one of a discrete parameter's
             raise self._driver_error(f"asked for {exc}") from None
+
+    def _asked_keys(self, driver: SearchDriver) -> np.ndarray | None:
+        """The next batch as grid positions, where dse's own driver reads no values and asks
+        this way (an enumeration: :meth:`SearchDriver.ask_keys`); else None."""
+        if not (self.space.indexable and self._own_driver) or driver.tells_values:
+            return None
+        keys = self._call(driver, "ask_keys")
+        return None if keys is None or len(keys) == 0 else np.asarray(keys, dtype=np.int64)
 
     def _asked(self, driver: SearchDriver) -> pd.DataFrame:
         """The driver's next batch, checked: a table with every parameter of the space, each

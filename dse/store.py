@@ -153,9 +153,10 @@ class LogChunk:
     def table(self) -> pa.Table:
         return decode(self.data)
 
-    def contender_rows(self, mask: np.ndarray) -> pd.DataFrame:
-        """The full rows of the masked contenders."""
-        return self.contenders.filter(pa.array(mask)).drop_columns(["kept"]).to_pandas()
+    def contender_rows(self, mask: np.ndarray) -> pa.Table:
+        """The full rows of the masked contenders (the running front converts them to pandas
+        when it is read, all chunks' together)."""
+        return self.contenders.filter(pa.array(mask)).drop_columns(["kept"])
 
 
 def _pid_alive(pid: int, since: float | None = None) -> bool:

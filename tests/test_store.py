@@ -35,6 +35,34 @@ def test_key_index_finds_every_added_key_and_nothing_else():
     assert (found[len(keys[::7]) :] == -1).sum() >= 999  # random keys are (almost surely) absent
 
 
+def test_key_index_of_sorted_and_interleaved_runs_finds_what_a_dict_would():
+    """Sorted adds (an enumeration's: merged by concatenation, no sort) and interleaved or
+    unsorted ones (merged by a sort) find the same locations as a dict of the first add."""
+    rng = np.random.default_rng(1)
+    ascending = np.arange(0, 40_000, dtype=np.int64)
+    shuffled = rng.permutation(np.arange(20_000, 60_000, dtype=np.int64))  # overlaps the first
+    index, first = KeyIndex(), {}
+    loc = 0
+    for part in [*np.array_split(ascending, 7), *np.array_split(shuffled, 5)]:
+        locs = np.arange(loc, loc + len(part))
+        index.add(part, locs)
+        for k, at in zip(part.tolist(), locs.tolist(), strict=True):
+            first.setdefault(k, at)
+        loc += len(part)
+    probe = np.arange(-5, 60_005, dtype=np.int64)
+    expected = np.array([first.get(k, -1) for k in probe.tolist()])
+    found = index.find(probe)
+    hit = expected >= 0
+    np.testing.assert_array_equal(found[~hit], -1)
+    # a key added twice keeps both entries; a lookup gives one of them, of that key
+    twice = np.isin(probe, np.arange(20_000, 40_000))
+    np.testing.assert_array_equal(found[hit & ~twice], expected[hit & ~twice])
+    assert (found[twice] >= 0).all()
+    assert all(index._runs[i][0][-1] >= index._runs[i][0][0] for i in range(len(index._runs)))
+    for keys, _ in index._runs:
+        assert (np.diff(keys) >= 0).all()
+
+
 def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
     discrete = Space([expand("a", [1, 2, 3]), expand("b", ["x", "y"]), expand("c", [0.5, 1.5])])
     table = discrete.from_indices(discrete.indices_of(np.arange(12)))
