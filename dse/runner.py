@@ -205,7 +205,10 @@ class Runner:
         with store.locked(), contextlib.ExitStack() as handlers:
             for signum in TERMINATING:
                 handlers.enter_context(signals.handling(signum, _raise_terminated))
-            return self._loop(store, driver)
+            try:
+                return self._loop(store, driver)
+            finally:  # log files the workers staged and the run did not take (it was stopped)
+                store.remove_dead_temp_files()
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
         study = self.study
@@ -511,6 +514,11 @@ class Runner:
                 run.batch_no,
                 tuple(self._narrow_columns[1:]),
                 told=told,
+                # a local cluster's workers write their chunks' log files themselves: the rows'
+                # bytes never pass through this process (received, then written again)
+                stage_in=str(store.evaluations_dir.absolute())
+                if self.plan.execution.kind == "local"
+                else None,
             )
             for _, chunk in executor.results(inputs, finish=finish):
                 run.front.fold(chunk.summary, chunk.contender_rows)
