@@ -208,6 +208,47 @@ def atomic_path(path: Path) -> Iterator[Path]:
         shutil.rmtree(private, ignore_errors=True)
 
 
+def stage_file(path: Path, data: Any) -> Path:
+    """Write ``data`` (bytes or a buffer) for ``path`` now, and put it there later: the file
+    is written, flushed and fsynced in a private folder beside ``path`` (as
+    :func:`atomic_path` makes one) and its path returned, for :func:`commit_staged` to
+    rename onto ``path``, or onto another name in that folder, from any process of this
+    machine (a local cluster's worker writes an evaluated chunk, the run commits it in
+    order). Nothing is left where the write fails."""
+    path = Path(path)
+    refuse_unsafe_write(path)
+    private = _private_folder(path)
+    tmp = private / path.name
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        shutil.rmtree(private, ignore_errors=True)
+        raise
+    return tmp
+
+
+def commit_staged(staged: Path, path: Path) -> None:
+    """Rename a file :func:`stage_file` wrote onto ``path`` (checked as :func:`atomic_path`
+    checks its target; a folder of the same file system), make the rename durable, and
+    remove the private folder it was written in."""
+    staged, path = Path(staged), Path(path)
+    refuse_unsafe_write(path)
+    if staged.is_symlink() or not staged.is_file():
+        raise OSError(errno.ENOENT, "cannot write: the staged file is gone", str(path))
+    os.replace(staged, path)
+    fsync_dir(path.parent)
+    shutil.rmtree(staged.parent, ignore_errors=True)
+
+
+def discard_staged(staged: Path) -> None:
+    """Remove a file :func:`stage_file` wrote, with its private folder."""
+    shutil.rmtree(Path(staged).parent, ignore_errors=True)
+
+
 def is_zarr_store(path: Path) -> bool:
     """Whether ``path`` is a folder holding a zarr store (format 2 or 3) at its top."""
     path = Path(path)

@@ -21,17 +21,24 @@ class KeyIndex:
 
     def add(self, keys: np.ndarray, locations: np.ndarray) -> None:
         """Add keys not yet in the index (a key added twice keeps both entries; lookups
-        return one of them)."""
+        return one of them). Keys that come sorted (a grid enumeration's, a chunk's) are not
+        sorted again, and a run whose keys all follow the previous run's is merged by
+        concatenation: an enumeration's index grows by copies, with no sort at all."""
         keys = np.asarray(keys, dtype=np.int64)
         if len(keys) == 0:
             return
-        order = np.argsort(keys, kind="stable")
-        self._runs.append((keys[order], np.asarray(locations, dtype=np.int64)[order]))
+        locations = np.asarray(locations, dtype=np.int64)
+        if not _ascending(keys):
+            order = np.argsort(keys, kind="stable")
+            keys, locations = keys[order], locations[order]
+        self._runs.append((keys, locations))
         while len(self._runs) > 1 and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0]):
             (k2, l2), (k1, l1) = self._runs.pop(), self._runs.pop()
-            keys = np.concatenate([k1, k2])
-            order = np.argsort(keys, kind="stable")  # two sorted runs: timsort merges them in O(n)
-            self._runs.append((keys[order], np.concatenate([l1, l2])[order]))
+            keys, locs = np.concatenate([k1, k2]), np.concatenate([l1, l2])
+            if k1[-1] > k2[0]:  # interleaved: two sorted runs, which timsort merges in O(n)
+                order = np.argsort(keys, kind="stable")
+                keys, locs = keys[order], locs[order]
+            self._runs.append((keys, locs))
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The location of every key, -1 where it is not in the index."""
@@ -43,3 +50,8 @@ class KeyIndex:
             hit = (run_keys[pos] == keys) & (out < 0)
             out[hit] = run_locs[pos[hit]]
         return out
+
+
+def _ascending(keys: np.ndarray) -> bool:
+    """Whether ``keys`` are sorted (ties allowed): one vectorised pass."""
+    return bool(len(keys) < 2 or (keys[1:] >= keys[:-1]).all())

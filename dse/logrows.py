@@ -10,16 +10,22 @@ the main process neither decodes nor re-encodes a chunk, nor sorts its rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dse.files import stage_file
 from dse.pareto import summarize
 from dse.store import LogChunk, encode
 from dse.study import Study
+
+#: the fewest rows a worker writes as a log file itself (a smaller chunk, a slow evaluator's,
+#: goes back as bytes, which the run groups with others into one file)
+STAGED_ROWS = 2048
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,10 @@ class LogRows:
     batch: int
     narrow: tuple[str, ...] = ()
     told: bool = True
+    #: the log's folder, where the workers share this machine's file system (a local
+    #: cluster): a chunk of at least :data:`STAGED_ROWS` rows is written there by the worker
+    #: (:func:`dse.files.stage_file`) and only its name goes back
+    stage_in: str | None = None
 
     def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
         n = len(candidates)
@@ -57,7 +67,17 @@ class LogRows:
         # an evaluator may reuse for its next call while this chunk waits to be told
         sent = (narrow if self.told else narrow.select(["key"])).take(pa.array(np.arange(n)))
         contender_rows = table.take(pa.array(summary.contenders))
-        return LogChunk(encode(self._kept(table, summary)), sent, contender_rows, summary)
+        data = encode(self._kept(table, summary))
+        # the run's front reads the tallies and the contenders only: no flag per row goes back
+        summary = replace(summary, ok=np.zeros(0, bool))
+        if self.stage_in is not None and n >= STAGED_ROWS:
+            try:
+                staged = stage_file(Path(self.stage_in) / "staged.arrow", data)
+            except OSError:  # the bytes go back: the run writes them, or says why it cannot
+                pass
+            else:
+                return LogChunk(None, sent, contender_rows, summary, staged=str(staged))
+        return LogChunk(data, sent, contender_rows, summary)
 
     def _kept(self, table: pa.Table, summary) -> pa.Table:
         """The rows as the study's ``output.keep`` stores them: every row's key, batch, verdict

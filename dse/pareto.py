@@ -114,7 +114,7 @@ class ChunkSummary:
     feasible: int
     failed: int
     ruled_out: dict[str, int]
-    ok: np.ndarray
+    ok: np.ndarray  # (a chunk's summary as a worker sends it back: empty, not needed)
     contenders: np.ndarray  # row positions in the chunk
     f: np.ndarray
 
@@ -152,18 +152,40 @@ class RunningFront:
     objective vectors are all kept, so a user sees every layout that reaches a point of the
     front), without holding them. For the same reason a chunk needs to offer only its own
     non-dominated rows (:func:`summarize`).
+
+    A fold touches objective vectors only: the full rows that join are kept as they came
+    (Arrow tables from the workers, or DataFrames) with a flag per joined row that a later
+    fold clears, and :attr:`rows` is made from them when it is read (the end of a run), not
+    by a pandas conversion and concatenation per chunk.
     """
 
     def __init__(self, study: Study) -> None:
         self.study = study
-        self.rows = pd.DataFrame()
         self.f = np.empty((0, len(study.objectives)))
         self.evaluations = self.feasible = self.failed = 0
         self.ruled_out: dict[str, int] = {}
+        self._parts: list = []  # the full rows that joined, in order (Arrow tables or DataFrames)
+        self._alive = np.zeros(0, bool)  # per joined row: still on the front (rows of self.f)
+        self._rows: pd.DataFrame | None = pd.DataFrame()  # the alive rows, made on reading
 
-    def fold(self, chunk: ChunkSummary, rows: Callable[[np.ndarray], pd.DataFrame]) -> np.ndarray:
+    @property
+    def rows(self) -> pd.DataFrame:
+        """The front's full rows, in the order they joined."""
+        if self._rows is None:
+            self._rows = _alive_rows(self._parts, self._alive)
+            self._parts, self._alive = [self._rows], np.ones(len(self._rows), bool)
+        return self._rows
+
+    @rows.setter
+    def rows(self, table: pd.DataFrame) -> None:
+        """Replace the front's rows (one per row of :attr:`f`, in that order)."""
+        self._rows = table
+        self._parts, self._alive = [table], np.ones(len(table), bool)
+
+    def fold(self, chunk: ChunkSummary, rows: Callable[[np.ndarray], object]) -> np.ndarray:
         """Fold a chunk in; returns which of its contenders joined the front. ``rows(mask)``
-        gives the full rows of the masked contenders (the front keeps them)."""
+        gives the full rows of the masked contenders (an Arrow table or a DataFrame; the
+        front keeps them as they are)."""
         import moocore
 
         self.evaluations += chunk.evaluations
@@ -175,20 +197,22 @@ class RunningFront:
             return np.zeros(0, bool)
         nd = moocore.is_nondominated(np.vstack([self.f, chunk.f]), keep_weakly=True)
         old, new = nd[: len(self.f)], nd[len(self.f) :]
-        if not new.any():  # most chunks of a long run: no rows to convert, nothing to concat
-            if not old.all():
-                self.rows = self.rows[old].reset_index(drop=True)
-                self.f = self.f[old]
-            return new
-        joining = rows(new).reset_index(drop=True)
-        self.rows = (
-            pd.concat([self.rows[old], joining], ignore_index=True) if len(self.rows) else joining
-        )
-        self.f = np.vstack([self.f[old], chunk.f[new]])
+        if not old.all():
+            self._alive[np.flatnonzero(self._alive)[~old]] = False
+            self.f = self.f[old]
+            self._rows = None
+        if new.any():
+            joining = rows(new)
+            self._parts.append(joining)
+            self._alive = np.concatenate([self._alive, np.ones(len(joining), bool)])
+            self.f = np.vstack([self.f, chunk.f[new]])
+            self._rows = None
+        if self._rows is None and len(self._parts) > 64:  # bounded: what left is let go
+            self.rows  # noqa: B018 - made now
         return new
 
     def update(
-        self, table: pd.DataFrame, rows: Callable[[np.ndarray], pd.DataFrame] | None = None
+        self, table: pd.DataFrame, rows: Callable[[np.ndarray], object] | None = None
     ) -> np.ndarray:
         """Fold ``table``'s rows in (see :func:`summarize` for its columns); returns the mask
         of its rows on the front now. The front keeps the rows, or ``rows(mask)``."""
@@ -210,9 +234,40 @@ class RunningFront:
     def sorted_rows(self) -> pd.DataFrame:
         """The front, by the first objective (ties in the order evaluated)."""
         first = self.study.objectives[0].metric
-        if len(self.rows) == 0 or first not in self.rows:
-            return self.rows
-        return self.rows.sort_values(first, kind="stable").reset_index(drop=True)
+        rows = self.rows
+        if len(rows) == 0 or first not in rows:
+            return rows
+        return rows.sort_values(first, kind="stable").reset_index(drop=True)
+
+
+def _alive_rows(parts: list, alive: np.ndarray) -> pd.DataFrame:
+    """The rows of ``parts`` (Arrow tables or DataFrames, one after the other) that are
+    ``alive``, as one DataFrame: Arrow parts are filtered and converted together (one pandas
+    conversion), each DataFrame part filtered as it is."""
+    import pyarrow as pa
+
+    frames, tables, at = [], [], 0
+    for part in parts:
+        n = part.num_rows if isinstance(part, pa.Table) else len(part)
+        keep = alive[at : at + n]
+        at += n
+        if not keep.any():
+            continue
+        if isinstance(part, pa.Table):
+            tables.append(part if keep.all() else part.filter(pa.array(keep)))
+            continue
+        if tables:  # in joined order: the Arrow rows before this frame
+            frames.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
+            tables = []
+        frames.append(part if keep.all() else part[keep])
+    if tables:
+        frames.append(pa.concat_tables(tables, promote_options="permissive").to_pandas())
+    frames = [f for f in frames if len(f.columns)]
+    if not frames:
+        return pd.DataFrame()
+    return (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)).reset_index(
+        drop=True
+    )
 
 
 #: up to this many objectives the hypervolume is exact; beyond, a deterministic approximation

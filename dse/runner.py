@@ -205,7 +205,10 @@ class Runner:
         with store.locked(), contextlib.ExitStack() as handlers:
             for signum in TERMINATING:
                 handlers.enter_context(signals.handling(signum, _raise_terminated))
-            return self._loop(store, driver)
+            try:
+                return self._loop(store, driver)
+            finally:  # log files the workers staged and the run did not take (it was stopped)
+                store.remove_dead_temp_files()
 
     def _loop(self, store: ResultStore, driver: SearchDriver) -> RunResult:
         study = self.study
@@ -335,10 +338,14 @@ class Runner:
         study = self.study
         started = time.perf_counter()
         signals.raise_lost_interrupt()  # a Ctrl-C that Python could not raise where it came
-        batch = self._asked(driver)
-        if len(batch) == 0:
-            return False
-        keys = self._keys(driver, batch)
+        keys = self._asked_keys(driver)
+        if keys is not None:  # grid positions only: the workers make the values
+            batch = pd.DataFrame(index=pd.RangeIndex(len(keys)))
+        else:
+            batch = self._asked(driver)
+            if len(batch) == 0:
+                return False
+            keys = self._keys(driver, batch)
         locs = run.index.find(keys)
         _, first = np.unique(keys, return_index=True)
         todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
@@ -380,6 +387,14 @@ class Runner:
             return self.space.keys(batch)
         except ValueError as exc:  # a value that is not one of a discrete parameter's
             raise self._driver_error(f"asked for {exc}") from None
+
+    def _asked_keys(self, driver: SearchDriver) -> np.ndarray | None:
+        """The next batch as grid positions, where dse's own driver reads no values and asks
+        this way (an enumeration: :meth:`SearchDriver.ask_keys`); else None."""
+        if not (self.space.indexable and self._own_driver) or driver.tells_values:
+            return None
+        keys = self._call(driver, "ask_keys")
+        return None if keys is None or len(keys) == 0 else np.asarray(keys, dtype=np.int64)
 
     def _asked(self, driver: SearchDriver) -> pd.DataFrame:
         """The driver's next batch, checked: a table with every parameter of the space, each
@@ -499,6 +514,11 @@ class Runner:
                 run.batch_no,
                 tuple(self._narrow_columns[1:]),
                 told=told,
+                # a local cluster's workers write their chunks' log files themselves: the rows'
+                # bytes never pass through this process (received, then written again)
+                stage_in=str(store.evaluations_dir.absolute())
+                if self.plan.execution.kind == "local"
+                else None,
             )
             for _, chunk in executor.results(inputs, finish=finish):
                 run.front.fold(chunk.summary, chunk.contender_rows)

@@ -55,6 +55,7 @@ from dse.files import (
     OLDEST_FORMAT_READ,
     atomic_path,
     atomic_write_text,
+    commit_staged,
     is_zarr_store,
     json_default,
     remove_path,
@@ -137,25 +138,32 @@ def log_file_footer(path: Path) -> tuple[pa.Schema, int]:
 @dataclass(frozen=True)
 class LogChunk:
     """An evaluated chunk as it travels from a worker: the log rows already encoded as a
-    log file (:func:`encode`, an Arrow buffer), the few columns the run loop reads
-    (``narrow``, decoded), the chunk's summary for the running front (a
+    log file (:func:`encode`, an Arrow buffer), or, where the worker shares this machine's
+    file system (a local cluster), already written by it as a staged log file
+    (``staged``: :func:`dse.files.stage_file`, which the run renames into the log in order,
+    so that the rows' bytes never pass through the run's process); the few columns the run
+    loop reads (``narrow``, decoded), the chunk's summary for the running front (a
     :class:`dse.pareto.ChunkSummary`), and the full rows of its contenders (the only
     candidates that can join the front)."""
 
-    data: pa.Buffer
+    data: pa.Buffer | None
     narrow: pa.Table
     contenders: pa.Table
     summary: Any
+    staged: str | None = None
 
     def __len__(self) -> int:
         return self.narrow.num_rows
 
     def table(self) -> pa.Table:
+        if self.data is None:
+            return read_log_file(Path(self.staged))
         return decode(self.data)
 
-    def contender_rows(self, mask: np.ndarray) -> pd.DataFrame:
-        """The full rows of the masked contenders."""
-        return self.contenders.filter(pa.array(mask)).drop_columns(["kept"]).to_pandas()
+    def contender_rows(self, mask: np.ndarray) -> pa.Table:
+        """The full rows of the masked contenders (the running front converts them to pandas
+        when it is read, all chunks' together)."""
+        return self.contenders.filter(pa.array(mask)).drop_columns(["kept"])
 
 
 def _pid_alive(pid: int, since: float | None = None) -> bool:
@@ -536,6 +544,23 @@ class ResultStore:
         self._files = None
         return target
 
+    def commit_group(self, batch: int, staged: Path) -> Path:
+        """Store a group a worker wrote (:func:`dse.files.stage_file`) under the name
+        :meth:`write_group` would give it: a rename and a folder fsync, no data copied."""
+        n = len(self._files_of_batch(batch))
+        target = self.evaluations_dir / self._log_name(batch, n)
+        while target.exists():
+            n += 1
+            target = self.evaluations_dir / self._log_name(batch, n)
+        commit_staged(staged, target)
+        self._files = None
+        return target
+
+    def remove_dead_temp_files(self) -> None:
+        """What :meth:`locked` removes when it takes the lock, again (the run's end: the
+        files its workers staged and it never committed, once the workers are gone)."""
+        self._remove_dead_temp_files()
+
     @property
     def run_stamp(self) -> str:
         """The first 8 hex digits of the run's id: the log's file names carry it, so that a
@@ -709,6 +734,12 @@ class LogWriter:
         self.written: list[tuple[int, np.ndarray]] = []
 
     def add(self, chunk: LogChunk | pa.Table) -> None:
+        if isinstance(chunk, LogChunk) and chunk.staged is not None:  # written by the worker
+            self._submit()  # keep the log in order
+            self._jobs.append(
+                self._pool.submit(self._commit, Path(chunk.staged), chunk.narrow.column("key"))
+            )
+            return
         if isinstance(chunk, LogChunk) and len(chunk) >= self.rows // 32:  # decoding costs more
             self._submit()  # keep the log in order
             self._jobs.append(
@@ -733,6 +764,10 @@ class LogWriter:
 
     def _write(self, data: bytes | pa.Buffer, keys: pa.ChunkedArray) -> None:
         path = self.store.write_group(self.batch, data)
+        self.written.append((self.store.log_files().index(path), keys.to_numpy()))
+
+    def _commit(self, staged: Path, keys: pa.ChunkedArray) -> None:
+        path = self.store.commit_group(self.batch, staged)
         self.written.append((self.store.log_files().index(path), keys.to_numpy()))
 
     def flush(self) -> None:

@@ -849,3 +849,44 @@ def test_an_optuna_run_stopped_before_its_first_batch_resumes(tmp_path):
     resumed = run_cli("resume", str(out), "--workers", "0", "--quiet")
     assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr
     assert json.loads((out / "state.json").read_text())["driver"]["asked"] == 30
+
+
+def test_running_front_of_arrow_chunks_is_the_front_of_their_tables():
+    """Chunks folded as Arrow tables (as the workers send their contenders) give the rows a
+    front of DataFrames gives, in the order they joined, and drop the rows a later chunk
+    dominates."""
+    import pyarrow as pa
+
+    from dse.pareto import RunningFront, summarize
+
+    study = Study.model_validate(toy_study())
+    rng = np.random.default_rng(3)
+    tables = [
+        pd.DataFrame(
+            {
+                "f1": rng.random(50),
+                "f2": rng.random(50),
+                "feasible": rng.random(50) > 0.2,
+                "reason": "",
+                "status": "ok",
+                "error": "",
+                "key": np.arange(50) + 50 * i,
+            }
+        )
+        for i in range(6)
+    ]
+    by_frame, by_arrow = RunningFront(study), RunningFront(study)
+    for t in tables:
+        by_frame.update(t)
+        chunk = summarize(t, study)
+        contenders = pa.Table.from_pandas(t.iloc[chunk.contenders], preserve_index=False)
+        by_arrow.fold(chunk, lambda mask, c=contenders: c.filter(pa.array(mask)))
+    assert len(by_arrow.rows) == len(by_arrow.f) == len(by_frame.f)
+    pd.testing.assert_frame_equal(by_arrow.rows, by_frame.rows.reset_index(drop=True))
+    from dse.pareto import feasible_mask
+
+    everything = pd.concat(tables, ignore_index=True)
+    ok = everything[feasible_mask(everything, study)]
+    nd = moocore.is_nondominated(objective_matrix(ok, study), keep_weakly=True)
+    assert sorted(by_arrow.rows["key"]) == sorted(ok["key"][nd])
+    np.testing.assert_array_equal(by_arrow.sorted_rows()["key"], by_frame.sorted_rows()["key"])

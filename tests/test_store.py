@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,34 @@ def test_key_index_finds_every_added_key_and_nothing_else():
     found = index.find(probe)
     np.testing.assert_array_equal(found[: len(keys[::7])], np.arange(0, 50_000, 7))
     assert (found[len(keys[::7]) :] == -1).sum() >= 999  # random keys are (almost surely) absent
+
+
+def test_key_index_of_sorted_and_interleaved_runs_finds_what_a_dict_would():
+    """Sorted adds (an enumeration's: merged by concatenation, no sort) and interleaved or
+    unsorted ones (merged by a sort) find the same locations as a dict of the first add."""
+    rng = np.random.default_rng(1)
+    ascending = np.arange(0, 40_000, dtype=np.int64)
+    shuffled = rng.permutation(np.arange(20_000, 60_000, dtype=np.int64))  # overlaps the first
+    index, first = KeyIndex(), {}
+    loc = 0
+    for part in [*np.array_split(ascending, 7), *np.array_split(shuffled, 5)]:
+        locs = np.arange(loc, loc + len(part))
+        index.add(part, locs)
+        for k, at in zip(part.tolist(), locs.tolist(), strict=True):
+            first.setdefault(k, at)
+        loc += len(part)
+    probe = np.arange(-5, 60_005, dtype=np.int64)
+    expected = np.array([first.get(k, -1) for k in probe.tolist()])
+    found = index.find(probe)
+    hit = expected >= 0
+    np.testing.assert_array_equal(found[~hit], -1)
+    # a key added twice keeps both entries; a lookup gives one of them, of that key
+    twice = np.isin(probe, np.arange(20_000, 40_000))
+    np.testing.assert_array_equal(found[hit & ~twice], expected[hit & ~twice])
+    assert (found[twice] >= 0).all()
+    assert all(index._runs[i][0][-1] >= index._runs[i][0][0] for i in range(len(index._runs)))
+    for keys, _ in index._runs:
+        assert (np.diff(keys) >= 0).all()
 
 
 def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
@@ -209,6 +238,62 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     assert feather.read_table(store.write_group(0, back.data)).equals(
         chunk.table()
     )  # a file takes it as bytes
+
+
+def test_a_chunk_the_worker_writes_itself_is_committed_in_order_with_the_same_rows(
+    tmp_path, monkeypatch
+):
+    """Where the workers share the run's file system (a local cluster), a large chunk's log
+    file is written and fsynced by the worker in a private folder of the log, and the run
+    renames it into the log in order: the same file as the run writing the bytes itself,
+    the keys learned, nothing left behind; a small chunk still travels as bytes. A staged
+    file the run never takes is removed with its folder."""
+    import dse.logrows as logrows
+    from dse.api import plan
+    from dse.execution.base import EvaluatorRef, evaluate_chunk
+    from dse.execution.candidates import GridCandidates
+    from dse.files import discard_staged
+    from dse.logrows import LogRows
+    from dse.store import ResultStore
+
+    monkeypatch.setattr(logrows, "STAGED_ROWS", 20)
+    p = plan(write_study(tmp_path, toy_study()))
+    store = ResultStore.create(
+        tmp_path / "run",
+        study_text="name: toy\n",
+        study_name="toy",
+        evaluator="toy",
+        evaluator_version="1",
+    )
+    narrow = ("f1", "f2", "feasible", "status", "reason", "error")
+    ref = EvaluatorRef.of(p.study.evaluator)
+    keys = np.arange(int(p.space.size), dtype=np.int64)
+    staging = LogRows(p.study, tuple(p.space.names), 0, narrow, stage_in=str(store.evaluations_dir))
+    sending = LogRows(p.study, tuple(p.space.names), 0, narrow)
+    big, _ = evaluate_chunk(ref, GridCandidates(p.space, keys[:40]), staging)
+    small, _ = evaluate_chunk(ref, GridCandidates(p.space, keys[40:50]), staging)
+    assert big.data is None and Path(big.staged).is_file() and small.staged is None
+    assert Path(big.staged).parent.parent == store.evaluations_dir
+    assert store.log_files() == [] and store.check_log() == 0  # staged: not in the log yet
+    expected, _ = evaluate_chunk(ref, GridCandidates(p.space, keys[:40]), sending)
+    writer = store.writer(0)
+    writer.rows = 1  # the small chunk is a group of its own, after the big one
+    writer.add(big)
+    writer.add(small)
+    writer.flush()
+    files = store.log_files()
+    assert len(files) == 2
+    timeless = ["elapsed_s"]  # (the time each call took: the one thing that differs)
+    assert (
+        feather.read_table(files[0])
+        .drop_columns(timeless)
+        .equals(expected.table().drop_columns(timeless))
+    )
+    assert [k.tolist() for _, k in writer.written] == [keys[:40].tolist(), keys[40:50].tolist()]
+    assert [f.name for f in store.evaluations_dir.iterdir() if f.name.startswith(".")] == []
+    lost, _ = evaluate_chunk(ref, GridCandidates(p.space, keys[:20]), staging)
+    discard_staged(Path(lost.staged))
+    assert sorted(store.evaluations_dir.iterdir()) == files
 
 
 def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(

@@ -122,6 +122,11 @@ class AutoDriver(SearchDriver):
         self.asked = self.offset + self.inner.asked
         return batch
 
+    def ask_keys(self) -> np.ndarray | None:
+        keys = self.inner.ask_keys()
+        self.asked = self.offset + self.inner.asked
+        return keys
+
     def tell(self, candidates, objectives, violations) -> None:
         self.inner.tell(candidates, objectives, violations)
         self.told = self.offset + self.inner.told

@@ -182,6 +182,15 @@ class SearchDriver(ABC):
         candidate)."""
         return None
 
+    def ask_keys(self) -> np.ndarray | None:
+        """The next batch as grid positions only (:meth:`dse.space.Space.keys`), for a driver
+        that makes its batches from them and reads no values (:attr:`tells_values` False):
+        the runner then builds no table of the batch's values, and :meth:`tell` gets a table
+        of the batch's length without columns. None (the default, or a driver with nothing
+        to ask this way now): the runner calls :meth:`ask`. Taken from dse's own drivers only,
+        on a space whose keys are grid positions."""
+        return None
+
     def observe_cost(self, seconds: float, evaluated: int) -> None:
         """The wall time of the batch just told (asking, looking up, evaluating, storing) and
         how many of its candidates were evaluated (the rest were looked up). Called after

@@ -57,11 +57,15 @@ class ExhaustiveDriver(SearchDriver):
 
     def ask(self) -> pd.DataFrame:
         space = self.problem.space
+        keys = self.ask_keys()
+        return space.from_indices(space.indices_of(keys))
+
+    def ask_keys(self) -> np.ndarray:
+        """The next grid positions (the runner asks no values: the workers build them)."""
         hi = min(self.asked + self.chunk, self.size)
         self._keys = np.arange(self.asked, hi, dtype=np.int64)
-        batch = space.from_indices(space.indices_of(self._keys))
         self.asked = hi
-        return batch
+        return self._keys
 
     def asked_keys(self) -> np.ndarray | None:
         return self._keys

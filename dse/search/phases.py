@@ -184,6 +184,35 @@ class PhasedSearch(SearchDriver):
             return self.space.from_indices(self.space.indices_of(keys))
         return pd.DataFrame(columns=self.space.names)
 
+    def ask_keys(self) -> np.ndarray | None:
+        """The search's next grid positions, where dse's own driver gives them and reads no
+        values (an enumeration); None otherwise, and for the polish (:meth:`ask` asks it)."""
+        self._advance()
+        if (
+            self.phase != SEARCH
+            or self._out_of_budget()
+            or self.tells_values
+            or not type(self.inner).__module__.startswith("dse.")
+        ):
+            return None
+        keys = self.inner.ask_keys()
+        if keys is None:
+            return None
+        left = self.problem.budget - self.asked
+        if self.problem.time_budget_s is None and len(keys) > left:
+            raise AskedTooMany(
+                f"asked {len(keys):,} candidates with {left:,} left of the budget of "
+                f"{self.problem.budget:,} evaluations (ask at most budget - asked)"
+            )
+        if len(keys) == 0:  # the search is over: ask() goes on with what follows
+            self.phase = POLISH if self.polishing else DONE
+            self._advance()
+            return None
+        self._source = SEARCH
+        self.search_asked += len(keys)
+        self.asked += len(keys)
+        return keys
+
     @property
     def tells_values(self) -> bool:  # type: ignore[override]
         """The study's driver reads them, or the polish follows its search (it keeps a front)."""
