@@ -27,8 +27,10 @@ clocks as a convex cost, the waits at one blocked power, Perseus's accounting), 
 :func:`pass_frontier` traces its frontier; docs/model-energy.md, section 7a, compares the
 frontiers with Perseus's published one.
 
-The evaluator (``clock_plan: per_stage``) uses the closed form of the plan at the
-candidate's iteration time (:func:`steady_state_saving_j`), checked on the emulation.
+The evaluator (``clock_plan: per_stage``) uses a closed form of the per-pass plan at the
+candidate's one-clock iteration time (:func:`pass_plan_saving_j`), checked against
+:func:`plan_passes`; :func:`steady_state_saving_j` (the steady state alone, checked on the
+emulation) serves pipelines with fewer micro-batches than stages.
 """
 
 from __future__ import annotations
@@ -398,10 +400,10 @@ def pass_plan_saving_j(slots_s, micro_batches, curve_of, backward_share=2.0 / 3.
         window = np.where(last_paces, between, n * pace)
         x = np.clip(window / np.maximum(n * slots_s[:, s], 1e-300), 1.0, top)
         out += np.maximum(n, 0.0) * slots_s[:, s] * gain(x)
-    few = m < stages
-    if few.any():
-        old = steady_state_saving_j(slots_s, m, lambda: grid) * stages
-        out = np.where(few, old, out)
+    few = np.flatnonzero(m < stages)
+    if len(few):
+        part = tuple(g[few] for g in grid)
+        out[few] = steady_state_saving_j(slots_s[few], m[few], lambda: part) * stages
     return np.maximum(out, 0.0) / stages
 
 
