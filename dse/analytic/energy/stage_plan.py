@@ -48,6 +48,12 @@ PLAN_CLOCKS = 24
 PLAN_LOWEST = 0.6
 #: coordinate-descent passes over the stages (a third changed nothing on the Perseus pipeline)
 PASSES = 2
+#: share of the time between a stage's bubbles beyond its steady-state slots' own slack that
+#: the closed form of a clock per pass gives its steady-state passes (:func:`pass_plan_saving_j`;
+#: the linear program shares it with the bubbles' chains): chosen against :func:`plan_passes`
+#: over the test grid of tests/test_stage_plan.py (largest deviation 0.6 points with 1/2, 1.4
+#: with all of it, 1.0 with a quarter; docs/model-energy.md, section 7a)
+STEADY_EXTRA_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,7 +403,8 @@ def pass_plan_saving_j(slots_s, micro_batches, curve_of, backward_share=2.0 / 3.
     for s in range(stages):
         n = m - stages + s
         between = time_s - fwd.sum(axis=1) - bwd.sum(axis=1) - slots_s[:, s + 1 :].sum(axis=1)
-        window = np.where(last_paces, between, n * pace)
+        extra = STEADY_EXTRA_SHARE * (between - n * pace)
+        window = np.where(last_paces, n * pace + extra, n * pace)
         x = np.clip(window / np.maximum(n * slots_s[:, s], 1e-300), 1.0, top)
         out += np.maximum(n, 0.0) * slots_s[:, s] * gain(x)
     few = np.flatnonzero(m < stages)
