@@ -51,8 +51,8 @@ PASSES = 2
 #: share of the time between a stage's bubbles beyond its steady-state slots' own slack that
 #: the closed form of a clock per pass gives its steady-state passes (:func:`pass_plan_saving_j`;
 #: the linear program shares it with the bubbles' chains): chosen against :func:`plan_passes`
-#: over the test grid of tests/test_stage_plan.py (largest deviation 0.6 points with 1/2, 1.4
-#: with all of it, 1.0 with a quarter; docs/model-energy.md, section 7a)
+#: on 13 of the hardest pipelines (largest deviation 0.6 points with 1/2, 1.4 with all of it,
+#: 1.0 with a quarter; docs/model-energy.md, section 7a)
 STEADY_EXTRA_SHARE = 0.5
 
 
