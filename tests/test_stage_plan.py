@@ -82,6 +82,76 @@ def test_the_closed_form_plan_keeps_the_time_and_saves_what_it_says_on_the_emula
         assert closed == pytest.approx((e0[0, 0] - e1[0, 0]) / 4, rel=0.01)
 
 
+#: the evaluator's grid for a candidate at f_max: 24 clocks down to 0.6 f_max (stage_plan)
+EVALUATOR_MHZ = np.linspace(1410.0, 0.6 * 1410.0, stage_plan.PLAN_CLOCKS)
+
+
+def _curve_at_share(share):
+    """A pass of clock-bound share ``share`` on the evaluator's grid (the energy model's A100
+    power, validate_energy.stage_energy), waits at the blocked power of the top clock."""
+    t, e = validate_energy.stage_energy(EVALUATOR_MHZ, share)
+    blocked = validate_energy.stage_curve(EVALUATOR_MHZ[:1]).blocked_w[0]
+    n = len(EVALUATOR_MHZ)
+    return stage_plan.StageCurve(
+        clock_mhz=EVALUATOR_MHZ,
+        time_factor=t,
+        energy_j_per_s=e / t[0],
+        blocked_w=np.full(n, blocked),
+    )
+
+
+@pytest.mark.parametrize("share", [0.5, 0.76, 0.95])
+@pytest.mark.parametrize(
+    ("stages", "micro_batches"),
+    [(2, 2), (2, 32), (3, 6), (4, 4), (4, 16), (8, 8), (8, 16), (16, 16)],
+)
+def test_the_candidates_plan_saves_what_a_clock_per_pass_saves(stages, micro_batches, share):
+    """The evaluator's closed form of a clock per pass (``clock_plan: per_stage``) against the
+    linear program (:func:`plan_passes`, the exact plan) at the one-clock iteration time:
+    within 1 percentage point of the iteration's energy, balanced stages and the last stage
+    7.7% (Perseus's GPT-3 stage: the output layer and loss) or 10% heavier."""
+    curve = _curve_at_share(share)
+    grid = (curve.time_factor[None], curve.energy_j_per_s[None], curve.blocked_w[None])
+    for heavy in (1.0, 1.077 if stages % 2 else 1.1):
+        fwd = np.ones(stages)
+        fwd[-1] = heavy
+        work = _pipeline(fwd, micro_batches)
+        sched = stage_plan._schedule(stages, micro_batches)
+        base = np.where(sched.backward, work.backward_s[sched.stage], work.forward_s[sched.stage])
+        time_s = stage_plan.iteration_time_s(base[None], sched, stages)[0]
+        one_j = curve.energy_j_per_s[0] * base.sum() + curve.blocked_w[0] * (
+            stages * time_s - base.sum()
+        )
+        exact = stage_plan.plan_passes(work, stage_plan.pass_costs(work, curve), time_s)
+        closed = stage_plan.pass_plan_saving_j(
+            3.0 * fwd[None], np.array([micro_batches]), lambda g=grid: g
+        )[0]
+        assert closed * stages / one_j == pytest.approx(1.0 - exact.energy_j / one_j, abs=0.01)
+
+
+def test_the_candidates_plan_on_perseus_stages_fills_the_bubbles():
+    """On Perseus's GPT-3 stages at 12 micro-batches the closed form saves what the exact
+    per-pass plan does (14.3% of the one-clock iteration's energy, within a point) where the
+    steady-state slots alone save 5.4%."""
+    f = np.array(validate_energy.PERSEUS_FORWARD_S)
+    b = np.array(validate_energy.PERSEUS_BACKWARD_S)
+    curve = validate_energy.stage_curve(validate_energy.PERSEUS_CLOCKS_MHZ)
+    curve = dataclasses.replace(curve, blocked_w=np.full(len(curve.clock_mhz), curve.blocked_w[0]))
+    grid = (curve.time_factor[None], curve.energy_j_per_s[None], curve.blocked_w[None])
+    work = stage_plan.StageWork(forward_s=f, backward_s=b, micro_batches=12)
+    one = stage_plan.one_clock_frontier(work, curve)
+    i = one.fastest()
+    exact = stage_plan.plan_passes(work, stage_plan.pass_costs(work, curve), float(one.time_s[i]))
+    slots = (f + b)[None]
+    closed = stage_plan.pass_plan_saving_j(
+        slots, np.array([12]), lambda: grid, float(b[0] / (f[0] + b[0]))
+    )[0]
+    steady = stage_plan.steady_state_saving_j(slots, np.array([12]), lambda: grid)[0]
+    saved = 1.0 - exact.energy_j / one.energy_j[i]
+    assert closed * 8 / one.energy_j[i] == pytest.approx(saved, abs=0.01)
+    assert steady * 8 / one.energy_j[i] < saved - 0.05
+
+
 def test_perseus_planned_frontier_never_above_the_one_clock_frontier():
     r = validate_energy.perseus_frontier_report(COARSE_MHZ)
     assert r["planned_never_above"] == {"stage": True, "phase": True, "pass": True}
@@ -211,6 +281,6 @@ def test_clock_plan_input_saves_energy_at_the_same_time():
     np.testing.assert_allclose(planned["time_to_train_s"], one["time_to_train_s"], rtol=1e-12)
     np.testing.assert_allclose(planned["step_time_s"], one["step_time_s"], rtol=1e-12)
     saved = 1.0 - planned["energy_to_train_j"].to_numpy() / one["energy_to_train_j"].to_numpy()
-    assert (saved > 0.001).all() and (saved < 0.05).all()
+    assert (saved > 0.001).all() and (saved < 0.1).all()
     # one stage: nothing to plan
     assert r.loc[5, "energy_to_train_j"] == r.loc[4, "energy_to_train_j"]

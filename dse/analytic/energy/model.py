@@ -32,6 +32,7 @@ from dse.analytic.energy import (
     transfer,
 )
 from dse.analytic.energy.accelerator import Accelerators, accelerator_energy, static_power_w
+from dse.analytic.time.data_parallel import BACKWARD_SHARE
 from dse.analytic.time.result import TimeResult
 from dse.analytic.time.step import StepBreakdown
 
@@ -151,8 +152,9 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
 def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
     """``e`` with the energy a per-stage clock plan (``clock_plan: per_stage``) saves at the
     same iteration time taken off the candidates that plan (a whole plain 1F1B pipeline of
-    2 or more stages, feasible); :func:`.stage_plan.steady_state_saving_j` plans each
-    candidate's pipeline from its stages' micro-batch times. The saving is dynamic energy
+    2 or more stages, feasible); :func:`.stage_plan.pass_plan_saving_j` plans each
+    candidate's pipeline from its stages' micro-batch times, a clock per pass (Perseus's
+    plan, the backward :data:`BACKWARD_SHARE` of a micro-batch as the time model has it). The saving is dynamic energy
     (the static power over the same iteration is unchanged): taken off the compute energy."""
     b = perf.breakdown
     if b.first_slot_s is None:
@@ -171,15 +173,18 @@ def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock)
         )
         slot = b.compute_s[rows] + b.memory_s[rows] + b.layer_comm_s[rows]
         share = np.where(slot > 0, b.compute_s[rows] / np.where(slot > 0, slot, 1.0), 0.0)
-        saving[rows] = stage_plan.steady_state_saving_j(
-            slots, perf.micro_batches[rows], _pass_curve(acc, rows, clock[rows], share)
+        saving[rows] = stage_plan.pass_plan_saving_j(
+            slots,
+            perf.micro_batches[rows],
+            _pass_curve(acc, rows, clock[rows], share),
+            BACKWARD_SHARE,
         )
     saving = np.minimum(saving, e.compute_j)
     return replace(e, compute_j=e.compute_j - saving, total_j=e.total_j - saving)
 
 
 def _pass_curve(acc: Accelerators, rows, clock_mhz, share):
-    """``curve_of()`` for :func:`.stage_plan.steady_state_saving_j`: a pass (clock-bound
+    """``curve_of()`` for :func:`.stage_plan.pass_plan_saving_j`: a pass (clock-bound
     share ``share`` at ``clock_mhz``) at :data:`.stage_plan.PLAN_CLOCKS` clocks from its own
     down to :data:`.stage_plan.PLAN_LOWEST` of the maximum (at least the accelerator's
     lowest): its time factor, its energy per second of work at its clock (the energy

@@ -27,8 +27,10 @@ clocks as a convex cost, the waits at one blocked power, Perseus's accounting), 
 :func:`pass_frontier` traces its frontier; docs/model-energy.md, section 7a, compares the
 frontiers with Perseus's published one.
 
-The evaluator (``clock_plan: per_stage``) uses the closed form of the plan at the
-candidate's iteration time (:func:`steady_state_saving_j`), checked on the emulation.
+The evaluator (``clock_plan: per_stage``) uses a closed form of the per-pass plan at the
+candidate's one-clock iteration time (:func:`pass_plan_saving_j`), checked against
+:func:`plan_passes`; :func:`steady_state_saving_j` (the steady state alone, checked on the
+emulation) serves pipelines with fewer micro-batches than stages.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ PLAN_CLOCKS = 24
 PLAN_LOWEST = 0.6
 #: coordinate-descent passes over the stages (a third changed nothing on the Perseus pipeline)
 PASSES = 2
+#: share of the time between a stage's bubbles beyond its steady-state slots' own slack that
+#: the closed form of a clock per pass gives its steady-state passes (:func:`pass_plan_saving_j`;
+#: the linear program shares it with the bubbles' chains): chosen against :func:`plan_passes`
+#: on 13 of the hardest pipelines (largest deviation 0.6 points with 1/2, 1.4 with all of it,
+#: 1.0 with a quarter; docs/model-energy.md, section 7a)
+STEADY_EXTRA_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +320,98 @@ def steady_state_saving_j(slots_s, micro_batches, curve_of) -> np.ndarray:
         best = np.where(fits, slot_j, np.inf).min(axis=1)
         out += steady * np.maximum(slot_j[:, 0] - best, 0.0)
     return out / stages
+
+
+def _bubble_factors(fwd_s, bwd_s, top):
+    """The warm-up triangle's time factors (shape (R, P), column ``k`` at index ``k``; index 0
+    unused): the forwards ``k >= 1`` of the first ``P - k`` stages run at one factor per
+    column, the largest whose longest chain (stage 0's first ``k`` forwards, then column
+    ``k`` down to stage ``P - 1 - k``) ends by the time stage ``P - 1 - k`` starts its first
+    backward, ``sum(f) + sum(b[P - k:])`` (the first micro-batch's forward and backward
+    chain, critical); at most ``top``. The cool-down is the same triangle of the pipeline
+    run backwards in time (forwards and backwards swapped)."""
+    r_rows, stages = fwd_s.shape
+    x = np.ones((r_rows, stages))
+    done = np.zeros(r_rows)  # sum of x over the columns before k
+    below = np.cumsum(fwd_s, axis=1)  # forwards of stages 0..s
+    total = below[:, -1]
+    for k in range(1, stages):
+        last = stages - 1 - k
+        deadline = total + bwd_s[:, last + 1 :].sum(axis=1)
+        room = deadline - fwd_s[:, 0] * (1.0 + done)
+        x[:, k] = np.clip(room / below[:, last], 1.0, top)
+        done += x[:, k]
+    return x
+
+
+def pass_plan_saving_j(slots_s, micro_batches, curve_of, backward_share=2.0 / 3.0) -> np.ndarray:
+    """Energy (J per accelerator per iteration) a clock per pass (Perseus's plan,
+    :func:`plan_passes`) saves on candidates' 1F1B pipelines at their one-clock iteration
+    time, in closed form, without the linear program. The passes off the critical path are
+    in three parts: the warm-up triangle (stage ``s``'s forwards 1 to ``P - 1 - s``, before
+    its first backward, which the first micro-batch's chain pins), the cool-down triangle
+    (the same, backwards in time) and the steady state between them. Each triangle's
+    columns run at the factor its longest chain allows (:func:`_bubble_factors`); a stage's
+    steady-state passes (``M - P + s`` forwards and as many backwards) share the time
+    between its triangles evenly (where the last stage sets the pace: the first
+    micro-batch's chain and the last's pin the triangles' ends; elsewhere the pace stage's
+    slots). A pass at time factor ``x`` saves ``e(1) - e(x) + P_blocked (x - 1)`` per second
+    of its work (``e`` the energy per second of work, linear between the grid's clocks, the
+    grid cut at its lowest-energy clock; the waits at the blocked power of the candidate's
+    clock, Perseus's accounting). Within 1 percentage point of :func:`plan_passes` over
+    2-16 stages, P-16P micro-batches, balanced and last-heavier stages
+    (``tests/test_stage_plan.py``). Rows with fewer micro-batches than stages keep
+    :func:`steady_state_saving_j`.
+
+    ``slots_s``: (R, P) one micro-batch's time (forward + backward) per stage at the
+    candidates' clocks, the backward ``backward_share`` of it; ``micro_batches`` (R,);
+    ``curve_of()`` -> (time factor, energy J/s, blocked W), each (R, G), of a pass at a grid
+    of clocks from the candidate's (index 0) down."""
+    grid = curve_of()
+    tf, e_per_s, blocked = grid
+    slots_s = np.asarray(slots_s, dtype=float)
+    r_rows, stages = slots_s.shape
+    m = np.asarray(micro_batches, dtype=float)
+    # the grid up to its lowest-energy clock (slower and dearer below it)
+    lowest = np.argmin(e_per_s, axis=1)
+    cols = np.arange(tf.shape[1])[None, :]
+    tf = np.where(cols <= lowest[:, None], tf, np.inf)
+    rows = np.arange(r_rows)
+    top = tf[rows, lowest]
+    e0, p_blocked = e_per_s[:, 0], blocked[:, 0]
+
+    def gain(x):  # J saved per second of work at time factor x (R,)
+        j = np.clip((tf <= x[:, None]).sum(axis=1) - 1, 0, tf.shape[1] - 2)
+        t0, t1 = tf[rows, j], tf[rows, j + 1]
+        w = np.where(np.isfinite(t1), (x - t0) / np.where(np.isfinite(t1), t1 - t0, 1.0), 0.0)
+        e = e_per_s[rows, j] + np.clip(w, 0.0, 1.0) * (e_per_s[rows, j + 1] - e_per_s[rows, j])
+        e = np.where(np.isfinite(t1), e, e_per_s[rows, j])
+        return e0 - e + p_blocked * (x - 1.0)
+
+    bwd = backward_share * slots_s
+    fwd = slots_s - bwd
+    warm = _bubble_factors(fwd, bwd, top)
+    cool = _bubble_factors(bwd, fwd, top)  # the pipeline backwards in time
+    out = np.zeros(r_rows)
+    for k in range(1, stages):
+        on = slice(0, stages - k)
+        out += gain(warm[:, k]) * fwd[:, on].sum(axis=1) + gain(cool[:, k]) * bwd[:, on].sum(axis=1)
+    pace = slots_s.max(axis=1)
+    last_paces = slots_s[:, -1] >= pace
+    # one-clock iteration time with the last stage at the pace; the triangles' ends
+    time_s = slots_s[:, :-1].sum(axis=1) + m * slots_s[:, -1]
+    for s in range(stages):
+        n = m - stages + s
+        between = time_s - fwd.sum(axis=1) - bwd.sum(axis=1) - slots_s[:, s + 1 :].sum(axis=1)
+        extra = STEADY_EXTRA_SHARE * (between - n * pace)
+        window = np.where(last_paces, n * pace + extra, n * pace)
+        x = np.clip(window / np.maximum(n * slots_s[:, s], 1e-300), 1.0, top)
+        out += np.maximum(n, 0.0) * slots_s[:, s] * gain(x)
+    few = np.flatnonzero(m < stages)
+    if len(few):
+        part = tuple(g[few] for g in grid)
+        out[few] = steady_state_saving_j(slots_s[few], m[few], lambda: part) * stages
+    return np.maximum(out, 0.0) / stages
 
 
 # --- a clock per pass (Perseus's plan) -------------------------------------------------------
