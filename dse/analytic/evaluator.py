@@ -42,7 +42,7 @@ class AnalyticEvaluator(Evaluator):
     """Closed-form model of distributed transformer training on a hierarchical network."""
 
     name = "analytic"
-    version = "0.21.0"  # 0.18: batch_schedule critical; 0.19: each quantity once, in its SI unit (no _mwh, _days copies); 0.20: a TPU is evaluated with its one stack (maxtext), selective is each stack's own policy; 0.21: activation_offload (auto: stacks that offload fit by offloading whole layers, MaxText minimal -> minimal_offloaded; host link time and host memory limit; torchtitan saves its sequence-parallel gathered linear inputs; GB200 185 GiB as nvidia-smi shows), fp8 weight gathers (fp8_param_gather), op-level AC timed as what it recomputes
+    version = "0.22.0"  # 0.18: batch_schedule critical; 0.19: each quantity once, in its SI unit (no _mwh, _days copies); 0.20: a TPU is evaluated with its one stack (maxtext), selective is each stack's own policy; 0.21: activation_offload (auto: stacks that offload fit by offloading whole layers, MaxText minimal -> minimal_offloaded; host link time and host memory limit; torchtitan saves its sequence-parallel gathered linear inputs; GB200 185 GiB as nvidia-smi shows), fp8 weight gathers (fp8_param_gather), op-level AC timed as what it recomputes; 0.22: clock_plan per_stage saves what a clock per pass (Perseus's plan) saves
     description = "roofline step time, DVFS power, energy per component and thermal limits"
     fork_safe = True  # numpy and YAML tables only: no threads, files or devices
     preview_size = 4096  # ~20 ms: dse validate warns when no sampled candidate is feasible
