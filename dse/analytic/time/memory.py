@@ -380,6 +380,17 @@ def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarr
     )
 
 
+def _loss_or_cp_buffers(logit, cp_buffers, loss_share, layers):
+    """A candidate stage's logits (``logit``: the loss's peak and any kept outputs) with the
+    ring attention's backward buffers (``cp_buffers``, None where no candidate has any): the
+    kept outputs stay, and the larger of the loss's peak and the buffers counts (the buffers
+    live in a layer's backward, after the logits are freed)."""
+    if cp_buffers is None:
+        return logit
+    loss = logit * loss_share
+    return logit - loss + np.maximum(loss, np.where(layers > 0, cp_buffers, 0.0))
+
+
 @dataclass(frozen=True, slots=True)
 class ExpertMemory:
     """What a mixture-of-experts layer adds to the memory (:func:`memory_breakdown`)."""
@@ -454,11 +465,14 @@ def memory_breakdown(
     )
     # PyTorch's ring attention holds its exchange and gradient buffers in a layer's backward,
     # after the loss's logits are freed: the larger of the two sets the stage's peak
-    cp_buffers = np.where(
-        mem.torch_cp_buffers > 0, cp_attention_bytes(seq_len / cp * micro_batch, shape, lay), 0.0
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        loss_share = np.where(logits > 0, loss_peak / logits, 0.0)
+    cp_on = (mem.torch_cp_buffers > 0) & (cp > 1)
+    cp_buffers, loss_share = None, 0.0  # (skipped where no candidate has them: speed)
+    if np.any(cp_on):
+        cp_buffers = np.where(
+            cp_on, cp_attention_bytes(seq_len / cp * micro_batch, shape, lay), 0.0
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss_share = np.where(logits > 0, loss_peak / logits, 0.0)
     candidates = _stage_candidates(
         stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
     )
@@ -495,8 +509,7 @@ def memory_breakdown(
                 state=state,
                 in_flight=per_layer * layers / v * chunks,
                 other=np.where(layers > 0, working, 0.0)
-                + logit * (1.0 - loss_share)
-                + np.maximum(logit * loss_share, np.where(layers > 0, cp_buffers, 0.0))
+                + _loss_or_cp_buffers(logit, cp_buffers, loss_share, layers)
                 + gathered,
                 transit=v / np.maximum(layers * chunks, 1.0),
                 layers=layers,
