@@ -252,3 +252,55 @@ def test_torchtitan_sequence_parallel_saves_the_gathered_linear_inputs():
     assert act["bf16"] - act["fp8"] == pytest.approx(layers * tokens * 2 * h * reserve, rel=1e-9)
     mc = time_model.evaluate(cfg(**{**kw, "framework": "megatron-core"}, precision="bf16"))
     assert mc.memory.activations_bytes[0] < act["bf16"]  # Megatron keeps the shard
+
+
+def test_torchtitan_context_parallel_holds_the_ring_attentions_backward_buffers():
+    """PyTorch's ring attention (torchtitan) holds, per local token in a layer's backward,
+    the exchanged K/V at the query heads' width (all c chunks all-gathered, 2 on a ring) and
+    fp32 gradients: (4 c + 30) w or 38 w bytes; with a small vocabulary the loss does not
+    hide them. Megatron-Core gets no such buffers, and without CP there are none."""
+    kw = dict(
+        model="llama3-8b",
+        vocab=1024,  # the loss's logits far below the ring's buffers
+        seq_len=65536,
+        accelerator="H100-SXM-96GB",
+        num_accelerators=8,
+        context_parallel=8,
+        global_batch_size=1,
+        micro_batch_size=1,
+        recompute="full",
+        framework="torchtitan",
+        activation_offload="off",
+    )
+
+    def act(**over):
+        return time_model.evaluate(cfg(**{**kw, **over})).memory.activations_bytes[0]
+
+    gathered, ring = act(context_parallel_algorithm="all_gather"), act()
+    tokens, width, c, reserve = 65536 / 8, 4096, 8, 1.10  # torchtitan's allocator reserve
+    assert gathered - ring == pytest.approx((4 * c - 8) * width * tokens * reserve, rel=1e-9)
+    megatron = dict(framework="megatron-core")
+    assert act(**megatron, context_parallel_algorithm="all_gather") == pytest.approx(
+        act(**megatron)
+    )
+    # the larger of the loss's peak and the ring's buffers: a full vocabulary's eager loss
+    # (12 B per logit, 8,192 x 128,256 of them) hides them on the one stage
+    full_vocab = dict(vocab=128256, context_parallel_algorithm="all_gather")
+    assert act(**full_vocab) == pytest.approx(act(**full_vocab, framework="torchtitan-compile"))
+
+
+def test_torchtitan_cp_rows_grow_where_no_loss_hides_the_ring_buffers():
+    """torchtitan's published CP tables: the 405B's peaks (TP 8, PP 8) grow with the CP degree
+    at the same tokens per rank (the first and middle stages hold the ring's buffers); the 8B's
+    (one stage, eager loss) stay flat; both as the published peaks do."""
+    from dse.analytic import validation
+
+    path = Path(__file__).parent.parent / "dse/analytic/data/reference/torchtitan.csv"
+    out = validation.predict(validation.read_table(path), file=str(path)).set_index("id")
+    big = out.loc[[f"tt-405b-512-cp{c}-{k}k" for c, k in ((1, 32), (2, 64), (4, 128), (8, 256))]]
+    small = out.loc[[f"tt-8b-8-cp{c}-{k}k" for c, k in ((1, 32), (2, 64), (4, 128), (8, 256))]]
+    assert np.all(np.diff(big["memory_gib"]) > 0)
+    assert np.all(np.diff(big["published_memory_gib"]) > 0)
+    assert np.ptp(small["memory_gib"]) < 0.01
+    err = out["memory_gib"] / out["published_memory_gib"] - 1
+    assert (err.dropna().abs() <= 0.15).all()

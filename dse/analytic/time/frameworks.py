@@ -42,6 +42,7 @@ FIELDS = (
     "offload_policy",
     "offload_plain_only",
     "sp_saves_gathered_inputs",
+    "torch_cp_buffers",
     "fp8_param_gather",
     "selective_policy",
 )
@@ -61,6 +62,7 @@ OPTIONAL = {
     "offload_policy": 0.0,
     "offload_plain_only": 0.0,
     "sp_saves_gathered_inputs": 0.0,
+    "torch_cp_buffers": 0.0,
     "fp8_param_gather": 0.0,
     "selective_policy": "selective",
 }
@@ -119,6 +121,10 @@ class Stack:
     #: 1: with sequence parallelism the column-parallel linears save their all-gathered
     #: input (PyTorch DTensor plans: PrepareModuleInput Shard(1) -> Replicate())
     sp_saves_gathered_inputs: np.ndarray
+    #: 1: context parallelism runs through PyTorch's ``context_parallel`` ring attention,
+    #: whose backward holds the exchanged K/V (at the query heads' width: the model repeats
+    #: the key-value heads before SDPA) and fp32 dq/dk/dv accumulators
+    torch_cp_buffers: np.ndarray
     #: 1: fp8 training all-gathers the weights in fp8 (1 byte per weight)
     fp8_param_gather: np.ndarray
     #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means

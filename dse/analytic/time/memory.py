@@ -49,7 +49,10 @@ class StackMemory:
     ``sp_gathered_bytes``: bytes per element at which a DTensor sequence-parallel stack saves
     the all-gathered inputs of the attention's and the MLP's column-parallel linears (0: it
     keeps the shard, as Megatron);
-    ``dropout_masks``: bytes per token of dropout masks per layer (0 without dropout)."""
+    ``dropout_masks``: bytes per token of dropout masks per layer (0 without dropout);
+    ``torch_cp_buffers``: 1 where context parallelism runs through PyTorch's
+    ``context_parallel`` ring attention, whose backward holds the exchanged K/V and fp32
+    gradient accumulators (:func:`cp_attention_bytes`)."""
 
     policy: np.ndarray
     fp8_activations: np.ndarray
@@ -63,6 +66,7 @@ class StackMemory:
     dropout_masks: np.ndarray
     auto_offload: np.ndarray | float = 0.0
     sp_gathered_bytes: np.ndarray | float = 0.0
+    torch_cp_buffers: np.ndarray | float = 0.0
 
 
 def default_stack_memory(lay) -> StackMemory:
@@ -179,6 +183,31 @@ def policy_bytes_per_token(shape) -> tuple[tuple, tuple, tuple]:
         (4.0 * h, 2.0 * (dims.q + dims.k + dims.v + (1.0 + g) * f)),
         (h, f),
     )
+
+
+def cp_attention_bytes(tokens, shape: ModelShape, lay: Layout) -> np.ndarray:
+    """Bytes PyTorch's context-parallel ring attention holds in one layer's backward beyond
+    plain SDPA, for ``tokens`` local tokens (``s b / c``) on a rank; 0 without context
+    parallelism. torch.distributed.tensor.experimental._attention,
+    ``_templated_ring_attention_backward`` (PyTorch 2.6, as torchtitan 9dec370 runs it), at
+    the loop's steady state, per local token and unit of ``w`` (the width the model hands
+    SDPA per tensor rank: the query heads', torchtitan's Llama ``repeat_kv``s the key-value
+    heads before ``F.scaled_dot_product_attention``):
+
+    - the exchanged keys and values, 2 B each: ``_AllGatherRotater`` all-gathers every
+      rank's K and V once (``c`` chunks, the whole sequence's: ``4 c``), the ring
+      (``_AllToAllRotater``) holds the chunk in hand and the one arriving (``8``); plus the
+      ``torch.cat([key.flatten(), value.flatten()])`` copy each step sends (``4``);
+    - the gradients (``_cp_options.convert_to_f32``): the fp32 ``grad_query`` accumulator
+      (``4``), the fp32 ``grad_key``/``grad_value`` in hand and the pair in flight to the next
+      rank (``dkv_rotater``, an all-to-all: ``16``), and the step's 16-bit dq, dk, dv from
+      the SDPA backward (``6``).
+
+    All-gather: ``(4 c + 30) w`` bytes per token; ring: ``38 w``."""
+    width = shape.attention.q / lay.tp  # query heads' width on the rank (K, V repeated)
+    held = np.where(lay.cp_overlap > 0, 8.0, 4.0 * lay.cp)  # ring: 2 chunks; all-gather: c
+    per_token = held + 4.0 + 4.0 + 16.0 + 6.0
+    return np.where(lay.cp > 1, tokens * per_token * width, 0.0)
 
 
 def _activation_variants(
@@ -351,6 +380,17 @@ def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarr
     )
 
 
+def _loss_or_cp_buffers(logit, cp_buffers, loss_share, layers):
+    """A candidate stage's logits (``logit``: the loss's peak and any kept outputs) with the
+    ring attention's backward buffers (``cp_buffers``, None where no candidate has any): the
+    kept outputs stay, and the larger of the loss's peak and the buffers counts (the buffers
+    live in a layer's backward, after the logits are freed)."""
+    if cp_buffers is None:
+        return logit
+    loss = logit * loss_share
+    return logit - loss + np.maximum(loss, np.where(layers > 0, cp_buffers, 0.0))
+
+
 @dataclass(frozen=True, slots=True)
 class ExpertMemory:
     """What a mixture-of-experts layer adds to the memory (:func:`memory_breakdown`)."""
@@ -419,9 +459,20 @@ def memory_breakdown(
     logit_elems = seq_len / cp * micro_batch * vocab / tp
     # the loss's peak (bytes per logit element, the stack's); a last stage that keeps every
     # micro-batch's 16-bit output for the step's merge (torch.distributed.pipelining)
-    logits = mem.loss_bytes_per_logit * logit_elems + np.where(
+    loss_peak = mem.loss_bytes_per_logit * logit_elems
+    logits = loss_peak + np.where(
         (pp > 1) & (mem.pp_keeps_outputs > 0), 2.0 * logit_elems * lay.micro_batches, 0.0
     )
+    # PyTorch's ring attention holds its exchange and gradient buffers in a layer's backward,
+    # after the loss's logits are freed: the larger of the two sets the stage's peak
+    cp_on = (mem.torch_cp_buffers > 0) & (cp > 1)
+    cp_buffers, loss_share = None, 0.0  # (skipped where no candidate has them: speed)
+    if np.any(cp_on):
+        cp_buffers = np.where(
+            cp_on, cp_attention_bytes(seq_len / cp * micro_batch, shape, lay), 0.0
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss_share = np.where(logits > 0, loss_peak / logits, 0.0)
     candidates = _stage_candidates(
         stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
     )
@@ -457,7 +508,9 @@ def memory_breakdown(
                 e_params=e_params,
                 state=state,
                 in_flight=per_layer * layers / v * chunks,
-                other=np.where(layers > 0, working, 0.0) + logit + gathered,
+                other=np.where(layers > 0, working, 0.0)
+                + _loss_or_cp_buffers(logit, cp_buffers, loss_share, layers)
+                + gathered,
                 transit=v / np.maximum(layers * chunks, 1.0),
                 layers=layers,
                 chunks=chunks,

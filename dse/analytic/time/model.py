@@ -237,6 +237,8 @@ def _stack_memory(cfg, stack, hw, shape, policy, auto=False) -> memory.StackMemo
         # the gathered sequence-parallel inputs torchtitan's linears save: 16-bit, or the
         # Float8 tensor torchao's Float8ColwiseParallel gathers (1 B) in fp8
         sp_gathered_bytes=stack.sp_saves_gathered_inputs * (2.0 - hw.fp8),
+        # PyTorch context_parallel's ring-attention buffers in the backward (torchtitan)
+        torch_cp_buffers=stack.torch_cp_buffers,
         # whole-layer offloading where the stack has it (Megatron-Core: not with
         # recomputation nor with pipeline parallelism)
         auto_offload=(
