@@ -71,10 +71,13 @@ def _merge(parts: list[tuple[np.ndarray, dict]], n: int) -> dict:
 
 def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:func:`evaluate` for candidates on one accelerator type."""
-    perf = time_model.evaluate(cfg)
+    # the clock-independent part once (shared by candidates that differ only in the clock
+    # or the energy half's inputs); re-timing a row re-runs only the step at its new clock
+    front = time_model.front(cfg)
+    perf = time_model.timed(front, cfg)
 
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
-        return time_model.evaluate(take_rows(cfg, rows), clock_mhz)
+        return time_model.timed(front.take(rows), take_rows(cfg, rows), clock_mhz)
 
     # The energy model may change the clock (power cap, thermal throttling); it re-times
     # the affected rows and hands back the time result at the final clock, which wins.

@@ -13,8 +13,10 @@ def take(obj, rows: np.ndarray):
         return replace(obj, **{f.name: take(getattr(obj, f.name), rows) for f in fields(obj)})
     if isinstance(obj, dict):
         return {k: take(v, rows) for k, v in obj.items()}
-    if obj is None or isinstance(obj, bool):  # absent, or a flag of the whole block
-        return obj
+    if hasattr(obj, "take_rows"):  # a class that knows its own rows (time.collectives.Network)
+        return obj.take_rows(rows)
+    if obj is None or isinstance(obj, bool) or np.ndim(obj) == 0:
+        return obj  # absent, a flag of the whole block or a number every row shares
     return np.asarray(obj)[rows]
 
 
@@ -54,6 +56,73 @@ def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.nd
     """The inputs (name -> array, or a scalar shared by every row) of the candidates
     ``rows`` (an index array) only."""
     return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+
+
+#: combined keys up to this many distinct values are looked up in a table (no sort)
+_TABLE_KEYS = 1 << 22
+
+
+def distinct_rows(cfg: dict, skip: frozenset = frozenset()) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)``: one row of each distinct combination of the inputs in ``cfg``
+    (name -> array, :class:`~dse.analytic.columns.Factorised` column or a value every row
+    shares) other than ``skip``, and each row's index into ``first``: rows ``i`` and
+    ``first[inverse[i]]`` agree in every such input, bit for bit (``0.0`` and ``-0.0``, NaNs
+    with other payloads count as different). A text column's codes and a whole-number
+    column's values are the key's digits as they are; other numbers are factorised."""
+    n = len(next(v for v in cfg.values() if np.ndim(v)))
+    key, size = np.zeros(n, dtype=np.int64), 1
+    for name, col in cfg.items():
+        if name in skip:
+            continue
+        digits, radix = _digits(col)
+        if radix <= 1:
+            continue
+        if size * radix >= 1 << 62:  # renumber the key so far: fewer distinct values than rows
+            uniq, key = np.unique(key, return_inverse=True)
+            size = len(uniq)
+        key = key * radix + digits if size > 1 else digits.astype(np.int64, copy=True)
+        size *= radix
+    if size <= _TABLE_KEYS:
+        seen = np.zeros(size, dtype=bool)
+        seen[key] = True
+        used = np.flatnonzero(seen)
+        number = np.zeros(size, dtype=np.intp)
+        number[used] = np.arange(len(used))
+        inverse = number[key]
+    else:
+        used, inverse = np.unique(key, return_inverse=True)
+    first = np.empty(len(used), dtype=np.intp)
+    first[inverse] = np.arange(n)  # any of a combination's rows: they agree in every input
+    return first, inverse
+
+
+def _digits(col) -> tuple[np.ndarray | None, int]:
+    """A column as non-negative integer digits and their count (1: one value in every row,
+    digits None)."""
+    codes = getattr(col, "codes", None)  # a Factorised text column: its codes (-1: missing)
+    if codes is not None:
+        if codes.strides == (0,):
+            return None, 1
+        return codes + 1, len(col.uniques) + 2
+    col = np.asarray(col)
+    if col.ndim == 0 or col.strides == (0,):
+        return None, 1
+    if col.dtype.kind in "iub":
+        lo, hi = int(col.min()), int(col.max())
+        if hi - lo < _TABLE_KEYS:
+            return col - lo if lo else col, hi - lo + 1
+        uniq, inverse = np.unique(col, return_inverse=True)
+        return inverse, len(uniq)
+    col = np.asarray(col, dtype=np.float64)
+    if np.isfinite(col).all():  # whole numbers from 0 (no -0.0): the values are the digits
+        lo, hi = col.min(), col.max()
+        if lo >= 0.0 and hi < _TABLE_KEYS:
+            whole = col.astype(np.int64)
+            if (whole == col).all() and not np.signbit(col).any():
+                return whole, int(hi) + 1
+    bits = np.ascontiguousarray(col).view(np.int64)
+    uniq, inverse = np.unique(bits, return_inverse=True)
+    return inverse, len(uniq)
 
 
 def where_or_zero(mask: np.ndarray, x: np.ndarray) -> np.ndarray:

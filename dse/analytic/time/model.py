@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, choice_codes, factorise
 from dse.analytic.time import (
     experts,
@@ -33,8 +34,33 @@ from dse.analytic.time.collectives import (
     SCALEUP_TOPOLOGIES,
     Network,
 )
-from dse.analytic.time.reasons import REASON_TEXT, Reasons
+from dse.analytic.time.reasons import REASON_CODE, REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
+
+
+#: the inputs only :func:`timed` reads (the clock); the time model reads none of the energy
+#: half's own inputs (the rest of the set). Rows that agree in every other input share
+#: their :class:`Front`.
+NOT_FRONT_INPUTS = frozenset(
+    {
+        "clock_mhz",
+        "clock_fraction",
+        *(
+            "accelerator_hour_price accelerators_per_node checkpoint_duration_s "
+            "checkpoint_interval_s checkpoint_write_gbs clock_plan cooling cooling_cop "
+            "data_entropy_bits_per_token energy_price_per_kwh failures_per_accelerator_hour "
+            "fan_power_fraction grid_carbon_kg_per_kwh heat_capacity_j_per_k host_power_w "
+            "idle_power_w inlet_temp_c nic_power_w power_cap_w power_floor_w "
+            "power_transition_s psu_efficiency pue restart_time_s scaleout_pj_per_bit "
+            "scaleout_switch_power_w scaleup_pj_per_bit scaleup_switch_power_w "
+            "thermal_resistance_k_per_w thermal_tau_fast_s thermal_tau_slow_s waiting_power_w"
+        ).split(),
+    }
+)
+#: the front is computed once per distinct combination of its inputs when there are at most
+#: this share of distinct ones among a block's rows (else for every row: picking its ~150
+#: arrays back row by row costs more than the rows saved)
+SHARED_FRONT_SHARE = 0.6
 
 
 def evaluate(
@@ -49,8 +75,70 @@ def evaluate(
     (:mod:`dse.analytic.fleet`; a :class:`~.parallelism.Stages` with ``part`` set) to time
     instead of the whole pipeline. Infeasible candidates get a reason and may have NaN metrics.
     """
+    return timed(front(cfg, part), cfg, clock_mhz)
+
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """What the time model computes before the clock, which depends on the inputs other
+    than the clock alone: the step's inputs, the memory, the run's length and the reasons
+    raised before and after the clock's own check (int8 codes, 0: none). ``rows``: each
+    candidate's row in these arrays (None: one row per candidate), when candidates that
+    agree in every input but the clock share one."""
+
+    inputs: step.StepInputs
+    mem: memory.MemoryBreakdown
+    run: _Run
+    before_clock: np.ndarray
+    after_clock: np.ndarray
+    rows: np.ndarray | None = None
+
+    def take(self, rows: np.ndarray) -> Front:
+        """The front of the candidates ``rows`` (an index array) only, one row each."""
+        at = rows if self.rows is None else self.rows[rows]
+        return Front(
+            *(
+                _rows.take(getattr(self, name), at)
+                for name in ("inputs", "mem", "run", "before_clock", "after_clock")
+            )
+        )
+
+    def per_candidate(self) -> Front:
+        """The front with one row per candidate."""
+        return self if self.rows is None else self.take(np.arange(len(self.rows)))
+
+
+def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) -> Front:
+    """The clock-independent part of :func:`evaluate` for the candidates ``cfg``: once per
+    distinct combination of the inputs it reads (all but :data:`NOT_FRONT_INPUTS`) when
+    candidates repeat them (a grid's layouts across its clocks and power settings), else
+    once per candidate. Outputs are the same bit for bit either way: the model's
+    operations are element-wise, and its whole-block tests (any row with experts, with a
+    ZeRO-3 stage, ...) see the same set of values."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate(cfg, clock_mhz, part)
+        if part is None and len(cfg["accelerator"]) >= 64:
+            first, inverse = _rows.distinct_rows(cfg, NOT_FRONT_INPUTS)
+            if len(first) <= SHARED_FRONT_SHARE * len(inverse):
+                shared = _front(_rows.take_inputs(cfg, first), None)
+                return replace(shared, rows=inverse)
+        return _front(cfg, part)
+
+
+def timed(f: Front, cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> TimeResult:
+    """:func:`evaluate` from the candidates' :func:`front` (``cfg``: their inputs, of which
+    the clock's are read): the clock, the step time at it and the result."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        f = f.per_candidate()
+        x = f.inputs
+        clock, outside = _clock(cfg, x.hw, clock_mhz)
+        t = step.step_time(x, clock / x.hw.clock_max_mhz)
+        # the first reason raised wins: those before the clock's check, the clock's, the rest
+        codes = np.where(
+            f.before_clock != 0,
+            f.before_clock,
+            np.where(outside, np.int8(REASON_CODE[_CLOCK_REASON]), f.after_clock),
+        ).astype(np.int8, copy=False)
+        return _result(t, f.mem, x.hw, x.layout, clock, codes, x.net.size, f.run)
 
 
 def _f(cfg, name: str) -> np.ndarray:
@@ -58,7 +146,7 @@ def _f(cfg, name: str) -> np.ndarray:
     return np.asarray(cfg[name], dtype=float)
 
 
-def _evaluate(cfg, clock_mhz, part) -> TimeResult:
+def _front(cfg, part) -> Front:
     n_rows = len(cfg["accelerator"])
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
@@ -108,7 +196,8 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         )
     if part is not None:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
         stages = replace(part, units=stages.units)
-    clock = _clock(cfg, hw, clock_mhz, reasons)
+    before_clock = reasons.codes(n_rows)
+    reasons = Reasons()  # the reasons raised after the clock's check
     counts = workload.ParameterCounts.of(shape)
     tokens_iter = lay.global_batch * shape.seq_len
     moe_memory = None
@@ -130,19 +219,15 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         _stack_memory(cfg, stack, hw, shape, policy),
     )
     reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
-    net = _network(cfg, hw)
-    t = step.step_time(
-        step.StepInputs(
-            shape=shape,
-            layout=lay,
-            stages=stages,
-            counts=counts,
-            ex=ex,
-            hw=hw,
-            stack=stack,
-            net=net,
-        ),
-        clock / hw.clock_max_mhz,
+    inputs = step.StepInputs(
+        shape=shape,
+        layout=lay,
+        stages=stages,
+        counts=counts,
+        ex=ex,
+        hw=hw,
+        stack=stack,
+        net=_network(cfg, hw),
     )
     params = workload.parameter_count(shape, counts.layer)
     active = workload.active_parameter_count(shape, counts.layer, params)
@@ -154,7 +239,6 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     min_tokens = training.tokens_to_target(d_ref, ref_batch_tokens, 0.0, b_noise)
-    codes = reasons.codes(n_rows)
     run = _Run(
         steps=steps,
         tokens_per_step=tokens_iter,
@@ -163,7 +247,13 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         parameters=params,
         active_parameters=active,
     )
-    return _result(t, mem, hw, lay, clock, codes, net.size, run)
+    return Front(
+        inputs=inputs,
+        mem=mem,
+        run=run,
+        before_clock=before_clock,
+        after_clock=reasons.codes(n_rows),
+    )
 
 
 def _stack_names(accelerator, framework) -> Factorised:
@@ -227,10 +317,13 @@ def _layout(cfg, stack, recompute) -> parallelism.Layout:
     )
 
 
-def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
+_CLOCK_REASON = "clock outside the accelerator's range"
+
+
+def _clock(cfg, hw, clock_mhz) -> tuple[np.ndarray, np.ndarray]:
     """The SM clock (MHz): ``clock_mhz`` if given (the energy model's re-timing), else the
-    input clock, else ``clock_fraction`` of the maximum, else the maximum; flagged when
-    outside the accelerator's range, then clipped to it."""
+    input clock, else ``clock_fraction`` of the maximum, else the maximum, clipped to the
+    accelerator's range; and whether it was outside (:data:`_CLOCK_REASON`)."""
     clock = _f(cfg, "clock_mhz") if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
     fraction = _f(cfg, "clock_fraction")
     clock = np.where(
@@ -238,11 +331,8 @@ def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
         clock,
         np.where(np.isfinite(fraction), fraction * hw.clock_max_mhz, hw.clock_max_mhz),
     )
-    reasons.flag(
-        (clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9)),
-        "clock outside the accelerator's range",
-    )
-    return np.clip(clock, hw.clock_min_mhz, hw.clock_max_mhz)
+    outside = (clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9))
+    return np.clip(clock, hw.clock_min_mhz, hw.clock_max_mhz), outside
 
 
 def _network(cfg, hw) -> Network:
