@@ -9,15 +9,42 @@ import numpy as np
 
 def take(obj, rows: np.ndarray):
     """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only."""
+    return _map_arrays(obj, lambda x: np.asarray(x)[rows])
+
+
+def spread(obj, rows: np.ndarray):
+    """:func:`take` for ``rows`` that repeat a few rows many times (one value per distinct
+    combination of inputs, spread back to the candidates): an array whose values are all
+    the same (bit for bit) is filled with that value instead of picked row by row, and a
+    read-only broadcast stays one."""
+
+    def pick(x):
+        x = np.asarray(x)
+        if x.strides == (0,):
+            return np.broadcast_to(x[:1], (len(rows),))
+        first = x[:1]
+        bits = x.view(np.int64) if x.dtype == np.float64 else x
+        if (bits == bits[0]).all():
+            out = np.empty(len(rows), dtype=x.dtype)
+            out[...] = first
+            return out
+        return x[rows]
+
+    return _map_arrays(obj, pick)
+
+
+def _map_arrays(obj, fn):
+    """``obj`` (an array, a dict or a dataclass of them, nested) with ``fn`` applied to each
+    per-candidate array."""
     if is_dataclass(obj):
-        return replace(obj, **{f.name: take(getattr(obj, f.name), rows) for f in fields(obj)})
+        return replace(obj, **{f.name: _map_arrays(getattr(obj, f.name), fn) for f in fields(obj)})
     if isinstance(obj, dict):
-        return {k: take(v, rows) for k, v in obj.items()}
-    if hasattr(obj, "take_rows"):  # a class that knows its own rows (time.collectives.Network)
-        return obj.take_rows(rows)
+        return {k: _map_arrays(v, fn) for k, v in obj.items()}
+    if hasattr(obj, "map_arrays"):  # a class that maps its own arrays (time.collectives.Network)
+        return obj.map_arrays(fn)
     if obj is None or isinstance(obj, bool) or np.ndim(obj) == 0:
         return obj  # absent, a flag of the whole block or a number every row shares
-    return np.asarray(obj)[rows]
+    return fn(obj)
 
 
 def put(base, rows: np.ndarray, sub, *, inplace: bool = False):

@@ -77,12 +77,13 @@ class Network:
         self._cache: dict = {}
         self._keep: list = []
 
-    def take_rows(self, rows: np.ndarray) -> Network:
-        """The network of the candidates ``rows`` (an index array) only (nothing memoised)."""
+    def map_arrays(self, fn) -> Network:
+        """The network with ``fn`` applied to each of its per-candidate arrays (e.g. picking
+        some candidates' rows; nothing memoised)."""
         out = object.__new__(Network)
         for name, value in vars(self).items():
             if name not in ("_cache", "_keep"):
-                out.__dict__[name] = value[rows] if np.ndim(value) else value
+                out.__dict__[name] = fn(value) if np.ndim(value) else value
         out._cache, out._keep = {}, []
         return out
 

@@ -95,17 +95,15 @@ class Front:
 
     def take(self, rows: np.ndarray) -> Front:
         """The front of the candidates ``rows`` (an index array) only, one row each."""
-        at = rows if self.rows is None else self.rows[rows]
-        return Front(
-            *(
-                _rows.take(getattr(self, name), at)
-                for name in ("inputs", "mem", "run", "before_clock", "after_clock")
-            )
-        )
+        return self._picked(rows if self.rows is None else self.rows[rows], _rows.take)
 
     def per_candidate(self) -> Front:
         """The front with one row per candidate."""
-        return self if self.rows is None else self.take(np.arange(len(self.rows)))
+        return self if self.rows is None else self._picked(self.rows, _rows.spread)
+
+    def _picked(self, at: np.ndarray, pick) -> Front:
+        names = ("inputs", "mem", "run", "before_clock", "after_clock")
+        return Front(*(pick(getattr(self, name), at) for name in names))
 
 
 def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) -> Front:
