@@ -37,7 +37,6 @@ from dse.analytic.time.collectives import (
 from dse.analytic.time.reasons import REASON_CODE, REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
 
-
 #: the inputs only :func:`timed` reads (the clock); the time model reads none of the energy
 #: half's own inputs (the rest of the set). Rows that agree in every other input share
 #: their :class:`Front`.
