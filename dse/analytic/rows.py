@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 
 def take(obj, rows: np.ndarray):
@@ -134,6 +135,9 @@ def _digits(col) -> tuple[np.ndarray | None, int]:
     col = np.asarray(col)
     if col.ndim == 0 or col.strides == (0,):
         return None, 1
+    if col.dtype.kind in "OUS":  # text (or other objects) as they are
+        codes, uniq = pd.factorize(col.reshape(-1), use_na_sentinel=False)
+        return codes, len(uniq)
     if col.dtype.kind in "iub":
         lo, hi = int(col.min()), int(col.max())
         if hi - lo < _TABLE_KEYS:

@@ -113,7 +113,7 @@ def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) ->
     operations are element-wise, and its whole-block tests (any row with experts, with a
     ZeRO-3 stage, ...) see the same set of values."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if part is None and len(cfg["accelerator"]) >= 64:
+        if part is None:
             first, inverse = _rows.distinct_rows(cfg, NOT_FRONT_INPUTS)
             if len(first) <= SHARED_FRONT_SHARE * len(inverse):
                 shared = _front(_rows.take_inputs(cfg, first), None)
