@@ -110,7 +110,7 @@ def distinct_rows(cfg: dict, skip: frozenset = frozenset()) -> tuple[np.ndarray,
             size = len(uniq)
         key = key * radix + digits if size > 1 else digits.astype(np.int64, copy=True)
         size *= radix
-    if size <= _TABLE_KEYS:
+    if size <= min(_TABLE_KEYS, 8 * n):
         seen = np.zeros(size, dtype=bool)
         seen[key] = True
         used = np.flatnonzero(seen)
@@ -122,6 +122,38 @@ def distinct_rows(cfg: dict, skip: frozenset = frozenset()) -> tuple[np.ndarray,
     first = np.empty(len(used), dtype=np.intp)
     first[inverse] = np.arange(n)  # any of a combination's rows: they agree in every input
     return first, inverse
+
+
+def distinct_share(cfg: dict, skip: frozenset = frozenset(), sample: int = 4096) -> float:
+    """The share of rows of ``cfg`` that :func:`distinct_rows` would keep (1: every row
+    distinct), estimated from ``sample`` rows drawn at random (fixed seed) when there are
+    many more: a combination of ``n / u`` rows is drawn at least once with probability
+    ``1 - exp(-sample / u)``, so the sample's distinct count ``d`` gives ``u`` (about 1%
+    here at the shares that matter)."""
+    n = len(next(v for v in cfg.values() if np.ndim(v)))
+    if n <= 4 * sample:
+        return len(distinct_rows(cfg, skip)[0]) / max(n, 1)
+    at = np.random.default_rng(0).integers(0, n, sample)
+    varying = {k: v[at] for k, v in cfg.items() if k not in skip and not _constant(v)}
+    if not varying:
+        return 1.0 / n
+    d = len(distinct_rows(varying)[0])
+    if d >= sample:
+        return 1.0
+    lo, hi = float(d), float(n)  # u(1 - exp(-sample/u)) = d: increasing in u
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if mid * -np.expm1(-sample / mid) < d:
+            lo = mid
+        else:
+            hi = mid
+    return min(hi / n, 1.0)
+
+
+def _constant(col) -> bool:
+    """Whether ``col`` is one value for every row (a number or a read-only broadcast)."""
+    codes = getattr(col, "codes", col)
+    return np.ndim(codes) == 0 or np.asarray(codes).strides == (0,)
 
 
 def _digits(col) -> tuple[np.ndarray | None, int]:

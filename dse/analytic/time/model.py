@@ -57,9 +57,11 @@ NOT_FRONT_INPUTS = frozenset(
     }
 )
 #: the front is computed once per distinct combination of its inputs when there are at most
-#: this share of distinct ones among a block's rows (else for every row: picking its ~150
-#: arrays back row by row costs more than the rows saved)
-SHARED_FRONT_SHARE = 0.6
+#: this share of distinct ones among a block's rows, else for every row: spreading its ~130
+#: arrays back to the rows costs about half of computing it for every row (measured on the
+#: nsga2 example's grid and the bench mix, 124,416 rows: front 135-144 ms, spread 63-74 ms,
+#: the key 7-9 ms; docs/model.md, section 10)
+SHARED_FRONT_SHARE = 0.4
 
 
 def evaluate(
@@ -113,7 +115,7 @@ def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) ->
     operations are element-wise, and its whole-block tests (any row with experts, with a
     ZeRO-3 stage, ...) see the same set of values."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if part is None:
+        if part is None and _rows.distinct_share(cfg, NOT_FRONT_INPUTS) <= SHARED_FRONT_SHARE:
             first, inverse = _rows.distinct_rows(cfg, NOT_FRONT_INPUTS)
             if len(first) <= SHARED_FRONT_SHARE * len(inverse):
                 shared = _front(_rows.take_inputs(cfg, first), None)
