@@ -410,3 +410,14 @@ def test_distinct_rows_tell_apart_every_bit_of_every_input():
     for i in range(5):
         j = first[inverse[i]]
         assert cfg["a"][i] == cfg["a"][j] and np.signbit(cfg["x"][i]) == np.signbit(cfg["x"][j])
+
+
+def test_the_share_of_distinct_rows_is_estimated_from_a_sample():
+    from dse.analytic import rows
+
+    rng = np.random.default_rng(1)
+    for distinct in (2_000, 16_000, 30_000, 60_000):  # each combination as often (a grid)
+        cfg = {"a": rng.permutation(np.arange(60_000) % distinct), "skip": rng.random(60_000)}
+        exact = len(rows.distinct_rows(cfg, frozenset({"skip"}))[0]) / 60_000
+        estimate = rows.distinct_share(cfg, frozenset({"skip"}))
+        assert abs(estimate - exact) < 0.05 * exact + 0.02

@@ -128,8 +128,10 @@ def distinct_share(cfg: dict, skip: frozenset = frozenset(), sample: int = 4096)
     """The share of rows of ``cfg`` that :func:`distinct_rows` would keep (1: every row
     distinct), estimated from ``sample`` rows drawn at random (fixed seed) when there are
     many more: a combination of ``n / u`` rows is drawn at least once with probability
-    ``1 - exp(-sample / u)``, so the sample's distinct count ``d`` gives ``u`` (about 1%
-    here at the shares that matter)."""
+    ``1 - exp(-sample / u)``, so the sample's distinct count ``d`` gives ``u``. Exact in
+    expectation where every combination has as
+    many rows (a grid); low where some have many more rows than others (the caller then
+    counts them exactly before sharing)."""
     n = len(next(v for v in cfg.values() if np.ndim(v)))
     if n <= 4 * sample:
         return len(distinct_rows(cfg, skip)[0]) / max(n, 1)
