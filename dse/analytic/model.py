@@ -77,7 +77,8 @@ def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     perf = time_model.timed(front, cfg)
 
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
-        return time_model.timed(front.take(rows), take_rows(cfg, rows), clock_mhz)
+        clock_inputs = {k: np.asarray(cfg[k])[rows] for k in time_model.CLOCK_INPUTS}
+        return time_model.timed(front.take(rows), clock_inputs, clock_mhz)
 
     # The energy model may change the clock (power cap, thermal throttling); it re-times
     # the affected rows and hands back the time result at the final clock, which wins.

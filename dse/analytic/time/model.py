@@ -37,13 +37,13 @@ from dse.analytic.time.collectives import (
 from dse.analytic.time.reasons import REASON_CODE, REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
 
-#: the inputs only :func:`timed` reads (the clock); the time model reads none of the energy
-#: half's own inputs (the rest of the set). Rows that agree in every other input share
-#: their :class:`Front`.
+#: the inputs only :func:`timed` reads (the clock)
+CLOCK_INPUTS = ("clock_mhz", "clock_fraction")
+#: the clock's inputs and the energy half's own, which the time model does not read: rows
+#: that agree in every other input share their :class:`Front`
 NOT_FRONT_INPUTS = frozenset(
     {
-        "clock_mhz",
-        "clock_fraction",
+        *CLOCK_INPUTS,
         *(
             "accelerator_hour_price accelerators_per_node checkpoint_duration_s "
             "checkpoint_interval_s checkpoint_write_gbs clock_plan cooling cooling_cop "
@@ -125,7 +125,8 @@ def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) ->
 
 def timed(f: Front, cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> TimeResult:
     """:func:`evaluate` from the candidates' :func:`front` (``cfg``: their inputs, of which
-    the clock's are read): the clock, the step time at it and the result."""
+    only the clock's, :data:`CLOCK_INPUTS`, are read): the clock, the step time at it and
+    the result."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         f = f.per_candidate()
         x = f.inputs
