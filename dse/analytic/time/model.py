@@ -68,6 +68,8 @@ def evaluate(
     cfg: dict[str, np.ndarray],
     clock_mhz: np.ndarray | None = None,
     part: parallelism.Stages | None = None,
+    *,
+    share: bool = True,
 ) -> TimeResult:
     """Time metrics for every candidate in ``cfg`` (input name -> array).
 
@@ -75,8 +77,9 @@ def evaluate(
     and thermal throttling). ``part``: the stages of one part of a mixed fleet's pipeline
     (:mod:`dse.analytic.fleet`; a :class:`~.parallelism.Stages` with ``part`` set) to time
     instead of the whole pipeline. Infeasible candidates get a reason and may have NaN metrics.
+    ``share=False``: one :func:`front` per candidate, without looking for repeated inputs.
     """
-    return timed(front(cfg, part), cfg, clock_mhz)
+    return timed(front(cfg, part, share=share), cfg, clock_mhz)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,9 @@ class Front:
         return Front(*(pick(getattr(self, name), at) for name in names))
 
 
-def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) -> Front:
+def front(
+    cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None, *, share: bool = True
+) -> Front:
     """The clock-independent part of :func:`evaluate` for the candidates ``cfg``: once per
     distinct combination of the inputs it reads (all but :data:`NOT_FRONT_INPUTS`) when
     candidates repeat them (a grid's layouts across its clocks and power settings), else
@@ -115,7 +120,11 @@ def front(cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None) ->
     operations are element-wise, and its whole-block tests (any row with experts, with a
     ZeRO-3 stage, ...) see the same set of values."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if part is None and _rows.distinct_share(cfg, NOT_FRONT_INPUTS) <= SHARED_FRONT_SHARE:
+        if (
+            share
+            and part is None
+            and _rows.distinct_share(cfg, NOT_FRONT_INPUTS) <= SHARED_FRONT_SHARE
+        ):
             first, inverse = _rows.distinct_rows(cfg, NOT_FRONT_INPUTS)
             if len(first) <= SHARED_FRONT_SHARE * len(inverse):
                 shared = _front(_rows.take_inputs(cfg, first), None)
