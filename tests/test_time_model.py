@@ -317,3 +317,107 @@ def test_where_or_zero_is_np_where_to_the_bit():
         got, want = where_or_zero(mask, x), np.where(mask, x, 0.0)
         assert got.dtype == want.dtype
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def _grid_inputs(clocks: int = 6) -> dict:
+    """A grid that repeats each layout at several clocks and power caps (what the front is
+    shared over), with rows that do not divide, do not fit or clock outside the range."""
+    rows = [
+        {
+            "model": model,
+            "accelerator": acc,
+            "num_accelerators": 64,
+            "tensor_parallel": tp,
+            "pipeline_parallel": pp,
+            "global_batch_size": 512,
+            "zero_stage": zero,
+            "clock_mhz": 600.0 + 250.0 * c,
+            "power_cap_w": 250.0 + 100.0 * c,
+            "inlet_temp_c": 25.0 + 4.0 * c,
+        }
+        for model in ("llama2-7b", "gpt3-175b")
+        for acc in ("A100-80GB", "H100-SXM")
+        for tp in (1, 4, 3)
+        for pp in (1, 4)
+        for zero in (0, 3)
+        for c in range(clocks)
+    ]
+    return AnalyticEvaluator().to_arrays(pd.DataFrame(rows))
+
+
+def _same_bits(a, b, where="") -> None:
+    """``a`` and ``b`` (arrays, or dataclasses of them, nested) equal bit for bit."""
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _same_bits(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+        return
+    if hasattr(a, "map_arrays"):  # the network: its arrays
+        for name, value in vars(a).items():
+            if not name.startswith("_c") and not name.startswith("_k"):
+                _same_bits(value, vars(b)[name], f"{where}.{name}")
+        return
+    if a is None or isinstance(a, bool) or not hasattr(a, "dtype"):
+        assert np.all(np.asarray(a == b)), where
+        return
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype == object:
+        assert (a == b).all(), where
+        return
+    assert a.dtype == b.dtype and a.shape == b.shape, where
+    assert a.tobytes() == b.tobytes(), where
+
+
+def test_the_front_shared_by_repeated_layouts_gives_the_same_bits():
+    cfg = _grid_inputs()
+    shared = time_model.front(cfg)
+    assert shared.rows is not None and len(shared.before_clock) * 6 == len(shared.rows)
+    alone = time_model.timed(time_model._front(cfg, None), cfg)
+    _same_bits(time_model.timed(shared, cfg), alone)
+    # and re-timing some rows at other clocks, from the shared front or from their own
+    rows = np.array([3, 40, 41, 150, 200])
+    clock = np.array([700.0, 900.0, 1100.0, 1300.0, 800.0])
+    own = time_model.evaluate({k: v[rows] for k, v in cfg.items()}, clock)
+    _same_bits(
+        time_model.timed(shared.take(rows), {k: v[rows] for k, v in cfg.items()}, clock), own
+    )
+
+
+def test_the_front_reads_none_of_the_inputs_it_is_not_keyed_on():
+    cfg = _grid_inputs(clocks=1)
+    before = time_model._front(cfg, None)
+    rng = np.random.default_rng(0)
+    changed = dict(cfg)
+    for name in time_model.NOT_FRONT_INPUTS:
+        if declarations.INPUTS[name].kind != "str":
+            changed[name] = rng.uniform(0.1, 2000.0, len(cfg["accelerator"]))
+    changed["cooling"] = np.array(["liquid"] * len(cfg["accelerator"]), dtype=object)
+    _same_bits(time_model._front(changed, None), before)
+
+
+def test_distinct_rows_tell_apart_every_bit_of_every_input():
+    from dse.analytic import rows
+
+    cfg = {
+        "a": np.array([1, 1, 2, 1, 2]),
+        "x": np.array([0.0, -0.0, 0.5, 0.0, 0.5]),
+        "skipped": np.array([1.0, 2.0, 3.0, 4.0, 5.0]),
+        "same": np.broadcast_to(np.float64(3.0), (5,)),
+    }
+    first, inverse = rows.distinct_rows(cfg, frozenset({"skipped"}))
+    assert len(first) == 3
+    assert inverse[0] == inverse[3] != inverse[1]  # 0.0 and -0.0 differ
+    assert inverse[2] == inverse[4]
+    for i in range(5):
+        j = first[inverse[i]]
+        assert cfg["a"][i] == cfg["a"][j] and np.signbit(cfg["x"][i]) == np.signbit(cfg["x"][j])
+
+
+def test_the_share_of_distinct_rows_is_estimated_from_a_sample():
+    from dse.analytic import rows
+
+    rng = np.random.default_rng(1)
+    for distinct in (2_000, 16_000, 30_000, 60_000):  # each combination as often (a grid)
+        cfg = {"a": rng.permutation(np.arange(60_000) % distinct), "skip": rng.random(60_000)}
+        exact = len(rows.distinct_rows(cfg, frozenset({"skip"}))[0]) / 60_000
+        estimate = rows.distinct_share(cfg, frozenset({"skip"}))
+        assert abs(estimate - exact) < 0.05 * exact + 0.02

@@ -71,10 +71,21 @@ def _merge(parts: list[tuple[np.ndarray, dict]], n: int) -> dict:
 
 def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:func:`evaluate` for candidates on one accelerator type."""
-    perf = time_model.evaluate(cfg)
+    # the clock-independent part once (shared by candidates that differ only in the clock
+    # or the energy half's inputs: then re-timing a row re-runs only the step at its new
+    # clock). A front of one row per candidate (~130 block-sized arrays) is not kept for
+    # the energy half: holding it cost more CPU time than re-timing's rows re-running the
+    # time model (docs/model.md, section 10)
+    front = time_model.front(cfg)
+    perf = time_model.timed(front, cfg)
+    shared = front if front.rows is not None else None
+    del front
 
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
-        return time_model.evaluate(take_rows(cfg, rows), clock_mhz)
+        if shared is None:
+            return time_model.evaluate(take_rows(cfg, rows), clock_mhz, share=False)
+        clock_inputs = {k: np.asarray(cfg[k])[rows] for k in time_model.CLOCK_INPUTS}
+        return time_model.timed(shared.take(rows), clock_inputs, clock_mhz)
 
     # The energy model may change the clock (power cap, thermal throttling); it re-times
     # the affected rows and hands back the time result at the final clock, which wins.

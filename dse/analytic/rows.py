@@ -5,17 +5,47 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 
 def take(obj, rows: np.ndarray):
     """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only."""
+    return _map_arrays(obj, lambda x: np.asarray(x)[rows])
+
+
+def spread(obj, rows: np.ndarray):
+    """:func:`take` for ``rows`` that repeat a few rows many times (one value per distinct
+    combination of inputs, spread back to the candidates): an array whose values are all
+    the same (bit for bit) is filled with that value instead of picked row by row, and a
+    read-only broadcast stays one."""
+
+    def pick(x):
+        x = np.asarray(x)
+        if x.strides == (0,):
+            return np.broadcast_to(x[:1], (len(rows),))
+        first = x[:1]
+        bits = x.view(np.int64) if x.dtype == np.float64 else x
+        if (bits == bits[0]).all():
+            out = np.empty(len(rows), dtype=x.dtype)
+            out[...] = first
+            return out
+        return x[rows]
+
+    return _map_arrays(obj, pick)
+
+
+def _map_arrays(obj, fn):
+    """``obj`` (an array, a dict or a dataclass of them, nested) with ``fn`` applied to each
+    per-candidate array."""
     if is_dataclass(obj):
-        return replace(obj, **{f.name: take(getattr(obj, f.name), rows) for f in fields(obj)})
+        return replace(obj, **{f.name: _map_arrays(getattr(obj, f.name), fn) for f in fields(obj)})
     if isinstance(obj, dict):
-        return {k: take(v, rows) for k, v in obj.items()}
-    if obj is None or isinstance(obj, bool):  # absent, or a flag of the whole block
-        return obj
-    return np.asarray(obj)[rows]
+        return {k: _map_arrays(v, fn) for k, v in obj.items()}
+    if hasattr(obj, "map_arrays"):  # a class that maps its own arrays (time.collectives.Network)
+        return obj.map_arrays(fn)
+    if obj is None or isinstance(obj, bool) or np.ndim(obj) == 0:
+        return obj  # absent, a flag of the whole block or a number every row shares
+    return fn(obj)
 
 
 def put(base, rows: np.ndarray, sub, *, inplace: bool = False):
@@ -54,6 +84,110 @@ def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.nd
     """The inputs (name -> array, or a scalar shared by every row) of the candidates
     ``rows`` (an index array) only."""
     return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+
+
+#: combined keys up to this many distinct values are looked up in a table (no sort)
+_TABLE_KEYS = 1 << 22
+
+
+def distinct_rows(cfg: dict, skip: frozenset = frozenset()) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)``: one row of each distinct combination of the inputs in ``cfg``
+    (name -> array, :class:`~dse.analytic.columns.Factorised` column or a value every row
+    shares) other than ``skip``, and each row's index into ``first``: rows ``i`` and
+    ``first[inverse[i]]`` agree in every such input, bit for bit (``0.0`` and ``-0.0``, NaNs
+    with other payloads count as different). A text column's codes and a whole-number
+    column's values are the key's digits as they are; other numbers are factorised."""
+    n = len(next(v for v in cfg.values() if np.ndim(v)))
+    key, size = np.zeros(n, dtype=np.int64), 1
+    for name, col in cfg.items():
+        if name in skip:
+            continue
+        digits, radix = _digits(col)
+        if radix <= 1:
+            continue
+        if size * radix >= 1 << 62:  # renumber the key so far: fewer distinct values than rows
+            uniq, key = np.unique(key, return_inverse=True)
+            size = len(uniq)
+        key = key * radix + digits if size > 1 else digits.astype(np.int64, copy=True)
+        size *= radix
+    if size <= min(_TABLE_KEYS, 8 * n):
+        seen = np.zeros(size, dtype=bool)
+        seen[key] = True
+        used = np.flatnonzero(seen)
+        number = np.zeros(size, dtype=np.intp)
+        number[used] = np.arange(len(used))
+        inverse = number[key]
+    else:
+        used, inverse = np.unique(key, return_inverse=True)
+    first = np.empty(len(used), dtype=np.intp)
+    first[inverse] = np.arange(n)  # any of a combination's rows: they agree in every input
+    return first, inverse
+
+
+def distinct_share(cfg: dict, skip: frozenset = frozenset(), sample: int = 4096) -> float:
+    """The share of rows of ``cfg`` that :func:`distinct_rows` would keep (1: every row
+    distinct), estimated from ``sample`` rows drawn at random (fixed seed) when there are
+    many more: a combination of ``n / u`` rows is drawn at least once with probability
+    ``1 - exp(-sample / u)``, so the sample's distinct count ``d`` gives ``u``. Exact in
+    expectation where every combination has as
+    many rows (a grid); low where some have many more rows than others (the caller then
+    counts them exactly before sharing)."""
+    n = len(next(v for v in cfg.values() if np.ndim(v)))
+    if n <= 4 * sample:
+        return len(distinct_rows(cfg, skip)[0]) / max(n, 1)
+    at = np.random.default_rng(0).integers(0, n, sample)
+    varying = {k: v[at] for k, v in cfg.items() if k not in skip and not _constant(v)}
+    if not varying:
+        return 1.0 / n
+    d = len(distinct_rows(varying)[0])
+    if d >= sample:
+        return 1.0
+    lo, hi = float(d), float(n)  # u(1 - exp(-sample/u)) = d: increasing in u
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if mid * -np.expm1(-sample / mid) < d:
+            lo = mid
+        else:
+            hi = mid
+    return min(hi / n, 1.0)
+
+
+def _constant(col) -> bool:
+    """Whether ``col`` is one value for every row (a number or a read-only broadcast)."""
+    codes = getattr(col, "codes", col)
+    return np.ndim(codes) == 0 or np.asarray(codes).strides == (0,)
+
+
+def _digits(col) -> tuple[np.ndarray | None, int]:
+    """A column as non-negative integer digits and their count (1: one value in every row,
+    digits None)."""
+    codes = getattr(col, "codes", None)  # a Factorised text column: its codes (-1: missing)
+    if codes is not None:
+        if codes.strides == (0,):
+            return None, 1
+        return codes + 1, len(col.uniques) + 2
+    col = np.asarray(col)
+    if col.ndim == 0 or col.strides == (0,):
+        return None, 1
+    if col.dtype.kind in "OUS":  # text (or other objects) as they are
+        codes, uniq = pd.factorize(col.reshape(-1), use_na_sentinel=False)
+        return codes, len(uniq)
+    if col.dtype.kind in "iub":
+        lo, hi = int(col.min()), int(col.max())
+        if hi - lo < _TABLE_KEYS:
+            return col - lo if lo else col, hi - lo + 1
+        uniq, inverse = np.unique(col, return_inverse=True)
+        return inverse, len(uniq)
+    col = np.asarray(col, dtype=np.float64)
+    if np.isfinite(col).all():  # whole numbers from 0 (no -0.0): the values are the digits
+        lo, hi = col.min(), col.max()
+        if lo >= 0.0 and hi < _TABLE_KEYS:
+            whole = col.astype(np.int64)
+            if (whole == col).all() and not np.signbit(col).any():
+                return whole, int(hi) + 1
+    bits = np.ascontiguousarray(col).view(np.int64)
+    uniq, inverse = np.unique(bits, return_inverse=True)
+    return inverse, len(uniq)
 
 
 def where_or_zero(mask: np.ndarray, x: np.ndarray) -> np.ndarray:

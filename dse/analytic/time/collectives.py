@@ -77,6 +77,16 @@ class Network:
         self._cache: dict = {}
         self._keep: list = []
 
+    def map_arrays(self, fn) -> Network:
+        """The network with ``fn`` applied to each of its per-candidate arrays (e.g. picking
+        some candidates' rows; nothing memoised)."""
+        out = object.__new__(Network)
+        for name, value in vars(self).items():
+            if name not in ("_cache", "_keep"):
+                out.__dict__[name] = fn(value) if np.ndim(value) else value
+        out._cache, out._keep = {}, []
+        return out
+
     def split(self, g, stride):
         """Members per domain ``k``, domains spanned ``nn``, and the bandwidths the group sees
         (memoised per (g, stride) array pair: each group is costed several times), the ring's

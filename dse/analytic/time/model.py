@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, choice_codes, factorise
 from dse.analytic.time import (
     experts,
@@ -33,14 +34,42 @@ from dse.analytic.time.collectives import (
     SCALEUP_TOPOLOGIES,
     Network,
 )
-from dse.analytic.time.reasons import REASON_TEXT, Reasons
+from dse.analytic.time.reasons import REASON_CODE, REASON_TEXT, Reasons
 from dse.analytic.time.result import TimeResult
+
+#: the inputs only :func:`timed` reads (the clock)
+CLOCK_INPUTS = ("clock_mhz", "clock_fraction")
+#: the clock's inputs and the energy half's own, which the time model does not read: rows
+#: that agree in every other input share their :class:`Front`
+NOT_FRONT_INPUTS = frozenset(
+    {
+        *CLOCK_INPUTS,
+        *(
+            "accelerator_hour_price accelerators_per_node checkpoint_duration_s "
+            "checkpoint_interval_s checkpoint_write_gbs clock_plan cooling cooling_cop "
+            "data_entropy_bits_per_token energy_price_per_kwh failures_per_accelerator_hour "
+            "fan_power_fraction grid_carbon_kg_per_kwh heat_capacity_j_per_k host_power_w "
+            "idle_power_w inlet_temp_c nic_power_w power_cap_w power_floor_w "
+            "power_transition_s psu_efficiency pue restart_time_s scaleout_pj_per_bit "
+            "scaleout_switch_power_w scaleup_pj_per_bit scaleup_switch_power_w "
+            "thermal_resistance_k_per_w thermal_tau_fast_s thermal_tau_slow_s waiting_power_w"
+        ).split(),
+    }
+)
+#: the front is computed once per distinct combination of its inputs when there are at most
+#: this share of distinct ones among a block's rows, else for every row: spreading its ~130
+#: arrays back to the rows costs about half of computing it for every row (measured on the
+#: nsga2 example's grid and the bench mix, 124,416 rows: front 135-144 ms, spread 63-74 ms,
+#: the key 7-9 ms; docs/model.md, section 10)
+SHARED_FRONT_SHARE = 0.4
 
 
 def evaluate(
     cfg: dict[str, np.ndarray],
     clock_mhz: np.ndarray | None = None,
     part: parallelism.Stages | None = None,
+    *,
+    share: bool = True,
 ) -> TimeResult:
     """Time metrics for every candidate in ``cfg`` (input name -> array).
 
@@ -48,9 +77,77 @@ def evaluate(
     and thermal throttling). ``part``: the stages of one part of a mixed fleet's pipeline
     (:mod:`dse.analytic.fleet`; a :class:`~.parallelism.Stages` with ``part`` set) to time
     instead of the whole pipeline. Infeasible candidates get a reason and may have NaN metrics.
+    ``share=False``: one :func:`front` per candidate, without looking for repeated inputs.
     """
+    return timed(front(cfg, part, share=share), cfg, clock_mhz)
+
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """What the time model computes before the clock, which depends on the inputs other
+    than the clock alone: the step's inputs, the memory, the run's length and the reasons
+    raised before and after the clock's own check (int8 codes, 0: none). ``rows``: each
+    candidate's row in these arrays (None: one row per candidate), when candidates that
+    agree in every input but the clock share one."""
+
+    inputs: step.StepInputs
+    mem: memory.MemoryBreakdown
+    run: _Run
+    before_clock: np.ndarray
+    after_clock: np.ndarray
+    rows: np.ndarray | None = None
+
+    def take(self, rows: np.ndarray) -> Front:
+        """The front of the candidates ``rows`` (an index array) only, one row each."""
+        return self._picked(rows if self.rows is None else self.rows[rows], _rows.take)
+
+    def per_candidate(self) -> Front:
+        """The front with one row per candidate."""
+        return self if self.rows is None else self._picked(self.rows, _rows.spread)
+
+    def _picked(self, at: np.ndarray, pick) -> Front:
+        names = ("inputs", "mem", "run", "before_clock", "after_clock")
+        return Front(*(pick(getattr(self, name), at) for name in names))
+
+
+def front(
+    cfg: dict[str, np.ndarray], part: parallelism.Stages | None = None, *, share: bool = True
+) -> Front:
+    """The clock-independent part of :func:`evaluate` for the candidates ``cfg``: once per
+    distinct combination of the inputs it reads (all but :data:`NOT_FRONT_INPUTS`) when
+    candidates repeat them (a grid's layouts across its clocks and power settings), else
+    once per candidate. Outputs are the same bit for bit either way: the model's
+    operations are element-wise, and its whole-block tests (any row with experts, with a
+    ZeRO-3 stage, ...) see the same set of values."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate(cfg, clock_mhz, part)
+        if (
+            share
+            and part is None
+            and _rows.distinct_share(cfg, NOT_FRONT_INPUTS) <= SHARED_FRONT_SHARE
+        ):
+            first, inverse = _rows.distinct_rows(cfg, NOT_FRONT_INPUTS)
+            if len(first) <= SHARED_FRONT_SHARE * len(inverse):
+                shared = _front(_rows.take_inputs(cfg, first), None)
+                return replace(shared, rows=inverse)
+        return _front(cfg, part)
+
+
+def timed(f: Front, cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = None) -> TimeResult:
+    """:func:`evaluate` from the candidates' :func:`front` (``cfg``: their inputs, of which
+    only the clock's, :data:`CLOCK_INPUTS`, are read): the clock, the step time at it and
+    the result."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        f = f.per_candidate()
+        x = f.inputs
+        clock, outside = _clock(cfg, x.hw, clock_mhz)
+        t = step.step_time(x, clock / x.hw.clock_max_mhz)
+        # the first reason raised wins: those before the clock's check, the clock's, the rest
+        codes = np.where(
+            f.before_clock != 0,
+            f.before_clock,
+            np.where(outside, np.int8(REASON_CODE[_CLOCK_REASON]), f.after_clock),
+        ).astype(np.int8, copy=False)
+        return _result(t, f.mem, x.hw, x.layout, clock, codes, x.net.size, f.run)
 
 
 def _f(cfg, name: str) -> np.ndarray:
@@ -58,7 +155,7 @@ def _f(cfg, name: str) -> np.ndarray:
     return np.asarray(cfg[name], dtype=float)
 
 
-def _evaluate(cfg, clock_mhz, part) -> TimeResult:
+def _front(cfg, part) -> Front:
     n_rows = len(cfg["accelerator"])
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
@@ -115,7 +212,8 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         )
     if part is not None:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
         stages = replace(part, units=stages.units)
-    clock = _clock(cfg, hw, clock_mhz, reasons)
+    before_clock = reasons.codes(n_rows)
+    reasons = Reasons()  # the reasons raised after the clock's check
     counts = workload.ParameterCounts.of(shape)
     tokens_iter = lay.global_batch * shape.seq_len
     moe_memory = None
@@ -134,20 +232,16 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         mem.host_bytes > hw.host_memory_bytes,
         "offloaded activations do not fit in host memory",
     )
-    net = _network(cfg, hw)
-    t = step.step_time(
-        step.StepInputs(
-            shape=shape,
-            layout=lay,
-            stages=stages,
-            counts=counts,
-            ex=ex,
-            hw=hw,
-            stack=stack,
-            net=net,
-            offload_bytes=mem.offload_bytes_per_micro_batch,
-        ),
-        clock / hw.clock_max_mhz,
+    inputs = step.StepInputs(
+        shape=shape,
+        layout=lay,
+        stages=stages,
+        counts=counts,
+        ex=ex,
+        hw=hw,
+        stack=stack,
+        net=_network(cfg, hw),
+        offload_bytes=mem.offload_bytes_per_micro_batch,
     )
     params = workload.parameter_count(shape, counts.layer)
     active = workload.active_parameter_count(shape, counts.layer, params)
@@ -159,7 +253,6 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
     ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     min_tokens = training.tokens_to_target(d_ref, ref_batch_tokens, 0.0, b_noise)
-    codes = reasons.codes(n_rows)
     run = _Run(
         steps=steps,
         tokens_per_step=tokens_iter,
@@ -168,7 +261,13 @@ def _evaluate(cfg, clock_mhz, part) -> TimeResult:
         parameters=params,
         active_parameters=active,
     )
-    return _result(t, mem, hw, lay, clock, codes, net.size, run)
+    return Front(
+        inputs=inputs,
+        mem=mem,
+        run=run,
+        before_clock=before_clock,
+        after_clock=reasons.codes(n_rows),
+    )
 
 
 def _stack_names(accelerator, framework) -> Factorised:
@@ -277,10 +376,13 @@ def _layout(cfg, stack, recompute) -> parallelism.Layout:
     )
 
 
-def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
+_CLOCK_REASON = "clock outside the accelerator's range"
+
+
+def _clock(cfg, hw, clock_mhz) -> tuple[np.ndarray, np.ndarray]:
     """The SM clock (MHz): ``clock_mhz`` if given (the energy model's re-timing), else the
-    input clock, else ``clock_fraction`` of the maximum, else the maximum; flagged when
-    outside the accelerator's range, then clipped to it."""
+    input clock, else ``clock_fraction`` of the maximum, else the maximum, clipped to the
+    accelerator's range; and whether it was outside (:data:`_CLOCK_REASON`)."""
     clock = _f(cfg, "clock_mhz") if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
     fraction = _f(cfg, "clock_fraction")
     clock = np.where(
@@ -288,11 +390,8 @@ def _clock(cfg, hw, clock_mhz, reasons: Reasons) -> np.ndarray:
         clock,
         np.where(np.isfinite(fraction), fraction * hw.clock_max_mhz, hw.clock_max_mhz),
     )
-    reasons.flag(
-        (clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9)),
-        "clock outside the accelerator's range",
-    )
-    return np.clip(clock, hw.clock_min_mhz, hw.clock_max_mhz)
+    outside = (clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9))
+    return np.clip(clock, hw.clock_min_mhz, hw.clock_max_mhz), outside
 
 
 def _network(cfg, hw) -> Network:
