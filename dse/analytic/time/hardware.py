@@ -200,6 +200,7 @@ FIELDS = (
     "fa2_peak_fraction",
     "host_link_bps",
     "host_memory_bytes",
+    "scaleout_bw_bps",
     *CALIBRATION_FIELDS,
 )
 
@@ -269,6 +270,9 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         # offloading uses (catalog host_link_gbs, host_memory_gb; 0: not given, no offloading)
         float(hw.get("host_link_gbs") or 0.0) * 1e9,
         float(hw.get("host_memory_gb") or 0.0) * GIB,
+        # the part's own scale-out network (catalog scaleout_bw_gbs, per direction; NaN: none,
+        # the input's default applies)
+        float(hw.get("scaleout_bw_gbs") or np.nan) * 1e9,
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -297,7 +301,9 @@ class Hardware:
     peak FlashAttention-2 reaches on the part, where it is published below what the fitted
     attention efficiency gives; inf elsewhere), ``host_link_bps`` (B/s per direction between
     the accelerator and its host's memory) and ``host_memory_bytes`` (host memory per
-    accelerator; both 0 where the catalog gives none: no activation offloading); from the
+    accelerator; both 0 where the catalog gives none: no activation offloading),
+    ``scaleout_bw_bps`` (B/s per direction of the part's own scale-out network, a TPU's DCN;
+    NaN where the catalog gives none); from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
     """
@@ -321,6 +327,7 @@ class Hardware:
     fa2_peak_fraction: np.ndarray
     host_link_bps: np.ndarray
     host_memory_bytes: np.ndarray
+    scaleout_bw_bps: np.ndarray
     matmul_eff_max: np.ndarray
     fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray
