@@ -30,6 +30,10 @@ SHARED_FIELDS = (
     "eager_elementwise_factor",
 )
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
+#: shared fields a part's fitted entry may replace with its own: the per-step latency of a
+#: part's own scale-out network (a TPU's DCN, whose transfers go through the hosts: Cloud TPU
+#: "Profiling Multislice environments", send / recv interrupt the host to start a DMA)
+PART_OVERRIDES = ("scaleout_latency_us",)
 #: bytes per "GB" of an accelerator's memory capacity: vendors size HBM in GiB (an "80 GB" A100
 #: or H100 holds 80 GiB, 81,920 MiB in nvidia-smi; MI300X's "192 GB" is 192 GiB in rocm-smi),
 #: unlike bandwidths, whose GB/s are 1e9 B/s
@@ -136,10 +140,15 @@ def fitted_on(name: str) -> str | None:
 
 def calibration_for(name: str) -> dict[str, float]:
     """Every calibration field for accelerator ``name``: the shared values and its fitted
-    efficiencies, or the estimated ones (:func:`estimated_efficiencies`)."""
+    efficiencies, or the estimated ones (:func:`estimated_efficiencies`); a fitted entry's
+    :data:`PART_OVERRIDES` replace the shared values."""
     cal = calibration()
     own = cal["fitted"].get(name) or estimated_efficiencies(name)
-    return {**cal["shared"], **{k: own[k] for k in ACCELERATOR_FIELDS}}
+    return {
+        **cal["shared"],
+        **{k: own[k] for k in ACCELERATOR_FIELDS},
+        **{k: own[k] for k in PART_OVERRIDES if k in own},
+    }
 
 
 def accelerator_names() -> tuple[str, ...]:
