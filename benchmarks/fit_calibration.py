@@ -77,10 +77,14 @@ SHARED = (
 PER_ACCELERATOR = {
     "A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
     "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff"),
-    "TPU": ("matmul_eff_max",),  # bf16 only; no TPU matmul benchmark is published
+    # bf16 only; no TPU matmul benchmark is published. scaleout_latency_us: the per-step
+    # latency of the DCN between slices (transfers through the hosts; no figure published),
+    # identified by the MaxText v5e rows at 1 to 32 slices (docs/model.md, section 7)
+    "TPU": ("matmul_eff_max", "scaleout_latency_us"),
     "Blackwell": ("fp8_matmul_ratio",),  # every Blackwell row is fp8: its bf16 is not identified
 }
-# (prior value, prior scale, lower bound, upper bound, log-space prior); sources in docs/model.md, section 7
+# (prior value, prior scale (in e-folds for a log-space prior), lower bound, upper bound,
+# log-space prior); sources in docs/model.md, section 7
 PRIOR = {
     "matmul_half_gflop": (
         10.0,
@@ -90,7 +94,7 @@ PRIOR = {
         True,
     ),  # a few-GFLOP GEMM loses half to prologue/tail
     "matmul_half_k": (32.0, 1.0, 1.0, 4096.0, True),  # a 128x128 tile streams K in 32-64-wide steps
-    "kernel_overhead_us": (10.0, 2.0, 0.01, 2000.0, True),  # ~10 us launch and sync per layer pass
+    "kernel_overhead_us": (10.0, 1.0, 0.01, 2000.0, True),  # ~10 us launch and sync per layer pass
     "host_dispatch_us": (
         600.0,
         1.0,
@@ -131,6 +135,10 @@ PRIOR = {
         1.0,
         False,
     ),  # NCCL bus bandwidth / link rate: 0.77 NVLink3, 0.86 HDR
+    # a host-mediated scale-out step (assumed ~100 us: a TCP round trip between hosts plus
+    # the host interrupt and DMA of each send / recv; the InfiniBand NCCL step is 5 us). No
+    # figure is published: a weak prior (scale 10 in log space), the rows set it
+    "scaleout_latency_us": (100.0, 10.0, 1.0, 20000.0, True),
 }
 PRIOR_WEIGHT = 0.05
 #: log-ratio size (about 5%) above which a row's residual counts linearly, not quadratically
@@ -150,10 +158,13 @@ SCALE = {
     "fp8_matmul_ratio": 0.05,
     "memory_eff": 0.1,
     "collective_eff": 0.1,
+    "scaleout_latency_us": 100.0,
 }
 MAX_NFEV = 300
 #: starting host dispatch times, as multiples of its prior (see :func:`fit`)
 HOST_STARTS = (1.0, 1.5, 2.0)
+#: starting DCN step latencies of the TPU family, as multiples of its prior
+DCN_STARTS = (1.0, 10.0)
 #: relative step of the finite-difference Jacobian
 DIFF_STEP = 1e-2
 
@@ -191,7 +202,8 @@ def to_calibration(x) -> dict:
             if fam in NEW_FAMILIES:  # the fields not fitted: the estimated rule's
                 rule = hardware.estimated_efficiencies(part)
                 fitted[part] = {
-                    k: own.get(k, round(rule[k], 4)) for k in hardware.ACCELERATOR_FIELDS
+                    **{k: own.get(k, round(rule[k], 4)) for k in hardware.ACCELERATOR_FIELDS},
+                    **{k: own[k] for k in hardware.PART_OVERRIDES if k in own},
                 }
             else:
                 fitted[part] = {**own, "fp8_matmul_ratio": own.get("fp8_matmul_ratio", 1.0)}
@@ -297,19 +309,28 @@ def fit(
         with calibrated(x):
             parts = [source_residuals(s) for s in sources]
         pri = [
-            PRIOR_WEIGHT * ((np.log(v) - np.log(mu)) if log else (v - mu) / scale)
+            PRIOR_WEIGHT * ((np.log(v) - np.log(mu)) / scale if log else (v - mu) / scale)
             for v, (mu, scale, _, _, log) in zip(x, ps, strict=True)
         ]
         return np.concatenate([*parts, np.array(pri)])
 
     # the host floor is a max(): its kink hides from a local derivative, so the fit starts from
     # several host dispatch times (the prior times HOST_STARTS) and keeps the best; finite
-    # differences of DIFF_STEP (relative) see the kink
+    # differences of DIFF_STEP (relative) see the kink. The DCN step latency is flat near its
+    # prior (hidden behind compute until the slices are many): it starts from DCN_STARTS too
     best = None
-    i_host = names().index("host_dispatch_us")
-    for factor in HOST_STARTS if "host_dispatch_us" not in (pinned or {}) else (1.0,):
+    starts = [
+        (names().index(n), factor)
+        for n, factors in (
+            ("host_dispatch_us", HOST_STARTS),
+            ("TPU.scaleout_latency_us", DCN_STARTS),
+        )
+        if n not in (pinned or {})
+        for factor in factors
+    ] or [(0, 1.0)]
+    for i_start, factor in starts:
         start = x0.copy()
-        start[i_host] = np.clip(x0[i_host] * factor, lo[i_host] + 1e-9, hi[i_host] - 1e-9)
+        start[i_start] = np.clip(x0[i_start] * factor, lo[i_start] + 1e-9, hi[i_start] - 1e-9)
         res = least_squares(
             resid,
             start,

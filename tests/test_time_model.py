@@ -176,6 +176,35 @@ def test_scaleout_bandwidth_slows_data_parallel():
     assert slow.step_time_s[0] > fast.step_time_s[0]
 
 
+def test_a_tpu_without_a_scaleout_input_takes_its_own_dcn():
+    """Slices of TPU v5e joined by the data-centre network: without a scaleout_bw_gbs input
+    the part's catalog figure (3.125 GB/s per chip) is used, not the GPU default (50 GB/s),
+    and the TPU's own DCN step latency replaces the shared scale-out latency."""
+    base = dict(
+        model="llama2-13b",
+        accelerator="TPU-v5e",
+        num_accelerators=1024,
+        global_batch_size=1024,
+        micro_batch_size=1,
+        zero_stage=3,
+    )
+    own = time_model.evaluate(cfg(1, **base))
+    stated = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=3.125))
+    gpu_nic = time_model.evaluate(cfg(1, **base, scaleout_bw_gbs=50.0))
+    assert own.reason[0] == "" and gpu_nic.reason[0] == ""
+    assert own.step_time_s[0] == pytest.approx(stated.step_time_s[0], rel=1e-12)
+    assert own.dp_comm_time_s[0] > gpu_nic.dp_comm_time_s[0]
+    tpu, gpu = hardware.calibration_for("TPU-v5e"), hardware.calibration_for("H100-SXM")
+    assert gpu["scaleout_latency_us"] == hardware.calibration()["shared"]["scaleout_latency_us"]
+    assert tpu["scaleout_latency_us"] > gpu["scaleout_latency_us"]
+    one_slice = time_model.evaluate(
+        cfg(1, **{**base, "num_accelerators": 256, "global_batch_size": 256})
+    )
+    slow_dcn = time_model.evaluate(cfg(1, **base, scaleout_latency_us=5000.0))
+    assert one_slice.reason[0] == ""
+    assert slow_dcn.dp_comm_time_s[0] > own.dp_comm_time_s[0] > one_slice.dp_comm_time_s[0]
+
+
 def test_training_length_laws():
     d = np.array([1e10])
     assert np.isclose(

@@ -452,8 +452,9 @@ TIME_INPUTS: list[Input] = [
         "scaleout_bw_gbs",
         "float",
         "GB/s",
-        "scale-out bandwidth per accelerator per direction",
-        50.0,
+        "scale-out bandwidth per accelerator per direction (default: the part's own scale-out "
+        "network where the catalog gives one, a TPU's DCN; else 50)",
+        None,
         minimum=0.001,
         group="network",
     ),

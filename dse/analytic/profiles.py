@@ -72,6 +72,9 @@ class HardwareEntry(_Strict):
     #: offloading uses; unset: no offloading on the part
     host_link_gbs: float | None = Field(default=None, gt=0)
     host_memory_gb: float | None = Field(default=None, gt=0)
+    #: the part's own scale-out network per direction (GB/s; a TPU's DCN), the default of the
+    #: scaleout_bw_gbs input; unset: the input's default
+    scaleout_bw_gbs: float | None = Field(default=None, gt=0)
     #: the one training stack the part is trained with (a TPU: maxtext), whatever `framework` names
     training_stack: str | None = None
     source: str = ""
@@ -148,6 +151,8 @@ class CalibrationEntry(_Strict):
     fp8_matmul_ratio: float = Field(gt=0, le=2)
     memory_eff: float = Field(gt=0, le=1)
     collective_eff: float = Field(gt=0, le=1)
+    #: the part's own scale-out per-step latency (us; a TPU's DCN), replacing the shared value
+    scaleout_latency_us: float | None = Field(default=None, ge=0)
 
 
 class ProfileFile(_Strict):
@@ -335,7 +340,7 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
         base=p.base,
         hardware=p.hardware.model_dump(),
         power=power,
-        calibration=p.calibration.model_dump(),
+        calibration=p.calibration.model_dump(exclude_none=True),
         sources=dict(p.sources),
         fit=dict(p.fit),
     )

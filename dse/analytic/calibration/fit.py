@@ -233,7 +233,15 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
         "power": {
             k: copy.deepcopy(pw[k]) for k in (*POWER_NUMBERS, "activity", "source") if k in pw
         },
-        "calibration": {k: float(cal[k]) for k in hardware.ACCELERATOR_FIELDS},
+        "calibration": {
+            **{k: float(cal[k]) for k in hardware.ACCELERATOR_FIELDS},
+            # the part's own values of shared fields (a TPU's DCN step latency)
+            **{
+                k: float(cal[k])
+                for k in hardware.PART_OVERRIDES
+                if cal[k] != hardware.calibration()["shared"][k]
+            },
+        },
     }
     acc["power"].setdefault("source", "")
     if prof is not None:

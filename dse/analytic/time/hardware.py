@@ -30,6 +30,10 @@ SHARED_FIELDS = (
     "eager_elementwise_factor",
 )
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
+#: shared fields a part's fitted entry may replace with its own: the per-step latency of a
+#: part's own scale-out network (a TPU's DCN, whose transfers go through the hosts: Cloud TPU
+#: "Profiling Multislice environments", send / recv interrupt the host to start a DMA)
+PART_OVERRIDES = ("scaleout_latency_us",)
 #: bytes per "GB" of an accelerator's memory capacity: vendors size HBM in GiB (an "80 GB" A100
 #: or H100 holds 80 GiB, 81,920 MiB in nvidia-smi; MI300X's "192 GB" is 192 GiB in rocm-smi),
 #: unlike bandwidths, whose GB/s are 1e9 B/s
@@ -136,10 +140,15 @@ def fitted_on(name: str) -> str | None:
 
 def calibration_for(name: str) -> dict[str, float]:
     """Every calibration field for accelerator ``name``: the shared values and its fitted
-    efficiencies, or the estimated ones (:func:`estimated_efficiencies`)."""
+    efficiencies, or the estimated ones (:func:`estimated_efficiencies`); a fitted entry's
+    :data:`PART_OVERRIDES` replace the shared values."""
     cal = calibration()
     own = cal["fitted"].get(name) or estimated_efficiencies(name)
-    return {**cal["shared"], **{k: own[k] for k in ACCELERATOR_FIELDS}}
+    return {
+        **cal["shared"],
+        **{k: own[k] for k in ACCELERATOR_FIELDS},
+        **{k: own[k] for k in PART_OVERRIDES if k in own},
+    }
 
 
 def accelerator_names() -> tuple[str, ...]:
@@ -200,6 +209,7 @@ FIELDS = (
     "fa2_peak_fraction",
     "host_link_bps",
     "host_memory_bytes",
+    "scaleout_bw_bps",
     *CALIBRATION_FIELDS,
 )
 
@@ -269,6 +279,9 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         # offloading uses (catalog host_link_gbs, host_memory_gb; 0: not given, no offloading)
         float(hw.get("host_link_gbs") or 0.0) * 1e9,
         float(hw.get("host_memory_gb") or 0.0) * GIB,
+        # the part's own scale-out network (catalog scaleout_bw_gbs, per direction; NaN: none,
+        # the input's default applies)
+        float(hw.get("scaleout_bw_gbs") or np.nan) * 1e9,
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -297,7 +310,9 @@ class Hardware:
     peak FlashAttention-2 reaches on the part, where it is published below what the fitted
     attention efficiency gives; inf elsewhere), ``host_link_bps`` (B/s per direction between
     the accelerator and its host's memory) and ``host_memory_bytes`` (host memory per
-    accelerator; both 0 where the catalog gives none: no activation offloading); from the
+    accelerator; both 0 where the catalog gives none: no activation offloading),
+    ``scaleout_bw_bps`` (B/s per direction of the part's own scale-out network, a TPU's DCN;
+    NaN where the catalog gives none); from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
     """
@@ -321,6 +336,7 @@ class Hardware:
     fa2_peak_fraction: np.ndarray
     host_link_bps: np.ndarray
     host_memory_bytes: np.ndarray
+    scaleout_bw_bps: np.ndarray
     matmul_eff_max: np.ndarray
     fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray

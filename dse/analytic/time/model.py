@@ -417,12 +417,27 @@ def _network(cfg, hw) -> Network:
         up_bw=up_bw,
         up_lat=up_lat,
         up_topo=up_topo,
-        out_bw=_f(cfg, "scaleout_bw_gbs") * 1e9 * _f(cfg, "scaleout_clock_fraction"),
+        out_bw=_scaleout_bw(cfg, hw) * _f(cfg, "scaleout_clock_fraction"),
         out_lat=out_lat,
         out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
         eff=hw.collective_eff,
         call_lat=hw.collective_call_us * 1e-6,
     )
+
+
+#: scale-out bandwidth per accelerator per direction where neither the study nor the part's
+#: catalog entry gives one: one 400 Gb/s NIC per GPU (NVIDIA ConnectX-7 / NDR InfiniBand,
+#: the DGX H100 compute fabric's one NIC per GPU)
+DEFAULT_SCALEOUT_BW_BPS = 50e9
+
+
+def _scaleout_bw(cfg, hw) -> np.ndarray:
+    """Scale-out bandwidth per accelerator per direction (B/s): the input where given, else
+    the part's own scale-out network (catalog ``scaleout_bw_gbs``: a TPU's data-centre
+    network between slices), else :data:`DEFAULT_SCALEOUT_BW_BPS`."""
+    own = np.where(np.isfinite(hw.scaleout_bw_bps), hw.scaleout_bw_bps, DEFAULT_SCALEOUT_BW_BPS)
+    given = _f(cfg, "scaleout_bw_gbs") * 1e9
+    return np.where(np.isfinite(given), given, own)
 
 
 @dataclass(frozen=True, slots=True)
