@@ -58,28 +58,140 @@ def _use_a_fork_server() -> None:
 _use_a_fork_server()
 
 
-#: the files whose tests take longest (summed, on 2 cores), longest first. pytest-xdist hands
-#: out whole files (pyproject: --dist loadfile) in the order collected (--no-loadscope-reorder;
-#: its default order, most tests first, left these files with few but slow tests to the end,
-#: where one worker ran them while the other had finished): slow files first, and the short
-#: ones at the end let both workers finish together
-SLOW_FILES = (
-    "test_resume.py",
+#: The suite's schedule (pyproject: -n auto --dist loadscope, with the scopes of
+#: :func:`pytest_xdist_make_scheduler`). Most of the slow tests wait: on a run they stop or
+#: kill mid-batch, a grace period, a program's start. So there are two workers per core
+#: (:func:`pytest_xdist_auto_num_workers`), and tests go out one at a time, the longest first,
+#: so that no worker is left with a long tail while the others are idle (pytest-xdist hands
+#: out work in the order collected: --no-loadscope-reorder). The tests of a file in
+#: MODULE_FIXTURE_FILES go out together (its module-scoped fixtures computed once), except
+#: those LONGEST_FIRST names alone. LONGEST_FIRST lists, longest first (on 2 busy cores),
+#: tests (``file::name``, every parameter) and files (their other tests); the rest follow in
+#: the order collected.
+LONGEST_FIRST = (
+    "test_report.py",
+    "test_calibration.py",
+    "test_polish.py::test_the_polish_finds_the_exact_front_of_a_small_three_objective_space",
+    "test_resume.py::test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run",
+    "test_evaluators.py::test_a_candidate_that_kills_its_dask_workers_fails_alone_in_one_line",
     "test_cluster.py",
-    "test_signals.py",
-    "test_search.py",
-    "test_executor.py",
-    "test_command_evaluator.py",
-    "test_evaluators.py",
-    "test_fuzz.py",
-    "test_progress.py",
+    "test_run.py",
+    "test_search.py::test_state_is_json_and_a_restored_driver_asks_the_same_next_batches",
+    "test_cluster.py::test_a_worker_killed_mid_run_loses_and_repeats_nothing",
+    "test_executor.py::test_a_fork_safe_evaluator_gets_forked_workers_unless_the_study_says_spawn",
+    "test_progress.py::test_output_to_a_closed_stream_a_closed_pipe_or_an_ascii_terminal_is_no_traceback",
+    "test_search.py::test_search_drivers_find_the_known_front_without_repeats",
+    "test_fuzz.py::test_fuzz_studies",
+    "test_search.py::test_same_candidates_and_front_whatever_the_worker_count",
+    "test_store.py::test_ctrl_c_while_a_dataset_is_written_stops_at_once_and_the_next_write_works",
+    "test_resume.py",
+    "test_plugins.py",
+    "test_resume.py::test_a_batch_stopped_half_written_counts_on_resume",
+    "test_resume.py::test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run",
+    "test_sensitivity.py",
+    "test_case_study.py",
+    "test_executor.py::test_a_plugin_evaluator_past_its_time_out_fails_that_row_only",
+    "test_cluster.py::test_a_study_runs_on_workers_started_over_ssh",
+    "test_resume.py::test_a_write_the_file_system_refuses_is_one_line_with_the_resume_hint",
+    "test_command_evaluator.py::test_the_program_runs_on_dask_workers_too",
+    "test_search.py::test_a_new_run_refuses_an_optuna_study_name_its_database_holds_before_touching_the_folder",
+    "test_progress.py::test_dse_status_shows_a_run_in_progress_from_another_terminal",
+    "test_command_evaluator.py::test_a_failing_candidate_fails_alone_with_the_programs_stderr",
+    "test_search.py::test_optuna_asks_every_candidate_once_and_stops_when_the_budget_exceeds_the_space",
+    "test_cluster.py::test_every_worker_gone_stops_after_the_grace_period_and_resume_goes_on",
+    "test_cluster.py::test_a_lost_scheduler_stops_the_run_and_resume_goes_on_with_a_new_one",
     "test_store.py",
+    "test_fuzz.py::test_fuzz_results_folders",
+    "test_fuzz.py::test_fuzz_profiles",
+    "test_executor.py::test_importing_a_cluster_class_leaves_ctrl_c_to_dse",
+    "test_search.py::test_mixed_continuous_space_with_infeasible_and_failed_rows",
+    "test_cf.py",
+    "test_compare.py",
+    "test_validate_model.py",
+    "test_signals.py",
+    "test_command_evaluator.py",
+    "test_executor.py",
+)
+
+#: tests that run last and alone (a worker of their own, at the end, when the other workers are
+#: finishing): the report's browser test asserts that a redraw takes about 100 ms, which a
+#: browser sharing 2 cores with 3 busy workers (two per core) did not meet (200-330 ms)
+LAST = ("test_report.py::test_report_in_a_real_browser",)
+
+#: the files with fixtures of module scope (a test that uses one and is not in such a file
+#: fails the collection: its fixture would be computed on every worker)
+MODULE_FIXTURE_FILES = frozenset(
+    {
+        "test_calibration.py",
+        "test_case_study.py",
+        "test_cf.py",
+        "test_cluster.py",
+        "test_compare.py",
+        "test_plugins.py",
+        "test_records.py",
+        "test_report.py",
+        "test_resume.py",
+        "test_run.py",
+        "test_sensitivity.py",
+        "test_store.py",
+        "test_trajectory.py",
+        "test_units.py",
+        "test_validate_energy.py",
+        "test_validate_model.py",
+    }
 )
 
 
+def _uses_a_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return any(
+        defs and defs[-1].scope in ("module", "package")
+        for defs in (info.name2fixturedefs.values() if info else ())
+    )
+
+
+def _name(nodeid: str) -> tuple[str, str]:
+    """``tests/test_x.py::test_y[p]`` -> (``test_x.py``, ``test_x.py::test_y``)."""
+    path, _, test = nodeid.partition("::")
+    file = path.rsplit("/", 1)[-1]
+    return file, f"{file}::{test.split('[')[0]}"
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    rank = {name: i for i, name in enumerate(SLOW_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable
+    rest = len(LONGEST_FIRST)  # then the rest, in the order collected, then LAST
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)} | {name: rest + 1 for name in LAST}
+    for item in items:
+        file, name = _name(item.nodeid)
+        if file not in MODULE_FIXTURE_FILES and _uses_a_module_fixture(item):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses a module fixture: add {file} to MODULE_FIXTURE_FILES"
+            )
+    items.sort(
+        key=lambda item: rank.get(_name(item.nodeid)[1], rank.get(_name(item.nodeid)[0], rest))
+    )
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Scopes: a test alone, or the tests of a MODULE_FIXTURE_FILES file together (but for
+    those LONGEST_FIRST and LAST name alone)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    alone = {*LONGEST_FIRST, *LAST}
+
+    class OneAtATime(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file, name = _name(nodeid)
+            if file in MODULE_FIXTURE_FILES and name not in alone:
+                return nodeid.partition("::")[0]
+            return nodeid
+
+    return OneAtATime(config, log)
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: two workers per core (most slow tests wait rather than compute)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 * (cores or 1)
 
 
 @pytest.fixture(scope="session", autouse=True)
