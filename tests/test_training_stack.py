@@ -507,6 +507,21 @@ def test_selective_is_each_stacks_own_selective_policy():
     assert korthikanti.memory.activations_bytes[0] > op.memory.activations_bytes[0]
 
 
+GB200_70B = {
+    **BASE,
+    "model": "llama3-70b",
+    "accelerator": "GB200",
+    "framework": "fsdp",
+    "precision": "fp8",
+    "num_accelerators": 64,
+    "tensor_parallel": 1,
+    "global_batch_size": 128,
+    "micro_batch_size": 2,
+    "recompute": "none",
+    "zero_stage": 3,
+}
+
+
 def test_a_layout_that_cannot_fit_is_still_refused_on_its_stack():
     """The rules change which stack and policy a label means, not the limit: a 70B model at
     micro-batch 8 with MaxText's selective (``minimal``) on 16 GB TPU v5e chips, and PyTorch
@@ -529,41 +544,8 @@ def test_a_layout_that_cannot_fit_is_still_refused_on_its_stack():
         )
     )
     assert r.reason[0] == "does not fit in accelerator memory"
-    r = time_model.evaluate(
-        cfg(
-            1,
-            **{
-                **BASE,
-                "model": "llama3-70b",
-                "accelerator": "GB200",
-                "framework": "fsdp",
-                "precision": "fp8",
-                "num_accelerators": 64,
-                "tensor_parallel": 1,
-                "global_batch_size": 128,
-                "micro_batch_size": 2,
-                "recompute": "none",
-                "zero_stage": 3,
-                "activation_offload": "off",
-            },
-        )
-    )
+    r = time_model.evaluate(cfg(1, **GB200_70B, activation_offload="off"))
     assert r.reason[0] == "does not fit in accelerator memory"
-
-
-GB200_70B = {
-    **BASE,
-    "model": "llama3-70b",
-    "accelerator": "GB200",
-    "framework": "fsdp",
-    "precision": "fp8",
-    "num_accelerators": 64,
-    "tensor_parallel": 1,
-    "global_batch_size": 128,
-    "micro_batch_size": 2,
-    "recompute": "none",
-    "zero_stage": 3,
-}
 
 
 def test_auto_offload_fits_just_enough_layers_and_memory_stays_a_limit():
