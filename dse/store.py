@@ -507,7 +507,7 @@ class ResultStore:
             break
         else:
             raise StoreError(f"could not take the lock {self.lock_file}")
-        self._remove_dead_temp_files()
+        self.remove_dead_temp_files()
         try:
             yield
         finally:
@@ -515,10 +515,11 @@ class ResultStore:
             if owner is not None and owner.pid == os.getpid():
                 self.lock_file.unlink(missing_ok=True)
 
-    def _remove_dead_temp_files(self) -> None:
+    def remove_dead_temp_files(self) -> None:
         """The half-written files (``.NAME.PID.tmp``) of processes that are gone (a run killed
-        or interrupted while it wrote a log file or a dataset): ignored by every reader,
-        removed here by the folder's writer."""
+        or interrupted while it wrote a log file or a dataset, a worker's staged log file the
+        run never committed): ignored by every reader, removed by the folder's writer when it
+        takes the lock and at a run's end."""
         for tmp in (*self.path.glob(".*.tmp"), *self.evaluations_dir.glob(".*.tmp")):
             pid = tmp.name.rsplit(".", 2)[-2]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
@@ -534,32 +535,29 @@ class ResultStore:
     def write_group(self, batch: int, data: bytes | pa.Buffer) -> Path:
         """Durably store a group of evaluated candidates, a log file's bytes (:func:`encode`):
         write, fsync, rename; one fsync covers the whole group. Never modified afterwards."""
-        n = len(self._files_of_batch(batch))
-        target = self.evaluations_dir / self._log_name(batch, n)
-        while target.exists():  # a re-asked batch after resume: never overwrite
-            n += 1
-            target = self.evaluations_dir / self._log_name(batch, n)
+        target = self._next_log_path(batch)
         with atomic_path(target) as tmp:
             tmp.write_bytes(data)
         self._files = None
         return target
 
-    def commit_group(self, batch: int, staged: Path) -> Path:
-        """Store a group a worker wrote (:func:`dse.files.stage_file`) under the name
-        :meth:`write_group` would give it: a rename and a folder fsync, no data copied."""
+    def _next_log_path(self, batch: int) -> Path:
+        """The name of ``batch``'s next log file: one that does not exist yet (a re-asked
+        batch after resume: never overwrite)."""
         n = len(self._files_of_batch(batch))
         target = self.evaluations_dir / self._log_name(batch, n)
         while target.exists():
             n += 1
             target = self.evaluations_dir / self._log_name(batch, n)
+        return target
+
+    def commit_group(self, batch: int, staged: Path) -> Path:
+        """Store a group a worker wrote (:func:`dse.files.stage_file`) under the name
+        :meth:`write_group` would give it: a rename and a folder fsync, no data copied."""
+        target = self._next_log_path(batch)
         commit_staged(staged, target)
         self._files = None
         return target
-
-    def remove_dead_temp_files(self) -> None:
-        """What :meth:`locked` removes when it takes the lock, again (the run's end: the
-        files its workers staged and it never committed, once the workers are gone)."""
-        self._remove_dead_temp_files()
 
     @property
     def run_stamp(self) -> str:
