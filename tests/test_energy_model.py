@@ -254,10 +254,11 @@ def test_lower_clock_trades_time_for_energy_on_a_compute_bound_job():
     clocks = [1410.0, 1200.0, 1050.0]
     r = _evaluate(
         accelerator="A100-80GB",
-        num_accelerators=8,
+        num_accelerators=64,
         tensor_parallel=8,
+        pipeline_parallel=8,
         model="gpt3-175b",
-        global_batch_size=8,
+        global_batch_size=64,
         micro_batch_size=1,
         recompute="full",
         clock_mhz=clocks,
@@ -427,10 +428,14 @@ def test_checkpointing_off_leaves_every_output_unchanged():
             for k in base:
                 np.testing.assert_array_equal(off[k], base[k], err_msg=k)
     perf = time_model.evaluate(declarations.complete(without))
-    np.testing.assert_array_equal(base["checkpoint_time_s"], 0.0)
-    np.testing.assert_array_equal(base["checkpoint_overhead"], 0.0)
-    capped = ~base["power_capped"] & ~base["throttled"]  # time metrics come from the time model
-    np.testing.assert_array_equal(base["time_to_train_s"][capped], perf.time_to_train_s[capped])
+    # the candidates the time model does not refuse are timed (the others get NaN)
+    ok = perf.reason_code == 0
+    assert ok.sum() > 100
+    np.testing.assert_array_equal(base["checkpoint_time_s"][ok], 0.0)
+    np.testing.assert_array_equal(base["checkpoint_overhead"][ok], 0.0)
+    # time metrics come from the time model (at the candidates' own clock)
+    timed = ~base["power_capped"] & ~base["throttled"] & ok
+    np.testing.assert_array_equal(base["time_to_train_s"][timed], perf.time_to_train_s[timed])
 
 
 def test_a_checkpoint_writes_the_training_state_once_whatever_the_layout():

@@ -205,6 +205,7 @@ def test_h800_is_an_h100_with_a_narrower_nvlink():
                 "model": "llama3-70b",
                 "num_accelerators": 64,
                 "tensor_parallel": 8,
+                "pipeline_parallel": 4,
                 "global_batch_size": 512,
                 "micro_batch_size": 1,
             }

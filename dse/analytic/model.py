@@ -9,6 +9,7 @@ from dse.analytic import fleet, schedule
 from dse.analytic import rows as _rows
 from dse.analytic.energy import model as energy_model
 from dse.analytic.time import model as time_model
+from dse.analytic.time.reasons import REASON_TEXT
 
 take_rows = _rows.take_inputs  # the inputs of the candidates ``rows`` only
 
@@ -70,14 +71,62 @@ def _merge(parts: list[tuple[np.ndarray, dict]], n: int) -> dict:
 
 
 def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """:func:`evaluate` for candidates on one accelerator type."""
+    """:func:`evaluate` for candidates on one accelerator type. A candidate the time model
+    refuses before its step (its layout, memory, precision, target or clock) is not timed:
+    it gets its reason, the metrics known before the step (memory, size, run length:
+    :data:`.time.model.FRONT_METRICS`) and NaN for the others (docs/model.md, section 10)."""
     # the clock-independent part once (shared by candidates that differ only in the clock
     # or the energy half's inputs: then re-timing a row re-runs only the step at its new
-    # clock). A front of one row per candidate (~130 block-sized arrays) is not kept for
-    # the energy half: holding it cost more CPU time than re-timing's rows re-running the
-    # time model (docs/model.md, section 10)
+    # clock)
     front = time_model.front(cfg)
+    codes = front.reason_codes(cfg)
+    refused = codes != 0
+    if not refused.any():
+        return _timed_and_powered(cfg, front)
+    out = front.metrics()
+    n = len(codes)
+    out["feasible"] = np.zeros(n, dtype=bool)
+    out["reason"] = REASON_TEXT[codes]
+    out["second_accelerators"] = np.zeros(n)
+    rows = np.flatnonzero(~refused)
+    if len(rows):
+        live = _timed_and_powered(take_rows(cfg, rows), front.of_candidates(rows))
+    else:  # the outputs' names and types from one candidate, whose values are not used
+        first = np.arange(1)
+        live = _timed_and_powered(take_rows(cfg, first), front.of_candidates(first))
+        live = {name: values[:0] for name, values in live.items()}
+    del front
+    return _with_refused(out, rows, live)
+
+
+def _with_refused(refused: dict, rows: np.ndarray, live: dict) -> dict:
+    """Every candidate's outputs, in ``live``'s order: ``live``'s (the outputs of the
+    candidates ``rows``) at ``rows``; elsewhere ``refused``'s (the reason, the metrics known
+    before the step), NaN for the other metrics and False for a flag."""
+    n = len(refused["reason"])
+    out = {}
+    for name, values in live.items():
+        if name in time_model.FRONT_METRICS:  # the same values, computed for every candidate
+            out[name] = refused[name]
+            continue
+        if name in refused:
+            col = refused[name]
+        elif values.dtype.kind == "f":
+            col = np.full(n, np.nan)
+        else:
+            col = np.zeros(n, dtype=values.dtype)
+        col[rows] = values
+        out[name] = col
+    return out
+
+
+def _timed_and_powered(cfg: dict[str, np.ndarray], front: time_model.Front) -> dict:
+    """The outputs of candidates ``cfg`` from their :class:`~.time.model.Front`: the step at
+    their clock, then the energy half (which may lower the clock and re-time)."""
     perf = time_model.timed(front, cfg)
+    # A front of one row per candidate (~130 block-sized arrays) is not kept for the energy
+    # half: holding it cost more CPU time than re-timing's rows re-running the time model
+    # (docs/model.md, section 10)
     shared = front if front.rows is not None else None
     del front
 

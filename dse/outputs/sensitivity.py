@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -547,13 +547,15 @@ def local(
     contributions = {title: {} for title, *_ in parts}
     elasticity_of = {title: {} for title, *_ in parts}
     for knob, rows, weights in plan.knobs:
-        knobs.append(knob)
         if knob.kind == "categorical" or knob.kind == "ordinal":
             for r, v in zip(rows, knob.tried, strict=True):
                 alternatives[(knob.name, str(v))] = (
                     table[metrics].iloc[r].astype(float) / base - 1
                 ).where(base != 0)
                 alt_ok[(knob.name, str(v))] = bool(ok[r])
+        if knob.kind == "ordinal":
+            knob, rows = _valued_neighbours(knob, rows, table[metrics])
+        knobs.append(knob)
         if knob.kind == "categorical":
             continue
         elastic[knob.name] = {
@@ -595,6 +597,20 @@ def local(
         len(plan.rows),
         tuple(notes),
     )
+
+
+def _valued_neighbours(knob: Knob, rows: list[int], values: pd.DataFrame) -> tuple[Knob, list]:
+    """An ordinal knob without the neighbours the evaluator gives no value (it refuses them:
+    a layout that does not divide, a design that does not fit): the arc runs from the design
+    to the other neighbour. Unchanged where both have values, or neither."""
+    kept = [i for i, r in enumerate(rows) if np.isfinite(values.iloc[r].to_numpy(float)).all()]
+    if not kept or len(kept) == len(rows):
+        return knob, rows
+    tried = tuple(knob.tried[i] for i in kept)
+    dropped = ", ".join(str(v) for v in knob.tried if v not in tried)
+    method = "arc " + " ↔ ".join(str(v) for v in sorted([*tried, knob.value]))
+    method += f" ({dropped}: refused by the evaluator)"
+    return replace(knob, method=method, tried=tried), [rows[i] for i in kept]
 
 
 def _spread(values: np.ndarray, rows: list[int], knob: Knob, weights: list[float]) -> np.ndarray:

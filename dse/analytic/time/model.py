@@ -105,6 +105,26 @@ class Front:
         """The front with one row per candidate."""
         return self if self.rows is None else self._picked(self.rows, _rows.spread)
 
+    def of_candidates(self, rows: np.ndarray) -> Front:
+        """The front of the candidates ``rows`` (an index array) only: still shared (the same
+        arrays, the candidates' rows into them) where it is, else one row each."""
+        return self.take(rows) if self.rows is None else replace(self, rows=self.rows[rows])
+
+    def reason_codes(self, cfg: dict[str, np.ndarray]) -> np.ndarray:
+        """Each candidate's time-side reason code (0: none), as :func:`timed` gives it at the
+        candidates' own clock (``cfg``: their inputs, of which only :data:`CLOCK_INPUTS` are
+        read), without timing their step."""
+        at = slice(None) if self.rows is None else self.rows
+        hw = self.inputs.hw
+        with np.errstate(invalid="ignore"):
+            _, outside = _clock(cfg, hw.clock_max_mhz[at], hw.clock_min_mhz[at], None)
+        return _codes(self.before_clock[at], outside, self.after_clock[at])
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        """The time metrics known before the step (:data:`FRONT_METRICS`), per candidate."""
+        out = _front_metrics(self.mem, self.inputs.layout, self.run)
+        return out if self.rows is None else {k: v[self.rows] for k, v in out.items()}
+
     def _picked(self, at: np.ndarray, pick) -> Front:
         names = ("inputs", "mem", "run", "before_clock", "after_clock")
         return Front(*(pick(getattr(self, name), at) for name in names))
@@ -139,15 +159,20 @@ def timed(f: Front, cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = N
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         f = f.per_candidate()
         x = f.inputs
-        clock, outside = _clock(cfg, x.hw, clock_mhz)
+        clock, outside = _clock(cfg, x.hw.clock_max_mhz, x.hw.clock_min_mhz, clock_mhz)
         t = step.step_time(x, clock / x.hw.clock_max_mhz)
-        # the first reason raised wins: those before the clock's check, the clock's, the rest
-        codes = np.where(
-            f.before_clock != 0,
-            f.before_clock,
-            np.where(outside, np.int8(REASON_CODE[_CLOCK_REASON]), f.after_clock),
-        ).astype(np.int8, copy=False)
+        codes = _codes(f.before_clock, outside, f.after_clock)
         return _result(t, f.mem, x.hw, x.layout, clock, codes, x.net.size, f.run)
+
+
+def _codes(before_clock, outside, after_clock) -> np.ndarray:
+    """The reason codes: the first reason raised wins, those before the clock's check, the
+    clock's (``outside`` its range), the rest."""
+    return np.where(
+        before_clock != 0,
+        before_clock,
+        np.where(outside, np.int8(REASON_CODE[_CLOCK_REASON]), after_clock),
+    ).astype(np.int8, copy=False)
 
 
 def _f(cfg, name: str) -> np.ndarray:
@@ -379,7 +404,7 @@ def _layout(cfg, stack, recompute) -> parallelism.Layout:
 _CLOCK_REASON = "clock outside the accelerator's range"
 
 
-def _clock(cfg, hw, clock_mhz) -> tuple[np.ndarray, np.ndarray]:
+def _clock(cfg, clock_max_mhz, clock_min_mhz, clock_mhz) -> tuple[np.ndarray, np.ndarray]:
     """The SM clock (MHz): ``clock_mhz`` if given (the energy model's re-timing), else the
     input clock, else ``clock_fraction`` of the maximum, else the maximum, clipped to the
     accelerator's range; and whether it was outside (:data:`_CLOCK_REASON`)."""
@@ -388,10 +413,10 @@ def _clock(cfg, hw, clock_mhz) -> tuple[np.ndarray, np.ndarray]:
     clock = np.where(
         np.isfinite(clock),
         clock,
-        np.where(np.isfinite(fraction), fraction * hw.clock_max_mhz, hw.clock_max_mhz),
+        np.where(np.isfinite(fraction), fraction * clock_max_mhz, clock_max_mhz),
     )
-    outside = (clock > hw.clock_max_mhz * (1 + 1e-9)) | (clock < hw.clock_min_mhz * (1 - 1e-9))
-    return np.clip(clock, hw.clock_min_mhz, hw.clock_max_mhz), outside
+    outside = (clock > clock_max_mhz * (1 + 1e-9)) | (clock < clock_min_mhz * (1 - 1e-9))
+    return np.clip(clock, clock_min_mhz, clock_max_mhz), outside
 
 
 def _network(cfg, hw) -> Network:
@@ -452,10 +477,44 @@ class _Run:
     active_parameters: np.ndarray  # the parameters one token uses
 
 
+#: the time metrics known before the step: a candidate the time model refuses gets these
+#: (its memory, size and run length) and NaN for the metrics of its step
+FRONT_METRICS = (
+    "steps_to_train",
+    "tokens_to_train",
+    "min_tokens_to_train",
+    "memory_per_accelerator_gib",
+    "weights_memory_gib",
+    "gradients_memory_gib",
+    "optimizer_memory_gib",
+    "activations_memory_gib",
+    "parameters",
+    "active_parameters",
+    "data_parallel",
+)
+
+
+def _front_metrics(mem, lay, run: _Run) -> dict[str, np.ndarray]:
+    """The :data:`FRONT_METRICS` from the memory breakdown, the layout and the run."""
+    gib = hardware.GIB  # GiB, as the capacity and as nvidia-smi and PyTorch count
+    return dict(
+        steps_to_train=run.steps,
+        tokens_to_train=run.steps * run.tokens_per_step,
+        min_tokens_to_train=run.min_tokens,
+        memory_per_accelerator_gib=mem.total_bytes / gib,
+        weights_memory_gib=mem.weights_bytes / gib,
+        gradients_memory_gib=mem.gradients_bytes / gib,
+        optimizer_memory_gib=mem.optimizer_bytes / gib,
+        activations_memory_gib=mem.activations_bytes / gib,
+        parameters=run.parameters,
+        active_parameters=run.active_parameters,
+        data_parallel=lay.dp,
+    )
+
+
 def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResult:
     """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over."""
     steps, tokens_iter, model_flops = run.steps, run.tokens_per_step, run.model_flops
-    params = (run.parameters, run.active_parameters)
     time_to_train_s = steps * t.step_s
     n = lay.accelerators
     return TimeResult(
@@ -470,20 +529,9 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
         dp_comm_time_s=t.dp_comm_s,
         bubble_time_s=t.bubble_s,
         optimizer_time_s=t.optimizer_s,
-        steps_to_train=steps,
-        tokens_to_train=steps * tokens_iter,
-        min_tokens_to_train=run.min_tokens,
         tokens_per_s=tokens_iter / t.step_s,
         mfu=model_flops / (t.step_s * n * hw.peak_flops),
-        # GiB, as the capacity (hardware.GIB) and as nvidia-smi and PyTorch count
-        memory_per_accelerator_gib=mem.total_bytes / hardware.GIB,
-        weights_memory_gib=mem.weights_bytes / hardware.GIB,
-        gradients_memory_gib=mem.gradients_bytes / hardware.GIB,
-        optimizer_memory_gib=mem.optimizer_bytes / hardware.GIB,
-        activations_memory_gib=mem.activations_bytes / hardware.GIB,
-        parameters=params[0],
-        active_parameters=params[1],
-        data_parallel=lay.dp,
+        **_front_metrics(mem, lay, run),
         reason=REASON_TEXT[codes],
         reason_code=codes,
         hw=hw,
