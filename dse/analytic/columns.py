@@ -35,7 +35,11 @@ class Factorised:
         return self.codes.shape
 
     def __getitem__(self, rows) -> Factorised:
-        return Factorised(self.codes[rows], self.uniques)
+        codes = self.codes
+        if codes.strides == (0,) and isinstance(rows, np.ndarray) and rows.dtype.kind in "iu":
+            # one value in every row (an input left at its default): still one broadcast
+            return Factorised(np.broadcast_to(codes[:1], rows.shape), self.uniques)
+        return Factorised(codes[rows], self.uniques)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         table = np.empty(len(self.uniques), dtype=object)

@@ -10,7 +10,15 @@ import pandas as pd
 
 def take(obj, rows: np.ndarray):
     """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only."""
-    return _map_arrays(obj, lambda x: np.asarray(x)[rows])
+    return _map_arrays(obj, lambda x: at(np.asarray(x), rows))
+
+
+def at(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``x[rows]`` for a 1-D array ``x``; a read-only broadcast of one value (a value every
+    row shares: an input left at its default) stays one, not copied row by row."""
+    if x.strides == (0,) and x.ndim == 1:
+        return np.broadcast_to(x[:1], (len(rows),))
+    return x[rows]
 
 
 def spread(obj, rows: np.ndarray):
@@ -83,7 +91,15 @@ def put(base, rows: np.ndarray, sub, *, inplace: bool = False):
 def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
     """The inputs (name -> array, or a scalar shared by every row) of the candidates
     ``rows`` (an index array) only."""
-    return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+    return {k: _input_at(v, rows) for k, v in cfg.items()}
+
+
+def _input_at(v, rows: np.ndarray):
+    """One input of :func:`take_inputs` at ``rows``: an array's rows (:func:`at`), a text
+    column's, or a scalar as it is."""
+    if isinstance(v, np.ndarray) and v.ndim:
+        return at(v, rows)
+    return v[rows] if np.ndim(v) else v
 
 
 #: combined keys up to this many distinct values are looked up in a table (no sort)
