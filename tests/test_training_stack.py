@@ -610,3 +610,23 @@ def test_op_level_checkpointing_recomputes_every_second_matmul_not_the_attention
     share = (2 * h * h + h * f) / (4 * h * h + 3 * h * f)
     shape = workload.resolve_shape(np.array(["llama2-7b"]), cfg(1, **BASE))
     assert layer.op_recompute_share(shape)[0] == pytest.approx(share)
+
+
+def test_squared_relu_runs_as_eager_ops_unless_the_stack_compiles_its_blocks():
+    # Nemotron-4's relu(x)^2 has no fused kernel in Megatron-Core (only GeLU and SwiGLU):
+    # 28 B per feed-forward activation over forward and backward where a fused one moves 12
+    kw = dict(model="nemotron4-15b", recompute="none", micro_batch_size=2)
+    sq, gelu = (
+        run(framework="megatron-core", **kw),
+        run(framework="megatron-core", **kw, squared_relu=0),
+    )
+    assert sq.compute_time_s[0] == pytest.approx(gelu.compute_time_s[0])
+    shape = workload.presets()["nemotron4-15b"]
+    tokens = 2 * shape["seq_len"]  # one micro-batch, no tensor parallelism
+    micro_batches = BASE["global_batch_size"] / (2 * BASE["num_accelerators"])
+    extra_bytes = (28 - 12) * tokens * shape["ffn_hidden"] * shape["layers"] * micro_batches
+    hbm = sq.hw.hbm_bw_bps[0] * sq.hw.memory_eff[0]
+    assert sq.memory_time_s[0] - gelu.memory_time_s[0] == pytest.approx(extra_bytes / hbm)
+    # a compiled stack fuses the activation whatever it is
+    kw.update(framework="torchtitan-compile", recompute="full")
+    assert run(**kw).memory_time_s[0] == pytest.approx(run(**kw, squared_relu=0).memory_time_s[0])

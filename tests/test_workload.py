@@ -49,6 +49,9 @@ def test_presets_have_sources_and_shapes():
         ("megatron-1t", 1.0e12),
         ("gpt-125m", 125e6),
         ("gpt-1.3b", 1.3e9),
+        # Nemotron-4 15B report: 3.2B embedding + 12.5B non-embedding; 340B report: 9.4B + 331.6B
+        ("nemotron4-15b", 15.7e9),
+        ("nemotron4-340b", 341e9),
     ],
 )
 def test_parameter_counts_match_published(name, published):

@@ -44,6 +44,7 @@ FIELDS = (
     "sp_saves_gathered_inputs",
     "torch_cp_buffers",
     "fp8_param_gather",
+    "compiled_activations",
     "selective_policy",
 )
 #: fields a stack may omit, and their values then (the behaviour before they existed)
@@ -64,6 +65,7 @@ OPTIONAL = {
     "sp_saves_gathered_inputs": 0.0,
     "torch_cp_buffers": 0.0,
     "fp8_param_gather": 0.0,
+    "compiled_activations": 0.0,
     "selective_policy": "selective",
 }
 
@@ -127,6 +129,9 @@ class Stack:
     torch_cp_buffers: np.ndarray
     #: 1: fp8 training all-gathers the weights in fp8 (1 byte per weight)
     fp8_param_gather: np.ndarray
+    #: 1: a compiler (torch.compile, XLA) fuses any feed-forward activation into one kernel;
+    #: 0: only GeLU and SwiGLU have a fused kernel (Megatron-Core), the rest run as PyTorch ops
+    compiled_activations: np.ndarray
     #: the policy code (index into ``memory.RECOMPUTE``) the stack's ``selective`` means
     selective_policy: np.ndarray
 

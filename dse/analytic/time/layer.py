@@ -23,6 +23,15 @@ CAUSAL_SHARE = 0.5
 #: subtract the max (8), exp (8), sum (4), divide into the softmax kept for backward (8);
 #: backward: scale by the output gradient (8) and the cast back to 16 bit (6)
 CROSS_ENTROPY_BYTES = 52.0
+#: HBM bytes per feed-forward activation element over forward and backward of a squared ReLU
+#: run as eager PyTorch ops (Megatron-Core's MLP fuses only GeLU and SwiGLU; Nemotron-4's
+#: ``torch.pow(F.relu(x), 2)``, NeMo ``NemotronConfig.activation_func``), 16-bit: forward relu
+#: (read 2, write 2) and pow (2, 2); backward ``PowBackward0`` = ``grad * (2 * x.pow(1))``:
+#: the pow(1) copy (2, 2), the scalar product (2, 2), the product with the gradient (4, 2),
+#: and ``ReluBackward0`` / ``threshold_backward`` (4, 2): 8 + 20 = 28 B
+SQUARED_RELU_BYTES = 28.0
+#: the fused bias-GeLU's bytes over the same three passes (read 2 + write 2 per pass)
+FUSED_ACTIVATION_BYTES = 12.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,9 @@ class Kernels:
     # the highest share of the 16-bit peak the stack's fused attention reaches on the part
     # (FlashAttention-2 on Hopper; inf: the fitted attention efficiency alone)
     attention_cap: np.ndarray
+    # 1 where the model's squared-ReLU activation runs as eager PyTorch ops (the stack
+    # compiles no activation and the model has one), else 0
+    eager_squared_relu: np.ndarray
 
 
 def attention_core(shape, tp, cp, b, T, flash, g, attention_eff, cap) -> tuple[tuple, tuple]:
@@ -169,7 +181,7 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
 
 
 def elementwise_bytes(
-    shape, lay: Layout, T, fp8, eager, ex
+    shape, lay: Layout, T, fp8, eager, ex, eager_squared_relu=0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes of a layer's element-wise kernels, one forward pass of ``T`` tokens on one
     accelerator: ``(replicated, mlp, attention)``.
@@ -177,7 +189,9 @@ def elementwise_bytes(
     Megatron kernels, 16-bit: two layer norms (read + write, 4 B/elem each) and two fused
     bias-dropout-residual adds (7 B/elem), replicated across tensor ranks unless sequence
     parallel; bias-GeLU (SwiGLU) on the ffn activations; scale-mask-softmax and dropout on
-    the s x s scores (9 B/elem), none with FlashAttention. ``eager``: the factor by which
+    the s x s scores (9 B/elem), none with FlashAttention; a squared ReLU run as eager ops
+    (``eager_squared_relu``) moves :data:`SQUARED_RELU_BYTES` over the three passes where
+    the fused activation moves :data:`FUSED_ACTIVATION_BYTES`. ``eager``: the factor by which
     unfused (eager PyTorch) kernels move more bytes (1 for fused stacks). fp8 (Transformer
     Engine): each linear layer's input is cast, read 2 B and written 1 B per element
     (QKV and FC1 inputs ``T h``, projection and FC2 inputs ``T h / t`` and ``T f / t``). On
@@ -194,6 +208,9 @@ def elementwise_bytes(
     )
     rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
     mlp_ew = (4.0 + 2.0 * shape.gated_mlp) * T * shape.ffn_hidden / tp * eager
+    if np.any(eager_squared_relu):  # per forward pass, as the other bytes (x 3 passes)
+        extra = (SQUARED_RELU_BYTES - FUSED_ACTIVATION_BYTES) / 3.0
+        mlp_ew = mlp_ew + eager_squared_relu * extra * T * shape.ffn_hidden / tp
     if ex.on:
         mlp_ew = (1.0 - ex.frac) * mlp_ew + ex.frac * experts.elementwise_bytes(
             shape, ex, tp, T, eager
@@ -229,7 +246,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff, k.attention_cap)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = hw.hbm_bw_bps * hw.memory_eff
-    rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex)
+    rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex, k.eager_squared_relu)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm
     full = recompute == 2

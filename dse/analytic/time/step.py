@@ -159,7 +159,10 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
     # FlashAttention-2 (the stack's kernel) on a part it was not written for: its published ceiling
     attn_cap = np.where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
-    lt = layer.layer_time(shape, layout, ex, hw, layer.Kernels(T, T_tiles, g, g16, eager, attn_cap))
+    # Nemotron-4's squared ReLU: eager PyTorch ops unless the stack compiles its blocks
+    sq_relu = shape.squared_relu * (stack.compiled_activations == 0)
+    kernels = layer.Kernels(T, T_tiles, g, g16, eager, attn_cap, sq_relu)
+    lt = layer.layer_time(shape, layout, ex, hw, kernels)
     hbm = hw.hbm_bw_bps * hw.memory_eff
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden

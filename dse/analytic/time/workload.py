@@ -49,6 +49,7 @@ OPTIONAL_SHAPE_FIELDS = (
     "q_lora_rank",
     "kv_lora_rank",
     "rope_head_dim",
+    "squared_relu",
 )
 SHAPE_FIELDS = REQUIRED_SHAPE_FIELDS + OPTIONAL_SHAPE_FIELDS
 # Fields a shape needs when the preset or a custom model leaves them out. They are not
@@ -65,6 +66,7 @@ _SHAPE_DEFAULTS = {
     "q_lora_rank": 0.0,
     "kv_lora_rank": 0.0,
     "rope_head_dim": 0.0,
+    "squared_relu": 0.0,
 }
 
 
@@ -103,6 +105,9 @@ class ModelShape:
     q_lora_rank: np.ndarray  # MLA query latent rank (0: none)
     kv_lora_rank: np.ndarray  # MLA key-value latent rank (0: no MLA)
     rope_head_dim: np.ndarray  # MLA decoupled RoPE width per head
+    squared_relu: (
+        np.ndarray
+    )  # 1: squared-ReLU feed-forward activation (Nemotron-4), 0: GeLU / SwiGLU
     attention: AttentionDims  # the attention projections' widths
 
 
