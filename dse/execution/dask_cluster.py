@@ -609,6 +609,9 @@ class DaskExecutor(Executor):
             if pending and self.client is not None and self.client.status == "running":
                 self.client.cancel(list(pending))
 
+    def map_each(self, fn, items: list) -> list:
+        return self.client.gather(self.client.map(fn, items, pure=False))
+
     def _wait(self, finished: queue.SimpleQueue, pending: dict) -> list:
         """The pending futures that finished, waiting at most ``POLL_S`` for the first."""
         if not pending:
