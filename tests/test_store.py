@@ -268,6 +268,30 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     )  # a file takes it as bytes
 
 
+def test_a_chunk_of_consecutive_grid_positions_travels_as_its_first_and_count(tmp_path):
+    """Pickled for a worker, consecutive positions (an enumeration's chunk) take the size of
+    the space, not 8 bytes each; any other positions travel as they are; each comes back
+    the same candidates."""
+    import pickle
+
+    from dse.api import plan
+    from dse.execution.candidates import GridCandidates, part
+
+    p = plan(write_study(tmp_path, toy_study()))
+    n = int(p.space.size)
+    whole = GridCandidates(p.space, np.arange(n, dtype=np.int64))
+    alone = len(pickle.dumps(p.space))
+    for keys in (np.arange(3, n), np.arange(n)[::-1].copy(), np.array([0, 2, 1, 3]), np.arange(1)):
+        grid = GridCandidates(p.space, keys.astype(np.int64))
+        pickled = pickle.dumps(grid, protocol=5)
+        back = pickle.loads(pickled)
+        assert back.keys.dtype == np.int64 and back.keys.tolist() == keys.tolist()
+        pd.testing.assert_frame_equal(back.frame(), grid.frame())
+        consecutive = len(keys) > 1 and (np.diff(keys) == 1).all()
+        assert (len(pickled) < alone + 200) == consecutive or len(keys) * 8 < 200
+    assert len(pickle.dumps(part(whole, 10, n))) < alone + 200
+
+
 def test_a_chunk_the_worker_writes_itself_is_committed_in_order_with_the_same_rows(
     tmp_path, monkeypatch
 ):
