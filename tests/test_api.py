@@ -52,8 +52,11 @@ def test_summarize_is_made_on_the_workers_of_a_run_started_and_finished_here(tmp
     """``summarize`` (``dse run`` reads the log for its figure there) is called once, after a
     finished run on a local cluster, with the folder and a map over the workers (not this
     process), and its answer comes back in the result; a resumed run (its log may hold a
-    candidate twice) and an in-process run are not summarised."""
+    candidate twice) and an in-process run are not summarised (the caller reads the log)."""
     import os
+
+    from dse.api import plan_resume
+    from dse.runner import Runner
 
     calls = []
 
@@ -68,7 +71,8 @@ def test_summarize_is_made_on_the_workers_of_a_run_started_and_finished_here(tmp
     assert calls == [out] and len(result.front) == 11
     assert [item for item, _ in result.summary] == [0, 1, 2]
     assert os.getpid() not in {pid for _, pid in result.summary}  # the worker's
-    assert dse.resume(out).summary is None and calls == [out]
+    resumed = Runner(plan_resume(out), out, summarize=summarize).resume()
+    assert resumed.summary is None and calls == [out]  # (finished: no worker is started)
     inline = toy_study(output=str(tmp_path / "inline"))
     assert (
         dse.run(write_study(tmp_path, inline, "inline.yaml"), summarize=summarize).summary is None
