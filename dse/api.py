@@ -142,12 +142,15 @@ def run(
     dashboard: bool | None = None,
     progress: ProgressSink | None = None,
     prepare: Callable[[], object] | None = None,
+    summarize: Callable[[Path, Callable], object] | None = None,
 ) -> RunResult:
     """Run a study into ``output_dir`` (default: the study's output folder), checked as
     :func:`check_run` checks it, or run a plan :func:`check_run` returned. The plan's
     warnings go to ``progress.note`` as the run starts. ``prepare``: called in a background
     thread once the workers have started, to make ready what the caller does after the run
-    (``dse run`` imports its plotting there)."""
+    (``dse run`` imports its plotting there). ``summarize``: what the caller reads of every
+    evaluation, made on the workers before they stop (:class:`dse.runner.Runner`; in
+    ``RunResult.summary``; ``dse run`` summarises the log for its figure)."""
     if isinstance(study, RunPlan):
         p = (
             study
@@ -164,7 +167,9 @@ def run(
             dashboard=dashboard,
         )
     _note_warnings(p, progress)
-    return Runner(p, p.output_dir, progress=progress, prepare=prepare).start(overwrite=p.overwrite)
+    return Runner(p, p.output_dir, progress=progress, prepare=prepare, summarize=summarize).start(
+        overwrite=p.overwrite
+    )
 
 
 def plan_resume(

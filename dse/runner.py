@@ -68,6 +68,7 @@ class RunResult:
     labels: dict = field(
         default_factory=dict
     )  # the search's: front (exact, polished, approximate) and why
+    summary: object = None  # what the caller's ``summarize`` made on the workers (Runner)
 
     @cached_property
     def evaluations(self) -> pd.DataFrame:
@@ -131,11 +132,20 @@ class Runner:
         *,
         progress: ProgressSink | None = None,
         prepare: Callable[[], object] | None = None,
+        summarize: Callable[[Path, Callable], object] | None = None,
     ) -> None:
         """``prepare``: what the caller does after the run, made ready while the run waits on
-        its workers (see :func:`_import_ahead`); the command line imports its plotting there."""
+        its workers (see :func:`_import_ahead`); the command line imports its plotting there.
+        ``summarize(folder, map_each)``: what the caller reads of every evaluation after a
+        run that started and finished here on a local cluster (each candidate then is on the
+        log once), made before the workers stop, while this process writes ``pareto.nc``:
+        ``map_each(fn, items)`` maps over the workers (:meth:`Executor.map_each`); in
+        :attr:`RunResult.summary` (None where it was not made or failed: the caller reads
+        the log itself). The command line's figure is made so (issue 37)."""
         self.plan = plan
         self.prepare = prepare
+        self.summarize = summarize
+        self._fresh = False  # a run started by start(): its log holds each candidate once
         self.study = plan.study
         self.space = plan.space
         self.evaluator = plan.evaluator
@@ -169,6 +179,7 @@ class Runner:
             else None,
             input_files=self._input_files(),
         )
+        self._fresh = True
         return self._run(store, driver)
 
     def _input_files(self) -> dict[str, str]:
@@ -271,9 +282,23 @@ class Runner:
                 report.stop("interrupted")
             else:
                 report.stop("stopped")
-            # the workers shut down while the datasets are written (a cluster takes a second)
+            # the workers shut down while the datasets are written (a cluster takes a second),
+            # having made the caller's summary first where it asked for one
+            summary: list = []
+            ask = (
+                self.summarize is not None
+                and self._fresh
+                and driver.done
+                and interrupted is None
+                and lost is None
+                and self.plan.execution.kind == "local"
+            )
             closing = (
-                threading.Thread(target=executor.__exit__, args=(None, None, None), daemon=True)
+                threading.Thread(
+                    target=self._close,
+                    args=(executor, store, summary if ask else None),
+                    daemon=True,
+                )
                 if executor is not None
                 else None
             )
@@ -328,7 +353,21 @@ class Runner:
             signum=getattr(interrupted, "signum", 0),
             datasets_written=written,
             labels=labels,
+            summary=summary[0] if summary else None,
         )
+
+    def _close(self, executor: Executor, store: ResultStore, summary: list | None) -> None:
+        """Stop the executor; before, where ``summary`` is a list, append the caller's
+        summary of the finished log made on its workers (nothing where it fails: the caller
+        reads the log itself)."""
+        try:
+            if summary is not None:
+                try:
+                    summary.append(self.summarize(store.path, executor.map_each))
+                except Exception:  # noqa: BLE001 - the caller reads the log itself instead
+                    pass
+        finally:
+            executor.__exit__(None, None, None)
 
     def _batch(
         self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState

@@ -48,6 +48,38 @@ def test_prepare_runs_in_a_thread_of_its_own_while_the_run_goes_on(tmp_path):
     assert called == ["dse-import-ahead"]
 
 
+def test_summarize_is_made_on_the_workers_of_a_run_started_and_finished_here(tmp_path):
+    """``summarize`` (``dse run`` reads the log for its figure there) is called once, after a
+    finished run on a local cluster, with the folder and a map over the workers (not this
+    process), and its answer comes back in the result; a resumed run (its log may hold a
+    candidate twice) and an in-process run are not summarised (the caller reads the log)."""
+    import os
+
+    from dse.api import plan_resume
+    from dse.runner import Runner
+
+    calls = []
+
+    def summarize(folder, map_each):
+        calls.append(folder)
+        return map_each(lambda item: (item, os.getpid()), [0, 1, 2])
+
+    out = tmp_path / "out"
+    study = toy_study(output=str(out))
+    study["execution"] = {"workers": 1, "chunk_size": 10}
+    result = dse.run(write_study(tmp_path, study), summarize=summarize)
+    assert calls == [out] and len(result.front) == 11
+    assert [item for item, _ in result.summary] == [0, 1, 2]
+    assert os.getpid() not in {pid for _, pid in result.summary}  # the worker's
+    resumed = Runner(plan_resume(out), out, summarize=summarize).resume()
+    assert resumed.summary is None and calls == [out]  # (finished: no worker is started)
+    inline = toy_study(output=str(tmp_path / "inline"))
+    assert (
+        dse.run(write_study(tmp_path, inline, "inline.yaml"), summarize=summarize).summary is None
+    )
+    assert calls == [out]
+
+
 def test_the_first_tasks_are_sized_from_the_cost_the_preview_measured(tmp_path, monkeypatch):
     """The toy evaluator allows a preview (the whole space of 66 candidates, evaluated in this
     process as the run is checked): the run's first task is sized from its cost, the whole

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 import yaml
@@ -594,6 +595,58 @@ def test_plot_draws_a_density_beyond_the_scatter_limit(quickstart, tmp_path, mon
         fig = plot.front_figure(ev, run.front, ["energy_to_train_j", "time_to_train_s"])
         assert not [c for c in fig.axes[0].collections if isinstance(c, QuadMesh)]
         plt.close(fig)
+
+
+def test_the_runs_figure_summary_made_on_workers_is_the_scan_of_the_log(quickstart, monkeypatch):
+    """What `dse run` has its workers read of the log for pareto.png (groups of files, merged)
+    is what the plot's own scan of every evaluation finds: counts, ranges, the histograms of
+    a density, or every feasible row where they are drawn one by one."""
+    from dse.outputs import plot
+    from dse.outputs.scan import density, scan
+    from dse.results import open_results
+
+    run = open_results(quickstart)
+    objectives = [o.metric for o in run.study.objectives]
+    colour = plot.colour_parameter(run.front)
+    in_order = []
+
+    def map_each(fn, items):  # as a cluster's workers would, each group on its own
+        in_order.append(len(items))
+        return [fn(item) for item in items]
+
+    with run.open_dataset(front=False) as ev:
+        for limit in (100, 10**6):  # a density; every feasible row
+            monkeypatch.setattr(plot, "SCATTER_LIMIT", limit)
+            summary = plot.figure_summary(quickstart, map_each)
+            columns = list(summary.columns)  # the text and flag parameters: any may colour
+            found = scan(ev, objectives, columns=columns, sample_size=limit, only_ok=True)
+            got = summary.found
+            assert (
+                (got.n, got.n_ok, got.n_failed)
+                == (found.n, found.n_ok, found.n_failed)
+                != (0, 0, 0)
+            )
+            assert (
+                got.lo == found.lo and got.hi == found.hi and got.lo_positive == found.lo_positive
+            )
+            assert got.sampled_all == found.sampled_all == (limit > found.n_ok)
+            if found.sampled_all:
+                assert not summary.hist and columns and colour in (None, *columns)
+                names = [*objectives, *columns, "_row"]
+                pd.testing.assert_frame_equal(
+                    got.sample[names].reset_index(drop=True),
+                    found.sample[names].reset_index(drop=True),
+                    check_dtype=False,
+                )
+            else:
+                expected = density(ev, found, objectives)
+                assert summary.hist.keys() == expected.keys()
+                for pair, (xe, ye, counts) in expected.items():
+                    np.testing.assert_array_equal(summary.hist[pair][0], xe)
+                    np.testing.assert_array_equal(summary.hist[pair][1], ye)
+                    np.testing.assert_array_equal(summary.hist[pair][2], counts)
+                    assert counts.sum() == found.n_ok
+    assert len(in_order) == 3  # the scan and the histograms (a density), the scan (every row)
 
 
 def test_plot_axes_read_in_readable_units():

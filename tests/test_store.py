@@ -64,6 +64,34 @@ def test_key_index_of_sorted_and_interleaved_runs_finds_what_a_dict_would():
         assert (np.diff(keys) >= 0).all()
 
 
+def test_key_index_keeps_an_enumerations_chunks_as_intervals_and_finds_what_a_dict_would():
+    """Consecutive keys at consecutive locations (an enumeration's chunks, in any order) are
+    kept as intervals, not arrays; one that overlaps an interval, or whose locations are not
+    consecutive, is a run; lookups find what a dict of the first add would."""
+    index, first = KeyIndex(), {}
+    parts = [
+        (np.arange(1_000, 2_000), np.arange(0, 1_000)),
+        (np.arange(0, 1_000), np.arange(5_000, 6_000)),  # before the first: still an interval
+        (np.arange(3_000, 3_500), np.arange(7_000, 7_500)),
+        (np.arange(1_500, 2_500), np.arange(9_000, 10_000)),  # overlaps: a run
+        (np.arange(4_000, 4_010), np.arange(0, 20, 2)),  # locations not consecutive: a run
+    ]
+    for keys, locs in parts:
+        index.add(keys, locs)
+        for k, at in zip(keys.tolist(), locs.tolist(), strict=True):
+            first.setdefault(k, at)
+    assert len(index._first) == 3 and len(index) == sum(len(k) for k, _ in parts)
+    assert sum(len(k) for k, _ in index._runs) == 1_010  # only the two that are not intervals
+    probe = np.arange(-5, 4_100, dtype=np.int64)
+    found = index.find(probe)
+    expected = np.array([first.get(k, -1) for k in probe.tolist()])
+    twice = (probe >= 1_500) & (probe < 2_000)  # a key added twice: either of its locations
+    np.testing.assert_array_equal(found[~twice], expected[~twice])
+    assert np.isin(
+        found[twice], np.concatenate([np.arange(500, 1_000), np.arange(9_000, 9_500)])
+    ).all()
+
+
 def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
     discrete = Space([expand("a", [1, 2, 3]), expand("b", ["x", "y"]), expand("c", [0.5, 1.5])])
     table = discrete.from_indices(discrete.indices_of(np.arange(12)))
@@ -238,6 +266,30 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     assert feather.read_table(store.write_group(0, back.data)).equals(
         chunk.table()
     )  # a file takes it as bytes
+
+
+def test_a_chunk_of_consecutive_grid_positions_travels_as_its_first_and_count(tmp_path):
+    """Pickled for a worker, consecutive positions (an enumeration's chunk) take the size of
+    the space, not 8 bytes each; any other positions travel as they are; each comes back
+    the same candidates."""
+    import pickle
+
+    from dse.api import plan
+    from dse.execution.candidates import GridCandidates, part
+
+    p = plan(write_study(tmp_path, toy_study()))
+    n = int(p.space.size)
+    whole = GridCandidates(p.space, np.arange(n, dtype=np.int64))
+    alone = len(pickle.dumps(p.space))
+    for keys in (np.arange(3, n), np.arange(n)[::-1].copy(), np.array([0, 2, 1, 3]), np.arange(1)):
+        grid = GridCandidates(p.space, keys.astype(np.int64))
+        pickled = pickle.dumps(grid, protocol=5)
+        back = pickle.loads(pickled)
+        assert back.keys.dtype == np.int64 and back.keys.tolist() == keys.tolist()
+        pd.testing.assert_frame_equal(back.frame(), grid.frame())
+        consecutive = len(keys) > 1 and (np.diff(keys) == 1).all()
+        assert (len(pickled) < alone + 200) == consecutive or len(keys) * 8 < 200
+    assert len(pickle.dumps(part(whole, 10, n))) < alone + 200
 
 
 def test_a_chunk_the_worker_writes_itself_is_committed_in_order_with_the_same_rows(

@@ -391,7 +391,16 @@ def run(
         f"dse {__version__}: study [bold]{p.study.name}[/bold] → {p.output_dir} "
         f"({p.search.description}, budget {p.study.search.budget}, {p.execution.describe()})"
     )
-    _run_and_finish(lambda prepare: api.run(p, progress=progress, prepare=prepare), p)
+    _run_and_finish(
+        lambda prepare: api.run(p, progress=progress, prepare=prepare, summarize=_summarize), p
+    )
+
+
+def _summarize(results: Path, map_each):
+    """What the figure reads of every evaluation, made by the run's workers (issue 37)."""
+    from dse.outputs.plot import figure_summary
+
+    return figure_summary(results, map_each)
 
 
 @app.command()
@@ -504,7 +513,7 @@ def _finish(result, plan) -> None:
     if len(result.front) and result.datasets_written and not result.interrupted:
         try:
             signals.raise_lost_interrupt()  # a Ctrl-C Python could not raise while the datasets were written
-            _draw(result.output_dir)
+            _draw(result.output_dir, result.summary)
             signals.raise_lost_interrupt()
         except KeyboardInterrupt as exc:
             if not result.interrupted:  # the run is over and written: only the picture is missing
@@ -564,11 +573,12 @@ def _finish(result, plan) -> None:
     _call().ended = True  # the run has said how it ended: a Ctrl-C now has nothing left to stop
 
 
-def _draw(results: Path) -> None:
-    """``pareto.png`` of ``results``."""
+def _draw(results: Path, summary=None) -> None:
+    """``pareto.png`` of ``results`` (``summary``: what the run's workers read of its log for
+    it, :func:`dse.outputs.plot.figure_summary`)."""
     from dse.outputs.plot import plot_results
 
-    plot_results(results)
+    plot_results(results, summary=summary)
 
 
 def _print_front(front, plan, limit: int = 25) -> None:

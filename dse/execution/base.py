@@ -297,6 +297,11 @@ class Executor(ABC):
         result is the chunk's metrics table, or what ``finish(chunk, metrics)`` made of it
         where the chunk was evaluated (a picklable callable: it runs on the workers)."""
 
+    def map_each(self, fn: Callable[[Any], Any], items: list) -> list:
+        """``[fn(item) for item in items]``, computed where this executor evaluates (a
+        cluster's workers, in parallel; ``fn`` and the items picklable)."""
+        return [fn(item) for item in items]
+
     def _failed(self, chunk: Candidates, exc: BaseException, finish: Finish | None) -> Any:
         """A chunk lost beyond the executor's retries: failed rows, finished as usual."""
         chunk = frame(chunk)

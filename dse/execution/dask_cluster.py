@@ -188,6 +188,15 @@ def _left(answer: BaseException) -> bool:
 class DaskExecutor(Executor):
     """A dask client on the cluster an :class:`ExecutionPlan` describes."""
 
+    #: seconds of work per task (0.5 before issue 37): each task costs this process CPU (a
+    #: local cluster's scheduler runs here, and every result is received here), so a fast
+    #: evaluator's tasks are made as large as :class:`ChunkSizer` allows (131,072 rows) also
+    #: where the machine is loaded, its cost per candidate measured two or three times higher
+    #: (with 0.5 s: 475 tasks for 10^7 candidates, ~21,000 rows each). bench_pipeline.py, 2
+    #: workers, load 4-9, two pairs alternating: the main process's marginal CPU per candidate
+    #: 0.53 and 0.67 us -> 0.32 and 0.28 us; peak memory 1.43 and 1.19 -> 1.46 and 1.48 GB
+    target_s = 2.0
+
     def __init__(
         self,
         evaluator: EvaluatorSpec,
@@ -608,6 +617,9 @@ class DaskExecutor(Executor):
         finally:
             if pending and self.client is not None and self.client.status == "running":
                 self.client.cancel(list(pending))
+
+    def map_each(self, fn, items: list) -> list:
+        return self.client.gather(self.client.map(fn, items, pure=False))
 
     def _wait(self, finished: queue.SimpleQueue, pending: dict) -> list:
         """The pending futures that finished, waiting at most ``POLL_S`` for the first."""

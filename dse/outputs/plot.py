@@ -60,12 +60,15 @@ def plot_front(
     formats: tuple[str, ...] = ("png",),
     counts: tuple[int, int] | None = None,
     wanted: dict[str, str] | None = None,
+    summary=None,
 ) -> Path:
     """The front over every feasible evaluation, one panel per pair of objectives, written
     atomically (``path`` with each suffix of ``formats``); see :func:`front_figure`."""
     import matplotlib.pyplot as plt
 
-    fig = front_figure(evaluations, front, objectives, counts=counts, wanted=wanted)
+    fig = front_figure(
+        evaluations, front, objectives, counts=counts, wanted=wanted, summary=summary
+    )
     save_figure(fig, Path(path), formats)
     plt.close(fig)
     return Path(path)
@@ -90,6 +93,7 @@ def front_figure(
     *,
     counts: tuple[int, int] | None = None,
     wanted: dict[str, str] | None = None,
+    summary=None,
 ):
     """Feasible evaluations (grey, or coloured by a categorical parameter) with the front on
     top, one panel per pair of objectives. Up to :data:`SCATTER_LIMIT` feasible evaluations
@@ -98,7 +102,10 @@ def front_figure(
     ``counts``: (evaluations, feasible) of the whole run, when ``evaluations`` holds only the
     rows the study keeps (``output.keep``; :func:`dse.outputs.scan.log_tallies`).
     ``wanted``: the unit each objective is drawn in (the study's ``display_units``; an
-    objective without one is drawn in a unit readable for its values)."""
+    objective without one is drawn in a unit readable for its values). ``summary``: the
+    scan and histograms already made of ``evaluations`` (a
+    :class:`dse.outputs.summary.LogSummary`, by the run's workers; ``evaluations`` then only
+    gives the variables' attributes, and may be the front)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,20 +113,26 @@ def front_figure(
 
     wanted = wanted or {}
     colour_by = colour_parameter(front)
-    found = scan(
-        evaluations,
-        objectives,
-        columns=[colour_by] if colour_by else [],
-        sample_size=SCATTER_LIMIT,
-        only_ok=True,
-    )
+    if summary is not None:
+        found = summary.found
+    else:
+        found = scan(
+            evaluations,
+            objectives,
+            columns=[colour_by] if colour_by else [],
+            sample_size=SCATTER_LIMIT,
+            only_ok=True,
+        )
     if (
         len(objectives) == 1
     ):  # no trade-off to draw: how the feasible values spread, the best marked
         return _one_objective_figure(evaluations, front, objectives[0], found, counts, wanted)
     dense = not found.sampled_all
     points = found.sample
-    hist = density(evaluations, found, objectives) if dense else {}
+    if summary is not None:
+        hist = summary.hist
+    else:
+        hist = density(evaluations, found, objectives) if dense else {}
     pairs = list(combinations(objectives, 2)) or [(objectives[0], objectives[0])]
     ncols = min(len(pairs), 3)  # 4 objectives: 6 panels in 2 rows of 3, not one strip
     nrows = -(-len(pairs) // ncols)
@@ -315,17 +328,33 @@ def _log_ticks(along, span: float) -> None:
     along.set_minor_formatter(NullFormatter())
 
 
-def plot_results(results: Path, output: Path | None = None) -> Path:
-    """Plot a results folder's front (reads ``pareto.nc`` and every evaluation from the log)."""
+def plot_results(results: Path, output: Path | None = None, *, summary=None) -> Path:
+    """Plot a results folder's front (reads ``pareto.nc`` and every evaluation from the log).
+    ``summary``: what the figure reads of every evaluation, made by the run's workers
+    (:func:`figure_summary`); the log is then not read here."""
     from dse.results import open_results
 
     run = open_results(results)
     objectives = [o.metric for o in run.study.objectives]
     front = run.feasible_front()
-    keep = [*objectives, "meets_constraints", *filter(None, [colour_parameter(front)])]
+    colour_by = colour_parameter(front)
+    keep = [*objectives, "meets_constraints", *filter(None, [colour_by])]
     path, fmt = figure_path(
         output_path(output, run.path / "pareto.png", run.path), run.path / "pareto.png"
     )
+    if summary is not None and (
+        not summary.found.sampled_all or colour_by is None or colour_by in summary.columns
+    ):  # the front's attributes are the log's (its rows are log rows)
+        return plot_front(
+            front,
+            front,
+            objectives,
+            path,
+            formats=(fmt,),
+            counts=summary.counts,
+            wanted=run.study.display_units,
+            summary=summary,
+        )
     with run.open_dataset(front=False, keep=keep) as evaluations:  # read in slices, never whole
         return plot_front(
             evaluations,
@@ -372,3 +401,43 @@ def figure_path(output: Path | None, default: Path) -> tuple[Path, str]:
             allowed=", ".join(f".{f}" for f in FIGURE_FORMATS),
         )
     return output.with_name(output.name + ".png"), "png"  # a dot inside the name (front-0.5)
+
+
+def figure_summary(results: Path, map_each) -> object | None:
+    """What :func:`plot_results` reads of every evaluation of a run just finished in
+    ``results`` (each candidate on its log once), made by ``map_each`` on the run's workers
+    (:func:`dse.outputs.summary.log_summary`): the scan, and the histograms where the
+    feasible evaluations are too many to draw one by one. None for one objective (its
+    figure draws a sample of the feasible values)."""
+    import pyarrow as pa
+
+    from dse.outputs.summary import log_summary
+    from dse.store import ResultStore, log_file_schema
+    from dse.study import load_study
+
+    store = ResultStore.open(results)
+    study = load_study(store.study_file)
+    files = store.log_files()
+    if len(study.objectives) < 2 or not files:
+        return None
+    schema = log_file_schema(files[0])
+    columns = [  # the parameters that may colour the front (colour_parameter): text and flags
+        f.name
+        for f in schema
+        if f.name in study.space
+        and (
+            pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)
+            or pa.types.is_dictionary(f.type)
+            or pa.types.is_boolean(f.type)
+        )
+    ]
+    return log_summary(
+        files,
+        study,
+        map_each,
+        columns=columns,
+        sample_size=SCATTER_LIMIT,
+        groups=min(len(files), 16),
+        keeps_all=study.output.keep == "all",
+    )

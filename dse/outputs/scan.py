@@ -120,15 +120,7 @@ def density(
 ) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """2-D histograms of the ok rows for every pair of objectives (a second pass over two
     columns at a time); edges are logarithmic on log-scaled axes. ``{(x, y): (xe, ye, counts)}``."""
-    edges = {}
-    for name in objectives:
-        if name not in found.hi:
-            continue
-        if found.log_scale(name):
-            edges[name] = np.geomspace(found.lo_positive[name], found.hi[name], bins + 1)
-        else:
-            lo, hi = found.lo[name], found.hi[name]
-            edges[name] = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    edges = density_edges(found, objectives, bins)
     pairs = [p for p in combinations(objectives, 2) if p[0] in edges and p[1] in edges]
     counts = {p: np.zeros((bins, bins)) for p in pairs}
     names = [n for n in [*edges, OK] if n in ds.variables]
@@ -141,6 +133,20 @@ def density(
             )
             counts[(x, y)] += h
     return {p: (edges[p[0]], edges[p[1]], counts[p]) for p in pairs}
+
+
+def density_edges(found: Scan, objectives: list[str], bins: int = 160) -> dict[str, np.ndarray]:
+    """The histograms' edges of each objective with a range: logarithmic on a log-scaled axis."""
+    edges = {}
+    for name in objectives:
+        if name not in found.hi:
+            continue
+        if found.log_scale(name):
+            edges[name] = np.geomspace(found.lo_positive[name], found.hi[name], bins + 1)
+        else:
+            lo, hi = found.lo[name], found.hi[name]
+            edges[name] = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    return edges
 
 
 def log_tallies(files, study: Study) -> tuple[int, int, int, list[tuple[str, int]]]:
