@@ -200,3 +200,70 @@ def where_or_zero(mask: np.ndarray, x: np.ndarray) -> np.ndarray:
         if np.isfinite(x).all() and not np.signbit(x).any():
             return x * mask
     return np.where(mask, x, 0.0)
+
+
+#: a mask whose rows differ this little (the rarer value in fewer than one row in this many)
+#: is left to ``np.where``, whose branch per element the CPU then predicts
+_RARE = 16
+#: arrays shorter than this are left to ``np.where`` (the bit operations' fixed cost)
+_SHORT = 512
+
+
+def where(mask, a, b) -> np.ndarray:
+    """``np.where(mask, a, b)``, bit for bit, faster where ``mask`` varies from row to row.
+
+    ``np.where`` branches on every element, and with a mask of mixed values the CPU
+    mispredicts about half of them (~8 ns a row against ~1 ns for an addition; measured
+    on 131,072 rows: 1.07 ms against 0.36 ms here). For float64 values (arrays, or Python
+    numbers where the other one is a float64 array or a float) this picks each row's
+    bits with integer operations instead, ``b ^ ((a ^ b) & -mask)``, which copies the
+    chosen value exactly (-0.0 and NaN payloads included); a mask of one value copies
+    that operand; anything else (other dtypes, short arrays, a mask that is nearly all
+    one value) is ``np.where`` itself."""
+    if not (isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.size >= _SHORT):
+        return np.where(mask, a, b)
+    xa, xb = _float_bits(a), _float_bits(b)
+    if xa is None or xb is None or (xa[1] and xb[1]):  # not float64, or both Python ints
+        return np.where(mask, a, b)
+    shape = np.broadcast_shapes(mask.shape, xa[0].shape, xb[0].shape)
+    if shape != mask.shape:
+        return np.where(mask, a, b)
+    true = np.count_nonzero(mask)
+    if true == mask.size or true == 0:
+        out = np.empty(shape)
+        out[...] = xa[0] if true else xb[0]
+        return out
+    if min(true, mask.size - true) * _RARE < mask.size:
+        return np.where(mask, a, b)
+    ia, ib = xa[0].view(np.int64), xb[0].view(np.int64)
+    pick_a = mask.astype(np.int64)
+    np.negative(pick_a, out=pick_a)  # all ones where a, zero where b
+    if ib.ndim == 0 and not ib.any():  # b is +0.0: a's bits where a, else zero
+        pick_a &= ia
+        return pick_a.view(np.float64)
+    pick_a &= np.bitwise_xor(ia, ib)
+    pick_a ^= ib
+    return pick_a.view(np.float64)
+
+
+def select(conditions, choices, default) -> np.ndarray:
+    """``np.select(conditions, choices, default)`` (the first true condition's choice)
+    through :func:`where`, bit for bit, for float64 choices."""
+    out = default
+    for cond, choice in zip(reversed(conditions), reversed(choices), strict=True):
+        out = where(cond, choice, out)
+    return np.asarray(out)
+
+
+def _float_bits(x) -> tuple[np.ndarray, bool] | None:
+    """(``x`` as a float64 array, whether it was a Python int), or None where ``np.where``
+    would not give a float64 result from it unchanged (another dtype, a bool)."""
+    if isinstance(x, np.ndarray):
+        return (x, False) if x.dtype == np.float64 else None
+    if isinstance(x, bool | np.bool_):
+        return None
+    if isinstance(x, float | np.float64):
+        return np.asarray(x, dtype=np.float64), False
+    if isinstance(x, int):
+        return np.asarray(float(x), dtype=np.float64), True
+    return None

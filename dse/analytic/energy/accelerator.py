@@ -17,6 +17,7 @@ import numpy as np
 from dse.analytic.energy import power, thermal, transfer
 from dse.analytic.energy.phases import PhaseTimes, phase_times
 from dse.analytic.energy.power import PowerParameters
+from dse.analytic.rows import where
 
 #: the inlet temperature (air cooling) at which the catalog's powers hold: the declared
 #: default of ``inlet_temp_c``
@@ -123,8 +124,8 @@ def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
     timed = step_s > 0
     if timed.all():  # the usual case: no selection to make
         return leakage_change_w(total_j / step_s, *leakage)
-    d_w = leakage_change_w(total_j / np.where(timed, step_s, np.nan), *leakage)
-    return np.where(timed, d_w, 0.0)
+    d_w = leakage_change_w(total_j / where(timed, step_s, np.nan), *leakage)
+    return where(timed, d_w, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,10 +183,10 @@ class StepEnergy:
         e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
         has_busy = t.busy > 0
         every = bool(has_busy.all())  # the usual case: no selection to make
-        busy = t.busy if every else np.where(has_busy, t.busy, np.nan)
+        busy = t.busy if every else where(has_busy, t.busy, np.nan)
         p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
         if not every:
-            p_busy = np.where(has_busy, p_busy, p_wait)
+            p_busy = where(has_busy, p_busy, p_wait)
         # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
         lift = np.maximum(floor - p_busy, 0.0)
         p_busy = p_busy + lift

@@ -26,6 +26,7 @@ from dse.analytic.energy.accelerator import (
     step_energy,
 )
 from dse.analytic.energy.phases import ClockScaling
+from dse.analytic.rows import where
 
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
 #: relative slack of the bisection's own test (the estimate) and of the check on the
@@ -134,8 +135,8 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
             ok[hot_rows] = hot_ok
         else:
             ok = cap_ok
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
+        lo = where(ok, mid, lo)
+        hi = where(ok, hi, mid)
     return lo
 
 
@@ -323,5 +324,5 @@ def _bisect_on_time_model(
             return
         mid = 0.5 * (lo + hi)
         ok = passing(rows, mid)
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        lo, hi = where(ok, mid, lo), where(ok, hi, mid)
     redo(rows, lo)

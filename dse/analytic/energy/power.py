@@ -18,6 +18,7 @@ import yaml
 
 from dse.analytic import profiles
 from dse.analytic.columns import factorise
+from dse.analytic.rows import where
 from dse.errors import DseError
 
 
@@ -196,7 +197,7 @@ class VoltageCurve:
         self.segments = []
         for k in range(vf_x.shape[1] - 1):  # fixed small loop over curve segments
             x0, x1, v0, v1 = vf_x[:, k], vf_x[:, k + 1], vf_v[:, k], vf_v[:, k + 1]
-            self.segments.append((x0, x1 > x0, np.where(x1 > x0, x1 - x0, 1.0), v0, v1 - v0))
+            self.segments.append((x0, x1 > x0, where(x1 > x0, x1 - x0, 1.0), v0, v1 - v0))
 
     def __call__(self, clock_ratio: np.ndarray) -> np.ndarray:
         x = np.clip(np.asarray(clock_ratio, dtype=float), self.x_lo, self.x_hi)
@@ -204,7 +205,7 @@ class VoltageCurve:
         for x0, rising, width, v0, dv in self.segments:
             seg = (x > x0) & rising
             frac = np.clip((x - x0) / width, 0.0, 1.0)
-            v = np.where(seg, v0 + dv * frac, v)
+            v = where(seg, v0 + dv * frac, v)
         return v
 
 

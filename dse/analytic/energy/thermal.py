@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.energy import power
-from dse.analytic.rows import where_or_zero
+from dse.analytic.rows import where, where_or_zero
 
 KELVIN = 273.15
 
@@ -46,11 +46,11 @@ def resistance_k_per_w(
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
     liquid = _is_liquid(cooling)
-    r_air = np.where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
-    r_liq = np.where(
+    r_air = where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    r_liq = where(
         np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w
     )
-    return np.where(liquid, r_liq, r_air)
+    return where(liquid, r_liq, r_air)
 
 
 def foster_terms(
@@ -60,13 +60,13 @@ def foster_terms(
     finite ``tau_fast_s``/``tau_slow_s`` (the inputs) replaces that term's time constant."""
     air, cold_plate = power.cooling_path("air"), power.cooling_path("liquid")
     liquid = _is_liquid(cooling)
-    frac = np.where(liquid, cold_plate.fast_fraction, air.fast_fraction)
-    tau_fast = np.where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
-    tau_slow = np.where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
+    frac = where(liquid, cold_plate.fast_fraction, air.fast_fraction)
+    tau_fast = where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
+    tau_slow = where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
     if tau_fast_s is not None:
-        tau_fast = np.where(np.isfinite(tau_fast_s), tau_fast_s, tau_fast)
+        tau_fast = where(np.isfinite(tau_fast_s), tau_fast_s, tau_fast)
     if tau_slow_s is not None:
-        tau_slow = np.where(np.isfinite(tau_slow_s), tau_slow_s, tau_slow)
+        tau_slow = where(np.isfinite(tau_slow_s), tau_slow_s, tau_slow)
     return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
 
 
@@ -89,7 +89,7 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
         a = -np.expm1(-t_hi / tau)
         denom = np.maximum(-np.expm1(-period / tau), 1e-300)
         th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
-        hi = hi + np.where(blocked, th_max, r * p_hi)
+        hi = hi + where(blocked, th_max, r * p_hi)
     return hi
 
 
@@ -117,8 +117,8 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse
         th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
         th_min = r * (p_lo + (p_hi - p_lo) * a * np.exp(-t_lo / tau) / denom)
         # with no blocked phase the response is flat at R P_hi
-        th_max = np.where(t_lo > 0, th_max, r * p_hi)
-        th_min = np.where(t_lo > 0, th_min, r * p_hi)
+        th_max = where(t_lo > 0, th_max, r * p_hi)
+        th_min = where(t_lo > 0, th_min, r * p_hi)
         hi = hi + th_max
         lo = lo + th_min
         rate_up = rate_up + (r * p_hi - th_min) / tau
