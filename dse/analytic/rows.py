@@ -219,36 +219,63 @@ def where(mask, a, b) -> np.ndarray:
     bits with integer operations instead, ``b ^ ((a ^ b) & -mask)``, which copies the
     chosen value exactly (-0.0 and NaN payloads included); a mask of one value copies
     that operand; anything else (other dtypes, short arrays, a mask that is nearly all
-    one value) is ``np.where`` itself."""
-    if not (isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.size >= _SHORT):
-        return np.where(mask, a, b)
-    xa, xb = _float_bits(a), _float_bits(b)
-    if xa is None or xb is None or (xa[1] and xb[1]):  # not float64, or both Python ints
-        return np.where(mask, a, b)
-    shape = np.broadcast_shapes(mask.shape, xa[0].shape, xb[0].shape)
-    if shape != mask.shape:
-        return np.where(mask, a, b)
-    true = np.count_nonzero(mask)
-    if true == mask.size or true == 0:
-        out = np.empty(shape)
-        out[...] = xa[0] if true else xb[0]
-        return out
-    if min(true, mask.size - true) * _RARE < mask.size:
-        return np.where(mask, a, b)
-    ia, ib = xa[0].view(np.int64), xb[0].view(np.int64)
-    pick_a = mask.astype(np.int64)
-    np.negative(pick_a, out=pick_a)  # all ones where a, zero where b
-    if ib.ndim == 0 and not ib.any():  # b is +0.0: a's bits where a, else zero
-        pick_a &= ia
-        return pick_a.view(np.float64)
-    pick_a &= np.bitwise_xor(ia, ib)
-    pick_a ^= ib
-    return pick_a.view(np.float64)
+    one value) is ``np.where`` itself. :class:`Choice` picks several pairs by one mask."""
+    return Choice(mask)(a, b)
+
+
+class Choice:
+    """:func:`where` by one ``mask`` for several pairs of values: the mask's count and its
+    integer form are made once."""
+
+    __slots__ = ("mask", "_plain", "_true", "_bits")
+
+    def __init__(self, mask) -> None:
+        self.mask = mask
+        # np.where itself: not a long boolean array
+        self._plain = not (
+            isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.size >= _SHORT
+        )
+        self._true = -1 if self._plain else np.count_nonzero(mask)
+        self._bits = None  # all ones where the mask is true, zero elsewhere (int64)
+
+    def __call__(self, a, b) -> np.ndarray:
+        """``np.where(self.mask, a, b)``, bit for bit."""
+        mask, true = self.mask, self._true
+        if self._plain:
+            return np.where(mask, a, b)
+        xa, xb = _float_bits(a), _float_bits(b)
+        if xa is None or xb is None or (xa[1] and xb[1]):  # not float64, or both Python ints
+            return np.where(mask, a, b)
+        if xa[0].ndim > mask.ndim or xb[0].ndim > mask.ndim:
+            return np.where(mask, a, b)
+        if np.broadcast_shapes(mask.shape, xa[0].shape, xb[0].shape) != mask.shape:
+            return np.where(mask, a, b)
+        if true == mask.size or true == 0:
+            out = np.empty(mask.shape)
+            out[...] = xa[0] if true else xb[0]
+            return out
+        if min(true, mask.size - true) * _RARE < mask.size:
+            return np.where(mask, a, b)
+        if self._bits is None:
+            self._bits = mask.astype(np.int64)
+            np.negative(self._bits, out=self._bits)
+        ia, ib = xa[0].view(np.int64), xb[0].view(np.int64)
+        if ib.ndim == 0 and not ib.any():  # b is +0.0: a's bits where a, else zero
+            return np.bitwise_and(ia, self._bits).view(np.float64)
+        out = np.bitwise_xor(ia, ib)
+        if out.shape != mask.shape:
+            out = np.bitwise_and(out, self._bits)
+        else:
+            out &= self._bits
+        out ^= ib
+        return out.view(np.float64)
 
 
 def select(conditions, choices, default) -> np.ndarray:
     """``np.select(conditions, choices, default)`` (the first true condition's choice)
     through :func:`where`, bit for bit, for float64 choices."""
+    if not len(conditions):  # (np.select refuses an empty list; the default, as a copy)
+        return np.array(default, dtype=float)
     out = default
     for cond, choice in zip(reversed(conditions), reversed(choices), strict=True):
         out = where(cond, choice, out)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import select, where
+from dse.analytic.rows import Choice, select, where
 from dse.analytic.time.parallelism import Layout, Stages, part_embeddings
 from dse.analytic.time.workload import ModelShape, ParameterCounts
 
@@ -276,24 +276,34 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
             gathered, tokens * 2.0 * shape.hidden * (mem.sp_gathered_bytes - 2.0 / lay.tp), 0.0
         )
         none, selective = none + extra, selective + extra
-    op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp)
-    minimal = tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp)
+    # each policy's rows once; a policy no row has is left out of the choices (they exclude
+    # one another, so the others' picks are the same)
+    is_policy = [policy == k for k in range(len(RECOMPUTE))]
+    has = [bool(np.any(rows)) for rows in is_policy]
+    op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp) if has[3] else None
+    minimal = (
+        tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp) if has[4] or has[5] else None
+    )
+    kept = [(0, none), (1, selective), (3, op), (4, minimal)]
     per_layer = select(
-        [policy == 0, policy == 1, policy == 3, policy == 4], [none, selective, op, minimal], full
+        [is_policy[k] for k, _ in kept if has[k]], [x for k, x in kept if has[k]], full
     )  # full and offload keep the layer's input
+    extra = [
+        (2, lambda: none),
+        (3, lambda: none - op),
+        (4, lambda: none - minimal),
+        (5, lambda: minimal),
+    ]
     working = np.maximum(
-        select(
-            [policy == 2, policy == 3, policy == 4, policy == 5],
-            [none, none - op, none - minimal, minimal],
-            0.0,
-        ),
+        select([is_policy[k] for k, _ in extra if has[k]], [x() for k, x in extra if has[k]], 0.0),
         0.0,
     )
     if moe_act is not None:
-        per_layer = per_layer + where(policy == 2, 0.0, moe_act)
-        working = working + where(policy == 2, moe_act, 0.0)
+        per_layer = per_layer + where(is_policy[2], 0.0, moe_act)
+        working = working + where(is_policy[2], moe_act, 0.0)
     # what the offload policy sends to the host per layer: the saved dots (``minimal``)
-    return per_layer, working, where(policy == 5, minimal, 0.0)
+    sent = where(is_policy[5], minimal, 0.0) if has[5] else np.zeros(np.shape(is_policy[5]))
+    return per_layer, working, sent
 
 
 def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]:
@@ -336,19 +346,18 @@ class _StageParts:
     chunks: np.ndarray
 
 
-def _pick(more, new: _StageParts, old: _StageParts) -> _StageParts:
-    """Per candidate, ``new``'s parts where ``more`` and ``old``'s elsewhere."""
-    return _StageParts(
-        *(
-            # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
-            a if np.isscalar(a) and np.isscalar(b) and a == b else where(more, a, b)
-            for a, b in zip(
-                (getattr(new, f) for f in _StageParts.__slots__),
-                (getattr(old, f) for f in _StageParts.__slots__),
-                strict=True,
-            )
-        )
-    )
+#: the parts of the most loaded stage :func:`memory_breakdown` reads after choosing it
+_CHOSEN = ("params", "e_params", "in_flight", "layers", "chunks")
+
+
+def _pick(choose: Choice, new: dict, old: dict) -> dict:
+    """Per candidate, ``new``'s parts (name -> value) where ``choose``'s mask is true and
+    ``old``'s elsewhere."""
+    return {
+        # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
+        k: a if np.isscalar(a) and np.isscalar(old[k]) and a == old[k] else choose(a, old[k])
+        for k, a in new.items()
+    }
 
 
 def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarray:
@@ -479,6 +488,9 @@ def memory_breakdown(
         ew_div, eg_div, eo_div = _shards(lay.zero_stage, edp)
         expert_state = 2.0 / ew_div + 2.0 / eg_div + 12.0 / eo_div
     stage_parts = []  # per candidate stage: its parts, before any offloading
+    zero3 = lay.zero_stage >= 3
+    unsharded = zero3 & (pp > 1) & (mem.pp_keeps_unsharded > 0)
+    any_unsharded = bool(unsharded.any())
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
         chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
@@ -487,12 +499,11 @@ def memory_breakdown(
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
         # unsharded (torchtitan): the stage's 16-bit weights and fp32 gradients, 6 B/param
         gathered = where(
-            lay.zero_stage >= 3,
+            zero3,
             np.maximum(mem.gathered_bytes_per_layer_param * counts.layer, 4.0 * emb) / tp,
             0.0,
         )
-        unsharded = (lay.zero_stage >= 3) & (pp > 1) & (mem.pp_keeps_unsharded > 0)
-        if unsharded.any():
+        if any_unsharded:
             gathered = where(unsharded, 6.0 * params, gathered)
         e_params = 0.0
         state = params * state_per_param
@@ -519,30 +530,40 @@ def memory_breakdown(
             offloaded,
             _auto_offload_share(stage_parts, shape.layers, mem, capacity_bytes - reserved_bytes),
         )
-    best = None  # (stage parts, activations, total, offloaded bytes on the device's stage)
+    # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
+    # leaves the device, one layer's worth stays in transit (double buffer); ``kept`` is
+    # exactly 1 where nothing is offloaded, which the products below then leave out
+    offloading = bool(np.any(offloaded))
+    if offloading:
+        left, offloads = 1.0 - offloaded, offloaded > 0
+    grow = 1.0 + mem.allocator_overhead
+    names = _CHOSEN + (("kept",) if offloading else ())
+    best = None  # (the stage's parts in ``names``, activations, total)
     for part in stage_parts:
-        # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
-        # leaves the device, one layer's worth stays in transit (double buffer)
-        kept = np.minimum((1.0 - offloaded) + where(offloaded > 0, part.transit, 0.0), 1.0)
-        activations = (part.in_flight * kept + part.other) * (1.0 + mem.allocator_overhead)
+        if offloading:
+            kept = np.minimum(left + where(offloads, part.transit, 0.0), 1.0)
+            activations = (part.in_flight * kept + part.other) * grow
+        else:
+            kept = None
+            activations = (part.in_flight + part.other) * grow
         total = part.state + activations
+        chosen = {k: kept if k == "kept" else getattr(part, k) for k in names}
         if best is None:
-            best = (part, activations, total)
+            best = (chosen, activations, total)
         else:
             more = total > best[2]
+            choose = Choice(more)
             best = (
-                _pick(more, part, best[0]),
-                where(more, activations, best[1]),
-                where(more, total, best[2]),
+                _pick(choose, chosen, best[0]),
+                choose(activations, best[1]),
+                choose(total, best[2]),
             )
     part, activations, total = best
-    params, e_params = part.params, part.e_params
+    params, e_params = part["params"], part["e_params"]
     # host memory: the offloaded share of the layers in flight (or the offload policy's dots)
-    host = part.in_flight * (
-        1.0 - np.minimum((1.0 - offloaded) + where(offloaded > 0, part.transit, 0.0), 1.0)
-    )
-    host = host + policy_offload * part.layers / v * part.chunks
-    sent = (per_layer * offloaded + policy_offload) * part.layers  # per micro-batch, each way
+    host = part["in_flight"] * (1.0 - part["kept"] if offloading else 0.0)
+    host = host + policy_offload * part["layers"] / v * part["chunks"]
+    sent = (per_layer * offloaded + policy_offload) * part["layers"]  # per micro-batch, each way
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
     checkpoint = 14.0 * params / (dp * cp)  # (2 + 12) B per parameter over its dp x cp copies
     if experts is not None:
