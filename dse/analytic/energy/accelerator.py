@@ -179,8 +179,9 @@ class StepEnergy:
         e_compute = pw.a_compute * dyn * t.compute
         e_memory = pw.a_memory * dyn * t.memory + self.hbm_j
         e_idle = idle_w * t.step
-        e_wait_fine = (p_wait - idle_w) * t.fine_wait
-        e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
+        above_idle_w = p_wait - idle_w
+        e_wait_fine = above_idle_w * t.fine_wait
+        e_wait = e_wait_fine + above_idle_w * t.blocked
         has_busy = t.busy > 0
         every = bool(has_busy.all())  # the usual case: no selection to make
         busy = t.busy if every else where(has_busy, t.busy, np.nan)
@@ -195,8 +196,9 @@ class StepEnergy:
         p_compute = idle_w + pw.a_compute * dyn
         if self.leakage is not None:
             d_w = step_leakage_w(total, t.step, self.leakage)
-            e_idle = e_idle + d_w * t.step
-            total = total + d_w * t.step
+            d_j = d_w * t.step
+            e_idle = e_idle + d_j
+            total = total + d_j
             p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
             static_w = idle_w + d_w
         else:
