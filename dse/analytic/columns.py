@@ -67,4 +67,27 @@ def choice_codes(values, choices: tuple[str, ...]) -> np.ndarray:
     table = np.array(
         [choices.index(u) if isinstance(u, str) and u in choices else -1 for u in uniq] + [-1]
     )
+    codes = np.asarray(codes)
+    if codes.ndim == 1 and codes.strides == (0,) and len(codes):  # one value (a default column)
+        return np.broadcast_to(table[codes[:1]].astype(float), codes.shape)
     return table[codes].astype(float)
+
+
+def take_fields(table: np.ndarray, codes: np.ndarray) -> list[np.ndarray]:
+    """Each row of ``table`` (fields x distinct values, float64) at ``codes`` (non-negative
+    integers, one per candidate): ``table[i].take(codes)``, except that a field whose value
+    is the same, bit for bit, at every code present is a read-only broadcast of that value
+    (no per-candidate copy: a block of one accelerator type, one training stack)."""
+    codes = np.asarray(codes).reshape(-1)
+    if not len(codes) or codes.min() < 0:
+        return [np.ascontiguousarray(row).take(codes) for row in table]
+    used = np.flatnonzero(np.bincount(codes, minlength=table.shape[1]))
+    bits = np.ascontiguousarray(table[:, used]).view(np.int64)
+    same = (bits == bits[:, :1]).all(axis=1)
+    n = len(codes)
+    return [
+        np.broadcast_to(table[i, used[0]], (n,))
+        if same[i]
+        else np.ascontiguousarray(table[i]).take(codes)
+        for i in range(len(table))
+    ]

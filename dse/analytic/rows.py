@@ -9,8 +9,22 @@ import pandas as pd
 
 
 def take(obj, rows: np.ndarray):
-    """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only."""
-    return _map_arrays(obj, lambda x: np.asarray(x)[rows])
+    """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only (a
+    read-only broadcast of one value stays one)."""
+    return _map_arrays(obj, lambda x: _at(np.asarray(x), rows))
+
+
+def _at(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``x[rows]``; a 1-D read-only broadcast of one value stays a broadcast."""
+    if x.ndim == 1 and x.strides == (0,) and len(x) and np.ndim(rows) == 1:
+        return np.broadcast_to(x[:1], (_count(rows),))
+    return x[rows]
+
+
+def _count(rows: np.ndarray) -> int:
+    """Rows an index array or a boolean mask picks."""
+    rows = np.asarray(rows)
+    return int(np.count_nonzero(rows)) if rows.dtype == np.bool_ else len(rows)
 
 
 def spread(obj, rows: np.ndarray):
@@ -83,7 +97,20 @@ def put(base, rows: np.ndarray, sub, *, inplace: bool = False):
 def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
     """The inputs (name -> array, or a scalar shared by every row) of the candidates
     ``rows`` (an index array) only."""
-    return {k: (v[rows] if np.ndim(v) else v) for k, v in cfg.items()}
+    return {k: _input_at(v, rows) for k, v in cfg.items()}
+
+
+def _input_at(v, rows: np.ndarray):
+    """One input of :func:`take_inputs` at ``rows``: a read-only broadcast of one value (a
+    column the table did not give: its default) stays one, a Factorised column's too."""
+    if not np.ndim(v):
+        return v
+    codes = getattr(v, "codes", None)
+    if codes is not None:
+        if codes.strides == (0,) and len(codes) and np.ndim(rows) == 1:
+            return type(v)(np.broadcast_to(codes[:1], (_count(rows),)), v.uniques)
+        return v[rows]
+    return _at(np.asarray(v), rows)
 
 
 #: combined keys up to this many distinct values are looked up in a table (no sort)

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 from dse.analytic import profiles
-from dse.analytic.columns import factorise
+from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
 from dse.errors import DseError
 
@@ -179,9 +179,8 @@ def lookup(names: np.ndarray) -> PowerParameters:
 
     xs = np.array([padded(r.vf_x) for r in rows])
     vs = np.array([padded(r.vf_v) for r in rows])
-    scalars = {
-        f: np.array([getattr(r, f)[0] for r in rows], dtype=float)[inverse] for f in _SCALAR_FIELDS
-    }
+    table = np.array([[getattr(r, f)[0] for r in rows] for f in _SCALAR_FIELDS], dtype=float)
+    scalars = dict(zip(_SCALAR_FIELDS, take_fields(table, inverse), strict=True))
     # (n, K) in column-major order: each curve point's column is contiguous for the
     # per-segment passes of VoltageCurve
     return PowerParameters(vf_x=xs.T[:, inverse].T, vf_v=vs.T[:, inverse].T, **scalars)

@@ -9,7 +9,7 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
-from dse.analytic.columns import factorise
+from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
 from dse.analytic.time.memory import RECOMPUTE
 
@@ -158,4 +158,4 @@ def lookup(names) -> Stack:
     codes, uniq = factorise(names)
     table = np.array([_row(str(u)) for u in uniq] + [_row("")], dtype=np.float64).T
     codes = where(np.asarray(codes) < 0, len(uniq), codes)
-    return Stack(*(np.ascontiguousarray(table[i]).take(codes) for i in range(len(FIELDS))))
+    return Stack(*take_fields(table, codes))

@@ -10,7 +10,7 @@ import numpy as np
 import yaml
 
 from dse.analytic import profiles
-from dse.analytic.columns import factorise
+from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError
@@ -374,4 +374,4 @@ def lookup(names: np.ndarray, precision: np.ndarray) -> Hardware:
     table = np.array([_row(str(n), str(p)) for n in n_uniq for p in p_uniq], dtype=np.float64)
     table = np.ascontiguousarray(table.reshape(-1, len(FIELDS)).T)
     pair = (np.asarray(n_codes) * len(p_uniq) + np.asarray(p_codes)).reshape(-1)
-    return Hardware(*(table[i].take(pair) for i in range(len(FIELDS))))
+    return Hardware(*take_fields(table, pair))
