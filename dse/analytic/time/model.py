@@ -35,7 +35,7 @@ from dse.analytic.time.collectives import (
     SCALEUP_TOPOLOGIES,
     Network,
 )
-from dse.analytic.time.reasons import REASON_CODE, REASON_TEXT, Reasons
+from dse.analytic.time.reasons import REASON_CODE, Reasons
 from dse.analytic.time.result import TimeResult
 
 #: the inputs only :func:`timed` reads (the clock)
@@ -483,7 +483,6 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
         parameters=params[0],
         active_parameters=params[1],
         data_parallel=lay.dp,
-        reason=REASON_TEXT[codes],
         reason_code=codes,
         hw=hw,
         clock_mhz=clock,
