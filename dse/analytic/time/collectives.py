@@ -128,7 +128,13 @@ class Network:
     def _transfer(self, nbytes, k, nn, up_bw, out_bw):
         """Bandwidth time of a reduce-scatter (all-gather) of ``nbytes``: the ``(k-1)/k``
         share inside the domain, the ``(nn-1)/nn`` share of a member's ``1/k`` across it."""
-        return (k - 1) / k * nbytes / up_bw + (nn - 1) / nn * nbytes / k / out_bw
+        key = ("shares", id(k), id(nn))  # k and nn are a memoised split's: the same arrays
+        shares = self._cache.get(key)
+        if shares is None:
+            shares = ((k - 1) / k, (nn - 1) / nn)
+            self._cache[key] = shares
+            self._keep.append((k, nn))  # keep ids alive while cached
+        return shares[0] * nbytes / up_bw + shares[1] * nbytes / k / out_bw
 
     def ring_latency(self, g, stride):
         """Latency of one ring reduce-scatter or all-gather call over ``g`` members (NCCL's
