@@ -334,7 +334,8 @@ def _metrics(
     fans_j = dc_j * x.fan_power_fraction
     it_j = dc_j * wall
     psu_j = it_j - dc_j - fans_j
-    facility_j = it_j * (1.0 + overhead)
+    with_overhead = 1.0 + overhead
+    facility_j = it_j * with_overhead
     time_to_train_s = gp.wall_s
     fac = _facility_power(
         x,
@@ -349,12 +350,13 @@ def _metrics(
     )
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     nodes = n / np.maximum(x.accelerators_per_node, 1.0)  # a job's share of nodes
-    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / where(step_ck > 0, step_ck, np.nan)
+    step_ck_or_nan = where(step_ck > 0, step_ck, np.nan)
+    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / step_ck_or_nan
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
         "it_energy_to_train_j": it_j,
-        "energy_per_step_j": e_step_acc * n * wall * (1.0 + overhead),
+        "energy_per_step_j": e_step_acc * n * wall * with_overhead,
         "energy_compute_j": e.compute_j * runs,
         "energy_memory_j": e.memory_j * runs,
         "energy_network_j": (e_net + ck_e.network_j) * runs + gp.restart_s * restart_w[2],
@@ -371,13 +373,11 @@ def _metrics(
         "facility_peak_power_w": fac.peak_w,
         # one node at the wall: the facility's IT power over its nodes (no facility overhead)
         "node_avg_power_w": it_j / where(time_to_train_s > 0, time_to_train_s, np.nan) / nodes,
-        "node_peak_power_w": fac.peak_w / (1.0 + overhead) / nodes,
+        "node_peak_power_w": fac.peak_w / with_overhead / nodes,
         "facility_power_swing_w": fac.swing_w,
         "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
         "checkpoint_time_s": where(ck.on, steps * ck.per_step_s, 0.0),
-        "checkpoint_overhead": where(
-            ck.on, ck.per_step_s / where(step_ck > 0, step_ck, np.nan), 0.0
-        ),
+        "checkpoint_overhead": where(ck.on, ck.per_step_s / step_ck_or_nan, 0.0),
         "checkpoint_period_s": ck.interval_s,
         "goodput": gp.goodput,
         "interruptions": gp.interruptions,
@@ -443,7 +443,8 @@ def _facility_power(
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
     has_ck = ck.on & (ck.duration_s > 0)
-    p_low = where(has_ck, where(t.blocked > 0, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
+    blocked = t.blocked > 0
+    p_low = where(has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
     return facility.facility_power_w(
         facility_j=facility_j,
         time_s=time_s,
@@ -452,7 +453,7 @@ def _facility_power(
         p_wait=p_low * wall,
         p_other=p_other * wall,
         overhead=overhead,
-        low_phase=(t.blocked > 0) | has_ck,
+        low_phase=blocked | has_ck,
         transition_s=x.power_transition_s,
     )
 
