@@ -7,6 +7,8 @@ from dataclasses import fields, is_dataclass, replace
 import numpy as np
 import pandas as pd
 
+from dse.analytic.columns import repeat_one
+
 
 def take(obj, rows: np.ndarray):
     """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only (a
@@ -18,7 +20,7 @@ def _at(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``x[rows]``; a 1-D read-only broadcast of one value stays a broadcast."""
     if x.ndim == 1 and np.ndim(rows) == 1:
         if x.strides == (0,) and len(x):
-            return np.broadcast_to(x[:1], (_count(rows),))
+            return repeat_one(x[:1], _count(rows))
         if rows.dtype.kind in "iu":  # (take: the same values, ~1.5x faster than x[rows])
             return x.take(rows)
     return x[rows]
@@ -39,7 +41,7 @@ def spread(obj, rows: np.ndarray):
     def pick(x):
         x = np.asarray(x)
         if x.strides == (0,):
-            return np.broadcast_to(x[:1], (len(rows),))
+            return repeat_one(x[:1], len(rows))
         first = x[:1]
         bits = x.view(np.int64) if x.dtype == np.float64 else x
         if (bits == bits[0]).all():
@@ -111,7 +113,7 @@ def _input_at(v, rows: np.ndarray):
     codes = getattr(v, "codes", None)
     if codes is not None:
         if codes.strides == (0,) and len(codes) and np.ndim(rows) == 1:
-            return type(v)(np.broadcast_to(codes[:1], (_count(rows),)), v.uniques)
+            return type(v)(repeat_one(codes[:1], _count(rows)), v.uniques)
         return v[rows]
     return _at(np.asarray(v), rows)
 
