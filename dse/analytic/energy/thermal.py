@@ -47,6 +47,8 @@ def resistance_k_per_w(
     """
     liquid = _is_liquid(cooling)
     r_air = where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    if not np.any(liquid) and np.shape(r_air) == np.shape(liquid):
+        return r_air  # every candidate air-cooled (a new array: where's)
     r_liq = where(
         np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w
     )
