@@ -68,9 +68,10 @@ def choice_codes(values, choices: tuple[str, ...]) -> np.ndarray:
         [choices.index(u) if isinstance(u, str) and u in choices else -1 for u in uniq] + [-1]
     )
     codes = np.asarray(codes)
+    table = table.astype(float)  # (the few distinct values converted, not every row)
     if codes.ndim == 1 and codes.strides == (0,) and len(codes):  # one value (a default column)
-        return repeat_one(table[codes[:1]].astype(float), len(codes))
-    return table[codes].astype(float)
+        return repeat_one(table[codes[:1]], len(codes))
+    return table.take(codes)
 
 
 def take_fields(table: np.ndarray, codes: np.ndarray) -> list[np.ndarray]:
