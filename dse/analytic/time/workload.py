@@ -139,7 +139,7 @@ def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> ModelS
             )
             continue
         table = np.array(values + [np.nan], dtype=float)
-        base = table[codes]
+        base = table.take(codes)  # (take: the same values as table[codes], faster)
         if ov is None:
             out[f] = base
         else:
