@@ -278,9 +278,8 @@ class Choice:
         xa, xb = _float_bits(a), _float_bits(b)
         if xa is None or xb is None or (xa[1] and xb[1]):  # not float64, or both Python ints
             return np.where(mask, a, b)
-        if xa[0].ndim > mask.ndim or xb[0].ndim > mask.ndim:
-            return np.where(mask, a, b)
-        if np.broadcast_shapes(mask.shape, xa[0].shape, xb[0].shape) != mask.shape:
+        shape = mask.shape  # each value the mask's shape or one number, else np.where
+        if xa[0].shape not in (shape, ()) or xb[0].shape not in (shape, ()):
             return np.where(mask, a, b)
         if true == mask.size or true == 0:
             out = np.empty(mask.shape)
