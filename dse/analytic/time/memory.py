@@ -346,18 +346,34 @@ class _StageParts:
     chunks: np.ndarray
 
 
-#: the parts of the most loaded stage :func:`memory_breakdown` reads after choosing it
-_CHOSEN = ("params", "e_params", "in_flight", "layers", "chunks")
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """The parts of a candidate stage :func:`memory_breakdown` reads once it has chosen the
+    most loaded one, and the share of its in-flight activations kept on the device (None
+    where nothing is offloaded: all of them)."""
+
+    params: np.ndarray
+    e_params: np.ndarray | float
+    in_flight: np.ndarray
+    layers: np.ndarray
+    chunks: np.ndarray
+    kept: np.ndarray | None
+
+    @classmethod
+    def of(cls, part: _StageParts, kept) -> _Chosen:
+        return cls(part.params, part.e_params, part.in_flight, part.layers, part.chunks, kept)
 
 
-def _pick(choose: Choice, new: dict, old: dict) -> dict:
-    """Per candidate, ``new``'s parts (name -> value) where ``choose``'s mask is true and
-    ``old``'s elsewhere."""
-    return {
+def _pick(choose: Choice, new: _Chosen, old: _Chosen) -> _Chosen:
+    """Per candidate, ``new``'s parts where ``choose``'s mask is true and ``old``'s elsewhere."""
+
+    def one(a, b):
+        if a is None:  # (no kept share: nothing offloaded)
+            return None
         # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
-        k: a if np.isscalar(a) and np.isscalar(old[k]) and a == old[k] else choose(a, old[k])
-        for k, a in new.items()
-    }
+        return a if np.isscalar(a) and np.isscalar(b) and a == b else choose(a, b)
+
+    return _Chosen(*(one(getattr(new, f), getattr(old, f)) for f in _Chosen.__slots__))
 
 
 def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarray:
@@ -537,8 +553,7 @@ def memory_breakdown(
     if offloading:
         left, offloads = 1.0 - offloaded, offloaded > 0
     grow = 1.0 + mem.allocator_overhead
-    names = _CHOSEN + (("kept",) if offloading else ())
-    best = None  # (the stage's parts in ``names``, activations, total)
+    best = None  # (the chosen stage's parts, activations, total)
     for part in stage_parts:
         if offloading:
             kept = np.minimum(left + where(offloads, part.transit, 0.0), 1.0)
@@ -547,7 +562,7 @@ def memory_breakdown(
             kept = None
             activations = (part.in_flight + part.other) * grow
         total = part.state + activations
-        chosen = {k: kept if k == "kept" else getattr(part, k) for k in names}
+        chosen = _Chosen.of(part, kept)
         if best is None:
             best = (chosen, activations, total)
         else:
@@ -559,11 +574,11 @@ def memory_breakdown(
                 choose(total, best[2]),
             )
     part, activations, total = best
-    params, e_params = part["params"], part["e_params"]
+    params, e_params = part.params, part.e_params
     # host memory: the offloaded share of the layers in flight (or the offload policy's dots)
-    host = part["in_flight"] * (1.0 - part["kept"] if offloading else 0.0)
-    host = host + policy_offload * part["layers"] / v * part["chunks"]
-    sent = (per_layer * offloaded + policy_offload) * part["layers"]  # per micro-batch, each way
+    host = part.in_flight * (1.0 - part.kept if offloading else 0.0)
+    host = host + policy_offload * part.layers / v * part.chunks
+    sent = (per_layer * offloaded + policy_offload) * part.layers  # per micro-batch, each way
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
     checkpoint = 14.0 * params / (dp * cp)  # (2 + 12) B per parameter over its dp x cp copies
     if experts is not None:
