@@ -26,7 +26,7 @@ from dse.analytic.energy.accelerator import (
     step_energy,
 )
 from dse.analytic.energy.phases import ClockScaling
-from dse.analytic.rows import where
+from dse.analytic.rows import Choice, where
 
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
 #: relative slack of the bisection's own test (the estimate) and of the check on the
@@ -135,8 +135,9 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
             ok[hot_rows] = hot_ok
         else:
             ok = cap_ok
-        lo = where(ok, mid, lo)
-        hi = where(ok, hi, mid)
+        choose = Choice(ok)  # (the mask's integer form once for both)
+        lo = choose(mid, lo)
+        hi = choose(hi, mid)
     return lo
 
 

@@ -94,7 +94,10 @@ def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
     has_loss = np.isfinite(target_loss)
     if not has_loss.any():  # no target loss given (the usual case): no power laws to invert
         d_min = where(has_loss, 0.0, target_tokens)  # the tokens given, as an array
-        loss = chinchilla_loss(params, np.maximum(d_min, 1.0))
+        given = np.asarray(target_tokens)
+        # one target for every row (a study's usual case): its law term once, not per row
+        tokens = given[:1] if given.ndim == 1 and given.strides == (0,) and len(given) else d_min
+        loss = chinchilla_loss(params, np.maximum(tokens, 1.0))
     else:
         d_min = where(
             has_loss,
