@@ -172,28 +172,11 @@ class StepEnergy:
         """Energy and phase powers at ``clock_ratio`` = f/f_max, for the phase durations
         ``times`` (default: the breakdown's own, :func:`~.phases.phase_times`)."""
         t = phase_times(self.b) if times is None else times
-        pw, idle_w = self.pw, self.idle_w
-        dyn = self.span_w * (clock_ratio * self.voltage(clock_ratio) ** 2)  # power.dynamic_scale
-        floor = self.floor_w
-        p_wait = np.maximum(idle_w + pw.a_waiting * dyn, floor)
-        e_compute = pw.a_compute * dyn * t.compute
-        e_memory = pw.a_memory * dyn * t.memory + self.hbm_j
-        e_idle = idle_w * t.step
-        above_idle_w = p_wait - idle_w
-        e_wait_fine = above_idle_w * t.fine_wait
-        e_wait = e_wait_fine + above_idle_w * t.blocked
-        has_busy = t.busy > 0
-        every = bool(has_busy.all())  # the usual case: no selection to make
-        busy = t.busy if every else where(has_busy, t.busy, np.nan)
-        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
-        if not every:
-            p_busy = where(has_busy, p_busy, p_wait)
-        # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
-        lift = np.maximum(floor - p_busy, 0.0)
-        p_busy = p_busy + lift
-        e_wait = e_wait + lift * t.busy
-        total = e_compute + e_memory + e_idle + e_wait
-        p_compute = idle_w + pw.a_compute * dyn
+        dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total = self._before_leakage(
+            clock_ratio, t
+        )
+        idle_w = self.idle_w
+        p_compute = idle_w + self.pw.a_compute * dyn
         if self.leakage is not None:
             d_w = step_leakage_w(total, t.step, self.leakage)
             d_j = d_w * t.step
@@ -215,6 +198,42 @@ class StepEnergy:
             times=t,
             static_w=static_w,
         )
+
+    def powers(self, clock_ratio, times: PhaseTimes) -> tuple[np.ndarray, np.ndarray]:
+        """(busy-phase, blocked) power of :meth:`at`, the same arithmetic, without the terms
+        the clock search's limit tests do not read (the compute power, the energies' leakage
+        share)."""
+        _, p_wait, _, _, _, _, p_busy, total = self._before_leakage(clock_ratio, times)
+        if self.leakage is not None:
+            d_w = step_leakage_w(total, times.step, self.leakage)
+            return p_busy + d_w, p_wait + d_w
+        return p_busy, p_wait
+
+    def _before_leakage(self, clock_ratio, t: PhaseTimes) -> tuple:
+        """(dynamic power span at the clock, blocked power, compute, memory, idle and
+        waiting energy, busy power, total energy) before the leakage change."""
+        pw, idle_w = self.pw, self.idle_w
+        dyn = self.span_w * (clock_ratio * self.voltage(clock_ratio) ** 2)  # power.dynamic_scale
+        floor = self.floor_w
+        p_wait = np.maximum(idle_w + pw.a_waiting * dyn, floor)
+        e_compute = pw.a_compute * dyn * t.compute
+        e_memory = pw.a_memory * dyn * t.memory + self.hbm_j
+        e_idle = idle_w * t.step
+        above_idle_w = p_wait - idle_w
+        e_wait_fine = above_idle_w * t.fine_wait
+        e_wait = e_wait_fine + above_idle_w * t.blocked
+        has_busy = t.busy > 0
+        every = bool(has_busy.all())  # the usual case: no selection to make
+        busy = t.busy if every else where(has_busy, t.busy, np.nan)
+        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
+        if not every:
+            p_busy = where(has_busy, p_busy, p_wait)
+        # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
+        lift = np.maximum(floor - p_busy, 0.0)
+        p_busy = p_busy + lift
+        e_wait = e_wait + lift * t.busy
+        total = e_compute + e_memory + e_idle + e_wait
+        return dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total
 
 
 def accelerator_energy(

@@ -61,13 +61,13 @@ class LimitCheck:
         """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None);
         ``rows`` (an index array): the thermal part of those rows only (hot_ok for them)."""
         t = self.scaling.times(clock)
-        e = self.energy.at(clock / self.clock_max_mhz, t)
-        cap_ok = ~(e.busy_w > self.cap_limit_w)
+        busy_w, wait_w = self.energy.powers(clock / self.clock_max_mhz, t)
+        cap_ok = ~(busy_w > self.cap_limit_w)
         if not hot:
             return cap_ok, None
         # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
         # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
-        t_hi, t_lo, p_hi, p_lo = t.busy, t.blocked, e.busy_w, e.wait_w
+        t_hi, t_lo, p_hi, p_lo = t.busy, t.blocked, busy_w, wait_w
         inlet_c, terms, limit_c = self.inlet_c, self.terms, self.hot_limit_c
         if rows is not None:  # the same arithmetic, row by row, on the rows asked for
             inlet_c, terms, limit_c = self._thermal_at(rows)
