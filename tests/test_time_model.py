@@ -348,6 +348,32 @@ def test_where_or_zero_is_np_where_to_the_bit():
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
 
 
+def test_rows_where_and_select_are_np_where_and_select_to_the_bit():
+    """The bit-picking ``where`` gives np.where's bits and dtype for float arrays and
+    numbers, masks of one value, nearly one value and mixed ones (NaN payloads, infinities
+    and -0.0 included), and ``select`` np.select's; other dtypes fall back to np.where."""
+    from dse.analytic.rows import select, where
+
+    rng = np.random.default_rng(5)
+    n = 4096
+    x = rng.standard_normal(n)
+    x[::7], x[::11], x[::13] = np.nan, -0.0, -np.inf
+    y = rng.standard_normal(n)
+    y[::5], y[::3] = -0.0, np.float64(np.nan) * -1.0
+    for share in (0.0, 0.01, 0.5, 1.0):
+        mask = rng.random(n) < share
+        for a, b in ((x, y), (x, 0.0), (0.0, y), (x, 1), (2, y), (1.5, -0.0), (x, np.inf)):
+            got, want = where(mask, a, b), np.where(mask, a, b)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
+        got = select([mask, x > 0], [x, y], -0.0)
+        want = np.select([mask, x > 0], [x, y], -0.0)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert where(x > 0, 1, 2).dtype == np.where(x > 0, 1, 2).dtype  # integers stay integers
+    small = where(x[:8] > 0, x[:8], 0.0)  # short arrays: np.where itself
+    assert np.array_equal(small, np.where(x[:8] > 0, x[:8], 0.0), equal_nan=True)
+
+
 def _grid_inputs(clocks: int = 6) -> dict:
     """A grid that repeats each layout at several clocks and power caps (what the front is
     shared over), with rows that do not divide, do not fit or clock outside the range."""

@@ -7,18 +7,29 @@ from dataclasses import fields, is_dataclass, replace
 import numpy as np
 import pandas as pd
 
+from dse.analytic.columns import repeat_one
+
 
 def take(obj, rows: np.ndarray):
-    """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only."""
-    return _map_arrays(obj, lambda x: at(np.asarray(x), rows))
+    """``obj`` (an array, a dict or a dataclass of them, nested) at ``rows`` only (a
+    read-only broadcast of one value stays one)."""
+    return _map_arrays(obj, lambda x: _at(np.asarray(x), rows))
 
 
-def at(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``x[rows]`` for a 1-D array ``x``; a read-only broadcast of one value (a value every
-    row shares: an input left at its default) stays one, not copied row by row."""
-    if x.strides == (0,) and x.ndim == 1:
-        return np.broadcast_to(x[:1], (len(rows),))
+def _at(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``x[rows]``; a 1-D read-only broadcast of one value stays a broadcast."""
+    if x.ndim == 1 and np.ndim(rows) == 1:
+        if x.strides == (0,) and len(x):
+            return repeat_one(x[:1], _count(rows))
+        if rows.dtype.kind in "iu":  # (take: the same values, ~1.5x faster than x[rows])
+            return x.take(rows)
     return x[rows]
+
+
+def _count(rows: np.ndarray) -> int:
+    """Rows an index array or a boolean mask picks."""
+    rows = np.asarray(rows)
+    return int(np.count_nonzero(rows)) if rows.dtype == np.bool_ else len(rows)
 
 
 def spread(obj, rows: np.ndarray):
@@ -30,7 +41,7 @@ def spread(obj, rows: np.ndarray):
     def pick(x):
         x = np.asarray(x)
         if x.strides == (0,):
-            return np.broadcast_to(x[:1], (len(rows),))
+            return repeat_one(x[:1], len(rows))
         first = x[:1]
         bits = x.view(np.int64) if x.dtype == np.float64 else x
         if (bits == bits[0]).all():
@@ -95,11 +106,16 @@ def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.nd
 
 
 def _input_at(v, rows: np.ndarray):
-    """One input of :func:`take_inputs` at ``rows``: an array's rows (:func:`at`), a text
-    column's, or a scalar as it is."""
-    if isinstance(v, np.ndarray) and v.ndim:
-        return at(v, rows)
-    return v[rows] if np.ndim(v) else v
+    """One input of :func:`take_inputs` at ``rows``: a read-only broadcast of one value (a
+    column the table did not give: its default) stays one, a Factorised column's too."""
+    if not np.ndim(v):
+        return v
+    codes = getattr(v, "codes", None)
+    if codes is not None:
+        if codes.strides == (0,) and len(codes) and np.ndim(rows) == 1:
+            return type(v)(repeat_one(codes[:1], _count(rows)), v.uniques)
+        return v[rows]
+    return _at(np.asarray(v), rows)
 
 
 #: combined keys up to this many distinct values are looked up in a table (no sort)
@@ -216,3 +232,96 @@ def where_or_zero(mask: np.ndarray, x: np.ndarray) -> np.ndarray:
         if np.isfinite(x).all() and not np.signbit(x).any():
             return x * mask
     return np.where(mask, x, 0.0)
+
+
+#: a mask whose rows differ this little (the rarer value in fewer than one row in this many)
+#: is left to ``np.where``, whose branch per element the CPU then predicts
+_RARE = 16
+#: arrays shorter than this are left to ``np.where`` (the bit operations' fixed cost)
+_SHORT = 512
+
+
+def where(mask, a, b) -> np.ndarray:
+    """``np.where(mask, a, b)``, bit for bit, faster where ``mask`` varies from row to row.
+
+    ``np.where`` branches on every element, and with a mask of mixed values the CPU
+    mispredicts about half of them (~8 ns a row against ~1 ns for an addition; measured
+    on 131,072 rows: 1.07 ms against 0.36 ms here). For float64 values (arrays, or Python
+    numbers where the other one is a float64 array or a float) this picks each row's
+    bits with integer operations instead, ``b ^ ((a ^ b) & -mask)``, which copies the
+    chosen value exactly (-0.0 and NaN payloads included); a mask of one value copies
+    that operand; anything else (other dtypes, short arrays, a mask that is nearly all
+    one value) is ``np.where`` itself. :class:`Choice` picks several pairs by one mask."""
+    return Choice(mask)(a, b)
+
+
+class Choice:
+    """:func:`where` by one ``mask`` for several pairs of values: the mask's count and its
+    integer form are made once."""
+
+    __slots__ = ("mask", "_plain", "_true", "_bits")
+
+    def __init__(self, mask) -> None:
+        self.mask = mask
+        # np.where itself: not a long boolean array
+        self._plain = not (
+            isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.size >= _SHORT
+        )
+        self._true = -1 if self._plain else np.count_nonzero(mask)
+        self._bits = None  # all ones where the mask is true, zero elsewhere (int64)
+
+    def __call__(self, a, b) -> np.ndarray:
+        """``np.where(self.mask, a, b)``, bit for bit."""
+        mask, true = self.mask, self._true
+        if self._plain:
+            return np.where(mask, a, b)
+        xa, xb = _float_bits(a), _float_bits(b)
+        if xa is None or xb is None or (xa[1] and xb[1]):  # not float64, or both Python ints
+            return np.where(mask, a, b)
+        shape = mask.shape  # each value the mask's shape or one number, else np.where
+        if xa[0].shape not in (shape, ()) or xb[0].shape not in (shape, ()):
+            return np.where(mask, a, b)
+        if true == mask.size or true == 0:
+            out = np.empty(mask.shape)
+            out[...] = xa[0] if true else xb[0]
+            return out
+        if min(true, mask.size - true) * _RARE < mask.size:
+            return np.where(mask, a, b)
+        if self._bits is None:
+            self._bits = mask.astype(np.int64)
+            np.negative(self._bits, out=self._bits)
+        ia, ib = xa[0].view(np.int64), xb[0].view(np.int64)
+        if ib.ndim == 0 and not ib.any():  # b is +0.0: a's bits where a, else zero
+            return np.bitwise_and(ia, self._bits).view(np.float64)
+        out = np.bitwise_xor(ia, ib)
+        if out.shape != mask.shape:
+            out = np.bitwise_and(out, self._bits)
+        else:
+            out &= self._bits
+        out ^= ib
+        return out.view(np.float64)
+
+
+def select(conditions, choices, default) -> np.ndarray:
+    """``np.select(conditions, choices, default)`` (the first true condition's choice)
+    through :func:`where`, bit for bit, for float64 choices."""
+    if not len(conditions):  # (np.select refuses an empty list; the default, as a copy)
+        return np.array(default, dtype=float)
+    out = default
+    for cond, choice in zip(reversed(conditions), reversed(choices), strict=True):
+        out = where(cond, choice, out)
+    return np.asarray(out)
+
+
+def _float_bits(x) -> tuple[np.ndarray, bool] | None:
+    """(``x`` as a float64 array, whether it was a Python int), or None where ``np.where``
+    would not give a float64 result from it unchanged (another dtype, a bool)."""
+    if isinstance(x, np.ndarray):
+        return (x, False) if x.dtype == np.float64 else None
+    if isinstance(x, bool | np.bool_):
+        return None
+    if isinstance(x, float | np.float64):
+        return np.asarray(x, dtype=np.float64), False
+    if isinstance(x, int):
+        return np.asarray(float(x), dtype=np.float64), True
+    return None

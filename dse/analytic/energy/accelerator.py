@@ -17,6 +17,7 @@ import numpy as np
 from dse.analytic.energy import power, thermal, transfer
 from dse.analytic.energy.phases import PhaseTimes, phase_times
 from dse.analytic.energy.power import PowerParameters
+from dse.analytic.rows import where
 
 #: the inlet temperature (air cooling) at which the catalog's powers hold: the declared
 #: default of ``inlet_temp_c``
@@ -123,8 +124,8 @@ def step_leakage_w(total_j, step_s, leakage) -> np.ndarray:
     timed = step_s > 0
     if timed.all():  # the usual case: no selection to make
         return leakage_change_w(total_j / step_s, *leakage)
-    d_w = leakage_change_w(total_j / np.where(timed, step_s, np.nan), *leakage)
-    return np.where(timed, d_w, 0.0)
+    d_w = leakage_change_w(total_j / where(timed, step_s, np.nan), *leakage)
+    return where(timed, d_w, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,31 +172,16 @@ class StepEnergy:
         """Energy and phase powers at ``clock_ratio`` = f/f_max, for the phase durations
         ``times`` (default: the breakdown's own, :func:`~.phases.phase_times`)."""
         t = phase_times(self.b) if times is None else times
-        pw, idle_w = self.pw, self.idle_w
-        dyn = self.span_w * (clock_ratio * self.voltage(clock_ratio) ** 2)  # power.dynamic_scale
-        floor = self.floor_w
-        p_wait = np.maximum(idle_w + pw.a_waiting * dyn, floor)
-        e_compute = pw.a_compute * dyn * t.compute
-        e_memory = pw.a_memory * dyn * t.memory + self.hbm_j
-        e_idle = idle_w * t.step
-        e_wait_fine = (p_wait - idle_w) * t.fine_wait
-        e_wait = e_wait_fine + (p_wait - idle_w) * t.blocked
-        has_busy = t.busy > 0
-        every = bool(has_busy.all())  # the usual case: no selection to make
-        busy = t.busy if every else np.where(has_busy, t.busy, np.nan)
-        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
-        if not every:
-            p_busy = np.where(has_busy, p_busy, p_wait)
-        # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
-        lift = np.maximum(floor - p_busy, 0.0)
-        p_busy = p_busy + lift
-        e_wait = e_wait + lift * t.busy
-        total = e_compute + e_memory + e_idle + e_wait
-        p_compute = idle_w + pw.a_compute * dyn
+        dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total = self._before_leakage(
+            clock_ratio, t
+        )
+        idle_w = self.idle_w
+        p_compute = idle_w + self.pw.a_compute * dyn
         if self.leakage is not None:
             d_w = step_leakage_w(total, t.step, self.leakage)
-            e_idle = e_idle + d_w * t.step
-            total = total + d_w * t.step
+            d_j = d_w * t.step
+            e_idle = e_idle + d_j
+            total = total + d_j
             p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
             static_w = idle_w + d_w
         else:
@@ -212,6 +198,42 @@ class StepEnergy:
             times=t,
             static_w=static_w,
         )
+
+    def powers(self, clock_ratio, times: PhaseTimes) -> tuple[np.ndarray, np.ndarray]:
+        """(busy-phase, blocked) power of :meth:`at`, the same arithmetic, without the terms
+        the clock search's limit tests do not read (the compute power, the energies' leakage
+        share)."""
+        _, p_wait, _, _, _, _, p_busy, total = self._before_leakage(clock_ratio, times)
+        if self.leakage is not None:
+            d_w = step_leakage_w(total, times.step, self.leakage)
+            return p_busy + d_w, p_wait + d_w
+        return p_busy, p_wait
+
+    def _before_leakage(self, clock_ratio, t: PhaseTimes) -> tuple:
+        """(dynamic power span at the clock, blocked power, compute, memory, idle and
+        waiting energy, busy power, total energy) before the leakage change."""
+        pw, idle_w = self.pw, self.idle_w
+        dyn = self.span_w * (clock_ratio * self.voltage(clock_ratio) ** 2)  # power.dynamic_scale
+        floor = self.floor_w
+        p_wait = np.maximum(idle_w + pw.a_waiting * dyn, floor)
+        e_compute = pw.a_compute * dyn * t.compute
+        e_memory = pw.a_memory * dyn * t.memory + self.hbm_j
+        e_idle = idle_w * t.step
+        above_idle_w = p_wait - idle_w
+        e_wait_fine = above_idle_w * t.fine_wait
+        e_wait = e_wait_fine + above_idle_w * t.blocked
+        has_busy = t.busy > 0
+        every = bool(has_busy.all())  # the usual case: no selection to make
+        busy = t.busy if every else where(has_busy, t.busy, np.nan)
+        p_busy = idle_w + (e_compute + e_memory + e_wait_fine) / busy
+        if not every:
+            p_busy = where(has_busy, p_busy, p_wait)
+        # the floor holds in every phase: a busy phase below it burns the difference too (waiting energy)
+        lift = np.maximum(floor - p_busy, 0.0)
+        p_busy = p_busy + lift
+        e_wait = e_wait + lift * t.busy
+        total = e_compute + e_memory + e_idle + e_wait
+        return dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total
 
 
 def accelerator_energy(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.energy import transfer
+from dse.analytic.rows import where
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Chec
     on = np.isfinite(interval) & (interval > 0)
     state_b, duration = write_time_s(memory, write_gbs, duration_s)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        per_step = np.where(on, step_s * duration / np.where(on, interval, 1.0), 0.0)
+        per_step = where(on, step_s * duration / where(on, interval, 1.0), 0.0)
     return Checkpoints(
         on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step
     )
@@ -55,8 +56,8 @@ def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]
     write_bps = np.asarray(write_gbs, dtype=float) * 1e9
     given = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return state_b, np.where(
-            np.isfinite(given), given, state_b / np.where(write_bps > 0, write_bps, np.nan)
+        return state_b, where(
+            np.isfinite(given), given, state_b / where(write_bps > 0, write_bps, np.nan)
         )
 
 
@@ -80,17 +81,17 @@ def checkpoint_energy(
     (``links``, in ``network``). Zero (not 0 x NaN) where checkpointing is off, so every
     other output is unchanged to the last bit."""
     on, t_ck = ck.on, ck.per_step_s
-    links = np.where(
+    links = where(
         on,
         transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
         * step_s
-        / np.where(on, ck.interval_s, 1.0),
+        / where(on, ck.interval_s, 1.0),
         0.0,
     )
     return CheckpointEnergy(
-        idle_j=np.where(on, idle_w * t_ck, 0.0),
-        waiting_j=np.where(on, (p_parked - idle_w) * t_ck, 0.0),
-        network_j=np.where(on, p_net_static * t_ck, 0.0) + links,
-        host_j=np.where(on, p_host * t_ck, 0.0),
+        idle_j=where(on, idle_w * t_ck, 0.0),
+        waiting_j=where(on, (p_parked - idle_w) * t_ck, 0.0),
+        network_j=where(on, p_net_static * t_ck, 0.0) + links,
+        host_j=where(on, p_host * t_ck, 0.0),
         links_j=links,
     )

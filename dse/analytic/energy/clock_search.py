@@ -26,6 +26,7 @@ from dse.analytic.energy.accelerator import (
     step_energy,
 )
 from dse.analytic.energy.phases import ClockScaling
+from dse.analytic.rows import Choice, where
 
 BISECTION_STEPS = 18  # clock resolution (f_max - f_min) / 2^18: well under 0.01 MHz
 #: relative slack of the bisection's own test (the estimate) and of the check on the
@@ -60,13 +61,13 @@ class LimitCheck:
         """(cap_ok, hot_ok) at ``clock``; ``hot=False`` skips the thermal part (hot_ok None);
         ``rows`` (an index array): the thermal part of those rows only (hot_ok for them)."""
         t = self.scaling.times(clock)
-        e = self.energy.at(clock / self.clock_max_mhz, t)
-        cap_ok = ~(e.busy_w > self.cap_limit_w)
+        busy_w, wait_w = self.energy.powers(clock / self.clock_max_mhz, t)
+        cap_ok = ~(busy_w > self.cap_limit_w)
         if not hot:
             return cap_ok, None
         # fmax(x, 0): NaN -> 0 as periodic_response's nan_to_num; an infinite busy time
         # (kept here, the largest float there) gives the same peak (e^-inf = e^-huge = 0)
-        t_hi, t_lo, p_hi, p_lo = t.busy, t.blocked, e.busy_w, e.wait_w
+        t_hi, t_lo, p_hi, p_lo = t.busy, t.blocked, busy_w, wait_w
         inlet_c, terms, limit_c = self.inlet_c, self.terms, self.hot_limit_c
         if rows is not None:  # the same arithmetic, row by row, on the rows asked for
             inlet_c, terms, limit_c = self._thermal_at(rows)
@@ -134,8 +135,9 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
             ok[hot_rows] = hot_ok
         else:
             ok = cap_ok
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
+        choose = Choice(ok)  # (the mask's integer form once for both)
+        lo = choose(mid, lo)
+        hi = choose(hi, mid)
     return lo
 
 
@@ -323,5 +325,5 @@ def _bisect_on_time_model(
             return
         mid = 0.5 * (lo + hi)
         ok = passing(rows, mid)
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        lo, hi = where(ok, mid, lo), where(ok, hi, mid)
     redo(rows, lo)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import where_or_zero
+from dse.analytic.rows import where, where_or_zero
 
 
 def host_power_w(host_power_w, accelerators_per_node) -> np.ndarray:
@@ -47,7 +47,7 @@ def facility_overhead_factor(pue: np.ndarray, cooling_cop: np.ndarray) -> np.nda
     all IT power ends up as heat); otherwise PUE - 1 (The Green Grid, PUE definition).
     """
     cop = np.asarray(cooling_cop, dtype=float)
-    return np.where(np.isfinite(cop) & (cop > 0), 1.0 / np.where(cop > 0, cop, 1.0), pue - 1.0)
+    return where(np.isfinite(cop) & (cop > 0), 1.0 / where(cop > 0, cop, 1.0), pue - 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ def facility_power_w(
     accelerators, where a low phase exists; the cooling plant does not follow sub-second
     swings, so no overhead on it) and ``ramp`` (the swing over the transition time, W/s).
     The powers are at the wall (the caller scales them by :func:`wall_factor`)."""
-    avg = facility_j / np.where(time_s > 0, time_s, np.nan)
+    avg = facility_j / where(time_s > 0, time_s, np.nan)
     peak = n * (p_busy + p_other) * (1.0 + overhead)
     swing = where_or_zero(low_phase, n * np.maximum(p_busy - p_wait, 0.0))
     return FacilityPower(avg_w=avg, peak_w=peak, swing_w=swing, ramp_w_per_s=swing / transition_s)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 
 @dataclass(frozen=True, slots=True)
 class Goodput:
@@ -44,7 +46,7 @@ def job_mtbf_s(failures_per_accelerator_hour, n) -> np.ndarray:
     """The job's mean time between interruptions ``M`` (s); inf where no failures."""
     rate = np.asarray(failures_per_accelerator_hour, dtype=float) * n / 3600.0
     with np.errstate(divide="ignore"):
-        return np.where(rate > 0, 1.0 / np.where(rate > 0, rate, 1.0), np.inf)
+        return where(rate > 0, 1.0 / where(rate > 0, rate, 1.0), np.inf)
 
 
 def optimum_interval_s(delta_s, mtbf_s) -> np.ndarray:
@@ -53,7 +55,7 @@ def optimum_interval_s(delta_s, mtbf_s) -> np.ndarray:
     with np.errstate(invalid="ignore"):  # delta 0 with M inf: no checkpoints anyway
         x = delta / (2.0 * mtbf_s)
         tau = np.sqrt(2.0 * delta * mtbf_s) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - delta
-    return np.where(np.isfinite(mtbf_s), np.where(delta < 2.0 * mtbf_s, tau, mtbf_s), np.inf)
+    return where(np.isfinite(mtbf_s), where(delta < 2.0 * mtbf_s, tau, mtbf_s), np.inf)
 
 
 def checkpoint_interval_s(interval_in, delta_s, mtbf_s, step_s) -> np.ndarray:
@@ -61,7 +63,7 @@ def checkpoint_interval_s(interval_in, delta_s, mtbf_s, step_s) -> np.ndarray:
     optimum where the job fails (at least one iteration), else none (0)."""
     given = np.asarray(interval_in, dtype=float)
     opt = np.maximum(optimum_interval_s(delta_s, mtbf_s), step_s)
-    return np.where(np.isfinite(given), given, np.where(np.isfinite(mtbf_s), opt, 0.0))
+    return where(np.isfinite(given), given, where(np.isfinite(mtbf_s), opt, 0.0))
 
 
 def expected_run(
@@ -81,13 +83,13 @@ def expected_run(
             rework_s=zero,
             goodput=_ratio(train_s, with_checkpoints_s),
         )
-    m = np.where(fails, mtbf_s, 1.0)
-    tau = np.where(on, interval_s, train_s)
-    delta = np.where(on, delta_s, 0.0)
+    m = where(fails, mtbf_s, 1.0)
+    tau = where(on, interval_s, train_s)
+    delta = where(on, delta_s, 0.0)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # inf: no expected end
         wall = m * np.exp(restart_s / m) * np.expm1((tau + delta) / m) * train_s / tau
-        wall = np.where(fails, wall, with_checkpoints_s)
-        interruptions = np.where(fails, wall / m, 0.0)
+        wall = where(fails, wall, with_checkpoints_s)
+        interruptions = where(fails, wall / m, 0.0)
         restart = interruptions * restart_s
         rework = np.maximum(wall - with_checkpoints_s - restart, 0.0)
     return Goodput(
@@ -101,4 +103,4 @@ def expected_run(
 
 def _ratio(a, b) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(b > 0, a / np.where(b > 0, b, 1.0), np.nan)
+        return where(b > 0, a / where(b > 0, b, 1.0), np.nan)

@@ -32,6 +32,7 @@ from dse.analytic.energy import (
     transfer,
 )
 from dse.analytic.energy.accelerator import Accelerators, accelerator_energy, static_power_w
+from dse.analytic.rows import where
 from dse.analytic.time.data_parallel import BACKWARD_SHARE
 from dse.analytic.time.result import TimeResult
 from dse.analytic.time.step import StepBreakdown
@@ -172,7 +173,7 @@ def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock)
             [b.first_slot_s[rows]] + [b.middle_slot_s[rows]] * (p - 2) + [b.last_slot_s[rows]]
         )
         slot = b.compute_s[rows] + b.memory_s[rows] + b.layer_comm_s[rows]
-        share = np.where(slot > 0, b.compute_s[rows] / np.where(slot > 0, slot, 1.0), 0.0)
+        share = where(slot > 0, b.compute_s[rows] / where(slot > 0, slot, 1.0), 0.0)
         saving[rows] = stage_plan.pass_plan_saving_j(
             slots,
             perf.micro_batches[rows],
@@ -231,11 +232,11 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
     cap_in = x.power_cap_w
     # the board's default limit (below the die's full-clock draw on a part sold at a lower
     # limit, e.g. torchtitan's 500 W H100s) caps every run; an input cap can only lower it
-    cap_w = np.minimum(np.where(np.isfinite(cap_in), cap_in, np.inf), hw.power_limit_w)
+    cap_w = np.minimum(where(np.isfinite(cap_in), cap_in, np.inf), hw.power_limit_w)
     # cooling is sized for the board's limit
     r_total = thermal.resistance_k_per_w(liquid, pw, hw.power_limit_w)
     if np.isfinite(x.thermal_resistance_k_per_w).any():
-        r_total = np.where(
+        r_total = where(
             np.isfinite(x.thermal_resistance_k_per_w), x.thermal_resistance_k_per_w, r_total
         )
     tau_fast, tau_slow = _thermal_inputs(x, liquid, r_total)
@@ -269,12 +270,12 @@ def _power_inputs(
     :func:`_power_reasons`). The catalog's arrays, unchanged, where neither input is given."""
     idle_in, wait_in = x.idle_power_w, x.waiting_power_w
     given_idle, given_wait = np.isfinite(idle_in), np.isfinite(wait_in)
-    idle_w = np.where(given_idle, idle_in, catalog_idle_w) if given_idle.any() else catalog_idle_w
+    idle_w = where(given_idle, idle_in, catalog_idle_w) if given_idle.any() else catalog_idle_w
     if not given_wait.any():
         return idle_w, pw
     span_w = tdp_w - idle_w
-    a_wait = np.maximum(wait_in - idle_w, 0.0) / np.where(span_w > 0, span_w, np.inf)
-    return idle_w, replace(pw, a_waiting=np.where(given_wait, a_wait, pw.a_waiting))
+    a_wait = np.maximum(wait_in - idle_w, 0.0) / where(span_w > 0, span_w, np.inf)
+    return idle_w, replace(pw, a_waiting=where(given_wait, a_wait, pw.a_waiting))
 
 
 def _power_reasons(x: EnergyInputs, acc: Accelerators) -> np.ndarray | None:
@@ -298,7 +299,7 @@ def _thermal_inputs(x: EnergyInputs, liquid, r_total) -> tuple:
         return None, None
     fast_fraction = thermal.foster_terms(liquid, np.ones(len(liquid)))[0][0]
     from_capacity = cap * r_total * (1.0 - fast_fraction)  # tau = R_slow C
-    return tau_fast, np.where(np.isfinite(tau_slow), tau_slow, from_capacity)
+    return tau_fast, where(np.isfinite(tau_slow), tau_slow, from_capacity)
 
 
 def _metrics(
@@ -333,7 +334,8 @@ def _metrics(
     fans_j = dc_j * x.fan_power_fraction
     it_j = dc_j * wall
     psu_j = it_j - dc_j - fans_j
-    facility_j = it_j * (1.0 + overhead)
+    with_overhead = 1.0 + overhead
+    facility_j = it_j * with_overhead
     time_to_train_s = gp.wall_s
     fac = _facility_power(
         x,
@@ -343,17 +345,18 @@ def _metrics(
         facility_j,
         time_to_train_s,
         n,
-        p_host + p_net_static + e_links / np.where(step_s > 0, step_s, np.nan),
+        p_host + p_net_static + e_links / where(step_s > 0, step_s, np.nan),
         overhead,
     )
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     nodes = n / np.maximum(x.accelerators_per_node, 1.0)  # a job's share of nodes
-    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / np.where(step_ck > 0, step_ck, np.nan)
+    step_ck_or_nan = where(step_ck > 0, step_ck, np.nan)
+    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / step_ck_or_nan
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
         "it_energy_to_train_j": it_j,
-        "energy_per_step_j": e_step_acc * n * wall * (1.0 + overhead),
+        "energy_per_step_j": e_step_acc * n * wall * with_overhead,
         "energy_compute_j": e.compute_j * runs,
         "energy_memory_j": e.memory_j * runs,
         "energy_network_j": (e_net + ck_e.network_j) * runs + gp.restart_s * restart_w[2],
@@ -369,14 +372,12 @@ def _metrics(
         "facility_avg_power_w": fac.avg_w,
         "facility_peak_power_w": fac.peak_w,
         # one node at the wall: the facility's IT power over its nodes (no facility overhead)
-        "node_avg_power_w": it_j / np.where(time_to_train_s > 0, time_to_train_s, np.nan) / nodes,
-        "node_peak_power_w": fac.peak_w / (1.0 + overhead) / nodes,
+        "node_avg_power_w": it_j / where(time_to_train_s > 0, time_to_train_s, np.nan) / nodes,
+        "node_peak_power_w": fac.peak_w / with_overhead / nodes,
         "facility_power_swing_w": fac.swing_w,
         "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
-        "checkpoint_time_s": np.where(ck.on, steps * ck.per_step_s, 0.0),
-        "checkpoint_overhead": np.where(
-            ck.on, ck.per_step_s / np.where(step_ck > 0, step_ck, np.nan), 0.0
-        ),
+        "checkpoint_time_s": where(ck.on, steps * ck.per_step_s, 0.0),
+        "checkpoint_overhead": where(ck.on, ck.per_step_s / step_ck_or_nan, 0.0),
         "checkpoint_period_s": ck.interval_s,
         "goodput": gp.goodput,
         "interruptions": gp.interruptions,
@@ -442,9 +443,8 @@ def _facility_power(
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
     has_ck = ck.on & (ck.duration_s > 0)
-    p_low = np.where(
-        has_ck, np.where(t.blocked > 0, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w
-    )
+    blocked = t.blocked > 0
+    p_low = where(has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
     return facility.facility_power_w(
         facility_j=facility_j,
         time_s=time_s,
@@ -453,7 +453,7 @@ def _facility_power(
         p_wait=p_low * wall,
         p_other=p_other * wall,
         overhead=overhead,
-        low_phase=(t.blocked > 0) | has_ck,
+        low_phase=blocked | has_ck,
         transition_s=x.power_transition_s,
     )
 

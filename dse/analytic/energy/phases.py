@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseTimes:
@@ -60,7 +62,7 @@ class ClockScaling:
         self.slot_positive = self.slot > 0
         self.every_slot = bool(self.slot_positive.all())  # then no selection to make
         self.slot_divisor = (
-            self.slot if self.every_slot else np.where(self.slot_positive, self.slot, 1.0)
+            self.slot if self.every_slot else where(self.slot_positive, self.slot, 1.0)
         )
         self.host_idle = np.zeros_like(self.step) if b.host_idle_s is None else b.host_idle_s
         self.bubble, self.dp_comm = b.bubble_s, b.dp_comm_s
@@ -78,7 +80,7 @@ class ClockScaling:
         grown = new_c - t_c - filled
         scale = (self.slot + grown) / self.slot_divisor
         if not self.every_slot:
-            scale = np.where(self.slot_positive, scale, 1.0)
+            scale = where(self.slot_positive, scale, 1.0)
         new_bubble = self.bubble * scale
         step = self.step + grown + (new_bubble - self.bubble)
         blocked = new_bubble + self.dp_comm

@@ -17,7 +17,8 @@ import numpy as np
 import yaml
 
 from dse.analytic import profiles
-from dse.analytic.columns import factorise
+from dse.analytic.columns import factorise, take_fields
+from dse.analytic.rows import where
 from dse.errors import DseError
 
 
@@ -178,9 +179,8 @@ def lookup(names: np.ndarray) -> PowerParameters:
 
     xs = np.array([padded(r.vf_x) for r in rows])
     vs = np.array([padded(r.vf_v) for r in rows])
-    scalars = {
-        f: np.array([getattr(r, f)[0] for r in rows], dtype=float)[inverse] for f in _SCALAR_FIELDS
-    }
+    table = np.array([[getattr(r, f)[0] for r in rows] for f in _SCALAR_FIELDS], dtype=float)
+    scalars = dict(zip(_SCALAR_FIELDS, take_fields(table, inverse), strict=True))
     # (n, K) in column-major order: each curve point's column is contiguous for the
     # per-segment passes of VoltageCurve
     return PowerParameters(vf_x=xs.T[:, inverse].T, vf_v=vs.T[:, inverse].T, **scalars)
@@ -189,22 +189,39 @@ def lookup(names: np.ndarray) -> PowerParameters:
 class VoltageCurve:
     """Row-wise piecewise-linear V(f)/V(f_max) with the clock-independent segment terms
     computed once (the clock search evaluates it many times); same arithmetic as
-    :func:`voltage_ratio`."""
+    :func:`voltage_ratio`.
+
+    Where every row's points are in increasing clock order (every curve of power.yaml),
+    two steps are left out that cannot change a bit: the clip of the segment's fraction to
+    [0, 1] (the last segment a clock is past, which sets V, holds it: ``x0 < x <= x1``, so
+    the rounded ``(x - x0) / (x1 - x0)`` is in [0, 1]) and a first segment that is flat in
+    every row (``v0 + 0 * frac`` is its start, which V is below the segment anyway)."""
 
     def __init__(self, vf_x: np.ndarray, vf_v: np.ndarray) -> None:
         self.x_lo, self.x_hi, self.v_start = vf_x[:, 0], vf_x[:, -1], vf_v[:, 0]
         self.segments = []
+        ordered = bool(np.all(vf_x[:, 1:] >= vf_x[:, :-1]))
+        self.clip_fraction = not ordered
         for k in range(vf_x.shape[1] - 1):  # fixed small loop over curve segments
             x0, x1, v0, v1 = vf_x[:, k], vf_x[:, k + 1], vf_v[:, k], vf_v[:, k + 1]
-            self.segments.append((x0, x1 > x0, np.where(x1 > x0, x1 - x0, 1.0), v0, v1 - v0))
+            rising = x1 > x0
+            dv = v1 - v0
+            if k == 0 and ordered and not np.any(dv) and np.all(v0 > 0):
+                continue  # flat from the start: V stays v_start there
+            # None: every row's segment rises (no mask to apply)
+            self.segments.append(
+                (x0, None if rising.all() else rising, where(rising, x1 - x0, 1.0), v0, dv)
+            )
 
     def __call__(self, clock_ratio: np.ndarray) -> np.ndarray:
         x = np.clip(np.asarray(clock_ratio, dtype=float), self.x_lo, self.x_hi)
         v = self.v_start
         for x0, rising, width, v0, dv in self.segments:
-            seg = (x > x0) & rising
-            frac = np.clip((x - x0) / width, 0.0, 1.0)
-            v = np.where(seg, v0 + dv * frac, v)
+            seg = x > x0 if rising is None else (x > x0) & rising
+            frac = (x - x0) / width
+            if self.clip_fraction:
+                frac = np.clip(frac, 0.0, 1.0)
+            v = where(seg, v0 + dv * frac, v)
         return v
 
 

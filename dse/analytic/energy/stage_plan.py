@@ -40,6 +40,8 @@ from functools import cache
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 #: the ``clock_plan`` input's choices
 CLOCK_PLANS = ("one", "per_stage")
 #: clocks a candidate's plan chooses from: this many, from its clock down to 0.6 of the
@@ -103,7 +105,7 @@ class Frontier:
         order = np.argsort(self.time_s)
         best = np.minimum.accumulate(self.energy_j[order])
         i = np.searchsorted(self.time_s[order], np.asarray(time_s) * (1 + 1e-9), side="right")
-        return np.where(i > 0, best[np.maximum(i - 1, 0)], np.inf)
+        return where(i > 0, best[np.maximum(i - 1, 0)], np.inf)
 
 
 @cache
@@ -217,7 +219,7 @@ def evaluate_plans(
     stages = np.shape(work.forward_s)[-1]
     fwd = np.broadcast_to(np.asarray(work.forward_s, dtype=float), (r_rows, stages))
     bwd = np.broadcast_to(np.asarray(work.backward_s, dtype=float), (r_rows, stages))
-    base = np.where(sched.backward, bwd[:, sched.stage], fwd[:, sched.stage])[:, None, :]
+    base = where(sched.backward, bwd[:, sched.stage], fwd[:, sched.stage])[:, None, :]
     idx = clock_index[:, :, var]  # (R, n, passes)
 
     def at(values):  # a curve's values at each pass's planned clock, (R, n, passes)
@@ -262,11 +264,11 @@ def plan(
             trial = np.repeat(current[:, None, :], n_clocks, axis=1)  # (R, clocks, variables)
             trial[:, :, v] = choices[None, :]
             t, e = evaluate_plans(work, curve, trial, granularity)
-            e = np.where(t <= limit[:, None], e, np.inf)
+            e = where(t <= limit[:, None], e, np.inf)
             best = np.argmin(e, axis=1)
             better = e[rows, best] < energy
             current[better, v] = best[better]
-            energy = np.where(better, e[rows, best], energy)
+            energy = where(better, e[rows, best], energy)
     return current, energy
 
 
@@ -317,7 +319,7 @@ def steady_state_saving_j(slots_s, micro_batches, curve_of) -> np.ndarray:
         steady = np.maximum(m - (stages - 1 - s), 0.0)
         fits = t * tf <= pace[:, None] * (1 + 1e-12)
         slot_j = e_per_s * t + blocked * np.maximum(pace[:, None] - t * tf, 0.0)
-        best = np.where(fits, slot_j, np.inf).min(axis=1)
+        best = where(fits, slot_j, np.inf).min(axis=1)
         out += steady * np.maximum(slot_j[:, 0] - best, 0.0)
     return out / stages
 
@@ -375,7 +377,7 @@ def pass_plan_saving_j(slots_s, micro_batches, curve_of, backward_share=2.0 / 3.
     # the grid up to its lowest-energy clock (slower and dearer below it)
     lowest = np.argmin(e_per_s, axis=1)
     cols = np.arange(tf.shape[1])[None, :]
-    tf = np.where(cols <= lowest[:, None], tf, np.inf)
+    tf = where(cols <= lowest[:, None], tf, np.inf)
     rows = np.arange(r_rows)
     top = tf[rows, lowest]
     e0, p_blocked = e_per_s[:, 0], blocked[:, 0]
@@ -383,9 +385,9 @@ def pass_plan_saving_j(slots_s, micro_batches, curve_of, backward_share=2.0 / 3.
     def gain(x):  # J saved per second of work at time factor x (R,)
         j = np.clip((tf <= x[:, None]).sum(axis=1) - 1, 0, tf.shape[1] - 2)
         t0, t1 = tf[rows, j], tf[rows, j + 1]
-        w = np.where(np.isfinite(t1), (x - t0) / np.where(np.isfinite(t1), t1 - t0, 1.0), 0.0)
+        w = where(np.isfinite(t1), (x - t0) / where(np.isfinite(t1), t1 - t0, 1.0), 0.0)
         e = e_per_s[rows, j] + np.clip(w, 0.0, 1.0) * (e_per_s[rows, j + 1] - e_per_s[rows, j])
-        e = np.where(np.isfinite(t1), e, e_per_s[rows, j])
+        e = where(np.isfinite(t1), e, e_per_s[rows, j])
         return e0 - e + p_blocked * (x - 1.0)
 
     bwd = backward_share * slots_s
@@ -404,7 +406,7 @@ def pass_plan_saving_j(slots_s, micro_batches, curve_of, backward_share=2.0 / 3.
         n = m - stages + s
         between = time_s - fwd.sum(axis=1) - bwd.sum(axis=1) - slots_s[:, s + 1 :].sum(axis=1)
         extra = STEADY_EXTRA_SHARE * (between - n * pace)
-        window = np.where(last_paces, n * pace + extra, n * pace)
+        window = where(last_paces, n * pace + extra, n * pace)
         x = np.clip(window / np.maximum(n * slots_s[:, s], 1e-300), 1.0, top)
         out += np.maximum(n, 0.0) * slots_s[:, s] * gain(x)
     few = np.flatnonzero(m < stages)
@@ -563,7 +565,7 @@ def pass_frontier(work: StageWork, curve: StageCurve, targets_s: np.ndarray) -> 
     plans = [plan_passes(work, costs, float(t)) for t in np.sort(targets_s) if t < least.time_s]
     plans.append(least)
     sched = _schedule(len(work.forward_s), work.micro_batches)
-    base = np.where(sched.backward, work.backward_s[sched.stage], work.forward_s[sched.stage])
+    base = where(sched.backward, work.backward_s[sched.stage], work.forward_s[sched.stage])
     clocks = []
     for p in plans:
         factor = p.duration_s / base

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.energy import power
-from dse.analytic.rows import where_or_zero
+from dse.analytic.rows import Choice, where, where_or_zero
 
 KELVIN = 273.15
 
@@ -46,11 +46,13 @@ def resistance_k_per_w(
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
     liquid = _is_liquid(cooling)
-    r_air = np.where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
-    r_liq = np.where(
+    r_air = where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    if not np.any(liquid) and np.shape(r_air) == np.shape(liquid):
+        return r_air  # every candidate air-cooled (a new array: where's)
+    r_liq = where(
         np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w
     )
-    return np.where(liquid, r_liq, r_air)
+    return where(liquid, r_liq, r_air)
 
 
 def foster_terms(
@@ -60,13 +62,13 @@ def foster_terms(
     finite ``tau_fast_s``/``tau_slow_s`` (the inputs) replaces that term's time constant."""
     air, cold_plate = power.cooling_path("air"), power.cooling_path("liquid")
     liquid = _is_liquid(cooling)
-    frac = np.where(liquid, cold_plate.fast_fraction, air.fast_fraction)
-    tau_fast = np.where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
-    tau_slow = np.where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
+    frac = where(liquid, cold_plate.fast_fraction, air.fast_fraction)
+    tau_fast = where(liquid, cold_plate.tau_fast_s, air.tau_fast_s)
+    tau_slow = where(liquid, cold_plate.tau_slow_s, air.tau_slow_s)
     if tau_fast_s is not None:
-        tau_fast = np.where(np.isfinite(tau_fast_s), tau_fast_s, tau_fast)
+        tau_fast = where(np.isfinite(tau_fast_s), tau_fast_s, tau_fast)
     if tau_slow_s is not None:
-        tau_slow = np.where(np.isfinite(tau_slow_s), tau_slow_s, tau_slow)
+        tau_slow = where(np.isfinite(tau_slow_s), tau_slow_s, tau_slow)
     return [(r_total * frac, tau_fast), (r_total * (1.0 - frac), tau_slow)]
 
 
@@ -83,13 +85,14 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
     ``t_hi``/``t_lo`` must already be non-negative and finite (as periodic_response makes them).
     """
     period = np.maximum(t_hi + t_lo, 1e-12)
-    hi = np.full(np.shape(p_hi), 0.0) + inlet_c
-    blocked = t_lo > 0
+    hi = np.add(0.0, inlet_c, out=np.empty(np.shape(p_hi)))
+    choose = Choice(t_lo > 0)
+    neg_hi, neg_period, span = -t_hi, -period, p_hi - p_lo  # (the same in every term)
     for r, tau in terms:
-        a = -np.expm1(-t_hi / tau)
-        denom = np.maximum(-np.expm1(-period / tau), 1e-300)
-        th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
-        hi = hi + np.where(blocked, th_max, r * p_hi)
+        a = -np.expm1(neg_hi / tau)
+        denom = np.maximum(-np.expm1(neg_period / tau), 1e-300)
+        th_max = r * (p_lo + span * a / denom)
+        hi = hi + choose(th_max, r * p_hi)
     return hi
 
 
@@ -107,21 +110,26 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse
     t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
     t_lo = np.maximum(np.nan_to_num(t_lo, nan=0.0), 0.0)
     period = np.maximum(t_hi + t_lo, 1e-12)
-    hi = np.full(np.shape(p_hi), 0.0) + inlet_c
+    hi = np.add(0.0, inlet_c, out=np.empty(np.shape(p_hi)))
     lo = hi.copy()
-    rate_up = np.zeros(np.shape(p_hi))
-    rate_down = np.zeros(np.shape(p_hi))
+    rate_up = rate_down = 0.0  # (0.0 + the first term: as from arrays of zeros)
+    blocked = t_lo > 0
+    choose = Choice(blocked)
+    # the same in every term: each term's arithmetic as written out in the module docstring
+    neg_hi, neg_period, neg_lo, span = -t_hi, -period, -t_lo, p_hi - p_lo
     for r, tau in terms:
-        a = -np.expm1(-t_hi / tau)  # 1 - e^{-t_hi/tau}
-        denom = np.maximum(-np.expm1(-period / tau), 1e-300)
-        th_max = r * (p_lo + (p_hi - p_lo) * a / denom)
-        th_min = r * (p_lo + (p_hi - p_lo) * a * np.exp(-t_lo / tau) / denom)
+        a = -np.expm1(neg_hi / tau)  # 1 - e^{-t_hi/tau}
+        denom = np.maximum(-np.expm1(neg_period / tau), 1e-300)
+        rise = span * a
+        th_max = r * (p_lo + rise / denom)
+        th_min = r * (p_lo + rise * np.exp(neg_lo / tau) / denom)
         # with no blocked phase the response is flat at R P_hi
-        th_max = np.where(t_lo > 0, th_max, r * p_hi)
-        th_min = np.where(t_lo > 0, th_min, r * p_hi)
+        flat = r * p_hi
+        th_max = choose(th_max, flat)
+        th_min = choose(th_min, flat)
         hi = hi + th_max
         lo = lo + th_min
-        rate_up = rate_up + (r * p_hi - th_min) / tau
+        rate_up = rate_up + (flat - th_min) / tau
         rate_down = rate_down + (r * p_lo - th_max) / tau
-    rate = where_or_zero(t_lo > 0, np.maximum(np.abs(rate_up), np.abs(rate_down)))
+    rate = where_or_zero(blocked, np.maximum(np.abs(rate_up), np.abs(rate_down)))
     return ThermalResponse(peak_c=hi, min_c=lo, max_rate_c_per_s=rate)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected", "torus_2d", "torus_3d")
 SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
 #: context-parallel attention: ring (keys and values passed around the ranks behind the
@@ -68,11 +70,9 @@ class Network:
         self.up_bw, self.up_lat, self.up_topo = up_bw * eff, up_lat, up_topo
         self.out_bw, self.out_fabric = out_bw * eff, out_fabric
         # fat tree: leaf-spine-leaf (two more switch hops than a rail-aligned leaf)
-        self.out_lat = out_lat + np.where(out_fabric == 0, 2 * SWITCH_HOP_S, 0.0)
+        self.out_lat = out_lat + where(out_fabric == 0, 2 * SWITCH_HOP_S, 0.0)
         self._ring, self._full, self._oring = up_topo == 1, up_topo == 2, out_fabric == 2
-        self._axes = np.where(
-            up_topo == 3, 2.0, np.where(up_topo == 4, 3.0, 0.0)
-        )  # torus axes (0: none)
+        self._axes = where(up_topo == 3, 2.0, where(up_topo == 4, 3.0, 0.0))  # torus axes (0: none)
         self._torus = self._axes > 0
         self._cache: dict = {}
         self._keep: list = []
@@ -104,21 +104,21 @@ class Network:
         up_bw = self.up_bw
         steps = k - 1.0  # ring steps inside the domain
         if self._ring.any():
-            up_bw = np.where(self._ring, up_bw / np.minimum(st, self.size), up_bw)
+            up_bw = where(self._ring, up_bw / np.minimum(st, self.size), up_bw)
         if self._full.any():
-            up_bw = np.where(self._full, up_bw * (k - 1) / np.maximum(self.size - 1, 1), up_bw)
+            up_bw = where(self._full, up_bw * (k - 1) / np.maximum(self.size - 1, 1), up_bw)
         if self._torus.any():
             d = self.torus_axes_used(k)
-            up_bw = np.where(self._torus, up_bw * d / np.maximum(self._axes, 1.0), up_bw)
-            steps = np.where(self._torus, d * (k ** (1.0 / d) - 1.0), steps)
+            up_bw = where(self._torus, up_bw * d / np.maximum(self._axes, 1.0), up_bw)
+            steps = where(self._torus, d * (k ** (1.0 / d) - 1.0), steps)
         out_bw, out_lat = self.out_bw, self.out_lat
         if self._oring.any():
             node_stride = np.maximum(np.floor(st * k / self.size), 1)
-            out_bw = np.where(self._oring, out_bw / node_stride, out_bw)
-            out_lat = np.where(self._oring, out_lat * node_stride, out_lat)
+            out_bw = where(self._oring, out_bw / node_stride, out_bw)
+            out_lat = where(self._oring, out_lat * node_stride, out_lat)
         # NCCL's ring latency (see ring_latency): g - nn steps in the domains, nn - 1 across
-        intra_steps = np.where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
-        call = np.where(g1 > 1, self.call_lat, 0.0)  # one call's fixed cost (none for g = 1)
+        intra_steps = where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
+        call = where(g1 > 1, self.call_lat, 0.0)  # one call's fixed cost (none for g = 1)
         ring_lat = intra_steps * self.up_lat + (nn - 1) * out_lat + call
         hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat, call)
         self._cache[key] = hit
@@ -128,7 +128,13 @@ class Network:
     def _transfer(self, nbytes, k, nn, up_bw, out_bw):
         """Bandwidth time of a reduce-scatter (all-gather) of ``nbytes``: the ``(k-1)/k``
         share inside the domain, the ``(nn-1)/nn`` share of a member's ``1/k`` across it."""
-        return (k - 1) / k * nbytes / up_bw + (nn - 1) / nn * nbytes / k / out_bw
+        key = ("shares", id(k), id(nn))  # k and nn are a memoised split's: the same arrays
+        shares = self._cache.get(key)
+        if shares is None:
+            shares = ((k - 1) / k, (nn - 1) / nn)
+            self._cache[key] = shares
+            self._keep.append((k, nn))  # keep ids alive while cached
+        return shares[0] * nbytes / up_bw + shares[1] * nbytes / k / out_bw
 
     def ring_latency(self, g, stride):
         """Latency of one ring reduce-scatter or all-gather call over ``g`` members (NCCL's
@@ -158,7 +164,7 @@ class Network:
 
     def p2p(self, nbytes, same_domain):
         """Point-to-point send of ``nbytes``."""
-        return np.where(
+        return where(
             same_domain, nbytes / self.up_bw + self.up_lat, nbytes / self.out_bw + self.out_lat
         )
 
@@ -197,11 +203,11 @@ class Network:
             d = self.torus_axes_used(k)
             side = k ** (1.0 / d)
             # bisection-bound rate, on the full per-accelerator bandwidth (not the strided share)
-            rate = np.where(self._torus, side * np.maximum(self._axes, 1.0) / 4.0, k / 4.0)
+            rate = where(self._torus, side * np.maximum(self._axes, 1.0) / 4.0, k / 4.0)
             bisect = nbytes * rate / np.maximum(self.up_bw, 1e-9)
-            intra = np.where((self._ring | self._torus) & (k > 1), np.maximum(intra, bisect), intra)
+            intra = where((self._ring | self._torus) & (k > 1), np.maximum(intra, bisect), intra)
         inter = inter_share * nbytes / out_bw
-        lat = np.where(k > 1, self.up_lat, 0.0) + np.where(nn > 1, out_lat, 0.0)
+        lat = where(k > 1, self.up_lat, 0.0) + where(nn > 1, out_lat, 0.0)
         return np.maximum(intra, inter) + lat + call
 
     def all_to_all_traffic(self, nbytes, g, stride, intra_share=None, inter_share=None):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
 from dse.analytic.time.collectives import exposed
 from dse.analytic.time.gemm import BYTES
 
@@ -44,7 +45,7 @@ def weight_bytes(stack, fp8) -> np.ndarray:
     """Bytes per weight in the data-parallel all-gathers: 16 bits, or 1 where an fp8 run's
     stack gathers fp8 weights (Megatron-Core ``fp8_param_gather``, torchao
     ``enable_fsdp_float8_all_gather``: ``stack.fp8_param_gather``)."""
-    return np.where((stack.fp8_param_gather > 0) & (fp8 > 0), 1.0, BYTES)
+    return where((stack.fp8_param_gather > 0) & (fp8 > 0), 1.0, BYTES)
 
 
 def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, fp8) -> np.ndarray:
@@ -95,15 +96,15 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     rs_once = exposed(rs, stack.grad_overlap, backward, tax)
     if bool((stack.dp_chunk_overlap > 0).any()):
         v, pp = lay.interleave, lay.pp
-        chunks = np.where(v > 1, v, np.maximum(layers, 1.0))
-        window = np.where(v > 1, pp * (v - 1.0) / v, 1.0)
+        chunks = where(v > 1, v, np.maximum(layers, 1.0))
+        window = where(v > 1, pp * (v - 1.0) / v, 1.0)
         on = stack.dp_chunk_overlap > 0
         ar = net.all_reduce(stack.grad_bytes * stage_params, dp, tp)
-        rs_once = np.where(
+        rs_once = where(
             on, chunked(rs, stack.grad_overlap, window * backward, chunks, tax), rs_once
         )
-        z0 = np.where(on, chunked(ar, stack.grad_overlap, window * backward, chunks, tax), z0)
-        gather_once = np.where(
+        z0 = where(on, chunked(ar, stack.grad_overlap, window * backward, chunks, tax), z0)
+        gather_once = where(
             on, chunked(ag, stack.step_gather_overlap, window * forward, chunks, tax), gather_once
         )
     z1 = rs_once + gather_once
@@ -117,13 +118,13 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     hideable = 2.0 * ag * stack.gather_overlap + rs * stack.grad_overlap
     z3 = m * (2.0 * ag + rs - (1.0 - tax) * np.minimum(hideable, mb_compute_s))
     once = (stack.pp_gather_once > 0) & (lay.pp > 1)
-    z3 = np.where(
+    z3 = where(
         once,
         exposed(ag, stack.gather_overlap, forward, tax)
         + exposed(rs, stack.grad_overlap, backward, tax),
         z3,
     )
-    return np.where(zero >= 3, z3, np.where(zero >= 2, z2, np.where(zero >= 1, z1, z0)))
+    return where(zero >= 3, z3, where(zero >= 2, z2, where(zero >= 1, z1, z0)))
 
 
 def volume_bytes(stage_params, zero, m, grad_bytes, weight_bytes=BYTES) -> np.ndarray:
@@ -133,8 +134,8 @@ def volume_bytes(stage_params, zero, m, grad_bytes, weight_bytes=BYTES) -> np.nd
     gradients of every micro-batch and the weights, 3 per micro-batch the gradients and the
     weights twice (``weight_bytes`` per weight: :func:`weight_bytes`)."""
     grads, weights = grad_bytes * stage_params, weight_bytes * stage_params
-    return np.where(
+    return where(
         zero >= 3,
         m * (grads + 2.0 * weights),
-        np.where(zero >= 2, m * grads + weights, np.where(zero >= 1, grads + weights, 2.0 * grads)),
+        where(zero >= 2, m * grads + weights, where(zero >= 1, grads + weights, 2.0 * grads)),
     )

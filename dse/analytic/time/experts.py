@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
 from dse.analytic.time import workload
 from dse.analytic.time.collectives import exposed, exposed_in
 from dse.analytic.time.gemm import BYTES, gemm
@@ -81,7 +82,7 @@ def layout(
             dedup=dedup,
             params=None,
         ), checks
-    etp = np.where(np.isfinite(etp), etp, tp)
+    etp = where(np.isfinite(etp), etp, tp)
     group = tp * cp * dp
     checks += [
         (
@@ -126,12 +127,12 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     sh2 = gemm(T, h, shared_f / tp, None, g, m_tiles=T_tiles)
     # experts per rank; a dense row of a block with MoE rows has none: one, so that its
     # (unused, zero-weighted) expert terms stay finite instead of 0 x inf = NaN
-    local = np.where(shape.experts > 0, shape.experts / ex.ep, 1.0)
+    local = where(shape.experts > 0, shape.experts / ex.ep, 1.0)
     rows = assignments(shape, ex, T, tp) * ex.etp / local
     fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, g)
     fc2 = gemm(rows, h, f_e / ex.etp, local, g)
-    compute = router[0] + np.where(has_shared, sh1[0] + sh2[0], 0.0) + fc1[0] + fc2[0]
-    memory = router[1] + np.where(has_shared, sh1[1] + sh2[1], 0.0) + fc1[1] + fc2[1]
+    compute = router[0] + where(has_shared, sh1[0] + sh2[0], 0.0) + fc1[0] + fc2[0]
+    memory = router[1] + where(has_shared, sh1[1] + sh2[1], 0.0) + fc1[1] + fc2[1]
     return compute, memory
 
 
@@ -188,7 +189,7 @@ def dispatch_shares(net, shape, ex: ExpertLayout) -> tuple[np.ndarray | None, np
     remote = (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** k)
     plain_intra, plain_inter = (kd - 1.0) / g, (g - kd) / g
     on = ex.dedup > 0
-    return np.where(on, (kd - 1.0) / kd, plain_intra), np.where(on, remote / k, plain_inter)
+    return where(on, (kd - 1.0) / kd, plain_intra), where(on, remote / k, plain_inter)
 
 
 def a2a_per_layer(full_recompute) -> np.ndarray:
@@ -232,7 +233,7 @@ def comm_times(
         share * left_s + (1.0 - share) * window_s,
     )
     gathered = a2a_bytes(shape, ex, T, tp) * ex.etp
-    etp_s = np.where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
+    etp_s = where(ex.etp > 1, 0.5 * n_tp * net.all_reduce(gathered, ex.etp, 1.0), 0.0)
     etp_s = exposed(etp_s, tp_overlap, window_s, tax)
     return ex.frac * (a2a + etp_s)
 
@@ -247,7 +248,7 @@ def link_bytes(
     n = a2a_per_layer(full_recompute)
     e_up, e_out = net.traffic(vol * ex.etp, ex.etp, 1.0)
     e_up, e_out = (
-        np.where(ex.etp > 1, 0.5 * n_tp * e_up, 0.0),
-        np.where(ex.etp > 1, 0.5 * n_tp * e_out, 0.0),
+        where(ex.etp > 1, 0.5 * n_tp * e_up, 0.0),
+        where(ex.etp > 1, 0.5 * n_tp * e_out, 0.0),
     )
     return ex.frac * (n * up + e_up), ex.frac * (n * out + e_out)

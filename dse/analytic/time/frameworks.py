@@ -9,7 +9,8 @@ from importlib.resources import files
 import numpy as np
 import yaml
 
-from dse.analytic.columns import factorise
+from dse.analytic.columns import factorise, take_fields
+from dse.analytic.rows import where
 from dse.analytic.time.memory import RECOMPUTE
 
 #: the per-stack behaviours the time model reads, in :class:`Stack` order
@@ -161,5 +162,5 @@ def lookup(names) -> Stack:
     """Per-candidate stack arrays for the stack ``names`` (one lookup per distinct name)."""
     codes, uniq = factorise(names)
     table = np.array([_row(str(u)) for u in uniq] + [_row("")], dtype=np.float64).T
-    codes = np.where(np.asarray(codes) < 0, len(uniq), codes)
-    return Stack(*(np.ascontiguousarray(table[i]).take(codes) for i in range(len(FIELDS))))
+    codes = where(np.asarray(codes) < 0, len(uniq), codes)
+    return Stack(*take_fields(table, codes))

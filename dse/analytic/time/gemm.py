@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import where_or_zero
+from dse.analytic.rows import where, where_or_zero
 
 BYTES = 2.0  # 16-bit activations, weights and gradients (mixed precision)
 TILE = 128.0  # GEMM output tile edge for wave quantisation (cuBLAS/CUTLASS default class)
@@ -40,7 +40,7 @@ def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> Roofline:
     else:
         peak = hw.peak_flops
         eff = (
-            hw.matmul_eff_max * np.where(hw.fp8 > 0, hw.fp8_matmul_ratio, 1.0)
+            hw.matmul_eff_max * where(hw.fp8 > 0, hw.fp8_matmul_ratio, 1.0)
             if hw.fp8.any()
             else hw.matmul_eff_max
         )

@@ -10,7 +10,8 @@ import numpy as np
 import yaml
 
 from dse.analytic import profiles
-from dse.analytic.columns import factorise
+from dse.analytic.columns import factorise, take_fields
+from dse.analytic.rows import where
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError
 
@@ -186,7 +187,7 @@ def training_stacks(names) -> tuple[np.ndarray, list[str]] | None:
         return None
     stacks = sorted({o for o in own if o})
     table = np.array([stacks.index(o) if o else -1 for o in own] + [-1], dtype=np.int64)
-    return table[np.where(np.asarray(codes) < 0, len(own), codes)], stacks
+    return table[where(np.asarray(codes) < 0, len(own), codes)], stacks
 
 
 FIELDS = (
@@ -289,7 +290,7 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
 def _missing_last(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
     codes = np.asarray(codes)
     if len(codes) and codes.min() < 0:
-        return np.where(codes < 0, len(uniques), codes), [*uniques, None]
+        return where(codes < 0, len(uniques), codes), [*uniques, None]
     return codes, uniques
 
 
@@ -373,4 +374,4 @@ def lookup(names: np.ndarray, precision: np.ndarray) -> Hardware:
     table = np.array([_row(str(n), str(p)) for n in n_uniq for p in p_uniq], dtype=np.float64)
     table = np.ascontiguousarray(table.reshape(-1, len(FIELDS)).T)
     pair = (np.asarray(n_codes) * len(p_uniq) + np.asarray(p_codes)).reshape(-1)
-    return Hardware(*(table[i].take(pair) for i in range(len(FIELDS))))
+    return Hardware(*take_fields(table, pair))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dse.analytic.rows import where_or_zero
+from dse.analytic.rows import where, where_or_zero
 from dse.analytic.time import experts
 from dse.analytic.time.gemm import BYTES, Roofline, compute_time, gemm
 from dse.analytic.time.parallelism import Layout
@@ -108,15 +108,15 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff, cap) -> tuple[t
     # smaller K and V the count does not shrink); MLA's K and V are per head
     qkvo = a * d * 4.0
     if any_mla:
-        qkvo = np.where(mla, dims.q + dims.k + dims.v + dims.o, qkvo)
+        qkvo = where(mla, dims.q + dims.k + dims.v + dims.o, qkvo)
     fa_m = BYTES * T * qkvo / tp / g.hbm_bw_bps
     fa_bound = fa_c >= fa_m
     fused = (where_or_zero(fa_bound, fa_c), where_or_zero(~fa_bound, fa_m))
     if all_flash:
         no_time = np.zeros_like(fa_c)
         return fused, (no_time, no_time)
-    score = (np.where(on, fused[0], score[0]), np.where(on, fused[1], score[1]))
-    ctx = (np.where(on, 0.0, ctx[0]), np.where(on, 0.0, ctx[1]))
+    score = (where(on, fused[0], score[0]), where(on, fused[1], score[1]))
+    ctx = (where(on, 0.0, ctx[0]), where(on, 0.0, ctx[1]))
     return score, ctx
 
 
@@ -149,8 +149,8 @@ def op_recompute_share(shape) -> np.ndarray:
     h, f = shape.hidden, shape.ffn_hidden
     dims = shape.attention
     gated = shape.gated_mlp > 0
-    total = h * (dims.q + dims.k + dims.v + dims.o) + np.where(gated, 3.0, 2.0) * h * f
-    redone = h * (dims.k + dims.o) + np.where(gated, h * f, 0.0)
+    total = h * (dims.q + dims.k + dims.v + dims.o) + where(gated, 3.0, 2.0) * h * f
+    redone = h * (dims.k + dims.o) + where(gated, h * f, 0.0)
     return redone / total
 
 
@@ -173,10 +173,10 @@ def attention_projections(shape, tp, T, T_tiles, g) -> tuple[np.ndarray, np.ndar
         q_full = gemm(T, dims.q / tp, h, None, g, m_tiles=T_tiles)
         kv_a = gemm(T, rkv + dr, h, None, g, m_tiles=T_tiles)
         kv_b = gemm(T, (dims.k - shape.heads * dr + dims.v) / tp, rkv, None, g, m_tiles=T_tiles)
-        q_c = np.where(with_q_rank, q_a[0] + q_b[0], q_full[0])
-        q_m = np.where(with_q_rank, q_a[1] + q_b[1], q_full[1])
-        c = np.where(mla, q_c + kv_a[0] + kv_b[0] + proj[0], c)
-        m = np.where(mla, q_m + kv_a[1] + kv_b[1] + proj[1], m)
+        q_c = where(with_q_rank, q_a[0] + q_b[0], q_full[0])
+        q_m = where(with_q_rank, q_a[1] + q_b[1], q_full[1])
+        c = where(mla, q_c + kv_a[0] + kv_b[0] + proj[0], c)
+        m = where(mla, q_m + kv_a[1] + kv_b[1] + proj[1], m)
     return c, m
 
 
@@ -206,7 +206,7 @@ def elementwise_bytes(
         lay.micro_batch,
         lay.flash_attention,
     )
-    rep = 22.0 * T * h / np.where(sp > 0, tp, 1) * eager
+    rep = 22.0 * T * h / where(sp > 0, tp, 1) * eager
     mlp_ew = (4.0 + 2.0 * shape.gated_mlp) * T * shape.ffn_hidden / tp * eager
     if np.any(eager_squared_relu):  # per forward pass, as the other bytes (x 3 passes)
         extra = (SQUARED_RELU_BYTES - FUSED_ACTIVATION_BYTES) / 3.0
@@ -216,13 +216,13 @@ def elementwise_bytes(
             shape, ex, tp, T, eager
         )
     if fp8.any():
-        rep = rep + np.where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp), 0.0)
+        rep = rep + where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp), 0.0)
     on = flash > 0
     if bool(on.all()):
         attn_ew = np.zeros_like(T)
     else:
         attn_ew = 9.0 * b * a * (s / cp) * s / tp * eager
-        attn_ew = np.where(on, 0.0, attn_ew)
+        attn_ew = where(on, 0.0, attn_ew)
     return rep, mlp_ew, attn_ew
 
 
@@ -255,9 +255,9 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     # re-run (op_recompute_share of its GEMMs) and every element-wise op, the attention
     # kernel's output saved (not recomputed)
     op = recompute == 3
-    dense_passes = 3.0 + full + np.where(op, op_recompute_share(shape), 0.0)
+    dense_passes = 3.0 + full + where(op, op_recompute_share(shape), 0.0)
     ew_passes = 3.0 + (full | op)
-    attn_passes = np.where(flash > 0, 3.5, 3.0) + (full | sel)
+    attn_passes = where(flash > 0, 3.5, 3.0) + (full | sel)
     return LayerTime(
         compute_s=dense_c * dense_passes + attn_c * attn_passes,
         memory_s=dense_m * dense_passes

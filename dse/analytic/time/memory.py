@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import Choice, select, where
 from dse.analytic.time.parallelism import Layout, Stages, part_embeddings
 from dse.analytic.time.workload import ModelShape, ParameterCounts
 
@@ -25,7 +26,7 @@ TIME_RECOMPUTE = np.array([0.0, 1.0, 2.0, 1.0, 1.0, 1.0])
 def time_recompute(policy: np.ndarray) -> np.ndarray:
     """The time model's recompute code (0 none, 1 selective, 2 full) of a policy code
     (index into :data:`RECOMPUTE`; -1, no value, stays -1)."""
-    return np.where(policy < 0, policy, TIME_RECOMPUTE.take(np.clip(policy, 0, 5).astype(int)))
+    return where(policy < 0, policy, TIME_RECOMPUTE.take(np.clip(policy, 0, 5).astype(int)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,7 @@ def activation_bytes_per_layer(
     paper's replicated 10 (:func:`split_bytes_per_hidden` for another shape).
     """
     none, selective, full = _activation_variants(s, b, h, a, tp, sp, flash, split)
-    return np.where(recompute == 2, full, np.where(recompute == 1, selective, none))
+    return where(recompute == 2, full, where(recompute == 1, selective, none))
 
 
 def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,11 +152,9 @@ def split_bytes_per_hidden(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not mla.any():
         return none, none, np.zeros_like(none)
     rq = shape.q_lora_rank
-    latents = np.where(
-        mla, np.where(rq > 0, rq, 0.0) + shape.kv_lora_rank + shape.rope_head_dim, 0.0
-    )
+    latents = where(mla, where(rq > 0, rq, 0.0) + shape.kv_lora_rank + shape.rope_head_dim, 0.0)
     # without a query rank the queries come straight from the layer's input: no query latent
-    selective = np.where(mla, (2.0 * (np.where(rq > 0, 0.0, dims.q) + dims.o) + mlp) / h, none)
+    selective = where(mla, (2.0 * (where(rq > 0, 0.0, dims.q) + dims.o) + mlp) / h, none)
     return none, selective, 2.0 * latents / h
 
 
@@ -205,9 +204,9 @@ def cp_attention_bytes(tokens, shape: ModelShape, lay: Layout) -> np.ndarray:
 
     All-gather: ``(4 c + 30) w`` bytes per token; ring: ``38 w``."""
     width = shape.attention.q / lay.tp  # query heads' width on the rank (K, V repeated)
-    held = np.where(lay.cp_overlap > 0, 8.0, 4.0 * lay.cp)  # ring: 2 chunks; all-gather: c
+    held = where(lay.cp_overlap > 0, 8.0, 4.0 * lay.cp)  # ring: 2 chunks; all-gather: c
     per_token = held + 4.0 + 4.0 + 16.0 + 6.0
-    return np.where(lay.cp > 1, tokens * per_token * width, 0.0)
+    return where(lay.cp > 1, tokens * per_token * width, 0.0)
 
 
 def _activation_variants(
@@ -216,11 +215,11 @@ def _activation_variants(
     """:func:`activation_bytes_per_layer` for no, selective and full recomputation
     (``split``: :func:`split_bytes_per_hidden`'s three parts)."""
     sbh = s * b * h
-    attn = np.where(flash > 0, 0.0, 5.0 * a * s / h)  # FlashAttention keeps no s x s scores
-    replicated = (10.0 + split[2]) / np.where(sp > 0, tp, 1.0)
+    attn = where(flash > 0, 0.0, 5.0 * a * s / h)  # FlashAttention keeps no s x s scores
+    replicated = (10.0 + split[2]) / where(sp > 0, tp, 1.0)
     none = sbh * (replicated + split[0] / tp + attn / tp)
     selective = sbh * (replicated + split[1] / tp)
-    full = 2.0 * sbh / np.where(sp > 0, tp, 1)
+    full = 2.0 * sbh / where(sp > 0, tp, 1)
     return none, selective, full
 
 
@@ -228,9 +227,9 @@ def _shards(zero_stage, ranks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Divisors of the weights, gradients and optimizer state: ZeRO 1 shards the optimizer
     state over ``ranks``, 2 also the gradients, 3 also the weights."""
     return (
-        np.where(zero_stage >= 3, ranks, 1.0),
-        np.where(zero_stage >= 2, ranks, 1.0),
-        np.where(zero_stage >= 1, ranks, 1.0),
+        where(zero_stage >= 3, ranks, 1.0),
+        where(zero_stage >= 2, ranks, 1.0),
+        where(zero_stage >= 1, ranks, 1.0),
     )
 
 
@@ -242,7 +241,7 @@ def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
     first rank); never more than the ``m v`` chunks of the iteration."""
     interleaved = v > 1
     if interleaved.any():
-        chunks = np.where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
+        chunks = where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
     else:  # plain 1F1B everywhere
         chunks = pp - rank
     return np.minimum(chunks, m * v)
@@ -262,7 +261,7 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     none, selective, full = _activation_variants(
         s, b, shape.hidden, shape.heads, lay.tp, sp, lay.flash_attention, split
     )
-    rep = np.where(sp > 0, lay.tp, 1.0)
+    rep = where(sp > 0, lay.tp, 1.0)
     op_tok, minimal_tok, fp8_tok = policy_bytes_per_token(shape)
     tokens = s * b
     saving = mem.fp8_activations * tokens * (fp8_tok[0] / rep + fp8_tok[1] / lay.tp)
@@ -273,28 +272,38 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     # gathers it again in the backward: 2 h (w - 2/t) bytes per token more
     if np.any(mem.sp_gathered_bytes > 0):
         gathered = (mem.sp_gathered_bytes > 0) & (sp > 0) & (lay.tp > 1)
-        extra = np.where(
+        extra = where(
             gathered, tokens * 2.0 * shape.hidden * (mem.sp_gathered_bytes - 2.0 / lay.tp), 0.0
         )
         none, selective = none + extra, selective + extra
-    op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp)
-    minimal = tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp)
-    per_layer = np.select(
-        [policy == 0, policy == 1, policy == 3, policy == 4], [none, selective, op, minimal], full
+    # each policy's rows once; a policy no row has is left out of the choices (they exclude
+    # one another, so the others' picks are the same)
+    is_policy = [policy == k for k in range(len(RECOMPUTE))]
+    has = [bool(np.any(rows)) for rows in is_policy]
+    op = tokens * (op_tok[0] / rep + op_tok[1] / lay.tp) if has[3] else None
+    minimal = (
+        tokens * (minimal_tok[0] / rep + minimal_tok[1] / lay.tp) if has[4] or has[5] else None
+    )
+    kept = [(0, none), (1, selective), (3, op), (4, minimal)]
+    per_layer = select(
+        [is_policy[k] for k, _ in kept if has[k]], [x for k, x in kept if has[k]], full
     )  # full and offload keep the layer's input
+    extra = [
+        (2, lambda: none),
+        (3, lambda: none - op),
+        (4, lambda: none - minimal),
+        (5, lambda: minimal),
+    ]
     working = np.maximum(
-        np.select(
-            [policy == 2, policy == 3, policy == 4, policy == 5],
-            [none, none - op, none - minimal, minimal],
-            0.0,
-        ),
+        select([is_policy[k] for k, _ in extra if has[k]], [x() for k, x in extra if has[k]], 0.0),
         0.0,
     )
     if moe_act is not None:
-        per_layer = per_layer + np.where(policy == 2, 0.0, moe_act)
-        working = working + np.where(policy == 2, moe_act, 0.0)
+        per_layer = per_layer + where(is_policy[2], 0.0, moe_act)
+        working = working + where(is_policy[2], moe_act, 0.0)
     # what the offload policy sends to the host per layer: the saved dots (``minimal``)
-    return per_layer, working, np.where(policy == 5, minimal, 0.0)
+    sent = where(is_policy[5], minimal, 0.0) if has[5] else np.zeros(np.shape(is_policy[5]))
+    return per_layer, working, sent
 
 
 def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]:
@@ -312,7 +321,7 @@ def _stage_candidates(stages, pp, vh, embed_params, tied, logits) -> list[tuple]
             candidates.append((stages.middle, 0.0, rank0 + 1.0, 0.0))
     else:
         one = pp == 1
-        candidates = [(stages.last, np.where(one, embed_params, vh), pp - 1.0, logits)]
+        candidates = [(stages.last, where(one, embed_params, vh), pp - 1.0, logits)]
         if not one.all():
             candidates.append((stages.first, vh, 0.0, 0.0))  # (pp = 1 rows: the same stage again)
         if (pp >= 3).any():
@@ -337,19 +346,34 @@ class _StageParts:
     chunks: np.ndarray
 
 
-def _pick(more, new: _StageParts, old: _StageParts) -> _StageParts:
-    """Per candidate, ``new``'s parts where ``more`` and ``old``'s elsewhere."""
-    return _StageParts(
-        *(
-            # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
-            a if np.isscalar(a) and np.isscalar(b) and a == b else np.where(more, a, b)
-            for a, b in zip(
-                (getattr(new, f) for f in _StageParts.__slots__),
-                (getattr(old, f) for f in _StageParts.__slots__),
-                strict=True,
-            )
-        )
-    )
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """The parts of a candidate stage :func:`memory_breakdown` reads once it has chosen the
+    most loaded one, and the share of its in-flight activations kept on the device (None
+    where nothing is offloaded: all of them)."""
+
+    params: np.ndarray
+    e_params: np.ndarray | float
+    in_flight: np.ndarray
+    layers: np.ndarray
+    chunks: np.ndarray
+    kept: np.ndarray | None
+
+    @classmethod
+    def of(cls, part: _StageParts, kept) -> _Chosen:
+        return cls(part.params, part.e_params, part.in_flight, part.layers, part.chunks, kept)
+
+
+def _pick(choose: Choice, new: _Chosen, old: _Chosen) -> _Chosen:
+    """Per candidate, ``new``'s parts where ``choose``'s mask is true and ``old``'s elsewhere."""
+
+    def one(a, b):
+        if a is None:  # (no kept share: nothing offloaded)
+            return None
+        # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
+        return a if np.isscalar(a) and np.isscalar(b) and a == b else choose(a, b)
+
+    return _Chosen(*(one(getattr(new, f), getattr(old, f)) for f in _Chosen.__slots__))
 
 
 def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarray:
@@ -371,11 +395,11 @@ def _auto_offload_share(parts, layers, mem: StackMemory, room_bytes) -> np.ndarr
                 + part.transit
                 - (room_bytes - part.state - part.other * grow) / (part.in_flight * grow)
             )
-        share = np.where(fits | ~np.isfinite(share), 0.0, share)
+        share = where(fits | ~np.isfinite(share), 0.0, share)
         need = np.maximum(need, share)
     whole = np.ceil(need * layers - 1e-9)
     most = np.maximum(layers - 1.0, 0.0)
-    return np.where(
+    return where(
         (mem.auto_offload > 0) & (need > 0), np.minimum(whole, most) / np.maximum(layers, 1.0), 0.0
     )
 
@@ -388,7 +412,7 @@ def _loss_or_cp_buffers(logit, cp_buffers, loss_share, layers):
     if cp_buffers is None:
         return logit
     loss = logit * loss_share
-    return logit - loss + np.maximum(loss, np.where(layers > 0, cp_buffers, 0.0))
+    return logit - loss + np.maximum(loss, where(layers > 0, cp_buffers, 0.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,7 +484,7 @@ def memory_breakdown(
     # the loss's peak (bytes per logit element, the stack's); a last stage that keeps every
     # micro-batch's 16-bit output for the step's merge (torch.distributed.pipelining)
     loss_peak = mem.loss_bytes_per_logit * logit_elems
-    logits = loss_peak + np.where(
+    logits = loss_peak + where(
         (pp > 1) & (mem.pp_keeps_outputs > 0), 2.0 * logit_elems * lay.micro_batches, 0.0
     )
     # PyTorch's ring attention holds its exchange and gradient buffers in a layer's backward,
@@ -468,11 +492,9 @@ def memory_breakdown(
     cp_on = (mem.torch_cp_buffers > 0) & (cp > 1)
     cp_buffers, loss_share = None, 0.0  # (skipped where no candidate has them: speed)
     if np.any(cp_on):
-        cp_buffers = np.where(
-            cp_on, cp_attention_bytes(seq_len / cp * micro_batch, shape, lay), 0.0
-        )
+        cp_buffers = where(cp_on, cp_attention_bytes(seq_len / cp * micro_batch, shape, lay), 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            loss_share = np.where(logits > 0, loss_peak / logits, 0.0)
+            loss_share = where(logits > 0, loss_peak / logits, 0.0)
     candidates = _stage_candidates(
         stages, pp, vocab * shape.hidden, counts.embedding, shape.tied_embeddings, logits
     )
@@ -482,6 +504,9 @@ def memory_breakdown(
         ew_div, eg_div, eo_div = _shards(lay.zero_stage, edp)
         expert_state = 2.0 / ew_div + 2.0 / eg_div + 12.0 / eo_div
     stage_parts = []  # per candidate stage: its parts, before any offloading
+    zero3 = lay.zero_stage >= 3
+    unsharded = zero3 & (pp > 1) & (mem.pp_keeps_unsharded > 0)
+    any_unsharded = bool(unsharded.any())
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
         chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
@@ -489,14 +514,13 @@ def memory_breakdown(
         # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
         # unsharded (torchtitan): the stage's 16-bit weights and fp32 gradients, 6 B/param
-        gathered = np.where(
-            lay.zero_stage >= 3,
+        gathered = where(
+            zero3,
             np.maximum(mem.gathered_bytes_per_layer_param * counts.layer, 4.0 * emb) / tp,
             0.0,
         )
-        unsharded = (lay.zero_stage >= 3) & (pp > 1) & (mem.pp_keeps_unsharded > 0)
-        if unsharded.any():
-            gathered = np.where(unsharded, 6.0 * params, gathered)
+        if any_unsharded:
+            gathered = where(unsharded, 6.0 * params, gathered)
         e_params = 0.0
         state = params * state_per_param
         if experts is not None:
@@ -508,7 +532,7 @@ def memory_breakdown(
                 e_params=e_params,
                 state=state,
                 in_flight=per_layer * layers / v * chunks,
-                other=np.where(layers > 0, working, 0.0)
+                other=where(layers > 0, working, 0.0)
                 + _loss_or_cp_buffers(logit, cp_buffers, loss_share, layers)
                 + gathered,
                 transit=v / np.maximum(layers * chunks, 1.0),
@@ -522,28 +546,37 @@ def memory_breakdown(
             offloaded,
             _auto_offload_share(stage_parts, shape.layers, mem, capacity_bytes - reserved_bytes),
         )
-    best = None  # (stage parts, activations, total, offloaded bytes on the device's stage)
+    # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
+    # leaves the device, one layer's worth stays in transit (double buffer); ``kept`` is
+    # exactly 1 where nothing is offloaded, which the products below then leave out
+    offloading = bool(np.any(offloaded))
+    if offloading:
+        left, offloads = 1.0 - offloaded, offloaded > 0
+    grow = 1.0 + mem.allocator_overhead
+    best = None  # (the chosen stage's parts, activations, total)
     for part in stage_parts:
-        # activation offloading (Megatron-Core cpu_offloading_num_layers): the offloaded share
-        # leaves the device, one layer's worth stays in transit (double buffer)
-        kept = np.minimum((1.0 - offloaded) + np.where(offloaded > 0, part.transit, 0.0), 1.0)
-        activations = (part.in_flight * kept + part.other) * (1.0 + mem.allocator_overhead)
+        if offloading:
+            kept = np.minimum(left + where(offloads, part.transit, 0.0), 1.0)
+            activations = (part.in_flight * kept + part.other) * grow
+        else:
+            kept = None
+            activations = (part.in_flight + part.other) * grow
         total = part.state + activations
+        chosen = _Chosen.of(part, kept)
         if best is None:
-            best = (part, activations, total)
+            best = (chosen, activations, total)
         else:
             more = total > best[2]
+            choose = Choice(more)
             best = (
-                _pick(more, part, best[0]),
-                np.where(more, activations, best[1]),
-                np.where(more, total, best[2]),
+                _pick(choose, chosen, best[0]),
+                choose(activations, best[1]),
+                choose(total, best[2]),
             )
     part, activations, total = best
     params, e_params = part.params, part.e_params
     # host memory: the offloaded share of the layers in flight (or the offload policy's dots)
-    host = part.in_flight * (
-        1.0 - np.minimum((1.0 - offloaded) + np.where(offloaded > 0, part.transit, 0.0), 1.0)
-    )
+    host = part.in_flight * (1.0 - part.kept if offloading else 0.0)
     host = host + policy_offload * part.layers / v * part.chunks
     sent = (per_layer * offloaded + policy_offload) * part.layers  # per micro-batch, each way
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div

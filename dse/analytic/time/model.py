@@ -17,6 +17,7 @@ import numpy as np
 
 from dse.analytic import rows as _rows
 from dse.analytic.columns import Factorised, choice_codes, factorise
+from dse.analytic.rows import where
 from dse.analytic.time import (
     experts,
     frameworks,
@@ -34,7 +35,7 @@ from dse.analytic.time.collectives import (
     SCALEUP_TOPOLOGIES,
     Network,
 )
-from dse.analytic.time.reasons import REASON_CODE, REASON_TEXT, Reasons
+from dse.analytic.time.reasons import REASON_CODE, Reasons
 from dse.analytic.time.result import TimeResult
 
 #: the inputs only :func:`timed` reads (the clock)
@@ -304,7 +305,7 @@ def _stack_names(accelerator, framework) -> Factorised:
         return framework
     own_codes, own_names = own
     fw_codes, fw_names = factorise(framework)
-    codes = np.where(own_codes >= 0, own_codes + len(fw_names), fw_codes)
+    codes = where(own_codes >= 0, own_codes + len(fw_names), fw_codes)
     return Factorised(codes, [*fw_names, *own_names])
 
 
@@ -334,7 +335,7 @@ def _memory(cfg, setup, policy, moe_memory, offload_auto) -> memory.MemoryBreakd
     switch = auto & (stack.offload_policy > 0) & (policy == 4)
     switch &= mem.total_bytes > hw.hbm_capacity_bytes
     if switch.any():  # MaxText: remat_policy minimal -> minimal_offloaded where it does not fit
-        mem = breakdown(np.where(switch, 5, policy))
+        mem = breakdown(where(switch, 5, policy))
     return mem
 
 
@@ -343,7 +344,7 @@ def _stack_memory(cfg, stack, hw, shape, policy, auto=False) -> memory.StackMemo
     loss keeps 4 B per logit (16-bit logits and gradient); Transformer Engine's 1-byte
     activations only in fp8; ZeRO-3 buffers of one collective call's parameters; no dropout masks for the gated-MLP (Llama-family) presets,
     which train with dropout 0."""
-    loss = np.where(_f(cfg, "compiled_loss") > 0, 4.0, stack.loss_bytes_per_logit)
+    loss = where(_f(cfg, "compiled_loss") > 0, 4.0, stack.loss_bytes_per_logit)
     return memory.StackMemory(
         policy=policy,
         fp8_activations=stack.fp8_activations * hw.fp8,
@@ -391,8 +392,8 @@ def _layout(cfg, stack, recompute) -> parallelism.Layout:
         global_batch=_f(cfg, "global_batch_size"),
         micro_batch=_f(cfg, "micro_batch_size"),
         interleave=_f(cfg, "interleave"),
-        sequence_parallel=np.where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
-        zero_stage=np.where(np.isfinite(zero), zero, stack.default_zero_stage),
+        sequence_parallel=where(tp > 1, _f(cfg, "sequence_parallel"), 0.0),
+        zero_stage=where(np.isfinite(zero), zero, stack.default_zero_stage),
         recompute=recompute,
         flash_attention=_f(cfg, "flash_attention"),
         cp_overlap=(choice_codes(cfg["context_parallel_algorithm"], CP_ALGORITHMS) != 1).astype(
@@ -410,10 +411,10 @@ def _clock(cfg, clock_max_mhz, clock_min_mhz, clock_mhz) -> tuple[np.ndarray, np
     accelerator's range; and whether it was outside (:data:`_CLOCK_REASON`)."""
     clock = _f(cfg, "clock_mhz") if clock_mhz is None else np.asarray(clock_mhz, dtype=float)
     fraction = _f(cfg, "clock_fraction")
-    clock = np.where(
+    clock = where(
         np.isfinite(clock),
         clock,
-        np.where(np.isfinite(fraction), fraction * clock_max_mhz, clock_max_mhz),
+        where(np.isfinite(fraction), fraction * clock_max_mhz, clock_max_mhz),
     )
     outside = (clock > clock_max_mhz * (1 + 1e-9)) | (clock < clock_min_mhz * (1 - 1e-9))
     return np.clip(clock, clock_min_mhz, clock_max_mhz), outside
@@ -426,17 +427,15 @@ def _network(cfg, hw) -> Network:
     ``scaleout_clock_fraction``: voltage-frequency scaling, docs/model-energy.md); the
     latencies do not."""
     up_bw = _f(cfg, "scaleup_bw_gbs") * 1e9
-    up_bw = np.where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * _f(
-        cfg, "scaleup_clock_fraction"
-    )
+    up_bw = where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * _f(cfg, "scaleup_clock_fraction")
     up_lat = _f(cfg, "scaleup_latency_us")
-    up_lat = np.where(np.isfinite(up_lat), up_lat, hw.collective_latency_us) * 1e-6
+    up_lat = where(np.isfinite(up_lat), up_lat, hw.collective_latency_us) * 1e-6
     out_lat = _f(cfg, "scaleout_latency_us")
-    out_lat = np.where(np.isfinite(out_lat), out_lat, hw.scaleout_latency_us) * 1e-6
+    out_lat = where(np.isfinite(out_lat), out_lat, hw.scaleout_latency_us) * 1e-6
     up_topo = choice_codes(cfg["scaleup_topology"], SCALEUP_TOPOLOGIES)
-    up_topo = np.where(up_topo < 0, hw.scaleup_topology, up_topo)
+    up_topo = where(up_topo < 0, hw.scaleup_topology, up_topo)
     size = _f(cfg, "scaleup_size")
-    size = np.where(np.isfinite(size), size, hw.scaleup_domain)
+    size = where(np.isfinite(size), size, hw.scaleup_domain)
     return Network(
         size=size,
         up_bw=up_bw,
@@ -460,9 +459,9 @@ def _scaleout_bw(cfg, hw) -> np.ndarray:
     """Scale-out bandwidth per accelerator per direction (B/s): the input where given, else
     the part's own scale-out network (catalog ``scaleout_bw_gbs``: a TPU's data-centre
     network between slices), else :data:`DEFAULT_SCALEOUT_BW_BPS`."""
-    own = np.where(np.isfinite(hw.scaleout_bw_bps), hw.scaleout_bw_bps, DEFAULT_SCALEOUT_BW_BPS)
+    own = where(np.isfinite(hw.scaleout_bw_bps), hw.scaleout_bw_bps, DEFAULT_SCALEOUT_BW_BPS)
     given = _f(cfg, "scaleout_bw_gbs") * 1e9
-    return np.where(np.isfinite(given), given, own)
+    return where(np.isfinite(given), given, own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,7 +531,6 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
         tokens_per_s=tokens_iter / t.step_s,
         mfu=model_flops / (t.step_s * n * hw.peak_flops),
         **_front_metrics(mem, lay, run),
-        reason=REASON_TEXT[codes],
         reason_code=codes,
         hw=hw,
         clock_mhz=clock,

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 
 def indivisible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a % b != 0`` for integer-valued float arrays, without float ``fmod`` (~30x slower).
@@ -21,7 +23,7 @@ def indivisible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a // b`` for integer-valued float arrays (exact below 2**53, see :func:`indivisible`;
     NaN for an infinite ``a``, as ``//`` gives)."""
-    return np.where(np.isinf(a), np.nan, np.floor(a / b))
+    return where(np.isinf(a), np.nan, np.floor(a / b))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +60,15 @@ class Stages:
 def pipeline_stages(layers: np.ndarray, pp: np.ndarray) -> Stages:
     """The :class:`Stages` of ``layers`` transformer layers on ``pp`` stages."""
     even = ~indivisible(layers, pp)
-    units = np.where(even, layers, layers + 2.0)
+    units = where(even, layers, layers + 2.0)
     q = np.floor(units / pp)
     extra = units - q * pp  # units left after q per stage
     to_middle = np.minimum(extra, np.maximum(pp - 2.0, 0.0))  # middle stages take them first
     rest = extra - to_middle  # then the first, then the last
     per_stage = layers / pp
-    first = np.where(even, per_stage, q + (rest >= 1) - 1.0)
-    last = np.where(even, per_stage, q + (rest >= 2) - 1.0)
-    middle = np.where(pp >= 3, np.where(even, per_stage, q + (to_middle > 0)), 0.0)
+    first = where(even, per_stage, q + (rest >= 1) - 1.0)
+    last = where(even, per_stage, q + (rest >= 2) - 1.0)
+    middle = where(pp >= 3, where(even, per_stage, q + (to_middle > 0)), 0.0)
     return Stages(first=first, middle=middle, last=last, units=units)
 
 
@@ -78,7 +80,7 @@ def part_embeddings(vh, stages: Stages, tied) -> tuple[np.ndarray, np.ndarray]:
     one = stages.count == 1
     e, o = vh * stages.embedding, vh * stages.output
     both = e + o - vh * stages.embedding * stages.output * tied
-    return np.where(one, both, e), np.where(one, both, o)
+    return where(one, both, e), where(one, both, o)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.analytic.rows import where_or_zero
+from dse.analytic.rows import where, where_or_zero
 from dse.analytic.time.gemm import BYTES
 
 
@@ -14,7 +14,7 @@ def p2p_time(net, act_bytes, tp, pp, v, m, same_domain, scatter_gather) -> np.nd
     ``2 v (m + pp - 1)`` sends of ``act_bytes / tp`` with the stack's scatter-gather over
     tensor ranks (Narayanan et al. 2021, section 4.1), else of ``act_bytes``; inside one
     scale-up domain only when the whole job is (``same_domain``)."""
-    p2p = net.p2p(act_bytes / np.where(scatter_gather > 0, tp, 1.0), same_domain)
+    p2p = net.p2p(act_bytes / where(scatter_gather > 0, tp, 1.0), same_domain)
     return where_or_zero(pp > 1, 2.0 * v * (m + pp - 1) * p2p)
 
 
@@ -33,4 +33,4 @@ def bubble_time(pp, v, per_micro_batch_s) -> np.ndarray:
 
 def p2p_bytes(act_bytes, tp, pp, v, m, scatter_gather) -> np.ndarray:
     """Bytes each accelerator sends point-to-point per iteration."""
-    return where_or_zero(pp > 1, 2.0 * v * m * act_bytes / np.where(scatter_gather > 0, tp, 1.0))
+    return where_or_zero(pp > 1, 2.0 * v * m * act_bytes / where(scatter_gather > 0, tp, 1.0))

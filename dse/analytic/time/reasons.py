@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 #: infeasibility reasons, by the integer code the model flags internally (0: feasible)
 REASONS = (
     "",
@@ -57,5 +59,5 @@ class Reasons:
             if flagged * 16 < n_rows:  # a few rows: set in place
                 codes[mask] = code
             else:  # many: one pass over the block
-                codes = np.where(mask, np.int8(code), codes)
+                codes = where(mask, np.int8(code), codes)
         return codes

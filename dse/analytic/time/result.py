@@ -9,6 +9,7 @@ import numpy as np
 from dse.analytic import rows as _rows
 from dse.analytic.time.hardware import Hardware
 from dse.analytic.time.memory import MemoryBreakdown
+from dse.analytic.time.reasons import REASON_TEXT
 from dse.analytic.time.step import StepBreakdown
 
 #: the public time metrics, in output order (the fields of :class:`TimeResult` they name)
@@ -75,7 +76,6 @@ class TimeResult:
     parameters: np.ndarray  # 1, every parameter (all experts)
     active_parameters: np.ndarray  # 1, the parameters one token uses (= parameters when dense)
     data_parallel: np.ndarray  # 1
-    reason: np.ndarray  # text, "" where feasible
     reason_code: np.ndarray  # int8 index into time.reasons.REASONS (0: feasible)
     hw: Hardware  # catalog and calibration arrays
     clock_mhz: np.ndarray  # MHz, the clock the step was timed at
@@ -85,6 +85,12 @@ class TimeResult:
     model_flops: np.ndarray  # FLOP per iteration (no recomputation)
     micro_batches: np.ndarray  # micro-batches per iteration and pipeline
     scaleup_size: np.ndarray  # accelerators per scale-up domain (input or catalog)
+
+    @property
+    def reason(self) -> np.ndarray:
+        """The reasons as text, "" where feasible (from ``reason_code``, made when asked:
+        re-timing and picking rows move the integer codes only)."""
+        return REASON_TEXT[self.reason_code]
 
     def metrics(self) -> dict[str, np.ndarray]:
         """The public time metrics by name, in output order."""
@@ -124,7 +130,6 @@ CLOCK_FIELDS = (
     "optimizer_time_s",
     "tokens_per_s",
     "mfu",
-    "reason",
     "reason_code",
     "clock_mhz",
     "breakdown",

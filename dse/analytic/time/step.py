@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
 from dse.analytic.time import (
     data_parallel,
     experts,
@@ -130,7 +131,7 @@ def offload_time(offload_bytes, host_link_bps, mb_busy_s) -> np.ndarray:
     backward's fetches behind the backward's two thirds; what does not fit is exposed. The
     link is full duplex (one direction each way)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        copy_s = np.where(offload_bytes > 0, offload_bytes / host_link_bps, 0.0)
+        copy_s = where(offload_bytes > 0, offload_bytes / host_link_bps, 0.0)
     return np.maximum(copy_s - mb_busy_s / 3.0, 0.0) + np.maximum(
         copy_s - 2.0 * mb_busy_s / 3.0, 0.0
     )
@@ -156,9 +157,9 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
     g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
-    eager = np.where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
+    eager = where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
     # FlashAttention-2 (the stack's kernel) on a part it was not written for: its published ceiling
-    attn_cap = np.where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
+    attn_cap = where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
     # Nemotron-4's squared ReLU: eager PyTorch ops unless the stack compiles its blocks
     sq_relu = shape.squared_relu * (stack.compiled_activations == 0)
     kernels = layer.Kernels(T, T_tiles, g, g16, eager, attn_cap, sq_relu)
@@ -186,7 +187,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     ep_s = m * layers_mb * ep_layer if ep_layer is not None else no_share
     # the bubble: (pp - 1) / v slots of the average stage (the pipeline's total work / pp)
     if stages.part:  # this part's stages' work per micro-batch; the fleet composes the bubble
-        work = t_first + np.where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
+        work = t_first + where(count >= 2, t_last, 0.0) + np.maximum(count - 2.0, 0.0) * t_middle
         mean_stage = work / count
     else:
         mean_stage = (
@@ -301,7 +302,7 @@ def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group
     )
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
     # FSDP with a pipeline that gathers once (pp_gather_once): one micro-batch's traffic
-    m_dp = np.where((stack.pp_gather_once > 0) & (pp > 1) & (zero >= 3), 1.0, m)
+    m_dp = where((stack.pp_gather_once > 0) & (pp > 1) & (zero >= 3), 1.0, m)
     wb = data_parallel.weight_bytes(stack, x.hw.fp8)  # fp8 weight gathers where the stack does
     sizes = traffic.CollectiveBytes(
         activations=act_bytes,
@@ -348,7 +349,7 @@ def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) 
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
     pace = tuple(
-        np.where(pace_first, f, np.where(pace_middle, mid, la))
+        where(pace_first, f, where(pace_middle, mid, la))
         for f, mid, la in zip(first, middle, last, strict=True)
     )
     return (t_first, t_middle, t_last), pace
@@ -376,8 +377,7 @@ def _stage_parameters(
     else:
         stage_params = (
             np.maximum(
-                np.maximum(stages.first, stages.last) * layer_params
-                + np.where(one, embed_params, vh),
+                np.maximum(stages.first, stages.last) * layer_params + where(one, embed_params, vh),
                 stages.middle * layer_params,
             )
             / tp
@@ -386,5 +386,5 @@ def _stage_parameters(
     expert_dp = None
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
         expert_params = busiest * ex.params / (ex.ep * ex.etp)
-        expert_dp = (expert_params, np.where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
+        expert_dp = (expert_params, where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
     return data_parallel.HeldStage(params=stage_params, layers=busiest, experts=expert_dp)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic.rows import where
 from dse.analytic.time.gemm import BYTES
 
 
@@ -37,7 +38,7 @@ def cp_bytes(shape, b, tp, cp, recompute) -> np.ndarray:
     head_dim`` each, MLA's expanded per-head keys ``a (d + d_r)`` and values ``a d``."""
     dims = shape.attention
     kv = BYTES * b * shape.seq_len * (dims.k + dims.v) / tp
-    return np.where(cp > 1, kv * (3.0 + ((recompute == 1) | (recompute == 2))), 0.0)
+    return where(cp > 1, kv * (3.0 + ((recompute == 1) | (recompute == 2))), 0.0)
 
 
 def cp_time(net, shape, b, tp, cp, recompute) -> np.ndarray:

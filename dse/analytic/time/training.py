@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.rows import where
+
 
 @dataclass(frozen=True, slots=True)
 class LossFit:
@@ -49,7 +51,7 @@ def chinchilla_tokens(params: np.ndarray, target_loss: np.ndarray) -> np.ndarray
     c = CHINCHILLA
     gap = target_loss - c.E - c.A / params**c.alpha
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(gap > 0, (c.B / gap) ** (1.0 / c.beta), np.nan)
+        return where(gap > 0, (c.B / gap) ** (1.0 / c.beta), np.nan)
 
 
 def critical_batch_tokens(loss: np.ndarray) -> np.ndarray:
@@ -91,16 +93,19 @@ def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
     scale (Kaplan's critical batch at the loss those tokens reach where not given)."""
     has_loss = np.isfinite(target_loss)
     if not has_loss.any():  # no target loss given (the usual case): no power laws to invert
-        d_min = np.where(has_loss, 0.0, target_tokens)  # the tokens given, as an array
-        loss = chinchilla_loss(params, np.maximum(d_min, 1.0))
+        d_min = where(has_loss, 0.0, target_tokens)  # the tokens given, as an array
+        given = np.asarray(target_tokens)
+        # one target for every row (a study's usual case): its law term once, not per row
+        tokens = given[:1] if given.ndim == 1 and given.strides == (0,) and len(given) else d_min
+        loss = chinchilla_loss(params, np.maximum(tokens, 1.0))
     else:
-        d_min = np.where(
+        d_min = where(
             has_loss,
-            chinchilla_tokens(params, np.where(has_loss, target_loss, 10.0)),
+            chinchilla_tokens(params, where(has_loss, target_loss, 10.0)),
             target_tokens,
         )
-        loss = np.where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
-    b_noise = np.where(np.isfinite(b_noise_tokens), b_noise_tokens, critical_batch_tokens(loss))
+        loss = where(has_loss, target_loss, chinchilla_loss(params, np.maximum(d_min, 1.0)))
+    b_noise = where(np.isfinite(b_noise_tokens), b_noise_tokens, critical_batch_tokens(loss))
     return d_min, b_noise
 
 
@@ -210,7 +215,7 @@ def progress_path(p: Progress, batch_tokens: np.ndarray, phase_tokens_: np.ndarr
             left = np.maximum(p.e_min - u, 0.0)
             mid = u + 0.5 * d / (1.0 + batch_tokens[:, k] / p.noise_scale(u))
             du = d / (1.0 + batch_tokens[:, k] / p.noise_scale(mid))
-            frac = np.where(du > left, left / np.where(du > 0, du, 1.0), 1.0)
+            frac = where(du > left, left / where(du > 0, du, 1.0), 1.0)
             u = u + du * frac
             used = used + d * frac
             ramp_d[:, k, i + 1] = used
@@ -270,5 +275,5 @@ def progress_at_noise_scale(p: Progress, b_noise_tokens: np.ndarray) -> np.ndarr
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         loss = col(p.loss_target) * (b / col(p.b_noise_target)) ** (-KAPLAN_ALPHA_B)
         tokens = chinchilla_tokens(col(p.params), loss)
-        u = np.where(np.isfinite(tokens), tokens, np.inf) * col(p.e_min / p.d_ref)
-    return np.where(loss >= UNTRAINED_LOSS, 0.0, u)
+        u = where(np.isfinite(tokens), tokens, np.inf) * col(p.e_min / p.d_ref)
+    return where(loss >= UNTRAINED_LOSS, 0.0, u)
