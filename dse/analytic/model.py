@@ -82,20 +82,23 @@ def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     codes = front.reason_codes(cfg)
     refused = codes != 0
     if not refused.any():
-        return _timed_and_powered(cfg, front)
+        perf, shared = _timed(front, cfg)
+        del front  # (its arrays freed before the energy half: see _timed)
+        return _powered(cfg, perf, shared)
     out = front.metrics()
     n = len(codes)
     out["feasible"] = np.zeros(n, dtype=bool)
     out["reason"] = REASON_TEXT[codes]
     out["second_accelerators"] = np.zeros(n)
     rows = np.flatnonzero(~refused)
-    if len(rows):
-        live = _timed_and_powered(take_rows(cfg, rows), front.of_candidates(rows))
-    else:  # the outputs' names and types from one candidate, whose values are not used
-        first = np.arange(1)
-        live = _timed_and_powered(take_rows(cfg, first), front.of_candidates(first))
-        live = {name: values[:0] for name, values in live.items()}
+    # none accepted: the outputs' names and types from one candidate, whose values are not used
+    timing = rows if len(rows) else np.arange(1)
+    live_cfg = take_rows(cfg, timing)
+    perf, shared = _timed(front.of_candidates(timing), live_cfg)
     del front
+    live = _powered(live_cfg, perf, shared)
+    if not len(rows):
+        live = {name: values[:0] for name, values in live.items()}
     return _with_refused(out, rows, live)
 
 
@@ -120,15 +123,18 @@ def _with_refused(refused: dict, rows: np.ndarray, live: dict) -> dict:
     return out
 
 
-def _timed_and_powered(cfg: dict[str, np.ndarray], front: time_model.Front) -> dict:
-    """The outputs of candidates ``cfg`` from their :class:`~.time.model.Front`: the step at
-    their clock, then the energy half (which may lower the clock and re-time)."""
-    perf = time_model.timed(front, cfg)
-    # A front of one row per candidate (~130 block-sized arrays) is not kept for the energy
-    # half: holding it cost more CPU time than re-timing's rows re-running the time model
-    # (docs/model.md, section 10)
-    shared = front if front.rows is not None else None
-    del front
+def _timed(front: time_model.Front, cfg: dict[str, np.ndarray]):
+    """(the candidates' time result at their clock, their front where it is shared, else
+    None). A front of one row per candidate (~130 block-sized arrays) is not kept for the
+    energy half, and the caller drops its own before it: holding it cost more CPU time than
+    re-timing's rows re-running the time model (docs/model.md, section 10)."""
+    return time_model.timed(front, cfg), (front if front.rows is not None else None)
+
+
+def _powered(cfg: dict[str, np.ndarray], perf, shared: time_model.Front | None) -> dict:
+    """The outputs of candidates ``cfg`` from their time result at their clock: the energy
+    half, which may lower the clock and re-time (from their ``shared`` front, where there is
+    one, else from their inputs)."""
 
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
         if shared is None:
