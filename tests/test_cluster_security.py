@@ -10,7 +10,7 @@ from distributed import Client, LocalCluster
 from distributed.security import Security
 
 from conftest import TOY, run_cli, toy_study, write_study
-from dse.execution.dask_cluster import DaskExecutor, dashboard_problem
+from dse.execution.dask_cluster import DaskExecutor, dashboard_problem, run_credentials
 from dse.execution.plan import ExecutionPlan, plan_execution
 from dse.study import EvaluatorSpec, ExecutionSpec
 
@@ -78,3 +78,21 @@ def test_a_dashboard_that_does_not_answer_is_not_printed_as_one(tmp_path):
     assert f"no dask dashboard at {link}: it answers HTTP 404" in proc.stderr, proc.stderr
     assert "dask dashboard: http" not in proc.stderr
     assert "does not answer" in dashboard_problem("http://127.0.0.1:9/status", timeout_s=1)
+
+
+def test_each_run_makes_its_own_credentials_with_a_key_that_signed_its_certificate():
+    """The run's key (elliptic curve P-256) signed the certificate it presents, and a second
+    run's credentials are others (a worker of one run cannot join another's cluster)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key_text, cert_text = run_credentials()
+    key = serialization.load_pem_private_key(key_text.encode(), password=None)
+    cert = x509.load_pem_x509_certificate(cert_text.encode())
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
+    assert cert.public_key() == key.public_key() and cert.issuer == cert.subject
+    cert.public_key().verify(
+        cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256())
+    )  # raises when the signature is not the key's
+    assert run_credentials()[0] != key_text
