@@ -14,18 +14,18 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
-import yaml
 
 from dse.analytic import profiles
 from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
 from dse.errors import DseError
+from dse.yamlfile import load_packaged
 
 
 @cache
 def parameters() -> dict:
     """The parsed ``power.yaml`` (defaults, cooling types, per-accelerator entries)."""
-    return yaml.safe_load(files("dse.analytic.data").joinpath("power.yaml").read_text())
+    return load_packaged(files("dse.analytic.data").joinpath("power.yaml").read_text())
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,11 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
-import yaml
 
 from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
 from dse.analytic.time.memory import RECOMPUTE
+from dse.yamlfile import load_packaged
 
 #: the per-stack behaviours the time model reads, in :class:`Stack` order
 FIELDS = (
@@ -74,7 +74,7 @@ OPTIONAL = {
 @cache
 def catalog() -> dict[str, dict]:
     """Stack name -> its documented behaviour (see the YAML file for the fields and sources)."""
-    return yaml.safe_load(files("dse.analytic.data").joinpath("frameworks.yaml").read_text())
+    return load_packaged(files("dse.analytic.data").joinpath("frameworks.yaml").read_text())
 
 
 def framework_names() -> tuple[str, ...]:

@@ -7,13 +7,13 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
-import yaml
 
 from dse.analytic import profiles
 from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError
+from dse.yamlfile import load_packaged
 
 #: fitted per accelerator (calibration.yaml ``fitted``; by :func:`estimated_efficiencies` elsewhere)
 ACCELERATOR_FIELDS = ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff")
@@ -44,7 +44,7 @@ GIB = float(2**30)
 @cache
 def catalog() -> dict[str, dict]:
     """Accelerator name -> its datasheet entry (see the YAML file for sources)."""
-    return yaml.safe_load(files("dse.analytic.data").joinpath("hardware.yaml").read_text())
+    return load_packaged(files("dse.analytic.data").joinpath("hardware.yaml").read_text())
 
 
 @cache
@@ -80,7 +80,7 @@ def catalog_notes() -> dict[str, dict[str, str]]:
 def calibration() -> dict[str, dict]:
     """The fitted parameters: ``shared`` (one value for all) and ``fitted`` (accelerator name
     -> its own efficiencies), see the YAML file."""
-    return yaml.safe_load(files("dse.analytic.data").joinpath("calibration.yaml").read_text())
+    return load_packaged(files("dse.analytic.data").joinpath("calibration.yaml").read_text())
 
 
 def mamf_efficiency(name: str, precision: str = "bf16") -> float | None:

@@ -21,10 +21,10 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
-import yaml
 
 from dse.analytic.columns import factorise
 from dse.analytic.rows import where
+from dse.yamlfile import load_packaged
 
 #: fields every preset states
 REQUIRED_SHAPE_FIELDS = (
@@ -115,7 +115,7 @@ class ModelShape:
 @cache
 def presets() -> dict[str, dict]:
     """Model preset name -> shape (see ``dse/analytic/data/models.yaml`` for sources)."""
-    return yaml.safe_load(files("dse.analytic.data").joinpath("models.yaml").read_text())
+    return load_packaged(files("dse.analytic.data").joinpath("models.yaml").read_text())
 
 
 def resolve_shape(model: np.ndarray, overrides: dict[str, np.ndarray]) -> ModelShape:
