@@ -842,3 +842,32 @@ def test_a_jobqueue_profile_sized_by_its_own_n_workers_plans_and_shows_its_scrip
     )
     assert shown.returncode == 0 and "#SBATCH" in shown.stdout, shown.stderr
     assert not (tmp_path / "submitted").exists()
+
+
+def test_a_closing_clients_left_over_waits_print_no_traceback(caplog):
+    """A fetch the run stopped waiting for (every worker gone past the grace period) ends in
+    distributed's AllExit when the client closes; asyncio would print it as a traceback
+    ("Task exception was never retrieved"). The executor's filter drops that one only."""
+    import asyncio
+    import gc
+    import logging
+
+    from distributed.client import AllExit
+
+    from dse.execution.dask_cluster import _quiet_client_shutdown
+
+    _quiet_client_shutdown()
+
+    async def fail(exc):
+        raise exc
+
+    async def leave_two():
+        asyncio.ensure_future(fail(AllExit()))
+        asyncio.ensure_future(fail(ValueError("a real error")))
+        await asyncio.sleep(0.01)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(leave_two())
+        gc.collect()
+    said = "\n".join(r.getMessage() + repr(r.exc_info) for r in caplog.records)
+    assert "a real error" in said and "AllExit" not in said

@@ -233,6 +233,30 @@ def _left(answer: BaseException) -> bool:
     )
 
 
+class _ClientShutdown:
+    """A logging filter that drops asyncio's "Task exception was never retrieved" for
+    distributed's ``AllExit``: the sentinel its client's waits end with when the client
+    closes. A fetch the run stopped waiting for (every worker gone past the grace period,
+    :meth:`DaskExecutor._watch`) leaves such a wait behind, and its traceback, printed when
+    the client closes, said nothing the run's own one-line message does not."""
+
+    def filter(self, record) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__name__ == "AllExit")
+
+
+_CLIENT_SHUTDOWN = _ClientShutdown()
+
+
+def _quiet_client_shutdown() -> None:
+    """Install :class:`_ClientShutdown` on the asyncio logger (once)."""
+    import logging
+
+    log = logging.getLogger("asyncio")
+    if _CLIENT_SHUTDOWN not in log.filters:
+        log.addFilter(_CLIENT_SHUTDOWN)
+
+
 class DaskExecutor(Executor):
     """A dask client on the cluster an :class:`ExecutionPlan` describes."""
 
@@ -282,6 +306,7 @@ class DaskExecutor(Executor):
 
     # -- starting and stopping -----------------------------------------------------------
     def __enter__(self) -> DaskExecutor:
+        _quiet_client_shutdown()
         try:
             self._connect()
             self._wait_for_workers()
