@@ -131,16 +131,35 @@ def _timed(front: time_model.Front, cfg: dict[str, np.ndarray]):
     return time_model.timed(front, cfg), (front if front.rows is not None else None)
 
 
+def _among(rows: np.ndarray, earlier: np.ndarray) -> np.ndarray | None:
+    """Where each of ``rows`` is in ``earlier`` (both increasing index arrays), or None when
+    some are not there."""
+    if len(rows) > len(earlier):
+        return None
+    at = np.searchsorted(earlier, rows)
+    if len(at) and (at[-1] >= len(earlier) or not np.array_equal(earlier[at], rows)):
+        return None
+    return at
+
+
 def _powered(cfg: dict[str, np.ndarray], perf, shared: time_model.Front | None) -> dict:
     """The outputs of candidates ``cfg`` from their time result at their clock: the energy
     half, which may lower the clock and re-time (from their ``shared`` front, where there is
     one, else from their inputs)."""
 
+    # the front of the rows re-timed last (index array, front), where there is no shared one:
+    # the clock search's later passes re-time some of the same rows again
+    held: list = []
+
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
-        if shared is None:
-            return time_model.evaluate(take_rows(cfg, rows), clock_mhz, share=False)
         clock_inputs = {k: np.asarray(cfg[k])[rows] for k in time_model.CLOCK_INPUTS}
-        return time_model.timed(shared.take(rows), clock_inputs, clock_mhz)
+        if shared is not None:
+            return time_model.timed(shared.take(rows), clock_inputs, clock_mhz)
+        at = _among(rows, held[0][0]) if held else None
+        if at is None:
+            held[:] = [(rows, time_model.front(take_rows(cfg, rows), share=False))]
+            return time_model.timed(held[0][1], clock_inputs, clock_mhz)
+        return time_model.timed(held[0][1].take(at), clock_inputs, clock_mhz)
 
     # The energy model may change the clock (power cap, thermal throttling); it re-times
     # the affected rows and hands back the time result at the final clock, which wins.
