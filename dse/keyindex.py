@@ -73,6 +73,10 @@ class KeyIndex:
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The location of every key, -1 where it is not in the index."""
         keys = np.asarray(keys, dtype=np.int64)
+        if consecutive(keys):
+            found = self._find_range(int(keys[0]), len(keys))
+            if found is not None:
+                return found
         out = np.full(len(keys), -1, dtype=np.int64)
         if len(self._first):
             i = np.maximum(np.searchsorted(self._first, keys, side="right") - 1, 0)
@@ -85,6 +89,44 @@ class KeyIndex:
             hit = (run_keys[pos] == keys) & (out < 0)
             out[hit] = run_locs[pos[hit]]
         return out
+
+    def _find_range(self, lo: int, n: int) -> np.ndarray | None:
+        """:meth:`find` of the keys ``lo .. lo+n-1`` (an enumeration's batch), by slices
+        instead of a search per key (a quarter of the run loop's own CPU at 10**7
+        candidates); None where more than :data:`RANGE_INTERVALS` intervals overlap them
+        (the caller searches per key)."""
+        out = np.full(n, -1, dtype=np.int64)
+        end = lo + n
+        i = max(int(np.searchsorted(self._first, lo, side="right")) - 1, 0)
+        j = int(np.searchsorted(self._first, end))
+        if j - i > RANGE_INTERVALS:
+            return None
+        for first, size, at in zip(
+            self._first[i:j].tolist(), self._size[i:j].tolist(), self._at[i:j].tolist(), strict=True
+        ):
+            a, b = max(first, lo), min(first + size, end)
+            if a < b:
+                out[a - lo : b - lo] = np.arange(at + a - first, at + b - first, dtype=np.int64)
+        for run_keys, run_locs in self._runs:  # the intervals' locations come first, as above
+            s, e = np.searchsorted(run_keys, [lo, end])
+            if s < e:
+                at = run_keys[s:e] - lo
+                free = out[at] < 0  # reversed: of a key added twice, the first, as above
+                out[at[free][::-1]] = run_locs[s:e][free][::-1]
+        return out
+
+
+#: the most intervals :meth:`KeyIndex.find` walks one by one for a range of keys
+RANGE_INTERVALS = 64
+
+
+def consecutive(keys: np.ndarray) -> bool:
+    """Whether ``keys`` are ``k, k+1, .., k+n-1`` (an enumeration's batch): a look at the
+    ends, then one vectorised pass only where they fit."""
+    n = len(keys)
+    if n < 2 or int(keys[-1]) - int(keys[0]) != n - 1:
+        return n == 1
+    return bool((keys[1:] - keys[:-1] == 1).all())
 
 
 def _ascending(keys: np.ndarray) -> bool:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dse.files import stage_file
+from dse.keyindex import consecutive
 from dse.pareto import summarize
 from dse.store import LogChunk, encode
 from dse.study import Study
@@ -34,7 +35,8 @@ class LogRows:
     the searched ``parameters``, every result column, and ``kept`` (True: the runner clears
     it, and the cells it does not keep, where the study keeps less). ``narrow``: the
     columns the chunk's summary is made of, sent back decoded when ``told`` (the search
-    driver reads them); else only the key goes back with the encoded rows."""
+    driver reads them); else only the key goes back with the encoded rows, or for
+    consecutive keys (an enumeration's chunk) only the first."""
 
     study: Study
     parameters: tuple[str, ...]
@@ -48,12 +50,13 @@ class LogRows:
 
     def __call__(self, candidates: pd.DataFrame, result: pd.DataFrame) -> LogChunk:
         n = len(candidates)
+        keys = candidates.index.to_numpy(dtype=np.int64)
         if not result.columns.is_unique:
             raise ValueError(
                 f"duplicate result columns: {sorted(set(result.columns[result.columns.duplicated()]))}"
             )
         columns = [
-            pa.array(candidates.index.to_numpy(dtype=np.int64)),
+            pa.array(keys),
             pa.array(np.full(n, self.batch, np.int32)),
             *(arrow_column(candidates[name]) for name in self.parameters),
             *(arrow_column(result[name]) for name in result.columns),
@@ -65,7 +68,12 @@ class LogRows:
         summary = summarize(narrow.to_pandas(), self.study)
         # the columns sent back, copied (take): the table shares the evaluator's arrays, which
         # an evaluator may reuse for its next call while this chunk waits to be told
-        sent = (narrow if self.told else narrow.select(["key"])).take(pa.array(np.arange(n)))
+        # (an enumeration's consecutive keys, not told: none; the run knows them by the first)
+        first_key = None if self.told or not consecutive(keys) else int(keys[0])
+        if first_key is None:
+            sent = (narrow if self.told else narrow.select(["key"])).take(pa.array(np.arange(n)))
+        else:
+            sent = narrow.select([]).slice(0, 0)
         contender_rows = table.take(pa.array(summary.contenders))
         data = encode(self._kept(table, summary))
         # the run's front reads the tallies and the contenders only: no flag per row goes back
@@ -76,8 +84,8 @@ class LogRows:
             except OSError:  # the bytes go back: the run writes them, or says why it cannot
                 pass
             else:
-                return LogChunk(None, sent, contender_rows, summary, staged=str(staged))
-        return LogChunk(data, sent, contender_rows, summary)
+                return LogChunk(None, sent, contender_rows, summary, str(staged), first_key, n)
+        return LogChunk(data, sent, contender_rows, summary, None, first_key, n)
 
     def _kept(self, table: pa.Table, summary) -> pa.Table:
         """The rows as the study's ``output.keep`` stores them: every row's key, batch, verdict

@@ -33,7 +33,7 @@ from dse.checks import RunPlan
 from dse.errors import DseError
 from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
 from dse.files import remove_path
-from dse.keyindex import KeyIndex
+from dse.keyindex import KeyIndex, consecutive
 from dse.logrows import LogRows
 from dse.pareto import (
     HypervolumeTracker,
@@ -386,8 +386,11 @@ class Runner:
                 return False
             keys = self._keys(driver, batch)
         locs = run.index.find(keys)
-        _, first = np.unique(keys, return_index=True)
-        todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
+        if consecutive(keys):  # an enumeration's batch: each key once, in order
+            todo = np.flatnonzero(locs < 0)
+        else:
+            _, first = np.unique(keys, return_index=True)
+            todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
         told = driver.tells_values  # an enumeration reads no values: none are gathered
         fg = self._evaluate(executor, store, run, batch, todo, keys[todo], told=told)
         if told:

@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 
+import dask
 import pandas as pd
 import pytest
 import xarray as xr
@@ -21,6 +22,7 @@ from dask.distributed import LocalCluster
 from conftest import REPO, run_cli, toy_study, write_study
 from dse.errors import StudyError
 from dse.execution import ExecutionPlan, make_executor, plan_execution
+from dse.execution.dask_cluster import NANNY_MEMORY_MONITOR_S
 from dse.execution.deploy import missing, preview
 from dse.study import EvaluatorSpec, ExecutionSpec
 
@@ -607,6 +609,19 @@ def test_a_local_cluster_leaves_logging_alone_and_starts_no_dashboard_when_told(
         with pytest.raises(urllib.error.HTTPError, match="404"):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30)
         ex.evaluate(pd.DataFrame({"x": [0.1], "y": 0, "shape": "a"}))
+        # the nannies (in this process) look at their workers' memory less often; the
+        # workers' own monitor (pause, spill) keeps dask's interval
+        nannies = list(ex.cluster.workers.values())
+        assert [n.periodic_callbacks["memory_monitor"].callback_time for n in nannies] == [
+            NANNY_MEMORY_MONITOR_S * 1000
+        ]
+        dask_s = dask.utils.parse_timedelta(
+            dask.config.get("distributed.worker.memory.monitor-interval")
+        )
+        own = ex.client.run(
+            lambda dask_worker: dask_worker.periodic_callbacks["memory_monitor"].callback_time
+        )
+        assert list(own.values()) == [dask_s * 1000] and dask_s < NANNY_MEMORY_MONITOR_S
     assert (distributed.level, [h.level for h in distributed.handlers]) == before
     assert not [r for r in caplog.records if "already in use" in r.getMessage()]
 

@@ -92,6 +92,25 @@ def test_key_index_keeps_an_enumerations_chunks_as_intervals_and_finds_what_a_di
     ).all()
 
 
+def test_key_index_finds_a_range_of_keys_as_it_finds_them_one_by_one():
+    """An enumeration's batch (consecutive keys) is looked up by slices of the intervals and
+    runs it overlaps, or per key where it overlaps many intervals: the same locations as the
+    keys looked up out of order (per key), also where a key was added twice."""
+    rng = np.random.default_rng(7)
+    index, at = KeyIndex(), 0
+    for lo in range(0, 20_000, 100):  # 200 intervals of 60 keys, gaps between them
+        index.add(np.arange(lo, lo + 60), np.arange(at, at + 60))
+        at += 60
+    for _ in range(3):  # runs, some keys also in intervals
+        keys = rng.choice(25_000, 500, replace=False)
+        index.add(keys, np.arange(at, at + 500))
+        at += 500
+    for lo, n in [(-10, 50), (0, 1), (150, 3_000), (5_030, 40), (0, 25_000), (19_990, 9_000)]:
+        probe = np.arange(lo, lo + n, dtype=np.int64)
+        np.testing.assert_array_equal(index.find(probe), index.find(probe[::-1])[::-1])
+    assert (index.find(np.arange(30_000, 30_100)) == -1).all()
+
+
 def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
     discrete = Space([expand("a", [1, 2, 3]), expand("b", ["x", "y"]), expand("c", [0.5, 1.5])])
     table = discrete.from_indices(discrete.indices_of(np.arange(12)))

@@ -57,6 +57,21 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.scheduler.work-stealing": False,
     "distributed.scheduler.active-memory-manager.start": False,
 }
+#: seconds between a local cluster's nanny's looks at its worker's memory (distributed's
+#: ``distributed.worker.memory.monitor-interval``, 0.1 s): the nannies run in this process,
+#: and each look (a new psutil.Process, two reads of /proc) was half of its idle CPU (1.3 %
+#: of a core with 2 workers -> 0.6-0.9 %). The look restarts a worker over 95 % of its
+#: memory limit; a runaway evaluator allocating fast overshoots that between looks either
+#: way (at 1 GB/s by 0.1 GB with 0.1 s, by 1 GB with 1 s), so the kernel's OOM killer is
+#: the last guard in both cases. The workers' own monitor (pausing at 80 % of the limit,
+#: spilling at 70 %) runs in their processes and keeps dask's interval.
+NANNY_MEMORY_MONITOR_S = 1.0
+#: seconds after a chunk came back during which the cluster is taken to be there without a
+#: round trip to the scheduler (a look every :data:`POLL_S` while chunks come back every
+#: second or two was about 1 look per second, each costing this process the request and,
+#: for a local cluster, the scheduler's answer); a lost cluster is still seen within this
+#: many seconds (at most the grace period) plus the grace period
+ALIVE_S = 5.0
 #: the terminal or SSH session closed: sent to the whole process group, handled by the run
 HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 #: seconds a connection may take beyond the grace period before it is given up (distributed's
@@ -224,6 +239,18 @@ def start_method(requested: str, fork_safe: bool, threads: int | None = None) ->
     return "fork" if sys.platform.startswith("linux") and fork_safe and alone else "spawn"
 
 
+def slow_nanny_monitors(cluster: Any, seconds: float = NANNY_MEMORY_MONITOR_S) -> None:
+    """Make the local ``cluster``'s nannies look at their workers' memory every ``seconds``
+    (:data:`NANNY_MEMORY_MONITOR_S`). Only the nannies': dask's setting would also slow the
+    workers' own monitor, as a nanny hands its configuration on to its worker. The nanny
+    keeps the interval for a worker it restarts; distributed changes a running periodic
+    callback's interval the same way (the workers' heartbeats)."""
+    for nanny in getattr(cluster, "workers", {}).values():
+        monitor = getattr(nanny, "periodic_callbacks", {}).get("memory_monitor")
+        if monitor is not None:
+            monitor.callback_time = seconds * 1000
+
+
 def _left(answer: BaseException) -> bool:
     """Whether a worker's answer to a call is that it went away (its connection closed), not
     that it could not run the call (dask may hand the error on as text in an Exception)."""
@@ -371,6 +398,7 @@ class DaskExecutor(Executor):
                     dashboard_address=address,
                     scheduler_kwargs={"dashboard": dashboard},
                 )  # an HTTP server on a free port even without one
+            slow_nanny_monitors(self.cluster)
         elif p.kind == "cluster":
             self._submissions = SubmissionErrors().__enter__()  # until __exit__
             self.cluster = start_cluster(p)
@@ -679,8 +707,9 @@ class DaskExecutor(Executor):
                 done = self._wait(finished, pending)
                 if self._trouble is None and any(f.status == "finished" for f in done):
                     # a chunk just came back: the scheduler and a worker are there, and the
-                    # look at the cluster (a round trip to the scheduler) can wait
-                    self._last_look = time.monotonic()
+                    # look at the cluster (a round trip to the scheduler) can wait ALIVE_S
+                    alive_s = min(ALIVE_S, self.plan.grace_s)
+                    self._last_look = time.monotonic() + alive_s - POLL_S
                 for fut in done:
                     lo, chunk, _ = pending.pop(fut)
                     result = self._outcome(fut, lo, chunk, finish, again, suspects)
