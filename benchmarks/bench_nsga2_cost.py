@@ -32,14 +32,18 @@ sys.path.insert(0, str(HERE))
 
 from bench_search import _study, exact_table  # noqa: E402
 
+ALGORITHMS = ("nsga2", "optuna-nsga2", "optuna-tpe")
 
-def run(path: str, evaluations: int, seed: int, folder: bool = True) -> list[tuple[int, float]]:
+
+def run(
+    path: str, evaluations: int, seed: int, folder: bool = True, algorithm: str = "nsga2"
+) -> list[tuple[int, float]]:
     """(evaluations so far, driver CPU seconds so far) at every batch end."""
     from dse.files import atomic_write_text, json_default
     from dse.search import plan_search
     from dse.space import Space
 
-    study = _study(path, "nsga2", evaluations, seed, False)
+    study = _study(path, algorithm, evaluations, seed, False)
     space = Space.from_study(study)
     F, G = exact_table(path)
     plan = plan_search(study, space)
@@ -72,19 +76,25 @@ def _seconds_at(marks: list[tuple[int, float]], evaluations: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", default=str(HERE / "search-bench.yaml"))
-    ap.add_argument("--evaluations", type=int, default=20_000)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--stretch", type=int, default=1000)
+    ap.add_argument("--algorithm", choices=ALGORITHMS, default="nsga2")
+    ap.add_argument("--evaluations", type=int, help="default: 20,000 (nsga2), 3,000 (optuna-*)")
+    ap.add_argument("--repeats", type=int, help="seeds 0, 1, ...; default: 3 (nsga2), 1 (optuna-*)")
+    ap.add_argument("--stretch", type=int, help="default: 1,000 (nsga2), 500 (optuna-*)")
     ap.add_argument("--no-folder", action="store_true", help="no results folder (library use)")
     args = ap.parse_args(argv)
+    small = args.algorithm != "nsga2"  # optuna's samplers are slower per trial: a shorter run
+    args.evaluations = args.evaluations or (3_000 if small else 20_000)
+    args.repeats = args.repeats or (1 if small else 3)
+    args.stretch = args.stretch or (500 if small else 1000)
     exact_table(args.study)  # build the cache once
     runs = [
-        run(args.study, args.evaluations, seed, folder=not args.no_folder)
+        run(args.study, args.evaluations, seed, folder=not args.no_folder, algorithm=args.algorithm)
         for seed in range(args.repeats)
     ]
     where = "without a folder" if args.no_folder else "in a results folder"
     print(
-        f"nsga2 driver CPU time per evaluation, {where}, {args.study}, median of {args.repeats} seeds"
+        f"{args.algorithm} driver CPU time per evaluation, {where}, {args.study}, "
+        f"median of {args.repeats} seed(s)"
     )
     print(f"{'evaluations':>14} {'ms/eval':>8}")
     for lo in range(0, args.evaluations, args.stretch):
