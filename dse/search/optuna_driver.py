@@ -68,6 +68,7 @@ same candidates and the same front as an uninterrupted one.
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import warnings
@@ -123,7 +124,14 @@ def _on_the_grid_class():
             return grid[1][int(np.abs(grid[0] - value).argmin())]
 
         def infer_relative_search_space(self, study, trial):
-            return self.inner.infer_relative_search_space(study, trial)
+            space = getattr(self.inner, "_search_space", None)
+            if isinstance(space, _since_class()):  # it reads the trials up to this one
+                space.newest = trial.number
+            try:
+                return self.inner.infer_relative_search_space(study, trial)
+            finally:
+                if isinstance(space, _since_class()):
+                    space.newest = None
 
         def sample_relative(self, study, trial, search_space):
             params = self.inner.sample_relative(study, trial, search_space)
@@ -143,6 +151,47 @@ def _on_the_grid_class():
             self.inner.reseed_rng()
 
     return OnTheGrid
+
+
+#: a search space that has not read this many trials reads them all in one call
+SINCE_MAX = 1000
+
+
+@functools.cache
+def _since_class():
+    """optuna's intersection search space, reading only the trials it has not read.
+
+    optuna's reads the list of every trial of the study at every ask (then looks only at
+    those since the oldest one still running, which it remembers): with a journal, a loop
+    over every trial (3 ms an ask at 3,000 trials). This one reads those trials alone, by
+    number, up to the trial being sampled (``newest``, set by the sampler wrapper), and
+    hands them to optuna's own intersection: the same result."""
+    optuna = _optuna()
+    from optuna.search_space.intersection import _calculate
+
+    class Since(optuna.search_space.IntersectionSearchSpace):
+        newest: int | None = None
+
+        def calculate(self, study, use_cache: bool = False):
+            start, newest = self._cached_trial_number, self.newest
+            if (
+                newest is None
+                or start < 0
+                or not 0 <= newest - start < SINCE_MAX
+                or self._study_id != study._study_id
+            ):
+                return super().calculate(study, use_cache)
+            storage, sid = study._storage, study._study_id
+            trials = [
+                storage.get_trial(storage.get_trial_id_from_study_id_trial_number(sid, k))
+                for k in range(start, newest + 1)
+            ]
+            self._search_space, self._cached_trial_number = _calculate(
+                trials, self._include_pruned, self._search_space, start
+            )
+            return copy.deepcopy(dict(sorted((self._search_space or {}).items())))
+
+    return Since
 
 
 class OptunaOptions(DriverOptions):
@@ -286,9 +335,11 @@ class _OptunaDriver(SearchDriver):
         optuna = _optuna()
         inner = inner or self.make_sampler(seed)
         fresh = getattr(inner, "_search_space", None)
-        if isinstance(fresh, optuna.search_space.IntersectionSearchSpace):
+        if type(fresh) is optuna.search_space.IntersectionSearchSpace:
             key = (type(inner).__name__, fresh._include_pruned)
-            inner._search_space = self._search_spaces.setdefault(key, fresh)
+            if key not in self._search_spaces:
+                self._search_spaces[key] = _since_class()(include_pruned=fresh._include_pruned)
+            inner._search_space = self._search_spaces[key]
         grids = {
             p.name: tuple(float(v) for v in p.values)
             for p in self.space.parameters
