@@ -890,3 +890,26 @@ def test_running_front_of_arrow_chunks_is_the_front_of_their_tables():
     nd = moocore.is_nondominated(objective_matrix(ok, study), keep_weakly=True)
     assert sorted(by_arrow.rows["key"]) == sorted(ok["key"][nd])
     np.testing.assert_array_equal(by_arrow.sorted_rows()["key"], by_frame.sorted_rows()["key"])
+
+
+def test_an_optuna_nsga2_ask_does_not_read_every_trial_of_the_study():
+    """A generation's cost must not grow with the trials so far: after the first batches,
+    the driver's ask (and the sampler's search space, NSGA-II's generations and parents)
+    never lists every trial of the storage. (TPE's model reads them all by design.)"""
+    study = _study(
+        space={"x": {"range": [0.0, 1.0]}, "y": list(range(10)), "shape": ["a", "b"]},
+        search={"algorithm": "optuna-nsga2", "budget": 200, "batch_size": 20, "seed": 3},
+    )
+    driver, space = _inner(study)
+    _drive(driver, study, space, batches=5)
+    storage = driver.study._storage
+    listed: list[object] = []
+    read_all = storage.get_all_trials
+
+    def counting(study_id, deepcopy=True, states=None):
+        listed.append(states)
+        return read_all(study_id, deepcopy=deepcopy, states=states)
+
+    storage.get_all_trials = counting
+    _drive(driver, study, space, batches=2)
+    assert listed == []
