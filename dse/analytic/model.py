@@ -10,6 +10,7 @@ from dse.analytic import rows as _rows
 from dse.analytic.energy import model as energy_model
 from dse.analytic.time import model as time_model
 from dse.analytic.time.reasons import REASON_TEXT
+from dse.analytic.time.result import FRONT_METRICS
 
 take_rows = _rows.take_inputs  # the inputs of the candidates ``rows`` only
 
@@ -74,7 +75,7 @@ def _evaluate_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:func:`evaluate` for candidates on one accelerator type. A candidate the time model
     refuses before its step (its layout, memory, precision, target or clock) is not timed:
     it gets its reason, the metrics known before the step (memory, size, run length:
-    :data:`.time.model.FRONT_METRICS`) and NaN for the others (docs/model.md, section 10)."""
+    :data:`.time.result.FRONT_METRICS`) and NaN for the others (docs/model.md, section 10)."""
     # the clock-independent part once (shared by candidates that differ only in the clock
     # or the energy half's inputs: then re-timing a row re-runs only the step at its new
     # clock)
@@ -109,7 +110,7 @@ def _with_refused(refused: dict, rows: np.ndarray, live: dict) -> dict:
     n = len(refused["reason"])
     out = {}
     for name, values in live.items():
-        if name in time_model.FRONT_METRICS:  # the same values, computed for every candidate
+        if name in FRONT_METRICS:  # the same values, computed for every candidate
             out[name] = refused[name]
             continue
         if name in refused:

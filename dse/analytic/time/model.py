@@ -122,7 +122,7 @@ class Front:
         return _codes(self.before_clock[at], outside, self.after_clock[at])
 
     def metrics(self) -> dict[str, np.ndarray]:
-        """The time metrics known before the step (:data:`FRONT_METRICS`), per candidate."""
+        """The time metrics known before the step (:data:`.result.FRONT_METRICS`), per candidate."""
         out = _front_metrics(self.mem, self.inputs.layout, self.run)
         return out if self.rows is None else {k: v[self.rows] for k, v in out.items()}
 
@@ -476,25 +476,8 @@ class _Run:
     active_parameters: np.ndarray  # the parameters one token uses
 
 
-#: the time metrics known before the step: a candidate the time model refuses gets these
-#: (its memory, size and run length) and NaN for the metrics of its step
-FRONT_METRICS = (
-    "steps_to_train",
-    "tokens_to_train",
-    "min_tokens_to_train",
-    "memory_per_accelerator_gib",
-    "weights_memory_gib",
-    "gradients_memory_gib",
-    "optimizer_memory_gib",
-    "activations_memory_gib",
-    "parameters",
-    "active_parameters",
-    "data_parallel",
-)
-
-
 def _front_metrics(mem, lay, run: _Run) -> dict[str, np.ndarray]:
-    """The :data:`FRONT_METRICS` from the memory breakdown, the layout and the run."""
+    """The :data:`.result.FRONT_METRICS` from the memory breakdown, the layout and the run."""
     gib = hardware.GIB  # GiB, as the capacity and as nvidia-smi and PyTorch count
     return dict(
         steps_to_train=run.steps,

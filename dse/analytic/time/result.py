@@ -134,3 +134,7 @@ CLOCK_FIELDS = (
     "clock_mhz",
     "breakdown",
 )
+
+#: the time metrics known before the step (the memory, the model's size, the run's length):
+#: a candidate the time model refuses gets these, and NaN for the metrics of its step
+FRONT_METRICS = tuple(name for name in METRIC_FIELDS if name not in CLOCK_FIELDS)
