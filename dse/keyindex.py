@@ -55,9 +55,10 @@ class KeyIndex:
         """Keep ``keys`` as an interval when they and their locations are consecutive and no
         key of the interval is in another one (one vectorised pass, then a binary search);
         False: they are not (the caller adds them as a run)."""
-        if len(keys) < 2 or keys[-1] - keys[0] != len(keys) - 1:
+        # (Python integers: a run of hashed keys spans the whole int64 range)
+        if len(keys) < 2 or int(keys[-1]) - int(keys[0]) != len(keys) - 1:
             return False
-        if locations[-1] - locations[0] != len(keys) - 1:
+        if int(locations[-1]) - int(locations[0]) != len(keys) - 1:
             return False
         if not ((np.diff(keys) == 1).all() and (np.diff(locations) == 1).all()):
             return False
