@@ -55,12 +55,7 @@ class KeyIndex:
         """Keep ``keys`` as an interval when they and their locations are consecutive and no
         key of the interval is in another one (one vectorised pass, then a binary search);
         False: they are not (the caller adds them as a run)."""
-        # (Python integers: a run of hashed keys spans the whole int64 range)
-        if len(keys) < 2 or int(keys[-1]) - int(keys[0]) != len(keys) - 1:
-            return False
-        if int(locations[-1]) - int(locations[0]) != len(keys) - 1:
-            return False
-        if not ((np.diff(keys) == 1).all() and (np.diff(locations) == 1).all()):
+        if len(keys) < 2 or not (consecutive(keys) and consecutive(locations)):
             return False
         lo, end = int(keys[0]), int(keys[-1]) + 1
         i = int(np.searchsorted(self._first, end))  # intervals that start before this one ends
@@ -125,6 +120,7 @@ def consecutive(keys: np.ndarray) -> bool:
     """Whether ``keys`` are ``k, k+1, .., k+n-1`` (an enumeration's batch): a look at the
     ends, then one vectorised pass only where they fit."""
     n = len(keys)
+    # (Python integers: a run of hashed keys spans the whole int64 range)
     if n < 2 or int(keys[-1]) - int(keys[0]) != n - 1:
         return n == 1
     return bool((keys[1:] - keys[:-1] == 1).all())

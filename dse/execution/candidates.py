@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dse.keyindex import consecutive
 from dse.space import Space
 
 
@@ -37,7 +38,7 @@ class GridCandidates:
 
     def __reduce__(self):
         keys = self.keys
-        if len(keys) > 1 and keys[-1] - keys[0] == len(keys) - 1 and (np.diff(keys) == 1).all():
+        if len(keys) > 1 and consecutive(keys):
             return _consecutive, (self.space, int(keys[0]), len(keys))
         return GridCandidates, (self.space, keys)
 
