@@ -36,9 +36,10 @@ class Factorised:
 
     def __getitem__(self, rows) -> Factorised:
         codes = self.codes
-        if codes.strides == (0,) and isinstance(rows, np.ndarray) and rows.dtype.kind in "iu":
+        if codes.strides == (0,) and len(codes) and isinstance(rows, np.ndarray) and rows.ndim == 1:
             # one value in every row (an input left at its default): still one broadcast
-            return Factorised(np.broadcast_to(codes[:1], rows.shape), self.uniques)
+            n = int(np.count_nonzero(rows)) if rows.dtype == np.bool_ else len(rows)
+            return Factorised(repeat_one(codes[:1], n), self.uniques)
         return Factorised(codes[rows], self.uniques)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:

@@ -155,12 +155,13 @@ def _powered(cfg: dict[str, np.ndarray], perf, shared: time_model.Front | None) 
     def retime(clock_mhz: np.ndarray, rows: np.ndarray):
         clock_inputs = {k: np.asarray(cfg[k])[rows] for k in time_model.CLOCK_INPUTS}
         if shared is not None:
-            return time_model.timed(shared.take(rows), clock_inputs, clock_mhz)
-        at = _among(rows, held[0][0]) if held else None
-        if at is None:
-            held[:] = [(rows, time_model.front(take_rows(cfg, rows), share=False))]
-            return time_model.timed(held[0][1], clock_inputs, clock_mhz)
-        return time_model.timed(held[0][1].take(at), clock_inputs, clock_mhz)
+            front = shared.take(rows)
+        else:
+            at = _among(rows, held[0][0]) if held else None
+            if at is None:
+                held[:] = [(rows, time_model.front(take_rows(cfg, rows), share=False))]
+            front = held[0][1] if at is None else held[0][1].take(at)
+        return time_model.timed(front, clock_inputs, clock_mhz)
 
     # The energy model may change the clock (power cap, thermal throttling); it re-times
     # the affected rows and hands back the time result at the final clock, which wins.

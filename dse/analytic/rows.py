@@ -107,13 +107,11 @@ def take_inputs(cfg: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.nd
 
 def _input_at(v, rows: np.ndarray):
     """One input of :func:`take_inputs` at ``rows``: a read-only broadcast of one value (a
-    column the table did not give: its default) stays one, a Factorised column's too."""
+    column the table did not give: its default) stays one, a Factorised column's too
+    (:meth:`~dse.analytic.columns.Factorised.__getitem__`)."""
     if not np.ndim(v):
         return v
-    codes = getattr(v, "codes", None)
-    if codes is not None:
-        if codes.strides == (0,) and len(codes) and np.ndim(rows) == 1:
-            return type(v)(repeat_one(codes[:1], _count(rows)), v.uniques)
+    if hasattr(v, "codes"):  # a Factorised column keeps its own broadcast
         return v[rows]
     return _at(np.asarray(v), rows)
 
