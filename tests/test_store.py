@@ -256,7 +256,6 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     from dse.execution.base import EvaluatorRef, evaluate_chunk
     from dse.execution.candidates import GridCandidates
     from dse.logrows import LogRows
-    from dse.store import ResultStore
 
     p = plan(write_study(tmp_path, toy_study()))
     finish = LogRows(
@@ -275,13 +274,7 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
         back.table().equals(chunk.table())
         and back.table().column("key").to_pylist() == keys.tolist()
     )
-    store = ResultStore.create(
-        tmp_path / "run",
-        study_text="name: toy\n",
-        study_name="toy",
-        evaluator="toy",
-        evaluator_version="1",
-    )
+    store = _toy_store(tmp_path / "run")
     assert feather.read_table(store.write_group(0, back.data)).equals(
         chunk.table()
     )  # a file takes it as bytes
@@ -325,17 +318,10 @@ def test_a_chunk_the_worker_writes_itself_is_committed_in_order_with_the_same_ro
     from dse.execution.candidates import GridCandidates
     from dse.files import discard_staged
     from dse.logrows import LogRows
-    from dse.store import ResultStore
 
     monkeypatch.setattr(logrows, "STAGED_ROWS", 20)
     p = plan(write_study(tmp_path, toy_study()))
-    store = ResultStore.create(
-        tmp_path / "run",
-        study_text="name: toy\n",
-        study_name="toy",
-        evaluator="toy",
-        evaluator_version="1",
-    )
+    store = _toy_store(tmp_path / "run")
     narrow = ("f1", "f2", "feasible", "status", "reason", "error")
     ref = EvaluatorRef.of(p.study.evaluator)
     keys = np.arange(int(p.space.size), dtype=np.int64)
@@ -508,15 +494,9 @@ def test_ctrl_c_as_the_log_writer_starts_its_thread_loses_no_write(tmp_path, mon
 
     import pyarrow as pa
 
-    from dse.store import LogWriter, ResultStore
+    from dse.store import LogWriter
 
-    store = ResultStore.create(
-        tmp_path / "out",
-        study_text="name: t\n",
-        study_name="t",
-        evaluator="toy",
-        evaluator_version="1",
-    )
+    store = _toy_store(tmp_path / "out", "t")
     writer = LogWriter(store, 0, rows=1)
     start, write = threading.Thread.start, store.write_group
 
@@ -635,3 +615,16 @@ def test_an_evaluations_nc_an_earlier_dse_wrote_is_removed_by_the_next_run(finis
     assert again.counts["evaluations"] == 66 and not (out / "evaluations.nc").exists()
     with dse.open_results(out).open_dataset(front=False, keep=["f1"]) as ev:
         assert ev.sizes["candidate"] == 66 and list(ev.data_vars) == ["f1"]
+
+
+def _toy_store(folder, name: str = "toy"):
+    """A new results folder for a study ``name`` of the toy evaluator."""
+    from dse.store import ResultStore
+
+    return ResultStore.create(
+        folder,
+        study_text=f"name: {name}\n",
+        study_name=name,
+        evaluator="toy",
+        evaluator_version="1",
+    )
