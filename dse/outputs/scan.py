@@ -41,6 +41,21 @@ class Scan:
     def sampled_all(self) -> bool:
         return len(self.sample) == self.sampled_from
 
+    def take_range(self, name: str, values: np.ndarray) -> None:
+        """Widen ``name``'s range (and its smallest positive value) to hold the finite
+        ``values``."""
+        v = values[np.isfinite(values)]
+        if len(v):
+            pos = v[v > 0]
+            self.widen(name, float(v.min()), float(v.max()), float(pos.min()) if len(pos) else None)
+
+    def widen(self, name: str, lo: float, hi: float, lo_positive: float | None = None) -> None:
+        """Widen ``name``'s range to hold ``[lo, hi]`` (and ``lo_positive``, where given)."""
+        self.lo[name] = min(self.lo.get(name, np.inf), lo)
+        self.hi[name] = max(self.hi.get(name, -np.inf), hi)
+        if lo_positive is not None:
+            self.lo_positive[name] = min(self.lo_positive.get(name, np.inf), lo_positive)
+
     def log_scale(self, name: str) -> bool:
         """A positive quantity spanning more than a factor 30 is drawn on a log axis."""
         lo = self.lo_positive.get(name, np.nan)
@@ -89,14 +104,7 @@ def scan(
         if "status" in df:
             out.n_failed += int((df["status"].astype(str) != "ok").sum())
         for name in objectives:
-            v = df[name].to_numpy(float)[ok] if name in df else np.empty(0)
-            v = v[np.isfinite(v)]
-            if len(v):
-                out.lo[name] = min(out.lo.get(name, np.inf), float(v.min()))
-                out.hi[name] = max(out.hi.get(name, -np.inf), float(v.max()))
-                pos = v[v > 0]
-                if len(pos):
-                    out.lo_positive[name] = min(out.lo_positive.get(name, np.inf), float(pos.min()))
+            out.take_range(name, df[name].to_numpy(float)[ok] if name in df else np.empty(0))
         if study is not None:
             reasons.update(dict(infeasibility_summary(df, study)))
         eligible = ok if only_ok else np.ones(len(df), bool)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -68,21 +69,17 @@ def group_scan(
     """One group of log files (on a worker): rows, feasible rows, failed rows, each
     objective's range over the feasible rows, the feasible rows themselves (objectives and
     ``columns``) where at most ``sample_size``, and the counts of every row."""
-    out = {"n": 0, "n_ok": 0, "n_failed": 0, "all": 0, "all_ok": 0, "lo": {}, "hi": {}, "pos": {}}
+    from dse.outputs.scan import Scan
+
+    ranges = Scan()
+    out = {"n": 0, "n_ok": 0, "n_failed": 0, "all": 0, "all_ok": 0}
     rows = []
     for path in paths:
         df, ok, n_all, ok_all = _read(path, study, [*objectives, *columns])
         if "status" in df:
             out["n_failed"] += int((df["status"].astype(str) != "ok").sum())
         for name in objectives:
-            v = df[name].to_numpy(float)[ok] if name in df else np.empty(0)
-            v = v[np.isfinite(v)]
-            if len(v):
-                out["lo"][name] = min(out["lo"].get(name, np.inf), float(v.min()))
-                out["hi"][name] = max(out["hi"].get(name, -np.inf), float(v.max()))
-                pos = v[v > 0]
-                if len(pos):
-                    out["pos"][name] = min(out["pos"].get(name, np.inf), float(pos.min()))
+            ranges.take_range(name, df[name].to_numpy(float)[ok] if name in df else np.empty(0))
         if out["n_ok"] + int(ok.sum()) <= sample_size:
             picked = [c for c in dict.fromkeys([*objectives, *columns]) if c in df]
             rows.append(df.loc[ok, picked].assign(_row=np.flatnonzero(ok) + out["n"]))
@@ -90,6 +87,7 @@ def group_scan(
         out["n_ok"] += int(ok.sum())
         out["all"] += n_all
         out["all_ok"] += ok_all
+    out["lo"], out["hi"], out["pos"] = ranges.lo, ranges.hi, ranges.lo_positive
     out["rows"] = (
         pd.concat(rows, ignore_index=True) if rows and out["n_ok"] <= sample_size else None
     )
@@ -143,10 +141,7 @@ def log_summary(
         found.n_ok += s["n_ok"]
         found.n_failed += s["n_failed"]
         for name, v in s["lo"].items():
-            found.lo[name] = min(found.lo.get(name, np.inf), v)
-            found.hi[name] = max(found.hi.get(name, -np.inf), s["hi"][name])
-        for name, v in s["pos"].items():
-            found.lo_positive[name] = min(found.lo_positive.get(name, np.inf), v)
+            found.widen(name, v, s["hi"][name], s["pos"].get(name))
         if s["rows"] is not None:
             samples.append(s["rows"].assign(_row=s["rows"]["_row"] + at))
         at += s["n"]
@@ -157,12 +152,7 @@ def log_summary(
         hist = {}
     else:  # drawn as a density: the scan's sample is not drawn
         edges = density_edges(found, objectives)
-        pairs = [
-            (x, y)
-            for i, x in enumerate(objectives)
-            for y in objectives[i + 1 :]
-            if x in edges and y in edges
-        ]
+        pairs = [p for p in combinations(objectives, 2) if p[0] in edges and p[1] in edges]
         counts = map_each(partial(group_density, study=study, edges=edges, pairs=pairs), parts)
         hist = {
             p: (edges[p[0]], edges[p[1]], sum(c[i] for c in counts)) for i, p in enumerate(pairs)
