@@ -749,6 +749,8 @@ class DaskExecutor(Executor):
         finally:
             if complete:
                 self._jobs.remove(job)
+                if not self._pending:  # no callback can come: let go of the futures it holds
+                    self._finished = queue.SimpleQueue()
             else:
                 self._jobs.clear()
                 pending, self._pending = list(self._pending), {}
