@@ -3,7 +3,8 @@
 Each batch the driver asks for is looked up in the key index first (nothing is evaluated
 twice), the rest is evaluated by the executor; each finished chunk updates the running
 front and tallies and goes to the log writer, which stores groups of rows durably; only
-when the batch's rows are all written is the driver told. After every batch the driver's
+when the batch's rows are all written is the driver told (a driver that allows it has the
+next batch asked and evaluating meanwhile: :meth:`Runner._search`). After every batch the driver's
 plain-data state and the progress record (evaluations, feasible count, front size,
 hypervolume) are saved. Memory does not grow with the evaluations (apart from the key
 index): the log is on disk, the front in memory. At the end ``pareto.nc`` is written from

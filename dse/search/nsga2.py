@@ -36,6 +36,17 @@ same seed and pymoo version the final front is the same. No ask/tell history is 
 and the state does not grow with the generations. After a pymoo upgrade a saved state
 still resumes (it holds no pymoo objects); the following batches are then those the new
 pymoo draws from the same data, which need not be the old version's.
+
+Asking ahead (``ask_ahead``, off by default): the runner asks generation g + 1 right after
+g, before g is told (:meth:`SearchDriver.may_ask_ahead`), so its workers start on it while
+g is stored and told. A batch is bred from the population told so far and seeded by its
+batch number (:attr:`asked_batches`, the generation's when not asking ahead: the same
+candidates as before); the tell of a batch asked ahead merges it into the current
+population, which is not the one it was bred from, by the survival of a fresh algorithm
+seeded by the generation. The state then names the batch asked and not told (``untold``:
+its size; its decision vectors are the last rows of the asked record), and a restored
+driver's first :meth:`ask` gives it again, so a resumed run asks what the uninterrupted one
+asks.
 """
 
 from __future__ import annotations
@@ -324,6 +335,10 @@ class NSGA2Driver(SearchDriver):
         self._pending: deque[tuple[np.ndarray, int, Any]] = deque()
         # batches a restored state names as asked and not told: ask() gives them again
         self._replay: deque[np.ndarray] = deque()
+
+    @classmethod
+    def describe(cls, problem: Problem, options: NSGA2Options) -> str:
+        return f"{cls.name}, asking ahead" if options.ask_ahead else cls.name
 
     @property
     def done(self) -> bool:
