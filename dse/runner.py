@@ -84,6 +84,8 @@ class _Flight:
 
     batch: pd.DataFrame
     keys: np.ndarray
+    locs: np.ndarray  # where each row's candidate was stored when it was asked (-1: nowhere)
+    busy: np.ndarray | None  # rows a batch in flight then evaluated (None: none was in flight)
     todo: np.ndarray  # the rows evaluated for it (candidates not stored, once each)
     batch_no: int
     told: bool  # the driver reads the values (the workers send the told columns back)
@@ -434,9 +436,11 @@ class Runner:
             if len(batch) == 0:
                 return None
             keys = self._keys(driver, batch)
-        unknown = run.index.find(keys) < 0
+        locs, busy = run.index.find(keys), None
+        unknown = locs < 0
         if flights:
-            unknown &= ~np.isin(keys, np.concatenate([f.keys[f.todo] for f in flights]))
+            busy = unknown & np.isin(keys, np.concatenate([f.keys[f.todo] for f in flights]))
+            unknown &= ~busy
         if consecutive(keys):  # an enumeration's batch: each key once, in order
             todo = np.flatnonzero(unknown)
         else:
@@ -445,7 +449,7 @@ class Runner:
         told = driver.tells_values  # an enumeration reads no values: none are gathered
         batch_no = run.batch_no + len(flights)
         job = self._submit(executor, store, batch, todo, keys[todo], batch_no, told=told)
-        return _Flight(batch, keys, todo, batch_no, told, job, started)
+        return _Flight(batch, keys, locs, busy, todo, batch_no, told, job, started)
 
     def _complete(
         self,
@@ -462,9 +466,13 @@ class Runner:
         batch, keys, todo = flight.batch, flight.keys, flight.todo
         fg = self._collect(executor, store, run, flight)
         if flight.told:
-            known = np.flatnonzero(~np.isin(keys, keys[todo]))
-            if len(known):
+            if flight.busy is None:
+                known = np.flatnonzero(flight.locs >= 0)
+                locs = flight.locs[known]
+            else:  # and those the batches in flight stored since
+                known = np.flatnonzero((flight.locs >= 0) | flight.busy)
                 locs = run.index.find(keys[known])
+            if len(known):
                 fg = pd.concat(
                     [fg, store.read_rows(locs, self._fg_columns).assign(key=keys[known])],
                     ignore_index=True,

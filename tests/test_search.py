@@ -978,3 +978,40 @@ def test_nsga2_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_bat
         rest = _drive_ahead(resumed, study, space)
         pd.testing.assert_frame_equal(rest, told.iloc[rows:].reset_index(drop=True))
         assert resumed.state() == states[-1][0]
+
+
+class _Overlapping(SearchDriver):
+    """A plug-in that asks ahead, each batch repeating half of the one before it (in flight
+    when it is asked); it checks that it is told each row's own results."""
+
+    name = "overlapping"
+
+    def may_ask_ahead(self) -> bool:
+        return True
+
+    def ask(self) -> pd.DataFrame:
+        k = self.asked // 10
+        self.asked += 10
+        return pd.DataFrame(
+            {"x": [round(0.05 * i, 2) for i in range(5 * k, 5 * k + 10)], "y": 0, "shape": "a"}
+        )
+
+    def tell(self, candidates, objectives, violations) -> None:
+        table = ToyEvaluator().evaluate(candidates).assign(status="ok")
+        study = _study()
+        assert np.array_equal(objectives, objective_matrix(table, study), equal_nan=True)
+        assert np.array_equal(violations, violation_matrix(table, study), equal_nan=True)
+        self.told += len(candidates)
+
+
+def test_a_candidate_asked_ahead_while_a_batch_in_flight_evaluates_it_is_looked_up_after_it(
+    tmp_path,
+):
+    """Asked ahead, a batch may repeat candidates the batch in flight evaluates: each is
+    evaluated once, and told from the log once that batch is stored."""
+    from dse.api import run
+
+    study = _study(search={"algorithm": "tests.test_search:_Overlapping", "budget": 30})
+    result = run(study, tmp_path / "out", workers=0)
+    assert [h.evaluated for h in result.history] == [10, 5, 5]
+    assert result.evaluations["key"].is_unique and len(result.evaluations) == 20
