@@ -331,6 +331,12 @@ def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():
         assert plan.build(None).inner.inner.name == chosen
         assert ("+ polish" in plan.description) == (chosen == "nsga2")
     assert plan_search(small, Space.from_study(small)).total == 420
+    ahead = _study(search={"algorithm": "auto", "budget": 419, "options": {"ask_ahead": True}})
+    plan = plan_search(ahead, Space.from_study(ahead))
+    assert plan.description.startswith("auto → nsga2, asking ahead")
+    driver, plain = plan.build(None), plan_search(big, Space.from_study(big)).build(None)
+    driver.ask(), plain.ask()
+    assert driver.may_ask_ahead() and not plain.may_ask_ahead()  # NSGA-II's option, passed on
     assert {
         "auto",
         "random",
