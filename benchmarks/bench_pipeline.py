@@ -1,6 +1,6 @@
 """End-to-end throughput and memory of `dse run`: the pipeline around the evaluator.
 
-``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--slow]``
+``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--slow] [--ask-ahead]``
 
 For exhaustive studies of about 10^5, 10^6 and 10^7 candidates on the analytic evaluator
 (the Llama-2 7B space of ``benchmarks/search-bench.yaml``, widened by cooling, inlet
@@ -21,6 +21,17 @@ difference of the candidates, is the marginal CPU per candidate (start-up, clust
 fixed costs drop out); their ratio says at how many workers the main process would be
 saturated (one core of it per candidate for workers x worker CPU). ``--profile-main FILE``
 writes a cProfile of the main process of the largest size.
+
+With ``--ask-ahead`` (issue 37) it runs NSGA-II for ``--generations`` generations of 100
+(no polish) on 2 workers, with ``search.options.ask_ahead`` off and on, for the toy
+evaluator sleeping 0, 0.5 and 2 ms per candidate (sleeping: the workers' time is the same
+on a loaded machine) and for the analytic evaluator on ``search-bench.yaml``, ``--repeats``
+times each, alternating: the search loop's time per generation (the batches' times in
+``state.json``: ask, evaluate, store, tell; the first generation left out: it imports pymoo
+and measures the evaluator's cost with small tasks) and what the workers would need for the
+evaluations alone (the sleep, shared by the workers), so the time they wait between
+generations is the difference. Asked ahead, the workers start on the next generation while
+the main process stores and tells the last one and breeds the one after.
 
 Targets (issue 11): 10^7 in at most 5 minutes with at most 4 GB peak RSS on 2 cores;
 at least 70 % of evaluator throughput x workers at 10^6; 2 workers at least 1.8 x one on
@@ -182,6 +193,84 @@ def slow_speedup(tmp: Path) -> list[tuple[float, float]]:
     return times
 
 
+#: (label, evaluator, seconds per candidate of the toy evaluator's sleep) of --ask-ahead
+AHEAD_EVALUATORS = (
+    ("toy, no work", "toy", 0.0),
+    ("toy, 0.5 ms/candidate", "toy", 0.0005),
+    ("toy, 2 ms/candidate", "toy", 0.002),
+    ("analytic (search-bench.yaml)", "analytic", 0.0),
+)
+
+
+def ahead_study(kind: str, delay_s: float, generations: int, ahead: bool, out: Path) -> dict:
+    """NSGA-II for ``generations`` generations of 100 on 2 workers, without the polish."""
+    if kind == "analytic":
+        study = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
+    else:
+        study = {
+            "name": "ahead-toy",
+            "space": {
+                "x": {"range": [0.0, 1.0], "step": 0.0005},
+                "y": list(range(10)),
+                "shape": ["a", "b"],
+            },  # 40,020 candidates
+            "objectives": [{"metric": "f1"}, {"metric": "f2"}],
+            "evaluator": {
+                "name": "dse.evaluators.toy:ToyEvaluator",
+                "options": {"delay_per_candidate_s": delay_s},
+            },
+        }
+    study["name"] = f"{study['name']}-{'ahead' if ahead else 'plain'}"
+    study["search"] = {
+        "algorithm": "nsga2",
+        "budget": 100 * generations,
+        "batch_size": 100,
+        "seed": 0,
+        "polish": {"enabled": False},
+        "options": {"ask_ahead": ahead},
+    }
+    study["execution"] = {"workers": 2}
+    study["output"] = str(out)
+    return study
+
+
+def ask_ahead_table(tmp: Path, generations: int, repeats: int) -> None:
+    """The search loop's time per generation with and without asking ahead (see the module
+    docstring)."""
+    print(
+        f"\nNSGA-II, {generations} generations of 100, no polish, 2 workers, "
+        f"{os.cpu_count()} cores; median of {repeats} runs each, alternating\n"
+    )
+    print(
+        "| evaluator | evaluation alone [ms/generation] | plain [ms/generation] | "
+        "ask ahead [ms/generation] | ask ahead / plain | workers' wait plain -> ask ahead "
+        "[ms/generation] |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, kind, delay_s in AHEAD_EVALUATORS:
+        per_gen: dict[bool, list[float]] = {False: [], True: []}
+        for r in range(repeats):
+            for ahead in (False, True):
+                out = tmp / f"ahead-{kind}-{delay_s}-{ahead}-{r}"
+                path = tmp / f"{out.name}.yaml"
+                path.write_text(yaml.safe_dump(ahead_study(kind, delay_s, generations, ahead, out)))
+                measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])
+                # the first generation imports pymoo and probes the cost with small tasks
+                history = json.loads((out / "state.json").read_text())["history"][1:]
+                per_gen[ahead].append(sum(h["seconds"] for h in history) / len(history) * 1e3)
+        plain, ahead = (sorted(per_gen[a])[len(per_gen[a]) // 2] for a in (False, True))
+        work = 100 * delay_s / 2 * 1e3
+        print(
+            f"| {label} | {work:.0f} | {plain:.1f} | {ahead:.1f} | {ahead / plain:.0%} | "
+            f"{plain - work:.1f} -> {ahead - work:.1f} |",
+            flush=True,
+        )
+    print(
+        "\nevaluation alone: the toy's sleep per generation shared by 2 workers (0 for the "
+        "analytic evaluator: microseconds per candidate); the workers wait for the rest"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 1e7])
@@ -197,10 +286,20 @@ def main() -> None:
         metavar="FILE",
         help="write a cProfile of the main process of the largest size to FILE",
     )
+    ap.add_argument(
+        "--ask-ahead",
+        action="store_true",
+        help="only the NSGA-II generations with and without search.options.ask_ahead",
+    )
+    ap.add_argument("--generations", type=int, default=40)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="dse-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        if args.ask_ahead:
+            ask_ahead_table(tmp, args.generations, args.repeats)
+            return
         rows = []
         for size in args.sizes:
             out = tmp / f"run-{size:.0e}"

@@ -3,7 +3,8 @@
 Each batch the driver asks for is looked up in the key index first (nothing is evaluated
 twice), the rest is evaluated by the executor; each finished chunk updates the running
 front and tallies and goes to the log writer, which stores groups of rows durably; only
-when the batch's rows are all written is the driver told. After every batch the driver's
+when the batch's rows are all written is the driver told (a driver that allows it has the
+next batch asked and evaluating meanwhile: :meth:`Runner._search`). After every batch the driver's
 plain-data state and the progress record (evaluations, feasible count, front size,
 hypervolume) are saved. Memory does not grow with the evaluations (apart from the key
 index): the log is on disk, the front in memory. At the end ``pareto.nc`` is written from
@@ -19,6 +20,7 @@ import signal
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -74,6 +76,26 @@ class RunResult:
     def evaluations(self) -> pd.DataFrame:
         """Every kept evaluation, read from the log (the whole log in memory: small runs)."""
         return ResultStore.open(self.output_dir).load_evaluations()
+
+
+@dataclass
+class _Flight:
+    """A batch asked and handed to the executor, not yet told."""
+
+    batch: pd.DataFrame
+    keys: np.ndarray
+    locs: np.ndarray  # where each row's candidate was stored when it was asked (-1: nowhere)
+    busy: np.ndarray | None  # rows a batch in flight then evaluated (None: none was in flight)
+    todo: np.ndarray  # the rows evaluated for it (candidates not stored, once each)
+    batch_no: int
+    told: bool  # the driver reads the values (the workers send the told columns back)
+    job: object  # the executor's handle (None: nothing to evaluate)
+    started: float  # time.perf_counter() when it was asked
+
+
+def _over(driver: SearchDriver) -> bool:
+    """The driver has nothing more to ask and every batch it asked is told."""
+    return driver.done and driver.told >= driver.asked
 
 
 class _LoopState:
@@ -259,13 +281,12 @@ class Runner:
                 _import_ahead(END_IMPORTS, self.prepare)
             report.start(
                 f"{study.name} · {self.algorithm}",
-                min(driver.asked, total or driver.asked),
+                min(driver.told, total or driver.told),
                 {**(run.history[-1].to_json() if run.history else {}), **self._live(run)},
             )
             if executor is not None:
                 report.pace.restart()
-                while not driver.done and self._batch(executor, store, driver, run):
-                    pass
+                self._search(executor, store, driver, run)
                 self._save_state(
                     store, driver, run
                 )  # over: the last ask may have ended it (nothing left)
@@ -276,7 +297,7 @@ class Runner:
         except OSError as exc:  # the file system said no (a full disk): what is stored stays too
             lost = _said(exc)
         finally:
-            if driver.done:
+            if _over(driver):
                 report.stop("finished")
             elif interrupted is not None:
                 report.stop("interrupted")
@@ -288,7 +309,7 @@ class Runner:
             ask = (
                 self.summarize is not None
                 and self._fresh
-                and driver.done
+                and _over(driver)
                 and interrupted is None
                 and lost is None
                 and self.plan.execution.kind == "local"
@@ -325,7 +346,7 @@ class Runner:
             if lost is None:
                 lost = (
                     f"{_said(exc)}; the datasets were not written"
-                    if not driver.done
+                    if not _over(driver)
                     else f"the run is over, but writing its datasets failed: {_said(exc)}"
                 )
         finally:
@@ -369,12 +390,42 @@ class Runner:
         finally:
             executor.__exit__(None, None, None)
 
-    def _batch(
+    def _search(
         self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState
-    ) -> bool:
-        """Ask, evaluate what is not stored yet, store it, tell, save state. False when the
-        driver has nothing more to ask."""
-        study = self.study
+    ) -> None:
+        """Ask, evaluate what is not stored yet, store it, tell, save state, until the driver
+        is done or asks an empty batch. Where the driver allows it
+        (:meth:`SearchDriver.may_ask_ahead`) one batch is asked ahead: right after a batch is
+        asked and handed to the executor, and again right after each tell (fixed points of the
+        sequence, whatever finishes first), so that the workers start on it as soon as the
+        last one's chunks are all started, while this process stores and tells that one."""
+        flights: deque[_Flight] = deque()
+        last_done = time.perf_counter()
+        while True:
+            while not driver.done and (
+                not flights or (len(flights) == 1 and self._call(driver, "may_ask_ahead"))
+            ):
+                flight = self._ask(executor, store, driver, run, flights)
+                if flight is None:  # nothing more to ask (asked ahead: for now)
+                    if not flights:
+                        return
+                    break
+                flights.append(flight)
+            if not flights:
+                return
+            last_done = self._complete(executor, store, driver, run, flights.popleft(), last_done)
+
+    def _ask(
+        self,
+        executor: Executor,
+        store: ResultStore,
+        driver: SearchDriver,
+        run: _LoopState,
+        flights: deque[_Flight],
+    ) -> _Flight | None:
+        """Ask the next batch and hand what is not stored yet to the executor; None for an
+        empty batch. A candidate that a batch in flight evaluates is not evaluated again: it
+        is looked up once that batch is stored."""
         started = time.perf_counter()
         signals.raise_lost_interrupt()  # a Ctrl-C that Python could not raise where it came
         keys = self._asked_keys(driver)
@@ -383,30 +434,58 @@ class Runner:
         else:
             batch = self._asked(driver)
             if len(batch) == 0:
-                return False
+                return None
             keys = self._keys(driver, batch)
-        locs = run.index.find(keys)
+        locs, busy = run.index.find(keys), None
+        unknown = locs < 0
+        if flights:
+            busy = unknown & np.isin(keys, np.concatenate([f.keys[f.todo] for f in flights]))
+            unknown &= ~busy
         if consecutive(keys):  # an enumeration's batch: each key once, in order
-            todo = np.flatnonzero(locs < 0)
+            todo = np.flatnonzero(unknown)
         else:
             _, first = np.unique(keys, return_index=True)
-            todo = np.sort(first[locs[first] < 0])  # unknown candidates, once each, in ask order
+            todo = np.sort(first[unknown[first]])  # unknown candidates, once each, in ask order
         told = driver.tells_values  # an enumeration reads no values: none are gathered
-        fg = self._evaluate(executor, store, run, batch, todo, keys[todo], told=told)
-        if told:
-            known = np.flatnonzero(locs >= 0)
+        batch_no = run.batch_no + len(flights)
+        job = self._submit(executor, store, batch, todo, keys[todo], batch_no, told=told)
+        return _Flight(batch, keys, locs, busy, todo, batch_no, told, job, started)
+
+    def _complete(
+        self,
+        executor: Executor,
+        store: ResultStore,
+        driver: SearchDriver,
+        run: _LoopState,
+        flight: _Flight,
+        last_done: float,
+    ) -> float:
+        """Store the batch's evaluations, tell the driver, save the state; the time it ends.
+        The batch's wall time runs from its ask, or from the end of the batch before it
+        where that came later (asked ahead): the batches' times add up to the run's."""
+        batch, keys, todo = flight.batch, flight.keys, flight.todo
+        fg = self._collect(executor, store, run, flight)
+        if flight.told:
+            if flight.busy is None:
+                known = np.flatnonzero(flight.locs >= 0)
+                locs = flight.locs[known]
+            else:  # and those the batches in flight stored since
+                known = np.flatnonzero((flight.locs >= 0) | flight.busy)
+                locs = run.index.find(keys[known])
             if len(known):
                 fg = pd.concat(
-                    [fg, store.read_rows(locs[known], self._fg_columns).assign(key=keys[known])],
+                    [fg, store.read_rows(locs, self._fg_columns).assign(key=keys[known])],
                     ignore_index=True,
                 )
             rows = fg.drop_duplicates("key").set_index("key").loc[keys].reset_index()
+            study = self.study
             objectives, violations = objective_matrix(rows, study), violation_matrix(rows, study)
         else:
             objectives = np.full((len(batch), driver.problem.n_objectives), np.nan)
             violations = np.full((len(batch), driver.problem.n_constraints), np.nan)
         self._call(driver, "tell", batch, objectives, violations)
-        seconds = time.perf_counter() - started
+        done = time.perf_counter()
+        seconds = done - max(flight.started, last_done)
         driver.observe_cost(seconds, len(todo))
         record = self._record(run, len(batch), len(todo), seconds)
         run.history.append(record)
@@ -415,7 +494,7 @@ class Runner:
         self._report.advance(
             len(batch) - len(todo), {**record.to_json(), **self._live(run)}
         )  # the rest came per chunk
-        return True
+        return done
 
     def _keys(self, driver: SearchDriver, batch: pd.DataFrame) -> np.ndarray:
         """The batch's keys: the grid positions dse's own drivers made it from, else computed
@@ -510,7 +589,7 @@ class Runner:
                 nadir=None if frame["nadir"] is None else tuple(frame["nadir"]),
             ),
             algorithm=self.algorithm,
-            finished=driver.done,
+            finished=_over(driver),
             keep=self.study.output.keep,
             # what ruled candidates out, most frequent first (dse status reads it, not the log)
             ruled_out=tuple(run.front.summary()[:RULED_OUT_KEPT]),
@@ -523,46 +602,58 @@ class Runner:
                 raise
             raise self._driver_error(f"state() returned what JSON cannot hold ({exc})") from None
 
-    def _evaluate(
+    def _submit(
         self,
         executor: Executor,
         store: ResultStore,
-        run: _LoopState,
         batch: pd.DataFrame,
         todo: np.ndarray,
         keys: np.ndarray,
+        batch_no: int,
         *,
         told: bool = True,
-    ) -> pd.DataFrame | None:
-        """Evaluate the rows ``todo`` of ``batch`` (``keys`` their keys); each finished chunk
-        comes back as log rows (built on the worker), updates the front and tallies, and goes
-        to the log writer, whose groups are all durable when this returns. The key index
-        learns the rows' places. Returns the told columns of every row (``told``; else the
-        workers send none back and this returns None)."""
+    ):
+        """Hand the rows ``todo`` of ``batch`` (``keys`` their keys) to the executor, each
+        chunk to be made into log rows of batch ``batch_no`` on the worker; the executor's
+        handle, or None when there is nothing to evaluate. ``told``: the workers send back
+        the columns the driver is told."""
         if len(todo) == 0:
-            return pd.DataFrame(columns=["key", *self._fg_columns]) if told else None
+            return None
         if self.space.indexable:  # the workers build the inputs from the grid positions
             inputs = GridCandidates(self.space, keys)
         else:
             inputs = self.space.with_fixed(batch.iloc[todo]).set_axis(
                 pd.Index(keys, dtype=np.int64), axis=0
             )
-        writer = store.writer(run.batch_no)
+        finish = LogRows(
+            self.study,
+            tuple(self.space.names),
+            batch_no,
+            tuple(self._narrow_columns[1:]),
+            told=told,
+            # a local cluster's workers write their chunks' log files themselves: the rows'
+            # bytes never pass through this process (received, then written again)
+            stage_in=str(store.evaluations_dir.absolute())
+            if self.plan.execution.kind == "local"
+            else None,
+        )
+        return executor.submit(inputs, finish=finish)
+
+    def _collect(
+        self, executor: Executor, store: ResultStore, run: _LoopState, flight: _Flight
+    ) -> pd.DataFrame | None:
+        """Take the batch's evaluations from the executor: each finished chunk comes back
+        as log rows (built on the worker), updates the front and tallies, and goes to the log
+        writer, whose groups are all durable when this returns. The key index learns the
+        rows' places. Returns the told columns of every evaluated row (None where the driver
+        is told no values: the workers send none back)."""
+        told = flight.told
+        if flight.job is None:
+            return pd.DataFrame(columns=["key", *self._fg_columns]) if told else None
+        writer = store.writer(flight.batch_no)
         told_columns = []
         try:
-            finish = LogRows(
-                self.study,
-                tuple(self.space.names),
-                run.batch_no,
-                tuple(self._narrow_columns[1:]),
-                told=told,
-                # a local cluster's workers write their chunks' log files themselves: the rows'
-                # bytes never pass through this process (received, then written again)
-                stage_in=str(store.evaluations_dir.absolute())
-                if self.plan.execution.kind == "local"
-                else None,
-            )
-            for _, chunk in executor.results(inputs, finish=finish):
+            for _, chunk in executor.drain(flight.job):
                 run.front.fold(chunk.summary, chunk.contender_rows)
                 writer.add(chunk)  # as the study keeps them: the worker blanked what it drops
                 if told:

@@ -494,6 +494,27 @@ def test_a_failing_row_fails_alone_and_keeps_its_message(workers):
     assert out.loc[2, "error"] == "RuntimeError: toy failure: x above 0.5"
 
 
+@pytest.mark.parametrize("workers", [0, 1], ids=["in-process", "dask"])
+def test_a_batch_submitted_while_another_is_drained_starts_on_the_slots_it_frees(workers):
+    """Asking ahead: two batches submitted, drained in order, each row of each once from its
+    own drain; on dask the second batch's chunks start while the first is drained (its last
+    chunks running), not after it."""
+    slow = EvaluatorSpec(name="dse.evaluators.toy:ToyEvaluator", options={"delay_s": 0.1})
+    first = pd.DataFrame({"x": [0.05 * i for i in range(1, 13)], "y": 0, "shape": "a"})
+    second = pd.DataFrame({"x": [0.03 * i for i in range(1, 9)], "y": 1, "shape": "b"})
+    plan = ExecutionPlan(workers=workers, chunk_size=2, dashboard=False)
+    with make_executor(plan, slow) as ex:
+        a, b = ex.submit(first), ex.submit(second)
+        got_a = sorted(ex.drain(a), key=lambda part: part[0])
+        if workers:  # a chunk of the second was started before the first's last came back
+            assert ex.pipelines and b.offset > 0
+        got_b = sorted(ex.drain(b), key=lambda part: part[0])
+    for got, batch in ((got_a, first), (got_b, second)):
+        assert [lo for lo, _ in got] == list(range(0, len(batch), 2))
+        f1 = pd.concat([r for _, r in got], ignore_index=True)["f1"]
+        assert f1.tolist() == pytest.approx(batch["x"].tolist())
+
+
 def test_a_plugin_evaluator_past_its_time_out_fails_that_row_only():
     """The toy hangs for a call holding x > 0.8; evaluator.timeout_s runs it in a child
     process that is killed when a call's time is up."""

@@ -35,24 +35,36 @@ ALGORITHMS = [
 ]
 
 
+def _asking_ahead(study: Path) -> Path:
+    """The study with NSGA-II's ask_ahead on."""
+    data = yaml.safe_load(study.read_text())
+    data["search"]["options"] = {"ask_ahead": True}
+    study.write_text(yaml.safe_dump(data))
+    return study
+
+
 @pytest.mark.parametrize(
-    "algorithm,workers",
-    [(a, 0) for a in ALGORITHMS] + [("nsga2", 1)],
-    ids=[*ALGORITHMS, "nsga2-on-dask"],
+    "algorithm,workers,ahead",
+    [(a, 0, False) for a in ALGORITHMS] + [("nsga2", 1, False), ("nsga2", 2, True)],
+    ids=[*ALGORITHMS, "nsga2-on-dask", "nsga2-asking-ahead-on-dask"],
 )
 def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
-    tmp_path, algorithm, workers
+    tmp_path, algorithm, workers, ahead
 ):
-    """Every driver in this process; one also on a dask cluster (worker processes in the group)."""
+    """Every driver in this process; one also on a dask cluster (worker processes in the
+    group), and NSGA-II asking ahead there (killed with a batch asked and untold in flight:
+    its state names it, and the resumed run asks it again)."""
+    adapt = _asking_ahead if ahead else (lambda path: path)
     reference = tmp_path / "reference"
-    proc = run_cli("run", str(background_study(tmp_path, algorithm, reference, 0.0)), "--quiet")
+    study = adapt(background_study(tmp_path, algorithm, reference, 0.0))
+    proc = run_cli("run", str(study), "--quiet")
     assert proc.returncode == 0, proc.stderr
     expected = front_of(reference)
     expected_keys = set(log_rows(reference)["key"])
 
     out = tmp_path / "interrupted"
-    study = background_study(
-        tmp_path, algorithm, out, 0.3, workers
+    study = adapt(
+        background_study(tmp_path, algorithm, out, 0.3, workers)
     )  # a group is written mid-batch (1 s)
     for rows in (1, 30):  # kill early, then again in a later batch
         run = start_run(study) if rows == 1 else start_resume(out)
@@ -61,6 +73,8 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
         run.wait()
         assert len(log_rows(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
+        if ahead and rows == 30:  # killed in the second batch, the third asked ahead
+            assert _state(out)["driver"]["inner"]["untold"] == [20]
 
     dead = (
         out / "evaluations" / ".b000009-c00000.arrow.999999999.tmp"

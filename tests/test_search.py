@@ -331,6 +331,12 @@ def test_auto_enumerates_spaces_that_fit_the_budget_and_uses_nsga2_otherwise():
         assert plan.build(None).inner.inner.name == chosen
         assert ("+ polish" in plan.description) == (chosen == "nsga2")
     assert plan_search(small, Space.from_study(small)).total == 420
+    ahead = _study(search={"algorithm": "auto", "budget": 419, "options": {"ask_ahead": True}})
+    plan = plan_search(ahead, Space.from_study(ahead))
+    assert plan.description.startswith("auto → nsga2, asking ahead")
+    driver, plain = plan.build(None), plan_search(big, Space.from_study(big)).build(None)
+    driver.ask(), plain.ask()
+    assert driver.may_ask_ahead() and not plain.may_ask_ahead()  # NSGA-II's option, passed on
     assert {
         "auto",
         "random",
@@ -913,3 +919,105 @@ def test_an_optuna_nsga2_ask_does_not_read_every_trial_of_the_study():
     storage.get_all_trials = counting
     _drive(driver, study, space, batches=2)
     assert listed == []
+
+
+def _drive_ahead(driver, study: Study, space: Space, states: list | None = None) -> pd.DataFrame:
+    """The runner's loop where the driver asks ahead (Runner._search): the next batch is
+    asked while one is untold where may_ask_ahead() says so, tells come in ask order, the
+    state is saved (as JSON) after each tell; every told row, in tell order."""
+    ev, told, flights = ToyEvaluator(), [], []
+    while True:
+        while not driver.done and (not flights or (len(flights) == 1 and driver.may_ask_ahead())):
+            batch = driver.ask().reset_index(drop=True)
+            if len(batch) == 0:
+                break
+            flights.append(batch)
+        if not flights:
+            return pd.concat(told, ignore_index=True)
+        batch = flights.pop(0)
+        table = pd.concat([batch, ev.evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
+        driver.tell(batch, objective_matrix(table, study), violation_matrix(table, study))
+        told.append(table)
+        if states is not None:
+            rows = sum(len(t) for t in told)
+            states.append((json.loads(json.dumps(driver.state(), allow_nan=False)), rows))
+
+
+def test_nsga2_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_batch_untold(
+    tmp_path,
+):
+    """search.options.ask_ahead: the next generation is asked while the last is untold (bred
+    from what was told: one generation's lag). Each saved state names the batch asked and not
+    told; a driver restored from it asks that batch again first, then exactly what the
+    uninterrupted run asks, to the same front. Nothing is asked twice."""
+    study = _study(
+        search={
+            "algorithm": "nsga2",
+            "budget": 300,
+            "batch_size": 20,
+            "seed": 3,
+            "options": {"ask_ahead": True},
+        }
+    )
+    folder = tmp_path / "run"
+    folder.mkdir()
+    reference, space = _driver(study, folder)
+    states: list = []
+    told = _drive_ahead(reference, study, space, states)
+    assert len(set(candidate_keys(told, space.names))) == len(told) == reference.asked
+    untold = [s["inner"]["untold"] for s, _ in states]
+    assert untold[0] == [20] and untold[-1] == []  # asked ahead, and nothing left in the end
+    assert all(s["untold"] == s["inner"]["untold"] for s, _ in states if s["phase"] == "search")
+    assert _front(told, study) == TRUE_FRONT  # with the polish, as without asking ahead
+
+    again, _ = _driver(study, tmp_path / "again")  # the same sequence, whatever else ran
+    (tmp_path / "again").mkdir()
+    pd.testing.assert_frame_equal(_drive_ahead(again, study, space), told)
+    plain, _ = _driver(_study(search={**study.search.model_dump(), "options": {}}), None)
+    assert not _drive_ahead(plain, study, space).equals(told)  # a lag changes what is bred
+
+    for cut in (0, 1, 4):
+        state, rows = states[cut]
+        resumed, _ = _driver(study, folder)
+        resumed.restore(json.loads(json.dumps(state)))
+        assert not resumed.done
+        rest = _drive_ahead(resumed, study, space)
+        pd.testing.assert_frame_equal(rest, told.iloc[rows:].reset_index(drop=True))
+        assert resumed.state() == states[-1][0]
+
+
+class _Overlapping(SearchDriver):
+    """A plug-in that asks ahead, each batch repeating half of the one before it (in flight
+    when it is asked); it checks that it is told each row's own results."""
+
+    name = "overlapping"
+
+    def may_ask_ahead(self) -> bool:
+        return True
+
+    def ask(self) -> pd.DataFrame:
+        k = self.asked // 10
+        self.asked += 10
+        return pd.DataFrame(
+            {"x": [round(0.05 * i, 2) for i in range(5 * k, 5 * k + 10)], "y": 0, "shape": "a"}
+        )
+
+    def tell(self, candidates, objectives, violations) -> None:
+        table = ToyEvaluator().evaluate(candidates).assign(status="ok")
+        study = _study()
+        assert np.array_equal(objectives, objective_matrix(table, study), equal_nan=True)
+        assert np.array_equal(violations, violation_matrix(table, study), equal_nan=True)
+        self.told += len(candidates)
+
+
+def test_a_candidate_asked_ahead_while_a_batch_in_flight_evaluates_it_is_looked_up_after_it(
+    tmp_path,
+):
+    """Asked ahead, a batch may repeat candidates the batch in flight evaluates: each is
+    evaluated once, and told from the log once that batch is stored."""
+    from dse.api import run
+
+    study = _study(search={"algorithm": "tests.test_search:_Overlapping", "budget": 30})
+    result = run(study, tmp_path / "out", workers=0)
+    assert [h.evaluated for h in result.history] == [10, 5, 5]
+    assert result.evaluations["key"].is_unique and len(result.evaluations) == 20

@@ -260,6 +260,15 @@ class ChunkSizer:
         return chunk
 
 
+@dataclass(frozen=True)
+class _Submitted:
+    """A batch :meth:`Executor.submit` took and an executor that does not pipeline
+    evaluates when it is drained."""
+
+    candidates: Candidates
+    finish: Finish | None
+
+
 class Executor(ABC):
     """Evaluates candidate tables in chunks sized by :class:`ChunkSizer`; a context manager
     around its resources (a cluster, a client)."""
@@ -296,6 +305,21 @@ class Executor(ABC):
         inputs, or grid positions: :mod:`dse.execution.candidates`), as each finishes, in any order; every row is covered exactly once. The
         result is the chunk's metrics table, or what ``finish(chunk, metrics)`` made of it
         where the chunk was evaluated (a picklable callable: it runs on the workers)."""
+
+    def submit(self, candidates: Candidates, *, finish: Finish | None = None) -> Any:
+        """Hand ``candidates`` over for evaluation and return a handle for :meth:`drain`. An
+        executor that pipelines (:attr:`pipelines`) starts on a batch handed over while an
+        earlier one is drained, as soon as that one has no chunk left to start, so that its
+        workers do not wait between the two; this one evaluates at :meth:`drain`. Batches are
+        drained in the order they were submitted, each once."""
+        return _Submitted(candidates, finish)
+
+    def drain(self, job: Any) -> Iterator[tuple[int, Any]]:
+        """:meth:`results` of a batch :meth:`submit` took (the oldest not yet drained)."""
+        return self.results(job.candidates, finish=job.finish)
+
+    #: whether :meth:`submit` starts a batch while an earlier one is drained
+    pipelines: bool = False
 
     def map_each(self, fn: Callable[[Any], Any], items: list) -> list:
         """``[fn(item) for item in items]``, computed where this executor evaluates (a

@@ -284,6 +284,29 @@ def _quiet_client_shutdown() -> None:
         log.addFilter(_CLIENT_SHUTDOWN)
 
 
+class _Job:
+    """A batch :meth:`DaskExecutor.submit` took: what is left to start, what is in flight,
+    what came back and waits for :meth:`DaskExecutor.drain`."""
+
+    def __init__(self, candidates: Candidates, finish: Finish | None) -> None:
+        self.candidates, self.finish = candidates, finish
+        self.offset, self.n = 0, count(candidates)
+        self.again: deque[tuple[int, Candidates]] = deque()  # to submit again
+        self.suspects: deque[tuple[int, Candidates]] = (
+            deque()
+        )  # halves of chunks that killed workers
+        self.in_flight = 0
+        self.ready: deque[tuple[int, Any]] = deque()  # results not yet yielded
+
+    @property
+    def over(self) -> bool:
+        return (
+            self.offset >= self.n
+            and not (self.again or self.suspects or self.ready)
+            and self.in_flight == 0
+        )
+
+
 class DaskExecutor(Executor):
     """A dask client on the cluster an :class:`ExecutionPlan` describes."""
 
@@ -318,6 +341,9 @@ class DaskExecutor(Executor):
         self._killed = 0  # chunks whose workers died while evaluating them (dask's KilledWorker)
         self._submissions: SubmissionErrors | None = None
         self._last_look = 0.0
+        self._jobs: list[_Job] = []  # batches submitted and not yet drained, in order
+        self._pending: dict = {}  # future -> (its batch, lo, chunk, whether it runs alone)
+        self._finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish
         self._plugin: str | None = (
             None  # the name of dse's worker plug-in registered on the scheduler
         )
@@ -668,57 +694,97 @@ class DaskExecutor(Executor):
             raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s){why}")
 
     # -- evaluating ----------------------------------------------------------------------
+    #: a batch submitted while an earlier one is drained starts on the slots that one frees
+    pipelines = True
+
+    def submit(self, candidates: Candidates, *, finish: Finish | None = None) -> _Job:
+        """Queue a batch; its chunks start as soon as the batches queued before it have none
+        left to start and a slot is free (now, where one is)."""
+        job = _Job(candidates, finish)
+        self._jobs.append(job)
+        if self.client is not None:
+            self._fill()
+        return job
+
     def results(
         self, candidates: Candidates, *, finish: Finish | None = None
     ) -> Iterator[tuple[int, Any]]:
+        return self.drain(self.submit(candidates, finish=finish))
+
+    def drain(self, job: _Job) -> Iterator[tuple[int, Any]]:
         """Keeps two tasks per worker thread in flight; each finished task frees a slot for
-        the next chunk, sized by the latest cost measured. Chunks to submit again (cancelled by
-        a lost connection) go first; a half of a chunk that killed workers runs alone, once
-        the tasks in flight are done: queued on a worker it kills, another chunk would be
-        lost with it each time, and after dask's allowed failures be taken for a killer too."""
-        offset, n = 0, count(candidates)
-        again: deque[tuple[int, Candidates]] = deque()
-        suspects: deque[tuple[int, Candidates]] = deque()  # halves of chunks that killed workers
-        pending: dict = {}  # future -> (lo, chunk, whether it is a suspect, which runs alone)
-        finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish, in any state
+        the next chunk, sized by the latest cost measured: of this batch while it has chunks
+        left to start, then of the batch submitted after it (its results wait in it until
+        it is drained). Chunks to submit again (cancelled by a lost connection) go first; a
+        half of a chunk that killed workers runs alone, once the tasks in flight are done:
+        queued on a worker it kills, another chunk would be lost with it each time, and after
+        dask's allowed failures be taken for a killer too. Stopped before the batch is over
+        (an exception, the generator closed), nothing submitted goes on."""
+        complete = False
         try:
-            while pending or again or suspects or offset < n:
-                while self.client.status == "running" and not any(
-                    alone for *_, alone in pending.values()
-                ):
-                    suspect = bool(suspects) and not pending
-                    if suspect:
-                        lo, chunk = suspects.popleft()
-                    elif (
-                        suspects
-                        or len(pending) >= 2 * self.sizer.workers
-                        or not (again or offset < n)
-                    ):
-                        break
-                    elif again:
-                        lo, chunk = again.popleft()
-                    else:
-                        size = self.sizer.next(n - offset)
-                        lo, chunk = offset, part(candidates, offset, offset + size)
-                        offset += size
-                    fut = self.client.submit(evaluate_chunk, self.ref, chunk, finish, pure=False)
-                    pending[fut] = (lo, chunk, suspect)
-                    fut.add_done_callback(finished.put)
-                done = self._wait(finished, pending)
+            while True:
+                while job.ready:
+                    yield job.ready.popleft()
+                if job.over:
+                    break
+                self._fill()
+                done = self._wait(self._finished, self._pending)
                 if self._trouble is None and any(f.status == "finished" for f in done):
                     # a chunk just came back: the scheduler and a worker are there, and the
                     # look at the cluster (a round trip to the scheduler) can wait ALIVE_S
                     alive_s = min(ALIVE_S, self.plan.grace_s)
                     self._last_look = time.monotonic() + alive_s - POLL_S
                 for fut in done:
-                    lo, chunk, _ = pending.pop(fut)
-                    result = self._outcome(fut, lo, chunk, finish, again, suspects)
+                    owner, lo, chunk, _ = self._pending.pop(fut)
+                    owner.in_flight -= 1
+                    result = self._outcome(
+                        fut, lo, chunk, owner.finish, owner.again, owner.suspects
+                    )
                     if result is not None:
-                        yield lo, result
+                        owner.ready.append((lo, result))
+                    while job.ready:
+                        yield job.ready.popleft()
                 self._watch()
+            complete = True
         finally:
-            if pending and self.client is not None and self.client.status == "running":
-                self.client.cancel(list(pending))
+            if complete:
+                self._jobs.remove(job)
+                if not self._pending:  # no callback can come: let go of the futures it holds
+                    self._finished = queue.SimpleQueue()
+            else:
+                self._jobs.clear()
+                pending, self._pending = list(self._pending), {}
+                if pending and self.client is not None and self.client.status == "running":
+                    self.client.cancel(pending)
+
+    def _fill(self) -> None:
+        """Submit chunks while a slot is free: a suspect alone, else what is to be submitted
+        again, else the next chunk of the oldest batch with chunks left to start."""
+        pending = self._pending
+        while self.client.status == "running" and not any(alone for *_, alone in pending.values()):
+            owner = next((j for j in self._jobs if j.suspects), None)
+            alone = owner is not None
+            if alone:
+                if pending:
+                    break
+                lo, chunk = owner.suspects.popleft()
+            else:
+                owner = next((j for j in self._jobs if j.again or j.offset < j.n), None)
+                if owner is None or len(pending) >= 2 * self.sizer.workers:
+                    break
+                if owner.again:
+                    lo, chunk = owner.again.popleft()
+                else:
+                    size = self.sizer.next(owner.n - owner.offset)
+                    lo, chunk = (
+                        owner.offset,
+                        part(owner.candidates, owner.offset, owner.offset + size),
+                    )
+                    owner.offset += size
+            fut = self.client.submit(evaluate_chunk, self.ref, chunk, owner.finish, pure=False)
+            pending[fut] = (owner, lo, chunk, alone)
+            owner.in_flight += 1
+            fut.add_done_callback(self._finished.put)
 
     def map_each(self, fn, items: list) -> list:
         return self.client.gather(self.client.map(fn, items, pure=False))

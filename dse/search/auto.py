@@ -117,6 +117,10 @@ class AutoDriver(SearchDriver):
     def asked_keys(self) -> np.ndarray | None:
         return self.inner.asked_keys()
 
+    def may_ask_ahead(self) -> bool:
+        """NSGA-II's, once chosen (an enumeration, or a search still measuring, does not)."""
+        return self.decided and self.inner.may_ask_ahead()
+
     def ask(self) -> pd.DataFrame:
         batch = self.inner.ask()
         self.asked = self.offset + self.inner.asked

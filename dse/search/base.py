@@ -19,6 +19,26 @@ Call order (the runner's, documented so a driver can rely on it)::
         state = driver.state()                      # saved after every batch (plain JSON data)
     driver.attributes()                             # what it says about its front, for the datasets
 
+Asking ahead (a driver opts in through :meth:`SearchDriver.may_ask_ahead`; default off): a
+fast evaluator's workers would wait while the runner stores a batch, tells it and asks the
+next one, so where the driver allows it the runner asks the next batch while the last one is
+still evaluated, and the executor starts on it as soon as that one's chunks are all started.
+At most one batch is asked ahead, and always at the same point of the sequence (whatever
+finishes first), so the same seed gives the same candidates::
+
+    batch_0 = driver.ask()
+    if driver.may_ask_ahead():  # asked once a batch is asked and untold
+        batch_1 = driver.ask()  # bred from what was told so far (a generation's lag)
+    driver.tell(batch_0, ...)   # tells come in ask order
+    driver.observe_cost(...); state = driver.state()    # batch_1 is asked and untold
+    batch_2 = driver.ask()      # if driver.may_ask_ahead() again
+    driver.tell(batch_1, ...)
+
+:meth:`SearchDriver.state` then holds the batch asked and not told, and after
+:meth:`SearchDriver.restore` the driver's next :meth:`SearchDriver.ask` gives that batch again,
+without counting it twice (:attr:`SearchDriver.done` is false until it has): a resumed run
+asks and is told what the uninterrupted one was.
+
 The runner drives the driver :func:`dse.search.plan_search` builds: the study's driver
 inside :class:`dse.search.phases.PhasedSearch`, which applies a budget in time, follows the
 search with the front polish where it is on, and labels the front (exact, polished or
@@ -190,6 +210,13 @@ class SearchDriver(ABC):
         to ask this way now): the runner calls :meth:`ask`. Taken from dse's own drivers only,
         on a space whose keys are grid positions."""
         return None
+
+    def may_ask_ahead(self) -> bool:
+        """Whether the runner may ask the next batch now, while the one asked last is not yet
+        told (see the module docstring: the state then holds that batch, and a restored
+        driver asks it again first). Called with exactly one batch asked and untold. Default
+        False: every batch is told before the next is asked."""
+        return False
 
     def observe_cost(self, seconds: float, evaluated: int) -> None:
         """The wall time of the batch just told (asking, looking up, evaluating, storing) and

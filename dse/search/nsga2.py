@@ -36,10 +36,22 @@ same seed and pymoo version the final front is the same. No ask/tell history is 
 and the state does not grow with the generations. After a pymoo upgrade a saved state
 still resumes (it holds no pymoo objects); the following batches are then those the new
 pymoo draws from the same data, which need not be the old version's.
+
+Asking ahead (``ask_ahead``, off by default): the runner asks generation g + 1 right after
+g, before g is told (:meth:`SearchDriver.may_ask_ahead`), so its workers start on it while
+g is stored and told. A batch is bred from the population told so far and seeded by its
+batch number (:attr:`asked_batches`, the generation's when not asking ahead: the same
+candidates as before); the tell of a batch asked ahead merges it into the current
+population, which is not the one it was bred from, by the survival of a fresh algorithm
+seeded by the generation. The state then names the batch asked and not told (``untold``:
+its size; its decision vectors are the last rows of the asked record), and a restored
+driver's first :meth:`ask` gives it again, so a resumed run asks what the uninterrupted one
+asks.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +93,8 @@ def _seed(seed: int, generation: int, purpose: int) -> np.random.SeedSequence:
     )
 
 
-PYMOO, TOP_UP = 0x6E7367, 0x746F70  # purposes: pymoo's random_state, the top-up sampler
+# purposes: pymoo's random_state, the top-up sampler, the survival of a batch asked ahead
+PYMOO, TOP_UP, SURVIVAL = 0x6E7367, 0x746F70, 0x737276
 # pymoo mates again until it has enough children not seen before, up to 100 times; late in a
 # run almost every child is a repeat, so those rounds cost several times the rest of a
 # generation and grow with the run. After 10 rounds the batch is topped up with unseen random
@@ -284,6 +297,12 @@ class NSGA2Options(DriverOptions):
         le=1,
         description="random reset of a categorical index per child (default: 1 / parameters)",
     )
+    ask_ahead: bool = Field(
+        default=False,
+        description="breed the next generation while the last is evaluated, from the "
+        "generations told so far (a generation's lag), so that a fast evaluator's workers do "
+        "not wait between generations",
+    )
 
 
 class NSGA2Driver(SearchDriver):
@@ -310,42 +329,61 @@ class NSGA2Driver(SearchDriver):
         self._saved = 0  # rows of ASKED_FILE that are this run's
         self._cut: int | None = 0  # ASKED_FILE's bytes to keep before the next append
         self._seen: set = set()  # the keys (Codec.keys) of every vector asked
-        self._algorithm = None  # this generation's pymoo algorithm, between ask and tell
-        self._pending: np.ndarray | None = None
+        self.asked_batches = 0  # batches asked (one ahead of the generation when asking ahead)
+        # the batches asked and not told, oldest first: the decision vectors, the generation
+        # they were asked in, and the pymoo algorithm that bred them
+        self._pending: deque[tuple[np.ndarray, int, Any]] = deque()
+        # batches a restored state names as asked and not told: ask() gives them again
+        self._replay: deque[np.ndarray] = deque()
+
+    @classmethod
+    def describe(cls, problem: Problem, options: NSGA2Options) -> str:
+        return f"{cls.name}, asking ahead" if options.ask_ahead else cls.name
 
     @property
     def done(self) -> bool:
-        return self.asked >= self.budget or self.exhausted
+        return (self.asked >= self.budget or self.exhausted) and not self._replay
+
+    def may_ask_ahead(self) -> bool:
+        """``ask_ahead``: the next generation is bred while the last is evaluated."""
+        return bool(self.options.ask_ahead) and not self.done
 
     # -- ask / tell ------------------------------------------------------------------------
     def ask(self) -> pd.DataFrame:
+        if self._replay:  # asked before the state was saved: the same batch, counted already
+            X = self._replay.popleft()
+            self._pending.append((X, -1, None))
+            return self.codec.to_frame(X)
         want = min(self.pop_size, self.budget - self.asked)
-        self._algorithm = _build(
+        # seeded by the batch's number: asked ahead, a batch is asked before the last is told
+        algorithm = _build(
             self.codec,
             pop_size=self.pop_size,
             n_obj=self.n_objectives,
             n_constr=self.n_constraints,
-            seed=_seed(self.seed, self.generation, PYMOO),
+            seed=_seed(self.seed, self.asked_batches, PYMOO),
             options=self.options,
             seen=self._seen,
             population=_population(self._X, self._F, self._G) if len(self._X) else None,
         )
-        pop = self._algorithm.ask()
+        pop = algorithm.ask()
         X = np.empty((0, self.codec.n_var)) if pop is None else self.codec.repair(pop.get("X"))
         X = X[:want]
         if len(X) < want:
             X = np.vstack([X, self._top_up(X, want - len(X))])
-        self._pending = X
+        if len(X) == 0:
+            self.exhausted = True
+            return self.codec.to_frame(X)
+        self._pending.append((X, self.generation, algorithm))
+        self.asked_batches += 1
         self._unsaved.append(np.array(X, float))
         self._seen.update(self.codec.keys(X))
         self.asked += len(X)
-        if len(X) == 0:
-            self.exhausted = True
         return self.codec.to_frame(X)
 
     def _top_up(self, X: np.ndarray, n: int) -> np.ndarray:
         """Up to ``n`` unseen random candidates (fewer only when the space is exhausted)."""
-        rng = np.random.default_rng(_seed(self.seed, self.generation, TOP_UP))
+        rng = np.random.default_rng(_seed(self.seed, self.asked_batches, TOP_UP))
         seen = self._seen
         taken = set(self.codec.keys(X)) if len(X) else set()  # this batch's; seen is not copied
         out: list[np.ndarray] = []
@@ -368,21 +406,30 @@ class NSGA2Driver(SearchDriver):
         return np.array(out).reshape(-1, self.codec.n_var)
 
     def tell(self, candidates, objectives, violations) -> None:
-        X = self._pending
-        if X is None or len(X) != len(candidates):
-            raise RuntimeError("tell() must follow ask() with the same candidates")
-        self._pending = None
-        if len(X):
-            F = np.asarray(objectives, float).reshape(len(X), self.n_objectives)
-            G = np.asarray(violations, float).reshape(len(X), self.n_constraints)
-            F, G = _for_pymoo(F, G)
-            algorithm = self._algorithm
-            algorithm.tell(infills=_population(X, F, G))  # rank-and-crowding survival
-            survivors = algorithm.pop
-            self._X = np.array(survivors.get("X"), float).reshape(-1, self.codec.n_var)
-            self._F = np.array(survivors.get("F"), float).reshape(-1, self.n_objectives)
-            self._G = np.array(survivors.get("G"), float).reshape(-1, self.n_constraints)
-        self._algorithm = None
+        if not self._pending or len(self._pending[0][0]) != len(candidates):
+            raise RuntimeError("tell() must follow ask() with the same candidates, in ask order")
+        X, generation, algorithm = self._pending.popleft()
+        F = np.asarray(objectives, float).reshape(len(X), self.n_objectives)
+        G = np.asarray(violations, float).reshape(len(X), self.n_constraints)
+        F, G = _for_pymoo(F, G)
+        if generation != self.generation:
+            # asked ahead: the population it was bred from is not the current one, which the
+            # survival merges it into (by pymoo's own step, seeded by the generation)
+            algorithm = _build(
+                self.codec,
+                pop_size=self.pop_size,
+                n_obj=self.n_objectives,
+                n_constr=self.n_constraints,
+                seed=_seed(self.seed, self.generation, SURVIVAL),
+                options=self.options,
+                seen=self._seen,
+                population=_population(self._X, self._F, self._G) if len(self._X) else None,
+            )
+        algorithm.tell(infills=_population(X, F, G))  # rank-and-crowding survival
+        survivors = algorithm.pop
+        self._X = np.array(survivors.get("X"), float).reshape(-1, self.codec.n_var)
+        self._F = np.array(survivors.get("F"), float).reshape(-1, self.n_objectives)
+        self._G = np.array(survivors.get("G"), float).reshape(-1, self.n_constraints)
         self.generation += 1
         self.told += len(X)
 
@@ -397,6 +444,9 @@ class NSGA2Driver(SearchDriver):
             "version": STATE_VERSION,
             "seed": self.seed,
             "generation": self.generation,
+            "asked_batches": self.asked_batches,
+            # the batches asked and not told, oldest first: the last rows of the asked record
+            "untold": [len(X) for X, *_ in self._pending] + [len(X) for X in self._replay],
             "exhausted": self.exhausted,
             "pop_size": self.pop_size,
             "population": {
@@ -468,7 +518,12 @@ class NSGA2Driver(SearchDriver):
             # rows after these were asked in a batch whose state was not saved: cut off
             self._unsaved, self._saved, self._cut = [], len(asked), asked.nbytes
         self._seen = set(self.codec.keys(asked)) if len(asked) else set()
-        self._algorithm = self._pending = None
+        self.asked_batches = int(state.get("asked_batches", self.generation))
+        self._pending, self._replay = deque(), deque()
+        end = len(asked)
+        for n in reversed([int(n) for n in state.get("untold", [])]):
+            self._replay.appendleft(asked[end - n : end])
+            end -= n
 
     def _from_history(self, old: dict[str, Any]) -> dict[str, Any]:
         """A state of the earlier layout (every told batch, replayed on restore) in this one:

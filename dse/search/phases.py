@@ -23,6 +23,7 @@ resumes as it was started: without a polish.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +95,10 @@ class PhasedSearch(SearchDriver):
         self.search_asked = 0
         self.polish_asked = 0
         self.converged = False  # the polish ran out of neighbours: a local optimum
-        self._source: str | None = None  # the phase that asked the batch in flight
+        # the phase that asked each batch in flight (asked, not told) and its size, oldest first
+        self._sources: deque[tuple[str, int]] = deque()
+        # the sizes of batches a restored state names as asked and not told: asked again first
+        self._replay: deque[int] = deque()
         self._polish_keys: np.ndarray | None = None  # the grid positions the polish asked
         self._proposal: np.ndarray | None = None  # the polish's next batch (derived, not state)
 
@@ -136,7 +140,10 @@ class PhasedSearch(SearchDriver):
         return self._proposal
 
     def _advance(self) -> None:
-        """Move to the next phase when this one is over (a function of the state alone)."""
+        """Move to the next phase when this one is over (a function of the state alone;
+        not while a batch is asked and untold: what it finds decides)."""
+        if self._sources or self._replay:
+            return
         if self._exhausted():
             self.phase = DONE
             return
@@ -151,10 +158,31 @@ class PhasedSearch(SearchDriver):
     @property
     def done(self) -> bool:
         self._advance()
-        return self.phase == DONE or self._out_of_budget()
+        return not self._replay and (self.phase == DONE or self._out_of_budget())
+
+    def may_ask_ahead(self) -> bool:
+        """In the search, while it goes on and its driver allows it (the polish never asks
+        ahead: it proposes neighbours of the front as told)."""
+        return (
+            self.phase == SEARCH
+            and not self._replay
+            and not self._out_of_budget()
+            and not self._search_over()
+            and self.inner.may_ask_ahead()
+        )
 
     # -- ask / tell ------------------------------------------------------------------------
     def ask(self) -> pd.DataFrame:
+        if self._replay:  # asked before the state was saved: the inner driver asks it again
+            n = self._replay.popleft()
+            batch = self.inner.ask()
+            if len(batch) != n:
+                raise RuntimeError(
+                    f"the restored search asked {len(batch):,} candidates again, not the {n:,} "
+                    "its state names as asked and not told"
+                )
+            self._sources.append((SEARCH, n))
+            return batch
         self._advance()
         if self._out_of_budget():
             return pd.DataFrame(columns=self.space.names)
@@ -169,15 +197,17 @@ class PhasedSearch(SearchDriver):
                     f"{self.problem.budget:,} evaluations (ask at most budget - asked)"
                 )
             if len(batch):
-                self._source = SEARCH
+                self._sources.append((SEARCH, len(batch)))
                 self.search_asked += len(batch)
                 self.asked += len(batch)
                 return batch
             self.phase = POLISH if self.polishing else DONE  # the driver had nothing more
+            if self._sources:  # asked ahead: the polish waits for the front of what is in flight
+                return batch
             self._advance()
         if self.phase == POLISH:
             keys = self._next_polish()
-            self._source = POLISH
+            self._sources.append((POLISH, len(keys)))
             self._polish_keys = keys
             self.polish_asked += len(keys)
             self.asked += len(keys)
@@ -208,7 +238,7 @@ class PhasedSearch(SearchDriver):
             self.phase = POLISH if self.polishing else DONE
             self._advance()
             return None
-        self._source = SEARCH
+        self._sources.append((SEARCH, len(keys)))
         self.search_asked += len(keys)
         self.asked += len(keys)
         return keys
@@ -219,18 +249,18 @@ class PhasedSearch(SearchDriver):
         return self.inner.tells_values or (self.front is not None and not self.inner.enumerates)
 
     def asked_keys(self) -> np.ndarray | None:
-        if self._source == POLISH:
+        source = self._sources[-1][0] if self._sources else None  # the batch just asked
+        if source == POLISH:
             return self._polish_keys
-        if self._source == SEARCH and type(self.inner).__module__.startswith("dse."):
+        if source == SEARCH and type(self.inner).__module__.startswith("dse."):
             return self.inner.asked_keys()
         return None
 
     def tell(
         self, candidates: pd.DataFrame, objectives: np.ndarray, violations: np.ndarray
     ) -> None:
-        if self._source == SEARCH:
+        if self._sources and self._sources.popleft()[0] == SEARCH:
             self.inner.tell(candidates, objectives, violations)
-        self._source = None
         self.told += len(candidates)
         if self.front is not None and not self.inner.enumerates:
             f = np.asarray(objectives, float).reshape(len(candidates), -1)
@@ -244,6 +274,10 @@ class PhasedSearch(SearchDriver):
         self.spent_s += float(seconds)
         self.evaluated += int(evaluated)
         self.inner.observe_cost(seconds, evaluated)
+
+    def _untold(self) -> list[int]:
+        """The sizes of the batches asked and not told, oldest first."""
+        return [n for _, n in self._sources] + list(self._replay)
 
     # -- what it says ------------------------------------------------------------------
     def explain(self) -> str:
@@ -310,6 +344,8 @@ class PhasedSearch(SearchDriver):
             "search_asked": self.search_asked,
             "polish_asked": self.polish_asked,
             "converged": self.converged,
+            # the sizes of the batches asked and not told (asked ahead), asked again on restore
+            "untold": self._untold(),
             "polish": self.front.state()
             if self.front is not None and not self.inner.enumerates
             else None,
@@ -334,4 +370,5 @@ class PhasedSearch(SearchDriver):
         self.converged = bool(state["converged"])
         if self.front is not None and state.get("polish") is not None:
             self.front.restore(state["polish"])
-        self._source = self._proposal = None
+        self._sources, self._proposal = deque(), None
+        self._replay = deque(int(n) for n in state.get("untold", []))
