@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dse.analytic import declarations, model, profiles, trajectory
-from dse.analytic.columns import Factorised
+from dse.analytic.columns import Factorised, repeat_one
 from dse.analytic.time import frameworks, hardware
 from dse.evaluators.base import Evaluator, Input, Metric
 
@@ -153,14 +153,17 @@ class AnalyticEvaluator(Evaluator):
         (:func:`~dse.analytic.declarations.known_choices`). Same result as
         :func:`~dse.analytic.declarations.complete` on the table's arrays."""
         n = len(candidates)
+        given = set(candidates.columns)
         cfg: dict[str, np.ndarray | Factorised] = {}
         for name, inp in self.inputs.items():
-            if name not in candidates.columns:
+            if name not in given:
                 if inp.kind == "str":  # a read-only broadcast view: no per-row copy
-                    cfg[name] = Factorised(np.broadcast_to(np.int64(0), (n,)), [inp.default])
+                    cfg[name] = Factorised(
+                        repeat_one(np.zeros(1, dtype=np.int64), n), [inp.default]
+                    )
                 else:
                     value = np.nan if inp.default is None else float(inp.default)
-                    cfg[name] = np.broadcast_to(np.float64(value), (n,))
+                    cfg[name] = repeat_one(np.array([value]), n)
                 continue
             col = candidates[name]
             if inp.kind == "str":
