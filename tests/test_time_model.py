@@ -401,7 +401,12 @@ def _grid_inputs(clocks: int = 6) -> dict:
 
 
 def _same_bits(a, b, where="") -> None:
-    """``a`` and ``b`` (arrays, or dataclasses of them, nested) equal bit for bit."""
+    """``a`` and ``b`` (arrays, or dataclasses or dicts of them, nested) equal bit for bit."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for name in a:
+            _same_bits(a[name], b[name], f"{where}[{name}]")
+        return
     if dataclasses.is_dataclass(a):
         for f in dataclasses.fields(a):
             _same_bits(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")

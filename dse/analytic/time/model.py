@@ -91,11 +91,14 @@ class Front:
     candidate's row in these arrays (None: one row per candidate), when candidates that
     agree in every input but the clock share one."""
 
-    inputs: step.StepInputs
+    inputs: step.StepInputs  # (its network None: made by timed from ``network``)
     mem: memory.MemoryBreakdown
     run: _Run
     before_clock: np.ndarray
     after_clock: np.ndarray
+    #: the network's inputs (:func:`_network_inputs`): the network is made by :func:`timed`,
+    #: for the candidates it times only (a refused candidate needs none)
+    network: dict[str, np.ndarray]
     rows: np.ndarray | None = None
 
     def take(self, rows: np.ndarray) -> Front:
@@ -127,7 +130,7 @@ class Front:
         return out if self.rows is None else {k: v[self.rows] for k, v in out.items()}
 
     def _picked(self, at: np.ndarray, pick) -> Front:
-        names = ("inputs", "mem", "run", "before_clock", "after_clock")
+        names = ("inputs", "mem", "run", "before_clock", "after_clock", "network")
         return Front(*(pick(getattr(self, name), at) for name in names))
 
 
@@ -159,11 +162,11 @@ def timed(f: Front, cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = N
     the result."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         f = f.per_candidate()
-        x = f.inputs
+        x = replace(f.inputs, net=_network(f.network, f.inputs.hw))
         clock, outside = _clock(cfg, x.hw.clock_max_mhz, x.hw.clock_min_mhz, clock_mhz)
         t = step.step_time(x, clock / x.hw.clock_max_mhz)
         codes = _codes(f.before_clock, outside, f.after_clock)
-        return _result(t, f.mem, x.hw, x.layout, clock, codes, x.net.size, f.run)
+        return _result(t, x, f.mem, clock, codes, f.run)
 
 
 def _codes(before_clock, outside, after_clock) -> np.ndarray:
@@ -266,7 +269,7 @@ def _front(cfg, part) -> Front:
         ex=ex,
         hw=hw,
         stack=stack,
-        net=_network(cfg, hw),
+        net=None,
         offload_bytes=mem.offload_bytes_per_micro_batch,
     )
     params = workload.parameter_count(shape, counts.layer)
@@ -283,7 +286,6 @@ def _front(cfg, part) -> Front:
         steps=steps,
         tokens_per_step=tokens_iter,
         min_tokens=min_tokens,
-        model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
         parameters=params,
         active_parameters=active,
     )
@@ -293,6 +295,7 @@ def _front(cfg, part) -> Front:
         run=run,
         before_clock=before_clock,
         after_clock=reasons.codes(n_rows),
+        network=_network_inputs(cfg),
     )
 
 
@@ -420,19 +423,43 @@ def _clock(cfg, clock_max_mhz, clock_min_mhz, clock_mhz) -> tuple[np.ndarray, np
     return np.clip(clock, clock_min_mhz, clock_max_mhz), outside
 
 
+#: the inputs of the candidate's network (:func:`_network`)
+NETWORK_INPUTS = (
+    "scaleup_bw_gbs",
+    "scaleup_clock_fraction",
+    "scaleup_latency_us",
+    "scaleout_latency_us",
+    "scaleup_topology",
+    "scaleup_size",
+    "scaleout_bw_gbs",
+    "scaleout_clock_fraction",
+    "scaleout_fabric",
+)
+
+
+def _network_inputs(cfg) -> dict[str, np.ndarray]:
+    """The inputs of :func:`_network` as arrays: the numbers as floats, the topology and
+    the fabric as their choice codes (-1: not given)."""
+    codes = {"scaleup_topology": SCALEUP_TOPOLOGIES, "scaleout_fabric": SCALEOUT_FABRICS}
+    return {
+        name: choice_codes(cfg[name], codes[name]) if name in codes else _f(cfg, name)
+        for name in NETWORK_INPUTS
+    }
+
+
 def _network(cfg, hw) -> Network:
-    """The candidate's network: the inputs where given (finite), else the catalog's
-    scale-up domain size, bandwidth and topology and the calibrated latencies. Each
-    fabric's bandwidth follows its link clock (``scaleup_clock_fraction``,
-    ``scaleout_clock_fraction``: voltage-frequency scaling, docs/model-energy.md); the
-    latencies do not."""
+    """The candidate's network (``cfg``: :func:`_network_inputs`): the inputs where given
+    (finite), else the catalog's scale-up domain size, bandwidth and topology and the
+    calibrated latencies. Each fabric's bandwidth follows its link clock
+    (``scaleup_clock_fraction``, ``scaleout_clock_fraction``: voltage-frequency scaling,
+    docs/model-energy.md); the latencies do not."""
     up_bw = _f(cfg, "scaleup_bw_gbs") * 1e9
     up_bw = where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * _f(cfg, "scaleup_clock_fraction")
     up_lat = _f(cfg, "scaleup_latency_us")
     up_lat = where(np.isfinite(up_lat), up_lat, hw.collective_latency_us) * 1e-6
     out_lat = _f(cfg, "scaleout_latency_us")
     out_lat = where(np.isfinite(out_lat), out_lat, hw.scaleout_latency_us) * 1e-6
-    up_topo = choice_codes(cfg["scaleup_topology"], SCALEUP_TOPOLOGIES)
+    up_topo = cfg["scaleup_topology"]
     up_topo = where(up_topo < 0, hw.scaleup_topology, up_topo)
     size = _f(cfg, "scaleup_size")
     size = where(np.isfinite(size), size, hw.scaleup_domain)
@@ -443,7 +470,7 @@ def _network(cfg, hw) -> Network:
         up_topo=up_topo,
         out_bw=_scaleout_bw(cfg, hw) * _f(cfg, "scaleout_clock_fraction"),
         out_lat=out_lat,
-        out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
+        out_fabric=cfg["scaleout_fabric"],
         eff=hw.collective_eff,
         call_lat=hw.collective_call_us * 1e-6,
     )
@@ -471,7 +498,6 @@ class _Run:
     steps: np.ndarray  # optimizer steps to the target
     tokens_per_step: np.ndarray  # tokens per iteration
     min_tokens: np.ndarray  # tokens to the target at the small-batch limit (E_min)
-    model_flops: np.ndarray  # model FLOPs per iteration
     parameters: np.ndarray  # every parameter
     active_parameters: np.ndarray  # the parameters one token uses
 
@@ -494,9 +520,12 @@ def _front_metrics(mem, lay, run: _Run) -> dict[str, np.ndarray]:
     )
 
 
-def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResult:
-    """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over."""
-    steps, tokens_iter, model_flops = run.steps, run.tokens_per_step, run.model_flops
+def _result(t, x: step.StepInputs, mem, clock, codes, run: _Run) -> TimeResult:
+    """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over
+    (the model FLOPs here, for the candidates timed only)."""
+    hw, lay = x.hw, x.layout
+    steps, tokens_iter = run.steps, run.tokens_per_step
+    model_flops = workload.model_flops_per_iteration(x.shape, tokens_iter)
     time_to_train_s = steps * t.step_s
     n = lay.accelerators
     return TimeResult(
@@ -522,5 +551,5 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
         num_accelerators=n,
         model_flops=model_flops,
         micro_batches=lay.micro_batches,
-        scaleup_size=scaleup_size,
+        scaleup_size=x.net.size,
     )

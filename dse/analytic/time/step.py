@@ -117,7 +117,7 @@ class StepInputs:
     ex: experts.ExpertLayout
     hw: Hardware
     stack: Stack
-    net: Network
+    net: Network | None  # None in a time.model.Front: made at the clock (timed)
     #: activation offloading: bytes one micro-batch sends to host memory in its forward and
     #: fetches back in its backward, on the device's stage (MemoryBreakdown)
     offload_bytes: np.ndarray | float = 0.0
