@@ -103,7 +103,7 @@ def _coded_one_type(cfg: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # none accepted: the outputs' names and types from one candidate, whose values are not used
     timing = rows if len(rows) else np.arange(1)
     live_cfg = take_rows(cfg, timing)
-    perf, shared = _timed(front.of_candidates(timing), live_cfg)
+    perf, shared = _timed(front.of_candidates(timing, live_cfg), live_cfg)
     del front
     live = _powered(live_cfg, perf, shared)
     if not len(rows):
