@@ -210,16 +210,19 @@ def cp_attention_bytes(tokens, shape: ModelShape, lay: Layout) -> np.ndarray:
 
 
 def _activation_variants(
-    s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)
+    s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0), rep=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`activation_bytes_per_layer` for no, selective and full recomputation
-    (``split``: :func:`split_bytes_per_hidden`'s three parts)."""
+    (``split``: :func:`split_bytes_per_hidden`'s three parts; ``rep``: the ranks the
+    replicated part is split over, ``tp`` with sequence parallelism, else 1, when the
+    caller has it)."""
     sbh = s * b * h
     attn = where(flash > 0, 0.0, 5.0 * a * s / h)  # FlashAttention keeps no s x s scores
-    replicated = (10.0 + split[2]) / where(sp > 0, tp, 1.0)
+    rep = where(sp > 0, tp, 1.0) if rep is None else rep
+    replicated = (10.0 + split[2]) / rep
     none = sbh * (replicated + split[0] / tp + attn / tp)
     selective = sbh * (replicated + split[1] / tp)
-    full = 2.0 * sbh / where(sp > 0, tp, 1)
+    full = 2.0 * sbh / rep
     return none, selective, full
 
 
@@ -258,10 +261,10 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     minimal: recomputed in the backward), one ``minimal`` layer in transit (offload)."""
     policy = mem.policy
     sp = np.maximum(lay.sequence_parallel, mem.tp_sharded_activations * (lay.tp > 1))
+    rep = where(sp > 0, lay.tp, 1.0)  # the ranks the replicated activations are split over
     none, selective, full = _activation_variants(
-        s, b, shape.hidden, shape.heads, lay.tp, sp, lay.flash_attention, split
+        s, b, shape.hidden, shape.heads, lay.tp, sp, lay.flash_attention, split, rep
     )
-    rep = where(sp > 0, lay.tp, 1.0)
     op_tok, minimal_tok, fp8_tok = policy_bytes_per_token(shape)
     tokens = s * b
     saving = mem.fp8_activations * tokens * (fp8_tok[0] / rep + fp8_tok[1] / lay.tp)
