@@ -96,9 +96,9 @@ class Front:
     run: _Run
     before_clock: np.ndarray
     after_clock: np.ndarray
-    #: the network's inputs (:func:`_network_inputs`): the network is made by :func:`timed`,
+    #: the network's inputs (:class:`NetworkInputs`): the network is made by :func:`timed`,
     #: for the candidates it times only (a refused candidate needs none)
-    network: dict[str, np.ndarray]
+    network: NetworkInputs
     rows: np.ndarray | None = None
 
     def take(self, rows: np.ndarray) -> Front:
@@ -441,54 +441,63 @@ def _clock(cfg, clock_max_mhz, clock_min_mhz, clock_mhz) -> tuple[np.ndarray, np
     return np.clip(clock, clock_min_mhz, clock_max_mhz), outside
 
 
-#: the inputs of the candidate's network (:func:`_network`)
-NETWORK_INPUTS = (
-    "scaleup_bw_gbs",
-    "scaleup_clock_fraction",
-    "scaleup_latency_us",
-    "scaleout_latency_us",
-    "scaleup_topology",
-    "scaleup_size",
-    "scaleout_bw_gbs",
-    "scaleout_clock_fraction",
-    "scaleout_fabric",
-)
+@dataclass(frozen=True, slots=True)
+class NetworkInputs:
+    """The inputs of a candidate's network (:func:`_network`), NaN where not given (the
+    catalog's then): per-accelerator scale-up and scale-out bandwidth (GB/s) and their link
+    clocks (fraction of the maximum), the latencies (us), the scale-up domain's size, and
+    the scale-up topology and scale-out fabric as their choice codes (-1: not given)."""
+
+    scaleup_bw_gbs: np.ndarray
+    scaleup_clock_fraction: np.ndarray
+    scaleup_latency_us: np.ndarray
+    scaleout_latency_us: np.ndarray
+    scaleup_topology: np.ndarray
+    scaleup_size: np.ndarray
+    scaleout_bw_gbs: np.ndarray
+    scaleout_clock_fraction: np.ndarray
+    scaleout_fabric: np.ndarray
 
 
-def _network_inputs(cfg) -> dict[str, np.ndarray]:
-    """The inputs of :func:`_network` as arrays: the numbers as floats, the topology and
-    the fabric as their choice codes (-1: not given)."""
-    codes = {"scaleup_topology": SCALEUP_TOPOLOGIES, "scaleout_fabric": SCALEOUT_FABRICS}
-    return {
-        name: choice_codes(cfg[name], codes[name]) if name in codes else _f(cfg, name)
-        for name in NETWORK_INPUTS
-    }
+def _network_inputs(cfg) -> NetworkInputs:
+    """The candidates' :class:`NetworkInputs` from their input table."""
+    return NetworkInputs(
+        scaleup_bw_gbs=_f(cfg, "scaleup_bw_gbs"),
+        scaleup_clock_fraction=_f(cfg, "scaleup_clock_fraction"),
+        scaleup_latency_us=_f(cfg, "scaleup_latency_us"),
+        scaleout_latency_us=_f(cfg, "scaleout_latency_us"),
+        scaleup_topology=choice_codes(cfg["scaleup_topology"], SCALEUP_TOPOLOGIES),
+        scaleup_size=_f(cfg, "scaleup_size"),
+        scaleout_bw_gbs=_f(cfg, "scaleout_bw_gbs"),
+        scaleout_clock_fraction=_f(cfg, "scaleout_clock_fraction"),
+        scaleout_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
+    )
 
 
-def _network(cfg, hw) -> Network:
-    """The candidate's network (``cfg``: :func:`_network_inputs`): the inputs where given
-    (finite), else the catalog's scale-up domain size, bandwidth and topology and the
-    calibrated latencies. Each fabric's bandwidth follows its link clock
-    (``scaleup_clock_fraction``, ``scaleout_clock_fraction``: voltage-frequency scaling,
-    docs/model-energy.md); the latencies do not."""
-    up_bw = _f(cfg, "scaleup_bw_gbs") * 1e9
-    up_bw = where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * _f(cfg, "scaleup_clock_fraction")
-    up_lat = _f(cfg, "scaleup_latency_us")
+def _network(x: NetworkInputs, hw) -> Network:
+    """The candidate's network: the inputs where given (finite), else the catalog's
+    scale-up domain size, bandwidth and topology and the calibrated latencies. Each
+    fabric's bandwidth follows its link clock (``scaleup_clock_fraction``,
+    ``scaleout_clock_fraction``: voltage-frequency scaling, docs/model-energy.md); the
+    latencies do not."""
+    up_bw = x.scaleup_bw_gbs * 1e9
+    up_bw = where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * x.scaleup_clock_fraction
+    up_lat = x.scaleup_latency_us
     up_lat = where(np.isfinite(up_lat), up_lat, hw.collective_latency_us) * 1e-6
-    out_lat = _f(cfg, "scaleout_latency_us")
+    out_lat = x.scaleout_latency_us
     out_lat = where(np.isfinite(out_lat), out_lat, hw.scaleout_latency_us) * 1e-6
-    up_topo = cfg["scaleup_topology"]
+    up_topo = x.scaleup_topology
     up_topo = where(up_topo < 0, hw.scaleup_topology, up_topo)
-    size = _f(cfg, "scaleup_size")
+    size = x.scaleup_size
     size = where(np.isfinite(size), size, hw.scaleup_domain)
     return Network(
         size=size,
         up_bw=up_bw,
         up_lat=up_lat,
         up_topo=up_topo,
-        out_bw=_scaleout_bw(cfg, hw) * _f(cfg, "scaleout_clock_fraction"),
+        out_bw=_scaleout_bw(x, hw) * x.scaleout_clock_fraction,
         out_lat=out_lat,
-        out_fabric=cfg["scaleout_fabric"],
+        out_fabric=x.scaleout_fabric,
         eff=hw.collective_eff,
         call_lat=hw.collective_call_us * 1e-6,
     )
@@ -500,12 +509,12 @@ def _network(cfg, hw) -> Network:
 DEFAULT_SCALEOUT_BW_BPS = 50e9
 
 
-def _scaleout_bw(cfg, hw) -> np.ndarray:
+def _scaleout_bw(x: NetworkInputs, hw) -> np.ndarray:
     """Scale-out bandwidth per accelerator per direction (B/s): the input where given, else
     the part's own scale-out network (catalog ``scaleout_bw_gbs``: a TPU's data-centre
     network between slices), else :data:`DEFAULT_SCALEOUT_BW_BPS`."""
     own = where(np.isfinite(hw.scaleout_bw_bps), hw.scaleout_bw_bps, DEFAULT_SCALEOUT_BW_BPS)
-    given = _f(cfg, "scaleout_bw_gbs") * 1e9
+    given = x.scaleout_bw_gbs * 1e9
     return where(np.isfinite(given), given, own)
 
 
