@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import where
+from dse.analytic.rows import Choice, where
 from dse.analytic.time import (
     data_parallel,
     experts,
@@ -348,9 +348,10 @@ def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) 
     t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
+    # each mask's count and integer form once for the five pairs it picks
+    by_first, by_middle = Choice(pace_first), Choice(pace_middle)
     pace = tuple(
-        where(pace_first, f, where(pace_middle, mid, la))
-        for f, mid, la in zip(first, middle, last, strict=True)
+        by_first(f, by_middle(mid, la)) for f, mid, la in zip(first, middle, last, strict=True)
     )
     return (t_first, t_middle, t_last), pace
 
