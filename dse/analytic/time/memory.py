@@ -236,18 +236,19 @@ def _shards(zero_stage, ranks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
+def in_flight_chunks(rank, pp, v, m, most=None) -> np.ndarray:
     """Model chunks whose activations pipeline rank ``rank`` holds at its peak: 1F1B keeps
     ``pp - rank`` micro-batches in flight (Narayanan et al. 2021); the interleaved schedule
     ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunks (Megatron-LM's warm-up count, which
     reproduces Korthikanti et al. 2022's ``pp (1 + (pp - 1) / (pp v))`` stages' worth on the
-    first rank); never more than the ``m v`` chunks of the iteration."""
+    first rank); never more than the ``m v`` chunks of the iteration (``most``, when the
+    caller has it)."""
     interleaved = v > 1
     if interleaved.any():
         chunks = where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
     else:  # plain 1F1B everywhere
         chunks = pp - rank
-    return np.minimum(chunks, m * v)
+    return np.minimum(chunks, m * v if most is None else most)
 
 
 def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem: StackMemory):
@@ -510,18 +511,17 @@ def memory_breakdown(
     zero3 = lay.zero_stage >= 3
     unsharded = zero3 & (pp > 1) & (mem.pp_keeps_unsharded > 0)
     any_unsharded = bool(unsharded.any())
+    # the same for every candidate stage: computed once
+    by_zero3, layer_gathered = Choice(zero3), mem.gathered_bytes_per_layer_param * counts.layer
+    iteration_chunks = lay.micro_batches * v
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
-        chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
+        chunks = in_flight_chunks(rank, pp, v, lay.micro_batches, iteration_chunks)
         # ZeRO-3 / FSDP: one layer's unsharded weights and gradients in flight (the gathered
         # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
         # unsharded (torchtitan): the stage's 16-bit weights and fp32 gradients, 6 B/param
-        gathered = where(
-            zero3,
-            np.maximum(mem.gathered_bytes_per_layer_param * counts.layer, 4.0 * emb) / tp,
-            0.0,
-        )
+        gathered = by_zero3(np.maximum(layer_gathered, 4.0 * emb) / tp, 0.0)
         if any_unsharded:
             gathered = where(unsharded, 6.0 * params, gathered)
         e_params = 0.0
