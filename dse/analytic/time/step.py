@@ -156,7 +156,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     T = b * shape.seq_len / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
-    g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
+    g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True, like=g) if hw.fp8.any() else g
     eager = where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
     # FlashAttention-2 (the stack's kernel) on a part it was not written for: its published ceiling
     attn_cap = where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
@@ -164,7 +164,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     sq_relu = shape.squared_relu * (stack.compiled_activations == 0)
     kernels = layer.Kernels(T, T_tiles, g, g16, eager, attn_cap, sq_relu)
     lt = layer.layer_time(shape, layout, ex, hw, kernels)
-    hbm = hw.hbm_bw_bps * hw.memory_eff
+    hbm = g.hbm_bw_bps  # (hw.hbm_bw_bps * hw.memory_eff, the roofline's)
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
     n_tp = tensor_parallel.collectives_per_layer(lt.full_recompute)
