@@ -284,7 +284,7 @@ def _front(cfg, part) -> Front:
         net=None,
         offload_bytes=mem.offload_bytes_per_micro_batch,
     )
-    params = workload.parameter_count(shape, counts.layer)
+    params = workload.parameter_count(shape, counts.layer, counts.embedding)
     active = workload.active_parameter_count(shape, counts.layer, params)
     # the training-length law takes the parameters a token uses (Chinchilla at N = N_active)
     d_ref, b_noise = training.resolve_target(
