@@ -291,7 +291,7 @@ def _front(cfg, part) -> Front:
         active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"), _f(cfg, "b_noise_tokens")
     )
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
-    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
+    ref_batch_tokens = _rows.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     min_tokens = training.tokens_to_target(d_ref, ref_batch_tokens, 0.0, b_noise)
     run = _Run(
@@ -378,7 +378,7 @@ def _stack_memory(cfg, stack, hw, shape, policy, auto=False) -> memory.StackMemo
         / np.maximum(stack.zero3_calls_per_layer, 1.0),
         pp_keeps_unsharded=stack.pp_keeps_unsharded,
         pp_keeps_outputs=stack.pp_keeps_outputs,
-        offload_layers=np.nan_to_num(_f(cfg, "activation_offload_layers")),
+        offload_layers=_rows.nan_to_num(_f(cfg, "activation_offload_layers")),
         dropout_masks=2.0 * (1.0 - shape.gated_mlp),
         # the gathered sequence-parallel inputs torchtitan's linears save: 16-bit, or the
         # Float8 tensor torchao's Float8ColwiseParallel gathers (1 B) in fp8
