@@ -48,12 +48,13 @@ def exposed(comm_s, overlaps, window_s, tax):
     fit in the window, plus ``tax`` seconds per second overlapped (the collective's kernels
     take SMs and HBM bandwidth from the compute they run beside)."""
     hidden = np.minimum(comm_s * overlaps, window_s)
-    return comm_s - _kept(tax) * hidden
+    return comm_s - kept_share(tax) * hidden
 
 
-def _kept(tax):
-    """``1 - tax``; one value for every row (a part's catalog tax in a block of one part)
-    stays one (no per-row subtraction at each of the step's ~14 overlapped terms)."""
+def kept_share(tax):
+    """``1 - tax``, the share of overlapped time a collective leaves off the critical path;
+    one value for every row (a part's catalog tax in a block of one part) stays one (no
+    per-row subtraction at each of the step's ~16 overlapped terms)."""
     if isinstance(tax, np.ndarray) and tax.ndim == 1 and tax.strides == (0,) and len(tax):
         return repeat_one(1.0 - tax[:1], len(tax))
     return 1.0 - tax
@@ -65,7 +66,7 @@ def exposed_in(comm_s, overlaps, window_s, tax):
     longer there for the next (the same kernels cannot hide two collectives' time twice:
     they share the links and the SMs that drive them)."""
     hidden = np.minimum(comm_s * overlaps, window_s)
-    return comm_s - _kept(tax) * hidden, window_s - hidden
+    return comm_s - kept_share(tax) * hidden, window_s - hidden
 
 
 class Network:
