@@ -186,6 +186,37 @@ def test_a_table_evaluated_in_blocks_is_the_table_evaluated_whole():
     pd.testing.assert_frame_equal(blocks.evaluate(cands), expected)
 
 
+def test_the_reason_column_is_the_models_text_in_blocks_with_and_without_mixed_fleets():
+    """The evaluator turns the model's reason codes into its text column (the same values
+    and type as pandas makes of the strings); a block with mixed-fleet rows, whose reasons
+    come as text, stitches to the others' codes."""
+    from dse.analytic import declarations, model
+
+    rng = np.random.default_rng(3)
+    n = 600
+    mixed = np.arange(n) >= 400  # the last blocks of 200 hold mixed-fleet rows
+    cands = pd.DataFrame(
+        {
+            "accelerator": rng.choice(["A100-80GB", "H100-SXM"], n),
+            "second_accelerator": np.where(mixed, "B200", "none"),
+            "second_pipeline_stages": np.where(mixed, rng.choice([0, 2], n), 0),
+            "num_accelerators": rng.choice([8, 64, 96], n),
+            "tensor_parallel": rng.choice([1, 8], n),
+            "pipeline_parallel": np.where(mixed, 4, rng.choice([1, 4], n)),
+            "power_cap_w": np.where(rng.random(n) < 0.3, rng.uniform(100.0, 700.0, n), np.nan),
+        }
+    )
+    whole = AnalyticEvaluator()
+    expected = whole.evaluate(cands)
+    blocks = AnalyticEvaluator()
+    blocks.block = 200
+    pd.testing.assert_frame_equal(blocks.evaluate(cands), expected)
+    text = model.evaluate(declarations.complete(whole.to_arrays(cands)))["reason"]
+    assert expected["reason"].tolist() == list(text)
+    assert expected["reason"].dtype == pd.Series(np.asarray(text, dtype=object)).dtype
+    assert len(set(text[~mixed])) > 2 and len(set(text[mixed])) > 1
+
+
 def test_lower_clock_is_slower_for_compute_bound_training():
     ev = AnalyticEvaluator()
     r = ev.evaluate(pd.DataFrame({"clock_mhz": [1980.0, 1200.0]}))

@@ -348,6 +348,24 @@ def test_where_or_zero_is_np_where_to_the_bit():
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
 
 
+def test_rows_nan_to_num_is_np_nan_to_num_to_the_bit():
+    from dse.analytic.rows import nan_to_num
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(0.0, 1e3, 4000)
+    x[rng.random(4000) < 0.2] = np.nan
+    x[rng.random(4000) < 0.1] = np.inf
+    x[rng.random(4000) < 0.1] = -np.inf
+    x[:3] = (-0.0, 0.0, -0.0)
+    one = np.broadcast_to(np.float64(-np.inf), (50,))
+    for values in (x, one, np.arange(5), np.array(np.nan)):
+        for fill in (0.0, 1.0):
+            got, want = nan_to_num(values, nan=fill), np.nan_to_num(values, nan=fill)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
+    assert nan_to_num(one).strides == (0,)  # one value for every row stays one
+
+
 def test_rows_where_and_select_are_np_where_and_select_to_the_bit():
     """The bit-picking ``where`` gives np.where's bits and dtype for float arrays and
     numbers, masks of one value, nearly one value and mixed ones (NaN payloads, infinities
@@ -401,7 +419,12 @@ def _grid_inputs(clocks: int = 6) -> dict:
 
 
 def _same_bits(a, b, where="") -> None:
-    """``a`` and ``b`` (arrays, or dataclasses of them, nested) equal bit for bit."""
+    """``a`` and ``b`` (arrays, or dataclasses or dicts of them, nested) equal bit for bit."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for name in a:
+            _same_bits(a[name], b[name], f"{where}[{name}]")
+        return
     if dataclasses.is_dataclass(a):
         for f in dataclasses.fields(a):
             _same_bits(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")

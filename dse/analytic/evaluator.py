@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dse.analytic import declarations, model, profiles, trajectory
-from dse.analytic.columns import Factorised
+from dse.analytic.columns import Factorised, repeat_one
 from dse.analytic.time import frameworks, hardware
 from dse.evaluators.base import Evaluator, Input, Metric
 
@@ -36,6 +36,27 @@ def _small_pages():
         yield
     finally:
         setter(previous)
+
+
+#: pandas' text array of every reason of :data:`dse.analytic.model.REASONS`, of the type
+#: pandas makes of an object array of strings (Arrow-backed ``str`` in pandas 3)
+_REASON_ARRAY = pd.Series(model.REASON_TEXT).array
+
+
+def _reason_column(parts: list[np.ndarray]):
+    """The ``reason`` column from the blocks' ``reason`` arrays in order: codes into
+    :data:`dse.analytic.model.REASONS` (int8), or text for a block that was not coded (one
+    with mixed-fleet or ramped rows). Codes are picked from :data:`_REASON_ARRAY`, the same
+    values and type as pandas' conversion of the strings, which costs ~10 ms per 131,072
+    rows against ~3 ms (a Python string per row to hash and copy)."""
+    if all(p.dtype.kind == "i" for p in parts):
+        return _REASON_ARRAY.take(np.concatenate(parts).astype(np.intp))
+    return np.concatenate(
+        [
+            model.REASON_TEXT[p] if p.dtype.kind == "i" else np.asarray(p, dtype=object)
+            for p in parts
+        ]
+    )
 
 
 class AnalyticEvaluator(Evaluator):
@@ -120,15 +141,23 @@ class AnalyticEvaluator(Evaluator):
         cfg = self.to_arrays(candidates)
         n = len(candidates)
         if n <= self.block:  # one block (an executor's task): its arrays are the result, no copy
-            return pd.DataFrame(model.evaluate(cfg), copy=False)
+            out = model.evaluate(cfg, reason_codes=True)
+            out["reason"] = _reason_column([out["reason"]])
+            return pd.DataFrame(out, copy=False)
         out: dict[str, np.ndarray] = {}
+        reasons = []  # each block's (codes, or text where a block was not coded)
         for i in range(0, n, self.block):
-            part = model.evaluate({k: v[i : i + self.block] for k, v in cfg.items()})
+            part = model.evaluate(
+                {k: v[i : i + self.block] for k, v in cfg.items()}, reason_codes=True
+            )
+            reasons.append(part["reason"])
             if not out:  # one output array per metric, filled block by block
                 with _small_pages():
                     out = {k: np.empty(n, dtype=v.dtype) for k, v in part.items()}
             for k, v in part.items():
-                out[k][i : i + self.block] = v
+                if k != "reason":
+                    out[k][i : i + self.block] = v
+        out["reason"] = _reason_column(reasons)  # (in its place: the first block's order)
         # copy=False: the columns stay separate arrays (consolidating ~60 float columns into
         # one 2-D block would copy them all, ~1 s per million candidates)
         return pd.DataFrame(out, copy=False)
@@ -153,14 +182,17 @@ class AnalyticEvaluator(Evaluator):
         (:func:`~dse.analytic.declarations.known_choices`). Same result as
         :func:`~dse.analytic.declarations.complete` on the table's arrays."""
         n = len(candidates)
+        given = set(candidates.columns)
         cfg: dict[str, np.ndarray | Factorised] = {}
         for name, inp in self.inputs.items():
-            if name not in candidates.columns:
+            if name not in given:
                 if inp.kind == "str":  # a read-only broadcast view: no per-row copy
-                    cfg[name] = Factorised(np.broadcast_to(np.int64(0), (n,)), [inp.default])
+                    cfg[name] = Factorised(
+                        repeat_one(np.zeros(1, dtype=np.int64), n), [inp.default]
+                    )
                 else:
                     value = np.nan if inp.default is None else float(inp.default)
-                    cfg[name] = np.broadcast_to(np.float64(value), (n,))
+                    cfg[name] = repeat_one(np.array([value]), n)
                 continue
             col = candidates[name]
             if inp.kind == "str":

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.analytic.columns import repeat_one
 from dse.analytic.rows import where
 
 SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected", "torus_2d", "torus_3d")
@@ -47,7 +48,16 @@ def exposed(comm_s, overlaps, window_s, tax):
     fit in the window, plus ``tax`` seconds per second overlapped (the collective's kernels
     take SMs and HBM bandwidth from the compute they run beside)."""
     hidden = np.minimum(comm_s * overlaps, window_s)
-    return comm_s - (1.0 - tax) * hidden
+    return comm_s - kept_share(tax) * hidden
+
+
+def kept_share(tax):
+    """``1 - tax``, the share of overlapped time a collective leaves off the critical path;
+    one value for every row (a part's catalog tax in a block of one part) stays one (no
+    per-row subtraction at each of the step's ~16 overlapped terms)."""
+    if isinstance(tax, np.ndarray) and tax.ndim == 1 and tax.strides == (0,) and len(tax):
+        return repeat_one(1.0 - tax[:1], len(tax))
+    return 1.0 - tax
 
 
 def exposed_in(comm_s, overlaps, window_s, tax):
@@ -56,7 +66,7 @@ def exposed_in(comm_s, overlaps, window_s, tax):
     longer there for the next (the same kernels cannot hide two collectives' time twice:
     they share the links and the SMs that drive them)."""
     hidden = np.minimum(comm_s * overlaps, window_s)
-    return comm_s - (1.0 - tax) * hidden, window_s - hidden
+    return comm_s - kept_share(tax) * hidden, window_s - hidden
 
 
 class Network:
@@ -102,11 +112,13 @@ class Network:
         # ring: a strided sub-group shares the physical ring's links; fully connected:
         # k members use only k-1 of the size-1 point-to-point links.
         up_bw = self.up_bw
-        steps = k - 1.0  # ring steps inside the domain
+        # members and domains less one (the ring's steps, the shares, the traffic): once
+        k1, nn1 = k - 1.0, nn - 1.0
+        steps = k1  # ring steps inside the domain
         if self._ring.any():
             up_bw = where(self._ring, up_bw / np.minimum(st, self.size), up_bw)
         if self._full.any():
-            up_bw = where(self._full, up_bw * (k - 1) / np.maximum(self.size - 1, 1), up_bw)
+            up_bw = where(self._full, up_bw * k1 / np.maximum(self.size - 1, 1), up_bw)
         if self._torus.any():
             d = self.torus_axes_used(k)
             up_bw = where(self._torus, up_bw * d / np.maximum(self._axes, 1.0), up_bw)
@@ -119,11 +131,17 @@ class Network:
         # NCCL's ring latency (see ring_latency): g - nn steps in the domains, nn - 1 across
         intra_steps = where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
         call = where(g1 > 1, self.call_lat, 0.0)  # one call's fixed cost (none for g = 1)
-        ring_lat = intra_steps * self.up_lat + (nn - 1) * out_lat + call
+        ring_lat = intra_steps * self.up_lat + nn1 * out_lat + call
         hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat, call)
         self._cache[key] = hit
+        self._cache[("less one", id(k), id(nn))] = (k1, nn1)
         self._keep.append((g, stride))  # keep ids alive while cached
         return hit
+
+    def _less_one(self, k, nn):
+        """``(k - 1, nn - 1)`` of a memoised split's ``k`` and ``nn`` (computed once there)."""
+        hit = self._cache.get(("less one", id(k), id(nn)))
+        return (k - 1.0, nn - 1.0) if hit is None else hit
 
     def _transfer(self, nbytes, k, nn, up_bw, out_bw):
         """Bandwidth time of a reduce-scatter (all-gather) of ``nbytes``: the ``(k-1)/k``
@@ -131,7 +149,8 @@ class Network:
         key = ("shares", id(k), id(nn))  # k and nn are a memoised split's: the same arrays
         shares = self._cache.get(key)
         if shares is None:
-            shares = ((k - 1) / k, (nn - 1) / nn)
+            k1, nn1 = self._less_one(k, nn)
+            shares = (k1 / k, nn1 / nn)
             self._cache[key] = shares
             self._keep.append((k, nn))  # keep ids alive while cached
         return shares[0] * nbytes / up_bw + shares[1] * nbytes / k / out_bw
@@ -172,8 +191,9 @@ class Network:
         """Bytes each accelerator sends on scale-up and scale-out links for a collective
         (factor 2 for all-reduce, 1 for reduce-scatter / all-gather)."""
         _, k, nn, *_ = self.split(g, stride)
-        up = factor * (k - 1) / k * nbytes
-        out = factor * (nn - 1) / nn * nbytes / k
+        k1, nn1 = self._less_one(k, nn)
+        up = factor * k1 / k * nbytes
+        out = factor * nn1 / nn * nbytes / k
         return up, out
 
     def torus_axes_used(self, k):

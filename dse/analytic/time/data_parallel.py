@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.rows import where
-from dse.analytic.time.collectives import exposed
+from dse.analytic.time.collectives import exposed, kept_share
 from dse.analytic.time.gemm import BYTES
 
 #: share of a micro-batch's kernel time spent in its backward pass (backward = 2 x forward)
@@ -38,7 +38,7 @@ def chunked(comm_s, overlaps, window_s, chunks, tax) -> np.ndarray:
     communication-overlap.html)."""
     last = comm_s / np.maximum(chunks, 1.0)
     hidden = np.minimum((comm_s - last) * overlaps, window_s)
-    return comm_s - (1.0 - tax) * hidden
+    return comm_s - kept_share(tax) * hidden
 
 
 def weight_bytes(stack, fp8) -> np.ndarray:
@@ -81,7 +81,8 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     stage_params, experts, layers = stage.params, stage.experts, stage.layers
     tp, zero, m = lay.tp, lay.zero_stage, lay.micro_batches
     wb = weight_bytes(stack, fp8)
-    rs = net.reduce_scatter(stack.grad_bytes * stage_params, dp, tp)
+    grads = stack.grad_bytes * stage_params  # (reduce-scattered, or all-reduced by ZeRO 0)
+    rs = net.reduce_scatter(grads, dp, tp)
     ag = net.all_gather(wb * stage_params, dp, tp)
     if experts is not None:
         params, ranks, stride = experts
@@ -90,16 +91,15 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)
-    z0 = exposed(
-        net.all_reduce(stack.grad_bytes * stage_params, dp, tp), stack.grad_overlap, backward, tax
-    )
-    rs_once = exposed(rs, stack.grad_overlap, backward, tax)
+    ar = net.all_reduce(grads, dp, tp)
+    z0 = exposed(ar, stack.grad_overlap, backward, tax)
+    rs_exposed = exposed(rs, stack.grad_overlap, backward, tax)  # (ZeRO 2's, per micro-batch)
+    rs_once = rs_exposed
     if bool((stack.dp_chunk_overlap > 0).any()):
         v, pp = lay.interleave, lay.pp
         chunks = where(v > 1, v, np.maximum(layers, 1.0))
         window = where(v > 1, pp * (v - 1.0) / v, 1.0)
         on = stack.dp_chunk_overlap > 0
-        ar = net.all_reduce(stack.grad_bytes * stage_params, dp, tp)
         rs_once = where(
             on, chunked(rs, stack.grad_overlap, window * backward, chunks, tax), rs_once
         )
@@ -108,7 +108,7 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
             on, chunked(ag, stack.step_gather_overlap, window * forward, chunks, tax), gather_once
         )
     z1 = rs_once + gather_once
-    z2 = m * exposed(rs, stack.grad_overlap, backward, tax) + gather_once
+    z2 = m * rs_exposed + gather_once
     if bool((zero >= 3).any()):  # per-call costs of the layer-by-layer collectives
         calls = np.maximum(layers * stack.zero3_calls_per_layer, 1.0)
         per_call = (calls - 1.0) * net.ring_latency(
@@ -116,7 +116,7 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
         ) + calls * stack.per_rank_copies * dp * launch_s
         ag, rs = ag + per_call, rs + per_call
     hideable = 2.0 * ag * stack.gather_overlap + rs * stack.grad_overlap
-    z3 = m * (2.0 * ag + rs - (1.0 - tax) * np.minimum(hideable, mb_compute_s))
+    z3 = m * (2.0 * ag + rs - kept_share(tax) * np.minimum(hideable, mb_compute_s))
     once = (stack.pp_gather_once > 0) & (lay.pp > 1)
     z3 = where(
         once,

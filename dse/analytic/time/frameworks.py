@@ -9,7 +9,7 @@ from importlib.resources import files
 import numpy as np
 
 from dse.analytic.columns import factorise, take_fields
-from dse.analytic.rows import where
+from dse.analytic.rows import nan_to_num, where
 from dse.analytic.time.memory import RECOMPUTE
 from dse.yamlfile import load_packaged
 
@@ -138,8 +138,10 @@ class Stack:
 
     def offers(self, zero_stage: np.ndarray) -> np.ndarray:
         """True where the stack offers ``zero_stage`` (an integer-valued float array)."""
-        z = np.clip(np.nan_to_num(zero_stage, nan=0.0), 0, 3).astype(np.int64)
-        return (np.nan_to_num(self.zero_ok_mask, nan=0.0).astype(np.int64) >> z) & 1 == 1
+        z = np.clip(nan_to_num(np.asarray(zero_stage, dtype=float)), 0, 3).astype(np.int64)
+        return (
+            nan_to_num(np.asarray(self.zero_ok_mask, dtype=float)).astype(np.int64) >> z
+        ) & 1 == 1
 
 
 assert tuple(f.name for f in fields(Stack)) == FIELDS

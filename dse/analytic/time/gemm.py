@@ -6,7 +6,7 @@ efficiency), memory-bound time = bytes / achievable bandwidth; see docs/model.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,12 +29,16 @@ class Roofline:
     hbm_bw_bps: np.ndarray  # achievable HBM bandwidth, B/s
 
 
-def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> Roofline:
+def roofline(
+    hw, clock_ratio, *, sixteen_bit: bool = False, like: Roofline | None = None
+) -> Roofline:
     """The :class:`Roofline` of the candidates' accelerators ``hw`` at ``clock_ratio``.
 
     At the candidate's precision (the linear layers), or with ``sixteen_bit`` at the 16-bit
     peak and efficiency (attention and the output layer, which fp8 training keeps in
-    bf16). An fp8 GEMM reaches ``fp8_matmul_ratio`` of the 16-bit efficiency."""
+    bf16). An fp8 GEMM reaches ``fp8_matmul_ratio`` of the 16-bit efficiency. ``like``: the
+    same candidates' roofline at the other precision, whose terms that do not depend on it
+    (the kernels' fixed FLOPs, the bandwidth) are taken as they are."""
     if sixteen_bit:
         peak, eff = hw.peak16_flops, hw.matmul_eff_max
     else:
@@ -44,6 +48,8 @@ def roofline(hw, clock_ratio, *, sixteen_bit: bool = False) -> Roofline:
             if hw.fp8.any()
             else hw.matmul_eff_max
         )
+    if like is not None:
+        return replace(like, peak_flops=peak, clock_ratio=clock_ratio, eff_max=eff)
     return Roofline(
         peak_flops=peak,
         clock_ratio=clock_ratio,

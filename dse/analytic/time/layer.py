@@ -245,7 +245,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
     score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff, k.attention_cap)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
-    hbm = hw.hbm_bw_bps * hw.memory_eff
+    hbm = g.hbm_bw_bps  # (hw.hbm_bw_bps * hw.memory_eff, the roofline's)
     rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex, k.eager_squared_relu)
     ew_dense_m = (rep + mlp_ew) / hbm
     ew_attn_m = attn_ew / hbm

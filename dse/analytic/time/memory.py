@@ -210,16 +210,19 @@ def cp_attention_bytes(tokens, shape: ModelShape, lay: Layout) -> np.ndarray:
 
 
 def _activation_variants(
-    s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0)
+    s, b, h, a, tp, sp, flash, split=(24.0, 24.0, 0.0), rep=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`activation_bytes_per_layer` for no, selective and full recomputation
-    (``split``: :func:`split_bytes_per_hidden`'s three parts)."""
+    (``split``: :func:`split_bytes_per_hidden`'s three parts; ``rep``: the ranks the
+    replicated part is split over, ``tp`` with sequence parallelism, else 1, when the
+    caller has it)."""
     sbh = s * b * h
     attn = where(flash > 0, 0.0, 5.0 * a * s / h)  # FlashAttention keeps no s x s scores
-    replicated = (10.0 + split[2]) / where(sp > 0, tp, 1.0)
+    rep = where(sp > 0, tp, 1.0) if rep is None else rep
+    replicated = (10.0 + split[2]) / rep
     none = sbh * (replicated + split[0] / tp + attn / tp)
     selective = sbh * (replicated + split[1] / tp)
-    full = 2.0 * sbh / where(sp > 0, tp, 1)
+    full = 2.0 * sbh / rep
     return none, selective, full
 
 
@@ -233,18 +236,19 @@ def _shards(zero_stage, ranks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def in_flight_chunks(rank, pp, v, m) -> np.ndarray:
+def in_flight_chunks(rank, pp, v, m, most=None) -> np.ndarray:
     """Model chunks whose activations pipeline rank ``rank`` holds at its peak: 1F1B keeps
     ``pp - rank`` micro-batches in flight (Narayanan et al. 2021); the interleaved schedule
     ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunks (Megatron-LM's warm-up count, which
     reproduces Korthikanti et al. 2022's ``pp (1 + (pp - 1) / (pp v))`` stages' worth on the
-    first rank); never more than the ``m v`` chunks of the iteration."""
+    first rank); never more than the ``m v`` chunks of the iteration (``most``, when the
+    caller has it)."""
     interleaved = v > 1
     if interleaved.any():
         chunks = where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
     else:  # plain 1F1B everywhere
         chunks = pp - rank
-    return np.minimum(chunks, m * v)
+    return np.minimum(chunks, m * v if most is None else most)
 
 
 def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem: StackMemory):
@@ -258,10 +262,10 @@ def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem
     minimal: recomputed in the backward), one ``minimal`` layer in transit (offload)."""
     policy = mem.policy
     sp = np.maximum(lay.sequence_parallel, mem.tp_sharded_activations * (lay.tp > 1))
+    rep = where(sp > 0, lay.tp, 1.0)  # the ranks the replicated activations are split over
     none, selective, full = _activation_variants(
-        s, b, shape.hidden, shape.heads, lay.tp, sp, lay.flash_attention, split
+        s, b, shape.hidden, shape.heads, lay.tp, sp, lay.flash_attention, split, rep
     )
-    rep = where(sp > 0, lay.tp, 1.0)
     op_tok, minimal_tok, fp8_tok = policy_bytes_per_token(shape)
     tokens = s * b
     saving = mem.fp8_activations * tokens * (fp8_tok[0] / rep + fp8_tok[1] / lay.tp)
@@ -507,18 +511,17 @@ def memory_breakdown(
     zero3 = lay.zero_stage >= 3
     unsharded = zero3 & (pp > 1) & (mem.pp_keeps_unsharded > 0)
     any_unsharded = bool(unsharded.any())
+    # the same for every candidate stage: computed once
+    by_zero3, layer_gathered = Choice(zero3), mem.gathered_bytes_per_layer_param * counts.layer
+    iteration_chunks = lay.micro_batches * v
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
-        chunks = in_flight_chunks(rank, pp, v, lay.micro_batches)
+        chunks = in_flight_chunks(rank, pp, v, lay.micro_batches, iteration_chunks)
         # ZeRO-3 / FSDP: one layer's unsharded weights and gradients in flight (the gathered
         # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
         # unsharded (torchtitan): the stage's 16-bit weights and fp32 gradients, 6 B/param
-        gathered = where(
-            zero3,
-            np.maximum(mem.gathered_bytes_per_layer_param * counts.layer, 4.0 * emb) / tp,
-            0.0,
-        )
+        gathered = by_zero3(np.maximum(layer_gathered, 4.0 * emb) / tp, 0.0)
         if any_unsharded:
             gathered = where(unsharded, 6.0 * params, gathered)
         e_params = 0.0

@@ -91,11 +91,14 @@ class Front:
     candidate's row in these arrays (None: one row per candidate), when candidates that
     agree in every input but the clock share one."""
 
-    inputs: step.StepInputs
+    inputs: step.StepInputs  # (its network None: made by timed from ``network``)
     mem: memory.MemoryBreakdown
     run: _Run
     before_clock: np.ndarray
     after_clock: np.ndarray
+    #: the network's inputs (:class:`NetworkInputs`): the network is made by :func:`timed`,
+    #: for the candidates it times only (a refused candidate needs none)
+    network: NetworkInputs
     rows: np.ndarray | None = None
 
     def take(self, rows: np.ndarray) -> Front:
@@ -106,10 +109,22 @@ class Front:
         """The front with one row per candidate."""
         return self if self.rows is None else self._picked(self.rows, _rows.spread)
 
-    def of_candidates(self, rows: np.ndarray) -> Front:
+    def of_candidates(self, rows: np.ndarray, cfg: dict[str, np.ndarray] | None = None) -> Front:
         """The front of the candidates ``rows`` (an index array) only: still shared (the same
-        arrays, the candidates' rows into them) where it is, else one row each."""
-        return self.take(rows) if self.rows is None else replace(self, rows=self.rows[rows])
+        arrays, the candidates' rows into them) where it is, else one row each. ``cfg``:
+        those candidates' inputs, where the caller has them: the accelerator's catalog fields
+        (:func:`_catalog`) are then looked up again from the text columns' codes, not picked
+        row by row (~3.3 against ~5.4 ms, 74,000 of 131,072 rows of the bench mix; the
+        hardware arrays hold values only, which the step's whole-block tests read as they
+        are). The model shape is picked: which of its fields are arrays follows the whole
+        block (a block with a mixture-of-experts row has every row's expert fields), and so
+        do the front's other parts."""
+        if self.rows is not None:
+            return replace(self, rows=self.rows[rows])
+        if cfg is None:
+            return self.take(rows)
+        rest = replace(self, inputs=replace(self.inputs, hw=None)).take(rows)
+        return replace(rest, inputs=replace(rest.inputs, hw=_catalog(cfg)))
 
     def reason_codes(self, cfg: dict[str, np.ndarray]) -> np.ndarray:
         """Each candidate's time-side reason code (0: none), as :func:`timed` gives it at the
@@ -127,7 +142,7 @@ class Front:
         return out if self.rows is None else {k: v[self.rows] for k, v in out.items()}
 
     def _picked(self, at: np.ndarray, pick) -> Front:
-        names = ("inputs", "mem", "run", "before_clock", "after_clock")
+        names = ("inputs", "mem", "run", "before_clock", "after_clock", "network")
         return Front(*(pick(getattr(self, name), at) for name in names))
 
 
@@ -159,11 +174,11 @@ def timed(f: Front, cfg: dict[str, np.ndarray], clock_mhz: np.ndarray | None = N
     the result."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         f = f.per_candidate()
-        x = f.inputs
+        x = replace(f.inputs, net=_network(f.network, f.inputs.hw))
         clock, outside = _clock(cfg, x.hw.clock_max_mhz, x.hw.clock_min_mhz, clock_mhz)
         t = step.step_time(x, clock / x.hw.clock_max_mhz)
         codes = _codes(f.before_clock, outside, f.after_clock)
-        return _result(t, f.mem, x.hw, x.layout, clock, codes, x.net.size, f.run)
+        return _result(t, x, f.mem, clock, codes, f.run)
 
 
 def _codes(before_clock, outside, after_clock) -> np.ndarray:
@@ -185,7 +200,7 @@ def _front(cfg, part) -> Front:
     n_rows = len(cfg["accelerator"])
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
-    hw = hardware.lookup(cfg["accelerator"], cfg["precision"])
+    hw = _catalog(cfg)
     stack = frameworks.lookup(_stack_names(cfg["accelerator"], cfg["framework"]))
     # the run's fp8_param_gather input turns the stack's fp8 weight gather on (torchao's
     # enable_fsdp_float8_all_gather is a flag of the run, not of torchtitan)
@@ -266,24 +281,23 @@ def _front(cfg, part) -> Front:
         ex=ex,
         hw=hw,
         stack=stack,
-        net=_network(cfg, hw),
+        net=None,
         offload_bytes=mem.offload_bytes_per_micro_batch,
     )
-    params = workload.parameter_count(shape, counts.layer)
+    params = workload.parameter_count(shape, counts.layer, counts.embedding)
     active = workload.active_parameter_count(shape, counts.layer, params)
     # the training-length law takes the parameters a token uses (Chinchilla at N = N_active)
     d_ref, b_noise = training.resolve_target(
         active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"), _f(cfg, "b_noise_tokens")
     )
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
-    ref_batch_tokens = np.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len, nan=0.0)
+    ref_batch_tokens = _rows.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
     min_tokens = training.tokens_to_target(d_ref, ref_batch_tokens, 0.0, b_noise)
     run = _Run(
         steps=steps,
         tokens_per_step=tokens_iter,
         min_tokens=min_tokens,
-        model_flops=workload.model_flops_per_iteration(shape, tokens_iter),
         parameters=params,
         active_parameters=active,
     )
@@ -293,7 +307,14 @@ def _front(cfg, part) -> Front:
         run=run,
         before_clock=before_clock,
         after_clock=reasons.codes(n_rows),
+        network=_network_inputs(cfg),
     )
+
+
+def _catalog(cfg) -> hardware.Hardware:
+    """The candidates' accelerators: the catalog's fields at the candidates' precision,
+    looked up by the text columns' codes."""
+    return hardware.lookup(cfg["accelerator"], cfg["precision"])
 
 
 def _stack_names(accelerator, framework) -> Factorised:
@@ -357,7 +378,7 @@ def _stack_memory(cfg, stack, hw, shape, policy, auto=False) -> memory.StackMemo
         / np.maximum(stack.zero3_calls_per_layer, 1.0),
         pp_keeps_unsharded=stack.pp_keeps_unsharded,
         pp_keeps_outputs=stack.pp_keeps_outputs,
-        offload_layers=np.nan_to_num(_f(cfg, "activation_offload_layers")),
+        offload_layers=_rows.nan_to_num(_f(cfg, "activation_offload_layers")),
         dropout_masks=2.0 * (1.0 - shape.gated_mlp),
         # the gathered sequence-parallel inputs torchtitan's linears save: 16-bit, or the
         # Float8 tensor torchao's Float8ColwiseParallel gathers (1 B) in fp8
@@ -420,30 +441,63 @@ def _clock(cfg, clock_max_mhz, clock_min_mhz, clock_mhz) -> tuple[np.ndarray, np
     return np.clip(clock, clock_min_mhz, clock_max_mhz), outside
 
 
-def _network(cfg, hw) -> Network:
+@dataclass(frozen=True, slots=True)
+class NetworkInputs:
+    """The inputs of a candidate's network (:func:`_network`), NaN where not given (the
+    catalog's then): per-accelerator scale-up and scale-out bandwidth (GB/s) and their link
+    clocks (fraction of the maximum), the latencies (us), the scale-up domain's size, and
+    the scale-up topology and scale-out fabric as their choice codes (-1: not given)."""
+
+    scaleup_bw_gbs: np.ndarray
+    scaleup_clock_fraction: np.ndarray
+    scaleup_latency_us: np.ndarray
+    scaleout_latency_us: np.ndarray
+    scaleup_topology: np.ndarray
+    scaleup_size: np.ndarray
+    scaleout_bw_gbs: np.ndarray
+    scaleout_clock_fraction: np.ndarray
+    scaleout_fabric: np.ndarray
+
+
+def _network_inputs(cfg) -> NetworkInputs:
+    """The candidates' :class:`NetworkInputs` from their input table."""
+    return NetworkInputs(
+        scaleup_bw_gbs=_f(cfg, "scaleup_bw_gbs"),
+        scaleup_clock_fraction=_f(cfg, "scaleup_clock_fraction"),
+        scaleup_latency_us=_f(cfg, "scaleup_latency_us"),
+        scaleout_latency_us=_f(cfg, "scaleout_latency_us"),
+        scaleup_topology=choice_codes(cfg["scaleup_topology"], SCALEUP_TOPOLOGIES),
+        scaleup_size=_f(cfg, "scaleup_size"),
+        scaleout_bw_gbs=_f(cfg, "scaleout_bw_gbs"),
+        scaleout_clock_fraction=_f(cfg, "scaleout_clock_fraction"),
+        scaleout_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
+    )
+
+
+def _network(x: NetworkInputs, hw) -> Network:
     """The candidate's network: the inputs where given (finite), else the catalog's
     scale-up domain size, bandwidth and topology and the calibrated latencies. Each
     fabric's bandwidth follows its link clock (``scaleup_clock_fraction``,
     ``scaleout_clock_fraction``: voltage-frequency scaling, docs/model-energy.md); the
     latencies do not."""
-    up_bw = _f(cfg, "scaleup_bw_gbs") * 1e9
-    up_bw = where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * _f(cfg, "scaleup_clock_fraction")
-    up_lat = _f(cfg, "scaleup_latency_us")
+    up_bw = x.scaleup_bw_gbs * 1e9
+    up_bw = where(np.isfinite(up_bw), up_bw, hw.scaleup_bw_bps) * x.scaleup_clock_fraction
+    up_lat = x.scaleup_latency_us
     up_lat = where(np.isfinite(up_lat), up_lat, hw.collective_latency_us) * 1e-6
-    out_lat = _f(cfg, "scaleout_latency_us")
+    out_lat = x.scaleout_latency_us
     out_lat = where(np.isfinite(out_lat), out_lat, hw.scaleout_latency_us) * 1e-6
-    up_topo = choice_codes(cfg["scaleup_topology"], SCALEUP_TOPOLOGIES)
+    up_topo = x.scaleup_topology
     up_topo = where(up_topo < 0, hw.scaleup_topology, up_topo)
-    size = _f(cfg, "scaleup_size")
+    size = x.scaleup_size
     size = where(np.isfinite(size), size, hw.scaleup_domain)
     return Network(
         size=size,
         up_bw=up_bw,
         up_lat=up_lat,
         up_topo=up_topo,
-        out_bw=_scaleout_bw(cfg, hw) * _f(cfg, "scaleout_clock_fraction"),
+        out_bw=_scaleout_bw(x, hw) * x.scaleout_clock_fraction,
         out_lat=out_lat,
-        out_fabric=choice_codes(cfg["scaleout_fabric"], SCALEOUT_FABRICS),
+        out_fabric=x.scaleout_fabric,
         eff=hw.collective_eff,
         call_lat=hw.collective_call_us * 1e-6,
     )
@@ -455,12 +509,12 @@ def _network(cfg, hw) -> Network:
 DEFAULT_SCALEOUT_BW_BPS = 50e9
 
 
-def _scaleout_bw(cfg, hw) -> np.ndarray:
+def _scaleout_bw(x: NetworkInputs, hw) -> np.ndarray:
     """Scale-out bandwidth per accelerator per direction (B/s): the input where given, else
     the part's own scale-out network (catalog ``scaleout_bw_gbs``: a TPU's data-centre
     network between slices), else :data:`DEFAULT_SCALEOUT_BW_BPS`."""
     own = where(np.isfinite(hw.scaleout_bw_bps), hw.scaleout_bw_bps, DEFAULT_SCALEOUT_BW_BPS)
-    given = _f(cfg, "scaleout_bw_gbs") * 1e9
+    given = x.scaleout_bw_gbs * 1e9
     return where(np.isfinite(given), given, own)
 
 
@@ -471,7 +525,6 @@ class _Run:
     steps: np.ndarray  # optimizer steps to the target
     tokens_per_step: np.ndarray  # tokens per iteration
     min_tokens: np.ndarray  # tokens to the target at the small-batch limit (E_min)
-    model_flops: np.ndarray  # model FLOPs per iteration
     parameters: np.ndarray  # every parameter
     active_parameters: np.ndarray  # the parameters one token uses
 
@@ -494,9 +547,12 @@ def _front_metrics(mem, lay, run: _Run) -> dict[str, np.ndarray]:
     )
 
 
-def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResult:
-    """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over."""
-    steps, tokens_iter, model_flops = run.steps, run.tokens_per_step, run.model_flops
+def _result(t, x: step.StepInputs, mem, clock, codes, run: _Run) -> TimeResult:
+    """The :class:`TimeResult`: the public metrics from the breakdowns, and the hand-over
+    (the model FLOPs here, for the candidates timed only)."""
+    hw, lay = x.hw, x.layout
+    steps, tokens_iter = run.steps, run.tokens_per_step
+    model_flops = workload.model_flops_per_iteration(x.shape, tokens_iter)
     time_to_train_s = steps * t.step_s
     n = lay.accelerators
     return TimeResult(
@@ -522,5 +578,5 @@ def _result(t, mem, hw, lay, clock, codes, scaleup_size, run: _Run) -> TimeResul
         num_accelerators=n,
         model_flops=model_flops,
         micro_batches=lay.micro_batches,
-        scaleup_size=scaleup_size,
+        scaleup_size=x.net.size,
     )

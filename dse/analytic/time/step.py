@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import where
+from dse.analytic.rows import Choice, where
 from dse.analytic.time import (
     data_parallel,
     experts,
@@ -117,7 +117,7 @@ class StepInputs:
     ex: experts.ExpertLayout
     hw: Hardware
     stack: Stack
-    net: Network
+    net: Network | None  # None in a time.model.Front: made at the clock (timed)
     #: activation offloading: bytes one micro-batch sends to host memory in its forward and
     #: fetches back in its backward, on the device's stage (MemoryBreakdown)
     offload_bytes: np.ndarray | float = 0.0
@@ -156,7 +156,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     T = b * shape.seq_len / cp  # tokens per micro-batch on one accelerator
     T_tiles = np.ceil(T * (1.0 / gemm.TILE))
     g = gemm.roofline(hw, clock_ratio)
-    g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True) if hw.fp8.any() else g
+    g16 = gemm.roofline(hw, clock_ratio, sixteen_bit=True, like=g) if hw.fp8.any() else g
     eager = where(stack.fused_kernels > 0, 1.0, hw.eager_elementwise_factor)
     # FlashAttention-2 (the stack's kernel) on a part it was not written for: its published ceiling
     attn_cap = where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
@@ -164,7 +164,7 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     sq_relu = shape.squared_relu * (stack.compiled_activations == 0)
     kernels = layer.Kernels(T, T_tiles, g, g16, eager, attn_cap, sq_relu)
     lt = layer.layer_time(shape, layout, ex, hw, kernels)
-    hbm = hw.hbm_bw_bps * hw.memory_eff
+    hbm = g.hbm_bw_bps  # (hw.hbm_bw_bps * hw.memory_eff, the roofline's)
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
     n_tp = tensor_parallel.collectives_per_layer(lt.full_recompute)
@@ -348,9 +348,10 @@ def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) 
     t_first, t_middle, t_last = sum(first[:3]), sum(middle[:3]), sum(last[:3])
     pace_first = (t_first > t_last) & (t_first >= t_middle)
     pace_middle = ~pace_first & (t_middle > t_last)
+    # each mask's count and integer form once for the five pairs it picks
+    by_first, by_middle = Choice(pace_first), Choice(pace_middle)
     pace = tuple(
-        where(pace_first, f, where(pace_middle, mid, la))
-        for f, mid, la in zip(first, middle, last, strict=True)
+        by_first(f, by_middle(mid, la)) for f, mid, la in zip(first, middle, last, strict=True)
     )
     return (t_first, t_middle, t_last), pace
 

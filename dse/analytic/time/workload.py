@@ -278,17 +278,17 @@ class ParameterCounts:
         return cls(layer=layer_parameters(shape), embedding=embedding_parameters(shape))
 
 
-def parameter_count(shape: ModelShape, layer_params: np.ndarray | None = None) -> np.ndarray:
+def parameter_count(
+    shape: ModelShape, layer_params: np.ndarray | None = None, embedding: np.ndarray | None = None
+) -> np.ndarray:
     """All parameters (total: every expert): layers, embeddings, final norm
-    (``layer_params``: :func:`layer_parameters` when the caller has it)."""
+    (``layer_params``: :func:`layer_parameters`, ``embedding``: :func:`embedding_parameters`,
+    when the caller has them)."""
     layer_params = layer_parameters(shape) if layer_params is None else layer_params
+    embedding = embedding_parameters(shape) if embedding is None else embedding
     if not any_moe(shape):
-        return shape.layers * layer_params + embedding_parameters(shape) + 2 * shape.hidden
-    return (
-        shape.layers * (layer_params + expert_parameters(shape))
-        + embedding_parameters(shape)
-        + 2 * shape.hidden
-    )
+        return shape.layers * layer_params + embedding + 2 * shape.hidden
+    return shape.layers * (layer_params + expert_parameters(shape)) + embedding + 2 * shape.hidden
 
 
 def active_parameter_count(
