@@ -198,6 +198,10 @@ class VoltageCurve:
     every row (``v0 + 0 * frac`` is its start, which V is below the segment anyway)."""
 
     def __init__(self, vf_x: np.ndarray, vf_v: np.ndarray) -> None:
+        self.knee = _knee(vf_x, vf_v)
+        self.rows = vf_x.shape[:1]  # (the result's shape for one clock: one value a row)
+        if self.knee is not None:
+            return  # every row's curve the same flat-then-rising one: its numbers
         self.x_lo, self.x_hi, self.v_start = vf_x[:, 0], vf_x[:, -1], vf_v[:, 0]
         self.segments = []
         ordered = bool(np.all(vf_x[:, 1:] >= vf_x[:, :-1]))
@@ -214,6 +218,19 @@ class VoltageCurve:
             )
 
     def __call__(self, clock_ratio: np.ndarray) -> np.ndarray:
+        if self.knee is not None:
+            # v0 + dv * max(frac, 0) is the segment's value above the knee and v0 = the
+            # start's at or below it (fmax: a NaN clock, which selects neither, the start's);
+            # the lower clip cannot change that value, only the upper one is needed
+            x_hi, x0, width, v0, dv = self.knee
+            x = np.asarray(clock_ratio, dtype=float)
+            v = np.minimum(x, x_hi, out=np.empty(np.broadcast_shapes(x.shape, self.rows)))
+            v -= x0
+            v /= width
+            np.fmax(v, 0.0, out=v)
+            v *= dv
+            v += v0
+            return v
         x = np.clip(np.asarray(clock_ratio, dtype=float), self.x_lo, self.x_hi)
         v = self.v_start
         for x0, rising, width, v0, dv in self.segments:
@@ -223,6 +240,23 @@ class VoltageCurve:
                 frac = np.clip(frac, 0.0, 1.0)
             v = where(seg, v0 + dv * frac, v)
         return v
+
+
+def _knee(vf_x: np.ndarray, vf_v: np.ndarray) -> tuple | None:
+    """(x_hi, x0, x1 - x0, v0, v1 - v0) where every row holds the same three-point curve
+    (bit for bit), flat from its first point to its knee ``x0`` (``v0 > 0``) and rising
+    from there to its last, ``x1 = x_hi`` (every curve of power.yaml); else None."""
+    if vf_x.ndim != 2 or vf_x.shape[1] != 3 or not len(vf_x):
+        return None
+    first_x, first_v = vf_x[0], vf_v[0]
+    for k in range(3):  # one column at a time (the columns are contiguous)
+        if not ((vf_x[:, k] == first_x[k]).all() and (vf_v[:, k] == first_v[k]).all()):
+            return None
+    x_lo, x0, x1 = (float(x) for x in first_x)
+    v_lo, v0, v1 = (float(v) for v in first_v)
+    if not (x_lo <= x0 < x1 and v_lo == v0 and v0 > 0 and np.isfinite(v1)):
+        return None
+    return x1, x0, x1 - x0, v0, v1 - v0
 
 
 def voltage_ratio(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -> np.ndarray:
