@@ -323,3 +323,21 @@ def _float_bits(x) -> tuple[np.ndarray, bool] | None:
     if isinstance(x, int):
         return np.asarray(float(x), dtype=np.float64), True
     return None
+
+
+def once(fn, *args):
+    """``fn(*args)`` for an element-wise ``fn`` of per-candidate arrays, computed once where
+    every array among ``args`` holds one value for every row (a read-only broadcast, as an
+    input a study leaves at its default is; numbers pass as they are): ``fn`` of their first
+    rows, as a read-only broadcast of the rows (the same bits as ``fn`` of the whole arrays,
+    which does the same arithmetic on each row). Anything else is ``fn(*args)`` itself."""
+    n = None
+    for a in args:
+        if isinstance(a, np.ndarray) and a.ndim:
+            if a.ndim != 1 or a.strides != (0,) or not len(a):
+                return fn(*args)
+            n = len(a)
+    if n is None:
+        return fn(*args)
+    out = np.asarray(fn(*(a[:1] if isinstance(a, np.ndarray) and a.ndim else a for a in args)))
+    return repeat_one(out, n) if out.shape == (1,) else fn(*args)

@@ -32,7 +32,7 @@ from dse.analytic.energy import (
     transfer,
 )
 from dse.analytic.energy.accelerator import Accelerators, accelerator_energy, static_power_w
-from dse.analytic.rows import where
+from dse.analytic.rows import once, where
 from dse.analytic.time.data_parallel import BACKWARD_SHARE
 from dse.analytic.time.result import TimeResult
 from dse.analytic.time.step import StepBreakdown
@@ -317,7 +317,7 @@ def _metrics(
     e_net = e_links + p_net_static * step_s
     e_host = p_host * step_s
     e_step_acc = e.total_j + e_net + e_host  # per accelerator, one iteration
-    overhead = facility.facility_overhead_factor(x.pue, x.cooling_cop)
+    overhead = once(facility.facility_overhead_factor, x.pue, x.cooling_cop)
     total_steps_n = steps * n
     ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(
         x, perf, acc, step_s, p_host, p_net_static, links.scaleout_pj_per_bit
@@ -325,16 +325,16 @@ def _metrics(
     redo = gp.rework_s / (steps * (step_s + ck.per_step_s))  # share of the run done twice
     # idle accelerators (at their own temperature's leakage), host, network static
     restart_w = n * np.array([static_power_w(acc, acc.idle_w)[0], p_host, p_net_static])
-    it_j = (
-        e_step_acc + (ck_e.idle_j + ck_e.waiting_j + ck_e.network_j + ck_e.host_j)
-    ) * total_steps_n
+    it_j = (e_step_acc + once(_sum, ck_e.idle_j, ck_e.waiting_j, ck_e.network_j, ck_e.host_j)) * (
+        total_steps_n
+    )
     dc_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)  # DC side of the nodes
     # at the wall: the server fans (with the host) and the power supplies' conversion loss
-    wall = facility.wall_factor(x.fan_power_fraction, x.psu_efficiency)
+    wall = once(facility.wall_factor, x.fan_power_fraction, x.psu_efficiency)
     fans_j = dc_j * x.fan_power_fraction
     it_j = dc_j * wall
     psu_j = it_j - dc_j - fans_j
-    with_overhead = 1.0 + overhead
+    with_overhead = once(np.add, 1.0, overhead)
     facility_j = it_j * with_overhead
     time_to_train_s = gp.wall_s
     fac = _facility_power(
@@ -349,9 +349,9 @@ def _metrics(
         overhead,
     )
     step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
-    nodes = n / np.maximum(x.accelerators_per_node, 1.0)  # a job's share of nodes
+    nodes = n / once(np.maximum, x.accelerators_per_node, 1.0)  # a job's share of nodes
     step_ck_or_nan = where(step_ck > 0, step_ck, np.nan)
-    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / step_ck_or_nan
+    mean_p = (e.total_j + once(np.add, ck_e.idle_j, ck_e.waiting_j)) / step_ck_or_nan
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
@@ -397,6 +397,14 @@ def _metrics(
     return out, time_to_train_s
 
 
+def _sum(*terms) -> np.ndarray:
+    """The terms added from the first (as ``a + b + c``)."""
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
+
+
 def _checkpoints_and_interruptions(
     x: EnergyInputs, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static, out_pj
 ):
@@ -438,13 +446,17 @@ def _facility_power(
 ) -> facility.FacilityPower:
     """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`),
     the nodes' powers taken at the wall (:func:`.facility.wall_factor`)."""
-    wall = facility.wall_factor(x.fan_power_fraction, x.psu_efficiency)
+    wall = once(facility.wall_factor, x.fan_power_fraction, x.psu_efficiency)
     t = e.times
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
-    has_ck = ck.on & (ck.duration_s > 0)
     blocked = t.blocked > 0
-    p_low = where(has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
+    if ck.on.any():
+        has_ck = ck.on & (ck.duration_s > 0)
+        p_low = where(has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
+        low_phase = blocked | has_ck
+    else:  # no checkpoints (the default): the blocked power, the blocked phase
+        p_low, low_phase = e.wait_w, blocked
     return facility.facility_power_w(
         facility_j=facility_j,
         time_s=time_s,
@@ -453,7 +465,7 @@ def _facility_power(
         p_wait=p_low * wall,
         p_other=p_other * wall,
         overhead=overhead,
-        low_phase=blocked | has_ck,
+        low_phase=low_phase,
         transition_s=x.power_transition_s,
     )
 
@@ -461,7 +473,7 @@ def _facility_power(
 def _outside_accelerator(x: EnergyInputs, perf: TimeResult) -> tuple[np.ndarray, np.ndarray]:
     """Per accelerator: the host's share of a node's power (W) and the NIC and switch static
     power (W)."""
-    p_host = facility.host_power_w(x.host_power_w, x.accelerators_per_node)
+    p_host = once(facility.host_power_w, x.host_power_w, x.accelerators_per_node)
     p_net_static = facility.network_static_power_w(
         x.nic_power_w,
         x.scaleup_switch_power_w,
@@ -489,8 +501,8 @@ def _links(x: EnergyInputs, perf: TimeResult) -> Links:
     (:func:`.power.link_energy_scale`; the bandwidth the time model used followed the same
     clock), and the energy of the iteration's bytes over it."""
     b = perf.breakdown
-    up_pj = x.scaleup_pj_per_bit * power.link_energy_scale(x.scaleup_clock_fraction)
-    out_pj = x.scaleout_pj_per_bit * power.link_energy_scale(x.scaleout_clock_fraction)
+    up_pj = once(_link_pj_per_bit, x.scaleup_pj_per_bit, x.scaleup_clock_fraction)
+    out_pj = once(_link_pj_per_bit, x.scaleout_pj_per_bit, x.scaleout_clock_fraction)
     return Links(
         scaleup_pj_per_bit=up_pj,
         scaleout_pj_per_bit=out_pj,
@@ -498,6 +510,11 @@ def _links(x: EnergyInputs, perf: TimeResult) -> Links:
         scaleout_j=transfer.network_energy_j(0.0, b.scaleout_bytes, 0.0, out_pj),
         total_j=transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, up_pj, out_pj),
     )
+
+
+def _link_pj_per_bit(pj_per_bit, clock_fraction) -> np.ndarray:
+    """A fabric's energy per bit at its link clock (:func:`_links`)."""
+    return pj_per_bit * power.link_energy_scale(clock_fraction)
 
 
 def _economics(
