@@ -181,6 +181,13 @@ def lookup(names: np.ndarray) -> PowerParameters:
     vs = np.array([padded(r.vf_v) for r in rows])
     table = np.array([[getattr(r, f)[0] for r in rows] for f in _SCALAR_FIELDS], dtype=float)
     scalars = dict(zip(_SCALAR_FIELDS, take_fields(table, inverse), strict=True))
+    n = len(inverse)
+    if (xs == xs[:1]).all() and (vs == vs[:1]).all():  # one curve: a read-only broadcast
+        return PowerParameters(
+            vf_x=np.broadcast_to(xs[0], (n, k_max)),
+            vf_v=np.broadcast_to(vs[0], (n, k_max)),
+            **scalars,
+        )
     # (n, K) in column-major order: each curve point's column is contiguous for the
     # per-segment passes of VoltageCurve
     return PowerParameters(vf_x=xs.T[:, inverse].T, vf_v=vs.T[:, inverse].T, **scalars)
@@ -249,7 +256,9 @@ def _knee(vf_x: np.ndarray, vf_v: np.ndarray) -> tuple | None:
     if vf_x.ndim != 2 or vf_x.shape[1] != 3 or not len(vf_x):
         return None
     first_x, first_v = vf_x[0], vf_v[0]
-    for k in range(3):  # one column at a time (the columns are contiguous)
+    for k in range(3):  # one column at a time (the columns are contiguous); none: a broadcast
+        if vf_x.strides[0] == 0 and vf_v.strides[0] == 0:
+            break
         if not ((vf_x[:, k] == first_x[k]).all() and (vf_v[:, k] == first_v[k]).all()):
             return None
     x_lo, x0, x1 = (float(x) for x in first_x)
