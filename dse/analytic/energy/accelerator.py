@@ -139,7 +139,6 @@ class AcceleratorEnergy:
     total_j: np.ndarray
     busy_w: np.ndarray  # mean power of the busy phase
     wait_w: np.ndarray  # power while blocked
-    compute_w: np.ndarray  # power of compute-bound kernels
     times: PhaseTimes
     static_w: np.ndarray  # static power in the iteration: idle, plus the leakage change
 
@@ -176,13 +175,12 @@ class StepEnergy:
             clock_ratio, t
         )
         idle_w = self.idle_w
-        p_compute = idle_w + self.pw.a_compute * dyn
         if self.leakage is not None:
             d_w = step_leakage_w(total, t.step, self.leakage)
             d_j = d_w * t.step
             e_idle = e_idle + d_j
             total = total + d_j
-            p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
+            p_busy, p_wait = p_busy + d_w, p_wait + d_w
             static_w = idle_w + d_w
         else:
             static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
@@ -194,7 +192,6 @@ class StepEnergy:
             total_j=total,
             busy_w=p_busy,
             wait_w=p_wait,
-            compute_w=p_compute,
             times=t,
             static_w=static_w,
         )

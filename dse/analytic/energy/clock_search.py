@@ -138,7 +138,7 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
         if all_hot:
             ok = hot_ok
         elif any_hot:
-            ok = cap_ok.copy()
+            ok = cap_ok  # (a new array of the check's)
             ok[hot_rows] = hot_ok
         else:
             ok = cap_ok
