@@ -96,6 +96,23 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
     return hi
 
 
+#: float64 e^x is +0.0 below ln(2.5e-324) = -745.13 (half the smallest subnormal), so
+#: below this for any exp within a few ulp; numpy's exp takes a slow path for such
+#: arguments (~10x; a blocked phase hundreds of times the fast term's time constant)
+EXP_ZERO_BELOW = -750.0
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    """``np.exp(x)``, bit for bit, with the arguments whose value is +0.0 left out of the
+    exponential (they are set to 0 after it): fast where many are far below zero."""
+    zero = x < EXP_ZERO_BELOW
+    if not zero.any():
+        return np.exp(x)
+    out = np.exp(where(zero, 0.0, x))
+    out[zero] = 0.0
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ThermalResponse:
     """The junction's periodic response to one iteration's busy/blocked square wave."""
@@ -122,7 +139,7 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse
         denom = np.maximum(-np.expm1(neg_period / tau), 1e-300)
         rise = span * a
         th_max = r * (p_lo + rise / denom)
-        th_min = r * (p_lo + rise * np.exp(neg_lo / tau) / denom)
+        th_min = r * (p_lo + rise * _exp(neg_lo / tau) / denom)
         # with no blocked phase the response is flat at R P_hi
         flat = r * p_hi
         th_max = choose(th_max, flat)
