@@ -319,16 +319,17 @@ def _metrics(
     e_step_acc = e.total_j + e_net + e_host  # per accelerator, one iteration
     overhead = once(facility.facility_overhead_factor, x.pue, x.cooling_cop)
     total_steps_n = steps * n
-    ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(
+    ck, ck_e, gp, p_parked, step_ck = _checkpoints_and_interruptions(
         x, perf, acc, step_s, p_host, p_net_static, links.scaleout_pj_per_bit
     )
-    redo = gp.rework_s / (steps * (step_s + ck.per_step_s))  # share of the run done twice
+    redo = gp.rework_s / (steps * step_ck)  # share of the run done twice
     # idle accelerators (at their own temperature's leakage), host, network static
-    restart_w = n * np.array([static_power_w(acc, acc.idle_w)[0], p_host, p_net_static])
+    restart_w = (n * static_power_w(acc, acc.idle_w)[0], n * p_host, n * p_net_static)
     it_j = (e_step_acc + once(_sum, ck_e.idle_j, ck_e.waiting_j, ck_e.network_j, ck_e.host_j)) * (
         total_steps_n
     )
-    dc_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)  # DC side of the nodes
+    restart_all_w = restart_w[0] + restart_w[1] + restart_w[2]  # (as a sum over a stack of them)
+    dc_j = it_j * (1.0 + redo) + gp.restart_s * restart_all_w  # DC side of the nodes
     # at the wall: the server fans (with the host) and the power supplies' conversion loss
     wall = once(facility.wall_factor, x.fan_power_fraction, x.psu_efficiency)
     fans_j = dc_j * x.fan_power_fraction
@@ -348,7 +349,6 @@ def _metrics(
         p_host + p_net_static + e_links / where(step_s > 0, step_s, np.nan),
         overhead,
     )
-    step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     nodes = n / once(np.maximum, x.accelerators_per_node, 1.0)  # a job's share of nodes
     step_ck_or_nan = where(step_ck > 0, step_ck, np.nan)
     mean_p = (e.total_j + once(np.add, ck_e.idle_j, ck_e.waiting_j)) / step_ck_or_nan
@@ -410,8 +410,8 @@ def _checkpoints_and_interruptions(
 ):
     """The checkpoint phases (interval from the input or the job's failure rate), their
     energy per iteration and accelerator (the bytes over the scale-out fabric at ``out_pj``
-    pJ/bit), the expected run with interruptions (:func:`.goodput.expected_run`) and the
-    parked power of a checkpoint write."""
+    pJ/bit), the expected run with interruptions (:func:`.goodput.expected_run`), the
+    parked power of a checkpoint write and the iteration plus its share of checkpoint time."""
     steps, n = perf.steps_to_train, perf.num_accelerators
     mtbf_s = goodput.job_mtbf_s(x.failures_per_accelerator_hour, n)
     _, ck_write_s = checkpoint.write_time_s(
@@ -429,16 +429,17 @@ def _checkpoints_and_interruptions(
         ck, step_s, static_w, p_parked, p_net_static, p_host, out_pj
     )
     # interruptions: lost work redone at the run's power, restarts with the accelerators idle
+    step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     gp = goodput.expected_run(
         steps * step_s,
-        steps * (step_s + ck.per_step_s),
+        steps * step_ck,
         ck.interval_s,
         ck.duration_s,
         ck.on,
         mtbf_s,
         x.restart_time_s,
     )
-    return ck, ck_e, gp, p_parked
+    return ck, ck_e, gp, p_parked, step_ck
 
 
 def _facility_power(

@@ -96,6 +96,14 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
     return hi
 
 
+def _not_negative(t) -> np.ndarray:
+    """``np.maximum(np.nan_to_num(t, nan=0.0), 0.0)`` (NaN and negative times 0, +inf the
+    largest float), bit for bit; without ``nan_to_num``'s passes where every time is finite."""
+    if np.isfinite(t).all():
+        return np.maximum(t, 0.0)
+    return np.maximum(np.nan_to_num(t, nan=0.0), 0.0)
+
+
 #: float64 e^x is +0.0 below ln(2.5e-324) = -745.13 (half the smallest subnormal), so
 #: below this for any exp within a few ulp; numpy's exp takes a slow path for such
 #: arguments (~10x; a blocked phase hundreds of times the fast term's time constant)
@@ -124,8 +132,7 @@ class ThermalResponse:
 
 def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse:
     """Peak, trough and largest |dT/dt| of the junction under the busy/blocked square wave."""
-    t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
-    t_lo = np.maximum(np.nan_to_num(t_lo, nan=0.0), 0.0)
+    t_hi, t_lo = _not_negative(t_hi), _not_negative(t_lo)
     period = np.maximum(t_hi + t_lo, 1e-12)
     hi = np.add(0.0, inlet_c, out=np.empty(np.shape(p_hi)))
     lo = hi.copy()
