@@ -115,15 +115,73 @@ def operating_clock(
     idx = np.concatenate([cap_idx, hot_idx])
     if len(idx):
         at = idx if rows is None else rows[idx]
-        found = _bisect(
-            LimitCheck(_rows.take(b, at), _rows.take(acc, at), clock[idx]),
-            acc.clock_min_mhz[at],
-            clock[idx],
-            np.arange(len(idx)) >= len(cap_idx),
-        )
+        lo, hi, hot = acc.clock_min_mhz[at], clock[idx], np.arange(len(idx)) >= len(cap_idx)
+        levels = _tree_levels(len(idx))
+        if levels > 1:  # few rows: several steps' clocks a call (the same clocks, the same bits)
+            tiled = np.tile(np.arange(len(idx)), 2**levels - 1)
+            check = LimitCheck(_rows.take(b, at[tiled]), _rows.take(acc, at[tiled]), hi[tiled])
+            found = _bisect_tree(check, lo, hi, hot, levels)
+        else:
+            found = _bisect(LimitCheck(_rows.take(b, at), _rows.take(acc, at), hi), lo, hi, hot)
         f_cap[cap_idx], f_hot[hot_idx] = found[: len(cap_idx)], found[len(cap_idx) :]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
+
+
+#: a bisection over few rows tests the clocks of several steps in one call of the check:
+#: (rows, steps) where rows x (2^steps - 1) <= TREE_POINTS, steps dividing BISECTION_STEPS
+TREE_POINTS = 1200
+_TREE_STEPS = (9, 6, 3, 2)
+
+
+def _tree_levels(n: int) -> int:
+    """The steps of :func:`_bisect_tree` a call for ``n`` rows (1: :func:`_bisect`)."""
+    for levels in _TREE_STEPS:
+        if n * (2**levels - 1) <= TREE_POINTS and BISECTION_STEPS % levels == 0:
+            return levels
+    return 1
+
+
+def _ok(check: LimitCheck, clock, any_hot: bool, all_hot: bool, hot_rows) -> np.ndarray:
+    """Whether each row passes ``check``'s cap part at ``clock``, or on the rows
+    ``hot_rows`` (all where ``all_hot``) its thermal part."""
+    cap_ok, hot_ok = check(clock, hot=any_hot, rows=hot_rows)
+    if all_hot:
+        return hot_ok
+    if any_hot:
+        cap_ok[hot_rows] = hot_ok  # (a new array of the check's)
+    return cap_ok
+
+
+def _bisect_tree(check: LimitCheck, lo, hi, hot, levels: int) -> np.ndarray:
+    """:func:`_bisect`'s result, bit for bit, with ``levels`` of its steps a call of
+    ``check`` (built on the rows repeated 2^levels - 1 times): every clock those steps could
+    test, level by level (node 2k the lower half of node k's bracket, 2k+1 the upper, each
+    midpoint ``0.5 * (lo + hi)`` of the same two numbers as the step that tests it), then
+    the path each row's results take through them."""
+    n, points = len(lo), 2**levels - 1
+    hot_all = np.tile(hot, points)
+    any_hot, all_hot = bool(hot.any()), bool(hot.all())
+    hot_rows = np.flatnonzero(hot_all) if any_hot and not all_hot else None
+    cols = np.arange(n)
+    for _ in range(BISECTION_STEPS // levels):
+        los, his, mids = lo[None, :], hi[None, :], []
+        for _ in range(levels):
+            mid = 0.5 * (los + his)
+            mids.append(mid)
+            los = np.stack([los, mid], axis=1).reshape(-1, n)  # (lo, mid), (mid, hi)
+            his = np.stack([mid, his], axis=1).reshape(-1, n)
+        mid = np.concatenate(mids)  # (points, n): level d's nodes from row 2^d - 1
+        ok = _ok(check, mid.reshape(-1), any_hot, all_hot, hot_rows).reshape(points, n)
+        node = np.zeros(n, dtype=np.intp)
+        for depth in range(levels):
+            at = (2**depth - 1) + node
+            passed, tested = ok[at, cols], mid[at, cols]
+            choose = Choice(passed)
+            lo = choose(tested, lo)
+            hi = choose(hi, tested)
+            node = 2 * node + passed
+    return lo
 
 
 def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) -> np.ndarray:
@@ -134,15 +192,7 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
     hot_rows = np.flatnonzero(hot) if any_hot and not all_hot else None
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        cap_ok, hot_ok = check(mid, hot=any_hot, rows=hot_rows)
-        if all_hot:
-            ok = hot_ok
-        elif any_hot:
-            ok = cap_ok  # (a new array of the check's)
-            ok[hot_rows] = hot_ok
-        else:
-            ok = cap_ok
-        choose = Choice(ok)  # (the mask's integer form once for both)
+        choose = Choice(_ok(check, mid, any_hot, all_hot, hot_rows))  # (its integer form once)
         lo = choose(mid, lo)
         hi = choose(hi, mid)
     return lo
