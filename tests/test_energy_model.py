@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from dse.analytic import declarations, model
+from dse.analytic import rows as rows_module
 from dse.analytic.energy import accelerator, clock_search, phases, transfer
 from dse.analytic.energy import model as energy_model
 from dse.analytic.evaluator import AnalyticEvaluator
@@ -406,6 +407,43 @@ def test_the_clock_search_and_the_energy_half_give_the_same_power_at_the_set_clo
     np.testing.assert_array_equal(
         cap_ok[finite], ~(e.busy_w > acc.cap_w * (1 + clock_search.BISECTION_RTOL))[finite]
     )
+
+
+def test_the_search_over_few_rows_tests_several_steps_at_once_with_the_same_result():
+    # a small bisection (the search's later passes) evaluates the clocks of several steps in
+    # one call; it finds the very clocks the step-by-step bisection does, bit for bit
+    cfg = _mixed_cfg(n=1500)
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        acc = energy_model._accelerators(energy_model.EnergyInputs.of(cfg), perf)
+        cap_ok, hot_ok = clock_search.LimitCheck(perf.breakdown, acc, perf.clock_mhz)(
+            perf.clock_mhz
+        )
+        finite = np.isfinite(perf.clock_mhz)
+        cap_rows = np.flatnonzero(~cap_ok & finite)
+        hot_rows = np.flatnonzero(~hot_ok & finite)
+        assert len(cap_rows) > 20 and len(hot_rows) > 20
+        at = np.concatenate([cap_rows[:20], hot_rows[:20]])
+        hot = np.arange(len(at)) >= 20
+        lo, hi = acc.clock_min_mhz[at], np.asarray(perf.clock_mhz, dtype=float)[at]
+        for sel in (slice(0, 1), slice(15, 25), slice(None)):
+            rows, n = at[sel], len(at[sel])
+
+            def check(repeat, rows=rows):
+                picked = rows[np.tile(np.arange(len(rows)), repeat)]
+                return clock_search.LimitCheck(
+                    rows_module.take(perf.breakdown, picked),
+                    rows_module.take(acc, picked),
+                    np.asarray(perf.clock_mhz, dtype=float)[picked],
+                )
+
+            one = clock_search._bisect(check(1), lo[sel], hi[sel], hot[sel])
+            assert (one < hi[sel]).all()
+            for levels in (2, 3, 6):
+                tree = clock_search._bisect_tree(
+                    check(2**levels - 1), lo[sel], hi[sel], hot[sel], levels
+                )
+                assert n and np.array_equal(tree.view(np.int64), one.view(np.int64))
 
 
 def test_checkpointing_off_leaves_every_output_unchanged():
