@@ -341,3 +341,27 @@ def once(fn, *args):
         return fn(*args)
     out = np.asarray(fn(*(a[:1] if isinstance(a, np.ndarray) and a.ndim else a for a in args)))
     return repeat_one(out, n) if out.shape == (1,) else fn(*args)
+
+
+def where_shared(mask, a, b) -> np.ndarray:
+    """:func:`where`'s values, but ``a`` (``b``) itself where ``mask`` picks it in every row
+    and it is a float64 array of the mask's shape, as the result would be (the other a
+    float64 array or a Python number): no copy, for a value nobody writes to."""
+    if isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.ndim:
+        true = np.count_nonzero(mask)
+        if true in (0, mask.size):
+            keep, other = (a, b) if true else (b, a)
+            if (
+                isinstance(keep, np.ndarray)
+                and keep.dtype == np.float64
+                and keep.shape == mask.shape
+                and (
+                    isinstance(other, float | int)
+                    and not isinstance(other, bool)
+                    or isinstance(other, np.ndarray)
+                    and other.dtype == np.float64
+                    and other.ndim <= keep.ndim
+                )
+            ):
+                return keep
+    return where(mask, a, b)

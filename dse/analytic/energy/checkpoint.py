@@ -17,7 +17,7 @@ import numpy as np
 
 from dse.analytic.columns import repeat_one
 from dse.analytic.energy import transfer
-from dse.analytic.rows import once, where
+from dse.analytic.rows import once, where_shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Chec
         per_step = np.zeros(np.broadcast_shapes(on.shape, np.shape(step_s), duration.shape))
     else:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            per_step = where(on, step_s * duration / where(on, interval, 1.0), 0.0)
+            per_step = where_shared(on, step_s * duration / where_shared(on, interval, 1.0), 0.0)
     return Checkpoints(
         on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step
     )
@@ -64,13 +64,15 @@ def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]
     state_b = np.asarray(memory.checkpoint_bytes, dtype=float)
     given = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return state_b, where(np.isfinite(given), given, state_b / once(_write_bps, write_gbs))
+        return state_b, where_shared(
+            np.isfinite(given), given, state_b / once(_write_bps, write_gbs)
+        )
 
 
 def _write_bps(write_gbs) -> np.ndarray:
     """The write bandwidth in bytes/s, NaN where not positive."""
     write_bps = np.asarray(write_gbs, dtype=float) * 1e9
-    return where(write_bps > 0, write_bps, np.nan)
+    return where_shared(write_bps > 0, write_bps, np.nan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,17 +101,17 @@ def checkpoint_energy(
         return CheckpointEnergy(
             idle_j=zero, waiting_j=zero, network_j=zero, host_j=zero, links_j=zero
         )
-    links = where(
+    links = where_shared(
         on,
         transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
         * step_s
-        / where(on, ck.interval_s, 1.0),
+        / where_shared(on, ck.interval_s, 1.0),
         0.0,
     )
     return CheckpointEnergy(
-        idle_j=where(on, idle_w * t_ck, 0.0),
-        waiting_j=where(on, (p_parked - idle_w) * t_ck, 0.0),
-        network_j=where(on, p_net_static * t_ck, 0.0) + links,
-        host_j=where(on, p_host * t_ck, 0.0),
+        idle_j=where_shared(on, idle_w * t_ck, 0.0),
+        waiting_j=where_shared(on, (p_parked - idle_w) * t_ck, 0.0),
+        network_j=where_shared(on, p_net_static * t_ck, 0.0) + links,
+        host_j=where_shared(on, p_host * t_ck, 0.0),
         links_j=links,
     )

@@ -32,7 +32,7 @@ from dse.analytic.energy import (
     transfer,
 )
 from dse.analytic.energy.accelerator import Accelerators, accelerator_energy, static_power_w
-from dse.analytic.rows import once, where
+from dse.analytic.rows import once, where, where_shared
 from dse.analytic.time.data_parallel import BACKWARD_SHARE
 from dse.analytic.time.result import TimeResult
 from dse.analytic.time.step import StepBreakdown
@@ -346,11 +346,11 @@ def _metrics(
         facility_j,
         time_to_train_s,
         n,
-        p_host + p_net_static + e_links / where(step_s > 0, step_s, np.nan),
+        p_host + p_net_static + e_links / where_shared(step_s > 0, step_s, np.nan),
         overhead,
     )
     nodes = n / once(np.maximum, x.accelerators_per_node, 1.0)  # a job's share of nodes
-    step_ck_or_nan = where(step_ck > 0, step_ck, np.nan)
+    step_ck_or_nan = where_shared(step_ck > 0, step_ck, np.nan)
     mean_p = (e.total_j + once(np.add, ck_e.idle_j, ck_e.waiting_j)) / step_ck_or_nan
     runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
     out = {
@@ -372,12 +372,14 @@ def _metrics(
         "facility_avg_power_w": fac.avg_w,
         "facility_peak_power_w": fac.peak_w,
         # one node at the wall: the facility's IT power over its nodes (no facility overhead)
-        "node_avg_power_w": it_j / where(time_to_train_s > 0, time_to_train_s, np.nan) / nodes,
+        "node_avg_power_w": it_j
+        / where_shared(time_to_train_s > 0, time_to_train_s, np.nan)
+        / nodes,
         "node_peak_power_w": fac.peak_w / with_overhead / nodes,
         "facility_power_swing_w": fac.swing_w,
         "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
-        "checkpoint_time_s": where(ck.on, steps * ck.per_step_s, 0.0),
-        "checkpoint_overhead": where(ck.on, ck.per_step_s / step_ck_or_nan, 0.0),
+        "checkpoint_time_s": where_shared(ck.on, steps * ck.per_step_s, 0.0),
+        "checkpoint_overhead": where_shared(ck.on, ck.per_step_s / step_ck_or_nan, 0.0),
         "checkpoint_period_s": ck.interval_s,
         "goodput": gp.goodput,
         "interruptions": gp.interruptions,
@@ -454,7 +456,9 @@ def _facility_power(
     blocked = t.blocked > 0
     if ck.on.any():
         has_ck = ck.on & (ck.duration_s > 0)
-        p_low = where(has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
+        p_low = where_shared(
+            has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w
+        )
         low_phase = blocked | has_ck
     else:  # no checkpoints (the default): the blocked power, the blocked phase
         p_low, low_phase = e.wait_w, blocked
