@@ -147,7 +147,16 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     metrics, wall_s = _metrics(x, perf, acc, e, th, clock, capped, throttled)
     endless = (codes == 0) & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
     codes[endless] = _FAIL
-    return EnergyResult(metrics=metrics, reason=REASON_TEXT[codes], timing=perf, reason_code=codes)
+    return EnergyResult(metrics=metrics, reason=_reason_text(codes), timing=perf, reason_code=codes)
+
+
+def _reason_text(codes: np.ndarray) -> np.ndarray:
+    """``REASON_TEXT[codes]``: the empty reason copied into every row (~2.5x faster than
+    picking one object a row), the others picked where a code is set (a few rows)."""
+    out = np.broadcast_to(REASON_TEXT[:1], np.shape(codes)).copy()
+    given = np.flatnonzero(codes)
+    out[given] = REASON_TEXT[codes[given]]
+    return out
 
 
 def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
