@@ -256,7 +256,7 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         tdp_w=hw.tdp_w,
         # the floor holds below the power limit: a board cannot be made to draw more than its cap
         pw=pw,
-        floor_w=np.minimum(x.power_floor_w, cap_w),
+        floor_w=_floor_w(x.power_floor_w, cap_w),
         inlet_c=x.inlet_temp_c,
         liquid=liquid,
         r_total_k_per_w=r_total,
@@ -267,6 +267,16 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         tau_fast_s=tau_fast,
         tau_slow_s=tau_slow,
     ).derived()
+
+
+def _floor_w(floor_in: np.ndarray, cap_w: np.ndarray) -> np.ndarray:
+    """The power floor, at most the cap; the input itself, a read-only broadcast, where it
+    is one NaN for every row (no floor: the default), which the minimum keeps in every row."""
+    f = floor_in
+    if isinstance(f, np.ndarray) and f.shape == np.shape(cap_w) and f.ndim == 1:
+        if f.strides == (0,) and len(f) and np.isnan(f[0]):
+            return f
+    return np.minimum(floor_in, cap_w)
 
 
 def _power_inputs(
