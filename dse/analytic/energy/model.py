@@ -243,7 +243,7 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
     # limit, e.g. torchtitan's 500 W H100s) caps every run; an input cap can only lower it
     cap_w = np.minimum(where(np.isfinite(cap_in), cap_in, np.inf), hw.power_limit_w)
     # cooling is sized for the board's limit
-    r_total = thermal.resistance_k_per_w(liquid, pw, hw.power_limit_w)
+    r_air, r_total = thermal.air_and_total_k_per_w(liquid, pw, hw.power_limit_w)
     if np.isfinite(x.thermal_resistance_k_per_w).any():
         r_total = where(
             np.isfinite(x.thermal_resistance_k_per_w), x.thermal_resistance_k_per_w, r_total
@@ -261,9 +261,7 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         liquid=liquid,
         r_total_k_per_w=r_total,
         cap_w=cap_w,
-        r_air_k_per_w=thermal.resistance_k_per_w(
-            np.zeros(len(liquid), dtype=bool), pw, hw.power_limit_w
-        ),
+        r_air_k_per_w=r_air,
         tau_fast_s=tau_fast,
         tau_slow_s=tau_slow,
     ).derived()

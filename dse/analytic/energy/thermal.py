@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.energy import power
-from dse.analytic.rows import Choice, where, where_or_zero
+from dse.analytic.rows import Choice, where, where_or_zero, where_shared
 
 KELVIN = 273.15
 
@@ -45,14 +45,22 @@ def resistance_k_per_w(
 
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
+    return air_and_total_k_per_w(cooling, pw, tdp_w)[1]
+
+
+def air_and_total_k_per_w(
+    cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the air-cooled resistance, :func:`resistance_k_per_w`) per candidate, the first
+    computed once for both (the leakage model's reference is the part's air-cooled one)."""
     liquid = _is_liquid(cooling)
-    r_air = where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    r_air = where_shared(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
     if not np.any(liquid) and np.shape(r_air) == np.shape(liquid):
-        return r_air  # every candidate air-cooled (a new array: where's)
-    r_liq = where(
+        return r_air, r_air  # every candidate air-cooled
+    r_liq = where_shared(
         np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w
     )
-    return where(liquid, r_liq, r_air)
+    return r_air, where(liquid, r_liq, r_air)
 
 
 def foster_terms(
