@@ -202,7 +202,8 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
 class Operating:
     """The operating point :func:`settle` found: the step re-timed at the clock the
     accelerators run at, that clock, the energy and thermal response there, whether the
-    cap or the slowdown temperature lowered it, and whether it is the lowest clock."""
+    cap or the slowdown temperature lowered it, whether it is the lowest clock, and whether
+    the step there meets each limit (:func:`limits_ok`)."""
 
     perf: object  # TimeResult at ``clock_mhz``
     clock_mhz: np.ndarray
@@ -211,11 +212,16 @@ class Operating:
     capped: np.ndarray  # bool: the cap lowered the clock
     throttled: np.ndarray  # bool: the slowdown temperature lowered it below the cap's clock
     at_min: np.ndarray  # bool: the clock is the accelerator's lowest
+    cap_ok: np.ndarray  # bool: the step at the clock meets the cap (to LIMIT_RTOL)
+    hot_ok: np.ndarray  # bool: and stays under the slowdown temperature
 
     @classmethod
-    def found(cls, perf, clock_mhz, energy, thermal_response, capped, throttled, lowest_mhz):
-        """The point a search ended at; ``at_min`` from its clock and the lowest one."""
+    def found(cls, perf, clock_mhz, energy, thermal_response, capped, throttled, lowest_mhz, ok):
+        """The point a search ended at; ``at_min`` from its clock and the lowest one; ``ok``:
+        (cap_ok, hot_ok) there."""
         return cls(
+            cap_ok=ok[0],
+            hot_ok=ok[1],
             perf=perf,
             clock_mhz=clock_mhz,
             energy=energy,
@@ -227,13 +233,17 @@ class Operating:
 
 
 def limits_ok(
-    e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators
+    e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators, limits=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`."""
-    return (
-        ~(e.busy_w > acc.cap_w * (1 + LIMIT_RTOL)),
-        ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)),
-    )
+    """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`;
+    ``limits``: :func:`limit_values` of ``acc`` where the caller has them."""
+    cap_w, hot_c = limit_values(acc) if limits is None else limits
+    return ~(e.busy_w > cap_w), ~(th.peak_c > hot_c)
+
+
+def limit_values(acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
+    """The cap (W) and the slowdown temperature (degC) with :data:`LIMIT_RTOL`'s slack."""
+    return acc.cap_w * (1 + LIMIT_RTOL), acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)
 
 
 def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
@@ -259,7 +269,8 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
     capped, throttled = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     lowest = np.asarray(acc.clock_min_mhz, dtype=float)
     finite = np.isfinite(clock)
-    cap_ok, hot_ok = limits_ok(e, th, acc)
+    limits = limit_values(acc)
+    cap_ok, hot_ok = limits_ok(e, th, acc, limits)
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
     owned = False  # perf's clock-dependent arrays are copies this function made
     picked = searched(acc)
@@ -285,13 +296,14 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
             th = _rows.put(th, rows, th_rows, inplace=True)
             owned = True
     # the rows the re-timed step still puts above a limit: more passes, on those rows only
-    cap_ok, hot_ok = limits_ok(e, th, acc)
+    cap_ok, hot_ok = limits_ok(e, th, acc, limits)
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
     if len(rows):
+        acc_rows = _rows.take(picked, rows)
         sub = _search(
             _rows.take(searched_step(perf.breakdown), rows),
             clock[rows],
-            _rows.take(picked, rows),
+            acc_rows,
             lambda f, local: retime(f, rows[local]),
             _rows.take(e, rows),
             _rows.take(th, rows),
@@ -307,7 +319,8 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
             clock[at] = sub.clock_mhz[moved]
         capped[rows] |= sub.capped
         throttled[rows] |= sub.throttled
-    return Operating.found(perf, clock, e, th, capped, throttled, lowest)
+        cap_ok[rows], hot_ok[rows] = limits_ok(sub.energy, sub.thermal, acc_rows)
+    return Operating.found(perf, clock, e, th, capped, throttled, lowest, (cap_ok, hot_ok))
 
 
 #: the step breakdown's fields the search reads (:class:`~.phases.ClockScaling`,

@@ -137,7 +137,7 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     # A limit the lowest clock still breaks cannot be met: mark the candidate (the caller
     # merges these after the time model's reasons, which win). settle() leaves a row above
     # a limit only at its lowest clock, so each reason is true of the row it marks.
-    cap_ok, hot_ok = clock_search.limits_ok(e, th, acc)
+    cap_ok, hot_ok = op.cap_ok, op.hot_ok  # (the stage plans change energy, not power)
     codes = np.zeros(len(clock), dtype=np.int8)  # integer codes: no string compares per row
     codes[~hot_ok & op.at_min] = _HOT
     codes[~cap_ok & op.at_min] = _CAP
