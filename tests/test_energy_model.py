@@ -10,7 +10,7 @@ import pytest
 
 from dse.analytic import declarations, model
 from dse.analytic import rows as rows_module
-from dse.analytic.energy import accelerator, clock_search, phases, transfer
+from dse.analytic.energy import accelerator, clock_search, phases, power, transfer
 from dse.analytic.energy import model as energy_model
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import model as time_model
@@ -444,6 +444,36 @@ def test_the_search_over_few_rows_tests_several_steps_at_once_with_the_same_resu
                     check(2**levels - 1), lo[sel], hi[sel], hot[sel], levels
                 )
                 assert n and np.array_equal(tree.view(np.int64), one.view(np.int64))
+
+
+def test_once_and_where_shared_give_the_values_of_the_whole_computation_to_the_bit():
+    """``rows.once`` (an element-wise function of inputs left at their defaults, computed on
+    one row) and ``rows.where_shared`` (no copy where the mask picks one side) give the bits
+    of the plain computation; where they cannot, they are the plain computation."""
+    from dse.analytic.columns import repeat_one
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    fraction = repeat_one(np.array([0.55]), n)  # a default: one value, read-only
+    pj = repeat_one(np.array([np.nan]), n)
+    full = rng.uniform(0.2, 1.0, n)
+
+    def scaled(p, f):
+        return np.where(np.isfinite(p), p, 5.0) * power.link_energy_scale(f)
+
+    for args in ((pj, fraction), (pj, full), (5.0, fraction)):
+        got, want = rows_module.once(scaled, *args), scaled(*args)
+        assert got.shape == want.shape
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert not rows_module.once(scaled, pj, fraction).flags.writeable  # one value, broadcast
+    x = rng.standard_normal(n)
+    x[::7], x[::11] = np.nan, -0.0
+    for mask in (np.ones(n, bool), np.zeros(n, bool), rng.random(n) < 0.5):
+        for a, b in ((x, 0.0), (x, np.nan), (0.0, x), (x, -x)):
+            got, want = rows_module.where_shared(mask, a, b), np.where(mask, a, b)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert rows_module.where_shared(np.ones(n, bool), x, 0.0) is x  # no copy
 
 
 def test_checkpointing_off_leaves_every_output_unchanged():
