@@ -346,7 +346,8 @@ def _metrics(
         total_steps_n
     )
     restart_all_w = restart_w[0] + restart_w[1] + restart_w[2]  # (as a sum over a stack of them)
-    dc_j = it_j * (1.0 + redo) + gp.restart_s * restart_all_w  # DC side of the nodes
+    once_more = 1.0 + redo  # each iteration, and its share redone
+    dc_j = it_j * once_more + gp.restart_s * restart_all_w  # DC side of the nodes
     # at the wall: the server fans (with the host) and the power supplies' conversion loss
     wall = once(facility.wall_factor, x.fan_power_fraction, x.psu_efficiency)
     fans_j = dc_j * x.fan_power_fraction
@@ -369,7 +370,7 @@ def _metrics(
     nodes = n / once(np.maximum, x.accelerators_per_node, 1.0)  # a job's share of nodes
     step_ck_or_nan = where_shared(step_ck > 0, step_ck, np.nan)
     mean_p = (e.total_j + once(np.add, ck_e.idle_j, ck_e.waiting_j)) / step_ck_or_nan
-    runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
+    runs = total_steps_n * once_more  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
         "it_energy_to_train_j": it_j,
