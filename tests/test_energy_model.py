@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from dse.analytic import declarations, model
-from dse.analytic.energy import accelerator, clock_search, phases, transfer
+from dse.analytic import rows as rows_module
+from dse.analytic.energy import accelerator, clock_search, phases, power, transfer
 from dse.analytic.energy import model as energy_model
 from dse.analytic.evaluator import AnalyticEvaluator
 from dse.analytic.time import model as time_model
@@ -406,6 +407,73 @@ def test_the_clock_search_and_the_energy_half_give_the_same_power_at_the_set_clo
     np.testing.assert_array_equal(
         cap_ok[finite], ~(e.busy_w > acc.cap_w * (1 + clock_search.BISECTION_RTOL))[finite]
     )
+
+
+def test_the_search_over_few_rows_tests_several_steps_at_once_with_the_same_result():
+    # a small bisection (the search's later passes) evaluates the clocks of several steps in
+    # one call; it finds the very clocks the step-by-step bisection does, bit for bit
+    cfg = _mixed_cfg(n=1500)
+    with np.errstate(all="ignore"):
+        perf = time_model.evaluate(cfg)
+        acc = energy_model._accelerators(energy_model.EnergyInputs.of(cfg), perf)
+        cap_ok, hot_ok = clock_search.LimitCheck(perf.breakdown, acc, perf.clock_mhz)(
+            perf.clock_mhz
+        )
+        finite = np.isfinite(perf.clock_mhz)
+        cap_rows = np.flatnonzero(~cap_ok & finite)
+        hot_rows = np.flatnonzero(~hot_ok & finite)
+        assert len(cap_rows) > 20 and len(hot_rows) > 20
+        at = np.concatenate([cap_rows[:20], hot_rows[:20]])
+        hot = np.arange(len(at)) >= 20
+        lo, hi = acc.clock_min_mhz[at], np.asarray(perf.clock_mhz, dtype=float)[at]
+        for sel in (slice(0, 1), slice(15, 25), slice(None)):
+            rows, n = at[sel], len(at[sel])
+
+            def check(repeat, rows=rows):
+                picked = rows[np.tile(np.arange(len(rows)), repeat)]
+                return clock_search.LimitCheck(
+                    rows_module.take(perf.breakdown, picked),
+                    rows_module.take(acc, picked),
+                    np.asarray(perf.clock_mhz, dtype=float)[picked],
+                )
+
+            one = clock_search._bisect(check(1), lo[sel], hi[sel], hot[sel])
+            assert (one < hi[sel]).all()
+            for levels in (2, 3, 6):
+                tree = clock_search._bisect_tree(
+                    check(2**levels - 1), lo[sel], hi[sel], hot[sel], levels
+                )
+                assert n and np.array_equal(tree.view(np.int64), one.view(np.int64))
+
+
+def test_once_and_where_shared_give_the_values_of_the_whole_computation_to_the_bit():
+    """``rows.once`` (an element-wise function of inputs left at their defaults, computed on
+    one row) and ``rows.where_shared`` (no copy where the mask picks one side) give the bits
+    of the plain computation; where they cannot, they are the plain computation."""
+    from dse.analytic.columns import repeat_one
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    fraction = repeat_one(np.array([0.55]), n)  # a default: one value, read-only
+    pj = repeat_one(np.array([np.nan]), n)
+    full = rng.uniform(0.2, 1.0, n)
+
+    def scaled(p, f):
+        return np.where(np.isfinite(p), p, 5.0) * power.link_energy_scale(f)
+
+    for args in ((pj, fraction), (pj, full), (5.0, fraction)):
+        got, want = rows_module.once(scaled, *args), scaled(*args)
+        assert got.shape == want.shape
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert not rows_module.once(scaled, pj, fraction).flags.writeable  # one value, broadcast
+    x = rng.standard_normal(n)
+    x[::7], x[::11] = np.nan, -0.0
+    for mask in (np.ones(n, bool), np.zeros(n, bool), rng.random(n) < 0.5):
+        for a, b in ((x, 0.0), (x, np.nan), (0.0, x), (x, -x)):
+            got, want = rows_module.where_shared(mask, a, b), np.where(mask, a, b)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert rows_module.where_shared(np.ones(n, bool), x, 0.0) is x  # no copy
 
 
 def test_checkpointing_off_leaves_every_output_unchanged():

@@ -341,3 +341,45 @@ def _float_bits(x) -> tuple[np.ndarray, bool] | None:
     if isinstance(x, int):
         return np.asarray(float(x), dtype=np.float64), True
     return None
+
+
+def once(fn, *args):
+    """``fn(*args)`` for an element-wise ``fn`` of per-candidate arrays, computed once where
+    every array among ``args`` holds one value for every row (a read-only broadcast, as an
+    input a study leaves at its default is; numbers pass as they are): ``fn`` of their first
+    rows, as a read-only broadcast of the rows (the same bits as ``fn`` of the whole arrays,
+    which does the same arithmetic on each row). Anything else is ``fn(*args)`` itself."""
+    n = None
+    for a in args:
+        if isinstance(a, np.ndarray) and a.ndim:
+            if a.ndim != 1 or a.strides != (0,) or not len(a):
+                return fn(*args)
+            n = len(a)
+    if n is None:
+        return fn(*args)
+    out = np.asarray(fn(*(a[:1] if isinstance(a, np.ndarray) and a.ndim else a for a in args)))
+    return repeat_one(out, n) if out.shape == (1,) else fn(*args)
+
+
+def where_shared(mask, a, b) -> np.ndarray:
+    """:func:`where`'s values, but ``a`` (``b``) itself where ``mask`` picks it in every row
+    and it is a float64 array of the mask's shape, as the result would be (the other a
+    float64 array or a Python number): no copy, for a value nobody writes to."""
+    if isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.ndim:
+        true = np.count_nonzero(mask)
+        if true in (0, mask.size):
+            keep, other = (a, b) if true else (b, a)
+            if (
+                isinstance(keep, np.ndarray)
+                and keep.dtype == np.float64
+                and keep.shape == mask.shape
+                and (
+                    isinstance(other, float | int)
+                    and not isinstance(other, bool)
+                    or isinstance(other, np.ndarray)
+                    and other.dtype == np.float64
+                    and other.ndim <= keep.ndim
+                )
+            ):
+                return keep
+    return where(mask, a, b)

@@ -17,7 +17,7 @@ import numpy as np
 from dse.analytic.energy import power, thermal, transfer
 from dse.analytic.energy.phases import PhaseTimes, phase_times
 from dse.analytic.energy.power import PowerParameters
-from dse.analytic.rows import where
+from dse.analytic.rows import once, where
 
 #: the inlet temperature (air cooling) at which the catalog's powers hold: the declared
 #: default of ``inlet_temp_c``
@@ -139,7 +139,6 @@ class AcceleratorEnergy:
     total_j: np.ndarray
     busy_w: np.ndarray  # mean power of the busy phase
     wait_w: np.ndarray  # power while blocked
-    compute_w: np.ndarray  # power of compute-bound kernels
     times: PhaseTimes
     static_w: np.ndarray  # static power in the iteration: idle, plus the leakage change
 
@@ -163,7 +162,7 @@ class StepEnergy:
         self.pw = pw
         self.idle_w = idle_w
         self.span_w = tdp_w - idle_w
-        self.floor_w = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
+        self.floor_w = once(_no_floor_zero, np.asarray(floor_w, dtype=float))
         self.leakage = leakage
         self.hbm_j = transfer.hbm_energy_j(b.hbm_traffic_bytes, pw.hbm_pj_per_byte)
         self.voltage = power.VoltageCurve(pw.vf_x, pw.vf_v)
@@ -176,13 +175,12 @@ class StepEnergy:
             clock_ratio, t
         )
         idle_w = self.idle_w
-        p_compute = idle_w + self.pw.a_compute * dyn
         if self.leakage is not None:
             d_w = step_leakage_w(total, t.step, self.leakage)
             d_j = d_w * t.step
             e_idle = e_idle + d_j
             total = total + d_j
-            p_busy, p_wait, p_compute = p_busy + d_w, p_wait + d_w, p_compute + d_w
+            p_busy, p_wait = p_busy + d_w, p_wait + d_w
             static_w = idle_w + d_w
         else:
             static_w = np.broadcast_to(np.asarray(idle_w, dtype=float), np.shape(total))
@@ -194,7 +192,6 @@ class StepEnergy:
             total_j=total,
             busy_w=p_busy,
             wait_w=p_wait,
-            compute_w=p_compute,
             times=t,
             static_w=static_w,
         )
@@ -234,6 +231,11 @@ class StepEnergy:
         e_wait = e_wait + lift * t.busy
         total = e_compute + e_memory + e_idle + e_wait
         return dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total
+
+
+def _no_floor_zero(floor_w: np.ndarray) -> np.ndarray:
+    """The power floor, 0 where there is none (NaN)."""
+    return np.nan_to_num(floor_w, nan=0.0)
 
 
 def accelerator_energy(

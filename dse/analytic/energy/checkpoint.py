@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.columns import repeat_one
 from dse.analytic.energy import transfer
-from dse.analytic.rows import where
+from dse.analytic.rows import once, where_shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,25 +41,38 @@ def checkpoint_phases(memory, step_s, interval_s, write_gbs, duration_s) -> Chec
     with a positive, finite interval; ``per_step_s`` is exactly 0 elsewhere.
     """
     interval = np.asarray(interval_s, dtype=float)
-    on = np.isfinite(interval) & (interval > 0)
+    on = once(_taken, interval)
     state_b, duration = write_time_s(memory, write_gbs, duration_s)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        per_step = where(on, step_s * duration / where(on, interval, 1.0), 0.0)
+    if not on.any():  # (no failures, no interval given: the default) exactly 0 in every row
+        per_step = np.zeros(np.broadcast_shapes(on.shape, np.shape(step_s), duration.shape))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            per_step = where_shared(on, step_s * duration / where_shared(on, interval, 1.0), 0.0)
     return Checkpoints(
         on=on, interval_s=interval, bytes=state_b, duration_s=duration, per_step_s=per_step
     )
+
+
+def _taken(interval: np.ndarray) -> np.ndarray:
+    """Whether checkpoints are taken: a positive, finite interval."""
+    return np.isfinite(interval) & (interval > 0)
 
 
 def write_time_s(memory, write_gbs, duration_s) -> tuple[np.ndarray, np.ndarray]:
     """``(bytes, duration_s)`` of one checkpoint per accelerator: its share of the weights
     and optimizer state, written at ``write_gbs`` (or the given ``duration_s`` where finite)."""
     state_b = np.asarray(memory.checkpoint_bytes, dtype=float)
-    write_bps = np.asarray(write_gbs, dtype=float) * 1e9
     given = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return state_b, where(
-            np.isfinite(given), given, state_b / where(write_bps > 0, write_bps, np.nan)
+        return state_b, where_shared(
+            np.isfinite(given), given, state_b / once(_write_bps, write_gbs)
         )
+
+
+def _write_bps(write_gbs) -> np.ndarray:
+    """The write bandwidth in bytes/s, NaN where not positive."""
+    write_bps = np.asarray(write_gbs, dtype=float) * 1e9
+    return where_shared(write_bps > 0, write_bps, np.nan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +95,23 @@ def checkpoint_energy(
     (``links``, in ``network``). Zero (not 0 x NaN) where checkpointing is off, so every
     other output is unchanged to the last bit."""
     on, t_ck = ck.on, ck.per_step_s
-    links = where(
+    if not on.any():  # none taken: every part exactly 0
+        shape = np.broadcast_shapes(on.shape, np.shape(t_ck), np.shape(step_s))
+        zero = repeat_one(np.zeros(1), shape[0]) if len(shape) == 1 else np.zeros(shape)
+        return CheckpointEnergy(
+            idle_j=zero, waiting_j=zero, network_j=zero, host_j=zero, links_j=zero
+        )
+    links = where_shared(
         on,
         transfer.network_energy_j(0.0, ck.bytes, 0.0, scaleout_pj_per_bit)
         * step_s
-        / where(on, ck.interval_s, 1.0),
+        / where_shared(on, ck.interval_s, 1.0),
         0.0,
     )
     return CheckpointEnergy(
-        idle_j=where(on, idle_w * t_ck, 0.0),
-        waiting_j=where(on, (p_parked - idle_w) * t_ck, 0.0),
-        network_j=where(on, p_net_static * t_ck, 0.0) + links,
-        host_j=where(on, p_host * t_ck, 0.0),
+        idle_j=where_shared(on, idle_w * t_ck, 0.0),
+        waiting_j=where_shared(on, (p_parked - idle_w) * t_ck, 0.0),
+        network_j=where_shared(on, p_net_static * t_ck, 0.0) + links,
+        host_j=where_shared(on, p_host * t_ck, 0.0),
         links_j=links,
     )

@@ -13,7 +13,7 @@ meets both limits or runs at the lowest clock, so a limit holds whenever any clo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
 
@@ -91,7 +91,9 @@ class LimitCheck:
         return cached[1:]
 
 
-def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def operating_clock(
+    b, clock, acc, ok=None, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Highest clock <= the set clock meeting the cap and the slowdown temperature.
 
     Returns (clock, power_capped, throttled). Both limits grow with the clock, so a
@@ -100,23 +102,86 @@ def operating_clock(b, clock, acc, ok=None) -> tuple[np.ndarray, np.ndarray, np.
     The bisection runs over the rows that break a limit only, both limits' rows in one
     set of array operations (a row that breaks both is there twice); the thermal model
     runs only when some row breaks the slowdown temperature. ``ok``: (cap_ok, hot_ok) at
-    the set clock when the caller has them.
+    the set clock when the caller has them. ``rows`` (an index array): the candidates of
+    ``b`` and ``acc`` that ``clock`` and ``ok`` are for (None: every one), picked once.
     """
-    cap_ok, hot_ok = LimitCheck(b, acc, clock)(clock) if ok is None else ok
+    if ok is None:
+        pick = (lambda x: x) if rows is None else (lambda x: _rows.take(x, rows))
+        ok = LimitCheck(pick(b), pick(acc), clock)(clock)
+    cap_ok, hot_ok = ok
     finite = np.isfinite(clock)
     f_cap, f_hot = clock.copy(), clock.copy()
     cap_idx, hot_idx = np.flatnonzero(~cap_ok & finite), np.flatnonzero(~hot_ok & finite)
     idx = np.concatenate([cap_idx, hot_idx])
     if len(idx):
-        found = _bisect(
-            LimitCheck(_rows.take(b, idx), _rows.take(acc, idx), clock[idx]),
-            acc.clock_min_mhz[idx],
-            clock[idx],
-            np.arange(len(idx)) >= len(cap_idx),
-        )
+        at = idx if rows is None else rows[idx]
+        lo, hi, hot = acc.clock_min_mhz[at], clock[idx], np.arange(len(idx)) >= len(cap_idx)
+        levels = _tree_levels(len(idx))
+        if levels > 1:  # few rows: several steps' clocks a call (the same clocks, the same bits)
+            tiled = np.tile(np.arange(len(idx)), 2**levels - 1)
+            check = LimitCheck(_rows.take(b, at[tiled]), _rows.take(acc, at[tiled]), hi[tiled])
+            found = _bisect_tree(check, lo, hi, hot, levels)
+        else:
+            found = _bisect(LimitCheck(_rows.take(b, at), _rows.take(acc, at), hi), lo, hi, hot)
         f_cap[cap_idx], f_hot[hot_idx] = found[: len(cap_idx)], found[len(cap_idx) :]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
+
+
+#: a bisection over few rows tests the clocks of several steps in one call of the check:
+#: (rows, steps) where rows x (2^steps - 1) <= TREE_POINTS, steps dividing BISECTION_STEPS
+TREE_POINTS = 1200
+_TREE_STEPS = (9, 6, 3, 2)
+
+
+def _tree_levels(n: int) -> int:
+    """The steps of :func:`_bisect_tree` a call for ``n`` rows (1: :func:`_bisect`)."""
+    for levels in _TREE_STEPS:
+        if n * (2**levels - 1) <= TREE_POINTS and BISECTION_STEPS % levels == 0:
+            return levels
+    return 1
+
+
+def _ok(check: LimitCheck, clock, any_hot: bool, all_hot: bool, hot_rows) -> np.ndarray:
+    """Whether each row passes ``check``'s cap part at ``clock``, or on the rows
+    ``hot_rows`` (all where ``all_hot``) its thermal part."""
+    cap_ok, hot_ok = check(clock, hot=any_hot, rows=hot_rows)
+    if all_hot:
+        return hot_ok
+    if any_hot:
+        cap_ok[hot_rows] = hot_ok  # (a new array of the check's)
+    return cap_ok
+
+
+def _bisect_tree(check: LimitCheck, lo, hi, hot, levels: int) -> np.ndarray:
+    """:func:`_bisect`'s result, bit for bit, with ``levels`` of its steps a call of
+    ``check`` (built on the rows repeated 2^levels - 1 times): every clock those steps could
+    test, level by level (node 2k the lower half of node k's bracket, 2k+1 the upper, each
+    midpoint ``0.5 * (lo + hi)`` of the same two numbers as the step that tests it), then
+    the path each row's results take through them."""
+    n, points = len(lo), 2**levels - 1
+    hot_all = np.tile(hot, points)
+    any_hot, all_hot = bool(hot.any()), bool(hot.all())
+    hot_rows = np.flatnonzero(hot_all) if any_hot and not all_hot else None
+    cols = np.arange(n)
+    for _ in range(BISECTION_STEPS // levels):
+        los, his, mids = lo[None, :], hi[None, :], []
+        for _ in range(levels):
+            mid = 0.5 * (los + his)
+            mids.append(mid)
+            los = np.stack([los, mid], axis=1).reshape(-1, n)  # (lo, mid), (mid, hi)
+            his = np.stack([mid, his], axis=1).reshape(-1, n)
+        mid = np.concatenate(mids)  # (points, n): level d's nodes from row 2^d - 1
+        ok = _ok(check, mid.reshape(-1), any_hot, all_hot, hot_rows).reshape(points, n)
+        node = np.zeros(n, dtype=np.intp)
+        for depth in range(levels):
+            at = (2**depth - 1) + node
+            passed, tested = ok[at, cols], mid[at, cols]
+            choose = Choice(passed)
+            lo = choose(tested, lo)
+            hi = choose(hi, tested)
+            node = 2 * node + passed
+    return lo
 
 
 def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) -> np.ndarray:
@@ -127,15 +192,7 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
     hot_rows = np.flatnonzero(hot) if any_hot and not all_hot else None
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        cap_ok, hot_ok = check(mid, hot=any_hot, rows=hot_rows)
-        if all_hot:
-            ok = hot_ok
-        elif any_hot:
-            ok = cap_ok.copy()
-            ok[hot_rows] = hot_ok
-        else:
-            ok = cap_ok
-        choose = Choice(ok)  # (the mask's integer form once for both)
+        choose = Choice(_ok(check, mid, any_hot, all_hot, hot_rows))  # (its integer form once)
         lo = choose(mid, lo)
         hi = choose(hi, mid)
     return lo
@@ -145,7 +202,8 @@ def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) 
 class Operating:
     """The operating point :func:`settle` found: the step re-timed at the clock the
     accelerators run at, that clock, the energy and thermal response there, whether the
-    cap or the slowdown temperature lowered it, and whether it is the lowest clock."""
+    cap or the slowdown temperature lowered it, whether it is the lowest clock, and whether
+    the step there meets each limit (:func:`limits_ok`)."""
 
     perf: object  # TimeResult at ``clock_mhz``
     clock_mhz: np.ndarray
@@ -154,11 +212,16 @@ class Operating:
     capped: np.ndarray  # bool: the cap lowered the clock
     throttled: np.ndarray  # bool: the slowdown temperature lowered it below the cap's clock
     at_min: np.ndarray  # bool: the clock is the accelerator's lowest
+    cap_ok: np.ndarray  # bool: the step at the clock meets the cap (to LIMIT_RTOL)
+    hot_ok: np.ndarray  # bool: and stays under the slowdown temperature
 
     @classmethod
-    def found(cls, perf, clock_mhz, energy, thermal_response, capped, throttled, lowest_mhz):
-        """The point a search ended at; ``at_min`` from its clock and the lowest one."""
+    def found(cls, perf, clock_mhz, energy, thermal_response, capped, throttled, lowest_mhz, ok):
+        """The point a search ended at; ``at_min`` from its clock and the lowest one; ``ok``:
+        (cap_ok, hot_ok) there."""
         return cls(
+            cap_ok=ok[0],
+            hot_ok=ok[1],
             perf=perf,
             clock_mhz=clock_mhz,
             energy=energy,
@@ -170,13 +233,17 @@ class Operating:
 
 
 def limits_ok(
-    e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators
+    e: AcceleratorEnergy, th: thermal.ThermalResponse, acc: Accelerators, limits=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`."""
-    return (
-        ~(e.busy_w > acc.cap_w * (1 + LIMIT_RTOL)),
-        ~(th.peak_c > acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)),
-    )
+    """(cap met, slowdown temperature held) of a re-timed step, to :data:`LIMIT_RTOL`;
+    ``limits``: :func:`limit_values` of ``acc`` where the caller has them."""
+    cap_w, hot_c = limit_values(acc) if limits is None else limits
+    return ~(e.busy_w > cap_w), ~(th.peak_c > hot_c)
+
+
+def limit_values(acc: Accelerators) -> tuple[np.ndarray, np.ndarray]:
+    """The cap (W) and the slowdown temperature (degC) with :data:`LIMIT_RTOL`'s slack."""
+    return acc.cap_w * (1 + LIMIT_RTOL), acc.pw.slowdown_temp_c * (1 + LIMIT_RTOL)
 
 
 def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
@@ -191,22 +258,28 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
     settles what is left (:func:`_bisect_on_time_model`). ``retime(clock_mhz, rows)`` is the
     time model for ``rows``. The first pass runs on every row that breaks a limit at its set
     clock; the later ones on the few the re-timed step still puts above one, whose results
-    join the others' once, at the end.
+    join the others' once, at the end. Rows are picked from :func:`searched` copies (the
+    fields the search reads only); the energy and thermal arrays are this function's own
+    (:func:`_own`), so re-timed rows are written into them in place.
     """
     clock = np.asarray(perf.clock_mhz, dtype=float).copy()
     e, th = energy_and_thermal(perf.breakdown, clock, acc)
+    e, th = _own(e, perf.breakdown), _own(th, perf.breakdown)
     n = len(clock)
     capped, throttled = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     lowest = np.asarray(acc.clock_min_mhz, dtype=float)
     finite = np.isfinite(clock)
-    cap_ok, hot_ok = limits_ok(e, th, acc)
+    limits = limit_values(acc)
+    cap_ok, hot_ok = limits_ok(e, th, acc, limits)
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
-    owned = False  # perf, e and th are copies this function made (and may change in place)
+    owned = False  # perf's clock-dependent arrays are copies this function made
+    picked = searched(acc)
     if len(rows):  # the first pass, on every row that breaks a limit at its set clock
+        acc_rows = _rows.take(picked, rows)  # (picked once from the block: a cache-cold copy)
         new, c, t = operating_clock(
-            _rows.take(perf.breakdown, rows),
+            _rows.take(searched_step(perf.breakdown), rows),
             clock[rows],
-            _rows.take(acc, rows),
+            acc_rows,
             ok=(cap_ok[rows], hot_ok[rows]),
         )
         capped[rows], throttled[rows] = c, t
@@ -216,59 +289,157 @@ def settle(perf, acc: Accelerators, retime: Callable) -> Operating:
             clock[rows] = new
             sub = retime(new, rows)
             perf = perf.with_rows(rows, sub)
-            e_rows, th_rows = energy_and_thermal(sub.breakdown, new, _rows.take(acc, rows))
-            e, th = _rows.put(e, rows, e_rows), _rows.put(th, rows, th_rows)
+            e_rows, th_rows = energy_and_thermal(
+                sub.breakdown, new, _rows.take(acc_rows, np.flatnonzero(lower))
+            )
+            e = _rows.put(e, rows, e_rows, inplace=True)
+            th = _rows.put(th, rows, th_rows, inplace=True)
             owned = True
     # the rows the re-timed step still puts above a limit: more passes, on those rows only
-    cap_ok, hot_ok = limits_ok(e, th, acc)
+    cap_ok, hot_ok = limits_ok(e, th, acc, limits)
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
     if len(rows):
+        acc_rows = _rows.take(picked, rows)
         sub = _search(
-            _rows.take(perf, rows),
-            _rows.take(acc, rows),
+            _rows.take(searched_step(perf.breakdown), rows),
+            clock[rows],
+            acc_rows,
             lambda f, local: retime(f, rows[local]),
             _rows.take(e, rows),
             _rows.take(th, rows),
         )
+        for local, timed in sub.retimed:  # in order: a row's last re-timing wins
+            perf = perf.with_rows(rows[local], timed, inplace=owned)
+            owned = True
         moved = sub.clock_mhz < clock[rows]
         if moved.any():
             at = rows[moved]
-            perf = perf.with_rows(at, _rows.take(sub.perf, moved), inplace=owned)
-            e = _rows.put(e, at, _rows.take(sub.energy, moved), inplace=owned)
-            th = _rows.put(th, at, _rows.take(sub.thermal, moved), inplace=owned)
+            e = _rows.put(e, at, _rows.take(sub.energy, moved), inplace=True)
+            th = _rows.put(th, at, _rows.take(sub.thermal, moved), inplace=True)
             clock[at] = sub.clock_mhz[moved]
         capped[rows] |= sub.capped
         throttled[rows] |= sub.throttled
-    return Operating.found(perf, clock, e, th, capped, throttled, lowest)
+        cap_ok[rows], hot_ok[rows] = limits_ok(sub.energy, sub.thermal, acc_rows)
+    return Operating.found(perf, clock, e, th, capped, throttled, lowest, (cap_ok, hot_ok))
 
 
-def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
-    """:func:`settle`'s passes over candidates that all break a limit at their set clock."""
-    clock = np.asarray(perf.clock_mhz, dtype=float).copy()
+#: the step breakdown's fields the search reads (:class:`~.phases.ClockScaling`,
+#: :class:`~.accelerator.StepEnergy`'s HBM traffic)
+SEARCHED_STEP_FIELDS = frozenset(
+    (
+        "step_s",
+        "compute_s",
+        "memory_s",
+        "layer_comm_s",
+        "pp_comm_s",
+        "dp_comm_s",
+        "bubble_s",
+        "optimizer_s",
+        "host_idle_s",
+        "offload_s",
+        "hbm_traffic_bytes",
+    )
+)
+
+
+def searched_step(b):
+    """The step breakdown ``b`` with only :data:`SEARCHED_STEP_FIELDS` (the others None), so
+    that picking its rows copies what the search reads only."""
+    return replace(b, **{f.name: None for f in fields(b) if f.name not in SEARCHED_STEP_FIELDS})
+
+
+def searched(acc: Accelerators) -> Accelerators:
+    """``acc`` with only the fields the search reads (the energy model, the limits, the
+    Foster terms and leakage parameters computed once; the others None), so that picking its
+    rows copies what the search reads only; ``acc`` itself where its terms are not computed
+    (:meth:`~.accelerator.Accelerators.derived`: they come from the cooling fields)."""
+    if acc.terms is None:
+        return acc
+    pw = replace(
+        acc.pw,
+        a_parked=None,
+        r_air_k_per_w=None,
+        r_liquid_k_per_w=None,
+        leakage_share=None,
+        leakage_per_k=None,
+    )
+    return replace(
+        acc,
+        pw=pw,
+        liquid=None,
+        r_total_k_per_w=None,
+        r_air_k_per_w=None,
+        tau_fast_s=None,
+        tau_slow_s=None,
+    )
+
+
+def _own(obj, b):
+    """``obj`` (an energy or thermal result, nested dataclasses of arrays) with a copy of
+    every writeable array that is one of the breakdown ``b``'s (:func:`~.phases.phase_times`
+    passes the step and compute times on), a view, or in two fields: then a put in place
+    writes only arrays made for ``obj``."""
+    theirs = {id(getattr(b, f.name)) for f in fields(b)}
+    seen: set[int] = set()
+
+    def own(x):
+        if is_dataclass(x):
+            return replace(x, **{f.name: own(getattr(x, f.name)) for f in fields(x)})
+        if isinstance(x, np.ndarray) and x.flags.writeable:
+            if id(x) in theirs or id(x) in seen or x.base is not None:
+                x = x.copy()
+            seen.add(id(x))
+        return x
+
+    return own(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class Passes:
+    """What :func:`_search` found for its rows: the clock, the energy and thermal response
+    there, whether the cap or the slowdown temperature lowered it, and each re-timing in
+    order ((its rows, the time result for them))."""
+
+    clock_mhz: np.ndarray
+    energy: AcceleratorEnergy
+    thermal: thermal.ThermalResponse
+    capped: np.ndarray
+    throttled: np.ndarray
+    retimed: list
+
+
+def _search(b, clock, acc: Accelerators, retime: Callable, e, th) -> Passes:
+    """:func:`settle`'s passes over candidates that all break a limit at ``clock``, their
+    clock (``b``: their step breakdown, :func:`searched_step`; ``e``, ``th``: their energy
+    and thermal response, which this function may change in place)."""
+    clock = np.asarray(clock, dtype=float).copy()
     n = len(clock)
     capped, throttled = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     finite = np.isfinite(clock)
     lowest = np.asarray(acc.clock_min_mhz, dtype=float)
+    retimed: list = []
 
     def redo(rows, new_clock):
-        nonlocal perf, e, th
+        nonlocal b, e, th
         clock[rows] = new_clock
         sub = retime(new_clock, rows)
-        perf = perf.with_rows(rows, sub)
+        retimed.append((rows, sub))
+        b = _rows.put(b, rows, sub.breakdown, inplace=True)
         e_rows, th_rows = energy_and_thermal(sub.breakdown, new_clock, _rows.take(acc, rows))
-        e, th = _rows.put(e, rows, e_rows), _rows.put(th, rows, th_rows)
+        e = _rows.put(e, rows, e_rows, inplace=True)
+        th = _rows.put(th, rows, th_rows, inplace=True)
 
     for _ in range(MAX_PASSES):
         cap_ok, hot_ok = limits_ok(e, th, acc)
         rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
         if not len(rows):
             break
-        every = len(rows) == n
         new, c, t = operating_clock(
-            perf.breakdown if every else _rows.take(perf.breakdown, rows),
+            b,
             clock[rows],
-            acc if every else _rows.take(acc, rows),
+            acc,
             ok=(cap_ok[rows], hot_ok[rows]),
+            rows=None if len(rows) == n else rows,
         )
         capped[rows] |= c
         throttled[rows] |= t
@@ -278,9 +449,9 @@ def _search(perf, acc: Accelerators, retime: Callable, e, th) -> Operating:
         redo(rows[lower], new[lower])
     else:
         _bisect_on_time_model(
-            clock, lowest, finite, acc, retime, lambda: (perf, e, th), redo, capped, throttled
+            clock, lowest, finite, acc, retime, lambda: (e, th), redo, capped, throttled
         )
-    return Operating.found(perf, clock, e, th, capped, throttled, lowest)
+    return Passes(clock, e, th, capped, throttled, retimed)
 
 
 def _bisect_on_time_model(
@@ -291,7 +462,7 @@ def _bisect_on_time_model(
     in growing steps (0.1%, 0.4%, 1.6%, ... of it, at most to the lowest clock) on the
     re-timed step until a clock meets both limits, then bisect between that clock and the
     last one that did not. A row whose lowest clock breaks a limit stays there."""
-    _, e, th = current()
+    e, th = current()
     cap_ok, hot_ok = limits_ok(e, th, acc)
     rows = np.flatnonzero(~(cap_ok & hot_ok) & finite & (clock > lowest * (1 + 1e-12)))
     if not len(rows):
@@ -301,7 +472,7 @@ def _bisect_on_time_model(
 
     def passing(rs, f):
         redo(rs, f)
-        _, e, th = current()
+        e, th = current()
         c, h = limits_ok(e, th, acc)
         return c[rs] & h[rs]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import where, where_or_zero
+from dse.analytic.rows import where, where_or_zero, where_shared
 
 
 def host_power_w(host_power_w, accelerators_per_node) -> np.ndarray:
@@ -69,7 +69,7 @@ def facility_power_w(
     accelerators, where a low phase exists; the cooling plant does not follow sub-second
     swings, so no overhead on it) and ``ramp`` (the swing over the transition time, W/s).
     The powers are at the wall (the caller scales them by :func:`wall_factor`)."""
-    avg = facility_j / where(time_s > 0, time_s, np.nan)
+    avg = facility_j / where_shared(time_s > 0, time_s, np.nan)
     peak = n * (p_busy + p_other) * (1.0 + overhead)
     swing = where_or_zero(low_phase, n * np.maximum(p_busy - p_wait, 0.0))
     return FacilityPower(avg_w=avg, peak_w=peak, swing_w=swing, ramp_w_per_s=swing / transition_s)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.rows import where
+from dse.analytic.columns import repeat_one
+from dse.analytic.rows import once, where, where_shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,26 +45,36 @@ class Goodput:
 
 def job_mtbf_s(failures_per_accelerator_hour, n) -> np.ndarray:
     """The job's mean time between interruptions ``M`` (s); inf where no failures."""
-    rate = np.asarray(failures_per_accelerator_hour, dtype=float) * n / 3600.0
+    f = np.asarray(failures_per_accelerator_hour, dtype=float)
+    if _one_value(f) and not (f[0] > 0 or f[0] < 0):  # (the default: 0) rate 0 or NaN: M inf
+        return _filled(np.inf, f, n)
+    rate = f * n / 3600.0
     with np.errstate(divide="ignore"):
-        return where(rate > 0, 1.0 / where(rate > 0, rate, 1.0), np.inf)
+        return where_shared(rate > 0, 1.0 / where_shared(rate > 0, rate, 1.0), np.inf)
 
 
 def optimum_interval_s(delta_s, mtbf_s) -> np.ndarray:
     """Daly's eq. 37 optimum training time between checkpoints (inf when ``M`` is)."""
     delta = np.asarray(delta_s, dtype=float)
+    if _one_value(mtbf_s) and not np.isfinite(mtbf_s[0]):  # inf in every row: no optimum
+        return _filled(np.inf, delta, mtbf_s)
     with np.errstate(invalid="ignore"):  # delta 0 with M inf: no checkpoints anyway
         x = delta / (2.0 * mtbf_s)
         tau = np.sqrt(2.0 * delta * mtbf_s) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - delta
-    return where(np.isfinite(mtbf_s), where(delta < 2.0 * mtbf_s, tau, mtbf_s), np.inf)
+    return where_shared(
+        np.isfinite(mtbf_s), where_shared(delta < 2.0 * mtbf_s, tau, mtbf_s), np.inf
+    )
 
 
 def checkpoint_interval_s(interval_in, delta_s, mtbf_s, step_s) -> np.ndarray:
     """The training time between checkpoints: the input where given (0: none), else the
     optimum where the job fails (at least one iteration), else none (0)."""
     given = np.asarray(interval_in, dtype=float)
+    shapes = (np.shape(given), np.shape(delta_s), np.shape(mtbf_s), np.shape(step_s))
+    if _one_value(mtbf_s) and not np.isfinite(mtbf_s[0]):  # no row fails: the optimum unused
+        return once(_given_or_none, np.broadcast_to(given, np.broadcast_shapes(*shapes)))
     opt = np.maximum(optimum_interval_s(delta_s, mtbf_s), step_s)
-    return where(np.isfinite(given), given, where(np.isfinite(mtbf_s), opt, 0.0))
+    return where_shared(np.isfinite(given), given, where_shared(np.isfinite(mtbf_s), opt, 0.0))
 
 
 def expected_run(
@@ -83,13 +94,13 @@ def expected_run(
             rework_s=zero,
             goodput=_ratio(train_s, with_checkpoints_s),
         )
-    m = where(fails, mtbf_s, 1.0)
-    tau = where(on, interval_s, train_s)
-    delta = where(on, delta_s, 0.0)
+    m = where_shared(fails, mtbf_s, 1.0)
+    tau = where_shared(on, interval_s, train_s)
+    delta = where_shared(on, delta_s, 0.0)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # inf: no expected end
         wall = m * np.exp(restart_s / m) * np.expm1((tau + delta) / m) * train_s / tau
-        wall = where(fails, wall, with_checkpoints_s)
-        interruptions = where(fails, wall / m, 0.0)
+        wall = where_shared(fails, wall, with_checkpoints_s)
+        interruptions = where_shared(fails, wall / m, 0.0)
         restart = interruptions * restart_s
         rework = np.maximum(wall - with_checkpoints_s - restart, 0.0)
     return Goodput(
@@ -101,6 +112,23 @@ def expected_run(
     )
 
 
+def _given_or_none(given) -> np.ndarray:
+    """The interval where given, else none (0): :func:`checkpoint_interval_s` where no row fails."""
+    return where(np.isfinite(given), given, 0.0)
+
+
+def _one_value(x) -> bool:
+    """Whether ``x`` is a 1-D read-only broadcast of one value (an input left at its default)."""
+    return isinstance(x, np.ndarray) and x.ndim == 1 and x.strides == (0,) and len(x) > 0
+
+
+def _filled(value: float, *like) -> np.ndarray:
+    """``value`` in every row of the arrays ``like`` broadcast together (read-only)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in like))
+    return repeat_one(np.full(1, value), shape[0]) if len(shape) == 1 else np.full(shape, value)
+
+
 def _ratio(a, b) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return where(b > 0, a / where(b > 0, b, 1.0), np.nan)
+        positive = b > 0
+        return where_shared(positive, a / where_shared(positive, b, 1.0), np.nan)

@@ -32,7 +32,7 @@ from dse.analytic.energy import (
     transfer,
 )
 from dse.analytic.energy.accelerator import Accelerators, accelerator_energy, static_power_w
-from dse.analytic.rows import where
+from dse.analytic.rows import once, where, where_shared
 from dse.analytic.time.data_parallel import BACKWARD_SHARE
 from dse.analytic.time.result import TimeResult
 from dse.analytic.time.step import StepBreakdown
@@ -137,7 +137,7 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     # A limit the lowest clock still breaks cannot be met: mark the candidate (the caller
     # merges these after the time model's reasons, which win). settle() leaves a row above
     # a limit only at its lowest clock, so each reason is true of the row it marks.
-    cap_ok, hot_ok = clock_search.limits_ok(e, th, acc)
+    cap_ok, hot_ok = op.cap_ok, op.hot_ok  # (the stage plans change energy, not power)
     codes = np.zeros(len(clock), dtype=np.int8)  # integer codes: no string compares per row
     codes[~hot_ok & op.at_min] = _HOT
     codes[~cap_ok & op.at_min] = _CAP
@@ -147,7 +147,16 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     metrics, wall_s = _metrics(x, perf, acc, e, th, clock, capped, throttled)
     endless = (codes == 0) & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
     codes[endless] = _FAIL
-    return EnergyResult(metrics=metrics, reason=REASON_TEXT[codes], timing=perf, reason_code=codes)
+    return EnergyResult(metrics=metrics, reason=_reason_text(codes), timing=perf, reason_code=codes)
+
+
+def _reason_text(codes: np.ndarray) -> np.ndarray:
+    """``REASON_TEXT[codes]``: the empty reason copied into every row (~2.5x faster than
+    picking one object a row), the others picked where a code is set (a few rows)."""
+    out = np.broadcast_to(REASON_TEXT[:1], np.shape(codes)).copy()
+    given = np.flatnonzero(codes)
+    out[given] = REASON_TEXT[codes[given]]
+    return out
 
 
 def _stage_plans(x: EnergyInputs, perf: TimeResult, acc: Accelerators, e, clock):
@@ -234,7 +243,7 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
     # limit, e.g. torchtitan's 500 W H100s) caps every run; an input cap can only lower it
     cap_w = np.minimum(where(np.isfinite(cap_in), cap_in, np.inf), hw.power_limit_w)
     # cooling is sized for the board's limit
-    r_total = thermal.resistance_k_per_w(liquid, pw, hw.power_limit_w)
+    r_air, r_total = thermal.air_and_total_k_per_w(liquid, pw, hw.power_limit_w)
     if np.isfinite(x.thermal_resistance_k_per_w).any():
         r_total = where(
             np.isfinite(x.thermal_resistance_k_per_w), x.thermal_resistance_k_per_w, r_total
@@ -247,17 +256,25 @@ def _accelerators(x: EnergyInputs, perf: TimeResult) -> Accelerators:
         tdp_w=hw.tdp_w,
         # the floor holds below the power limit: a board cannot be made to draw more than its cap
         pw=pw,
-        floor_w=np.minimum(x.power_floor_w, cap_w),
+        floor_w=_floor_w(x.power_floor_w, cap_w),
         inlet_c=x.inlet_temp_c,
         liquid=liquid,
         r_total_k_per_w=r_total,
         cap_w=cap_w,
-        r_air_k_per_w=thermal.resistance_k_per_w(
-            np.zeros(len(liquid), dtype=bool), pw, hw.power_limit_w
-        ),
+        r_air_k_per_w=r_air,
         tau_fast_s=tau_fast,
         tau_slow_s=tau_slow,
     ).derived()
+
+
+def _floor_w(floor_in: np.ndarray, cap_w: np.ndarray) -> np.ndarray:
+    """The power floor, at most the cap; the input itself, a read-only broadcast, where it
+    is one NaN for every row (no floor: the default), which the minimum keeps in every row."""
+    f = floor_in
+    if isinstance(f, np.ndarray) and f.shape == np.shape(cap_w) and f.ndim == 1:
+        if f.strides == (0,) and len(f) and np.isnan(f[0]):
+            return f
+    return np.minimum(floor_in, cap_w)
 
 
 def _power_inputs(
@@ -317,24 +334,26 @@ def _metrics(
     e_net = e_links + p_net_static * step_s
     e_host = p_host * step_s
     e_step_acc = e.total_j + e_net + e_host  # per accelerator, one iteration
-    overhead = facility.facility_overhead_factor(x.pue, x.cooling_cop)
+    overhead = once(facility.facility_overhead_factor, x.pue, x.cooling_cop)
     total_steps_n = steps * n
-    ck, ck_e, gp, p_parked = _checkpoints_and_interruptions(
+    ck, ck_e, gp, p_parked, step_ck = _checkpoints_and_interruptions(
         x, perf, acc, step_s, p_host, p_net_static, links.scaleout_pj_per_bit
     )
-    redo = gp.rework_s / (steps * (step_s + ck.per_step_s))  # share of the run done twice
+    redo = gp.rework_s / (steps * step_ck)  # share of the run done twice
     # idle accelerators (at their own temperature's leakage), host, network static
-    restart_w = n * np.array([static_power_w(acc, acc.idle_w)[0], p_host, p_net_static])
-    it_j = (
-        e_step_acc + (ck_e.idle_j + ck_e.waiting_j + ck_e.network_j + ck_e.host_j)
-    ) * total_steps_n
-    dc_j = it_j * (1.0 + redo) + gp.restart_s * restart_w.sum(axis=0)  # DC side of the nodes
+    restart_w = (n * static_power_w(acc, acc.idle_w)[0], n * p_host, n * p_net_static)
+    it_j = (e_step_acc + once(_sum, ck_e.idle_j, ck_e.waiting_j, ck_e.network_j, ck_e.host_j)) * (
+        total_steps_n
+    )
+    restart_all_w = restart_w[0] + restart_w[1] + restart_w[2]  # (as a sum over a stack of them)
+    once_more = 1.0 + redo  # each iteration, and its share redone
+    dc_j = it_j * once_more + gp.restart_s * restart_all_w  # DC side of the nodes
     # at the wall: the server fans (with the host) and the power supplies' conversion loss
-    wall = facility.wall_factor(x.fan_power_fraction, x.psu_efficiency)
+    wall = once(facility.wall_factor, x.fan_power_fraction, x.psu_efficiency)
     fans_j = dc_j * x.fan_power_fraction
     it_j = dc_j * wall
     psu_j = it_j - dc_j - fans_j
-    with_overhead = 1.0 + overhead
+    with_overhead = once(np.add, 1.0, overhead)
     facility_j = it_j * with_overhead
     time_to_train_s = gp.wall_s
     fac = _facility_power(
@@ -345,14 +364,13 @@ def _metrics(
         facility_j,
         time_to_train_s,
         n,
-        p_host + p_net_static + e_links / where(step_s > 0, step_s, np.nan),
+        p_host + p_net_static + e_links / where_shared(step_s > 0, step_s, np.nan),
         overhead,
     )
-    step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
-    nodes = n / np.maximum(x.accelerators_per_node, 1.0)  # a job's share of nodes
-    step_ck_or_nan = where(step_ck > 0, step_ck, np.nan)
-    mean_p = (e.total_j + (ck_e.idle_j + ck_e.waiting_j)) / step_ck_or_nan
-    runs = total_steps_n * (1.0 + redo)  # iterations run, the redone ones included
+    nodes = n / once(np.maximum, x.accelerators_per_node, 1.0)  # a job's share of nodes
+    step_ck_or_nan = where_shared(step_ck > 0, step_ck, np.nan)
+    mean_p = (e.total_j + once(np.add, ck_e.idle_j, ck_e.waiting_j)) / step_ck_or_nan
+    runs = total_steps_n * once_more  # iterations run, the redone ones included
     out = {
         "energy_to_train_j": facility_j,
         "it_energy_to_train_j": it_j,
@@ -372,12 +390,14 @@ def _metrics(
         "facility_avg_power_w": fac.avg_w,
         "facility_peak_power_w": fac.peak_w,
         # one node at the wall: the facility's IT power over its nodes (no facility overhead)
-        "node_avg_power_w": it_j / where(time_to_train_s > 0, time_to_train_s, np.nan) / nodes,
+        "node_avg_power_w": it_j
+        / where_shared(time_to_train_s > 0, time_to_train_s, np.nan)
+        / nodes,
         "node_peak_power_w": fac.peak_w / with_overhead / nodes,
         "facility_power_swing_w": fac.swing_w,
         "facility_power_ramp_w_per_s": fac.ramp_w_per_s,
-        "checkpoint_time_s": where(ck.on, steps * ck.per_step_s, 0.0),
-        "checkpoint_overhead": where(ck.on, ck.per_step_s / step_ck_or_nan, 0.0),
+        "checkpoint_time_s": where_shared(ck.on, steps * ck.per_step_s, 0.0),
+        "checkpoint_overhead": where_shared(ck.on, ck.per_step_s / step_ck_or_nan, 0.0),
         "checkpoint_period_s": ck.interval_s,
         "goodput": gp.goodput,
         "interruptions": gp.interruptions,
@@ -397,13 +417,21 @@ def _metrics(
     return out, time_to_train_s
 
 
+def _sum(*terms) -> np.ndarray:
+    """The terms added from the first (as ``a + b + c``)."""
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
+
+
 def _checkpoints_and_interruptions(
     x: EnergyInputs, perf: TimeResult, acc: Accelerators, step_s, p_host, p_net_static, out_pj
 ):
     """The checkpoint phases (interval from the input or the job's failure rate), their
     energy per iteration and accelerator (the bytes over the scale-out fabric at ``out_pj``
-    pJ/bit), the expected run with interruptions (:func:`.goodput.expected_run`) and the
-    parked power of a checkpoint write."""
+    pJ/bit), the expected run with interruptions (:func:`.goodput.expected_run`), the
+    parked power of a checkpoint write and the iteration plus its share of checkpoint time."""
     steps, n = perf.steps_to_train, perf.num_accelerators
     mtbf_s = goodput.job_mtbf_s(x.failures_per_accelerator_hour, n)
     _, ck_write_s = checkpoint.write_time_s(
@@ -421,16 +449,17 @@ def _checkpoints_and_interruptions(
         ck, step_s, static_w, p_parked, p_net_static, p_host, out_pj
     )
     # interruptions: lost work redone at the run's power, restarts with the accelerators idle
+    step_ck = step_s + ck.per_step_s  # iteration plus its share of checkpoint time
     gp = goodput.expected_run(
         steps * step_s,
-        steps * (step_s + ck.per_step_s),
+        steps * step_ck,
         ck.interval_s,
         ck.duration_s,
         ck.on,
         mtbf_s,
         x.restart_time_s,
     )
-    return ck, ck_e, gp, p_parked
+    return ck, ck_e, gp, p_parked, step_ck
 
 
 def _facility_power(
@@ -438,13 +467,19 @@ def _facility_power(
 ) -> facility.FacilityPower:
     """The facility's mean, peak, swing and ramp of power (:func:`.facility.facility_power_w`),
     the nodes' powers taken at the wall (:func:`.facility.wall_factor`)."""
-    wall = facility.wall_factor(x.fan_power_fraction, x.psu_efficiency)
+    wall = once(facility.wall_factor, x.fan_power_fraction, x.psu_efficiency)
     t = e.times
     # a checkpoint is one more low phase: the step from busy power down to the lowest of the
     # blocked (bubble, exposed communication) and the parked (checkpoint) power
-    has_ck = ck.on & (ck.duration_s > 0)
     blocked = t.blocked > 0
-    p_low = where(has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w)
+    if ck.on.any():
+        has_ck = ck.on & (ck.duration_s > 0)
+        p_low = where_shared(
+            has_ck, where(blocked, np.minimum(e.wait_w, p_parked), p_parked), e.wait_w
+        )
+        low_phase = blocked | has_ck
+    else:  # no checkpoints (the default): the blocked power, the blocked phase
+        p_low, low_phase = e.wait_w, blocked
     return facility.facility_power_w(
         facility_j=facility_j,
         time_s=time_s,
@@ -453,7 +488,7 @@ def _facility_power(
         p_wait=p_low * wall,
         p_other=p_other * wall,
         overhead=overhead,
-        low_phase=blocked | has_ck,
+        low_phase=low_phase,
         transition_s=x.power_transition_s,
     )
 
@@ -461,7 +496,7 @@ def _facility_power(
 def _outside_accelerator(x: EnergyInputs, perf: TimeResult) -> tuple[np.ndarray, np.ndarray]:
     """Per accelerator: the host's share of a node's power (W) and the NIC and switch static
     power (W)."""
-    p_host = facility.host_power_w(x.host_power_w, x.accelerators_per_node)
+    p_host = once(facility.host_power_w, x.host_power_w, x.accelerators_per_node)
     p_net_static = facility.network_static_power_w(
         x.nic_power_w,
         x.scaleup_switch_power_w,
@@ -489,8 +524,8 @@ def _links(x: EnergyInputs, perf: TimeResult) -> Links:
     (:func:`.power.link_energy_scale`; the bandwidth the time model used followed the same
     clock), and the energy of the iteration's bytes over it."""
     b = perf.breakdown
-    up_pj = x.scaleup_pj_per_bit * power.link_energy_scale(x.scaleup_clock_fraction)
-    out_pj = x.scaleout_pj_per_bit * power.link_energy_scale(x.scaleout_clock_fraction)
+    up_pj = once(_link_pj_per_bit, x.scaleup_pj_per_bit, x.scaleup_clock_fraction)
+    out_pj = once(_link_pj_per_bit, x.scaleout_pj_per_bit, x.scaleout_clock_fraction)
     return Links(
         scaleup_pj_per_bit=up_pj,
         scaleout_pj_per_bit=out_pj,
@@ -498,6 +533,11 @@ def _links(x: EnergyInputs, perf: TimeResult) -> Links:
         scaleout_j=transfer.network_energy_j(0.0, b.scaleout_bytes, 0.0, out_pj),
         total_j=transfer.network_energy_j(b.scaleup_bytes, b.scaleout_bytes, up_pj, out_pj),
     )
+
+
+def _link_pj_per_bit(pj_per_bit, clock_fraction) -> np.ndarray:
+    """A fabric's energy per bit at its link clock (:func:`_links`)."""
+    return pj_per_bit * power.link_energy_scale(clock_fraction)
 
 
 def _economics(

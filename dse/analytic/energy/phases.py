@@ -75,9 +75,10 @@ class ClockScaling:
         breakdown with its compute, memory, host wait, bubble and step scaled."""
         t_c = self.compute
         new_c = t_c * (self.clock_from / clock_mhz)
+        more = new_c - t_c
         # longer compute first fills the time the GPU waited for its host (inside memory_s)
-        filled = np.minimum(self.host_idle, np.maximum(new_c - t_c, 0.0))
-        grown = new_c - t_c - filled
+        filled = np.minimum(self.host_idle, np.maximum(more, 0.0))
+        grown = more - filled
         scale = (self.slot + grown) / self.slot_divisor
         if not self.every_slot:
             scale = where(self.slot_positive, scale, 1.0)

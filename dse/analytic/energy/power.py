@@ -17,7 +17,7 @@ import numpy as np
 
 from dse.analytic import profiles
 from dse.analytic.columns import factorise, take_fields
-from dse.analytic.rows import where
+from dse.analytic.rows import once, where
 from dse.errors import DseError
 from dse.yamlfile import load_packaged
 
@@ -181,6 +181,13 @@ def lookup(names: np.ndarray) -> PowerParameters:
     vs = np.array([padded(r.vf_v) for r in rows])
     table = np.array([[getattr(r, f)[0] for r in rows] for f in _SCALAR_FIELDS], dtype=float)
     scalars = dict(zip(_SCALAR_FIELDS, take_fields(table, inverse), strict=True))
+    n = len(inverse)
+    if (xs == xs[:1]).all() and (vs == vs[:1]).all():  # one curve: a read-only broadcast
+        return PowerParameters(
+            vf_x=np.broadcast_to(xs[0], (n, k_max)),
+            vf_v=np.broadcast_to(vs[0], (n, k_max)),
+            **scalars,
+        )
     # (n, K) in column-major order: each curve point's column is contiguous for the
     # per-segment passes of VoltageCurve
     return PowerParameters(vf_x=xs.T[:, inverse].T, vf_v=vs.T[:, inverse].T, **scalars)
@@ -198,6 +205,10 @@ class VoltageCurve:
     every row (``v0 + 0 * frac`` is its start, which V is below the segment anyway)."""
 
     def __init__(self, vf_x: np.ndarray, vf_v: np.ndarray) -> None:
+        self.knee = _knee(vf_x, vf_v)
+        self.rows = vf_x.shape[:1]  # (the result's shape for one clock: one value a row)
+        if self.knee is not None:
+            return  # every row's curve the same flat-then-rising one: its numbers
         self.x_lo, self.x_hi, self.v_start = vf_x[:, 0], vf_x[:, -1], vf_v[:, 0]
         self.segments = []
         ordered = bool(np.all(vf_x[:, 1:] >= vf_x[:, :-1]))
@@ -214,6 +225,19 @@ class VoltageCurve:
             )
 
     def __call__(self, clock_ratio: np.ndarray) -> np.ndarray:
+        if self.knee is not None:
+            # v0 + dv * max(frac, 0) is the segment's value above the knee and v0 = the
+            # start's at or below it (fmax: a NaN clock, which selects neither, the start's);
+            # the lower clip cannot change that value, only the upper one is needed
+            x_hi, x0, width, v0, dv = self.knee
+            x = np.asarray(clock_ratio, dtype=float)
+            v = np.minimum(x, x_hi, out=np.empty(np.broadcast_shapes(x.shape, self.rows)))
+            v -= x0
+            v /= width
+            np.fmax(v, 0.0, out=v)
+            v *= dv
+            v += v0
+            return v
         x = np.clip(np.asarray(clock_ratio, dtype=float), self.x_lo, self.x_hi)
         v = self.v_start
         for x0, rising, width, v0, dv in self.segments:
@@ -223,6 +247,25 @@ class VoltageCurve:
                 frac = np.clip(frac, 0.0, 1.0)
             v = where(seg, v0 + dv * frac, v)
         return v
+
+
+def _knee(vf_x: np.ndarray, vf_v: np.ndarray) -> tuple | None:
+    """(x_hi, x0, x1 - x0, v0, v1 - v0) where every row holds the same three-point curve
+    (bit for bit), flat from its first point to its knee ``x0`` (``v0 > 0``) and rising
+    from there to its last, ``x1 = x_hi`` (every curve of power.yaml); else None."""
+    if vf_x.ndim != 2 or vf_x.shape[1] != 3 or not len(vf_x):
+        return None
+    first_x, first_v = vf_x[0], vf_v[0]
+    for k in range(3):  # one column at a time (the columns are contiguous); none: a broadcast
+        if vf_x.strides[0] == 0 and vf_v.strides[0] == 0:
+            break
+        if not ((vf_x[:, k] == first_x[k]).all() and (vf_v[:, k] == first_v[k]).all()):
+            return None
+    x_lo, x0, x1 = (float(x) for x in first_x)
+    v_lo, v0, v1 = (float(v) for v in first_v)
+    if not (x_lo <= x0 < x1 and v_lo == v0 and v0 > 0 and np.isfinite(v1)):
+        return None
+    return x1, x0, x1 - x0, v0, v1 - v0
 
 
 def voltage_ratio(clock_ratio: np.ndarray, vf_x: np.ndarray, vf_v: np.ndarray) -> np.ndarray:
@@ -244,5 +287,5 @@ def parked_power_w(a_parked, idle_w, tdp_w, floor_w) -> np.ndarray:
     """Power of an accelerator that holds its CUDA context but runs no kernel (a synchronous
     checkpoint write): P_idle + a_parked (P_TDP - P_idle), independent of the clock, at
     least the power floor (``floor_w`` NaN: none)."""
-    floor = np.nan_to_num(np.asarray(floor_w, dtype=float), nan=0.0)
+    floor = once(np.nan_to_num, np.asarray(floor_w, dtype=float))  # (NaN -> 0 as nan=0.0)
     return np.maximum(idle_w + a_parked * (tdp_w - idle_w), floor)

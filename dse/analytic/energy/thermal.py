@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.energy import power
-from dse.analytic.rows import Choice, where, where_or_zero
+from dse.analytic.rows import Choice, where, where_or_zero, where_shared
 
 KELVIN = 273.15
 
@@ -45,14 +45,22 @@ def resistance_k_per_w(
 
     ``cooling`` holds cooling type names or a boolean "is liquid" mask.
     """
+    return air_and_total_k_per_w(cooling, pw, tdp_w)[1]
+
+
+def air_and_total_k_per_w(
+    cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the air-cooled resistance, :func:`resistance_k_per_w`) per candidate, the first
+    computed once for both (the leakage model's reference is the part's air-cooled one)."""
     liquid = _is_liquid(cooling)
-    r_air = where(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
+    r_air = where_shared(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
     if not np.any(liquid) and np.shape(r_air) == np.shape(liquid):
-        return r_air  # every candidate air-cooled (a new array: where's)
-    r_liq = where(
+        return r_air, r_air  # every candidate air-cooled
+    r_liq = where_shared(
         np.isfinite(pw.r_liquid_k_per_w), pw.r_liquid_k_per_w, LIQUID_RISE_AT_TDP_K / tdp_w
     )
-    return where(liquid, r_liq, r_air)
+    return r_air, where(liquid, r_liq, r_air)
 
 
 def foster_terms(
@@ -96,6 +104,31 @@ def peak_junction_c(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> np.ndarray:
     return hi
 
 
+def _not_negative(t) -> np.ndarray:
+    """``np.maximum(np.nan_to_num(t, nan=0.0), 0.0)`` (NaN and negative times 0, +inf the
+    largest float), bit for bit; without ``nan_to_num``'s passes where every time is finite."""
+    if np.isfinite(t).all():
+        return np.maximum(t, 0.0)
+    return np.maximum(np.nan_to_num(t, nan=0.0), 0.0)
+
+
+#: float64 e^x is +0.0 below ln(2.5e-324) = -745.13 (half the smallest subnormal), so
+#: below this for any exp within a few ulp; numpy's exp takes a slow path for such
+#: arguments (~10x; a blocked phase hundreds of times the fast term's time constant)
+EXP_ZERO_BELOW = -750.0
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    """``np.exp(x)``, bit for bit, with the arguments whose value is +0.0 left out of the
+    exponential (they are set to 0 after it): fast where many are far below zero."""
+    zero = x < EXP_ZERO_BELOW
+    if not zero.any():
+        return np.exp(x)
+    out = np.exp(where(zero, 0.0, x))
+    out[zero] = 0.0
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ThermalResponse:
     """The junction's periodic response to one iteration's busy/blocked square wave."""
@@ -107,8 +140,7 @@ class ThermalResponse:
 
 def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse:
     """Peak, trough and largest |dT/dt| of the junction under the busy/blocked square wave."""
-    t_hi = np.maximum(np.nan_to_num(t_hi, nan=0.0), 0.0)
-    t_lo = np.maximum(np.nan_to_num(t_lo, nan=0.0), 0.0)
+    t_hi, t_lo = _not_negative(t_hi), _not_negative(t_lo)
     period = np.maximum(t_hi + t_lo, 1e-12)
     hi = np.add(0.0, inlet_c, out=np.empty(np.shape(p_hi)))
     lo = hi.copy()
@@ -122,7 +154,7 @@ def periodic_response(p_hi, t_hi, p_lo, t_lo, inlet_c, terms) -> ThermalResponse
         denom = np.maximum(-np.expm1(neg_period / tau), 1e-300)
         rise = span * a
         th_max = r * (p_lo + rise / denom)
-        th_min = r * (p_lo + rise * np.exp(neg_lo / tau) / denom)
+        th_min = r * (p_lo + rise * _exp(neg_lo / tau) / denom)
         # with no blocked phase the response is flat at R P_hi
         flat = r * p_hi
         th_max = choose(th_max, flat)
