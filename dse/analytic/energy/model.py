@@ -55,14 +55,18 @@ _HOT, _CAP, _WAIT, _IDLE, _FAIL = range(1, len(REASONS))
 @dataclass(frozen=True, slots=True)
 class EnergyResult:
     """The energy half's answer: its metric columns (with ``time_to_train_s``/``_days``
-    including checkpoints), its infeasibility reasons ("" where none; ``reason_code``: their
-    index into :data:`REASONS`, 0 where none) and the time result at the operating clock
-    (``perf`` re-timed where the clock fell)."""
+    including checkpoints), its infeasibility reasons as codes (``reason_code``: their index
+    into :data:`REASONS`, 0 where none; :attr:`reason`: as text, "" where none) and the time
+    result at the operating clock (``perf`` re-timed where the clock fell)."""
 
     metrics: dict[str, np.ndarray]
-    reason: np.ndarray
     timing: TimeResult
     reason_code: np.ndarray
+
+    @property
+    def reason(self) -> np.ndarray:
+        """The reasons as text ("" where none), made when asked (the evaluator reads the codes)."""
+        return _reason_text(self.reason_code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +151,7 @@ def evaluate(cfg: dict[str, np.ndarray], perf: TimeResult, retime: Retime) -> En
     metrics, wall_s = _metrics(x, perf, acc, e, th, clock, capped, throttled)
     endless = (codes == 0) & ~np.isfinite(wall_s) & np.isfinite(perf.time_to_train_s)
     codes[endless] = _FAIL
-    return EnergyResult(metrics=metrics, reason=_reason_text(codes), timing=perf, reason_code=codes)
+    return EnergyResult(metrics=metrics, timing=perf, reason_code=codes)
 
 
 def _reason_text(codes: np.ndarray) -> np.ndarray:
