@@ -356,16 +356,7 @@ class NSGA2Driver(SearchDriver):
             return self.codec.to_frame(X)
         want = min(self.pop_size, self.budget - self.asked)
         # seeded by the batch's number: asked ahead, a batch is asked before the last is told
-        algorithm = _build(
-            self.codec,
-            pop_size=self.pop_size,
-            n_obj=self.n_objectives,
-            n_constr=self.n_constraints,
-            seed=_seed(self.seed, self.asked_batches, PYMOO),
-            options=self.options,
-            seen=self._seen,
-            population=_population(self._X, self._F, self._G) if len(self._X) else None,
-        )
+        algorithm = self._algorithm(_seed(self.seed, self.asked_batches, PYMOO))
         pop = algorithm.ask()
         X = np.empty((0, self.codec.n_var)) if pop is None else self.codec.repair(pop.get("X"))
         X = X[:want]
@@ -380,6 +371,19 @@ class NSGA2Driver(SearchDriver):
         self._seen.update(self.codec.keys(X))
         self.asked += len(X)
         return self.codec.to_frame(X)
+
+    def _algorithm(self, seed: int):
+        """pymoo's NSGA-II on the current population (none before the first tell), seeded."""
+        return _build(
+            self.codec,
+            pop_size=self.pop_size,
+            n_obj=self.n_objectives,
+            n_constr=self.n_constraints,
+            seed=seed,
+            options=self.options,
+            seen=self._seen,
+            population=_population(self._X, self._F, self._G) if len(self._X) else None,
+        )
 
     def _top_up(self, X: np.ndarray, n: int) -> np.ndarray:
         """Up to ``n`` unseen random candidates (fewer only when the space is exhausted)."""
@@ -415,16 +419,7 @@ class NSGA2Driver(SearchDriver):
         if generation != self.generation:
             # asked ahead: the population it was bred from is not the current one, which the
             # survival merges it into (by pymoo's own step, seeded by the generation)
-            algorithm = _build(
-                self.codec,
-                pop_size=self.pop_size,
-                n_obj=self.n_objectives,
-                n_constr=self.n_constraints,
-                seed=_seed(self.seed, self.generation, SURVIVAL),
-                options=self.options,
-                seen=self._seen,
-                population=_population(self._X, self._F, self._G) if len(self._X) else None,
-            )
+            algorithm = self._algorithm(_seed(self.seed, self.generation, SURVIVAL))
         algorithm.tell(infills=_population(X, F, G))  # rank-and-crowding survival
         survivors = algorithm.pop
         self._X = np.array(survivors.get("X"), float).reshape(-1, self.codec.n_var)
