@@ -1,6 +1,6 @@
 """End-to-end throughput and memory of `dse run`: the pipeline around the evaluator.
 
-``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--slow] [--ask-ahead]``
+``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--slow] [--ask-ahead] [--worker-task N]``
 
 For exhaustive studies of about 10^5, 10^6 and 10^7 candidates on the analytic evaluator
 (the Llama-2 7B space of ``benchmarks/search-bench.yaml``, widened by cooling, inlet
@@ -21,6 +21,15 @@ difference of the candidates, is the marginal CPU per candidate (start-up, clust
 fixed costs drop out); their ratio says at how many workers the main process would be
 saturated (one core of it per candidate for workers x worker CPU). ``--profile-main FILE``
 writes a cProfile of the main process of the largest size.
+
+A worker's cost (issue 37): ``--worker-task N`` runs N tasks of the 10^7 study in this
+process as a local cluster's worker runs them and prints the CPU per candidate of building
+the inputs, of the evaluator and of making the log rows (the chunk's summary and front, its
+staged log file), the part a worker spends besides the evaluator (a dask worker's own CPU
+per candidate matched this in-process figure within its noise, 2026-11-29). On 2026-11-29
+(load 1.5-4 from other work) the steps of that day took it from 1.8-2.3 to 0.9-1.3 us
+against the evaluator's ~2 us (direct write of the staged file, the chunk's summary, float
+columns to Arrow, the inputs' table, and the log's zstd level -4 instead of 1).
 
 With ``--ask-ahead`` (issue 37) it runs NSGA-II for ``--generations`` generations of 100
 (no polish) on 2 workers, with ``search.options.ask_ahead`` off and on, for the toy
@@ -55,6 +64,9 @@ import psutil
 import yaml
 
 HERE = Path(__file__).resolve().parent
+# the in-process parts (the evaluator's rate, --worker-task) import the dse the runs use
+# (``measure`` puts this checkout first on their PYTHONPATH), not another installed one
+sys.path.insert(0, str(HERE.parent))
 BASE = yaml.safe_load((HERE / "search-bench.yaml").read_text())  # 124,416 candidates
 
 WIDEN = [  # extra parameters: each multiplies the space
@@ -97,6 +109,53 @@ def in_process_rate(study_file: Path, limit: int = 400_000) -> float:
         if n >= limit:
             break
     return n / (time.process_time() - t0)
+
+
+def worker_task_cost(tmp: Path, tasks: int) -> None:
+    """CPU per candidate of ``tasks`` worker tasks of the 10^7 study, run in this process as a
+    local cluster's worker runs them (``dse.execution.base.evaluate_chunk``'s steps: the
+    inputs built from 131,072 consecutive grid positions, the evaluator, the chunk made into
+    log rows, its summary and its staged log file), by step; medians over the tasks after a
+    first one (imports, caches)."""
+    import numpy as np
+
+    from dse.api import plan
+    from dse.execution.base import EvaluatorRef, evaluate_rows
+    from dse.execution.candidates import GridCandidates, frame
+    from dse.files import discard_staged
+    from dse.logrows import LogRows
+
+    path = tmp / "study-worker.yaml"
+    path.write_text(yaml.safe_dump(study_of(1e7, 2, tmp / "worker-run"), sort_keys=False))
+    p = plan(path)
+    objectives = [o.metric for o in p.study.objectives] + [c.metric for c in p.study.constraints]
+    narrow = (*dict.fromkeys(objectives), "feasible", "status", "reason", "error")
+    staged_in = tmp / "worker-run" / "evaluations"
+    staged_in.mkdir(parents=True)
+    finish = LogRows(p.study, tuple(p.space.names), 1, narrow, told=False, stage_in=str(staged_in))
+    ref, n = EvaluatorRef.of(p.study.evaluator), 131_072
+    steps: dict[str, list[float]] = {"inputs": [], "evaluator": [], "log rows": []}
+    for i in range(tasks + 1):
+        first = (i * 7919 * n) % (int(p.space.size) - n)  # spread over the space
+        chunk = GridCandidates(p.space, np.arange(first, first + n, dtype=np.int64))
+        t0 = time.process_time()
+        candidates = frame(chunk)
+        t1 = time.process_time()
+        result = evaluate_rows(ref, candidates)
+        result["elapsed_s"] = 1e-6
+        t2 = time.process_time()
+        staged = finish(candidates, result).staged
+        t3 = time.process_time()
+        discard_staged(Path(staged))
+        if i:
+            for name, seconds in zip(steps, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+                steps[name].append(seconds / n * 1e6)
+    median = {name: sorted(v)[len(v) // 2] for name, v in steps.items()}
+    print(
+        f"one worker task of {n:,} candidates, median of {tasks}, CPU per candidate: "
+        + ", ".join(f"{name} {us:.3f} us" for name, us in median.items())
+        + f"; besides the evaluator {median['inputs'] + median['log rows']:.3f} us"
+    )
 
 
 #: the ``dse`` program as ``python -m dse`` runs it, saying its own CPU time as it exits
@@ -291,6 +350,13 @@ def main() -> None:
         action="store_true",
         help="only the NSGA-II generations with and without search.options.ask_ahead",
     )
+    ap.add_argument(
+        "--worker-task",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only a worker's CPU per candidate by step, N tasks of the 10^7 study in this process",
+    )
     ap.add_argument("--generations", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
@@ -299,6 +365,9 @@ def main() -> None:
         tmp = Path(tmp_name)
         if args.ask_ahead:
             ask_ahead_table(tmp, args.generations, args.repeats)
+            return
+        if args.worker_task:
+            worker_task_cost(tmp, args.worker_task)
             return
         rows = []
         for size in args.sizes:

@@ -209,12 +209,12 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 
 def stage_file(path: Path, data: Any) -> Path:
-    """Write ``data`` (bytes or a buffer) for ``path`` now, and put it there later: the file
-    is written, flushed and fsynced in a private folder beside ``path`` (as
-    :func:`atomic_path` makes one) and its path returned, for :func:`commit_staged` to
-    rename onto ``path``, or onto another name in that folder, from any process of this
-    machine (a local cluster's worker writes an evaluated chunk, the run commits it in
-    order). Nothing is left where the write fails."""
+    """Write ``data`` (bytes or a buffer, or a function that writes to the open binary file
+    it is given) for ``path`` now, and put it there later: the file is written, flushed and
+    fsynced in a private folder beside ``path`` (as :func:`atomic_path` makes one) and its
+    path returned, for :func:`commit_staged` to rename onto ``path``, or onto another name
+    in that folder, from any process of this machine (a local cluster's worker writes an
+    evaluated chunk, the run commits it in order). Nothing is left where the write fails."""
     path = Path(path)
     refuse_unsafe_write(path)
     private = _private_folder(path)
@@ -222,7 +222,10 @@ def stage_file(path: Path, data: Any) -> Path:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
     except BaseException:

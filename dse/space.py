@@ -164,8 +164,11 @@ class Space:
     def from_indices(self, idx: np.ndarray) -> pd.DataFrame:
         """Candidates from an ``(n, p)`` array of value indices (discrete parameters only)."""
         idx = np.asarray(idx, dtype=np.int64).reshape(-1, len(self.parameters))
+        # each column is a new array (``take``): the table holds them as they are, not
+        # copied again into one block per type
         return pd.DataFrame(
-            {p.name: self._values(p).take(idx[:, j]) for j, p in enumerate(self.parameters)}
+            {p.name: self._values(p).take(idx[:, j]) for j, p in enumerate(self.parameters)},
+            copy=False,
         )
 
     def indices_of(self, flat: np.ndarray) -> np.ndarray:
@@ -319,11 +322,12 @@ class Space:
             cache[p.name] = pd.Index(self._values(p))
         return cache[p.name]
 
-    def with_fixed(self, candidates: pd.DataFrame) -> pd.DataFrame:
+    def with_fixed(self, candidates: pd.DataFrame, *, copy: bool = True) -> pd.DataFrame:
         """The full evaluator input: candidate columns, the inputs of each row's bundles
         (beside the bundle's name, a column the evaluator does not read) and the fixed
-        values."""
-        out = candidates.copy()
+        values. ``copy=False``: the columns are added to ``candidates`` itself (a table the
+        caller made for this and holds no other reference to)."""
+        out = candidates.copy() if copy else candidates
         for name, table in self.bundles.items():
             if name in out.columns:
                 for key, column in bundle_columns(table, out[name]).items():

@@ -74,14 +74,21 @@ def location(file: int, rows: np.ndarray) -> np.ndarray:
 
 
 #: the log files' format: the Arrow IPC file format (Feather v2), buffers zstd-compressed at
-#: level 1 (:data:`LOG_CODEC`). Encoding it costs a worker 0.15 us per row of ~80 columns
-#: against 0.69 us for Parquet; zstd at level 1 encodes as fast as LZ4 did (0.20 against
-#: 0.19 s for 124,416 rows of 84 columns) and its files are 14 % smaller (287 against 333
-#: bytes per row; level 3: 282, level 9: 280 at 3.7x the time). pandas, polars and DuckDB read
-#: it (Arrow readers decompress zstd and LZ4 alike: logs written with LZ4 are still read).
+#: level -4 (:data:`LOG_CODEC`; one of zstd's fast levels, which every zstd decoder reads).
+#: Encoding it costs a worker 0.15 us per row of ~80 columns against 0.69 us for Parquet.
+#: The level is a worker's largest cost per candidate besides the evaluator: measured on
+#: three 131,072-row chunks of benchmarks/bench_pipeline.py's 10^7 study (87 columns, CPU of
+#: one thread, 2026-11-29, a loaded machine), level 1: 1.19 us a row, 168 bytes a row;
+#: level -1: 0.89 us, 187 bytes; -3: 0.82 us, 211 bytes; -4: 0.68 us, 187 bytes; -5: 0.66 us,
+#: 190 bytes; -10: 0.67 us, 261 bytes; LZ4: 0.49 us, 233 bytes. Level -4 takes 43 % less
+#: time than level 1 for 11 % more bytes, and reads faster (0.31 against 0.60 us a row).
+#: (Issue 36 measured level 1 against LZ4 in wall time with Arrow's threads: 0.20 against
+#: 0.19 s for 124,416 rows of 84 columns, 287 against 333 bytes a row; level 3: 282, level
+#: 9: 280 at 3.7x the time.) pandas, polars and DuckDB read it (Arrow readers decompress
+#: zstd of any level and LZ4 alike: logs written at level 1 or with LZ4 are still read).
 #: Logs of results format 2 (Parquet files) are still read and resumed.
 LOG_SUFFIX = ".arrow"
-LOG_CODEC = ("zstd", 1)
+LOG_CODEC = ("zstd", -4)
 #: a log file's name with its run's stamp (:attr:`ResultStore.run_stamp`): ``bBBBBBB-cCCCCC-SSSSSSSS.arrow``;
 #: the files of folders written before runs were stamped have none
 _STAMPED = re.compile(r"^b\d+-c\d+-([0-9a-f]{8})\.")
@@ -94,11 +101,21 @@ def encode(table: pa.Table) -> pa.Buffer:
     pickle or out of it (a 125,000-row chunk: 1.5 ms to serialise against 31-37 ms as
     ``bytes``), and a file takes it as it takes bytes."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(
-        sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=pa.Codec(*LOG_CODEC))
-    ) as out:
-        out.write_table(table)
+    write_encoded(table, sink)
     return sink.getvalue()
+
+
+def write_encoded(table: pa.Table, sink: Any) -> None:
+    """Write the bytes :func:`encode` makes of ``table`` to ``sink`` (an Arrow output stream
+    or a binary file): a worker writing its chunk's log file straight to the file (131,072
+    rows of 87 columns, 22 MB: 0.26 us a row less CPU than encoding into a buffer, which
+    grows by copying, and writing that; the same bytes). The buffers are compressed one
+    after the other, in this thread: a worker's cores are the evaluations' (dask runs a task
+    per core), and Arrow's thread pool compressing them in parallel contends with the other
+    workers for the same cores (0.05-0.1 us a row more CPU, the same bytes)."""
+    options = pa.ipc.IpcWriteOptions(compression=pa.Codec(*LOG_CODEC), use_threads=False)
+    with pa.ipc.new_file(sink, table.schema, options=options) as out:
+        out.write_table(table)
 
 
 def decode(data: bytes | pa.Buffer) -> pa.Table:

@@ -390,3 +390,29 @@ def test_a_table_too_large_to_read_whole_is_refused_in_one_line(tmp_path, capsys
         and err.count("\n") == 1
         and "more than the 100 MB a measurement file may be" in err
     ), err
+
+
+def test_a_staged_file_written_by_a_function_is_the_bytes_it_wrote_and_a_failed_one_leaves_nothing(
+    tmp_path,
+):
+    """``stage_file`` takes bytes or a function that writes the open file (a worker encodes
+    its chunk's log file straight into it): the same file either way; a function that
+    fails part-way leaves no file and no private folder behind."""
+    from dse.files import commit_staged, stage_file
+
+    data = bytes(range(256)) * 1000
+    by_bytes = stage_file(tmp_path / "a.bin", data)
+    by_function = stage_file(
+        tmp_path / "b.bin", lambda f: (f.write(data[:100]), f.write(data[100:]))
+    )
+    assert by_bytes.read_bytes() == by_function.read_bytes() == data
+    commit_staged(by_function, tmp_path / "b.bin")
+    assert (tmp_path / "b.bin").read_bytes() == data
+
+    def half_then_fail(f):
+        f.write(data[:500])
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        stage_file(tmp_path / "c.bin", half_then_fail)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.bin", by_bytes.parent.name])

@@ -1021,3 +1021,81 @@ def test_a_candidate_asked_ahead_while_a_batch_in_flight_evaluates_it_is_looked_
     result = run(study, tmp_path / "out", workers=0)
     assert [h.evaluated for h in result.history] == [10, 5, 5]
     assert result.evaluations["key"].is_unique and len(result.evaluations) == 20
+
+
+def test_nondominated_screening_gives_moocores_mask_with_ties_and_duplicates():
+    """``dse.pareto.nondominated`` screens many points with pivots before moocore's test:
+    the same mask as moocore's alone (weakly non-dominated points, duplicates of a front
+    point kept) for continuous points, integer grids full of ties, and near-fronts."""
+    from dse.pareto import SCREENED, nondominated
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        n, m = int(rng.integers(SCREENED, 4 * SCREENED)), int(rng.integers(2, 5))
+        if trial % 3 == 0:
+            f = rng.random((n, m))
+        elif trial % 3 == 1:
+            f = rng.integers(0, 5, (n, m)).astype(float)
+        else:
+            x = rng.random(n)
+            f = np.column_stack([x, 1 - x + 0.01 * rng.random(n), *rng.random((m - 2, n))])
+        expected = moocore.is_nondominated(f, keep_weakly=True)
+        assert (nondominated(f) == expected).all()
+
+
+def test_a_chunks_summary_counts_what_ruled_out_counts_of_its_rows_not_feasible():
+    """A chunk's summary (made once per chunk on a worker, its matrices computed once) counts
+    what ruled its rows out, as :func:`ruled_out` does on those rows alone and as counting
+    them row by row does, in the same order: failed evaluations by message, the evaluator's
+    reasons (an empty one as ``infeasible``), broken constraints and objectives without a
+    finite value."""
+    from dse.pareto import feasible_mask, ruled_out, summarize
+
+    study = plan_run(
+        Study.model_validate(toy_study(constraints=["f_sum <= 1.2", "f1 >= 0.1"]))
+    ).study
+    assert len(study.constraints) == 2
+    rng = np.random.default_rng(3)
+    n = 3000
+    table = pd.DataFrame(
+        {
+            "f1": rng.random(n),
+            "f2": rng.random(n),
+            "feasible": rng.random(n) > 0.2,
+            "reason": rng.choice(["", "too hot", "too big"], n),
+            "status": np.where(rng.random(n) > 0.05, "ok", "failed"),
+            "error": rng.choice(["", "boom", "bang"], n),
+        }
+    )
+    table.loc[rng.random(n) > 0.97, "f2"] = np.nan
+    table["f_sum"] = table["f1"] + rng.random(n)
+    table.loc[rng.random(n) > 0.9, "reason"] = "infeasible"  # said, or left empty: one count
+    chunk = summarize(table, study)
+    ok = feasible_mask(table, study)
+    assert (chunk.ok == ok).all() and chunk.feasible == int(ok.sum())
+    # row by row: the evaluator's verdicts in the order they first appear, then the
+    # constraints and the objectives in the study's order
+    expected: dict[str, int] = {}
+    rows = [row for row, good in zip(table.itertuples(), ok, strict=True) if not good]
+    for row in rows:
+        if row.status != "ok":
+            verdict = f"evaluator: evaluation failed: {row.error}"
+        elif not row.feasible:
+            verdict = f"evaluator: {row.reason or 'infeasible'}"
+        else:
+            continue
+        expected[verdict] = expected.get(verdict, 0) + 1
+    evaluator_ok = [r for r in rows if r.status == "ok" and r.feasible]
+    for con, broken in (
+        ("f_sum <= 1.2", lambda r: r.f_sum > 1.2),
+        ("f1 >= 0.1", lambda r: r.f1 < 0.1),
+    ):
+        if sum(map(broken, evaluator_ok)):
+            expected[f"constraint {con}"] = sum(map(broken, evaluator_ok))
+    no_f2 = [r for r in evaluator_ok if r.f_sum <= 1.2 and r.f1 >= 0.1 and not np.isfinite(r.f2)]
+    expected["objective f2: no finite value"] = len(no_f2)
+    assert list(chunk.ruled_out.items()) == list(expected.items())
+    assert list(ruled_out(table[~ok], study).items()) == list(expected.items())
+    assert chunk.failed == int((table["status"] != "ok").sum())
+    front = moocore.is_nondominated(objective_matrix(table, study)[ok], keep_weakly=True)
+    assert (chunk.contenders == np.flatnonzero(ok)[front]).all()

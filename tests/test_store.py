@@ -353,6 +353,42 @@ def test_a_chunk_the_worker_writes_itself_is_committed_in_order_with_the_same_ro
     assert sorted(store.evaluations_dir.iterdir()) == files
 
 
+def test_a_chunk_whose_staged_file_fails_part_way_goes_back_as_bytes_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """A worker encodes its chunk straight into the staged file; when that write fails part
+    way (a full disk), the half-written file and its private folder are removed and the
+    chunk's log rows go back as bytes, the rows the file would have held."""
+    import dse.logrows as logrows
+    from dse.api import plan
+    from dse.execution.base import EvaluatorRef, evaluate_chunk
+    from dse.execution.candidates import GridCandidates
+    from dse.logrows import LogRows
+    from dse.store import decode
+
+    monkeypatch.setattr(logrows, "STAGED_ROWS", 20)
+    p = plan(write_study(tmp_path, toy_study()))
+    store = _toy_store(tmp_path / "run")
+    narrow = ("f1", "f2", "feasible", "status", "reason", "error")
+    ref = EvaluatorRef.of(p.study.evaluator)
+    keys = np.arange(40, dtype=np.int64)
+    whole = logrows.write_encoded
+
+    def full_disk(table, file):
+        file.write(b"ARROW1")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(logrows, "write_encoded", full_disk)
+    staging = LogRows(p.study, tuple(p.space.names), 0, narrow, stage_in=str(store.evaluations_dir))
+    chunk, _ = evaluate_chunk(ref, GridCandidates(p.space, keys), staging)
+    assert chunk.staged is None and chunk.data is not None
+    assert list(store.evaluations_dir.iterdir()) == []
+    monkeypatch.setattr(logrows, "write_encoded", whole)
+    expected, _ = evaluate_chunk(ref, GridCandidates(p.space, keys), staging)
+    timeless = ["elapsed_s"]
+    assert decode(chunk.data).drop_columns(timeless).equals(expected.table().drop_columns(timeless))
+
+
 def test_a_large_log_is_written_in_blocks_and_equals_the_one_piece_dataset(
     finished, monkeypatch, tmp_path
 ):
@@ -419,10 +455,13 @@ def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_n
     import pyarrow as pa
 
     from dse.logrows import arrow_column
+    from dse.store import encode
 
     frame = pd.DataFrame(
         {
             "f": [1.0, np.nan, np.inf],
+            "g": np.array([0.5, 2.0, np.nan], np.float32),
+            "h": [0.25, -np.inf, 3.0],
             "i": [1, 2, 3],
             "b": [True, False, True],
             "s": pd.Series(["a", None, "c"], dtype="str"),
@@ -434,6 +473,14 @@ def test_log_columns_reach_arrow_as_from_pandas_converts_them_and_a_bad_one_is_n
         pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
     )
     assert converted.column("f").null_count == 1 and converted.column("o").null_count == 2
+    assert converted.column("g").null_count == 1 and converted.column("h").null_count == 0
+    # the same log file bytes as the table pandas' conversion gives
+    assert (
+        encode(converted).to_pybytes()
+        == encode(
+            pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+        ).to_pybytes()
+    )
     with pytest.raises(pa.ArrowInvalid, match="column 'note'"):
         arrow_column(pd.Series([1, "x"], name="note", dtype=object))
 

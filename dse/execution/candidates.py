@@ -33,7 +33,8 @@ class GridCandidates:
 
     def frame(self) -> pd.DataFrame:
         """The full evaluator inputs (the fixed values included), indexed by key."""
-        table = self.space.with_fixed(self.space.from_indices(self.space.indices_of(self.keys)))
+        space = self.space
+        table = space.with_fixed(space.from_indices(space.indices_of(self.keys)), copy=False)
         return table.set_axis(pd.Index(self.keys, dtype=np.int64), axis=0)
 
     def __reduce__(self):
