@@ -68,12 +68,18 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
     )  # a group is written mid-batch (1 s)
     for rows in (1, 30):  # kill early, then again in a later batch
         run = start_run(study) if rows == 1 else start_resume(out)
-        wait_for_rows(out, rows, run)
+        if ahead and rows == 1:
+            # killed once the first batch is told and saved, the second asked ahead and still
+            # untold (the search phase ends after it: later there is no batch asked ahead)
+            _wait_for_state(out, run, lambda s: s["driver"]["inner"]["untold"] == [20])
+            rows = 20
+        else:
+            wait_for_rows(out, rows, run)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
         assert len(log_rows(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
-        if ahead and rows == 30:  # killed in the second batch, the third asked ahead
+        if ahead and rows == 20:  # its state names the batch asked and untold
             assert _state(out)["driver"]["inner"]["untold"] == [20]
 
     dead = (
@@ -87,6 +93,19 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
     assert rows["key"].is_unique, "a candidate was evaluated twice"
     assert set(rows["key"]) == expected_keys
     pd.testing.assert_frame_equal(front_of(out), expected)
+
+
+def _wait_for_state(out: Path, run, condition, timeout_s: float = 60) -> None:
+    """Until ``state.json`` satisfies ``condition`` (a state it cannot be read from: not yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition(_state(out)):
+                return
+        except (KeyError, TypeError):
+            pass
+        assert run.poll() is None and time.monotonic() < deadline, "the state never got there"
+        time.sleep(0.02)
 
 
 def _state(out: Path) -> dict:
