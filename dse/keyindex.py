@@ -123,7 +123,8 @@ def consecutive(keys: np.ndarray) -> bool:
     # (Python integers: a run of hashed keys spans the whole int64 range)
     if n < 2 or int(keys[-1]) - int(keys[0]) != n - 1:
         return n == 1
-    return bool((keys[1:] - keys[:-1] == 1).all())
+    # n integers rising strictly over a span of n - 1 are each one more than the last
+    return bool((keys[1:] > keys[:-1]).all())
 
 
 def _ascending(keys: np.ndarray) -> bool:

@@ -481,8 +481,9 @@ class Runner:
             study = self.study
             objectives, violations = objective_matrix(rows, study), violation_matrix(rows, study)
         else:
-            objectives = np.full((len(batch), driver.problem.n_objectives), np.nan)
-            violations = np.full((len(batch), driver.problem.n_constraints), np.nan)
+            # read-only NaN of their shapes (no memory written: an enumeration's batch is large)
+            objectives = np.broadcast_to(np.nan, (len(batch), driver.problem.n_objectives))
+            violations = np.broadcast_to(np.nan, (len(batch), driver.problem.n_constraints))
         self._call(driver, "tell", batch, objectives, violations)
         done = time.perf_counter()
         seconds = done - max(flight.started, last_done)

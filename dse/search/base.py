@@ -130,7 +130,7 @@ class SearchDriver(ABC):
     #: whether the front polish follows this driver's search unless the study says otherwise
     polish_default: ClassVar[bool] = False
     #: whether :meth:`tell` reads the objectives and violations; a driver that does not (an
-    #: enumeration) is told NaN arrays of their shape, and the runner gathers no values
+    #: enumeration) is told read-only NaN arrays of their shape, and the runner gathers no values
     tells_values: ClassVar[bool] = True
 
     def __init__(self, problem: Problem, options: BaseModel) -> None:
