@@ -43,11 +43,15 @@ class _Strict(BaseModel):
     @classmethod
     def _no_truth_for_numbers(cls, v: Any, info: ValidationInfo) -> Any:
         """YAML's true and false are not numbers (pydantic would read ``batch_size: true`` as 1),
-        also as the ends of a range."""
-        if _numbers_only(cls.model_fields[info.field_name].annotation):
+        also as the ends of a range; and a switch is true or false only (pydantic would read
+        ``tls: 1`` or ``enabled: "no"`` as a truth value)."""
+        annotation = cls.model_fields[info.field_name].annotation
+        if _numbers_only(annotation):
             for x in v if isinstance(v, list | tuple) else (v,):
                 if isinstance(x, bool):
                     raise ValueError("expected a number, not true or false")
+        elif _switch(annotation) and v is not None and not isinstance(v, bool):
+            raise ValueError("expected true or false")
         return v
 
 
@@ -86,6 +90,14 @@ def _finite(*values: Any) -> None:
     for x in values:
         if x is not None and not finite_number(x):
             raise ValueError("expected finite numbers")
+
+
+def _switch(annotation: Any) -> bool:
+    """A field that holds true or false (or None) alone."""
+    args = get_args(annotation)
+    if args:
+        return all(_switch(a) for a in args) and bool in args
+    return annotation is bool
 
 
 def _numbers_only(annotation: Any) -> bool:

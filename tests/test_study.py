@@ -466,6 +466,21 @@ RUN_CASES = {
         "execution.workers",
         "expected a number, not true or false",
     ),
+    "a number as a switch": (
+        lambda d: d["execution"].update(tls=1),
+        "execution.tls",
+        "expected true or false (got 1)",
+    ),
+    "a word as a switch": (
+        lambda d: d["search"].update(polish={"enabled": "no"}),
+        "search.polish.enabled",
+        "expected true or false (got 'no')",
+    ),
+    "a word as a driver's switch": (
+        lambda d: d["search"].update(algorithm="nsga2", options={"ask_ahead": "yes"}),
+        "search.options.ask_ahead",
+        "expected true or false (got 'yes')",
+    ),
     # found by a review: tracebacks (OverflowError) or silently odd spaces before
     "infinite range end": (
         lambda d: d["space"].update(clock_fraction={"range": [0.5, float("inf")]}),
