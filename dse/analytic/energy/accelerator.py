@@ -17,7 +17,7 @@ import numpy as np
 from dse.analytic.energy import power, thermal, transfer
 from dse.analytic.energy.phases import PhaseTimes, phase_times
 from dse.analytic.energy.power import PowerParameters
-from dse.analytic.rows import once, where
+from dse.analytic.rows import nan_to_num, where
 
 #: the inlet temperature (air cooling) at which the catalog's powers hold: the declared
 #: default of ``inlet_temp_c``
@@ -162,7 +162,7 @@ class StepEnergy:
         self.pw = pw
         self.idle_w = idle_w
         self.span_w = tdp_w - idle_w
-        self.floor_w = once(_no_floor_zero, np.asarray(floor_w, dtype=float))
+        self.floor_w = nan_to_num(np.asarray(floor_w, dtype=float))  # 0 where there is none (NaN)
         self.leakage = leakage
         self.hbm_j = transfer.hbm_energy_j(b.hbm_traffic_bytes, pw.hbm_pj_per_byte)
         self.voltage = power.VoltageCurve(pw.vf_x, pw.vf_v)
@@ -171,7 +171,7 @@ class StepEnergy:
         """Energy and phase powers at ``clock_ratio`` = f/f_max, for the phase durations
         ``times`` (default: the breakdown's own, :func:`~.phases.phase_times`)."""
         t = phase_times(self.b) if times is None else times
-        dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total = self._before_leakage(
+        p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total = self._before_leakage(
             clock_ratio, t
         )
         idle_w = self.idle_w
@@ -198,17 +198,16 @@ class StepEnergy:
 
     def powers(self, clock_ratio, times: PhaseTimes) -> tuple[np.ndarray, np.ndarray]:
         """(busy-phase, blocked) power of :meth:`at`, the same arithmetic, without the terms
-        the clock search's limit tests do not read (the compute power, the energies' leakage
-        share)."""
-        _, p_wait, _, _, _, _, p_busy, total = self._before_leakage(clock_ratio, times)
+        the clock search's limit tests do not read (the energies' leakage share)."""
+        p_wait, _, _, _, _, p_busy, total = self._before_leakage(clock_ratio, times)
         if self.leakage is not None:
             d_w = step_leakage_w(total, times.step, self.leakage)
             return p_busy + d_w, p_wait + d_w
         return p_busy, p_wait
 
     def _before_leakage(self, clock_ratio, t: PhaseTimes) -> tuple:
-        """(dynamic power span at the clock, blocked power, compute, memory, idle and
-        waiting energy, busy power, total energy) before the leakage change."""
+        """(blocked power, compute, memory, idle and waiting energy, busy power, total
+        energy) before the leakage change."""
         pw, idle_w = self.pw, self.idle_w
         dyn = self.span_w * (clock_ratio * self.voltage(clock_ratio) ** 2)  # power.dynamic_scale
         floor = self.floor_w
@@ -230,12 +229,7 @@ class StepEnergy:
         p_busy = p_busy + lift
         e_wait = e_wait + lift * t.busy
         total = e_compute + e_memory + e_idle + e_wait
-        return dyn, p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total
-
-
-def _no_floor_zero(floor_w: np.ndarray) -> np.ndarray:
-    """The power floor, 0 where there is none (NaN)."""
-    return np.nan_to_num(floor_w, nan=0.0)
+        return p_wait, e_compute, e_memory, e_idle, e_wait, p_busy, total
 
 
 def accelerator_energy(

@@ -92,7 +92,7 @@ class LimitCheck:
 
 
 def operating_clock(
-    b, clock, acc, ok=None, rows: np.ndarray | None = None
+    b, clock, acc, ok, rows: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Highest clock <= the set clock meeting the cap and the slowdown temperature.
 
@@ -102,12 +102,9 @@ def operating_clock(
     The bisection runs over the rows that break a limit only, both limits' rows in one
     set of array operations (a row that breaks both is there twice); the thermal model
     runs only when some row breaks the slowdown temperature. ``ok``: (cap_ok, hot_ok) at
-    the set clock when the caller has them. ``rows`` (an index array): the candidates of
+    the set clock. ``rows`` (an index array): the candidates of
     ``b`` and ``acc`` that ``clock`` and ``ok`` are for (None: every one), picked once.
     """
-    if ok is None:
-        pick = (lambda x: x) if rows is None else (lambda x: _rows.take(x, rows))
-        ok = LimitCheck(pick(b), pick(acc), clock)(clock)
     cap_ok, hot_ok = ok
     finite = np.isfinite(clock)
     f_cap, f_hot = clock.copy(), clock.copy()

@@ -17,7 +17,7 @@ import numpy as np
 
 from dse.analytic import profiles
 from dse.analytic.columns import factorise, take_fields
-from dse.analytic.rows import once, where
+from dse.analytic.rows import nan_to_num, where
 from dse.errors import DseError
 from dse.yamlfile import load_packaged
 
@@ -287,5 +287,5 @@ def parked_power_w(a_parked, idle_w, tdp_w, floor_w) -> np.ndarray:
     """Power of an accelerator that holds its CUDA context but runs no kernel (a synchronous
     checkpoint write): P_idle + a_parked (P_TDP - P_idle), independent of the clock, at
     least the power floor (``floor_w`` NaN: none)."""
-    floor = once(np.nan_to_num, np.asarray(floor_w, dtype=float))  # (NaN -> 0 as nan=0.0)
+    floor = nan_to_num(np.asarray(floor_w, dtype=float))  # NaN (no floor) -> 0
     return np.maximum(idle_w + a_parked * (tdp_w - idle_w), floor)

@@ -38,21 +38,13 @@ AIR_RISE_AT_TDP_K = 52.0
 LIQUID_RISE_AT_TDP_K = 30.0
 
 
-def resistance_k_per_w(
-    cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray
-) -> np.ndarray:
-    """Junction-to-inlet resistance per candidate (catalog value, else 52 K or 30 K per TDP).
-
-    ``cooling`` holds cooling type names or a boolean "is liquid" mask.
-    """
-    return air_and_total_k_per_w(cooling, pw, tdp_w)[1]
-
-
 def air_and_total_k_per_w(
     cooling: np.ndarray, pw: power.PowerParameters, tdp_w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(the air-cooled resistance, :func:`resistance_k_per_w`) per candidate, the first
-    computed once for both (the leakage model's reference is the part's air-cooled one)."""
+    """(the air-cooled resistance, the junction-to-inlet resistance) per candidate: each the
+    catalog value, else 52 K (air) or 30 K (liquid) per TDP; the first computed once for both
+    (the leakage model's reference is the part's air-cooled one). ``cooling`` holds cooling
+    type names or a boolean "is liquid" mask."""
     liquid = _is_liquid(cooling)
     r_air = where_shared(np.isfinite(pw.r_air_k_per_w), pw.r_air_k_per_w, AIR_RISE_AT_TDP_K / tdp_w)
     if not np.any(liquid) and np.shape(r_air) == np.shape(liquid):

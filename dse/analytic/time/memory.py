@@ -236,19 +236,18 @@ def _shards(zero_stage, ranks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def in_flight_chunks(rank, pp, v, m, most=None) -> np.ndarray:
+def in_flight_chunks(rank, pp, v, most) -> np.ndarray:
     """Model chunks whose activations pipeline rank ``rank`` holds at its peak: 1F1B keeps
     ``pp - rank`` micro-batches in flight (Narayanan et al. 2021); the interleaved schedule
     ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunks (Megatron-LM's warm-up count, which
     reproduces Korthikanti et al. 2022's ``pp (1 + (pp - 1) / (pp v))`` stages' worth on the
-    first rank); never more than the ``m v`` chunks of the iteration (``most``, when the
-    caller has it)."""
+    first rank); never more than ``most``, the ``m v`` chunks of the iteration."""
     interleaved = v > 1
     if interleaved.any():
         chunks = where(interleaved, 2.0 * (pp - rank - 1.0) + (v - 1.0) * pp + 1.0, pp - rank)
     else:  # plain 1F1B everywhere
         chunks = pp - rank
-    return np.minimum(chunks, m * v if most is None else most)
+    return np.minimum(chunks, most)
 
 
 def _layer_activations(s, b, shape: ModelShape, lay: Layout, moe_act, split, mem: StackMemory):
@@ -516,7 +515,7 @@ def memory_breakdown(
     iteration_chunks = lay.micro_batches * v
     for layers, emb, rank, logit in candidates:
         params = (layers * counts.layer + emb) / tp
-        chunks = in_flight_chunks(rank, pp, v, lay.micro_batches, iteration_chunks)
+        chunks = in_flight_chunks(rank, pp, v, iteration_chunks)
         # ZeRO-3 / FSDP: one layer's unsharded weights and gradients in flight (the gathered
         # and prefetched layers' 16-bit weights, a 16-bit gradient before its reduce-scatter;
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
