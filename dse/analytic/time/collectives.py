@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.analytic.columns import repeat_one
-from dse.analytic.rows import where
+from dse.analytic.rows import once, where
 
 SCALEUP_TOPOLOGIES = ("switch", "ring", "fully_connected", "torus_2d", "torus_3d")
 SCALEOUT_FABRICS = ("fat_tree", "rail_optimized", "ring")
@@ -54,10 +53,8 @@ def exposed(comm_s, overlaps, window_s, tax):
 def kept_share(tax):
     """``1 - tax``, the share of overlapped time a collective leaves off the critical path;
     one value for every row (a part's catalog tax in a block of one part) stays one (no
-    per-row subtraction at each of the step's ~16 overlapped terms)."""
-    if isinstance(tax, np.ndarray) and tax.ndim == 1 and tax.strides == (0,) and len(tax):
-        return repeat_one(1.0 - tax[:1], len(tax))
-    return 1.0 - tax
+    per-row subtraction at each of the step's ~16 overlapped terms: :func:`~dse.analytic.rows.once`)."""
+    return once(np.subtract, 1.0, tax)
 
 
 def exposed_in(comm_s, overlaps, window_s, tax):
