@@ -407,8 +407,6 @@ class Runner:
             ):
                 flight = self._ask(executor, store, driver, run, flights)
                 if flight is None:  # nothing more to ask (asked ahead: for now)
-                    if not flights:
-                        return
                     break
                 flights.append(flight)
             if not flights:
