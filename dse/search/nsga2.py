@@ -329,7 +329,6 @@ class NSGA2Driver(SearchDriver):
         self._saved = 0  # rows of ASKED_FILE that are this run's
         self._cut: int | None = 0  # ASKED_FILE's bytes to keep before the next append
         self._seen: set = set()  # the keys (Codec.keys) of every vector asked
-        self.asked_batches = 0  # batches asked (one ahead of the generation when asking ahead)
         # the batches asked and not told, oldest first: the decision vectors, the generation
         # they were asked in, and the pymoo algorithm that bred them
         self._pending: deque[tuple[np.ndarray, int, Any]] = deque()
@@ -339,6 +338,12 @@ class NSGA2Driver(SearchDriver):
     @classmethod
     def describe(cls, problem: Problem, options: NSGA2Options) -> str:
         return f"{cls.name}, asking ahead" if options.ask_ahead else cls.name
+
+    @property
+    def asked_batches(self) -> int:
+        """Batches asked so far: the generations told, and those asked and not told (one
+        ahead of the generation when asking ahead)."""
+        return self.generation + len(self._pending) + len(self._replay)
 
     @property
     def done(self) -> bool:
@@ -366,7 +371,6 @@ class NSGA2Driver(SearchDriver):
             self.exhausted = True
             return self.codec.to_frame(X)
         self._pending.append((X, self.generation, algorithm))
-        self.asked_batches += 1
         self._unsaved.append(np.array(X, float))
         self._seen.update(self.codec.keys(X))
         self.asked += len(X)
@@ -439,7 +443,6 @@ class NSGA2Driver(SearchDriver):
             "version": STATE_VERSION,
             "seed": self.seed,
             "generation": self.generation,
-            "asked_batches": self.asked_batches,
             # the batches asked and not told, oldest first: the last rows of the asked record
             "untold": [len(X) for X, *_ in self._pending] + [len(X) for X in self._replay],
             "exhausted": self.exhausted,
@@ -513,7 +516,6 @@ class NSGA2Driver(SearchDriver):
             # rows after these were asked in a batch whose state was not saved: cut off
             self._unsaved, self._saved, self._cut = [], len(asked), asked.nbytes
         self._seen = set(self.codec.keys(asked)) if len(asked) else set()
-        self.asked_batches = int(state.get("asked_batches", self.generation))
         self._pending, self._replay = deque(), deque()
         end = len(asked)
         for n in reversed([int(n) for n in state.get("untold", [])]):
