@@ -340,7 +340,7 @@ class DaskExecutor(Executor):
         self._trouble: tuple[float, str] | None = None
         self._killed = 0  # chunks whose workers died while evaluating them (dask's KilledWorker)
         self._submissions: SubmissionErrors | None = None
-        self._last_look = 0.0
+        self._next_look = 0.0  # time.monotonic() before which _watch does not look again
         self._jobs: list[_Job] = []  # batches submitted and not yet drained, in order
         self._pending: dict = {}  # future -> (its batch, lo, chunk, whether it runs alone)
         self._finished: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish
@@ -666,9 +666,9 @@ class DaskExecutor(Executor):
         """Raise :class:`ClusterLost` once the scheduler or every worker has been gone for
         longer than the grace period; say so when it goes and when it comes back."""
         now = time.monotonic()
-        if now - self._last_look < POLL_S:
+        if now < self._next_look:
             return
-        self._last_look = now
+        self._next_look = now + POLL_S
         if self.client.status != "running":
             problem = f"lost the connection to {self.where}"
         elif self._n_workers() == 0:
@@ -733,7 +733,7 @@ class DaskExecutor(Executor):
                     # a chunk just came back: the scheduler and a worker are there, and the
                     # look at the cluster (a round trip to the scheduler) can wait ALIVE_S
                     alive_s = min(ALIVE_S, self.plan.grace_s)
-                    self._last_look = time.monotonic() + alive_s - POLL_S
+                    self._next_look = time.monotonic() + alive_s
                 for fut in done:
                     owner, lo, chunk, _ = self._pending.pop(fut)
                     owner.in_flight -= 1
