@@ -74,7 +74,7 @@ def choice_codes(values, choices: tuple[str, ...]) -> np.ndarray:
     )
     codes = np.asarray(codes)
     table = table.astype(float)  # (the few distinct values converted, not every row)
-    if codes.ndim == 1 and codes.strides == (0,) and len(codes):  # one value (a default column)
+    if one_value(codes):  # (a default column)
         return repeat_one(table[codes[:1]], len(codes))
     return table.take(codes)
 
@@ -95,6 +95,12 @@ def take_fields(table: np.ndarray, codes: np.ndarray) -> list[np.ndarray]:
         repeat_one(table[i, used[:1]], n) if same[i] else np.ascontiguousarray(table[i]).take(codes)
         for i in range(len(table))
     ]
+
+
+def one_value(x) -> bool:
+    """Whether ``x`` is a 1-D read-only broadcast of one value (:func:`repeat_one`'s kind: an
+    input a study leaves at its default), not empty."""
+    return isinstance(x, np.ndarray) and x.ndim == 1 and x.strides == (0,) and len(x) > 0
 
 
 def repeat_one(one: np.ndarray, n: int) -> np.ndarray:

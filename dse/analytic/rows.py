@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass, replace
 import numpy as np
 import pandas as pd
 
-from dse.analytic.columns import repeat_one
+from dse.analytic.columns import one_value, repeat_one
 
 
 def take(obj, rows: np.ndarray):
@@ -19,7 +19,7 @@ def take(obj, rows: np.ndarray):
 def _at(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``x[rows]``; a 1-D read-only broadcast of one value stays a broadcast."""
     if x.ndim == 1 and np.ndim(rows) == 1:
-        if x.strides == (0,) and len(x):
+        if one_value(x):
             return repeat_one(x[:1], _count(rows))
         if rows.dtype.kind in "iu":  # (take: the same values, ~1.5x faster than x[rows])
             return x.take(rows)
@@ -38,7 +38,7 @@ def nan_to_num(x, nan: float = 0.0) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype != np.float64 or x.ndim != 1:
         return np.nan_to_num(x, nan=nan)
-    if x.strides == (0,) and len(x):
+    if one_value(x):
         return repeat_one(nan_to_num(x[:1].copy(), nan), len(x))
     out = np.where(np.isnan(x), nan, x)
     return np.clip(out, -_BIGGEST, _BIGGEST, out=out)
@@ -352,7 +352,7 @@ def once(fn, *args):
     n = None
     for a in args:
         if isinstance(a, np.ndarray) and a.ndim:
-            if a.ndim != 1 or a.strides != (0,) or not len(a):
+            if not one_value(a):
                 return fn(*args)
             n = len(a)
     if n is None:

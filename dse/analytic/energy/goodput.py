@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.analytic.columns import repeat_one
+from dse.analytic.columns import one_value, repeat_one
 from dse.analytic.rows import once, where, where_shared
 
 
@@ -46,7 +46,7 @@ class Goodput:
 def job_mtbf_s(failures_per_accelerator_hour, n) -> np.ndarray:
     """The job's mean time between interruptions ``M`` (s); inf where no failures."""
     f = np.asarray(failures_per_accelerator_hour, dtype=float)
-    if _one_value(f) and not (f[0] > 0 or f[0] < 0):  # (the default: 0) rate 0 or NaN: M inf
+    if one_value(f) and not (f[0] > 0 or f[0] < 0):  # (the default: 0) rate 0 or NaN: M inf
         return _filled(np.inf, f, n)
     rate = f * n / 3600.0
     with np.errstate(divide="ignore"):
@@ -56,7 +56,7 @@ def job_mtbf_s(failures_per_accelerator_hour, n) -> np.ndarray:
 def optimum_interval_s(delta_s, mtbf_s) -> np.ndarray:
     """Daly's eq. 37 optimum training time between checkpoints (inf when ``M`` is)."""
     delta = np.asarray(delta_s, dtype=float)
-    if _one_value(mtbf_s) and not np.isfinite(mtbf_s[0]):  # inf in every row: no optimum
+    if one_value(mtbf_s) and not np.isfinite(mtbf_s[0]):  # inf in every row: no optimum
         return _filled(np.inf, delta, mtbf_s)
     with np.errstate(invalid="ignore"):  # delta 0 with M inf: no checkpoints anyway
         x = delta / (2.0 * mtbf_s)
@@ -71,7 +71,7 @@ def checkpoint_interval_s(interval_in, delta_s, mtbf_s, step_s) -> np.ndarray:
     optimum where the job fails (at least one iteration), else none (0)."""
     given = np.asarray(interval_in, dtype=float)
     shapes = (np.shape(given), np.shape(delta_s), np.shape(mtbf_s), np.shape(step_s))
-    if _one_value(mtbf_s) and not np.isfinite(mtbf_s[0]):  # no row fails: the optimum unused
+    if one_value(mtbf_s) and not np.isfinite(mtbf_s[0]):  # no row fails: the optimum unused
         return once(_given_or_none, np.broadcast_to(given, np.broadcast_shapes(*shapes)))
     opt = np.maximum(optimum_interval_s(delta_s, mtbf_s), step_s)
     return where_shared(np.isfinite(given), given, where_shared(np.isfinite(mtbf_s), opt, 0.0))
@@ -115,11 +115,6 @@ def expected_run(
 def _given_or_none(given) -> np.ndarray:
     """The interval where given, else none (0): :func:`checkpoint_interval_s` where no row fails."""
     return where(np.isfinite(given), given, 0.0)
-
-
-def _one_value(x) -> bool:
-    """Whether ``x`` is a 1-D read-only broadcast of one value (an input left at its default)."""
-    return isinstance(x, np.ndarray) and x.ndim == 1 and x.strides == (0,) and len(x) > 0
 
 
 def _filled(value: float, *like) -> np.ndarray:

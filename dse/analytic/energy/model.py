@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from dse.analytic import rows as _rows
-from dse.analytic.columns import Factorised, choice_codes, factorise
+from dse.analytic.columns import Factorised, choice_codes, factorise, one_value
 from dse.analytic.energy import (
     checkpoint,
     clock_search,
@@ -266,9 +266,8 @@ def _floor_w(floor_in: np.ndarray, cap_w: np.ndarray) -> np.ndarray:
     """The power floor, at most the cap; the input itself, a read-only broadcast, where it
     is one NaN for every row (no floor: the default), which the minimum keeps in every row."""
     f = floor_in
-    if isinstance(f, np.ndarray) and f.shape == np.shape(cap_w) and f.ndim == 1:
-        if f.strides == (0,) and len(f) and np.isnan(f[0]):
-            return f
+    if one_value(f) and f.shape == np.shape(cap_w) and np.isnan(f[0]):
+        return f
     return np.minimum(floor_in, cap_w)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.analytic.columns import one_value
 from dse.analytic.rows import where
 
 
@@ -96,7 +97,7 @@ def resolve_target(params, target_tokens, target_loss, b_noise_tokens):
         d_min = where(has_loss, 0.0, target_tokens)  # the tokens given, as an array
         given = np.asarray(target_tokens)
         # one target for every row (a study's usual case): its law term once, not per row
-        tokens = given[:1] if given.ndim == 1 and given.strides == (0,) and len(given) else d_min
+        tokens = given[:1] if one_value(given) else d_min
         loss = chinchilla_loss(params, np.maximum(tokens, 1.0))
     else:
         d_min = where(
