@@ -57,9 +57,14 @@ def feasible_mask(table: pd.DataFrame, study: Study) -> np.ndarray:
     """Rows that the evaluator found feasible, that meet every constraint, with finite objectives."""
     if len(table) == 0:
         return np.zeros(0, bool)
-    g = violation_matrix(table, study)
-    f = objective_matrix(table, study)
-    return (g <= 0).all(axis=1) & np.isfinite(f).all(axis=1)
+    return _feasible(violation_matrix(table, study), objective_matrix(table, study))[1]
+
+
+def _feasible(g: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of the violation matrix ``g`` within every constraint, those of them whose
+    objectives ``f`` are all finite: the feasible ones)."""
+    within = _each_row(g <= 0)
+    return within, within & _each_row(np.isfinite(f))
 
 
 def ruled_out(table: pd.DataFrame, study: Study) -> dict[str, int]:
@@ -177,8 +182,7 @@ def _tallies(
     if len(table) == 0:
         return np.zeros(0, bool), failed, {}, f
     g = violation_matrix(table, study)
-    within = _each_row(g <= 0)
-    ok = within & _each_row(np.isfinite(f))
+    within, ok = _feasible(g, f)
     return ok, failed, _ruled_out(table, study, g, f, ~ok, within) if not ok.all() else {}, f
 
 
