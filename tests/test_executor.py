@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 
 import dask
+import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
@@ -22,6 +23,7 @@ from dask.distributed import LocalCluster
 from conftest import REPO, run_cli, toy_study, write_study
 from dse.errors import StudyError
 from dse.execution import ExecutionPlan, make_executor, plan_execution
+from dse.execution.base import PIECE_ROWS
 from dse.execution.dask_cluster import NANNY_MEMORY_MONITOR_S
 from dse.execution.deploy import missing, preview
 from dse.study import EvaluatorSpec, ExecutionSpec
@@ -513,6 +515,21 @@ def test_a_batch_submitted_while_another_is_drained_starts_on_the_slots_it_frees
         assert [lo for lo, _ in got] == list(range(0, len(batch), 2))
         f1 = pd.concat([r for _, r in got], ignore_index=True)["f1"]
         assert f1.tolist() == pytest.approx(batch["x"].tolist())
+
+
+@pytest.mark.parametrize("workers", [0, 1], ids=["in-process", "dask"])
+def test_a_task_of_more_than_a_piece_comes_back_piece_by_piece(workers):
+    """A task larger than PIECE_ROWS is evaluated and finished a piece at a time where it
+    runs; the executor yields each piece at its own offset."""
+    n = PIECE_ROWS + 100
+    cands = pd.DataFrame({"x": np.linspace(0.0, 0.5, n), "y": 0, "shape": "a"})
+    plan = ExecutionPlan(workers=workers, chunk_size=n, dashboard=False)
+    with make_executor(plan, TOY) as ex:  # finish: the piece's inputs beside its metrics
+        got = sorted(ex.results(cands, finish=pd.DataFrame.join), key=lambda part: part[0])
+    assert [lo for lo, _ in got] == [0, PIECE_ROWS]
+    assert [len(piece) for _, piece in got] == [PIECE_ROWS, 100]
+    assert got[1][1]["x"].tolist() == cands["x"].iloc[PIECE_ROWS:].tolist()
+    assert got[0][1]["status"].eq("ok").all()
 
 
 def test_a_plugin_evaluator_past_its_time_out_fails_that_row_only():

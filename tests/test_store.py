@@ -247,9 +247,62 @@ def test_a_study_keeps_less_and_gets_the_same_front(tmp_path, finished, keep):
     )
 
 
+def test_a_task_larger_than_a_piece_is_evaluated_and_finished_piece_by_piece(tmp_path, monkeypatch):
+    """A task of more than PIECE_ROWS candidates is evaluated and made into log rows a piece
+    at a time where it runs (a worker's memory stays that of one piece), and gives back the
+    same rows as one call over the whole task; the in-process executor yields each piece at
+    its offset, and a task lost to the executor fails piece by piece too."""
+    from dse.api import plan
+    from dse.execution import base
+    from dse.execution.base import EvaluatorRef, Pieces, evaluate_chunk, pieces
+    from dse.execution.candidates import GridCandidates
+    from dse.execution.inprocess import InProcessExecutor
+    from dse.logrows import LogRows
+
+    p = plan(write_study(tmp_path, toy_study()))
+    ref, keys = EvaluatorRef.of(p.study.evaluator), np.arange(int(p.space.size), dtype=np.int64)
+    sizes: list[int] = []
+    log_rows = LogRows(p.study, tuple(p.space.names), 0, ("f1", "f2", "feasible", "reason"))
+
+    def finish(candidates, result):
+        sizes.append(len(candidates))
+        return log_rows(candidates, result)
+
+    def rows(table):  # the log rows but the measured time
+        return table.drop_columns(["elapsed_s"]).to_pandas()
+
+    whole, _ = evaluate_chunk(ref, GridCandidates(p.space, keys), finish)
+    assert sizes == [66] and not isinstance(whole, Pieces)
+    monkeypatch.setattr(base, "PIECE_ROWS", 16)
+    sizes.clear()
+    result, seconds = evaluate_chunk(ref, GridCandidates(p.space, keys), finish)
+    assert isinstance(result, Pieces) and sizes == [16, 16, 16, 16, 2] and seconds > 0
+    assert [at for at, _ in pieces(result)] == [0, 16, 32, 48, 64]
+    pd.testing.assert_frame_equal(
+        pd.concat([rows(c.table()) for _, c in pieces(result)], ignore_index=True),
+        rows(whole.table()),
+    )
+    table, _ = evaluate_chunk(ref, GridCandidates(p.space, keys))  # no finish: one table
+    assert list(table.index) == list(range(66)) and table["status"].eq("ok").all()
+
+    executor = InProcessExecutor(p.study.evaluator, chunk_size=40)
+    sizes.clear()
+    got = list(executor.results(GridCandidates(p.space, keys), finish=finish))
+    assert [at for at, _ in got] == [0, 16, 32, 40, 56] and sizes == [16, 16, 8, 16, 10]
+    assert np.concatenate([c.keys() for _, c in got]).tolist() == keys.tolist()
+    lost = executor._failed(GridCandidates(p.space, keys[:40]), RuntimeError("gone"), finish)
+    assert [len(c) for _, c in pieces(lost)] == [16, 16, 8]
+    assert all(
+        set(c.table().column("error").to_pylist()) == {"RuntimeError: gone"}
+        for _, c in pieces(lost)
+    )
+
+
 def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     """A worker's chunk is pickled with protocol 5 (as dask sends a result): its encoded log
-    rows go as a buffer of their own, not copied into the pickle, and arrive intact."""
+    rows go as a buffer of their own, not copied into the pickle, and arrive intact; the
+    rest (the decoded columns, the summary) travel in the pickle, not as one buffer each
+    (every buffer is a frame of its own through dask)."""
     import pickle
 
     from dse.api import plan
@@ -267,8 +320,8 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     )
     buffers = []
     pickled = pickle.dumps(chunk, protocol=5, buffer_callback=buffers.append)
-    assert any(b.raw().nbytes == chunk.data.size for b in buffers)  # the log bytes as they are
-    assert len(pickled) < chunk.data.size
+    assert [b.raw().nbytes for b in buffers] == [chunk.data.size]  # the log bytes as they are
+    assert len(pickle.dumps(chunk, protocol=5)) - len(pickled) >= chunk.data.size
     back = pickle.loads(pickled, buffers=buffers)
     assert (
         back.table().equals(chunk.table())

@@ -24,7 +24,7 @@ import yaml
 
 from dse.errors import DseError
 from dse.evaluators import ContractError, check_result, load_evaluator
-from dse.execution.candidates import Candidates, count, frame
+from dse.execution.candidates import Candidates, count, frame, part
 from dse.execution.child import EvaluatorFailed, child_evaluator
 from dse.study import EvaluatorSpec
 
@@ -33,6 +33,28 @@ STATUS_FAILED = "failed"
 
 #: ``finish(candidates, metrics) -> payload``, applied to a chunk where it was evaluated
 Finish = Callable[[pd.DataFrame, pd.DataFrame], Any]
+
+#: the most candidates of one evaluator call and of one finished payload (a piece of a
+#: task): bounds a worker's memory (the analytic evaluator's block, ~140 MB of working
+#: arrays, and its result columns)
+PIECE_ROWS = 131_072
+#: the most candidates of one task: a task of several pieces is evaluated and finished piece
+#: by piece where it runs, so that what each task costs the main process (a local cluster's
+#: scheduler runs there, and receives every result) is paid once for up to 4 pieces
+TASK_ROWS = 4 * PIECE_ROWS
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """What a task of more than :data:`PIECE_ROWS` candidates gives back with a ``finish``:
+    ``(offset in the task, payload)`` of each piece, in order."""
+
+    parts: list[tuple[int, Any]]
+
+
+def pieces(result: Any) -> list[tuple[int, Any]]:
+    """``(offset in the task, payload)`` of a task's result: its pieces, or the one."""
+    return result.parts if isinstance(result, Pieces) else [(0, result)]
 
 
 class ClusterLost(DseError):
@@ -103,8 +125,27 @@ def evaluate_chunk(
     """Run the evaluator on one chunk (its input table built here, where grid positions
     were sent): metrics plus ``status``, ``error``, ``elapsed_s`` (seconds per candidate),
     turned by ``finish(candidates, result)`` (run here, on the worker) into what is sent
-    back; and the chunk's evaluation time in seconds."""
+    back; and the chunk's evaluation time in seconds. A chunk of more than
+    :data:`PIECE_ROWS` candidates is evaluated and finished piece by piece: with a
+    ``finish``, its :class:`Pieces`; without, the pieces' tables in one."""
     check_versions(ref)
+    n = count(candidates)
+    if n <= PIECE_ROWS:
+        return _evaluate_piece(ref, candidates, finish)
+    parts, seconds = [], 0.0
+    for lo in range(0, n, PIECE_ROWS):
+        payload, piece_s = _evaluate_piece(ref, part(candidates, lo, lo + PIECE_ROWS), finish)
+        parts.append((lo, payload))
+        seconds += piece_s
+    if finish is None:
+        return pd.concat([table for _, table in parts], ignore_index=True), seconds
+    return Pieces(parts), seconds
+
+
+def _evaluate_piece(
+    ref: EvaluatorRef, candidates: Candidates, finish: Finish | None
+) -> tuple[Any, float]:
+    """:func:`evaluate_chunk` of at most :data:`PIECE_ROWS` candidates."""
     candidates = frame(candidates)
     start = time.perf_counter()
     result = evaluate_rows(ref, candidates)
@@ -176,7 +217,7 @@ class ChunkSizer:
 
     A task should carry about ``target_s`` of work, so that a task's fixed overhead (a
     dask round trip is a few milliseconds) stays under a few per cent, and at most
-    ``max_rows`` (bounded memory). A batch is cut into equal tasks, as many as that needs
+    ``max_rows`` (evaluated in pieces of :data:`PIECE_ROWS`: bounded memory). A batch is cut into equal tasks, as many as that needs
     rounded up to a multiple of the workers, so that the workers finish a batch together:
     100,000 candidates on 2 workers with tasks of at most 65,536 are 2 tasks of 50,000, not
     65,536 and 34,464 (one worker idle for a third of the batch).
@@ -200,7 +241,7 @@ class ChunkSizer:
         workers: int = 1,
         target_s: float = 0.5,
         probe: int = 8,
-        max_rows: int = 131_072,
+        max_rows: int = TASK_ROWS,
     ) -> None:
         self.fixed = fixed
         self.workers = max(workers, 1)
@@ -327,12 +368,24 @@ class Executor(ABC):
         return [fn(item) for item in items]
 
     def _failed(self, chunk: Candidates, exc: BaseException, finish: Finish | None) -> Any:
-        """A chunk lost beyond the executor's retries: failed rows, finished as usual."""
-        chunk = frame(chunk)
-        rows = failed_rows(count(chunk), f"{type(exc).__name__}: {exc}", self.ref).assign(
-            elapsed_s=0.0
+        """A chunk lost beyond the executor's retries: failed rows, finished as usual (piece
+        by piece, as :func:`evaluate_chunk` would have)."""
+        message = f"{type(exc).__name__}: {exc}"
+
+        def failed(candidates: Candidates) -> Any:
+            candidates = frame(candidates)
+            rows = failed_rows(count(candidates), message, self.ref).assign(elapsed_s=0.0)
+            return rows if finish is None else finish(candidates, rows)
+
+        n = count(chunk)
+        if n <= PIECE_ROWS:
+            return failed(chunk)
+        parts = [(lo, failed(part(chunk, lo, lo + PIECE_ROWS))) for lo in range(0, n, PIECE_ROWS)]
+        return (
+            Pieces(parts)
+            if finish is not None
+            else pd.concat([t for _, t in parts], ignore_index=True)
         )
-        return rows if finish is None else finish(chunk, rows)
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
         """Every row's metrics, in input order."""

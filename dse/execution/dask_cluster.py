@@ -34,6 +34,7 @@ from dse.execution.base import (
     Finish,
     WorkerMismatch,
     evaluate_chunk,
+    pieces,
     worker_versions,
 )
 from dse.execution.candidates import Candidates, count, part
@@ -741,7 +742,7 @@ class DaskExecutor(Executor):
                         fut, lo, chunk, owner.finish, owner.again, owner.suspects
                     )
                     if result is not None:
-                        owner.ready.append((lo, result))
+                        owner.ready.extend((lo + at, payload) for at, payload in pieces(result))
                     while job.ready:
                         yield job.ready.popleft()
                 self._watch()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from dse.execution.base import Executor, Finish, evaluate_chunk
+from dse.execution.base import Executor, Finish, evaluate_chunk, pieces
 from dse.execution.candidates import Candidates, count, part
 
 
@@ -25,5 +25,6 @@ class InProcessExecutor(Executor):
             chunk = part(candidates, offset, offset + size)
             result, seconds = evaluate_chunk(self.ref, chunk, finish)
             self.sizer.observe(size, seconds)
-            yield offset, result
+            for at, payload in pieces(result):
+                yield offset + at, payload
             offset += size
