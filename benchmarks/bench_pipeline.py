@@ -257,12 +257,16 @@ AHEAD_EVALUATORS = (
     ("toy, no work", "toy", 0.0),
     ("toy, 0.5 ms/candidate", "toy", 0.0005),
     ("toy, 2 ms/candidate", "toy", 0.002),
+    ("toy, 20 ms/candidate", "toy", 0.02),
     ("analytic (search-bench.yaml)", "analytic", 0.0),
 )
 
 
-def ahead_study(kind: str, delay_s: float, generations: int, ahead: bool, out: Path) -> dict:
-    """NSGA-II for ``generations`` generations of 100 on 2 workers, without the polish."""
+def ahead_study(
+    kind: str, delay_s: float, generations: int, ahead: bool, out: Path, algorithm: str = "nsga2"
+) -> dict:
+    """``algorithm`` (NSGA-II, or optuna-tpe) for ``generations`` batches of 100 on 2 workers,
+    without the polish."""
     if kind == "analytic":
         study = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
     else:
@@ -281,7 +285,7 @@ def ahead_study(kind: str, delay_s: float, generations: int, ahead: bool, out: P
         }
     study["name"] = f"{study['name']}-{'ahead' if ahead else 'plain'}"
     study["search"] = {
-        "algorithm": "nsga2",
+        "algorithm": algorithm,
         "budget": 100 * generations,
         "batch_size": 100,
         "seed": 0,
@@ -293,11 +297,13 @@ def ahead_study(kind: str, delay_s: float, generations: int, ahead: bool, out: P
     return study
 
 
-def ask_ahead_table(tmp: Path, generations: int, repeats: int) -> None:
+def ask_ahead_table(
+    tmp: Path, generations: int, repeats: int, algorithm: str = "nsga2", kinds: str = ""
+) -> None:
     """The search loop's time per generation with and without asking ahead (see the module
-    docstring)."""
+    docstring); ``kinds``: the evaluators' labels to run (comma-separated parts; all)."""
     print(
-        f"\nNSGA-II, {generations} generations of 100, no polish, 2 workers, "
+        f"\n{algorithm}, {generations} generations of 100, no polish, 2 workers, "
         f"{os.cpu_count()} cores; median of {repeats} runs each, alternating\n"
     )
     print(
@@ -306,13 +312,17 @@ def ask_ahead_table(tmp: Path, generations: int, repeats: int) -> None:
         "[ms/generation] |"
     )
     print("|---|---:|---:|---:|---:|---:|")
+    wanted = [k.strip() for k in kinds.split(",") if k.strip()]
     for label, kind, delay_s in AHEAD_EVALUATORS:
+        if wanted and not any(w in label for w in wanted):
+            continue
         per_gen: dict[bool, list[float]] = {False: [], True: []}
         for r in range(repeats):
             for ahead in (False, True):
                 out = tmp / f"ahead-{kind}-{delay_s}-{ahead}-{r}"
                 path = tmp / f"{out.name}.yaml"
-                path.write_text(yaml.safe_dump(ahead_study(kind, delay_s, generations, ahead, out)))
+                study = ahead_study(kind, delay_s, generations, ahead, out, algorithm)
+                path.write_text(yaml.safe_dump(study))
                 measure([sys.executable, "-m", "dse", "run", str(path), "--quiet", "--overwrite"])
                 # the first generation imports pymoo and probes the cost with small tasks
                 history = json.loads((out / "state.json").read_text())["history"][1:]
@@ -351,6 +361,19 @@ def main() -> None:
         help="only the NSGA-II generations with and without search.options.ask_ahead",
     )
     ap.add_argument(
+        "--algorithm",
+        default="nsga2",
+        choices=["nsga2", "optuna-tpe"],
+        help="the driver --ask-ahead runs (default nsga2)",
+    )
+    ap.add_argument(
+        "--evaluators",
+        default="",
+        metavar="LABELS",
+        help="--ask-ahead: only the evaluators whose label holds one of these comma-separated "
+        "words (default: all)",
+    )
+    ap.add_argument(
         "--worker-task",
         type=int,
         default=0,
@@ -364,7 +387,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dse-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if args.ask_ahead:
-            ask_ahead_table(tmp, args.generations, args.repeats)
+            ask_ahead_table(tmp, args.generations, args.repeats, args.algorithm, args.evaluators)
             return
         if args.worker_task:
             worker_task_cost(tmp, args.worker_task)

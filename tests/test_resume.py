@@ -36,7 +36,7 @@ ALGORITHMS = [
 
 
 def _asking_ahead(study: Path) -> Path:
-    """The study with NSGA-II's ask_ahead on."""
+    """The study with its driver's ask_ahead on (NSGA-II, optuna-tpe)."""
     data = yaml.safe_load(study.read_text())
     data["search"]["options"] = {"ask_ahead": True}
     study.write_text(yaml.safe_dump(data))
@@ -45,15 +45,22 @@ def _asking_ahead(study: Path) -> Path:
 
 @pytest.mark.parametrize(
     "algorithm,workers,ahead",
-    [(a, 0, False) for a in ALGORITHMS] + [("nsga2", 1, False), ("nsga2", 2, True)],
-    ids=[*ALGORITHMS, "nsga2-on-dask", "nsga2-asking-ahead-on-dask"],
+    [(a, 0, False) for a in ALGORITHMS]
+    + [("nsga2", 1, False), ("nsga2", 2, True)]
+    + [("optuna-tpe", 0, True)] * ("optuna-tpe" in ALGORITHMS),
+    ids=[
+        *ALGORITHMS,
+        "nsga2-on-dask",
+        "nsga2-asking-ahead-on-dask",
+        *["optuna-tpe-asking-ahead"] * ("optuna-tpe" in ALGORITHMS),
+    ],
 )
 def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
     tmp_path, algorithm, workers, ahead
 ):
     """Every driver in this process; one also on a dask cluster (worker processes in the
-    group), and NSGA-II asking ahead there (killed with a batch asked and untold in flight:
-    its state names it, and the resumed run asks it again)."""
+    group), and NSGA-II asking ahead there, optuna-tpe in process (killed with a batch asked
+    and untold in flight: its state names it, and the resumed run asks it again)."""
     adapt = _asking_ahead if ahead else (lambda path: path)
     reference = tmp_path / "reference"
     study = adapt(background_study(tmp_path, algorithm, reference, 0.0))
@@ -71,7 +78,7 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
         if ahead and rows == 1:
             # killed once the first batch is told and saved, the second asked ahead and still
             # untold (the search phase ends after it: later there is no batch asked ahead)
-            _wait_for_state(out, run, lambda s: s["driver"]["inner"]["untold"] == [20])
+            _wait_for_state(out, run, lambda s: s["driver"]["untold"] == [20])
             rows = 20
         else:
             wait_for_rows(out, rows, run)
@@ -80,7 +87,7 @@ def test_kill_9_at_several_points_then_resume_equals_an_uninterrupted_run(
         assert len(log_rows(out)) >= rows
         ResultStore.open(out).load_evaluations()  # what was written is readable, not corrupt
         if ahead and rows == 20:  # its state names the batch asked and untold
-            assert _state(out)["driver"]["inner"]["untold"] == [20]
+            assert _state(out)["driver"]["untold"] == [20]
 
     dead = (
         out / "evaluations" / ".b000009-c00000.arrow.999999999.tmp"

@@ -358,6 +358,23 @@ def test_optuna_gp_says_what_is_missing():
         _driver(study)
 
 
+def test_optuna_tpe_asks_ahead_only_with_its_constant_liar_and_says_so(tmp_path):
+    """Without the constant liar TPE would sample the next batch blind to the one still
+    evaluated: refused by dse validate as by dse run (exit 2, the field named); with it the
+    search's description says it asks ahead."""
+    from tests.conftest import run_cli, write_study
+
+    bad = {"ask_ahead": True, "constant_liar": False}
+    study = toy_study(search={"algorithm": "optuna-tpe", "budget": 40, "options": bad})
+    path = write_study(tmp_path, study)
+    for command in ("validate", "run"):
+        proc = run_cli(command, str(path))
+        assert proc.returncode == 2, proc.stderr
+        assert "search.options.ask_ahead" in proc.stderr and "constant liar" in proc.stderr
+    good = _study(search={"algorithm": "optuna-tpe", "options": {"ask_ahead": True}})
+    assert "asking ahead" in _driver(good)[0].explain()
+
+
 def test_same_candidates_and_front_whatever_the_worker_count(tmp_path):
     """The real runner on real dask clusters of 1 and 2 workers; chunks finish in any order."""
     from dse.runner import Runner
@@ -921,10 +938,14 @@ def test_an_optuna_nsga2_ask_does_not_read_every_trial_of_the_study():
     assert listed == []
 
 
-def _drive_ahead(driver, study: Study, space: Space, states: list | None = None) -> pd.DataFrame:
+def _drive_ahead(
+    driver, study: Study, space: Space, states: list | None = None, snapshot=None
+) -> pd.DataFrame:
     """The runner's loop where the driver asks ahead (Runner._search): the next batch is
     asked while one is untold where may_ask_ahead() says so, tells come in ask order, the
-    state is saved (as JSON) after each tell; every told row, in tell order."""
+    state is saved (as JSON) after each tell; every told row, in tell order. ``snapshot(at)``
+    is called after each round of asks (``"asked"``), after each tell (``"told"``) and after
+    the state is saved (``"saved"``)."""
     ev, told, flights = ToyEvaluator(), [], []
     while True:
         while not driver.done and (not flights or (len(flights) == 1 and driver.may_ask_ahead())):
@@ -932,15 +953,21 @@ def _drive_ahead(driver, study: Study, space: Space, states: list | None = None)
             if len(batch) == 0:
                 break
             flights.append(batch)
+        if snapshot is not None:
+            snapshot("asked")
         if not flights:
             return pd.concat(told, ignore_index=True)
         batch = flights.pop(0)
         table = pd.concat([batch, ev.evaluate(space.with_fixed(batch)).assign(status="ok")], axis=1)
         driver.tell(batch, objective_matrix(table, study), violation_matrix(table, study))
         told.append(table)
+        if snapshot is not None:
+            snapshot("told")
         if states is not None:
             rows = sum(len(t) for t in told)
             states.append((json.loads(json.dumps(driver.state(), allow_nan=False)), rows))
+        if snapshot is not None:
+            snapshot("saved")
 
 
 def test_nsga2_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_batch_untold(
@@ -984,6 +1011,58 @@ def test_nsga2_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_bat
         rest = _drive_ahead(resumed, study, space)
         pd.testing.assert_frame_equal(rest, told.iloc[rows:].reset_index(drop=True))
         assert resumed.state() == states[-1][0]
+
+
+def test_optuna_tpe_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_batch_untold(
+    tmp_path,
+):
+    """optuna-tpe's ask_ahead: the next batch is sampled while the last is untold (its trials
+    running, the constant liar's pending points). Each saved state names the trials asked and
+    not told; restored from it with the journal as it was then, as a kill after the next
+    ask left it (that batch's trials running, failed on restore), or as a kill after the
+    next tell left it (before its state was saved; the last batch is then asked ahead, and
+    nothing is handed to optuna while it is in flight), the driver asks those trials again
+    first, then exactly what the uninterrupted run asks."""
+    search = {"algorithm": "optuna-tpe", "budget": 160, "batch_size": 20, "seed": 3}
+    study = _study(search={**search, "options": {"ask_ahead": True}})
+    folder = tmp_path / "run"
+    folder.mkdir()
+    reference, space = _driver(study, folder)
+    journal = folder / "optuna.journal"
+    states: list = []
+    journals: dict[str, list[bytes]] = {"asked": [], "told": [], "saved": []}
+
+    def snapshot(at):
+        journals[at].append(journal.read_bytes())
+
+    told = _drive_ahead(reference, study, space, states, snapshot)
+    assert len(set(candidate_keys(told, space.names))) == len(told) == reference.asked == 160
+    pending = [s["inner"]["pending"] for s, _ in states]
+    assert [len(b) for b in pending[0]] == [20] and pending[-1] == []
+    assert all(len(b) <= 1 for b in pending)
+
+    (tmp_path / "again").mkdir()
+    again, _ = _driver(study, tmp_path / "again")
+    pd.testing.assert_frame_equal(_drive_ahead(again, study, space), told)
+    plain, _ = _driver(_study(search={**search, "polish": False}), None)
+    assert not _drive_ahead(plain, study, space).equals(told)  # sampled with a batch pending
+
+    last = len(states) - 1
+    for cut, journal_then in (
+        (0, journals["saved"][0]),
+        (3, journals["saved"][3]),
+        (2, journals["asked"][3]),  # (the first round of asks is the two before any tell)
+        (last - 2, journals["told"][last - 1]),  # the last batch asked ahead, the one before told
+    ):
+        state, rows = states[cut]
+        where = tmp_path / f"cut-{cut}-{len(journal_then)}"
+        where.mkdir()
+        (where / "optuna.journal").write_bytes(journal_then)
+        resumed, _ = _driver(study, where)
+        resumed.restore(json.loads(json.dumps(state)))
+        assert not resumed.done
+        rest = _drive_ahead(resumed, study, space)
+        pd.testing.assert_frame_equal(rest, told.iloc[rows:].reset_index(drop=True))
 
 
 class _Overlapping(SearchDriver):

@@ -64,6 +64,15 @@ storage lacks are told, and trials asked but never told (a crash in flight) are 
 failed (user attribute ``stopped_in_flight``). The storage then holds exactly the completed
 trials an uninterrupted run had, and the next batch, sampled with the same per-batch seed, is the same: a resumed run gives the
 same candidates and the same front as an uninterrupted one.
+
+Asking ahead (``optuna-tpe``'s ``ask_ahead``, with its constant liar): the next batch is
+sampled while the last is evaluated, its trials running (the liar's pending points). The
+state names the trials of the batch asked and not told (``pending``); :meth:`restore` leaves
+those running, fails any other running trial, and the next :meth:`ask` returns them again
+(nothing sampled or counted again). Results are handed to optuna at the next ask, and at
+the end only once no batch is in flight: handed over earlier, a kill before the state is
+saved would leave the storage ahead of the state, and the last batch would be sampled anew
+from more than the uninterrupted run saw.
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ import copy
 import functools
 import importlib.util
 import warnings
+from collections import deque
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -296,10 +306,13 @@ class _OptunaDriver(SearchDriver):
         self.max_resample = options.max_resample
         self.study_name = options.study_name or problem.name
         self._study = None
-        self._pending: list[int] = []  # trial numbers of the batch in flight
+        #: trial numbers of each batch asked and not told, oldest first (two: asked ahead)
+        self._pending: deque[list[int]] = deque()
+        #: batches a restored driver asks again first: asked and untold when the state was saved
+        self._replay: deque[list[int]] = deque()
         self._untold: list[dict[str, Any]] = []  # results not yet handed to optuna
         self._repeats: list[list[int]] = []  # [duplicate trial, the trial it repeats], not yet told
-        self._taken: dict[int, int] = {}  # a repeat the batch took (its slot found nothing new)
+        self._taken: dict[int, int] = {}  # a repeat a batch in flight took (nothing new found)
         self._named_constraints = False  # a journal of dse <= 0.1: optuna 5's named keys
         self._seen: dict[str, int] = {}  # candidate key -> the trial that asked it first
         self._worst: list[float | None] = [None] * self.n_objectives
@@ -307,12 +320,12 @@ class _OptunaDriver(SearchDriver):
         self._unasked: list[np.ndarray] | None = None  # this batch's draw order of them (derived)
         # derived, in memory only (rebuilt from the storage after a restore):
         self._search_spaces: dict[tuple[str, bool], Any] = {}  # see _sampler
-        self._ids: dict[int, int] = {}  # trial number -> optuna trial id, of this batch's trials
+        self._ids: dict[int, int] = {}  # trial number -> optuna trial id, of trials not flushed
         self._waiting = 0  # trials waiting in the storage's queue (a run killed after enqueueing)
 
     @property
     def done(self) -> bool:
-        return self.asked >= self.budget or self.exhausted
+        return (self.asked >= self.budget or self.exhausted) and not self._replay
 
     # -- sampler and storage ---------------------------------------------------------------
     @property
@@ -479,6 +492,8 @@ class _OptunaDriver(SearchDriver):
                 self._fail(study, trials.get(r["trial"]), duplicate_of=int(r["duplicate_of"]))
         for dup, orig in self._repeats:
             self._fail(study, trials.get(dup), duplicate_of=orig)
+        for n in numbers:
+            self._ids.pop(n, None)
         self._untold, self._repeats = [], []
 
     def _running(self, study, t):
@@ -520,16 +535,16 @@ class _OptunaDriver(SearchDriver):
 
     def ask(self) -> pd.DataFrame:
         optuna = _optuna()
+        if self._replay:  # asked before the state was saved and not told: the same trials
+            return self._ask_again(self._replay.popleft())
         self._flush()
         study = self.study
         study.sampler = self._sampler(self._batch_seed())
         dists = self._distributions()
         n = min(self.batch_size, self.budget - self.asked)
         params: list[dict[str, Any]] = []
-        self._pending = []
-        self._taken = {}
+        numbers: list[int] = []
         self._unasked = None
-        self._ids = {}
         keys_now: dict[str, int] = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -544,7 +559,8 @@ class _OptunaDriver(SearchDriver):
                 else:  # the repeat a slot took when nothing new was found
                     self._taken[trial.number] = first
                 params.append(trial.params)
-                self._pending.append(trial.number)
+                numbers.append(trial.number)
+        self._pending.append(numbers)
         self._seen.update(keys_now)
         self._unasked = None
         if (
@@ -554,6 +570,15 @@ class _OptunaDriver(SearchDriver):
         self.asked += len(params)
         self.batch_no += 1
         return self._frame(params)
+
+    def _ask_again(self, numbers: list[int]) -> pd.DataFrame:
+        """The batch of trials ``numbers``, asked before the state was saved and still
+        running in the storage (:meth:`restore` left them so), as it was asked: nothing is
+        sampled or counted again."""
+        trials = {t.number: t for t in self.study.get_trials(deepcopy=False)}
+        self._ids.update({n: trials[n]._trial_id for n in numbers})
+        self._pending.append(list(numbers))
+        return self._frame([trials[n].params for n in numbers])
 
     def _new_trial(self, study, dists):
         """``study.ask(dists)``, without reading every trial of the storage when no trial
@@ -644,8 +669,9 @@ class _OptunaDriver(SearchDriver):
         return None
 
     def tell(self, candidates, objectives, violations) -> None:
-        if len(candidates) != len(self._pending):
+        if not self._pending or len(candidates) != len(self._pending[0]):
             raise RuntimeError("tell() must follow ask() with the same candidates")
+        batch = self._pending.popleft()
         F = np.asarray(objectives, float).reshape(len(candidates), self.n_objectives)
         G = np.asarray(violations, float).reshape(len(candidates), self.n_constraints)
         G = np.where(np.isfinite(G), G, 1e30)
@@ -659,17 +685,19 @@ class _OptunaDriver(SearchDriver):
         fill = np.array([0.0 if w is None else w for w in self._worst])
         infeasible = (G > 0).any(axis=1)
         told = np.where(np.isfinite(F) & ~infeasible[:, None], F, fill)
-        self._untold = []
-        for i, t in enumerate(self._pending):
+        for i, t in enumerate(batch):  # (results of a batch told before are still kept)
             r: dict[str, Any] = {"trial": int(t), "f": told[i].tolist(), "g": G[i].tolist()}
             if infeasible[i]:  # as evaluated (None: not finite)
                 r["evaluated"] = [float(v) if np.isfinite(v) else None for v in F[i]]
             if int(t) in self._taken:
-                r["duplicate_of"] = self._taken[int(t)]
+                r["duplicate_of"] = self._taken.pop(int(t))
             self._untold.append(r)
-        self._pending, self._taken = [], {}
         self.told += len(candidates)
-        if self.done:  # no next ask: complete the optuna study now
+        # no next ask: complete the optuna study now, once no batch is in flight (asked ahead,
+        # the last batch is asked before the one before it is told: handed over then, a
+        # kill before the state is saved would leave the storage ahead of the state, and
+        # the resumed run would sample the last batch anew from it)
+        if self.done and not self._pending:
             self._flush()
 
     # -- plain-data state ----------------------------------------------------------------------
@@ -679,6 +707,9 @@ class _OptunaDriver(SearchDriver):
             "batch_no": self.batch_no,
             "study_name": self.study_name,
             "untold": self._untold,
+            # the trials of the batches asked and not told (asked ahead), asked again on restore
+            "pending": [list(b) for b in (*self._pending, *self._replay)],
+            "taken": [[t, first] for t, first in self._taken.items()],
             "repeats": self._repeats,
             "worst": self._worst,
             "seen": self._seen,
@@ -696,7 +727,9 @@ class _OptunaDriver(SearchDriver):
         seen = state.get("seen", {})
         self._seen = dict(seen) if isinstance(seen, dict) else dict.fromkeys(seen, -1)
         self.exhausted = bool(state.get("exhausted", False))
-        self._pending = []
+        self._pending = deque()
+        self._replay = deque([int(n) for n in b] for b in state.get("pending", []))
+        self._taken = {int(t): int(first) for t, first in state.get("taken", [])}
         try:
             self._study = self._open(create=False)
         except KeyError:  # optuna's "Record does not exist": no study of that name in the storage
@@ -715,8 +748,10 @@ class _OptunaDriver(SearchDriver):
             for k in t.system_attrs
         )
         self._flush()
+        again = {n for b in self._replay for n in b}  # still running: asked again, then told
         for t in self._study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
-            self._fail(self._study, t, stopped_in_flight=True)
+            if t.number not in again:
+                self._fail(self._study, t, stopped_in_flight=True)
         self._forget_in_flight(self._study)
 
     def _forget_in_flight(self, study) -> None:
@@ -883,6 +918,11 @@ class OptunaTPEOptions(OptunaOptions):
         ge=1,
         description="candidates drawn per ask to pick the best expected improvement",
     )
+    ask_ahead: bool = Field(
+        default=False,
+        description="ask the next batch while the last is evaluated (the constant liar takes "
+        "it as pending), so that a fast evaluator's workers do not wait between batches",
+    )
 
 
 class OptunaTPEDriver(_OptunaDriver):
@@ -890,6 +930,27 @@ class OptunaTPEDriver(_OptunaDriver):
 
     name = "optuna-tpe"
     Options = OptunaTPEOptions
+
+    @classmethod
+    def check(cls, problem: Problem, options: OptunaTPEOptions) -> None:
+        super().check(problem, options)
+        if options.ask_ahead and not options.constant_liar:
+            raise StudyError(
+                "search.options.ask_ahead needs the constant liar: without it TPE would sample "
+                "the next batch blind to the one still evaluated",
+                field="search.options.ask_ahead",
+                value=True,
+                allowed="constant_liar: true (the default), or ask_ahead: false",
+            )
+
+    @classmethod
+    def describe(cls, problem: Problem, options: OptunaTPEOptions) -> str:
+        return f"{cls.name}, asking ahead" if options.ask_ahead else cls.name
+
+    def may_ask_ahead(self) -> bool:
+        """``ask_ahead``: the next batch is sampled while the last is evaluated, its trials
+        running (the constant liar's pending points)."""
+        return bool(self.options.ask_ahead) and not self.done
 
     def make_sampler(self, seed: int):
         optuna = _optuna()
