@@ -34,6 +34,7 @@ from dse import signals
 from dse.checks import RunPlan
 from dse.errors import DseError
 from dse.execution import ClusterLost, Executor, GridCandidates, WorkerMismatch, make_executor
+from dse.execution.plan import dashboard_for
 from dse.files import remove_path
 from dse.keyindex import KeyIndex, consecutive
 from dse.logrows import LogRows
@@ -265,8 +266,11 @@ class Runner:
         try:
             if not driver.done:  # the cluster first: a local one may fork its workers from this
                 # process, which must not run a thread of its own then (the progress display's)
+                execution, note = dashboard_for(self.plan.execution, self._expected_s(driver))
+                if note:
+                    report.note(note)
                 started = make_executor(
-                    self.plan.execution,
+                    execution,
                     study.evaluator,
                     notify=report.note,
                     preferred_chunk_size=self.evaluator.chunk_size,
@@ -389,6 +393,16 @@ class Runner:
                     pass
         finally:
             executor.__exit__(None, None, None)
+
+    def _expected_s(self, driver: SearchDriver) -> float | None:
+        """Seconds the evaluations left should take on the plan's workers, at the cost per
+        candidate the evaluator's preview measured (None where there was no preview, or the
+        run's length is not a count of candidates)."""
+        seen, total = self.plan.preview, self.plan.search.total
+        if seen is None or seen.failed or seen.seconds <= 0 or not seen.evaluated or not total:
+            return None
+        left = max(total - driver.told, 0)
+        return left * seen.seconds / seen.evaluated / max(self.plan.execution.workers, 1)
 
     def _search(
         self, executor: Executor, store: ResultStore, driver: SearchDriver, run: _LoopState

@@ -386,7 +386,9 @@ class ExecutionSpec(_Strict):
         description="candidates per task (default: sized from the evaluator's measured cost)",
     )
     dashboard: bool = Field(
-        default=True, description="the dask dashboard (needs bokeh: dse[dashboard])"
+        default=True,
+        description="the dask dashboard (needs bokeh: dse[dashboard]); left unset, off for a "
+        "local run whose evaluations should take under 10 s",
     )
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = Field(
         default="auto",

@@ -676,6 +676,33 @@ def test_the_dashboard_is_on_with_bokeh_and_its_address_told():
             assert page.status == 200 and b"Dask" in page.read()
 
 
+def test_a_short_local_run_starts_without_the_dashboard_unless_asked(tmp_path):
+    """Left at its default, the dashboard is off for a local run whose evaluations the
+    preview puts under DASHBOARD_MIN_S, and the run says so; asked for (the study, or
+    --dashboard), or for a run long enough to watch, or another cluster, it stays."""
+    from dse.execution.plan import DASHBOARD_MIN_S, dashboard_for, plan_execution
+
+    study = toy_study(output=str(tmp_path / "out"), execution={"workers": 1})
+    proc = run_cli("run", str(write_study(tmp_path, study)), "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert "dask dashboard: off, for evaluations that should take under 10 s" in proc.stderr
+    assert "dask dashboard: http" not in proc.stderr
+
+    default = plan_execution(ExecutionSpec(workers=2))
+    assert default.dashboard and default.dashboard_auto
+    off, note = dashboard_for(default, DASHBOARD_MIN_S / 2)
+    assert not off.dashboard and "execution.dashboard: true" in note
+    for plan, expected_s in (
+        (default, DASHBOARD_MIN_S * 2),  # long enough to watch
+        (default, None),  # no preview: not known
+        (plan_execution(ExecutionSpec(workers=2, dashboard=True)), 1.0),  # the study asks
+        (plan_execution(ExecutionSpec(workers=2), dashboard=True), 1.0),  # --dashboard
+        (plan_execution(ExecutionSpec(scheduler="tcp://127.0.0.1:8786")), 1.0),  # not local
+    ):
+        assert dashboard_for(plan, expected_s) == (plan, "")
+    assert not plan_execution(ExecutionSpec(workers=2), dashboard=False).dashboard
+
+
 def test_run_on_a_separately_started_scheduler(tmp_path):
     out = tmp_path / "out"
     study = write_study(tmp_path, toy_study(output=str(out)))

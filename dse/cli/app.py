@@ -150,7 +150,7 @@ DashboardOpt = Annotated[
         "--dashboard/--no-dashboard",
         show_default=False,
         help="the dask dashboard (default: the study's execution.dashboard, "
-        "on where bokeh is installed)",
+        "on where bokeh is installed, off for a local run of under 10 s of evaluation)",
     ),
 ]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +212,29 @@ class ClusterProfile(_Strict):
         return self
 
 
+#: a local run expected to take less than this (its evaluations, at the cost the evaluator's
+#: preview measured) starts without the dask dashboard unless the study or the command line
+#: asks for it: importing and serving bokeh was 0.6 s of a 3.3 s quickstart, for a page
+#: nobody opens before the run is over
+DASHBOARD_MIN_S = 10.0
+
+
+def dashboard_for(plan: ExecutionPlan, expected_s: float | None) -> tuple[ExecutionPlan, str]:
+    """``plan`` with the dashboard off where it was left at its default, the cluster is local
+    and its run is expected to take less than :data:`DASHBOARD_MIN_S` (``expected_s``; None:
+    not known, the dashboard stays), and the line that says so ("" where nothing changed)."""
+    if (
+        expected_s is None
+        or expected_s >= DASHBOARD_MIN_S
+        or not (plan.dashboard and plan.dashboard_auto and plan.kind == "local")
+    ):
+        return plan, ""
+    return replace(plan, dashboard=False), (
+        f"dask dashboard: off, for evaluations that should take under {DASHBOARD_MIN_S:g} s "
+        "(execution.dashboard: true or --dashboard starts it)"
+    )
+
+
 @dataclass(frozen=True)
 class ExecutionPlan:
     """A checked execution: in this process, a local dask cluster, a running scheduler, or a
@@ -232,6 +255,9 @@ class ExecutionPlan:
     scale: dict[str, int] | None = None  # keyword arguments of cluster.scale
     adapt: dict[str, Any] | None = None  # keyword arguments of cluster.adapt
     dashboard: bool = True
+    #: the dashboard left at its default (by the study and the command line): a short local
+    #: run starts without it (:func:`dashboard_for`)
+    dashboard_auto: bool = False
     start_method: str = (
         "auto"  # local workers: auto, fork, spawn or forkserver (dask_cluster.start_method)
     )
@@ -366,6 +392,7 @@ def plan_execution(
         or (profile and profile.start_timeout_s)
         or START_TIMEOUT_S,
         "dashboard": spec.dashboard if dashboard is None else dashboard,
+        "dashboard_auto": dashboard is None and "dashboard" not in spec.model_fields_set,
         "start_method": spec.start_method,
         "chunk_size": spec.chunk_size,
         "profile": str(profile_path) if profile_path else None,
