@@ -92,7 +92,9 @@ def study_of(size: float, workers: int, out: Path) -> dict:
     if "cooling" not in s["space"]:
         s["fixed"]["cooling"] = "air"
     s["search"] = {"algorithm": "exhaustive", "budget": 124_416 * factor, "seed": 0}
-    s["execution"] = {"workers": workers}
+    # the dashboard on at every size (a local run left at the default starts without it
+    # below 10 s of evaluation, and the sizes' difference would count its start-up)
+    s["execution"] = {"workers": workers, "dashboard": True}
     s["output"] = str(out)
     return s
 
