@@ -11,7 +11,7 @@ not below 500,000/s. The first full call in a process also pays the
 kernel's page faults for ~0.5 GB of fresh result columns (slow with transparent huge
 pages); later calls reuse that memory, so both are printed, with the process's CPU time
 (user + kernel), which other load on a shared machine inflates far less than the wall
-time. The last line evaluates the same table in the executor's task size (what a dask
+time. The last line evaluates the same table in pieces of a task (what a dask
 worker or the in-process executor calls the evaluator with): one block each, no copy into
 result columns. The later calls and the tasks are timed ``R`` times (default 3): the best
 and the median candidates per CPU-second are printed (the figure to compare; on a loaded
@@ -136,7 +136,8 @@ def main(argv: list[str]) -> int:
     out = out["table"]
     # steady state: later calls reuse the memory the first one got from the kernel
     whole = [_timed(lambda: ev.evaluate(df)) for _ in range(args.repeats)]
-    # what a worker gets: the executor's tasks are at most one block (ChunkSizer.max_rows)
+    # what a worker gets: an evaluator call is one piece of a task, at most one block
+    # (dse.execution.base.PIECE_ROWS)
     tasks = [df.iloc[i : i + ev.block].reset_index(drop=True) for i in range(0, n, ev.block)]
 
     def in_tasks():

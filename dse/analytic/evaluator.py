@@ -134,7 +134,8 @@ class AnalyticEvaluator(Evaluator):
     #: clock search) is ~5% of a block, small enough to bound a worker's working arrays
     #: (~140 MB). Measured on the bench mix, one core (docs/model.md, section 10): 32,768
     #: candidates 417,000-429,000/s, 65,536 439,000-469,000/s, 131,072 472,000-485,000/s.
-    #: The executor's tasks are at most this size (``ChunkSizer.max_rows``).
+    #: A worker calls the evaluator with at most this many (a piece of a task:
+    #: ``dse.execution.base.PIECE_ROWS``, the same number).
     block = 131072
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
