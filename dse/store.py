@@ -623,7 +623,20 @@ class ResultStore:
         return f"b{batch:06d}-c{n:05d}{stamp}{LOG_SUFFIX}"
 
     def _files_of_batch(self, batch: int) -> list[Path]:
-        return [f for f in self.log_files() if f.name.startswith(f"b{batch:06d}-")]
+        """``batch``'s log files: a run of the sorted listing (names ``bBBBBBB-...``), found
+        by bisection, not a scan of every file at every write."""
+        self.log_files()
+        files, name, prefix = self._files, (lambda f: f.name), f"b{batch:06d}-"
+        lo = bisect.bisect_left(files, prefix, key=name)
+        return files[lo : bisect.bisect_left(files, prefix + "\U0010ffff", key=name)]
+
+    def log_position(self, path: Path) -> int:
+        """``path``'s place in :meth:`log_files` (a file of the log), by bisection."""
+        self.log_files()
+        at = bisect.bisect_left(self._files, path)
+        if at == len(self._files) or self._files[at] != path:
+            raise ValueError(f"{path} is not a file of the log")
+        return at
 
     def log_files(self) -> list[Path]:
         """The log's files in the order written (leftover temporary files excluded)."""
@@ -812,11 +825,11 @@ class LogWriter:
 
     def _write(self, data: bytes | pa.Buffer, keys: np.ndarray) -> None:
         path = self.store.write_group(self.batch, data)
-        self.written.append((self.store.log_files().index(path), keys))
+        self.written.append((self.store.log_position(path), keys))
 
     def _commit(self, staged: Path, keys: np.ndarray) -> None:
         path = self.store.commit_group(self.batch, staged)
-        self.written.append((self.store.log_files().index(path), keys))
+        self.written.append((self.store.log_position(path), keys))
 
     def flush(self) -> None:
         """Write what is buffered and wait for every write (re-raising a failed one). Ctrl-C or

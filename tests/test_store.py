@@ -298,6 +298,23 @@ def test_a_task_larger_than_a_piece_is_evaluated_and_finished_piece_by_piece(tmp
     )
 
 
+def test_the_log_finds_a_batchs_files_and_a_files_place_by_bisection(tmp_path):
+    """A batch's next log file name and a written file's place in the log are found in the
+    sorted listing by bisection: the same as scanning it, whatever the batch numbers' widths
+    (seven digits sort before six)."""
+    store = _toy_store(tmp_path / "run")
+    paths = [store.write_group(b, b"x") for b in (3, 1, 3, 1_000_000, 999_999, 1, 1_000_000)]
+    files = store.log_files()
+    assert [store.log_position(p) for p in paths] == [files.index(p) for p in paths]
+    for batch in (1, 3, 999_999, 1_000_000, 2):
+        prefix = f"b{batch:06d}-"
+        assert store._files_of_batch(batch) == [f for f in files if f.name.startswith(prefix)]
+    chunks = [int(p.name.split("-")[1][1:]) for p in paths]
+    assert chunks == [0, 0, 1, 0, 0, 1, 1]  # each batch's files numbered in order
+    with pytest.raises(ValueError, match="not a file of the log"):
+        store.log_position(tmp_path / "elsewhere.arrow")
+
+
 def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
     """A worker's chunk is pickled with protocol 5 (as dask sends a result): its encoded log
     rows go as a buffer of their own, not copied into the pickle, and arrive intact; the
