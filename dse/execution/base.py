@@ -129,29 +129,32 @@ def evaluate_chunk(
     :data:`PIECE_ROWS` candidates is evaluated and finished piece by piece: with a
     ``finish``, its :class:`Pieces`; without, the pieces' tables in one."""
     check_versions(ref)
+    seconds = 0.0
+
+    def evaluate_piece(piece: Candidates) -> Any:
+        nonlocal seconds
+        piece = frame(piece)
+        start = time.perf_counter()
+        result = evaluate_rows(ref, piece)
+        piece_s = time.perf_counter() - start
+        seconds += piece_s
+        result["elapsed_s"] = piece_s / max(len(piece), 1)
+        return result if finish is None else finish(piece, result)
+
+    return _piecewise(candidates, finish, evaluate_piece), seconds
+
+
+def _piecewise(candidates: Candidates, finish: Finish | None, each: Callable[[Candidates], Any]):
+    """``each(piece)`` of every piece of at most :data:`PIECE_ROWS` of ``candidates``, in
+    order, as a task gives them back: the one result of a task of one piece; else, with a
+    ``finish``, their :class:`Pieces`, and without, their tables in one."""
     n = count(candidates)
     if n <= PIECE_ROWS:
-        return _evaluate_piece(ref, candidates, finish)
-    parts, seconds = [], 0.0
-    for lo in range(0, n, PIECE_ROWS):
-        payload, piece_s = _evaluate_piece(ref, part(candidates, lo, lo + PIECE_ROWS), finish)
-        parts.append((lo, payload))
-        seconds += piece_s
+        return each(candidates)
+    parts = [(lo, each(part(candidates, lo, lo + PIECE_ROWS))) for lo in range(0, n, PIECE_ROWS)]
     if finish is None:
-        return pd.concat([table for _, table in parts], ignore_index=True), seconds
-    return Pieces(parts), seconds
-
-
-def _evaluate_piece(
-    ref: EvaluatorRef, candidates: Candidates, finish: Finish | None
-) -> tuple[Any, float]:
-    """:func:`evaluate_chunk` of at most :data:`PIECE_ROWS` candidates."""
-    candidates = frame(candidates)
-    start = time.perf_counter()
-    result = evaluate_rows(ref, candidates)
-    seconds = time.perf_counter() - start
-    result["elapsed_s"] = seconds / max(len(candidates), 1)
-    return (result if finish is None else finish(candidates, result)), seconds
+        return pd.concat([table for _, table in parts], ignore_index=True)
+    return Pieces(parts)
 
 
 def evaluate_rows(ref: EvaluatorRef, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -372,20 +375,12 @@ class Executor(ABC):
         by piece, as :func:`evaluate_chunk` would have)."""
         message = f"{type(exc).__name__}: {exc}"
 
-        def failed(candidates: Candidates) -> Any:
-            candidates = frame(candidates)
-            rows = failed_rows(count(candidates), message, self.ref).assign(elapsed_s=0.0)
-            return rows if finish is None else finish(candidates, rows)
+        def failed(piece: Candidates) -> Any:
+            piece = frame(piece)
+            rows = failed_rows(count(piece), message, self.ref).assign(elapsed_s=0.0)
+            return rows if finish is None else finish(piece, rows)
 
-        n = count(chunk)
-        if n <= PIECE_ROWS:
-            return failed(chunk)
-        parts = [(lo, failed(part(chunk, lo, lo + PIECE_ROWS))) for lo in range(0, n, PIECE_ROWS)]
-        return (
-            Pieces(parts)
-            if finish is not None
-            else pd.concat([t for _, t in parts], ignore_index=True)
-        )
+        return _piecewise(chunk, finish, failed)
 
     def evaluate(self, candidates: pd.DataFrame) -> pd.DataFrame:
         """Every row's metrics, in input order."""
