@@ -286,8 +286,8 @@ def _quiet_client_shutdown() -> None:
 
 
 class _Job:
-    """A batch :meth:`DaskExecutor.submit` took: what is left to start, what is in flight,
-    what came back and waits for :meth:`DaskExecutor.drain`."""
+    """A batch :meth:`DaskExecutor.submit` took: what is left to start, what came back and
+    waits for :meth:`DaskExecutor.drain` (what is in flight: the executor's pending futures)."""
 
     def __init__(self, candidates: Candidates, finish: Finish | None) -> None:
         self.candidates, self.finish = candidates, finish
@@ -296,16 +296,12 @@ class _Job:
         self.suspects: deque[tuple[int, Candidates]] = (
             deque()
         )  # halves of chunks that killed workers
-        self.in_flight = 0
         self.ready: deque[tuple[int, Any]] = deque()  # results not yet yielded
 
     @property
-    def over(self) -> bool:
-        return (
-            self.offset >= self.n
-            and not (self.again or self.suspects or self.ready)
-            and self.in_flight == 0
-        )
+    def nothing_left(self) -> bool:
+        """Nothing to start (again) and nothing to yield: over once none is in flight."""
+        return self.offset >= self.n and not (self.again or self.suspects or self.ready)
 
 
 class DaskExecutor(Executor):
@@ -726,7 +722,9 @@ class DaskExecutor(Executor):
             while True:
                 while job.ready:
                     yield job.ready.popleft()
-                if job.over:
+                if job.nothing_left and all(
+                    owner is not job for owner, *_ in self._pending.values()
+                ):
                     break
                 self._fill()
                 done = self._wait(self._finished, self._pending)
@@ -737,7 +735,6 @@ class DaskExecutor(Executor):
                     self._next_look = time.monotonic() + alive_s
                 for fut in done:
                     owner, lo, chunk, _ = self._pending.pop(fut)
-                    owner.in_flight -= 1
                     result = self._outcome(
                         fut, lo, chunk, owner.finish, owner.again, owner.suspects
                     )
@@ -784,7 +781,6 @@ class DaskExecutor(Executor):
                     owner.offset += size
             fut = self.client.submit(evaluate_chunk, self.ref, chunk, owner.finish, pure=False)
             pending[fut] = (owner, lo, chunk, alone)
-            owner.in_flight += 1
             fut.add_done_callback(self._finished.put)
 
     def map_each(self, fn, items: list) -> list:
