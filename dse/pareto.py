@@ -233,9 +233,10 @@ def nondominated(f: np.ndarray) -> np.ndarray:
         low, high = c.min(), c.max()
         scaled.append((c - low) / (high - low if high > low else 1.0))
     pivots = {int(np.argmin(c)) for c in cols}
-    pivots.add(int(np.argmin(sum(scaled))))  # equal weights
+    total = sum(scaled)
+    pivots.add(int(np.argmin(total)))  # equal weights
     for j in range(m):  # leaning towards each objective
-        pivots.add(int(np.argmin(sum(scaled) + m * scaled[j])))
+        pivots.add(int(np.argmin(total + m * scaled[j])))
     alive = np.arange(n)
     for p in sorted(pivots):
         rest = cols if len(alive) == n else [c[alive] for c in cols]
