@@ -95,8 +95,8 @@ def _finite(*values: Any) -> None:
 def _switch(annotation: Any) -> bool:
     """A field that holds true or false (or None) alone."""
     args = get_args(annotation)
-    if args:
-        return all(_switch(a) for a in args) and bool in args
+    if args:  # (``bool | None``: its None is no switch of its own, but the field's default)
+        return bool in args and all(a in (bool, type(None)) for a in args)
     return annotation is bool
 
 
