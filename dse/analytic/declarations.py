@@ -18,6 +18,7 @@ from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy.stage_plan import CLOCK_PLANS
 from dse.analytic.schedule import BATCH_SCHEDULES
+from dse.analytic.time.adapters import ADAPTERS, LORA_TARGETS
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
     MOE_DISPATCHERS,
@@ -273,6 +274,49 @@ TIME_INPUTS: list[Input] = [
         "target loss; overrides target_tokens through the Chinchilla fit L(N, D)",
         None,
         minimum=0.01,
+        group="workload",
+    ),
+    Input(
+        "document_tokens",
+        "int",
+        "tokens",
+        "mean tokens per document where each sequence packs several documents and attention "
+        "is masked to each document (Llama 3's pre-training, NeMo's packed fine-tuning "
+        "datasets): the fused attention kernel attends within documents only; default: "
+        "attention over the whole sequence",
+        None,
+        minimum=1,
+        group="workload",
+    ),
+    Input(
+        "adapter",
+        "str",
+        "",
+        "what the run trains: none (every weight: pre-training or full fine-tuning) or lora "
+        "(low-rank adapters beside frozen weights, Hu et al. 2021: no weight gradients, "
+        "gradient reduction, optimizer state or checkpoint of the frozen weights; "
+        "docs/model.md section 1b)",
+        "none",
+        ADAPTERS,
+        group="workload",
+    ),
+    Input(
+        "lora_rank",
+        "int",
+        "",
+        "the LoRA adapters' rank r (NeMo's default 32)",
+        32,
+        minimum=1,
+        group="workload",
+    ),
+    Input(
+        "lora_targets",
+        "str",
+        "",
+        "the weight matrices that get a LoRA adapter: all (QKV, attention output, FC1, FC2: "
+        "NeMo 2's default), attention (QKV and output projections) or qkv (NeMo 1's default)",
+        "all",
+        LORA_TARGETS,
         group="workload",
     ),
     Input(
@@ -1288,6 +1332,8 @@ CODED_CHOICES = (
     "moe_dispatcher",
     "clock_plan",
     "batch_schedule",
+    "adapter",
+    "lora_targets",
 )
 
 

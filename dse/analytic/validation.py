@@ -49,9 +49,10 @@ from dse.evaluators.base import TRUTH
 from dse.tables import check_shape
 
 #: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
-#: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput
-#: and whole-node power measured at the wall (heldout/node_power.csv)
-CHECK_TABLES = ("moe_published_throughput.csv", "node_power.csv")
+#: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput,
+#: whole-node power measured at the wall (heldout/node_power.csv) and published fine-tuning
+#: throughput, full and LoRA (heldout/nemo_finetune.csv)
+CHECK_TABLES = ("moe_published_throughput.csv", "node_power.csv", "nemo_finetune.csv")
 TIME_QUANTITIES = ("iteration_time_s", "tokens_per_s_per_gpu", "mfu")
 #: power of one node at the wall (the evaluator's metrics of the same names); their error
 #: is on the power itself: predicted / measured - 1, + too high

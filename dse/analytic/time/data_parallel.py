@@ -26,6 +26,9 @@ class HeldStage:
     experts: (
         tuple | None
     )  # routed experts' (params per accelerator, expert-data-parallel ranks, stride); None: dense
+    #: the parameters per accelerator it trains where they are not all (LoRA's adapters beside
+    #: frozen weights: only they have gradients and an optimizer step); None: every one
+    trained: np.ndarray | None = None
 
 
 def chunked(comm_s, overlaps, window_s, chunks, tax) -> np.ndarray:
@@ -81,16 +84,23 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     stage_params, experts, layers = stage.params, stage.experts, stage.layers
     tp, zero, m = lay.tp, lay.zero_stage, lay.micro_batches
     wb = weight_bytes(stack, fp8)
-    grads = stack.grad_bytes * stage_params  # (reduce-scattered, or all-reduced by ZeRO 0)
+    trained = stage_params if stage.trained is None else stage.trained
+    grads = stack.grad_bytes * trained  # (reduce-scattered, or all-reduced by ZeRO 0)
     rs = net.reduce_scatter(grads, dp, tp)
-    ag = net.all_gather(wb * stage_params, dp, tp)
+    ag = net.all_gather(wb * stage_params, dp, tp)  # every weight (ZeRO 3's gathers)
     if experts is not None:
         params, ranks, stride = experts
         rs = rs + net.reduce_scatter(stack.grad_bytes * params, ranks, stride)
         ag = ag + net.all_gather(wb * params, ranks, stride)
+    # the gather after the optimizer step (ZeRO 1 and 2): the weights it updated, a LoRA
+    # candidate's adapters (its model has no routed experts; the other candidates' trained
+    # parameters are their stage's, the same values)
+    ag_step = ag
+    if stage.trained is not None:
+        ag_step = where(trained != stage_params, net.all_gather(wb * trained, dp, tp), ag)
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
-    gather_once = exposed(ag, stack.step_gather_overlap, forward, tax)
+    gather_once = exposed(ag_step, stack.step_gather_overlap, forward, tax)
     ar = net.all_reduce(grads, dp, tp)
     z0 = exposed(ar, stack.grad_overlap, backward, tax)
     rs_exposed = exposed(rs, stack.grad_overlap, backward, tax)  # (ZeRO 2's, per micro-batch)
@@ -105,7 +115,9 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
         )
         z0 = where(on, chunked(ar, stack.grad_overlap, window * backward, chunks, tax), z0)
         gather_once = where(
-            on, chunked(ag, stack.step_gather_overlap, window * forward, chunks, tax), gather_once
+            on,
+            chunked(ag_step, stack.step_gather_overlap, window * forward, chunks, tax),
+            gather_once,
         )
     z1 = rs_once + gather_once
     z2 = m * rs_exposed + gather_once
@@ -127,15 +139,19 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     return where(zero >= 3, z3, where(zero >= 2, z2, where(zero >= 1, z1, z0)))
 
 
-def volume_bytes(stage_params, zero, m, grad_bytes, weight_bytes=BYTES) -> np.ndarray:
+def volume_bytes(stage_params, zero, m, grad_bytes, weight_bytes=BYTES, trained=None) -> np.ndarray:
     """Bytes per iteration the data-parallel collectives reduce-scatter or all-gather
     (the collective size, as :meth:`~dse.analytic.time.collectives.Network.traffic` takes it):
-    ZeRO 0 an all-reduce (2 x the gradients), 1 the gradients and the weights, 2 the
-    gradients of every micro-batch and the weights, 3 per micro-batch the gradients and the
-    weights twice (``weight_bytes`` per weight: :func:`weight_bytes`)."""
+    ZeRO 0 an all-reduce (2 x the gradients), 1 the gradients and the updated weights, 2 the
+    gradients of every micro-batch and the updated weights, 3 per micro-batch the gradients
+    and every weight twice (``weight_bytes`` per weight: :func:`weight_bytes`; gradients and
+    updates of the ``trained`` parameters only where not all are, LoRA's)."""
     grads, weights = grad_bytes * stage_params, weight_bytes * stage_params
+    updated = weights
+    if trained is not None:
+        grads, updated = grad_bytes * trained, weight_bytes * trained
     return where(
         zero >= 3,
         m * (grads + 2.0 * weights),
-        where(zero >= 2, m * grads + weights, where(zero >= 1, grads + weights, 2.0 * grads)),
+        where(zero >= 2, m * grads + updated, where(zero >= 1, grads + updated, 2.0 * grads)),
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dse.analytic.rows import where, where_or_zero
-from dse.analytic.time import experts
+from dse.analytic.time import adapters, experts
 from dse.analytic.time.gemm import BYTES, Roofline, compute_time, gemm
 from dse.analytic.time.parallelism import Layout
 
@@ -70,20 +70,28 @@ class Kernels:
     # 1 where the model's squared-ReLU activation runs as eager PyTorch ops (the stack
     # compiles no activation and the model has one), else 0
     eager_squared_relu: np.ndarray
+    # the keys a query attends to where packed documents are masked apart (the document's
+    # tokens, at most the sequence's); None: the whole sequence
+    attention_span: np.ndarray | None = None
 
 
-def attention_core(shape, tp, cp, b, T, flash, g, attention_eff, cap) -> tuple[tuple, tuple]:
+def attention_core(shape, tp, cp, b, flash, k: Kernels, attention_eff) -> tuple[tuple, tuple]:
     """Forward time of the attention core ``softmax(QK^T) V``: ``(score, ctx)``, each a
-    ``(compute_s, memory_s)`` pair (``g``: the 16-bit roofline terms).
+    ``(compute_s, memory_s)`` pair (``k``: the micro-batch's tokens on one accelerator, its
+    16-bit roofline terms, the stack's ``cap`` and the documents' ``span`` below).
 
     Unfused: scores and context as two batched GEMMs (``b a / t`` heads of ``s/cp x s x d``).
     FlashAttention (Dao et al. 2022): scores never reach HBM; one fused kernel over the
     unmasked (causal: lower) half of the scores (Q, K, V, O traffic only) at
     ``attention_eff`` of a large GEMM's efficiency, at most ``cap`` of the peak (a kernel
     not written for the part: FlashAttention-2 on Hopper), counted as one batched GEMM in
-    ``score``.
+    ``score``. Packed documents masked apart (``span``: each query's document, at most the
+    sequence): the fused kernel skips the blocks between documents (FlashAttention's
+    variable-length kernels, ``cu_seqlens``), so a query attends to ``span`` keys, half of
+    them on average under the causal mask; unfused attention computes every score.
     """
     s, a, d = shape.seq_len, shape.heads, shape.head_dim
+    T, g, cap, span = k.tokens, k.roofline16, k.attention_cap, k.attention_span
     mla = shape.kv_lora_rank > 0
     any_mla = bool(mla.any())
     dims = shape.attention if any_mla else None
@@ -99,7 +107,7 @@ def attention_core(shape, tp, cp, b, T, flash, g, attention_eff, cap) -> tuple[t
     width = (qk + d) / 2.0 if any_mla else d  # the two products' mean inner width
     fa_c = CAUSAL_SHARE * compute_time(
         s_q,
-        s,
+        s if span is None else span,
         width,
         2.0 * b * a / tp,
         replace(g, eff_max=np.minimum(g.eff_max * attention_eff, cap)),
@@ -226,14 +234,16 @@ def elementwise_bytes(
     return rep, mlp_ew, attn_ew
 
 
-def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
+def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
     """One layer per micro-batch: forward 1 pass, backward 2 (backward GEMMs = 2 x forward
     FLOPs; element-wise backward ~2x forward), plus a forward for full recomputation;
     selective recomputation re-runs the attention core only (Korthikanti et al. 2022).
     FlashAttention's backward recomputes the scores: 5 matrix products against the
     forward's 2, so 2.5 forward passes (Dao 2023, FlashAttention-2, section 3.1.2).
     ``k``: the micro-batch's :class:`Kernels` on one accelerator; ``ex``: the
-    :class:`~dse.analytic.time.experts.ExpertLayout`."""
+    :class:`~dse.analytic.time.experts.ExpertLayout`. LoRA fine-tuning (``ad``,
+    :class:`~dse.analytic.time.adapters.Adapters`): the frozen weights' GEMMs skip the
+    weight gradient (backward = 1 x forward), the adapters' GEMMs (16-bit) take every pass."""
     tp, cp, b, recompute, flash = (
         lay.tp,
         lay.cp,
@@ -243,7 +253,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     )
     T, T_tiles, g, g16, eager = k.tokens, k.token_tiles, k.roofline, k.roofline16, k.eager
     dense_c, dense_m = dense_gemms(shape, tp, T, T_tiles, g, ex)
-    score, ctx = attention_core(shape, tp, cp, b, T, flash, g16, hw.attention_eff, k.attention_cap)
+    score, ctx = attention_core(shape, tp, cp, b, flash, k, hw.attention_eff)
     attn_c, attn_m = score[0] + ctx[0], score[1] + ctx[1]
     hbm = g.hbm_bw_bps  # (hw.hbm_bw_bps * hw.memory_eff, the roofline's)
     rep, mlp_ew, attn_ew = elementwise_bytes(shape, lay, T, hw.fp8, eager, ex, k.eager_squared_relu)
@@ -258,14 +268,21 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     dense_passes = 3.0 + full + where(op, op_recompute_share(shape), 0.0)
     ew_passes = 3.0 + (full | op)
     attn_passes = where(flash > 0, 3.5, 3.0) + (full | sel)
+    gemm_c, gemm_m = dense_c * dense_passes, dense_m * dense_passes
+    gemm_s = (dense_c + dense_m) * dense_passes
+    if ad is not None:  # frozen weights: one pass fewer; the adapters: every pass
+        frozen_passes = dense_passes - ad.lora
+        ad_c, ad_m = adapters.forward_gemms(shape, ad, tp, T, T_tiles, g16)
+        ad_passes = 3.0 + full
+        gemm_c = dense_c * frozen_passes + ad_c * ad_passes
+        gemm_m = dense_m * frozen_passes + ad_m * ad_passes
+        gemm_s = gemm_c + gemm_m
     return LayerTime(
-        compute_s=dense_c * dense_passes + attn_c * attn_passes,
-        memory_s=dense_m * dense_passes
-        + ew_dense_m * ew_passes
-        + (attn_m + ew_attn_m) * attn_passes,
+        compute_s=gemm_c + attn_c * attn_passes,
+        memory_s=gemm_m + ew_dense_m * ew_passes + (attn_m + ew_attn_m) * attn_passes,
         # the overlap windows are the kernels' whole time: a GEMM that turns memory-bound at a
         # higher clock still runs beside the traffic it hides
-        dense_gemm_s=(dense_c + dense_m) * dense_passes,
+        dense_gemm_s=gemm_s,
         attn_core_s=(attn_c + attn_m) * attn_passes,
         overhead_s=hw.kernel_overhead_us * 1e-6 * dense_passes,
         host_s=hw.host_dispatch_us * 1e-6 * dense_passes,
@@ -277,10 +294,11 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels) -> LayerTime:
     )
 
 
-def output_layer(shape, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:
+def output_layer(shape, tp, T, T_tiles, g16, passes=3.0) -> tuple[np.ndarray, np.ndarray]:
     """Forward + backward ``(compute_s, memory_s)`` of the output layer on the last stage:
-    the vocab-parallel logits GEMM (3 passes, 16-bit) and the fp32 softmax cross entropy,
+    the vocab-parallel logits GEMM (``passes``: 3, or 2 where it is frozen and gets no
+    weight gradient; 16-bit) and the fp32 softmax cross entropy,
     :data:`CROSS_ENTROPY_BYTES` per logit."""
     V = shape.vocab
     out = gemm(T, V / tp, shape.hidden, None, g16, m_tiles=T_tiles)
-    return 3.0 * out[0], 3.0 * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16.hbm_bw_bps
+    return passes * out[0], passes * out[1] + CROSS_ENTROPY_BYTES * T * V / tp / g16.hbm_bw_bps

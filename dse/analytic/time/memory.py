@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.rows import Choice, select, where
+from dse.analytic.time.adapters import Adapters, trained_parameters
 from dse.analytic.time.parallelism import Layout, Stages, part_embeddings
 from dse.analytic.time.workload import ModelShape, ParameterCounts
 
@@ -347,6 +348,7 @@ class _StageParts:
     transit: np.ndarray
     layers: np.ndarray
     chunks: np.ndarray
+    trained: np.ndarray | None  # the parameters it trains where not all (LoRA); None: all
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,18 +362,21 @@ class _Chosen:
     in_flight: np.ndarray
     layers: np.ndarray
     chunks: np.ndarray
+    trained: np.ndarray | None
     kept: np.ndarray | None
 
     @classmethod
     def of(cls, part: _StageParts, kept) -> _Chosen:
-        return cls(part.params, part.e_params, part.in_flight, part.layers, part.chunks, kept)
+        return cls(
+            part.params, part.e_params, part.in_flight, part.layers, part.chunks, part.trained, kept
+        )
 
 
 def _pick(choose: Choice, new: _Chosen, old: _Chosen) -> _Chosen:
     """Per candidate, ``new``'s parts where ``choose``'s mask is true and ``old``'s elsewhere."""
 
     def one(a, b):
-        if a is None:  # (no kept share: nothing offloaded)
+        if a is None:  # (no kept share: nothing offloaded; no adapters: every parameter trained)
             return None
         # a dense model's expert parameters stay the scalar 0 (no array of zeros picked)
         return a if np.isscalar(a) and np.isscalar(b) and a == b else choose(a, b)
@@ -439,6 +444,7 @@ def memory_breakdown(
     experts: ExpertMemory | None = None,
     stack_memory: StackMemory | None = None,
     capacity_bytes: np.ndarray | None = None,
+    adapters: Adapters | None = None,
 ) -> MemoryBreakdown:
     """Bytes per accelerator on the most loaded pipeline stage (of the first, the most
     loaded middle and the last stage, the one with the largest total).
@@ -464,6 +470,12 @@ def memory_breakdown(
     ZeRO stage says; each layer keeps ``activation_bytes`` more per micro-batch (the
     dispatched tokens and the experts' activations,
     :func:`~dse.analytic.time.experts.activation_bytes`) unless fully recomputed.
+
+    LoRA fine-tuning (``adapters``): the frozen weights keep their 16-bit copy only (sharded
+    by ZeRO 3); gradients, the optimizer state and the checkpoint are the adapters'
+    (:func:`~dse.analytic.time.adapters.trained_parameters`), which also keep a 16-bit copy.
+    The activations are counted as for training every weight: a frozen linear layer's
+    input is still saved where its adapter's backward needs it.
     """
     # long by its docstring (the memory rules and sources); the code is ~50 lines
     tp, cp, pp, dp, v = lay.tp, lay.cp, lay.pp, lay.dp, lay.interleave
@@ -525,6 +537,12 @@ def memory_breakdown(
             gathered = where(unsharded, 6.0 * params, gathered)
         e_params = 0.0
         state = params * state_per_param
+        trained = None
+        if adapters is not None:  # LoRA: the frozen weights' 16-bit copy, the adapters' state
+            trained = trained_parameters(params, layers, adapters, shape, tp)
+            state = where(
+                adapters.lora > 0, 2.0 * params / w_div + trained * state_per_param, state
+            )
         if experts is not None:
             e_params = layers * expert_params / expert_split
             state = state + e_params * expert_state
@@ -540,6 +558,7 @@ def memory_breakdown(
                 transit=v / np.maximum(layers * chunks, 1.0),
                 layers=layers,
                 chunks=chunks,
+                trained=trained,
             )
         )
     offloaded = np.clip(mem.offload_layers / np.maximum(shape.layers, 1.0), 0.0, 1.0)
@@ -583,6 +602,12 @@ def memory_breakdown(
     sent = (per_layer * offloaded + policy_offload) * part.layers  # per micro-batch, each way
     weights, grads, optimizer = 2.0 * params / w_div, 2.0 * params / g_div, 12.0 * params / o_div
     checkpoint = 14.0 * params / (dp * cp)  # (2 + 12) B per parameter over its dp x cp copies
+    if part.trained is not None:  # LoRA: the adapters' state; the frozen weights' 16-bit copy
+        lora, t = adapters.lora > 0, part.trained
+        weights = where(lora, 2.0 * (params + t) / w_div, weights)
+        grads = where(lora, 2.0 * t / g_div, grads)
+        optimizer = where(lora, 12.0 * t / o_div, optimizer)
+        checkpoint = where(lora, 14.0 * t / (dp * cp), checkpoint)
     if experts is not None:
         weights = weights + 2.0 * e_params / ew_div
         grads = grads + 2.0 * e_params / eg_div

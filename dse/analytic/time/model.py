@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dse.analytic import rows as _rows
-from dse.analytic.columns import Factorised, choice_codes, factorise
+from dse.analytic.columns import Factorised, choice_codes, factorise, one_value
 from dse.analytic.rows import where
 from dse.analytic.time import (
+    adapters,
     experts,
     frameworks,
     hardware,
@@ -251,6 +252,18 @@ def _front(cfg, part) -> Front:
             "the training stack needs sequence parallelism for a mixture-of-experts model with tensor "
             "parallelism",
         )
+    ad = adapters.of(cfg["adapter"], _f(cfg, "lora_rank"), cfg["lora_targets"], shape)
+    if ad is not None:
+        lora = ad.lora > 0
+        reasons.flag(
+            lora & ((shape.experts > 0) | (shape.kv_lora_rank > 0)),
+            "LoRA adapters on a mixture-of-experts or latent-attention model are not modelled",
+        )
+        reasons.flag(
+            lora & np.isfinite(_f(cfg, "target_loss")),
+            "a target loss is a pre-training loss (Chinchilla fit): a LoRA fine-tuning run "
+            "states target_tokens",
+        )
     if part is not None:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
         stages = replace(part, units=stages.units)
     before_clock = reasons.codes(n_rows)
@@ -267,7 +280,9 @@ def _front(cfg, part) -> Front:
             activation_bytes=ex.frac * experts.activation_bytes(shape, ex, lay.tp, T),
         )
     offload_auto = choice_codes(cfg["activation_offload"], memory.ACTIVATION_OFFLOAD) == 0
-    mem = _memory(cfg, (stack, hw, shape, lay, stages, counts), policy, moe_memory, offload_auto)
+    mem = _memory(
+        cfg, (stack, hw, shape, lay, stages, counts, ad), policy, moe_memory, offload_auto
+    )
     reasons.flag(mem.total_bytes > hw.hbm_capacity_bytes, "does not fit in accelerator memory")
     reasons.flag(
         mem.host_bytes > hw.host_memory_bytes,
@@ -283,6 +298,8 @@ def _front(cfg, part) -> Front:
         stack=stack,
         net=None,
         offload_bytes=mem.offload_bytes_per_micro_batch,
+        adapters=ad,
+        attention_span=_attention_span(cfg, shape.seq_len),
     )
     params = workload.parameter_count(shape, counts.layer, counts.embedding)
     active = workload.active_parameter_count(shape, counts.layer, params)
@@ -311,6 +328,18 @@ def _front(cfg, part) -> Front:
     )
 
 
+def _attention_span(cfg, seq_len) -> np.ndarray | None:
+    """Keys per query where packed documents are masked apart (``document_tokens``, at most
+    the sequence); None where no candidate gives documents (attention over the sequence)."""
+    documents = _f(cfg, "document_tokens")
+    if one_value(documents) and not np.isfinite(documents[0]):
+        return None  # (the input left at its default, one NaN for every row)
+    given = np.isfinite(documents)
+    if not given.any():
+        return None
+    return where(given, np.minimum(documents, seq_len), seq_len)
+
+
 def _catalog(cfg) -> hardware.Hardware:
     """The candidates' accelerators: the catalog's fields at the candidates' precision,
     looked up by the text columns' codes."""
@@ -337,7 +366,7 @@ def _memory(cfg, setup, policy, moe_memory, offload_auto) -> memory.MemoryBreakd
     offloads through its recompute policy (MaxText) takes its offloaded policy
     (``minimal`` -> ``offload``) where ``minimal`` does not fit; only on a part whose host
     link and host memory the catalog gives."""
-    stack, hw, shape, lay, stages, counts = setup
+    stack, hw, shape, lay, stages, counts, ad = setup
     auto = offload_auto & (hw.host_link_bps > 0) & (hw.host_memory_bytes > 0)
 
     def breakdown(policy):
@@ -350,6 +379,7 @@ def _memory(cfg, setup, policy, moe_memory, offload_auto) -> memory.MemoryBreakd
             moe_memory,
             _stack_memory(cfg, stack, hw, shape, policy, auto),
             hw.hbm_capacity_bytes,
+            ad,
         )
 
     mem = breakdown(policy)
@@ -552,7 +582,9 @@ def _result(t, x: step.StepInputs, mem, clock, codes, run: _Run) -> TimeResult:
     (the model FLOPs here, for the candidates timed only)."""
     hw, lay = x.hw, x.layout
     steps, tokens_iter = run.steps, run.tokens_per_step
-    model_flops = workload.model_flops_per_iteration(x.shape, tokens_iter)
+    model_flops = workload.model_flops_per_iteration(
+        x.shape, tokens_iter, x.adapters, x.attention_span
+    )
     time_to_train_s = steps * t.step_s
     n = lay.accelerators
     return TimeResult(

@@ -34,6 +34,8 @@ REASONS = (
     "the training stack needs sequence parallelism for a mixture-of-experts model with tensor parallelism",
     "no fp8 units on this accelerator",
     "offloaded activations do not fit in host memory",
+    "LoRA adapters on a mixture-of-experts or latent-attention model are not modelled",
+    "a target loss is a pre-training loss (Chinchilla fit): a LoRA fine-tuning run states target_tokens",
 )
 REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 REASON_TEXT = np.array(REASONS, dtype=object)

@@ -20,6 +20,7 @@ import numpy as np
 
 from dse.analytic.rows import Choice, where
 from dse.analytic.time import (
+    adapters,
     data_parallel,
     experts,
     gemm,
@@ -121,6 +122,10 @@ class StepInputs:
     #: activation offloading: bytes one micro-batch sends to host memory in its forward and
     #: fetches back in its backward, on the device's stage (MemoryBreakdown)
     offload_bytes: np.ndarray | float = 0.0
+    #: LoRA fine-tuning's adapters beside frozen weights (None: every weight trained)
+    adapters: adapters.Adapters | None = None
+    #: the keys a query attends to where packed documents are masked apart (None: the sequence)
+    attention_span: np.ndarray | None = None
 
 
 def offload_time(offload_bytes, host_link_bps, mb_busy_s) -> np.ndarray:
@@ -162,8 +167,8 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     attn_cap = where(stack.fa2_attention > 0, hw.fa2_peak_fraction, np.inf)
     # Nemotron-4's squared ReLU: eager PyTorch ops unless the stack compiles its blocks
     sq_relu = shape.squared_relu * (stack.compiled_activations == 0)
-    kernels = layer.Kernels(T, T_tiles, g, g16, eager, attn_cap, sq_relu)
-    lt = layer.layer_time(shape, layout, ex, hw, kernels)
+    kernels = layer.Kernels(T, T_tiles, g, g16, eager, attn_cap, sq_relu, x.attention_span)
+    lt = layer.layer_time(shape, layout, ex, hw, kernels, x.adapters)
     hbm = g.hbm_bw_bps  # (hw.hbm_bw_bps * hw.memory_eff, the roofline's)
     tax = hw.overlap_tax
     act_bytes = gemm.BYTES * T * shape.hidden
@@ -172,7 +177,9 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     layer_comm, out_tp, cp_layer, ep_layer = _layer_comm(x, lt, act_bytes, T, n_tp, with_cp)
 
     # one micro-batch on each candidate stage; the slowest sets the pace
-    out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16)
+    # the output layer: 3 passes, 2 where it is frozen (LoRA: no weight gradient)
+    out_passes = 3.0 if x.adapters is None else 3.0 - x.adapters.lora
+    out_c, out_m = layer.output_layer(shape, tp, T, T_tiles, g16, out_passes)
     lt_m = lt.memory_s + lt.overhead_s
     count = stages.count if stages.part else pp  # stages of this (part of the) pipeline
     one = count == 1
@@ -210,13 +217,14 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
-    held = _stage_parameters(shape, stages, x.counts, one, tp, ex)
+    held = _stage_parameters(shape, stages, x.counts, one, tp, ex, x.adapters)
     stage_params, busiest, expert_dp = held.params, held.layers, held.experts
+    trained = stage_params if held.trained is None else held.trained
     mb_compute = c_mb + m_mb  # one micro-batch's kernels on the pace stage (forward + backward)
     dp_s = data_parallel.dp_time(
         net, held, dp_group, layout, stack, mb_compute, tax, hw.kernel_overhead_us * 1e-6, hw.fp8
     )
-    opt_bytes = optimizer.optimizer_bytes(stage_params, zero, dp_group)
+    opt_bytes = optimizer.optimizer_bytes(trained, zero, dp_group)
     if ex.on:
         opt_bytes = opt_bytes + optimizer.optimizer_bytes(expert_dp[0], zero, expert_dp[1])
     optimizer_s = opt_bytes * eager / hbm  # fused Adam, or the eager stack's unfused kernels
@@ -240,7 +248,9 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
         optimizer_s=optimizer_s,
         step_s=step_s,
         overhead_s=m * (busiest * lt.overhead_s + idle_mb),
-        hbm_traffic_bytes=traffic.hbm_traffic_bytes(lt, busiest, m, opt_bytes, weight_params),
+        hbm_traffic_bytes=traffic.hbm_traffic_bytes(
+            lt, busiest, m, opt_bytes, weight_params, 3.0 if x.adapters is None else out_passes
+        ),
         scaleup_bytes=scaleup,
         scaleout_bytes=scaleout,
         slot_s=c_mb + m_mb + tp_mb,
@@ -306,7 +316,9 @@ def _link_bytes(x: StepInputs, lt, act_bytes, T, n_tp, same, cp_volume, dp_group
     wb = data_parallel.weight_bytes(stack, x.hw.fp8)  # fp8 weight gathers where the stack does
     sizes = traffic.CollectiveBytes(
         activations=act_bytes,
-        data_parallel=data_parallel.volume_bytes(stage_params, zero, m_dp, stack.grad_bytes, wb),
+        data_parallel=data_parallel.volume_bytes(
+            stage_params, zero, m_dp, stack.grad_bytes, wb, held.trained
+        ),
         pipeline=pipeline.p2p_bytes(act_bytes, tp, pp, v, m, stack.p2p_scatter_gather),
         context_parallel=cp_volume,
     )
@@ -357,11 +369,12 @@ def _pace_stage(stages, count, one, lt, lt_m, layer_comm, out_c, out_m, out_tp) 
 
 
 def _stage_parameters(
-    shape, stages, counts: ParameterCounts, one, tp, ex
+    shape, stages, counts: ParameterCounts, one, tp, ex, ad=None
 ) -> data_parallel.HeldStage:
     """Parameters per accelerator on the stage holding the most (the embedding stages or a
-    middle one), the most layers on a stage, and the routed experts' share on that stage
-    with its expert-data-parallel group and split (None when dense)."""
+    middle one), the most layers on a stage, the routed experts' share on that stage
+    with its expert-data-parallel group and split (None when dense), and the parameters it
+    trains where a candidate fine-tunes with LoRA (``ad``; None: every parameter)."""
     vh = shape.vocab * shape.hidden
     layer_params, embed_params = counts.layer, counts.embedding
     if stages.part:
@@ -388,4 +401,9 @@ def _stage_parameters(
     if ex.on:  # the routed experts' share on the busiest stage, reduced over the expert-data-parallel ranks
         expert_params = busiest * ex.params / (ex.ep * ex.etp)
         expert_dp = (expert_params, where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
-    return data_parallel.HeldStage(params=stage_params, layers=busiest, experts=expert_dp)
+    trained = None
+    if ad is not None:  # the adapters of the stage with the most layers
+        trained = adapters.trained_parameters(stage_params, busiest, ad, shape, tp)
+    return data_parallel.HeldStage(
+        params=stage_params, layers=busiest, experts=expert_dp, trained=trained
+    )

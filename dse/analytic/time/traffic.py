@@ -11,14 +11,15 @@ from dse.analytic.rows import where_or_zero
 from dse.analytic.time.gemm import BYTES
 
 
-def hbm_traffic_bytes(layer, Ls, m, opt_bytes, rank_layer_params) -> np.ndarray:
+def hbm_traffic_bytes(layer, Ls, m, opt_bytes, rank_layer_params, weight_passes=3.0) -> np.ndarray:
     """HBM traffic per iteration: the element-wise kernels over every pass of the stage's
     ``Ls`` layers for ``m`` micro-batches, the optimizer step, and the 16-bit weights this
-    rank holds per layer (``rank_layer_params``) read on each of the 3 passes."""
+    rank holds per layer (``rank_layer_params``) read on each of the ``weight_passes`` passes
+    that use them (3; 2 for frozen weights, which no weight gradient reads)."""
     passes_bytes = (
         layer.dense_passes * layer.dense_ew_bytes + layer.attn_passes * layer.attn_ew_bytes
     ) * Ls
-    return m * passes_bytes + opt_bytes + 3.0 * m * BYTES * Ls * rank_layer_params
+    return m * passes_bytes + opt_bytes + weight_passes * m * BYTES * Ls * rank_layer_params
 
 
 @dataclass(frozen=True, slots=True)

@@ -345,12 +345,35 @@ def layer_forward_flops_per_token(shape: ModelShape) -> np.ndarray:
     return matmul + 2 * s * shape.heads * (dims.qk + dims.d)
 
 
-def model_flops_per_iteration(shape: ModelShape, tokens: np.ndarray) -> np.ndarray:
+def model_flops_per_iteration(
+    shape: ModelShape, tokens: np.ndarray, adapters=None, attention_span=None
+) -> np.ndarray:
     """Model FLOPs of one training iteration (forward + backward, no recomputation).
 
     Forward per token: L layers plus the output layer 2*h*V; backward costs twice the
     forward (Narayanan et al. 2021, eq. 3; Chowdhery et al. 2022, appendix B for MFU). For a
-    MoE model these are the *active* parameters' FLOPs (``~6 N_active`` per token).
+    MoE model these are the *active* parameters' FLOPs (``~6 N_active`` per token). Packed
+    documents masked apart (``attention_span``: the keys per query): the attention scores
+    within documents only, as NVIDIA's published model FLOPs of packed fine-tuning count
+    them (docs/model.md, section 1b). LoRA fine-tuning (``adapters``): the frozen weights'
+    backward computes the input gradient only (one forward's FLOPs), the attention's
+    backward is unchanged and the adapters train (``6`` per adapter parameter and token):
+    ``~4 N`` per token.
     """
     forward = shape.layers * layer_forward_flops_per_token(shape) + 2 * shape.hidden * shape.vocab
-    return 3 * forward * tokens
+    if adapters is None and attention_span is None:
+        return 3 * forward * tokens
+    # the attention scores' forward FLOPs per token over the whole sequence
+    attention = (
+        shape.layers * 2 * shape.seq_len * shape.heads * (shape.attention.qk + shape.attention.d)
+    )
+    if attention_span is not None:
+        within = attention * (attention_span / shape.seq_len)
+        forward, attention = forward - attention + within, within
+    flops = 3 * forward * tokens
+    if adapters is None:
+        return flops
+    lora = (
+        2 * (forward - attention) + 3 * attention + 6 * shape.layers * adapters.params_per_layer
+    ) * tokens
+    return where(adapters.lora > 0, lora, flops)
