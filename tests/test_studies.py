@@ -13,7 +13,7 @@ from dse.api import plan
 STUDIES = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
 #: the examples of the mixture-of-experts, long-context, rack-scale/TPU, mixed-fleet and goodput
 #: inputs, the AstraWattch case study (network link clock, idle and waiting power), bundles,
-#: per-stage clock plans, batch-size ramps and the critical batch followed
+#: per-stage clock plans, batch-size ramps, the critical batch followed and LoRA fine-tuning
 NEW = (
     "moe-rack-scale.yaml",
     "long-context.yaml",
@@ -23,6 +23,7 @@ NEW = (
     "perseus-clock-plan.yaml",
     "gpt3-batch-ramp.yaml",
     "gpt3-critical-batch.yaml",  # the batch following the critical batch as the loss falls
+    "llama3-70b-lora.yaml",  # LoRA fine-tuning against every weight, packed documents
 )
 
 
