@@ -300,8 +300,9 @@ def remove_path(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that the file is either old or new, never torn."""
+def atomic_write_bytes(path: Path, data: Any) -> None:
+    """Write ``data`` (bytes, or any buffer: an Arrow buffer is written without a copy) to
+    ``path`` so that the file is either old or new, never torn."""
     with atomic_path(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
         with os.fdopen(fd, "wb") as f:

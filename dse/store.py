@@ -55,7 +55,7 @@ from dse.files import (
     FORMAT,
     FORMAT_VERSION,
     OLDEST_FORMAT_READ,
-    atomic_path,
+    atomic_write_bytes,
     atomic_write_text,
     commit_staged,
     is_zarr_store,
@@ -579,10 +579,10 @@ class ResultStore:
 
     def write_group(self, batch: int, data: bytes | pa.Buffer) -> Path:
         """Durably store a group of evaluated candidates, a log file's bytes (:func:`encode`):
-        write, fsync, rename; one fsync covers the whole group. Never modified afterwards."""
+        write, fsync, rename (:func:`dse.files.atomic_write_bytes`); one fsync covers the whole
+        group. Never modified afterwards."""
         target = self._next_log_path(batch)
-        with atomic_path(target) as tmp:
-            tmp.write_bytes(data)
+        atomic_write_bytes(target, data)
         self._listed(target)
         return target
 

@@ -440,7 +440,7 @@ def test_the_search_over_few_rows_tests_several_steps_at_once_with_the_same_resu
             one = clock_search._bisect(check(1), lo[sel], hi[sel], hot[sel])
             assert (one < hi[sel]).all()
             for levels in (2, 3, 6):
-                tree = clock_search._bisect_tree(
+                tree = clock_search._bisect(
                     check(2**levels - 1), lo[sel], hi[sel], hot[sel], levels
                 )
                 assert n and np.array_equal(tree.view(np.int64), one.view(np.int64))

@@ -509,7 +509,7 @@ def test_a_batch_submitted_while_another_is_drained_starts_on_the_slots_it_frees
         a, b = ex.submit(first), ex.submit(second)
         got_a = sorted(ex.drain(a), key=lambda part: part[0])
         if workers:  # a chunk of the second was started before the first's last came back
-            assert ex.pipelines and b.offset > 0
+            assert b.offset > 0
         got_b = sorted(ex.drain(b), key=lambda part: part[0])
     for got, batch in ((got_a, first), (got_b, second)):
         assert [lo for lo, _ in got] == list(range(0, len(batch), 2))

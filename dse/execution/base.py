@@ -352,18 +352,16 @@ class Executor(ABC):
 
     def submit(self, candidates: Candidates, *, finish: Finish | None = None) -> Any:
         """Hand ``candidates`` over for evaluation and return a handle for :meth:`drain`. An
-        executor that pipelines (:attr:`pipelines`) starts on a batch handed over while an
-        earlier one is drained, as soon as that one has no chunk left to start, so that its
-        workers do not wait between the two; this one evaluates at :meth:`drain`. Batches are
-        drained in the order they were submitted, each once."""
+        executor that pipelines (a cluster's: :class:`dse.execution.dask_cluster.DaskExecutor`)
+        starts on a batch handed over while an earlier one is drained, as soon as that one has
+        no chunk left to start, so that its workers do not wait between the two; this one
+        evaluates at :meth:`drain`. Batches are drained in the order they were submitted, each
+        once."""
         return _Submitted(candidates, finish)
 
     def drain(self, job: Any) -> Iterator[tuple[int, Any]]:
         """:meth:`results` of a batch :meth:`submit` took (the oldest not yet drained)."""
         return self.results(job.candidates, finish=job.finish)
-
-    #: whether :meth:`submit` starts a batch while an earlier one is drained
-    pipelines: bool = False
 
     def map_each(self, fn: Callable[[Any], Any], items: list) -> list:
         """``[fn(item) for item in items]``, computed where this executor evaluates (a

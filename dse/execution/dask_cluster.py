@@ -691,12 +691,10 @@ class DaskExecutor(Executor):
             raise ClusterLost(f"{problem} for {self.plan.grace_s:g} s (execution.grace_s){why}")
 
     # -- evaluating ----------------------------------------------------------------------
-    #: a batch submitted while an earlier one is drained starts on the slots that one frees
-    pipelines = True
-
     def submit(self, candidates: Candidates, *, finish: Finish | None = None) -> _Job:
         """Queue a batch; its chunks start as soon as the batches queued before it have none
-        left to start and a slot is free (now, where one is)."""
+        left to start and a slot is free (now, where one is): a batch submitted while an
+        earlier one is drained starts on the slots that one frees."""
         job = _Job(candidates, finish)
         self._jobs.append(job)
         if self.client is not None:

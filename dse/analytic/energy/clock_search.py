@@ -113,13 +113,10 @@ def operating_clock(
     if len(idx):
         at = idx if rows is None else rows[idx]
         lo, hi, hot = acc.clock_min_mhz[at], clock[idx], np.arange(len(idx)) >= len(cap_idx)
-        levels = _tree_levels(len(idx))
-        if levels > 1:  # few rows: several steps' clocks a call (the same clocks, the same bits)
-            tiled = np.tile(np.arange(len(idx)), 2**levels - 1)
-            check = LimitCheck(_rows.take(b, at[tiled]), _rows.take(acc, at[tiled]), hi[tiled])
-            found = _bisect_tree(check, lo, hi, hot, levels)
-        else:
-            found = _bisect(LimitCheck(_rows.take(b, at), _rows.take(acc, at), hi), lo, hi, hot)
+        levels = _tree_levels(len(idx))  # few rows: several steps' clocks a call
+        tiled = np.tile(np.arange(len(idx)), 2**levels - 1)  # the rows, 2^levels - 1 times
+        check = LimitCheck(_rows.take(b, at[tiled]), _rows.take(acc, at[tiled]), hi[tiled])
+        found = _bisect(check, lo, hi, hot, levels)
         f_cap[cap_idx], f_hot[hot_idx] = found[: len(cap_idx)], found[len(cap_idx) :]
     new = np.minimum(np.minimum(f_cap, f_hot), clock)
     return new, f_cap < clock, f_hot < np.minimum(f_cap, clock)
@@ -132,7 +129,7 @@ _TREE_STEPS = (9, 6, 3, 2)
 
 
 def _tree_levels(n: int) -> int:
-    """The steps of :func:`_bisect_tree` a call for ``n`` rows (1: :func:`_bisect`)."""
+    """The steps of :func:`_bisect` a call of its check tests for ``n`` rows."""
     for levels in _TREE_STEPS:
         if n * (2**levels - 1) <= TREE_POINTS and BISECTION_STEPS % levels == 0:
             return levels
@@ -150,48 +147,44 @@ def _ok(check: LimitCheck, clock, any_hot: bool, all_hot: bool, hot_rows) -> np.
     return cap_ok
 
 
-def _bisect_tree(check: LimitCheck, lo, hi, hot, levels: int) -> np.ndarray:
-    """:func:`_bisect`'s result, bit for bit, with ``levels`` of its steps a call of
-    ``check`` (built on the rows repeated 2^levels - 1 times): every clock those steps could
-    test, level by level (node 2k the lower half of node k's bracket, 2k+1 the upper, each
-    midpoint ``0.5 * (lo + hi)`` of the same two numbers as the step that tests it), then
-    the path each row's results take through them."""
+def _bisect(check: LimitCheck, lo, hi, hot, levels: int = 1) -> np.ndarray:
+    """The highest clock in [lo, hi] passing ``check``'s cap part, or where ``hot`` (a
+    bool per row) its thermal part, to (hi - lo) / 2^BISECTION_STEPS; ``lo`` where none does.
+
+    Each call of ``check`` (built on the rows repeated 2^levels - 1 times) tests ``levels``
+    steps: every clock those steps could test, level by level (node 2k the lower half of
+    node k's bracket, 2k+1 the upper, each midpoint ``0.5 * (lo + hi)`` of the same two
+    numbers as the step that tests it), then the path each row's results take through them;
+    the same clocks, the same bits, whatever ``levels``. One level (many rows) is the plain
+    bisection: no tree is built."""
     n, points = len(lo), 2**levels - 1
     hot_all = np.tile(hot, points)
     any_hot, all_hot = bool(hot.any()), bool(hot.all())
+    # the thermal part only on the rows that search the temperature's clock
     hot_rows = np.flatnonzero(hot_all) if any_hot and not all_hot else None
     cols = np.arange(n)
     for _ in range(BISECTION_STEPS // levels):
         los, his, mids = lo[None, :], hi[None, :], []
-        for _ in range(levels):
+        for depth in range(levels):
             mid = 0.5 * (los + his)
             mids.append(mid)
-            los = np.stack([los, mid], axis=1).reshape(-1, n)  # (lo, mid), (mid, hi)
-            his = np.stack([mid, his], axis=1).reshape(-1, n)
-        mid = np.concatenate(mids)  # (points, n): level d's nodes from row 2^d - 1
+            if depth + 1 < levels:  # the next level's brackets: (lo, mid), (mid, hi)
+                los = np.stack([los, mid], axis=1).reshape(-1, n)
+                his = np.stack([mid, his], axis=1).reshape(-1, n)
+        mid = np.concatenate(mids) if levels > 1 else mids[0]  # (points, n): level d's nodes
         ok = _ok(check, mid.reshape(-1), any_hot, all_hot, hot_rows).reshape(points, n)
-        node = np.zeros(n, dtype=np.intp)
+        node = 0  # each row's node in the level, from row 2^depth - 1 (the root: row 0)
         for depth in range(levels):
-            at = (2**depth - 1) + node
-            passed, tested = ok[at, cols], mid[at, cols]
-            choose = Choice(passed)
+            if depth:
+                at = (2**depth - 1) + node
+                passed, tested = ok[at, cols], mid[at, cols]
+            else:
+                passed, tested = ok[0], mid[0]
+            choose = Choice(passed)  # (its integer form once)
             lo = choose(tested, lo)
             hi = choose(hi, tested)
-            node = 2 * node + passed
-    return lo
-
-
-def _bisect(check: LimitCheck, lo: np.ndarray, hi: np.ndarray, hot: np.ndarray) -> np.ndarray:
-    """The highest clock in [lo, hi] passing ``check``'s cap part, or where ``hot`` (a
-    bool per row) its thermal part, to (hi - lo) / 2^BISECTION_STEPS; ``lo`` where none does."""
-    any_hot, all_hot = bool(hot.any()), bool(hot.all())
-    # the thermal part only on the rows that search the temperature's clock
-    hot_rows = np.flatnonzero(hot) if any_hot and not all_hot else None
-    for _ in range(BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        choose = Choice(_ok(check, mid, any_hot, all_hot, hot_rows))  # (its integer form once)
-        lo = choose(mid, lo)
-        hi = choose(hi, mid)
+            if depth + 1 < levels:
+                node = 2 * node + passed
     return lo
 
 

@@ -81,27 +81,33 @@ class Network:
         self._ring, self._full, self._oring = up_topo == 1, up_topo == 2, out_fabric == 2
         self._axes = where(up_topo == 3, 2.0, where(up_topo == 4, 3.0, 0.0))  # torus axes (0: none)
         self._torus = self._axes > 0
-        self._cache: dict = {}
-        self._keep: list = []
+        self._groups: dict = {}  # (id(g), id(stride)) -> _Group: split
 
     def map_arrays(self, fn) -> Network:
         """The network with ``fn`` applied to each of its per-candidate arrays (e.g. picking
         some candidates' rows; nothing memoised)."""
         out = object.__new__(Network)
         for name, value in vars(self).items():
-            if name not in ("_cache", "_keep"):
+            if name != "_groups":
                 out.__dict__[name] = fn(value) if np.ndim(value) else value
-        out._cache, out._keep = {}, []
+        out._groups = {}
         return out
 
     def split(self, g, stride):
         """Members per domain ``k``, domains spanned ``nn``, and the bandwidths the group sees
         (memoised per (g, stride) array pair: each group is costed several times), the ring's
         latency and one call's fixed cost."""
+        return self._group(g, stride).split
+
+    def _group(self, g, stride) -> _Group:
+        """The memo of the group ``(g, stride)`` (arrays, or numbers): found by the two
+        objects' ids, and only where it holds those very objects. It holds them for as long
+        as it is kept (the network's life), so neither can be freed and its id taken by
+        another object meanwhile."""
         key = (id(g), id(stride))
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
+        group = self._groups.get(key)
+        if group is not None and group.g is g and group.stride is stride:
+            return group
         g1 = np.maximum(g, 1)
         st = np.maximum(stride, 1)
         k = np.minimum(np.maximum(np.floor(self.size / st), 1), g1)
@@ -129,27 +135,19 @@ class Network:
         intra_steps = where(self._torus, steps, g1 - nn) if self._torus.any() else g1 - nn
         call = where(g1 > 1, self.call_lat, 0.0)  # one call's fixed cost (none for g = 1)
         ring_lat = intra_steps * self.up_lat + nn1 * out_lat + call
-        hit = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat, call)
-        self._cache[key] = hit
-        self._cache[("less one", id(k), id(nn))] = (k1, nn1)
-        self._keep.append((g, stride))  # keep ids alive while cached
-        return hit
+        split = (g1, k, nn, np.maximum(up_bw, 1e-9), out_bw, out_lat, steps, ring_lat, call)
+        group = _Group(g, stride, split, k1, nn1)
+        self._groups[key] = group
+        return group
 
-    def _less_one(self, k, nn):
-        """``(k - 1, nn - 1)`` of a memoised split's ``k`` and ``nn`` (computed once there)."""
-        hit = self._cache.get(("less one", id(k), id(nn)))
-        return (k - 1.0, nn - 1.0) if hit is None else hit
-
-    def _transfer(self, nbytes, k, nn, up_bw, out_bw):
+    def _transfer(self, nbytes, g, stride):
         """Bandwidth time of a reduce-scatter (all-gather) of ``nbytes``: the ``(k-1)/k``
         share inside the domain, the ``(nn-1)/nn`` share of a member's ``1/k`` across it."""
-        key = ("shares", id(k), id(nn))  # k and nn are a memoised split's: the same arrays
-        shares = self._cache.get(key)
+        group = self._group(g, stride)
+        _, k, nn, up_bw, out_bw, *_ = group.split
+        shares = group.shares
         if shares is None:
-            k1, nn1 = self._less_one(k, nn)
-            shares = (k1 / k, nn1 / nn)
-            self._cache[key] = shares
-            self._keep.append((k, nn))  # keep ids alive while cached
+            shares = group.shares = (group.k1 / k, group.nn1 / nn)
         return shares[0] * nbytes / up_bw + shares[1] * nbytes / k / out_bw
 
     def ring_latency(self, g, stride):
@@ -162,8 +160,7 @@ class Network:
     def reduce_scatter(self, nbytes, g, stride):
         """Reduce-scatter of an ``nbytes`` buffer (all-gather costs the same): bandwidth-
         optimal transfer plus the ring's latency (:meth:`ring_latency`)."""
-        _, k, nn, up_bw, out_bw, _, _, ring_lat, _ = self.split(g, stride)
-        return self._transfer(nbytes, k, nn, up_bw, out_bw) + ring_lat
+        return self._transfer(nbytes, g, stride) + self.split(g, stride)[7]
 
     all_gather = reduce_scatter
 
@@ -172,11 +169,11 @@ class Network:
         lower of NCCL's two algorithms: the ring's ``2 (g - 1)`` steps, or the double binary
         tree's ``2 ((k-1) up_lat + log2(nn) out_lat)`` (NCCL >= 2.4 picks by its predicted time;
         ``src/graph/tuning.cc``), plus one call. Inside one domain both are ``2 (k-1)`` steps."""
-        g1, k, nn, up_bw, out_bw, out_lat, steps, ring_lat, call = self.split(g, stride)
+        _, _, nn, _, _, out_lat, steps, ring_lat, call = self.split(g, stride)
         lat = 2.0 * ring_lat - call
         if bool((nn > 1).any()):
             lat = np.minimum(lat, 2.0 * (steps * self.up_lat + np.log2(nn) * out_lat) + call)
-        return 2.0 * self._transfer(nbytes, k, nn, up_bw, out_bw) + lat
+        return 2.0 * self._transfer(nbytes, g, stride) + lat
 
     def p2p(self, nbytes, same_domain):
         """Point-to-point send of ``nbytes``."""
@@ -187,10 +184,10 @@ class Network:
     def traffic(self, nbytes, g, stride, factor=2.0):
         """Bytes each accelerator sends on scale-up and scale-out links for a collective
         (factor 2 for all-reduce, 1 for reduce-scatter / all-gather)."""
-        _, k, nn, *_ = self.split(g, stride)
-        k1, nn1 = self._less_one(k, nn)
-        up = factor * k1 / k * nbytes
-        out = factor * nn1 / nn * nbytes / k
+        group = self._group(g, stride)
+        _, k, nn, *_ = group.split
+        up = factor * group.k1 / k * nbytes
+        out = factor * group.nn1 / nn * nbytes / k
         return up, out
 
     def torus_axes_used(self, k):
@@ -233,3 +230,17 @@ class Network:
         intra_share = (k - 1.0) / g1 if intra_share is None else intra_share
         inter_share = (g1 - k) / g1 if inter_share is None else inter_share
         return intra_share * nbytes, inter_share * nbytes
+
+
+class _Group:
+    """What :class:`Network` memoises of one group ``(g, stride)``: the objects themselves
+    (the key's ids stay theirs while this is kept), :meth:`Network.split`'s tuple, the
+    members and domains less one (``k - 1``, ``nn - 1``) and the two shares of
+    :meth:`Network._transfer` (made at its first call)."""
+
+    __slots__ = ("g", "stride", "split", "k1", "nn1", "shares")
+
+    def __init__(self, g, stride, split: tuple, k1, nn1) -> None:
+        self.g, self.stride, self.split = g, stride, split
+        self.k1, self.nn1 = k1, nn1
+        self.shares: tuple | None = None
