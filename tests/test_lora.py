@@ -138,3 +138,13 @@ def test_model_flops_count_the_attention_within_documents():
     assert one == whole
     assert 4.5e10 < whole / tokens < 4.7e10
     assert 3.9e10 < packed / tokens < 4.2e10
+
+
+def test_a_lora_run_has_no_pre_training_loss_trajectory():
+    out = AnalyticEvaluator().trajectory(pd.DataFrame([NODE, {**NODE, "adapter": "lora"}]), 3)
+    full, lora = out[out["candidate"] == 0], out[out["candidate"] == 1]
+    assert full["loss_nats"].notna().all()
+    assert lora["loss_nats"].isna().all()
+    # time and energy accrue as for any run, to the run's own totals
+    assert (lora["time_s"].diff().dropna() > 0).all()
+    assert lora["time_s"].iloc[-1] < full["time_s"].iloc[-1]

@@ -20,15 +20,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic import fleet, model, schedule
+from dse.analytic.columns import choice_codes
 from dse.analytic.rows import take_inputs
 from dse.analytic.time import training
+from dse.analytic.time.adapters import ADAPTERS
 
 #: the trajectory's columns: unit and description (every name carries its unit)
 COLUMNS = {
     "candidate": ("1", "the candidate's row, from 0, in the order given"),
     "tokens": ("tokens", "tokens consumed"),
     "min_tokens": ("tokens", "progress: the tokens the same loss takes at the small-batch limit"),
-    "loss_nats": ("nats per token", "loss reached (Chinchilla fit, docs/model.md section 8)"),
+    "loss_nats": (
+        "nats per token",
+        "loss reached (Chinchilla fit, docs/model.md section 8; empty for a LoRA fine-tuning "
+        "run, which starts from a trained model: the fit is a pre-training loss)",
+    ),
     "batch_sequences": ("sequences", "global batch at this point"),
     "batch_tokens": ("tokens", "global batch at this point"),
     "time_s": ("s", "time since the start"),
@@ -72,11 +78,15 @@ def trajectory(cfg, points: int) -> dict[str, np.ndarray]:
         seq[rows] = last["tokens_to_train"] / (last["steps_to_train"] * phases.batches[:, -1])
         for j, i in enumerate(rows):
             knots[i] = _ramped(phases, j, totals, i)
+    # a LoRA run fine-tunes a trained model: no pre-training loss to trace
+    fine_tuned = choice_codes(cfg["adapter"], ADAPTERS) == ADAPTERS.index("lora")
     columns: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
     for i, k in enumerate(knots):
         at = _sample(k, points)
         loss = training.chinchilla_loss(params[i], np.maximum(at["share"] * d_ref[i], 1.0))
         at["loss_nats"] = np.minimum(loss, training.UNTRAINED_LOSS)
+        if fine_tuned[i]:
+            at["loss_nats"] = np.full(points, np.nan)
         at["min_tokens"] = at.pop("share") * e_min[i]
         at["batch_tokens"] = at["batch_sequences"] * seq[i]
         at["candidate"] = np.full(points, i)
