@@ -52,6 +52,8 @@ class _Strict(BaseModel):
                     raise ValueError("expected a number, not true or false")
         elif _switch(annotation) and v is not None and not isinstance(v, bool):
             raise ValueError("expected true or false")
+        if isinstance(v, str) and "\x00" in v:  # no file name holds one: os calls raise ValueError
+            raise ValueError("expected a text without a NUL character (\\x00)")
         return v
 
 
@@ -301,6 +303,12 @@ def duration_s(text: str) -> float | None:
     return float(m[1]) * _SECONDS_PER[m[2]]
 
 
+#: the most candidates one batch may ask (a population, a polish batch): a batch is held in
+#: memory whole, and pymoo draws a population of 10^12 as a 36 TiB array (a population of
+#: 2^20 on the quickstart takes 12 s)
+MAX_BATCH = 1_048_576
+
+
 class PolishSpec(_Strict):
     """The front polish after the search: the unevaluated neighbours of the front are evaluated
     until it stops changing or the budget is spent (discrete spaces; docs/search.md)."""
@@ -329,7 +337,10 @@ class SearchSpec(_Strict):
     )
     seed: int = Field(default=0, ge=0, description="seed of the search's random numbers")
     batch_size: int = Field(
-        default=100, ge=1, description="candidates asked per batch / population size"
+        default=100,
+        ge=1,
+        le=MAX_BATCH,
+        description="candidates asked per batch / population size",
     )
     polish: PolishSpec | None = Field(
         default=None, description="the front polish (default: the algorithm's)"
