@@ -28,7 +28,7 @@ from pydantic import (
 
 from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
 from dse.units import UNITS, canonical, unit_problem
-from dse.yamlfile import load_yaml, read_inside
+from dse.yamlfile import load_yaml, read_bounded, read_inside
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(
@@ -176,6 +176,8 @@ _BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 #: the most bytes a catalog of bundles may hold, and the most bundles one parameter may have
 CATALOG_LIMIT_BYTES = 1_000_000
 MAX_BUNDLES = 10_000
+#: the most bytes a study file may hold (the largest example study is under 20 kB)
+STUDY_LIMIT_BYTES = 10_000_000
 
 
 class BundlesSpec(_Strict):
@@ -980,11 +982,15 @@ def load_study(path: str | Path) -> Study:
     p = Path(path)
     file = str(path)
     try:
-        text = p.read_text()
+        text = read_bounded(p, limit_bytes=STUDY_LIMIT_BYTES)
     except FileNotFoundError:
         raise StudyError("study file not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise StudyError(f"cannot read study file: {exc}", file=file) from None
+    except ValueError as exc:  # a pipe, a device, too large
+        raise StudyError(f"study file {exc}", file=file) from None
+    except OSError as exc:
+        raise StudyError(f"cannot read study file: {exc.strerror or exc}", file=file) from None
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
