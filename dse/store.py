@@ -55,11 +55,13 @@ from dse.files import (
     FORMAT,
     FORMAT_VERSION,
     OLDEST_FORMAT_READ,
+    SMALL_FILE_BYTES,
     atomic_path,
     atomic_write_text,
     commit_staged,
     is_zarr_store,
     json_default,
+    read_bounded,
     remove_path,
     unfit_results_folder,
 )
@@ -502,7 +504,8 @@ class ResultStore:
     def _lock_owner(self) -> LockOwner | None:
         """The lock file's owner, or None if absent or unreadable (a damaged lock is stale)."""
         try:
-            return LockOwner.from_json(json.loads(self.lock_file.read_text()))
+            text = read_bounded(self.lock_file, limit_bytes=SMALL_FILE_BYTES)  # a pipe: no wait
+            return LockOwner.from_json(json.loads(text))
         except (OSError, ValueError):
             return None
 

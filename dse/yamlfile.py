@@ -8,7 +8,6 @@ folders only, and bounded in size."""
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -116,29 +115,6 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
     if len(data) > limit_bytes:
         raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
     return data
-
-
-def read_bounded(path: Path | str, *, limit_bytes: int) -> str:
-    """The text of the file a user named at ``path`` (a study): a regular file of at most
-    ``limit_bytes`` bytes. A pipe, a device or a socket is refused rather than read (a named
-    pipe nobody writes to would wait forever, ``/dev/zero`` never ends). Raises ``ValueError``
-    with a one-line reason, ``OSError`` where the file cannot be opened or read (a folder, a
-    missing file) and ``UnicodeDecodeError`` where it is not UTF-8; line ends are read as
-    ``Path.read_text`` reads them (``\\r\\n`` and ``\\r`` as ``\\n``)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
-        if not stat.S_ISREG(mode):
-            raise ValueError("is a device, pipe or socket, not a file; give a file path")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit_bytes + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit_bytes:
-        raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
-    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
 #: libyaml's safe loader where PyYAML was built with it (the same documents), else Python's

@@ -119,6 +119,34 @@ def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(
         assert code in (2, 1) and "Traceback" not in err and "symbolic link" in err, err
 
 
+@pytest.mark.parametrize("name", ["lock", "progress.json"])
+def test_a_pipe_planted_at_a_results_folders_lock_or_progress_holds_no_command(
+    finished, capsys, monkeypatch, name
+):
+    """A named pipe at the lock or the progress file held `dse status`, `dse resume` and
+    `dse run --overwrite` forever (read as a file, a pipe nobody writes to never ends)."""
+    import threading
+    import time
+
+    pipe = finished / name
+    pipe.unlink(missing_ok=True)
+    os.mkfifo(pipe)
+
+    def unblock():  # were it opened to be read, a writer's open and close end the wait
+        time.sleep(10)
+        try:
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader (ENXIO), or gone: as it should be
+            pass
+
+    threading.Thread(target=unblock, daemon=True).start()
+    for args in (("status", finished), ("resume", finished, "--quiet")):
+        start = time.monotonic()
+        code, out, err = _cli(capsys, monkeypatch, *args)
+        assert code == 0 and time.monotonic() - start < 8, (args, err)
+        assert "Traceback" not in err, err
+
+
 def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(
     finished, tmp_path, capsys, monkeypatch
 ):
