@@ -645,7 +645,7 @@ class ResultStore:
         """The log's files in the order written (leftover temporary files excluded)."""
         if getattr(self, "_files", None) is None:
             d = self.evaluations_dir
-            self._files = (
+            files = (
                 sorted(
                     p
                     for p in d.iterdir()
@@ -654,6 +654,13 @@ class ResultStore:
                 if d.is_dir()
                 else []
             )
+            odd = next((p for p in files if p.exists() and not p.is_file()), None)
+            if odd is not None:  # a pipe would hold every reader of the log forever
+                raise StoreError(
+                    f"{odd} is not a file (a folder, device, pipe or socket): no log file of "
+                    f"dse; move it out of {d}"
+                )
+            self._files = files
         return list(self._files)
 
     def check_log(self, parameters: tuple[str, ...] = ()) -> int:

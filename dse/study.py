@@ -988,7 +988,7 @@ def load_study(path: str | Path) -> Study:
         raise StudyError("study file not found", file=file) from None
     except UnicodeDecodeError as exc:
         raise StudyError(f"cannot read study file: {exc}", file=file) from None
-    except ValueError as exc:  # a pipe, a device, too large
+    except ValueError as exc:  # too large
         raise StudyError(f"study file {exc}", file=file) from None
     except OSError as exc:
         raise StudyError(f"cannot read study file: {exc.strerror or exc}", file=file) from None

@@ -119,16 +119,25 @@ def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(
         assert code in (2, 1) and "Traceback" not in err and "symbolic link" in err, err
 
 
-@pytest.mark.parametrize("name", ["lock", "progress.json"])
-def test_a_pipe_planted_at_a_results_folders_lock_or_progress_holds_no_command(
-    finished, capsys, monkeypatch, name
-):
-    """A named pipe at the lock or the progress file held `dse status`, `dse resume` and
-    `dse run --overwrite` forever (read as a file, a pipe nobody writes to never ends)."""
+@pytest.mark.parametrize("name", ["lock", "progress.json", "nsga2-asked.f64", "log"])
+def test_a_pipe_planted_in_a_results_folder_holds_no_command(tmp_path, capsys, monkeypatch, name):
+    """A named pipe at the lock, the progress file, NSGA-II's asked file or a log file held
+    `dse status`, `show`, `export` and `resume` forever (read as a file, a pipe nobody writes
+    to never ends): each now goes on without it, or refuses the folder in one line."""
     import threading
     import time
 
-    pipe = finished / name
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(tmp_path / "out"),
+            search={"algorithm": "nsga2", "budget": 40, "batch_size": 20, "polish": False},
+        ),
+    )
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 0, err
+    out = tmp_path / "out"
+    pipe = min((out / "evaluations").glob("*.arrow")) if name == "log" else out / name
     pipe.unlink(missing_ok=True)
     os.mkfifo(pipe)
 
@@ -140,11 +149,17 @@ def test_a_pipe_planted_at_a_results_folders_lock_or_progress_holds_no_command(
             pass
 
     threading.Thread(target=unblock, daemon=True).start()
-    for args in (("status", finished), ("resume", finished, "--quiet")):
+    export = ("export", out, "--all", "-o", tmp_path / "all.csv")
+    for args in (("status", out), ("show", out), export, ("resume", out, "--quiet")):
         start = time.monotonic()
-        code, out, err = _cli(capsys, monkeypatch, *args)
-        assert code == 0 and time.monotonic() - start < 8, (args, err)
-        assert "Traceback" not in err, err
+        code, _, err = _cli(capsys, monkeypatch, *args)
+        assert time.monotonic() - start < 8 and "Traceback" not in err, (args, err)
+        refused = name == "log" or (name == "nsga2-asked.f64" and args[0] == "resume")
+        assert code == (2 if refused else 0), (args, err)
+        if refused:
+            said = err.strip().splitlines()[-1]  # (resume says first what it found)
+            assert said.startswith("error:") and pipe.name in said, err
+            assert "is not a file" in said or "is a device, pipe or socket" in said, err
 
 
 def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(

@@ -60,7 +60,7 @@ import pandas as pd
 from pydantic import Field
 
 from dse.errors import StoreError
-from dse.files import append_durably
+from dse.files import append_durably, open_regular
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column
 from dse.study import MAX_BATCH
@@ -482,7 +482,7 @@ class NSGA2Driver(SearchDriver):
         try:
             if path is None:
                 raise FileNotFoundError("no results folder")
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # (a pipe planted there would hold the read)
                 data = f.read(want)
         except OSError as exc:
             raise StoreError(
