@@ -72,44 +72,6 @@ def _resolved(path: Path) -> Path:
         return path
 
 
-#: the most bytes a small file of a results folder (its lock, its progress) may hold
-SMALL_FILE_BYTES = 1_000_000
-
-
-def open_regular(path: Path | str) -> Any:
-    """``path`` opened to be read in binary, a regular file only: a pipe, a device or a
-    socket is refused rather than opened for reading (a named pipe nobody writes to would
-    hold the reader forever, ``/dev/zero`` never ends) with an ``OSError`` (``EINVAL``) whose
-    ``strerror`` says so; a folder with ``IsADirectoryError``."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(
-                errno.EINVAL, "is a device, pipe or socket, not a file; give a file path", str(path)
-            )
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def read_bounded(path: Path | str, *, limit_bytes: int) -> str:
-    """The text of the file at ``path`` that a user named (a study) or an untrusted folder
-    holds (a results folder's lock): a regular file (:func:`open_regular`) of at most
-    ``limit_bytes`` bytes. Raises ``OSError`` where the file cannot be opened or read (a
-    pipe, a device, a folder, a missing file), ``ValueError`` with a one-line reason where it
-    is larger, and ``UnicodeDecodeError`` (a ValueError) where it is not UTF-8; line ends are
-    read as ``Path.read_text`` reads them (``\\r\\n`` and ``\\r`` as ``\\n``)."""
-    with open_regular(path) as f:
-        data = f.read(limit_bytes + 1)
-    if len(data) > limit_bytes:
-        raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
-    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
-
-
 def results_folder_of(path: Path) -> Path | None:
     """The nearest folder above ``path`` (by name: ``..`` is not resolved) that holds a
     ``meta.json`` that is a file, not a link: the results folder ``path`` lies in, or None."""

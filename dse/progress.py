@@ -16,7 +16,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-from dse.files import SMALL_FILE_BYTES, atomic_write_text, json_default, read_bounded
+from dse.files import atomic_write_text, json_default
+from dse.yamlfile import SMALL_FILE_BYTES, read_bounded
 
 #: the progress file in a results folder
 PROGRESS_FILE = "progress.json"

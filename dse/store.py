@@ -55,17 +55,16 @@ from dse.files import (
     FORMAT,
     FORMAT_VERSION,
     OLDEST_FORMAT_READ,
-    SMALL_FILE_BYTES,
     atomic_path,
     atomic_write_text,
     commit_staged,
     is_zarr_store,
     json_default,
-    read_bounded,
     remove_path,
     unfit_results_folder,
 )
 from dse.records import LockOwner, RunMeta, RunState
+from dse.yamlfile import SMALL_FILE_BYTES, read_bounded
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
 LOG_COLUMNS = ("key", "batch", "status", "feasible", "kept")

@@ -27,9 +27,8 @@ from pydantic import (
 )
 
 from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
-from dse.files import read_bounded
 from dse.units import UNITS, canonical, unit_problem
-from dse.yamlfile import load_yaml, read_inside
+from dse.yamlfile import load_yaml, read_bounded, read_inside
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(

@@ -60,10 +60,11 @@ import pandas as pd
 from pydantic import Field
 
 from dse.errors import StoreError
-from dse.files import append_durably, open_regular
+from dse.files import append_durably
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column
 from dse.study import MAX_BATCH
+from dse.yamlfile import open_regular
 
 BAD = 1e30  # objective value given to rows without finite objectives (they are infeasible)
 STATE_VERSION = 2  # 2: population as plain data; earlier states (ask/tell history) are converted
