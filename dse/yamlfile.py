@@ -120,7 +120,8 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
     return data
 
 
-#: the most bytes a small file of a results folder (its lock, its progress) may hold
+#: the most bytes a small file may hold: a results folder's lock and progress, an accelerator
+#: profile, a cluster profile (each a few kB)
 SMALL_FILE_BYTES = 1_000_000
 
 

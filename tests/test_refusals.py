@@ -35,6 +35,20 @@ def test_yaml_nested_a_thousand_levels_deep_is_refused(tmp_path):
     _refused(run_cli("validate", path), "deep.yaml", "nested deeper")
 
 
+def test_a_cluster_profile_larger_than_a_profile_may_be_is_refused(tmp_path):
+    (tmp_path / "workers").mkdir()
+    with open(tmp_path / "workers" / "w.yaml", "wb") as f:
+        f.write(b"workers: 2\n")
+        f.truncate(2_000_000)  # sparse: no disk used
+    s = toy_study(output=str(tmp_path / "out"))
+    s["execution"] = {"profile": str(tmp_path / "workers" / "w.yaml")}
+    _refused(
+        run_cli("validate", write_study(tmp_path, s)),
+        "execution.profile",
+        "is larger than the 1,000,000 bytes",
+    )
+
+
 def test_a_key_written_twice_is_refused_in_a_study_and_a_cluster_profile(tmp_path):
     study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
     twice = tmp_path / "twice.yaml"
@@ -64,9 +78,13 @@ def test_an_accelerator_profile_not_utf8_or_with_a_key_twice_is_refused(tmp_path
     (tmp_path / "bin.yaml").write_bytes(text.encode() + b"\nnotes: \xff\xfe\n")
     name_line = next(line for line in text.splitlines() if line.startswith("name:"))
     (tmp_path / "dup.yaml").write_text(text + name_line + "\n")
+    with open(tmp_path / "big.yaml", "wb") as f:  # read whole before: 300 MB took 7 s
+        f.write(text.encode())
+        f.truncate(2_000_000)  # sparse: no disk used
     for profile, expected in (
         ("bin.yaml", "is not UTF-8"),
         ("dup.yaml", "key 'name' appears twice"),
+        ("big.yaml", "larger than the 1,000,000 bytes"),
     ):
         proc = run_cli("calibrate", "sweep.csv", "-a", profile, "-o", "out.yaml", cwd=tmp_path)
         _refused(proc, profile, expected)
