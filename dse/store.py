@@ -132,9 +132,10 @@ def read_log_file(path: Path, columns: list[str] | None = None) -> pa.Table:
     if columns is not None:
         names = set(log_file_schema(path).names)
         columns = [c for c in columns if c in names]
+    where = os.path.abspath(path)  # pyarrow reads a leading '~' as the home folder
     if path.suffix == ".parquet":
-        return pq.read_table(path, columns=columns)
-    return feather.read_table(path, columns=columns, memory_map=True)
+        return pq.read_table(where, columns=columns)
+    return feather.read_table(where, columns=columns, memory_map=True)
 
 
 def log_file_schema(path: Path) -> pa.Schema:

@@ -512,7 +512,12 @@ class Study(_Strict):
 
     @property
     def output_dir(self) -> Path:
-        return Path(self.output.path) if self.output.path else Path("results") / self.name
+        """The results folder: ``output.path`` (``~`` is the home folder, as in a profile's
+        path; it was a folder named ``~`` here, whose datasets xarray then wrote under the
+        home folder), else ``results/NAME``."""
+        if self.output.path:
+            return Path(self.output.path).expanduser()
+        return Path("results") / self.name
 
     def with_execution(self, **changes: Any) -> Study:
         """This study with ``changes`` to its execution section (the command line's

@@ -162,6 +162,31 @@ def test_a_pipe_planted_in_a_results_folder_holds_no_command(tmp_path, capsys, m
             assert "is not a file" in said or "is a device, pipe or socket" in said, err
 
 
+def test_a_tilde_is_the_home_folder_in_a_study_and_a_folder_named_so_on_the_command_line(
+    tmp_path,
+):
+    """``output: ~/res`` made a folder named ~ in the working folder, and its datasets went
+    to xarray, which read the ~ as the home folder (the run ended "writing its datasets
+    failed"); ``-o '~/res'`` (quoted: no shell expanded it) is a folder named ~ here, and no
+    library may read or write its files under the home folder instead."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    study = write_study(work, toy_study(output="~/res"))
+    env = {"HOME": str(home)}
+    proc = run_cli("run", study, "--quiet", cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "res" / "pareto.nc").is_file() and not (work / "~").exists()
+    proc = run_cli("run", study, "-o", "~/cli", "--quiet", cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr
+    for args in (("show", "~/cli"), ("export", "~/cli", "--all", "-o", "~/all.parquet")):
+        proc = run_cli(*args, cwd=work, env=env)
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert (work / "~" / "cli" / "pareto.nc").is_file() and (work / "~" / "all.parquet").is_file()
+    # (libraries keep their caches under the home folder: .cache, .config)
+    assert [p.name for p in home.iterdir() if not p.name.startswith(".")] == ["res"]
+
+
 def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(
     finished, tmp_path, capsys, monkeypatch
 ):
