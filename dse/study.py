@@ -435,6 +435,17 @@ class OutputSpec(_Strict):
     """Where the results go and what the evaluation log keeps."""
 
     path: str | None = Field(default=None, description="results folder (default: results/<name>)")
+
+    @field_validator("path")
+    @classmethod
+    def _printable_path(cls, v: str | None) -> str | None:
+        """A folder whose name holds a control character (an escape sequence, a line end)
+        is a typo or a trap: its name, printed in the run's first line, would drive the
+        terminal."""
+        if v is not None and not v.isprintable():
+            raise ValueError("expected a folder path without control characters")
+        return v
+
     keep: Literal["all", "feasible", "front"] = Field(
         default="all",
         description="rows the log keeps in full: every evaluation, the feasible "

@@ -390,6 +390,11 @@ RUN_CASES = {
         "output.path",
         "expected a text without a NUL character (\\x00) (got 'results/a\\x00b')",
     ),
+    "an escape sequence in the results folder's path": (  # printed raw in the run's line
+        lambda d: d.update(output="results/\x1b]0;owned\x07x"),
+        "output.path",
+        "expected a folder path without control characters (got 'results/\\x1b]0;owned\\x07x')",
+    ),
     "a NUL character in the cluster profile's name": (
         lambda d: d.update(execution={"profile": "slurm\x00"}),
         "execution.profile",
