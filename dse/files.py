@@ -150,7 +150,9 @@ def _private_folder(path: Path) -> Path:
             tempfile.mkdtemp(
                 prefix=f".{_cut(path.name, 255 - 40)}.",
                 suffix=f".{os.getpid()}.tmp",
-                dir=path.parent,
+                # absolute: a library writing by path (xarray) reads a leading '~' of a
+                # relative one as the home folder, and would write there
+                dir=os.path.abspath(path.parent),
             )
         )
     except (

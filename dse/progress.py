@@ -17,6 +17,7 @@ from collections import deque
 from pathlib import Path
 
 from dse.files import atomic_write_text, json_default
+from dse.yamlfile import SMALL_FILE_BYTES, read_bounded
 
 #: the progress file in a results folder
 PROGRESS_FILE = "progress.json"
@@ -317,7 +318,8 @@ LINE = re.compile(
 def read_progress(folder: Path) -> dict | None:
     """The progress file of a results folder, None when there is none (or it is unreadable)."""
     try:
-        content = json.loads((Path(folder) / PROGRESS_FILE).read_text())
+        text = read_bounded(Path(folder) / PROGRESS_FILE, limit_bytes=SMALL_FILE_BYTES)
+        content = json.loads(text)  # (a pipe planted there is refused, not waited on)
     except (OSError, ValueError):
         return None
     return content if isinstance(content, dict) else None

@@ -15,6 +15,7 @@ front, whose attributes (the search's labels, ``log_rows``, ``log_keeps``) it ca
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 
@@ -127,9 +128,12 @@ class Results:
         def read():
             import netCDF4
 
+            # absolute: xarray reads a leading '~' of a relative path ('-o "~/x"': a folder
+            # named ~ here) as the home folder, and would open a file there
+            where = os.path.abspath(path)
             drop = None
             if keep is not None:
-                with netCDF4.Dataset(path, "r") as f:
+                with netCDF4.Dataset(where, "r") as f:
                     drop = [n for n in f.variables if n not in keep and n != "candidate"]
             # netCDF-C gives each variable of a file it opens a 64 MiB chunk cache: reading a
             # 10^7-row run slice by slice, `dse report` held 1.6 GB of them (0.6 GB with
@@ -137,7 +141,7 @@ class Results:
             before = netCDF4.get_chunk_cache()
             netCDF4.set_chunk_cache(READ_CHUNK_CACHE_BYTES)
             try:
-                return xr.open_dataset(path, engine=NETCDF_ENGINE, drop_variables=drop)
+                return xr.open_dataset(where, engine=NETCDF_ENGINE, drop_variables=drop)
             finally:
                 netCDF4.set_chunk_cache(*before)
 

@@ -64,6 +64,7 @@ from dse.files import (
     unfit_results_folder,
 )
 from dse.records import LockOwner, RunMeta, RunState
+from dse.yamlfile import SMALL_FILE_BYTES, read_bounded
 
 #: columns every log file has (whatever the study's ``keep`` policy drops from a row)
 LOG_COLUMNS = ("key", "batch", "status", "feasible", "kept")
@@ -131,9 +132,10 @@ def read_log_file(path: Path, columns: list[str] | None = None) -> pa.Table:
     if columns is not None:
         names = set(log_file_schema(path).names)
         columns = [c for c in columns if c in names]
+    where = os.path.abspath(path)  # pyarrow reads a leading '~' as the home folder
     if path.suffix == ".parquet":
-        return pq.read_table(path, columns=columns)
-    return feather.read_table(path, columns=columns, memory_map=True)
+        return pq.read_table(where, columns=columns)
+    return feather.read_table(where, columns=columns, memory_map=True)
 
 
 def log_file_schema(path: Path) -> pa.Schema:
@@ -502,7 +504,8 @@ class ResultStore:
     def _lock_owner(self) -> LockOwner | None:
         """The lock file's owner, or None if absent or unreadable (a damaged lock is stale)."""
         try:
-            return LockOwner.from_json(json.loads(self.lock_file.read_text()))
+            text = read_bounded(self.lock_file, limit_bytes=SMALL_FILE_BYTES)  # a pipe: no wait
+            return LockOwner.from_json(json.loads(text))
         except (OSError, ValueError):
             return None
 
@@ -642,7 +645,7 @@ class ResultStore:
         """The log's files in the order written (leftover temporary files excluded)."""
         if getattr(self, "_files", None) is None:
             d = self.evaluations_dir
-            self._files = (
+            files = (
                 sorted(
                     p
                     for p in d.iterdir()
@@ -651,6 +654,13 @@ class ResultStore:
                 if d.is_dir()
                 else []
             )
+            odd = next((p for p in files if p.exists() and not p.is_file()), None)
+            if odd is not None:  # a pipe would hold every reader of the log forever
+                raise StoreError(
+                    f"{odd} is not a file (a folder, device, pipe or socket): no log file of "
+                    f"dse; move it out of {d}"
+                )
+            self._files = files
         return list(self._files)
 
     def check_log(self, parameters: tuple[str, ...] = ()) -> int:

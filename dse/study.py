@@ -28,7 +28,7 @@ from pydantic import (
 
 from dse.errors import DseError, StudyError, did_you_mean, pydantic_message
 from dse.units import UNITS, canonical, unit_problem
-from dse.yamlfile import load_yaml, read_inside
+from dse.yamlfile import load_yaml, read_bounded, read_inside
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(
@@ -52,6 +52,8 @@ class _Strict(BaseModel):
                     raise ValueError("expected a number, not true or false")
         elif _switch(annotation) and v is not None and not isinstance(v, bool):
             raise ValueError("expected true or false")
+        if isinstance(v, str) and "\x00" in v:  # no file name holds one: os calls raise ValueError
+            raise ValueError("expected a text without a NUL character (\\x00)")
         return v
 
 
@@ -174,6 +176,8 @@ _BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 #: the most bytes a catalog of bundles may hold, and the most bundles one parameter may have
 CATALOG_LIMIT_BYTES = 1_000_000
 MAX_BUNDLES = 10_000
+#: the most bytes a study file may hold (the largest example study is under 20 kB)
+STUDY_LIMIT_BYTES = 10_000_000
 
 
 class BundlesSpec(_Strict):
@@ -301,6 +305,12 @@ def duration_s(text: str) -> float | None:
     return float(m[1]) * _SECONDS_PER[m[2]]
 
 
+#: the most candidates one batch may ask (a population, a polish batch): a batch is held in
+#: memory whole, and pymoo draws a population of 10^12 as a 36 TiB array (a population of
+#: 2^20 on the quickstart takes 12 s)
+MAX_BATCH = 1_048_576
+
+
 class PolishSpec(_Strict):
     """The front polish after the search: the unevaluated neighbours of the front are evaluated
     until it stops changing or the budget is spent (discrete spaces; docs/search.md)."""
@@ -329,7 +339,10 @@ class SearchSpec(_Strict):
     )
     seed: int = Field(default=0, ge=0, description="seed of the search's random numbers")
     batch_size: int = Field(
-        default=100, ge=1, description="candidates asked per batch / population size"
+        default=100,
+        ge=1,
+        le=MAX_BATCH,
+        description="candidates asked per batch / population size",
     )
     polish: PolishSpec | None = Field(
         default=None, description="the front polish (default: the algorithm's)"
@@ -422,6 +435,17 @@ class OutputSpec(_Strict):
     """Where the results go and what the evaluation log keeps."""
 
     path: str | None = Field(default=None, description="results folder (default: results/<name>)")
+
+    @field_validator("path")
+    @classmethod
+    def _printable_path(cls, v: str | None) -> str | None:
+        """A folder whose name holds a control character (an escape sequence, a line end)
+        is a typo or a trap: its name, printed in the run's first line, would drive the
+        terminal."""
+        if v is not None and not v.isprintable():
+            raise ValueError("expected a folder path without control characters")
+        return v
+
     keep: Literal["all", "feasible", "front"] = Field(
         default="all",
         description="rows the log keeps in full: every evaluation, the feasible "
@@ -499,7 +523,12 @@ class Study(_Strict):
 
     @property
     def output_dir(self) -> Path:
-        return Path(self.output.path) if self.output.path else Path("results") / self.name
+        """The results folder: ``output.path`` (``~`` is the home folder, as in a profile's
+        path; it was a folder named ``~`` here, whose datasets xarray then wrote under the
+        home folder), else ``results/NAME``."""
+        if self.output.path:
+            return Path(self.output.path).expanduser()
+        return Path("results") / self.name
 
     def with_execution(self, **changes: Any) -> Study:
         """This study with ``changes`` to its execution section (the command line's
@@ -969,11 +998,15 @@ def load_study(path: str | Path) -> Study:
     p = Path(path)
     file = str(path)
     try:
-        text = p.read_text()
+        text = read_bounded(p, limit_bytes=STUDY_LIMIT_BYTES)
     except FileNotFoundError:
         raise StudyError("study file not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise StudyError(f"cannot read study file: {exc}", file=file) from None
+    except ValueError as exc:  # too large
+        raise StudyError(f"study file {exc}", file=file) from None
+    except OSError as exc:
+        raise StudyError(f"cannot read study file: {exc.strerror or exc}", file=file) from None
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

@@ -8,6 +8,7 @@ refused with their line.
 from __future__ import annotations
 
 import csv
+import stat
 from pathlib import Path
 
 from dse.errors import DseError
@@ -22,11 +23,18 @@ def check_size(
     path: Path | str, what: str, *, limit_mb: float = TABLE_LIMIT_MB, instead: str = ""
 ) -> None:
     """Refuse a file of more than ``limit_mb`` MB (``what`` it is, and ``instead``: what to
-    do rather, in the message); a missing file is left to the reader."""
+    do rather, in the message), and a device, pipe or socket (a named pipe nobody writes to
+    would hold the reader forever, ``/dev/zero`` never ends); a missing file is left to the
+    reader."""
     try:
-        size_mb = Path(path).stat().st_size / 1e6
+        info = Path(path).stat()
     except OSError:
         return
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise DseError(
+            f"is a device, pipe or socket, not a file; give the {what} itself", file=str(path)
+        )
+    size_mb = info.st_size / 1e6
     if size_mb > limit_mb:
         raise DseError(
             f"is {size_mb:,.1f} MB, more than the {limit_mb:g} MB a {what} may be"

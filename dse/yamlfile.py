@@ -4,10 +4,13 @@ silently keep the last one), and nesting bounded (a document nested a thousand l
 would otherwise end in Python's RecursionError). Every problem is a :class:`yaml.YAMLError`,
 so a caller turns it into its one-line refusal as it does a syntax error. A file a study names
 (a catalog of bundles) is read by :func:`read_inside`: beside the study, through real
-folders only, and bounded in size."""
+folders only, and bounded in size. Any other file a user names or an untrusted folder holds
+is opened by :func:`open_regular` (read by :func:`read_bounded`): a regular file only, never
+a pipe or a device that would hold the reader forever."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -115,6 +118,45 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
     if len(data) > limit_bytes:
         raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
     return data
+
+
+#: the most bytes a small file may hold: a results folder's lock and progress, an accelerator
+#: profile, a cluster profile (each a few kB)
+SMALL_FILE_BYTES = 1_000_000
+
+
+def open_regular(path: Path | str) -> Any:
+    """``path`` opened to be read in binary, a regular file only: a pipe, a device or a
+    socket is refused rather than opened for reading (a named pipe nobody writes to would
+    hold the reader forever, ``/dev/zero`` never ends) with an ``OSError`` (``EINVAL``) whose
+    ``strerror`` says so; a folder with ``IsADirectoryError``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(
+                errno.EINVAL, "is a device, pipe or socket, not a file; give a file path", str(path)
+            )
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: Path | str, *, limit_bytes: int) -> str:
+    """The text of the file at ``path`` that a user named (a study) or an untrusted folder
+    holds (a results folder's lock): a regular file (:func:`open_regular`) of at most
+    ``limit_bytes`` bytes. Raises ``OSError`` where the file cannot be opened or read (a
+    pipe, a device, a folder, a missing file), ``ValueError`` with a one-line reason where it
+    is larger, and ``UnicodeDecodeError`` (a ValueError) where it is not UTF-8; line ends are
+    read as ``Path.read_text`` reads them (``\\r\\n`` and ``\\r`` as ``\\n``)."""
+    with open_regular(path) as f:
+        data = f.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
 #: libyaml's safe loader where PyYAML was built with it (the same documents), else Python's

@@ -306,6 +306,19 @@ def test_job_options_of_the_wrong_kind_are_refused_at_validate(tmp_path, options
     assert str(info.value).startswith(f"{tmp_path / 'q.yaml'}: {expected}"), str(info.value)
 
 
+def test_a_cluster_class_that_needs_an_argument_the_options_do_not_give_is_refused(tmp_path):
+    """A callable the options cannot start (``textwrap.dedent`` needs ``text``): validate
+    said ok and the run ended in "cannot start ...: TypeError" after making its folder."""
+    (tmp_path / "q.yaml").write_text("cluster: textwrap.dedent\noptions: {}\n")
+    with pytest.raises(StudyError) as info:
+        plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")
+    assert str(info.value).startswith(
+        f"{tmp_path / 'q.yaml'}: options: textwrap.dedent cannot start without 'text'"
+    ), str(info.value)
+    (tmp_path / "q.yaml").write_text("cluster: textwrap.dedent\noptions: {text: x}\n")
+    plan_execution(ExecutionSpec(profile="q"), study_path=tmp_path / "study.yaml")  # given: ok
+
+
 def test_a_misspelt_option_of_ssh_cluster_is_refused(tmp_path):
     """``SSHCluster`` passes its ``**kwargs`` to ``SpecCluster``, whose signature tells (before:
     validate said ok and the run ended in a TypeError)."""

@@ -119,6 +119,74 @@ def test_a_link_planted_in_a_results_folder_sends_no_command_write_outside(
         assert code in (2, 1) and "Traceback" not in err and "symbolic link" in err, err
 
 
+@pytest.mark.parametrize("name", ["lock", "progress.json", "nsga2-asked.f64", "log"])
+def test_a_pipe_planted_in_a_results_folder_holds_no_command(tmp_path, capsys, monkeypatch, name):
+    """A named pipe at the lock, the progress file, NSGA-II's asked file or a log file held
+    `dse status`, `show`, `export` and `resume` forever (read as a file, a pipe nobody writes
+    to never ends): each now goes on without it, or refuses the folder in one line."""
+    import threading
+    import time
+
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(tmp_path / "out"),
+            search={"algorithm": "nsga2", "budget": 40, "batch_size": 20, "polish": False},
+        ),
+    )
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 0, err
+    out = tmp_path / "out"
+    pipe = min((out / "evaluations").glob("*.arrow")) if name == "log" else out / name
+    pipe.unlink(missing_ok=True)
+    os.mkfifo(pipe)
+
+    def unblock():  # were it opened to be read, a writer's open and close end the wait
+        time.sleep(10)
+        try:
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader (ENXIO), or gone: as it should be
+            pass
+
+    threading.Thread(target=unblock, daemon=True).start()
+    export = ("export", out, "--all", "-o", tmp_path / "all.csv")
+    for args in (("status", out), ("show", out), export, ("resume", out, "--quiet")):
+        start = time.monotonic()
+        code, _, err = _cli(capsys, monkeypatch, *args)
+        assert time.monotonic() - start < 8 and "Traceback" not in err, (args, err)
+        refused = name == "log" or (name == "nsga2-asked.f64" and args[0] == "resume")
+        assert code == (2 if refused else 0), (args, err)
+        if refused:
+            said = err.strip().splitlines()[-1]  # (resume says first what it found)
+            assert said.startswith("error:") and pipe.name in said, err
+            assert "is not a file" in said or "is a device, pipe or socket" in said, err
+
+
+def test_a_tilde_is_the_home_folder_in_a_study_and_a_folder_named_so_on_the_command_line(
+    tmp_path,
+):
+    """``output: ~/res`` made a folder named ~ in the working folder, and its datasets went
+    to xarray, which read the ~ as the home folder (the run ended "writing its datasets
+    failed"); ``-o '~/res'`` (quoted: no shell expanded it) is a folder named ~ here, and no
+    library may read or write its files under the home folder instead."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    study = write_study(work, toy_study(output="~/res"))
+    env = {"HOME": str(home)}
+    proc = run_cli("run", study, "--quiet", cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "res" / "pareto.nc").is_file() and not (work / "~").exists()
+    proc = run_cli("run", study, "-o", "~/cli", "--quiet", cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr
+    for args in (("show", "~/cli"), ("export", "~/cli", "--all", "-o", "~/all.parquet")):
+        proc = run_cli(*args, cwd=work, env=env)
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert (work / "~" / "cli" / "pareto.nc").is_file() and (work / "~" / "all.parquet").is_file()
+    # (libraries keep their caches under the home folder: .cache, .config)
+    assert [p.name for p in home.iterdir() if not p.name.startswith(".")] == ["res"]
+
+
 def test_an_explicit_output_that_is_a_link_is_refused_in_one_line(
     finished, tmp_path, capsys, monkeypatch
 ):

@@ -35,6 +35,20 @@ def test_yaml_nested_a_thousand_levels_deep_is_refused(tmp_path):
     _refused(run_cli("validate", path), "deep.yaml", "nested deeper")
 
 
+def test_a_cluster_profile_larger_than_a_profile_may_be_is_refused(tmp_path):
+    (tmp_path / "workers").mkdir()
+    with open(tmp_path / "workers" / "w.yaml", "wb") as f:
+        f.write(b"workers: 2\n")
+        f.truncate(2_000_000)  # sparse: no disk used
+    s = toy_study(output=str(tmp_path / "out"))
+    s["execution"] = {"profile": str(tmp_path / "workers" / "w.yaml")}
+    _refused(
+        run_cli("validate", write_study(tmp_path, s)),
+        "execution.profile",
+        "is larger than the 1,000,000 bytes",
+    )
+
+
 def test_a_key_written_twice_is_refused_in_a_study_and_a_cluster_profile(tmp_path):
     study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
     twice = tmp_path / "twice.yaml"
@@ -64,9 +78,13 @@ def test_an_accelerator_profile_not_utf8_or_with_a_key_twice_is_refused(tmp_path
     (tmp_path / "bin.yaml").write_bytes(text.encode() + b"\nnotes: \xff\xfe\n")
     name_line = next(line for line in text.splitlines() if line.startswith("name:"))
     (tmp_path / "dup.yaml").write_text(text + name_line + "\n")
+    with open(tmp_path / "big.yaml", "wb") as f:  # read whole before: 300 MB took 7 s
+        f.write(text.encode())
+        f.truncate(2_000_000)  # sparse: no disk used
     for profile, expected in (
         ("bin.yaml", "is not UTF-8"),
         ("dup.yaml", "key 'name' appears twice"),
+        ("big.yaml", "larger than the 1,000,000 bytes"),
     ):
         proc = run_cli("calibrate", "sweep.csv", "-a", profile, "-o", "out.yaml", cwd=tmp_path)
         _refused(proc, profile, expected)
@@ -190,3 +208,43 @@ def test_a_worker_that_dies_during_the_version_check_does_not_stop_the_run():
     ex.client = _Client({"tcp://a:1": ImportError("No module named 'dse'"), "tcp://b:1": good})
     with pytest.raises(WorkerMismatch, match="cannot run dse"):
         ex.check_versions()  # a worker that answers that it cannot run dse still stops it
+
+
+def test_a_pipe_a_device_or_an_oversized_file_as_a_study_or_a_table_is_refused_not_read(tmp_path):
+    """A named pipe nobody writes to held `dse validate`, `dse evaluate -c` and `dse
+    validate-model` forever, /dev/zero read on without end, and a study of any size was read
+    whole: each is refused in one line before anything is read."""
+    import contextlib
+    import os
+    import threading
+
+    from dse.study import STUDY_LIMIT_BYTES
+
+    def unblock(fifo):  # were one opened to be read, a writer's open and close end the wait
+        def run():
+            time.sleep(10)
+            with contextlib.suppress(OSError):  # ENXIO: no reader, as it should be
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+        threading.Thread(target=run, daemon=True).start()
+
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+    unblock(pipe)
+    for study in (pipe, "/dev/zero"):
+        _refused(run_cli("validate", study), str(study), "is a device, pipe or socket, not a file")
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as f:
+        f.write(b"name: big\n")
+        f.truncate(STUDY_LIMIT_BYTES + 1)  # sparse: no disk used
+    _refused(run_cli("validate", big), "big.yaml", f"larger than the {STUDY_LIMIT_BYTES:,} bytes")
+    study = write_study(tmp_path, toy_study(output=str(tmp_path / "out")))
+    table = tmp_path / "table.csv"
+    os.mkfifo(table)
+    unblock(table)
+    for args in (
+        ("evaluate", study, "-c", table, "-o", tmp_path / "o.csv"),
+        ("validate-model", table),
+    ):
+        _refused(run_cli(*args), "table.csv", "is a device, pipe or socket, not a file")
+    assert not (tmp_path / "o.csv").exists() and not (tmp_path / "out").exists()

@@ -200,3 +200,10 @@ def test_a_bad_step_is_refused_in_one_line(quickstart):
     proc = run_cli("sensitivity", str(quickstart), "--step", "0.5")
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert "--step" in proc.stderr and "0.5" in proc.stderr
+
+
+def test_global_indices_no_memory_holds_are_refused_in_one_line(quickstart):
+    """``--global 10^12`` ended in a traceback: SALib's sample of 20 TiB could not be held."""
+    proc = run_cli("sensitivity", str(quickstart), "--global", str(10**12))
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "--global" in proc.stderr and "allowed: 0 to 1,000,000" in proc.stderr

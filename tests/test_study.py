@@ -384,6 +384,32 @@ def test_cli_missing_study_file_exits_2():
 
 
 RUN_CASES = {
+    # each of these once passed dse validate and ended dse run (or validate) in a traceback
+    "a NUL character in the results folder's path": (
+        lambda d: d.update(output="results/a\x00b"),
+        "output.path",
+        "expected a text without a NUL character (\\x00) (got 'results/a\\x00b')",
+    ),
+    "an escape sequence in the results folder's path": (  # printed raw in the run's line
+        lambda d: d.update(output="results/\x1b]0;owned\x07x"),
+        "output.path",
+        "expected a folder path without control characters (got 'results/\\x1b]0;owned\\x07x')",
+    ),
+    "a NUL character in the cluster profile's name": (
+        lambda d: d.update(execution={"profile": "slurm\x00"}),
+        "execution.profile",
+        "expected a text without a NUL character",
+    ),
+    "a batch no memory holds": (  # nsga2's population: pymoo drew a 36 TiB array
+        lambda d: d["search"].update(batch_size=10**12),
+        "search.batch_size",
+        "expected a value less than or equal to 1048576 (got 1000000000000)",
+    ),
+    "an nsga2 population no memory holds": (
+        lambda d: d["search"].update(algorithm="nsga2", options={"pop_size": 10**12}),
+        "search.options.pop_size",
+        "expected a value less than or equal to 1048576",
+    ),
     "mistyped option": (
         lambda d: d["search"].update(algorithm="nsga2", options={"crossover_probb": 0.5}),
         "search.options.crossover_probb",

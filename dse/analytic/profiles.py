@@ -35,7 +35,7 @@ from dse.analytic.time import frameworks
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError, pydantic_message
 from dse.files import atomic_write_text
-from dse.yamlfile import load_yaml
+from dse.yamlfile import SMALL_FILE_BYTES, load_yaml, read_bounded
 
 FORMAT = "dse-accelerator-profile"
 VERSION = 1
@@ -278,7 +278,8 @@ def load(path: Path | str) -> Profile:
 def _load(path: str, mtime_ns: int, size: int) -> Profile:
     del mtime_ns, size  # part of the cache key only
     try:
-        data = load_yaml(Path(path).read_text(), numbers=False)
+        # (a profile is a few kB: one of 300 MB was read whole, 7 s, before it was refused)
+        data = load_yaml(read_bounded(path, limit_bytes=SMALL_FILE_BYTES), numbers=False)
     except yaml.YAMLError as exc:
         raise DseError(f"not valid YAML: {str(exc).splitlines()[0]}", file=path) from None
     except UnicodeDecodeError as exc:
@@ -287,6 +288,8 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
             file=path,
             allowed="a UTF-8 YAML file written by dse calibrate",
         ) from None
+    except ValueError as exc:  # larger than a profile may be
+        raise DseError(f"not an accelerator profile: it {exc}", file=path) from None
     except OSError as exc:
         raise DseError(f"cannot read the profile: {exc.strerror or exc}", file=path) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

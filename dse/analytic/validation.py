@@ -46,7 +46,7 @@ from dse.analytic import model as analytic_model
 from dse.analytic.time import hardware, workload
 from dse.errors import DseError, did_you_mean
 from dse.evaluators.base import TRUTH
-from dse.tables import check_shape
+from dse.tables import TABLE_LIMIT_MB, check_shape, check_size
 
 #: reference tables that check the model and are never fitted (benchmarks/fit_calibration.py
 #: and benchmarks/mfu_bounds.py skip them): published mixture-of-experts throughput,
@@ -123,6 +123,7 @@ def read_table(path: Path) -> pd.DataFrame:
     path = Path(path)
     if path.is_dir():
         raise DseError("is a folder; give the CSV files in it (e.g. FOLDER/*.csv)", file=str(path))
+    check_size(path, "measurement table", limit_mb=TABLE_LIMIT_MB)
     if not path.is_file():
         raise DseError("no such file", file=str(path))
     check_shape(path)  # a row longer than the header would shift its values under an index column

@@ -25,7 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dse.errors import StudyError
 from dse.study import ExecutionSpec, _Strict, raise_validation_error, yaml_problem
-from dse.yamlfile import load_yaml
+from dse.yamlfile import SMALL_FILE_BYTES, load_yaml, read_bounded
 
 _ADDRESS = re.compile(
     r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$"
@@ -335,13 +335,13 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
 def load_profile(path: Path) -> ClusterProfile:
     """Read and check a profile file (its schema; :func:`plan_execution` checks the rest)."""
     try:
-        data = load_yaml(path.read_text(), numbers=False) or {}
+        data = load_yaml(read_bounded(path, limit_bytes=SMALL_FILE_BYTES), numbers=False) or {}
     except yaml.YAMLError as exc:
         raise StudyError(
             f"cluster profile {path} is not valid YAML{yaml_problem(exc)}",
             field="execution.profile",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # (not UTF-8, or larger than a profile may be)
         raise StudyError(
             f"cannot read cluster profile {path}: {getattr(exc, 'strerror', None) or exc}",
             field="execution.profile",

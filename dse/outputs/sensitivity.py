@@ -62,6 +62,9 @@ STEP = 1e-3
 #: evaluations of the global indices by default, where the evaluator is cheap
 #: (:attr:`~dse.evaluators.Evaluator.preview_size` > 0); 0 for the others
 GLOBAL_SAMPLES = 10_000
+#: the most evaluations of the global indices: Saltelli's sample is held in memory whole
+#: (10^12 asked for a 20 TiB array), and 10^6 is a hundred times the default
+GLOBAL_SAMPLES_MAX = 1_000_000
 #: the energy breakdown of :mod:`dse.outputs.selection`, the power supply's loss named
 ENERGY_PARTS = {
     **{k: v for k, v in sel.ENERGY_PARTS.items() if k != "cooling"},
@@ -724,6 +727,13 @@ def sensitivity(
     if not (isinstance(step, int | float) and 0 < step <= 0.1):
         raise DseError(
             "expected a relative step", field="--step", value=step, allowed="0 < step <= 0.1"
+        )
+    if global_samples is not None and not 0 <= global_samples <= GLOBAL_SAMPLES_MAX:
+        raise DseError(
+            "expected a number of evaluations",
+            field="--global",
+            value=global_samples,
+            allowed=f"0 to {GLOBAL_SAMPLES_MAX:,}",
         )
     start = time.perf_counter()
     run = results if isinstance(results, Results) else open_results(results)

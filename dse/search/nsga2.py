@@ -63,6 +63,8 @@ from dse.errors import StoreError
 from dse.files import append_durably
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column
+from dse.study import MAX_BATCH
+from dse.yamlfile import open_regular
 
 BAD = 1e30  # objective value given to rows without finite objectives (they are infeasible)
 STATE_VERSION = 2  # 2: population as plain data; earlier states (ask/tell history) are converted
@@ -284,7 +286,10 @@ def _population(X: np.ndarray, F: np.ndarray, G: np.ndarray):
 
 class NSGA2Options(DriverOptions):
     pop_size: int | None = Field(
-        default=None, ge=2, description="population size (default: search.batch_size)"
+        default=None,
+        ge=2,
+        le=MAX_BATCH,
+        description="population size (default: search.batch_size)",
     )
     crossover_prob: float = Field(default=0.9, ge=0, le=1, description="SBX crossover probability")
     crossover_eta: float = Field(default=5.0, gt=0, description="SBX distribution index")
@@ -478,7 +483,7 @@ class NSGA2Driver(SearchDriver):
         try:
             if path is None:
                 raise FileNotFoundError("no results folder")
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # (a pipe planted there would hold the read)
                 data = f.read(want)
         except OSError as exc:
             raise StoreError(

@@ -164,6 +164,24 @@ class Deployer:
             return keywords([obj.__init__])
         return keywords([obj])
 
+    def required_options(self) -> set[str]:
+        """The arguments the cluster class cannot be called without (none where its
+        signature cannot be told): a function such as ``os.system`` is callable, and ended a
+        run in a TypeError that ``dse validate`` never met."""
+        obj = self.cluster_class()
+        try:
+            params = inspect.signature(obj.__init__ if isinstance(obj, type) else obj).parameters
+        except (TypeError, ValueError):  # a builtin without a signature
+            return set()
+        named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return {
+            p.name
+            for i, p in enumerate(params.values())
+            if p.default is p.empty
+            and (p.kind in named or p.kind is p.KEYWORD_ONLY)
+            and not (i == 0 and isinstance(obj, type))  # self
+        }
+
     def check(self, scale: dict | None, adapt: dict | None) -> None:
         """Check the options against the cluster class, where there is one (its import,
         unknown keywords), and the profile's size; raises :class:`~dse.errors.StudyError`
@@ -180,6 +198,16 @@ class Deployer:
                         field=f"options.{key}",
                         allowed=", ".join(sorted(allowed)),
                     )
+            needed = sorted(self.required_options() - set(self.options))
+            if needed and type(self).start is Deployer.start:  # it calls the class with these
+                raise StudyError(
+                    f"{self.cluster} cannot start without {', '.join(map(repr, needed))}, "
+                    "which the profile's options do not give",
+                    field="options",
+                    value=dict(self.options),
+                    allowed="a dask cluster class, e.g. dask_jobqueue.SLURMCluster, and its "
+                    "keyword arguments",
+                )
         for section, kwargs in (("scale", scale), ("adapt", adapt)):
             jobs = [k for k in kwargs or {} if "jobs" in k]
             if jobs and not self.batch_jobs:
