@@ -3,6 +3,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 from test_memory import cfg
 
 from dse.analytic.evaluator import AnalyticEvaluator
@@ -148,3 +149,63 @@ def test_a_lora_run_has_no_pre_training_loss_trajectory():
     # time and energy accrue as for any run, to the run's own totals
     assert (lora["time_s"].diff().dropna() > 0).all()
     assert lora["time_s"].iloc[-1] < full["time_s"].iloc[-1]
+
+
+def test_lora_takes_its_tokens_as_given_at_any_batch():
+    # the critical-batch law's default noise scale is a pre-training one: a LoRA run's
+    # target_tokens are its tokens whatever the batch, unless b_noise_tokens is stated
+    rows = [{**NODE, "adapter": "lora", "global_batch_size": b} for b in (32, 128)]
+    rows.append({**NODE, "adapter": "lora", "global_batch_size": 128, "b_noise_tokens": 1e6})
+    small, large, stated = _evaluate(rows).to_dict("records")
+    assert small["tokens_to_train"] == large["tokens_to_train"] == NODE["target_tokens"]
+    assert stated["tokens_to_train"] > NODE["target_tokens"]
+    full = _evaluate([{**NODE, "global_batch_size": 128}]).iloc[0]
+    assert full["tokens_to_train"] > NODE["target_tokens"]  # pre-training: the law applies
+
+
+def test_lora_refuses_a_rank_above_the_width_and_a_batch_ramp():
+    rows = [
+        {**NODE, "adapter": "lora", "lora_rank": 8192},
+        {
+            **NODE,
+            "adapter": "lora",
+            "batch_schedule": "linear",
+            "batch_ramp_start_size": 8,
+            "batch_ramp_tokens": 1e8,
+        },
+    ]
+    out = _evaluate(rows)
+    assert out["reason"].iloc[0].startswith("LoRA rank above the model width")
+    assert out["reason"].iloc[1].startswith("a batch-size schedule follows")
+
+
+def test_lora_adapters_split_over_tensor_ranks_and_gather_beside_row_parallel_layers():
+    layout = dict(NODE, model="llama2-13b", sequence_parallel=True, adapter="lora")
+    tp2, tp4 = _evaluate([{**layout, "tensor_parallel": t} for t in (2, 4)]).to_dict("records")
+    # every adapter matrix split over the ranks (NeMo's ParallelLinearAdapter)
+    assert tp4["gradients_memory_gib"] / tp2["gradients_memory_gib"] == pytest.approx(0.5)
+    # B's output gathered beside the output projection and FC2: more tensor-parallel time
+    # with those adapted than with QKV's alone
+    qkv, everything = _evaluate(
+        [{**layout, "tensor_parallel": 4, "lora_targets": t} for t in ("qkv", "all")]
+    ).to_dict("records")
+    assert everything["tp_comm_time_s"] > qkv["tp_comm_time_s"]
+
+
+def test_lora_frees_the_frozen_embedding_and_gradients_a_pipeline_keeps():
+    # a tied embedding's gradient reduction between the first and last stage: none when frozen
+    tied = dict(NODE, model="gpt-1.3b", pipeline_parallel=2)
+    full, lora = _evaluate([tied, {**tied, "adapter": "lora"}]).to_dict("records")
+    assert lora["pp_comm_time_s"] < full["pp_comm_time_s"]
+    # torchtitan's FSDP with a pipeline keeps the stage's fp32 gradients unsharded: a frozen
+    # weight has none
+    titan = dict(
+        NODE,
+        model="llama3-8b",
+        framework="torchtitan",
+        zero_stage=3,
+        pipeline_parallel=2,
+        num_accelerators=16,
+    )
+    full, lora = _evaluate([titan, {**titan, "adapter": "lora"}]).to_dict("records")
+    assert lora["activations_memory_gib"] < full["activations_memory_gib"]

@@ -8,10 +8,17 @@ linear layer's backward computes only the input gradient, one GEMM of the forwar
 instead of two), no gradient reduction, no fp32 master copy, no optimizer state and no
 checkpoint write; the adapters get all of these, and their GEMMs run at 16 bits whatever
 the base layer's precision (NeMo ``TELinearAdapter``: "LoRA fwd is performed in original
-precision regardless of FP8 enabled"). Tensor parallelism splits an adapter as NeMo's
-``ParallelLinearAdapter`` does: beside a column-parallel base layer (QKV, FC1) ``A`` is
-whole on every rank and ``B`` split by columns; beside a row-parallel one (the attention's
-output projection, FC2) ``A`` is split by rows and ``B`` whole.
+precision regardless of FP8 enabled").
+
+Tensor parallelism splits every adapter matrix over the ranks, as NeMo's
+``ParallelLinearAdapter`` does (``nemo/collections/llm/peft/utils.py``): beside a
+column-parallel base layer (QKV, FC1) ``A`` is a column-parallel linear over ``r`` whose
+``T x r`` output is gathered (``gather_output=True``) and ``B`` a column-parallel one;
+beside a row-parallel base layer (the attention's output projection, FC2) ``A`` is a
+row-parallel linear (its ``T x r`` output reduced) and ``B`` a column-parallel one whose
+``T x d_out`` output is all-gathered, an activation-sized collective that the base layer's
+tensor-parallel overlap does not hide (:func:`gather_time`). The ``T x r`` collectives are
+``r / h`` of an activation (under 1% at these widths) and are left out.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import numpy as np
 
 from dse.analytic.columns import Factorised, choice_codes
 from dse.analytic.rows import where
-from dse.analytic.time.gemm import gemm
+from dse.analytic.time.gemm import BYTES, Roofline
 
 #: the ``adapter`` input's choices: every weight trained, or LoRA adapters beside frozen weights
 ADAPTERS = ("none", "lora")
@@ -82,36 +89,71 @@ def parameters_per_layer(shape, rank, targets) -> np.ndarray:
     return sum(on * rank * (d_in + d_out) for d_in, d_out, _, on in _matrices(shape, targets))
 
 
-def forward_gemms(shape, ad: Adapters, tp, T, T_tiles, g16) -> tuple[np.ndarray, np.ndarray]:
+def _gemm(m, n, k, g: Roofline, added: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(compute_s, memory_s)`` of an adapter GEMM ``[m x k] @ [k x n]``: the FLOPs at the
+    part's large-GEMM efficiency, or the operands' and result's bytes at its bandwidth
+    (``added``: the result is added to the base layer's output, read and written again),
+    whichever is longer, in its slot. An adapter GEMM is thin (``r`` wide) and moves as
+    many bytes as an activation: the calibrated fixed cost of a GEMM (``half_flops``, from
+    the layers' wide GEMMs and the single-node runs) would charge each such kernel ~100 us,
+    several times what its bytes take."""
+    compute = 2.0 * m * n * k / (g.peak_flops * g.clock_ratio * g.eff_max)
+    memory = BYTES * (m * k + k * n + m * n * (2.0 if added else 1.0)) / g.hbm_bw_bps
+    bound = compute >= memory
+    return where(bound, compute, 0.0), where(bound, 0.0, memory)
+
+
+def forward_gemms(shape, ad: Adapters, tp, T, g16: Roofline) -> tuple[np.ndarray, np.ndarray]:
     """Forward ``(compute_s, memory_s)`` of one layer's adapter GEMMs on one tensor rank
-    (``T`` tokens, 16-bit roofline ``g16``), zero where the candidate has none."""
+    (``T`` tokens, 16-bit roofline ``g16``), zero where the candidate has none: ``A`` over
+    its share (``r / tp`` columns beside a column-parallel layer, ``d_in / tp`` rows beside
+    a row-parallel one), ``B`` over ``d_out / tp`` columns, its result added to the base's."""
     c = m = 0.0
     r = ad.rank
     for d_in, d_out, column, on in _matrices(shape, ad.targets):
-        a_in = d_in if column else d_in / tp  # A: whole beside a column-parallel layer
-        b_out = d_out / tp if column else d_out  # B: split by columns beside it, else whole
-        a = gemm(T, r, a_in, None, g16, m_tiles=T_tiles)
-        b = gemm(T, b_out, r, None, g16, m_tiles=T_tiles)
+        a = _gemm(T, r / tp, d_in, g16, False) if column else _gemm(T, r, d_in / tp, g16, False)
+        b = _gemm(T, d_out / tp, r, g16, True)
         c = c + on * (a[0] + b[0])
         m = m + on * (a[1] + b[1])
     return where(ad.lora > 0, c, 0.0), where(ad.lora > 0, m, 0.0)
 
 
-def rank_parameters_per_layer(shape, ad: Adapters, tp) -> np.ndarray:
-    """Adapter parameters one tensor rank holds per layer: beside a column-parallel layer
-    the whole ``A`` and its share of ``B``, beside a row-parallel one its share of ``A`` and
-    the whole ``B``."""
-    r = ad.rank
-    held = 0.0
-    for d_in, d_out, column, on in _matrices(shape, ad.targets):
-        held = held + on * r * (d_in + d_out / tp if column else d_in / tp + d_out)
-    return ad.lora * held
+def _row_parallel_adapted(ad: Adapters) -> np.ndarray:
+    """Adapted row-parallel matrices per layer: the output projection (targets ``all`` and
+    ``attention``) and FC2 (``all``)."""
+    return (ad.targets <= LORA_TARGETS.index("attention")).astype(float) + (
+        ad.targets == LORA_TARGETS.index("all")
+    )
 
 
-def trained_parameters(params: np.ndarray, layers, ad: Adapters | None, shape, tp) -> np.ndarray:
+def _column_parallel_adapted(ad: Adapters) -> np.ndarray:
+    """Adapted column-parallel matrices per layer: QKV, and FC1 (target ``all``)."""
+    return 1.0 + (ad.targets == LORA_TARGETS.index("all"))
+
+
+def gather_time(net, ad: Adapters, act_bytes, tp, sequence_parallel, full_recompute) -> np.ndarray:
+    """Exposed time of one layer's adapter output gathers per micro-batch: beside each adapted
+    row-parallel layer, ``B``'s ``T x h`` output all-gathered over the tensor ranks in the
+    forward (again when the layer is recomputed), and in the backward where sequence
+    parallelism scatters it back (the scatter's backward gathers)."""
+    per = net.all_gather(act_bytes, tp, 1) * (1.0 + (sequence_parallel > 0) + full_recompute)
+    return where((ad.lora > 0) & (tp > 1), _row_parallel_adapted(ad) * per, 0.0)
+
+
+def saved_input_bytes(ad: Adapters, shape, tokens, tp, sequence_parallel) -> np.ndarray:
+    """Activation bytes per layer and micro-batch a LoRA layer keeps beyond training every
+    weight: with sequence parallelism, ``A`` beside a column-parallel layer gathers its input
+    from the sequence-parallel region and keeps it whole for its weight gradient, where
+    training every weight keeps the ``1 / tp`` share (Megatron gathers it again in the
+    backward) and a frozen base layer keeps none."""
+    extra = BYTES * tokens * shape.hidden * (1.0 - 1.0 / tp) * _column_parallel_adapted(ad)
+    return where((ad.lora > 0) & (sequence_parallel > 0) & (tp > 1), extra, 0.0)
+
+
+def trained_parameters(params: np.ndarray, layers, ad: Adapters | None, tp) -> np.ndarray:
     """Trained parameters per accelerator on a stage of ``layers`` layers holding ``params``
     (its tensor-parallel share of the weights): all of them, or where the candidate
-    fine-tunes with LoRA its adapters' (:func:`rank_parameters_per_layer`)."""
+    fine-tunes with LoRA its adapters' share (every adapter matrix split over the ranks)."""
     if ad is None:
         return params
-    return where(ad.lora > 0, layers * rank_parameters_per_layer(shape, ad, tp), params)
+    return where(ad.lora > 0, layers * ad.params_per_layer / tp, params)

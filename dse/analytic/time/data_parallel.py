@@ -97,7 +97,8 @@ def dp_time(net, stage: HeldStage, dp, lay, stack, mb_compute_s, tax, launch_s, 
     # parameters are their stage's, the same values)
     ag_step = ag
     if stage.trained is not None:
-        ag_step = where(trained != stage_params, net.all_gather(wb * trained, dp, tp), ag)
+        # (the adapters are 16-bit: an fp8 weight gather does not reach them)
+        ag_step = where(trained != stage_params, net.all_gather(BYTES * trained, dp, tp), ag)
     backward = BACKWARD_SHARE * mb_compute_s
     forward = mb_compute_s - backward
     gather_once = exposed(ag_step, stack.step_gather_overlap, forward, tax)
@@ -148,8 +149,9 @@ def volume_bytes(stage_params, zero, m, grad_bytes, weight_bytes=BYTES, trained=
     updates of the ``trained`` parameters only where not all are, LoRA's)."""
     grads, weights = grad_bytes * stage_params, weight_bytes * stage_params
     updated = weights
-    if trained is not None:
-        grads, updated = grad_bytes * trained, weight_bytes * trained
+    if trained is not None:  # (the adapters are gathered at 16 bits)
+        grads = grad_bytes * trained
+        updated = where(trained != stage_params, BYTES * trained, weights)
     return where(
         zero >= 3,
         m * (grads + 2.0 * weights),

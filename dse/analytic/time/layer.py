@@ -272,7 +272,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
     gemm_s = (dense_c + dense_m) * dense_passes
     if ad is not None:  # frozen weights: one pass fewer; the adapters: every pass
         frozen_passes = dense_passes - ad.lora
-        ad_c, ad_m = adapters.forward_gemms(shape, ad, tp, T, T_tiles, g16)
+        ad_c, ad_m = adapters.forward_gemms(shape, ad, tp, T, g16)
         ad_passes = 3.0 + full
         gemm_c = dense_c * frozen_passes + ad_c * ad_passes
         gemm_m = dense_m * frozen_passes + ad_m * ad_passes

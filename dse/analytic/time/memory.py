@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.analytic.rows import Choice, select, where
-from dse.analytic.time.adapters import Adapters, trained_parameters
+from dse.analytic.time.adapters import Adapters, saved_input_bytes, trained_parameters
 from dse.analytic.time.parallelism import Layout, Stages, part_embeddings
 from dse.analytic.time.workload import ModelShape, ParameterCounts
 
@@ -493,6 +493,14 @@ def memory_breakdown(
         split,
         mem,
     )
+    if adapters is not None:  # LoRA with sequence parallelism: the adapters' whole inputs
+        per_layer = per_layer + where(
+            mem.policy == RECOMPUTE.index("full"),
+            0.0,
+            saved_input_bytes(
+                adapters, shape, seq_len / cp * micro_batch, tp, lay.sequence_parallel
+            ),
+        )
     if experts is not None:
         expert_params, expert_split, edp = experts.params_per_layer, experts.split, experts.edp
     logit_elems = seq_len / cp * micro_batch * vocab / tp
@@ -533,16 +541,19 @@ def memory_breakdown(
         # the output embedding and its gradient when larger); FSDP with a pipeline kept
         # unsharded (torchtitan): the stage's 16-bit weights and fp32 gradients, 6 B/param
         gathered = by_zero3(np.maximum(layer_gathered, 4.0 * emb) / tp, 0.0)
-        if any_unsharded:
-            gathered = where(unsharded, 6.0 * params, gathered)
         e_params = 0.0
         state = params * state_per_param
         trained = None
         if adapters is not None:  # LoRA: the frozen weights' 16-bit copy, the adapters' state
-            trained = trained_parameters(params, layers, adapters, shape, tp)
+            trained = trained_parameters(params, layers, adapters, tp)
             state = where(
                 adapters.lora > 0, 2.0 * params / w_div + trained * state_per_param, state
             )
+        if any_unsharded:  # (fp32 gradients of the trained parameters only)
+            kept = 6.0 * params
+            if trained is not None:
+                kept = where(adapters.lora > 0, 2.0 * params + 4.0 * trained, kept)
+            gathered = where(unsharded, kept, gathered)
         if experts is not None:
             e_params = layers * expert_params / expert_split
             state = state + e_params * expert_state

@@ -264,6 +264,15 @@ def _front(cfg, part) -> Front:
             "a target loss is a pre-training loss (Chinchilla fit): a LoRA fine-tuning run "
             "states target_tokens",
         )
+        reasons.flag(
+            lora & (ad.rank > shape.hidden),
+            "LoRA rank above the model width: not a low-rank adapter",
+        )
+        reasons.flag(
+            lora & (choice_codes(cfg["batch_schedule"], ("constant",)) != 0),
+            "a batch-size schedule follows the pre-training critical-batch law: not modelled "
+            "for LoRA fine-tuning",
+        )
     if part is not None:  # a part of a mixed fleet's pipeline (dse.analytic.fleet)
         stages = replace(part, units=stages.units)
     before_clock = reasons.codes(n_rows)
@@ -307,6 +316,10 @@ def _front(cfg, part) -> Front:
     d_ref, b_noise = training.resolve_target(
         active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"), _f(cfg, "b_noise_tokens")
     )
+    if (
+        ad is not None
+    ):  # a fine-tune's tokens are taken as given at any batch (see _fine_tuning_noise)
+        b_noise = _fine_tuning_noise(cfg, ad, b_noise)
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
     ref_batch_tokens = _rows.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len)
     steps = training.steps_to_target(d_ref, ref_batch_tokens, tokens_iter, b_noise)
@@ -326,6 +339,15 @@ def _front(cfg, part) -> Front:
         after_clock=reasons.codes(n_rows),
         network=_network_inputs(cfg),
     )
+
+
+def _fine_tuning_noise(cfg, ad: adapters.Adapters, b_noise) -> np.ndarray:
+    """The noise scale of the critical-batch law (section 8) for LoRA candidates: the law's
+    default is Kaplan's critical batch at the Chinchilla loss of training from scratch, a
+    pre-training quantity, so a LoRA run without a stated ``b_noise_tokens`` takes an
+    infinite one (its ``target_tokens`` at any batch, no rescaling); a stated one applies."""
+    untold = (ad.lora > 0) & ~np.isfinite(_f(cfg, "b_noise_tokens"))
+    return where(untold, np.inf, b_noise)
 
 
 def _attention_span(cfg, seq_len) -> np.ndarray | None:

@@ -36,6 +36,8 @@ REASONS = (
     "offloaded activations do not fit in host memory",
     "LoRA adapters on a mixture-of-experts or latent-attention model are not modelled",
     "a target loss is a pre-training loss (Chinchilla fit): a LoRA fine-tuning run states target_tokens",
+    "LoRA rank above the model width: not a low-rank adapter",
+    "a batch-size schedule follows the pre-training critical-batch law: not modelled for LoRA fine-tuning",
 )
 REASON_CODE = {r: i for i, r in enumerate(REASONS)}
 REASON_TEXT = np.array(REASONS, dtype=object)

@@ -175,6 +175,10 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     n_tp = tensor_parallel.collectives_per_layer(lt.full_recompute)
     with_cp = bool((cp > 1).any())
     layer_comm, out_tp, cp_layer, ep_layer = _layer_comm(x, lt, act_bytes, T, n_tp, with_cp)
+    if x.adapters is not None:  # LoRA: the adapters' output gathers beside row-parallel layers
+        layer_comm = layer_comm + adapters.gather_time(
+            x.net, x.adapters, act_bytes, tp, layout.sequence_parallel, lt.full_recompute
+        )
 
     # one micro-batch on each candidate stage; the slowest sets the pace
     # the output layer: 3 passes, 2 where it is frozen (LoRA: no weight gradient)
@@ -214,7 +218,10 @@ def step_time(x: StepInputs, clock_ratio: np.ndarray) -> StepBreakdown:
     same = (tp * cp * pp * dp <= net.size) & (not stages.part)
     pp_s = pipeline.p2p_time(net, act_bytes, tp, pp, v, m, same, stack.p2p_scatter_gather)
     pp_s = exposed(pp_s, stack.p2p_overlap * (v > 1), compute_s, tax)
-    pp_s = pp_s + pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
+    tied_s = pipeline.tied_embedding_time(net, shape, tp, pp, dp_group)
+    if x.adapters is not None:  # a frozen embedding has no gradient to reduce
+        tied_s = tied_s * (1.0 - x.adapters.lora)
+    pp_s = pp_s + tied_s
 
     # data parallelism on the stage holding the most parameters (the embedding stages or a middle one)
     held = _stage_parameters(shape, stages, x.counts, one, tp, ex, x.adapters)
@@ -403,7 +410,7 @@ def _stage_parameters(
         expert_dp = (expert_params, where(ex.frac > 0, ex.edp, 1.0), ex.etp * ex.ep)
     trained = None
     if ad is not None:  # the adapters of the stage with the most layers
-        trained = adapters.trained_parameters(stage_params, busiest, ad, shape, tp)
+        trained = adapters.trained_parameters(stage_params, busiest, ad, tp)
     return data_parallel.HeldStage(
         params=stage_params, layers=busiest, experts=expert_dp, trained=trained
     )
