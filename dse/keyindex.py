@@ -57,14 +57,42 @@ class KeyIndex:
         False: they are not (the caller adds them as a run)."""
         if len(keys) < 2 or not (consecutive(keys) and consecutive(locations)):
             return False
-        lo, end = int(keys[0]), int(keys[-1]) + 1
+        return self._insert_interval(int(keys[0]), len(keys), int(locations[0]))
+
+    def add_range(self, first: int, n: int, at: int) -> None:
+        """:meth:`add` of the keys ``first .. first+n-1`` at the locations ``at .. at+n-1``
+        (a log file of an enumeration's chunk, whose keys the run knows by the first) without
+        making either array, nor checking that they are consecutive (two passes each): an
+        interval where none of its keys is in another one, else what :meth:`add` makes of
+        the arrays (the same index either way)."""
+        if n >= 2 and self._insert_interval(first, n, at):
+            return
+        self.add(np.arange(first, first + n, dtype=np.int64), np.arange(at, at + n, dtype=np.int64))
+
+    def _insert_interval(self, lo: int, n: int, at: int) -> bool:
+        """Keep the keys ``lo .. lo+n-1`` at locations ``at ..`` as an interval unless one of
+        them is in another interval (a binary search); False: one is (nothing is kept)."""
+        end = lo + n
         i = int(np.searchsorted(self._first, end))  # intervals that start before this one ends
         if i > 0 and self._first[i - 1] + self._size[i - 1] > lo:  # the latest ends the latest
             return False
         self._first = np.insert(self._first, i, lo)
-        self._size = np.insert(self._size, i, end - lo)
-        self._at = np.insert(self._at, i, locations[0])
+        self._size = np.insert(self._size, i, n)
+        self._at = np.insert(self._at, i, at)
         return True
+
+    def holds_any(self, lo: int, end: int) -> bool:
+        """Whether any of the keys ``lo .. end-1`` is in the index, by a binary search in the
+        intervals and in each run: an enumeration's batch, all new but on resume, needs no
+        lookup per key (:meth:`find` fills and returns an array of ``end - lo`` locations)."""
+        i = int(np.searchsorted(self._first, end))  # as in _insert_interval
+        if i > 0 and self._first[i - 1] + self._size[i - 1] > lo:
+            return True
+        for run_keys, _ in self._runs:
+            s = int(np.searchsorted(run_keys, lo))
+            if s < len(run_keys) and run_keys[s] < end:
+                return True
+        return False
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The location of every key, -1 where it is not in the index."""

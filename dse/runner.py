@@ -85,6 +85,7 @@ class _Flight:
 
     batch: pd.DataFrame
     keys: np.ndarray
+    span: tuple[int, int] | None  # keys lo .. end-1 where they are those (an enumeration's)
     locs: np.ndarray  # where each row's candidate was stored when it was asked (-1: nowhere)
     busy: np.ndarray | None  # rows a batch in flight then evaluated (None: none was in flight)
     todo: np.ndarray  # the rows evaluated for it (candidates not stored, once each)
@@ -92,6 +93,17 @@ class _Flight:
     told: bool  # the driver reads the values (the workers send the told columns back)
     job: object  # the executor's handle (None: nothing to evaluate)
     started: float  # time.perf_counter() when it was asked
+
+
+def _stored_or_busy(span: tuple[int, int], run: _LoopState, flights: deque[_Flight]) -> bool:
+    """Whether a key ``lo .. end-1`` of ``span`` may be stored or in a batch in flight, by a
+    binary search per index run and the flights' spans (a flight's rows evaluated are of
+    its batch): where none is, the batch needs neither :meth:`KeyIndex.find` nor
+    ``np.isin`` (an enumeration's batch, its 2**20 keys, while the one before is in flight)."""
+    lo, end = span
+    if run.index.holds_any(lo, end):
+        return True
+    return any(f.span is None or (f.span[0] < end and lo < f.span[1]) for f in flights)
 
 
 def _over(driver: SearchDriver) -> bool:
@@ -448,20 +460,30 @@ class Runner:
             if len(batch) == 0:
                 return None
             keys = self._keys(driver, batch)
-        locs, busy = run.index.find(keys), None
-        unknown = locs < 0
-        if flights:
-            busy = unknown & np.isin(keys, np.concatenate([f.keys[f.todo] for f in flights]))
-            unknown &= ~busy
-        if consecutive(keys):  # an enumeration's batch: each key once, in order
-            todo = np.flatnonzero(unknown)
+        span = (int(keys[0]), int(keys[-1]) + 1) if consecutive(keys) else None
+        all_new = span is not None and not _stored_or_busy(span, run, flights)
+        if all_new:
+            # an enumeration's batch, all new: every row evaluated, with no lookup per key
+            locs, busy = np.broadcast_to(np.int64(-1), keys.shape), None  # read-only
+            todo, todo_keys = np.arange(len(keys)), keys
         else:
-            _, first = np.unique(keys, return_index=True)
-            todo = np.sort(first[unknown[first]])  # unknown candidates, once each, in ask order
+            locs, busy = run.index.find(keys), None
+            unknown = locs < 0
+            if flights:
+                busy = unknown & np.isin(keys, np.concatenate([f.keys[f.todo] for f in flights]))
+                unknown &= ~busy
+            if span is not None:  # an enumeration's batch: each key once, in order
+                todo = np.flatnonzero(unknown)
+            else:
+                _, first = np.unique(keys, return_index=True)
+                todo = np.sort(first[unknown[first]])  # unknown candidates, once each, in order
+            todo_keys = keys[todo]
         told = driver.tells_values  # an enumeration reads no values: none are gathered
         batch_no = run.batch_no + len(flights)
-        job = self._submit(executor, store, batch, todo, keys[todo], batch_no, told=told)
-        return _Flight(batch, keys, locs, busy, todo, batch_no, told, job, started)
+        job = self._submit(
+            executor, store, batch, todo, todo_keys, batch_no, told=told, consecutive=all_new
+        )
+        return _Flight(batch, keys, span, locs, busy, todo, batch_no, told, job, started)
 
     def _complete(
         self,
@@ -625,15 +647,17 @@ class Runner:
         batch_no: int,
         *,
         told: bool = True,
+        consecutive: bool = False,
     ):
         """Hand the rows ``todo`` of ``batch`` (``keys`` their keys) to the executor, each
         chunk to be made into log rows of batch ``batch_no`` on the worker; the executor's
         handle, or None when there is nothing to evaluate. ``told``: the workers send back
-        the columns the driver is told."""
+        the columns the driver is told; ``consecutive``: ``keys`` are known to be
+        consecutive (each chunk is sent as its first key and count, unchecked)."""
         if len(todo) == 0:
             return None
         if self.space.indexable:  # the workers build the inputs from the grid positions
-            inputs = GridCandidates(self.space, keys)
+            inputs = GridCandidates(self.space, keys, consecutive=consecutive)
         else:
             inputs = self.space.with_fixed(batch.iloc[todo]).set_axis(
                 pd.Index(keys, dtype=np.int64), axis=0
@@ -676,7 +700,10 @@ class Runner:
         finally:
             writer.flush()  # what was evaluated is kept, also on Ctrl-C
         for file_no, file_keys in writer.written:
-            run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
+            if isinstance(file_keys, range):  # an enumeration's chunk: known by its first key
+                run.index.add_range(file_keys.start, len(file_keys), int(location(file_no, 0)))
+            else:
+                run.index.add(file_keys, location(file_no, np.arange(len(file_keys))))
         if not told:
             return None
         return pa.concat_tables(told_columns, promote_options="permissive").to_pandas()

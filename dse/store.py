@@ -786,7 +786,9 @@ class LogWriter:
     were encoded on the worker); small ones are decoded and grouped. Files are written by
     one background thread, so evaluation goes on meanwhile; :meth:`flush` writes the rest
     and waits: everything added is durable when it returns, before the driver is told.
-    ``written`` lists ``(file number, keys)`` of every file written."""
+    ``written`` lists ``(file number, keys)`` of every file written: the keys as a
+    ``range`` where they are consecutive and known so (an enumeration's chunk: its
+    ``first_key`` and ``rows``), which the run indexes without making an array of them."""
 
     def __init__(
         self, store: ResultStore, batch: int, *, rows: int = 65_536, seconds: float = 1.0
@@ -804,16 +806,16 @@ class LogWriter:
         with signals.deferred(signal.SIGINT, signal.SIGTERM):
             self._pool.submit(int).result()
         self._jobs: list = []
-        self.written: list[tuple[int, np.ndarray]] = []
+        self.written: list[tuple[int, np.ndarray | range]] = []
 
     def add(self, chunk: LogChunk | pa.Table) -> None:
         if isinstance(chunk, LogChunk) and chunk.staged is not None:  # written by the worker
             self._submit()  # keep the log in order
-            self._jobs.append(self._pool.submit(self._commit, Path(chunk.staged), chunk.keys()))
+            self._jobs.append(self._pool.submit(self._commit, Path(chunk.staged), _keys(chunk)))
             return
         if isinstance(chunk, LogChunk) and len(chunk) >= self.rows // 32:  # decoding costs more
             self._submit()  # keep the log in order
-            self._jobs.append(self._pool.submit(self._write, chunk.data, chunk.keys()))
+            self._jobs.append(self._pool.submit(self._write, chunk.data, _keys(chunk)))
             return
         table = chunk.table() if isinstance(chunk, LogChunk) else chunk
         if not self._parts:
@@ -833,11 +835,11 @@ class LogWriter:
                 )
             )
 
-    def _write(self, data: bytes | pa.Buffer, keys: np.ndarray) -> None:
+    def _write(self, data: bytes | pa.Buffer, keys: np.ndarray | range) -> None:
         path = self.store.write_group(self.batch, data)
         self.written.append((self.store.log_position(path), keys))
 
-    def _commit(self, staged: Path, keys: np.ndarray) -> None:
+    def _commit(self, staged: Path, keys: np.ndarray | range) -> None:
         path = self.store.commit_group(self.batch, staged)
         self.written.append((self.store.log_position(path), keys))
 
@@ -875,3 +877,10 @@ class LogWriter:
             raise failed
         if interrupted is not None:
             raise interrupted
+
+
+def _keys(chunk: LogChunk) -> np.ndarray | range:
+    """A chunk's keys for :attr:`LogWriter.written`: its range where it has one (no array)."""
+    if chunk.first_key is not None:
+        return range(chunk.first_key, chunk.first_key + chunk.rows)
+    return chunk.keys()

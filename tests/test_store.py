@@ -111,6 +111,33 @@ def test_key_index_finds_a_range_of_keys_as_it_finds_them_one_by_one():
     assert (index.find(np.arange(30_000, 30_100)) == -1).all()
 
 
+def test_key_index_adds_a_range_as_it_adds_its_arrays_and_tells_whether_a_range_is_held():
+    """A range added by its first key, count and first location (an enumeration's log file)
+    gives the same index as its two arrays, overlapping or not; :meth:`KeyIndex.holds_any`
+    answers as a lookup of every key of the range would."""
+    rng = np.random.default_rng(3)
+    parts = [(1_000, 1_000, 0), (0, 1_000, 5_000), (1_500, 1_000, 9_000), (7, 1, 20_000)]
+    by_range, by_arrays = KeyIndex(), KeyIndex()
+    for first, n, at in parts:  # the third overlaps the first (a run), the last is one key
+        by_range.add_range(first, n, at)
+        by_arrays.add(np.arange(first, first + n), np.arange(at, at + n))
+        scattered = rng.choice(np.arange(30_000, 40_000), 50, replace=False)  # a run each
+        by_range.add(scattered, np.arange(50))
+        by_arrays.add(scattered, np.arange(50))
+    for name in ("_first", "_size", "_at"):
+        np.testing.assert_array_equal(getattr(by_range, name), getattr(by_arrays, name))
+    assert len(by_range._first) == 2 and len(by_range) == len(by_arrays)
+    probe = np.arange(-5, 40_000, dtype=np.int64)
+    np.testing.assert_array_equal(by_range.find(probe), by_arrays.find(probe))
+    sparse = KeyIndex()
+    sparse.add_range(100, 50, 0)
+    sparse.add(np.array([400, 300, 700]), np.array([1, 2, 3]))  # a run
+    for lo, end in [(0, 100), (0, 101), (149, 160), (150, 300), (150, 301), (701, 900), (0, 10**6)]:
+        expected = bool((sparse.find(np.arange(lo, end)) >= 0).any())
+        assert sparse.holds_any(lo, end) == expected, (lo, end)
+    assert not KeyIndex().holds_any(0, 10)
+
+
 def test_keys_are_grid_positions_in_a_discrete_space_and_hashes_with_a_real_parameter():
     discrete = Space([expand("a", [1, 2, 3]), expand("b", ["x", "y"]), expand("c", [0.5, 1.5])])
     table = discrete.from_indices(discrete.indices_of(np.arange(12)))

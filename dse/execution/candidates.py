@@ -30,6 +30,9 @@ class GridCandidates:
 
     space: Space
     keys: np.ndarray  # int64 grid positions
+    #: ``keys`` are known to be consecutive (the run checked its batch once): each chunk is
+    #: pickled as its first and count without checking its keys again (a pass over them)
+    consecutive: bool = False
 
     def frame(self) -> pd.DataFrame:
         """The full evaluator inputs (the fixed values included), indexed by key."""
@@ -39,7 +42,7 @@ class GridCandidates:
 
     def __reduce__(self):
         keys = self.keys
-        if len(keys) > 1 and consecutive(keys):
+        if len(keys) > 1 and (self.consecutive or consecutive(keys)):
             return _consecutive, (self.space, int(keys[0]), len(keys))
         return GridCandidates, (self.space, keys)
 
@@ -59,7 +62,7 @@ def count(candidates: Candidates) -> int:
 def part(candidates: Candidates, lo: int, hi: int) -> Candidates:
     """Rows ``lo`` to ``hi`` (exclusive), of the same kind."""
     if isinstance(candidates, GridCandidates):
-        return GridCandidates(candidates.space, candidates.keys[lo:hi])
+        return GridCandidates(candidates.space, candidates.keys[lo:hi], candidates.consecutive)
     return candidates.iloc[lo:hi]
 
 
