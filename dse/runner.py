@@ -481,7 +481,7 @@ class Runner:
         told = driver.tells_values  # an enumeration reads no values: none are gathered
         batch_no = run.batch_no + len(flights)
         job = self._submit(
-            executor, store, batch, todo, todo_keys, batch_no, told=told, consecutive=all_new
+            executor, store, batch, todo, todo_keys, batch_no, told=told, known_consecutive=all_new
         )
         return _Flight(batch, keys, span, locs, busy, todo, batch_no, told, job, started)
 
@@ -647,17 +647,17 @@ class Runner:
         batch_no: int,
         *,
         told: bool = True,
-        consecutive: bool = False,
+        known_consecutive: bool = False,
     ):
         """Hand the rows ``todo`` of ``batch`` (``keys`` their keys) to the executor, each
         chunk to be made into log rows of batch ``batch_no`` on the worker; the executor's
         handle, or None when there is nothing to evaluate. ``told``: the workers send back
-        the columns the driver is told; ``consecutive``: ``keys`` are known to be
+        the columns the driver is told; ``known_consecutive``: ``keys`` are known to be
         consecutive (each chunk is sent as its first key and count, unchecked)."""
         if len(todo) == 0:
             return None
         if self.space.indexable:  # the workers build the inputs from the grid positions
-            inputs = GridCandidates(self.space, keys, consecutive=consecutive)
+            inputs = GridCandidates(self.space, keys, known_consecutive)
         else:
             inputs = self.space.with_fixed(batch.iloc[todo]).set_axis(
                 pd.Index(keys, dtype=np.int64), axis=0

@@ -32,7 +32,7 @@ class GridCandidates:
     keys: np.ndarray  # int64 grid positions
     #: ``keys`` are known to be consecutive (the run checked its batch once): each chunk is
     #: pickled as its first and count without checking its keys again (a pass over them)
-    consecutive: bool = False
+    known_consecutive: bool = False
 
     def frame(self) -> pd.DataFrame:
         """The full evaluator inputs (the fixed values included), indexed by key."""
@@ -42,7 +42,7 @@ class GridCandidates:
 
     def __reduce__(self):
         keys = self.keys
-        if len(keys) > 1 and (self.consecutive or consecutive(keys)):
+        if len(keys) > 1 and (self.known_consecutive or consecutive(keys)):
             return _consecutive, (self.space, int(keys[0]), len(keys))
         return GridCandidates, (self.space, keys)
 
@@ -62,7 +62,9 @@ def count(candidates: Candidates) -> int:
 def part(candidates: Candidates, lo: int, hi: int) -> Candidates:
     """Rows ``lo`` to ``hi`` (exclusive), of the same kind."""
     if isinstance(candidates, GridCandidates):
-        return GridCandidates(candidates.space, candidates.keys[lo:hi], candidates.consecutive)
+        return GridCandidates(
+            candidates.space, candidates.keys[lo:hi], candidates.known_consecutive
+        )
     return candidates.iloc[lo:hi]
 
 
