@@ -88,7 +88,8 @@ class _Flight:
     span: tuple[int, int] | None  # keys lo .. end-1 where they are those (an enumeration's)
     locs: np.ndarray  # where each row's candidate was stored when it was asked (-1: nowhere)
     busy: np.ndarray | None  # rows a batch in flight then evaluated (None: none was in flight)
-    todo: np.ndarray  # the rows evaluated for it (candidates not stored, once each)
+    todo: np.ndarray | range  # the rows evaluated for it (candidates not stored, once each)
+    todo_keys: np.ndarray  # their keys
     batch_no: int
     told: bool  # the driver reads the values (the workers send the told columns back)
     job: object  # the executor's handle (None: nothing to evaluate)
@@ -465,12 +466,12 @@ class Runner:
         if all_new:
             # an enumeration's batch, all new: every row evaluated, with no lookup per key
             locs, busy = np.broadcast_to(np.int64(-1), keys.shape), None  # read-only
-            todo, todo_keys = np.arange(len(keys)), keys
+            todo, todo_keys = range(len(keys)), keys  # (a range: no array of 2**20 rows)
         else:
             locs, busy = run.index.find(keys), None
             unknown = locs < 0
             if flights:
-                busy = unknown & np.isin(keys, np.concatenate([f.keys[f.todo] for f in flights]))
+                busy = unknown & np.isin(keys, np.concatenate([f.todo_keys for f in flights]))
                 unknown &= ~busy
             if span is not None:  # an enumeration's batch: each key once, in order
                 todo = np.flatnonzero(unknown)
@@ -483,7 +484,7 @@ class Runner:
         job = self._submit(
             executor, store, batch, todo, todo_keys, batch_no, told=told, known_consecutive=all_new
         )
-        return _Flight(batch, keys, span, locs, busy, todo, batch_no, told, job, started)
+        return _Flight(batch, keys, span, locs, busy, todo, todo_keys, batch_no, told, job, started)
 
     def _complete(
         self,
@@ -642,7 +643,7 @@ class Runner:
         executor: Executor,
         store: ResultStore,
         batch: pd.DataFrame,
-        todo: np.ndarray,
+        todo: np.ndarray | range,
         keys: np.ndarray,
         batch_no: int,
         *,
