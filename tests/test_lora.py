@@ -209,3 +209,13 @@ def test_lora_frees_the_frozen_embedding_and_gradients_a_pipeline_keeps():
     )
     full, lora = _evaluate([titan, {**titan, "adapter": "lora"}]).to_dict("records")
     assert lora["activations_memory_gib"] < full["activations_memory_gib"]
+
+
+def test_on_a_host_paced_model_the_adapters_operations_lengthen_the_step():
+    # gpt-350m on H100s: the host's dispatch paces the step; each adapter adds 4 of a
+    # layer's ~30 Python-level operations, so more targets take longer, and LoRA on every
+    # linear layer is slower than training every weight
+    small = dict(NODE, model="gpt-350m", target_batch_size=32)
+    rows = [small, *({**small, "adapter": "lora", "lora_targets": t} for t in ("qkv", "all"))]
+    full, qkv, everything = _evaluate(rows)["step_time_s"]
+    assert full < qkv < everything

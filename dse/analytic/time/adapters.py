@@ -118,6 +118,24 @@ def forward_gemms(shape, ad: Adapters, tp, T, g16: Roofline) -> tuple[np.ndarray
     return where(ad.lora > 0, c, 0.0), where(ad.lora > 0, m, 0.0)
 
 
+#: Python-level operations of a Megatron-style GPT layer's forward, the unit of the fitted
+#: host dispatch time per layer pass (``benchmarks/host_dispatch.py``; docs/model.md,
+#: section 6, "Host dispatch")
+LAYER_OPS = 30.0
+#: the operations an adapter adds to its layer's forward: ``A``, ``B``, the scale and the
+#: addition to the base layer's output (NeMo ``LoRALinear``; no dropout at its default 0)
+ADAPTER_OPS = 4.0
+
+
+def host_factor(ad: Adapters) -> np.ndarray:
+    """The host's dispatch time per layer pass with the adapters, as a multiple of the
+    layer's alone: ``1 + 4 n / 30`` for ``n`` adapted matrices (1 where the candidate has
+    none). A frozen linear's backward is still one autograd operation (its weight gradient
+    skipped inside it), so nothing is taken off."""
+    adapted = _row_parallel_adapted(ad) + _column_parallel_adapted(ad)
+    return 1.0 + ad.lora * ADAPTER_OPS * adapted / LAYER_OPS
+
+
 def _row_parallel_adapted(ad: Adapters) -> np.ndarray:
     """Adapted row-parallel matrices per layer: the output projection (targets ``all`` and
     ``attention``) and FC2 (``all``)."""

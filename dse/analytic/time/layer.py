@@ -270,6 +270,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
     attn_passes = where(flash > 0, 3.5, 3.0) + (full | sel)
     gemm_c, gemm_m = dense_c * dense_passes, dense_m * dense_passes
     gemm_s = (dense_c + dense_m) * dense_passes
+    launch_passes = dense_passes  # (the host's and the launches' work per layer pass)
     if ad is not None:  # frozen weights: one pass fewer; the adapters: every pass
         frozen_passes = dense_passes - ad.lora
         ad_c, ad_m = adapters.forward_gemms(shape, ad, tp, T, g16)
@@ -277,6 +278,8 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
         gemm_c = dense_c * frozen_passes + ad_c * ad_passes
         gemm_m = dense_m * frozen_passes + ad_m * ad_passes
         gemm_s = gemm_c + gemm_m
+        # the adapters' kernels are more operations for the host to issue and launch
+        launch_passes = dense_passes * adapters.host_factor(ad)
     return LayerTime(
         compute_s=gemm_c + attn_c * attn_passes,
         memory_s=gemm_m + ew_dense_m * ew_passes + (attn_m + ew_attn_m) * attn_passes,
@@ -284,8 +287,8 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
         # higher clock still runs beside the traffic it hides
         dense_gemm_s=gemm_s,
         attn_core_s=(attn_c + attn_m) * attn_passes,
-        overhead_s=hw.kernel_overhead_us * 1e-6 * dense_passes,
-        host_s=hw.host_dispatch_us * 1e-6 * dense_passes,
+        overhead_s=hw.kernel_overhead_us * 1e-6 * launch_passes,
+        host_s=hw.host_dispatch_us * 1e-6 * launch_passes,
         dense_passes=dense_passes,
         attn_passes=attn_passes,
         full_recompute=full,
