@@ -83,10 +83,11 @@ def trajectory(cfg, points: int) -> dict[str, np.ndarray]:
     columns: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
     for i, k in enumerate(knots):
         at = _sample(k, points)
-        loss = training.chinchilla_loss(params[i], np.maximum(at["share"] * d_ref[i], 1.0))
-        at["loss_nats"] = np.minimum(loss, training.UNTRAINED_LOSS)
         if fine_tuned[i]:
             at["loss_nats"] = np.full(points, np.nan)
+        else:
+            loss = training.chinchilla_loss(params[i], np.maximum(at["share"] * d_ref[i], 1.0))
+            at["loss_nats"] = np.minimum(loss, training.UNTRAINED_LOSS)
         at["min_tokens"] = at.pop("share") * e_min[i]
         at["batch_tokens"] = at["batch_sequences"] * seq[i]
         at["candidate"] = np.full(points, i)

@@ -69,19 +69,33 @@ def of(adapter, rank: np.ndarray, lora_targets, shape) -> Adapters | None:
     )
 
 
-def _matrices(shape, targets) -> list[tuple[np.ndarray, np.ndarray, bool, np.ndarray]]:
-    """The adapted matrices of a layer: ``(d_in, d_out, column_parallel, on)`` each, ``on``
-    1 where the candidate's targets include it."""
-    dims, h = shape.attention, shape.hidden
-    ffn, gated = shape.ffn_hidden, shape.gated_mlp
+def _adapted(targets) -> list[tuple[bool, np.ndarray]]:
+    """A layer's matrices in order (QKV, the attention's output projection, FC1, FC2): for
+    each, whether its base layer is column-parallel, and 1 where the candidate's
+    ``targets`` adapt it (else 0). The one place that says what each target adapts."""
     attention = (targets <= LORA_TARGETS.index("attention")).astype(float)
     mlp = (targets == LORA_TARGETS.index("all")).astype(float)
-    return [
-        (h, dims.q + dims.k + dims.v, True, np.ones_like(targets)),  # QKV
-        (dims.o, h, False, attention),  # the attention's output projection
-        (h, (1.0 + gated) * ffn, True, mlp),  # FC1 (gate and up projections when gated)
-        (ffn, h, False, mlp),  # FC2
+    return [(True, np.ones_like(mlp)), (False, attention), (True, mlp), (False, mlp)]
+
+
+def _matrices(shape, targets) -> list[tuple[np.ndarray, np.ndarray, bool, np.ndarray]]:
+    """The adapted matrices of a layer: ``(d_in, d_out, column_parallel, on)`` each, ``on``
+    1 where the candidate's targets include it (:func:`_adapted`)."""
+    dims, h = shape.attention, shape.hidden
+    ffn, gated = shape.ffn_hidden, shape.gated_mlp
+    sizes = [
+        (h, dims.q + dims.k + dims.v),  # QKV
+        (dims.o, h),  # the attention's output projection
+        (h, (1.0 + gated) * ffn),  # FC1 (gate and up projections when gated)
+        (ffn, h),  # FC2
     ]
+    return [(*size, *adapted) for size, adapted in zip(sizes, _adapted(targets), strict=True)]
+
+
+def _count(ad: Adapters, column: bool) -> np.ndarray:
+    """Adapted matrices per layer whose base layer is column-parallel (``column``), else
+    row-parallel."""
+    return sum(on for is_column, on in _adapted(ad.targets) if is_column == column)
 
 
 def parameters_per_layer(shape, rank, targets) -> np.ndarray:
@@ -132,21 +146,8 @@ def host_factor(ad: Adapters) -> np.ndarray:
     layer's alone: ``1 + 4 n / 30`` for ``n`` adapted matrices (1 where the candidate has
     none). A frozen linear's backward is still one autograd operation (its weight gradient
     skipped inside it), so nothing is taken off."""
-    adapted = _row_parallel_adapted(ad) + _column_parallel_adapted(ad)
+    adapted = _count(ad, column=True) + _count(ad, column=False)
     return 1.0 + ad.lora * ADAPTER_OPS * adapted / LAYER_OPS
-
-
-def _row_parallel_adapted(ad: Adapters) -> np.ndarray:
-    """Adapted row-parallel matrices per layer: the output projection (targets ``all`` and
-    ``attention``) and FC2 (``all``)."""
-    return (ad.targets <= LORA_TARGETS.index("attention")).astype(float) + (
-        ad.targets == LORA_TARGETS.index("all")
-    )
-
-
-def _column_parallel_adapted(ad: Adapters) -> np.ndarray:
-    """Adapted column-parallel matrices per layer: QKV, and FC1 (target ``all``)."""
-    return 1.0 + (ad.targets == LORA_TARGETS.index("all"))
 
 
 def gather_time(net, ad: Adapters, act_bytes, tp, sequence_parallel, full_recompute) -> np.ndarray:
@@ -155,7 +156,7 @@ def gather_time(net, ad: Adapters, act_bytes, tp, sequence_parallel, full_recomp
     forward (again when the layer is recomputed), and in the backward where sequence
     parallelism scatters it back (the scatter's backward gathers)."""
     per = net.all_gather(act_bytes, tp, 1) * (1.0 + (sequence_parallel > 0) + full_recompute)
-    return where((ad.lora > 0) & (tp > 1), _row_parallel_adapted(ad) * per, 0.0)
+    return where((ad.lora > 0) & (tp > 1), _count(ad, column=False) * per, 0.0)
 
 
 def saved_input_bytes(ad: Adapters, shape, tokens, tp, sequence_parallel) -> np.ndarray:
@@ -164,7 +165,7 @@ def saved_input_bytes(ad: Adapters, shape, tokens, tp, sequence_parallel) -> np.
     from the sequence-parallel region and keeps it whole for its weight gradient, where
     training every weight keeps the ``1 / tp`` share (Megatron gathers it again in the
     backward) and a frozen base layer keeps none."""
-    extra = BYTES * tokens * shape.hidden * (1.0 - 1.0 / tp) * _column_parallel_adapted(ad)
+    extra = BYTES * tokens * shape.hidden * (1.0 - 1.0 / tp) * _count(ad, column=True)
     return where((ad.lora > 0) & (sequence_parallel > 0) & (tp > 1), extra, 0.0)
 
 

@@ -316,9 +316,7 @@ def _front(cfg, part) -> Front:
     d_ref, b_noise = training.resolve_target(
         active, _f(cfg, "target_tokens"), _f(cfg, "target_loss"), _f(cfg, "b_noise_tokens")
     )
-    if (
-        ad is not None
-    ):  # a fine-tune's tokens are taken as given at any batch (see _fine_tuning_noise)
+    if ad is not None:  # a fine-tune's tokens at any batch (_fine_tuning_noise)
         b_noise = _fine_tuning_noise(cfg, ad, b_noise)
     reasons.flag(~np.isfinite(d_ref), "target loss unreachable at this model size (Chinchilla fit)")
     ref_batch_tokens = _rows.nan_to_num(_f(cfg, "target_batch_size") * shape.seq_len)
