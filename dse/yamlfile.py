@@ -114,7 +114,13 @@ def read_inside(folder: Path, name: str, *, limit_bytes: int) -> bytes:
         os.close(fd)
         raise ValueError("is not a regular file")
     with os.fdopen(fd, "rb") as f:
-        data = f.read(limit_bytes + 1)
+        return _read_at_most(f, limit_bytes)
+
+
+def _read_at_most(f, limit_bytes: int) -> bytes:
+    """The bytes of the open file ``f``, at most ``limit_bytes`` (one more is read to tell a
+    larger file, refused with ``ValueError``)."""
+    data = f.read(limit_bytes + 1)
     if len(data) > limit_bytes:
         raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
     return data
@@ -153,9 +159,7 @@ def read_bounded(path: Path | str, *, limit_bytes: int) -> str:
     is larger, and ``UnicodeDecodeError`` (a ValueError) where it is not UTF-8; line ends are
     read as ``Path.read_text`` reads them (``\\r\\n`` and ``\\r`` as ``\\n``)."""
     with open_regular(path) as f:
-        data = f.read(limit_bytes + 1)
-    if len(data) > limit_bytes:
-        raise ValueError(f"is larger than the {limit_bytes:,} bytes such a file may be")
+        data = _read_at_most(f, limit_bytes)
     return data.decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
