@@ -133,6 +133,8 @@ def test_unknown_profile_and_bad_keys_are_clear_errors(tmp_path):
             "dask_jobqueue.SLURMCluster submits no job until told how many: give 'scale'",
         ),
         ("scheduler_file: ''\n", "scheduler_file: "),
+        # a folder where the scheduler file goes: validate passed it, a run waited for it in vain
+        ("scheduler_file: .\n", "the scheduler file is not a regular file"),
         (
             "workers: 1\nmemory_limit: 2.5\n",
             "memory_limit: expected a fraction of the memory (at most 1) or at least 1 MiB",

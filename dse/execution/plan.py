@@ -479,6 +479,15 @@ def _profile_plan(profile: ClusterProfile, path: Path, timing: dict) -> Executio
     if profile.scheduler_file:
         file = Path(profile.scheduler_file).expanduser()
         file = file if file.is_absolute() else path.resolve().parent / file
+        if file.exists() and not file.is_file():  # a run would wait for it until its time-out
+            raise StudyError(
+                "the scheduler file is not a regular file",
+                file=str(path),
+                field="scheduler_file",
+                value=str(file),
+                allowed="the JSON file a dask scheduler writes (dask scheduler --scheduler-file), "
+                "or a path where it will",
+            )
         return ExecutionPlan(workers=0, scheduler_file=str(file), **timing)
     if profile.cluster or profile.deployer:
         from dse.execution.deploy import check_profile
