@@ -508,3 +508,71 @@ def test_a_higher_clock_never_makes_the_step_slower():
     )
     assert r["feasible"].all()
     assert (np.diff(r["step_time_s"].to_numpy()) <= 1e-12).all(), r["step_time_s"].to_numpy()
+
+
+def _step_inputs(**kw):
+    """The per-candidate step inputs the time model builds for one candidate (its front)."""
+    from test_memory import cfg
+
+    from dse.analytic.time import model as time_model
+
+    return time_model.front(cfg(**kw), share=False).per_candidate().inputs
+
+
+def test_the_experts_grouped_gemm_pays_a_kernels_fixed_cost_per_expert_on_a_stream(monkeypatch):
+    """Transformer Engine's grouped GEMM is one cuBLAS kernel per local expert over 4
+    streams: ceil(E/EP / 4) fixed costs lie on a stream's path, where one batched kernel
+    would pay one."""
+    from dse.analytic.time import experts, gemm
+
+    x = _step_inputs(
+        model="qwen3-30b-a3b",
+        accelerator="B200",
+        num_accelerators=8,
+        global_batch_size=64,
+        expert_parallel=8,
+        precision="fp8",
+    )
+    g = gemm.roofline(x.hw, np.ones(1))
+    m, n, k = np.full(1, 2048.0), np.full(1, 1536.0), np.full(1, 2048.0)
+    one = gemm.compute_time(m, n, k, np.full(1, 16.0), g)
+    # one kernel's fixed cost unless told otherwise, to the bit
+    assert gemm.compute_time(m, n, k, np.full(1, 16.0), g, kernels=1.0).tobytes() == one.tobytes()
+    each = [gemm.compute_time(m, n, k, np.full(1, 16.0), g, kernels=float(s)) for s in (1, 2, 3, 4)]
+    steps = np.diff(np.concatenate(each))
+    assert (steps > 0).all() and steps == pytest.approx(np.full(3, steps[0]), rel=1e-12)
+
+    # 128 experts over EP 8: 16 per rank, 4 kernels on each of the 4 streams
+    T = np.full(1, 4096.0)
+    tiles = np.ceil(T / gemm.TILE)
+    with np.errstate(divide="ignore", invalid="ignore"):  # no shared experts: 0-wide GEMMs
+        grouped = experts.ffn_gemms(x.shape, x.ex, x.layout.tp, T, tiles, g)[0]
+        monkeypatch.setattr(experts, "GROUPED_GEMM_STREAMS", 16.0)  # as if all 16 ran at once
+        batched = experts.ffn_gemms(x.shape, x.ex, x.layout.tp, T, tiles, g)[0]
+    assert grouped > batched
+
+
+def test_fp8_casts_the_experts_dispatched_copies_of_each_token():
+    """fp8 casts every GEMM input: an MoE layer's FC1 input is each token's k dispatched
+    copies (h wide) and its FC2 input k rows of f_e, so the cast bytes grow by 3 B x (h + f_e)
+    per token for each further expert a token is routed to; a dense MLP casts T h and
+    T f / t as before."""
+    from dse.analytic.time import layer
+
+    def cast_bytes(**kw):
+        x = _step_inputs(accelerator="H100-SXM", num_accelerators=8, global_batch_size=64, **kw)
+        T = x.layout.micro_batch * x.shape.seq_len / x.layout.cp
+        on, off = (
+            layer.elementwise_bytes(x.shape, x.layout, T, np.full(1, f), 1.0, x.ex)[0]
+            for f in (1.0, 0.0)
+        )
+        return on - off, x.shape, T
+
+    moe = dict(model="qwen3-30b-a3b", expert_parallel=8, precision="fp8")
+    four, s, T = cast_bytes(experts_per_token=4, **moe)
+    eight, _, _ = cast_bytes(experts_per_token=8, **moe)
+    per_copy = 3.0 * T * (s.hidden + s.expert_ffn_hidden)
+    assert eight - four == pytest.approx(4 * per_copy, rel=1e-12)
+
+    dense, d, Td = cast_bytes(model="llama3-8b", precision="fp8")
+    assert dense == pytest.approx(3.0 * Td * (2 * d.hidden + d.hidden + d.ffn_hidden), rel=1e-12)

@@ -40,6 +40,13 @@ from dse.analytic.time.workload import ModelShape
 #: HBM bytes per element of the token permutation before dispatch and after combine
 #: (read 2 B and write 2 B, once each way): Megatron-Core's moe_permute / moe_unpermute
 PERMUTE_BYTES = 8.0
+#: CUDA streams Transformer Engine's grouped GEMM spreads the experts' GEMMs over: its
+#: GroupedLinear runs one cuBLAS GEMM per local expert, expert ``i`` on compute stream
+#: ``i % num_streams`` (transformer_engine/common/include/transformer_engine/gemm.h
+#: ``constexpr int num_streams = 4``; ``multi_stream_cublas_gemm`` in
+#: common/gemm/cublaslt_gemm.cu; NVIDIA/TransformerEngine PR #853, "Grouped GEMM via
+#: multi-stream cuBLAS", the path Megatron-Core's ``--moe-grouped-gemm`` takes)
+GROUPED_GEMM_STREAMS = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +125,12 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     """Forward ``(compute_s, memory_s)`` of one MoE feed-forward block on one rank: the router
     ``[T/t x h] . [h x E]``, the shared experts as a dense MLP ``s f_e`` wide split over ``t``,
     and the routed experts as a grouped GEMM of ``E / EP`` experts with ``T k c_f ETP / (t E/EP)``
-    rows each (``(1+g) f_e / ETP`` then ``f_e / ETP`` wide)."""
+    rows each (``(1+g) f_e / ETP`` then ``f_e / ETP`` wide). The grouped GEMM is one kernel
+    per expert over :data:`GROUPED_GEMM_STREAMS` streams: the kernels of one stream run one
+    after another, so ``ceil(E/EP / streams)`` kernels' fixed costs (the GEMM's
+    ``half_flops``, what a kernel cannot amortise) lie on its path, where one batched
+    kernel would pay one; the waves are counted over all the experts' tiles (the streams'
+    kernels share the SMs)."""
     h, f_e, gated = shape.hidden, shape.expert_ffn_hidden, shape.gated_mlp
     router = gemm(T / tp, shape.experts, h, None, g)
     shared_f = shape.shared_experts * f_e
@@ -129,8 +141,9 @@ def ffn_gemms(shape, ex: ExpertLayout, tp, T, T_tiles, g) -> tuple[np.ndarray, n
     # (unused, zero-weighted) expert terms stay finite instead of 0 x inf = NaN
     local = where(shape.experts > 0, shape.experts / ex.ep, 1.0)
     rows = assignments(shape, ex, T, tp) * ex.etp / local
-    fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, g)
-    fc2 = gemm(rows, h, f_e / ex.etp, local, g)
+    serial = np.ceil(local / GROUPED_GEMM_STREAMS)  # kernels one after another on a stream
+    fc1 = gemm(rows, (1 + gated) * f_e / ex.etp, h, local, g, kernels=serial)
+    fc2 = gemm(rows, h, f_e / ex.etp, local, g, kernels=serial)
     compute = router[0] + where(has_shared, sh1[0] + sh2[0], 0.0) + fc1[0] + fc2[0]
     memory = router[1] + where(has_shared, sh1[1] + sh2[1], 0.0) + fc1[1] + fc2[1]
     return compute, memory
@@ -148,6 +161,19 @@ def elementwise_bytes(shape, ex: ExpertLayout, tp, T, eager) -> np.ndarray:
         * (a + T * shape.shared_experts / tp)
     )
     return (PERMUTE_BYTES * a * shape.hidden + act) * eager
+
+
+def cast_elements(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
+    """Elements of a MoE feed-forward block's linear-layer inputs that fp8 training casts in
+    one pass on one rank (Transformer Engine quantises every GEMM input; the router stays
+    in 16 or 32 bit): the routed experts' FC1 input, the dispatched rows (``T k c_f ETP / t``
+    of ``h``), and their FC2 input (``T k c_f / t`` rows of ``f_e``), plus the shared
+    experts' (``T`` of ``h`` and ``T`` of ``s f_e / t``, as the dense MLP's). A dense MLP's
+    are ``T h`` and ``T f / t``: the experts' FC1 input is ``k c_f`` times as many rows."""
+    a = assignments(shape, ex, T, tp)
+    f_e, h = shape.expert_ffn_hidden, shape.hidden
+    shared = where(shape.shared_experts > 0, T * h + T * shape.shared_experts * f_e / tp, 0.0)
+    return a * ex.etp * h + a * f_e + shared
 
 
 def activation_bytes(shape, ex: ExpertLayout, tp, T) -> np.ndarray:

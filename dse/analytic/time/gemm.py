@@ -61,7 +61,7 @@ def roofline(
     )
 
 
-def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
+def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None, kernels=None):
     """Time of a (batched) GEMM ``[m x k] @ [k x n]``: ``(compute_s, memory_s)``.
 
     Roofline (Williams et al. 2009; the device terms ``r``): compute-bound time = FLOPs /
@@ -77,9 +77,11 @@ def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
     scales with the clock.
 
     ``batch=None`` is a single GEMM (no multiplications by one); ``m_tiles`` is
-    ``ceil(m / TILE)`` when the caller has it (the token dimension is shared by most GEMMs).
+    ``ceil(m / TILE)`` when the caller has it (the token dimension is shared by most GEMMs);
+    ``kernels`` (None: one) is how many kernels' fixed costs lie on the critical path when
+    the batch runs as separate kernels (the experts' GEMMs, :mod:`~dse.analytic.time.experts`).
     """
-    t_c = compute_time(m, n, k, batch, r, m_tiles=m_tiles)
+    t_c = compute_time(m, n, k, batch, r, m_tiles=m_tiles, kernels=kernels)
     t_m = (
         BYTES * (m * k + k * n + m * n)
         if batch is None
@@ -90,9 +92,10 @@ def gemm(m, n, k, batch, r: Roofline, *, m_tiles=None):
     return where_or_zero(bound, t_c), where_or_zero(~bound, t_m)
 
 
-def compute_time(m, n, k, batch, r: Roofline, *, m_tiles=None):
+def compute_time(m, n, k, batch, r: Roofline, *, m_tiles=None, kernels=None):
     """The compute-bound time of :func:`gemm` alone (seconds)."""
     cu = r.compute_units
+    fixed = r.half_flops if kernels is None else r.half_flops * kernels
     flops = 2.0 * m * n * k
     tiles = (np.ceil(m * (1.0 / TILE)) if m_tiles is None else m_tiles) * np.ceil(n * (1.0 / TILE))
     if batch is not None:
@@ -101,7 +104,7 @@ def compute_time(m, n, k, batch, r: Roofline, *, m_tiles=None):
     waves_cu = np.ceil(tiles / cu) * cu
     # flops / (peak * ratio * eff_max * (tiles / waves_cu) * flops / (flops + half) * k / (k + half_k))
     return (
-        (flops + r.half_flops)
+        (flops + fixed)
         * waves_cu
         * (1.0 + r.half_k / k)
         / (tiles * r.peak_flops * r.clock_ratio * r.eff_max)

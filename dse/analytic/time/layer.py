@@ -204,7 +204,9 @@ def elementwise_bytes(
     Engine): each linear layer's input is cast, read 2 B and written 1 B per element
     (QKV and FC1 inputs ``T h``, projection and FC2 inputs ``T h / t`` and ``T f / t``). On
     the MoE share of the layers the MLP's kernels are the experts'
-    (:func:`~dse.analytic.time.experts.elementwise_bytes`).
+    (:func:`~dse.analytic.time.experts.elementwise_bytes`), and so are the inputs fp8 casts
+    (:func:`~dse.analytic.time.experts.cast_elements`: the dispatched ``k c_f`` copies of
+    each token).
     """
     h, s, a = shape.hidden, shape.seq_len, shape.heads
     tp, cp, sp, b, flash = (
@@ -224,7 +226,11 @@ def elementwise_bytes(
             shape, ex, tp, T, eager
         )
     if fp8.any():
-        rep = rep + where(fp8 > 0, 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp), 0.0)
+        cast = 3.0 * T * (2.0 * h + (h + shape.ffn_hidden) / tp)
+        if ex.on:  # the experts' inputs in place of the dense MLP's on the MoE share
+            moe_cast = 3.0 * (T * (h + h / tp) + experts.cast_elements(shape, ex, tp, T))
+            cast = where(ex.frac > 0, (1.0 - ex.frac) * cast + ex.frac * moe_cast, cast)
+        rep = rep + where(fp8 > 0, cast, 0.0)
     on = flash > 0
     if bool(on.all()):
         attn_ew = np.zeros_like(T)
