@@ -13,10 +13,11 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -32,7 +33,7 @@ from dse.yamlfile import load_yaml, read_bounded, read_inside
 
 _NAME_RE = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,200}$")  # a folder name: not '.', '..' or hidden
 _CONSTRAINT_RE = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*([A-Za-z]+)?\s*$"
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*(°?[A-Za-z]+)?\s*$"
 )
 
 
@@ -297,6 +298,15 @@ _SECONDS_PER = {
 _BUDGET_FORMS = "a number of evaluations (e.g. 2000) or a duration (e.g. '90 s', '10 min', '2 h')"
 
 
+def _known_display_unit(unit: str) -> str:
+    """A ``display_units`` value: a unit :mod:`dse.units` knows (checked one at a time, so a
+    refusal names ``display_units.METRIC`` and that unit, not the whole mapping)."""
+    why = unit_problem(unit)
+    if why:
+        raise ValueError(why)
+    return unit
+
+
 def duration_s(text: str) -> float | None:
     """Seconds in a duration such as ``90 s``, ``10 min`` or ``1.5 h``; None if it is not one."""
     m = _DURATION_RE.match(text.lower())
@@ -464,7 +474,7 @@ class Study(_Strict):
     fixed: dict[str, Scalar] = Field(default_factory=dict)
     objectives: list[Objective] = Field(min_length=1)
     constraints: list[Constraint] = Field(default_factory=list)
-    display_units: dict[str, str] = Field(
+    display_units: dict[str, Annotated[str, AfterValidator(_known_display_unit)]] = Field(
         default_factory=dict,
         description="metric -> the unit it is shown in (report, figures, show, progress); "
         "its values are stored and exported in their own unit (dse.units)",
@@ -494,10 +504,6 @@ class Study(_Strict):
     @field_validator("display_units")
     @classmethod
     def _known_units(cls, v: dict[str, str]) -> dict[str, str]:
-        for metric, unit in v.items():
-            why = unit_problem(unit)
-            if why:
-                raise ValueError(f"{metric}: {why}")
         return {metric: canonical(unit) for metric, unit in v.items()}
 
     @field_validator("space")

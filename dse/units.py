@@ -46,9 +46,14 @@ UNITS: dict[str, tuple[str, float]] = {
     "g": ("kg", 1e-3),
     "kg": ("kg", 1.0),
     "t": ("kg", 1e3),
+    # temperature, stored in degC (as ``dse show`` heads its column): a bound may name it
+    "degC": ("degC", 1.0),
 }
 #: other spellings of a unit in :data:`UNITS`
-ALIASES = {"day": "days", "d": "days", "week": "weeks", "hour": "h", "hours": "h", "sec": "s"}
+ALIASES = {
+    **{"day": "days", "d": "days", "week": "weeks", "hour": "h", "hours": "h", "sec": "s"},
+    "°C": "degC",
+}
 
 #: SI prefixes for the units that span many decades in a study (energy, power)
 _PREFIXED = ("J", "W", "Wh", "B", "FLOP")
@@ -66,7 +71,9 @@ def unit_problem(unit: str) -> str | None:
     """Why ``unit`` cannot be named in a study (None: it can)."""
     if canonical(unit) in UNITS:
         return None
-    return f"unknown unit '{unit}'; known: {', '.join(UNITS)}"
+    same = [u for u in (*UNITS, *ALIASES) if u.lower() == str(unit).lower()]
+    hint = f" (did you mean '{same[0]}'?)" if same else ""  # MWH, kwh: the case is wrong
+    return f"unknown unit '{unit}'{hint}; known: {', '.join(UNITS)}"
 
 
 def factor(stored: str, shown: str) -> float | None:

@@ -39,8 +39,8 @@ def _broken(tmp_path, mutate) -> str:
 CASES = {
     "a display unit no one knows": (
         lambda d: d.update(display_units={"energy_to_train_j": "furlongs"}),
-        "display_units",
-        "energy_to_train_j: unknown unit 'furlongs'; known: J, kJ",
+        "display_units.energy_to_train_j",
+        "unknown unit 'furlongs'; known: J, kJ",
     ),
     "a bound in a unit no one knows": (
         lambda d: d["constraints"].append("energy_to_train_j <= 5 parsecs"),

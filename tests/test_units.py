@@ -85,6 +85,37 @@ def test_display_units_are_read_in_their_canonical_spelling():
     }
 
 
+def test_a_temperature_bound_may_name_the_unit_its_column_is_headed_with():
+    """`dse show` heads peak_junction_temp_c with [degC]: a bound or display unit naming it
+    (or °C) is the metric's own unit, not an unknown one."""
+    study = _study(
+        constraints=["peak_junction_temp_c <= 85 degC", "mean_junction_temp_c < 70 °C"],
+        display_units={"peak_junction_temp_c": "°C"},
+    )
+    assert [(c.unit, c.limit) for c in study.constraints] == [("degC", 85.0), ("degC", 70.0)]
+    assert study.display_units == {"peak_junction_temp_c": "degC"}
+    assert units.factor("degC", "°C") == 1.0 and units.factor("degC", "s") is None
+
+
+def test_a_unit_in_the_wrong_case_is_refused_with_the_known_spelling(tmp_path):
+    from dse.errors import StudyError
+    from dse.study import load_study
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: u\nspace: {num_accelerators: [8, 16]}\n"
+        "objectives: [{metric: energy_to_train_j}]\n"
+        "display_units: {energy_to_train_j: MWH, time_to_train_s: days}\n"
+    )
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    message = str(info.value)
+    # the one entry named, with its value alone (not the whole mapping) and the right case
+    assert "display_units.energy_to_train_j: unknown unit 'MWH' (did you mean 'MWh'?)" in message
+    assert message.endswith("(got 'MWH')")
+    assert "did you mean 'kWh'" in units.unit_problem("kwh")
+
+
 def test_show_and_the_run_summary_write_columns_in_the_units_they_name():
     from dse.outputs.show import in_display_units
 
