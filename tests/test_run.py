@@ -717,6 +717,30 @@ def test_an_output_onto_a_pipe_or_a_link_is_refused(finished_run, tmp_path):
         assert link.is_symlink() and real.read_text() == "old"
 
 
+def test_evaluate_makes_missing_output_folders_as_export_does(finished_run, tmp_path):
+    """`dse export -o new/x.csv` makes new/; evaluate's outputs alike, while a file in the
+    way, or a folder given as the file, is one line naming a file to give, before any work."""
+    cands = tmp_path / "cands.csv"
+    cands.write_text("accelerator,num_accelerators\nH100-SXM,16\n")
+    out, path = tmp_path / "new" / "a" / "e.csv", tmp_path / "new" / "b" / "t.csv"
+    proc = run_cli(
+        "evaluate", "studies/quickstart.yaml", "-c", cands, "-o", out, "--trajectory", path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_csv(out)) == 1 and (out.parent / "e.csv-metadata.json").is_file()
+    assert pd.read_csv(path)["candidate"].nunique() == 1
+    exported = tmp_path / "new" / "c" / "front.csv"
+    assert run_cli("export", str(finished_run), "-o", exported).returncode == 0
+    for args, expected in [
+        (("-o", cands / "e.csv"), f"cannot write there: {cands} is a file, not a folder"),
+        (("-o", tmp_path), f"is a folder; give a file name (got '{tmp_path}'); allowed: a file"),
+        (("-o", out, "--trajectory", tmp_path), f"e.g. {tmp_path / 'trajectory.csv'}"),
+    ]:
+        proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", cands, *args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_an_output_that_would_replace_an_input_is_refused_before_any_work(finished_run, tmp_path):
     cands = tmp_path / "cands.csv"
     cands.write_text("accelerator,num_accelerators\nH100-SXM,16\n")

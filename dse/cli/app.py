@@ -650,7 +650,11 @@ def evaluate(
     p = plan(study)
     s = p.study  # checked, its values in the evaluator's spelling
     _check_output_file(
-        output, [candidates, study], "the candidates or the study", folder_exists=True
+        output,
+        [candidates, study],
+        "the candidates or the study",
+        folder_creatable=True,
+        example="evaluated.csv",
     )
     sidecar = sidecar_of(output)  # written beside the CSV
     if trajectory is not None:
@@ -666,8 +670,9 @@ def evaluate(
             trajectory,
             [candidates, study, output, sidecar],
             "the candidates, the study or --output's files",
-            folder_exists=True,
+            folder_creatable=True,
             field="--trajectory",
+            example="trajectory.csv",
         )
         _check_csv_suffix(trajectory, "--trajectory")
     if any(sidecar.resolve() == Path(i).resolve() for i in (candidates, study)):
@@ -734,11 +739,14 @@ def _check_output_file(
     inputs: list[Path],
     what: str,
     *,
-    folder_exists: bool = False,
+    folder_creatable: bool = False,
     field: str = "--output",
+    example: str = "output.csv",
 ) -> None:
     """Refuse, before any work, an output file that would replace an input or is a folder
-    (``folder_exists``: or whose folder is missing), or a device, pipe or socket."""
+    (``folder_creatable``: or whose missing folders cannot be made, a file being in the way;
+    missing ones are made when it is written, as ``dse export`` makes them), or a device,
+    pipe or socket."""
     from dse.outputs.target import refuse_standard_output
 
     refuse_standard_output(output)
@@ -746,7 +754,12 @@ def _check_output_file(
     if why:
         raise DseError(why, field=field, value=str(output))
     if output.is_dir():
-        raise DseError("is a folder; give a file name", field=field, value=str(output))
+        raise DseError(
+            "is a folder; give a file name",
+            field=field,
+            value=str(output),
+            allowed=f"a file path, e.g. {output / example}",
+        )
     if any(output.resolve() == Path(i).resolve() for i in inputs):
         raise DseError(
             f"would overwrite {what}",
@@ -754,8 +767,13 @@ def _check_output_file(
             value=str(output),
             allowed="another file name",
         )
-    if folder_exists and not output.parent.is_dir():
-        raise DseError(f"the folder {output.parent} does not exist", field=field, value=str(output))
+    parent = output.absolute().parent
+    while folder_creatable and not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the folder the missing ones will be made in
+    if folder_creatable and not parent.is_dir():
+        raise DseError(
+            f"cannot write there: {parent} is a file, not a folder", field=field, value=str(output)
+        )
 
 
 class ExportFormat(StrEnum):
@@ -1303,7 +1321,7 @@ def calibrate(
 
     if cooling not in ("air", "liquid"):
         raise DseError("unknown cooling", field="--cooling", value=cooling, allowed="air, liquid")
-    _check_output_file(output, measurements, "a measurement file")
+    _check_output_file(output, measurements, "a measurement file", example="profile.yaml")
 
     def listed(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
