@@ -280,6 +280,18 @@ def test_describe_lists_a_plugins_options_and_names_the_command_line_option():
     assert proc.stderr.startswith(
         "error: --evaluator: unknown evaluator 'analytc' (did you mean 'analytic'?)"
     )
+    # --search and --accelerator alike: the option typed, and what was meant
+    proc = run_cli("describe", "--search", "nsga")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "error: --search: unknown search algorithm 'nsga' (did you mean 'nsga2'?)"
+    )
+    proc = run_cli("describe", "--accelerator", "H100")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "error: --accelerator: unknown accelerator 'H100' (did you mean 'H100-SXM' or "
+        "'H100-SXM-96GB'?)"
+    )
 
 
 class _Scaled(ToyEvaluator):

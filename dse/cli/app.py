@@ -1378,7 +1378,13 @@ def _describe_search(name: str) -> None:
 
     names = sorted(available_drivers()) if name == "list" else [name]
     for n in names:
-        cls = driver_class(n)
+        try:
+            cls = driver_class(n)
+        except DseError as exc:
+            if exc.field == "search.algorithm":  # the name came from the command line here
+                exc.field = "--search"
+                exc.args = (exc.render(),)
+            raise
         doc = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".").replace("``", "")
         _options_table(
             f"search algorithm '{n}': {doc}",

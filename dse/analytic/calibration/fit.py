@@ -33,7 +33,7 @@ from dse.analytic import profiles
 from dse.analytic.calibration import forward
 from dse.analytic.energy import power
 from dse.analytic.time import hardware
-from dse.errors import DseError
+from dse.errors import DseError, did_you_mean
 
 PRIOR_WEIGHT = 0.01
 
@@ -221,7 +221,7 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
         found = hardware.entry(name)
     if found is None:
         raise DseError(
-            f"unknown accelerator '{name}'",
+            f"unknown accelerator '{name}'{did_you_mean(name, hardware.accelerator_names())}",
             field="--accelerator",
             allowed=", ".join(hardware.accelerator_names()) + ", or an accelerator profile",
         )
