@@ -81,6 +81,25 @@ def test_infeasible_rows_are_reported_apart(tmp_path):
     assert (s["rows"], s["predicted"], s["infeasible"]) == (3, 2, 1)
 
 
+def test_the_text_report_names_every_source_whole(tmp_path, capsys):
+    """A source named longer than the column (torchtitan-h100-2024-12) is not cut: the text
+    report and --json name it alike."""
+    df = (
+        validation.read_table(REF / "published_throughput.csv")
+        .head(2)
+        .drop(columns=["_file", "_line"])
+    )
+    long = "a-source-named-longer-than-22-characters"
+    df["source"] = [long, "short"]
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    assert validation.validate_model([path]) == 0
+    text = capsys.readouterr().out
+    table = [line.split()[0] for line in text.splitlines()[1:3]]
+    assert table == [long, "short"]
+    assert f"  {long} " in text.split("worst rows")[1]
+
+
 def test_json_report_of_a_source_without_a_prediction_is_strict_json(tmp_path, capsys):
     """Every row infeasible: no error to summarise; --json says null, never NaN (which
     strict JSON parsers refuse)."""

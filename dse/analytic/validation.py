@@ -535,8 +535,10 @@ def _finite(obj):
 
 
 def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
-    """The text report: one line per source, then the worst and the infeasible rows."""
+    """The text report: one line per source, then the worst and the infeasible rows. A
+    source's name is never cut (torchtitan-h100-2024-12 is not torchtitan-h100-2024-1)."""
     lines = []
+    n = max([22, *map(len, rep)])  # the source column's width
     if rows:
         lines.append(
             f"{'id':40s} {'quantity':>22s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  note "
@@ -551,11 +553,11 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
             )
         lines.append("")
     lines.append(
-        f"{'source':22s} {'rows':>5s} {'predicted':>9s} {'infeasible':>10s} {'median':>7s} {'mean':>7s} {'max':>7s}"
+        f"{'source':{n}s} {'rows':>5s} {'predicted':>9s} {'infeasible':>10s} {'median':>7s} {'mean':>7s} {'max':>7s}"
     )
     for source, s in rep.items():
         lines.append(
-            f"{source[:22]:22s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
+            f"{source:{n}s} {s['rows']:>5d} {s['predicted']:>9d} {s['infeasible']:>10d} "
             f"{_pct(s['median_abs_error'])} {_pct(s['mean_abs_error'])} {_pct(s['max_abs_error'])}"
         )
     lines.append("")
@@ -566,9 +568,7 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
     )
     for source, s in rep.items():
         for w in s["worst"]:
-            lines.append(
-                f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {_pct(w['error'], sign=True)}"
-            )
+            lines.append(f"  {source:{n}s} {str(w['id'])[:44]:44s} {_pct(w['error'], sign=True)}")
     mem = [(source, s) for source, s in rep.items() if "memory_rows" in s]
     if mem:
         lines.append("")
@@ -578,7 +578,7 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
         )
         for source, s in mem:
             lines.append(
-                f"  {source[:22]:22s} {s['memory_rows']:>3d} rows  median |error| "
+                f"  {source:{n}s} {s['memory_rows']:>3d} rows  median |error| "
                 f"{_pct(s['memory_median_abs_error'])}  range {_pct(s['memory_min_error'], sign=True)}"
                 f" .. {_pct(s['memory_max_error'], sign=True)}"
             )
@@ -594,7 +594,7 @@ def format_report(result: pd.DataFrame, rep: dict, rows: bool = False) -> str:
         lines.append("")
         lines.append("infeasible in the model (not counted above):")
         for source, w in infeasible:
-            lines.append(f"  {source[:22]:22s} {str(w['id'])[:44]:44s} {w['reason']}")
+            lines.append(f"  {source:{n}s} {str(w['id'])[:44]:44s} {w['reason']}")
     return "\n".join(lines)
 
 
