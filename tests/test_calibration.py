@@ -509,6 +509,10 @@ def test_the_cli_prints_the_tables_and_writes_a_profile(tmp_path, capsys, monkey
     )
     assert code in (0, None), err
     assert "v_floor" in out and "held-out rows: time median" in out and "holdout" in out
+    # every column of the error table says its unit, the predictions' too
+    head = next(line for line in out.splitlines() if "clock [MHz]" in line)
+    assert head.count("predicted [s]") == 1 and head.count("predicted [J]") == 1
+    assert head.count("error [%]") == 2 and "predicted │" not in head
     prof = profiles.load(out_file)
     assert prof.base == "A100-80GB" and prof.name == "my-a100"
     assert prof.sources["power.vf_curve"].startswith("fitted by dse calibrate to")

@@ -30,7 +30,8 @@ def _num(v, digits: int = 4) -> str:
 
 
 def _pct(v) -> str:
-    return "" if not np.isfinite(v) else f"{v:+.1f}%"
+    """A signed error in percent, under a column headed [%]."""
+    return "" if not np.isfinite(v) else f"{v:+.1f}"
 
 
 def calibrate(
@@ -185,11 +186,11 @@ def _errors(result: fit.FitResult, console: Console) -> None:
         *(["cap [W]"] if capped else []),
         "set",
         "time [s]",
-        "predicted",
-        "error",
+        "predicted [s]",
+        "error [%]",
     ]
-    cols += ["energy [J]", "predicted", "error"] if energy else []
-    cols += ["power [W]", "predicted", "error"] if np.isfinite(r["power_w"]).any() else []
+    cols += ["energy [J]", "predicted [J]", "error [%]"] if energy else []
+    cols += ["power [W]", "predicted [W]", "error [%]"] if np.isfinite(r["power_w"]).any() else []
     for c in cols:
         t.add_column(escape(c), justify="left" if c in ("workload", "kind", "set") else "right")
     order = r.sort_values(
