@@ -470,6 +470,19 @@ def test_the_batch_job_script_a_profile_submits(name, lines):
     assert "python -m distributed.cli.dask_worker tcp://" in script  # a real scheduler address
 
 
+def test_a_misspelt_profile_name_is_refused_with_the_profiles_there(tmp_path):
+    """`dse cluster slrum` in the repository: the profile meant, and the names under
+    workers/; a name with none there nor close says no more than where it looked."""
+    proc = run_cli("cluster", "slrum")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "cluster profile 'slrum' not found (did you mean 'slurm'?)" in proc.stderr
+    names = sorted(p.stem for p in (REPO / "workers").glob("*.yaml"))
+    assert f"there: {', '.join(names)})" in proc.stderr and "slurm" in names
+    proc = run_cli("cluster", "slrum", cwd=tmp_path)
+    assert proc.returncode == 2 and "did you mean" not in proc.stderr
+    assert "there:" not in proc.stderr and "workers/slrum.yaml" in proc.stderr
+
+
 @pytest.mark.skipif(
     missing("dask_kubernetes"),
     reason='dask-kubernetes is not installed (pip install "dse[kubernetes]")',

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from dse.errors import StudyError
+from dse.errors import StudyError, did_you_mean
 from dse.study import ExecutionSpec, _Strict, raise_validation_error, yaml_problem
 from dse.yamlfile import SMALL_FILE_BYTES, load_yaml, read_bounded
 
@@ -323,11 +323,25 @@ def find_profile(name: str, study_path: str | Path | None = None) -> Path:
             return p
     folder = next((p for p in (Path(name), *tried) if p.is_dir()), None)
     what = f"is a folder ({folder}), not a profile file" if folder else "not found"
+    # the profiles there are (a typo's 'slrum' meant one of them): the workers/ folders only,
+    # as the study's own folder holds studies
+    known = sorted(
+        {
+            f.stem
+            for p in tried
+            if p.parent.name == "workers" and p.parent.is_dir()
+            for f in p.parent.glob("*.yaml")
+            if f.is_file()
+        }
+    )
+    if not folder and not names_a_path(name):
+        what += did_you_mean(name, known)
     raise StudyError(
         f"cluster profile '{name}' {what}",
         field="execution.profile",
         allowed="a name of a file under workers/ ("
         + ", ".join(str(p) for p in tried)
+        + (f"; there: {', '.join(known)}" if known else "")
         + ") or a path to one",
     )
 
