@@ -95,3 +95,13 @@ def test_compare_refuses_runs_with_other_objectives(two_runs, tmp_path):
 def test_compare_needs_two_runs(two_runs, tmp_path):
     r = run_cli("compare", str(two_runs[0]), "-o", str(tmp_path / "c.png"))
     assert r.returncode == 2 and "two runs or more" in r.stderr
+
+
+def test_compare_refuses_one_run_given_twice(two_runs, tmp_path):
+    """The same folder twice (by another spelling too) is no comparison: one line, nothing drawn."""
+    a, b = map(str, two_runs)
+    for again in (a, f"{a}/."):
+        r = run_cli("compare", a, b, again, "-o", str(tmp_path / "c.png"))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"error: RUN: {a} is given twice" in r.stderr
+    assert not (tmp_path / "c.png").exists()

@@ -100,6 +100,15 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
             field="RUN",
             allowed="two or more results folders, e.g. dse compare results/a results/b",
         )
+    seen: dict[Path, Path | str] = {}
+    for p in paths:  # one folder twice would compare a run with itself, and say nothing of it
+        again = seen.setdefault(Path(p).resolve(), p)
+        if again is not p:
+            raise DseError(
+                f"{p} is given twice" + (f" (as {again})" if str(again) != str(p) else ""),
+                field="RUN",
+                allowed="two or more different results folders",
+            )
     opened = [open_results(p) for p in paths]
     first = opened[0]
     objectives = [(o.metric, o.direction) for o in first.study.objectives]
