@@ -520,6 +520,23 @@ def test_status_marks_the_batches_it_leaves_out(quickstart, tmp_path):
     )
 
 
+def test_status_writes_counts_with_thousands_separators(quickstart, tmp_path):
+    """As the run's own summary and progress lines write them: 12,345, not 12345 (a batch
+    of the history; the last one must match the log, which holds 400)."""
+    out = tmp_path / "out"
+    shutil.copytree(quickstart, out)
+    state = json.loads((out / "state.json").read_text())
+    first = {**state["history"][0], "evaluations": 12345, "feasible": 11000, "failed": 1234}
+    state["history"] = [first, *state["history"]]
+    (out / "state.json").write_text(json.dumps(state))
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"│\s+12,345 │\s+11,000 │\s+1,234 │", proc.stdout), proc.stdout
+    assert (
+        "evaluation log: 400 rows in" in proc.stdout and "evaluations 400 (failed 0)" in proc.stdout
+    )
+
+
 def test_show_sorts_by_any_column(toy):
     for args, key in ((["--sort", "f2"], "f2"), (["--sort", "x", "--descending"], "x")):
         proc = run_cli("show", str(toy), "--no-plot", *args)

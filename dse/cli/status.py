@@ -54,8 +54,8 @@ def show_status(results: Path, console: Console) -> None:
     }[state.keep]
     in_flight = run.log_rows - n
     console.print(
-        f"evaluation log: {run.log_rows} rows in {len(store.log_files())} file(s), keeping {keeps} in full"
-        + (f" ({in_flight} written after the last batch was told)" if in_flight > 0 else "")
+        f"evaluation log: {run.log_rows:,} rows in {len(store.log_files()):,} file(s), keeping {keeps} in full"
+        + (f" ({in_flight:,} written after the last batch was told)" if in_flight > 0 else "")
     )
     phases = PhasesSummary.of(state.driver)
     if phases is not None:  # the search's phases (dse.search.phases): what it chose, where it is
@@ -65,7 +65,7 @@ def show_status(results: Path, console: Console) -> None:
         else:
             front_label = f"front {phases.front}: {phases.front_detail}"
         console.print(
-            f"phase {phases.phase}, {phases.polish_asked} polish evaluations, "
+            f"phase {phases.phase}, {phases.polish_asked:,} polish evaluations, "
             f"{phases.spent_s:.1f} s run time; {front_label}",
             markup=False,
         )
@@ -74,15 +74,15 @@ def show_status(results: Path, console: Console) -> None:
         as_of = f" as of batch {last.batch} (the last one told; the line 'in progress' is live)"
     if not owner and in_flight > 0:  # a run stopped mid-batch: those rows count when it resumes
         as_of = (
-            f" as of the last batch told ({in_flight} later evaluations are in the log: `dse resume` "
+            f" as of the last batch told ({in_flight:,} later evaluations are in the log: `dse resume` "
             "counts them)"
         )
     hv = "hypervolume - (no front yet)"
     if last and front_size:
         hv = f"hypervolume {last.hypervolume:.4f} (normalised to this run's first front, see docs/results.md; `dse compare` puts runs in one frame)"
     console.print(
-        f"evaluations {n} (failed {failed}), feasible {feasible}, "
-        f"front size {front_size}, {hv}{as_of}"
+        f"evaluations {n:,} (failed {failed:,}), feasible {feasible:,}, "
+        f"front size {front_size:,}, {hv}{as_of}"
     )
     if n > feasible and run.log_rows:  # what export, plot and report send the user here for
         reasons, kinds = state.ruled_out, state.ruled_out_kinds
@@ -131,14 +131,14 @@ def show_status(results: Path, console: Console) -> None:
         rows = history if len(history) <= 30 else [*history[:5], None, *history[-25:]]
         for r in rows:
             if r is None:  # the batches between the first five and the last 25
-                t.add_row("…", f"({len(history) - 30} batches not shown)", *[""] * 5)
+                t.add_row("…", f"({len(history) - 30:,} batches not shown)", *[""] * 5)
                 continue
             t.add_row(
                 str(r.batch),
-                str(r.evaluations),
-                str(r.feasible),
-                str(r.failed),
-                str(r.front_size),
+                f"{r.evaluations:,}",
+                f"{r.feasible:,}",
+                f"{r.failed:,}",
+                f"{r.front_size:,}",
                 f"{r.hypervolume:.4f}",
                 f"{r.seconds:.2f}",
             )
