@@ -380,8 +380,14 @@ def _unknown_metric(
     name: str, evaluator: Evaluator, what: str, con: Constraint | None = None
 ) -> str:
     """The message for a metric the evaluator does not report: a metric an earlier version
-    reported names its replacement and how to keep the removed one's unit."""
+    reported names its replacement and how to keep the removed one's unit; one of its
+    parameters says so (a constraint on it: narrow the space), not a look-alike metric."""
     removed = evaluator.removed_metrics.get(name)
+    if removed is None and name in evaluator.inputs:  # a knob, not a result: no look-alike metric
+        where = f": narrow space.{name} (or set fixed.{name}) instead" if con is not None else ""
+        return (
+            f"{what} is a parameter of evaluator '{evaluator.name}', not a metric it reports{where}"
+        )
     if removed is None:
         return f"unknown metric {what}{did_you_mean(name, evaluator.metrics)}"
     metric, unit = removed

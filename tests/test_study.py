@@ -99,6 +99,18 @@ CASES = {
         "constraints[0]",
         "peak_junction_temp_c",
     ),
+    "a constraint on a parameter, not a metric": (  # it suggested 'second_accelerators'
+        lambda d: d.update(constraints=["num_accelerators <= 32"]),
+        "constraints[0]",
+        "'num_accelerators' in constraint 'num_accelerators <= 32' is a parameter of evaluator "
+        "'analytic', not a metric it reports: narrow space.num_accelerators (or set "
+        "fixed.num_accelerators) instead; allowed: activations_memory_gib",
+    ),
+    "an objective on a parameter": (
+        lambda d: d["objectives"][0].update(metric="clock_fraction"),
+        "objectives[0].metric",
+        "'clock_fraction' is a parameter of evaluator 'analytic', not a metric it reports; allowed:",
+    ),
     "malformed constraint": (
         lambda d: d.update(constraints=["temp << 85"]),
         "constraints",
