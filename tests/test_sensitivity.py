@@ -6,6 +6,7 @@ report's tornado chart."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,23 @@ def test_command_prints_tables_with_units(quickstart):
     ):
         assert expected in text, expected
     assert "Traceback" not in proc.stderr
+
+
+def test_tables_wider_than_the_terminal_are_split_not_cut(quickstart):
+    """At 100 columns the tables were cropped at the right edge (a Δ time column's unit gone,
+    the rank and 'how' columns squeezed to nothing); now each is split into tables of whole
+    columns, the key columns repeated, as `dse show` splits the front."""
+    wide = run_cli("sensitivity", str(quickstart), "--global", "0", env={"COLUMNS": "250"})
+    narrow = run_cli("sensitivity", str(quickstart), "--global", "0", env={"COLUMNS": "100"})
+    assert wide.returncode == 0 and narrow.returncode == 0, narrow.stderr
+    assert "(columns" not in wide.stdout and "(columns 1 of 2) elasticities" in narrow.stdout
+    assert max(map(len, narrow.stdout.splitlines())) <= 100
+    cells = re.compile(r"│ *([^│\n]*?) *(?=│)")
+    for text in (wide.stdout, narrow.stdout):  # every value whole, in either layout
+        for expected in ("-2.623 min", "+242.2 kJ", "arc 1 ↔ 2", "idle", "+6.654 s"):
+            assert expected in cells.findall(text), expected
+    first = re.findall(r"^│ 1 │ (\w+) ", narrow.stdout, flags=re.M)
+    assert len(first) == 2 and first[0] == first[1]  # the rank and knob, repeated in each part
 
 
 @pytest.mark.parametrize("at", ["kneee", "best-cost_usd", "12345678", "best-"])

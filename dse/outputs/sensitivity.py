@@ -843,7 +843,9 @@ def _signed(value: float, digits: str = ".3f") -> str:
 def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
     """``s`` as rich tables: the design, the ranked elasticities, the other values of the
     discrete knobs, the breakdowns and what each knob's elasticity is made of, the global
-    indices; every number with its unit."""
+    indices; every number with its unit. A table wider than the terminal is printed as
+    several, each of its leading (key) columns and as many whole columns as fit, as
+    ``dse show`` splits the front (column names and values are never cut)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -859,6 +861,12 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
         t.add_column(
             header(text), justify="right", no_wrap=True, min_width=max(map(len, text.split("\n")))
         )
+
+    def value(text: str) -> dict:
+        return {"header": header(text), "min_width": max(map(len, text.split("\n")))} | {
+            "justify": "right",
+            "no_wrap": True,
+        }
 
     where = s.at if s.key is None or s.at == str(s.key) else f"{s.at} (key {s.key})"
     t = table(f"{s.study}: the design at {where}")
@@ -877,110 +885,109 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
 
     if len(s.elasticity):
         methods = {k.name: k.method for k in s.knobs}
-        t = table(
-            "elasticities of the objectives, d ln(objective) / d ln(knob): % change per +1 % of "
-            "the knob, ranked by the largest"
-        )
-        t.add_column("#", justify="right", style="dim", no_wrap=True)
-        t.add_column("knob", no_wrap=True)
-        t.add_column("how", min_width=14)
-        for m in s.objectives:
-            column(t, f"{m}\n[1]")
         change = s.change_per_percent()
-        for m in s.objectives:
-            column(t, f"+1 % knob:\nΔ {m}")
-        for i, knob in enumerate(s.elasticity.index, start=1):
-            t.add_row(
-                str(i),
-                Text(printable(knob)),
-                Text(printable(methods[knob])),
-                *(_signed(float(s.elasticity.loc[knob, m])) for m in s.objectives),
-                *(
-                    ("+" if change.loc[knob, m] > 0 else "")
-                    + _quantity(float(change.loc[knob, m]), s.units[m], s.display_units.get(m))
-                    for m in s.objectives
-                ),
-            )
-        console.print(t)
-        constrained = [m for m in s.metrics if m not in s.objectives]
-        if constrained:
-            t = table("elasticities of the constrained metrics, d ln(metric) / d ln(knob)")
-            t.add_column("knob", no_wrap=True)
-            for m in constrained:
-                column(t, f"{m}\n[1]")
-            for m in constrained:
-                column(t, f"+1 % knob:\nΔ {m}")
-            for knob in s.elasticity.index:
-                t.add_row(
+        _print_split(
+            console,
+            "elasticities of the objectives, d ln(objective) / d ln(knob): % change per +1 % of "
+            "the knob, ranked by the largest",
+            [
+                {"header": "#", "justify": "right", "style": "dim", "no_wrap": True},
+                {"header": "knob", "no_wrap": True},
+                {"header": "how", "min_width": 14},
+            ],
+            [value(f"{m}\n[1]") for m in s.objectives]
+            + [value(f"+1 % knob:\nΔ {m}") for m in s.objectives],
+            [
+                [
+                    str(i),
                     Text(printable(knob)),
-                    *(_signed(float(s.elasticity.loc[knob, m])) for m in constrained),
+                    Text(printable(methods[knob])),
+                    *(_signed(float(s.elasticity.loc[knob, m])) for m in s.objectives),
                     *(
                         ("+" if change.loc[knob, m] > 0 else "")
                         + _quantity(float(change.loc[knob, m]), s.units[m], s.display_units.get(m))
-                        for m in constrained
+                        for m in s.objectives
                     ),
-                )
-            console.print(t)
+                ]
+                for i, knob in enumerate(s.elasticity.index, start=1)
+            ],
+        )
+        constrained = [m for m in s.metrics if m not in s.objectives]
+        if constrained:
+            _print_split(
+                console,
+                "elasticities of the constrained metrics, d ln(metric) / d ln(knob)",
+                [{"header": "knob", "no_wrap": True}],
+                [value(f"{m}\n[1]") for m in constrained]
+                + [value(f"+1 % knob:\nΔ {m}") for m in constrained],
+                [
+                    [
+                        Text(printable(knob)),
+                        *(_signed(float(s.elasticity.loc[knob, m])) for m in constrained),
+                        *(
+                            ("+" if change.loc[knob, m] > 0 else "")
+                            + _quantity(
+                                float(change.loc[knob, m]), s.units[m], s.display_units.get(m)
+                            )
+                            for m in constrained
+                        ),
+                    ]
+                    for knob in s.elasticity.index
+                ],
+            )
 
     if len(s.alternatives):
-        t = table(
+        _print_split(
+            console,
             "the discrete knobs' other values (ordinal: the neighbours the arc elasticity uses): "
-            "change of each metric against the design"
+            "change of each metric against the design",
+            [{"header": "knob", "no_wrap": True}, {"header": "value", "no_wrap": True}],
+            [value(f"Δ {m}\n[%]") for m in s.metrics] + [value("meets the\nstudy")],
+            [
+                [
+                    Text(printable(knob)),
+                    Text(printable(v)),
+                    *(_signed(100 * float(row[m]), ".2f") for m in s.metrics),
+                    "yes" if s.alternatives_ok[(knob, v)] else "no",
+                ]
+                for (knob, v), row in s.alternatives.iterrows()
+            ],
         )
-        t.add_column("knob", no_wrap=True)
-        t.add_column("value", no_wrap=True)
-        for m in s.metrics:
-            column(t, f"Δ {m}\n[%]")
-        column(t, "meets the\nstudy")
-        for (knob, value), row in s.alternatives.iterrows():
-            t.add_row(
-                Text(printable(knob)),
-                Text(printable(value)),
-                *(_signed(100 * float(row[m]), ".2f") for m in s.metrics),
-                "yes" if s.alternatives_ok[(knob, value)] else "no",
-            )
-        console.print(t)
 
     for b in s.breakdowns:
         knobs = list(b.elasticity.abs().sort_values(ascending=False).index[:top])
         total = float(b.parts.sum())
-        t = table(
-            f"{b.title} ({b.total}): where it goes at the design, and what each knob's "
-            "elasticity of it is made of (the columns add up to the elasticity in the last row)"
-        )
-        t.add_column("component")
-        column(t, "at the design")
-        column(t, "share\n[%]")
-        for k in knobs:
-            column(t, f"{k}\n[1]")
-        for comp, value in b.parts.items():
-            t.add_row(
+        rows = [
+            [
                 Text(printable(comp)),
-                _quantity(float(value), b.unit, s.display_units.get(b.total)),
-                f"{100 * value / total:.1f}" if total else "n/a",
+                _quantity(float(part), b.unit, s.display_units.get(b.total)),
+                f"{100 * part / total:.1f}" if total else "n/a",
                 *(_signed(float(b.contributions.loc[k, comp])) for k in knobs),
-            )
-        t.add_row(
-            Text("elasticity of the total", style="bold"),
-            _quantity(total, b.unit, s.display_units.get(b.total)),
-            "100.0",
-            *(_signed(float(b.elasticity[k])) for k in knobs),
+            ]
+            for comp, part in b.parts.items()
+        ]
+        rows.append(
+            [
+                Text("elasticity of the total", style="bold"),
+                _quantity(total, b.unit, s.display_units.get(b.total)),
+                "100.0",
+                *(_signed(float(b.elasticity[k])) for k in knobs),
+            ]
         )
-        console.print(t)
+        _print_split(
+            console,
+            f"{b.title} ({b.total}): where it goes at the design, and what each knob's "
+            "elasticity of it is made of (the columns add up to the elasticity in the last row)",
+            [{"header": "component"}],
+            [value("at the design"), value("share\n[%]"), *(value(f"{k}\n[1]") for k in knobs)],
+            rows,
+        )
 
     g = s.global_indices
     if g is not None:
         scale = {m: "ln " if g.logarithmic.get(m) else "" for m in g.first.columns}
-        t = table(
-            f"variance-based (Sobol') indices over the study's space: {g.evaluations:,} "
-            f"evaluations in {g.seconds:.2f} s (SALib; S1: alone, ST: with the others; "
-            "± the 95 % bootstrap half-width)"
-        )
-        t.add_column("knob")
-        for m in g.first.columns:
-            column(t, f"S1 of {scale[m]}{m}\n[1]")
-            column(t, f"ST of {scale[m]}{m}\n[1]")
         order = g.total.max(axis=1).sort_values(ascending=False).index
+        rows = []
         for knob in order:
             cells = []
             for m in g.first.columns:
@@ -988,8 +995,16 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                     f"{g.first.loc[knob, m]:.3f} ± {g.first_conf.loc[knob, m]:.3f}",
                     f"{g.total.loc[knob, m]:.3f} ± {g.total_conf.loc[knob, m]:.3f}",
                 ]
-            t.add_row(Text(printable(knob)), *cells)
-        console.print(t)
+            rows.append([Text(printable(knob)), *cells])
+        _print_split(
+            console,
+            f"variance-based (Sobol') indices over the study's space: {g.evaluations:,} "
+            f"evaluations in {g.seconds:.2f} s (SALib; S1: alone, ST: with the others; "
+            "± the 95 % bootstrap half-width)",
+            [{"header": "knob", "no_wrap": True}],
+            [value(f"{i} of {scale[m]}{m}\n[1]") for m in g.first.columns for i in ("S1", "ST")],
+            rows,
+        )
         if g.left_out:
             console.print(
                 f"{g.left_out:,} evaluations left out (blocks of the scheme with an objective "
@@ -1005,3 +1020,47 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
         ),
         highlight=False,
     )
+
+
+def _print_split(console, title: str, keys: list[dict], values: list[dict], rows: list) -> None:
+    """One table of the ``keys`` columns then the ``values`` columns (each a dict of
+    ``Table.add_column``'s arguments, ``header`` the first), or, where it is wider than
+    ``console``, several: each with the key columns and as many whole value columns as fit
+    (at least one), titled "(columns i of n)"."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    from dse.errors import printable
+
+    def widest(k: int) -> int:  # of column k's cells (a cell's longest line)
+        cells = [row[k] for row in rows]
+        return max([0, *(cell_len(line) for c in cells for line in str(c).split("\n"))])
+
+    specs = [*keys, *values]
+    for k, spec in enumerate(specs):  # never narrower than a value (a wrapped text: 20 wide)
+        least = widest(k) if spec.get("no_wrap") else min(widest(k), 20)
+        specs[k] = {**spec, "min_width": max(spec.get("min_width") or 0, least)}
+    keys, values = specs[: len(keys)], specs[len(keys) :]
+
+    def build(title: str, chosen: list[int]) -> Table:
+        t = Table(title=Text(printable(title)), title_justify="left")
+        for spec in [*keys, *(values[i] for i in chosen)]:
+            t.add_column(**spec)
+        for row in rows:
+            t.add_row(*row[: len(keys)], *(row[len(keys) + i] for i in chosen))
+        return t
+
+    def width(chosen: list[int]) -> int:
+        wide = console.options.update_width(100_000)  # unclamped: the table's own least width
+        return Measurement.get(console, wide, build("", chosen)).minimum
+
+    groups: list[list[int]] = [[]]
+    for i in range(len(values)):
+        if groups[-1] and width([*groups[-1], i]) > console.width:
+            groups.append([])
+        groups[-1].append(i)
+    for n, chosen in enumerate(groups, start=1):
+        part = f"(columns {n} of {len(groups)}) " if len(groups) > 1 else ""
+        console.print(build(part + title, chosen))
