@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -522,6 +523,24 @@ def test_the_cli_prints_the_tables_and_writes_a_profile(tmp_path, capsys, monkey
     assert "fitted by dse calibrate to" in out and "power.activity.memory" in out
     # the thermal resistances the profile leaves out are shown with what the model uses
     assert "power.r_air_k_per_w" in out and "not given: 52 K at the TDP (400 W)" in out
+
+
+def test_the_error_table_is_split_on_a_narrow_terminal_not_cut(tmp_path):
+    """At 80 columns the table of errors was cropped (0.14… for 0.1431, headers cut);
+    now it is split into tables of whole columns, each repeating workload, kind, clock, set."""
+    args = ("calibrate", DATA / "perseus_a100_stage.csv", "-a", "A100-80GB", "-o")
+    wide = run_cli(*args, tmp_path / "w.yaml", env={"COLUMNS": "200"})
+    narrow = run_cli(*args, tmp_path / "n.yaml", env={"COLUMNS": "80"})
+    assert wide.returncode == 0 and narrow.returncode == 0, narrow.stderr
+    assert max(map(len, narrow.stdout.splitlines())) <= 80 and "…" not in narrow.stdout
+    assert "(columns 1 of" in narrow.stdout and "(columns" not in wide.stdout
+    cells = re.compile(r"│ *([^│\n]*?) *(?=│)")
+    wide_errors, narrow_errors = (
+        p.stdout.split("error per measurement", 1)[1] for p in (wide, narrow)
+    )
+    assert set(cells.findall(wide_errors)) == set(cells.findall(narrow_errors))
+    # each part repeats the key columns (the first part's title is before the split)
+    assert narrow_errors.count("┃ workload ") == 1 + narrow_errors.count("(columns ") >= 2
 
 
 def test_a_profile_is_an_accelerator_a_study_uses_by_path_and_by_name(tmp_path):

@@ -16,6 +16,7 @@ from dse.analytic.calibration import build, fit, readers
 from dse.analytic.time import hardware
 from dse.errors import DseError
 from dse.files import not_a_file
+from dse.outputs.show import print_split
 from dse.tables import check_size
 
 #: the largest measurement file read (MB): telemetry sampled for hours is large, but a file
@@ -175,9 +176,6 @@ def _note(note: str, fitted: bool) -> str:
 def _errors(result: fit.FitResult, console: Console) -> None:
     r = result.rows
     energy = np.isfinite(r["energy_j"]).any()
-    t = Table(
-        title="error per measurement: predicted / measured - 1 (held-out rows were not fitted)"
-    )
     capped = np.isfinite(r["power_cap_w"]).any()  # the cap column only where a row sets a power cap
     cols = [
         "workload",
@@ -191,8 +189,13 @@ def _errors(result: fit.FitResult, console: Console) -> None:
     ]
     cols += ["energy [J]", "predicted [J]", "error [%]"] if energy else []
     cols += ["power [W]", "predicted [W]", "error [%]"] if np.isfinite(r["power_w"]).any() else []
-    for c in cols:
-        t.add_column(escape(c), justify="left" if c in ("workload", "kind", "set") else "right")
+    keys = 4 + capped  # workload, kind, clock, cap, set: repeated where the table is split
+    specs = [
+        {"header": escape(c), "justify": "left" if c in ("workload", "kind", "set") else "right"}
+        | {"no_wrap": True}
+        for c in cols
+    ]
+    rows = []
     order = r.sort_values(
         ["workload", "clock_mhz", "power_cap_w"], ascending=[True, False, False], kind="stable"
     )
@@ -220,8 +223,15 @@ def _errors(result: fit.FitResult, console: Console) -> None:
             ]
         if "power [W]" in cols:
             cells += [_num(row["power_w"]), _num(row["power_w_pred"]), _pct(row["power_w_err_pct"])]
-        t.add_row(*cells)
-    console.print(t)
+        rows.append(cells)
+    print_split(
+        console,
+        "error per measurement: predicted / measured - 1 (held-out rows were not fitted)",
+        specs[:keys],
+        specs[keys:],
+        rows,
+        block=3,  # a quantity measured, predicted and their error together
+    )
     s = build.summary(r)
     for name in ("fit", "holdout"):
         if name in s:

@@ -850,6 +850,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
     from rich.text import Text
 
     from dse.errors import printable
+    from dse.outputs.show import print_split
 
     def table(title: str) -> Table:
         return Table(title=Text(printable(title)), title_justify="left")
@@ -886,7 +887,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
     if len(s.elasticity):
         methods = {k.name: k.method for k in s.knobs}
         change = s.change_per_percent()
-        _print_split(
+        print_split(
             console,
             "elasticities of the objectives, d ln(objective) / d ln(knob): % change per +1 % of "
             "the knob, ranked by the largest",
@@ -914,7 +915,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
         )
         constrained = [m for m in s.metrics if m not in s.objectives]
         if constrained:
-            _print_split(
+            print_split(
                 console,
                 "elasticities of the constrained metrics, d ln(metric) / d ln(knob)",
                 [{"header": "knob", "no_wrap": True}],
@@ -937,7 +938,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
             )
 
     if len(s.alternatives):
-        _print_split(
+        print_split(
             console,
             "the discrete knobs' other values (ordinal: the neighbours the arc elasticity uses): "
             "change of each metric against the design",
@@ -974,7 +975,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                 *(_signed(float(b.elasticity[k])) for k in knobs),
             ]
         )
-        _print_split(
+        print_split(
             console,
             f"{b.title} ({b.total}): where it goes at the design, and what each knob's "
             "elasticity of it is made of (the columns add up to the elasticity in the last row)",
@@ -996,7 +997,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                     f"{g.total.loc[knob, m]:.3f} ± {g.total_conf.loc[knob, m]:.3f}",
                 ]
             rows.append([Text(printable(knob)), *cells])
-        _print_split(
+        print_split(
             console,
             f"variance-based (Sobol') indices over the study's space: {g.evaluations:,} "
             f"evaluations in {g.seconds:.2f} s (SALib; S1: alone, ST: with the others; "
@@ -1020,47 +1021,3 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
         ),
         highlight=False,
     )
-
-
-def _print_split(console, title: str, keys: list[dict], values: list[dict], rows: list) -> None:
-    """One table of the ``keys`` columns then the ``values`` columns (each a dict of
-    ``Table.add_column``'s arguments, ``header`` the first), or, where it is wider than
-    ``console``, several: each with the key columns and as many whole value columns as fit
-    (at least one), titled "(columns i of n)"."""
-    from rich.cells import cell_len
-    from rich.measure import Measurement
-    from rich.table import Table
-    from rich.text import Text
-
-    from dse.errors import printable
-
-    def widest(k: int) -> int:  # of column k's cells (a cell's longest line)
-        cells = [row[k] for row in rows]
-        return max([0, *(cell_len(line) for c in cells for line in str(c).split("\n"))])
-
-    specs = [*keys, *values]
-    for k, spec in enumerate(specs):  # never narrower than a value (a wrapped text: 20 wide)
-        least = widest(k) if spec.get("no_wrap") else min(widest(k), 20)
-        specs[k] = {**spec, "min_width": max(spec.get("min_width") or 0, least)}
-    keys, values = specs[: len(keys)], specs[len(keys) :]
-
-    def build(title: str, chosen: list[int]) -> Table:
-        t = Table(title=Text(printable(title)), title_justify="left")
-        for spec in [*keys, *(values[i] for i in chosen)]:
-            t.add_column(**spec)
-        for row in rows:
-            t.add_row(*row[: len(keys)], *(row[len(keys) + i] for i in chosen))
-        return t
-
-    def width(chosen: list[int]) -> int:
-        wide = console.options.update_width(100_000)  # unclamped: the table's own least width
-        return Measurement.get(console, wide, build("", chosen)).minimum
-
-    groups: list[list[int]] = [[]]
-    for i in range(len(values)):
-        if groups[-1] and width([*groups[-1], i]) > console.width:
-            groups.append([])
-        groups[-1].append(i)
-    for n, chosen in enumerate(groups, start=1):
-        part = f"(columns {n} of {len(groups)}) " if len(groups) > 1 else ""
-        console.print(build(part + title, chosen))

@@ -196,3 +196,53 @@ def _plot(
     plt.ylabel(f"{objectives[1]} {units[objectives[1]]}")
     plt.title("Pareto front")
     console.print(Text.from_ansi(plt.build()))
+
+
+def print_split(
+    console, title: str, keys: list[dict], values: list[dict], rows: list, *, block: int = 1
+) -> None:
+    """One table of the ``keys`` columns then the ``values`` columns (each a dict of
+    ``Table.add_column``'s arguments, ``header`` the first), or, where it is wider than
+    ``console``, several: each with the key columns and as many whole value columns as fit
+    (at least one; ``block``: value columns that go together, a measured value, its
+    prediction and their error), titled "(columns i of n)" (``dse sensitivity``, ``dse
+    calibrate``)."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+
+    def widest(k: int) -> int:  # of column k's cells (a cell's longest line)
+        cells = [row[k] for row in rows]
+        return max([0, *(cell_len(line) for c in cells for line in str(c).split("\n"))])
+
+    specs = [*keys, *values]
+    for k, spec in enumerate(specs):  # never narrower than a value (a wrapped text: 20 wide)
+        least = widest(k) if spec.get("no_wrap") else min(widest(k), 20)
+        if spec.get("no_wrap"):  # nor than its name (a line of it)
+            least = max([least, *map(cell_len, str(spec["header"]).split("\n"))])
+        specs[k] = {**spec, "min_width": max(spec.get("min_width") or 0, least)}
+    keys, values = specs[: len(keys)], specs[len(keys) :]
+
+    def build(title: str, chosen: list[int]) -> Table:
+        t = Table(title=Text(printable(title)), title_justify="left")
+        for spec in [*keys, *(values[i] for i in chosen)]:
+            t.add_column(**spec)
+        for row in rows:
+            t.add_row(*row[: len(keys)], *(row[len(keys) + i] for i in chosen))
+        return t
+
+    def width(chosen: list[int]) -> int:
+        wide = console.options.update_width(100_000)  # unclamped: the table's own least width
+        return Measurement.get(console, wide, build("", chosen)).minimum
+
+    groups: list[list[int]] = [[]]
+    for first in range(0, len(values), block):
+        together = list(range(first, min(first + block, len(values))))
+        # a block too wide for a table of its own goes a column at a time
+        parts = [together] if width(together) <= console.width else [[i] for i in together]
+        for part in parts:
+            if groups[-1] and width([*groups[-1], *part]) > console.width:
+                groups.append([])
+            groups[-1].extend(part)
+    for n, chosen in enumerate(groups, start=1):
+        part = f"(columns {n} of {len(groups)}) " if len(groups) > 1 else ""
+        console.print(build(part + title, chosen))
