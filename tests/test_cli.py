@@ -68,3 +68,27 @@ def test_each_call_takes_the_width_and_streams_it_finds():
         < max(map(len, wide.stdout.splitlines()))
         <= 180
     )
+
+
+def test_describe_folds_long_values_on_a_narrow_terminal_never_cuts_them():
+    """At 80 columns `dse describe` ended values with '…' (megatron-530…, a source's file
+    cut): each value is folded onto further lines instead, every character kept."""
+    for args in ((), ("--accelerator", "H100-SXM"), ("--search", "list")):
+        wide = run_cli("describe", *args, env={"COLUMNS": "400"})
+        narrow = run_cli("describe", *args, env={"COLUMNS": "80"})
+        assert narrow.returncode == 0 and "…" not in narrow.stdout, args
+        assert max(map(len, narrow.stdout.splitlines())) <= 80
+        # the same characters in the cells, read column by column, as the wide table's
+        assert _letters(narrow.stdout) == _letters(wide.stdout), args
+
+
+def _letters(text: str) -> list[str]:
+    """Every letter and digit of a table's cells, in order, column by column."""
+    import re
+
+    rows = [line.split("│")[1:-1] for line in text.splitlines() if line.startswith("│")]
+    columns = max(map(len, rows), default=0)
+    return sorted(
+        "".join(re.findall(r"[0-9A-Za-z]", "".join(r[c] for r in rows if len(r) == columns)))
+        for c in range(columns)
+    )

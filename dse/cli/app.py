@@ -1223,7 +1223,7 @@ def describe(
             ) from None
     t = Table(title=f"parameters of evaluator '{ev.name}' {ev.version}")
     for col in ("name", "unit", "default", "allowed", "description"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # a value is never cut
     attributes = ev.attributes()
     estimated = {
         n.strip()
@@ -1245,13 +1245,13 @@ def describe(
     if attributes:
         a = Table(title="evaluator attributes (also in the result datasets)")
         for col in ("attribute", "value"):
-            a.add_column(col)
+            a.add_column(col, overflow="fold")  # a value is never cut
         for key, value in attributes.items():
             a.add_row(key, str(value))
         out.print(a)
     m = Table(title="metrics")
     for col in ("name", "unit", "description"):
-        m.add_column(col)
+        m.add_column(col, overflow="fold")  # a value is never cut
     for met in ev.metrics.values():
         m.add_row(met.name, met.unit, met.long_name)
     out.print(m)
@@ -1397,7 +1397,7 @@ def _options_table(title: str, model, empty: str = "(none)") -> None:
     """A plug-in's options (a pydantic model): name, type, default and description."""
     t = Table(title=title)
     for col in ("option", "type", "default", "description"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # a value is never cut
     for key, f in model.model_fields.items():
         typ = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
         t.add_row(key, typ, repr(f.default), f.description or "")

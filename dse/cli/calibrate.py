@@ -248,7 +248,7 @@ def describe_accelerator(name: str, console: Console) -> None:
     title, rows = build.provenance(name)
     t = Table(title=title)
     for col in ("field", "value", "source"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # a value, a source never cut
     for field, value, source in rows:
         t.add_row(field, escape(_shown(value)), escape(source))
     console.print(t)
