@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -556,7 +557,10 @@ def test_status_shows_evaluations_front_and_history(finished_run):
     assert "hypervolume" in proc.stdout
     # what export, plot and report send a user to status for: what ruled candidates out
     assert "ruled out: evaluator: shape b with y > 8 is infeasible (11)" in proc.stdout
-    assert "seconds [s]" in proc.stdout  # the unit of the history's time column
+    # the unit of the history's time column, under its name: at 80 columns no header is cut
+    assert re.search(r"┃ seconds ┃\n┃.*┃ +\[s\] ┃", proc.stdout), proc.stdout
+    narrow = run_cli("status", str(finished_run), env={"COLUMNS": "80"})
+    assert "…" not in narrow.stdout and "┃ evaluations ┃" in narrow.stdout
 
 
 def test_describe_lists_parameters_and_metrics_with_units():

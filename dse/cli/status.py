@@ -115,19 +115,19 @@ def show_status(results: Path, console: Console) -> None:
         if live.get("note"):
             console.print(printable(f"last note: {live['note']}"), highlight=False, markup=False)
     if history:
-        t = Table(title="progress per batch")
+        t = Table(title="progress per batch (hypervolume in this run's frame)")
         for col, unit in (
             ("batch", ""),
             ("evaluations", ""),
             ("feasible", ""),
             ("failed", ""),
             ("front_size", ""),
-            ("hypervolume", "1, this run's frame"),
+            ("hypervolume", "1"),
             ("seconds", "s"),
-        ):
+        ):  # the unit under the name (80 columns hold the table); [s] is not markup
             t.add_column(
-                escape(f"{col} [{unit}]") if unit else col, justify="right"
-            )  # [s] is not markup
+                escape(f"{col}\n[{unit}]") if unit else col, justify="right", min_width=len(col)
+            )
         rows = history if len(history) <= 30 else [*history[:5], None, *history[-25:]]
         for r in rows:
             if r is None:  # the batches between the first five and the last 25
