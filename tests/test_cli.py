@@ -92,3 +92,21 @@ def _letters(text: str) -> list[str]:
         "".join(re.findall(r"[0-9A-Za-z]", "".join(r[c] for r in rows if len(r) == columns)))
         for c in range(columns)
     )
+
+
+def test_an_option_value_refused_by_the_parser_is_said_in_dse_words():
+    """Not pydantic's "Value error, " or "Input should be", as a study's values are said."""
+    for args, expected in (
+        (
+            ("export", "results/x", "-f", "xlsx"),
+            "error: Invalid value for '--format' / '-f': 'xlsx' is not one of 'csv', ",
+        ),
+        (
+            ("show", "results/x", "-n", "0"),
+            "error: Invalid value for '--limit' / '-n': expected a value greater than or equal to 1",
+        ),
+    ):
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and proc.stderr.startswith(expected), proc.stderr
+        assert "Value error" not in proc.stderr and "Input should" not in proc.stderr
+        assert proc.stderr.rstrip().endswith("--help` lists what is allowed)")

@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse import __version__, signals
-from dse.errors import DseError, counted
+from dse.errors import DseError, counted, pydantic_message
 from dse.files import names_a_file_type, not_a_file
 
 app = typer.Typer(
@@ -1476,8 +1476,12 @@ def _run_command(call: _Call) -> int:
             typer.echo(exc.ctx.get_help())
             return 2  # as click ends it
         command = exc.ctx.command_path if exc.ctx is not None else "dse"
+        # an option's value the parser refused, in dse's words (no "Value error, " prefix,
+        # "Input should be" as "expected"), as a study's values are refused
+        head, said, why = exc.format_message().partition("': ")
+        message = f"{head}{said}{pydantic_message(why)}" if said else head
         err.print(
-            f"[red]error:[/red] {escape(exc.format_message())} (`{escape(command)} --help` lists what is "
+            f"[red]error:[/red] {escape(message)} (`{escape(command)} --help` lists what is "
             "allowed)",
             highlight=False,
             soft_wrap=True,
