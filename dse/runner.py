@@ -375,7 +375,7 @@ class Runner:
             except DseError:
                 stored = run.front.evaluations
             raise DseError(
-                f"{lost}; {stored} evaluations are stored in {store.path}: "
+                f"{lost}; {stored:,} evaluations are stored in {store.path}: "
                 f"continue with `{resume_command(store.path, self.plan.execution)}`"
             ) from None
         f = run.front

@@ -532,7 +532,7 @@ def _finish(result, plan) -> None:
         if not result.datasets_written:
             what += " while pareto.nc was written (resume writes it)"
         err.print(
-            f"[yellow]{what}[/yellow]: {n} evaluations are kept in "
+            f"[yellow]{what}[/yellow]: {n:,} evaluations are kept in "
             f"{result.output_dir}. Continue with: [bold]{resume_command(result.output_dir, plan.execution)}[/bold]"
         )
         _call().interrupted = True
