@@ -537,6 +537,26 @@ def test_status_writes_counts_with_thousands_separators(quickstart, tmp_path):
     )
 
 
+def test_status_of_a_running_run_takes_the_newer_tallies(quickstart, tmp_path):
+    """progress.json is written every 2 s, state.json every batch: where the state is newer,
+    the 'in progress' line counted the state's evaluations but gave the older record's
+    feasible and front (2,600 done · feasible 830); now both come from the state."""
+    out = tmp_path / "out"
+    shutil.copytree(quickstart, out)
+    pid, host = 4242, "another-host"  # a run on another machine: taken as live
+    started = "2026-01-01T00:00:00+00:00"
+    (out / "lock").write_text(json.dumps({"pid": pid, "host": host, "started": started}))
+    live = json.loads((out / "progress.json").read_text())
+    live.update(state="running", pid=pid, done=100, total=4000, feasible=7, front_size=3)
+    live.update(failed=0, rate_per_s=1234.5, eta_s=10.0)
+    (out / "progress.json").write_text(json.dumps(live))
+    proc = run_cli("status", str(out))
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("in progress:"))
+    assert "400 of 4,000 candidates done" in line and "1,234.5 evaluations/s" in line
+    assert "failed 0 · feasible 360 · front 13" in line, line
+
+
 def test_show_sorts_by_any_column(toy):
     for args, key in ((["--sort", "f2"], "f2"), (["--sort", "x", "--descending"], "x")):
         proc = run_cli("show", str(toy), "--no-plot", *args)

@@ -21,8 +21,8 @@ def progress_lines(record: dict) -> tuple[str, str]:
     rate = record.get("rate_per_s")
     pace = (
         f"{'?' if rate is None else f'{rate:,.1f}'} evaluations/s · {_duration(record.get('eta_s'))} left"
-        f" · failed {record.get('failed', 0)} · feasible {record.get('feasible', 0)}"
-        f" · front {record.get('front_size', 0)}"
+        f" · failed {record.get('failed', 0):,} · feasible {record.get('feasible', 0):,}"
+        f" · front {record.get('front_size', 0):,}"
     )
     units = record.get("best_units") or {}  # metric -> [stored unit, the study's display unit]
     best = " · ".join(

@@ -105,6 +105,8 @@ def show_status(results: Path, console: Console) -> None:
         done = f"{max(int(live.get('done', 0)), n):,}" + (
             f" of {live['total']:,}" if live.get("total") else ""
         )
+        if n > int(live.get("done", 0)):  # the state is newer: its tallies, not older ones beside
+            live = {**live, "failed": failed, "feasible": feasible, "front_size": front_size}
         pace, best = progress_lines(live)
         console.print(
             f"in progress: {done} candidates done · {pace} (updated {age:.0f} s ago)",
