@@ -272,6 +272,20 @@ def test_evaluate_command_rejects_unknown_columns_and_bad_values(tmp_path):
     )
 
 
+def test_evaluate_says_a_candidates_file_is_separated_by_another_character(tmp_path):
+    """A spreadsheet's export with ';' (or tabs) reads as one column named by all the names:
+    the message says the separator, not a look-alike parameter."""
+    for sep in (";", "\t"):
+        cands = tmp_path / "c.csv"
+        cands.write_text(f"accelerator{sep}num_accelerators\nH100-SXM{sep}8\n")
+        proc = run_cli("evaluate", "studies/quickstart.yaml", "-c", cands, "-o", tmp_path / "o.csv")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert f"(its values are separated by {sep!r}: dse reads comma-separated values)" in (
+            proc.stderr
+        )
+        assert not (tmp_path / "o.csv").exists()
+
+
 def test_evaluate_refuses_every_file_type_but_csv_and_writes_csv_under_a_name_without_one(tmp_path):
     """.xlsx got CSV text with exit 0 while .parquet was refused: every suffix that names a file
     type other than .csv is refused alike; no suffix, or a dot inside a name, is CSV (as export)."""

@@ -95,8 +95,14 @@ def read_candidates(
         if c not in inputs and c not in bundles and not (label and c == LABEL)
     ]
     if unknown:
+        other = next((sep for sep in (";", "\t", "|") if sep in str(unknown[0])), None)
+        hint = (  # a spreadsheet's export in another separator is one column named by all
+            f" (its values are separated by {other!r}: dse reads comma-separated values)"
+            if other and len(table.columns) == 1
+            else did_you_mean(unknown[0], inputs)
+        )
         raise DseError(
-            f"unknown column(s) {unknown}{did_you_mean(unknown[0], inputs)}",
+            f"unknown column(s) {unknown}{hint}",
             file=str(path),
             allowed=", ".join(sorted(inputs)),
         )
