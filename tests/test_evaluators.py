@@ -292,6 +292,11 @@ def test_describe_lists_a_plugins_options_and_names_the_command_line_option():
         "error: --accelerator: unknown accelerator 'H100' (did you mean 'H100-SXM' or "
         "'H100-SXM-96GB'?)"
     )
+    proc = run_cli("describe", "--accelerator", "no/such-profile.yaml")  # a file, named so
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "error: --accelerator: accelerator profile no/such-profile.yaml not found;"
+    )
 
 
 class _Scaled(ToyEvaluator):

@@ -220,8 +220,11 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
         name = hardware.canonical_accelerator(name)  # a100-80gb: A100-80GB
         found = hardware.entry(name)
     if found is None:
+        path = name.endswith((".yaml", ".yml")) or "/" in name  # a profile named by its file
         raise DseError(
-            f"unknown accelerator '{name}'{did_you_mean(name, hardware.accelerator_names())}",
+            f"accelerator profile {name} not found"
+            if path
+            else f"unknown accelerator '{name}'{did_you_mean(name, hardware.accelerator_names())}",
             field="--accelerator",
             allowed=", ".join(hardware.accelerator_names()) + ", or an accelerator profile",
         )
