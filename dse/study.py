@@ -279,22 +279,6 @@ class EvaluatorSpec(_Strict):
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)\s*$")
-_SECONDS_PER = {
-    "s": 1,
-    "sec": 1,
-    "secs": 1,
-    "second": 1,
-    "seconds": 1,
-    "min": 60,
-    "mins": 60,
-    "minute": 60,
-    "minutes": 60,
-    "h": 3600,
-    "hr": 3600,
-    "hrs": 3600,
-    "hour": 3600,
-    "hours": 3600,
-}
 _BUDGET_FORMS = "a number of evaluations (e.g. 2000) or a duration (e.g. '90 s', '10 min', '2 h')"
 
 
@@ -308,11 +292,13 @@ def _known_display_unit(unit: str) -> str:
 
 
 def duration_s(text: str) -> float | None:
-    """Seconds in a duration such as ``90 s``, ``10 min`` or ``1.5 h``; None if it is not one."""
+    """Seconds in a duration such as ``90 s``, ``10 min``, ``1.5 h`` or ``2 days`` (the time
+    units of :mod:`dse.units`, with their other spellings); None if it is not one."""
     m = _DURATION_RE.match(text.lower())
-    if not m or m[2] not in _SECONDS_PER:
+    unit = UNITS.get(canonical(m[2])) if m else None  # the units a time bound may name
+    if unit is None or unit[0] != "s":
         return None
-    return float(m[1]) * _SECONDS_PER[m[2]]
+    return float(m[1]) * unit[1]
 
 
 #: the most candidates one batch may ask (a population, a polish batch): a batch is held in

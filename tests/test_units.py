@@ -85,6 +85,25 @@ def test_display_units_are_read_in_their_canonical_spelling():
     }
 
 
+def test_a_time_bound_and_a_time_budget_take_the_same_spellings():
+    """A budget took '10 minutes' but not '2 days', a bound '60 days' but not '90 minutes'."""
+    from dse.study import duration_s
+
+    for text, seconds in (
+        ("90 minutes", 5400.0),
+        ("2 hrs", 7200.0),
+        ("30 secs", 30.0),
+        ("2 days", 172_800.0),
+        ("1 week", 604_800.0),
+        ("10 min", 600.0),
+    ):
+        assert duration_s(text) == seconds, text
+        metric_text = f"time_to_train_s <= {text}"
+        assert Constraint.model_validate(metric_text).limit == seconds, text
+    assert duration_s("10 parsecs") is None and duration_s("5 MJ") is None
+    assert _study(search={"budget": "2 days"}).search.budget == "2 days"
+
+
 def test_a_temperature_bound_may_name_the_unit_its_column_is_headed_with():
     """`dse show` heads peak_junction_temp_c with [degC]: a bound or display unit naming it
     (or °C) is the metric's own unit, not an unknown one."""
