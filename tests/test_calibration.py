@@ -571,10 +571,25 @@ def test_a_broken_or_missing_profile_is_refused_by_validate(tmp_path):
     study = yaml.safe_load((DATA / "calibrated-study.yaml").read_text())
     study["space"]["accelerator"] = ["A100-80GB", "nope.yaml"]
     proc = run_cli("validate", str(write_study(tmp_path, study)), cwd=tmp_path)
-    assert (
-        proc.returncode == 2 and "unknown accelerator" in proc.stderr and "nope.yaml" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "accelerator profile nope.yaml not found (a relative path is from the folder dse " in (
+        proc.stderr
     )
-    assert proc.stderr.count("\n") == 1
+    # a profile's name misspelt: the one in ./accelerators is suggested, as a part would be
+    (tmp_path / "accelerators").mkdir()
+    profiles.dump(
+        {
+            "format": profiles.FORMAT,
+            "version": 1,
+            "name": "my-a100",
+            **fit.base_accelerator("A100-80GB")[0],
+        },
+        tmp_path / "accelerators" / "my-a100.yaml",
+    )
+    study["space"]["accelerator"] = ["A100-80GB", "my-a10"]
+    proc = run_cli("validate", str(write_study(tmp_path, study)), cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "unknown accelerator (got 'my-a10'; did you mean 'my-a100'?)" in proc.stderr
     acc, _ = fit.base_accelerator("A100-80GB")
     acc["power"]["activity"]["compute"] = "lots"
     (tmp_path / "bad.yaml").write_text(

@@ -30,7 +30,7 @@ from dse.analytic.time.hardware import accelerator_names
 from dse.analytic.time.memory import ACTIVATION_OFFLOAD, RECOMPUTE
 from dse.analytic.time.result import METRIC_FIELDS
 from dse.analytic.time.workload import presets
-from dse.errors import DseError, StudyError
+from dse.errors import DseError, StudyError, suggestion
 from dse.evaluators.base import Input, Metric
 
 _ACCELERATORS = accelerator_names()
@@ -117,6 +117,21 @@ class AcceleratorInput(Input):
                 ) from None
             if found is not None:
                 return
+            if profiles.is_path(value):  # a file named that is not there
+                raise StudyError(
+                    f"accelerator profile {value} not found (a relative path is from the "
+                    "folder dse runs in)",
+                    field=field,
+                    value=value,
+                    allowed=self._allowed(),
+                )
+            raise StudyError(  # a misspelt part, or a misspelt profile's name
+                f"unknown {self.name}",
+                field=field,
+                value=value,
+                allowed=self._allowed(),
+                hint=suggestion(value, [*self.choices, *profiles.names()]),
+            )
         super().check(value, field=field)
 
     def _allowed(self) -> str:

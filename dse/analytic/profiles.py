@@ -209,6 +209,18 @@ def search_folders() -> list[Path]:
     return [*env, Path(FOLDER)]
 
 
+def names() -> list[str]:
+    """The profiles a study may name by name here (the files of :func:`search_folders`), for
+    a misspelt one's suggestion."""
+    found = set()
+    for folder in search_folders():
+        try:
+            found |= {p.stem for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file()}
+        except OSError:  # no such folder, or one that cannot be read: no names from it
+            continue
+    return sorted(found)
+
+
 def locate(name: str) -> Path | None:
     """The file of profile ``name`` (a path, or a name looked up in :func:`search_folders`)."""
     name = str(name)
