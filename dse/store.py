@@ -455,7 +455,11 @@ class ResultStore:
             )
         meta_file = path / "meta.json"
         if not meta_file.is_file():
-            raise StoreError(f"{path} is not a dse results folder (no meta.json)")
+            runs = _runs_in(path)  # `dse show results`: the folder of the runs, not one of them
+            raise StoreError(
+                f"{path} is not a dse results folder (no meta.json)"
+                + (f"; it holds runs: {', '.join(runs)}" if runs else "")
+            )
         try:
             meta = json.loads(meta_file.read_text())
         except (OSError, ValueError) as exc:
@@ -884,3 +888,13 @@ def _keys(chunk: LogChunk) -> np.ndarray | range:
     if chunk.first_key is not None:
         return range(chunk.first_key, chunk.first_key + chunk.rows)
     return chunk.keys()
+
+
+def _runs_in(folder: Path, most: int = 5) -> list[str]:
+    """The paths of up to ``most`` results folders directly in ``folder`` (sorted), and
+    '...' after them where there are more."""
+    try:
+        runs = sorted(p.name for p in folder.iterdir() if (p / "meta.json").is_file())
+    except OSError:  # a folder that cannot be listed: no names to give
+        return []
+    return [str(folder / r) for r in runs[:most]] + ["..."] * (len(runs) > most)

@@ -557,6 +557,22 @@ def test_status_of_a_running_run_takes_the_newer_tallies(quickstart, tmp_path):
     assert "failed 0 · feasible 360 · front 13" in line, line
 
 
+def test_a_folder_of_runs_given_for_a_run_names_the_runs_in_it(quickstart, tmp_path):
+    """`dse show results` (the folder the runs are in): one line naming them."""
+    for name in ("b-run", "a-run"):
+        shutil.copytree(quickstart, tmp_path / "results" / name)
+    (tmp_path / "results" / "notes").mkdir()
+    for command in ("show", "status", "export"):
+        proc = run_cli(command, str(tmp_path / "results"))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.rstrip().endswith(
+            f"is not a dse results folder (no meta.json); it holds runs: "
+            f"{tmp_path / 'results' / 'a-run'}, {tmp_path / 'results' / 'b-run'}"
+        ), proc.stderr
+    proc = run_cli("show", str(tmp_path / "results" / "notes"))
+    assert proc.stderr.rstrip().endswith("(no meta.json)")
+
+
 def test_show_sorts_by_any_column(toy):
     for args, key in ((["--sort", "f2"], "f2"), (["--sort", "x", "--descending"], "x")):
         proc = run_cli("show", str(toy), "--no-plot", *args)
