@@ -150,10 +150,11 @@ def test_dse_evaluate_writes_the_trajectories(tmp_path):
 def test_dse_evaluate_refuses_a_trajectory_it_cannot_write(tmp_path):
     csv, out = _candidates(tmp_path), tmp_path / "o.csv"
     base = ("evaluate", "studies/gpt3-batch-ramp.yaml", "-c", csv, "-o", out)
+    (tmp_path / "a-file").write_text("")  # a file where --trajectory's folder would be made
     for extra, says in (
         (("--trajectory", out), "--trajectory"),  # would replace --output
         (("--trajectory", tmp_path / "t.parquet"), "writes CSV, not .parquet"),
-        (("--trajectory", tmp_path / "nowhere" / "t.csv"), "does not exist"),
+        (("--trajectory", tmp_path / "a-file" / "t.csv"), "is a file, not a folder"),
         (("--trajectory", tmp_path / "t.csv", "--points", "1"), "--points"),
     ):
         said = run_cli(*base, *extra)
