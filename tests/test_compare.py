@@ -105,3 +105,46 @@ def test_compare_refuses_one_run_given_twice(two_runs, tmp_path):
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert f"error: RUN: {a} is given twice" in r.stderr
     assert not (tmp_path / "c.png").exists()
+
+
+def test_compare_says_when_a_run_trains_another_workload(two_runs, tmp_path):
+    """Runs of different workloads may share their objectives: their fronts are compared,
+    and the output says how the workloads differ (the first run's is the reference)."""
+    full, small = two_runs
+    study = toy_study(name="y4", output=str(tmp_path / "y4"), workload={"y": 4})
+    del study["space"]["y"]  # y set by the workload, not searched
+    other = write_study(tmp_path, study)
+    assert run_cli("run", str(other), "-q").returncode == 0
+    from dse.outputs.compare import compare_runs
+
+    assert compare_runs([full, small]).differences == []  # the same (default) workload
+    c = compare_runs([full, tmp_path / "y4"])
+    assert c.differences == [
+        f"{tmp_path / 'y4'} is not of {full}'s workload: y 4 against (default)"
+    ]
+    said = run_cli("compare", str(full), str(tmp_path / "y4"), "-o", str(tmp_path / "c.png"))
+    assert said.returncode == 0, said.stderr
+    assert "note:" in said.stderr and "y 4 against (default)" in said.stderr
+
+
+def test_the_common_frame_writes_each_end_in_a_unit_for_its_size():
+    from dse.outputs.compare import Comparison
+
+    def frame(lo, hi, units=None):
+        c = Comparison(
+            [("energy_to_train_j", "minimize")], ["J"], [], np.array([lo]), np.array([hi]), []
+        )
+        if units:
+            c = Comparison(
+                *(getattr(c, f) for f in ("objectives", "units", "runs")),
+                c.ideal,
+                c.nadir,
+                [],
+                units,
+            )
+        return c.frame().split(": ")[-1]
+
+    assert frame(3.497e8, 1.366e12) == "energy_to_train_j 349.7 MJ → 1.366 TJ"
+    assert frame(2e8, 5e8) == "energy_to_train_j 200 → 500 MJ"  # one unit, written once
+    # a study's display unit holds for both ends
+    assert frame(3.6e9, 7.2e12, {"energy_to_train_j": "MWh"}) == "energy_to_train_j 1 → 2000 MWh"

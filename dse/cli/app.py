@@ -1048,6 +1048,8 @@ def compare(
         )
     out.print(table)
     out.print(escape(c.frame()), highlight=False)
+    for line in c.differences:  # fronts of different workloads, compared as they are
+        err.print(f"[yellow]note:[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
     dom = Table(title="front points of the row's run dominated by the column's run's front")
     dom.add_column("dominated ↓ by →")
     for name in names:

@@ -55,6 +55,9 @@ class Comparison:
     nadir: np.ndarray
     dominated: list[list[int]]
     display_units: dict[str, str] = field(default_factory=dict)
+    #: how a run's workload or evaluator differs from the first run's, one line each (runs of
+    #: different models share objectives, and their fronts are compared as they are)
+    differences: list[str] = field(default_factory=list)
 
     def frame(self) -> str:
         """The common frame in words, with each objective's range."""
@@ -64,13 +67,15 @@ class Comparison:
         ):
             sign = -1.0 if direction == "maximize" else 1.0
             best, ref = sorted((sign * lo, sign * hi), reverse=direction == "maximize")
-            factor, shown_unit = shown(
-                unit, max(abs(best), abs(ref)), self.display_units.get(metric)
-            )
-            parts.append(
-                f"{metric} {best / factor:.4g} → {ref / factor:.4g}"
-                + (f" {shown_unit}" if shown_unit not in ("", "1") else "")
-            )
+            # each end in a unit readable for its own size (a study's display unit: both)
+            ends = [shown(unit, abs(v), self.display_units.get(metric)) for v in (best, ref)]
+            text = [
+                f"{v / f:.4g}" + (f" {u}" if u not in ("", "1") else "")
+                for v, (f, u) in zip((best, ref), ends, strict=True)
+            ]
+            if ends[0][1] == ends[1][1]:  # one unit: written once, after the range
+                text[0] = f"{best / ends[0][0]:.4g}"
+            parts.append(f"{metric} {text[0]} → {text[1]}")
         return (
             "common frame: each objective normalised over the union of the fronts compared, "
             "best value 0, worst + 10 % of the range 1 (reference point); hypervolume = share "
@@ -143,8 +148,40 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
         runs.append(ComparedRun(run.path, name, run.state().evaluations, f, hv))
     dominated = [[int(dominated_by(a.f, b.f).sum()) for b in runs] for a in runs]
     return Comparison(
-        objectives, units, runs, ideal, nadir, dominated, dict(first.study.display_units)
+        objectives,
+        units,
+        runs,
+        ideal,
+        nadir,
+        dominated,
+        dict(first.study.display_units),
+        [d for run in opened[1:] if (d := _differs(run, first))],
     )
+
+
+def _value(workload: dict, key: str) -> str:
+    """A workload field as a study writes it (3e+11, not 300000000000.0); "(default)" when
+    not set."""
+    if key not in workload:
+        return "(default)"
+    v = workload[key]
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _differs(run, first) -> str:
+    """How ``run``'s workload and evaluator differ from ``first``'s, in one line ("" when
+    they do not): a workload field either sets or both set to different values."""
+    mine, theirs = run.study.workload, first.study.workload
+    fields = [
+        f"{k} {_value(mine, k)} against {_value(theirs, k)}"
+        for k in sorted(set(mine) | set(theirs))
+        if mine.get(k) != theirs.get(k)
+    ]
+    if run.study.evaluator.name != first.study.evaluator.name:
+        fields.append(f"evaluator {run.study.evaluator.name} against {first.study.evaluator.name}")
+    if not fields:
+        return ""
+    return f"{run.path} is not of {first.path}'s workload: " + "; ".join(fields)
 
 
 def _words(objectives: list[tuple[str, str]]) -> str:
