@@ -92,8 +92,11 @@ def refuse_unsafe_write(path: Path) -> None:
         raise OSError(
             errno.ELOOP if path.is_symlink() else errno.EINVAL, f"cannot write: {why}", str(path)
         )
-    for folder in Path(os.path.abspath(path)).parents:
-        root = results_folder_of(folder) if folder.is_symlink() else None
+    # the folders as the system walks them: '..' is not resolved by name, for after a link
+    # it leaves the link's target, not the link ('RESULTS/LINK/../x' lies beside the target)
+    for folder in Path(path).absolute().parents:
+        # a link's own folder, found as it really is (its path may hold links or '..' itself)
+        root = results_folder_of(_beside(folder)) if folder.is_symlink() else None
         if root is not None:
             raise OSError(
                 errno.ELOOP,
@@ -101,6 +104,11 @@ def refuse_unsafe_write(path: Path) -> None:
                 f"{root}; dse writes there through real folders only (remove the link)",
                 str(path),
             )
+
+
+def _beside(link: Path) -> Path:
+    """``link`` named from its folder's real path (links and '..' above it resolved)."""
+    return Path(os.path.realpath(link.parent)) / link.name
 
 
 def unfit_results_folder(path: Path) -> str | None:
@@ -151,8 +159,9 @@ def _private_folder(path: Path) -> Path:
                 prefix=f".{_cut(path.name, 255 - 40)}.",
                 suffix=f".{os.getpid()}.tmp",
                 # absolute: a library writing by path (xarray) reads a leading '~' of a
-                # relative one as the home folder, and would write there
-                dir=os.path.abspath(path.parent),
+                # relative one as the home folder, and would write there; '..' kept, as
+                # the rename onto ``path`` walks it (after a link it leaves the link's target)
+                dir=str(path.parent.absolute()),
             )
         )
     except (

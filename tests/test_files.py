@@ -89,6 +89,32 @@ def test_a_link_inside_a_results_folder_on_the_way_to_a_file_is_refused(finished
     assert (outside / "new.txt").read_text() == "ok"
 
 
+def test_dot_dot_after_a_link_inside_a_results_folder_is_refused_not_followed_out(
+    finished, tmp_path, capsys, monkeypatch
+):
+    """'RESULTS/LINK/../x' was checked as 'RESULTS/x' ('..' taken off by name), but the system
+    walks it through the link, to beside the link's target: plot and export wrote there."""
+    victim = tmp_path / "victim"
+    sentinel, was = _sentinel(victim / "inner")
+    (finished / "sub").symlink_to(victim / "inner")
+    with pytest.raises(OSError, match="is a symbolic link inside the results folder"):
+        atomic_write_text(Path(f"{finished}/sub/../x.txt"), "new")
+    for command in (("plot",), ("export", "-f", "csv"), ("report",)):
+        code, _, err = _cli(
+            capsys, monkeypatch, command[0], finished, *command[1:], "-o", f"{finished}/sub/../x"
+        )
+        assert code == 2 and "is a symbolic link inside the results folder" in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert _unchanged(sentinel, was) and sorted(p.name for p in victim.rglob("*")) == [
+        "inner",
+        "sentinel",
+    ]
+    # outside a results folder, '..' after the user's own link goes where the system says
+    (tmp_path / "mine").symlink_to(victim / "inner")
+    atomic_write_text(tmp_path / "mine" / ".." / "mine.txt", "ok")
+    assert (victim / "mine.txt").read_text() == "ok"
+
+
 @pytest.mark.parametrize(
     "command,name",
     [
