@@ -115,6 +115,21 @@ def test_dot_dot_after_a_link_inside_a_results_folder_is_refused_not_followed_ou
     assert (victim / "mine.txt").read_text() == "ok"
 
 
+def test_no_folder_is_made_through_a_link_inside_a_results_folder(
+    finished, tmp_path, capsys, monkeypatch
+):
+    """export, report and calibrate made an output's missing folders (through a link planted
+    in the results folder, in its target) before the write that refused the link."""
+    outside = tmp_path / "outside"
+    sentinel, was = _sentinel(outside)
+    (finished / "figs").symlink_to(outside)
+    for command in (("export", "-f", "csv"), ("export", "-f", "zarr"), ("report",), ("plot",)):
+        target = finished / "figs" / "new" / "deeper" / "x"
+        code, _, err = _cli(capsys, monkeypatch, command[0], finished, *command[1:], "-o", target)
+        assert code == 2 and "is a symbolic link inside the results folder" in err, (command, err)
+    assert _unchanged(sentinel, was) and sorted(p.name for p in outside.iterdir()) == ["sentinel"]
+
+
 @pytest.mark.parametrize(
     "command,name",
     [

@@ -97,7 +97,6 @@ def export_results(
         with source():  # the run's own dataset is the export: checked as every export's source is, not rewritten
             return Path(output or default)
     output = output_path(output, default, run.path, may_be_folder=fmt == "zarr")
-    output.parent.mkdir(parents=True, exist_ok=True)
     with source() as ds:
         if fmt == "zarr":
             write_zarr(ds, output)

@@ -78,7 +78,6 @@ def report_results(
             value=str(given),
             allowed="a name ending in .html (dse plot draws .png, .svg or .pdf)",
         )
-    output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp:
         Path(tmp).write_text(page.html(), encoding="utf-8")
     written = [output]

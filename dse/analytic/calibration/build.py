@@ -127,7 +127,6 @@ HEADER = (
 def write(result: FitResult, path, name: str | None = None, command: str = ""):
     """Write the profile of ``result`` to ``path`` (its name: the file's stem unless given)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     return profiles.dump(profile(result, name or path.stem, command), path, header=HEADER)
 
 
