@@ -60,6 +60,13 @@ def _is_texts(v: object) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+def _is_file_names(v: object) -> bool:
+    """A list of plain file names (no folder part, not '.' or '..'): what a run removes by name."""
+    return _is_texts(v) and all(
+        x not in ("", ".", "..") and not any(c in x for c in "/\\\0") for x in v
+    )
+
+
 def _is_checksums(v: object) -> bool:
     return isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(x, str) for k, x in v.items()
@@ -218,7 +225,10 @@ class RunMeta:
             log_stamped=log_stamped,
             owned_files=tuple(
                 f.get(
-                    "owned_files", _is_texts, "a list of file names", _optional_before(version, [])
+                    "owned_files",
+                    _is_file_names,
+                    "a list of file names (no folder part, not '.' or '..')",
+                    _optional_before(version, []),
                 )
             ),
             study_sha256=f.get(

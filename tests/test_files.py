@@ -525,3 +525,22 @@ def test_a_staged_file_written_by_a_function_is_the_bytes_it_wrote_and_a_failed_
     with pytest.raises(OSError, match="No space"):
         stage_file(tmp_path / "c.bin", half_then_fail)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.bin", by_bytes.parent.name])
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "sub/x", "\\x"])
+def test_a_run_file_named_outside_the_folder_in_meta_json_is_refused_before_anything_is_removed(
+    finished, tmp_path, capsys, monkeypatch, name
+):
+    """meta.json's owned_files ('..') made `run --overwrite` remove the run's log, then end
+    in 'Is a directory' naming no file or field; now the folder is refused as it is read."""
+    import json
+
+    meta = json.loads((finished / "meta.json").read_text())
+    meta["owned_files"] = ["optuna.journal", name]
+    (finished / "meta.json").write_text(json.dumps(meta))
+    log = sorted((finished / "evaluations").iterdir())
+    study = write_study(tmp_path, toy_study(output=str(finished)), name="again.yaml")
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--overwrite", "--quiet")
+    said = err.strip().splitlines()[-1]
+    assert code == 2 and "meta.json is damaged: owned_files" in said, err
+    assert sorted((finished / "evaluations").iterdir()) == log
