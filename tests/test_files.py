@@ -544,3 +544,15 @@ def test_a_run_file_named_outside_the_folder_in_meta_json_is_refused_before_anyt
     said = err.strip().splitlines()[-1]
     assert code == 2 and "meta.json is damaged: owned_files" in said, err
     assert sorted((finished / "evaluations").iterdir()) == log
+
+
+def test_a_refused_write_names_a_file_with_control_characters_in_one_escaped_line(
+    finished, capsys, monkeypatch
+):
+    """A file system refusal (OSError) was printed as it came: a line end or an escape
+    sequence in a planted link's name split the message or reached the terminal."""
+    name = "ev\x1b[2Jil\nx"
+    (finished / name).symlink_to(finished.parent)
+    code, _, err = _cli(capsys, monkeypatch, "export", finished, "-o", finished / name / "x.csv")
+    assert code == 2 and err.count("\n") == 1 and "\x1b" not in err, err
+    assert "ev\\x1b[2Jil\\nx is a symbolic link inside the results folder" in err, err

@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse import __version__, signals
-from dse.errors import DseError, counted, pydantic_message
+from dse.errors import DseError, counted, printable, pydantic_message
 from dse.files import names_a_file_type, not_a_file
 
 app = typer.Typer(
@@ -1500,7 +1500,8 @@ def _run_command(call: _Call) -> int:
     except OSError as exc:  # the file system said no (unwritable output, full disk, damaged file)
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         err.print(
-            f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}",
+            # one line: a file name's line end or escape sequence shown as its escape
+            f"[red]error:[/red] {escape(printable(where + (exc.strerror or str(exc))))}",
             highlight=False,
             soft_wrap=True,
         )
