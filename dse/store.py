@@ -60,6 +60,7 @@ from dse.files import (
     commit_staged,
     is_zarr_store,
     json_default,
+    refuse_unsafe_write,
     remove_path,
     unfit_results_folder,
 )
@@ -325,6 +326,9 @@ class ResultStore:
             )  # the root, home, another's or a foreign folder (security.md)
             if unfit:
                 raise StoreError(f"cannot write the results folder {path}: it {unfit}")
+            # a link planted on the way in another results folder (its folders would be made
+            # in the link's target before the first file's write refused it)
+            refuse_unsafe_write(path / "meta.json")
             if _holds_run(path) and not overwrite:
                 raise StoreError(
                     f"{path} already holds a run; continue it with `dse resume {path}`, "

@@ -556,3 +556,20 @@ def test_a_refused_write_names_a_file_with_control_characters_in_one_escaped_lin
     code, _, err = _cli(capsys, monkeypatch, "export", finished, "-o", finished / name / "x.csv")
     assert code == 2 and err.count("\n") == 1 and "\x1b" not in err, err
     assert "ev\\x1b[2Jil\\nx is a symbolic link inside the results folder" in err, err
+
+
+def test_a_results_folder_on_the_way_through_a_link_in_another_is_refused_by_validate_and_run(
+    finished, tmp_path, capsys, monkeypatch
+):
+    """A study whose output lay through a link planted in another results folder passed
+    `dse validate`, and `dse run` made its folder in the link's target before refusing."""
+    outside = tmp_path / "outside"
+    sentinel, was = _sentinel(outside)
+    (finished / "figs").symlink_to(outside)
+    for i, output in enumerate((finished / "figs" / "run", f"{finished}/figs/../run2")):
+        study = write_study(tmp_path, toy_study(output=str(output)), name=f"s{i}.yaml")
+        for command in (("validate",), ("run", "--quiet")):
+            code, _, err = _cli(capsys, monkeypatch, command[0], study, *command[1:])
+            assert code == 2 and "is a symbolic link inside the results folder" in err, err
+    assert _unchanged(sentinel, was) and sorted(p.name for p in outside.iterdir()) == ["sentinel"]
+    assert not (tmp_path / "run2").exists()
