@@ -556,6 +556,12 @@ def test_a_refused_write_names_a_file_with_control_characters_in_one_escaped_lin
     code, _, err = _cli(capsys, monkeypatch, "export", finished, "-o", finished / name / "x.csv")
     assert code == 2 and err.count("\n") == 1 and "\x1b" not in err, err
     assert "ev\\x1b[2Jil\\nx is a symbolic link inside the results folder" in err, err
+    (finished.parent / "afile\n").write_text("in the way")
+    for command in (("report",), ("plot",)):
+        code, _, err = _cli(
+            capsys, monkeypatch, *command, finished, "-o", finished.parent / "afile\n" / "x.html"
+        )
+        assert code == 2 and err.count("\n") == 1 and "afile\\n is a file" in err, err
 
 
 def test_a_results_folder_on_the_way_through_a_link_in_another_is_refused_by_validate_and_run(
@@ -573,3 +579,27 @@ def test_a_results_folder_on_the_way_through_a_link_in_another_is_refused_by_val
             assert code == 2 and "is a symbolic link inside the results folder" in err, err
     assert _unchanged(sentinel, was) and sorted(p.name for p in outside.iterdir()) == ["sentinel"]
     assert not (tmp_path / "run2").exists()
+
+
+def test_an_output_through_a_link_in_a_results_folder_is_refused_before_any_work(
+    finished, tmp_path, capsys, monkeypatch
+):
+    """evaluate evaluated every candidate, and calibrate fitted (after probing the link's
+    target with a file of its own), before the write refused a link planted on the way."""
+    from conftest import REPO
+
+    outside = tmp_path / "outside"
+    sentinel, was = _sentinel(outside)
+    (finished / "figs").symlink_to(outside)
+    candidates = tmp_path / "candidates.csv"
+    candidates.write_text("x,y,shape\n0.1,0,a\n")
+    study = finished / "study.yaml"
+    sweep = REPO / "tests" / "data" / "perseus_a100_stage.csv"
+    for args in (
+        ("evaluate", study, "-c", candidates, "-o", finished / "figs" / "new" / "e.csv"),
+        ("calibrate", sweep, "-a", "A100-80GB", "-o", finished / "figs" / "mine.yaml"),
+    ):
+        code, out, err = _cli(capsys, monkeypatch, *args)
+        assert code == 2 and err.startswith("error: --") and out == "", (args, out, err)
+        assert "figs is a symbolic link inside the results folder" in err, err
+    assert _unchanged(sentinel, was) and sorted(p.name for p in outside.iterdir()) == ["sentinel"]

@@ -747,12 +747,13 @@ def _check_output_file(
     (``folder_creatable``: or whose missing folders cannot be made, a file being in the way;
     missing ones are made when it is written, as ``dse export`` makes them), or a device,
     pipe or socket."""
-    from dse.outputs.target import refuse_standard_output
+    from dse.outputs.target import refuse_link_on_the_way, refuse_standard_output
 
     refuse_standard_output(output)
     why = not_a_file(output)
     if why:
         raise DseError(why, field=field, value=str(output))
+    refuse_link_on_the_way(output, field)  # before the evaluation, not after it
     if output.is_dir():
         raise DseError(
             "is a folder; give a file name",
@@ -772,7 +773,9 @@ def _check_output_file(
         parent = parent.parent  # the folder the missing ones will be made in
     if folder_creatable and not parent.is_dir():
         raise DseError(
-            f"cannot write there: {parent} is a file, not a folder", field=field, value=str(output)
+            f"cannot write there: {printable(parent)} is a file, not a folder",
+            field=field,
+            value=str(output),
         )
 
 

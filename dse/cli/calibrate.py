@@ -14,9 +14,10 @@ from rich.table import Table
 from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
 from dse.analytic.time import hardware
-from dse.errors import DseError
+from dse.errors import DseError, printable
 from dse.files import not_a_file
 from dse.outputs.show import print_split
+from dse.outputs.target import refuse_link_on_the_way
 from dse.tables import check_size
 
 #: the largest measurement file read (MB): telemetry sampled for hours is large, but a file
@@ -130,13 +131,15 @@ def _check_writable(output: Path) -> None:
     folders are created, as ``accelerators/`` is for ``-o accelerators/NAME.yaml``)."""
     output = Path(output)
     why = not_a_file(output)
+    if why is None:
+        refuse_link_on_the_way(output)  # the probe below would go through it
     folder = output.absolute().parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent  # the folder the missing ones will be created in
     if output.is_dir():
         why = "is a folder; give a file name"
     elif why is None and not folder.is_dir():
-        why = f"cannot write there: {folder} is a file, not a folder"
+        why = f"cannot write there: {printable(folder)} is a file, not a folder"
     elif why is None:
         try:  # a file created and removed there: what the write will do (root passes os.access)
             with tempfile.NamedTemporaryFile(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dse.errors import DseError
-from dse.files import is_zarr_store, not_a_file
+from dse.errors import DseError, printable
+from dse.files import is_zarr_store, not_a_file, refuse_unsafe_write
 from dse.store import ResultStore
 
 #: what a results folder holds that no export, figure or report may replace
@@ -34,6 +34,7 @@ def output_path(
     why = not_a_file(output)
     if why:
         raise DseError(why, field="--output", value=str(output))
+    refuse_link_on_the_way(output)
     if output.is_dir() and not may_be_folder:
         raise DseError(
             "is a folder; give a file name",
@@ -59,13 +60,25 @@ def output_path(
         if parent.exists():
             if not parent.is_dir():
                 raise DseError(
-                    f"cannot write there: {parent} is a file, not a folder",
+                    f"cannot write there: {printable(parent)} is a file, not a folder",
                     field="--output",
                     value=str(output),
                 )
             break
     _refuse_run_file(output, run_path)
     return output
+
+
+def refuse_link_on_the_way(output: Path | str, field: str = "--output") -> None:
+    """A link planted in a results folder on the way to ``output`` (a folder of its path),
+    refused before any work, as the write itself would refuse it
+    (:func:`dse.files.refuse_unsafe_write`): nothing is made or probed through it first."""
+    try:
+        refuse_unsafe_write(Path(output))
+    except OSError as exc:
+        # in one line: a line end in a planted link's name shown as its escape
+        why = printable(str(exc.strerror or exc).removeprefix("cannot write: "))
+        raise DseError(why, field=field, value=str(output)) from None
 
 
 def refuse_standard_output(output: Path | str) -> None:
