@@ -576,7 +576,10 @@ class ResultStore:
         or interrupted while it wrote a log file or a dataset, a worker's staged log file the
         run never committed): ignored by every reader, removed by the folder's writer when it
         takes the lock and at a run's end."""
-        for tmp in (*self.path.glob(".*.tmp"), *self.evaluations_dir.glob(".*.tmp")):
+        log = self.evaluations_dir
+        # a planted link at the log: its target's files are not the run's (never removed)
+        logs = () if log.is_symlink() else log.glob(".*.tmp")
+        for tmp in (*self.path.glob(".*.tmp"), *logs):
             pid = tmp.name.rsplit(".", 2)[-2]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
                 remove_path(

@@ -603,3 +603,23 @@ def test_an_output_through_a_link_in_a_results_folder_is_refused_before_any_work
         assert code == 2 and err.startswith("error: --") and out == "", (args, out, err)
         assert "figs is a symbolic link inside the results folder" in err, err
     assert _unchanged(sentinel, was) and sorted(p.name for p in outside.iterdir()) == ["sentinel"]
+
+
+def test_a_writer_removes_no_temporary_file_in_the_target_of_a_planted_log_link(
+    finished, tmp_path, capsys, monkeypatch
+):
+    """With ``evaluations`` a link to another folder, `dse resume` took the lock and removed
+    every '.NAME.PID.tmp' file and folder of a dead pid in the link's target."""
+    victim = tmp_path / "victim"
+    sentinel, was = _sentinel(victim)
+    log = finished / "evaluations"
+    for f in log.iterdir():
+        f.rename(victim / f.name)
+    log.rmdir()
+    log.symlink_to(victim)
+    (victim / ".notes.999999999.tmp").write_text("keep")
+    (victim / ".work.999999998.tmp").mkdir()
+    before = sorted(p.name for p in victim.iterdir())
+    code, _, err = _cli(capsys, monkeypatch, "resume", finished, "--quiet")
+    assert "Traceback" not in err, err
+    assert sorted(p.name for p in victim.iterdir()) == before and _unchanged(sentinel, was)
