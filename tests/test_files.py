@@ -623,3 +623,18 @@ def test_a_writer_removes_no_temporary_file_in_the_target_of_a_planted_log_link(
     code, _, err = _cli(capsys, monkeypatch, "resume", finished, "--quiet")
     assert "Traceback" not in err, err
     assert sorted(p.name for p in victim.iterdir()) == before and _unchanged(sentinel, was)
+
+
+def test_calibrate_writes_no_profile_over_a_results_folders_own_file(finished, capsys, monkeypatch):
+    """`dse calibrate -o RESULTS/study.yaml` replaced the run's copy of its study: every
+    command then refused the folder (its checksum no longer matched)."""
+    from conftest import REPO
+
+    sweep = REPO / "tests" / "data" / "perseus_a100_stage.csv"
+    study = (finished / "study.yaml").read_bytes()
+    code, out, err = _cli(
+        capsys, monkeypatch, "calibrate", sweep, "-a", "A100-80GB", "-o", finished / "study.yaml"
+    )
+    assert code == 2 and "is one of the run's own files (study.yaml" in err and out == "", err
+    assert (finished / "study.yaml").read_bytes() == study
+    assert _cli(capsys, monkeypatch, "status", finished)[0] == 0

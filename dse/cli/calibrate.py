@@ -17,7 +17,7 @@ from dse.analytic.time import hardware
 from dse.errors import DseError, printable
 from dse.files import not_a_file
 from dse.outputs.show import print_split
-from dse.outputs.target import refuse_link_on_the_way
+from dse.outputs.target import refuse_a_run_file, refuse_link_on_the_way
 from dse.tables import check_size
 
 #: the largest measurement file read (MB): telemetry sampled for hours is large, but a file
@@ -133,6 +133,7 @@ def _check_writable(output: Path) -> None:
     why = not_a_file(output)
     if why is None:
         refuse_link_on_the_way(output)  # the probe below would go through it
+        refuse_a_run_file(output)
     folder = output.absolute().parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent  # the folder the missing ones will be created in

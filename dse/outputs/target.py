@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from dse.errors import DseError, printable
-from dse.files import is_zarr_store, not_a_file, refuse_unsafe_write
+from dse.files import is_zarr_store, not_a_file, refuse_unsafe_write, results_folder_of
 from dse.store import ResultStore
 
 #: what a results folder holds that no export, figure or report may replace
@@ -91,7 +91,21 @@ def refuse_standard_output(output: Path | str) -> None:
         )
 
 
-def _refuse_run_file(output: Path, run_path: Path) -> None:
+def refuse_a_run_file(output: Path | str) -> None:
+    """``output`` refused when it is one of the own files of the results folder it lies in
+    (the nearest folder above it with a ``meta.json``): for a command that reads no run but
+    may be pointed into one (``dse calibrate -o RESULTS/study.yaml`` replaced the run's study
+    copy, and every command then refused the folder)."""
+    folder = results_folder_of(Path(output).resolve())
+    if folder is not None:
+        _refuse_run_file(Path(output), folder, allowed="a file outside the results folder")
+
+
+def _refuse_run_file(
+    output: Path,
+    run_path: Path,
+    allowed: str = "another file name, e.g. the default (leave --output out)",
+) -> None:
     run = Path(run_path).resolve()
     target = output.resolve()
     if target.parent != run and run not in target.parents:
@@ -107,5 +121,5 @@ def _refuse_run_file(output: Path, run_path: Path) -> None:
             f"is one of the run's own files ({first} in {run_path}); writing there would damage the run",
             field="--output",
             value=str(output),
-            allowed="another file name, e.g. the default (leave --output out)",
+            allowed=allowed,
         )
