@@ -625,9 +625,12 @@ def test_a_writer_removes_no_temporary_file_in_the_target_of_a_planted_log_link(
     assert sorted(p.name for p in victim.iterdir()) == before and _unchanged(sentinel, was)
 
 
-def test_calibrate_writes_no_profile_over_a_results_folders_own_file(finished, capsys, monkeypatch):
+def test_calibrate_and_evaluate_write_over_no_results_folders_own_file(
+    finished, capsys, monkeypatch
+):
     """`dse calibrate -o RESULTS/study.yaml` replaced the run's copy of its study: every
-    command then refused the folder (its checksum no longer matched)."""
+    command then refused the folder (its checksum no longer matched); `dse evaluate` wrote
+    into a run's log folder, which export refuses."""
     from conftest import REPO
 
     sweep = REPO / "tests" / "data" / "perseus_a100_stage.csv"
@@ -638,3 +641,10 @@ def test_calibrate_writes_no_profile_over_a_results_folders_own_file(finished, c
     assert code == 2 and "is one of the run's own files (study.yaml" in err and out == "", err
     assert (finished / "study.yaml").read_bytes() == study
     assert _cli(capsys, monkeypatch, "status", finished)[0] == 0
+    candidates = finished.parent / "candidates.csv"
+    candidates.write_text("x,y,shape\n0.1,0,a\n")
+    log = sorted(p.name for p in (finished / "evaluations").iterdir())
+    evaluate = ("evaluate", finished / "study.yaml", "-c", candidates)
+    code, out, err = _cli(capsys, monkeypatch, *evaluate, "-o", finished / "evaluations" / "e.csv")
+    assert code == 2 and "is one of the run's own files (evaluations" in err, err
+    assert sorted(p.name for p in (finished / "evaluations").iterdir()) == log

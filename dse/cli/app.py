@@ -747,13 +747,18 @@ def _check_output_file(
     (``folder_creatable``: or whose missing folders cannot be made, a file being in the way;
     missing ones are made when it is written, as ``dse export`` makes them), or a device,
     pipe or socket."""
-    from dse.outputs.target import refuse_link_on_the_way, refuse_standard_output
+    from dse.outputs.target import (
+        refuse_a_run_file,
+        refuse_link_on_the_way,
+        refuse_standard_output,
+    )
 
     refuse_standard_output(output)
     why = not_a_file(output)
     if why:
         raise DseError(why, field=field, value=str(output))
     refuse_link_on_the_way(output, field)  # before the evaluation, not after it
+    refuse_a_run_file(output, field)  # a results folder's log folder, as export refuses it
     if output.is_dir():
         raise DseError(
             "is a folder; give a file name",

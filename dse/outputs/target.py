@@ -91,20 +91,23 @@ def refuse_standard_output(output: Path | str) -> None:
         )
 
 
-def refuse_a_run_file(output: Path | str) -> None:
+def refuse_a_run_file(output: Path | str, field: str = "--output") -> None:
     """``output`` refused when it is one of the own files of the results folder it lies in
     (the nearest folder above it with a ``meta.json``): for a command that reads no run but
     may be pointed into one (``dse calibrate -o RESULTS/study.yaml`` replaced the run's study
     copy, and every command then refused the folder)."""
     folder = results_folder_of(Path(output).resolve())
     if folder is not None:
-        _refuse_run_file(Path(output), folder, allowed="a file outside the results folder")
+        _refuse_run_file(
+            Path(output), folder, allowed="a file outside the results folder", field=field
+        )
 
 
 def _refuse_run_file(
     output: Path,
     run_path: Path,
     allowed: str = "another file name, e.g. the default (leave --output out)",
+    field: str = "--output",
 ) -> None:
     run = Path(run_path).resolve()
     target = output.resolve()
@@ -119,7 +122,7 @@ def _refuse_run_file(
     if first in own:
         raise DseError(
             f"is one of the run's own files ({first} in {run_path}); writing there would damage the run",
-            field="--output",
+            field=field,
             value=str(output),
             allowed=allowed,
         )
