@@ -325,11 +325,13 @@ def append_durably(path: Path, data: bytes, *, keep: int | None = None) -> None:
     first cut the file to its first ``keep`` bytes (0: a new file's content). Appended bytes
     are durable when this returns, so a record written after them (a state saved
     atomically) may count on them; bytes appended after the last such record are what
-    ``keep`` cuts off when the record is read back. Never through a link (O_NOFOLLOW)."""
+    ``keep`` cuts off when the record is read back. Never through a link (O_NOFOLLOW), nor
+    into a file with another name elsewhere (a hard link: :func:`refuse_shared_file`)."""
     refuse_unsafe_write(path)
     new = not os.path.lexists(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     try:
+        _refuse_links_to(os.fstat(fd), path)  # the file opened, not the name looked at
         if keep is not None:
             os.ftruncate(fd, keep)
         os.lseek(fd, 0, os.SEEK_END)
@@ -341,6 +343,29 @@ def append_durably(path: Path, data: bytes, *, keep: int | None = None) -> None:
         os.close(fd)
     if new:
         fsync_dir(Path(path).parent)
+
+
+def refuse_shared_file(path: Path) -> None:
+    """Raise OSError (one line, naming ``path``) where the file at ``path`` has other names
+    (hard links): a write in place (an append, a third-party library's journal) would change
+    the file under its other names too, wherever they are. A file replaced by a rename (the
+    atomic writes) leaves the other names' content as it was, and needs no such check."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    _refuse_links_to(st, path)
+
+
+def _refuse_links_to(st: os.stat_result, path: Path) -> None:
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise OSError(
+            errno.EMLINK,
+            f"cannot write: the file has {st.st_nlink - 1} other name(s) (a hard link); dse "
+            "appends to it in place, which would change it under those names too (remove "
+            "the other names, or this one)",
+            str(path),
+        )
 
 
 def atomic_write_text(path: Path, text: str) -> None:

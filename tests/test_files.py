@@ -648,3 +648,40 @@ def test_calibrate_and_evaluate_write_over_no_results_folders_own_file(
     code, out, err = _cli(capsys, monkeypatch, *evaluate, "-o", finished / "evaluations" / "e.csv")
     assert code == 2 and "is one of the run's own files (evaluations" in err, err
     assert sorted(p.name for p in (finished / "evaluations").iterdir()) == log
+
+
+def test_an_append_refuses_a_file_with_other_names(tmp_path):
+    """A hard link planted where dse appends in place (NSGA-II's asked file, optuna's journal)
+    would change the file under its other name too, wherever that is: refused, unchanged."""
+    from dse.files import append_durably, refuse_shared_file
+
+    sentinel, was = _sentinel(tmp_path / "outside")
+    target = tmp_path / "run" / "nsga2-asked.f64"
+    target.parent.mkdir()
+    os.link(sentinel, target)
+    with pytest.raises(OSError, match="other name.*hard link"):
+        append_durably(target, b"12345678")
+    with pytest.raises(OSError, match="hard link"):
+        refuse_shared_file(target)
+    assert _unchanged(sentinel, was)
+    target.unlink()  # one name again: appended as before
+    append_durably(target, b"12345678")
+    refuse_shared_file(target)
+    assert target.read_bytes() == b"12345678"
+
+
+def test_a_hard_link_planted_at_optunas_journal_is_refused(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("optuna")
+    sentinel, was = _sentinel(tmp_path / "outside")
+    out = tmp_path / "out"
+    study = write_study(
+        tmp_path,
+        toy_study(
+            output=str(out), search={"algorithm": "optuna-tpe", "budget": 20, "batch_size": 10}
+        ),
+    )
+    (out / "evaluations").mkdir(parents=True)
+    os.link(sentinel, out / "optuna.journal")
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 2 and "hard link" in err and "Traceback" not in err, err
+    assert _unchanged(sentinel, was)

@@ -91,7 +91,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from dse.errors import StudyError
-from dse.files import refuse_unsafe_write
+from dse.files import refuse_shared_file, refuse_unsafe_write
 from dse.search.base import DriverOptions, Problem, SearchDriver
 from dse.space import _column, candidate_keys
 
@@ -382,9 +382,10 @@ class _OptunaDriver(SearchDriver):
         stale = path.with_name(path.name + ".lock")
         if stale.is_symlink() or stale.exists():
             stale.unlink()
-        refuse_unsafe_write(
-            path
-        )  # optuna appends to it by name: a planted link would take the writes
+        # optuna appends to it by name: a planted link, or another name of the file (a hard
+        # link), would take the writes
+        refuse_unsafe_write(path)
+        refuse_shared_file(path)
         import warnings
 
         with (
