@@ -749,8 +749,15 @@ def test_evaluate_makes_missing_output_folders_as_export_does(finished_run, tmp_
     assert pd.read_csv(path)["candidate"].nunique() == 1
     exported = tmp_path / "new" / "c" / "front.csv"
     assert run_cli("export", str(finished_run), "-o", exported).returncode == 0
+    # a link to nothing on the way: no folder can be made through it (it was found only
+    # when the file was written, after the evaluation, as 'File exists')
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    lost = f"cannot write there: {tmp_path / 'dangling'} is a symbolic link to nothing"
+    said = run_cli("export", str(finished_run), "-o", tmp_path / "dangling" / "f.csv")
+    assert said.returncode == 2 and lost in said.stderr, said.stderr
     for args, expected in [
         (("-o", cands / "e.csv"), f"cannot write there: {cands} is a file, not a folder"),
+        (("-o", tmp_path / "dangling" / "x" / "e.csv"), lost),
         (("-o", tmp_path), f"is a folder; give a file name (got '{tmp_path}'); allowed: a file"),
         (("-o", out, "--trajectory", tmp_path), f"e.g. {tmp_path / 'trajectory.csv'}"),
     ]:

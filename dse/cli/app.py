@@ -749,6 +749,7 @@ def _check_output_file(
     pipe or socket."""
     from dse.outputs.target import (
         refuse_a_run_file,
+        refuse_blocked_folder,
         refuse_link_on_the_way,
         refuse_standard_output,
     )
@@ -773,15 +774,8 @@ def _check_output_file(
             value=str(output),
             allowed="another file name",
         )
-    parent = output.absolute().parent
-    while folder_creatable and not parent.exists() and parent != parent.parent:
-        parent = parent.parent  # the folder the missing ones will be made in
-    if folder_creatable and not parent.is_dir():
-        raise DseError(
-            f"cannot write there: {printable(parent)} is a file, not a folder",
-            field=field,
-            value=str(output),
-        )
+    if folder_creatable:
+        refuse_blocked_folder(output, field)
 
 
 class ExportFormat(StrEnum):

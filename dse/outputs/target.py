@@ -9,6 +9,7 @@ results folder it reads from.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from dse.errors import DseError, printable
@@ -56,15 +57,7 @@ def output_path(
             value=str(output),
             allowed=f"a new path, or a zarr store to replace, e.g. {output / Path(default).name}",
         )
-    for parent in output.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise DseError(
-                    f"cannot write there: {printable(parent)} is a file, not a folder",
-                    field="--output",
-                    value=str(output),
-                )
-            break
+    refuse_blocked_folder(output)
     _refuse_run_file(output, run_path)
     return output
 
@@ -79,6 +72,25 @@ def refuse_link_on_the_way(output: Path | str, field: str = "--output") -> None:
         # in one line: a line end in a planted link's name shown as its escape
         why = printable(str(exc.strerror or exc).removeprefix("cannot write: "))
         raise DseError(why, field=field, value=str(output)) from None
+
+
+def refuse_blocked_folder(output: Path, field: str = "--output") -> None:
+    """Refuse, before any work, an ``output`` whose missing folders cannot be made (they are
+    made when it is written): the nearest entry above it that is there is not a folder (a
+    file, or a symbolic link to nothing, which no folder can be made through)."""
+    for parent in Path(output).absolute().parents:
+        if not os.path.lexists(parent):
+            continue  # a folder that will be made
+        if not parent.is_dir():
+            why = "is not a folder"
+            if parent.is_file():
+                why = "is a file, not a folder"
+            elif not parent.exists():  # a link to nothing: mkdir would find it there
+                why = "is a symbolic link to nothing, not a folder"
+            raise DseError(
+                f"cannot write there: {printable(parent)} {why}", field=field, value=str(output)
+            )
+        return
 
 
 def refuse_standard_output(output: Path | str) -> None:
