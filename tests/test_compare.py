@@ -105,6 +105,12 @@ def test_compare_refuses_one_run_given_twice(two_runs, tmp_path):
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert f"error: RUN: {a} is given twice" in r.stderr
     assert not (tmp_path / "c.png").exists()
+    # from Python, the very same object twice (it was told apart from the first by identity)
+    from dse.errors import DseError
+    from dse.outputs.compare import compare_runs
+
+    with pytest.raises(DseError, match="is given twice"):
+        compare_runs([a, b, a])
 
 
 def test_compare_says_when_a_run_trains_another_workload(two_runs, tmp_path):

@@ -11,6 +11,7 @@ dominated (0 to 1, dimensionless), reference point (1, ..., 1).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,15 +106,17 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
             field="RUN",
             allowed="two or more results folders, e.g. dse compare results/a results/b",
         )
-    seen: dict[Path, Path | str] = {}
+    seen: dict[str, Path | str] = {}
     for p in paths:  # one folder twice would compare a run with itself, and say nothing of it
-        again = seen.setdefault(Path(p).resolve(), p)
-        if again is not p:
+        key = os.path.realpath(p)  # (a loop of links is refused by open_results)
+        if key in seen:
+            again = seen[key]
             raise DseError(
                 f"{p} is given twice" + (f" (as {again})" if str(again) != str(p) else ""),
                 field="RUN",
                 allowed="two or more different results folders",
             )
+        seen[key] = p
     opened = [open_results(p) for p in paths]
     first = opened[0]
     objectives = [(o.metric, o.direction) for o in first.study.objectives]
