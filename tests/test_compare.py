@@ -154,3 +154,12 @@ def test_the_common_frame_writes_each_end_in_a_unit_for_its_size():
     assert frame(2e8, 5e8) == "energy_to_train_j 200 → 500 MJ"  # one unit, written once
     # a study's display unit holds for both ends
     assert frame(3.6e9, 7.2e12, {"energy_to_train_j": "MWh"}) == "energy_to_train_j 1 → 2000 MWh"
+
+
+def test_a_loop_of_links_given_for_a_run_is_one_line(two_runs, tmp_path):
+    """Path.resolve() raised RuntimeError on a loop of links: a traceback before any check."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    r = run_cli("compare", str(loop), str(two_runs[0]), "-o", str(tmp_path / "c.png"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and str(loop) in r.stderr

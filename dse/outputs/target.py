@@ -108,7 +108,7 @@ def refuse_a_run_file(output: Path | str, field: str = "--output") -> None:
     (the nearest folder above it with a ``meta.json``): for a command that reads no run but
     may be pointed into one (``dse calibrate -o RESULTS/study.yaml`` replaced the run's study
     copy, and every command then refused the folder)."""
-    folder = results_folder_of(Path(output).resolve())
+    folder = results_folder_of(Path(os.path.realpath(output)))
     if folder is not None:
         _refuse_run_file(
             Path(output), folder, allowed="a file outside the results folder", field=field
@@ -121,8 +121,8 @@ def _refuse_run_file(
     allowed: str = "another file name, e.g. the default (leave --output out)",
     field: str = "--output",
 ) -> None:
-    run = Path(run_path).resolve()
-    target = output.resolve()
+    # realpath, not resolve(): a loop of links is no RuntimeError (open_results refuses it)
+    run, target = Path(os.path.realpath(run_path)), Path(os.path.realpath(output))
     if target.parent != run and run not in target.parents:
         return
     own = set(RUN_OWN)
