@@ -590,6 +590,11 @@ def test_a_broken_or_missing_profile_is_refused_by_validate(tmp_path):
     proc = run_cli("validate", str(write_study(tmp_path, study)), cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "unknown accelerator (got 'my-a10'; did you mean 'my-a100'?)" in proc.stderr
+    # dse describe and calibrate --accelerator alike (they suggested catalog parts only)
+    proc = run_cli("describe", "--accelerator", "my-a10", cwd=tmp_path)
+    assert proc.returncode == 2 and "unknown accelerator 'my-a10' (did you mean 'my-a100'?)" in (
+        proc.stderr
+    )
     acc, _ = fit.base_accelerator("A100-80GB")
     acc["power"]["activity"]["compute"] = "lots"
     (tmp_path / "bad.yaml").write_text(

@@ -295,7 +295,8 @@ def test_describe_lists_a_plugins_options_and_names_the_command_line_option():
     proc = run_cli("describe", "--accelerator", "no/such-profile.yaml")  # a file, named so
     assert proc.returncode == 2
     assert proc.stderr.startswith(
-        "error: --accelerator: accelerator profile no/such-profile.yaml not found;"
+        "error: --accelerator: accelerator profile no/such-profile.yaml not found (a relative "
+        "path is from the folder dse runs in);"
     )
 
 

@@ -220,11 +220,12 @@ def base_accelerator(name: str) -> tuple[dict, dict]:
         name = hardware.canonical_accelerator(name)  # a100-80gb: A100-80GB
         found = hardware.entry(name)
     if found is None:
-        path = name.endswith((".yaml", ".yml")) or "/" in name  # a profile named by its file
+        # a profile named by its file, or a misspelt part or profile name (as a study's)
+        known = [*hardware.accelerator_names(), *profiles.names()]
         raise DseError(
-            f"accelerator profile {name} not found"
-            if path
-            else f"unknown accelerator '{name}'{did_you_mean(name, hardware.accelerator_names())}",
+            f"accelerator profile {name} not found (a relative path is from the folder dse runs in)"
+            if profiles.is_path(name) or "/" in name
+            else f"unknown accelerator '{name}'{did_you_mean(name, known)}",
             field="--accelerator",
             allowed=", ".join(hardware.accelerator_names()) + ", or an accelerator profile",
         )
