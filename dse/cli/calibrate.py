@@ -194,9 +194,9 @@ def _errors(result: fit.FitResult, console: Console) -> None:
     cols += ["energy [J]", "predicted [J]", "error [%]"] if energy else []
     cols += ["power [W]", "predicted [W]", "error [%]"] if np.isfinite(r["power_w"]).any() else []
     keys = 4 + capped  # workload, kind, clock, cap, set: repeated where the table is split
+    left = ("workload", "kind", "set")
     specs = [
-        {"header": escape(c), "justify": "left" if c in ("workload", "kind", "set") else "right"}
-        | {"no_wrap": True}
+        {"header": escape(c), "justify": "left" if c in left else "right", "no_wrap": True}
         for c in cols
     ]
     rows = []

@@ -858,21 +858,14 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
     def header(text: str) -> Text:
         return Text(printable(text, keep="\n"), justify="right")
 
-    def column(t: Table, text: str) -> None:  # names and units never cut
-        t.add_column(
-            header(text), justify="right", no_wrap=True, min_width=max(map(len, text.split("\n")))
-        )
-
-    def value(text: str) -> dict:
-        return {"header": header(text), "min_width": max(map(len, text.split("\n")))} | {
-            "justify": "right",
-            "no_wrap": True,
-        }
+    def value(text: str) -> dict:  # a value column's arguments: its name and unit never cut
+        least = max(map(len, text.split("\n")))
+        return {"header": header(text), "justify": "right", "no_wrap": True, "min_width": least}
 
     where = s.at if s.key is None or s.at == str(s.key) else f"{s.at} (key {s.key})"
     t = table(f"{s.study}: the design at {where}")
     t.add_column("knob or metric")
-    column(t, "value")
+    t.add_column(**value("value"))
     for name, v in s.design.items():
         unit = s.units.get(name, "")
         shown = _quantity(float(v), unit) if isinstance(v, int | float) else str(v)
