@@ -169,7 +169,8 @@ def cast_elements(shape, ex: ExpertLayout, tp, T) -> np.ndarray:
     in 16 or 32 bit): the routed experts' FC1 input, the dispatched rows (``T k c_f ETP / t``
     of ``h``), and their FC2 input (``T k c_f / t`` rows of ``f_e``), plus the shared
     experts' (``T`` of ``h`` and ``T`` of ``s f_e / t``, as the dense MLP's). A dense MLP's
-    are ``T h`` and ``T f / t``: the experts' FC1 input is ``k c_f`` times as many rows."""
+    are ``T h`` and ``T f / t``: the experts' FC1 input is ``k c_f ETP / t`` times as many
+    rows (``k c_f`` with ETP = t, Megatron-Core's default)."""
     a = assignments(shape, ex, T, tp)
     f_e, h = shape.expert_ffn_hidden, shape.hidden
     shared = where(shape.shared_experts > 0, T * h + T * shape.shared_experts * f_e / tp, 0.0)
