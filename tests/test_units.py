@@ -239,8 +239,9 @@ def test_a_run_with_display_units_stores_si_and_its_report_shows_them(shown_run)
     )
 
 
-def test_show_and_compare_use_the_display_units(shown_run):
+def test_show_and_compare_use_the_display_units(shown_run, tmp_path):
     import io
+    import shutil
 
     from rich.console import Console
 
@@ -250,5 +251,6 @@ def test_show_and_compare_use_the_display_units(shown_run):
     buf = io.StringIO()
     show_front(shown_run, Console(file=buf, width=200), plot=False)
     assert "[MWh]" in buf.getvalue() and "[days]" in buf.getvalue()
-    frame = compare_runs([shown_run, shown_run]).frame()
+    copy = shutil.copytree(shown_run, tmp_path / "copy")  # one run twice is refused
+    frame = compare_runs([shown_run, copy]).frame()
     assert "MWh" in frame and "days" in frame
