@@ -1,4 +1,5 @@
-"""Where ``export``, ``plot`` and ``report`` write: ``--output`` checked before anything is written.
+"""Where ``export``, ``plot`` and ``report`` write: ``--output`` checked before anything is written
+(and ``evaluate``'s outputs, whose folders are checked alike: :func:`refuse_blocked_folder`).
 
 A path the user gives must name a file (not a folder, not nothing), its folder must be
 creatable (no file in the way), and it must not be one of the run's own files (its log,
