@@ -548,6 +548,11 @@ class ResultStore:
             try:
                 fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
+                if self.lock_file.is_dir() and not self.lock_file.is_symlink():
+                    raise StoreError(  # (no run makes it a folder: not removed for the user)
+                        f"{self.lock_file} is a folder where dse keeps the run's lock file; "
+                        "remove that folder, then run the command again"
+                    ) from None
                 owner = self.live_lock_owner()
                 if owner is None:
                     self.lock_file.unlink(missing_ok=True)  # stale: its process is gone, or damaged

@@ -685,3 +685,17 @@ def test_a_hard_link_planted_at_optunas_journal_is_refused(tmp_path, capsys, mon
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
     assert code == 2 and "hard link" in err and "Traceback" not in err, err
     assert _unchanged(sentinel, was)
+
+
+def test_a_folder_at_the_lock_is_refused_saying_what_to_do(tmp_path, capsys, monkeypatch):
+    study = write_study(
+        tmp_path,
+        toy_study(output=str(tmp_path / "out"), search={"algorithm": "random", "budget": 40}),
+    )
+    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
+    assert code == 0, err
+    (tmp_path / "out" / "lock").mkdir()
+    code, _, err = _cli(capsys, monkeypatch, "resume", tmp_path / "out", "--quiet")
+    assert code == 2 and "Traceback" not in err, err
+    assert "is a folder where dse keeps the run's lock file; remove that folder" in err
+    assert (tmp_path / "out" / "lock").is_dir()  # not removed for the user
