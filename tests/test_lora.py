@@ -219,3 +219,28 @@ def test_on_a_host_paced_model_the_adapters_operations_lengthen_the_step():
     rows = [small, *({**small, "adapter": "lora", "lora_targets": t} for t in ("qkv", "all"))]
     full, qkv, everything = _evaluate(rows)["step_time_s"]
     assert full < qkv < everything
+
+
+def test_the_adapters_scale_addition_and_input_gradient_sum_move_activation_sized_bytes():
+    # NeMo 24.07's adapter path: the scale (read, write) and the addition to the base layer's
+    # output (read 2, write 1) over B's output in the forward; the scale's backward (read,
+    # write) and the input gradient summed into the base layer's (read 2, write 1) in the
+    # backward; a fully recomputed layer runs the forward's again
+    shape = resolve_shape(np.array(["llama2-7b"], dtype=object), {})
+    one = np.array([1.0])
+    ad = adapters.of(np.array(["lora"]), 32 * one, np.array(["qkv"]), shape)
+    T, h = 4096.0, 4096.0
+    qkv_out = T * 3 * h  # Llama 2 7B: as many key-value as query heads
+    counted = adapters.elementwise_bytes(shape, ad, one, T, 0.0)
+    assert counted == pytest.approx(2.0 * ((2 + 3) * qkv_out + 2 * qkv_out + 3 * T * h))
+    recomputed = adapters.elementwise_bytes(shape, ad, one, T, 1.0)
+    assert recomputed - counted == pytest.approx(2.0 * (2 + 3) * qkv_out)
+    # over tensor ranks, the outputs are split and the gathered input is not
+    tp2 = adapters.elementwise_bytes(shape, ad, 2.0 * one, T, 0.0)
+    assert tp2 == pytest.approx(2.0 * ((5 + 2) * qkv_out / 2 + 3 * T * h))
+    # every linear layer adapted moves more than QKV alone
+    everything = adapters.of(np.array(["lora"]), 32 * one, np.array(["all"]), shape)
+    assert adapters.elementwise_bytes(shape, everything, one, T, 0.0) > counted
+    # none without adapters
+    mixed = adapters.of(np.array(["none", "lora"]), 32 * one, np.array(["qkv", "qkv"]), shape)
+    assert adapters.elementwise_bytes(shape, mixed, one, T, 0.0)[0] == 0.0

@@ -103,16 +103,16 @@ def parameters_per_layer(shape, rank, targets) -> np.ndarray:
     return sum(on * rank * (d_in + d_out) for d_in, d_out, _, on in _matrices(shape, targets))
 
 
-def _gemm(m, n, k, g: Roofline, added: bool) -> tuple[np.ndarray, np.ndarray]:
+def _gemm(m, n, k, g: Roofline) -> tuple[np.ndarray, np.ndarray]:
     """``(compute_s, memory_s)`` of an adapter GEMM ``[m x k] @ [k x n]``: the FLOPs at the
-    part's large-GEMM efficiency, or the operands' and result's bytes at its bandwidth
-    (``added``: the result is added to the base layer's output, read and written again),
+    part's large-GEMM efficiency, or the operands' and result's bytes at its bandwidth,
     whichever is longer, in its slot. An adapter GEMM is thin (``r`` wide) and moves as
     many bytes as an activation: the calibrated fixed cost of a GEMM (``half_flops``, from
     the layers' wide GEMMs and the single-node runs) would charge each such kernel ~100 us,
-    several times what its bytes take."""
+    several times what its bytes take. The scale and the addition to the base layer's
+    output are element-wise kernels of their own (:func:`elementwise_bytes`)."""
     compute = 2.0 * m * n * k / (g.peak_flops * g.clock_ratio * g.eff_max)
-    memory = BYTES * (m * k + k * n + m * n * (2.0 if added else 1.0)) / g.hbm_bw_bps
+    memory = BYTES * (m * k + k * n + m * n) / g.hbm_bw_bps
     bound = compute >= memory
     return where(bound, compute, 0.0), where(bound, 0.0, memory)
 
@@ -121,15 +121,49 @@ def forward_gemms(shape, ad: Adapters, tp, T, g16: Roofline) -> tuple[np.ndarray
     """Forward ``(compute_s, memory_s)`` of one layer's adapter GEMMs on one tensor rank
     (``T`` tokens, 16-bit roofline ``g16``), zero where the candidate has none: ``A`` over
     its share (``r / tp`` columns beside a column-parallel layer, ``d_in / tp`` rows beside
-    a row-parallel one), ``B`` over ``d_out / tp`` columns, its result added to the base's."""
+    a row-parallel one), ``B`` over ``d_out / tp`` columns."""
     c = m = 0.0
     r = ad.rank
     for d_in, d_out, column, on in _matrices(shape, ad.targets):
-        a = _gemm(T, r / tp, d_in, g16, False) if column else _gemm(T, r, d_in / tp, g16, False)
-        b = _gemm(T, d_out / tp, r, g16, True)
+        a = _gemm(T, r / tp, d_in, g16) if column else _gemm(T, r, d_in / tp, g16)
+        b = _gemm(T, d_out / tp, r, g16)
         c = c + on * (a[0] + b[0])
         m = m + on * (a[1] + b[1])
     return where(ad.lora > 0, c, 0.0), where(ad.lora > 0, m, 0.0)
+
+
+#: HBM traffic of an adapter's element-wise kernels, in 16-bit elements of its output (per
+#: rank, ``T x d_out / tp``) or input. Forward: the scale ``x * (alpha / dim)`` reads and
+#: writes the output (2) and the addition to the base layer's output reads both and writes
+#: the sum (3) (NeMo 24.07 ``ParallelLinearAdapter.forward`` and ``mcore_mixins``'
+#: ``mixed_qkv = mixed_qkv + lora_mixed_qkv``; the scale runs at ``alpha = dim`` too).
+#: Backward: the addition passes its gradient on untouched, the scale's backward reads and
+#: writes it (2), and the adapter's input gradient is summed into the base layer's (read
+#: both, write one: 3 of the input; Transformer Engine's ``LayerNormLinear`` backward adds
+#: the returned LayerNorm output's gradient, ``dgrad + grad_outputs[1]``; beside a
+#: row-parallel layer autograd sums the shared input's two gradients).
+FORWARD_OUTPUT_ELEMENTS = 5.0
+BACKWARD_OUTPUT_ELEMENTS = 2.0
+BACKWARD_INPUT_ELEMENTS = 3.0
+
+
+def elementwise_bytes(shape, ad: Adapters, tp, T, full_recompute) -> np.ndarray:
+    """HBM bytes of one layer's adapter element-wise kernels per micro-batch on one tensor
+    rank, every pass (the forward again where the layer is fully recomputed), zero where the
+    candidate has none: per adapted matrix, the scale and the addition over ``B``'s
+    ``T x d_out / tp`` output and the input gradient's sum over ``A``'s input (``T x d_in``
+    beside a column-parallel layer, whose adapter takes the gathered LayerNorm output;
+    ``T x d_in / tp`` beside a row-parallel one)."""
+    forward = BYTES * FORWARD_OUTPUT_ELEMENTS * (1.0 + full_recompute)
+    total = 0.0
+    for d_in, d_out, column, on in _matrices(shape, ad.targets):
+        out = T * d_out / tp
+        inp = T * d_in if column else T * d_in / tp
+        per = forward * out + BYTES * (
+            BACKWARD_OUTPUT_ELEMENTS * out + BACKWARD_INPUT_ELEMENTS * inp
+        )
+        total = total + on * per
+    return where(ad.lora > 0, total, 0.0)
 
 
 #: Python-level operations of a Megatron-style GPT layer's forward, the unit of the fitted

@@ -286,9 +286,12 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
         gemm_s = gemm_c + gemm_m
         # the adapters' kernels are more operations for the host to issue and launch
         launch_passes = dense_passes * adapters.host_factor(ad)
+    memory_s = gemm_m + ew_dense_m * ew_passes + (attn_m + ew_attn_m) * attn_passes
+    if ad is not None:  # the adapters' scale and addition, and their input gradients' sums
+        memory_s = memory_s + adapters.elementwise_bytes(shape, ad, tp, T, full) / hbm
     return LayerTime(
         compute_s=gemm_c + attn_c * attn_passes,
-        memory_s=gemm_m + ew_dense_m * ew_passes + (attn_m + ew_attn_m) * attn_passes,
+        memory_s=memory_s,
         # the overlap windows are the kernels' whole time: a GEMM that turns memory-bound at a
         # higher clock still runs beside the traffic it hides
         dense_gemm_s=gemm_s,
