@@ -287,8 +287,12 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
         # the adapters' kernels are more operations for the host to issue and launch
         launch_passes = dense_passes * adapters.host_factor(ad)
     memory_s = gemm_m + ew_dense_m * ew_passes + (attn_m + ew_attn_m) * attn_passes
+    dense_ew_bytes = rep + mlp_ew
     if ad is not None:  # the adapters' scale and addition, and their input gradients' sums
-        memory_s = memory_s + adapters.elementwise_bytes(shape, ad, tp, T, full) / hbm
+        ad_bytes = adapters.elementwise_bytes(shape, ad, tp, T, full)  # (every pass)
+        memory_s = memory_s + ad_bytes / hbm
+        # in the traffic too (dense_passes x dense_ew_bytes), for the HBM's energy
+        dense_ew_bytes = dense_ew_bytes + ad_bytes / dense_passes
     return LayerTime(
         compute_s=gemm_c + attn_c * attn_passes,
         memory_s=memory_s,
@@ -301,7 +305,7 @@ def layer_time(shape, lay: Layout, ex, hw, k: Kernels, ad=None) -> LayerTime:
         dense_passes=dense_passes,
         attn_passes=attn_passes,
         full_recompute=full,
-        dense_ew_bytes=rep + mlp_ew,
+        dense_ew_bytes=dense_ew_bytes,
         attn_ew_bytes=attn_ew,
     )
 
