@@ -25,6 +25,17 @@ def _sentinel(folder: Path) -> tuple[Path, tuple[bytes, int]]:
     return path, (SECRET, 1_000_000_000)
 
 
+def _log_as_link(run: Path, elsewhere: Path) -> Path:
+    """The run's ``evaluations`` folder moved to ``elsewhere`` and a link planted in its
+    place (the log still readable through it)."""
+    log = run / "evaluations"
+    for f in log.iterdir():
+        f.rename(elsewhere / f.name)
+    log.rmdir()
+    log.symlink_to(elsewhere)
+    return log
+
+
 def _unchanged(path: Path, was: tuple[bytes, int]) -> bool:
     return path.read_bytes() == was[0] and path.stat().st_mtime_ns == was[1]
 
@@ -245,11 +256,7 @@ def test_overwrite_of_a_folder_whose_log_is_a_planted_link_empties_nothing_outsi
 ):
     outside = tmp_path / "outside"
     sentinel, was = _sentinel(outside)
-    log = finished / "evaluations"
-    for f in log.iterdir():
-        f.rename(outside / f.name)
-    log.rmdir()
-    log.symlink_to(outside)
+    log = _log_as_link(finished, outside)
     study = write_study(tmp_path, toy_study(output=str(finished)), name="again.yaml")
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--overwrite", "--quiet")
     assert code == 0, err
@@ -612,11 +619,7 @@ def test_a_writer_removes_no_temporary_file_in_the_target_of_a_planted_log_link(
     every '.NAME.PID.tmp' file and folder of a dead pid in the link's target."""
     victim = tmp_path / "victim"
     sentinel, was = _sentinel(victim)
-    log = finished / "evaluations"
-    for f in log.iterdir():
-        f.rename(victim / f.name)
-    log.rmdir()
-    log.symlink_to(victim)
+    _log_as_link(finished, victim)
     (victim / ".notes.999999999.tmp").write_text("keep")
     (victim / ".work.999999998.tmp").mkdir()
     before = sorted(p.name for p in victim.iterdir())
