@@ -40,6 +40,11 @@ class Results:
     def __init__(self, path: str | Path) -> None:
         self.store = ResultStore.open(path)
         self.path = self.store.path
+        # the state before the log: a running run commits a batch's log files before it
+        # records the batch in state.json, so the log read after holds every evaluation the
+        # state read before records (read the other way round, a batch recorded in between
+        # looked like missing files)
+        self.state_when_opened = self.state()
         self.log_rows = self.store.check_log(tuple(self.study.space))
         if (
             self.log_rows and not self.store.state_file.is_file()
@@ -48,7 +53,7 @@ class Results:
                 f"{self.path} is damaged: state.json is missing but {self.store.evaluations_dir} holds "
                 f"{self.log_rows} evaluations; restore it, or start again with `dse run --overwrite`"
             )
-        recorded = self.state().evaluations
+        recorded = self.state_when_opened.evaluations
         if self.log_rows < recorded:
             raise StoreError(
                 f"{self.path} is damaged: state.json records {recorded} evaluations but "

@@ -772,3 +772,37 @@ def _toy_store(folder, name: str = "toy"):
         evaluator="toy",
         evaluator_version="1",
     )
+
+
+def test_a_folder_opened_while_its_run_records_a_batch_is_not_taken_for_damaged(
+    finished, monkeypatch
+):
+    """A running run commits a batch's log files, then records the batch in state.json. A
+    reader that counted the log first and read the state after saw, when a batch was
+    recorded in between, more evaluations recorded than logged: "damaged" (and `dse status`
+    showed the log behind the evaluations). The state is now read first. Here the run
+    records a batch of 50 (its files not yet listed) just as the log has been counted."""
+    from dataclasses import replace
+
+    from dse.store import ResultStore
+
+    real_state, real_log = ResultStore.load_state, ResultStore.check_log
+    counted = []
+
+    def check_log(self, parameters=()):
+        rows = real_log(self, parameters)
+        counted.append(rows)  # the run records its next batch now
+        return rows
+
+    def load_state(self):
+        state = real_state(self)
+        if not counted:
+            return state
+        last = replace(state.history[-1], evaluations=state.evaluations + 50)
+        return replace(state, history=(*state.history, last))
+
+    monkeypatch.setattr(ResultStore, "check_log", check_log)
+    monkeypatch.setattr(ResultStore, "load_state", load_state)
+    run = open_results(finished)  # was: StoreError "is damaged: state.json records 116 ..."
+    assert run.state_when_opened.evaluations == run.log_rows == 66
+    assert run.state().evaluations == 116  # a later read sees the newer state

@@ -20,7 +20,9 @@ from dse.search.phases import PhasesSummary
 def show_status(results: Path, console: Console) -> None:
     run = open_results(results)
     store = run.store
-    meta, state = store.meta, run.state()
+    # the state read before the log's rows were counted (a running run's state is newer
+    # the moment after: its counts would run ahead of the log's)
+    meta, state = store.meta, run.state_when_opened
     history = state.history
     last = state.last  # the tallies as of the last batch told (no log read)
     n, failed = (last.evaluations, last.failed) if last else (0, 0)
