@@ -145,7 +145,7 @@ class DseError(Exception):
             text += f" ({self.hint})"
         if self.allowed:
             text += f"; allowed: {self.allowed}"
-        return printable(f"{where}: {text}" if where else text, keep="\n\t")
+        return printable(f"{where}: {text}" if where else text, keep="\t")
 
     def with_file(self, file: str) -> DseError:
         if self.file is None:

@@ -702,3 +702,13 @@ def test_a_folder_at_the_lock_is_refused_saying_what_to_do(tmp_path, capsys, mon
     assert code == 2 and "Traceback" not in err, err
     assert "is a folder where dse keeps the run's lock file; remove that folder" in err
     assert (tmp_path / "out" / "lock").is_dir()  # not removed for the user
+
+
+def test_an_error_naming_a_file_with_a_line_end_stays_one_line(tmp_path, capsys, monkeypatch):
+    """A user error names its file as it is: a study in a folder whose name holds a line end
+    split the message in two (every control character but a tab is now its escape)."""
+    folder = tmp_path / "odd\nname"
+    folder.mkdir()
+    study = write_study(folder, {**toy_study(output=str(tmp_path / "out")), "serach": {}})
+    code, _, err = _cli(capsys, monkeypatch, "validate", study)
+    assert code == 2 and err.count("\n") == 1 and "odd\\nname" in err, err
