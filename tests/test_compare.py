@@ -126,11 +126,11 @@ def test_compare_says_when_a_run_trains_another_workload(two_runs, tmp_path):
     assert compare_runs([full, small]).differences == []  # the same (default) workload
     c = compare_runs([full, tmp_path / "y4"])
     assert c.differences == [
-        f"{tmp_path / 'y4'} is not of {full}'s workload: y 4 against (default)"
+        f"{tmp_path / 'y4'} sets other inputs than {full}: y 4 against searched"
     ]
     said = run_cli("compare", str(full), str(tmp_path / "y4"), "-o", str(tmp_path / "c.png"))
     assert said.returncode == 0, said.stderr
-    assert "note:" in said.stderr and "y 4 against (default)" in said.stderr
+    assert "note:" in said.stderr and "y 4 against searched" in said.stderr
 
 
 def test_the_common_frame_writes_each_end_in_a_unit_for_its_size():

@@ -56,8 +56,8 @@ class Comparison:
     nadir: np.ndarray
     dominated: list[list[int]]
     display_units: dict[str, str] = field(default_factory=dict)
-    #: how a run's workload or evaluator differs from the first run's, one line each (runs of
-    #: different models share objectives, and their fronts are compared as they are)
+    #: how a run's workload, fixed inputs or evaluator differ from the first run's, one line
+    #: each (runs of different models share objectives; their fronts are compared as they are)
     differences: list[str] = field(default_factory=list)
 
     def frame(self) -> str:
@@ -162,29 +162,34 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
     )
 
 
-def _value(workload: dict, key: str) -> str:
-    """A workload field as a study writes it (3e+11, not 300000000000.0); "(default)" when
-    not set."""
-    if key not in workload:
+def _value(study, key: str) -> str:
+    """A study's input as the study writes it (3e+11, not 300000000000.0): its workload's or
+    fixed value, "searched" where its space varies it, "(default)" where it leaves it."""
+    if key in study.space:
+        return "searched"
+    given = {**study.workload, **study.fixed}
+    if key not in given:
         return "(default)"
-    v = workload[key]
+    v = given[key]
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _differs(run, first) -> str:
-    """How ``run``'s workload and evaluator differ from ``first``'s, in one line ("" when
-    they do not): a workload field either sets or both set to different values."""
-    mine, theirs = run.study.workload, first.study.workload
+    """How ``run``'s inputs outside both spaces (its workload and fixed values) and its
+    evaluator differ from ``first``'s, in one line ("" when they do not): an input one sets
+    and the other searches or leaves at its default, or both set to different values."""
+    mine, theirs = run.study, first.study
+    keys = set(mine.workload) | set(mine.fixed) | set(theirs.workload) | set(theirs.fixed)
     fields = [
         f"{k} {_value(mine, k)} against {_value(theirs, k)}"
-        for k in sorted(set(mine) | set(theirs))
-        if mine.get(k) != theirs.get(k)
+        for k in sorted(keys)
+        if _value(mine, k) != _value(theirs, k)
     ]
-    if run.study.evaluator.name != first.study.evaluator.name:
-        fields.append(f"evaluator {run.study.evaluator.name} against {first.study.evaluator.name}")
+    if mine.evaluator.name != theirs.evaluator.name:
+        fields.append(f"evaluator {mine.evaluator.name} against {theirs.evaluator.name}")
     if not fields:
         return ""
-    return f"{run.path} is not of {first.path}'s workload: " + "; ".join(fields)
+    return f"{run.path} sets other inputs than {first.path}: " + "; ".join(fields)
 
 
 def _words(objectives: list[tuple[str, str]]) -> str:
