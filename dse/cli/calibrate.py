@@ -14,10 +14,9 @@ from rich.table import Table
 from dse.analytic import profiles
 from dse.analytic.calibration import build, fit, readers
 from dse.analytic.time import hardware
-from dse.errors import DseError, printable
-from dse.files import not_a_file
+from dse.errors import DseError
 from dse.outputs.show import print_split
-from dse.outputs.target import refuse_a_run_file, refuse_link_on_the_way
+from dse.outputs.target import refuse_blocked_folder
 from dse.tables import check_size
 
 #: the largest measurement file read (MB): telemetry sampled for hours is large, but a file
@@ -126,31 +125,21 @@ def calibrate(
 
 
 def _check_writable(output: Path) -> None:
-    """Refuse an output the profile cannot be written to: a folder, a device or pipe, a path
-    with a file where a folder should be, or a folder that cannot be written (missing
-    folders are created, as ``accelerators/`` is for ``-o accelerators/NAME.yaml``)."""
-    output = Path(output)
-    why = not_a_file(output)
-    if why is None:
-        refuse_link_on_the_way(output)  # the probe below would go through it
-        refuse_a_run_file(output)
-    folder = output.absolute().parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent  # the folder the missing ones will be created in
-    if output.is_dir():
-        why = "is a folder; give a file name"
-    elif why is None and not folder.is_dir():
-        why = f"cannot write there: {printable(folder)} is a file, not a folder"
-    elif why is None:
-        try:  # a file created and removed there: what the write will do (root passes os.access)
-            with tempfile.NamedTemporaryFile(
-                dir=folder, prefix=f".{output.name}.", suffix=".probe"
-            ):
-                pass
-        except OSError as exc:
-            why = f"cannot write in {folder} ({exc.strerror or exc})"
-    if why:
-        raise DseError(why, field="--output", value=str(output))
+    """Refuse an output the profile cannot be written to, before the fit: a path with a file
+    where a folder should be, or a folder that cannot be written (missing folders are
+    created, as ``accelerators/`` is for ``-o accelerators/NAME.yaml``). The path itself (a
+    folder, a device or pipe, a planted link, a results folder's own file) is refused by the
+    command line's output check (``dse.cli.app._check_output_file``) before this."""
+    folder = refuse_blocked_folder(Path(output))
+    try:  # a file created and removed there: what the write will do (root passes os.access)
+        with tempfile.NamedTemporaryFile(
+            dir=folder, prefix=f".{Path(output).name}.", suffix=".probe"
+        ):
+            pass
+    except OSError as exc:
+        raise DseError(
+            f"cannot write in {folder} ({exc.strerror or exc})", field="--output", value=str(output)
+        ) from None
 
 
 def _parameters(result: fit.FitResult, console: Console) -> None:

@@ -75,11 +75,13 @@ def refuse_link_on_the_way(output: Path | str, field: str = "--output") -> None:
         raise DseError(why, field=field, value=str(output)) from None
 
 
-def refuse_blocked_folder(output: Path, field: str = "--output") -> None:
+def refuse_blocked_folder(output: Path, field: str = "--output") -> Path:
     """Refuse, before any work, an ``output`` whose missing folders cannot be made (they are
     made when it is written): the nearest entry above it that is there is not a folder (a
-    file, or a symbolic link to nothing, which no folder can be made through)."""
-    for parent in Path(output).absolute().parents:
+    file, or a symbolic link to nothing, which no folder can be made through). Returns that
+    folder, the one the missing ones will be made in."""
+    parents = Path(output).absolute().parents
+    for parent in parents:
         if not os.path.lexists(parent):
             continue  # a folder that will be made
         if not parent.is_dir():
@@ -91,7 +93,8 @@ def refuse_blocked_folder(output: Path, field: str = "--output") -> None:
             raise DseError(
                 f"cannot write there: {printable(parent)} {why}", field=field, value=str(output)
             )
-        return
+        return parent
+    return parents[-1]  # (the root: always there)
 
 
 def refuse_standard_output(output: Path | str) -> None:
