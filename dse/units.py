@@ -51,9 +51,21 @@ UNITS: dict[str, tuple[str, float]] = {
 }
 #: other spellings of a unit in :data:`UNITS`
 ALIASES = {
-    **{"day": "days", "d": "days", "week": "weeks", "hour": "h", "hours": "h", "hr": "h"},
-    **{"hrs": "h", "minute": "min", "minutes": "min", "mins": "min", "sec": "s", "secs": "s"},
-    **{"second": "s", "seconds": "s", "°C": "degC"},
+    "day": "days",
+    "d": "days",
+    "week": "weeks",
+    "hour": "h",
+    "hours": "h",
+    "hr": "h",
+    "hrs": "h",
+    "minute": "min",
+    "minutes": "min",
+    "mins": "min",
+    "sec": "s",
+    "secs": "s",
+    "second": "s",
+    "seconds": "s",
+    "°C": "degC",
 }
 
 #: SI prefixes for the units that span many decades in a study (energy, power)

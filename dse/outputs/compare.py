@@ -148,7 +148,7 @@ def compare_runs(paths: list[Path | str]) -> Comparison:
     runs = []
     for run, name, f in zip(opened, names, fronts, strict=True):
         hv = HypervolumeTracker(ideal.tolist(), nadir.tolist()).update(f)
-        runs.append(ComparedRun(run.path, name, run.state().evaluations, f, hv))
+        runs.append(ComparedRun(run.path, name, run.state_when_opened.evaluations, f, hv))
     dominated = [[int(dominated_by(a.f, b.f).sum()) for b in runs] for a in runs]
     return Comparison(
         objectives,
@@ -180,11 +180,8 @@ def _differs(run, first) -> str:
     and the other searches or leaves at its default, or both set to different values."""
     mine, theirs = run.study, first.study
     keys = set(mine.workload) | set(mine.fixed) | set(theirs.workload) | set(theirs.fixed)
-    fields = [
-        f"{k} {_value(mine, k)} against {_value(theirs, k)}"
-        for k in sorted(keys)
-        if _value(mine, k) != _value(theirs, k)
-    ]
+    values = ((k, _value(mine, k), _value(theirs, k)) for k in sorted(keys))
+    fields = [f"{k} {a} against {b}" for k, a, b in values if a != b]
     if mine.evaluator.name != theirs.evaluator.name:
         fields.append(f"evaluator {mine.evaluator.name} against {theirs.evaluator.name}")
     if not fields:
