@@ -344,10 +344,25 @@ def test_output_at_the_root_at_home_or_in_a_foreign_folder_is_refused(
     assert code == 0 and (empty / "meta.json").is_file(), err
 
 
+@pytest.mark.parametrize(
+    "plant, says",
+    [
+        (
+            lambda journal, target: journal.symlink_to(target),
+            "optuna.journal: cannot write: is a symbolic link",
+        ),
+        (
+            lambda journal, target: os.link(target, journal),
+            "optuna.journal: cannot write: the file has 1 other name(s) (a hard link)",
+        ),
+    ],
+    ids=["symbolic link", "hard link"],
+)
 def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(
-    tmp_path, capsys, monkeypatch
+    tmp_path, capsys, monkeypatch, plant, says
 ):
-    """optuna appends to its journal by name: a link there would take every trial's write."""
+    """optuna appends to its journal by name: a symbolic link there would take every trial's
+    write, and a hard link would change the file under its other name."""
     pytest.importorskip("optuna")
     sentinel, was = _sentinel(tmp_path / "outside")
     out = tmp_path / "out"
@@ -360,13 +375,9 @@ def test_a_link_planted_at_optunas_journal_is_refused_not_appended_to(
     (out / "evaluations").mkdir(
         parents=True
     )  # a run that never wrote a log: taken as a results folder
-    (out / "optuna.journal").symlink_to(sentinel)
+    plant(out / "optuna.journal", sentinel)
     code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
-    assert (
-        code == 2
-        and "optuna.journal: cannot write: is a symbolic link" in err
-        and "Traceback" not in err
-    ), err
+    assert code == 2 and says in err and "Traceback" not in err, err
     assert _unchanged(sentinel, was)
 
 
@@ -671,23 +682,6 @@ def test_an_append_refuses_a_file_with_other_names(tmp_path):
     append_durably(target, b"12345678")
     refuse_shared_file(target)
     assert target.read_bytes() == b"12345678"
-
-
-def test_a_hard_link_planted_at_optunas_journal_is_refused(tmp_path, capsys, monkeypatch):
-    pytest.importorskip("optuna")
-    sentinel, was = _sentinel(tmp_path / "outside")
-    out = tmp_path / "out"
-    study = write_study(
-        tmp_path,
-        toy_study(
-            output=str(out), search={"algorithm": "optuna-tpe", "budget": 20, "batch_size": 10}
-        ),
-    )
-    (out / "evaluations").mkdir(parents=True)
-    os.link(sentinel, out / "optuna.journal")
-    code, _, err = _cli(capsys, monkeypatch, "run", study, "--quiet")
-    assert code == 2 and "hard link" in err and "Traceback" not in err, err
-    assert _unchanged(sentinel, was)
 
 
 def test_a_folder_at_the_lock_is_refused_saying_what_to_do(tmp_path, capsys, monkeypatch):
