@@ -880,6 +880,18 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
     if len(s.elasticity):
         methods = {k.name: k.method for k in s.knobs}
         change = s.change_per_percent()
+
+        def elasticities(knob: str, metrics: list[str]) -> list[str]:
+            """A knob's elasticity of each metric, then what +1 % of it changes each by."""
+            return [
+                *(_signed(float(s.elasticity.loc[knob, m])) for m in metrics),
+                *(
+                    ("+" if change.loc[knob, m] > 0 else "")
+                    + _quantity(float(change.loc[knob, m]), s.units[m], s.display_units.get(m))
+                    for m in metrics
+                ),
+            ]
+
         print_split(
             console,
             "elasticities of the objectives, d ln(objective) / d ln(knob): % change per +1 % of "
@@ -896,12 +908,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                     str(i),
                     Text(printable(knob)),
                     Text(printable(methods[knob])),
-                    *(_signed(float(s.elasticity.loc[knob, m])) for m in s.objectives),
-                    *(
-                        ("+" if change.loc[knob, m] > 0 else "")
-                        + _quantity(float(change.loc[knob, m]), s.units[m], s.display_units.get(m))
-                        for m in s.objectives
-                    ),
+                    *elasticities(knob, s.objectives),
                 ]
                 for i, knob in enumerate(s.elasticity.index, start=1)
             ],
@@ -917,14 +924,7 @@ def print_sensitivity(s: Sensitivity, console, *, top: int = 5) -> None:
                 [
                     [
                         Text(printable(knob)),
-                        *(_signed(float(s.elasticity.loc[knob, m])) for m in constrained),
-                        *(
-                            ("+" if change.loc[knob, m] > 0 else "")
-                            + _quantity(
-                                float(change.loc[knob, m]), s.units[m], s.display_units.get(m)
-                            )
-                            for m in constrained
-                        ),
+                        *elasticities(knob, constrained),
                     ]
                     for knob in s.elasticity.index
                 ],
