@@ -74,6 +74,10 @@ SHARED = (
     "overlap_tax",
     "eager_elementwise_factor",
 )
+#: shared by every part, fitted in the second stage: only the 2024-26 tables state their
+#: software's release (``software_release``), and only there do releases come within months of
+#: an architecture's first shipments (B200 and GB200 in NeMo 25.02-25.07)
+NEW_SHARED = ("maturity_deficit", "maturity_months")
 PER_ACCELERATOR = {
     "A100": ("matmul_eff_max", "memory_eff", "collective_eff"),
     "H100": ("matmul_eff_max", "fp8_matmul_ratio", "memory_eff", "collective_eff"),
@@ -139,6 +143,11 @@ PRIOR = {
     # the host interrupt and DMA of each send / recv; the InfiniBand NCCL step is 5 us). No
     # figure is published: a weak prior (scale 10 in log space), the rows set it
     "scaleout_latency_us": (100.0, 10.0, 1.0, 20000.0, True),
+    # early software on a new architecture (dse/analytic/time/software.py): a weak prior of a
+    # 10% GEMM shortfall when the parts ship, falling by e in 6 months (the same B200 recipe
+    # gained 15% from NeMo 25.02 to 25.11, nine months; the tables set both)
+    "maturity_deficit": (0.1, 0.1, 0.0, 0.5, False),
+    "maturity_months": (6.0, 1.0, 0.5, 60.0, True),
 }
 PRIOR_WEIGHT = 0.05
 #: log-ratio size (about 5%) above which a row's residual counts linearly, not quadratically
@@ -159,6 +168,8 @@ SCALE = {
     "memory_eff": 0.1,
     "collective_eff": 0.1,
     "scaleout_latency_us": 100.0,
+    "maturity_deficit": 0.05,
+    "maturity_months": 3.0,
 }
 MAX_NFEV = 300
 #: starting host dispatch times, as multiples of its prior (see :func:`fit`)
@@ -171,7 +182,16 @@ DIFF_STEP = 1e-2
 
 def names() -> list[str]:
     """The fitted parameters, in vector order: shared, then per accelerator family."""
-    return [*SHARED, *(f"{fam}.{p}" for fam, ps in PER_ACCELERATOR.items() for p in ps)]
+    return [
+        *SHARED,
+        *NEW_SHARED,
+        *(f"{fam}.{p}" for fam, ps in PER_ACCELERATOR.items() for p in ps),
+    ]
+
+
+def second_stage(name: str) -> bool:
+    """Whether parameter ``name`` is fitted in the second stage, on the 2024-26 tables."""
+    return name in NEW_SHARED or name.rpartition(".")[0] in NEW_FAMILIES
 
 
 def prior(name: str) -> tuple[float, float, float, float, bool]:
@@ -379,20 +399,17 @@ def scan(
 
 
 def fit_second(x, new: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
-    """The new parts' parameters (:data:`NEW_FAMILIES`) fitted on the ``new`` sources with
-    every other parameter held at ``x``'s value."""
-    keep = {
-        n: float(v)
-        for n, v in zip(names(), x, strict=True)
-        if n.rpartition(".")[0] not in NEW_FAMILIES
-    }
+    """The new parts' parameters (:data:`NEW_FAMILIES`) and :data:`NEW_SHARED` fitted on the
+    ``new`` sources with every other parameter held at ``x``'s value."""
+    keep = {n: float(v) for n, v in zip(names(), x, strict=True) if not second_stage(n)}
     return fit(new, max_nfev, pinned=keep)
 
 
 def fit_staged(old: list[Source], new: list[Source], max_nfev: int = MAX_NFEV) -> np.ndarray:
-    """First the shared and A100 / H100 parameters on the ``old`` sources (the new parts'
-    held at their priors: no old row runs on them), then :func:`fit_second`."""
-    pin = {n: prior(n)[0] for n in names() if n.rpartition(".")[0] in NEW_FAMILIES}
+    """First the shared and A100 / H100 parameters on the ``old`` sources (the second
+    stage's held at their priors: no old row runs on the new parts or states its software's
+    release), then :func:`fit_second`."""
+    pin = {n: prior(n)[0] for n in names() if second_stage(n)}
     x = fit(old, max_nfev, pinned=pin)
     return fit_second(x, new, max_nfev) if new else x
 

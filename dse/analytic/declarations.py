@@ -11,6 +11,7 @@ a datasheet, the source is written beside it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from dse.analytic import profiles
 from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy.stage_plan import CLOCK_PLANS
 from dse.analytic.schedule import BATCH_SCHEDULES
+from dse.analytic.time import software
 from dse.analytic.time.adapters import ADAPTERS, LORA_TARGETS
 from dse.analytic.time.collectives import (
     CP_ALGORITHMS,
@@ -140,6 +142,30 @@ class AcceleratorInput(Input):
             f"or its name with {profiles.FOLDER}/NAME.yaml in the working directory or a folder in "
             f"${profiles.ENV}"
         )
+
+
+class ReleaseInput(Input):
+    """The ``software_release`` input: :data:`~dse.analytic.time.software.MATURE` or a
+    release month written ``YYYY-MM`` (a date YAML read as one is taken by its month)."""
+
+    def canonical(self, value):
+        if isinstance(value, date):
+            return f"{value.year:04d}-{value.month:02d}"
+        if isinstance(value, str) and value.strip().lower() == software.MATURE:
+            return software.MATURE
+        return super().canonical(value)
+
+    def check(self, value, *, field: str) -> None:
+        if value == software.MATURE or (
+            isinstance(value, str) and np.isfinite(software.month_number(value))
+        ):
+            return
+        raise StudyError(
+            "expected a release month", field=field, value=value, allowed=self._allowed()
+        )
+
+    def _allowed(self) -> str:
+        return f"{software.MATURE}, or a month written YYYY-MM (2025-02)"
 
 
 TIME_INPUTS: list[Input] = [
@@ -543,6 +569,17 @@ TIME_INPUTS: list[Input] = [
         "training stack (dse/analytic/data/frameworks.yaml): what overlaps with compute, how it shards, its kernels",
         "deepspeed",
         _FRAMEWORKS,
+        group="parallelism",
+    ),
+    ReleaseInput(
+        "software_release",
+        "str",
+        "",
+        "release month of the training stack (its container or framework, YYYY-MM): soon "
+        "after a part's architecture first shipped (catalog architecture_shipped), its GEMM "
+        "and attention kernels run below their mature efficiency (fitted: docs/model.md, "
+        "section 7); mature: the stack at its mature efficiency",
+        software.MATURE,
         group="parallelism",
     ),
     Input(

@@ -77,6 +77,9 @@ class HardwareEntry(_Strict):
     scaleout_bw_gbs: float | None = Field(default=None, gt=0)
     #: the one training stack the part is trained with (a TPU: maxtext), whatever `framework` names
     training_stack: str | None = None
+    #: when the part's architecture first shipped (YYYY-MM; dse.analytic.time.software);
+    #: unset: its kernels are taken as mature
+    architecture_shipped: str | None = Field(default=None, pattern=r"^\d{4}-(0[1-9]|1[0-2])$")
     source: str = ""
 
     @model_validator(mode="after")

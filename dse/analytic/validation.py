@@ -44,7 +44,7 @@ import pandas as pd
 from dse.analytic import declarations
 from dse.analytic import model as analytic_model
 from dse.analytic.time import hardware, workload
-from dse.errors import DseError, did_you_mean
+from dse.errors import DseError, StudyError, did_you_mean
 from dse.evaluators.base import TRUTH
 from dse.tables import TABLE_LIMIT_MB, check_shape, check_size
 
@@ -228,6 +228,15 @@ def _numeric(df: pd.DataFrame, col: str, file: str) -> np.ndarray:
     return mapped.to_numpy(dtype=float)
 
 
+def _takes(inp, value) -> bool:
+    """Whether input ``inp`` takes ``value`` (its own check, as a study's)."""
+    try:
+        inp.check(value, field=inp.name)
+    except StudyError:
+        return False
+    return True
+
+
 def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray]:
     """Model inputs for every row of a (time-model) measurement table: the table's input and
     shape columns, every other input at its declared default
@@ -260,6 +269,13 @@ def table_to_config(df: pd.DataFrame, *, file: str = "") -> dict[str, np.ndarray
                     else pd.Series(False, index=df.index)
                 )
                 unknown &= ~shaped
+            if inp.choices is None:  # free text with a form of its own (a release month)
+                refused = pd.Series(
+                    [v is not None and not _takes(inp, v) for v in values], index=df.index
+                )
+                _refuse_first(
+                    df, col, file, raw, refused, f"not a {col}; allowed: {inp._allowed()}"
+                )
             if unknown.any():
                 first = str(raw[unknown].iloc[0])
                 hint = did_you_mean(first, inp.choices) if inp.choices else ""

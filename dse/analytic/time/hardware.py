@@ -11,6 +11,7 @@ import numpy as np
 from dse.analytic import profiles
 from dse.analytic.columns import factorise, take_fields
 from dse.analytic.rows import where
+from dse.analytic.time import software
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError
 from dse.yamlfile import load_packaged
@@ -29,6 +30,8 @@ SHARED_FIELDS = (
     "attention_eff",
     "overlap_tax",
     "eager_elementwise_factor",
+    "maturity_deficit",
+    "maturity_months",
 )
 CALIBRATION_FIELDS = (*ACCELERATOR_FIELDS, *SHARED_FIELDS)
 #: shared fields a part's fitted entry may replace with its own: the per-step latency of a
@@ -211,6 +214,7 @@ FIELDS = (
     "host_link_bps",
     "host_memory_bytes",
     "scaleout_bw_bps",
+    "architecture_shipped_month",
     *CALIBRATION_FIELDS,
 )
 
@@ -283,6 +287,9 @@ def _row_of(name: str, prec: str, version: tuple | None) -> tuple[float, ...]:
         # the part's own scale-out network (catalog scaleout_bw_gbs, per direction; NaN: none,
         # the input's default applies)
         float(hw.get("scaleout_bw_gbs") or np.nan) * 1e9,
+        # when the part's architecture first shipped (catalog architecture_shipped, YYYY-MM,
+        # as months since year 0; NaN: not given, its kernels are taken as mature)
+        software.month_number(hw.get("architecture_shipped")),
         *(float(cal[f]) for f in CALIBRATION_FIELDS),
     )
 
@@ -313,6 +320,8 @@ class Hardware:
     the accelerator and its host's memory) and ``host_memory_bytes`` (host memory per
     accelerator; both 0 where the catalog gives none: no activation offloading),
     ``scaleout_bw_bps`` (B/s per direction of the part's own scale-out network, a TPU's DCN;
+    NaN where the catalog gives none), ``architecture_shipped_month`` (when the part's
+    architecture first shipped, months since year 0: :mod:`~dse.analytic.time.software`;
     NaN where the catalog gives none); from the
     calibration: the fields of :data:`CALIBRATION_FIELDS` (see docs/model.md, section 7).
     Unknown accelerators have NaN everywhere.
@@ -338,6 +347,7 @@ class Hardware:
     host_link_bps: np.ndarray
     host_memory_bytes: np.ndarray
     scaleout_bw_bps: np.ndarray
+    architecture_shipped_month: np.ndarray
     matmul_eff_max: np.ndarray
     fp8_matmul_ratio: np.ndarray
     memory_eff: np.ndarray
@@ -352,6 +362,8 @@ class Hardware:
     attention_eff: np.ndarray
     overlap_tax: np.ndarray
     eager_elementwise_factor: np.ndarray
+    maturity_deficit: np.ndarray
+    maturity_months: np.ndarray
 
 
 assert tuple(f.name for f in fields(Hardware)) == FIELDS  # _row's order is the dataclass's

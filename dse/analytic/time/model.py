@@ -25,6 +25,7 @@ from dse.analytic.time import (
     hardware,
     memory,
     parallelism,
+    software,
     step,
     training,
     workload,
@@ -201,7 +202,8 @@ def _front(cfg, part) -> Front:
     n_rows = len(cfg["accelerator"])
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
-    hw = _catalog(cfg)
+    # early software on a new architecture: its kernels below their mature efficiency
+    hw = software.early(_catalog(cfg), cfg["software_release"])
     stack = frameworks.lookup(_stack_names(cfg["accelerator"], cfg["framework"]))
     # the run's fp8_param_gather input turns the stack's fp8 weight gather on (torchao's
     # enable_fsdp_float8_all_gather is a flag of the run, not of torchtitan)
