@@ -69,6 +69,13 @@ StrictLoader.add_constructor(
 )
 
 
+# a date (2025-02-15) is read as the text written, not as a Python date: the inputs that take
+# one (``software_release``) read their text, and a message quotes it as the user wrote it
+StrictLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node)
+)
+
+
 class NumbersLoader(StrictLoader):
     """:class:`StrictLoader` that also reads ``2.6e10`` as a number (YAML 1.1 reads it as text;
     studies are full of such numbers)."""

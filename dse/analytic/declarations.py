@@ -10,8 +10,8 @@ a datasheet, the source is written beside it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import date
 
 import numpy as np
 
@@ -146,13 +146,15 @@ class AcceleratorInput(Input):
 
 class ReleaseInput(Input):
     """The ``software_release`` input: :data:`~dse.analytic.time.software.MATURE` or a
-    release month written ``YYYY-MM`` (a date YAML read as one is taken by its month)."""
+    release month written ``YYYY-MM`` (a date, ``YYYY-MM-DD``, is taken by its month)."""
 
     def canonical(self, value):
-        if isinstance(value, date):
-            return f"{value.year:04d}-{value.month:02d}"
-        if isinstance(value, str) and value.strip().lower() == software.MATURE:
-            return software.MATURE
+        if isinstance(value, str):
+            text = value.strip()
+            if text.lower() == software.MATURE:
+                return software.MATURE
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                return text[:7]
         return super().canonical(value)
 
     def check(self, value, *, field: str) -> None:

@@ -1,0 +1,122 @@
+"""Early software on a new architecture (``software_release``; dse.analytic.time.software):
+kernels below their mature efficiency soon after the architecture first shipped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, write_study
+from dse.analytic import validation
+from dse.analytic.evaluator import AnalyticEvaluator
+from dse.analytic.time import hardware, software
+from dse.api import load_study, plan
+from dse.errors import DseError, StudyError
+
+REF = REPO / "dse" / "analytic" / "data" / "reference"
+
+
+def _shares(parts, releases):
+    hw = hardware.lookup(
+        np.array(parts, dtype=object), np.array(["bf16"] * len(parts), dtype=object)
+    )
+    return software.efficiency(hw, np.array(releases, dtype=object))
+
+
+def test_the_shortfall_falls_with_the_months_since_the_architecture_shipped():
+    shared = hardware.calibration()["shared"]
+    deficit, months = shared["maturity_deficit"], shared["maturity_months"]
+    assert 0 < deficit < 0.5 and months > 0
+    # B200's architecture (Blackwell) first shipped 2024-12 (the catalog)
+    assert hardware.catalog()["B200"]["architecture_shipped"] == "2024-12"
+    share = _shares(["B200"] * 4, ["2024-06", "2024-12", "2025-06", "2030-01"])
+    assert (
+        share[0] == share[1] == pytest.approx(1 - deficit)
+    )  # before it shipped: the full shortfall
+    assert share[1] < share[2] < share[3] <= 1.0
+    assert share[2] == pytest.approx(1 - deficit * np.exp(-6 / months))
+    assert share[3] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_mature_software_and_a_part_without_a_date_leave_the_efficiencies_as_fitted():
+    assert _shares(["B200", "H100-SXM"], ["mature", "mature"]) is None
+    hw = hardware.lookup(np.array(["B200"], dtype=object), np.array(["fp8"], dtype=object))
+    assert software.early(hw, np.array(["mature"], dtype=object)) is hw
+    share = _shares(["B200", "B200"], ["mature", "2025-02"])
+    assert share[0] == 1.0 and share[1] < 1.0
+    # the same month on an older architecture (Hopper, 2022-10) costs less than on Blackwell
+    old, new = _shares(["H100-SXM", "B200"], ["2025-02", "2025-02"])
+    assert new < old < 1.0
+
+
+def test_an_early_release_slows_the_step_and_mature_is_the_default():
+    base = {
+        "model": "llama3-8b",
+        "accelerator": "B200",
+        "precision": "fp8",
+        "num_accelerators": 8,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "global_batch_size": 128,
+        "micro_batch_size": 2,
+        "framework": "megatron-bridge",
+    }
+    rows = pd.DataFrame(
+        [base, {**base, "software_release": "mature"}, {**base, "software_release": "2025-02"}]
+    )
+    out = AnalyticEvaluator().evaluate(rows)
+    assert out["feasible"].all()
+    step = out["step_time_s"].to_numpy()
+    assert step[0] == step[1]  # unset is mature
+    assert step[2] > step[1] * 1.01  # two months after Blackwell shipped: slower
+    assert out["energy_to_train_j"].iloc[2] > out["energy_to_train_j"].iloc[1]
+
+
+@pytest.mark.parametrize("value", ["2025-13", "Feb 2025", "2025", 2025])
+def test_a_study_with_a_release_that_is_not_a_month_is_refused(tmp_path, value):
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    data["fixed"]["software_release"] = value
+    path = write_study(tmp_path, data)
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    message = str(info.value)
+    assert "fixed.software_release" in message
+    assert "mature, or a month written YYYY-MM" in message
+
+
+def test_a_study_takes_a_month_a_date_or_mature_in_any_case(tmp_path):
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    data["space"]["software_release"] = ["2025-02", "Mature"]
+    path = write_study(tmp_path, data)
+    assert _values(path) == ("2025-02", "mature")
+    text = path.read_text()
+    assert text.count("- 2025-02\n") == 1  # unquoted: YAML reads it as text
+    path.write_text(text.replace("- 2025-02\n", "- 2025-02-15\n"))  # and this as a date
+    assert _values(path) == ("2025-02", "mature")
+
+
+def _values(path) -> tuple:
+    return {p.name: p.values for p in plan(path).space.parameters}["software_release"]
+
+
+def test_a_table_with_a_release_that_is_not_a_month_is_refused_naming_the_cell(tmp_path):
+    df = (
+        validation.read_table(REF / "nemo_megatron_bridge.csv")
+        .head(3)
+        .drop(columns=["_file", "_line"])
+    )
+    df.loc[1, "software_release"] = "25.02"
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    with pytest.raises(DseError) as info:
+        validation.predict(validation.read_table(path))
+    text = str(info.value)
+    assert "line 3, column software_release" in text and "25.02" in text
+    assert "YYYY-MM" in text
+
+
+def test_every_catalog_part_says_when_its_architecture_shipped():
+    for name, part in hardware.catalog().items():
+        assert np.isfinite(software.month_number(part.get("architecture_shipped"))), name
