@@ -1,7 +1,7 @@
 """Fit the time model's few physical parameters on every reference source together, and
 measure how well they generalise: leave-one-source-out and a held-out set never fitted.
 
-``python benchmarks/fit_calibration.py`` (about 2.5 minutes on 2 idle cores) prints these tables and
+``python benchmarks/fit_calibration.py`` (about 15 minutes on 2 idle cores: 14 on 2026-11-29) prints these tables and
 changes nothing on disk:
 
 1. in-sample: the parameters fitted on all sources, and each source's error with them;
