@@ -120,3 +120,129 @@ def test_a_table_with_a_release_that_is_not_a_month_is_refused_naming_the_cell(t
 def test_every_catalog_part_says_when_its_architecture_shipped():
     for name, part in hardware.catalog().items():
         assert np.isfinite(software.month_number(part.get("architecture_shipped"))), name
+
+
+_B200 = {
+    "model": "llama3-8b",
+    "accelerator": "B200",
+    "precision": "fp8",
+    "num_accelerators": 16,
+    "tensor_parallel": 1,
+    "pipeline_parallel": 1,
+    "global_batch_size": 128,
+    "micro_batch_size": 2,
+    "framework": "megatron-bridge",
+}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},  # the plain path
+        {"power_cap_w": 500},  # the energy half re-times at a lower clock
+        {"clock_mhz": 1200},  # a set clock
+        {"clock_plan": "per_stage", "pipeline_parallel": 4, "power_cap_w": 600},
+        {"batch_schedule": "linear", "batch_ramp_start_size": 32},  # a batch schedule's phases
+        {"pipeline_parallel": 4, "second_accelerator": "H100-SXM", "second_pipeline_stages": 2},
+    ],
+    ids=["plain", "power-cap", "clock", "per-stage", "schedule", "mixed-fleet"],
+)
+def test_an_early_release_is_slower_on_every_path_even_beside_a_refused_candidate(extra):
+    # a block with a candidate the time model refuses (3-way tensor parallelism of 32 heads
+    # on 16 accelerators) times its accepted ones apart: their hardware is looked up again,
+    # and must still carry the early release's shortfall
+    rows = [{**_B200, **extra, "software_release": r} for r in ("mature", "2025-02")]
+    refused = {**rows[1], "tensor_parallel": 3}
+    for block in (rows, [*rows, refused]):
+        out = AnalyticEvaluator().evaluate(pd.DataFrame(block))
+        assert out["feasible"].iloc[:2].all(), out["reason"].tolist()
+        time_s = out["time_to_train_s"].to_numpy()
+        assert time_s[1] > time_s[0] * 1.005, (extra, len(block))
+        assert out["energy_to_train_j"].iloc[1] > out["energy_to_train_j"].iloc[0]
+    assert not out["feasible"].iloc[2]
+
+
+def test_a_mixed_fleet_splits_its_layers_by_each_parts_speed_at_its_release(monkeypatch):
+    from dse.analytic import fleet
+
+    seen = []
+    real = fleet.split_layers
+
+    def spy(layers, pp, pp_b, speed_a, speed_b, alpha):
+        seen.append((np.asarray(speed_a).copy(), np.asarray(speed_b).copy()))
+        return real(layers, pp, pp_b, speed_a, speed_b, alpha)
+
+    monkeypatch.setattr(fleet, "split_layers", spy)
+    mixed = {**_B200, "pipeline_parallel": 4, "second_accelerator": "H100-SXM"}
+    rows = [
+        {**mixed, "second_pipeline_stages": 2, "software_release": r} for r in ("mature", "2025-02")
+    ]
+    AnalyticEvaluator().evaluate(pd.DataFrame(rows))
+    ((speed_a, speed_b),) = seen
+    share_a = _shares(["B200"], ["2025-02"])[0]
+    share_b = _shares(["H100-SXM"], ["2025-02"])[0]
+    assert speed_a[1] == pytest.approx(speed_a[0] * share_a)
+    assert speed_b[1] == pytest.approx(speed_b[0] * share_b)
+
+
+def _profile(folder, name, edit):
+    from dse.analytic import profiles
+    from dse.analytic.calibration import fit
+
+    acc, _ = fit.base_accelerator("B200")
+    doc = {"format": profiles.FORMAT, "version": 1, "name": name, "base": "B200", **acc}
+    if edit == "left out":  # as a profile written before the field existed
+        del doc["hardware"]["architecture_shipped"]
+    elif edit != "copied":
+        doc["hardware"]["architecture_shipped"] = edit
+    profiles.dump(doc, folder / f"{name}.yaml")
+    return f"{name}.yaml"
+
+
+def test_a_profile_takes_its_base_parts_shipping_date_unless_it_sets_its_own(tmp_path, monkeypatch):
+    from dse.analytic.calibration import build
+
+    monkeypatch.chdir(tmp_path)
+    names = [
+        _profile(tmp_path, name, edit)
+        for name, edit in (
+            ("copied", "copied"),  # dse calibrate copies the base part's
+            ("old", "left out"),
+            ("own", "2025-06"),
+            ("none", None),  # written null: none, its kernels mature
+        )
+    ]
+    assert [hardware.entry(n)[0].get("architecture_shipped") for n in names] == [
+        "2024-12",
+        "2024-12",
+        "2025-06",
+        None,
+    ]
+    shares = _shares(["B200", *names], ["2025-02"] * 5)
+    assert shares[1] == shares[2] == shares[0] < 1.0
+    assert shares[3] < shares[0]  # 2025-02 is before its own 2025-06: the whole shortfall
+    assert shares[4] == 1.0
+    # dse describe -a shows the inherited date and where it came from
+    (row,) = [r for r in build.provenance(names[1])[1] if r[0] == "hardware.architecture_shipped"]
+    assert row[1] == "2024-12" and "B200" in row[2]
+
+
+@pytest.mark.parametrize(
+    "written,shown",
+    [("2025-02-31", "2025-02-31"), ("2025-13-01", "2025-13-01")],
+)
+def test_a_date_that_is_not_a_day_is_refused_as_written(tmp_path, written, shown):
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    path = write_study(tmp_path, data)
+    path.write_text(
+        path.read_text().replace("fixed:\n", f"fixed:\n  software_release: {written}\n")
+    )
+    with pytest.raises(StudyError) as info:
+        load_study(path)
+    assert f"(got '{shown}')" in str(info.value)
+
+
+def test_a_month_with_spaces_around_it_is_the_month(tmp_path):
+    data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    data["space"]["software_release"] = [" 2025-02 ", "mature"]
+    assert _values(write_study(tmp_path, data)) == ("2025-02", "mature")

@@ -10,6 +10,7 @@ a datasheet, the source is written beside it.
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 
@@ -146,7 +147,8 @@ class AcceleratorInput(Input):
 
 class ReleaseInput(Input):
     """The ``software_release`` input: :data:`~dse.analytic.time.software.MATURE` or a
-    release month written ``YYYY-MM`` (a date, ``YYYY-MM-DD``, is taken by its month)."""
+    release month written ``YYYY-MM`` (a date, ``YYYY-MM-DD``, is taken by its month; a
+    day that is not in its month, 2025-02-31, is refused as written)."""
 
     def canonical(self, value):
         if isinstance(value, str):
@@ -154,7 +156,13 @@ class ReleaseInput(Input):
             if text.lower() == software.MATURE:
                 return software.MATURE
             if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                try:  # a real date only: 2025-02-31 stays as written, for check to refuse
+                    datetime.date.fromisoformat(text)
+                except ValueError:
+                    return text
                 return text[:7]
+            if re.fullmatch(r"\d{4}-\d{2}", text):  # (without the spaces around it)
+                return text
         return super().canonical(value)
 
     def check(self, value, *, field: str) -> None:

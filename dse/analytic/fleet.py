@@ -7,7 +7,7 @@ seed's workload distribution ``W_i = W_total (P_i / P_total)^alpha``: a stage of
 holds ``L P_i^alpha / sum_j(p_j P_j^alpha)`` layers (``p_j`` stages of part ``j``), rounded
 to whole layers (the first part's stages rounded, the rest spread over the second's), with
 ``P_i`` the part's large-GEMM throughput (dense peak at the study's precision times its
-``matmul_eff_max``) and ``alpha`` = ``split_alpha`` (1 by default: stage times equal where
+``matmul_eff_max``, early software's shortfall included: :func:`.time.model.hardware_of`) and ``alpha`` = ``split_alpha`` (1 by default: stage times equal where
 the layers are compute-bound; a study can sweep it). Each part is timed as a pipeline
 part (:class:`~dse.analytic.time.parallelism.Stages` with ``part`` set): its stages, the
 embedding on the first part and the output layer on the second. The slowest stage of
@@ -32,8 +32,8 @@ from dse.analytic.columns import Factorised, factorise
 from dse.analytic.energy import economics
 from dse.analytic.energy import model as energy_model
 from dse.analytic.energy.checkpoint import write_time_s
-from dse.analytic.time import hardware, workload
 from dse.analytic.time import model as time_model
+from dse.analytic.time import workload
 from dse.analytic.time.parallelism import Stages
 from dse.analytic.time.result import TimeResult
 
@@ -107,8 +107,9 @@ def _evaluate(cfg):
     shape = workload.resolve_shape(cfg["model"], cfg)
     pp, pp_b = _f(cfg, "pipeline_parallel"), _f(cfg, "second_pipeline_stages")
     second = Factorised(*factorise(cfg["second_accelerator"]))
-    hw_a = hardware.lookup(cfg["accelerator"], cfg["precision"])
-    hw_b = hardware.lookup(second, cfg["precision"])
+    cfg_a, cfg_b = dict(cfg), {**cfg, "accelerator": second}
+    # each part's speed as the time model runs it (its software_release included)
+    hw_a, hw_b = time_model.hardware_of(cfg_a), time_model.hardware_of(cfg_b)
     stages_a, stages_b, empty = split_layers(
         shape.layers,
         pp,
@@ -118,7 +119,6 @@ def _evaluate(cfg):
         _f(cfg, "split_alpha"),
     )
     pp_a = stages_a.count
-    cfg_a, cfg_b = dict(cfg), {**cfg, "accelerator": second}
     ta, tb = time_model.evaluate(cfg_a, part=stages_a), time_model.evaluate(cfg_b, part=stages_b)
     # the job: all its accelerators fail, a checkpoint blocks it for the slower part's write
     n_total = _f(cfg, "num_accelerators")

@@ -78,7 +78,7 @@ class HardwareEntry(_Strict):
     #: the one training stack the part is trained with (a TPU: maxtext), whatever `framework` names
     training_stack: str | None = None
     #: when the part's architecture first shipped (YYYY-MM; dse.analytic.time.software);
-    #: unset: its kernels are taken as mature
+    #: left out: its base part's; null: none, its kernels are taken as mature
     architecture_shipped: str | None = Field(default=None, pattern=r"^\d{4}-(0[1-9]|1[0-2])$")
     source: str = ""
 
@@ -356,7 +356,13 @@ def _load(path: str, mtime_ns: int, size: int) -> Profile:
         name=p.name,
         path=Path(path),
         base=p.base,
-        hardware=p.hardware.model_dump(),
+        # a field the file leaves out is not given (its base part's applies, as for a field the
+        # catalog gained after the profile was written: hardware.entry); one written null is
+        hardware={
+            k: v
+            for k, v in p.hardware.model_dump().items()
+            if v is not None or k in p.hardware.model_fields_set
+        },
         power=power,
         calibration=p.calibration.model_dump(exclude_none=True),
         sources=dict(p.sources),

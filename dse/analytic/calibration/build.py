@@ -154,8 +154,18 @@ def provenance(name: str) -> tuple[str, list[tuple[str, object, str]]]:
             "r_liquid_k_per_w": None,
             **prof.power,
         }  # shown even when left out
-        acc = {"hardware": prof.hardware, "power": power, "calibration": prof.calibration}
-        sources = prof.sources
+        # the fields the profile leaves out as the model takes them: its base part's
+        merged = hardware.entry(name)[0]
+        shown = {k: merged.get(k) for k in profiles.HardwareEntry.model_fields}
+        acc = {"hardware": shown, "power": power, "calibration": prof.calibration}
+        sources = {
+            **{
+                f"hardware.{k}": f"left out: {prof.base}'s"
+                for k in shown
+                if k not in prof.hardware and shown[k] is not None
+            },
+            **prof.sources,
+        }
         title = f"accelerator profile {name} ({prof.path}; base {prof.base or 'none'})"
     else:
         acc, sources = base_accelerator(name)

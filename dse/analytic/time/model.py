@@ -115,7 +115,7 @@ class Front:
         """The front of the candidates ``rows`` (an index array) only: still shared (the same
         arrays, the candidates' rows into them) where it is, else one row each. ``cfg``:
         those candidates' inputs, where the caller has them: the accelerator's catalog fields
-        (:func:`_catalog`) are then looked up again from the text columns' codes, not picked
+        (:func:`hardware_of`) are then looked up again from the text columns' codes, not picked
         row by row (~3.3 against ~5.4 ms, 74,000 of 131,072 rows of the bench mix; the
         hardware arrays hold values only, which the step's whole-block tests read as they
         are). The model shape is picked: which of its fields are arrays follows the whole
@@ -126,7 +126,7 @@ class Front:
         if cfg is None:
             return self.take(rows)
         rest = replace(self, inputs=replace(self.inputs, hw=None)).take(rows)
-        return replace(rest, inputs=replace(rest.inputs, hw=_catalog(cfg)))
+        return replace(rest, inputs=replace(rest.inputs, hw=hardware_of(cfg)))
 
     def reason_codes(self, cfg: dict[str, np.ndarray]) -> np.ndarray:
         """Each candidate's time-side reason code (0: none), as :func:`timed` gives it at the
@@ -202,8 +202,7 @@ def _front(cfg, part) -> Front:
     n_rows = len(cfg["accelerator"])
     reasons = Reasons()
     shape = workload.resolve_shape(cfg["model"], cfg)
-    # early software on a new architecture: its kernels below their mature efficiency
-    hw = software.early(_catalog(cfg), cfg["software_release"])
+    hw = hardware_of(cfg)
     stack = frameworks.lookup(_stack_names(cfg["accelerator"], cfg["framework"]))
     # the run's fp8_param_gather input turns the stack's fp8 weight gather on (torchao's
     # enable_fsdp_float8_all_gather is a flag of the run, not of torchtitan)
@@ -362,10 +361,14 @@ def _attention_span(cfg, seq_len) -> np.ndarray | None:
     return where(given, np.minimum(documents, seq_len), seq_len)
 
 
-def _catalog(cfg) -> hardware.Hardware:
-    """The candidates' accelerators: the catalog's fields at the candidates' precision,
-    looked up by the text columns' codes."""
-    return hardware.lookup(cfg["accelerator"], cfg["precision"])
+def hardware_of(cfg) -> hardware.Hardware:
+    """The candidates' accelerators as the time model runs them: the catalog's fields at the
+    candidates' precision (looked up by the text columns' codes), their kernels' efficiency
+    scaled for early software on a new architecture (``software_release``:
+    :func:`.software.early`). Every path that times a candidate reads its hardware here."""
+    return software.early(
+        hardware.lookup(cfg["accelerator"], cfg["precision"]), cfg["software_release"]
+    )
 
 
 def _stack_names(accelerator, framework) -> Factorised:
