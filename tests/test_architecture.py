@@ -172,7 +172,7 @@ def test_drivers_know_nothing_of_execution_and_the_store_nothing_of_drivers():
 #: string key: where the input table (input name -> array) and the YAML data files (presets,
 #: hardware catalog and calibration, training stacks, power entries) become typed objects
 PHYSICS_BOUNDARY = {
-    "time/model.py": {"_front", "_layout", "_catalog", "_network_inputs"},  # the input table
+    "time/model.py": {"_front", "_layout", "hardware_of", "_network_inputs"},  # the input table
     "time/workload.py": {"resolve_shape"},  # models.yaml -> ModelShape
     "time/hardware.py": {
         "_row_of",
