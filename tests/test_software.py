@@ -74,7 +74,7 @@ def test_an_early_release_slows_the_step_and_mature_is_the_default():
     assert out["energy_to_train_j"].iloc[2] > out["energy_to_train_j"].iloc[1]
 
 
-@pytest.mark.parametrize("value", ["2025-13", "Feb 2025", "2025", 2025])
+@pytest.mark.parametrize("value", ["2025-13", "Feb 2025", "2025", 2025, "2205-02", "0000-01"])
 def test_a_study_with_a_release_that_is_not_a_month_is_refused(tmp_path, value):
     data = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
     data["fixed"]["software_release"] = value
@@ -83,7 +83,7 @@ def test_a_study_with_a_release_that_is_not_a_month_is_refused(tmp_path, value):
         load_study(path)
     message = str(info.value)
     assert "fixed.software_release" in message
-    assert "mature, or a month written YYYY-MM" in message
+    assert "mature, or a month written YYYY-MM (2025-02) from 1990-01 to 2099-12" in message
 
 
 def test_a_study_takes_a_month_a_date_or_mature_in_any_case(tmp_path):

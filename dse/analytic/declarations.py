@@ -175,7 +175,10 @@ class ReleaseInput(Input):
         )
 
     def _allowed(self) -> str:
-        return f"{software.MATURE}, or a month written YYYY-MM (2025-02)"
+        first, last = software.YEARS
+        return (
+            f"{software.MATURE}, or a month written YYYY-MM (2025-02) from {first}-01 to {last}-12"
+        )
 
 
 TIME_INPUTS: list[Input] = [

@@ -28,13 +28,21 @@ from dse.analytic.rows import where
 #: the ``software_release`` of a stack at its mature efficiency (the default)
 MATURE = "mature"
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
+#: the years a release month may name: a typo (``2205-02``, ``0205-02``) is refused, not read
+#: as a release centuries from any part's shipments (which would count as mature)
+YEARS = (1990, 2099)
 
 
 def month_number(text: object) -> float:
     """``YYYY-MM`` as months since year 0 (``2025-02`` -> 24,301); NaN for :data:`MATURE`,
-    a missing value or anything else (the input's check refuses anything else first)."""
+    a missing value, a year outside :data:`YEARS` or anything else (the input's check
+    refuses anything else first)."""
     found = _MONTH.fullmatch(str(text).strip()) if text is not None else None
-    if found is None or not 1 <= int(found.group(2)) <= 12:
+    if (
+        found is None
+        or not 1 <= int(found.group(2)) <= 12
+        or not YEARS[0] <= int(found.group(1)) <= YEARS[1]
+    ):
         return np.nan
     return int(found.group(1)) * 12.0 + int(found.group(2)) - 1.0
 
