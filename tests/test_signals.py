@@ -66,9 +66,14 @@ def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_
         new_session=True,
     )
     wait_for_rows(out, 5, run)
+    rows_before = rows_on_disk(out)
     os.killpg(run.pid, sig)
     _, stderr = run.communicate(timeout=60)
-    assert run.returncode == code, stderr
+    # (a failure says how far the run had gone when signalled and where it ended: the
+    # SIGHUP case ended twice in about ten suite runs with exit code 0, the run complete)
+    assert run.returncode == code, (
+        f"{rows_before} rows when signalled, {rows_on_disk(out)} at the end; {stderr}"
+    )
     assert (
         "Traceback" not in stderr
         and "KeyboardInterrupt" not in stderr
