@@ -59,21 +59,26 @@ def test_a_signal_to_the_process_group_stops_a_local_cluster_run_without_worker_
     SIGTERM, the workers included: they leave the stopping to the run, so the user sees one
     message, not a traceback each (a forked worker kept the run's SIGTERM handler)."""
     out = tmp_path / "out"
+    # 1 s per call of 5 candidates: 12 s of work, so that the run is still going when the
+    # signal comes. At 0.2 s a call (delay_s is per call) the whole run took 2.4 s: on a
+    # loaded machine it twice ended with exit code 0 where the signal's was expected, done
+    # before the signal came (a test process held 3 s after the first rows finds the run
+    # already gone)
     run = start_program(
         "run",
-        str(background_study(tmp_path, "random", out, 0.2, workers=1)),
+        str(background_study(tmp_path, "random", out, 1.0, workers=1)),
         "--quiet",
         new_session=True,
     )
     wait_for_rows(out, 5, run)
+    assert run.poll() is None, "the run ended before the signal: the test signalled nothing"
     rows_before = rows_on_disk(out)
     os.killpg(run.pid, sig)
     _, stderr = run.communicate(timeout=60)
-    # (a failure says how far the run had gone when signalled and where it ended: the
-    # SIGHUP case ended twice in about ten suite runs with exit code 0, the run complete)
     assert run.returncode == code, (
         f"{rows_before} rows when signalled, {rows_on_disk(out)} at the end; {stderr}"
     )
+    assert rows_on_disk(out) < 60  # stopped, not run to its end
     assert (
         "Traceback" not in stderr
         and "KeyboardInterrupt" not in stderr
