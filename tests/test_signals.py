@@ -33,6 +33,8 @@ def test_ctrl_c_or_sigterm_keeps_the_evaluations_and_says_how_to_resume(tmp_path
     study = background_study(tmp_path, "random", out, 0.2)
     run = start_program("run", str(study), "--quiet")
     wait_for_rows(out, 5, run)
+    # (2.4 s of work in all: a test process held that long would find the run over)
+    assert run.poll() is None, "the run ended before the signal: the test signalled nothing"
     run.send_signal(sig)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == code, stderr
