@@ -161,7 +161,7 @@ class ReleaseInput(Input):
                 except ValueError:
                     return text
                 return text[:7]
-            if re.fullmatch(r"\d{4}-\d{2}", text):  # (without the spaces around it)
+            if software.MONTH.fullmatch(text):  # (without the spaces around it)
                 return text
         return super().canonical(value)
 

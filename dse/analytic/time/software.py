@@ -27,7 +27,8 @@ from dse.analytic.rows import where
 
 #: the ``software_release`` of a stack at its mature efficiency (the default)
 MATURE = "mature"
-_MONTH = re.compile(r"(\d{4})-(\d{2})")
+#: a release month as written (``YYYY-MM``; its month and year are checked by :func:`month_number`)
+MONTH = re.compile(r"(\d{4})-(\d{2})")
 #: the years a release month may name: a typo (``2205-02``, ``0205-02``) is refused, not read
 #: as a release centuries from any part's shipments (which would count as mature)
 YEARS = (1990, 2099)
@@ -37,7 +38,7 @@ def month_number(text: object) -> float:
     """``YYYY-MM`` as months since year 0 (``2025-02`` -> 24,301); NaN for :data:`MATURE`,
     a missing value, a year outside :data:`YEARS` or anything else (the input's check
     refuses anything else first)."""
-    found = _MONTH.fullmatch(str(text).strip()) if text is not None else None
+    found = MONTH.fullmatch(str(text).strip()) if text is not None else None
     if (
         found is None
         or not 1 <= int(found.group(2)) <= 12
@@ -51,12 +52,11 @@ def efficiency(hw, release) -> np.ndarray | None:
     """Per candidate, the share of their mature efficiency the kernels reach (see the
     module); None where every candidate's stack is mature (nothing to scale)."""
     codes, uniques = factorise(release)
+    # (a missing value, code -1, picks the NaN after the distinct values: mature)
     months = np.array([month_number(u) for u in uniques] + [np.nan])
     if not np.isfinite(months).any():
         return None
-    codes = np.asarray(codes)
-    released = months[where(codes < 0, len(uniques), codes)]
-    age = released - hw.architecture_shipped_month
+    age = months[np.asarray(codes)] - hw.architecture_shipped_month
     with np.errstate(invalid="ignore"):
         share = 1.0 - hw.maturity_deficit * np.exp(-np.maximum(age, 0.0) / hw.maturity_months)
     return where(np.isfinite(age), share, 1.0)
