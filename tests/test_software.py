@@ -227,6 +227,24 @@ def test_a_profile_takes_its_base_parts_shipping_date_unless_it_sets_its_own(tmp
     assert row[1] == "2024-12" and "B200" in row[2]
 
 
+@pytest.mark.parametrize("written", ["2205-02", "2024-13", " 2024-12"])
+def test_a_profile_whose_shipping_month_is_not_a_release_month_is_refused(
+    tmp_path, monkeypatch, written
+):
+    """One rule for a month, a profile's as a study's: a year outside 1990-2099 (which the
+    model would take as no date: mature) is refused, as is any other form."""
+    monkeypatch.chdir(tmp_path)
+    name = _profile(tmp_path, "typo", "copied")  # (dump refuses it: written by hand here)
+    path = tmp_path / name
+    text = path.read_text()
+    line = next(x for x in text.splitlines() if "architecture_shipped:" in x)
+    path.write_text(text.replace(line, line.split(":")[0] + f": '{written}'"))
+    with pytest.raises(DseError) as info:
+        hardware.entry(name)
+    text = str(info.value)
+    assert "architecture_shipped" in text and "from 1990-01 to 2099-12" in text
+
+
 @pytest.mark.parametrize(
     "written,shown",
     [("2025-02-31", "2025-02-31"), ("2025-13-01", "2025-13-01")],

@@ -28,10 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dse.analytic.time import frameworks
+from dse.analytic.time import frameworks, software
 from dse.analytic.time.collectives import SCALEUP_TOPOLOGIES
 from dse.errors import DseError, pydantic_message
 from dse.files import atomic_write_text
@@ -79,8 +80,19 @@ class HardwareEntry(_Strict):
     training_stack: str | None = None
     #: when the part's architecture first shipped (YYYY-MM; dse.analytic.time.software);
     #: left out: its base part's; null: none, its kernels are taken as mature
-    architecture_shipped: str | None = Field(default=None, pattern=r"^\d{4}-(0[1-9]|1[0-2])$")
+    architecture_shipped: str | None = None
     source: str = ""
+
+    @field_validator("architecture_shipped")
+    @classmethod
+    def _a_month(cls, value: str | None) -> str | None:
+        # the one rule of a release month (software_release's): YYYY-MM within its years
+        if value is not None and not (
+            software.MONTH.fullmatch(value) and np.isfinite(software.month_number(value))
+        ):
+            first, last = software.YEARS
+            raise ValueError(f"a month written YYYY-MM (2024-12) from {first}-01 to {last}-12")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareEntry:
