@@ -111,6 +111,47 @@ def test_exhaustive_enumeration_gives_the_exact_front():
     assert _front(told, study) == TRUE_FRONT
 
 
+def _drive_keys_ahead(driver, states: list) -> list[np.ndarray]:
+    """The runner's loop for an enumeration (Runner._search with Runner._asked_keys): grid
+    positions asked, one batch ahead where may_ask_ahead() says so, told in ask order with
+    no values, the state saved (as JSON) after each tell; every told batch's keys."""
+    told, flights = [], []
+    while True:
+        while not driver.done and (not flights or (len(flights) == 1 and driver.may_ask_ahead())):
+            keys = driver.ask_keys()
+            if keys is None or len(keys) == 0:
+                break
+            flights.append(np.array(keys))
+        if not flights:
+            return told
+        keys = flights.pop(0)
+        nan = np.full((len(keys), 1), np.nan)
+        driver.tell(pd.DataFrame(index=pd.RangeIndex(len(keys))), nan, nan)
+        told.append(keys)
+        states.append(json.loads(json.dumps(driver.state(), allow_nan=False)))
+
+
+def test_exhaustive_asks_ahead_and_resumes_a_state_with_a_batch_untold(tmp_path):
+    """An enumeration asks the next grid positions while the last batch is stored and told
+    (its workers do not wait between batches); a state saved then names that batch, and a
+    restored driver asks the same positions again, then the rest, each once."""
+    study = _study(search={"algorithm": "exhaustive", "budget": 420, "options": {"chunk": 64}})
+    driver, _ = _driver(study)
+    states: list = []
+    told = _drive_keys_ahead(driver, states)
+    assert np.array_equal(np.concatenate(told), np.arange(420))
+    assert [s["untold"] for s in states] == [[64]] * 5 + [[36], []]
+    assert driver.done and states[-1]["inner"]["asked"] == states[-1]["inner"]["told"] == 420
+    for cut in (0, 3, 5):
+        resumed, _ = _driver(study)
+        resumed.restore(states[cut])
+        assert not resumed.done
+        rest: list = []
+        again = _drive_keys_ahead(resumed, rest)
+        assert np.array_equal(np.concatenate(again), np.arange(64 * (cut + 1), 420))
+        assert rest[-1] == states[-1]
+
+
 @pytest.mark.parametrize(
     "algo,budget,polish",
     [

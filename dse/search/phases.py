@@ -174,14 +174,8 @@ class PhasedSearch(SearchDriver):
     # -- ask / tell ------------------------------------------------------------------------
     def ask(self) -> pd.DataFrame:
         if self._replay:  # asked before the state was saved: the inner driver asks it again
-            n = self._replay.popleft()
             batch = self.inner.ask()
-            if len(batch) != n:
-                raise RuntimeError(
-                    f"the restored search asked {len(batch):,} candidates again, not the {n:,} "
-                    "its state names as asked and not told"
-                )
-            self._sources.append((SEARCH, n))
+            self._replay_check(len(batch))
             return batch
         self._advance()
         if self._out_of_budget():
@@ -214,9 +208,29 @@ class PhasedSearch(SearchDriver):
             return self.space.from_indices(self.space.indices_of(keys))
         return pd.DataFrame(columns=self.space.names)
 
+    def _replay_check(self, asked: int) -> None:
+        """The batch the inner driver asked again after a restore is the one the state names
+        as asked and not told (its size); it is counted already."""
+        n = self._replay.popleft()
+        if asked != n:
+            raise RuntimeError(
+                f"the restored search asked {asked:,} candidates again, not the {n:,} "
+                "its state names as asked and not told"
+            )
+        self._sources.append((SEARCH, n))
+
     def ask_keys(self) -> np.ndarray | None:
         """The search's next grid positions, where dse's own driver gives them and reads no
         values (an enumeration); None otherwise, and for the polish (:meth:`ask` asks it)."""
+        if (
+            self._replay
+            and not self.tells_values
+            and type(self.inner).__module__.startswith("dse.")
+        ):
+            keys = self.inner.ask_keys()  # asked before the state was saved: asked again
+            if keys is not None:
+                self._replay_check(len(keys))
+                return keys
         self._advance()
         if (
             self.phase != SEARCH
