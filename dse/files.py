@@ -221,11 +221,15 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 def stage_file(path: Path, data: Any) -> Path:
     """Write ``data`` (bytes or a buffer, or a function that writes to the open binary file
-    it is given) for ``path`` now, and put it there later: the file is written, flushed and
-    fsynced in a private folder beside ``path`` (as :func:`atomic_path` makes one) and its
-    path returned, for :func:`commit_staged` to rename onto ``path``, or onto another name
-    in that folder, from any process of this machine (a local cluster's worker writes an
-    evaluated chunk, the run commits it in order). Nothing is left where the write fails."""
+    it is given) for ``path`` now, and put it there later: the file is written and flushed
+    in a private folder beside ``path`` (as :func:`atomic_path` makes one) and its path
+    returned, for :func:`commit_staged` to make durable and rename onto ``path``, or onto
+    another name in that folder, from any process of this machine (a local cluster's worker
+    writes an evaluated chunk, the run commits it in order). Nothing is left where the write
+    fails. Not fsynced here: the writer (a worker, whose core is the evaluations') would wait
+    for the disk; the committer's fsync waits instead, while the workers go on (10^7
+    candidates on 2 workers, 2026-11-29: the workers' time writing a chunk of 131,072 rows
+    0.95 -> 0.70 us a row)."""
     path = Path(path)
     refuse_unsafe_write(path)
     private = _private_folder(path)
@@ -238,7 +242,6 @@ def stage_file(path: Path, data: Any) -> Path:
             else:
                 f.write(data)
             f.flush()
-            os.fsync(f.fileno())
     except BaseException:
         shutil.rmtree(private, ignore_errors=True)
         raise
@@ -246,13 +249,22 @@ def stage_file(path: Path, data: Any) -> Path:
 
 
 def commit_staged(staged: Path, path: Path) -> None:
-    """Rename a file :func:`stage_file` wrote onto ``path`` (checked as :func:`atomic_path`
-    checks its target; a folder of the same file system), make the rename durable, and
-    remove the private folder it was written in."""
+    """Make a file :func:`stage_file` wrote durable (fsync), rename it onto ``path`` (checked
+    as :func:`atomic_path` checks its target; a folder of the same file system), make the
+    rename durable, and remove the private folder it was written in: a name in ``path``'s
+    folder only ever names a file whose bytes are on the disk."""
     staged, path = Path(staged), Path(path)
     refuse_unsafe_write(path)
-    if staged.is_symlink() or not staged.is_file():
-        raise OSError(errno.ENOENT, "cannot write: the staged file is gone", str(path))
+    try:  # not through a link (a file of the same name planted in its place)
+        fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise OSError(errno.ENOENT, "cannot write: the staged file is gone", str(path)) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.ENOENT, "cannot write: the staged file is gone", str(path))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(staged, path)
     fsync_dir(path.parent)
     shutil.rmtree(staged.parent, ignore_errors=True)

@@ -545,6 +545,44 @@ def test_a_staged_file_written_by_a_function_is_the_bytes_it_wrote_and_a_failed_
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.bin", by_bytes.parent.name])
 
 
+def test_a_staged_file_is_made_durable_by_its_commit_before_its_name_appears(tmp_path, monkeypatch):
+    """A worker stages its chunk without waiting for the disk; the run's commit fsyncs the
+    staged file, then renames it, then fsyncs the folder: the name in the log's folder only
+    ever names bytes that are on the disk. A link planted in the staged file's place is
+    refused, not followed."""
+    import dse.files as files
+
+    events: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.fstat(fd).st_ino))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.stat(src).st_ino))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(files.os, "fsync", fsync)
+    staged = files.stage_file(tmp_path / "a.bin", b"evaluated rows")
+    assert events == []  # staged, not synced: the worker does not wait for the disk
+    inode = staged.stat().st_ino
+    monkeypatch.setattr(files.os, "replace", replace)
+    files.commit_staged(staged, tmp_path / "a.bin")
+    assert events[:2] == [("fsync", inode), ("replace", inode)]
+    assert events[2][0] == "fsync" and events[2][1] == tmp_path.stat().st_ino  # the folder
+    assert (tmp_path / "a.bin").read_bytes() == b"evaluated rows"
+
+    staged = files.stage_file(tmp_path / "b.bin", b"rows")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not the run's")
+    staged.unlink()
+    staged.symlink_to(secret)
+    with pytest.raises(OSError, match="staged file is gone"):
+        files.commit_staged(staged, tmp_path / "b.bin")
+    assert not (tmp_path / "b.bin").exists() and secret.read_bytes() == b"not the run's"
+
+
 @pytest.mark.parametrize("name", ["..", ".", "", "sub/x", "\\x"])
 def test_a_run_file_named_outside_the_folder_in_meta_json_is_refused_before_anything_is_removed(
     finished, tmp_path, capsys, monkeypatch, name
