@@ -9,13 +9,16 @@ folder (``mkdtemp``: unpredictable, mode 0700), and no write goes through a symb
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -227,9 +230,9 @@ def stage_file(path: Path, data: Any) -> Path:
     another name in that folder, from any process of this machine (a local cluster's worker
     writes an evaluated chunk, the run commits it in order). Nothing is left where the write
     fails. Not fsynced here: the writer (a worker, whose core is the evaluations') would wait
-    for the disk; the committer's fsync waits instead, while the workers go on (10^7
-    candidates on 2 workers, 2026-11-29: the workers' time writing a chunk of 131,072 rows
-    0.95 -> 0.70 us a row)."""
+    for the disk; it only starts the disk write (:func:`start_writeback`), and the
+    committer's fsync waits for it, while the workers go on (10^7 candidates on 2 workers,
+    2026-11-29: the workers' time writing a chunk of 131,072 rows 0.95 -> 0.70 us a row)."""
     path = Path(path)
     refuse_unsafe_write(path)
     private = _private_folder(path)
@@ -242,10 +245,42 @@ def stage_file(path: Path, data: Any) -> Path:
             else:
                 f.write(data)
             f.flush()
+            start_writeback(f.fileno())
     except BaseException:
         shutil.rmtree(private, ignore_errors=True)
         raise
     return tmp
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """Linux's ``sync_file_range`` from the C library (Python's ``os`` has none), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+#: ``sync_file_range``'s SYNC_FILE_RANGE_WRITE: start writing the dirty pages, do not wait
+_START_WRITE = 2
+
+
+def start_writeback(fd: int) -> None:
+    """Start writing a file's bytes to the disk without waiting (Linux's
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; elsewhere nothing): the writer pays for
+    handing the pages to the disk, so a later ``fsync`` by another process (the run's
+    commit) only waits, and the run's process stays light (its CPU per candidate 0.077 us
+    with the commit's fsync writing the pages, 2026-11-29). A hint only: durability is the
+    fsync's."""
+    call = _sync_file_range()
+    if call is not None:
+        call(fd, 0, 0, _START_WRITE)
 
 
 def commit_staged(staged: Path, path: Path) -> None:
