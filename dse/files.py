@@ -275,8 +275,8 @@ def start_writeback(fd: int) -> None:
     """Start writing a file's bytes to the disk without waiting (Linux's
     ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; elsewhere nothing): the writer pays for
     handing the pages to the disk, so a later ``fsync`` by another process (the run's
-    commit) mostly waits: a 25 MB chunk's file, started here, took that fsync 1-7 ms
-    against about 10 ms (2026-11-29), and the run's process stays light (its marginal CPU
+    commit) mostly waits: a 25 MB chunk's file, started here, took that fsync 0.3-0.9 ms
+    against 10-13 ms (2026-11-29), and the run's process stays light (its marginal CPU
     per candidate, 10^6 to 10^7 on 2 workers: 0.015, 0.042 and 0.071 us with this, 0.077
     without; a noisy figure on this machine). A hint only: durability is the fsync's."""
     call = _sync_file_range()
