@@ -688,6 +688,11 @@ def test_a_local_cluster_leaves_logging_alone_and_starts_no_dashboard_when_told(
             lambda dask_worker: dask_worker.periodic_callbacks["memory_monitor"].callback_time
         )
         assert list(own.values()) == [dask_s * 1000] and dask_s < NANNY_MEMORY_MONITOR_S
+        # the workers' profiler samples their stacks every 100 ms (dask: 10 ms), still on
+        sampling = ex.client.run(
+            lambda dask_worker: dask_worker.periodic_callbacks["profile"].callback_time
+        )
+        assert list(sampling.values()) == [100]
     assert (distributed.level, [h.level for h in distributed.handlers]) == before
     assert not [r for r in caplog.records if "already in use" in r.getMessage()]
 
