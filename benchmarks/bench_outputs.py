@@ -5,7 +5,7 @@ A real quickstart results folder is made first (in-process run), then its evalua
 (``evaluations/``, the only copy of every evaluation, which plot and report read) is
 replaced by a synthetic one of N rows in log files of 65,536 rows (as the run's writer groups them) (the quickstart's
 parameters, objectives with a trade-off, constraint metrics, ``feasible``, ``status``,
-``reason``, ``key``, zstd-compressed Arrow IPC as the run writes it) and ``pareto.nc`` by its
+``reason``, ``key``, LZ4-compressed Arrow IPC as the run writes it) and ``pareto.nc`` by its
 exact front. Then each command runs in its own process, sampled every 20 ms for RSS.
 
     python benchmarks/bench_outputs.py                 # 10^5, 10^6, 10^7

@@ -29,7 +29,7 @@ staged log file), the part a worker spends besides the evaluator (a dask worker'
 per candidate matched this in-process figure within its noise, 2026-11-29). On 2026-11-29
 (load 1.5-4 from other work) the steps of that day took it from 1.8-2.3 to 0.9-1.3 us
 against the evaluator's ~2 us (direct write of the staged file, the chunk's summary, float
-columns to Arrow, the inputs' table, and the log's zstd level -4 instead of 1).
+columns to Arrow, the inputs' table, and the log's zstd level -4 instead of 1; LZ4 since).
 
 With ``--ask-ahead`` (issue 37) it runs NSGA-II for ``--generations`` generations of 100
 (no polish) on 2 workers, with ``search.options.ask_ahead`` off and on, for the toy

@@ -76,22 +76,22 @@ def location(file: int, rows: np.ndarray) -> np.ndarray:
     return (np.int64(file) << 32) | np.asarray(rows, dtype=np.int64)
 
 
-#: the log files' format: the Arrow IPC file format (Feather v2), buffers zstd-compressed at
-#: level -4 (:data:`LOG_CODEC`; one of zstd's fast levels, which every zstd decoder reads).
+#: the log files' format: the Arrow IPC file format (Feather v2), buffers LZ4-compressed
+#: (:data:`LOG_CODEC`; Arrow's LZ4 frame format, which every Arrow reader decompresses).
 #: Encoding it costs a worker 0.15 us per row of ~80 columns against 0.69 us for Parquet.
-#: The level is a worker's largest cost per candidate besides the evaluator: measured on
-#: three 131,072-row chunks of benchmarks/bench_pipeline.py's 10^7 study (87 columns, CPU of
-#: one thread, 2026-11-29, a loaded machine), level 1: 1.19 us a row, 168 bytes a row;
-#: level -1: 0.89 us, 187 bytes; -3: 0.82 us, 211 bytes; -4: 0.68 us, 187 bytes; -5: 0.66 us,
-#: 190 bytes; -10: 0.67 us, 261 bytes; LZ4: 0.49 us, 233 bytes. Level -4 takes 43 % less
-#: time than level 1 for 11 % more bytes, and reads faster (0.31 against 0.60 us a row).
-#: (Issue 36 measured level 1 against LZ4 in wall time with Arrow's threads: 0.20 against
-#: 0.19 s for 124,416 rows of 84 columns, 287 against 333 bytes a row; level 3: 282, level
-#: 9: 280 at 3.7x the time.) pandas, polars and DuckDB read it (Arrow readers decompress
-#: zstd of any level and LZ4 alike: logs written at level 1 or with LZ4 are still read).
-#: Logs of results format 2 (Parquet files) are still read and resumed.
+#: The codec is a worker's largest cost per candidate besides the evaluator: every log file
+#: of benchmarks/bench_pipeline.py's 10^7 study (9,953,280 rows of 87 columns) encoded
+#: again, CPU of one thread (2026-11-29): LZ4 0.283 us a row, 189.2 bytes a row; zstd level
+#: -4 0.403 us, 172.8 bytes; -2 0.546 us, 191.9 bytes; -6 0.385 us, 177.8 bytes. LZ4 takes
+#: 30 % less time than zstd -4 for 9.5 % more bytes, and reads faster (every column of 20
+#: files: 0.122 against 0.165 us a row). (A single chunk had made LZ4 look worse: 0.49
+#: against 0.68 us, 233 against 187 bytes; zstd -4 was the log's codec from then until
+#: the whole log was measured, level 1 before it, LZ4 before 0.19 of the analytic
+#: evaluator.) pandas, polars and DuckDB read it (Arrow readers decompress LZ4 and zstd of
+#: any level alike: logs written with zstd are still read and resumed). Logs of results
+#: format 2 (Parquet files) are still read and resumed.
 LOG_SUFFIX = ".arrow"
-LOG_CODEC = ("zstd", -4)
+LOG_CODEC = ("lz4", None)
 #: a log file's name with its run's stamp (:attr:`ResultStore.run_stamp`): ``bBBBBBB-cCCCCC-SSSSSSSS.arrow``;
 #: the files of folders written before runs were stamped have none
 _STAMPED = re.compile(r"^b\d+-c\d+-([0-9a-f]{8})\.")
