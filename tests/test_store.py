@@ -530,6 +530,32 @@ def test_a_folder_whose_log_is_gone_gets_one_message_from_every_command(finished
         dse.open_results(out)
 
 
+def test_a_log_written_with_zstd_by_earlier_versions_is_read_as_the_lz4_one(finished, tmp_path):
+    """The log's buffers are LZ4 frames; folders written before that have zstd (level -4 or
+    1): the same rows come back from either, and a resumed run may mix them."""
+    import pyarrow as pa
+
+    from dse.store import ResultStore
+
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    files = sorted((out / "evaluations").glob("*.arrow"))
+    lz4_frame, zstd_frame = b"\x04\x22\x4d\x18", b"\x28\xb5\x2f\xfd"  # the frames' magic
+    assert all(lz4_frame in f.read_bytes() and zstd_frame not in f.read_bytes() for f in files)
+    for f, level in zip(files, (-4, 1, -4, 1), strict=False):
+        table = feather.read_table(f)
+        options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", level))
+        with (
+            pa.OSFile(str(f), "wb") as sink,
+            pa.ipc.new_file(sink, table.schema, options=options) as w,
+        ):
+            w.write_table(table)
+        assert zstd_frame in f.read_bytes()
+    pd.testing.assert_frame_equal(
+        ResultStore.open(out).load_evaluations(), ResultStore.open(finished).load_evaluations()
+    )
+
+
 def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(finished, out)
