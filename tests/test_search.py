@@ -1054,6 +1054,26 @@ def test_nsga2_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_bat
         assert resumed.state() == states[-1][0]
 
 
+def test_random_asks_ahead_and_resumes_from_a_state_with_a_batch_untold(tmp_path):
+    """Random draws do not depend on what is told: the next batch is asked while the last is
+    evaluated, the same draws as one batch at a time; a state saved with a batch asked and
+    not told gives a driver that draws it again, then the rest, as the uninterrupted run."""
+    study = _study(search={"algorithm": "random", "budget": 130, "batch_size": 20, "seed": 5})
+    reference, space = _driver(study)
+    states: list = []
+    told = _drive_ahead(reference, study, space, states)
+    plain, _ = _driver(study)
+    pd.testing.assert_frame_equal(told, _drive(plain, study, space))  # the same draws
+    assert [s["untold"] for s, _ in states] == [[20]] * 5 + [[10], []]
+    for cut in (0, 2, 5):
+        state, rows = states[cut]
+        resumed, _ = _driver(study)
+        resumed.restore(json.loads(json.dumps(state)))
+        rest = _drive_ahead(resumed, study, space)
+        pd.testing.assert_frame_equal(rest, told.iloc[rows:].reset_index(drop=True))
+        assert resumed.state() == states[-1][0]
+
+
 def test_optuna_tpe_asking_ahead_is_deterministic_and_resumes_from_a_state_with_a_batch_untold(
     tmp_path,
 ):
