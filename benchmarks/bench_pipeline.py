@@ -1,6 +1,6 @@
 """End-to-end throughput and memory of `dse run`: the pipeline around the evaluator.
 
-``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--slow] [--ask-ahead] [--worker-task N]``
+``python benchmarks/bench_pipeline.py [--sizes 1e5 1e6 1e7] [--workers 2] [--runs 3] [--slow] [--ask-ahead] [--worker-task N]``
 
 For exhaustive studies of about 10^5, 10^6 and 10^7 candidates on the analytic evaluator
 (the Llama-2 7B space of ``benchmarks/search-bench.yaml``, widened by cooling, inlet
@@ -19,8 +19,11 @@ taken as it exits) is told apart from that of the rest of the process tree (the 
 workers and their nannies). Between two sizes the difference of each, divided by the
 difference of the candidates, is the marginal CPU per candidate (start-up, cluster and
 fixed costs drop out); their ratio says at how many workers the main process would be
-saturated (one core of it per candidate for workers x worker CPU). ``--profile-main FILE``
-writes a cProfile of the main process of the largest size.
+saturated (one core of it per candidate for workers x worker CPU). Each size runs
+``--runs`` times (default 3), the sizes taking turns, and every figure is the median of its
+runs: one run's start-up varied by about a second of the main process's CPU, as much as
+its marginal cost over 9 million candidates (2026-11-29). ``--profile-main FILE`` writes a
+cProfile of the main process of the largest size's last run.
 
 A worker's cost (issue 37): ``--worker-task N`` runs N tasks of the 10^7 study in this
 process as a local cluster's worker runs them and prints the CPU per candidate of building
@@ -359,6 +362,12 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 1e7])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        help="runs of each size, the sizes taking turns; the table gives medians (default 3)",
+    )
+    ap.add_argument(
         "--slow",
         action="store_true",
         help="also the 1-versus-2-worker speed-up of a slow evaluator",
@@ -406,33 +415,47 @@ def main() -> None:
         if args.worker_task:
             worker_task_cost(tmp, args.worker_task)
             return
-        rows, spread = [], []
+        # every size ``--runs`` times, the sizes taking turns (the machine's speed drifts):
+        # each figure is the median of its runs, so that the main process's marginal CPU,
+        # a difference of two sizes' totals, is not one start-up's noise
+        runs: dict[float, list[dict]] = {size: [] for size in args.sizes}
+        rates: dict[float, list[float]] = {size: [] for size in args.sizes}
+        paths, counts = {}, {}
         for size in args.sizes:
             out = tmp / f"run-{size:.0e}"
             study = study_of(size, args.workers, out)
-            path = tmp / f"study-{size:.0e}.yaml"
-            path.write_text(yaml.safe_dump(study, sort_keys=False))
-            n = study["search"]["budget"]
-            before = in_process_rates(path)
-            cpu_file = tmp / f"cpu-{size:.0e}.json"
-            profile = str(Path(args.profile_main).resolve()) if args.profile_main else ""
-            m = measure(
-                dse_command(
-                    ["run", str(path), "--quiet", "--overwrite"],
+            paths[size] = tmp / f"study-{size:.0e}.yaml"
+            paths[size].write_text(yaml.safe_dump(study, sort_keys=False))
+            counts[size] = study["search"]["budget"]
+        for turn in range(args.runs):
+            for size in args.sizes:
+                path, n, out = paths[size], counts[size], tmp / f"run-{size:.0e}"
+                rates[size] += in_process_rates(path)
+                cpu_file = tmp / f"cpu-{size:.0e}.json"
+                profile = str(Path(args.profile_main).resolve()) if args.profile_main else ""
+                last = size == max(args.sizes) and turn == args.runs - 1
+                m = measure(
+                    dse_command(
+                        ["run", str(path), "--quiet", "--overwrite"],
+                        cpu_file,
+                        profile if last else "",
+                    ),
                     cpu_file,
-                    profile if size == max(args.sizes) else "",
-                ),
-                cpu_file,
-            )
-            rates = sorted(before + in_process_rates(path))
-            rate = statistics.median(rates)
-            spread.append((n, rates[0], rates[-1]))
-            history = json.loads((out / "state.json").read_text())["history"]
-            m["loop_s"] = sum(h["seconds"] for h in history)  # ask -> evaluate -> store -> tell
-            m["folder_bytes"] = folder_bytes(out)
+                )
+                rates[size] += in_process_rates(path)
+                history = json.loads((out / "state.json").read_text())["history"]
+                m["loop_s"] = sum(h["seconds"] for h in history)  # ask -> evaluate -> store -> tell
+                m["folder_bytes"] = folder_bytes(out)
+                runs[size].append(m)
+                print(f"  {n:>11,} candidates: {m['wall_s']:.1f} s", flush=True)
+        rows, spread = [], []
+        for size in args.sizes:
+            n, ms = counts[size], runs[size]
+            m = {k: statistics.median(r[k] for r in ms) for k in ms[0]}
+            rate = statistics.median(rates[size])
+            spread.append((n, min(rates[size]), max(rates[size])))
             e2e = n / m["wall_s"]
             rows.append((n, m, e2e, e2e / (rate * args.workers), rate))
-            print(f"  {n:>11,} candidates: {m['wall_s']:.1f} s", flush=True)
         print(
             f"\nexhaustive runs, analytic evaluator, {args.workers} workers, {os.cpu_count()} cores\n"
         )
@@ -454,8 +477,9 @@ def main() -> None:
         print(
             "\nwall: the whole command (start-up, cluster, search loop, datasets, plot); search loop: "
             "the batches' ask-evaluate-store-tell time from state.json; main: the dse process "
-            "itself, workers: the rest of its process tree; in-process: the median of 10 "
-            "measurements of ~0.5 s, 5 before and 5 after the run ("
+            f"itself, workers: the rest of its process tree; each figure the median of "
+            f"{args.runs} run(s); in-process: the median of {10 * args.runs} measurements of "
+            "~0.5 s, 5 before and 5 after each run ("
             + ", ".join(f"{n:,}: {lo:,.0f}-{hi:,.0f}" for n, lo, hi in spread)
             + ")"
         )

@@ -379,8 +379,9 @@ def test_an_evaluated_chunk_travels_with_its_log_bytes_out_of_band(tmp_path):
 
 def test_a_chunk_of_consecutive_grid_positions_travels_as_its_first_and_count(tmp_path):
     """Pickled for a worker, consecutive positions (an enumeration's chunk) take the size of
-    the space, not 8 bytes each; any other positions travel as they are; each comes back
-    the same candidates."""
+    the space, not 8 bytes each, and come back as a range (no array is made where the task
+    is only unpickled: a local cluster's scheduler); any other positions travel as they
+    are; each comes back the same candidates, in pieces too."""
     import pickle
 
     from dse.api import plan
@@ -394,10 +395,15 @@ def test_a_chunk_of_consecutive_grid_positions_travels_as_its_first_and_count(tm
         grid = GridCandidates(p.space, keys.astype(np.int64))
         pickled = pickle.dumps(grid, protocol=5)
         back = pickle.loads(pickled)
-        assert back.keys.dtype == np.int64 and back.keys.tolist() == keys.tolist()
-        pd.testing.assert_frame_equal(back.frame(), grid.frame())
         consecutive = len(keys) > 1 and (np.diff(keys) == 1).all()
+        assert isinstance(back.keys, range) == consecutive
+        assert back.key_array().dtype == np.int64 and back.key_array().tolist() == keys.tolist()
+        pd.testing.assert_frame_equal(back.frame(), grid.frame())
         assert (len(pickled) < alone + 200) == consecutive or len(keys) * 8 < 200
+        if len(keys) > 4:  # a piece of it, as a worker evaluates a large task
+            pd.testing.assert_frame_equal(part(back, 2, 5).frame(), grid.frame().iloc[2:5])
+            again = pickle.loads(pickle.dumps(part(back, 2, 5)))
+            pd.testing.assert_frame_equal(again.frame(), grid.frame().iloc[2:5])
     assert len(pickle.dumps(part(whole, 10, n))) < alone + 200
 
 

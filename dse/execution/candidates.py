@@ -29,19 +29,31 @@ class GridCandidates:
     is also their key (:meth:`Space.keys`)."""
 
     space: Space
-    keys: np.ndarray  # int64 grid positions
+    #: int64 grid positions; or a ``range`` of consecutive ones (a chunk as it is unpickled:
+    #: made an array only where it is evaluated; a local cluster's scheduler, in the run's
+    #: process, unpickles every task it is given, and made each chunk's 1 MB array there)
+    keys: np.ndarray | range
     #: ``keys`` are known to be consecutive (the run checked its batch once): each chunk is
     #: pickled as its first and count without checking its keys again (a pass over them)
     known_consecutive: bool = False
 
+    def key_array(self) -> np.ndarray:
+        """The grid positions as an int64 array."""
+        keys = self.keys
+        if isinstance(keys, range):
+            return np.arange(keys.start, keys.stop, dtype=np.int64)
+        return keys
+
     def frame(self) -> pd.DataFrame:
         """The full evaluator inputs (the fixed values included), indexed by key."""
-        space = self.space
-        table = space.with_fixed(space.from_indices(space.indices_of(self.keys)), copy=False)
-        return table.set_axis(pd.Index(self.keys, dtype=np.int64), axis=0)
+        space, keys = self.space, self.key_array()
+        table = space.with_fixed(space.from_indices(space.indices_of(keys)), copy=False)
+        return table.set_axis(pd.Index(keys, dtype=np.int64), axis=0)
 
     def __reduce__(self):
         keys = self.keys
+        if isinstance(keys, range):
+            return _consecutive, (self.space, keys.start, len(keys))
         if len(keys) > 1 and (self.known_consecutive or consecutive(keys)):
             return _consecutive, (self.space, int(keys[0]), len(keys))
         return GridCandidates, (self.space, keys)
@@ -49,7 +61,7 @@ class GridCandidates:
 
 def _consecutive(space: Space, first: int, n: int) -> GridCandidates:
     """Grid positions ``first .. first + n - 1`` (how a chunk of them is pickled)."""
-    return GridCandidates(space, np.arange(first, first + n, dtype=np.int64))
+    return GridCandidates(space, range(first, first + n), known_consecutive=True)
 
 
 Candidates = pd.DataFrame | GridCandidates
