@@ -8,7 +8,8 @@ temperature and scale-out bandwidth), each run is a real ``python -m dse run`` i
 process with a local dask cluster. The table gives per size: wall time, CPU time of the
 whole process tree (user + system, from the kernel's accounting of every waited-for
 descendant), end-to-end candidates/s, the ratio of that to the in-process evaluator's
-throughput (the same candidates enumerated and evaluated in one process, one core) times
+throughput (the study's candidates, their inputs built and evaluated in one process, one
+core, in a worker's piece size, spread over the space: :func:`in_process_rates`) times
 the worker count, and the peak resident memory of the process tree (sampled every
 0.1 s with psutil). With ``--slow`` it also runs a study of a 50 ms-per-candidate
 evaluator on 1 and then 2 workers and prints the speed-up.
@@ -103,28 +104,40 @@ def study_of(size: float, workers: int, out: Path) -> dict:
     return s
 
 
-def in_process_rates(study_file: Path, limit: int = 400_000, repeats: int = 5) -> list[float]:
-    """Candidates per CPU-second of enumerating and evaluating the study's space in this
-    process, ``repeats`` times over ``limit`` candidates each, after a first chunk that is
-    not timed (the evaluator's caches, numpy's first calls). One measurement of ~0.5 s
-    ranged from 0.67 to 0.99 M/s between runs on this shared machine (2026-11-29): the
-    table takes the median of those made before and after each run."""
+def in_process_rates(
+    study_file: Path, limit: int = 400_000, repeats: int = 5, start: int = 0
+) -> list[float]:
+    """Candidates per CPU-second of building the inputs and evaluating them in this process,
+    ``repeats`` times over ``limit`` candidates each, after a chunk that is not timed (the
+    evaluator's caches, numpy's first calls): chunks of a worker's piece size
+    (``PIECE_ROWS``, 131,072: the evaluator is ~12% faster per candidate on them than on
+    65,536, which this measured until 2026-11-29) at positions spread over the whole space
+    (its parts cost from 0.79 to 1.06 µs a candidate: the grid's first 2 M, which this
+    measured until then, are its slowest), the ``start``-th onwards. One measurement of
+    ~0.5 s ranged from 0.67 to 0.99 M/s between runs on this shared machine (2026-11-29):
+    the table takes the median of those made before and after each run."""
+    import numpy as np
+
     from dse.api import plan
+    from dse.execution.base import PIECE_ROWS
+    from dse.execution.candidates import GridCandidates, frame
 
     p = plan(study_file)
-    chunks = p.space.enumerate(chunk_size=65_536)
-    p.evaluator.evaluate(p.space.with_fixed(next(chunks)))
-    rates = []
+    size = int(p.space.size)
+    n = min(PIECE_ROWS, size)
+
+    def chunk(i: int):
+        first = (i * 7919 * n) % max(size - n, 1)  # spread over the space
+        return frame(GridCandidates(p.space, np.arange(first, first + n, dtype=np.int64)))
+
+    p.evaluator.evaluate(chunk(start))
+    rates, i = [], start + 1
     for _ in range(repeats):
-        n, t0 = 0, time.process_time()
-        while n < limit:
-            chunk = next(chunks, None)
-            if chunk is None:
-                chunks = p.space.enumerate(chunk_size=65_536)
-                continue
-            p.evaluator.evaluate(p.space.with_fixed(chunk))
-            n += len(chunk)
-        rates.append(n / (time.process_time() - t0))
+        done, t0 = 0, time.process_time()
+        while done < limit:
+            p.evaluator.evaluate(chunk(i))
+            i, done = i + 1, done + n
+        rates.append(done / (time.process_time() - t0))
     return rates
 
 
@@ -430,7 +443,7 @@ def main() -> None:
         for turn in range(args.runs):
             for size in args.sizes:
                 path, n, out = paths[size], counts[size], tmp / f"run-{size:.0e}"
-                rates[size] += in_process_rates(path)
+                rates[size] += in_process_rates(path, start=100 * turn)
                 cpu_file = tmp / f"cpu-{size:.0e}.json"
                 profile = str(Path(args.profile_main).resolve()) if args.profile_main else ""
                 last = size == max(args.sizes) and turn == args.runs - 1
@@ -442,7 +455,7 @@ def main() -> None:
                     ),
                     cpu_file,
                 )
-                rates[size] += in_process_rates(path)
+                rates[size] += in_process_rates(path, start=100 * turn + 50)
                 history = json.loads((out / "state.json").read_text())["history"]
                 m["loop_s"] = sum(h["seconds"] for h in history)  # ask -> evaluate -> store -> tell
                 m["folder_bytes"] = folder_bytes(out)
