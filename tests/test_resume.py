@@ -159,6 +159,31 @@ def test_kill_9_in_the_polish_then_resume_equals_an_uninterrupted_run(tmp_path):
         )
 
 
+def test_auto_enumerating_with_a_chunk_resumes_its_batch_asked_ahead(tmp_path):
+    """``auto`` that enumerates (the space fits the budget) with ``search.options.chunk``
+    asks its chunks ahead: killed with one asked and untold, the resumed run asks the same
+    chunk again (not the default chunk), then the rest, each candidate once."""
+
+    def study(out: Path, delay_s: float) -> Path:
+        path = background_study(tmp_path, "exhaustive", out, delay_s)  # 88 candidates
+        data = yaml.safe_load(path.read_text())
+        data["search"].update(algorithm="auto", options={"chunk": 20})
+        return write_study(tmp_path, data, name=f"{out.name}.yaml")
+
+    reference = tmp_path / "reference"
+    assert run_cli("run", str(study(reference, 0.0)), "--quiet").returncode == 0
+    out = tmp_path / "interrupted"
+    run = start_run(study(out, 0.05))  # a chunk of 20 takes 1 s
+    _wait_for_state(out, run, lambda s: s["driver"]["untold"] == [20] and s["history"])
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    done = run_cli("resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = log_rows(out)
+    assert rows["key"].is_unique and set(rows["key"]) == set(log_rows(reference)["key"])
+    pd.testing.assert_frame_equal(front_of(out), front_of(reference))
+
+
 def test_a_batch_stopped_half_written_counts_on_resume(tmp_path):
     """Rows a stopped batch wrote are in the log but not in the driver's saved count: on
     resume they are looked up, and were never counted, so the driver never saw the space

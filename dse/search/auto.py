@@ -200,11 +200,13 @@ class AutoDriver(SearchDriver):
             )
             self.chunk = int(auto["chunk"])
             self.warm_up_s = auto.get("warm_up_s")  # absent in states saved before it was kept
-            self.inner = (
-                NSGA2Driver(self.problem, self.options)
-                if auto["choice"] == NSGA2Driver.name
-                else self._enumeration()
-            )
+            if auto["choice"] == NSGA2Driver.name:
+                self.inner = NSGA2Driver(self.problem, self.options)
+            elif self.chosen(self.problem) is ExhaustiveDriver:  # chosen before the run: with
+                # the study's options (its chunk: a batch asked ahead is asked again alike)
+                self.inner = ExhaustiveDriver(self.problem, self.options)
+            else:
+                self.inner = self._enumeration()
         self.inner.restore(state)
         self.asked, self.told = self.offset + self.inner.asked, self.offset + self.inner.told
 
