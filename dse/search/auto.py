@@ -118,7 +118,8 @@ class AutoDriver(SearchDriver):
         return self.inner.asked_keys()
 
     def may_ask_ahead(self) -> bool:
-        """NSGA-II's, once chosen (an enumeration, or a search still measuring, does not)."""
+        """The chosen driver's, once chosen (an enumeration asks ahead, NSGA-II where its
+        ``ask_ahead`` is on); never while still measuring (each chunk decides the next)."""
         return self.decided and self.inner.may_ask_ahead()
 
     def ask(self) -> pd.DataFrame:
