@@ -291,6 +291,18 @@ def commit_staged(staged: Path, path: Path) -> None:
     folder only ever names a file whose bytes are on the disk."""
     staged, path = Path(staged), Path(path)
     refuse_unsafe_write(path)
+    private = staged.parent  # removed below: only a private folder of path's own folder
+    try:
+        ours = (
+            private.name.startswith(".")
+            and private.name.endswith(".tmp")
+            and not private.is_symlink()
+            and os.path.samefile(private.parent, path.parent)
+        )
+    except OSError:
+        ours = False
+    if not ours:
+        raise OSError(errno.ENOENT, "cannot write: the staged file is gone", str(path))
     try:  # not through a link (a file of the same name planted in its place)
         fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
@@ -303,7 +315,7 @@ def commit_staged(staged: Path, path: Path) -> None:
         os.close(fd)
     os.replace(staged, path)
     fsync_dir(path.parent)
-    shutil.rmtree(staged.parent, ignore_errors=True)
+    shutil.rmtree(private, ignore_errors=True)
 
 
 def discard_staged(staged: Path) -> None:

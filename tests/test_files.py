@@ -585,6 +585,17 @@ def test_a_staged_file_is_made_durable_by_its_commit_before_its_name_appears(tmp
         files.commit_staged(staged, tmp_path / "b.bin")
     assert not (tmp_path / "b.bin").exists() and secret.read_bytes() == b"not the run's"
 
+    # a path that is not a staged file's (not in a private folder of the target's folder) is
+    # refused: neither that file is moved nor its folder removed
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "rows.arrow").write_bytes(b"someone's")
+    for wrong in (other / "rows.arrow", files.stage_file(other / "c.bin", b"rows")):
+        with pytest.raises(OSError, match="staged file is gone"):
+            files.commit_staged(wrong, tmp_path / "c.bin")
+        assert wrong.read_bytes() in (b"someone's", b"rows")
+    assert not (tmp_path / "c.bin").exists()
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
 def test_start_writeback_is_found_on_linux_and_takes_a_file_or_a_pipe(tmp_path):
