@@ -23,7 +23,10 @@ fixed costs drop out); their ratio says at how many workers the main process wou
 saturated (one core of it per candidate for workers x worker CPU). Each size runs
 ``--runs`` times (default 3), the sizes taking turns, and every figure is the median of its
 runs: one run's start-up varied by about a second of the main process's CPU, as much as
-its marginal cost over 9 million candidates (2026-11-29). ``--profile-main FILE`` writes a
+its marginal cost over 9 million candidates (2026-11-29); the main process's CPU in the search
+loop alone (every thread of it, from ``Runner._search``'s start to its end) is given too,
+free of that noise (the cluster's start took its main thread 1.2 and 1.9 s of CPU in two
+runs). ``--profile-main FILE`` writes a
 cProfile of the main process of the largest size's last run.
 
 A worker's cost (issue 37): ``--worker-task N`` runs N tasks of the 10^7 study in this
@@ -198,15 +201,27 @@ if profile:
     import cProfile
     profiler = cProfile.Profile()
     profiler.enable()
+def cpu():
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
+loop = []
 def _exit(code):
     if profile:
         profiler.disable()
         profiler.dump_stats(profile)
-    me = resource.getrusage(resource.RUSAGE_SELF)
     with open(out, "w") as f:
-        json.dump({"cpu_s": me.ru_utime + me.ru_stime}, f)
+        json.dump({"cpu_s": cpu(), "loop_cpu_s": sum(loop)}, f)
     real_exit(code)
 os._exit = _exit
+import dse.runner
+search = dse.runner.Runner._search
+def _search(*args, **kwargs):  # the search loop's own CPU (every thread of this process)
+    start = cpu()
+    try:
+        return search(*args, **kwargs)
+    finally:
+        loop.append(cpu() - start)
+dse.runner.Runner._search = _search
 from dse.cli.app import console
 console()
 """
@@ -244,7 +259,8 @@ def measure(cmd: list[str], cpu_file: Path | None = None) -> dict:
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
     out = {"wall_s": wall, "cpu_s": cpu, "peak_rss_gb": peak / 1e9}
     if cpu_file is not None:
-        out["main_cpu_s"] = json.loads(cpu_file.read_text())["cpu_s"]
+        said = json.loads(cpu_file.read_text())
+        out["main_cpu_s"], out["main_loop_cpu_s"] = said["cpu_s"], said["loop_cpu_s"]
         out["workers_cpu_s"] = cpu - out["main_cpu_s"]
     return out
 
@@ -499,6 +515,7 @@ def main() -> None:
         for (n1, m1, *_), (n2, m2, *_) in zip(rows, rows[1:], strict=False):
             dn = n2 - n1
             main_us = (m2["main_cpu_s"] - m1["main_cpu_s"]) / dn * 1e6
+            loop_us = (m2["main_loop_cpu_s"] - m1["main_loop_cpu_s"]) / dn * 1e6
             workers_us = (m2["workers_cpu_s"] - m1["workers_cpu_s"]) / dn * 1e6
             ratio = main_us / workers_us if workers_us > 0 else float("inf")
             saturated = 1 / ratio if ratio > 0 else float("inf")
@@ -506,7 +523,10 @@ def main() -> None:
                 f"\nmarginal CPU per candidate between {n1:,} and {n2:,}: main process "
                 f"{main_us:.3f} us, workers {workers_us:.3f} us, main / workers {ratio:.1%} "
                 f"(target <= 3%): the main process saturates at about {saturated:,.0f} "
-                f"workers ({1e6 / main_us if main_us > 0 else float('inf'):,.0f} candidates/s)"
+                f"workers ({1e6 / main_us if main_us > 0 else float('inf'):,.0f} candidates/s); "
+                f"the main process in the search loop alone {loop_us:.3f} us "
+                f"({loop_us / workers_us:.1%} of the workers': without the start-up's and the "
+                "end's noise)"
             )
         if args.slow:
             (w1, l1), (w2, l2) = slow_speedup(tmp)
