@@ -562,6 +562,56 @@ def test_a_log_written_with_zstd_by_earlier_versions_is_read_as_the_lz4_one(fini
     )
 
 
+def test_a_run_stopped_with_a_zstd_log_resumes_to_the_front_of_an_uninterrupted_run(tmp_path):
+    """A run that earlier versions stopped (its log zstd-compressed) resumes with this one,
+    which adds LZ4 files: each candidate once, the same front as a run never stopped."""
+    import pyarrow as pa
+
+    from dse.progress import ProgressSink
+
+    class StopAfterTwoBatches(ProgressSink):
+        def advance(self, n: int, record: dict) -> None:
+            if record.get("evaluations", 0) >= 40 and "hypervolume" in record:
+                raise KeyboardInterrupt
+
+    study = {"search": {"algorithm": "random", "budget": 100, "batch_size": 20, "seed": 4}}
+    whole = dse.run(
+        dse.load_study(
+            write_study(tmp_path, toy_study(output=str(tmp_path / "a"), **study), "a.yaml")
+        )
+    )
+    out = tmp_path / "b"
+    path = write_study(tmp_path, toy_study(output=str(out), **study), "b.yaml")
+    assert dse.run(dse.load_study(path), progress=StopAfterTwoBatches()).interrupted
+    stopped = sorted((out / "evaluations").glob("*.arrow"))
+    assert stopped and 40 <= len(_log_keys(out)) < 100
+    for f in stopped:  # as earlier versions wrote them
+        table = feather.read_table(f)
+        options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", -4))
+        with (
+            pa.OSFile(str(f), "wb") as sink,
+            pa.ipc.new_file(sink, table.schema, options=options) as w,
+        ):
+            w.write_table(table)
+    resumed = dse.resume(out)
+    added = sorted(set((out / "evaluations").glob("*.arrow")) - set(stopped))
+    assert added and all(b"\x04\x22\x4d\x18" in f.read_bytes() for f in added)  # LZ4 frames
+    assert all(b"\x28\xb5\x2f\xfd" in f.read_bytes() for f in stopped)  # zstd frames
+    keys = _log_keys(out)
+    assert len(keys) == len(set(keys)) == len(_log_keys(tmp_path / "a"))
+    pd.testing.assert_frame_equal(
+        resumed.front.reset_index(drop=True).drop(columns="elapsed_s"),
+        whole.front.reset_index(drop=True).drop(columns="elapsed_s"),
+    )
+
+
+def _log_keys(folder: Path) -> list[int]:
+    """Every key in a results folder's log, in its order."""
+    from dse.store import ResultStore
+
+    return ResultStore.open(folder).load_evaluations()["key"].tolist()
+
+
 def test_datasets_older_than_the_log_are_not_served(finished, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(finished, out)
