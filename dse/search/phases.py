@@ -222,22 +222,14 @@ class PhasedSearch(SearchDriver):
     def ask_keys(self) -> np.ndarray | None:
         """The search's next grid positions, where dse's own driver gives them and reads no
         values (an enumeration); None otherwise, and for the polish (:meth:`ask` asks it)."""
-        if (
-            self._replay
-            and not self.tells_values
-            and type(self.inner).__module__.startswith("dse.")
-        ):
+        keyed = not self.tells_values and type(self.inner).__module__.startswith("dse.")
+        if self._replay and keyed:
             keys = self.inner.ask_keys()  # asked before the state was saved: asked again
             if keys is not None:
                 self._replay_check(len(keys))
                 return keys
         self._advance()
-        if (
-            self.phase != SEARCH
-            or self._out_of_budget()
-            or self.tells_values
-            or not type(self.inner).__module__.startswith("dse.")
-        ):
+        if self.phase != SEARCH or self._out_of_budget() or not keyed:
             return None
         keys = self.inner.ask_keys()
         if keys is None:
