@@ -175,10 +175,7 @@ class ReleaseInput(Input):
         )
 
     def _allowed(self) -> str:
-        first, last = software.YEARS
-        return (
-            f"{software.MATURE}, or a month written YYYY-MM (2025-02) from {first}-01 to {last}-12"
-        )
+        return f"{software.MATURE}, or {software.MONTH_RULE}"
 
 
 TIME_INPUTS: list[Input] = [

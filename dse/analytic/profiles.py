@@ -90,8 +90,7 @@ class HardwareEntry(_Strict):
         if value is not None and not (
             software.MONTH.fullmatch(value) and np.isfinite(software.month_number(value))
         ):
-            first, last = software.YEARS
-            raise ValueError(f"a month written YYYY-MM (2024-12) from {first}-01 to {last}-12")
+            raise ValueError(software.MONTH_RULE)
         return value
 
     @model_validator(mode="after")

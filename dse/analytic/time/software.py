@@ -32,6 +32,8 @@ MONTH = re.compile(r"(\d{4})-(\d{2})")
 #: the years a release month may name: a typo (``2205-02``, ``0205-02``) is refused, not read
 #: as a release centuries from any part's shipments (which would count as mature)
 YEARS = (1990, 2099)
+#: what a release month may be, as a message says it (the input's and a profile's alike)
+MONTH_RULE = f"a month written YYYY-MM (2025-02) from {YEARS[0]}-01 to {YEARS[1]}-12"
 
 
 def month_number(text: object) -> float:
