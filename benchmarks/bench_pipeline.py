@@ -107,6 +107,17 @@ def study_of(size: float, workers: int, out: Path) -> dict:
     return s
 
 
+def spread_chunk(space, i: int, n: int):
+    """The ``i``-th chunk of ``n`` consecutive grid positions of ``space``, the chunks spread
+    over the whole space (a stride of 7,919 chunks, wrapped), as ``GridCandidates``."""
+    import numpy as np
+
+    from dse.execution.candidates import GridCandidates
+
+    first = (i * 7919 * n) % max(int(space.size) - n, 1)
+    return GridCandidates(space, np.arange(first, first + n, dtype=np.int64))
+
+
 def in_process_rates(
     study_file: Path, limit: int = 400_000, repeats: int = 5, start: int = 0
 ) -> list[float]:
@@ -119,19 +130,15 @@ def in_process_rates(
     measured until then, are its slowest), the ``start``-th onwards. One measurement of
     ~0.5 s ranged from 0.67 to 0.99 M/s between runs on this shared machine (2026-11-29):
     the table takes the median of those made before and after each run."""
-    import numpy as np
-
     from dse.api import plan
     from dse.execution.base import PIECE_ROWS
-    from dse.execution.candidates import GridCandidates, frame
+    from dse.execution.candidates import frame
 
     p = plan(study_file)
-    size = int(p.space.size)
-    n = min(PIECE_ROWS, size)
+    n = min(PIECE_ROWS, int(p.space.size))
 
     def chunk(i: int):
-        first = (i * 7919 * n) % max(size - n, 1)  # spread over the space
-        return frame(GridCandidates(p.space, np.arange(first, first + n, dtype=np.int64)))
+        return frame(spread_chunk(p.space, i, n))
 
     p.evaluator.evaluate(chunk(start))
     rates, i = [], start + 1
@@ -150,11 +157,9 @@ def worker_task_cost(tmp: Path, tasks: int) -> None:
     inputs built from 131,072 consecutive grid positions, the evaluator, the chunk made into
     log rows, its summary and its staged log file), by step; medians over the tasks after a
     first one (imports, caches)."""
-    import numpy as np
-
     from dse.api import plan
-    from dse.execution.base import EvaluatorRef, evaluate_rows
-    from dse.execution.candidates import GridCandidates, frame
+    from dse.execution.base import PIECE_ROWS, EvaluatorRef, evaluate_rows
+    from dse.execution.candidates import frame
     from dse.files import discard_staged
     from dse.logrows import LogRows
 
@@ -166,11 +171,10 @@ def worker_task_cost(tmp: Path, tasks: int) -> None:
     staged_in = tmp / "worker-run" / "evaluations"
     staged_in.mkdir(parents=True)
     finish = LogRows(p.study, tuple(p.space.names), 1, narrow, told=False, stage_in=str(staged_in))
-    ref, n = EvaluatorRef.of(p.study.evaluator), 131_072
+    ref, n = EvaluatorRef.of(p.study.evaluator), PIECE_ROWS
     steps: dict[str, list[float]] = {"inputs": [], "evaluator": [], "log rows": []}
     for i in range(tasks + 1):
-        first = (i * 7919 * n) % (int(p.space.size) - n)  # spread over the space
-        chunk = GridCandidates(p.space, np.arange(first, first + n, dtype=np.int64))
+        chunk = spread_chunk(p.space, i, n)
         t0 = time.process_time()
         candidates = frame(chunk)
         t1 = time.process_time()
